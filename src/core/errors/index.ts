@@ -1,0 +1,10 @@
+export { TesseraError, isTesseraError, type ErrorCode, type TesseraErrorOptions } from './tessera-error.js';
+export { InvariantError, isInvariantError } from './invariant-error.js';
+export { InvalidRequestError, isInvalidRequestError } from './invalid-request-error.js';
+export { AdmissionError, isAdmissionError } from './admission-error.js';
+export { PageCheckError, isPageCheckError, type PageCheckFailure } from './page-check-error.js';
+export { ModelLoadError, isModelLoadError } from './model-load-error.js';
+export { ConfigError, isConfigError } from './config-error.js';
+export { TransferError, isTransferError } from './transfer-error.js';
+export { TimeoutError, isTimeoutError } from './timeout-error.js';
+export { AbortedError, isAbortedError } from './aborted-error.js';

@@ -1,0 +1,56 @@
+// Fault points (failpoints): test-only switches that turn a defence off or inject a fault,
+// so every defence has a negative control. They are inert unless the process was started
+// with TESSERA_ALLOW_FAULTS=1; src/cli reads the environment and passes a FaultSet down.
+// Lower layers receive the set as an argument and never read the environment themselves.
+
+export const FAULT_NAMES = [
+  /** Prefill writes only the first page, then reports the whole prompt covered (the incident). */
+  'placeholder-done',
+  /** Flip one bit in one KV frame after its checksum was computed. */
+  'corrupt-chunk',
+  /** A node that receives Abort never sends AbortAck. */
+  'drop-abort-ack',
+  /** Free (not quarantine) pages a peer may still write, without waiting for AbortAck. */
+  'free-before-ack',
+  /** Skip the tag/stamp checks before reading pages, and the stamp-based coverage check. */
+  'skip-page-check',
+  /** Skip admission checks (context length, pool fit) before allocating. */
+  'skip-admission',
+  /** Skip the start-up check that the pool holds the context length. */
+  'skip-startup-check',
+  /** Accept KV frames without verifying their checksum. */
+  'skip-checksum',
+  /** Accept KV frames whose destination tags do not match the ledger. */
+  'skip-tag-check',
+  /** Share prefix-cache entries across tenants. */
+  'share-prefix-across-tenants',
+] as const;
+
+export type FaultName = (typeof FAULT_NAMES)[number];
+
+export function isFaultName(name: string): name is FaultName {
+  return (FAULT_NAMES as readonly string[]).includes(name);
+}
+
+/** An immutable set of active fault points. `NO_FAULTS` in production. */
+export class FaultSet {
+  readonly #active: ReadonlySet<FaultName>;
+
+  constructor(active: Iterable<FaultName> = []) {
+    this.#active = new Set(active);
+  }
+
+  has(name: FaultName): boolean {
+    return this.#active.has(name);
+  }
+
+  get size(): number {
+    return this.#active.size;
+  }
+
+  names(): FaultName[] {
+    return [...this.#active].sort();
+  }
+}
+
+export const NO_FAULTS = new FaultSet();

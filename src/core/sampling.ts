@@ -1,0 +1,35 @@
+// What a request asks the sampler for. Validated at the API edge; plain data everywhere else.
+
+export interface SamplingParams {
+  /** Most tokens to generate (>= 1). */
+  readonly maxTokens: number;
+  /** 0 means greedy (argmax). */
+  readonly temperature: number;
+  /** Nucleus sampling mass in (0, 1]; 1 disables. */
+  readonly topP: number;
+  /** Keep the k most likely tokens; 0 disables. */
+  readonly topK: number;
+  /** Seed for the request's draws; the same seed and prompt give the same tokens. */
+  readonly seed: number;
+  /** Strings that end generation; the matched string is not returned. */
+  readonly stop: readonly string[];
+  /** Token ids that end generation (the model's EOS ids are added by the engine). */
+  readonly stopTokenIds: readonly number[];
+  /** Keep generating past EOS (benchmarks). */
+  readonly ignoreEos: boolean;
+}
+
+export const GREEDY: SamplingParams = {
+  maxTokens: 16,
+  temperature: 0,
+  topP: 1,
+  topK: 0,
+  seed: 0,
+  stop: [],
+  stopTokenIds: [],
+  ignoreEos: false,
+};
+
+export function samplingParams(overrides: Partial<SamplingParams> = {}): SamplingParams {
+  return { ...GREEDY, ...overrides };
+}

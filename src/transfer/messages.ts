@@ -1,0 +1,152 @@
+// The KV transfer protocol's messages: a tagged union whose `type` names are exactly the
+// message names in spec/ (the Promela model). Change both together; spec/README.md maps them.
+//
+// Who sends what (R = router, P = prefill worker, D = decode worker):
+//
+//   R -> D  Reserve    D admits with its own limits and reserves pages (new epochs)
+//   D -> R  Reserved   the destination tags and D's data address   | Rejected (admission)
+//   R -> P  Prefill    tokens, sampling, D's address and tags
+//   P -> R  Rejected   P's own admission failed (before any page or byte)
+//   P -> D  KvChunk    one page's slot range: destination tag, seq, checksum, bytes
+//   P -> D  KvDone     tokens covered, digest of all chunks, prompt digest, first token
+//   D -> P  Ack        D verified coverage + digest; P may free its source pages now
+//   D -> R  Tokens     generated token ids (the first one came in KvDone)
+//   D -> R  Finished   normal end (stop / length) with usage
+//   * -> R  Failed     honest error for the client (never turned into a success)
+//   any     Abort      stop working on rid; the receiver stops writing and replies AbortAck
+//   any     AbortAck   the sender will never again write pages of rid
+//
+// A side that sent Abort keeps pages that a peer may still write *quarantined* until that
+// peer's AbortAck or the close of the peer's connection (deferred release).
+
+import type { ErrorCode, RequestId, SamplingParams, Tag, TenantId } from '../core/index.js';
+
+/** Why a request is being aborted, and by whom; carried for metrics ("aborts by phase"). */
+export type AbortReason =
+  | 'client-disconnect'
+  | 'router'
+  | 'prefill-failed'
+  | 'decode-failed'
+  | 'timeout'
+  | 'shutdown';
+
+export interface Reserve {
+  readonly type: 'Reserve';
+  readonly rid: RequestId;
+  readonly tenant: TenantId;
+  readonly promptTokens: number;
+  /** Digest of the prompt's token ids; prefill echoes its own in KvDone and decode compares. */
+  readonly promptDigest: string;
+  readonly sampling: SamplingParams;
+}
+
+export interface Reserved {
+  readonly type: 'Reserved';
+  readonly rid: RequestId;
+  /** One tag per page, in prompt order: page i holds slots [i*pageSize, (i+1)*pageSize). */
+  readonly tags: readonly Tag[];
+  readonly pageSize: number;
+  /** host:port of D's data listener, where P connects to push KvChunk frames. */
+  readonly dataAddress: string;
+}
+
+export interface Rejected {
+  readonly type: 'Rejected';
+  readonly rid: RequestId;
+  readonly code: ErrorCode;
+  readonly message: string;
+}
+
+export interface Prefill {
+  readonly type: 'Prefill';
+  readonly rid: RequestId;
+  readonly tenant: TenantId;
+  readonly tokens: readonly number[];
+  readonly sampling: SamplingParams;
+  readonly decodeAddress: string;
+  readonly tags: readonly Tag[];
+  readonly pageSize: number;
+}
+
+export interface KvChunk {
+  readonly type: 'KvChunk';
+  readonly rid: RequestId;
+  /** 0, 1, 2, ... per request; a gap or repeat fails the transfer closed. */
+  readonly seq: number;
+  /** The destination page and the epoch the sender believes it has. */
+  readonly tag: Tag;
+  /** Slot range [firstSlot, firstSlot + numSlots) within the page, for every layer. */
+  readonly firstSlot: number;
+  readonly numSlots: number;
+  /** Checksum of payload (xxh64, hex). */
+  readonly checksum: string;
+  readonly payload: Uint8Array;
+}
+
+export interface KvDone {
+  readonly type: 'KvDone';
+  readonly rid: RequestId;
+  readonly numChunks: number;
+  /** Prompt tokens the sender claims its chunks covered; decode trusts its own stamps instead. */
+  readonly tokensCovered: number;
+  /** Digest over the checksums of all chunks, in seq order. */
+  readonly digest: string;
+  readonly promptDigest: string;
+  /** The first generated token, sampled by prefill from the last prompt position's logits. */
+  readonly firstToken: number;
+}
+
+export interface Ack {
+  readonly type: 'Ack';
+  readonly rid: RequestId;
+}
+
+export interface Tokens {
+  readonly type: 'Tokens';
+  readonly rid: RequestId;
+  readonly ids: readonly number[];
+}
+
+export type FinishReason = 'stop' | 'length';
+
+export interface Finished {
+  readonly type: 'Finished';
+  readonly rid: RequestId;
+  readonly finishReason: FinishReason;
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+}
+
+export interface Failed {
+  readonly type: 'Failed';
+  readonly rid: RequestId;
+  readonly code: ErrorCode;
+  readonly message: string;
+}
+
+export interface Abort {
+  readonly type: 'Abort';
+  readonly rid: RequestId;
+  readonly reason: AbortReason;
+}
+
+export interface AbortAck {
+  readonly type: 'AbortAck';
+  readonly rid: RequestId;
+}
+
+export type Message =
+  | Reserve
+  | Reserved
+  | Rejected
+  | Prefill
+  | KvChunk
+  | KvDone
+  | Ack
+  | Tokens
+  | Finished
+  | Failed
+  | Abort
+  | AbortAck;
+
+export type MessageType = Message['type'];
