@@ -1,0 +1,117 @@
+// The kernel interfaces. Two families, each with several backends and one shared case suite
+// (src/kernels/cases/) that every backend runs:
+//   DenseKernels  y = x · Wᵀ for one weight matrix:   ref (plain TS), wasm (SIMD), ort (onnxruntime-node)
+//   OpKernels     norms, RoPE, SiLU, paged attention:  ref (plain TS), wasm (SIMD)
+// `ref` is the oracle: every fast kernel is tested against it.
+
+/** Storage types of weights on disk and, for quantized ones, in memory. */
+export type WeightDType = 'f32' | 'f16' | 'bf16' | 'q8_0' | 'q4_0';
+
+/**
+ * A tensor as loaded from a file, bytes untouched. Matrices use the Hugging Face layout:
+ * shape [rows, cols] = [outFeatures, inFeatures], row-major. GGML block formats (q8_0, q4_0)
+ * quantize along cols in blocks of 32, exactly as in the GGUF file.
+ */
+export interface HostTensor {
+  readonly name: string;
+  readonly dtype: WeightDType;
+  readonly shape: readonly number[];
+  readonly data: Uint8Array;
+}
+
+/** A weight matrix prepared by one dense backend (opaque beyond its shape). */
+export interface DenseWeight {
+  readonly rows: number;
+  readonly cols: number;
+  readonly dtype: WeightDType;
+}
+
+export interface DenseKernels {
+  readonly name: 'ref' | 'wasm' | 'ort';
+  /** True when each output row depends only on its input row, never on the batch size. */
+  readonly batchInvariant: boolean;
+  /** Copy or repack a weight for this backend. Quantized weights stay quantized. */
+  prepare(weight: HostTensor): Promise<DenseWeight>;
+  /** y[m, rows] = x[m, cols] · Wᵀ. */
+  matmul(weight: DenseWeight, x: Float32Array, m: number): Promise<Float32Array>;
+  dispose(): Promise<void>;
+}
+
+/**
+ * The KV pool as kernels see it: one Float32Array in page-major layout,
+ *
+ *   data[(((page * numLayers + layer) * 2 + kv) * pageSize + slot) * kvDim + i]
+ *     kv = 0 for K, 1 for V;  kvDim = numKvHeads * headDim
+ *
+ * so one page's data for all layers is contiguous (one transfer frame per page).
+ */
+export interface PagedKvView {
+  readonly data: Float32Array;
+  readonly numPages: number;
+  readonly pageSize: number;
+  readonly numLayers: number;
+  readonly numKvHeads: number;
+  readonly headDim: number;
+}
+
+export interface AttentionShape {
+  readonly numHeads: number;
+  readonly numKvHeads: number;
+  readonly headDim: number;
+  /** Usually 1/sqrt(headDim). */
+  readonly scale: number;
+}
+
+/**
+ * One request's attention in one layer. Query token t (0 <= t < numTokens) sits at position
+ * startPos + t and attends causally to positions [0, startPos + t]. Position p lives in page
+ * pageTable[floor(p / pageSize)], slot p % pageSize. Kernels do no ownership checks: the
+ * caller verified every page of pageTable against the ledger and stamps before calling.
+ */
+export interface AttentionArgs {
+  readonly layer: number;
+  readonly shape: AttentionShape;
+  /** [numTokens, numHeads * headDim] */
+  readonly q: Float32Array;
+  /** [numTokens, numHeads * headDim], written */
+  readonly out: Float32Array;
+  readonly numTokens: number;
+  readonly startPos: number;
+  readonly pageTable: Int32Array;
+}
+
+export interface RopeArgs {
+  /** [numTokens, numHeads * headDim], rotated in place (rotate-half / NeoX pairing: i, i + headDim/2). */
+  readonly x: Float32Array;
+  readonly numTokens: number;
+  readonly numHeads: number;
+  readonly headDim: number;
+  /** Position of each token. */
+  readonly positions: Int32Array;
+  /** Inverse frequencies, headDim/2 of them, with any RoPE scaling already applied. */
+  readonly invFreq: Float32Array;
+  /** Multiplier on cos/sin (YaRN's attention factor); 1 otherwise. */
+  readonly attentionFactor: number;
+}
+
+export interface OpKernels {
+  readonly name: 'ref' | 'wasm';
+  /**
+   * Allocate a Float32Array that this backend reads without copying (for wasm: a view into
+   * its linear memory). The KV pool is allocated once, at start-up, through this.
+   */
+  allocF32(length: number): Float32Array;
+  /** out[r] = x[r] / rms(x[r]) * weight, for m rows of dim. */
+  rmsNorm(x: Float32Array, weight: Float32Array, eps: number, m: number, dim: number, out: Float32Array): void;
+  rope(args: RopeArgs): void;
+  /** out[i] = silu(gate[i]) * up[i] */
+  siluMul(gate: Float32Array, up: Float32Array, out: Float32Array, n: number): void;
+  /** x[i] += y[i] */
+  addInPlace(x: Float32Array, y: Float32Array, n: number): void;
+  /**
+   * Write K and V rows for numTokens tokens at positions [startPos, startPos + numTokens)
+   * into the pages of pageTable for one layer. k, v: [numTokens, numKvHeads * headDim].
+   */
+  writeKv(kv: PagedKvView, layer: number, pageTable: Int32Array, startPos: number, numTokens: number, k: Float32Array, v: Float32Array): void;
+  attention(kv: PagedKvView, args: AttentionArgs): void;
+}

@@ -1,0 +1,42 @@
+// Protocol events, as the transfer state machines emit them. Simulation and end-to-end runs
+// record them (JSON lines); the conformance checker (spec/conformance) replays them against the
+// model's guards, so a trace the real code produced but the model forbids fails a test.
+//
+// Names are the spec's names: `message` is a Message['type'], `state` a state name from the
+// role's state machine, page actions the ledger's verbs.
+
+import type { MessageType } from './messages.js';
+
+export type Role = 'router' | 'prefill' | 'decode';
+
+export type PageAction =
+  | 'allocate'
+  | 'write'
+  | 'stamp'
+  | 'read'
+  | 'free'
+  | 'quarantine'
+  | 'release';
+
+export type TraceEvent =
+  /** `node` put `message` on the wire to `peer`. */
+  | { readonly kind: 'send'; readonly node: string; readonly role: Role; readonly rid: string; readonly message: MessageType; readonly peer: string }
+  /** `node` took `message` from `peer` off the wire (before deciding to accept or drop it). */
+  | { readonly kind: 'recv'; readonly node: string; readonly role: Role; readonly rid: string; readonly message: MessageType; readonly peer: string }
+  /** `node` dropped a received message; `why` says which check refused it. */
+  | { readonly kind: 'drop'; readonly node: string; readonly role: Role; readonly rid: string; readonly message: MessageType; readonly why: string }
+  /** The per-request state machine on `node` moved from `from` to `to`. */
+  | { readonly kind: 'state'; readonly node: string; readonly role: Role; readonly rid: string; readonly from: string; readonly to: string }
+  /** A ledger or data-plane action on pages of `node`, each page with the epoch involved. */
+  | { readonly kind: 'page'; readonly node: string; readonly role: Role; readonly rid: string; readonly action: PageAction; readonly pages: readonly { page: number; epoch: number }[] }
+  /** The peer connection between `node` and `peer` closed (crash, reset, shutdown). */
+  | { readonly kind: 'close'; readonly node: string; readonly role: Role; readonly peer: string }
+  /** What the client was finally told for rid: success (HTTP 200 with tokens) or an error code. */
+  | { readonly kind: 'outcome'; readonly node: string; readonly role: Role; readonly rid: string; readonly outcome: 'success' | 'error'; readonly code?: string };
+
+/** Where state machines put their events; a no-op sink in production unless tracing is on. */
+export interface TraceSink {
+  emit(event: TraceEvent): void;
+}
+
+export const NO_TRACE: TraceSink = { emit() {} };
