@@ -1,0 +1,177 @@
+// Weight storage formats: IEEE half (f16), bfloat16, and GGML's q8_0 and q4_0 blocks.
+// Conversions to and from f32, shared by the model loaders/writers (gen-model) and every
+// dense backend. Dequantisation is exact: it reproduces what llama.cpp computes.
+//
+//   q8_0 block (34 bytes, 32 weights):  f16 d | int8 q[32]          w[j] = d * q[j]
+//   q4_0 block (18 bytes, 32 weights):  f16 d | u8 qs[16]            w[j]    = d * ((qs[j] & 15) - 8)
+//                                                                     w[j+16] = d * ((qs[j] >> 4) - 8)
+import { assert } from '../core/index.js';
+import type { WeightDType } from './types.js';
+
+export const QK = 32;
+export const Q8_0_BLOCK_BYTES = 34;
+export const Q4_0_BLOCK_BYTES = 18;
+
+const f32Scratch = new Float32Array(1);
+const u32Scratch = new Uint32Array(f32Scratch.buffer);
+
+/** f32 -> f16 bits, round to nearest even (as F16C's vcvtps2ph does). */
+export function f32ToF16(value: number): number {
+  f32Scratch[0] = value;
+  const x = u32Scratch[0]!;
+  const sign = (x >>> 16) & 0x8000;
+  const exp = (x >>> 23) & 0xff;
+  let mant = x & 0x7fffff;
+  if (exp === 0xff) return sign | 0x7c00 | (mant !== 0 ? 0x200 : 0); // inf / nan
+  let e = exp - 127 + 15;
+  if (e >= 0x1f) return sign | 0x7c00; // overflow -> inf
+  if (e <= 0) {
+    if (e < -10) return sign; // underflow -> signed zero
+    mant |= 0x800000;
+    const shift = 14 - e;
+    const half = 1 << (shift - 1);
+    const rest = mant & ((1 << shift) - 1);
+    let h = mant >>> shift;
+    if (rest > half || (rest === half && (h & 1) === 1)) h += 1;
+    return sign | h;
+  }
+  let h = (e << 10) | (mant >>> 13);
+  const rest = mant & 0x1fff;
+  if (rest > 0x1000 || (rest === 0x1000 && (h & 1) === 1)) h += 1; // may carry into exponent: correct
+  return sign | h;
+}
+
+/** f16 bits -> f32 (exact). */
+export function f16ToF32(h: number): number {
+  const sign = h & 0x8000 ? -1 : 1;
+  const exp = (h >>> 10) & 0x1f;
+  const mant = h & 0x3ff;
+  if (exp === 0) return sign * mant * 2 ** -24;
+  if (exp === 0x1f) return mant === 0 ? sign * Infinity : NaN;
+  return sign * (1 + mant / 1024) * 2 ** (exp - 15);
+}
+
+/** f32 -> bf16 bits, round to nearest even. */
+export function f32ToBf16(value: number): number {
+  f32Scratch[0] = value;
+  const x = u32Scratch[0]!;
+  if ((x & 0x7fffffff) > 0x7f800000) return ((x >>> 16) | 0x40) & 0xffff; // quiet nan
+  const rounding = 0x7fff + ((x >>> 16) & 1);
+  return ((x + rounding) >>> 16) & 0xffff;
+}
+
+/** bf16 bits -> f32 (exact). */
+export function bf16ToF32(b: number): number {
+  u32Scratch[0] = (b & 0xffff) << 16;
+  return f32Scratch[0]!;
+}
+
+/** Bytes needed to store `count` weights (count a multiple of 32 for block formats). */
+export function byteSize(dtype: WeightDType, count: number): number {
+  switch (dtype) {
+    case 'f32':
+      return count * 4;
+    case 'f16':
+    case 'bf16':
+      return count * 2;
+    case 'q8_0':
+      assert(count % QK === 0, `q8_0 needs a multiple of ${QK} weights, got ${count}`);
+      return (count / QK) * Q8_0_BLOCK_BYTES;
+    case 'q4_0':
+      assert(count % QK === 0, `q4_0 needs a multiple of ${QK} weights, got ${count}`);
+      return (count / QK) * Q4_0_BLOCK_BYTES;
+  }
+}
+
+/** Decode `count` weights starting at weight index `first` of `data` into out[0..count). */
+export function dequantize(dtype: WeightDType, data: Uint8Array, first: number, count: number, out: Float32Array): void {
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  switch (dtype) {
+    case 'f32':
+      for (let i = 0; i < count; i++) out[i] = view.getFloat32((first + i) * 4, true);
+      return;
+    case 'f16':
+      for (let i = 0; i < count; i++) out[i] = f16ToF32(view.getUint16((first + i) * 2, true));
+      return;
+    case 'bf16':
+      for (let i = 0; i < count; i++) out[i] = bf16ToF32(view.getUint16((first + i) * 2, true));
+      return;
+    case 'q8_0': {
+      assert(first % QK === 0 && count % QK === 0, 'q8_0 dequantize must be block aligned');
+      for (let b = 0; b < count / QK; b++) {
+        const at = (first / QK + b) * Q8_0_BLOCK_BYTES;
+        const d = f16ToF32(view.getUint16(at, true));
+        for (let j = 0; j < QK; j++) out[b * QK + j] = d * view.getInt8(at + 2 + j);
+      }
+      return;
+    }
+    case 'q4_0': {
+      assert(first % QK === 0 && count % QK === 0, 'q4_0 dequantize must be block aligned');
+      for (let b = 0; b < count / QK; b++) {
+        const at = (first / QK + b) * Q4_0_BLOCK_BYTES;
+        const d = f16ToF32(view.getUint16(at, true));
+        for (let j = 0; j < QK / 2; j++) {
+          const byte = data[at + 2 + j]!;
+          out[b * QK + j] = d * ((byte & 15) - 8);
+          out[b * QK + j + QK / 2] = d * ((byte >> 4) - 8);
+        }
+      }
+      return;
+    }
+  }
+}
+
+/** Encode f32 weights into `dtype` (count a multiple of 32 for block formats). */
+export function quantize(dtype: WeightDType, values: Float32Array): Uint8Array {
+  const out = new Uint8Array(byteSize(dtype, values.length));
+  const view = new DataView(out.buffer);
+  switch (dtype) {
+    case 'f32':
+      out.set(new Uint8Array(values.buffer, values.byteOffset, values.byteLength));
+      return out;
+    case 'f16':
+      values.forEach((v, i) => view.setUint16(i * 2, f32ToF16(v), true));
+      return out;
+    case 'bf16':
+      values.forEach((v, i) => view.setUint16(i * 2, f32ToBf16(v), true));
+      return out;
+    case 'q8_0':
+      for (let b = 0; b < values.length / QK; b++) {
+        let amax = 0;
+        for (let j = 0; j < QK; j++) amax = Math.max(amax, Math.abs(values[b * QK + j]!));
+        const d = amax / 127;
+        const id = d !== 0 ? 1 / d : 0;
+        const at = b * Q8_0_BLOCK_BYTES;
+        view.setUint16(at, f32ToF16(d), true);
+        for (let j = 0; j < QK; j++) view.setInt8(at + 2 + j, roundHalfAway(values[b * QK + j]! * id));
+      }
+      return out;
+    case 'q4_0':
+      for (let b = 0; b < values.length / QK; b++) {
+        // ggml's reference: the signed value of largest magnitude maps to -8.
+        let amax = 0;
+        let max = 0;
+        for (let j = 0; j < QK; j++) {
+          const v = values[b * QK + j]!;
+          if (Math.abs(v) > amax) {
+            amax = Math.abs(v);
+            max = v;
+          }
+        }
+        const d = max / -8;
+        const id = d !== 0 ? 1 / d : 0;
+        const at = b * Q4_0_BLOCK_BYTES;
+        view.setUint16(at, f32ToF16(d), true);
+        for (let j = 0; j < QK / 2; j++) {
+          const lo = Math.min(15, Math.trunc(values[b * QK + j]! * id + 8.5));
+          const hi = Math.min(15, Math.trunc(values[b * QK + j + QK / 2]! * id + 8.5));
+          out[at + 2 + j] = lo | (hi << 4);
+        }
+      }
+      return out;
+  }
+}
+
+function roundHalfAway(x: number): number {
+  return x < 0 ? -Math.round(-x) : Math.round(x);
+}
