@@ -6,3 +6,4 @@ export * from './assert.js';
 export * from './rng.js';
 export * from './faults.js';
 export * from './sampling.js';
+export type * from './generate.js';

@@ -1,0 +1,30 @@
+// What a front end (src/api) asks of a back end (a co-located worker, or the PD router), and
+// what it gets back: plain data, shared by every layer.
+import type { TesseraError } from './errors/index.js';
+import type { RequestId, TenantId } from './ids.js';
+import type { SamplingParams } from './sampling.js';
+
+export type FinishReason = 'stop' | 'length';
+
+export interface Usage {
+  readonly promptTokens: number;
+  readonly completionTokens: number;
+  /** Prompt tokens served from the tenant's prefix cache. */
+  readonly cachedTokens: number;
+}
+
+export interface GenerateRequest {
+  readonly rid: RequestId;
+  /** Server-side tenant, from the API key. */
+  readonly tenant: TenantId;
+  /** Token ids exactly as the model sees them (chat template and BOS already applied). */
+  readonly promptTokens: readonly number[];
+  readonly sampling: SamplingParams;
+}
+
+export type GenerateEvent =
+  /** New tokens, with the text they complete (held back while it could start a stop string or is not valid UTF-8 yet). */
+  | { readonly type: 'tokens'; readonly ids: readonly number[]; readonly text: string }
+  | { readonly type: 'finished'; readonly finishReason: FinishReason; readonly usage: Usage }
+  /** The request failed; nothing after this. Never turned into a success. */
+  | { readonly type: 'failed'; readonly error: TesseraError };
