@@ -2,7 +2,10 @@ import type { PageId } from '../ids.js';
 import { TesseraError } from './tessera-error.js';
 
 export type PageCheckFailure =
+  /** The page is free or quarantined: nobody may read or write it. */
   | 'not-allocated'
+  /** The page is cached (shared, read-only) and someone tried to write it. */
+  | 'read-only'
   | 'wrong-owner'
   | 'wrong-tenant'
   | 'wrong-epoch'

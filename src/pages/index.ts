@@ -1,0 +1,29 @@
+// Layer 1: the paged KV pool — ledger (who owns which page, in which epoch), pool (storage,
+// stamps, the checks before every read and write), tenant-scoped prefix cache. Pure and
+// synchronous; imports only src/core.
+export { PAGE_STATES, describeEntry, sameTag } from './page-entry.js';
+export type { AllocateResult, HeldPages, Owner, PageCounts, PageEntry, PageState } from './page-entry.js';
+export { PageLedger } from './ledger.js';
+export { PagePool, type PagePoolOptions, type Stamp } from './pool.js';
+export { ownershipFailure, type Access, type CheckFailure } from './page-checks.js';
+export { PrefixCache, type PrefixCacheOptions, type PrefixMatch } from './prefix-cache.js';
+export {
+  createKvView,
+  floatsPerPage,
+  gatherSlots,
+  kvDimOf,
+  kvOffset,
+  scatterSlots,
+  slotRangeBytes,
+  type KvShape,
+  type PagedKvView,
+} from './kv-layout.js';
+export {
+  kvBytesPerPage,
+  kvBytesPerToken,
+  kvBytesPerTokenPerLayer,
+  pagesFor,
+  pagesInBytes,
+  tokensIn,
+  type KvElementShape,
+} from './arithmetic.js';

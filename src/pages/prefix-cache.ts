@@ -1,0 +1,253 @@
+// PrefixCache: a radix tree over token ids at page granularity, scoped by tenant, so a new
+// request can reuse the KV pages of a prompt prefix its own tenant computed before.
+// Owns: the tree, LRU order, which cached page sits at which prefix.
+// Must never: share a page between tenants (the tenant is the first key of every path),
+// cache a page that is not full and stamped for its epoch, or evict a page someone reads.
+//
+//   roots: tenant -> root                       each edge is one full page of token ids
+//     t1 -> ( [1,2,3,4] -> page 0 -> ( [5,6,7,8] -> page 1 ,  [9,9,9,9] -> page 5 ) )
+//     t2 -> ( [1,2,3,4] -> page 7 )            same tokens, other tenant: its own page
+//
+// Keys are the exact token ids (joined), not hashes: a hash collision would hand one
+// prompt's KV to another. Only leaves are evicted (a child's KV is only valid after its
+// parent's), least recently used first, ties by page id. Every reader of a page also reads
+// its parent (match takes the whole path), so an unreferenced subtree is wholly evictable.
+//
+// The fault `share-prefix-across-tenants` drops the tenant from the key (one root for all):
+// the negative control for the tenant-scoping tests. The ledger still refuses a reference
+// across tenants, so with the fault on, a cross-tenant hit throws InvariantError.
+import { assert, NO_FAULTS, type FaultSet, type PageId, type Tag, type TenantId } from '../core/index.js';
+import type { PageLedger } from './ledger.js';
+import { MinHeap } from './min-heap.js';
+import { describeEntry, describeOwner, type AllocateResult, type Owner } from './page-entry.js';
+import type { PagePool } from './pool.js';
+
+const EVERY_TENANT = Symbol('every tenant');
+type RootKey = TenantId | typeof EVERY_TENANT;
+
+interface Root {
+  readonly kind: 'root';
+  readonly key: RootKey;
+  readonly children: Map<string, PageNode>;
+}
+
+interface PageNode {
+  readonly kind: 'page';
+  /** The page's token ids, joined with ','. */
+  readonly key: string;
+  readonly tag: Tag;
+  readonly parent: Root | PageNode;
+  readonly children: Map<string, PageNode>;
+  /** The cache's logical clock at the last match or insert through this node. */
+  lastUsed: number;
+}
+
+export interface PrefixMatch {
+  /** Cached pages holding tokens [0, numTokens), in order; the reader now holds a reference to each. */
+  readonly tags: readonly Tag[];
+  readonly numTokens: number;
+}
+
+export interface PrefixCacheOptions {
+  readonly pool: PagePool;
+  readonly faults?: FaultSet;
+}
+
+export class PrefixCache {
+  readonly #pool: PagePool;
+  readonly #ledger: PageLedger;
+  readonly #pageSize: number;
+  readonly #shareAcrossTenants: boolean;
+  readonly #roots = new Map<RootKey, Root>();
+  readonly #nodes = new Map<PageId, PageNode>();
+  #clock = 0;
+
+  constructor(options: PrefixCacheOptions) {
+    this.#pool = options.pool;
+    this.#ledger = options.pool.ledger;
+    this.#pageSize = options.pool.pageSize;
+    this.#shareAcrossTenants = (options.faults ?? NO_FAULTS).has('share-prefix-across-tenants');
+  }
+
+  /** Pages the cache holds. */
+  get numPages(): number {
+    return this.#nodes.size;
+  }
+
+  /**
+   * The longest cached run of full pages that starts `tokens`, for reader's tenant; takes a
+   * reference to each page for reader. Pass the prompt without its last token: the step still
+   * needs at least one token to compute, to get logits.
+   */
+  match(reader: Owner, tokens: readonly number[]): PrefixMatch {
+    const nodes: PageNode[] = [];
+    let parent: Root | PageNode | undefined = this.#roots.get(this.#rootKey(reader.tenant));
+    for (let i = 0; parent !== undefined && i < Math.floor(tokens.length / this.#pageSize); i++) {
+      const child: PageNode | undefined = parent.children.get(this.#pageKey(tokens, i));
+      if (child !== undefined) nodes.push(child);
+      parent = child;
+    }
+    if (nodes.length === 0) return { tags: [], numTokens: 0 };
+    const tags = nodes.map((node) => node.tag);
+    this.#ledger.ref(tags, reader);
+    const now = ++this.#clock;
+    for (const node of nodes) node.lastUsed = now;
+    return { tags, numTokens: tags.length * this.#pageSize };
+  }
+
+  /**
+   * A request is done: `tags` is its whole page table, holding `tokens` (only tokens whose KV
+   * was written). Full, stamped pages not yet cached move into the cache; everything else is
+   * let go (duplicates and the partial tail freed, references dropped). Afterwards the request
+   * holds no page. Returns how many pages were newly cached.
+   */
+  insert(owner: Owner, tokens: readonly number[], tags: readonly Tag[]): number {
+    this.#assertHeldBy(owner, tags);
+    const now = ++this.#clock;
+    const root = this.#rootFor(owner.tenant);
+    let parent: Root | PageNode = root;
+    let numCached = 0;
+    let i = 0;
+    for (; i < Math.min(Math.floor(tokens.length / this.#pageSize), tags.length); i++) {
+      const tag = tags[i] as Tag;
+      const key = this.#pageKey(tokens, i);
+      const existing: PageNode | undefined = parent.children.get(key);
+      if (existing !== undefined) {
+        // Cached already: our own matched reference (dropped here) or a duplicate we computed (freed).
+        this.#ledger.relinquish([tag], owner);
+        existing.lastUsed = now;
+        parent = existing;
+        continue;
+      }
+      // Not full of this epoch's data, or a cached page that belongs elsewhere: stop caching here.
+      if (this.#ledger.entry(tag.page).state !== 'allocated' || !this.#pool.isWritten(tag, this.#pageSize)) break;
+      this.#ledger.cache([tag], owner);
+      const node: PageNode = { kind: 'page', key, tag, parent, children: new Map(), lastUsed: now };
+      parent.children.set(key, node);
+      this.#nodes.set(tag.page, node);
+      numCached++;
+      parent = node;
+    }
+    this.#ledger.relinquish(tags.slice(i), owner);
+    if (root.children.size === 0) this.#roots.delete(root.key);
+    return numCached;
+  }
+
+  /** Frees up to numPages unreferenced pages, least recently used leaves first; returns them in eviction order. */
+  evict(numPages: number): PageId[] {
+    assert(Number.isSafeInteger(numPages) && numPages >= 0, () => `evict: ${numPages} pages`);
+    const evicted: PageId[] = [];
+    if (numPages === 0) return evicted;
+    const heap = new MinHeap<PageNode>((a, b) => a.lastUsed < b.lastUsed || (a.lastUsed === b.lastUsed && a.tag.page < b.tag.page));
+    for (const node of this.#nodes.values()) if (this.#isEvictableLeaf(node)) heap.push(node);
+    while (evicted.length < numPages) {
+      const node = heap.pop();
+      if (node === undefined) break;
+      this.#ledger.uncache([node.tag]);
+      node.parent.children.delete(node.key);
+      this.#nodes.delete(node.tag.page);
+      evicted.push(node.tag.page);
+      const parent = node.parent;
+      if (parent.kind === 'page') {
+        if (this.#isEvictableLeaf(parent)) heap.push(parent);
+      } else if (parent.children.size === 0) {
+        this.#roots.delete(parent.key);
+      }
+    }
+    return evicted;
+  }
+
+  /** Pages evict() could free now: those with no reader in their subtree. */
+  numEvictable(): number {
+    const pinned = new Set<PageNode>();
+    for (const node of this.#nodes.values()) {
+      if (this.#numReaders(node) === 0) continue;
+      for (let n: Root | PageNode = node; n.kind === 'page' && !pinned.has(n); n = n.parent) pinned.add(n);
+    }
+    return this.#nodes.size - pinned.size;
+  }
+
+  /** ledger.allocate, evicting just enough cached pages first when that makes the allocation fit. */
+  allocate(numPages: number, owner: Owner): AllocateResult {
+    const shortfall = numPages - this.#ledger.numFree;
+    if (shortfall > 0 && shortfall <= this.numEvictable()) this.evict(shortfall);
+    return this.#ledger.allocate(numPages, owner);
+  }
+
+  /**
+   * The tree and the ledger agree: every node's page is cached in the node's epoch for the
+   * root's tenant, full and stamped; every cached page has one node; a child's readers all read
+   * its parent. Throws InvariantError.
+   */
+  checkIntegrity(): void {
+    let numNodes = 0;
+    for (const root of this.#roots.values()) {
+      assert(root.children.size > 0, () => `prefix cache keeps an empty root for ${String(root.key)}`);
+      const stack: (Root | PageNode)[] = [root];
+      for (let parent = stack.pop(); parent !== undefined; parent = stack.pop()) {
+        for (const [key, node] of parent.children) {
+          const e = this.#ledger.entry(node.tag.page);
+          const where = `prefix cache page ${node.tag.page}`;
+          assert(node.key === key && node.parent === parent, () => `${where} is filed under the wrong key or parent`);
+          assert(this.#nodes.get(node.tag.page) === node, () => `${where} is missing from the page index`);
+          assert(e.state === 'cached' && e.epoch === node.tag.epoch, () => `${where} (epoch ${node.tag.epoch}) is ${describeEntry(e)}`);
+          assert(e.state === 'cached' && (root.key === EVERY_TENANT || e.tenant === root.key), () => `${where} sits under tenant ${String(root.key)} but is ${describeEntry(e)}`);
+          assert(this.#pool.isWritten(node.tag, this.#pageSize), () => `${where} is not stamped full in epoch ${node.tag.epoch}`);
+          if (parent.kind === 'page') {
+            const parentEntry = this.#ledger.entry(parent.tag.page);
+            const parentReaders = parentEntry.state === 'cached' ? parentEntry.readers : [];
+            assert(e.state === 'cached' && e.readers.every((rid) => parentReaders.includes(rid)), () => `${where} has a reader that does not read its parent page ${parent.tag.page}`);
+          }
+          numNodes++;
+          stack.push(node);
+        }
+      }
+    }
+    assert(numNodes === this.#nodes.size, () => `prefix cache tree holds ${numNodes} pages, its index ${this.#nodes.size}`);
+    const numCached = this.#ledger.counts().cached;
+    assert(numCached === numNodes, () => `ledger has ${numCached} cached pages, the prefix cache ${numNodes}`);
+  }
+
+  #rootKey(tenant: TenantId): RootKey {
+    return this.#shareAcrossTenants ? EVERY_TENANT : tenant;
+  }
+
+  #rootFor(tenant: TenantId): Root {
+    const key = this.#rootKey(tenant);
+    let root = this.#roots.get(key);
+    if (root === undefined) {
+      root = { kind: 'root', key, children: new Map() };
+      this.#roots.set(key, root);
+    }
+    return root;
+  }
+
+  #pageKey(tokens: readonly number[], pageIndex: number): string {
+    return tokens.slice(pageIndex * this.#pageSize, (pageIndex + 1) * this.#pageSize).join(',');
+  }
+
+  #numReaders(node: PageNode): number {
+    const e = this.#ledger.entry(node.tag.page);
+    assert(e.state === 'cached', () => `prefix cache page ${node.tag.page} is ${describeEntry(e)}`);
+    return e.readers.length;
+  }
+
+  #isEvictableLeaf(node: PageNode): boolean {
+    return node.children.size === 0 && this.#numReaders(node) === 0;
+  }
+
+  /** Validates up front, so a misuse changes nothing: each tag once, each allocated to or referenced by owner. */
+  #assertHeldBy(owner: Owner, tags: readonly Tag[]): void {
+    const seen = new Set<number>();
+    for (const tag of tags) {
+      assert(!seen.has(tag.page), () => `insert: page ${tag.page} appears twice`);
+      seen.add(tag.page);
+      const e = this.#ledger.entry(tag.page);
+      const held =
+        e.epoch === tag.epoch &&
+        ((e.state === 'allocated' && e.rid === owner.rid && e.tenant === owner.tenant) ||
+          (e.state === 'cached' && e.tenant === owner.tenant && e.readers.includes(owner.rid)));
+      assert(held, () => `insert: page ${tag.page} (epoch ${tag.epoch}) is not held by ${describeOwner(owner)}; it is ${describeEntry(e)}`);
+    }
+  }
+}
