@@ -7,3 +7,4 @@ export * from './rng.js';
 export * from './faults.js';
 export * from './sampling.js';
 export type * from './generate.js';
+export type * from './batch.js';
