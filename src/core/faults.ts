@@ -24,6 +24,8 @@ export const FAULT_NAMES = [
   'skip-tag-check',
   /** Share prefix-cache entries across tenants. */
   'share-prefix-across-tenants',
+  /** Send a stream's 200 and SSE headers before its first token (a later failure cannot get its status). */
+  'eager-stream-headers',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

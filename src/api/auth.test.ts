@@ -1,0 +1,63 @@
+// Tenants come from API keys, never from the request body: 401 without a valid key when keys
+// are configured, DEFAULT_TENANT for everyone when they are not.
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_TENANT, asTenantId } from '../core/index.js';
+import { send, startTestServer, type TestServer } from './testing/harness.js';
+
+const KEYS = new Map([
+  ['key-alice', asTenantId('alice')],
+  ['key-bob', asTenantId('bob')],
+]);
+
+describe('with API keys', () => {
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await startTestServer({ apiKeys: KEYS });
+  });
+  afterAll(() => t.close());
+
+  it('answers a request without a key with 401 and never calls the back end', async () => {
+    const r = await send(t.url, 'POST', '/v1/completions', { prompt: 'Hi', max_tokens: 1 });
+    expect(r.status).toBe(401);
+    expect(r.json.error).toMatchObject({ type: 'authentication_error', code: 'unauthorized' });
+    expect(t.backend.calls).toHaveLength(0);
+  });
+
+  it('answers a wrong key with 401, parsed by the openai client', async () => {
+    const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: 'key-mallory', maxRetries: 0 });
+    const error = await client.completions.create({ model: 'fake-model', prompt: 'Hi', max_tokens: 1 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OpenAI.AuthenticationError);
+    expect((error as InstanceType<typeof OpenAI.AuthenticationError>).status).toBe(401);
+    expect((error as InstanceType<typeof OpenAI.AuthenticationError>).code).toBe('unauthorized');
+    expect(t.backend.calls).toHaveLength(0);
+    await expect(client.models.list()).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
+  });
+
+  it('derives the tenant from the key, whatever the body claims', async () => {
+    const alice = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: 'key-alice', maxRetries: 0 });
+    const bob = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: 'key-bob', maxRetries: 0 });
+    await alice.completions.create({ model: 'fake-model', prompt: 'Hi', max_tokens: 1, user: 'bob', tenant: 'bob' } as never);
+    expect(t.backend.lastCall.request.tenant).toBe('alice');
+    await bob.chat.completions.create({ model: 'fake-model', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1 });
+    expect(t.backend.lastCall.request.tenant).toBe('bob');
+  });
+
+  it('leaves /health and /metrics open', async () => {
+    expect((await send(t.url, 'GET', '/health')).status).toBe(200);
+    expect((await send(t.url, 'GET', '/metrics')).text).toContain('tessera_requests_total{outcome="unauthorized"} 2');
+  });
+});
+
+describe('without API keys', () => {
+  it('serves everyone as the default tenant, ignoring any key sent', async () => {
+    const t = await startTestServer();
+    try {
+      const r = await send(t.url, 'POST', '/v1/completions', { prompt: 'Hi', max_tokens: 1 }, { authorization: 'Bearer key-alice' });
+      expect(r.status).toBe(200);
+      expect(t.backend.lastCall.request.tenant).toBe(DEFAULT_TENANT);
+    } finally {
+      await t.close();
+    }
+  });
+});

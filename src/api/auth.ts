@@ -1,0 +1,38 @@
+// API key -> tenant. The tenant of a request comes only from here: from its bearer key when
+// the server has API keys, else DEFAULT_TENANT. Must never read a tenant from the request body
+// or query, and never compare keys in a way whose time depends on how much of a key matched.
+import { createHash } from 'node:crypto';
+import { DEFAULT_TENANT, type TenantId } from '../core/index.js';
+import { problem, type Problem } from './errors.js';
+
+export type AuthResult = { readonly kind: 'ok'; readonly tenant: TenantId } | { readonly kind: 'refused'; readonly problem: Problem };
+
+export class TenantAuth {
+  /** sha256(key) -> tenant: a lookup by digest reveals nothing about near-miss keys. */
+  readonly #tenants: ReadonlyMap<string, TenantId> | null;
+
+  /** `apiKeys` undefined: an open server (every request is DEFAULT_TENANT). */
+  constructor(apiKeys: ReadonlyMap<string, TenantId> | undefined) {
+    this.#tenants = apiKeys === undefined ? null : new Map([...apiKeys].map(([key, tenant]) => [digest(key), tenant]));
+  }
+
+  get enabled(): boolean {
+    return this.#tenants !== null;
+  }
+
+  /** `authorization`: the raw Authorization header, if any. */
+  tenantOf(authorization: string | undefined): AuthResult {
+    if (this.#tenants === null) return { kind: 'ok', tenant: DEFAULT_TENANT };
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
+    if (match === null) {
+      return { kind: 'refused', problem: problem('unauthorized', 'Missing API key: send it as `Authorization: Bearer KEY`.') };
+    }
+    const tenant = this.#tenants.get(digest(match[1] as string));
+    if (tenant === undefined) return { kind: 'refused', problem: problem('unauthorized', 'Invalid API key.') };
+    return { kind: 'ok', tenant };
+  }
+}
+
+function digest(key: string): string {
+  return createHash('sha256').update(key, 'utf8').digest('hex');
+}

@@ -1,0 +1,81 @@
+// What the HTTP front end needs from whatever generates tokens (the co-located worker, or the
+// PD router) and from the model's tokenizer and chat template. Interfaces only: the front end
+// codes against these, src/cli plugs the real implementations in. Must never hold state.
+//
+// Split of duties:
+//   api (this module): HTTP, auth -> tenant, validation, chat templating, tokenization, the
+//     context-length check, OpenAI shapes, SSE, metrics, error -> HTTP status.
+//   back end: admission against its own pool(s), scheduling, sampling, stop strings,
+//     detokenization (text arrives in `tokens` events), returning pages on abort.
+import type { GenerateEvent, GenerateRequest } from '../core/index.js';
+import type { PageCounts } from '../pages/index.js';
+
+/**
+ * A back end. `generate` must honour `signal`: once it aborts, the back end stops work, returns
+ * the request's pages (through its ledger, quarantine rules and all) and ends the iterable
+ * promptly, either by returning or with a `failed` event carrying an AbortedError. It reports
+ * every other failure as a `failed` event (or by throwing a TesseraError from the iterator);
+ * after `finished` or `failed` nothing more is read.
+ */
+export interface Backend {
+  /** The name clients pass as `model` (vLLM's served model name). */
+  readonly modelName: string;
+  /** Where the weights came from (a path or `builtin:...`), shown as `root` in /v1/models. */
+  readonly root: string;
+  /** Largest prompt tokens + max_tokens this back end serves; the front end rejects more. */
+  readonly contextLength: number;
+  generate(request: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent>;
+  health(): Promise<BackendHealth>;
+  /** A snapshot for /metrics, taken at scrape time. */
+  stats(): Promise<BackendStats>;
+}
+
+export interface BackendHealth {
+  /** False makes /health answer 503. */
+  readonly healthy: boolean;
+  /** Shown as-is in the /health body (e.g. the router's workers and their state). */
+  readonly detail: Readonly<Record<string, unknown>>;
+}
+
+export interface BackendStats {
+  /** Pages per ledger state, summed over every pool behind this back end. */
+  readonly kvPages: Readonly<PageCounts>;
+  readonly requestsRunning: number;
+  readonly requestsWaiting: number;
+  /** Cumulative count of failed tag/stamp checks (reads refused). Never decreases. */
+  readonly tagMismatchesTotal: number;
+}
+
+/** One chat turn after validation: content parts already joined into text. */
+export interface ChatMessage {
+  readonly role: 'system' | 'user' | 'assistant';
+  readonly content: string;
+}
+
+/**
+ * Text -> token ids, the way the served model expects them. Matches src/model's Tokenizer
+ * and ChatTemplate structurally (see `promptCodecOf`).
+ *
+ * BOS: completions encode with `addSpecialTokens: true` (the tokenizer adds BOS); chat
+ * renders the template (which writes any BOS itself) and encodes with `addSpecialTokens:
+ * false`, as vLLM does. Token-id prompts are used exactly as given.
+ */
+export interface PromptCodec {
+  /** Token ids must lie in [0, vocabSize). */
+  readonly vocabSize: number;
+  encode(text: string, options: { readonly addSpecialTokens: boolean }): number[];
+  /** May throw an InvalidRequestError when the template refuses the messages. */
+  renderChat(messages: readonly ChatMessage[], options: { readonly addGenerationPrompt: boolean }): string;
+}
+
+/** Build a PromptCodec from src/model's tokenizer and chat template (or anything shaped alike). */
+export function promptCodecOf(
+  tokenizer: { readonly vocabSize: number; encode(text: string, options?: { addSpecialTokens?: boolean }): number[] },
+  template: { render(messages: readonly ChatMessage[], options?: { addGenerationPrompt?: boolean }): string },
+): PromptCodec {
+  return {
+    vocabSize: tokenizer.vocabSize,
+    encode: (text, options) => tokenizer.encode(text, { addSpecialTokens: options.addSpecialTokens }),
+    renderChat: (messages, options) => template.render(messages, { addGenerationPrompt: options.addGenerationPrompt }),
+  };
+}

@@ -1,0 +1,157 @@
+// POST /v1/completions and POST /v1/chat/completions, from request bytes to GenerateRequest.
+//
+// Life of a request here:
+//   1. auth: bearer key -> tenant (401 if keys are configured and it does not match);
+//   2. body: read within maxBodyBytes (413), strict UTF-8 + JSON (400);
+//   3. validate the fields (400 naming the field), check the model name (404);
+//   4. chat template, tokenize, check prompt + max_tokens against the context length (400);
+//   5. a fresh rid and (if none was given) a server-drawn seed; run-generate.ts does the rest.
+// Every path ends with exactly one counted outcome. Must never call the back end for a request
+// that failed any of steps 1-4, and never take the tenant from anything but step 1.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { AbortedError, type FaultSet } from '../core/index.js';
+import type { TenantAuth } from './auth.js';
+import type { Backend, PromptCodec } from './backend.js';
+import type { Clock } from './clock.js';
+import { problem, type Problem } from './errors.js';
+import { parseJson, readBody, refuseOversizeBody, sendProblem } from './http-io.js';
+import type { ApiMetrics, Outcome } from './metrics.js';
+import type { CommonParams, Validated } from './params.js';
+import { chatTokens, completionTokens, planSampling } from './prompt.js';
+import type { RequestIds } from './request-ids.js';
+import { runGenerate } from './run-generate.js';
+import type { Endpoint } from './shapes.js';
+import { validateChat } from './validate-chat.js';
+import { validateCompletion } from './validate-completion.js';
+
+export interface GenerateContext {
+  readonly backend: Backend;
+  readonly codec: PromptCodec;
+  readonly auth: TenantAuth;
+  readonly metrics: ApiMetrics;
+  readonly clock: Clock;
+  readonly ids: RequestIds;
+  readonly faults: FaultSet;
+  readonly maxBodyBytes: number;
+  /** How long an oversize body may keep arriving after its 413 before the socket is cut. */
+  readonly oversizeGraceMs: number;
+  /** Aborted when the server gives up draining: in-flight requests end. */
+  readonly shutdown: AbortSignal;
+  readonly logError: (message: string, error: unknown) => void;
+}
+
+interface Parsed {
+  readonly params: CommonParams;
+  readonly promptTokens: readonly number[];
+}
+
+export async function handleGenerate(endpoint: Endpoint, req: IncomingMessage, res: ServerResponse, ctx: GenerateContext): Promise<void> {
+  let outcome: Outcome = 'internal';
+  try {
+    outcome = await generate(endpoint, req, res, ctx);
+  } finally {
+    // A throw (a bug, e.g. in the tokenizer) is answered 500 by the server and counted here.
+    ctx.metrics.countOutcome(outcome);
+  }
+}
+
+async function generate(endpoint: Endpoint, req: IncomingMessage, res: ServerResponse, ctx: GenerateContext): Promise<Outcome> {
+  const arrivedMs = ctx.clock.nowMs();
+  const refuse = (p: Problem): Outcome => {
+    sendProblem(res, p);
+    return p.code;
+  };
+
+  const auth = ctx.auth.tenantOf(req.headers.authorization);
+  if (auth.kind === 'refused') return refuse(auth.problem);
+
+  const body = await readBody(req, ctx.maxBodyBytes);
+  switch (body.kind) {
+    case 'too-large':
+      refuseOversizeBody(req, res, ctx.maxBodyBytes, ctx.oversizeGraceMs);
+      return 'body_too_large';
+    case 'closed':
+      return 'aborted';
+    case 'ok':
+      break;
+  }
+  const json = parseJson(body.bytes);
+  if (json.kind === 'bad') return refuse(json.problem);
+
+  const parsed = endpoint === 'chat' ? parseChat(json.value, ctx) : parseCompletion(json.value, ctx);
+  if (parsed.kind === 'bad') return refuse(parsed.problem);
+  const { params, promptTokens } = parsed.value;
+
+  const sampling = planSampling(promptTokens.length, params, {
+    contextLength: ctx.backend.contextLength,
+    vocabSize: ctx.codec.vocabSize,
+    faults: ctx.faults,
+    drawSeed: () => ctx.ids.drawSeed(),
+    promptParam: endpoint === 'chat' ? 'messages' : 'prompt',
+  });
+  if (sampling.kind === 'bad') return refuse(sampling.problem);
+
+  // The client may leave at any point from here: abort the back end's work for it.
+  const controller = new AbortController();
+  let gone = false;
+  const onClose = (): void => {
+    if (res.writableFinished) return;
+    gone = true;
+    controller.abort(new AbortedError('client disconnected'));
+  };
+  const onShutdown = (): void => controller.abort(new AbortedError('server shutting down'));
+  res.on('close', onClose);
+  ctx.shutdown.addEventListener('abort', onShutdown, { once: true });
+  if (ctx.shutdown.aborted) onShutdown();
+  if (res.destroyed) onClose();
+  try {
+    const rid = ctx.ids.nextRid();
+    return await runGenerate(
+      {
+        request: { rid, tenant: auth.tenant, promptTokens, sampling: sampling.value },
+        meta: {
+          endpoint,
+          id: `${endpoint === 'chat' ? 'chatcmpl' : 'cmpl'}-${rid}`,
+          created: ctx.clock.unixSeconds(),
+          model: ctx.backend.modelName,
+          includeUsage: params.includeUsage,
+        },
+        stream: params.stream,
+        arrivedMs,
+      },
+      res,
+      controller.signal,
+      () => gone,
+      ctx,
+    );
+  } finally {
+    res.off('close', onClose);
+    ctx.shutdown.removeEventListener('abort', onShutdown);
+  }
+}
+
+function parseCompletion(body: unknown, ctx: GenerateContext): Validated<Parsed> {
+  const call = validateCompletion(body);
+  if (call.kind === 'bad') return call;
+  const { params, prompt, addSpecialTokens } = call.value;
+  const unknownModel = checkModel(params, ctx.backend);
+  if (unknownModel !== null) return { kind: 'bad', problem: unknownModel };
+  const tokens = completionTokens(prompt, addSpecialTokens, ctx.codec);
+  return tokens.kind === 'bad' ? tokens : { kind: 'ok', value: { params, promptTokens: tokens.value } };
+}
+
+function parseChat(body: unknown, ctx: GenerateContext): Validated<Parsed> {
+  const call = validateChat(body);
+  if (call.kind === 'bad') return call;
+  const { params, messages } = call.value;
+  const unknownModel = checkModel(params, ctx.backend);
+  if (unknownModel !== null) return { kind: 'bad', problem: unknownModel };
+  const tokens = chatTokens(messages, call.value, ctx.codec);
+  return tokens.kind === 'bad' ? tokens : { kind: 'ok', value: { params, promptTokens: tokens.value } };
+}
+
+/** vLLM's wording; a missing `model` means the served one. */
+function checkModel(params: CommonParams, backend: Backend): Problem | null {
+  if (params.model === null || params.model === backend.modelName) return null;
+  return problem('model_not_found', `The model \`${params.model}\` does not exist.`, 'model');
+}

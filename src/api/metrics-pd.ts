@@ -1,0 +1,34 @@
+// The PD router's extra series, registered through the server's MetricsHook:
+//   createApiServer({ ..., metricsHooks: [(registry) => router.attachMetrics(pdMetrics(registry))] })
+// The router codes against the PdMetrics shape (structurally; it cannot import src/api), so
+// metric names live here with the others. Must never register into the global registry.
+import { Counter, Histogram, type Registry } from 'prom-client';
+
+export interface PdMetrics {
+  /** KV bytes received by decode (after checksum verification or not: count what moved). */
+  addTransferBytes(numBytes: number): void;
+  /** One whole transfer, from Prefill sent to KvDone verified. */
+  observeTransferSeconds(seconds: number): void;
+  /** One frame (or final digest) whose checksum failed. */
+  countChecksumFailure(): void;
+  /** One request aborted, by the protocol phase it was in (e.g. `reserving`, `transferring`, `decoding`). */
+  countAbort(phase: string): void;
+}
+
+const TRANSFER_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+export function pdMetrics(registry: Registry): PdMetrics {
+  const registers = [registry];
+  const bytes = new Counter({ name: 'tessera_kv_transfer_bytes_total', help: 'KV bytes moved from prefill to decode workers.', registers });
+  const seconds = new Histogram({ name: 'tessera_kv_transfer_seconds', help: 'Duration of one whole KV transfer.', buckets: TRANSFER_BUCKETS, registers });
+  const checksums = new Counter({ name: 'tessera_kv_transfer_checksum_failures_total', help: 'KV frames refused for a bad checksum or digest.', registers });
+  const aborts = new Counter({ name: 'tessera_aborts_total', help: 'Aborted requests by protocol phase.', labelNames: ['phase'], registers });
+  bytes.inc(0);
+  checksums.inc(0);
+  return {
+    addTransferBytes: (numBytes) => bytes.inc(numBytes),
+    observeTransferSeconds: (s) => seconds.observe(s),
+    countChecksumFailure: () => checksums.inc(),
+    countAbort: (phase) => aborts.inc({ phase }),
+  };
+}

@@ -1,0 +1,97 @@
+// Validated call -> prompt token ids and sampling parameters, with the context-length check
+// that runs before the back end is called (defence 2 at the front door; each node re-checks
+// against its own pool). Must never let a request whose prompt tokens + max_tokens exceed the
+// context length reach the back end, unless the `skip-admission` fault point is on (tests only).
+import { InvalidRequestError, type FaultSet, type SamplingParams } from '../core/index.js';
+import type { ChatMessage, PromptCodec } from './backend.js';
+import { problem } from './errors.js';
+import { validating, type CommonParams, type Validated } from './params.js';
+import type { CompletionPrompt } from './validate-completion.js';
+
+export function completionTokens(prompt: CompletionPrompt, addSpecialTokens: boolean, codec: PromptCodec): Validated<readonly number[]> {
+  return validating(() => {
+    switch (prompt.kind) {
+      case 'text':
+        return nonEmpty(codec.encode(prompt.text, { addSpecialTokens }), 'prompt');
+      case 'tokens':
+        return checkIds(prompt.ids, codec.vocabSize, 'prompt');
+    }
+  });
+}
+
+export function chatTokens(
+  messages: readonly ChatMessage[],
+  options: { readonly addGenerationPrompt: boolean; readonly addSpecialTokens: boolean },
+  codec: PromptCodec,
+): Validated<readonly number[]> {
+  return validating(() => {
+    const text = codec.renderChat(messages, { addGenerationPrompt: options.addGenerationPrompt });
+    return nonEmpty(codec.encode(text, { addSpecialTokens: options.addSpecialTokens }), 'messages');
+  });
+}
+
+function nonEmpty(ids: readonly number[], param: string): readonly number[] {
+  if (ids.length === 0) throw new InvalidRequestError(`\`${param}\` encodes to no tokens.`, param);
+  return ids;
+}
+
+function checkIds(ids: readonly number[], vocabSize: number, param: string): readonly number[] {
+  const bad = ids.find((id) => id >= vocabSize);
+  if (bad !== undefined) throw new InvalidRequestError(`Token id ${bad} in \`${param}\` is out of vocabulary (size ${vocabSize}).`, param);
+  return ids;
+}
+
+export interface PlanContext {
+  readonly contextLength: number;
+  readonly vocabSize: number;
+  readonly faults: FaultSet;
+  /** Draws a seed for a request that gave none. */
+  readonly drawSeed: () => number;
+  /** The field that holds the prompt (`prompt` or `messages`), named in errors. */
+  readonly promptParam: string;
+}
+
+/**
+ * Sampling parameters for a prompt of `numPromptTokens`, after the context-length check.
+ * max_tokens defaults to what remains of the context, as in vLLM.
+ */
+export function planSampling(numPromptTokens: number, params: CommonParams, ctx: PlanContext): Validated<SamplingParams> {
+  const { contextLength } = ctx;
+  const checked = !ctx.faults.has('skip-admission');
+  if (params.maxTokens === null && numPromptTokens >= contextLength && checked) {
+    return bad(
+      `This model's maximum context length is ${contextLength} tokens. However, you requested ${numPromptTokens} tokens in the messages. ` +
+        'Please reduce the length of the messages.',
+      ctx.promptParam,
+    );
+  }
+  const maxTokens = params.maxTokens ?? Math.max(1, contextLength - numPromptTokens);
+  if (numPromptTokens + maxTokens > contextLength && checked) {
+    return bad(
+      `This model's maximum context length is ${contextLength} tokens. However, you requested ${numPromptTokens + maxTokens} tokens ` +
+        `(${numPromptTokens} in the messages, ${maxTokens} in the completion). Please reduce the length of the messages or completion.`,
+      params.maxTokens === null ? ctx.promptParam : 'max_tokens',
+    );
+  }
+  const badStop = params.stopTokenIds.find((id) => id >= ctx.vocabSize);
+  if (badStop !== undefined) {
+    return { kind: 'bad', problem: problem('invalid_request', `Token id ${badStop} in \`stop_token_ids\` is out of vocabulary (size ${ctx.vocabSize}).`, 'stop_token_ids') };
+  }
+  return {
+    kind: 'ok',
+    value: {
+      maxTokens,
+      temperature: params.temperature,
+      topP: params.topP,
+      topK: params.topK,
+      seed: params.seed ?? ctx.drawSeed(),
+      stop: params.stop,
+      stopTokenIds: params.stopTokenIds,
+      ignoreEos: params.ignoreEos,
+    },
+  };
+}
+
+function bad(message: string, param: string): Validated<never> {
+  return { kind: 'bad', problem: problem('context_length_exceeded', message, param) };
+}

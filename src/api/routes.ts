@@ -1,0 +1,63 @@
+// The route table: path -> method -> handler, plus the small handlers (/v1/models, /health,
+// /metrics). Unknown paths are 404 and known paths with another method 405, in the OpenAI error
+// shape. Must never serve /v1/* without the auth check when API keys are configured.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Clock } from './clock.js';
+import { problem } from './errors.js';
+import { handleGenerate, type GenerateContext } from './generate-route.js';
+import { sendJson, sendProblem } from './http-io.js';
+import { modelList } from './shapes.js';
+
+export type Handler = (req: IncomingMessage, res: ServerResponse, ctx: RouteContext) => Promise<void>;
+
+export interface RouteContext extends GenerateContext {
+  /** When the server started (unix seconds): the model's `created`. */
+  readonly startedUnixSeconds: number;
+  readonly clock: Clock;
+}
+
+const ROUTES: ReadonlyMap<string, ReadonlyMap<string, Handler>> = new Map<string, Map<string, Handler>>([
+  ['/v1/completions', new Map([['POST', (req, res, ctx) => handleGenerate('completion', req, res, ctx)]])],
+  ['/v1/chat/completions', new Map([['POST', (req, res, ctx) => handleGenerate('chat', req, res, ctx)]])],
+  ['/v1/models', new Map([['GET', models]])],
+  ['/health', new Map([['GET', health]])],
+  ['/metrics', new Map([['GET', metrics]])],
+]);
+
+export async function dispatch(req: IncomingMessage, res: ServerResponse, ctx: RouteContext): Promise<void> {
+  const method = req.method ?? 'GET';
+  const path = (req.url ?? '/').split('?', 1)[0] as string;
+  const methods = ROUTES.get(path);
+  if (methods === undefined) {
+    sendProblem(res, problem('route_not_found', `Invalid URL (${method} ${path}).`));
+    return;
+  }
+  const handler = methods.get(method);
+  if (handler === undefined) {
+    const allowed = [...methods.keys()].join(', ');
+    sendProblem(res, problem('method_not_allowed', `Method ${method} is not allowed on ${path}; use ${allowed}.`), { allow: allowed });
+    return;
+  }
+  await handler(req, res, ctx);
+}
+
+async function models(req: IncomingMessage, res: ServerResponse, ctx: RouteContext): Promise<void> {
+  const auth = ctx.auth.tenantOf(req.headers.authorization);
+  if (auth.kind === 'refused') {
+    sendProblem(res, auth.problem);
+    return;
+  }
+  const { backend } = ctx;
+  sendJson(res, 200, modelList({ id: backend.modelName, root: backend.root, maxModelLen: backend.contextLength, created: ctx.startedUnixSeconds }));
+}
+
+async function health(_req: IncomingMessage, res: ServerResponse, ctx: RouteContext): Promise<void> {
+  const report = await ctx.backend.health();
+  sendJson(res, report.healthy ? 200 : 503, { status: report.healthy ? 'ok' : 'unhealthy', ...report.detail });
+}
+
+async function metrics(_req: IncomingMessage, res: ServerResponse, ctx: RouteContext): Promise<void> {
+  const { contentType, text } = await ctx.metrics.render(await ctx.backend.stats());
+  res.writeHead(200, { 'content-type': contentType, 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}

@@ -1,0 +1,150 @@
+// createApiServer: the OpenAI-compatible HTTP server on node:http, used unchanged by
+// `tessera serve` (co-located worker back end) and `tessera router` (PD router back end).
+// Owns the listener, the in-flight set and graceful shutdown. Must never let one request's
+// failure (a throw anywhere below) take the server down or go unanswered.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { AbortedError, NO_FAULTS, type FaultSet, type TenantId } from '../core/index.js';
+import { TenantAuth } from './auth.js';
+import type { Backend, PromptCodec } from './backend.js';
+import { systemClock, type Clock } from './clock.js';
+import { problem, problemOf } from './errors.js';
+import { sendProblem } from './http-io.js';
+import { ApiMetrics, type MetricsHook } from './metrics.js';
+import { RequestIds } from './request-ids.js';
+import { dispatch, type RouteContext } from './routes.js';
+
+export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
+
+export interface ApiServerOptions {
+  readonly backend: Backend;
+  readonly codec: PromptCodec;
+  /** Seeds request ids and the seeds drawn for requests that give none. Vary it per process. */
+  readonly seed: number;
+  /** API key -> tenant. Absent: no auth, every request is DEFAULT_TENANT. */
+  readonly apiKeys?: ReadonlyMap<string, TenantId>;
+  /** Larger bodies get 413. Default DEFAULT_MAX_BODY_BYTES. */
+  readonly maxBodyBytes?: number;
+  readonly clock?: Clock;
+  /** Test-only fault points (`skip-admission`, `eager-stream-headers`). Default none. */
+  readonly faults?: FaultSet;
+  /** close(): how long in-flight requests may run on before they are aborted. Default 30 s. */
+  readonly drainTimeoutMs?: number;
+  /** Extra series in this server's registry (the PD router's, see metrics-pd.ts). */
+  readonly metricsHooks?: readonly MetricsHook[];
+  /** Where unexpected errors (bugs) are reported. Default: stderr. */
+  readonly logError?: (message: string, error: unknown) => void;
+}
+
+export interface ApiServer {
+  /** Resolves with the bound address (port 0 picks a free one). */
+  listen(port: number, host: string): Promise<{ readonly host: string; readonly port: number }>;
+  /**
+   * Stop accepting connections, let in-flight requests finish (new requests on open connections
+   * get 503), abort those still running after drainTimeoutMs, then close every connection.
+   */
+  close(): Promise<void>;
+  /** Requests being answered now. */
+  readonly numInFlight: number;
+  readonly metrics: ApiMetrics;
+}
+
+export function createApiServer(options: ApiServerOptions): ApiServer {
+  return new HttpApiServer(options);
+}
+
+class HttpApiServer implements ApiServer {
+  readonly metrics: ApiMetrics;
+  readonly #server: Server;
+  readonly #ctx: RouteContext;
+  readonly #shutdown = new AbortController();
+  readonly #inFlight = new Set<Promise<void>>();
+  readonly #drainTimeoutMs: number;
+  readonly #logError: (message: string, error: unknown) => void;
+  #closing: Promise<void> | null = null;
+
+  constructor(options: ApiServerOptions) {
+    const clock = options.clock ?? systemClock;
+    this.metrics = new ApiMetrics(options.metricsHooks ?? []);
+    this.#drainTimeoutMs = options.drainTimeoutMs ?? 30_000;
+    this.#logError = options.logError ?? ((message, error) => process.stderr.write(`tessera api: ${message}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`));
+    this.#ctx = {
+      backend: options.backend,
+      codec: options.codec,
+      auth: new TenantAuth(options.apiKeys),
+      metrics: this.metrics,
+      clock,
+      ids: new RequestIds(options.seed),
+      faults: options.faults ?? NO_FAULTS,
+      maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+      oversizeGraceMs: 5_000,
+      shutdown: this.#shutdown.signal,
+      startedUnixSeconds: clock.unixSeconds(),
+      logError: this.#logError,
+    };
+    this.#server = createServer((req, res) => this.#onRequest(req, res));
+  }
+
+  get numInFlight(): number {
+    return this.#inFlight.size;
+  }
+
+  listen(port: number, host: string): Promise<{ host: string; port: number }> {
+    return new Promise((resolve, reject) => {
+      this.#server.once('error', reject);
+      this.#server.listen(port, host, () => {
+        this.#server.off('error', reject);
+        const address = this.#server.address() as AddressInfo;
+        resolve({ host: address.address, port: address.port });
+      });
+    });
+  }
+
+  close(): Promise<void> {
+    this.#closing ??= this.#drainAndClose();
+    return this.#closing;
+  }
+
+  #onRequest(req: IncomingMessage, res: ServerResponse): void {
+    if (this.#closing !== null) {
+      sendProblem(res, problem('overloaded', 'The server is shutting down.'), { connection: 'close' });
+      return;
+    }
+    const task = dispatch(req, res, this.#ctx).catch((error: unknown) => {
+      // A bug below (or a failing back-end health/stats call): answer it, keep serving.
+      this.#logError(`${req.method ?? '?'} ${req.url ?? '?'} failed`, error);
+      if (!res.writableEnded) sendProblem(res, problemOf(error));
+    });
+    this.#inFlight.add(task);
+    void task.finally(() => this.#inFlight.delete(task));
+  }
+
+  async #drainAndClose(): Promise<void> {
+    const listening = this.#server.listening;
+    const closed = listening ? new Promise<void>((resolve) => this.#server.close(() => resolve())) : Promise.resolve();
+    this.#server.closeIdleConnections();
+    if (!(await this.#waitForInFlight(this.#drainTimeoutMs))) {
+      this.#shutdown.abort(new AbortedError('server shutting down'));
+      await this.#waitForInFlight(5_000);
+    }
+    this.#server.closeAllConnections();
+    await closed;
+  }
+
+  /** True when every in-flight request ended within `timeoutMs`. */
+  async #waitForInFlight(timeoutMs: number): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), timeoutMs);
+    });
+    const drained = (async (): Promise<true> => {
+      while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+      return true;
+    })();
+    try {
+      return await Promise.race([drained, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}

@@ -1,0 +1,152 @@
+// Test support: an in-memory Backend that records every call (request, tenant, signal) and
+// answers from a script, a PromptCodec with one token per code point, and a manual clock.
+// Must never be wired into a real server (src/cli uses the worker or the router).
+import { setImmediate as yieldToLoop } from 'node:timers/promises';
+import { AbortedError, type GenerateEvent, type GenerateRequest, type TesseraError } from '../../core/index.js';
+import type { PageCounts } from '../../pages/index.js';
+import type { Backend, BackendHealth, BackendStats, PromptCodec } from '../backend.js';
+import type { Clock } from '../clock.js';
+
+export interface FakeCall {
+  readonly request: GenerateRequest;
+  readonly signal: AbortSignal;
+}
+
+export type FakeScript = (request: GenerateRequest, signal: AbortSignal) => AsyncIterable<GenerateEvent>;
+
+/** The words the default script generates, one token each, cycling. */
+export const FAKE_WORDS = ['Hello', ' world', ',', ' this', ' is', ' Tessera', '.'] as const;
+
+export class FakeBackend implements Backend {
+  readonly modelName: string;
+  readonly root = '/models/fake';
+  readonly contextLength: number;
+  readonly calls: FakeCall[] = [];
+  script: FakeScript = wordScript();
+  health: () => Promise<BackendHealth> = async () => ({ healthy: true, detail: { backend: 'fake' } });
+  statsSnapshot: BackendStats = {
+    kvPages: { free: 10, allocated: 0, cached: 0, quarantined: 0 } satisfies PageCounts,
+    requestsRunning: 0,
+    requestsWaiting: 0,
+    tagMismatchesTotal: 0,
+  };
+
+  constructor(options: { readonly contextLength?: number; readonly modelName?: string } = {}) {
+    this.contextLength = options.contextLength ?? 64;
+    this.modelName = options.modelName ?? 'fake-model';
+  }
+
+  generate(request: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent> {
+    this.calls.push({ request, signal });
+    return this.script(request, signal);
+  }
+
+  async stats(): Promise<BackendStats> {
+    return this.statsSnapshot;
+  }
+
+  get lastCall(): FakeCall {
+    const call = this.calls.at(-1);
+    if (call === undefined) throw new Error('the fake back end was never called');
+    return call;
+  }
+}
+
+export interface WordScriptOptions {
+  readonly cachedTokens?: number;
+  /** Called before each token: e.g. advance a FakeClock. */
+  readonly beforeToken?: (index: number) => void;
+}
+
+/**
+ * Generates FAKE_WORDS until max_tokens ('length') or a stop string ('stop', the match and what
+ * follows it withheld), one token per event; ends early when the signal aborts.
+ */
+export function wordScript(options: WordScriptOptions = {}): FakeScript {
+  return async function* (request, signal) {
+    const { maxTokens, stop } = request.sampling;
+    let text = '';
+    let sent = 0;
+    for (let i = 0; i < maxTokens; i++) {
+      await yieldToLoop();
+      if (signal.aborted) {
+        yield { type: 'failed', error: new AbortedError('client disconnected') };
+        return;
+      }
+      options.beforeToken?.(i);
+      text += FAKE_WORDS[i % FAKE_WORDS.length] as string;
+      const at = Math.min(...stop.map((s) => text.indexOf(s)).filter((j) => j >= 0));
+      const visible = Number.isFinite(at) ? text.slice(0, at) : text;
+      yield { type: 'tokens', ids: [100 + (i % FAKE_WORDS.length)], text: visible.slice(sent) };
+      sent = visible.length;
+      if (Number.isFinite(at)) {
+        yield finished('stop', request, i + 1, options.cachedTokens ?? 0);
+        return;
+      }
+    }
+    yield finished('length', request, maxTokens, options.cachedTokens ?? 0);
+  };
+}
+
+function finished(finishReason: 'stop' | 'length', request: GenerateRequest, completionTokens: number, cachedTokens: number): GenerateEvent {
+  return { type: 'finished', finishReason, usage: { promptTokens: request.promptTokens.length, completionTokens, cachedTokens } };
+}
+
+/** Yields `numTokens` tokens of the word script, then fails with `error`. 0: fails first. */
+export function failingScript(numTokens: number, error: TesseraError): FakeScript {
+  return async function* (request, signal) {
+    let i = 0;
+    for await (const event of wordScript()({ ...request, sampling: { ...request.sampling, maxTokens: 1000 } }, signal)) {
+      if (i++ === numTokens) break;
+      yield event;
+    }
+    yield { type: 'failed', error };
+  };
+}
+
+/** Throws `error` from the iterator after `numTokens` tokens (a back end that throws instead of yielding `failed`). */
+export function throwingScript(numTokens: number, error: unknown): FakeScript {
+  return async function* (request, signal) {
+    let i = 0;
+    for await (const event of wordScript()({ ...request, sampling: { ...request.sampling, maxTokens: 1000 } }, signal)) {
+      if (i++ === numTokens) break;
+      yield event;
+    }
+    throw error;
+  };
+}
+
+/** Yields `numTokens` tokens, then waits for the abort and ends with an AbortedError. */
+export function untilAbortScript(numTokens: number, onStarted?: () => void): FakeScript {
+  return async function* (request, signal) {
+    for (let i = 0; i < numTokens; i++) yield { type: 'tokens', ids: [100 + i], text: FAKE_WORDS[i % FAKE_WORDS.length] as string };
+    onStarted?.();
+    if (!signal.aborted) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+    yield { type: 'failed', error: new AbortedError(`aborted after ${numTokens} tokens of ${request.rid}`) };
+  };
+}
+
+/** BOS = 1; every code point c is token c + 2. Chat: `<|role|>content\n` per turn. */
+export const fakeCodec: PromptCodec = {
+  vocabSize: 0x110000 + 2,
+  encode(text, { addSpecialTokens }) {
+    const ids = Array.from(text, (c) => (c.codePointAt(0) as number) + 2);
+    return addSpecialTokens ? [1, ...ids] : ids;
+  },
+  renderChat(messages, { addGenerationPrompt }) {
+    return messages.map((m) => `<|${m.role}|>${m.content}\n`).join('') + (addGenerationPrompt ? '<|assistant|>' : '');
+  },
+};
+
+export class FakeClock implements Clock {
+  #ms = 1_000;
+  nowMs(): number {
+    return this.#ms;
+  }
+  unixSeconds(): number {
+    return 1_700_000_000 + Math.floor(this.#ms / 1000);
+  }
+  advance(ms: number): void {
+    this.#ms += ms;
+  }
+}

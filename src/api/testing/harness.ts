@@ -1,0 +1,60 @@
+// Test support: start an API server over a FakeBackend on 127.0.0.1, port 0.
+// Must never be imported by production code.
+import { createApiServer, type ApiServer, type ApiServerOptions } from '../server.js';
+import { FakeBackend, fakeCodec } from './fake-backend.js';
+
+export interface TestServer {
+  readonly server: ApiServer;
+  readonly backend: FakeBackend;
+  /** `http://127.0.0.1:PORT` */
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+export async function startTestServer(
+  options: Omit<Partial<ApiServerOptions>, 'backend'> & { readonly backend?: FakeBackend; readonly contextLength?: number } = {},
+): Promise<TestServer> {
+  const backend = options.backend ?? new FakeBackend({ contextLength: options.contextLength ?? 64 });
+  const server = createApiServer({ codec: fakeCodec, seed: 42, drainTimeoutMs: 2_000, ...options, backend });
+  const { port } = await server.listen(0, '127.0.0.1');
+  return { server, backend, url: `http://127.0.0.1:${port}`, close: () => server.close() };
+}
+
+export interface RawResponse {
+  readonly status: number;
+  readonly headers: Headers;
+  readonly text: string;
+  /** The parsed body, or undefined when it is not JSON. */
+  readonly json: any;
+}
+
+/** A request with fetch; `body`: an object (sent as JSON), a string, or raw bytes. */
+export async function send(
+  url: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<RawResponse> {
+  const payload = body === undefined || typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body);
+  const response = await fetch(`${url}${path}`, { method, headers: { 'content-type': 'application/json', ...headers }, body: payload as string | Uint8Array | undefined });
+  const text = await response.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: response.status, headers: response.headers, text, json };
+}
+
+/** The `data:` payloads of an SSE body, in order. */
+export function sseData(text: string): string[] {
+  return text
+    .split('\n\n')
+    .filter((event) => event !== '')
+    .map((event) => {
+      if (!event.startsWith('data: ')) throw new Error(`not an SSE data event: ${JSON.stringify(event)}`);
+      return event.slice('data: '.length);
+    });
+}

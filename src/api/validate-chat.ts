@@ -1,0 +1,89 @@
+// Body of POST /v1/chat/completions -> a validated ChatCall, or the 400 that names the field.
+// Must never render the template or tokenize: this is shape checking only.
+import { InvalidRequestError } from '../core/index.js';
+import type { ChatMessage } from './backend.js';
+import { describe, field, isObject, optionalBool, readCommon, validating, type CommonParams, type JsonObject, type Validated } from './params.js';
+
+export interface ChatCall {
+  readonly params: CommonParams;
+  readonly messages: readonly ChatMessage[];
+  /** End the rendered prompt with the assistant turn's opening (vLLM's extension, default true). */
+  readonly addGenerationPrompt: boolean;
+  /** Let the tokenizer add BOS on top of the template's own (vLLM's extension, default false). */
+  readonly addSpecialTokens: boolean;
+}
+
+export function validateChat(body: unknown): Validated<ChatCall> {
+  return validating(() => {
+    if (!isObject(body)) throw new InvalidRequestError(`The request body must be a JSON object, got ${describe(body)}.`);
+    return {
+      // OpenAI deprecated max_tokens for max_completion_tokens; when both are given the new one wins, as in vLLM.
+      params: readCommon(body, ['max_completion_tokens', 'max_tokens']),
+      messages: readMessages(body),
+      addGenerationPrompt: optionalBool(body, 'add_generation_prompt') ?? true,
+      addSpecialTokens: optionalBool(body, 'add_special_tokens') ?? false,
+    };
+  });
+}
+
+function readMessages(body: JsonObject): ChatMessage[] {
+  const value = field(body, 'messages');
+  if (value === undefined) throw new InvalidRequestError('`messages` is required.', 'messages');
+  if (!Array.isArray(value)) throw new InvalidRequestError(`\`messages\` must be an array, got ${describe(value)}.`, 'messages');
+  if (value.length === 0) throw new InvalidRequestError('`messages` is empty.', 'messages');
+  return value.map((m: unknown, i) => readMessage(m, `messages[${i}]`));
+}
+
+function readMessage(value: unknown, at: string): ChatMessage {
+  if (!isObject(value)) throw new InvalidRequestError(`\`${at}\` must be an object, got ${describe(value)}.`, at);
+  const role = readRole(field(value, 'role'), `${at}.role`);
+  const toolCalls = field(value, 'tool_calls');
+  if (toolCalls !== undefined && !(Array.isArray(toolCalls) && toolCalls.length === 0)) {
+    throw new InvalidRequestError(`\`${at}.tool_calls\` is not supported by Tessera.`, `${at}.tool_calls`);
+  }
+  const content = field(value, 'content');
+  if (content === undefined) {
+    // OpenAI allows an assistant turn without content (it then carries tool calls).
+    if (role === 'assistant') return { role, content: '' };
+    throw new InvalidRequestError(`\`${at}.content\` is required.`, `${at}.content`);
+  }
+  return { role, content: readContent(content, `${at}.content`) };
+}
+
+function readRole(value: unknown, at: string): ChatMessage['role'] {
+  switch (value) {
+    case 'system':
+    case 'user':
+    case 'assistant':
+      return value;
+    // OpenAI's newer name for system instructions; chat templates know only `system`.
+    case 'developer':
+      return 'system';
+    case 'tool':
+    case 'function':
+      throw new InvalidRequestError(`\`${at}\` = "${value}" is not supported by Tessera (no tool calling).`, at);
+    default:
+      throw new InvalidRequestError(`\`${at}\` must be one of "system", "user", "assistant", got ${describe(value)}.`, at);
+  }
+}
+
+/** A string, or text parts joined with newlines (as vLLM joins them). */
+function readContent(value: unknown, at: string): string {
+  if (typeof value === 'string') return value;
+  if (!Array.isArray(value)) {
+    throw new InvalidRequestError(`\`${at}\` must be a string or an array of content parts, got ${describe(value)}.`, at);
+  }
+  return value
+    .map((part: unknown, j) => {
+      const here = `${at}[${j}]`;
+      if (!isObject(part)) throw new InvalidRequestError(`\`${here}\` must be an object, got ${describe(part)}.`, here);
+      const type = field(part, 'type');
+      if (type !== 'text') {
+        throw new InvalidRequestError(`\`${here}.type\` = ${JSON.stringify(type ?? null)} is not supported; Tessera takes only "text" parts.`, `${here}.type`);
+      }
+      const text = field(part, 'text');
+      if (typeof text !== 'string') throw new InvalidRequestError(`\`${here}.text\` must be a string, got ${describe(text)}.`, `${here}.text`);
+      return text;
+    })
+    .join('\n');
+}

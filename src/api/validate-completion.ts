@@ -1,0 +1,61 @@
+// Body of POST /v1/completions -> a validated CompletionCall, or the 400 that names the field.
+// Must never tokenize or touch the back end: this is shape checking only.
+import { InvalidRequestError } from '../core/index.js';
+import { describe, field, isObject, optionalBool, readCommon, tokenIdList, validating, type CommonParams, type Validated } from './params.js';
+
+export type CompletionPrompt =
+  | { readonly kind: 'text'; readonly text: string }
+  | { readonly kind: 'tokens'; readonly ids: readonly number[] };
+
+export interface CompletionCall {
+  readonly params: CommonParams;
+  readonly prompt: CompletionPrompt;
+  /** Let the tokenizer add BOS to a text prompt (vLLM's `add_special_tokens`, default true). */
+  readonly addSpecialTokens: boolean;
+}
+
+export function validateCompletion(body: unknown): Validated<CompletionCall> {
+  return validating(() => {
+    if (!isObject(body)) throw new InvalidRequestError(`The request body must be a JSON object, got ${describe(body)}.`);
+    return {
+      params: readCommon(body, ['max_tokens']),
+      prompt: readPrompt(body),
+      addSpecialTokens: optionalBool(body, 'add_special_tokens') ?? true,
+    };
+  });
+}
+
+/**
+ * `prompt`: a string, an array of token ids, or either wrapped in a one-element array.
+ * Several prompts in one request are refused: Tessera returns one choice per request.
+ */
+function readPrompt(body: Readonly<Record<string, unknown>>): CompletionPrompt {
+  const value = field(body, 'prompt');
+  if (value === undefined) throw new InvalidRequestError('`prompt` is required.', 'prompt');
+  if (typeof value === 'string') return textPrompt(value);
+  if (!Array.isArray(value)) {
+    throw new InvalidRequestError(`\`prompt\` must be a string or an array of token ids, got ${describe(value)}.`, 'prompt');
+  }
+  if (value.length > 0 && value.every((v) => typeof v === 'number')) return tokenPrompt(value);
+  if (value.length === 0) throw new InvalidRequestError('`prompt` is empty.', 'prompt');
+  if (value.length > 1) {
+    throw new InvalidRequestError(
+      `\`prompt\` holds ${value.length} prompts; Tessera takes one prompt per request (send one request per prompt).`,
+      'prompt',
+    );
+  }
+  const only: unknown = value[0];
+  if (typeof only === 'string') return textPrompt(only);
+  if (Array.isArray(only)) return tokenPrompt(only);
+  throw new InvalidRequestError(`\`prompt[0]\` must be a string or an array of token ids, got ${describe(only)}.`, 'prompt');
+}
+
+function textPrompt(text: string): CompletionPrompt {
+  if (text === '') throw new InvalidRequestError('`prompt` is empty.', 'prompt');
+  return { kind: 'text', text };
+}
+
+function tokenPrompt(ids: unknown[]): CompletionPrompt {
+  if (ids.length === 0) throw new InvalidRequestError('`prompt` is empty.', 'prompt');
+  return { kind: 'tokens', ids: tokenIdList(ids, 'prompt') };
+}
