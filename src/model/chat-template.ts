@@ -1,0 +1,75 @@
+// Chat templates: the model's Jinja `chat_template` (tokenizer_config.json or GGUF
+// tokenizer.chat_template) rendered with @huggingface/jinja, or ChatML when a model has none.
+// A template that does not parse is a ModelLoadError at load time; one that fails while
+// rendering (e.g. its own raise_exception on alternating roles) is an InvalidRequestError,
+// since the messages caused it. The rendered text already holds any BOS the template writes:
+// encode it with addSpecialTokens: false. This file must never tokenize.
+import { Template } from '@huggingface/jinja';
+import { InvalidRequestError, ModelLoadError } from '../core/index.js';
+
+export interface ChatMessage {
+  readonly role: string;
+  readonly content: string;
+}
+
+export interface RenderOptions {
+  /** End with the text that opens an assistant turn. Default true. */
+  readonly addGenerationPrompt?: boolean;
+}
+
+export interface ChatTemplate {
+  /** Where the template came from: the model's own, or Tessera's ChatML default. */
+  readonly source: 'model' | 'default-chatml';
+  readonly text: string;
+  render(messages: readonly ChatMessage[], options?: RenderOptions): string;
+}
+
+/** Used when a model ships no template (as transformers once defaulted to). */
+export const DEFAULT_CHAT_TEMPLATE =
+  "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}" +
+  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+export interface SpecialTokenTexts {
+  readonly bosToken: string | null;
+  readonly eosToken: string | null;
+}
+
+export function createChatTemplate(text: string | null, specials: SpecialTokenTexts, file: string): ChatTemplate {
+  const source = text === null ? 'default-chatml' : 'model';
+  const templateText = text ?? DEFAULT_CHAT_TEMPLATE;
+  let template: Template;
+  try {
+    template = new Template(templateText);
+  } catch (error) {
+    throw new ModelLoadError(file, `chat template does not parse: ${error instanceof Error ? error.message : String(error)}`, error);
+  }
+  return {
+    source,
+    text: templateText,
+    render(messages, options = {}) {
+      try {
+        return template.render({
+          messages: messages.map((m) => ({ role: m.role, content: m.content })),
+          bos_token: specials.bosToken ?? '',
+          eos_token: specials.eosToken ?? '',
+          add_generation_prompt: options.addGenerationPrompt ?? true,
+        });
+      } catch (error) {
+        const why = error instanceof Error ? error.message : String(error);
+        throw new InvalidRequestError(`the model's chat template failed on these messages: ${why}`, 'messages', error);
+      }
+    },
+  };
+}
+
+/** tokenizer_config.json's chat_template: a string, or a list of named templates (take "default"). */
+export function pickChatTemplate(value: unknown, file: string): string | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value === 'string') return value;
+  if (Array.isArray(value)) {
+    const named = value.find((t: unknown) => typeof t === 'object' && t !== null && (t as { name?: unknown }).name === 'default');
+    const template = (named as { template?: unknown } | undefined)?.template;
+    if (typeof template === 'string') return template;
+  }
+  throw new ModelLoadError(file, 'chat_template must be a string or a list with a template named "default"');
+}

@@ -1,0 +1,214 @@
+// `tessera gen-model`: write a deterministic random-weight Llama model (presets.ts) as a Hugging
+// Face directory (config.json, model.safetensors, tokenizer.json, tokenizer_config.json) or as
+// one GGUF file with the tokenizer and chat template embedded and Q/K permuted as llama.cpp's
+// converter does. Tensors are generated and written one at a time (m100 never sits in memory
+// twice). It must never write anything outside `out`.
+import { mkdir, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { ConfigError } from '../core/index.js';
+import { QK, byteSize, quantize, type WeightDType } from '../kernels/index.js';
+import { countParameters, validateConfig, type ModelConfig } from './config.js';
+import { FILE_TYPE_OF_DTYPE, GGML_TYPE_OF_DTYPE, type GgufValue } from './gguf-format.js';
+import { gguf, writeGgufFile } from './gguf-writer.js';
+import { parseJsonObject } from './json-fields.js';
+import { ggufVocabFromTokenizerJson, readLlama2Vocab } from './llama2-vocab.js';
+import { permuteRopeRows } from './permute.js';
+import { GEN_PRESETS, PRESET_CONFIGS, generateTensor, type GenPreset } from './presets.js';
+import { writeSafetensorsFile } from './safetensors.js';
+import { expectedTensors, hfToGgufName } from './tensor-names.js';
+
+export type GenFormat = 'hf' | 'gguf';
+
+export interface GenProgress {
+  readonly doneBytes: number;
+  readonly totalBytes: number;
+  readonly tensor: string;
+}
+
+export interface GenModelOptions {
+  readonly preset: GenPreset;
+  readonly format: GenFormat;
+  /** A directory for hf, a .gguf file for gguf. */
+  readonly out: string;
+  readonly seed?: number;
+  readonly dtype?: WeightDType;
+  readonly onProgress?: (progress: GenProgress) => void;
+  /** Test-only shape changes on top of the preset (API only, not a CLI flag). */
+  readonly overrides?: GenOverrides;
+}
+
+/** The fields of a preset a test may change (arch, vocabulary and RoPE stay the preset's). */
+export type GenOverrides = Partial<
+  Pick<ModelConfig, 'hiddenSize' | 'intermediateSize' | 'numLayers' | 'numHeads' | 'numKvHeads' | 'headDim' | 'maxPositionEmbeddings' | 'ropeTheta' | 'tieWordEmbeddings'>
+>;
+
+export interface GenModelResult {
+  readonly path: string;
+  readonly config: ModelConfig;
+  readonly parameters: number;
+  /** Every file written. */
+  readonly files: readonly string[];
+}
+
+/** A Llama 2 chat-style template for gen-model's models (they ship none of their own). */
+export const GEN_CHAT_TEMPLATE =
+  "{{ bos_token }}{% for message in messages %}" +
+  "{% if message['role'] == 'system' %}{{ '<<SYS>>\\n' + message['content'] + '\\n<</SYS>>\\n\\n' }}" +
+  "{% elif message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}" +
+  "{% elif message['role'] == 'assistant' %}{{ ' ' + message['content'] + eos_token }}" +
+  "{% else %}{{ raise_exception('unknown role: ' + message['role']) }}{% endif %}{% endfor %}";
+
+const HF_DTYPES: readonly WeightDType[] = ['f32', 'f16', 'bf16'];
+const TORCH_DTYPE: Readonly<Partial<Record<WeightDType, string>>> = { f32: 'float32', f16: 'float16', bf16: 'bfloat16' };
+
+export function checkGenOptions(options: GenModelOptions): void {
+  if (!(GEN_PRESETS as readonly string[]).includes(options.preset)) {
+    throw new ConfigError(`unknown preset "${options.preset}" (choose ${GEN_PRESETS.join(' or ')})`);
+  }
+  const dtype = options.dtype ?? 'f32';
+  if (options.format === 'hf' && !HF_DTYPES.includes(dtype)) {
+    throw new ConfigError(`--dtype ${dtype} is not supported with --format hf: safetensors holds f32, f16 or bf16 (use --format gguf for q8_0/q4_0)`);
+  }
+  if (options.format === 'gguf' && !options.out.endsWith('.gguf')) {
+    throw new ConfigError(`--out must name a .gguf file for --format gguf, got ${options.out}`);
+  }
+  if (options.seed !== undefined && !(Number.isSafeInteger(options.seed) && options.seed >= 0 && options.seed < 2 ** 32)) {
+    throw new ConfigError(`--seed must be an integer in [0, 2^32), got ${options.seed}`);
+  }
+}
+
+export function genConfig(options: Pick<GenModelOptions, 'preset' | 'overrides' | 'dtype'>): ModelConfig {
+  let config: ModelConfig;
+  try {
+    config = validateConfig({ ...PRESET_CONFIGS[options.preset], ...options.overrides }, 'gen-model overrides');
+  } catch (error) {
+    throw new ConfigError(error instanceof Error ? error.message : String(error), error);
+  }
+  const dtype = options.dtype ?? 'f32';
+  const cols = [config.hiddenSize, config.intermediateSize, config.numHeads * config.headDim];
+  if ((dtype === 'q8_0' || dtype === 'q4_0') && cols.some((n) => n % QK !== 0)) {
+    throw new ConfigError(`${dtype} needs hidden, intermediate and attention sizes that are multiples of ${QK}`);
+  }
+  return config;
+}
+
+export async function genModel(options: GenModelOptions): Promise<GenModelResult> {
+  checkGenOptions(options);
+  const config = genConfig(options);
+  const files = options.format === 'hf' ? await writeHf(config, options) : await writeGguf(config, options);
+  return { path: options.out, config, parameters: countParameters(config), files };
+}
+
+function tensorSpecs(config: ModelConfig, dtypeOf: (shape: readonly number[]) => WeightDType) {
+  return [...expectedTensors(config)].map(([name, shape]) => ({ name, shape, dtype: dtypeOf(shape) }));
+}
+
+function progress(options: GenModelOptions, specs: readonly { name: string; shape: readonly number[]; dtype: WeightDType }[]) {
+  const sizes = specs.map((s) => byteSize(s.dtype, s.shape.reduce((a, b) => a * b, 1)));
+  const totalBytes = sizes.reduce((a, b) => a + b, 0);
+  let doneBytes = 0;
+  return (index: number): void => {
+    doneBytes += sizes[index]!;
+    options.onProgress?.({ doneBytes, totalBytes, tensor: specs[index]!.name });
+  };
+}
+
+async function writeHf(config: ModelConfig, options: GenModelOptions): Promise<string[]> {
+  const seed = options.seed ?? 0;
+  const dtype = options.dtype ?? 'f32';
+  const dir = options.out;
+  await mkdir(dir, { recursive: true });
+  const vocab = await readLlama2Vocab();
+  const files = ['config.json', 'tokenizer.json', 'tokenizer_config.json', 'model.safetensors'].map((f) => join(dir, f));
+  await writeFile(files[0]!, `${JSON.stringify(hfConfigJson(config, dtype, seed, options.preset), null, 2)}\n`);
+  await writeFile(files[1]!, vocab.tokenizerJsonText);
+  await writeFile(files[2]!, `${JSON.stringify({ ...vocab.tokenizerConfig, chat_template: GEN_CHAT_TEMPLATE }, null, 2)}\n`);
+  const specs = tensorSpecs(config, () => dtype);
+  const done = progress(options, specs);
+  await writeSafetensorsFile(files[3]!, specs, (i) => {
+    const spec = specs[i]!;
+    const data = quantize(dtype, generateTensor(config, spec.name, spec.shape, seed));
+    done(i);
+    return data;
+  }, { format: 'pt', generator: `tessera gen-model --preset ${options.preset} --seed ${seed}` });
+  return files;
+}
+
+function hfConfigJson(config: ModelConfig, dtype: WeightDType, seed: number, preset: GenPreset): Record<string, unknown> {
+  return {
+    architectures: ['LlamaForCausalLM'],
+    model_type: 'llama',
+    vocab_size: config.vocabSize,
+    hidden_size: config.hiddenSize,
+    intermediate_size: config.intermediateSize,
+    num_hidden_layers: config.numLayers,
+    num_attention_heads: config.numHeads,
+    num_key_value_heads: config.numKvHeads,
+    head_dim: config.headDim,
+    hidden_act: 'silu',
+    max_position_embeddings: config.maxPositionEmbeddings,
+    rms_norm_eps: config.rmsNormEps,
+    rope_theta: config.ropeTheta,
+    rope_scaling: null,
+    tie_word_embeddings: config.tieWordEmbeddings,
+    attention_bias: false,
+    mlp_bias: false,
+    bos_token_id: config.bosTokenId,
+    eos_token_id: config.eosTokenIds[0],
+    torch_dtype: TORCH_DTYPE[dtype],
+    tessera_preset: preset,
+    tessera_seed: seed,
+  };
+}
+
+async function writeGguf(config: ModelConfig, options: GenModelOptions): Promise<string[]> {
+  const seed = options.seed ?? 0;
+  const dtype = options.dtype ?? 'f32';
+  await mkdir(dirname(options.out), { recursive: true });
+  const vocab = await readLlama2Vocab();
+  const v = ggufVocabFromTokenizerJson(parseJsonObject(vocab.tokenizerJsonText, 'tokenizer.json'), 'tokenizer.json');
+  const a = 'llama';
+  const metadata: [string, GgufValue][] = [
+    ['general.architecture', gguf.str(a)],
+    ['general.name', gguf.str(`tessera-${options.preset}`)],
+    ['general.alignment', gguf.u32(32)],
+    ['general.file_type', gguf.u32(FILE_TYPE_OF_DTYPE[dtype])],
+    ['tessera.preset', gguf.str(options.preset)],
+    ['tessera.seed', gguf.u32(seed)],
+    [`${a}.vocab_size`, gguf.u32(config.vocabSize)],
+    [`${a}.context_length`, gguf.u32(config.maxPositionEmbeddings)],
+    [`${a}.embedding_length`, gguf.u32(config.hiddenSize)],
+    [`${a}.block_count`, gguf.u32(config.numLayers)],
+    [`${a}.feed_forward_length`, gguf.u32(config.intermediateSize)],
+    [`${a}.rope.dimension_count`, gguf.u32(config.headDim)],
+    [`${a}.attention.head_count`, gguf.u32(config.numHeads)],
+    [`${a}.attention.head_count_kv`, gguf.u32(config.numKvHeads)],
+    [`${a}.attention.layer_norm_rms_epsilon`, gguf.f32(config.rmsNormEps)],
+    [`${a}.rope.freq_base`, gguf.f32(config.ropeTheta)],
+    ['tokenizer.ggml.model', gguf.str('llama')],
+    ['tokenizer.ggml.tokens', gguf.strings(v.tokens)],
+    ['tokenizer.ggml.scores', gguf.f32s(v.scores)],
+    ['tokenizer.ggml.token_type', gguf.i32s(v.tokenTypes)],
+    ['tokenizer.ggml.bos_token_id', gguf.u32(v.bosTokenId)],
+    ['tokenizer.ggml.eos_token_id', gguf.u32(v.eosTokenId)],
+    ['tokenizer.ggml.unknown_token_id', gguf.u32(v.unknownTokenId)],
+    ['tokenizer.ggml.add_bos_token', gguf.bool(true)],
+    ['tokenizer.ggml.add_eos_token', gguf.bool(false)],
+    ['tokenizer.chat_template', gguf.str(GEN_CHAT_TEMPLATE)],
+  ];
+  // llama.cpp keeps 1-D tensors (norms) in f32 whatever the file type.
+  const specs = tensorSpecs(config, (shape) => (shape.length === 1 ? 'f32' : dtype));
+  const done = progress(options, specs);
+  const ggufSpecs = specs.map((s) => ({ name: hfToGgufName(s.name), shape: s.shape, ggmlType: GGML_TYPE_OF_DTYPE[s.dtype] }));
+  await writeGgufFile(options.out, metadata, ggufSpecs, (i) => {
+    const spec = specs[i]!;
+    const values = generateTensor(config, spec.name, spec.shape, seed);
+    const heads = spec.name.endsWith('q_proj.weight') ? config.numHeads : spec.name.endsWith('k_proj.weight') ? config.numKvHeads : 0;
+    const f32 = { name: spec.name, dtype: 'f32' as const, shape: spec.shape, data: new Uint8Array(values.buffer) };
+    const ordered = heads > 0 ? permuteRopeRows(f32, heads, 'hf-to-gguf').data : f32.data;
+    const data = quantize(spec.dtype, new Float32Array(ordered.buffer, ordered.byteOffset, ordered.byteLength / 4));
+    done(i);
+    return data;
+  });
+  return [options.out];
+}

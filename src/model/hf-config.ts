@@ -1,0 +1,118 @@
+// Hugging Face config.json -> ModelConfig, for LlamaForCausalLM (Llama 2/3, TinyLlama, SmolLM),
+// MistralForCausalLM and Qwen2ForCausalLM, with transformers' defaults where a field is absent.
+// It must never accept a feature it cannot run (another activation, o_proj/MLP bias, other
+// RoPE types): those are ModelLoadErrors naming the file, not silently wrong outputs.
+import { ModelLoadError } from '../core/index.js';
+import { MODEL_ARCHS, validateConfig, type ModelArch, type ModelConfig, type RopeScaling } from './config.js';
+import { JsonFields, type JsonObject } from './json-fields.js';
+
+const ARCH_BY_CLASS: Readonly<Record<string, ModelArch>> = {
+  LlamaForCausalLM: 'llama',
+  MistralForCausalLM: 'mistral',
+  Qwen2ForCausalLM: 'qwen2',
+};
+
+/** transformers' default max_position_embeddings per model_type. */
+const DEFAULT_CONTEXT: Readonly<Record<ModelArch, number>> = { llama: 2048, mistral: 131072, qwen2: 32768 };
+
+export function configFromHf(json: JsonObject, file: string): ModelConfig {
+  const f = new JsonFields(json, file);
+  const arch = hfArch(f, file);
+  const numHeads = f.int('num_attention_heads');
+  const hiddenSize = f.int('hidden_size');
+  const act = f.str('hidden_act', 'silu');
+  if (act !== 'silu') throw new ModelLoadError(file, `hidden_act "${act}" is not supported (Tessera runs silu)`);
+  if (f.bool('mlp_bias', false)) throw new ModelLoadError(file, 'mlp_bias=true is not supported');
+  if (arch !== 'qwen2' && f.bool('attention_bias', false)) {
+    throw new ModelLoadError(file, 'attention_bias=true (a bias on q/k/v/o) is not supported for llama/mistral');
+  }
+  const maxPositionEmbeddings = f.int('max_position_embeddings', DEFAULT_CONTEXT[arch]);
+  const rope = f.object('rope_parameters');
+  const ropeTheta = rope?.has('rope_theta') ? rope.num('rope_theta') : f.num('rope_theta', 10000);
+  const bos = f.optInt('bos_token_id');
+  const config: ModelConfig = {
+    arch,
+    vocabSize: f.int('vocab_size'),
+    hiddenSize,
+    intermediateSize: f.int('intermediate_size'),
+    numLayers: f.int('num_hidden_layers'),
+    numHeads,
+    numKvHeads: f.int('num_key_value_heads', numHeads),
+    headDim: f.has('head_dim') ? f.int('head_dim') : derivedHeadDim(hiddenSize, numHeads, file),
+    rmsNormEps: f.num('rms_norm_eps', 1e-6),
+    ropeTheta,
+    ropeScaling: ropeScalingFromHf(rope ?? f.object('rope_scaling'), maxPositionEmbeddings, file),
+    maxPositionEmbeddings,
+    slidingWindow: slidingWindow(f, arch),
+    tieWordEmbeddings: f.bool('tie_word_embeddings', false),
+    attentionBias: arch === 'qwen2',
+    bosTokenId: bos,
+    eosTokenIds: f.intList('eos_token_id'),
+  };
+  return validateConfig(config, file);
+}
+
+function hfArch(f: JsonFields, file: string): ModelArch {
+  const modelType = f.optStr('model_type');
+  const classes = f.raw('architectures');
+  const firstClass = Array.isArray(classes) && typeof classes[0] === 'string' ? classes[0] : null;
+  if (modelType !== null && (MODEL_ARCHS as readonly string[]).includes(modelType)) return modelType as ModelArch;
+  if (modelType === null && firstClass !== null && ARCH_BY_CLASS[firstClass] !== undefined) return ARCH_BY_CLASS[firstClass]!;
+  const seen = modelType !== null ? `model_type "${modelType}"` : firstClass !== null ? `architectures ["${firstClass}"]` : 'no model_type or architectures';
+  throw new ModelLoadError(file, `unknown architecture: ${seen} (Tessera supports ${MODEL_ARCHS.join(', ')})`);
+}
+
+function derivedHeadDim(hiddenSize: number, numHeads: number, file: string): number {
+  if (numHeads <= 0 || hiddenSize % numHeads !== 0) {
+    throw new ModelLoadError(file, `hidden_size ${hiddenSize} is not a multiple of num_attention_heads ${numHeads}, and head_dim is not given`);
+  }
+  return hiddenSize / numHeads;
+}
+
+function slidingWindow(f: JsonFields, arch: ModelArch): number | null {
+  switch (arch) {
+    case 'llama':
+      return null;
+    case 'mistral':
+      return f.optInt('sliding_window');
+    case 'qwen2':
+      return f.bool('use_sliding_window', false) ? f.optInt('sliding_window') : null;
+  }
+}
+
+/** `rope_scaling` (or transformers 5's `rope_parameters`) -> RopeScaling. */
+export function ropeScalingFromHf(rope: JsonFields | null, maxPositionEmbeddings: number, file: string): RopeScaling {
+  if (rope === null) return { type: 'none' };
+  const kind = rope.optStr('rope_type') ?? rope.optStr('type') ?? 'default';
+  const original = (): number => rope.int('original_max_position_embeddings', maxPositionEmbeddings);
+  switch (kind) {
+    case 'default':
+      return { type: 'none' };
+    case 'linear':
+      return { type: 'linear', factor: rope.num('factor') };
+    case 'dynamic':
+      return { type: 'dynamic', factor: rope.num('factor'), originalMaxPositionEmbeddings: original() };
+    case 'llama3':
+      return {
+        type: 'llama3',
+        factor: rope.num('factor'),
+        lowFreqFactor: rope.num('low_freq_factor'),
+        highFreqFactor: rope.num('high_freq_factor'),
+        originalMaxPositionEmbeddings: rope.int('original_max_position_embeddings'),
+      };
+    case 'yarn':
+      return {
+        type: 'yarn',
+        factor: rope.num('factor'),
+        originalMaxPositionEmbeddings: original(),
+        betaFast: rope.num('beta_fast', 32),
+        betaSlow: rope.num('beta_slow', 1),
+        attentionFactor: rope.optNum('attention_factor'),
+        mscale: rope.optNum('mscale'),
+        mscaleAllDim: rope.optNum('mscale_all_dim'),
+        truncate: rope.bool('truncate', true),
+      };
+    default:
+      throw new ModelLoadError(file, `rope scaling type "${kind}" is not supported (supported: linear, dynamic, llama3, yarn)`);
+  }
+}

@@ -1,0 +1,20 @@
+// Layer 2: the model's I/O. Files on disk -> a normalized config, checked weights, a tokenizer
+// and a chat template (loadModel); random-weight models for tests and benchmarks (genModel);
+// RoPE tables. The forward pass, runner and sampler build on this API.
+export { loadModel, type LoadedModel, type LoadOptions, type ModelSource } from './load.js';
+export { MODEL_ARCHS, countParameters, validateConfig, type ModelArch, type ModelConfig, type RopeScaling } from './config.js';
+export { configFromHf } from './hf-config.js';
+export { configFromGguf } from './gguf-config.js';
+export { baseInvFreq, ropeDependsOnLength, ropeTable, yarnMscale, type RopeConfig, type RopeTable } from './rope.js';
+export {
+  createTokenizer, type DecodeOptions, type DetokenizerOptions, type EncodeOptions, type IncrementalDetokenizer, type Tokenizer,
+} from './tokenizer.js';
+export { DEFAULT_CHAT_TEMPLATE, createChatTemplate, type ChatMessage, type ChatTemplate, type RenderOptions } from './chat-template.js';
+export { EMBED, FINAL_NORM, LM_HEAD, expectedTensors, layerName } from './tensor-names.js';
+export { elementCount, tensorToF32 } from './host-tensor.js';
+export { GEN_CHAT_TEMPLATE, checkGenOptions, genConfig, genModel, type GenFormat, type GenOverrides, type GenModelOptions, type GenModelResult, type GenProgress } from './gen-model.js';
+export { GEN_PRESETS, LOGIT_STD, PRESET_CONFIGS, generateTensor, type GenPreset } from './presets.js';
+export { BUILTIN_MODELS, builtinTinyDir, isBuiltinSpec, resolveBuiltinModel, type BuiltinModel, type BuiltinOptions } from './builtin.js';
+export { packageRoot } from './package-root.js';
+export { readGguf, type GgufFile, type GgufTensorInfo } from './gguf-reader.js';
+export { readSafetensors } from './safetensors.js';

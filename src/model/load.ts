@@ -1,0 +1,115 @@
+// loadModel(): the one entry point from "what the user named" to a runnable model description.
+// One code path per format, no conversion step:
+//   1. `builtin:NAME` -> a directory (generated on first use into the cache, see builtin.ts)
+//   2. a directory   -> Hugging Face: config.json, safetensors (single or sharded),
+//                       tokenizer.json + tokenizer_config.json (+ generation_config.json)
+//   3. a file        -> GGUF: metadata, tensors and the embedded tokenizer
+//   4. every tensor checked against the config; tokenizer and chat template built
+// Every failure is one ModelLoadError naming the file and the problem. It never runs a model.
+import { join } from 'node:path';
+import { ModelLoadError } from '../core/index.js';
+import type { HostTensor } from '../kernels/index.js';
+import { resolveBuiltinModel, type BuiltinOptions } from './builtin.js';
+import { createChatTemplate, pickChatTemplate, type ChatTemplate } from './chat-template.js';
+import type { ModelConfig } from './config.js';
+import { exists, isDirectory, readJsonFile, readOptionalJsonFile, readOptionalTextFile, readWholeFile } from './files.js';
+import { configFromGguf } from './gguf-config.js';
+import { GgufMeta } from './gguf-meta.js';
+import { readGguf } from './gguf-reader.js';
+import { ggufTokenizerJson } from './gguf-tokenizer.js';
+import { loadGgufWeights } from './gguf-weights.js';
+import { configFromHf } from './hf-config.js';
+import { loadHfWeights } from './hf-weights.js';
+import { JsonFields } from './json-fields.js';
+import { createTokenizer, type Tokenizer } from './tokenizer.js';
+
+export interface ModelSource {
+  readonly format: 'hf' | 'gguf';
+  /** What the caller named (a path, or builtin:NAME). */
+  readonly spec: string;
+  /** The directory or .gguf file actually read. */
+  readonly path: string;
+  /** Weight files read. */
+  readonly files: readonly string[];
+}
+
+export interface LoadedModel {
+  readonly config: ModelConfig;
+  /** Canonical (Hugging Face) name -> tensor, every one checked against the config. */
+  readonly tensors: ReadonlyMap<string, HostTensor>;
+  readonly tokenizer: Tokenizer;
+  readonly chatTemplate: ChatTemplate;
+  readonly source: ModelSource;
+}
+
+export type LoadOptions = Partial<BuiltinOptions>;
+
+export async function loadModel(spec: string, options: LoadOptions = {}): Promise<LoadedModel> {
+  const path = spec.startsWith('builtin:') ? await resolveBuiltinModel(spec, options) : spec;
+  if (!(await exists(path))) {
+    throw new ModelLoadError(path, 'not found: expected a Hugging Face model directory or a .gguf file');
+  }
+  if (await isDirectory(path)) return loadHfDirectory(spec, path);
+  if (/(\.safetensors|\.json)$/.test(path)) {
+    throw new ModelLoadError(path, 'is one file of a Hugging Face model: pass the directory that holds it');
+  }
+  return loadGgufFile(spec, path);
+}
+
+async function loadHfDirectory(spec: string, dir: string): Promise<LoadedModel> {
+  const configPath = join(dir, 'config.json');
+  if (!(await exists(configPath))) throw new ModelLoadError(configPath, 'file not found: a Hugging Face model directory needs config.json');
+  const parsed = configFromHf(await readJsonFile(configPath), configPath);
+  const generationPath = join(dir, 'generation_config.json');
+  const generation = await readOptionalJsonFile(generationPath);
+  const generationEos = generation === null ? [] : new JsonFields(generation, generationPath).intList('eos_token_id');
+
+  const tokenizerPath = join(dir, 'tokenizer.json');
+  if (!(await exists(tokenizerPath))) {
+    throw new ModelLoadError(tokenizerPath, 'file not found: Tessera needs tokenizer.json (tokenizer.model alone is not supported)');
+  }
+  const tokenizerConfigPath = join(dir, 'tokenizer_config.json');
+  const tokenizerConfig = (await readOptionalJsonFile(tokenizerConfigPath)) ?? {};
+  const tokenizer = createTokenizer({
+    tokenizerJson: await readJsonFile(tokenizerPath),
+    tokenizerConfig,
+    file: tokenizerPath,
+    extraEosTokenIds: [...parsed.eosTokenIds, ...generationEos],
+    fallbackBosTokenId: parsed.bosTokenId,
+  });
+  const config = withTokenizer(parsed, tokenizer, tokenizerPath);
+  const weights = await loadHfWeights(dir, config);
+  const templateText =
+    pickChatTemplate(tokenizerConfig['chat_template'], tokenizerConfigPath) ?? (await readOptionalTextFile(join(dir, 'chat_template.jinja')));
+  const chatTemplate = createChatTemplate(templateText, tokenizer, tokenizerConfigPath);
+  return { config, tensors: weights.tensors, tokenizer, chatTemplate, source: { format: 'hf', spec, path: dir, files: weights.files } };
+}
+
+async function loadGgufFile(spec: string, file: string): Promise<LoadedModel> {
+  const g = readGguf(await readWholeFile(file), file);
+  const parsed = configFromGguf(g);
+  const tensors = loadGgufWeights(g, parsed);
+  const { tokenizerJson, tokenizerConfig } = ggufTokenizerJson(g);
+  const tokenizer = createTokenizer({
+    tokenizerJson,
+    tokenizerConfig,
+    file,
+    extraEosTokenIds: parsed.eosTokenIds,
+    fallbackBosTokenId: parsed.bosTokenId,
+  });
+  const config = withTokenizer(parsed, tokenizer, file);
+  const chatTemplate = createChatTemplate(new GgufMeta(g).optStr('tokenizer.chat_template'), tokenizer, file);
+  return { config, tensors, tokenizer, chatTemplate, source: { format: 'gguf', spec, path: file, files: [file] } };
+}
+
+/** The config's special ids, completed from the tokenizer; the tokenizer must fit the embedding. */
+function withTokenizer(config: ModelConfig, tokenizer: Tokenizer, file: string): ModelConfig {
+  if (tokenizer.vocabSize > config.vocabSize) {
+    throw new ModelLoadError(file, `the tokenizer has ${tokenizer.vocabSize} tokens but the model embeds only ${config.vocabSize}`);
+  }
+  return {
+    ...config,
+    bosTokenId: config.bosTokenId ?? tokenizer.bosTokenId,
+    eosTokenIds: [...new Set([...config.eosTokenIds, ...tokenizer.eosTokenIds])],
+  };
+}

@@ -1,0 +1,73 @@
+// gen-model's presets and its deterministic random weights. Each tensor draws from its own Rng
+// seeded by (seed, canonical name), so a tensor's values do not depend on file format, dtype or
+// write order: the HF and GGUF files of one seed hold the same weights before quantization.
+//
+// The init is chosen so next-token distributions are peaked (logits with a standard deviation
+// of LOGIT_STD units; llama-cpp.test.ts measures it and the top-1 margin in llama.cpp): tests
+// compare greedy ids with llama.cpp and need argmax to survive float-rounding differences.
+// Embeddings are N(0, 1) and every matrix N(0, 1/fan_in), so each sublayer adds about unit RMS
+// to the residual stream and attention scores have unit spread: the output depends on context.
+// This file must never do I/O.
+import { Rng } from '../core/index.js';
+import type { ModelConfig } from './config.js';
+import { EMBED, LM_HEAD } from './tensor-names.js';
+
+export const GEN_PRESETS = ['tiny', 'm100'] as const;
+export type GenPreset = (typeof GEN_PRESETS)[number];
+
+const LLAMA2_SPECIALS = { bosTokenId: 1, eosTokenIds: [2] } as const;
+
+export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
+  /** ~9M parameters, most of them the two 32000-row embeddings; GQA 4 query / 2 KV heads. */
+  tiny: {
+    arch: 'llama', vocabSize: 32000, hiddenSize: 128, intermediateSize: 384, numLayers: 4,
+    numHeads: 4, numKvHeads: 2, headDim: 32, rmsNormEps: 1e-5, ropeTheta: 10000, ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 4096, slidingWindow: null, tieWordEmbeddings: false, attentionBias: false, ...LLAMA2_SPECIALS,
+  },
+  /**
+   * ~110M parameters: dim 768, 12 layers, 12 query / 4 KV heads, untied embeddings. (Tied
+   * random embeddings make greedy decoding repeat one token: the current token's embedding,
+   * still in the residual stream, scores itself highly through the shared matrix.)
+   */
+  m100: {
+    arch: 'llama', vocabSize: 32000, hiddenSize: 768, intermediateSize: 1536, numLayers: 12,
+    numHeads: 12, numKvHeads: 4, headDim: 64, rmsNormEps: 1e-5, ropeTheta: 10000, ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 4096, slidingWindow: null, tieWordEmbeddings: false, attentionBias: false, ...LLAMA2_SPECIALS,
+  },
+};
+
+/** Standard deviation of the logits at init (in units), before any training. */
+export const LOGIT_STD = 8;
+/** Norm weights are 1 + NORM_JITTER * N(0, 1): close to 1, but a kernel that ignores them shows. */
+const NORM_JITTER = 0.1;
+
+function nameHash(name: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}
+
+/** The standard deviation of a matrix (norms: see NORM_JITTER), by its role. */
+function initStd(config: ModelConfig, name: string): number {
+  const d = config.hiddenSize;
+  const logitScale = LOGIT_STD / Math.sqrt(d);
+  if (name === EMBED) return config.tieWordEmbeddings ? logitScale : 1;
+  if (name === LM_HEAD) return logitScale;
+  if (name.endsWith('o_proj.weight')) return 1 / Math.sqrt(config.numHeads * config.headDim);
+  if (name.endsWith('down_proj.weight')) return 1 / Math.sqrt(config.intermediateSize);
+  if (name.endsWith('.bias')) return 0.1;
+  return 1 / Math.sqrt(d);
+}
+
+/** The f32 values of one tensor (HF layout), the same for a given (config, name, seed). */
+export function generateTensor(config: ModelConfig, name: string, shape: readonly number[], seed: number): Float32Array {
+  const rng = new Rng((nameHash(name) ^ Math.imul(seed >>> 0, 0x9e3779b1)) >>> 0);
+  const out = new Float32Array(shape.reduce((a, b) => a * b, 1));
+  if (shape.length === 1 && name.endsWith('norm.weight')) {
+    for (let i = 0; i < out.length; i++) out[i] = 1 + NORM_JITTER * rng.normal();
+    return out;
+  }
+  const std = initStd(config, name);
+  for (let i = 0; i < out.length; i++) out[i] = std * rng.normal();
+  return out;
+}

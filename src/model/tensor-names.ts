@@ -1,0 +1,113 @@
+// Canonical (Hugging Face) weight names, the shapes a config implies for them, and the mapping
+// from GGUF names (llama.cpp's) to canonical ones. The one place that knows which tensors a
+// model must have: every loader ends with checkTensors(), so a missing tensor, a wrong shape or
+// a tensor Tessera would silently ignore is one ModelLoadError naming the file.
+import { InvariantError, ModelLoadError } from '../core/index.js';
+import type { HostTensor } from '../kernels/index.js';
+import type { ModelConfig } from './config.js';
+
+export const EMBED = 'model.embed_tokens.weight';
+export const FINAL_NORM = 'model.norm.weight';
+export const LM_HEAD = 'lm_head.weight';
+
+export const layerName = (layer: number, suffix: string): string => `model.layers.${layer}.${suffix}`;
+
+/** Every tensor the config requires, canonical name -> row-major shape [out, in]. */
+export function expectedTensors(config: ModelConfig): Map<string, readonly number[]> {
+  const { hiddenSize: d, intermediateSize: ff, vocabSize, numHeads, numKvHeads, headDim } = config;
+  const qDim = numHeads * headDim;
+  const kvDim = numKvHeads * headDim;
+  const out = new Map<string, readonly number[]>([[EMBED, [vocabSize, d]]]);
+  for (let i = 0; i < config.numLayers; i++) {
+    out.set(layerName(i, 'input_layernorm.weight'), [d]);
+    out.set(layerName(i, 'self_attn.q_proj.weight'), [qDim, d]);
+    out.set(layerName(i, 'self_attn.k_proj.weight'), [kvDim, d]);
+    out.set(layerName(i, 'self_attn.v_proj.weight'), [kvDim, d]);
+    if (config.attentionBias) {
+      out.set(layerName(i, 'self_attn.q_proj.bias'), [qDim]);
+      out.set(layerName(i, 'self_attn.k_proj.bias'), [kvDim]);
+      out.set(layerName(i, 'self_attn.v_proj.bias'), [kvDim]);
+    }
+    out.set(layerName(i, 'self_attn.o_proj.weight'), [d, qDim]);
+    out.set(layerName(i, 'post_attention_layernorm.weight'), [d]);
+    out.set(layerName(i, 'mlp.gate_proj.weight'), [ff, d]);
+    out.set(layerName(i, 'mlp.up_proj.weight'), [ff, d]);
+    out.set(layerName(i, 'mlp.down_proj.weight'), [d, ff]);
+  }
+  out.set(FINAL_NORM, [d]);
+  if (!config.tieWordEmbeddings) out.set(LM_HEAD, [vocabSize, d]);
+  return out;
+}
+
+/** Tensors some checkpoints carry that a Llama-family forward pass does not need. */
+function isIgnorable(name: string, config: ModelConfig): boolean {
+  return /\.rotary_emb\.inv_freq$/.test(name) || (config.tieWordEmbeddings && name === LM_HEAD);
+}
+
+/**
+ * Keep exactly the expected tensors, in canonical order. Throws on a missing tensor, a shape
+ * that does not match the config, or an unexpected tensor (which would otherwise be ignored).
+ */
+export function checkTensors(
+  found: ReadonlyMap<string, HostTensor>,
+  config: ModelConfig,
+  file: string,
+  fileOf: ReadonlyMap<string, string> = new Map(),
+): Map<string, HostTensor> {
+  const expected = expectedTensors(config);
+  const out = new Map<string, HostTensor>();
+  for (const [name, shape] of expected) {
+    const t = found.get(name);
+    if (t === undefined) throw new ModelLoadError(file, `missing tensor ${name} (shape [${shape.join(', ')}] expected from the config)`);
+    if (t.shape.length !== shape.length || t.shape.some((n, i) => n !== shape[i])) {
+      throw new ModelLoadError(fileOf.get(name) ?? file, `tensor ${name} has shape [${t.shape.join(', ')}] but the config implies [${shape.join(', ')}]`);
+    }
+    out.set(name, t);
+  }
+  for (const name of found.keys()) {
+    if (!expected.has(name) && !isIgnorable(name, config)) {
+      throw new ModelLoadError(fileOf.get(name) ?? file, `unexpected tensor ${name}: not part of a ${config.arch} model with this config`);
+    }
+  }
+  return out;
+}
+
+const GGUF_LAYER_SUFFIX: Readonly<Record<string, string>> = {
+  'attn_norm.weight': 'input_layernorm.weight',
+  'attn_q.weight': 'self_attn.q_proj.weight',
+  'attn_k.weight': 'self_attn.k_proj.weight',
+  'attn_v.weight': 'self_attn.v_proj.weight',
+  'attn_q.bias': 'self_attn.q_proj.bias',
+  'attn_k.bias': 'self_attn.k_proj.bias',
+  'attn_v.bias': 'self_attn.v_proj.bias',
+  'attn_output.weight': 'self_attn.o_proj.weight',
+  'ffn_norm.weight': 'post_attention_layernorm.weight',
+  'ffn_gate.weight': 'mlp.gate_proj.weight',
+  'ffn_up.weight': 'mlp.up_proj.weight',
+  'ffn_down.weight': 'mlp.down_proj.weight',
+};
+const GGUF_GLOBAL: Readonly<Record<string, string>> = {
+  'token_embd.weight': EMBED,
+  'output_norm.weight': FINAL_NORM,
+  'output.weight': LM_HEAD,
+};
+
+/** llama.cpp tensor name -> canonical name; null for names Tessera does not know. */
+export function ggufToHfName(name: string): string | null {
+  const global = GGUF_GLOBAL[name];
+  if (global !== undefined) return global;
+  const m = /^blk\.(\d+)\.(.+)$/.exec(name);
+  if (m === null) return null;
+  const suffix = GGUF_LAYER_SUFFIX[m[2]!];
+  return suffix === undefined ? null : layerName(Number(m[1]), suffix);
+}
+
+/** Canonical name -> llama.cpp tensor name. */
+export function hfToGgufName(name: string): string {
+  for (const [g, hf] of Object.entries(GGUF_GLOBAL)) if (hf === name) return g;
+  const m = /^model\.layers\.(\d+)\.(.+)$/.exec(name);
+  if (m !== null) {
+    for (const [g, hf] of Object.entries(GGUF_LAYER_SUFFIX)) if (hf === m[2]) return `blk.${m[1]}.${g}`;
+  }
+  throw new InvariantError(`no GGUF name for tensor ${name}`);
+}
