@@ -1,0 +1,189 @@
+// One step's plan: which requests run, with how many tokens, on which pages.
+// Owns: the order of service, the token budget, allocation on demand and preemption.
+// Must never: plan a read of a position that is not computed (an item reads exactly
+// [0, startPos), which complete() advanced only after the runner wrote and stamped it), plan a
+// write into a cached page (a prefix hit ends on a page boundary, so new positions always land
+// in pages the request allocated), or preempt a request whose pages a peer may be writing.
+//
+// A step, in order:
+//   1. Decodes of running requests, oldest first: one token each. A decode crossing a page
+//      boundary needs a page; the token budget always covers every decode (checked at start-up).
+//   2. Prefill chunks of running requests, oldest first, as far as the budget goes.
+//   3. New requests from the waiting queues (tenant round-robin) while the budget, the running
+//      limit and the pages allow; a new request never preempts anything, and none starts in a
+//      step that preempted (the victims would just take their pages back).
+// When a running request cannot get even one page (after evicting unreferenced cached pages),
+// the most recently started running request is preempted: its pages go back (full stamped ones
+// into the prefix cache, where they are evictable, the rest freed), it goes to the front of its
+// tenant's queue and later recomputes prompt and output from position 0 (or from a cache hit).
+// If the youngest is the request itself, it preempts itself. A chunk that does not fit whole
+// shrinks to what fits instead.
+//
+// Backstops, reachable only when admission was skipped (fault `skip-admission`): a request longer
+// than the context, or one that is alone and still cannot grow, fails here instead of looping.
+import { AdmissionError, assert, assertNever, InvariantError, type BatchItem, type RequestId, type TesseraError } from '../core/index.js';
+import { pagesFor } from '../pages/index.js';
+import type { PageOps } from './page-ops.js';
+import type { TenantQueues } from './queue.js';
+import { pagesToGrow, type PageTable, type SchedRequest } from './request-state.js';
+import type { SchedulerEvent, StepPlan } from './types.js';
+
+export interface PlanContext {
+  readonly pages: PageOps;
+  /** Prefilling and decoding requests in the order they started: the youngest last. */
+  readonly running: SchedRequest[];
+  readonly waiting: TenantQueues<SchedRequest>;
+  readonly pageSize: number;
+  readonly contextLength: number;
+  readonly maxRunningRequests: number;
+  readonly chunkedPrefillSize: number;
+  /** Running slots taken outside `running` (decode role: requests receiving their prompt). */
+  readonly numReserved: number;
+  /** Pages held outside the running set (held, receiving or quarantined): a lone request may still wait for them. */
+  readonly othersHoldPages: boolean;
+  /** A request taken off the queue starts prefilling with `table`: into `running`, the youngest. */
+  start(r: SchedRequest, table: PageTable): void;
+  /** Pages back (cached or freed), state waiting, front of its tenant's queue; out of `running`. */
+  preempt(r: SchedRequest): void;
+  /** Ends the request with the error wherever it is, pages back; out of `running` and the queues. */
+  fail(r: SchedRequest, error: TesseraError): SchedulerEvent;
+}
+
+export function planStep(ctx: PlanContext): StepPlan {
+  const planned = new Map<SchedRequest, number>();
+  const preempted: RequestId[] = [];
+  const events: SchedulerEvent[] = [];
+  let budget = ctx.chunkedPrefillSize;
+
+  const preempt = (victim: SchedRequest): void => {
+    budget += planned.get(victim) ?? 0;
+    planned.delete(victim);
+    ctx.preempt(victim);
+    preempted.push(victim.rid);
+  };
+
+  /** Plans up to `want` tokens of a running request; 0 when it was preempted or failed instead. */
+  const fit = (r: SchedRequest, table: PageTable, want: number): number => {
+    for (;;) {
+      const n = tokensThatFit(ctx, table, want);
+      if (n > 0) return grow(ctx, r, table, n);
+      const youngest = ctx.running.at(-1);
+      assert(youngest !== undefined, 'a running request is missing from the running set');
+      if (youngest !== r) {
+        preempt(youngest);
+        continue;
+      }
+      if (ctx.running.length === 1 && !ctx.othersHoldPages) {
+        events.push(ctx.fail(r, neverFits(ctx)));
+        return 0;
+      }
+      preempt(r);
+      return 0;
+    }
+  };
+
+  for (const kind of ['decoding', 'prefilling'] as const) {
+    for (let i = 0; i < ctx.running.length; i++) {
+      const r = ctx.running[i] as SchedRequest;
+      if (r.state.kind !== kind) continue;
+      const table = runningTable(r);
+      if (r.tokens.length > ctx.contextLength) {
+        events.push(ctx.fail(r, beyondContext(ctx, r)));
+        i--;
+        continue;
+      }
+      const want = Math.min(r.tokens.length - table.numComputed, budget);
+      if (want === 0) continue;
+      const n = fit(r, table, want);
+      if (n > 0) {
+        planned.set(r, n);
+        budget -= n;
+      } else if (ctx.running[i] !== r) {
+        i--;
+      }
+    }
+  }
+
+  while (preempted.length === 0 && budget > 0 && ctx.running.length + ctx.numReserved < ctx.maxRunningRequests) {
+    const r = ctx.waiting.peek();
+    if (r === undefined) break;
+    if (r.tokens.length > ctx.contextLength) {
+      events.push(ctx.fail(r, beyondContext(ctx, r)));
+      continue;
+    }
+    // Leave the last token out of the match: the first step must compute something, for logits.
+    const hit = ctx.pages.match(r, r.tokens.slice(0, -1));
+    const table: PageTable = { tags: [...hit.tags], numComputed: hit.numTokens };
+    const n = tokensThatFit(ctx, table, Math.min(r.tokens.length - table.numComputed, budget));
+    if (n === 0) {
+      ctx.pages.letGo(r, hit.tags);
+      break;
+    }
+    ctx.waiting.pop();
+    r.numCachedTokens = Math.min(hit.numTokens, r.numPromptTokens);
+    ctx.start(r, table);
+    planned.set(r, grow(ctx, r, table, n));
+    budget -= n;
+  }
+
+  const items = ctx.running.filter((r) => planned.has(r)).map((r) => itemOf(ctx, r, planned.get(r) as number));
+  return { items, preempted, events };
+}
+
+export function runningTable(r: SchedRequest): PageTable {
+  switch (r.state.kind) {
+    case 'prefilling':
+    case 'decoding':
+      return r.state.table;
+    case 'waiting':
+    case 'receiving':
+    case 'held':
+    case 'ending':
+      throw new InvariantError(`${r.rid} is ${r.state.kind}, not running`);
+    default:
+      return assertNever(r.state, 'request state');
+  }
+}
+
+/** How many of `want` tokens the table can take now: all, or as many as the pages that could be had hold. */
+function tokensThatFit(ctx: PlanContext, table: PageTable, want: number): number {
+  const need = pagesToGrow(table, want, ctx.pageSize);
+  if (need === 0) return want;
+  const available = ctx.pages.available(need);
+  if (available >= need) return want;
+  return Math.max(0, Math.min(want, (table.tags.length + available) * ctx.pageSize - table.numComputed));
+}
+
+function grow(ctx: PlanContext, r: SchedRequest, table: PageTable, numTokens: number): number {
+  const need = pagesToGrow(table, numTokens, ctx.pageSize);
+  if (need > 0) {
+    const tags = ctx.pages.allocate(need, r);
+    assert(tags !== undefined, () => `${r.rid}: ${need} page(s) were available a moment ago`);
+    table.tags.push(...tags);
+  }
+  return numTokens;
+}
+
+function itemOf(ctx: PlanContext, r: SchedRequest, numTokens: number): BatchItem {
+  const table = runningTable(r);
+  const startPos = table.numComputed;
+  const end = startPos + numTokens;
+  assert(table.tags.length === pagesFor(end, ctx.pageSize), () => `${r.rid}: ${table.tags.length} pages for ${end} positions`);
+  return { rid: r.rid, tenant: r.tenant, tokens: r.tokens.slice(startPos, end), startPos, tags: [...table.tags], wantLogits: end === r.tokens.length };
+}
+
+function beyondContext(ctx: PlanContext, r: SchedRequest): AdmissionError {
+  return new AdmissionError(
+    'context_length_exceeded',
+    `This model's maximum context length is ${ctx.contextLength} tokens, and request ${r.rid} reached ${r.tokens.length}; it was not refused at admission.`,
+  );
+}
+
+function neverFits(ctx: PlanContext): AdmissionError {
+  const numPages = ctx.pages.numPages;
+  return new AdmissionError(
+    'pool_too_small',
+    `This node's KV pool holds ${numPages * ctx.pageSize} tokens (${numPages} pages of ${ctx.pageSize}), and this request needs more; it was not refused at admission.`,
+  );
+}
+

@@ -1,0 +1,360 @@
+// Scheduler: the requests of one worker, and which of them run in each model step.
+// Owns: the public verbs and their order: admission before any page is touched, the step
+// protocol (schedule/complete), deferring the end of a request whose step is in flight, and the
+// role-specific verbs. The records and their transitions live in book.ts, planning in plan.ts.
+// Must never: read a clock or randomness (time, if ever needed, is an argument), touch page
+// data or stamps (the runner does, and reports back), free a page a step may still be writing
+// (a request ended mid-step keeps its pages until complete()), or free a page a peer may still
+// write (abort with 'peer-may-write' quarantines; release() frees after the peer's AbortAck).
+//
+// The step loop a worker runs (timing, TTFT and latencies are the worker's: it sees every event
+// when it happens; the scheduler keeps no clock):
+//   1. plan = schedule()                 items to run; nothing runs when plan.items is empty
+//   2. the runner checks and runs plan.items, stamps what it wrote, samples where wantLogits
+//   3. events = complete(results)        one result per item: tokens, finishes, failures
+//   4. the worker streams events; stop strings it finds end a request with finish(rid, 'stop')
+// admit / reserve / startDecode / abort / finish / release may come at any time, also between
+// 1 and 3; schedule() and complete() strictly alternate.
+import {
+  assert,
+  assertNever,
+  ConfigError,
+  InvalidRequestError,
+  InvariantError,
+  TesseraError,
+  TransferError,
+  type BatchItem,
+  type FinishReason,
+  type GenerateRequest,
+  type RequestId,
+  type Tag,
+} from '../core/index.js';
+import { pagesFor, type PagePool, type PrefixCache } from '../pages/index.js';
+import { admissionError, requestShapeError } from './admission.js';
+import { finishedEvent, RequestBook } from './book.js';
+import { checkSchedulerIntegrity } from './integrity.js';
+import { PageOps } from './page-ops.js';
+import { planStep } from './plan.js';
+import { slotsOfPage, viewOf, type PageTable, type SchedRequest } from './request-state.js';
+import type {
+  AbortResult,
+  AdmitResult,
+  FinishResult,
+  ReleaseResult,
+  RequestView,
+  ReserveResult,
+  Role,
+  SchedulerEvent,
+  SchedulerOptions,
+  StartDecodeResult,
+  StepPlan,
+  StepResult,
+} from './types.js';
+
+/** Whether a peer (the prefill node feeding a decode node) may still write the aborted request's pages. */
+export type PeerWrites = 'no-peer-writes' | 'peer-may-write';
+
+export class Scheduler {
+  readonly role: Role;
+  readonly #options: SchedulerOptions;
+  readonly #pool: PagePool;
+  readonly #prefixCache: PrefixCache | undefined;
+  readonly #pages: PageOps;
+  readonly #book: RequestBook;
+  /** The items of the step being run, between schedule() and complete(). */
+  #inFlight: ReadonlyMap<RequestId, BatchItem> | undefined;
+
+  constructor(options: SchedulerOptions) {
+    const { pool, pageSize, contextLength, maxRunningRequests, chunkedPrefillSize, maxWaiting } = options;
+    const positive = (value: number, name: string): void => {
+      if (!Number.isSafeInteger(value) || value < 1) throw new ConfigError(`${name} must be a positive integer, got ${value}`);
+    };
+    positive(contextLength, 'contextLength');
+    positive(maxRunningRequests, 'maxRunningRequests');
+    positive(chunkedPrefillSize, 'chunkedPrefillSize');
+    positive(maxWaiting, 'maxWaiting');
+    if (pageSize !== pool.pageSize) throw new ConfigError(`pageSize is ${pageSize}, but the pool's pages hold ${pool.pageSize} tokens`);
+    if (chunkedPrefillSize < maxRunningRequests) {
+      throw new ConfigError(
+        `chunkedPrefillSize (${chunkedPrefillSize}) must be at least maxRunningRequests (${maxRunningRequests}), so every running request can decode in every step`,
+      );
+    }
+    this.role = options.role;
+    this.#options = options;
+    this.#pool = pool;
+    this.#prefixCache = options.prefixCache;
+    this.#pages = new PageOps(pool, options.prefixCache);
+    this.#book = new RequestBook(this.#pages, options.role, options.faults, options.eosTokenIds ?? []);
+  }
+
+  /** Requests prefilling or decoding. */
+  get numRunning(): number {
+    return this.#book.running.length;
+  }
+
+  get numWaiting(): number {
+    return this.#book.waiting.size;
+  }
+
+  /** Prefill role: requests whose pages are kept until decode acknowledges the transfer. */
+  get numHeld(): number {
+    return this.#book.count('held');
+  }
+
+  /** Decode role: requests whose prompt pages a peer is filling. */
+  get numReceiving(): number {
+    return this.#book.count('receiving');
+  }
+
+  /** Aborted requests whose pages stay quarantined until release(rid). */
+  get numQuarantined(): number {
+    return this.#book.quarantined.size;
+  }
+
+  /** No request, no quarantine, no step in flight: every page is free or cached. */
+  get isIdle(): boolean {
+    return this.#book.requests.size === 0 && this.#book.quarantined.size === 0 && this.#inFlight === undefined;
+  }
+
+  view(rid: RequestId): RequestView | undefined {
+    const r = this.#book.requests.get(rid);
+    return r === undefined ? undefined : viewOf(r);
+  }
+
+  /**
+   * Co-located and prefill roles: admission, then the back of its tenant's queue. Refusals are
+   * values (AdmissionError, InvalidRequestError, `overloaded`), decided before any page is touched.
+   */
+  admit(request: GenerateRequest): AdmitResult {
+    assert(this.role !== 'decode', 'a decode node takes requests through reserve()');
+    const error = this.#refusal(request) ?? this.#overloaded();
+    if (error !== undefined) return { kind: 'rejected', error };
+    this.#book.add(request, { kind: 'waiting' });
+    return { kind: 'admitted' };
+  }
+
+  /**
+   * Decode role: admission, then pages for the prompt (new epochs), which a peer fills. The tags
+   * go to the prefill node; startDecode(rid, firstToken) once the transfer is verified.
+   */
+  reserve(request: GenerateRequest): ReserveResult {
+    assert(this.role === 'decode', () => `reserve() is for a decode node; this one is ${this.role}`);
+    const refusal = this.#refusal(request);
+    if (refusal !== undefined) return { kind: 'rejected', error: refusal };
+    const numReserved = this.#book.running.length + this.numReceiving;
+    if (numReserved >= this.#options.maxRunningRequests) {
+      return { kind: 'rejected', error: overloaded(`${numReserved} requests are running or receiving, the limit is ${this.#options.maxRunningRequests}`) };
+    }
+    const need = pagesFor(request.promptTokens.length, this.#pool.pageSize);
+    const tags = this.#pages.available(need) >= need ? this.#pages.allocate(need, request) : undefined;
+    if (tags === undefined) return { kind: 'rejected', error: overloaded(`no room for ${need} KV pages now`) };
+    this.#book.add(request, { kind: 'receiving', tags: [...tags] });
+    return { kind: 'reserved', tags };
+  }
+
+  /**
+   * Decode role: the peer's transfer into rid's pages is complete and verified. The stamps must
+   * cover every prompt position (the incident's placeholder bug fails here: the request fails
+   * with a TransferError and nothing is read); then the request decodes from its first token.
+   */
+  startDecode(rid: RequestId, firstToken: number): StartDecodeResult {
+    const r = this.#book.requests.get(rid);
+    if (r === undefined) return { kind: 'not-found' };
+    if (r.state.kind !== 'receiving') throw new InvariantError(`startDecode: ${rid} is ${r.state.kind}, not receiving`);
+    const tags = r.state.tags;
+    const uncovered = this.#options.faults.has('skip-page-check') ? undefined : this.#firstUncovered(tags, r.numPromptTokens);
+    if (uncovered !== undefined) {
+      const slots = slotsOfPage(uncovered, r.numPromptTokens, this.#pool.pageSize);
+      const tag = tags[uncovered] as Tag;
+      const stamp = this.#pool.stampOf(tag.page);
+      const error = new TransferError(
+        `the KV transfer did not cover the prompt: page ${uncovered} (page ${tag.page}, epoch ${tag.epoch}) should hold ${slots} slot(s), ` +
+          `its stamp says ${stamp.filledSlots} in epoch ${stamp.epoch}; decoding did not start`,
+      );
+      return { kind: 'started', events: [this.#book.fail(r, error)] };
+    }
+    const table: PageTable = { tags: [...tags], numComputed: r.numPromptTokens };
+    this.#book.setState(r, { kind: 'decoding', table });
+    return { kind: 'started', events: this.#book.onSampled(r, table, firstToken) };
+  }
+
+  /** Plans one step. Call complete() with the results before the next schedule(). */
+  schedule(): StepPlan {
+    assert(this.#inFlight === undefined, 'schedule() while the previous step is still running; call complete() first');
+    const plan = planStep({
+      pages: this.#pages,
+      running: this.#book.running,
+      waiting: this.#book.waiting,
+      pageSize: this.#pool.pageSize,
+      contextLength: this.#options.contextLength,
+      maxRunningRequests: this.#options.maxRunningRequests,
+      chunkedPrefillSize: this.#options.chunkedPrefillSize,
+      numReserved: this.numReceiving,
+      othersHoldPages: this.numHeld + this.numReceiving + this.#book.quarantined.size > 0,
+      start: (r, table) => this.#book.setState(r, { kind: 'prefilling', table }),
+      preempt: (r) => this.#book.preempt(r),
+      fail: (r, error) => this.#book.fail(r, error),
+    });
+    if (plan.items.length > 0) this.#inFlight = new Map(plan.items.map((item) => [item.rid, item]));
+    return plan;
+  }
+
+  /** The runner's results for the step in flight, one per item; returns what happened. */
+  complete(results: readonly StepResult[]): SchedulerEvent[] {
+    const inFlight = this.#inFlight;
+    assert(inFlight !== undefined, 'complete() without a step in flight');
+    assert(results.length === inFlight.size && new Set(results.map((x) => x.rid)).size === results.length, () => `complete(): ${results.length} results for ${inFlight.size} items`);
+    this.#inFlight = undefined;
+    const events: SchedulerEvent[] = [];
+    for (const result of results) {
+      const item = inFlight.get(result.rid);
+      const r = this.#book.requests.get(result.rid);
+      assert(item !== undefined && r !== undefined, () => `complete(): ${result.rid} was not in the step`);
+      const state = r.state;
+      switch (state.kind) {
+        case 'ending':
+          this.#book.endAfterStep(r, state);
+          break;
+        case 'prefilling':
+        case 'decoding':
+          events.push(...this.#apply(r, state.table, item, result));
+          break;
+        case 'waiting':
+        case 'receiving':
+        case 'held':
+          throw new InvariantError(`complete(): ${r.rid} was in the step but is ${state.kind}`);
+        default:
+          assertNever(state, 'request state');
+      }
+    }
+    return events;
+  }
+
+  /** Ends a request as finished (a stop string the worker found); its computed full pages go to the prefix cache. */
+  finish(rid: RequestId, finishReason: FinishReason): FinishResult {
+    const r = this.#book.requests.get(rid);
+    if (r === undefined) return { kind: 'not-found' };
+    const state = r.state;
+    switch (state.kind) {
+      case 'waiting':
+      case 'prefilling':
+      case 'decoding':
+        if (state.kind !== 'waiting' && this.#inFlight?.has(rid) === true) {
+          this.#book.setState(r, { kind: 'ending', table: state.table, ending: { kind: 'finished' } });
+          return { kind: 'finished', event: finishedEvent(r, finishReason) };
+        }
+        return { kind: 'finished', event: this.#book.finish(r, finishReason) };
+      case 'ending':
+        return { kind: 'not-found' };
+      case 'receiving':
+      case 'held':
+        throw new InvariantError(`finish: ${rid} is ${state.kind}; only a request that generates can finish`);
+      default:
+        return assertNever(state, 'request state');
+    }
+  }
+
+  /**
+   * Ends a request in any state; its pages come back, or are quarantined when a peer may still
+   * write them. Unknown, ended or already aborted requests are reported as `not-found`.
+   */
+  abort(rid: RequestId, peer: PeerWrites = 'no-peer-writes'): AbortResult {
+    const r = this.#book.requests.get(rid);
+    if (r === undefined) return { kind: 'not-found' };
+    const state = r.state;
+    const peerMayWrite = peer === 'peer-may-write';
+    switch (state.kind) {
+      case 'prefilling':
+      case 'decoding':
+        if (this.#inFlight?.has(rid) === true) {
+          this.#book.setState(r, { kind: 'ending', table: state.table, ending: { kind: 'aborted', peerMayWrite } });
+          return { kind: 'aborted', was: state.kind, pages: peerMayWrite ? 'after-peer' : 'after-step' };
+        }
+        return { kind: 'aborted', was: state.kind, pages: this.#book.giveBack(r, peerMayWrite) };
+      case 'waiting':
+      case 'receiving':
+      case 'held':
+        return { kind: 'aborted', was: state.kind, pages: this.#book.giveBack(r, peerMayWrite) };
+      case 'ending':
+        return { kind: 'not-found' };
+      default:
+        return assertNever(state, 'request state');
+    }
+  }
+
+  /**
+   * The peer is done with rid's pages. Prefill role: decode acknowledged the transfer, the held
+   * pages go to the prefix cache or are freed. Any role: an aborted request's quarantined pages are
+   * freed after the peer's AbortAck or the close of its connection.
+   */
+  release(rid: RequestId): ReleaseResult {
+    const numQuarantined = this.#book.releaseQuarantine(rid);
+    if (numQuarantined !== undefined) return { kind: 'released', numPages: numQuarantined };
+    const r = this.#book.requests.get(rid);
+    if (r === undefined) return { kind: 'not-found' };
+    if (r.state.kind !== 'held') throw new InvariantError(`release: ${rid} is ${r.state.kind}, not held or quarantined`);
+    return { kind: 'released', numPages: this.#book.releaseHeld(r) };
+  }
+
+  /** The scheduler agrees with the ledger and the stamps (see integrity.ts); throws InvariantError. */
+  checkIntegrity(): void {
+    this.#book.waiting.checkIntegrity();
+    checkSchedulerIntegrity({
+      pool: this.#pool,
+      prefixCache: this.#prefixCache,
+      maxRunningRequests: this.#options.maxRunningRequests,
+      requests: this.#book.requests,
+      running: this.#book.running,
+      waiting: this.#book.waiting.toArray(),
+      quarantined: this.#book.quarantined,
+      inFlight: this.#inFlight,
+    });
+  }
+
+  #refusal(request: GenerateRequest): TesseraError | undefined {
+    if (this.#book.has(request.rid)) {
+      return new InvalidRequestError(`request id ${request.rid} is already in use on this node`);
+    }
+    const numPromptTokens = request.promptTokens.length;
+    const { maxTokens } = request.sampling;
+    const shape = requestShapeError(numPromptTokens, maxTokens);
+    if (shape !== undefined || this.#options.faults.has('skip-admission')) return shape;
+    const limits = { contextLength: this.#options.contextLength, pageSize: this.#pool.pageSize, numPages: this.#pages.numPages };
+    return admissionError(limits, this.role, numPromptTokens, maxTokens);
+  }
+
+  #overloaded(): TesseraError | undefined {
+    const max = this.#options.maxWaiting;
+    return this.#book.waiting.size >= max ? overloaded(`${this.#book.waiting.size} requests are waiting, the limit is ${max}`) : undefined;
+  }
+
+  #apply(r: SchedRequest, table: PageTable, item: BatchItem, result: StepResult): SchedulerEvent[] {
+    assert(item.startPos === table.numComputed, () => `${r.rid}: the item started at ${item.startPos}, the table is at ${table.numComputed}`);
+    switch (result.kind) {
+      case 'failed':
+        return [this.#book.fail(r, result.error)];
+      case 'computed':
+        assert(!item.wantLogits, () => `${r.rid}: the runner computed an item that wanted logits, without a token`);
+        table.numComputed += item.tokens.length;
+        return [];
+      case 'sampled':
+        assert(item.wantLogits, () => `${r.rid}: the runner sampled from an item that wanted no logits`);
+        table.numComputed += item.tokens.length;
+        return this.#book.onSampled(r, table, result.token);
+      default:
+        return assertNever(result, 'step result');
+    }
+  }
+
+  #firstUncovered(tags: readonly Tag[], numTokens: number): number | undefined {
+    for (let i = 0; i < pagesFor(numTokens, this.#pool.pageSize); i++) {
+      if (!this.#pages.isWritten(tags[i] as Tag, slotsOfPage(i, numTokens, this.#pool.pageSize))) return i;
+    }
+    return undefined;
+  }
+}
+
+function overloaded(why: string): TesseraError {
+  return new TesseraError('overloaded', `This node is overloaded (${why}); please retry later.`);
+}
+
