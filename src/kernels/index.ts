@@ -1,3 +1,28 @@
 // Layer 1: compute kernels behind two interfaces (see types.ts), with ref, wasm and ort backends.
+//   ref/   plain TypeScript, the oracle          createRefDense(), createRefOps()
+//   wasm/  WebAssembly SIMD on a shared memory   loadWasmRuntime(), createWasmOps(), createWasmDense()
+//   ort/   onnxruntime-node, dense only          createOrtDense({ threads })
+// Case suites every backend runs live in cases/ (test-only).
 export type * from './types.js';
 export * from './formats.js';
+export { kvIndex, pageElements } from './layout.js';
+export { createRefDense } from './ref/dense.js';
+export { createRefOps } from './ref/ops.js';
+export { WasmRuntime, MAX_WASM_MEMORY_BYTES, type WasmRuntimeOptions } from './wasm/runtime.js';
+export { WasmOps, createWasmOps } from './wasm/ops.js';
+export { WasmDense, createWasmDense, type WasmDenseOptions } from './wasm/dense.js';
+export type { OrtDense, OrtDenseOptions } from './ort/dense.js';
+
+import type { OrtDense, OrtDenseOptions } from './ort/dense.js';
+import { WasmRuntime, type WasmRuntimeOptions } from './wasm/runtime.js';
+
+/** Dense matmul through onnxruntime-node; the native addon is loaded on first use only. */
+export async function createOrtDense(options: OrtDenseOptions = {}): Promise<OrtDense> {
+  const { OrtDense } = await import('./ort/dense.js');
+  return new OrtDense(options);
+}
+
+/** One WebAssembly runtime (memory + kernels) to share between WasmOps and WasmDense. */
+export function loadWasmRuntime(options: WasmRuntimeOptions = {}): Promise<WasmRuntime> {
+  return WasmRuntime.load(options);
+}

@@ -32,8 +32,12 @@ export interface DenseKernels {
   readonly batchInvariant: boolean;
   /** Copy or repack a weight for this backend. Quantized weights stay quantized. */
   prepare(weight: HostTensor): Promise<DenseWeight>;
-  /** y[m, rows] = x[m, cols] · Wᵀ. */
-  matmul(weight: DenseWeight, x: Float32Array, m: number): Promise<Float32Array>;
+  /**
+   * y[m, rows] = x[m, cols] · Wᵀ, written into `out` when given (length >= m * rows; for wasm,
+   * a view from OpKernels.allocF32 of the same runtime avoids a copy) and returned.
+   * x and out must not overlap.
+   */
+  matmul(weight: DenseWeight, x: Float32Array, m: number, out?: Float32Array): Promise<Float32Array>;
   dispose(): Promise<void>;
 }
 

@@ -1,0 +1,243 @@
+// The shared case suite of OpKernels: every backend runs these (see its *.test.ts) against
+// RefOps, the oracle. Tolerance: |y - y_ref| <= 1e-5 * (|y_ref| + 1) for attention and RoPE,
+// 1e-5 * |y_ref| + 1e-6 for RMSNorm and SiLU·mul (f32 sums and a polynomial exp stay far
+// inside it); KV writes and adds are exact. KV pools are poisoned with NaN everywhere except the
+// slots written for the request, so a kernel that reads a page outside the page table, a slot
+// past the causal limit or another layer produces NaN and fails the comparison.
+import { Rng } from '../../core/index.js';
+import { pageElements } from '../layout.js';
+import { RefOps } from '../ref/ops.js';
+import type { AttentionShape, OpKernels, PagedKvView } from '../types.js';
+import { type KernelCase, expectBitwiseEqual, expectThrows, expectWithin, randomF32 } from './support.js';
+
+export const OPS_RELATIVE_TOLERANCE = 1e-5;
+
+interface AttentionSetup {
+  readonly label: string;
+  readonly shape: AttentionShape;
+  readonly pageSize: number;
+  readonly numPages: number;
+  readonly pageTable: readonly number[];
+  readonly startPos: number;
+  readonly numTokens: number;
+}
+
+function setup(label: string, numHeads: number, numKvHeads: number, headDim: number, pageSize: number, pageTable: number[], startPos: number, numTokens: number): AttentionSetup {
+  const shape = { numHeads, numKvHeads, headDim, scale: 1 / Math.sqrt(headDim) };
+  return { label, shape, pageSize, numPages: Math.max(...pageTable) + 3, pageTable, startPos, numTokens };
+}
+
+const ATTENTION_SETUPS: readonly AttentionSetup[] = [
+  setup('prefill, MHA, partly filled last page', 4, 4, 8, 4, [5, 2, 9], 0, 10),
+  setup('decode, GQA 8/2, startPos 37', 8, 2, 16, 16, [3, 0, 6], 37, 1),
+  setup('chunk across pages, GQA 6/3, headDim 6', 6, 3, 6, 5, [7, 1, 4, 2], 11, 6),
+  setup('chunk, GQA 12/4, headDim 64', 12, 4, 64, 16, [9, 3, 7, 1, 5], 60, 10),
+  setup('one slot per page, 3 heads on 1 KV head', 3, 1, 4, 1, [4, 0, 3, 1, 2], 0, 5),
+];
+const NUM_LAYERS = 2;
+const LAYER = 1;
+
+/** A NaN-poisoned pool for `s`, with K and V written for positions [0, startPos + numTokens) of LAYER. */
+function filledPool(backend: OpKernels, s: AttentionSetup, seed: number): PagedKvView {
+  const geometry = { numLayers: NUM_LAYERS, pageSize: s.pageSize, numKvHeads: s.shape.numKvHeads, headDim: s.shape.headDim };
+  const data = backend.allocF32(s.numPages * pageElements(geometry)).fill(NaN);
+  const kv = { ...geometry, data, numPages: s.numPages };
+  const endPos = s.startPos + s.numTokens;
+  const kvDim = s.shape.numKvHeads * s.shape.headDim;
+  const rng = new Rng(seed);
+  backend.writeKv(kv, LAYER, Int32Array.from(s.pageTable), 0, endPos, randomF32(rng, endPos * kvDim), randomF32(rng, endPos * kvDim));
+  return kv;
+}
+
+function runAttention(backend: OpKernels, kv: PagedKvView, s: AttentionSetup, q: Float32Array, startPos: number, numTokens: number): Float32Array {
+  const out = new Float32Array(numTokens * s.shape.numHeads * s.shape.headDim);
+  backend.attention(kv, { layer: LAYER, shape: s.shape, q, out, numTokens, startPos, pageTable: Int32Array.from(s.pageTable) });
+  return out;
+}
+
+function attentionCases(): KernelCase<OpKernels>[] {
+  return ATTENTION_SETUPS.flatMap((s, n): KernelCase<OpKernels>[] => {
+    const qDim = s.shape.numHeads * s.shape.headDim;
+    const q = randomF32(new Rng(400 + n), s.numTokens * qDim);
+    return [
+      {
+        name: `attention (${s.label}) matches the reference and reads only the request's written slots`,
+        run(backend) {
+          const ref = new RefOps();
+          const expected = runAttention(ref, filledPool(ref, s, 300 + n), s, q, s.startPos, s.numTokens);
+          const actual = runAttention(backend, filledPool(backend, s, 300 + n), s, q, s.startPos, s.numTokens);
+          expectWithin(`attention ${s.label}`, actual, expected, actual.length, (i) => OPS_RELATIVE_TOLERANCE * (Math.abs(expected[i]!) + 1));
+        },
+      },
+      {
+        name: `attention (${s.label}): a token's output does not depend on how many tokens share the call`,
+        run(backend) {
+          const kv = filledPool(backend, s, 300 + n);
+          const together = runAttention(backend, kv, s, q, s.startPos, s.numTokens);
+          for (let t = 0; t < s.numTokens; t++) {
+            const alone = runAttention(backend, kv, s, q.subarray(t * qDim, (t + 1) * qDim), s.startPos + t, 1);
+            expectBitwiseEqual(`token ${t}`, alone, together.subarray(t * qDim), qDim);
+          }
+        },
+      },
+    ];
+  });
+}
+
+function rowCases(): KernelCase<OpKernels>[] {
+  const rng = new Rng(500);
+  return [
+    {
+      name: 'rmsNorm matches the reference for dims 1, 7, 64, 768 and m = 1, 3, also in place',
+      run(backend) {
+        for (const dim of [1, 7, 64, 768]) {
+          for (const m of [1, 3]) {
+            const x = randomF32(rng, m * dim, 3);
+            const weight = randomF32(rng, dim);
+            const expected = new Float32Array(m * dim);
+            new RefOps().rmsNorm(x, weight, 1e-5, m, dim, expected);
+            const out = new Float32Array(m * dim);
+            backend.rmsNorm(x, weight, 1e-5, m, dim, out);
+            expectWithin(`rmsNorm ${m}x${dim}`, out, expected, m * dim, (i) => OPS_RELATIVE_TOLERANCE * Math.abs(expected[i]!) + 1e-6);
+            const inPlace = x.slice();
+            backend.rmsNorm(inPlace, weight, 1e-5, m, dim, inPlace);
+            expectBitwiseEqual(`rmsNorm ${m}x${dim} in place`, inPlace, out, m * dim);
+          }
+        }
+      },
+    },
+    {
+      name: 'rmsNorm: a row alone equals the same row inside a batch, bit for bit',
+      run(backend) {
+        const dim = 67;
+        const x = randomF32(rng, 5 * dim);
+        const weight = randomF32(rng, dim);
+        const batch = new Float32Array(5 * dim);
+        backend.rmsNorm(x, weight, 1e-6, 5, dim, batch);
+        for (let r = 0; r < 5; r++) {
+          const alone = new Float32Array(dim);
+          backend.rmsNorm(x.subarray(r * dim), weight, 1e-6, 1, dim, alone);
+          expectBitwiseEqual(`row ${r}`, alone, batch.subarray(r * dim), dim);
+        }
+      },
+    },
+    {
+      name: 'rope matches the reference for headDim 2, 6, 64, 128, far positions and an attention factor',
+      run(backend) {
+        for (const [headDim, theta, factor] of [[2, 10000, 1], [6, 10000, 1], [64, 10000, 1], [128, 500000, 0.8]] as const) {
+          const numTokens = 3;
+          const numHeads = 4;
+          const x = randomF32(rng, numTokens * numHeads * headDim);
+          const positions = Int32Array.from([0, 1 + rng.int(100), 4000 + rng.int(4000)]);
+          const invFreq = Float32Array.from({ length: headDim / 2 }, (_, i) => theta ** ((-2 * i) / headDim));
+          const expected = x.slice();
+          new RefOps().rope({ x: expected, numTokens, numHeads, headDim, positions, invFreq, attentionFactor: factor });
+          const actual = x.slice();
+          backend.rope({ x: actual, numTokens, numHeads, headDim, positions, invFreq, attentionFactor: factor });
+          expectWithin(`rope headDim ${headDim}`, actual, expected, x.length, (i) => OPS_RELATIVE_TOLERANCE * (Math.abs(expected[i]!) + 1));
+        }
+      },
+    },
+    {
+      name: 'siluMul matches the reference, including saturated inputs',
+      run(backend) {
+        for (const n of [1, 7, 1000]) {
+          const gate = randomF32(rng, n, 5);
+          gate.set([-100, 100, -20, 20, 0, -0.5, 3].slice(0, n));
+          const up = randomF32(rng, n);
+          const expected = new Float32Array(n);
+          new RefOps().siluMul(gate, up, expected, n);
+          const out = new Float32Array(n);
+          backend.siluMul(gate, up, out, n);
+          expectWithin(`siluMul n=${n}`, out, expected, n, (i) => OPS_RELATIVE_TOLERANCE * Math.abs(expected[i]!) + 1e-6);
+        }
+      },
+    },
+    {
+      name: 'addInPlace adds exactly',
+      run(backend) {
+        for (const n of [1, 5, 771]) {
+          const x = randomF32(rng, n);
+          const y = randomF32(rng, n);
+          const expected = x.map((v, i) => v + y[i]!);
+          backend.addInPlace(x, y, n);
+          expectBitwiseEqual(`add n=${n}`, x, expected, n);
+        }
+      },
+    },
+    {
+      name: 'gives the same bits for inputs from allocF32 as for plain arrays',
+      run(backend) {
+        const dim = 50;
+        const x = randomF32(rng, 2 * dim);
+        const weight = randomF32(rng, dim);
+        const plain = new Float32Array(2 * dim);
+        backend.rmsNorm(x, weight, 1e-5, 2, dim, plain);
+        const [xv, wv, ov] = [backend.allocF32(2 * dim), backend.allocF32(dim), backend.allocF32(2 * dim)];
+        xv.set(x);
+        wv.set(weight);
+        backend.rmsNorm(xv, wv, 1e-5, 2, dim, ov);
+        expectBitwiseEqual('rmsNorm on views', ov, plain, 2 * dim);
+        const gate = backend.allocF32(2 * dim);
+        gate.set(x);
+        backend.siluMul(gate, xv, gate, 2 * dim);
+        const expected = new Float32Array(2 * dim);
+        backend.siluMul(x, x, expected, 2 * dim);
+        expectBitwiseEqual('siluMul in place on views', gate, expected, 2 * dim);
+      },
+    },
+  ];
+}
+
+function writeKvCases(): KernelCase<OpKernels>[] {
+  return [
+    {
+      name: 'writeKv writes exactly the slots of the given positions, through a scattered page table',
+      run(backend) {
+        const geometry = { numLayers: 3, pageSize: 4, numKvHeads: 2, headDim: 3 };
+        const numPages = 11;
+        const pageTable = Int32Array.from([5, 2, 9]);
+        const rng = new Rng(600);
+        const k = randomF32(rng, 7 * 6);
+        const v = randomF32(rng, 7 * 6);
+        const ref = new RefOps();
+        const expected = ref.allocF32(numPages * pageElements(geometry)).fill(NaN);
+        ref.writeKv({ ...geometry, numPages, data: expected }, 1, pageTable, 3, 7, k, v);
+        const actual = backend.allocF32(numPages * pageElements(geometry)).fill(NaN);
+        backend.writeKv({ ...geometry, numPages, data: actual }, 1, pageTable, 3, 7, k, v);
+        expectBitwiseEqual('pool after writeKv', actual, expected, expected.length);
+        // Spot-check the layout itself: position 9 = page 9, slot 1; K of layer 1, KV head 1, element 2.
+        const at = (((9 * 3 + 1) * 2 + 0) * 4 + 1) * 6 + 1 * 3 + 2;
+        if (actual[at] !== k[(9 - 3) * 6 + 5]) throw new Error('position 9 is not in page 9, slot 1');
+        if (actual.filter((x) => !Number.isNaN(x)).length !== 2 * 7 * 6) throw new Error('writeKv wrote more than 7 tokens of K and V');
+      },
+    },
+  ];
+}
+
+function refusalCases(): KernelCase<OpKernels>[] {
+  return [
+    {
+      name: 'refuses page tables that point outside the pool or do not cover the positions, and short arrays',
+      async run(backend) {
+        const s = ATTENTION_SETUPS[0]!;
+        const kv = filledPool(backend, s, 700);
+        const qDim = s.shape.numHeads * s.shape.headDim;
+        const attend = (pageTable: number[], startPos: number, numTokens: number) => () =>
+          backend.attention(kv, { layer: LAYER, shape: s.shape, q: new Float32Array(numTokens * qDim), out: new Float32Array(numTokens * qDim), numTokens, startPos, pageTable: Int32Array.from(pageTable) });
+        await expectThrows('page id past the pool', attend([5, 2, s.numPages], 0, 10));
+        await expectThrows('negative page id', attend([5, -1, 9], 0, 10));
+        await expectThrows('page table shorter than the positions', attend([5, 2], 0, 10));
+        await expectThrows('layer past the pool', () => backend.attention(kv, { layer: NUM_LAYERS, shape: s.shape, q: new Float32Array(qDim), out: new Float32Array(qDim), numTokens: 1, startPos: 0, pageTable: Int32Array.from([5]) }));
+        const kvDim = s.shape.numKvHeads * s.shape.headDim;
+        await expectThrows('writeKv past the page table', () => backend.writeKv(kv, LAYER, Int32Array.from([5, 2, 9]), 10, 3, new Float32Array(3 * kvDim), new Float32Array(3 * kvDim)));
+        await expectThrows('rmsNorm into a short out', () => backend.rmsNorm(new Float32Array(8), new Float32Array(4), 1e-5, 2, 4, new Float32Array(7)));
+        await expectThrows('siluMul past its inputs', () => backend.siluMul(new Float32Array(4), new Float32Array(3), new Float32Array(4), 4));
+      },
+    },
+  ];
+}
+
+export function opsCases(): KernelCase<OpKernels>[] {
+  return [...rowCases(), ...writeKvCases(), ...attentionCases(), ...refusalCases()];
+}

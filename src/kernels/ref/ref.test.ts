@@ -1,0 +1,45 @@
+import { describe, expect, it } from 'vitest';
+import { batchInvarianceCases, denseCases } from '../cases/dense-cases.js';
+import { opsCases } from '../cases/ops-cases.js';
+import type { AttentionArgs, DenseWeight, PagedKvView } from '../types.js';
+import { RefDense, createRefDense } from './dense.js';
+import { RefOps, createRefOps } from './ops.js';
+
+describe('RefDense runs the dense case suite', () => {
+  for (const c of [...denseCases(), ...batchInvarianceCases()]) it(c.name, () => c.run(createRefDense()));
+});
+
+describe('RefOps runs the ops case suite', () => {
+  for (const c of opsCases()) it(c.name, () => c.run(createRefOps()));
+});
+
+/** Reads the pool's last page (never in any case's page table) in place of the request's first. */
+class ReadsForeignPage extends RefOps {
+  override attention(kv: PagedKvView, args: AttentionArgs): void {
+    super.attention(kv, { ...args, pageTable: args.pageTable.map((page, i) => (i === 0 ? kv.numPages - 1 : page)) });
+  }
+}
+
+describe('the ops case suite itself (negative controls)', () => {
+  const attentionCases = opsCases().filter((c) => c.name.includes('matches the reference and reads only'));
+
+  it('fails every attention case for a backend that reads a page outside the page table', async () => {
+    expect(attentionCases.length).toBeGreaterThan(0);
+    for (const c of attentionCases) await expect(Promise.resolve().then(() => c.run(new ReadsForeignPage()))).rejects.toThrow(/is NaN|expected/);
+  });
+});
+
+/** Rounds differently inside a batch: the last bit of every output flips when m > 1. */
+class BatchVariant extends RefDense {
+  override async matmul(weight: DenseWeight, x: Float32Array, m: number, out?: Float32Array): Promise<Float32Array> {
+    const y = await super.matmul(weight, x, m, out);
+    if (m > 1) new Uint32Array(y.buffer, y.byteOffset, y.length).forEach((bits, i, all) => (all[i] = bits ^ 1));
+    return y;
+  }
+}
+
+describe('the dense case suite itself (negative controls)', () => {
+  it('fails the batch-invariance cases for a backend whose rows change by one ulp inside a batch', async () => {
+    for (const c of batchInvarianceCases()) await expect(Promise.resolve().then(() => c.run(new BatchVariant()))).rejects.toThrow(/differs/);
+  });
+});
