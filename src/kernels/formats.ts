@@ -12,13 +12,28 @@ export const QK = 32;
 export const Q8_0_BLOCK_BYTES = 34;
 export const Q4_0_BLOCK_BYTES = 18;
 
-const f32Scratch = new Float32Array(1);
-const u32Scratch = new Uint32Array(f32Scratch.buffer);
+/**
+ * Reinterprets between an f32 value and its 32 bits. Conversion loops make one and pass it to
+ * every call (no module-level scratch); single calls may omit it.
+ */
+export class Float32Bits {
+  readonly #f32 = new Float32Array(1);
+  readonly #u32 = new Uint32Array(this.#f32.buffer);
+
+  bitsOf(value: number): number {
+    this.#f32[0] = value;
+    return this.#u32[0]!;
+  }
+
+  floatOf(bits: number): number {
+    this.#u32[0] = bits >>> 0;
+    return this.#f32[0]!;
+  }
+}
 
 /** f32 -> f16 bits, round to nearest even (as F16C's vcvtps2ph does). */
-export function f32ToF16(value: number): number {
-  f32Scratch[0] = value;
-  const x = u32Scratch[0]!;
+export function f32ToF16(value: number, bits: Float32Bits = new Float32Bits()): number {
+  const x = bits.bitsOf(value);
   const sign = (x >>> 16) & 0x8000;
   const exp = (x >>> 23) & 0xff;
   let mant = x & 0x7fffff;
@@ -52,18 +67,16 @@ export function f16ToF32(h: number): number {
 }
 
 /** f32 -> bf16 bits, round to nearest even. */
-export function f32ToBf16(value: number): number {
-  f32Scratch[0] = value;
-  const x = u32Scratch[0]!;
+export function f32ToBf16(value: number, bits: Float32Bits = new Float32Bits()): number {
+  const x = bits.bitsOf(value);
   if ((x & 0x7fffffff) > 0x7f800000) return ((x >>> 16) | 0x40) & 0xffff; // quiet nan
   const rounding = 0x7fff + ((x >>> 16) & 1);
   return ((x + rounding) >>> 16) & 0xffff;
 }
 
 /** bf16 bits -> f32 (exact). */
-export function bf16ToF32(b: number): number {
-  u32Scratch[0] = (b & 0xffff) << 16;
-  return f32Scratch[0]!;
+export function bf16ToF32(b: number, bits: Float32Bits = new Float32Bits()): number {
+  return bits.floatOf((b & 0xffff) << 16);
 }
 
 /** Bytes needed to store `count` weights (count a multiple of 32 for block formats). */
@@ -86,6 +99,7 @@ export function byteSize(dtype: WeightDType, count: number): number {
 /** Decode `count` weights starting at weight index `first` of `data` into out[0..count). */
 export function dequantize(dtype: WeightDType, data: Uint8Array, first: number, count: number, out: Float32Array): void {
   const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  const bits = new Float32Bits();
   switch (dtype) {
     case 'f32':
       for (let i = 0; i < count; i++) out[i] = view.getFloat32((first + i) * 4, true);
@@ -94,7 +108,7 @@ export function dequantize(dtype: WeightDType, data: Uint8Array, first: number, 
       for (let i = 0; i < count; i++) out[i] = f16ToF32(view.getUint16((first + i) * 2, true));
       return;
     case 'bf16':
-      for (let i = 0; i < count; i++) out[i] = bf16ToF32(view.getUint16((first + i) * 2, true));
+      for (let i = 0; i < count; i++) out[i] = bf16ToF32(view.getUint16((first + i) * 2, true), bits);
       return;
     case 'q8_0': {
       assert(first % QK === 0 && count % QK === 0, 'q8_0 dequantize must be block aligned');
@@ -125,15 +139,16 @@ export function dequantize(dtype: WeightDType, data: Uint8Array, first: number, 
 export function quantize(dtype: WeightDType, values: Float32Array): Uint8Array {
   const out = new Uint8Array(byteSize(dtype, values.length));
   const view = new DataView(out.buffer);
+  const bits = new Float32Bits();
   switch (dtype) {
     case 'f32':
       out.set(new Uint8Array(values.buffer, values.byteOffset, values.byteLength));
       return out;
     case 'f16':
-      values.forEach((v, i) => view.setUint16(i * 2, f32ToF16(v), true));
+      values.forEach((v, i) => view.setUint16(i * 2, f32ToF16(v, bits), true));
       return out;
     case 'bf16':
-      values.forEach((v, i) => view.setUint16(i * 2, f32ToBf16(v), true));
+      values.forEach((v, i) => view.setUint16(i * 2, f32ToBf16(v, bits), true));
       return out;
     case 'q8_0':
       for (let b = 0; b < values.length / QK; b++) {
@@ -142,7 +157,7 @@ export function quantize(dtype: WeightDType, values: Float32Array): Uint8Array {
         const d = amax / 127;
         const id = d !== 0 ? 1 / d : 0;
         const at = b * Q8_0_BLOCK_BYTES;
-        view.setUint16(at, f32ToF16(d), true);
+        view.setUint16(at, f32ToF16(d, bits), true);
         for (let j = 0; j < QK; j++) view.setInt8(at + 2 + j, roundHalfAway(values[b * QK + j]! * id));
       }
       return out;
@@ -161,7 +176,7 @@ export function quantize(dtype: WeightDType, values: Float32Array): Uint8Array {
         const d = max / -8;
         const id = d !== 0 ? 1 / d : 0;
         const at = b * Q4_0_BLOCK_BYTES;
-        view.setUint16(at, f32ToF16(d), true);
+        view.setUint16(at, f32ToF16(d, bits), true);
         for (let j = 0; j < QK / 2; j++) {
           const lo = Math.min(15, Math.trunc(values[b * QK + j]! * id + 8.5));
           const hi = Math.min(15, Math.trunc(values[b * QK + j + QK / 2]! * id + 8.5));
