@@ -10,11 +10,14 @@
 //   P -> D  KvChunk    one page's slot range: destination tag, seq, checksum, bytes
 //   P -> D  KvDone     tokens covered, digest of all chunks, prompt digest, first token
 //   D -> P  Ack        D verified coverage + digest; P may free its source pages now
-//   D -> R  Tokens     generated token ids (the first one came in KvDone)
+//   D -> R  Tokens     generated token ids with their offset (the first one came in KvDone)
 //   D -> R  Finished   normal end (stop / length) with usage
 //   * -> R  Failed     honest error for the client (never turned into a success)
 //   any     Abort      stop working on rid; the receiver stops writing and replies AbortAck
 //   any     AbortAck   the sender will never again write pages of rid
+//
+// The router also sends Abort to the prefill of a request it ends while prefilling, so a long
+// prompt stops computing at once (the prefill then tells decode with an unsolicited AbortAck).
 //
 // A side that sent Abort keeps pages that a peer may still write *quarantined* until that
 // peer's AbortAck or the close of the peer's connection (deferred release).
@@ -38,6 +41,12 @@ export interface Reserve {
   /** Digest of the prompt's token ids; prefill echoes its own in KvDone and decode compares. */
   readonly promptDigest: string;
   readonly sampling: SamplingParams;
+  /**
+   * The node id (address) of the prefill that will write these pages, chosen by the router
+   * before it reserves. Decode accepts KvChunk/KvDone/AbortAck for rid from that peer only,
+   * knows whom to tell when it aborts, and knows which requests a closed connection ends.
+   */
+  readonly prefillAddress: string;
 }
 
 export interface Reserved {
@@ -78,7 +87,8 @@ export interface KvChunk {
   /** Slot range [firstSlot, firstSlot + numSlots) within the page, for every layer. */
   readonly firstSlot: number;
   readonly numSlots: number;
-  /** Checksum of payload (xxh64, hex). */
+  /** xxh64 (16 hex digits) of the payload, seeded with a hash of (rid, seq, tag, slot range):
+   *  a payload replayed under another header fails it. See digests.ts. */
   readonly checksum: string;
   readonly payload: Uint8Array;
 }
@@ -104,6 +114,8 @@ export interface Ack {
 export interface Tokens {
   readonly type: 'Tokens';
   readonly rid: RequestId;
+  /** Index in the completion of ids[0]: the router refuses a gap, a repeat or a reordering. */
+  readonly offset: number;
   readonly ids: readonly number[];
 }
 

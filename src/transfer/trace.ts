@@ -4,6 +4,13 @@
 //
 // Names are the spec's names: `message` is a Message['type'], `state` a state name from the
 // role's state machine, page actions the ledger's verbs.
+//
+// Who emits what: the machines emit send/recv/drop/state/outcome/close, and decode's page events
+// up to the hand-over (allocate, write, stamp, quarantine, free, release). After startDecoding
+// the pages are the decoder's: the worker emits their `read` (each decode step) and `free`
+// (request ended or stopDecoding) events with the same sink. Prefill emits no page events (its
+// pages are the scheduler's, as in the model). A trace says which prefill writes a request only
+// once it speaks; the router's Reserve names it (the conformance checker's `writerOf`).
 
 import type { MessageType } from './messages.js';
 

@@ -1,0 +1,235 @@
+// The wire format of the cluster protocol: length-prefixed binary frames.
+// Owns: encoding every Message (and the two handshake frames of auth.ts), splitting a byte
+// stream into frames, and validating every field of every incoming frame.
+// Must never: accept a frame larger than maxFrameBytes (checked from its length prefix, before
+// buffering it), return a message with a field out of range, or throw anything but CodecError
+// for any input bytes.
+//
+//   offset  size  field
+//   0       4     frameLength  u32 BE: bytes after this field = 6 + headerLength + payload
+//   4       1     version      1
+//   5       1     kind         1..12 a Message type (MESSAGE_TYPES order), 64 Hello, 65 Proof
+//   6       4     headerLength u32 BE
+//   10      h     header       UTF-8 JSON: the message's fields except `type` and `payload`
+//   10+h    n     payload      raw bytes, KvChunk only (n >= 1); no base64, no copy on send
+import { type RequestId, type SamplingParams, type Tag, type TenantId } from '../core/index.js';
+import { ADDRESS_PATTERN, array, bool, CodecError, errorCode, finite, HEX16, HEX64, int, object, oneOf, RID_PATTERN, str, TENANT_PATTERN, U31, type Check } from './codec-fields.js';
+import type { Message, MessageType } from './messages.js';
+
+export const CODEC_VERSION = 1;
+export const HEAD_BYTES = 10;
+/** Default limit: a KvChunk carries one page's slot range (a few MiB for real models); a Prefill 1M tokens of JSON. */
+export const DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024;
+
+export const MESSAGE_TYPES = ['Reserve', 'Reserved', 'Rejected', 'Prefill', 'KvChunk', 'KvDone', 'Ack', 'Tokens', 'Finished', 'Failed', 'Abort', 'AbortAck'] as const satisfies readonly MessageType[];
+const KIND_HELLO = 64;
+const KIND_PROOF = 65;
+
+/** The handshake frames (auth.ts): who I am and my nonce; my proof that I hold the cluster secret. */
+export interface Hello {
+  readonly nodeId: string;
+  readonly nonce: string;
+}
+export interface Proof {
+  readonly mac: string;
+}
+
+export type Frame = { readonly kind: 'message'; readonly message: Message } | { readonly kind: 'hello'; readonly hello: Hello } | { readonly kind: 'proof'; readonly proof: Proof };
+
+const MAX_ITEMS = 1 << 24;
+const rid = str(128, RID_PATTERN, 1) as Check<RequestId>;
+const tenant = str(256, TENANT_PATTERN, 1) as Check<TenantId>;
+const address = str(255, ADDRESS_PATTERN, 1);
+const digest = str(16, HEX16, 16);
+const count = int(0, U31);
+const tokenId = int(0, U31);
+const tag = object({ page: int(0, U31), epoch: int(1, Number.MAX_SAFE_INTEGER) }) as Check<Tag>;
+const tags = array(tag, MAX_ITEMS);
+const message = str(4096);
+const sampling: Check<SamplingParams> = object<SamplingParams>({
+  maxTokens: int(1, U31),
+  temperature: finite(0, 1e6),
+  topP: finite(Number.MIN_VALUE, 1),
+  topK: count,
+  seed: int(Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER),
+  stop: array(str(1024), 64),
+  stopTokenIds: array(tokenId, 1024),
+  ignoreEos: bool,
+});
+
+type Fields<T extends Message> = Omit<T, 'type' | 'payload'>;
+type Schemas = { readonly [K in MessageType]: Check<Fields<Extract<Message, { type: K }>>> };
+
+const SCHEMAS: Schemas = {
+  Reserve: object({ rid, tenant, promptTokens: int(1, U31), promptDigest: digest, sampling, prefillAddress: address }),
+  Reserved: object({ rid, tags, pageSize: int(1, 1 << 16), dataAddress: address }),
+  Rejected: object({ rid, code: errorCode, message }),
+  Prefill: object({ rid, tenant, tokens: array(tokenId, MAX_ITEMS), sampling, decodeAddress: address, tags, pageSize: int(1, 1 << 16) }),
+  KvChunk: object({ rid, seq: count, tag, firstSlot: int(0, 1 << 16), numSlots: int(1, 1 << 16), checksum: digest }),
+  KvDone: object({ rid, numChunks: count, tokensCovered: count, digest, promptDigest: digest, firstToken: tokenId }),
+  Ack: object({ rid }),
+  Tokens: object({ rid, offset: count, ids: array(tokenId, MAX_ITEMS) }),
+  Finished: object({ rid, finishReason: oneOf(['stop', 'length'] as const), promptTokens: count, completionTokens: count }),
+  Failed: object({ rid, code: errorCode, message }),
+  Abort: object({ rid, reason: oneOf(['client-disconnect', 'router', 'prefill-failed', 'decode-failed', 'timeout', 'shutdown'] as const) }),
+  AbortAck: object({ rid }),
+};
+const HELLO = object<Hello>({ nodeId: address, nonce: str(64, HEX64, 64) });
+const PROOF = object<Proof>({ mac: str(64, HEX64, 64) });
+
+const utf8 = new TextEncoder();
+const utf8Strict = new TextDecoder('utf-8', { fatal: true });
+
+function head(kind: number, header: Uint8Array, payloadBytes: number): Uint8Array {
+  const out = new Uint8Array(HEAD_BYTES + header.length);
+  const view = new DataView(out.buffer);
+  view.setUint32(0, 6 + header.length + payloadBytes);
+  out[4] = CODEC_VERSION;
+  out[5] = kind;
+  view.setUint32(6, header.length);
+  out.set(header, HEAD_BYTES);
+  return out;
+}
+
+/** The frame as parts to write in order: [head+header] or [head+header, payload] (the payload is not copied). */
+export function encodeFrameParts(m: Message): Uint8Array[] {
+  const { type, ...fields } = m;
+  const kind = MESSAGE_TYPES.indexOf(type) + 1;
+  if (m.type === 'KvChunk') {
+    const { payload, ...rest } = fields as Omit<typeof m, 'type'>;
+    return [head(kind, utf8.encode(JSON.stringify(rest)), payload.length), payload];
+  }
+  return [head(kind, utf8.encode(JSON.stringify(fields)), 0)];
+}
+
+export function encodeFrame(m: Message): Uint8Array {
+  const parts = encodeFrameParts(m);
+  if (parts.length === 1) return parts[0] as Uint8Array;
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+export function encodeHandshake(frame: { readonly hello: Hello } | { readonly proof: Proof }): Uint8Array {
+  return 'hello' in frame ? head(KIND_HELLO, utf8.encode(JSON.stringify(frame.hello)), 0) : head(KIND_PROOF, utf8.encode(JSON.stringify(frame.proof)), 0);
+}
+
+/**
+ * One complete frame (length prefix included) -> its validated content. Throws CodecError only.
+ * A KvChunk's payload is a view into `bytes`: pass a buffer the message may keep (FrameReader's are).
+ */
+export function decodeAnyFrame(bytes: Uint8Array, maxFrameBytes = DEFAULT_MAX_FRAME_BYTES): Frame {
+  if (!(bytes instanceof Uint8Array)) throw new CodecError('not bytes');
+  if (bytes.length < HEAD_BYTES) throw new CodecError(`${bytes.length} bytes is shorter than a frame head (${HEAD_BYTES})`);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const frameLength = view.getUint32(0);
+  if (frameLength + 4 > maxFrameBytes) throw new CodecError(`frame of ${frameLength + 4} bytes exceeds the limit of ${maxFrameBytes}`);
+  if (frameLength + 4 !== bytes.length) throw new CodecError(`length prefix says ${frameLength + 4} bytes, the frame has ${bytes.length}`);
+  if (bytes[4] !== CODEC_VERSION) throw new CodecError(`version ${bytes[4]}, this node speaks ${CODEC_VERSION}`);
+  const kind = bytes[5] as number;
+  const headerLength = view.getUint32(6);
+  if (headerLength > bytes.length - HEAD_BYTES) throw new CodecError(`header of ${headerLength} bytes overruns the frame`);
+  const payload = bytes.subarray(HEAD_BYTES + headerLength);
+  const header = parseHeader(bytes.subarray(HEAD_BYTES, HEAD_BYTES + headerLength));
+  if (kind === KIND_HELLO || kind === KIND_PROOF) {
+    if (payload.length > 0) throw new CodecError('a handshake frame carries no payload');
+    return kind === KIND_HELLO ? { kind: 'hello', hello: HELLO(header, 'Hello') } : { kind: 'proof', proof: PROOF(header, 'Proof') };
+  }
+  const type = MESSAGE_TYPES[kind - 1];
+  if (type === undefined) throw new CodecError(`unknown frame kind ${kind}`);
+  const fields = SCHEMAS[type](header, type) as Record<string, unknown>;
+  if (type === 'KvChunk') {
+    if (payload.length === 0) throw new CodecError('KvChunk without payload');
+    return { kind: 'message', message: { type, ...fields, payload } as Message };
+  }
+  if (payload.length > 0) throw new CodecError(`${type} carries ${payload.length} payload bytes; only KvChunk has a payload`);
+  return { kind: 'message', message: { type, ...fields } as Message };
+}
+
+/** One complete message frame -> the Message. A handshake frame here is a protocol error. */
+export function decodeFrame(bytes: Uint8Array, maxFrameBytes = DEFAULT_MAX_FRAME_BYTES): Message {
+  const frame = decodeAnyFrame(bytes, maxFrameBytes);
+  if (frame.kind !== 'message') throw new CodecError(`unexpected ${frame.kind} frame after the handshake`);
+  return frame.message;
+}
+
+function parseHeader(bytes: Uint8Array): unknown {
+  let text: string;
+  let value: unknown;
+  try {
+    text = utf8Strict.decode(bytes);
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new CodecError(`header is not UTF-8 JSON (${error instanceof Error ? error.message.slice(0, 80) : 'unparseable'})`, error);
+  }
+  return value;
+}
+
+/**
+ * Splits a byte stream into frames. push() returns the complete frames so far (each a copy that
+ * owns its bytes) and throws CodecError as soon as a length prefix exceeds the limit, before
+ * buffering that frame.
+ */
+export class FrameReader {
+  readonly #maxFrameBytes: number;
+  #chunks: Uint8Array[] = [];
+  #buffered = 0;
+
+  constructor(maxFrameBytes = DEFAULT_MAX_FRAME_BYTES) {
+    this.#maxFrameBytes = maxFrameBytes;
+  }
+
+  get bufferedBytes(): number {
+    return this.#buffered;
+  }
+
+  push(chunk: Uint8Array): Uint8Array[] {
+    if (chunk.length > 0) {
+      this.#chunks.push(chunk);
+      this.#buffered += chunk.length;
+    }
+    const frames: Uint8Array[] = [];
+    for (;;) {
+      if (this.#buffered < 4) return frames;
+      const prefix = this.#peek(4);
+      const total = (((prefix[0] as number) << 24) >>> 0) + ((prefix[1] as number) << 16) + ((prefix[2] as number) << 8) + (prefix[3] as number) + 4;
+      if (total > this.#maxFrameBytes) throw new CodecError(`frame of ${total} bytes exceeds the limit of ${this.#maxFrameBytes}`);
+      if (total < HEAD_BYTES) throw new CodecError(`length prefix ${total - 4} is shorter than a frame head`);
+      if (this.#buffered < total) return frames;
+      frames.push(this.#take(total));
+    }
+  }
+
+  #peek(n: number): Uint8Array {
+    const first = this.#chunks[0] as Uint8Array;
+    if (first.length >= n) return first.subarray(0, n);
+    const out = new Uint8Array(n);
+    let at = 0;
+    for (const c of this.#chunks) {
+      const take = Math.min(n - at, c.length);
+      out.set(c.subarray(0, take), at);
+      at += take;
+      if (at === n) break;
+    }
+    return out;
+  }
+
+  #take(n: number): Uint8Array {
+    const out = new Uint8Array(n);
+    let at = 0;
+    while (at < n) {
+      const c = this.#chunks[0] as Uint8Array;
+      const take = Math.min(n - at, c.length);
+      out.set(c.subarray(0, take), at);
+      at += take;
+      if (take === c.length) this.#chunks.shift();
+      else this.#chunks[0] = c.subarray(take);
+    }
+    this.#buffered -= n;
+    return out;
+  }
+}

@@ -1,0 +1,112 @@
+// The checks decode runs on every KvChunk and on KvDone, as pure verdicts.
+// Owns: what makes a frame droppable (not ours to write), what fails a transfer closed, and
+// the coverage decode computes from its own stamps.
+// Must never: write a page, change the ledger, trust a count or coverage a peer claims, or let
+// a fault point relax a check that it does not name.
+//
+// KvChunk, in this order (a frame that fails an earlier check is never looked at further):
+//   1. tag: the frame's (page, epoch) is in rid's page table, and the ledger holds the page for
+//      rid in that epoch -> else DROP (a late or replayed frame for a page that changed owner);
+//   2. slot range inside the page and inside the prompt          -> else FAIL
+//   3. seq is the next one expected                               -> else FAIL (gap or repeat)
+//   4. payload size matches the slot range, checksum matches      -> else FAIL
+//   5. the range starts where this epoch's stamp ends (in order)  -> else FAIL
+// KvDone: chunk count, prompt digest, transfer digest, claimed coverage, and the coverage of
+// decode's own stamps (ledger + stamp epoch + filled slots of every prompt page, by checkRead).
+import { isPageCheckError, TransferError, type FaultSet, type Tag } from '../core/index.js';
+import { sameTag, type Owner, type PagePool } from '../pages/index.js';
+import { chunkChecksum, type TransferDigest } from './digests.js';
+import type { KvChunk, KvDone } from './messages.js';
+
+export type ChunkVerdict =
+  | { readonly kind: 'write'; /** Index of the page in rid's page table; -1 only when skip-tag-check let a foreign tag through. */ readonly index: number }
+  | { readonly kind: 'drop'; readonly why: string }
+  | { readonly kind: 'fail'; readonly error: TransferError; readonly checksum: boolean };
+
+export interface ReceivingRequest {
+  readonly owner: Owner;
+  readonly tags: readonly Tag[];
+  readonly promptTokens: number;
+  readonly nextSeq: number;
+}
+
+export function checkChunk(pool: PagePool, r: ReceivingRequest, m: KvChunk, faults: FaultSet): ChunkVerdict {
+  const pageSize = pool.pageSize;
+  let index = r.tags.findIndex((t) => sameTag(t, m.tag));
+  if (faults.has('skip-tag-check')) {
+    // The negative control: the frame's tag is believed. Even so, nothing is written outside the pool.
+    if (!Number.isInteger(m.tag.page) || m.tag.page < 0 || m.tag.page >= pool.ledger.numPages) return { kind: 'drop', why: `tag: page ${m.tag.page} is outside the pool` };
+  } else {
+    if (index < 0) return { kind: 'drop', why: `tag: page ${m.tag.page} epoch ${m.tag.epoch} is not in ${r.owner.rid}'s page table` };
+    try {
+      pool.checkWrite(r.owner, [m.tag]);
+    } catch (error) {
+      if (isPageCheckError(error)) return { kind: 'drop', why: `tag: ${error.message}` };
+      throw error;
+    }
+  }
+  const fail = (message: string, checksum = false): ChunkVerdict => ({ kind: 'fail', error: new TransferError(`${r.owner.rid}: ${message}`), checksum });
+  if (m.numSlots < 1 || m.firstSlot + m.numSlots > pageSize) return fail(`KvChunk slots [${m.firstSlot}, ${m.firstSlot + m.numSlots}) do not fit a page of ${pageSize}`);
+  if (index >= 0 && index * pageSize + m.firstSlot + m.numSlots > r.promptTokens) {
+    return fail(`KvChunk for page ${index} slots [${m.firstSlot}, ${m.firstSlot + m.numSlots}) lies beyond the prompt's ${r.promptTokens} tokens`);
+  }
+  if (m.seq !== r.nextSeq) return fail(`KvChunk seq ${m.seq} where ${r.nextSeq} was expected (a gap or a repeat)`);
+  const numBytes = pool.slotRangeBytes(m.numSlots);
+  if (m.payload.length !== numBytes) return fail(`KvChunk of ${m.numSlots} slots carries ${m.payload.length} bytes, not ${numBytes}`);
+  if (!faults.has('skip-checksum')) {
+    const actual = chunkChecksum(m, m.payload);
+    if (actual !== m.checksum) return fail(`KvChunk seq ${m.seq} checksum mismatch: frame says ${m.checksum}, payload hashes to ${actual}`, true);
+  }
+  if (index >= 0) {
+    const stamp = pool.stampOf(m.tag.page);
+    const filled = stamp.epoch === m.tag.epoch ? stamp.filledSlots : 0;
+    if (m.firstSlot !== filled) return fail(`KvChunk for page ${index} starts at slot ${m.firstSlot}, but slots [0, ${filled}) are written`);
+  }
+  return { kind: 'write', index };
+}
+
+export interface DoneRequest extends ReceivingRequest {
+  readonly promptDigest: string;
+  readonly digest: TransferDigest;
+}
+
+/** undefined when decode may start; else why the transfer fails closed. */
+export function checkDone(pool: PagePool, r: DoneRequest, m: KvDone, faults: FaultSet): { readonly error: TransferError; readonly checksum: boolean } | undefined {
+  const fail = (message: string, checksum = false) => ({ error: new TransferError(`${r.owner.rid}: ${message}`), checksum });
+  if (m.numChunks !== r.nextSeq) return fail(`KvDone says ${m.numChunks} chunks were sent, ${r.nextSeq} arrived`);
+  if (m.promptDigest !== r.promptDigest) return fail(`KvDone's prompt digest ${m.promptDigest} is not the router's ${r.promptDigest}`);
+  const digest = r.digest.hex();
+  if (m.digest !== digest) return fail(`transfer digest mismatch: KvDone says ${m.digest}, the chunks received give ${digest}`, true);
+  if (m.tokensCovered !== r.promptTokens) return fail(`KvDone claims ${m.tokensCovered} tokens covered, the prompt has ${r.promptTokens}`);
+  if (faults.has('skip-page-check')) return undefined; // the negative control: trust the sender's claim
+  const covered = stampCoverage(pool, r.tags, r.promptTokens);
+  if (covered < r.promptTokens) return fail(`decode's stamps cover ${covered} of the prompt's ${r.promptTokens} tokens (the sender claimed ${m.tokensCovered})`);
+  try {
+    pool.checkRead(r.owner, r.tags, r.promptTokens);
+  } catch (error) {
+    if (isPageCheckError(error)) return fail(`page check before decoding: ${error.message}`);
+    throw error;
+  }
+  return undefined;
+}
+
+/** Leading prompt positions whose pages carry a stamp of the page table's epoch covering them. */
+export function stampCoverage(pool: PagePool, tags: readonly Tag[], promptTokens: number): number {
+  let covered = 0;
+  for (const tag of tags) {
+    const want = Math.min(pool.pageSize, promptTokens - covered);
+    if (want <= 0) break;
+    const stamp = pool.stampOf(tag.page);
+    const filled = stamp.epoch === tag.epoch ? Math.min(stamp.filledSlots, want) : 0;
+    covered += filled;
+    if (filled < want) break;
+  }
+  return covered;
+}
+
+/** Only for frames skip-tag-check let through: whether the pool would accept this stamp at all. */
+export function mayStamp(pool: PagePool, tag: Tag, filledSlots: number): boolean {
+  const e = pool.ledger.entry(tag.page);
+  const stamp = pool.stampOf(tag.page);
+  return e.state === 'allocated' && e.epoch === tag.epoch && filledSlots >= (stamp.epoch === tag.epoch ? stamp.filledSlots : 0);
+}

@@ -1,0 +1,449 @@
+// The decode side of the KV transfer: reserve pages, receive and check every frame, verify
+// coverage from decode's own stamps, hand the request to the decoder, report to the router.
+// Owns: one record per request on this decode node, its state, waits and tombstone.
+// Must never: write a frame that fails a check, start decoding on a sender's claim, free pages
+// a writer may still write (they are quarantined until its AbortAck or its connection closes),
+// or send the router anything but an honest Failed for a request that went wrong.
+//
+// Life of a request on a decode node (R = router, P = the prefill that writes):
+//   1. R: Reserve -> admission with this node's limits, pages (new epochs)   Idle -> AwaitingKv
+//      (or Rejected before any allocation)                                     Idle -> Released
+//   2. P: KvChunk -> checks (decode-checks.ts), scatter into the page, stamp  -> Receiving
+//   3. P: KvDone -> counts, digests, coverage of our own stamps; Ack -> P;
+//      effect startDecoding: the worker decodes, the pages are its own now   -> Decoding
+//   4. worker: decodeTokens -> Tokens -> R; decodeFinished -> Finished -> R    -> Finished
+//   Abort (from R), a failed check, a timeout, or R's connection closing while receiving:
+//      quarantine the pages, Abort -> P (when connected), Failed -> R           -> Aborting
+//      P's AbortAck, or P's connection closed: release the pages                -> Released
+//   A closed connection to P ends the requests whose frames came on it (nothing more of theirs
+//   can arrive: P drops them too); requests with no frame on it keep waiting, as P sends them on
+//   its next connection or tells us it dropped them (AbortAck).
+//      no AbortAck after abortRetries re-sends: P is declared dead: closePeer(P), release on close
+//      (the driver delivers `closed` for closePeer also when no connection was open)
+//
+//   Idle --Reserve--> AwaitingKv --KvChunk--> Receiving --KvDone ok--> Decoding --> Finished
+//     |                  |  \________________________|                     |
+//     | Rejected         |      fail / abort / timeout                     | abort, failure
+//     v                  v               v                                 v
+//   Released <------ (writer gave up) Aborting --AbortAck / close--> Released
+import { AbortedError, assertNever, NO_FAULTS, TimeoutError, TransferError, type FaultSet, type RequestId, type TesseraError } from '../core/index.js';
+import type { Owner } from '../pages/index.js';
+import { checkChunk, checkDone, mayStamp } from './decode-checks.js';
+import type { Active, DecodeEffect, DecodeInput, DecodeMachineOptions, DecodeState, DecodeStats, Tombstone } from './decode-types.js';
+import { TransferDigest } from './digests.js';
+import type { DecodeHost } from './hosts.js';
+import { DEFAULT_TIMEOUTS, deadline, earliest, Outbox, Tracer, type Machine, type PeerId, type Timeouts } from './machine.js';
+import type { AbortReason, FinishReason, KvChunk, KvDone, Message, Reserve } from './messages.js';
+import { NO_TRACE } from './trace.js';
+
+export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
+  readonly node: PeerId;
+  readonly #host: DecodeHost;
+  readonly #timeouts: Timeouts;
+  readonly #faults: FaultSet;
+  readonly #tracer: Tracer;
+  readonly #active = new Map<RequestId, Active>();
+  readonly #ended = new Map<RequestId, Tombstone>();
+  readonly #connected = new Set<PeerId>();
+  readonly #stats: DecodeStats = { reserved: 0, rejected: 0, transfersVerified: 0, transfersFailed: 0, framesWritten: 0, framesDropped: 0, checksumFailures: 0, bytesWritten: 0, abortsByState: {}, writersDeclaredDead: 0, writersNeverConnected: 0 };
+  #out!: Outbox<DecodeEffect>;
+  #now = 0;
+
+  constructor(options: DecodeMachineOptions) {
+    this.node = options.node;
+    this.#host = options.host;
+    this.#timeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
+    this.#faults = options.faults ?? NO_FAULTS;
+    this.#tracer = new Tracer(options.trace ?? NO_TRACE, options.node, 'decode');
+  }
+
+  handle(nowMs: number, input: DecodeInput): DecodeEffect[] {
+    this.#now = nowMs;
+    this.#out = new Outbox<DecodeEffect>(this.#tracer);
+    for (const [rid, t] of this.#ended) if (t.expiresAtMs <= nowMs) this.#ended.delete(rid);
+    switch (input.kind) {
+      case 'connected':
+        this.#connected.add(input.peer);
+        for (const r of this.#active.values()) if (r.state === 'Aborting' && r.writer === input.peer) this.#tellWriter(r);
+        break;
+      case 'received':
+        this.#connected.add(input.from);
+        this.#onMessage(input.from, input.message);
+        break;
+      case 'closed':
+        this.#onClosed(input.peer, input.reason);
+        break;
+      case 'tick':
+        this.#onTick();
+        break;
+      case 'decodeTokens':
+        this.#onTokens(input.rid, input.ids);
+        break;
+      case 'decodeFinished':
+        this.#onDecodeEnd(input.rid, undefined, input.finishReason);
+        break;
+      case 'decodeFailed':
+        this.#onDecodeEnd(input.rid, input.error, undefined);
+        break;
+      default:
+        assertNever(input, 'decode input');
+    }
+    return this.#out.effects;
+  }
+
+  wakeAtMs(): number | undefined {
+    return earliest([...this.#active.values()].map((r) => r.wait));
+  }
+
+  /** The state of rid here: 'Idle' when this node never heard of it (or forgot its tombstone). */
+  stateOf(rid: RequestId): DecodeState | 'Idle' {
+    return this.#active.get(rid)?.state ?? this.#ended.get(rid)?.state ?? 'Idle';
+  }
+
+  get numActive(): number {
+    return this.#active.size;
+  }
+
+  stats(): DecodeStats {
+    return { ...this.#stats, abortsByState: { ...this.#stats.abortsByState } };
+  }
+
+  #onMessage(from: PeerId, m: Message): void {
+    this.#tracer.recv(m.rid, m.type, from);
+    switch (m.type) {
+      case 'Reserve':
+        return this.#onReserve(from, m);
+      case 'KvChunk':
+      case 'KvDone':
+        return this.#onFrame(from, m);
+      case 'Abort':
+        return this.#onAbort(from, m.rid, m.reason);
+      case 'AbortAck':
+        return this.#onAbortAck(from, m.rid);
+      case 'Reserved':
+      case 'Rejected':
+      case 'Prefill':
+      case 'Ack':
+      case 'Tokens':
+      case 'Finished':
+      case 'Failed':
+        return this.#drop(m.rid, m.type, 'not a message for decode');
+      default:
+        return assertNever(m, 'message');
+    }
+  }
+
+  #onReserve(from: PeerId, m: Reserve): void {
+    if (this.#active.has(m.rid) || this.#ended.has(m.rid)) return this.#drop(m.rid, 'Reserve', 'state');
+    const owner: Owner = { rid: m.rid, tenant: m.tenant };
+    const verdict = this.#host.reserve(owner, m.promptTokens, m.sampling);
+    if (verdict.kind === 'rejected') {
+      this.#stats.rejected++;
+      this.#bury(m.rid, 'Idle', 'Released', m.prefillAddress, false);
+      this.#out.send(from, { type: 'Rejected', rid: m.rid, code: verdict.error.code, message: verdict.error.message });
+      return;
+    }
+    this.#stats.reserved++;
+    this.#tracer.page(m.rid, 'allocate', verdict.tags);
+    const r: Active = {
+      rid: m.rid,
+      owner,
+      router: from,
+      writer: m.prefillAddress,
+      promptTokens: m.promptTokens,
+      promptDigest: m.promptDigest,
+      sampling: m.sampling,
+      tags: verdict.tags,
+      digest: new TransferDigest(),
+      state: 'AwaitingKv',
+      pages: 'allocated',
+      nextSeq: 0,
+      wait: deadline(this.#now, this.#timeouts.kvStartMs, `the first KV frame from ${m.prefillAddress}`),
+      abortRetries: 0,
+      writerTold: false,
+      bound: false,
+      declaredDead: false,
+      firstToken: -1,
+      tokensSent: 0,
+    };
+    this.#active.set(m.rid, r);
+    this.#tracer.state(m.rid, 'Idle', 'AwaitingKv');
+    this.#out.send(from, { type: 'Reserved', rid: m.rid, tags: verdict.tags, pageSize: this.#host.pool.pageSize, dataAddress: this.node });
+  }
+
+  #onFrame(from: PeerId, m: KvChunk | KvDone): void {
+    const r = this.#active.get(m.rid);
+    if (r === undefined) {
+      const t = this.#ended.get(m.rid);
+      if (t !== undefined && t.abortOwed && t.writer === from) {
+        t.abortOwed = false;
+        this.#out.send(from, { type: 'Abort', rid: m.rid, reason: 'decode-failed' });
+      }
+      return this.#drop(m.rid, m.type, t === undefined ? 'unknown request' : 'state');
+    }
+    if (from !== r.writer) return this.#drop(m.rid, m.type, `peer: ${from} is not ${r.writer}, the prefill named in Reserve`);
+    r.bound = true;
+    if (r.state !== 'AwaitingKv' && r.state !== 'Receiving') {
+      if (r.state === 'Aborting') this.#tellWriter(r);
+      return this.#drop(m.rid, m.type, 'state');
+    }
+    if (m.type === 'KvChunk') this.#onChunk(r, m);
+    else this.#onDone(r, m);
+  }
+
+  #onChunk(r: Active, m: KvChunk): void {
+    const pool = this.#host.pool;
+    const verdict = checkChunk(pool, r, m, this.#faults);
+    switch (verdict.kind) {
+      case 'drop':
+        this.#stats.framesDropped++;
+        return this.#drop(m.rid, 'KvChunk', verdict.why);
+      case 'fail':
+        if (verdict.checksum) this.#stats.checksumFailures++;
+        return this.#failTransfer(r, verdict.error, 'decode-failed');
+      case 'write':
+        break;
+      default:
+        assertNever(verdict, 'chunk verdict');
+    }
+    pool.scatterSlots(m.tag.page, m.firstSlot, m.numSlots, m.payload);
+    this.#tracer.page(r.rid, 'write', [m.tag]);
+    if (verdict.index >= 0 || mayStamp(pool, m.tag, m.firstSlot + m.numSlots)) {
+      pool.stamp(m.tag, m.firstSlot + m.numSlots);
+      this.#tracer.page(r.rid, 'stamp', [m.tag]);
+    }
+    this.#stats.framesWritten++;
+    this.#stats.bytesWritten += m.payload.length;
+    r.nextSeq++;
+    r.digest.add(m.checksum);
+    r.wait = deadline(this.#now, this.#timeouts.frameMs, `the next KV frame or KvDone from ${r.writer}`);
+    this.#goto(r, 'Receiving');
+  }
+
+  #onDone(r: Active, m: KvDone): void {
+    const failure = checkDone(this.#host.pool, r, m, this.#faults);
+    if (failure !== undefined) {
+      if (failure.checksum) this.#stats.checksumFailures++;
+      return this.#failTransfer(r, failure.error, 'decode-failed');
+    }
+    this.#stats.transfersVerified++;
+    r.firstToken = m.firstToken;
+    r.wait = undefined;
+    this.#goto(r, 'Decoding');
+    this.#out.send(r.writer, { type: 'Ack', rid: r.rid });
+    this.#out.push({ kind: 'startDecoding', rid: r.rid, owner: r.owner, tags: r.tags, promptTokens: r.promptTokens, firstToken: m.firstToken, sampling: r.sampling });
+  }
+
+  #onAbort(from: PeerId, rid: RequestId, reason: AbortReason): void {
+    const r = this.#active.get(rid);
+    if (r === undefined) {
+      // Idle: remember the abort, so a Reserve that arrives late allocates nothing.
+      if (!this.#ended.has(rid)) this.#bury(rid, 'Idle', 'Released', undefined, false);
+      return this.#ackAbort(from, rid);
+    }
+    if (from !== r.router) return this.#drop(rid, 'Abort', `peer: ${from} is not ${r.router}, the router of this request`);
+    switch (r.state) {
+      case 'AwaitingKv':
+      case 'Receiving':
+        this.#abortTransfer(r);
+        break;
+      case 'Decoding':
+        this.#countAbort(r);
+        this.#out.push({ kind: 'stopDecoding', rid, error: new AbortedError(reason) });
+        this.#end(r, 'Released');
+        break;
+      case 'Aborting':
+        break;
+      default:
+        assertNever(r.state, 'decode state');
+    }
+    this.#ackAbort(from, rid);
+  }
+
+  #onAbortAck(from: PeerId, rid: RequestId): void {
+    const r = this.#active.get(rid);
+    if (r === undefined) return this.#drop(rid, 'AbortAck', this.#ended.has(rid) ? 'state' : 'unknown request');
+    if (from !== r.writer) return this.#drop(rid, 'AbortAck', `peer: ${from} is not ${r.writer}, the prefill named in Reserve`);
+    switch (r.state) {
+      case 'Aborting':
+        // The writer promises it will never write rid's pages again.
+        return this.#giveBack(r);
+      case 'AwaitingKv':
+      case 'Receiving': {
+        // The writer gave up: its admission or compute failed (it told the router), or the
+        // connection that carried our chunks broke (nobody told the router). Nothing more will come.
+        this.#countAbort(r);
+        this.#stats.transfersFailed++;
+        this.#giveBack(r);
+        const error = new TransferError(`${rid}: prefill ${from} gave the transfer up before KvDone was verified`);
+        this.#out.send(r.router, { type: 'Failed', rid, code: error.code, message: error.message });
+        return;
+      }
+      case 'Decoding':
+        return this.#drop(rid, 'AbortAck', 'state');
+      default:
+        return assertNever(r.state, 'decode state');
+    }
+  }
+
+  #onClosed(peer: PeerId, reason: string): void {
+    this.#connected.delete(peer);
+    this.#tracer.close(peer);
+    for (const r of [...this.#active.values()]) {
+      if (r.writer === peer && !r.bound && !r.declaredDead && r.state !== 'Decoding') {
+        // No frame of it came on that connection: the writer either never sent one (it sends on
+        // its next connection) or lost them with this one, and then tells us with AbortAck. An
+        // Abort we sent on it is lost: say it again when the writer is back.
+        r.writerTold = false;
+      } else if (r.writer === peer && (r.state === 'AwaitingKv' || r.state === 'Receiving')) {
+        // Its frames came on that connection, and nothing from it will ever be handled again.
+        this.#countAbort(r);
+        this.#stats.transfersFailed++;
+        this.#giveBack(r);
+        const error = new TransferError(`${r.rid}: the connection to prefill ${peer} closed during the transfer (${reason})`);
+        this.#out.send(r.router, { type: 'Failed', rid: r.rid, code: error.code, message: error.message });
+      } else if (r.writer === peer && r.state === 'Aborting') {
+        this.#giveBack(r);
+      } else if (r.router === peer && (r.state === 'AwaitingKv' || r.state === 'Receiving')) {
+        this.#abortTransfer(r);
+      } else if (r.router === peer && r.state === 'Decoding') {
+        this.#countAbort(r);
+        this.#out.push({ kind: 'stopDecoding', rid: r.rid, error: new AbortedError(`the router's connection closed (${reason})`) });
+        this.#end(r, 'Released');
+      }
+    }
+  }
+
+  #onTick(): void {
+    for (const r of [...this.#active.values()]) {
+      if (r.wait === undefined || r.wait.atMs > this.#now) continue;
+      const wait = r.wait;
+      if (r.state === 'AwaitingKv' || r.state === 'Receiving') {
+        this.#failTransfer(r, new TimeoutError(`${wait.waitingFor} (${r.rid})`, wait.timeoutMs), 'timeout');
+      } else if (r.state === 'Aborting' && r.abortRetries < this.#timeouts.abortRetries) {
+        r.abortRetries++;
+        r.writerTold = false;
+        this.#tellWriter(r);
+        r.wait = deadline(this.#now, this.#timeouts.abortAckMs, wait.waitingFor);
+      } else if (r.state === 'Aborting') {
+        this.#declareDead(r);
+      } else {
+        r.wait = undefined;
+      }
+    }
+  }
+
+  /**
+   * No AbortAck after every retry: close the writer's connection; the pages are released when
+   * the close is handled (after our own close nothing from that connection is ever handled).
+   * Also when the writer never connected: the close then marks the point after which a
+   * connection it opens is a new one, whose frames for this request are dropped unread.
+   */
+  #declareDead(r: Active): void {
+    r.wait = undefined;
+    r.declaredDead = true;
+    this.#stats.writersDeclaredDead++;
+    if (!this.#connected.has(r.writer)) this.#stats.writersNeverConnected++;
+    this.#out.push({ kind: 'closePeer', peer: r.writer, reason: `no AbortAck for ${r.rid} after ${r.abortRetries + 1} Aborts` });
+  }
+
+  #onTokens(rid: RequestId, ids: readonly number[]): void {
+    const r = this.#active.get(rid);
+    if (r === undefined || r.state !== 'Decoding') return; // stopped meanwhile: the router already knows
+    this.#sendTokens(r, ids);
+  }
+
+  #onDecodeEnd(rid: RequestId, error: TesseraError | undefined, finishReason: FinishReason | undefined): void {
+    const r = this.#active.get(rid);
+    if (r === undefined || r.state !== 'Decoding') return;
+    if (error !== undefined) {
+      this.#end(r, 'Released');
+      this.#out.send(r.router, { type: 'Failed', rid, code: error.code, message: error.message });
+      return;
+    }
+    if (r.tokensSent === 0) this.#sendTokens(r, []);
+    this.#end(r, 'Finished');
+    this.#out.send(r.router, { type: 'Finished', rid, finishReason: finishReason ?? 'stop', promptTokens: r.promptTokens, completionTokens: r.tokensSent });
+  }
+
+  #sendTokens(r: Active, ids: readonly number[]): void {
+    const all = r.tokensSent === 0 ? [r.firstToken, ...ids] : ids;
+    if (all.length === 0) return;
+    this.#out.send(r.router, { type: 'Tokens', rid: r.rid, offset: r.tokensSent, ids: all });
+    r.tokensSent += all.length;
+  }
+
+  /** A check failed or a wait ran out while receiving: abort the transfer and tell the router. */
+  #failTransfer(r: Active, error: TesseraError, reason: AbortReason): void {
+    this.#stats.transfersFailed++;
+    this.#abortTransfer(r, reason);
+    this.#out.send(r.router, { type: 'Failed', rid: r.rid, code: error.code, message: error.message });
+  }
+
+  /** The writer may still write: quarantine, tell it to stop, wait for its AbortAck. */
+  #abortTransfer(r: Active, reason: AbortReason = 'decode-failed'): void {
+    this.#countAbort(r);
+    if (this.#faults.has('free-before-ack')) {
+      this.#host.free(r.owner, r.tags); // the negative control: a late write could land in a reused page
+      this.#tracer.page(r.rid, 'free', r.tags);
+      r.pages = 'none';
+    } else {
+      this.#host.quarantine(r.owner, r.tags);
+      this.#tracer.page(r.rid, 'quarantine', r.tags);
+      r.pages = 'quarantined';
+    }
+    this.#goto(r, 'Aborting');
+    r.abortRetries = 0;
+    r.wait = deadline(this.#now, this.#timeouts.abortAckMs, `AbortAck from ${r.writer}`);
+    this.#tellWriter(r, reason);
+  }
+
+  #tellWriter(r: Active, reason: AbortReason = 'decode-failed'): void {
+    if (r.writerTold || !this.#connected.has(r.writer)) return;
+    r.writerTold = true;
+    this.#out.send(r.writer, { type: 'Abort', rid: r.rid, reason });
+  }
+
+  /** The writer will never write again (AbortAck, gave up, or its connection closed): pages back, Released. */
+  #giveBack(r: Active): void {
+    if (r.pages === 'allocated') {
+      this.#host.free(r.owner, r.tags);
+      this.#tracer.page(r.rid, 'free', r.tags);
+    } else if (r.pages === 'quarantined') {
+      this.#host.release(r.owner, r.tags);
+      this.#tracer.page(r.rid, 'release', r.tags);
+    }
+    r.pages = 'none';
+    this.#end(r, 'Released');
+  }
+
+  #ackAbort(to: PeerId, rid: RequestId): void {
+    if (this.#faults.has('drop-abort-ack')) return; // the negative control
+    this.#out.send(to, { type: 'AbortAck', rid });
+  }
+
+  #countAbort(r: Active): void {
+    this.#stats.abortsByState[r.state] = (this.#stats.abortsByState[r.state] ?? 0) + 1;
+  }
+
+  #goto(r: Active, to: Active['state']): void {
+    if (r.state === to) return;
+    this.#tracer.state(r.rid, r.state, to);
+    r.state = to;
+  }
+
+  #end(r: Active, to: 'Finished' | 'Released'): void {
+    this.#active.delete(r.rid);
+    const owed = r.state === 'Aborting' || r.state === 'AwaitingKv' || r.state === 'Receiving' ? !r.writerTold : false;
+    this.#bury(r.rid, r.state, to, r.writer, owed);
+  }
+
+  #bury(rid: RequestId, from: string, to: 'Finished' | 'Released', writer: PeerId | undefined, abortOwed: boolean): void {
+    this.#tracer.state(rid, from, to);
+    this.#ended.set(rid, { state: to, writer, abortOwed, expiresAtMs: this.#now + this.#timeouts.tombstoneMs });
+  }
+
+  #drop(rid: string, message: Message['type'], why: string): void {
+    this.#tracer.drop(rid, message, why);
+  }
+}

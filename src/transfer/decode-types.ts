@@ -1,0 +1,95 @@
+// The decode machine's vocabulary: states, inputs, effects, options, stats, per-request records.
+// Must never: hold behaviour; decode-machine.ts acts on these.
+import type { FaultSet, RequestId, SamplingParams, Tag, TesseraError } from '../core/index.js';
+import type { Owner } from '../pages/index.js';
+import type { TransferDigest } from './digests.js';
+import type { DecodeHost } from './hosts.js';
+import type { Deadline, NetworkEffect, NetworkInput, PeerId, Timeouts } from './machine.js';
+import type { FinishReason } from './messages.js';
+import type { TraceSink } from './trace.js';
+
+export const DECODE_STATES = ['AwaitingKv', 'Receiving', 'Decoding', 'Aborting', 'Finished', 'Released'] as const;
+export type DecodeState = (typeof DECODE_STATES)[number];
+
+export type DecodeInput =
+  | NetworkInput
+  /** The decoder produced these tokens for rid (the machine sends KvDone's first token before them). */
+  | { readonly kind: 'decodeTokens'; readonly rid: RequestId; readonly ids: readonly number[] }
+  /** The decoder ended rid normally and gave its pages back. */
+  | { readonly kind: 'decodeFinished'; readonly rid: RequestId; readonly finishReason: FinishReason }
+  /** The decoder ended rid with an error (a page check, out of pages, ...) and gave its pages back. */
+  | { readonly kind: 'decodeFailed'; readonly rid: RequestId; readonly error: TesseraError };
+
+export type DecodeEffect =
+  | NetworkEffect
+  /** The transfer is verified: decode rid from position promptTokens with firstToken. The pages are the decoder's now. */
+  | {
+      readonly kind: 'startDecoding';
+      readonly rid: RequestId;
+      readonly owner: Owner;
+      readonly tags: readonly Tag[];
+      readonly promptTokens: number;
+      readonly firstToken: number;
+      readonly sampling: SamplingParams;
+    }
+  /** Stop decoding rid and give its pages back (now, or when the step in flight ends). */
+  | { readonly kind: 'stopDecoding'; readonly rid: RequestId; readonly error: TesseraError };
+
+export interface DecodeMachineOptions {
+  /** This node's id in traces and its advertised data address (where prefill sends KvChunk). */
+  readonly node: PeerId;
+  readonly host: DecodeHost;
+  readonly timeouts?: Partial<Timeouts>;
+  readonly faults?: FaultSet;
+  readonly trace?: TraceSink;
+}
+
+export interface DecodeStats {
+  reserved: number;
+  rejected: number;
+  transfersVerified: number;
+  transfersFailed: number;
+  framesWritten: number;
+  framesDropped: number;
+  checksumFailures: number;
+  bytesWritten: number;
+  /** Requests aborted (by anyone), by the state they were in. */
+  abortsByState: Record<string, number>;
+  /** Aborts never acknowledged after every retry: the writer's connection was closed (if it had one). */
+  writersDeclaredDead: number;
+  /** ... of which the writer had never connected (it never got the request, or died first). */
+  writersNeverConnected: number;
+}
+
+export interface Active {
+  readonly rid: RequestId;
+  readonly owner: Owner;
+  readonly router: PeerId;
+  readonly writer: PeerId;
+  readonly promptTokens: number;
+  readonly promptDigest: string;
+  readonly sampling: SamplingParams;
+  readonly tags: readonly Tag[];
+  readonly digest: TransferDigest;
+  state: 'AwaitingKv' | 'Receiving' | 'Decoding' | 'Aborting';
+  /** What our ledger holds for this request before decoding: allocated, quarantined, or nothing (free-before-ack). */
+  pages: 'allocated' | 'quarantined' | 'none';
+  nextSeq: number;
+  wait: Deadline | undefined;
+  abortRetries: number;
+  writerTold: boolean;
+  /** A frame of this request came on the writer's current connection: that connection closing ends it. */
+  bound: boolean;
+  /** No AbortAck after every retry: closePeer(writer) was asked for; the close releases the pages. */
+  declaredDead: boolean;
+  firstToken: number;
+  tokensSent: number;
+}
+
+export interface Tombstone {
+  readonly state: 'Finished' | 'Released';
+  readonly writer: PeerId | undefined;
+  /** The writer may not know the request ended: tell it with Abort when a frame of it arrives. */
+  abortOwed: boolean;
+  readonly expiresAtMs: number;
+}

@@ -1,0 +1,171 @@
+// What the three protocol state machines (router, prefill, decode) have in common: peers, the
+// network inputs and effects, timeouts, the tracer. Sans-IO: a machine is driven by calling
+// `handle(nowMs, input)`, which returns the effects for the driver to carry out, and tells the
+// driver when to call it next with `wakeAtMs()` (then pass `{ kind: 'tick' }`).
+// Must never: read a clock, draw randomness, touch sockets or timers, or throw for anything a
+// peer can send (a peer's nonsense is dropped or fails a request; only our own bugs throw).
+//
+// The driver loop (worker, router, simulation):
+//
+//   const effects = machine.handle(now(), input);   // input: a message, a close, a tick, ...
+//   for (const e of effects) carryOut(e);           // send, closePeer, compute, ...
+//   armTimer(machine.wakeAtMs());                   // at that time: handle(now(), { kind: 'tick' })
+//
+// Contract: inputs are handled one at a time, and never while a compute or decode step that
+// reads or writes this node's pages for an affected request is in flight (queue them and
+// apply them between steps), except where a machine says it waits for the step to stop.
+import type { Message, MessageType } from './messages.js';
+import type { PageAction, Role, TraceEvent, TraceSink } from './trace.js';
+
+/** A node's identity on the cluster network: a worker's advertised internal address ("host:port"), or a router's name. */
+export type PeerId = string;
+
+/** Inputs every machine takes from its transport and its clock. */
+export type NetworkInput =
+  /** A connection with peer was authenticated; messages from it may follow. */
+  | { readonly kind: 'connected'; readonly peer: PeerId }
+  | { readonly kind: 'received'; readonly from: PeerId; readonly message: Message }
+  /**
+   * The connection with peer is gone (crash, reset, refused dial, or our own closePeer): nothing
+   * more from it will ever be handled, and what we sent it that it had not read is lost.
+   */
+  | { readonly kind: 'closed'; readonly peer: PeerId; readonly reason: string }
+  /** Time passed: fire the timeouts due at nowMs. */
+  | { readonly kind: 'tick' };
+
+export type NetworkEffect =
+  /** Put message on the connection to `to` (dialing it if this node dials that peer). */
+  | { readonly kind: 'send'; readonly to: PeerId; readonly message: Message }
+  /**
+   * Close the connection with peer (declared dead). The driver must then deliver a `closed`
+   * input for peer, also when no connection was open: quarantined pages wait for it.
+   */
+  | { readonly kind: 'closePeer'; readonly peer: PeerId; readonly reason: string };
+
+export interface Machine<Input, Effect> {
+  handle(nowMs: number, input: Input): Effect[];
+  /** The earliest time a tick has work to do, or undefined when no wait is pending. */
+  wakeAtMs(): number | undefined;
+}
+
+/**
+ * Every wait's limit, in ms. Defaults suit a real deployment on a LAN; tests pass small ones.
+ * Only the waits on a peer have limits: local compute is bounded by the router's prefill limit.
+ */
+export interface Timeouts {
+  /** Router: Reserve sent -> Reserved or Rejected. */
+  readonly reserveMs: number;
+  /** Router: Prefill sent -> the first Tokens (prefill admission, compute and transfer). */
+  readonly prefillMs: number;
+  /** Router: between two Tokens messages, and the last one to Finished. */
+  readonly tokenMs: number;
+  /** Router: Abort sent -> decode's AbortAck. */
+  readonly cancelMs: number;
+  /** Decode: Reserved -> the first KvChunk (or KvDone). */
+  readonly kvStartMs: number;
+  /** Decode: one KvChunk -> the next one, or KvDone. */
+  readonly frameMs: number;
+  /** Decode: Abort sent to the writer -> its AbortAck; retried abortRetries times, then the writer is declared dead. */
+  readonly abortAckMs: number;
+  readonly abortRetries: number;
+  /** Prefill: KvDone sent -> Ack. */
+  readonly ackMs: number;
+  /** How long an ended request is remembered, so late or repeated messages for it are dropped. */
+  readonly tombstoneMs: number;
+}
+
+export const DEFAULT_TIMEOUTS: Timeouts = {
+  reserveMs: 10_000,
+  prefillMs: 600_000,
+  tokenMs: 60_000,
+  cancelMs: 10_000,
+  kvStartMs: 600_000,
+  frameMs: 30_000,
+  abortAckMs: 5_000,
+  abortRetries: 3,
+  ackMs: 30_000,
+  tombstoneMs: 600_000,
+};
+
+/** Emits TraceEvents for one node and role; a thin layer so the machines read as protocol. */
+export class Tracer {
+  readonly #sink: TraceSink;
+  readonly #node: string;
+  readonly #role: Role;
+
+  constructor(sink: TraceSink, node: string, role: Role) {
+    this.#sink = sink;
+    this.#node = node;
+    this.#role = role;
+  }
+
+  #emit(event: TraceEvent): void {
+    this.#sink.emit(event);
+  }
+
+  send(rid: string, message: MessageType, peer: PeerId): void {
+    this.#emit({ kind: 'send', node: this.#node, role: this.#role, rid, message, peer });
+  }
+
+  recv(rid: string, message: MessageType, peer: PeerId): void {
+    this.#emit({ kind: 'recv', node: this.#node, role: this.#role, rid, message, peer });
+  }
+
+  drop(rid: string, message: MessageType, why: string): void {
+    this.#emit({ kind: 'drop', node: this.#node, role: this.#role, rid, message, why });
+  }
+
+  state(rid: string, from: string, to: string): void {
+    this.#emit({ kind: 'state', node: this.#node, role: this.#role, rid, from, to });
+  }
+
+  page(rid: string, action: PageAction, pages: readonly { page: number; epoch: number }[]): void {
+    if (pages.length === 0) return;
+    this.#emit({ kind: 'page', node: this.#node, role: this.#role, rid, action, pages: pages.map((t) => ({ page: t.page, epoch: t.epoch })) });
+  }
+
+  close(peer: PeerId): void {
+    this.#emit({ kind: 'close', node: this.#node, role: this.#role, peer });
+  }
+
+  outcome(rid: string, outcome: 'success' | 'error', code?: string): void {
+    this.#emit(code === undefined ? { kind: 'outcome', node: this.#node, role: this.#role, rid, outcome } : { kind: 'outcome', node: this.#node, role: this.#role, rid, outcome, code });
+  }
+}
+
+/** One pending wait of a request: when it expires and what it waited for (for the TimeoutError). */
+export interface Deadline {
+  readonly atMs: number;
+  readonly waitingFor: string;
+  readonly timeoutMs: number;
+}
+
+export function deadline(nowMs: number, timeoutMs: number, waitingFor: string): Deadline {
+  return { atMs: nowMs + timeoutMs, waitingFor, timeoutMs };
+}
+
+/** The earliest deadline among records, or undefined. */
+export function earliest(deadlines: Iterable<Deadline | undefined>): number | undefined {
+  let at: number | undefined;
+  for (const d of deadlines) if (d !== undefined && (at === undefined || d.atMs < at)) at = d.atMs;
+  return at;
+}
+
+/** Builds the effect list of one handle() call, tracing each send as it is queued. */
+export class Outbox<Effect extends { readonly kind: string }> {
+  readonly effects: (Effect | NetworkEffect)[] = [];
+  readonly #tracer: Tracer;
+
+  constructor(tracer: Tracer) {
+    this.#tracer = tracer;
+  }
+
+  send(to: PeerId, message: Message): void {
+    this.#tracer.send(message.rid, message.type, to);
+    this.effects.push({ kind: 'send', to, message });
+  }
+
+  push(effect: Effect | NetworkEffect): void {
+    this.effects.push(effect);
+  }
+}

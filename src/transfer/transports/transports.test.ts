@@ -1,0 +1,202 @@
+// One suite, run against every transport (memory and TCP): what a worker or router relies on.
+import { connect } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { asEpoch, asPageId, asRequestId } from '../../core/index.js';
+import { encodeFrame } from '../codec.js';
+import type { Message } from '../messages.js';
+import { MemoryNetwork } from './memory.js';
+import type { Pipe } from './pipe.js';
+import { parseAddress, socketPipe, TcpTransport } from './tcp.js';
+import type { Transport } from './types.js';
+
+const SECRET = 'a-cluster-secret-of-32-bytes!!!!';
+
+/** Records every handler call of one node. */
+class Recorder {
+  readonly events: string[] = [];
+  readonly messages: { from: string; message: Message }[] = [];
+  readonly #waiters: { test: () => boolean; resolve: () => void }[] = [];
+  readonly handlers = {
+    connected: (peer: string) => this.#push(`connected ${peer}`),
+    message: (from: string, message: Message) => {
+      this.messages.push({ from, message });
+      this.#push(`message ${from} ${message.type}`);
+    },
+    closed: (peer: string, reason: string) => this.#push(`closed ${peer}: ${reason}`),
+  };
+  #push(event: string): void {
+    this.events.push(event);
+    for (const w of [...this.#waiters]) if (w.test()) w.resolve();
+  }
+  until(test: () => boolean, what: string): Promise<void> {
+    if (test()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}; saw ${JSON.stringify(this.events)}`)), 5000);
+      this.#waiters.push({ test, resolve: () => (clearTimeout(timer), resolve()) });
+    });
+  }
+  untilEvent(pattern: RegExp): Promise<void> {
+    return this.until(() => this.events.some((e) => pattern.test(e)), String(pattern));
+  }
+}
+
+interface Node {
+  readonly transport: Transport;
+  readonly recorder: Recorder;
+}
+
+interface Harness {
+  /** A listening node; dials when `dial`. */
+  node(options: { dial: boolean; secret?: string }): Promise<Node>;
+  /** A node that only dials. */
+  client(options: { secret?: string }): Node;
+  raw(target: string): Pipe;
+  cleanup(): Promise<void>;
+}
+
+function memoryHarness(): Harness {
+  const net = new MemoryNetwork();
+  const all: Transport[] = [];
+  let n = 0;
+  const make = (dial: boolean, secret = SECRET): Node => {
+    const recorder = new Recorder();
+    const transport = net.listen({ nodeId: `mem-${n++}:1`, secret, handlers: recorder.handlers, dial });
+    all.push(transport);
+    return { transport, recorder };
+  };
+  return {
+    node: async ({ dial, secret }) => make(dial, secret),
+    client: ({ secret }) => make(true, secret),
+    raw: (target) => net.rawConnect(target),
+    cleanup: async () => void (await Promise.all(all.map((t) => t.close()))),
+  };
+}
+
+function tcpHarness(): Harness {
+  const all: Transport[] = [];
+  let n = 0;
+  return {
+    node: async ({ dial, secret }) => {
+      const recorder = new Recorder();
+      const transport = await TcpTransport.listen({ secret: secret ?? SECRET, handlers: recorder.handlers, dial });
+      all.push(transport);
+      return { transport, recorder };
+    },
+    client: ({ secret }) => {
+      const recorder = new Recorder();
+      const transport = TcpTransport.client({ nodeId: `router-${n++}`, secret: secret ?? SECRET, handlers: recorder.handlers, dial: true });
+      all.push(transport);
+      return { transport, recorder };
+    },
+    raw: (target) => {
+      const { host, port } = parseAddress(target);
+      return socketPipe(connect({ host, port }));
+    },
+    cleanup: async () => void (await Promise.all(all.map((t) => t.close()))),
+  };
+}
+
+const rid = asRequestId('r1');
+const ack = (i: number): Message => ({ type: 'Tokens', rid, offset: i, ids: [i] });
+
+describe.each([
+  ['memory', memoryHarness],
+  ['tcp', tcpHarness],
+] as const)('%s transport', (_name, makeHarness) => {
+  let h: Harness;
+  afterEach(async () => {
+    await h.cleanup();
+  });
+
+  it('authenticates, then carries messages both ways on one connection, in order', async () => {
+    h = makeHarness();
+    const decode = await h.node({ dial: false });
+    const router = h.client({});
+    for (let i = 0; i < 200; i++) router.transport.send(decode.transport.nodeId, ack(i));
+    await decode.recorder.until(() => decode.recorder.messages.length === 200, '200 messages');
+    expect(decode.recorder.events[0]).toBe(`connected ${router.transport.nodeId}`);
+    expect(decode.recorder.messages.map((m) => (m.message.type === 'Tokens' ? m.message.offset : -1))).toEqual([...Array(200).keys()]);
+    expect(new Set(decode.recorder.messages.map((m) => m.from))).toEqual(new Set([router.transport.nodeId]));
+    // decode does not dial: it answers on the connection the router opened.
+    decode.transport.send(router.transport.nodeId, { type: 'AbortAck', rid });
+    await router.recorder.untilEvent(/message .* AbortAck/);
+    expect(router.recorder.events).toEqual([`connected ${decode.transport.nodeId}`, `message ${decode.transport.nodeId} AbortAck`]);
+  });
+
+  it('carries a KvChunk payload of several MiB intact, and reports backpressure draining', async () => {
+    h = makeHarness();
+    const decode = await h.node({ dial: false });
+    const prefill = await h.node({ dial: true });
+    const payload = new Uint8Array(6 * 1024 * 1024).map((_, i) => (i * 7) & 0xff);
+    const chunk: Message = { type: 'KvChunk', rid, seq: 0, tag: { page: asPageId(1), epoch: asEpoch(2) }, firstSlot: 0, numSlots: 4, checksum: '0123456789abcdef', payload };
+    prefill.transport.send(decode.transport.nodeId, chunk);
+    await prefill.transport.whenDrained(decode.transport.nodeId);
+    await decode.recorder.until(() => decode.recorder.messages.length === 1, 'the chunk');
+    const got = decode.recorder.messages[0]?.message as Extract<Message, { type: 'KvChunk' }>;
+    expect({ ...got, payload: undefined }).toEqual({ ...chunk, payload: undefined });
+    expect(Buffer.compare(got.payload, payload)).toBe(0);
+  });
+
+  it('refuses a peer with the wrong secret: nothing is delivered, the dialer sees the close', async () => {
+    h = makeHarness();
+    const decode = await h.node({ dial: false });
+    const intruder = h.client({ secret: 'not-the-cluster-secret-at-all!!!' });
+    intruder.transport.send(decode.transport.nodeId, { type: 'Abort', rid, reason: 'router' });
+    await intruder.recorder.untilEvent(/closed/);
+    expect(intruder.recorder.events).toEqual([expect.stringMatching(new RegExp(`closed ${decode.transport.nodeId.replace(/[[\].]/g, '\\$&')}: .*(does not hold the cluster secret|closed by the peer)`))]);
+    await decode.recorder.until(() => decode.transport.stats().refused === 1, 'the refusal');
+    expect(decode.recorder.events).toEqual([]);
+  });
+
+  it('closes a connection that sends garbage or a message before authenticating, without crashing', async () => {
+    h = makeHarness();
+    const decode = await h.node({ dial: false });
+    for (const bytes of [new Uint8Array([0, 0, 0, 12, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9]), encodeFrame({ type: 'Ack', rid })]) {
+      const pipe = h.raw(decode.transport.nodeId);
+      const closed = new Promise<string>((resolve) => pipe.onClose(resolve));
+      pipe.onData(() => {}); // read, so the close is seen
+      pipe.write([bytes]);
+      await closed;
+    }
+    await decode.recorder.until(() => decode.transport.stats().refused === 2, 'two refusals');
+    expect(decode.recorder.events).toEqual([]);
+  });
+
+  it('closePeer ends the connection on both sides; the next send dials a new one', async () => {
+    h = makeHarness();
+    const decode = await h.node({ dial: false });
+    const prefill = await h.node({ dial: true });
+    const id = decode.transport.nodeId;
+    prefill.transport.send(id, ack(0));
+    await decode.recorder.untilEvent(/message/);
+    decode.transport.closePeer(prefill.transport.nodeId, 'declared dead');
+    await decode.recorder.untilEvent(/closed .*: declared dead/);
+    await prefill.recorder.untilEvent(/closed/);
+    expect(decode.transport.isConnected(prefill.transport.nodeId)).toBe(false);
+    prefill.transport.send(id, ack(1));
+    await decode.recorder.until(() => decode.recorder.messages.length === 2, 'a message on the new connection');
+    expect(decode.recorder.events.map((e) => e.replace(/: .*/, ''))).toEqual([
+      `connected ${prefill.transport.nodeId}`,
+      `message ${prefill.transport.nodeId} Tokens`,
+      `closed ${prefill.transport.nodeId}`,
+      `connected ${prefill.transport.nodeId}`,
+      `message ${prefill.transport.nodeId} Tokens`,
+    ]);
+  });
+
+  it('reports closed for closePeer on a peer it has no connection to, and for a dial nobody answers', async () => {
+    h = makeHarness();
+    const decode = await h.node({ dial: false });
+    decode.transport.closePeer('nobody:1', 'declared dead');
+    await decode.recorder.untilEvent(/closed nobody:1: declared dead/);
+    decode.transport.send('nobody:1', ack(0)); // not ours to dial: dropped, counted
+    expect(decode.transport.stats().undeliverable).toBe(1);
+    const router = h.client({});
+    const gone = await h.node({ dial: false });
+    const goneId = gone.transport.nodeId;
+    await gone.transport.close();
+    router.transport.send(goneId, ack(0));
+    await router.recorder.untilEvent(/closed/);
+    expect(router.recorder.events).toHaveLength(1);
+  });
+});

@@ -1,0 +1,59 @@
+// What a transport is to a worker or router: messages to and from peers by id, close events
+// as protocol inputs. One connection per peer pair carries every request between them.
+// Must never: deliver a message from a peer that has not proved the cluster secret, deliver
+// after it reported the connection closed (until a new `connected`), or reorder messages.
+import type { Message } from '../messages.js';
+import type { PeerId } from '../machine.js';
+
+export interface TransportHandlers {
+  /** A connection with peer authenticated (dialed by us or accepted); messages may follow. */
+  connected(peer: PeerId): void;
+  message(from: PeerId, message: Message): void;
+  /**
+   * The connection with peer is gone: closed by either side, reset, refused, a malformed frame
+   * (reason says which), or closePeer. Whatever was in flight on it is lost.
+   */
+  closed(peer: PeerId, reason: string): void;
+}
+
+export interface TransportOptions {
+  /** This node's id: a worker's advertised internal address ("host:port"), or a router's name. */
+  readonly nodeId: PeerId;
+  /** The cluster secret (at least 16 bytes): every connection proves it before any message. */
+  readonly secret: string | Uint8Array;
+  readonly handlers: TransportHandlers;
+  /**
+   * Whether this node dials peers it has no connection to (router: yes; prefill: yes, to decode;
+   * decode: no, it answers on the connections others opened). One side of each pair dials, so
+   * a pair never ends up with two connections.
+   */
+  readonly dial: boolean;
+  readonly maxFrameBytes?: number;
+  /** A connection that has not authenticated within this time is closed. Default 5000. */
+  readonly handshakeTimeoutMs?: number;
+}
+
+export interface TransportStats {
+  /** Accepted connections closed before they proved the secret (wrong secret, garbage, timeout). */
+  refused: number;
+  /** Messages for a peer with no connection, on a node that does not dial. */
+  undeliverable: number;
+  /** Connections closed for a malformed frame. */
+  malformed: number;
+}
+
+export interface Transport {
+  readonly nodeId: PeerId;
+  /** Queue message for peer, in order; dials first when allowed and not connected. Never throws for a dead peer: that comes as closed(). */
+  send(peer: PeerId, message: Message): void;
+  /** Close the connection with peer; handlers.closed(peer) follows, also when none was open. */
+  closePeer(peer: PeerId, reason: string): void;
+  isConnected(peer: PeerId): boolean;
+  /** Bytes written to peer's connection and not yet taken by the kernel (backpressure). */
+  bufferedBytes(peer: PeerId): number;
+  /** Resolves once peer's connection has drained its write buffer (or is gone). */
+  whenDrained(peer: PeerId): Promise<void>;
+  stats(): TransportStats;
+  /** Closes every connection (and the listener); resolves when all are closed. */
+  close(): Promise<void>;
+}
