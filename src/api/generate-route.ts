@@ -115,6 +115,7 @@ async function generate(endpoint: Endpoint, req: IncomingMessage, res: ServerRes
           created: ctx.clock.unixSeconds(),
           model: ctx.backend.modelName,
           includeUsage: params.includeUsage,
+          tokenIds: params.returnTokenIds ? { prompt: promptTokens } : null,
         },
         stream: params.stream,
         arrivedMs,

@@ -140,6 +140,8 @@ export interface CommonParams {
   readonly ignoreEos: boolean;
   readonly stream: boolean;
   readonly includeUsage: boolean;
+  /** vLLM's `return_token_ids`: answer with the prompt's and the completion's token ids too. */
+  readonly returnTokenIds: boolean;
 }
 
 /** `maxTokensKeys`: the names of the max-tokens field, the first present one wins. */
@@ -159,6 +161,7 @@ export function readCommon(body: JsonObject, maxTokensKeys: readonly string[]): 
     ignoreEos: optionalBool(body, 'ignore_eos') ?? false,
     stream,
     includeUsage: readStreamOptions(body, stream),
+    returnTokenIds: optionalBool(body, 'return_token_ids') ?? false,
   };
 }
 

@@ -51,6 +51,7 @@ export async function runGenerate(
   const { meta } = job;
   const sse = job.stream ? new SseStream(res) : null;
   let text = '';
+  const ids: number[] = [];
   let lastTokenMs: number | null = null;
 
   const startStream = async (stream: SseStream): Promise<void> => {
@@ -67,10 +68,12 @@ export async function runGenerate(
     lastTokenMs = now;
     if (sse === null) {
       text += event.text;
+      ids.push(...event.ids);
       return;
     }
     await startStream(sse);
-    if (event.text !== '') await sse.send(textChunk(meta, event.text));
+    const withIds = meta.tokenIds !== null && event.ids.length > 0;
+    if (event.text !== '' || withIds) await sse.send(textChunk(meta, event.text, event.ids));
   };
 
   // Negative control only: with the headers out early, a failure before the first token
@@ -99,7 +102,7 @@ export async function runGenerate(
   switch (end.kind) {
     case 'finished':
       if (sse === null) {
-        sendJson(res, 200, fullResponse(meta, text, end.finishReason, end.usage));
+        sendJson(res, 200, fullResponse(meta, text, ids, end.finishReason, end.usage));
       } else {
         await startStream(sse);
         await sse.send(finishChunk(meta, end.finishReason));

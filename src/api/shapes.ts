@@ -13,6 +13,8 @@ export interface ResponseMeta {
   readonly model: string;
   /** With stream_options.include_usage every chunk carries `usage` (null until the last). */
   readonly includeUsage: boolean;
+  /** With vLLM's `return_token_ids`: the prompt's ids (answers then carry `token_ids` too). */
+  readonly tokenIds: { readonly prompt: readonly number[] } | null;
 }
 
 export function usageJson(usage: Usage): object {
@@ -24,8 +26,14 @@ export function usageJson(usage: Usage): object {
   };
 }
 
-/** The non-streaming answer. */
-export function fullResponse(meta: ResponseMeta, text: string, finishReason: FinishReason, usage: Usage): object {
+/** The choice fields vLLM adds with `return_token_ids`. */
+function idFields(meta: ResponseMeta, ids: readonly number[], withPrompt: boolean): object {
+  if (meta.tokenIds === null) return {};
+  return withPrompt ? { prompt_token_ids: meta.tokenIds.prompt, token_ids: ids } : { token_ids: ids };
+}
+
+/** The non-streaming answer. `ids`: the completion's token ids. */
+export function fullResponse(meta: ResponseMeta, text: string, ids: readonly number[], finishReason: FinishReason, usage: Usage): object {
   switch (meta.endpoint) {
     case 'completion':
       return {
@@ -33,7 +41,7 @@ export function fullResponse(meta: ResponseMeta, text: string, finishReason: Fin
         object: 'text_completion',
         created: meta.created,
         model: meta.model,
-        choices: [{ index: 0, text, logprobs: null, finish_reason: finishReason }],
+        choices: [{ index: 0, text, logprobs: null, finish_reason: finishReason, ...idFields(meta, ids, true) }],
         usage: usageJson(usage),
       };
     case 'chat':
@@ -42,7 +50,8 @@ export function fullResponse(meta: ResponseMeta, text: string, finishReason: Fin
         object: 'chat.completion',
         created: meta.created,
         model: meta.model,
-        choices: [{ index: 0, message: { role: 'assistant', content: text }, logprobs: null, finish_reason: finishReason }],
+        ...(meta.tokenIds === null ? {} : { prompt_token_ids: meta.tokenIds.prompt }),
+        choices: [{ index: 0, message: { role: 'assistant', content: text }, logprobs: null, finish_reason: finishReason, ...idFields(meta, ids, false) }],
         usage: usageJson(usage),
       };
     default:
@@ -51,11 +60,12 @@ export function fullResponse(meta: ResponseMeta, text: string, finishReason: Fin
 }
 
 /** One streamed chunk with one choice. `delta`: chat's delta object; `text`: completion text. */
-function chunk(meta: ResponseMeta, text: string, finishReason: FinishReason | null, delta: object): object {
+function chunk(meta: ResponseMeta, text: string, finishReason: FinishReason | null, delta: object, ids: readonly number[] | null = null): object {
+  const extra = ids === null ? {} : idFields(meta, ids, false);
   const choice =
     meta.endpoint === 'chat'
-      ? { index: 0, delta, logprobs: null, finish_reason: finishReason }
-      : { index: 0, text, logprobs: null, finish_reason: finishReason };
+      ? { index: 0, delta, logprobs: null, finish_reason: finishReason, ...extra }
+      : { index: 0, text, logprobs: null, finish_reason: finishReason, ...extra };
   return {
     id: meta.id,
     object: meta.endpoint === 'chat' ? 'chat.completion.chunk' : 'text_completion',
@@ -66,13 +76,20 @@ function chunk(meta: ResponseMeta, text: string, finishReason: FinishReason | nu
   };
 }
 
-/** Chat streams open with the role; completions have no opening chunk. */
+/** Chat streams open with the role; completions have none, unless the prompt's ids are asked for. */
 export function openingChunk(meta: ResponseMeta): object | null {
-  return meta.endpoint === 'chat' ? chunk(meta, '', null, { role: 'assistant', content: '' }) : null;
+  if (meta.endpoint === 'chat') {
+    const opening = chunk(meta, '', null, { role: 'assistant', content: '' });
+    return meta.tokenIds === null ? opening : { ...opening, prompt_token_ids: meta.tokenIds.prompt };
+  }
+  if (meta.tokenIds === null) return null;
+  const opening = chunk(meta, '', null, {}) as { choices: object[] };
+  return { ...opening, choices: [{ ...opening.choices[0], prompt_token_ids: meta.tokenIds.prompt }] };
 }
 
-export function textChunk(meta: ResponseMeta, text: string): object {
-  return chunk(meta, text, null, { content: text });
+/** `ids`: the token ids this chunk's text came from (sent with `return_token_ids`). */
+export function textChunk(meta: ResponseMeta, text: string, ids: readonly number[]): object {
+  return chunk(meta, text, null, { content: text }, meta.tokenIds === null ? null : ids);
 }
 
 export function finishChunk(meta: ResponseMeta, finishReason: FinishReason): object {

@@ -23,6 +23,7 @@ describe('validateCompletion', () => {
       ignoreEos: false,
       stream: false,
       includeUsage: false,
+      returnTokenIds: false,
     });
     expect(call.addSpecialTokens).toBe(true);
   });
