@@ -26,6 +26,8 @@ export const FAULT_NAMES = [
   'share-prefix-across-tenants',
   /** Send a stream's 200 and SSE headers before its first token (a later failure cannot get its status). */
   'eager-stream-headers',
+  /** The worker hands each item of a batched step its neighbour's logits (a batching bug that leaks one request's output into another's). */
+  'swap-batch-rows',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

@@ -18,3 +18,12 @@ export { BUILTIN_MODELS, builtinTinyDir, isBuiltinSpec, resolveBuiltinModel, typ
 export { packageRoot } from './package-root.js';
 export { readGguf, type GgufFile, type GgufTensorInfo } from './gguf-reader.js';
 export { readSafetensors } from './safetensors.js';
+export { forward, type ForwardBatch, type ForwardModel, type ForwardSeq } from './forward.js';
+export { prepareWeights, stackRows, type LayerWeights, type PreparedWeights } from './weights-prepared.js';
+export { ModelRunner, type ItemResult, type ModelRunnerOptions, type RunnerStats } from './runner.js';
+export { Sampler, argmax, type SamplingChoice } from './sampler.js';
+export {
+  createEngine, DEFAULT_MAX_STEP_LOGITS, DEFAULT_MAX_STEP_TOKENS, DEFAULT_PAGE_SIZE, type Engine, type EngineKernels, type EngineOptions, type ModelWeights,
+} from './engine.js';
+export { randomModel } from './random-model.js';
+export { generate, type GenerateInput, type GenerateOptions, type GenerateOutput, type GenerateTiming } from './generate.js';

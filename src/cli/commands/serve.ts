@@ -1,0 +1,152 @@
+// `tessera serve`: the co-located server. The composition root of one process:
+//   1. flags + environment -> ServeConfig (config.ts; bad values exit 2)
+//   2. --api-keys read and checked
+//   3. the start-up check: the model's config (no weights yet) and the pool flags -> the pool;
+//      a context length the pool cannot hold refuses to start (exit 2), unless the test-only
+//      fault `skip-startup-check` is armed
+//   4. the model loaded, the engine built (kernels, weights, the pool allocated once)
+//   5. the co-located worker over the engine, the HTTP front end over the worker; listen
+//   6. SIGINT/SIGTERM: stop accepting, drain, abort what is left, stop the worker, exit 0
+// It must never compute, schedule or answer HTTP itself: it wires the modules that do.
+import { randomInt } from 'node:crypto';
+import type { Command } from 'commander';
+import { createApiServer, promptCodecOf } from '../../api/index.js';
+import { createEngine, loadModel, Sampler } from '../../model/index.js';
+import { ColocatedWorker } from '../../worker/index.js';
+import { loadApiKeys } from '../config-api-keys.js';
+import { readModelConfig } from '../config-model.js';
+import { DEFAULT_POOL_CONTEXTS, planPool, startupCheckError, type PoolPlan } from '../config-pool.js';
+import { formatBytes } from '../config-values.js';
+import {
+  DEFAULT_CHUNKED_PREFILL_SIZE, DEFAULT_HOST, DEFAULT_MAX_RUNNING_REQUESTS, DEFAULT_MODEL, DEFAULT_PAGE_SIZE, DEFAULT_PORT, parseServeConfig, type ServeConfig, type ServeFlags,
+} from '../config.js';
+import { progressDisplay } from './gen-model.js';
+import { DEFAULT_DATA_HOST, parsePdWorkerConfig, parseRole, type PdServeFlags } from '../config-pd.js';
+import { servePd } from './serve-pd.js';
+
+/** How long in-flight requests may run on after SIGINT/SIGTERM before they are aborted. */
+const DRAIN_TIMEOUT_MS = 10_000;
+
+export function registerServe(program: Command): void {
+  program
+    .command('serve')
+    .description('serve the OpenAI-compatible API from one process (prefill and decode on one KV pool)')
+    .option('--model <spec>', `a Hugging Face directory, a .gguf file, or builtin:NAME (default ${DEFAULT_MODEL})`)
+    .option('--served-model-name <name>', 'the model name clients pass (default: the --model value)')
+    .option('--host <host>', `address to listen on (default ${DEFAULT_HOST})`)
+    .option('--port <n>', `port to listen on; 0 picks a free one (default ${DEFAULT_PORT})`)
+    .option('--context-length <n>', 'largest prompt + max_tokens per request (default: the model\'s)')
+    .option('--kv-pages <n>', 'KV pool size in pages')
+    .option('--kv-memory <size>', `KV pool size in memory, e.g. 512MiB or 2GiB (default: room for ${DEFAULT_POOL_CONTEXTS} requests of the full context length)`)
+    .option('--page-size <n>', `tokens per KV page (default ${DEFAULT_PAGE_SIZE})`)
+    .option('--max-running-requests <n>', `most requests prefilling or decoding at once (default ${DEFAULT_MAX_RUNNING_REQUESTS})`)
+    .option('--chunked-prefill-size <n>', `most tokens in one step; longer prompts are prefilled in chunks (default ${DEFAULT_CHUNKED_PREFILL_SIZE})`)
+    .option('--api-keys <file>', 'JSON object mapping each API key to its tenant; requests without a valid key get 401')
+    .option('--deterministic', 'batch-invariant kernels: a greedy request\'s output does not depend on what runs beside it')
+    .option('--role <role>', 'colocated (default), or prefill / decode: one worker of a disaggregated cluster (see `tessera router`, `tessera up`)')
+    .option('--data-host <host>', `prefill/decode: the internal listener for the router and peer workers (default ${DEFAULT_DATA_HOST})`)
+    .option('--data-port <n>', 'prefill/decode: its port; 0 picks a free one (default 0; /health reports it)')
+    .option('--cluster-secret <secret>', 'prefill/decode: the secret shared by the cluster (default: $TESSERA_CLUSTER_SECRET)')
+    .action(async (flags: ServeFlags & PdServeFlags) => {
+      const role = parseRole(flags);
+      const config = parseServeConfig(flags, process.env);
+      process.exitCode = role === 'colocated' ? await serve(config) : await servePd(config, parsePdWorkerConfig(role, flags, process.env));
+    });
+}
+
+/** Runs until a signal (exit code 0) or a fatal worker error (1). */
+async function serve(config: ServeConfig): Promise<number> {
+  const log = (line: string): void => void process.stderr.write(`tessera: ${line}\n`);
+  if (config.faults.size > 0) log(`FAULT POINTS ARMED (tests only): ${config.faults.names().join(', ')}`);
+  const apiKeys = config.apiKeysFile === null ? undefined : await loadApiKeys(config.apiKeysFile);
+
+  const display = progressDisplay(process.stderr);
+  const loadOptions = { cacheDir: config.home, onProgress: display.update };
+  const plan = planPool(await readModelConfig(config.model, config.home), config.pool);
+  const refusal = startupCheckError(plan);
+  if (refusal !== undefined) {
+    if (!config.faults.has('skip-startup-check')) throw refusal;
+    log(`start-up check skipped (fault skip-startup-check): ${refusal.message}`);
+  }
+  const model = await loadModel(config.model, loadOptions);
+  display.done();
+  const engine = await createEngine(model, {
+    deterministic: config.deterministic,
+    kvPages: plan.numPages,
+    pageSize: plan.pageSize,
+    maxStepTokens: config.chunkedPrefillSize,
+    maxStepLogits: config.maxRunningRequests,
+    faults: config.faults,
+  });
+
+  let fatal: (error: unknown) => void = () => undefined;
+  const failed = new Promise<number>((resolve) => (fatal = () => resolve(1)));
+  const kernels = `${engine.kernels.dense} dense + ${engine.kernels.ops} ops${engine.kernels.batchInvariant ? ', batch-invariant' : ''}`;
+  const worker = new ColocatedWorker({
+    modelName: config.servedModelName,
+    root: model.source.spec,
+    contextLength: plan.contextLength,
+    pool: engine.pool,
+    runner: engine.runner,
+    sampler: new Sampler(model.config.vocabSize),
+    tokenizer: model.tokenizer,
+    eosTokenIds: model.config.eosTokenIds,
+    maxRunningRequests: config.maxRunningRequests,
+    chunkedPrefillSize: config.chunkedPrefillSize,
+    maxWaiting: config.maxWaiting,
+    faults: config.faults,
+    checkEveryStep: config.checkEveryStep,
+    healthDetail: { kernels, deterministic: config.deterministic, kvPages: plan.numPages, pageSize: plan.pageSize, contextLength: plan.contextLength },
+    onFatal: (error) => {
+      log(`worker stopped on an internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+      fatal(error);
+    },
+  });
+  const api = createApiServer({
+    backend: worker,
+    codec: promptCodecOf(model.tokenizer, model.chatTemplate),
+    seed: randomInt(2 ** 31),
+    ...(apiKeys === undefined ? {} : { apiKeys }),
+    faults: config.faults,
+    drainTimeoutMs: DRAIN_TIMEOUT_MS,
+  });
+  // Signal handlers go in before the address is printed: a supervisor (or a test) may send
+  // SIGTERM the moment it reads it, and must get a graceful shutdown, not the default death.
+  const stopped = signalled();
+  const address = await api.listen(config.port, config.host);
+  process.stdout.write(
+    `tessera: serving ${config.model} as "${config.servedModelName}" (${kernels}); ${describePool(plan)}\n` +
+      `tessera: listening on http://${address.host}:${address.port}${apiKeys === undefined ? '' : ` (${apiKeys.size} API keys)`}\n`,
+  );
+
+  const code = await Promise.race([stopped, failed]);
+  log(code === 0 ? 'shutting down' : 'shutting down after a fatal error');
+  await api.close();
+  await worker.close();
+  await engine.dispose();
+  log('stopped');
+  return code;
+}
+
+function describePool(plan: PoolPlan): string {
+  return (
+    `context ${plan.contextLength} tokens; KV pool ${plan.poolTokens} tokens = ${plan.numPages} pages of ${plan.pageSize} ` +
+    `(${formatBytes(plan.poolBytes)})`
+  );
+}
+
+/** Resolves 0 on the first SIGINT or SIGTERM; a second one exits at once. */
+function signalled(): Promise<number> {
+  return new Promise((resolve) => {
+    const onSignal = (signal: NodeJS.Signals): void => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      process.stderr.write(`tessera: ${signal}\n`);
+      process.once('SIGINT', () => process.exit(130));
+      process.once('SIGTERM', () => process.exit(143));
+      resolve(0);
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  });
+}

@@ -1,0 +1,108 @@
+// argv -> one typed Config for `tessera serve` (and the numbers `tessera plan` shares with it).
+// Commander hands every flag over as a string; this file turns them into checked values and
+// reads the environment through config-env.ts. Pure apart from its `env` argument: no I/O,
+// so every refusal (exit 2) is testable without a process.
+import { ConfigError, type FaultSet } from '../core/index.js';
+import { checkEveryStepFromEnv, faultsFromEnv, tesseraHome, type Env } from './config-env.js';
+import type { PoolFlags, PoolSize } from './config-pool.js';
+import { parseCount, parseSize } from './config-values.js';
+
+/** The model every command serves or runs when --model is not given. */
+export const DEFAULT_MODEL = 'builtin:tiny';
+export const DEFAULT_HOST = '127.0.0.1';
+export const DEFAULT_PORT = 8000;
+export const DEFAULT_PAGE_SIZE = 16;
+export const DEFAULT_MAX_RUNNING_REQUESTS = 32;
+/** Most tokens in one step (the engine's default too): a full prefill chunk is the longest inter-token gap it adds to running requests. */
+export const DEFAULT_CHUNKED_PREFILL_SIZE = 256;
+/** Requests admitted but not yet running; one more is refused as `overloaded` (HTTP 503). */
+export const DEFAULT_MAX_WAITING = 1024;
+
+/** The flags of `tessera serve`, as commander gives them. */
+export interface ServeFlags {
+  readonly model?: string;
+  readonly host?: string;
+  readonly port?: string;
+  readonly contextLength?: string;
+  readonly kvPages?: string;
+  readonly kvMemory?: string;
+  readonly pageSize?: string;
+  readonly maxRunningRequests?: string;
+  readonly chunkedPrefillSize?: string;
+  readonly apiKeys?: string;
+  readonly deterministic?: boolean;
+  readonly servedModelName?: string;
+}
+
+export interface ServeConfig {
+  readonly model: string;
+  /** What clients pass as `model`; defaults to the --model value. */
+  readonly servedModelName: string;
+  readonly host: string;
+  /** 0 picks a free port (printed at start-up). */
+  readonly port: number;
+  readonly pool: PoolFlags;
+  readonly maxRunningRequests: number;
+  readonly chunkedPrefillSize: number;
+  readonly maxWaiting: number;
+  /** The --api-keys file, read at start-up; null: an open server. */
+  readonly apiKeysFile: string | null;
+  /** Batch-invariant kernels: a greedy request's output does not depend on its neighbours. */
+  readonly deterministic: boolean;
+  /** TESSERA_HOME: where built-in models are generated. */
+  readonly home: string;
+  readonly faults: FaultSet;
+  /** Ledger integrity after every step, not only when idle (tests). */
+  readonly checkEveryStep: boolean;
+}
+
+/** The pool flags shared by serve and plan. */
+export function parsePoolFlags(flags: Pick<ServeFlags, 'kvPages' | 'kvMemory' | 'pageSize' | 'contextLength'>): PoolFlags {
+  if (flags.kvPages !== undefined && flags.kvMemory !== undefined) {
+    throw new ConfigError('give either --kv-pages or --kv-memory, not both');
+  }
+  const size: PoolSize =
+    flags.kvPages !== undefined
+      ? { kind: 'pages', numPages: parseCount(flags.kvPages, '--kv-pages') }
+      : flags.kvMemory !== undefined
+        ? { kind: 'memory', bytes: parseSize(flags.kvMemory, '--kv-memory') }
+        : { kind: 'default' };
+  return {
+    size,
+    pageSize: flags.pageSize === undefined ? DEFAULT_PAGE_SIZE : parseCount(flags.pageSize, '--page-size', 1, 1024),
+    contextLength: flags.contextLength === undefined ? null : parseCount(flags.contextLength, '--context-length'),
+  };
+}
+
+export function parseServeConfig(flags: ServeFlags, env: Env): ServeConfig {
+  const model = nonEmpty(flags.model ?? DEFAULT_MODEL, '--model');
+  const maxRunningRequests = flags.maxRunningRequests === undefined ? DEFAULT_MAX_RUNNING_REQUESTS : parseCount(flags.maxRunningRequests, '--max-running-requests');
+  const chunkedPrefillSize =
+    flags.chunkedPrefillSize === undefined ? Math.max(DEFAULT_CHUNKED_PREFILL_SIZE, maxRunningRequests) : parseCount(flags.chunkedPrefillSize, '--chunked-prefill-size');
+  if (chunkedPrefillSize < maxRunningRequests) {
+    throw new ConfigError(
+      `--chunked-prefill-size (${chunkedPrefillSize}) must be at least --max-running-requests (${maxRunningRequests}), ` +
+        'so every running request can decode in every step',
+    );
+  }
+  return {
+    model,
+    servedModelName: nonEmpty(flags.servedModelName ?? model, '--served-model-name'),
+    host: nonEmpty(flags.host ?? DEFAULT_HOST, '--host'),
+    port: flags.port === undefined ? DEFAULT_PORT : parseCount(flags.port, '--port', 0, 65535),
+    pool: parsePoolFlags(flags),
+    maxRunningRequests,
+    chunkedPrefillSize,
+    maxWaiting: DEFAULT_MAX_WAITING,
+    apiKeysFile: flags.apiKeys ?? null,
+    deterministic: flags.deterministic === true,
+    home: tesseraHome(env),
+    faults: faultsFromEnv(env),
+    checkEveryStep: checkEveryStepFromEnv(env),
+  };
+}
+
+function nonEmpty(value: string, flag: string): string {
+  if (value.trim() === '') throw new ConfigError(`${flag} must not be empty`);
+  return value;
+}

@@ -1,0 +1,114 @@
+// createEngine(): a loaded model made runnable — kernels chosen, weights prepared once, the KV
+// pool allocated once from the op kernels' memory, a ModelRunner over them. The one place that
+// decides which kernels run:
+//
+//   kernels 'fast' (default)        dense: onnxruntime-node (ort)     ops: wasm SIMD
+//                                   (matrices <= 1 MiB on one thread, larger ones on all)
+//   kernels 'fast' + deterministic  dense: wasm, batch-invariant      ops: wasm SIMD
+//   kernels 'ref'                   dense: plain TS (ref)             ops: plain TS (ref)
+//
+// ort picks its kernels by batch size, so a row's bits can change with what runs beside it;
+// `deterministic` trades speed for outputs that do not depend on the batch. It must never read
+// files (loadModel did) or choose a pool size (the caller did: --kv-pages, --kv-memory).
+import { availableParallelism } from 'node:os';
+import { assert, NO_FAULTS, type FaultSet } from '../core/index.js';
+import { createOrtDense, createRefDense, createRefOps, createWasmDense, createWasmOps, loadWasmRuntime, type DenseKernels, type OpKernels } from '../kernels/index.js';
+import { PagePool, floatsPerPage, type KvShape } from '../pages/index.js';
+import type { ModelConfig } from './config.js';
+import type { LoadedModel } from './load.js';
+import { ModelRunner } from './runner.js';
+import { SizeSplitDense } from './dense-split.js';
+import { prepareWeights } from './weights-prepared.js';
+
+export interface EngineOptions {
+  /** 'fast' (default) or 'ref' (plain TypeScript: the oracle, for tests). */
+  readonly kernels?: 'fast' | 'ref';
+  /** Batch-invariant dense kernels: a row's output never depends on what else is in the step. */
+  readonly deterministic?: boolean;
+  /** Pages in the KV pool. */
+  readonly kvPages: number;
+  /** Token slots per page (default 16). */
+  readonly pageSize?: number;
+  /** Most tokens in one step (default 256): the largest prefill chunk. */
+  readonly maxStepTokens?: number;
+  /** Most requests wanting logits in one step (default 64): the largest decode batch. */
+  readonly maxStepLogits?: number;
+  /** Threads per dense matmul (default: every core). */
+  readonly threads?: number;
+  readonly faults?: FaultSet;
+  /** The clock that times weight preparation (default performance.now). */
+  readonly now?: () => number;
+}
+
+export interface EngineKernels {
+  readonly dense: DenseKernels['name'];
+  readonly ops: OpKernels['name'];
+  readonly batchInvariant: boolean;
+  readonly threads: number;
+}
+
+/** What an engine needs of a model: its config and checked tensors (loadModel's, or in memory). */
+export type ModelWeights = Pick<LoadedModel, 'config' | 'tensors'>;
+
+export interface Engine {
+  readonly config: ModelConfig;
+  readonly pool: PagePool;
+  readonly runner: ModelRunner;
+  readonly kernels: EngineKernels;
+  /** Milliseconds spent preparing weights for the kernels (after loadModel). */
+  readonly prepareMs: number;
+  /** Bytes of weight matrices one decode step reads, as stored (the embedding excluded). */
+  readonly weightBytesPerToken: number;
+  dispose(): Promise<void>;
+}
+
+export const DEFAULT_PAGE_SIZE = 16;
+export const DEFAULT_MAX_STEP_TOKENS = 256;
+export const DEFAULT_MAX_STEP_LOGITS = 64;
+/** onnxruntime matrices up to this size run on one thread (see dense-split.ts). */
+export const ORT_SINGLE_THREAD_BYTES = 1 << 20;
+
+export async function createEngine(model: ModelWeights, options: EngineOptions): Promise<Engine> {
+  const now = options.now ?? (() => performance.now());
+  const started = now();
+  const threads = options.threads ?? availableParallelism();
+  assert(Number.isInteger(threads) && threads >= 1, () => `threads must be a positive integer, got ${threads}`);
+  const { dense, ops } = await createKernels(options.kernels ?? 'fast', options.deterministic === true, threads);
+  const config = model.config;
+  const shape: KvShape = {
+    numPages: options.kvPages,
+    pageSize: options.pageSize ?? DEFAULT_PAGE_SIZE,
+    numLayers: config.numLayers,
+    numKvHeads: config.numKvHeads,
+    headDim: config.headDim,
+  };
+  try {
+    const weights = await prepareWeights(config, model.tensors, dense, ops);
+    const kvData = ops.allocF32(shape.numPages * floatsPerPage(shape));
+    const pool = new PagePool({ kv: { ...shape, data: kvData }, faults: options.faults ?? NO_FAULTS });
+    const runner = new ModelRunner({
+      config, weights, dense, ops, pool,
+      maxStepTokens: options.maxStepTokens ?? DEFAULT_MAX_STEP_TOKENS,
+      maxStepLogits: options.maxStepLogits ?? DEFAULT_MAX_STEP_LOGITS,
+    });
+    return {
+      config, pool, runner,
+      kernels: { dense: dense.name, ops: ops.name, batchInvariant: dense.batchInvariant, threads },
+      prepareMs: now() - started,
+      weightBytesPerToken: weights.bytesPerToken,
+      dispose: () => dense.dispose(),
+    };
+  } catch (error) {
+    await dense.dispose();
+    throw error;
+  }
+}
+
+async function createKernels(choice: 'fast' | 'ref', deterministic: boolean, threads: number): Promise<{ dense: DenseKernels; ops: OpKernels }> {
+  if (choice === 'ref') return { dense: createRefDense(), ops: createRefOps() };
+  const runtime = await loadWasmRuntime();
+  const ops = await createWasmOps({ runtime });
+  if (deterministic) return { dense: await createWasmDense({ runtime, threads }), ops };
+  if (threads === 1) return { dense: await createOrtDense({ threads }), ops };
+  return { dense: new SizeSplitDense(await createOrtDense({ threads: 1 }), await createOrtDense({ threads }), ORT_SINGLE_THREAD_BYTES), ops };
+}

@@ -1,0 +1,100 @@
+import { describe, expect, it } from 'vitest';
+import { InvariantError, uniformAt } from '../core/index.js';
+import { Sampler, argmax, type SamplingChoice } from './sampler.js';
+
+const choice = (o: Partial<SamplingChoice>): SamplingChoice => ({ temperature: 1, topK: 0, topP: 1, seed: 7, ...o });
+
+/** Draw n tokens with stepIndex 0..n-1 and count them. */
+function histogram(sampler: Sampler, logits: Float32Array, params: SamplingChoice, n: number): Map<number, number> {
+  const counts = new Map<number, number>();
+  for (let step = 0; step < n; step++) {
+    const token = sampler.sample(logits, params, step);
+    counts.set(token, (counts.get(token) ?? 0) + 1);
+  }
+  return counts;
+}
+
+describe('argmax', () => {
+  it('picks the largest logit, the lowest id on ties, and never NaN', () => {
+    expect(argmax(Float32Array.of(1, 3, 2))).toBe(1);
+    expect(argmax(Float32Array.of(5, 1, 5))).toBe(0);
+    expect(argmax(Float32Array.of(NaN, -1, NaN))).toBe(1);
+  });
+
+  it('throws when nothing is finite', () => {
+    expect(() => argmax(Float32Array.of(NaN, -Infinity))).toThrow(InvariantError);
+  });
+});
+
+describe('Sampler', () => {
+  const logits = Float32Array.of(0, Math.log(2), Math.log(3), Math.log(4)); // probabilities 0.1, 0.2, 0.3, 0.4
+
+  it('is greedy at temperature 0, whatever the seed and step', () => {
+    const s = new Sampler(4);
+    for (let step = 0; step < 20; step++) expect(s.sample(logits, choice({ temperature: 0, seed: step }), step)).toBe(3);
+  });
+
+  it('draws from softmax(logits / T) with frequencies near the probabilities', () => {
+    const counts = histogram(new Sampler(4), logits, choice({}), 20_000);
+    for (const [id, p] of [[0, 0.1], [1, 0.2], [2, 0.3], [3, 0.4]] as const) expect(counts.get(id)! / 20_000).toBeCloseTo(p, 1);
+  });
+
+  it('a high temperature flattens the distribution, a low one sharpens it', () => {
+    const hot = histogram(new Sampler(4), logits, choice({ temperature: 100 }), 8000);
+    const cold = histogram(new Sampler(4), logits, choice({ temperature: 0.05 }), 8000);
+    expect(hot.get(0)! / 8000).toBeCloseTo(0.25, 1);
+    expect(cold.get(3)! / 8000).toBeGreaterThan(0.99);
+  });
+
+  it('top-k keeps only the k most likely tokens', () => {
+    const counts = histogram(new Sampler(4), logits, choice({ topK: 2 }), 4000);
+    expect([...counts.keys()].sort()).toEqual([2, 3]);
+    expect(counts.get(3)! / 4000).toBeCloseTo(4 / 7, 1);
+  });
+
+  it('top-p keeps the smallest set of most likely tokens whose mass reaches p', () => {
+    // sorted: 0.4, 0.3, 0.2, 0.1 -> p = 0.6 needs {3, 2}; p = 0.75 needs {3, 2, 1}
+    expect([...histogram(new Sampler(4), logits, choice({ topP: 0.6 }), 4000).keys()].sort()).toEqual([2, 3]);
+    expect([...histogram(new Sampler(4), logits, choice({ topP: 0.75 }), 4000).keys()].sort()).toEqual([1, 2, 3]);
+    expect([...histogram(new Sampler(4), logits, choice({ topP: 0.01 }), 500).keys()]).toEqual([3]);
+  });
+
+  it('top-k and top-p together keep the intersection, on a large vocabulary with a long tail', () => {
+    const big = new Float32Array(32000).map((_, i) => -i / 1000); // every token a little less likely than the one before
+    const counts = histogram(new Sampler(32000), big, choice({ topK: 50, topP: 0.9 }), 300);
+    expect(Math.max(...counts.keys())).toBeLessThan(50);
+    const wide = histogram(new Sampler(32000), big, choice({ topP: 0.5 }), 600);
+    // mass 0.5 of a geometric tail with ratio e^-0.001 is reached after ln(2) * 1000 ≈ 693 tokens
+    expect(Math.max(...wide.keys())).toBeGreaterThan(600);
+    expect(Math.max(...wide.keys())).toBeLessThan(700);
+  });
+
+  it('depends only on (seed, stepIndex): a prefill node drawing token 0 and a decode node drawing the rest agree', () => {
+    const params = choice({ seed: 1234, topP: 0.95 });
+    const together = Array.from({ length: 16 }, (_, step) => new Sampler(4).sample(logits, params, step));
+    const prefillNode = new Sampler(4).sample(logits, params, 0);
+    const decodeNode = new Sampler(4);
+    const split = [prefillNode, ...Array.from({ length: 15 }, (_, i) => decodeNode.sample(logits, params, i + 1))];
+    expect(split).toEqual(together);
+    const otherSeed = Array.from({ length: 16 }, (_, step) => new Sampler(4).sample(logits, { ...params, seed: 1235 }, step));
+    expect(otherSeed).not.toEqual(together);
+  });
+
+  it('maps the draw u = uniformAt(seed, 0, step) through the cumulative distribution', () => {
+    const s = new Sampler(4);
+    for (let step = 0; step < 50; step++) {
+      const u = uniformAt(7, 0, step);
+      // id order when nothing is cut: cumulative 0.1, 0.3, 0.6, 1.0
+      const expected = u < 0.1 ? 0 : u < 0.3 ? 1 : u < 0.6 ? 2 : 3;
+      expect(s.sample(logits, choice({}), step)).toBe(expected);
+    }
+  });
+
+  it('never samples a NaN logit, and leaves the logits unchanged', () => {
+    const withNaN = Float32Array.of(NaN, 0, NaN, 0);
+    const copy = withNaN.slice();
+    const counts = histogram(new Sampler(4), withNaN, choice({}), 500);
+    expect([...counts.keys()].sort()).toEqual([1, 3]);
+    expect(withNaN).toEqual(copy);
+  });
+});

@@ -1,0 +1,130 @@
+// The sampler: one next-token id from one row of logits. Greedy (argmax, lowest id on ties)
+// when temperature is 0; otherwise softmax(logits / temperature), cut to the top-k tokens and
+// to the top-p nucleus (ties at a cut keep the lower ids), and one draw
+// u = uniformAt(seed, 0, stepIndex) walked through the cumulative mass of the kept tokens in id
+// order. The draw depends only on (seed, stepIndex), so the prefill node that samples output
+// token 0 and the decode node that samples the rest agree without sharing any state.
+//
+// It must never allocate per call (scratch is per Sampler, sized to the vocabulary), use
+// Math.random(), or change the logits it is given.
+import { assert, InvariantError, uniformAt, type SamplingParams } from '../core/index.js';
+
+export type SamplingChoice = Pick<SamplingParams, 'temperature' | 'topK' | 'topP' | 'seed'>;
+
+/** The lowest id among the largest logits. NaN logits are never chosen. */
+export function argmax(logits: Float32Array): number {
+  let best = -1;
+  let bestValue = -Infinity;
+  for (let i = 0; i < logits.length; i++) {
+    const v = logits[i]!;
+    if (v > bestValue) {
+      bestValue = v;
+      best = i;
+    }
+  }
+  if (best < 0) {
+    // Every logit is -Infinity or NaN: the model produced nothing to choose from.
+    throw new InvariantError(`argmax over ${logits.length} logits found no finite value`);
+  }
+  return best;
+}
+
+export class Sampler {
+  readonly vocabSize: number;
+  /** Unnormalised probabilities exp((logit - max) / T), by id. */
+  readonly #weights: Float64Array;
+  /** Candidate, then kept, ids (in id order). */
+  readonly #ids: Int32Array;
+  /** Candidates' weights, sorted. */
+  readonly #sorted: Float64Array;
+
+  constructor(vocabSize: number) {
+    assert(Number.isInteger(vocabSize) && vocabSize > 0, () => `Sampler: bad vocabulary size ${vocabSize}`);
+    this.vocabSize = vocabSize;
+    this.#weights = new Float64Array(vocabSize);
+    this.#ids = new Int32Array(vocabSize);
+    this.#sorted = new Float64Array(vocabSize);
+  }
+
+  /** The token for output position `stepIndex` (0 for a request's first generated token). */
+  sample(logits: Float32Array, params: SamplingChoice, stepIndex: number): number {
+    assert(logits.length === this.vocabSize, () => `Sampler: ${logits.length} logits for a vocabulary of ${this.vocabSize}`);
+    if (params.temperature === 0) return argmax(logits);
+    assert(params.temperature > 0 && params.topP > 0 && params.topP <= 1 && params.topK >= 0, () => `Sampler: bad parameters ${JSON.stringify(params)}`);
+    const max = logits[argmax(logits)]!;
+    const weights = this.#weights;
+    const invT = 1 / params.temperature;
+    let total = 0;
+    for (let i = 0; i < logits.length; i++) {
+      const v = logits[i]!;
+      const w = v === v ? Math.exp((v - max) * invT) : 0; // NaN never sampled
+      weights[i] = w;
+      total += w;
+    }
+    const numKept = this.#keep(params, total);
+    const u = uniformAt(params.seed, 0, stepIndex);
+    const ids = this.#ids;
+    let keptMass = 0;
+    for (let j = 0; j < numKept; j++) keptMass += weights[ids[j]!]!;
+    let target = u * keptMass;
+    for (let j = 0; j < numKept; j++) {
+      target -= weights[ids[j]!]!;
+      if (target < 0) return ids[j]!;
+    }
+    return ids[numKept - 1]!; // u * mass rounded up to the whole mass
+  }
+
+  /**
+   * Fills ids[0, n) with the kept tokens in id order; returns n. Only the heaviest tokens are
+   * ever sorted: those with weight >= threshold are the top of the sorted order, so once they
+   * hold the top-k (or the top-p mass) the rest cannot matter. The threshold (relative to the
+   * top weight, 1) goes 2^-8, 2^-16, 2^-32, ... until it underflows to 0, whose round takes
+   * every token of non-zero weight: at most 9 rounds. Ties at the cut keep the lower ids.
+   */
+  #keep(params: SamplingChoice, total: number): number {
+    const weights = this.#weights;
+    const ids = this.#ids;
+    const topK = params.topK > 0 ? Math.min(params.topK, this.vocabSize) : this.vocabSize;
+    if (topK === this.vocabSize && params.topP === 1) {
+      for (let i = 0; i < ids.length; i++) ids[i] = i;
+      return ids.length;
+    }
+    const needMass = params.topP * total;
+    for (let threshold = 2 ** -8; ; threshold *= threshold) {
+      let n = 0;
+      let mass = 0;
+      for (let i = 0; i < weights.length; i++) {
+        const w = weights[i]!;
+        if (w >= threshold && w > 0) {
+          ids[n] = i;
+          this.#sorted[n++] = w;
+          mass += w;
+        }
+      }
+      if (threshold > 0 && n < topK && mass < needMass) continue;
+      // The kept count: the top-k, then the shortest top prefix reaching the top-p mass.
+      const sorted = this.#sorted.subarray(0, n).sort(); // ascending, natively
+      let kept = Math.min(n, topK);
+      if (params.topP < 1) {
+        let cumulative = 0;
+        for (let j = 0; j < kept; j++) {
+          cumulative += sorted[n - 1 - j]!;
+          if (cumulative >= needMass) {
+            kept = j + 1;
+            break;
+          }
+        }
+      }
+      // Keep every id above the cut weight, and the lowest ids among those equal to it.
+      const cut = sorted[n - kept]!;
+      let ties = kept;
+      for (let j = n - 1; j >= 0 && sorted[j]! > cut; j--) ties--;
+      let out = 0;
+      for (let j = 0; j < n; j++) {
+        const w = weights[ids[j]!]!;
+        if (w > cut || (w === cut && ties-- > 0)) ids[out++] = ids[j]!;
+      }
+      return out;
+    }
+  }
+}

@@ -1,0 +1,121 @@
+// The model's weights prepared once, at load, for one pair of kernels: every matrix handed to
+// DenseKernels.prepare (quantized stays quantized), norm weights and biases widened to f32 in
+// memory the op kernels read without a copy (OpKernels.allocF32). It must never run a forward
+// pass nor keep a second copy of a matrix on the host beyond the embedding table.
+//
+// Fusion: the rows of a weight matrix are independent in every dtype (GGML blocks run along a
+// row), so q/k/v rows are stacked into one matrix and gate/up rows into another: one dense call
+// instead of three (two) per layer, and the input row is read once.
+//
+//   qkv     [qDim + 2 kvDim, d]   rows: q_proj | k_proj | v_proj
+//   gateUp  [2 ff, d]             rows: gate_proj | up_proj
+//
+// Matrices of one group with different dtypes (possible in a hand-made GGUF) are widened to f32
+// together: correct, and rare enough not to need its own path.
+import { assert } from '../core/index.js';
+import { byteSize, type DenseKernels, type DenseWeight, type HostTensor, type OpKernels, type WeightDType } from '../kernels/index.js';
+import type { ModelConfig } from './config.js';
+import { tensorToF32 } from './host-tensor.js';
+import { EMBED, FINAL_NORM, LM_HEAD, layerName } from './tensor-names.js';
+
+export interface LayerWeights {
+  /** [d] */
+  readonly inputNorm: Float32Array;
+  /** [qDim + 2 kvDim, d] */
+  readonly qkv: DenseWeight;
+  /** [qDim + 2 kvDim], or null when the model has no attention bias (all but Qwen2). */
+  readonly qkvBias: Float32Array | null;
+  /** [d, qDim] */
+  readonly o: DenseWeight;
+  /** [d] */
+  readonly postNorm: Float32Array;
+  /** [2 ff, d] */
+  readonly gateUp: DenseWeight;
+  /** [d, ff] */
+  readonly down: DenseWeight;
+}
+
+export interface PreparedWeights {
+  /** [vocab, d], as in the file: rows are decoded one token at a time. */
+  readonly embed: HostTensor;
+  readonly layers: readonly LayerWeights[];
+  /** [d] */
+  readonly finalNorm: Float32Array;
+  /** [vocab, d]: lm_head.weight, or the embedding when tied. */
+  readonly lmHead: DenseWeight;
+  /** Bytes of weights one token's forward pass reads (all matrices but the embedding). */
+  readonly bytesPerToken: number;
+}
+
+export async function prepareWeights(
+  config: ModelConfig,
+  tensors: ReadonlyMap<string, HostTensor>,
+  dense: DenseKernels,
+  ops: OpKernels,
+): Promise<PreparedWeights> {
+  const get = (name: string): HostTensor => {
+    const t = tensors.get(name);
+    assert(t !== undefined, () => `prepareWeights: tensor ${name} is missing (loadModel checks every tensor)`);
+    return t;
+  };
+  const vector = (name: string): Float32Array => {
+    const values = tensorToF32(get(name));
+    const out = ops.allocF32(values.length);
+    out.set(values);
+    return out;
+  };
+  let bytesPerToken = 0;
+  const matrix = async (name: string, parts: readonly HostTensor[]): Promise<DenseWeight> => {
+    const stacked = stackRows(name, parts);
+    bytesPerToken += stacked.data.byteLength;
+    return dense.prepare(stacked);
+  };
+
+  const layers: LayerWeights[] = [];
+  for (let i = 0; i < config.numLayers; i++) {
+    const n = (suffix: string): string => layerName(i, suffix);
+    const qkvParts = ['q_proj', 'k_proj', 'v_proj'].map((p) => get(n(`self_attn.${p}.weight`)));
+    let qkvBias: Float32Array | null = null;
+    if (config.attentionBias) {
+      const biases = ['q_proj', 'k_proj', 'v_proj'].map((p) => tensorToF32(get(n(`self_attn.${p}.bias`))));
+      qkvBias = ops.allocF32(biases.reduce((a, b) => a + b.length, 0));
+      let at = 0;
+      for (const b of biases) {
+        qkvBias.set(b, at);
+        at += b.length;
+      }
+    }
+    layers.push({
+      inputNorm: vector(n('input_layernorm.weight')),
+      qkv: await matrix(n('self_attn.qkv'), qkvParts),
+      qkvBias,
+      o: await matrix(n('self_attn.o_proj.weight'), [get(n('self_attn.o_proj.weight'))]),
+      postNorm: vector(n('post_attention_layernorm.weight')),
+      gateUp: await matrix(n('mlp.gate_up'), [get(n('mlp.gate_proj.weight')), get(n('mlp.up_proj.weight'))]),
+      down: await matrix(n('mlp.down_proj.weight'), [get(n('mlp.down_proj.weight'))]),
+    });
+  }
+  const embed = get(EMBED);
+  const lmHead = await matrix(LM_HEAD, [config.tieWordEmbeddings ? { ...embed, name: LM_HEAD } : get(LM_HEAD)]);
+  return { embed, layers, finalNorm: vector(FINAL_NORM), lmHead, bytesPerToken };
+}
+
+/** One matrix whose rows are those of `parts` in order (all of `cols` columns). */
+export function stackRows(name: string, parts: readonly HostTensor[]): HostTensor {
+  assert(parts.length > 0, 'stackRows: no parts');
+  const cols = parts[0]!.shape[1]!;
+  assert(parts.every((p) => p.shape.length === 2 && p.shape[1] === cols), () => `${name}: stacked matrices must share their column count`);
+  if (parts.length === 1) return parts[0]!;
+  const rows = parts.reduce((a, p) => a + p.shape[0]!, 0);
+  const sameDtype = parts.every((p) => p.dtype === parts[0]!.dtype);
+  const dtype: WeightDType = sameDtype ? parts[0]!.dtype : 'f32';
+  const data = new Uint8Array(byteSize(dtype, rows * cols));
+  let at = 0;
+  for (const p of parts) {
+    const bytes = sameDtype ? p.data : new Uint8Array(tensorToF32(p).buffer);
+    data.set(bytes, at);
+    at += bytes.byteLength;
+  }
+  assert(at === data.byteLength, () => `${name}: stacked ${at} bytes into ${data.byteLength}`);
+  return { name, dtype, shape: [rows, cols], data };
+}
