@@ -1,0 +1,3 @@
+// Types of mutants.mjs, for test/conformance.
+export declare const MUTANTS: readonly (readonly [name: string, what: string, mode: 'safety' | 'liveness'])[];
+export declare function classify(message: string): string | null;
