@@ -1,0 +1,271 @@
+// ColocatedWorker: one process, one pool, prefill and decode in the same steps. It is the back
+// end `tessera serve` hands to the HTTP front end (src/api's Backend, matched structurally:
+// the worker sits below the api layer and may not import it).
+//
+// Life of a request here:
+//   1. generate(): admission (scheduler.admit) before any page is touched; a refusal is the
+//      request's only event (`failed`, e.g. pool_too_small -> HTTP 400)
+//   2. the engine loop (engine-loop.ts) prefills it in chunks, then decodes it step by step
+//   3. every sampled id goes through its TextStream: text out as it completes, stop strings
+//      found here end it with scheduler.finish(rid, 'stop') and the match is never sent
+//   4. `finished` (usage from the scheduler) or `failed`; nothing after either
+//   5. the client's AbortSignal, or the reader leaving early, aborts it at any point:
+//      scheduler.abort(rid) returns its pages (after the step in flight, if it is in one)
+// Must never emit an event for a request after its end, nor keep a page for a request whose
+// client is gone.
+import {
+  AbortedError,
+  assertNever,
+  InvariantError,
+  TesseraError,
+  type FaultSet,
+  type GenerateEvent,
+  type GenerateRequest,
+  type RequestId,
+} from '../core/index.js';
+import { PrefixCache, type PageCounts, type PagePool } from '../pages/index.js';
+import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
+import { EngineLoop, type StepRunner } from './engine-loop.js';
+import { EventChannel } from './event-channel.js';
+import type { SamplingState, TokenSampler } from './step-results.js';
+import { TextStream, type Detokenizer } from './text-stream.js';
+
+/** What the worker needs of a tokenizer (src/model's Tokenizer, structurally). */
+export interface WorkerTokenizer {
+  createDetokenizer(options: { readonly contextIds?: readonly number[]; readonly skipSpecialTokens?: boolean }): Detokenizer;
+}
+
+export interface ColocatedWorkerOptions {
+  /** The name clients pass as `model`. */
+  readonly modelName: string;
+  /** Where the weights came from, shown as `root` in /v1/models. */
+  readonly root: string;
+  readonly contextLength: number;
+  /** The engine's pool; its ledger is the one truth about pages. */
+  readonly pool: PagePool;
+  readonly runner: StepRunner;
+  readonly sampler: TokenSampler;
+  readonly tokenizer: WorkerTokenizer;
+  readonly eosTokenIds: readonly number[];
+  readonly maxRunningRequests: number;
+  readonly chunkedPrefillSize: number;
+  readonly maxWaiting: number;
+  readonly faults: FaultSet;
+  /** Integrity after every step (tests); otherwise only when idle. */
+  readonly checkEveryStep: boolean;
+  /** Extra fields for /health (e.g. the kernels in use). */
+  readonly healthDetail?: Readonly<Record<string, unknown>>;
+  /** The loop stopped on a bug. Default: report on stderr. */
+  readonly onFatal?: (error: unknown) => void;
+}
+
+export interface WorkerHealth {
+  readonly healthy: boolean;
+  readonly detail: Readonly<Record<string, unknown>>;
+}
+
+export interface WorkerStats {
+  readonly kvPages: Readonly<PageCounts>;
+  readonly requestsRunning: number;
+  readonly requestsWaiting: number;
+  readonly tagMismatchesTotal: number;
+}
+
+interface Live {
+  readonly request: GenerateRequest;
+  readonly channel: EventChannel;
+  readonly text: TextStream;
+  readonly detach: () => void;
+}
+
+export class ColocatedWorker {
+  readonly modelName: string;
+  readonly root: string;
+  readonly contextLength: number;
+  readonly scheduler: Scheduler;
+  readonly pool: PagePool;
+  readonly #o: ColocatedWorkerOptions;
+  readonly #loop: EngineLoop;
+  readonly #live = new Map<RequestId, Live>();
+  #closed = false;
+
+  constructor(options: ColocatedWorkerOptions) {
+    const { pool, faults } = options;
+    this.#o = options;
+    this.modelName = options.modelName;
+    this.root = options.root;
+    this.contextLength = options.contextLength;
+    this.pool = pool;
+    this.scheduler = new Scheduler({
+      role: 'colocated',
+      pool,
+      prefixCache: new PrefixCache({ pool, faults }),
+      pageSize: pool.pageSize,
+      contextLength: options.contextLength,
+      maxRunningRequests: options.maxRunningRequests,
+      chunkedPrefillSize: options.chunkedPrefillSize,
+      maxWaiting: options.maxWaiting,
+      faults,
+      eosTokenIds: options.eosTokenIds,
+    });
+    this.#loop = new EngineLoop({
+      scheduler: this.scheduler,
+      runner: options.runner,
+      sampler: options.sampler,
+      samplingOf: (rid) => this.#samplingOf(rid),
+      onEvents: (events) => this.#onEvents(events),
+      onFatal: (error) => this.#onFatal(error),
+      faults,
+      checkEveryStep: options.checkEveryStep,
+    });
+    this.#loop.start();
+  }
+
+  generate(request: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent> {
+    const channel = new EventChannel(() => this.#abort(request.rid, new AbortedError('the reader stopped reading')));
+    const refusal = this.#closed
+      ? new TesseraError('overloaded', 'The server is shutting down.')
+      : !this.#loop.healthy
+        ? new InvariantError('the worker stopped after an internal error; see the server log')
+        : signal.aborted
+          ? abortedBy(signal)
+          : undefined;
+    if (refusal !== undefined) {
+      channel.push({ type: 'failed', error: refusal });
+      return channel;
+    }
+    const admitted = this.scheduler.admit(request);
+    if (admitted.kind === 'rejected') {
+      channel.push({ type: 'failed', error: admitted.error });
+      return channel;
+    }
+    const onAbort = (): void => this.#abort(request.rid, abortedBy(signal));
+    signal.addEventListener('abort', onAbort, { once: true });
+    this.#live.set(request.rid, {
+      request,
+      channel,
+      text: new TextStream(this.#o.tokenizer.createDetokenizer({ contextIds: request.promptTokens, skipSpecialTokens: true }), request.sampling.stop),
+      detach: () => signal.removeEventListener('abort', onAbort),
+    });
+    this.#loop.wake();
+    return channel;
+  }
+
+  async health(): Promise<WorkerHealth> {
+    const loop = this.#loop.stats;
+    return {
+      healthy: this.#loop.healthy && !this.#closed,
+      detail: {
+        role: 'colocated',
+        model: this.modelName,
+        steps: loop.numSteps,
+        integrityChecksAfterStep: loop.numStepChecks,
+        integrityChecksWhenIdle: loop.numIdleChecks,
+        checkEveryStep: this.#o.checkEveryStep,
+        idle: this.scheduler.isIdle,
+        ...(loop.fatal === null ? {} : { fatal: loop.fatal }),
+        ...this.#o.healthDetail,
+      },
+    };
+  }
+
+  async stats(): Promise<WorkerStats> {
+    return {
+      kvPages: this.pool.ledger.counts(),
+      requestsRunning: this.scheduler.numRunning,
+      requestsWaiting: this.scheduler.numWaiting,
+      tagMismatchesTotal: this.pool.numCheckFailures,
+    };
+  }
+
+  /** Refuses new requests, aborts the live ones (their pages return) and stops the loop. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    for (const rid of [...this.#live.keys()]) this.#abort(rid, new AbortedError('server shutting down'));
+    await this.#loop.close();
+  }
+
+  #samplingOf(rid: RequestId): SamplingState | undefined {
+    const live = this.#live.get(rid);
+    const view = this.scheduler.view(rid);
+    if (live === undefined || view === undefined || view.state === 'ending') return undefined;
+    return { params: live.request.sampling, numOutputTokens: view.numOutputTokens };
+  }
+
+  #abort(rid: RequestId, error: TesseraError): void {
+    const live = this.#live.get(rid);
+    if (live === undefined) return;
+    this.scheduler.abort(rid);
+    this.#end(rid, live, { type: 'failed', error });
+    this.#loop.wake(); // pages came back: a waiting request may fit now
+  }
+
+  #onEvents(events: readonly SchedulerEvent[]): void {
+    // Requests that end in this batch get their held-back text with their last token.
+    const ending = new Set(events.flatMap((e) => (e.kind === 'finished' ? [e.rid] : [])));
+    for (const event of events) {
+      const live = this.#live.get(event.rid);
+      if (live === undefined) continue; // ended already (aborted, or stopped by a stop string)
+      switch (event.kind) {
+        case 'token':
+          this.#onToken(event.rid, live, event.token, ending.has(event.rid));
+          break;
+        case 'finished': {
+          const rest = live.text.flush();
+          if (rest.text !== '') live.channel.push({ type: 'tokens', ids: [], text: rest.text });
+          const finishReason = live.text.stopped ? 'stop' : event.finishReason;
+          this.#end(event.rid, live, { type: 'finished', finishReason, usage: event.usage });
+          break;
+        }
+        case 'failed':
+          this.#end(event.rid, live, { type: 'failed', error: event.error });
+          break;
+        case 'prefilled':
+          throw new InvariantError(`a co-located scheduler reported ${event.rid} prefilled`);
+        default:
+          assertNever(event, 'scheduler event');
+      }
+    }
+  }
+
+  #onToken(rid: RequestId, live: Live, token: number, isLast: boolean): void {
+    const step = live.text.push(token);
+    if (step.kind === 'text') {
+      const rest = isLast ? live.text.flush() : undefined;
+      if (rest?.kind === 'stop') {
+        this.#stopAt(rid, live, token, step.text + rest.text);
+        return;
+      }
+      live.channel.push({ type: 'tokens', ids: [token], text: step.text + (rest?.text ?? '') });
+      return;
+    }
+    this.#stopAt(rid, live, token, step.text);
+  }
+
+  /** A stop string matched at `token`: send the text before it and end the request as stopped. */
+  #stopAt(rid: RequestId, live: Live, token: number, text: string): void {
+    live.channel.push({ type: 'tokens', ids: [token], text });
+    const finish = this.scheduler.finish(rid, 'stop');
+    // not-found: it ends in this same batch of events; its `finished` comes next and says 'stop'.
+    if (finish.kind === 'finished' && finish.event.kind === 'finished') {
+      this.#end(rid, live, { type: 'finished', finishReason: 'stop', usage: finish.event.usage });
+    }
+  }
+
+  #end(rid: RequestId, live: Live, event: Extract<GenerateEvent, { type: 'finished' | 'failed' }>): void {
+    this.#live.delete(rid);
+    live.detach();
+    live.channel.push(event);
+  }
+
+  #onFatal(error: unknown): void {
+    const failure = new InvariantError('the worker stopped after an internal error', error);
+    for (const [rid, live] of [...this.#live]) this.#end(rid, live, { type: 'failed', error: failure });
+    (this.#o.onFatal ?? ((e: unknown) => process.stderr.write(`tessera worker: fatal: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`)))(error);
+  }
+}
+
+function abortedBy(signal: AbortSignal): TesseraError {
+  const reason: unknown = signal.reason;
+  return reason instanceof TesseraError ? reason : new AbortedError('client disconnected');
+}

@@ -1,0 +1,154 @@
+// EngineLoop: the step loop every role's worker runs (colocated today; prefill and decode reuse
+// it). It owns the timing of steps; what a step means is the scheduler's and the runner's.
+//
+// One turn of the loop:
+//   1. plan = scheduler.schedule(); plan.events (ends decided while planning) go out
+//   2. results = await runner.step(plan.items)  (page checks, K/V writes, stamps, logits)
+//   3. sample every item that wanted logits (step-results.ts), while its logits are valid
+//   4. events = scheduler.complete(results) go out to the role (onEvents), synchronously
+//   5. checkIntegrity() around the step when `checkEveryStep` (tests), else only when idle
+//   6. yield to the event loop (setImmediate), so HTTP, aborts and new requests get in
+// With nothing running or waiting it checks integrity once and sleeps until wake().
+//
+// A throw from the runner, the scheduler or an integrity check is a bug (a broken invariant):
+// the loop stops, calls onFatal, and does not step again. It must never run two steps at once
+// or call schedule() twice without complete() between.
+import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:timers/promises';
+import type { BatchItem, FaultSet, RequestId } from '../core/index.js';
+import type { ItemResult } from '../model/index.js';
+import type { Scheduler, SchedulerEvent } from '../scheduler/index.js';
+import { toStepResults, type SamplingState, type TokenSampler } from './step-results.js';
+
+/** What runs one step (src/model's ModelRunner, structurally). */
+export interface StepRunner {
+  step(items: readonly BatchItem[]): Promise<ItemResult[]>;
+}
+
+export interface EngineLoopOptions {
+  readonly scheduler: Scheduler;
+  readonly runner: StepRunner;
+  readonly sampler: TokenSampler;
+  /** The sampling state of a request in the step (the role keeps the parameters); undefined once it ended. */
+  readonly samplingOf: (rid: RequestId) => SamplingState | undefined;
+  /** The scheduler's events, in order, as soon as they happen. */
+  readonly onEvents: (events: readonly SchedulerEvent[]) => void;
+  /** The loop stopped on a bug; nothing runs after this. */
+  readonly onFatal: (error: unknown) => void;
+  readonly faults: FaultSet;
+  /** checkIntegrity() after every step (tests), not only when idle. */
+  readonly checkEveryStep: boolean;
+  /** How long to wait before planning again when requests wait but none could run (ms). */
+  readonly stalledRetryMs?: number;
+}
+
+export interface EngineLoopStats {
+  readonly numSteps: number;
+  /** Integrity checks run right after a step (equals numSteps when checkEveryStep). */
+  readonly numStepChecks: number;
+  /** Integrity checks run on becoming idle. */
+  readonly numIdleChecks: number;
+  readonly numTokensSampled: number;
+  /** The bug that stopped the loop, if one did. */
+  readonly fatal: string | null;
+}
+
+export class EngineLoop {
+  readonly #o: EngineLoopOptions;
+  #wake: (() => void) | undefined;
+  #pendingWake = false;
+  #closing = false;
+  #running: Promise<void> | undefined;
+  #numSteps = 0;
+  #numStepChecks = 0;
+  #numIdleChecks = 0;
+  #numTokensSampled = 0;
+  #fatal: string | null = null;
+
+  constructor(options: EngineLoopOptions) {
+    this.#o = options;
+  }
+
+  get stats(): EngineLoopStats {
+    return {
+      numSteps: this.#numSteps,
+      numStepChecks: this.#numStepChecks,
+      numIdleChecks: this.#numIdleChecks,
+      numTokensSampled: this.#numTokensSampled,
+      fatal: this.#fatal,
+    };
+  }
+
+  get healthy(): boolean {
+    return this.#fatal === null;
+  }
+
+  start(): void {
+    this.#running ??= this.#run().catch((error: unknown) => {
+      this.#fatal = error instanceof Error ? (error.stack ?? error.message) : String(error);
+      this.#o.onFatal(error);
+    });
+  }
+
+  /** New work (an admitted request, an abort that frees pages): plan again soon. */
+  wake(): void {
+    this.#pendingWake = true;
+    this.#wake?.();
+  }
+
+  /** Stops after the step in flight; resolves when the loop has ended. */
+  async close(): Promise<void> {
+    this.#closing = true;
+    this.wake();
+    await this.#running;
+  }
+
+  async #run(): Promise<void> {
+    const { scheduler } = this.#o;
+    while (!this.#closing) {
+      if (scheduler.numRunning + scheduler.numWaiting === 0) {
+        scheduler.checkIntegrity();
+        this.#numIdleChecks++;
+        await this.#sleepUntilWoken();
+        continue;
+      }
+      const ran = await this.#step();
+      // A step that planned nothing (every waiting request is blocked): do not spin.
+      if (ran) await yieldToEventLoop();
+      else await Promise.race([sleep(this.#o.stalledRetryMs ?? 5), this.#sleepUntilWoken()]);
+    }
+  }
+
+  /** One turn; false when the plan had no items. */
+  async #step(): Promise<boolean> {
+    const o = this.#o;
+    const plan = o.scheduler.schedule();
+    if (plan.events.length > 0) o.onEvents(plan.events);
+    if (plan.items.length === 0) return false;
+    if (o.checkEveryStep) o.scheduler.checkIntegrity(); // with the step in flight, too
+    const outputs = await o.runner.step(plan.items);
+    const results = toStepResults(outputs, o.sampler, o.samplingOf, o.faults);
+    this.#numTokensSampled += results.filter((r) => r.kind === 'sampled').length;
+    const events = o.scheduler.complete(results);
+    this.#numSteps++;
+    if (o.checkEveryStep) {
+      o.scheduler.checkIntegrity();
+      this.#numStepChecks++;
+    }
+    if (events.length > 0) o.onEvents(events);
+    return true;
+  }
+
+  #sleepUntilWoken(): Promise<void> {
+    if (this.#pendingWake) {
+      this.#pendingWake = false;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve) => {
+      this.#wake = () => {
+        this.#wake = undefined;
+        this.#pendingWake = false;
+        resolve();
+      };
+    });
+  }
+}

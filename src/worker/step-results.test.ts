@@ -1,0 +1,44 @@
+// Sampling after a step: each item from its own logits; the `swap-batch-rows` fault (the negative
+// control of the non-interference e2e test) hands each its neighbour's.
+import { describe, expect, it } from 'vitest';
+import { asRequestId, FaultSet, NO_FAULTS, samplingParams, type RequestId } from '../core/index.js';
+import type { ItemResult } from '../model/index.js';
+import { toStepResults } from './step-results.js';
+import { argmaxSampler } from './testing/fake-engine.js';
+
+const rid = (s: string): RequestId => asRequestId(s);
+const oneHot = (n: number, at: number) => Object.assign(new Float32Array(n), { [at]: 1 });
+const results: ItemResult[] = [
+  { kind: 'logits', rid: rid('a'), logits: oneHot(8, 1) },
+  { kind: 'computed', rid: rid('b') },
+  { kind: 'logits', rid: rid('c'), logits: oneHot(8, 5) },
+];
+const state = () => ({ params: samplingParams(), numOutputTokens: 0 });
+
+describe('toStepResults', () => {
+  it('samples each item from its own logits and passes the rest through', () => {
+    expect(toStepResults(results, argmaxSampler, state, NO_FAULTS)).toEqual([
+      { kind: 'sampled', rid: 'a', token: 1 },
+      { kind: 'computed', rid: 'b' },
+      { kind: 'sampled', rid: 'c', token: 5 },
+    ]);
+  });
+
+  it('under swap-batch-rows, samples each item from its neighbour (and a lone item from its own)', () => {
+    const swapped = toStepResults(results, argmaxSampler, state, new FaultSet(['swap-batch-rows']));
+    expect(swapped.map((r) => (r.kind === 'sampled' ? r.token : null))).toEqual([5, null, 1]);
+    const alone = toStepResults(results.slice(0, 1), argmaxSampler, state, new FaultSet(['swap-batch-rows']));
+    expect(alone).toEqual([{ kind: 'sampled', rid: 'a', token: 1 }]);
+  });
+
+  it('does not sample a request that ended while its step ran', () => {
+    const out = toStepResults(results.slice(0, 1), argmaxSampler, () => undefined, NO_FAULTS);
+    expect(out[0]?.kind).toBe('failed');
+  });
+
+  it('fails only the item whose logits cannot be sampled', () => {
+    const throwing = { sample: (logits: Float32Array) => (logits[5] === 1 ? argmaxSampler.sample(logits, samplingParams(), 0) : (() => { throw new Error('no finite logit'); })()) };
+    const out = toStepResults(results, throwing, state, NO_FAULTS);
+    expect(out.map((r) => r.kind)).toEqual(['failed', 'computed', 'sampled']);
+  });
+});

@@ -1,0 +1,54 @@
+// The runner's per-item results -> the scheduler's StepResults: sampling happens here, right
+// after the step, while the logits (views into the runner's buffers) are still valid.
+// Must never sample one request's token from another request's logits — except under the
+// `swap-batch-rows` fault point, the negative control of the non-interference test, which
+// hands every logits row to its neighbour exactly as a misaligned batch would.
+import { AbortedError, assertNever, isTesseraError, InvariantError, type FaultSet, type RequestId, type SamplingParams } from '../core/index.js';
+import type { ItemResult } from '../model/index.js';
+import type { StepResult } from '../scheduler/index.js';
+
+/** What samples one token (src/model's Sampler, structurally). */
+export interface TokenSampler {
+  sample(logits: Float32Array, params: Pick<SamplingParams, 'temperature' | 'topK' | 'topP' | 'seed'>, stepIndex: number): number;
+}
+
+/** A request's sampling parameters and the index of the output token to sample next. */
+export interface SamplingState {
+  readonly params: SamplingParams;
+  readonly numOutputTokens: number;
+}
+
+export function toStepResults(
+  results: readonly ItemResult[],
+  sampler: TokenSampler,
+  /** undefined: the request ended while its step ran (the scheduler drops its result). */
+  stateOf: (rid: RequestId) => SamplingState | undefined,
+  faults: FaultSet,
+): StepResult[] {
+  const logitsRows = results.flatMap((r) => (r.kind === 'logits' ? [r.logits] : []));
+  const swap = faults.has('swap-batch-rows') && logitsRows.length > 1;
+  let row = 0;
+  return results.map((result): StepResult => {
+    switch (result.kind) {
+      case 'computed':
+        return { kind: 'computed', rid: result.rid };
+      case 'failed':
+        return { kind: 'failed', rid: result.rid, error: result.error };
+      case 'logits': {
+        const logits = swap ? (logitsRows[(row + 1) % logitsRows.length] as Float32Array) : result.logits;
+        row++;
+        const state = stateOf(result.rid);
+        if (state === undefined) return { kind: 'failed', rid: result.rid, error: new AbortedError('the request ended while its step ran') };
+        try {
+          return { kind: 'sampled', rid: result.rid, token: sampler.sample(logits, state.params, state.numOutputTokens) };
+        } catch (error) {
+          // E.g. logits with no finite value: this request fails, its neighbours go on.
+          const failure = isTesseraError(error) ? error : new InvariantError(`sampling ${result.rid} failed`, error);
+          return { kind: 'failed', rid: result.rid, error: failure };
+        }
+      }
+      default:
+        return assertNever(result, 'item result');
+    }
+  });
+}
