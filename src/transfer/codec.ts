@@ -12,6 +12,7 @@
 //   6       4     headerLength u32 BE
 //   10      h     header       UTF-8 JSON: the message's fields except `type` and `payload`
 //   10+h    n     payload      raw bytes, KvChunk only (n >= 1); no base64, no copy on send
+import { Buffer } from 'node:buffer';
 import { type RequestId, type SamplingParams, type Tag, type TenantId } from '../core/index.js';
 import { ADDRESS_PATTERN, array, bool, CodecError, errorCode, finite, HEX16, HEX64, int, object, oneOf, RID_PATTERN, str, TENANT_PATTERN, U31, type Check } from './codec-fields.js';
 import type { Message, MessageType } from './messages.js';
@@ -173,63 +174,67 @@ function parseHeader(bytes: Uint8Array): unknown {
  * Splits a byte stream into frames. push() returns the complete frames so far (each a copy that
  * owns its bytes) and throws CodecError as soon as a length prefix exceeds the limit, before
  * buffering that frame.
+ * Each frame is copied into its own buffer as its bytes arrive (while they are still in the
+ * cache), not gathered once it is complete: one copy per byte either way, but a cheaper one, and
+ * the buffer is not zeroed first (every byte of it is written before it is handed out).
  */
 export class FrameReader {
   readonly #maxFrameBytes: number;
-  #chunks: Uint8Array[] = [];
-  #buffered = 0;
+  readonly #prefix = new Uint8Array(4);
+  #prefixHave = 0;
+  /** The frame being filled (length prefix included), once its prefix is known. */
+  #frame: Uint8Array | undefined;
+  #frameHave = 0;
 
   constructor(maxFrameBytes = DEFAULT_MAX_FRAME_BYTES) {
     this.#maxFrameBytes = maxFrameBytes;
   }
 
   get bufferedBytes(): number {
-    return this.#buffered;
+    return this.#frame === undefined ? this.#prefixHave : this.#frameHave;
   }
 
   push(chunk: Uint8Array): Uint8Array[] {
-    if (chunk.length > 0) {
-      this.#chunks.push(chunk);
-      this.#buffered += chunk.length;
-    }
     const frames: Uint8Array[] = [];
-    for (;;) {
-      if (this.#buffered < 4) return frames;
-      const prefix = this.#peek(4);
-      const total = (((prefix[0] as number) << 24) >>> 0) + ((prefix[1] as number) << 16) + ((prefix[2] as number) << 8) + (prefix[3] as number) + 4;
-      if (total > this.#maxFrameBytes) throw new CodecError(`frame of ${total} bytes exceeds the limit of ${this.#maxFrameBytes}`);
-      if (total < HEAD_BYTES) throw new CodecError(`length prefix ${total - 4} is shorter than a frame head`);
-      if (this.#buffered < total) return frames;
-      frames.push(this.#take(total));
+    let at = 0;
+    while (at < chunk.length) {
+      if (this.#frame === undefined) {
+        const take = Math.min(4 - this.#prefixHave, chunk.length - at);
+        this.#prefix.set(chunk.subarray(at, at + take), this.#prefixHave);
+        this.#prefixHave += take;
+        at += take;
+        if (this.#prefixHave < 4) break;
+        this.#frame = this.#start();
+        this.#frameHave = 4;
+      }
+      const frame = this.#frame;
+      const take = Math.min(frame.length - this.#frameHave, chunk.length - at);
+      frame.set(chunk.subarray(at, at + take), this.#frameHave);
+      this.#frameHave += take;
+      at += take;
+      if (this.#frameHave === frame.length) {
+        frames.push(frame);
+        this.#frame = undefined;
+        this.#prefixHave = 0;
+      }
     }
+    return frames;
   }
 
-  #peek(n: number): Uint8Array {
-    const first = this.#chunks[0] as Uint8Array;
-    if (first.length >= n) return first.subarray(0, n);
-    const out = new Uint8Array(n);
-    let at = 0;
-    for (const c of this.#chunks) {
-      const take = Math.min(n - at, c.length);
-      out.set(c.subarray(0, take), at);
-      at += take;
-      if (at === n) break;
-    }
-    return out;
+  /** The prefix is complete: check it, then a buffer for the whole frame with the prefix in it. */
+  #start(): Uint8Array {
+    const p = this.#prefix;
+    const total = (((p[0] as number) << 24) >>> 0) + ((p[1] as number) << 16) + ((p[2] as number) << 8) + (p[3] as number) + 4;
+    if (total > this.#maxFrameBytes) throw new CodecError(`frame of ${total} bytes exceeds the limit of ${this.#maxFrameBytes}`);
+    if (total < HEAD_BYTES) throw new CodecError(`length prefix ${total - 4} is shorter than a frame head`);
+    const frame = allocUninitialized(total);
+    frame.set(p, 0);
+    return frame;
   }
+}
 
-  #take(n: number): Uint8Array {
-    const out = new Uint8Array(n);
-    let at = 0;
-    while (at < n) {
-      const c = this.#chunks[0] as Uint8Array;
-      const take = Math.min(n - at, c.length);
-      out.set(c.subarray(0, take), at);
-      at += take;
-      if (take === c.length) this.#chunks.shift();
-      else this.#chunks[0] = c.subarray(take);
-    }
-    this.#buffered -= n;
-    return out;
-  }
+/** A buffer of its own (never a slice of a shared pool), not zeroed: the caller writes every byte. */
+function allocUninitialized(numBytes: number): Uint8Array {
+  const b = Buffer.allocUnsafeSlow(numBytes);
+  return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
 }

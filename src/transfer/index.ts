@@ -44,3 +44,4 @@ export { AuthError, Handshake, isAuthError, checkSecret, MIN_SECRET_BYTES, type 
 export type { Transport, TransportHandlers, TransportOptions, TransportStats } from './transports/types.js';
 export { TcpTransport, parseAddress, type TcpListenOptions } from './transports/tcp.js';
 export { MemoryNetwork } from './transports/memory.js';
+export { MachineDriver } from './transports/driver.js';

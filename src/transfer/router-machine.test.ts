@@ -92,6 +92,16 @@ describe('RouterMachine', () => {
     expect(outcomes(two.recv('p1', { type: 'Failed', rid: retry, code: 'internal', message: 'y' }))).toEqual([{ ok: false, error: expect.objectContaining({ message: 'y' }) }]);
   });
 
+  it('retries when decode gives the transfer up before any token (e.g. its writer died), and stops that prefill', () => {
+    const { r, recv, reserved } = setup();
+    r.handle(0, { kind: 'submit', request });
+    reserved();
+    const failed = recv('d0', { type: 'Failed', rid, code: 'transfer_failed', message: 'the connection to prefill p0 closed during the transfer' });
+    expect(outcomes(failed)).toEqual([]);
+    expect(sends(failed)).toEqual([['p0', 'Abort', rid], ['d0', 'Reserve', 'r1.2']]);
+    expect(failed.find((e) => e.kind === 'send' && e.message.type === 'Reserve')).toMatchObject({ message: { prefillAddress: 'p1' } });
+  });
+
   it('does not retry a prefill admission rejection', () => {
     const { r, recv, reserved } = setup();
     r.handle(0, { kind: 'submit', request });

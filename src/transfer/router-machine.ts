@@ -249,7 +249,14 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
       case 'Failed':
         if (a.state === 'Cancelling') return drop();
         if (fromPrefill && a.state === 'Prefilling') return this.#retryOrFail(a, new TesseraError(m.code, m.message), RETRYABLE.has(m.code), false);
-        if (fromDecode && a.state === 'Prefilling') this.#out.send(a.pair.prefill, { type: 'Abort', rid: a.rid, reason: 'decode-failed' });
+        if (fromDecode && a.state === 'Prefilling') {
+          // Decode gave the transfer up before any token (a bad frame, its writer's connection
+          // closed, a wait ran out): a prefill-side failure like the prefill's own Failed, which
+          // often races it here (a killed prefill: decode may see the close first). Stop the
+          // prefill; retry on another one where allowed.
+          this.#out.send(a.pair.prefill, { type: 'Abort', rid: a.rid, reason: 'decode-failed' });
+          return this.#retryOrFail(a, new TesseraError(m.code, m.message), RETRYABLE.has(m.code), false);
+        }
         return this.#fail(a, new TesseraError(m.code, m.message));
       case 'AbortAck':
         if (!fromDecode || a.state !== 'Cancelling') return drop();

@@ -1,7 +1,12 @@
 // Every `tessera` command registers itself here; one file per command.
 import type { Command } from 'commander';
 import { registerGenModel } from './gen-model.js';
+import { registerPlan } from './plan.js';
+import { registerRouter } from './router.js';
+import { registerRun } from './run.js';
+import { registerServe } from './serve.js';
+import { registerUp } from './up.js';
 
 export type RegisterCommand = (program: Command) => void;
 
-export const COMMANDS: readonly RegisterCommand[] = [registerGenModel];
+export const COMMANDS: readonly RegisterCommand[] = [registerGenModel, registerRun, registerServe, registerPlan, registerRouter, registerUp];

@@ -1,0 +1,104 @@
+// `tessera router --prefill URL ... --decode URL ...`: the front of a disaggregated cluster. The
+// composition root of that process:
+//   1. flags + environment -> the worker URLs, the cluster secret, the API's flags
+//   2. the model's tokenizer and chat template (the router tokenizes and checks the context)
+//   3. PdRouter (src/router) over the workers; the first look at every worker's /health
+//   4. the same OpenAI front end as `tessera serve` (src/api), plus the PD series in /metrics
+//   5. SIGINT/SIGTERM or, under `tessera up`, the parent's death: drain, then close
+// It must never relay or decide anything itself: it wires the modules that do.
+import { randomInt } from 'node:crypto';
+import type { Command } from 'commander';
+import { createApiServer, pdMetrics, promptCodecOf } from '../../api/index.js';
+import { ConfigError } from '../../core/index.js';
+import { loadModel } from '../../model/index.js';
+import { PdRouter } from '../../router/index.js';
+import { TextStream } from '../../worker/index.js';
+import { loadApiKeys } from '../config-api-keys.js';
+import { faultsFromEnv, tesseraHome } from '../config-env.js';
+import { clusterSecret, collect, parseWorkerUrl, timeoutsFromEnv, traceDirFromEnv, type RouterFlags } from '../config-pd.js';
+import { parseCount } from '../config-values.js';
+import { DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT } from '../config.js';
+import { TraceFile } from '../trace-file.js';
+import { progressDisplay } from './gen-model.js';
+import { stopRequested } from './lifecycle.js';
+
+/** How long client requests may run on after a stop request before they are aborted (through the protocol). */
+const DRAIN_MS = 10_000;
+
+export function registerRouter(program: Command): void {
+  program
+    .command('router')
+    .description('serve the OpenAI-compatible API in front of prefill and decode workers (disaggregated serving)')
+    .option('--prefill <url>', 'a prefill worker\'s HTTP URL (repeat for more)', collect, [])
+    .option('--decode <url>', 'a decode worker\'s HTTP URL (repeat for more)', collect, [])
+    .option('--model <spec>', `the model the workers serve: its tokenizer and chat template (default ${DEFAULT_MODEL})`)
+    .option('--served-model-name <name>', 'the model name clients pass (default: the --model value)')
+    .option('--host <host>', `address to listen on (default ${DEFAULT_HOST})`)
+    .option('--port <n>', `port to listen on; 0 picks a free one (default ${DEFAULT_PORT})`)
+    .option('--context-length <n>', 'largest prompt + max_tokens per request (default: the model\'s); each worker re-checks its own')
+    .option('--api-keys <file>', 'JSON object mapping each API key to its tenant; requests without a valid key get 401')
+    .option('--cluster-secret <secret>', 'the secret shared by the router and its workers (default: $TESSERA_CLUSTER_SECRET)')
+    .action(async (flags: RouterFlags) => {
+      process.exitCode = await runRouter(flags);
+    });
+}
+
+async function runRouter(flags: RouterFlags): Promise<number> {
+  const env = process.env;
+  const log = (line: string): void => void process.stderr.write(`tessera router: ${line}\n`);
+  if (flags.prefill.length === 0 || flags.decode.length === 0) throw new ConfigError('give at least one --prefill URL and one --decode URL');
+  const prefills = flags.prefill.map((u) => parseWorkerUrl(u, '--prefill'));
+  const decodes = flags.decode.map((u) => parseWorkerUrl(u, '--decode'));
+  const secret = clusterSecret(flags.clusterSecret, env);
+  const faults = faultsFromEnv(env);
+  const timeouts = timeoutsFromEnv(env);
+  const traceDir = traceDirFromEnv(env);
+  const modelSpec = flags.model ?? DEFAULT_MODEL;
+  const port = flags.port === undefined ? DEFAULT_PORT : parseCount(flags.port, '--port', 0, 65535);
+  const host = flags.host ?? DEFAULT_HOST;
+  if (faults.size > 0) log(`FAULT POINTS ARMED (tests only): ${faults.names().join(', ')}`);
+  const apiKeys = flags.apiKeys === undefined ? undefined : await loadApiKeys(flags.apiKeys);
+
+  const display = progressDisplay(process.stderr);
+  const model = await loadModel(modelSpec, { cacheDir: tesseraHome(env), onProgress: display.update });
+  display.done();
+  const maxContext = Math.min(model.config.maxPositionEmbeddings, model.config.slidingWindow ?? Infinity);
+  const contextLength = flags.contextLength === undefined ? maxContext : parseCount(flags.contextLength, '--context-length', 1, maxContext);
+  const trace = traceDir === null ? undefined : new TraceFile(traceDir, 'router');
+  const router = new PdRouter({
+    modelName: flags.servedModelName ?? modelSpec,
+    root: model.source.spec,
+    contextLength,
+    prefills,
+    decodes,
+    clusterSecret: secret,
+    textStream: (promptTokens, stops) => new TextStream(model.tokenizer.createDetokenizer({ contextIds: promptTokens, skipSpecialTokens: true }), stops),
+    timeouts,
+    faults,
+    ...(trace === undefined ? {} : { trace, onWriter: (rid: string, prefill: string) => trace.writer(rid, prefill) }),
+  });
+  await router.start();
+  for (const w of router.registry.entries) log(`${w.role} ${w.url}: ${w.state}${w.address === undefined ? '' : ` (cluster ${w.address})`}${w.lastError === undefined ? '' : ` - ${w.lastError}`}`);
+  const api = createApiServer({
+    backend: router,
+    codec: promptCodecOf(model.tokenizer, model.chatTemplate),
+    seed: randomInt(2 ** 31),
+    ...(apiKeys === undefined ? {} : { apiKeys }),
+    faults,
+    drainTimeoutMs: DRAIN_MS,
+    metricsHooks: [(registry) => router.attachMetrics(pdMetrics(registry))],
+  });
+  const stopped = stopRequested(env['TESSERA_SUPERVISED'] === '1', log);
+  const address = await api.listen(port, host);
+  process.stdout.write(
+    `tessera: router for ${modelSpec} over ${prefills.length} prefill and ${decodes.length} decode workers; context ${contextLength} tokens\n` +
+      `tessera: listening on http://${address.host}:${address.port}${apiKeys === undefined ? '' : ` (${apiKeys.size} API keys)`}\n`,
+  );
+  await stopped;
+  log('shutting down');
+  await api.close();
+  await router.close(2_000);
+  trace?.close();
+  log('stopped');
+  return 0;
+}

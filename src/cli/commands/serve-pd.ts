@@ -1,0 +1,104 @@
+// `tessera serve --role prefill|decode`: one worker of a disaggregated cluster. The composition
+// root of that process:
+//   1. ServeConfig (the co-located flags: model, pool, steps, --deterministic) + PdWorkerConfig
+//      (--data-host/--data-port, the cluster secret, test-only protocol timeouts and traces)
+//   2. the start-up check of this node's own pool against its context length (exit 2)
+//   3. the model and the engine (the pool allocated once), as `tessera serve`
+//   4. the worker (src/worker's PrefillWorker / DecodeWorker) listening on the cluster address
+//   5. an HTTP server for /health (role, cluster address, limits: what the router reads) and
+//      /metrics; /v1/* answers 400 (clients talk to the router)
+//   6. SIGINT/SIGTERM or, under `tessera up`, the parent's death: drain, close, exit 0
+// It must never compute, schedule or relay: it wires the modules that do.
+import { randomInt } from 'node:crypto';
+import { createApiServer, pdMetrics, promptCodecOf } from '../../api/index.js';
+import { ConfigError } from '../../core/index.js';
+import { createEngine, loadModel, Sampler } from '../../model/index.js';
+import { DecodeWorker, PrefillWorker } from '../../worker/index.js';
+import type { PdWorkerConfig } from '../config-pd.js';
+import { readModelConfig } from '../config-model.js';
+import { planPool, startupCheckError } from '../config-pool.js';
+import { formatBytes } from '../config-values.js';
+import type { ServeConfig } from '../config.js';
+import { TraceFile } from '../trace-file.js';
+import { progressDisplay } from './gen-model.js';
+import { stopRequested } from './lifecycle.js';
+
+/** How long transfers in flight may finish after a stop request. */
+const DRAIN_MS = 5_000;
+
+export async function servePd(config: ServeConfig, pd: PdWorkerConfig): Promise<number> {
+  const log = (line: string): void => void process.stderr.write(`tessera ${pd.role}: ${line}\n`);
+  if (config.apiKeysFile !== null) throw new ConfigError('--api-keys belongs to the router (clients never talk to a prefill or decode worker)');
+  if (config.faults.size > 0) log(`FAULT POINTS ARMED (tests only): ${config.faults.names().join(', ')}`);
+  const plan = planPool(await readModelConfig(config.model, config.home), config.pool);
+  const refusal = startupCheckError(plan);
+  if (refusal !== undefined) {
+    if (!config.faults.has('skip-startup-check')) throw refusal;
+    log(`start-up check skipped (fault skip-startup-check): ${refusal.message}`);
+  }
+  const display = progressDisplay(process.stderr);
+  const model = await loadModel(config.model, { cacheDir: config.home, onProgress: display.update });
+  display.done();
+  const engine = await createEngine(model, {
+    deterministic: config.deterministic,
+    kvPages: plan.numPages,
+    pageSize: plan.pageSize,
+    maxStepTokens: config.chunkedPrefillSize,
+    maxStepLogits: config.maxRunningRequests,
+    faults: config.faults,
+  });
+  const trace = pd.traceDir === null ? undefined : new TraceFile(pd.traceDir, pd.role);
+  let fatal: () => void = () => undefined;
+  const failed = new Promise<number>((resolve) => (fatal = () => resolve(1)));
+  const kernels = `${engine.kernels.dense} dense + ${engine.kernels.ops} ops${engine.kernels.batchInvariant ? ', batch-invariant' : ''}`;
+  const options = {
+    modelName: config.servedModelName,
+    root: model.source.spec,
+    contextLength: plan.contextLength,
+    pool: engine.pool,
+    runner: engine.runner,
+    sampler: new Sampler(model.config.vocabSize),
+    eosTokenIds: model.config.eosTokenIds,
+    maxRunningRequests: config.maxRunningRequests,
+    chunkedPrefillSize: config.chunkedPrefillSize,
+    maxWaiting: config.maxWaiting,
+    faults: config.faults,
+    checkEveryStep: config.checkEveryStep,
+    clusterHost: pd.dataHost,
+    clusterPort: pd.dataPort,
+    clusterSecret: pd.clusterSecret,
+    timeouts: pd.timeouts,
+    ...(trace === undefined ? {} : { trace }),
+    healthDetail: { kernels, deterministic: config.deterministic, faults: config.faults.names() },
+    onFatal: (error: unknown) => {
+      log(`worker stopped on an internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+      fatal();
+    },
+  };
+  const worker = pd.role === 'prefill' ? await PrefillWorker.start(options) : await DecodeWorker.start(options);
+  const api = createApiServer({
+    backend: worker,
+    codec: promptCodecOf(model.tokenizer, model.chatTemplate),
+    seed: randomInt(2 ** 31),
+    faults: config.faults,
+    drainTimeoutMs: 1_000,
+    metricsHooks: [(registry) => worker.attachMetrics(pdMetrics(registry))],
+  });
+  const stopped = stopRequested(pd.supervised, log);
+  const address = await api.listen(config.port, config.host);
+  process.stdout.write(
+    `tessera: ${pd.role} worker for ${config.model} (${kernels}); context ${plan.contextLength} tokens; ` +
+      `KV pool ${plan.poolTokens} tokens = ${plan.numPages} pages of ${plan.pageSize} (${formatBytes(plan.poolBytes)})\n` +
+      `tessera: cluster listener on ${worker.address}${trace === undefined ? '' : ` (trace: ${trace.path})`}\n` +
+      `tessera: listening on http://${address.host}:${address.port}\n`,
+  );
+
+  const code = await Promise.race([stopped, failed]);
+  log(code === 0 ? 'shutting down' : 'shutting down after a fatal error');
+  await api.close();
+  await worker.close(code === 0 ? DRAIN_MS : 0);
+  await engine.dispose();
+  trace?.close();
+  log('stopped');
+  return code;
+}

@@ -1,0 +1,180 @@
+// `tessera up`: a whole disaggregated cluster on this machine, on loopback: N prefill and M
+// decode workers (`tessera serve --role ...`) and a router in front of them. `npm start` runs it.
+//   1. a cluster secret (TESSERA_CLUSTER_SECRET if set, else 32 random bytes), given to every
+//      child through its environment (argv is visible in `ps`)
+//   2. builtin models generated once, before any child starts
+//   3. the workers, in parallel, each on --port 0 / --data-port 0; wait until each listens
+//   4. the router with their URLs; wait until its /health says every worker answers
+//   5. print where everything listens; forward every child's log lines with a prefix
+//   6. Ctrl-C / SIGTERM: the router first (it drains clients), then the workers; exit 0.
+//      A worker that dies is reported and the rest go on (the router routes around it); a router
+//      that dies stops the cluster (exit 1). Children stop by themselves if `up` dies.
+// Every wait has a timeout. It must never serve or relay anything itself.
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import type { Command } from 'commander';
+import { ConfigError } from '../../core/index.js';
+import { isBuiltinSpec, packageRoot, resolveBuiltinModel } from '../../model/index.js';
+import { tesseraHome } from '../config-env.js';
+import { parseCount } from '../config-values.js';
+import { DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT } from '../config.js';
+import { delay, stopRequested } from './lifecycle.js';
+import { describeExit, SupervisedChild } from '../supervisor.js';
+
+const START_TIMEOUT_MS = 180_000;
+const READY_TIMEOUT_MS = 60_000;
+const STOP_GRACE_MS = 15_000;
+
+interface UpFlags {
+  readonly prefill?: string;
+  readonly decode?: string;
+  readonly host?: string;
+  readonly port?: string;
+  readonly model?: string;
+  readonly servedModelName?: string;
+  readonly contextLength?: string;
+  readonly kvPages?: string;
+  readonly kvMemory?: string;
+  readonly prefillKvPages?: string;
+  readonly decodeKvPages?: string;
+  readonly pageSize?: string;
+  readonly maxRunningRequests?: string;
+  readonly chunkedPrefillSize?: string;
+  readonly deterministic?: boolean;
+  readonly apiKeys?: string;
+}
+
+export function registerUp(program: Command): void {
+  program
+    .command('up')
+    .description('start a local disaggregated cluster: a router and N prefill + M decode workers on loopback (Ctrl-C stops all of it)')
+    .option('--prefill <n>', 'prefill workers (default 1)')
+    .option('--decode <n>', 'decode workers (default 1)')
+    .option('--host <host>', `the router's address (default ${DEFAULT_HOST}); workers always listen on 127.0.0.1`)
+    .option('--port <n>', `the router's port; 0 picks a free one (default ${DEFAULT_PORT})`)
+    .option('--model <spec>', `a Hugging Face directory, a .gguf file, or builtin:NAME (default ${DEFAULT_MODEL})`)
+    .option('--served-model-name <name>', 'the model name clients pass (default: the --model value)')
+    .option('--context-length <n>', 'largest prompt + max_tokens per request (default: the model\'s)')
+    .option('--kv-pages <n>', 'KV pool size in pages, for every worker')
+    .option('--kv-memory <size>', 'KV pool size in memory, for every worker (default: as `tessera serve`)')
+    .option('--prefill-kv-pages <n>', 'KV pool size of the prefill workers (pools may differ)')
+    .option('--decode-kv-pages <n>', 'KV pool size of the decode workers')
+    .option('--page-size <n>', 'tokens per KV page (the same on every worker)')
+    .option('--max-running-requests <n>', 'most requests prefilling or decoding at once, per worker')
+    .option('--chunked-prefill-size <n>', 'most tokens in one step, per worker')
+    .option('--deterministic', 'batch-invariant kernels on every worker')
+    .option('--api-keys <file>', 'JSON object mapping each API key to its tenant (checked by the router)')
+    .action(async (flags: UpFlags) => {
+      process.exitCode = await up(flags);
+    });
+}
+
+async function up(flags: UpFlags): Promise<number> {
+  const log = (line: string): void => void process.stderr.write(`tessera up: ${line}\n`);
+  const numPrefill = flags.prefill === undefined ? 1 : parseCount(flags.prefill, '--prefill', 1, 64);
+  const numDecode = flags.decode === undefined ? 1 : parseCount(flags.decode, '--decode', 1, 64);
+  if (flags.kvMemory !== undefined && (flags.kvPages ?? flags.prefillKvPages ?? flags.decodeKvPages) !== undefined) {
+    throw new ConfigError('give --kv-memory or page counts (--kv-pages, --prefill-kv-pages, --decode-kv-pages), not both');
+  }
+  const model = flags.model ?? DEFAULT_MODEL;
+  const home = tesseraHome(process.env);
+  if (isBuiltinSpec(model)) await resolveBuiltinModel(model, { cacheDir: home });
+  const secret = process.env['TESSERA_CLUSTER_SECRET'] ?? randomBytes(32).toString('hex');
+  const env: NodeJS.ProcessEnv = { ...process.env, TESSERA_CLUSTER_SECRET: secret, TESSERA_SUPERVISED: '1', TESSERA_HOME: home };
+  const bin = join(packageRoot(), 'bin', 'tessera.js');
+  const forward = (line: string): void => void process.stderr.write(`${line}\n`);
+  const opt = (name: string, value: string | undefined): string[] => (value === undefined ? [] : [name, value]);
+  const common = [
+    '--model', model, ...opt('--served-model-name', flags.servedModelName), ...opt('--context-length', flags.contextLength), ...opt('--page-size', flags.pageSize),
+    ...opt('--max-running-requests', flags.maxRunningRequests), ...opt('--chunked-prefill-size', flags.chunkedPrefillSize), ...opt('--kv-memory', flags.kvMemory),
+    ...(flags.deterministic === true ? ['--deterministic'] : []),
+  ];
+  const workerArgs = (role: 'prefill' | 'decode'): string[] => {
+    const pages = (role === 'prefill' ? flags.prefillKvPages : flags.decodeKvPages) ?? flags.kvPages;
+    return ['serve', '--role', role, '--host', '127.0.0.1', '--port', '0', '--data-port', '0', ...common, ...opt('--kv-pages', pages)];
+  };
+
+  const children: SupervisedChild[] = [];
+  let stopping = false;
+  let ready = false;
+  let routerDied: (() => void) | undefined;
+  const routerGone = new Promise<number>((resolve) => (routerDied = () => resolve(1)));
+  process.once('exit', () => children.forEach((c) => c.killNow()));
+  const startChild = (name: string, args: string[]): SupervisedChild => {
+    const child = new SupervisedChild(name, process.execPath, [bin, ...args], env, forward);
+    children.push(child);
+    void child.exited.then((e) => {
+      if (stopping) return;
+      const next = !ready ? ' during start-up' : name === 'router' ? ': stopping the cluster' : '; the router routes around it';
+      log(`${name} (pid ${child.pid}) exited (${describeExit(e)})${next}`);
+      if (name === 'router') routerDied?.();
+    });
+    return child;
+  };
+  const stopAll = async (): Promise<void> => {
+    stopping = true;
+    const router = children.find((c) => c.name === 'router');
+    if (router !== undefined) await router.stop(STOP_GRACE_MS);
+    await Promise.all(children.map((c) => c.stop(STOP_GRACE_MS)));
+  };
+
+  const stopped = stopRequested(false, log);
+  try {
+    const workers = [
+      ...Array.from({ length: numPrefill }, (_, i) => ({ name: `prefill-${i + 1}`, role: 'prefill' as const })),
+      ...Array.from({ length: numDecode }, (_, i) => ({ name: `decode-${i + 1}`, role: 'decode' as const })),
+    ].map((w) => ({ ...w, child: startChild(w.name, workerArgs(w.role)) }));
+    const listening = await Promise.race([
+      Promise.all(
+        workers.map(async (w) => {
+          const url = (await w.child.waitFor(/listening on (http:\/\/\S+)/, 'its HTTP address', START_TIMEOUT_MS))[1] as string;
+          const cluster = (await w.child.waitFor(/cluster listener on (\S+)/, 'its cluster address', 1_000))[1] as string;
+          return { ...w, url, cluster };
+        }),
+      ),
+      stopped.then(() => undefined),
+    ]);
+    if (listening === undefined) return (await stopAll(), 0);
+    const routerArgs = [
+      'router', '--host', flags.host ?? DEFAULT_HOST, '--port', flags.port ?? String(DEFAULT_PORT), '--model', model,
+      ...opt('--served-model-name', flags.servedModelName), ...opt('--context-length', flags.contextLength), ...opt('--api-keys', flags.apiKeys),
+      ...listening.flatMap((w) => [`--${w.role}`, w.url]),
+    ];
+    const router = startChild('router', routerArgs);
+    const routerUrl = (await router.waitFor(/listening on (http:\/\/\S+)/, 'its HTTP address', START_TIMEOUT_MS))[1] as string;
+    await waitHealthy(routerUrl, READY_TIMEOUT_MS);
+    ready = true;
+    const lines = [
+      ...listening.map((w) => `${w.name.padEnd(10)} http: ${w.url}  cluster: ${w.cluster}  pid ${w.child.pid}`),
+      `${'router'.padEnd(10)} http: ${routerUrl}  pid ${router.pid}`,
+    ];
+    process.stdout.write(`${lines.map((l) => `tessera up: ${l}`).join('\n')}\ntessera: listening on ${routerUrl} (OpenAI API at ${routerUrl}/v1; Ctrl-C stops the cluster)\n`);
+  } catch (error) {
+    log(`start-up failed: ${error instanceof Error ? error.message : String(error)}`);
+    await stopAll();
+    return 1;
+  }
+  const code = await Promise.race([stopped, routerGone]);
+  log(code === 0 ? 'stopping the cluster' : 'the router died: stopping the cluster');
+  await stopAll();
+  log('stopped');
+  return code;
+}
+
+/** Polls the router's /health until it answers 200 and every worker is up. */
+async function waitHealthy(url: string, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  let last = 'no answer yet';
+  while (Date.now() < until) {
+    try {
+      const response = await fetch(`${url}/health`, { signal: AbortSignal.timeout(2_000) });
+      const body = (await response.json()) as { workers?: { state?: string }[] };
+      if (response.status === 200 && (body.workers ?? []).every((w) => w.state === 'up')) return;
+      last = `${response.status}: ${JSON.stringify(body)}`;
+    } catch (error) {
+      last = error instanceof Error ? error.message : String(error);
+    }
+    await delay(100);
+  }
+  throw new Error(`the router at ${url} did not become healthy within ${timeoutMs} ms (last: ${last})`);
+}

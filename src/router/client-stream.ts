@@ -1,0 +1,105 @@
+// ClientStream: one client request's events as the router produces them: token ids from decode
+// (via the RouterMachine) turned into text and checked for stop strings here, where the
+// tokenizer is, then the one outcome. A one-reader queue the HTTP front end pulls with for-await.
+// Must never: deliver anything after the terminal event (finished or failed), send text a stop
+// string withholds, or stay silent when the reader leaves early (onReturn: the request is
+// aborted through the protocol, never cut).
+import type { FinishReason, GenerateEvent, TesseraError } from '../core/index.js';
+
+/** src/worker's TextStream, structurally (the router may not import the worker layer). */
+export interface RouterText {
+  push(id: number): { readonly kind: 'text' | 'stop'; readonly text: string };
+  flush(): { readonly kind: 'text' | 'stop'; readonly text: string };
+}
+
+export class ClientStream implements AsyncIterable<GenerateEvent> {
+  readonly #queue: GenerateEvent[] = [];
+  readonly #text: RouterText;
+  readonly #numPromptTokens: number;
+  readonly #onReturn: () => void;
+  #wake: (() => void) | undefined;
+  #ended = false;
+  #returned = false;
+  #numTokens = 0;
+
+  constructor(text: RouterText, numPromptTokens: number, onReturn: () => void) {
+    this.#text = text;
+    this.#numPromptTokens = numPromptTokens;
+    this.#onReturn = onReturn;
+  }
+
+  get ended(): boolean {
+    return this.#ended || this.#returned;
+  }
+
+  get numTokens(): number {
+    return this.#numTokens;
+  }
+
+  /**
+   * New token ids, in order. Returns 'stop' when a stop string matched: the stream has then
+   * ended as finished ('stop'), and the caller must abort the rest through the protocol.
+   */
+  tokens(ids: readonly number[]): 'more' | 'stop' {
+    if (this.ended) return 'more';
+    let text = '';
+    const sent: number[] = [];
+    for (const id of ids) {
+      this.#numTokens++;
+      sent.push(id);
+      const step = this.#text.push(id);
+      text += step.text;
+      if (step.kind === 'stop') {
+        this.#push({ type: 'tokens', ids: sent, text });
+        this.#finish('stop');
+        return 'stop';
+      }
+    }
+    if (sent.length > 0) this.#push({ type: 'tokens', ids: sent, text });
+    return 'more';
+  }
+
+  /** Decode finished: what the text stream held back, then the end with usage. */
+  finished(finishReason: FinishReason): void {
+    if (this.ended) return;
+    const rest = this.#text.flush();
+    if (rest.text !== '') this.#push({ type: 'tokens', ids: [], text: rest.text });
+    this.#finish(rest.kind === 'stop' ? 'stop' : finishReason);
+  }
+
+  failed(error: TesseraError): void {
+    if (this.ended) return;
+    this.#push({ type: 'failed', error });
+    this.#ended = true;
+  }
+
+  #finish(finishReason: FinishReason): void {
+    this.#push({ type: 'finished', finishReason, usage: { promptTokens: this.#numPromptTokens, completionTokens: this.#numTokens, cachedTokens: 0 } });
+    this.#ended = true;
+  }
+
+  #push(event: GenerateEvent): void {
+    this.#queue.push(event);
+    this.#wake?.();
+  }
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<GenerateEvent> {
+    try {
+      for (;;) {
+        const event = this.#queue.shift();
+        if (event !== undefined) {
+          yield event;
+          if (event.type !== 'tokens') return;
+          continue;
+        }
+        await new Promise<void>((resolve) => (this.#wake = resolve));
+        this.#wake = undefined;
+      }
+    } finally {
+      if (!this.#ended && !this.#returned) {
+        this.#returned = true;
+        this.#onReturn();
+      }
+    }
+  }
+}

@@ -1,0 +1,8 @@
+// Layer 3: the PD router: the pure pair policy and cluster admission (pair-policy.ts), the
+// registry of workers learned from their /health, and PdRouter, the back end `tessera router`
+// puts behind the OpenAI front end, relaying each request through the RouterMachine.
+export { clusterAdmission, pickPair, type WorkerLimits, type WorkerRole, type WorkerView } from './pair-policy.js';
+export { WorkerRegistry, type WorkerEntry, type WorkerRegistryOptions, type WorkerState, type WorkerTotals } from './workers.js';
+export { ClientStream, type RouterText } from './client-stream.js';
+export { RouterLoad, type RouterMetricsSink } from './router-load.js';
+export { PdRouter, type PdRouterOptions, type RouterBackendStats, type RouterHealth } from './pd-router.js';

@@ -1,0 +1,86 @@
+// The router's pair policy, pure: which prefill and which decode serve a request, and whether
+// any pair of this cluster could ever serve it. Decided from a snapshot of the workers (their
+// limits as they reported them, whether they answer, the router's own load on them).
+// Owns: cluster admission (the incident's first fault, refused before any Reserve: a prompt that
+// fits one side's pool but not the other's gets its 400 here, so no page is allocated and no
+// byte moves on either side), compatibility (a pair's pages must have the same geometry), and
+// the choice by load.
+// Must never: read a clock, a socket or randomness; pick a worker that is down, misconfigured,
+// in `avoid`, or whose own limits refuse the request (each node re-checks anyway).
+import { TesseraError } from '../core/index.js';
+import { admissionError } from '../scheduler/index.js';
+import type { ClientRequest, Pair, PeerId } from '../transfer/index.js';
+
+export type WorkerRole = 'prefill' | 'decode';
+
+/** What a worker reported about its pool in /health. */
+export interface WorkerLimits {
+  readonly contextLength: number;
+  readonly pageSize: number;
+  readonly numPages: number;
+  /** Bytes of one token's K and V over all layers: equal on both sides of a transfer. */
+  readonly kvBytesPerToken: number;
+}
+
+export interface WorkerView {
+  readonly url: string;
+  readonly role: WorkerRole;
+  /** Its cluster address (the peer id); undefined until it answered once. */
+  readonly address: string | undefined;
+  readonly up: boolean;
+  readonly limits: WorkerLimits | undefined;
+  /** Attempts this router has running on it now. */
+  readonly inFlight: number;
+  /** Free and cached (evictable) pages at its last report (a tie-breaker). */
+  readonly freePages: number;
+}
+
+const compatible = (p: WorkerLimits, d: WorkerLimits): boolean => p.pageSize === d.pageSize && p.kvBytesPerToken === d.kvBytesPerToken;
+
+/**
+ * Why no pair of this cluster could ever serve a prompt of numPromptTokens + maxTokens, or
+ * undefined. Workers that never reported their limits are not judged (the request then waits
+ * for pickPair, which finds no pair and says `overloaded`).
+ */
+export function clusterAdmission(numPromptTokens: number, maxTokens: number, workers: readonly WorkerView[]): TesseraError | undefined {
+  const known = (role: WorkerRole) => workers.filter((w): w is WorkerView & { limits: WorkerLimits } => w.role === role && w.limits !== undefined);
+  const prefills = known('prefill');
+  const decodes = known('decode');
+  if (prefills.length === 0 || decodes.length === 0) return undefined;
+  const refusal = (w: WorkerView & { limits: WorkerLimits }) =>
+    admissionError({ contextLength: w.limits.contextLength, pageSize: w.limits.pageSize, numPages: w.limits.numPages }, w.role, numPromptTokens, maxTokens);
+  const okPrefills = prefills.filter((w) => refusal(w) === undefined);
+  if (okPrefills.length === 0) return refusal(prefills[0] as WorkerView & { limits: WorkerLimits });
+  const okDecodes = decodes.filter((w) => refusal(w) === undefined);
+  if (okDecodes.length === 0) return refusal(decodes[0] as WorkerView & { limits: WorkerLimits });
+  if (!okPrefills.some((p) => okDecodes.some((d) => compatible(p.limits, d.limits)))) {
+    return new TesseraError('config_invalid', 'no prefill worker that fits this request shares its page size and KV shape with a decode worker that fits it; the cluster is misconfigured');
+  }
+  return undefined;
+}
+
+/** Least loaded first: the router's own in-flight count, then the most free pages, then the address. */
+function byLoad(a: WorkerView, b: WorkerView): number {
+  return a.inFlight - b.inFlight || b.freePages - a.freePages || (a.address ?? '').localeCompare(b.address ?? '');
+}
+
+/**
+ * The least loaded compatible pair that is up and admits the request, or undefined.
+ * `checkAdmission` false (the fault `skip-admission` on the router) skips each node's limits here.
+ */
+export function pickPair(request: ClientRequest, avoid: { readonly prefills: readonly PeerId[] }, workers: readonly WorkerView[], checkAdmission = true): Pair | undefined {
+  const { length: numPromptTokens } = request.tokens;
+  const { maxTokens } = request.sampling;
+  const usable = (role: WorkerRole) =>
+    workers
+      .filter((w): w is WorkerView & { limits: WorkerLimits; address: string } => w.role === role && w.up && w.limits !== undefined && w.address !== undefined)
+      .filter((w) => !checkAdmission || admissionError({ contextLength: w.limits.contextLength, pageSize: w.limits.pageSize, numPages: w.limits.numPages }, role, numPromptTokens, maxTokens) === undefined)
+      .sort(byLoad);
+  const decodes = usable('decode');
+  for (const p of usable('prefill')) {
+    if (avoid.prefills.includes(p.address)) continue;
+    const d = decodes.find((x) => compatible(p.limits, x.limits));
+    if (d !== undefined) return { prefill: p.address, decode: d.address };
+  }
+  return undefined;
+}

@@ -1,0 +1,330 @@
+// DecodeWorker: the decode role of disaggregated serving (`tessera serve --role decode`).
+// The DecodeMachine (src/transfer) reserves tagged pages through the scheduler's decode role,
+// checks and writes every KV frame a prefill pushes, verifies coverage from its own stamps, and
+// hands the request to the engine loop, which decodes it like any other; tokens go back to the
+// router as Tokens messages.
+//
+// Life of a request on a decode node (R = router, P = the prefill that writes its pages):
+//   1. R: Reserve -> machine -> host.reserve -> scheduler.reserve: admission with this node's
+//      limits (prompt + max_tokens against its context length and pool), then pages with new
+//      epochs; refused -> Rejected -> R before any page is allocated
+//   2. P: KvChunk ... -> the machine checks tag, slots, seq, checksum; scatters; stamps
+//   3. P: KvDone -> the machine verifies counts, digests and coverage; Ack -> P; effect
+//      startDecoding -> scheduler.startDecode (which checks the stamps cover the prompt again)
+//   4. the engine loop decodes; each token -> `decodeTokens` -> Tokens -> R (the first token,
+//      sampled by prefill, goes first); finished / failed -> `decodeFinished` / `decodeFailed`
+//   Abort or a failed check while receiving: quarantine (scheduler.abort 'peer-may-write')
+//   until P's AbortAck or P's connection closes (release). While decoding: stopDecoding ->
+//   scheduler.abort (after the step in flight, if any).
+//
+// The prompt's token ids never come here (Reserve carries their number and digest): the
+// scheduler holds placeholders for them. So a request must never be recomputed on a decode
+// node: one the scheduler preempted (its pages went to another) is aborted before its recompute
+// runs, and fails with an honest `overloaded`; its item is skipped, never computed.
+// Trace: besides the machine's events, the worker emits `read` of the transferred pages at each
+// decode step and `free` when the request ends (trace.ts).
+import { assertNever, InvariantError, TesseraError, type GenerateEvent, type GenerateRequest, type RequestId, type SamplingParams, type Tag, type BatchItem } from '../core/index.js';
+import type { Owner, PagePool } from '../pages/index.js';
+import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
+import { DecodeMachine, MachineDriver, TcpTransport, NO_TRACE, type DecodeEffect, type DecodeHost, type DecodeInput, type ReserveVerdict, type TraceSink, type Transport } from '../transfer/index.js';
+import type { WorkerHealth, WorkerStats } from './colocated.js';
+import { EngineLoop } from './engine-loop.js';
+import { HookedRunner } from './hooked-runner.js';
+import { notForClients, syncAborts, TotalsMirror, type PdMetricsSink, type PdWorkerOptions } from './pd-common.js';
+
+interface Decoding {
+  readonly owner: Owner;
+  readonly sampling: SamplingParams;
+  /** The pages the transfer filled (the trace's page table for this request). */
+  readonly tags: readonly Tag[];
+  /** Scheduler tokens seen; the first is KvDone's first token, which the machine sends itself. */
+  numTokensSeen: number;
+}
+
+export class DecodeWorker {
+  readonly modelName: string;
+  readonly root: string;
+  readonly contextLength: number;
+  readonly role = 'decode';
+  readonly scheduler: Scheduler;
+  readonly pool: PagePool;
+  readonly machine: DecodeMachine;
+  readonly transport: Transport;
+  readonly #o: PdWorkerOptions;
+  readonly #trace: TraceSink;
+  readonly #loop: EngineLoop;
+  readonly #driver: MachineDriver<DecodeInput, DecodeEffect>;
+  readonly #decoding = new Map<RequestId, Decoding>();
+  readonly #mirror = new TotalsMirror();
+  /** When each request's first KV frame arrived (for the transfer-time histogram). */
+  readonly #transferStartMs = new Map<RequestId, number>();
+  #numPreempted = 0;
+  #metrics: PdMetricsSink | undefined;
+  #closed = false;
+
+  static async start(options: PdWorkerOptions): Promise<DecodeWorker> {
+    let handlers: ReturnType<MachineDriver<DecodeInput, DecodeEffect>['handlers']> | undefined;
+    let created: DecodeWorker | undefined;
+    const transport = await TcpTransport.listen({
+      host: options.clusterHost,
+      port: options.clusterPort,
+      secret: options.clusterSecret,
+      dial: false, // the router and the prefills dial decode; decode answers on their connections
+      // Before any input, a request the scheduler preempted since the last step is failed, so
+      // the trace frees its pages before a new Reserve may be given them.
+      handlers: {
+        connected: (peer) => handlers?.connected(peer),
+        message: (from, message) => {
+          if (created !== undefined) created.#abortPreempted();
+          handlers?.message(from, message);
+        },
+        closed: (peer, reason) => handlers?.closed(peer, reason),
+      },
+    });
+    const worker = new DecodeWorker(options, transport);
+    created = worker;
+    handlers = worker.#driver.handlers();
+    return worker;
+  }
+
+  private constructor(options: PdWorkerOptions, transport: Transport) {
+    const { pool, faults } = options;
+    this.#o = options;
+    this.modelName = options.modelName;
+    this.root = options.root;
+    this.contextLength = options.contextLength;
+    this.pool = pool;
+    this.transport = transport;
+    // No prefix cache: the prompt's ids are not here, so its pages could never be matched.
+    this.scheduler = new Scheduler({
+      role: 'decode',
+      pool,
+      pageSize: pool.pageSize,
+      contextLength: options.contextLength,
+      maxRunningRequests: options.maxRunningRequests,
+      chunkedPrefillSize: options.chunkedPrefillSize,
+      maxWaiting: options.maxWaiting,
+      faults,
+      eosTokenIds: options.eosTokenIds,
+    });
+    this.#trace = options.trace ?? NO_TRACE;
+    const host: DecodeHost = {
+      pool,
+      reserve: (owner, n, sampling) => this.#reserve(owner, n, sampling),
+      free: (owner) => void this.scheduler.abort(owner.rid),
+      quarantine: (owner) => void this.scheduler.abort(owner.rid, 'peer-may-write'),
+      release: (owner) => {
+        this.scheduler.release(owner.rid);
+        this.#loop.wake();
+      },
+    };
+    this.machine = new DecodeMachine({ node: transport.nodeId, host, faults, trace: this.#stateTimer(this.#trace), ...(options.timeouts ? { timeouts: options.timeouts } : {}) });
+    this.#driver = new MachineDriver<DecodeInput, DecodeEffect>(this.machine, (effect) => this.#carryOut(effect));
+    this.#loop = new EngineLoop({
+      scheduler: this.scheduler,
+      runner: new HookedRunner(options.runner, { before: (items) => this.#beforeStep(items), after: () => this.#abortPreempted() }),
+      sampler: options.sampler,
+      samplingOf: (rid) => {
+        const d = this.#decoding.get(rid);
+        const view = this.scheduler.view(rid);
+        if (d === undefined || view === undefined || view.state === 'ending') return undefined;
+        return { params: d.sampling, numOutputTokens: view.numOutputTokens };
+      },
+      onEvents: (events) => this.#onEvents(events),
+      onFatal: (error) => this.#onFatal(error),
+      faults,
+      checkEveryStep: options.checkEveryStep,
+    });
+    this.#loop.start();
+  }
+
+  get address(): string {
+    return this.transport.nodeId;
+  }
+
+  generate(_request: GenerateRequest, _signal: AbortSignal): AsyncIterable<GenerateEvent> {
+    return notForClients('decode');
+  }
+
+  attachMetrics(sink: PdMetricsSink): void {
+    this.#metrics = sink;
+  }
+
+  get isIdle(): boolean {
+    return this.scheduler.isIdle && this.machine.numActive === 0;
+  }
+
+  async health(): Promise<WorkerHealth> {
+    const loop = this.#loop.stats;
+    return {
+      healthy: this.#loop.healthy && !this.#closed,
+      detail: {
+        role: 'decode',
+        model: this.modelName,
+        address: this.address,
+        contextLength: this.contextLength,
+        pageSize: this.pool.pageSize,
+        kvPages: this.pool.ledger.numPages,
+        kvBytesPerToken: this.pool.slotRangeBytes(1),
+        pages: this.pool.ledger.counts(),
+        lastEpoch: this.pool.ledger.lastEpoch,
+        tagMismatches: this.pool.numCheckFailures,
+        idle: this.isIdle,
+        running: this.scheduler.numRunning,
+        receiving: this.scheduler.numReceiving,
+        quarantined: this.scheduler.numQuarantined,
+        active: this.machine.numActive,
+        preempted: this.#numPreempted,
+        transfer: this.machine.stats(),
+        transport: this.transport.stats(),
+        steps: loop.numSteps,
+        integrityChecksAfterStep: loop.numStepChecks,
+        checkEveryStep: this.#o.checkEveryStep,
+        ...(loop.fatal === null ? {} : { fatal: loop.fatal }),
+        ...this.#o.healthDetail,
+      },
+    };
+  }
+
+  async stats(): Promise<WorkerStats> {
+    const m = this.#metrics;
+    if (m !== undefined) {
+      const s = this.machine.stats();
+      m.addTransferBytes(this.#mirror.delta('bytes', s.bytesWritten));
+      for (let i = this.#mirror.delta('checksums', s.checksumFailures); i > 0; i--) m.countChecksumFailure();
+      syncAborts(this.#mirror, m, s.abortsByState);
+    }
+    return {
+      kvPages: this.pool.ledger.counts(),
+      requestsRunning: this.scheduler.numRunning,
+      requestsWaiting: this.scheduler.numReceiving + this.scheduler.numWaiting,
+      tagMismatchesTotal: this.pool.numCheckFailures,
+    };
+  }
+
+  async close(drainMs: number): Promise<void> {
+    this.#closed = true;
+    const until = Date.now() + drainMs;
+    while (this.machine.numActive > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20));
+    this.#driver.stop();
+    await this.transport.close();
+    for (const rid of [...this.#decoding.keys()]) this.#end(rid);
+    await this.#loop.close();
+  }
+
+  #reserve(owner: Owner, promptTokens: number, sampling: SamplingParams): ReserveVerdict {
+    if (this.#closed) return { kind: 'rejected', error: new TesseraError('overloaded', 'this decode worker is shutting down') };
+    if (!this.#loop.healthy) return { kind: 'rejected', error: new InvariantError('this decode worker stopped after an internal error') };
+    // Placeholders for the prompt's ids: only their number matters here (see the top of the file).
+    const request: GenerateRequest = { rid: owner.rid, tenant: owner.tenant, promptTokens: new Array<number>(promptTokens).fill(0), sampling };
+    return this.scheduler.reserve(request);
+  }
+
+  #carryOut(effect: DecodeEffect): void {
+    switch (effect.kind) {
+      case 'send':
+        return this.transport.send(effect.to, effect.message);
+      case 'closePeer':
+        return this.transport.closePeer(effect.peer, effect.reason);
+      case 'startDecoding': {
+        const started = this.#transferStartMs.get(effect.rid);
+        if (started !== undefined) this.#metrics?.observeTransferSeconds((Date.now() - started) / 1000);
+        this.#transferStartMs.delete(effect.rid);
+        this.#decoding.set(effect.rid, { owner: effect.owner, sampling: effect.sampling, tags: effect.tags, numTokensSeen: 0 });
+        const result = this.scheduler.startDecode(effect.rid, effect.firstToken);
+        if (result.kind === 'not-found') throw new InvariantError(`startDecoding: the scheduler does not know ${effect.rid}`);
+        this.#onEvents(result.events);
+        this.#loop.wake();
+        return;
+      }
+      case 'stopDecoding':
+        this.scheduler.abort(effect.rid);
+        this.#end(effect.rid);
+        this.#loop.wake();
+        return;
+      default:
+        return assertNever(effect, 'decode effect');
+    }
+  }
+
+  #onEvents(events: readonly SchedulerEvent[]): void {
+    for (const event of events) {
+      const d = this.#decoding.get(event.rid);
+      if (d === undefined) continue; // stopped meanwhile
+      switch (event.kind) {
+        case 'token':
+          d.numTokensSeen++;
+          this.#driver.handle({ kind: 'decodeTokens', rid: event.rid, ids: d.numTokensSeen === 1 ? [] : [event.token] });
+          break;
+        case 'finished':
+          this.#end(event.rid);
+          this.#driver.handle({ kind: 'decodeFinished', rid: event.rid, finishReason: event.finishReason });
+          break;
+        case 'failed':
+          this.#end(event.rid);
+          this.#driver.handle({ kind: 'decodeFailed', rid: event.rid, error: event.error });
+          break;
+        case 'prefilled':
+          throw new InvariantError(`a decode scheduler reported ${event.rid} prefilled`);
+        default:
+          assertNever(event, 'scheduler event');
+      }
+    }
+  }
+
+  /** Before a step: preempted requests are aborted and their items skipped; the rest read their pages. */
+  #beforeStep(items: readonly BatchItem[]): ReadonlySet<BatchItem> {
+    this.#abortPreempted();
+    const skip = new Set<BatchItem>();
+    for (const item of items) {
+      const d = this.#decoding.get(item.rid);
+      if (d === undefined) {
+        if (this.scheduler.view(item.rid)?.state === 'ending') skip.add(item);
+        continue;
+      }
+      this.#trace.emit({ kind: 'page', node: this.address, role: 'decode', rid: item.rid, action: 'read', pages: d.tags.map((t) => ({ page: t.page, epoch: t.epoch })) });
+    }
+    return skip;
+  }
+
+  /** A decoding request the scheduler preempted would recompute its prompt from placeholders: fail it instead. */
+  #abortPreempted(): void {
+    for (const rid of [...this.#decoding.keys()]) {
+      const state = this.scheduler.view(rid)?.state;
+      if (state === 'decoding' || state === 'ending' || state === undefined) continue;
+      this.#numPreempted++;
+      this.scheduler.abort(rid);
+      this.#end(rid);
+      const error = new TesseraError('overloaded', `decode node ${this.address} ran out of KV pages for ${rid}'s output and had to preempt it; please retry`);
+      this.#driver.handle({ kind: 'decodeFailed', rid, error });
+    }
+  }
+
+  /** The request left the decoder: its transferred pages are the scheduler's to free. */
+  #end(rid: RequestId): void {
+    const d = this.#decoding.get(rid);
+    if (d === undefined) return;
+    this.#decoding.delete(rid);
+    this.#trace.emit({ kind: 'page', node: this.address, role: 'decode', rid, action: 'free', pages: d.tags.map((t) => ({ page: t.page, epoch: t.epoch })) });
+  }
+
+  /** A sink in front of the trace that notes when a transfer's first frame arrived. */
+  #stateTimer(next: TraceSink): TraceSink {
+    return {
+      emit: (event) => {
+        if (event.kind === 'state' && event.to === 'Receiving' && event.from === 'AwaitingKv') this.#transferStartMs.set(event.rid as RequestId, Date.now());
+        else if (event.kind === 'state' && event.to !== 'Receiving' && event.to !== 'Decoding') this.#transferStartMs.delete(event.rid as RequestId);
+        next.emit(event);
+      },
+    };
+  }
+
+  #onFatal(error: unknown): void {
+    const failure = new InvariantError('the decode worker stopped after an internal error', error);
+    for (const rid of [...this.#decoding.keys()]) {
+      this.#end(rid);
+      this.#driver.handle({ kind: 'decodeFailed', rid, error: failure });
+    }
+    this.#o.onFatal(error);
+  }
+}

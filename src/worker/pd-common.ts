@@ -1,0 +1,75 @@
+// What the two PD worker roles (prefill-worker.ts, decode-worker.ts) share: the options every PD
+// worker takes, the answer a worker gives a client that came to it instead of to the router, and
+// the bridge from a machine's cumulative stats to the PD metrics of the worker's /metrics.
+// Must never: hold per-request state, or let a client generate on a worker directly.
+import { InvalidRequestError, type FaultSet, type GenerateEvent } from '../core/index.js';
+import type { PagePool } from '../pages/index.js';
+import type { Timeouts, TraceSink } from '../transfer/index.js';
+import type { StepRunner } from './engine-loop.js';
+import type { TokenSampler } from './step-results.js';
+
+/** src/api's PdMetrics, structurally (the worker sits below the api layer). */
+export interface PdMetricsSink {
+  addTransferBytes(numBytes: number): void;
+  observeTransferSeconds(seconds: number): void;
+  countChecksumFailure(): void;
+  countAbort(phase: string): void;
+}
+
+export interface PdWorkerOptions {
+  /** The name clients pass as `model` (shown in /health; clients talk to the router). */
+  readonly modelName: string;
+  readonly root: string;
+  readonly contextLength: number;
+  /** The engine's pool; its ledger is the one truth about pages. */
+  readonly pool: PagePool;
+  readonly runner: StepRunner;
+  readonly sampler: TokenSampler;
+  readonly eosTokenIds: readonly number[];
+  readonly maxRunningRequests: number;
+  readonly chunkedPrefillSize: number;
+  readonly maxWaiting: number;
+  readonly faults: FaultSet;
+  readonly checkEveryStep: boolean;
+  /** The internal (cluster) listener: control messages and KV frames. Default 127.0.0.1:0. */
+  readonly clusterHost: string;
+  readonly clusterPort: number;
+  /** The cluster secret every peer proves before any message. */
+  readonly clusterSecret: string;
+  readonly timeouts?: Partial<Timeouts>;
+  readonly trace?: TraceSink;
+  readonly healthDetail?: Readonly<Record<string, unknown>>;
+  /** The loop stopped on a bug. */
+  readonly onFatal: (error: unknown) => void;
+}
+
+/** A client that asks a PD worker to generate: 400, it should ask the router. */
+export function notForClients(role: 'prefill' | 'decode'): AsyncIterable<GenerateEvent> {
+  const error = new InvalidRequestError(`this is a ${role} worker of a disaggregated cluster; send requests to the router (tessera router / tessera up)`);
+  return (async function* () {
+    yield { type: 'failed', error } satisfies GenerateEvent;
+  })();
+}
+
+/**
+ * Mirrors cumulative totals (a machine's stats) into counters that only go up: each sync adds
+ * what grew since the last one.
+ */
+export class TotalsMirror {
+  readonly #seen = new Map<string, number>();
+
+  /** The growth of `key` since the last call (0 the first time it is 0). */
+  delta(key: string, total: number): number {
+    const before = this.#seen.get(key) ?? 0;
+    this.#seen.set(key, total);
+    return Math.max(0, total - before);
+  }
+}
+
+/** Aborts by phase: the machine's abortsByState, phase names lowercased, into the sink. */
+export function syncAborts(mirror: TotalsMirror, sink: PdMetricsSink, abortsByState: Readonly<Record<string, number>>): void {
+  for (const [state, total] of Object.entries(abortsByState)) {
+    const grew = mirror.delta(`abort:${state}`, total);
+    for (let i = 0; i < grew; i++) sink.countAbort(state.toLowerCase());
+  }
+}

@@ -1,0 +1,142 @@
+// The PD roles wired together in one process, over real TCP on loopback but with the worker
+// module's fake engine (the next token after t is t + 1, so outputs are known by hand, and
+// every page is checked before it is read and stamped after it is written): PrefillWorker,
+// DecodeWorker, each with the HTTP front end for its /health, and PdRouter in front of them.
+// What only this level shows: the router's stop strings end a request as finished while the
+// rest is aborted through the protocol; a request that a decode node had to preempt fails with
+// an honest error instead of being recomputed from placeholders; a client that leaves while its
+// prompt is being computed returns every page on both nodes.
+import { afterEach, describe, expect, it } from 'vitest';
+import { createApiServer, type ApiServer } from '../../src/api/index.js';
+import { asRequestId, DEFAULT_TENANT, NO_FAULTS, samplingParams, type GenerateEvent, type SamplingParams } from '../../src/core/index.js';
+import { PdRouter } from '../../src/router/index.js';
+import { DecodeWorker, PrefillWorker, TextStream } from '../../src/worker/index.js';
+import { argmaxSampler, EOS, fakePool, FakeRunner, fakeTokenizer, tok, VOCAB_SIZE } from '../../src/worker/testing/fake-engine.js';
+
+const SECRET = 'in-process-cluster-secret-0123456789';
+const codec = { vocabSize: VOCAB_SIZE, encode: () => [], renderChat: () => '' };
+
+interface Cluster {
+  readonly router: PdRouter;
+  readonly prefill: PrefillWorker;
+  readonly decode: DecodeWorker;
+  readonly prefillRunner: FakeRunner;
+  readonly decodeRunner: FakeRunner;
+  close(): Promise<void>;
+}
+
+let open: Cluster[] = [];
+afterEach(async () => {
+  await Promise.all(open.map((c) => c.close()));
+  open = [];
+});
+
+async function cluster(o: { decodePages: number; prefillPages?: number }): Promise<Cluster> {
+  const fatal = (e: unknown): void => {
+    throw e;
+  };
+  const common = {
+    modelName: 'fake', root: 'fake', contextLength: 40, sampler: argmaxSampler, eosTokenIds: [EOS], maxRunningRequests: 4, chunkedPrefillSize: 8, maxWaiting: 16,
+    faults: NO_FAULTS, checkEveryStep: true, clusterHost: '127.0.0.1', clusterPort: 0, clusterSecret: SECRET, onFatal: fatal,
+  };
+  const pPool = fakePool(o.prefillPages ?? 32);
+  const dPool = fakePool(o.decodePages);
+  const prefillRunner = new FakeRunner(pPool);
+  const decodeRunner = new FakeRunner(dPool);
+  const prefill = await PrefillWorker.start({ ...common, pool: pPool, runner: prefillRunner });
+  const decode = await DecodeWorker.start({ ...common, pool: dPool, runner: decodeRunner });
+  const apis: ApiServer[] = [createApiServer({ backend: prefill, codec, seed: 1 }), createApiServer({ backend: decode, codec, seed: 2 })];
+  const [p, d] = await Promise.all(apis.map((a) => a.listen(0, '127.0.0.1')));
+  const router = new PdRouter({
+    modelName: 'fake', root: 'fake', contextLength: 40, prefills: [`http://127.0.0.1:${p?.port}`], decodes: [`http://127.0.0.1:${d?.port}`], clusterSecret: SECRET,
+    textStream: (_prompt, stops) => new TextStream(fakeTokenizer.createDetokenizer({}), stops), faults: NO_FAULTS,
+  });
+  await router.start();
+  const c: Cluster = {
+    router, prefill, decode, prefillRunner, decodeRunner,
+    close: async () => {
+      await router.close(1_000);
+      await Promise.all(apis.map((a) => a.close()));
+      await Promise.all([prefill.close(0), decode.close(0)]);
+    },
+  };
+  open.push(c);
+  return c;
+}
+
+let nextId = 0;
+const request = (prompt: string, sampling: Partial<SamplingParams>) => ({ rid: asRequestId(`q${nextId++}`), tenant: DEFAULT_TENANT, promptTokens: [...prompt].map(tok), sampling: samplingParams(sampling) });
+
+async function collect(events: AsyncIterable<GenerateEvent>): Promise<GenerateEvent[]> {
+  const all: GenerateEvent[] = [];
+  for await (const e of events) all.push(e);
+  return all;
+}
+const textOf = (events: readonly GenerateEvent[]) => events.map((e) => (e.type === 'tokens' ? e.text : '')).join('');
+
+async function idle(c: Cluster): Promise<void> {
+  for (let i = 0; i < 400 && !(c.prefill.isIdle && c.decode.isIdle && c.router.machine.numActive === 0); i++) await new Promise((r) => setTimeout(r, 5));
+  expect([c.prefill.isIdle, c.decode.isIdle, c.router.machine.numActive]).toEqual([true, true, 0]);
+  expect(c.decode.pool.ledger.counts()).toMatchObject({ allocated: 0, quarantined: 0 });
+  expect(c.prefill.pool.ledger.counts()).toMatchObject({ allocated: 0, quarantined: 0 });
+}
+
+describe('prefill worker -> decode worker -> router, in one process', () => {
+  it('generates what the model says, the first token from prefill and the rest from decode, with usage', async () => {
+    const c = await cluster({ decodePages: 16 });
+    const events = await collect(c.router.generate(request('abcdefghij', { maxTokens: 6 }), new AbortController().signal));
+    expect(textOf(events)).toBe('klmnop');
+    expect(events.at(-1)).toEqual({ type: 'finished', finishReason: 'length', usage: { promptTokens: 10, completionTokens: 6, cachedTokens: 0 } });
+    expect(c.prefill.machine.stats()).toMatchObject({ chunksSent: 3, transfersAcked: 1 }); // pages of 4: [0,4) [4,8) [8,10)
+    await idle(c);
+  });
+
+  it('ends a request at a stop string as finished, and aborts the rest through the protocol', async () => {
+    const c = await cluster({ decodePages: 16 });
+    const events = await collect(c.router.generate(request('abc', { maxTokens: 20, stop: ['gh'] }), new AbortController().signal));
+    expect(textOf(events)).toBe('def');
+    expect(events.at(-1)).toMatchObject({ type: 'finished', finishReason: 'stop' });
+    await idle(c);
+    expect(c.router.machine.stats().abortsByState).toEqual({ Streaming: 1 });
+  });
+
+  it('fails a request the decode node had to preempt with an honest overloaded, never recomputing it from placeholders', async () => {
+    // 5 pages of 4: two prompts of 8 reserve 2 pages each; their outputs cannot both grow.
+    const c = await cluster({ decodePages: 5 });
+    let open: () => void = () => undefined;
+    c.decodeRunner.gate = new Promise<void>((resolve) => (open = resolve));
+    const first = collect(c.router.generate(request('abcdefgh', { maxTokens: 8 }), new AbortController().signal));
+    const second = collect(c.router.generate(request('bcdefghi', { maxTokens: 8 }), new AbortController().signal));
+    // Both transfers land while the first decode step is held; whichever request the scheduler
+    // must preempt to let the other grow is failed, not recomputed.
+    for (let i = 0; i < 400 && c.decode.machine.stats().transfersVerified < 2; i++) await new Promise((r) => setTimeout(r, 5));
+    const verified = c.decode.machine.stats().transfersVerified;
+    c.decodeRunner.gate = undefined;
+    open();
+    expect(verified).toBe(2);
+    const [a, b] = await Promise.all([first, second]);
+    const ends = [a.at(-1)?.type, b.at(-1)?.type].sort();
+    expect(ends).toEqual(['failed', 'finished']);
+    const [done, failed] = a.at(-1)?.type === 'finished' ? [a, b] : [b, a];
+    expect(textOf(done)).toBe(done === a ? 'ijklmnop' : 'jklmnopq');
+    expect(failed.at(-1)).toEqual({ type: 'failed', error: expect.objectContaining({ code: 'overloaded', message: expect.stringMatching(/preempt/) }) });
+    expect(failed.filter((e) => e.type === 'tokens').length).toBeLessThanOrEqual(1); // at most the first token, sampled by prefill
+    expect((await c.decode.health()).detail['preempted']).toBe(1);
+    await idle(c);
+  });
+
+  it('returns every page on both nodes when the client leaves while its prompt is being computed', async () => {
+    const c = await cluster({ decodePages: 16 });
+    let open: () => void = () => undefined;
+    c.prefillRunner.gate = new Promise<void>((resolve) => (open = resolve));
+    const controller = new AbortController();
+    const events = collect(c.router.generate(request('abcdefghijklmnopqrst', { maxTokens: 4 }), controller.signal));
+    for (let i = 0; i < 400 && c.prefill.scheduler.numRunning === 0; i++) await new Promise((r) => setTimeout(r, 5));
+    controller.abort();
+    c.prefillRunner.gate = undefined;
+    open();
+    expect(await events).toEqual([{ type: 'failed', error: expect.objectContaining({ code: 'aborted' }) }]);
+    await idle(c);
+    expect(c.router.machine.stats().abortsByState).toEqual({ Prefilling: 1 });
+  });
+});
