@@ -76,8 +76,8 @@ interface Req {
   referenced: Tag[];
   allocated: Tag[];
   quarantined: Tag[];
-  /** Slots it stamped, per page of its allocated pages. */
-  readonly filled: Map<number, number>;
+  /** Slots it stamped, per allocation of a page (keyed by tagKey: a page freed and allocated again starts empty). */
+  readonly filled: Map<string, number>;
 }
 
 function pick<T>(items: readonly T[], index: number): T | undefined {
@@ -85,6 +85,7 @@ function pick<T>(items: readonly T[], index: number): T | undefined {
 }
 
 const has = (tags: readonly Tag[], tag: Tag): boolean => tags.some((t) => sameTag(t, tag));
+const tagKey = (tag: Tag): string => `${tag.page}:${tag.epoch}`;
 const outcome = (check: () => void): boolean => {
   try {
     check();
@@ -118,7 +119,7 @@ function run(actions: readonly Action[], faults: FaultSet, stats: Stats = zeroSt
   function mayRead(reader: Owner, req: Req, tag: Tag, numSlots: number): boolean {
     if (req.status !== 'live' || reader.tenant !== req.owner.tenant) return false;
     if (has(req.referenced, tag)) return true;
-    return has(req.allocated, tag) && (req.filled.get(tag.page) ?? 0) >= numSlots;
+    return has(req.allocated, tag) && (req.filled.get(tagKey(tag)) ?? 0) >= numSlots;
   }
 
   for (const action of actions) {
@@ -144,10 +145,10 @@ function run(actions: readonly Action[], faults: FaultSet, stats: Stats = zeroSt
         }
         tableOf(r).forEach((tag, i) => {
           if (i < r.referenced.length) return;
-          const filled = Math.max(r.filled.get(tag.page) ?? 0, Math.min(PAGE_SIZE, Math.max(0, r.tokens.length - i * PAGE_SIZE)));
+          const filled = Math.max(r.filled.get(tagKey(tag)) ?? 0, Math.min(PAGE_SIZE, Math.max(0, r.tokens.length - i * PAGE_SIZE)));
           pool.checkWrite(r.owner, [tag]);
           pool.stamp(tag, filled);
-          r.filled.set(tag.page, filled);
+          r.filled.set(tagKey(tag), filled);
         });
         break;
       }
@@ -166,9 +167,9 @@ function run(actions: readonly Action[], faults: FaultSet, stats: Stats = zeroSt
         const tag = r && pick(r.allocated, action.index);
         if (r === undefined || tag === undefined) break;
         pool.checkWrite(r.owner, [tag]);
-        const filled = Math.max(r.filled.get(tag.page) ?? 0, action.slots);
+        const filled = Math.max(r.filled.get(tagKey(tag)) ?? 0, action.slots);
         pool.stamp(tag, filled);
-        r.filled.set(tag.page, filled);
+        r.filled.set(tagKey(tag), filled);
         break;
       }
       case 'free': {
@@ -279,6 +280,9 @@ function agree(found: unknown, expected: unknown, what: string): void {
   if (canonical(found) !== canonical(expected)) throw new Error(`${what}: ledger has ${canonical(found)}, model has ${canonical(expected)}`);
 }
 
+/** 400 in `npm test`; PAGES_PROPERTY_RUNS=100000 for a long exploration. A failure prints its seed and path. */
+const NUM_RUNS = Number(process.env['PAGES_PROPERTY_RUNS'] ?? 400);
+
 const actionsArb = fc.array(actionArb, { minLength: 20, maxLength: 80, size: 'max' });
 
 describe('pages under random sequences of actions', () => {
@@ -286,10 +290,10 @@ describe('pages under random sequences of actions', () => {
     const stats = zeroStats();
     fc.assert(
       fc.property(actionsArb, (actions) => run(actions, NO_FAULTS, stats)),
-      { numRuns: 400 },
+      { numRuns: NUM_RUNS },
     );
     // Not vacuous: the runs hit the cache, filled and evicted it, and read both ways.
-    console.log('pages property, 400 runs:', JSON.stringify(stats));
+    console.log(`pages property, ${NUM_RUNS} runs:`, JSON.stringify(stats));
     for (const [what, count] of Object.entries(stats)) expect(count, what).toBeGreaterThan(50);
   });
 
