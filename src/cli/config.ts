@@ -7,8 +7,12 @@ import { checkEveryStepFromEnv, faultsFromEnv, tesseraHome, type Env } from './c
 import type { PoolFlags, PoolSize } from './config-pool.js';
 import { parseCount, parseSize } from './config-values.js';
 
-/** The model every command serves or runs when --model is not given. */
-export const DEFAULT_MODEL = 'builtin:tiny';
+/**
+ * The model every command serves or runs when --model is not given: the small Llama trained on
+ * Jane Austen's novels that ships in models/austen (so `npm start` speaks English). Tests that
+ * need a model of a chosen shape use builtin:tiny or gen-model.
+ */
+export const DEFAULT_MODEL = 'builtin:austen';
 export const DEFAULT_HOST = '127.0.0.1';
 export const DEFAULT_PORT = 8000;
 export const DEFAULT_PAGE_SIZE = 16;

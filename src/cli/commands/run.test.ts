@@ -67,11 +67,20 @@ describe('tessera run', () => {
     expect(r.stderr).toMatch(/4 tokens \(length\) at [\d.]+ tokens\/s; prompt \d+ tokens in \d+ ms; model loaded in \d+ ms, prepared for ort\+wasm kernels/);
   });
 
-  it('defaults to builtin:tiny, generated into TESSERA_HOME', async () => {
+  it('defaults to builtin:austen, the shipped model, which speaks English', async () => {
+    const r = await run(['run', '--prompt', 'It is a truth universally acknowledged', '--max-tokens', '12', '--json']);
+    expect(r.code).toBe(0);
+    const out = JSON.parse(r.stdout) as RunJson;
+    expect(out.ids).toHaveLength(12);
+    expect(out.text).toMatch(/^[\s\w,.;:'"!?-]+$/);
+    expect(out.text.split(/\s+/).filter((w) => w.length > 0).length).toBeGreaterThan(4);
+  });
+
+  it('generates builtin:tiny into TESSERA_HOME', async () => {
     const saved = process.env['TESSERA_HOME'];
     process.env['TESSERA_HOME'] = join(root, 'home');
     try {
-      const r = await run(['run', '--prompt-ids', '1,2,3', '--max-tokens', '2', '--json', '--ignore-eos']);
+      const r = await run(['run', '--model', 'builtin:tiny', '--prompt-ids', '1,2,3', '--max-tokens', '2', '--json', '--ignore-eos']);
       expect(r.code).toBe(0);
       expect((JSON.parse(r.stdout) as RunJson).ids).toHaveLength(2);
       expect((await loadModel('builtin:tiny', { cacheDir: join(root, 'home') })).source.path).toContain(join(root, 'home'));

@@ -4,12 +4,12 @@
 // request, generates, and prints the text (streamed) or, with --json, one JSON object.
 // It must never compute anything itself: src/model does the loading, the forward pass and
 // the sampling.
-import { homedir } from 'node:os';
-import { join } from 'node:path';
 import type { Command } from 'commander';
 import { ConfigError, samplingParams, type SamplingParams } from '../../core/index.js';
 import { pagesFor } from '../../pages/index.js';
 import { createEngine, DEFAULT_PAGE_SIZE, generate, loadModel, type LoadedModel } from '../../model/index.js';
+import { DEFAULT_MODEL } from '../config.js';
+import { tesseraHome } from '../config-env.js';
 import { progressDisplay } from './gen-model.js';
 
 interface RunFlags {
@@ -32,7 +32,7 @@ export function registerRun(program: Command): void {
   program
     .command('run')
     .description('generate a continuation of one prompt and print it')
-    .option('--model <spec>', 'a Hugging Face directory, a .gguf file, or builtin:NAME', 'builtin:tiny')
+    .option('--model <spec>', 'a Hugging Face directory, a .gguf file, or builtin:NAME', DEFAULT_MODEL)
     .option('--prompt <text>', 'prompt text, tokenized with the model\'s tokenizer (BOS as its config says)')
     .option('--prompt-ids <ids>', 'prompt token ids, comma-separated, used exactly as given (no BOS added)')
     .option('--max-tokens <n>', 'most tokens to generate', '64')
@@ -56,7 +56,7 @@ async function runCommand(flags: RunFlags): Promise<void> {
 
   const loadStart = performance.now();
   const display = flags.json ? undefined : progressDisplay(process.stderr);
-  const model = await loadModel(flags.model, { cacheDir: tesseraHome(), ...(display ? { onProgress: display.update } : {}) });
+  const model = await loadModel(flags.model, { cacheDir: tesseraHome(process.env), ...(display ? { onProgress: display.update } : {}) });
   display?.done();
   const loadMs = performance.now() - loadStart;
   const promptIds = flags.promptIds !== undefined ? parseIds(flags.promptIds, model) : model.tokenizer.encode(flags.prompt!);
@@ -95,11 +95,6 @@ async function runCommand(flags: RunFlags): Promise<void> {
   } finally {
     await engine.dispose();
   }
-}
-
-/** TESSERA_HOME, default ~/.cache/tessera: where builtin models are generated. */
-function tesseraHome(): string {
-  return process.env['TESSERA_HOME'] ?? join(homedir(), '.cache', 'tessera');
 }
 
 function parseSampling(flags: RunFlags): SamplingParams {

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { checkTrace, type CheckResult } from '../../../spec/conformance/index.js';
 import type { TraceEvent } from '../../../src/transfer/index.js';
-import { health, ROOT, scrape, waitUntil } from '../support/process.js';
+import { health, ROOT, scrape, waitUntil, withTestModel } from '../support/process.js';
 
 export { health, kvPages, promptIds, scrape, testHome, waitUntil } from '../support/process.js';
 
@@ -37,7 +37,7 @@ function cleanEnv(home: string, env: Record<string, string>): NodeJS.ProcessEnv 
 }
 
 export function spawnTessera(name: string, args: readonly string[], home: string, env: Record<string, string> = {}): Proc {
-  const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: cleanEnv(home, env), stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [BIN, ...withTestModel(args)], { cwd: ROOT, env: cleanEnv(home, env), stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));

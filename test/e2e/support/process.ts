@@ -13,6 +13,17 @@ import { resolveBuiltinModel } from '../../../src/model/index.js';
 export const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const BIN = join(ROOT, 'bin', 'tessera.js');
 
+/** The model e2e processes serve unless a test names one (the CLI's default is builtin:austen). */
+export const E2E_MODEL = 'builtin:tiny';
+const MODEL_COMMANDS = new Set(['serve', 'plan', 'router', 'up']);
+
+/** `args` with `--model E2E_MODEL` after the command, unless the test gives its own --model. */
+export function withTestModel(args: readonly string[]): string[] {
+  const [command, ...rest] = args;
+  if (command === undefined || !MODEL_COMMANDS.has(command) || rest.includes('--model')) return [...args];
+  return [command, '--model', E2E_MODEL, ...rest];
+}
+
 /** A temporary TESSERA_HOME with builtin:tiny in it; `remove()` when the file is done. */
 export async function testHome(): Promise<{ readonly dir: string; remove(): Promise<void> }> {
   const dir = await mkdtemp(join(tmpdir(), 'tessera-e2e-'));
@@ -42,7 +53,7 @@ function baseEnv(home: string, env: Record<string, string>): NodeJS.ProcessEnv {
 /** Runs a command to its end (it must end within timeoutMs). */
 export function runCli(args: readonly string[], home: string, env: Record<string, string> = {}, timeoutMs = 60_000): Promise<Exited> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: baseEnv(home, env), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [BIN, ...withTestModel(args)], { cwd: ROOT, env: baseEnv(home, env), stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -74,7 +85,7 @@ export interface Server {
 
 /** Starts `tessera serve --host 127.0.0.1 --port 0 ...args` and waits until it listens. */
 export async function startServer(args: readonly string[], home: string, env: Record<string, string> = {}, timeoutMs = 90_000): Promise<Server> {
-  const child = spawn(process.execPath, [BIN, 'serve', '--host', '127.0.0.1', '--port', '0', ...args], {
+  const child = spawn(process.execPath, [BIN, ...withTestModel(['serve', '--host', '127.0.0.1', '--port', '0', ...args])], {
     cwd: ROOT,
     env: baseEnv(home, env),
     stdio: ['ignore', 'pipe', 'pipe'],
