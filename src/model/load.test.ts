@@ -6,7 +6,7 @@ import { ModelLoadError } from '../core/index.js';
 import { f16ToF32, f32ToBf16, f32ToF16, bf16ToF32, quantize } from '../kernels/index.js';
 import { genModel, type GenOverrides } from './gen-model.js';
 import { tensorToF32 } from './host-tensor.js';
-import { loadModel, type LoadedModel } from './load.js';
+import { loadModel, loadModelInfo, type LoadedModel } from './load.js';
 import { generateTensor, PRESET_CONFIGS } from './presets.js';
 import { encodeSafetensors, readSafetensors } from './safetensors.js';
 
@@ -225,6 +225,26 @@ describe('bad input is one ModelLoadError naming the file and the problem', () =
       const e = await loadError(path);
       expect(e.file).toBe(path);
       expect(e.message).toMatch(message);
+    }
+  });
+});
+
+describe('loadModelInfo', () => {
+  it('reads config, tokenizer and chat template of a Hugging Face directory without touching its weights', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'tessera-info-'));
+    try {
+      const out = join(dir, 'm');
+      await genModel({ preset: 'tiny', format: 'hf', out, seed: 1, overrides: { numLayers: 1 } });
+      await writeFile(join(out, 'model.safetensors'), 'not safetensors at all');
+      const info = await loadModelInfo(out);
+      expect(info.config.numLayers).toBe(1);
+      expect(info.tokenizer.encode('Hello', { addSpecialTokens: false }).length).toBeGreaterThan(0);
+      expect(info.source.files).toEqual([]);
+      expect('tensors' in info).toBe(false);
+      // The full load reads the (now corrupt) weights and says so.
+      await expect(loadModel(out)).rejects.toThrow(/model\.safetensors/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });

@@ -44,19 +44,34 @@ export interface LoadedModel {
 
 export type LoadOptions = Partial<BuiltinOptions>;
 
+/** A model without its weights: what a router needs to template, tokenize and check lengths. */
+export type ModelInfo = Omit<LoadedModel, 'tensors'>;
+
 export async function loadModel(spec: string, options: LoadOptions = {}): Promise<LoadedModel> {
+  return (await load(spec, options, true)) as LoadedModel;
+}
+
+/**
+ * Config, tokenizer and chat template, without reading a Hugging Face model's weight files
+ * (a GGUF file is still read whole: its tokenizer lives in the same file as its weights).
+ */
+export async function loadModelInfo(spec: string, options: LoadOptions = {}): Promise<ModelInfo> {
+  return load(spec, options, false);
+}
+
+async function load(spec: string, options: LoadOptions, withWeights: boolean): Promise<ModelInfo | LoadedModel> {
   const path = spec.startsWith('builtin:') ? await resolveBuiltinModel(spec, options) : spec;
   if (!(await exists(path))) {
     throw new ModelLoadError(path, 'not found: expected a Hugging Face model directory or a .gguf file');
   }
-  if (await isDirectory(path)) return loadHfDirectory(spec, path);
+  if (await isDirectory(path)) return loadHfDirectory(spec, path, withWeights);
   if (/(\.safetensors|\.json)$/.test(path)) {
     throw new ModelLoadError(path, 'is one file of a Hugging Face model: pass the directory that holds it');
   }
-  return loadGgufFile(spec, path);
+  return loadGgufFile(spec, path, withWeights);
 }
 
-async function loadHfDirectory(spec: string, dir: string): Promise<LoadedModel> {
+async function loadHfDirectory(spec: string, dir: string, withWeights: boolean): Promise<ModelInfo | LoadedModel> {
   const configPath = join(dir, 'config.json');
   if (!(await exists(configPath))) throw new ModelLoadError(configPath, 'file not found: a Hugging Face model directory needs config.json');
   const parsed = configFromHf(await readJsonFile(configPath), configPath);
@@ -78,17 +93,18 @@ async function loadHfDirectory(spec: string, dir: string): Promise<LoadedModel> 
     fallbackBosTokenId: parsed.bosTokenId,
   });
   const config = withTokenizer(parsed, tokenizer, tokenizerPath);
-  const weights = await loadHfWeights(dir, config);
   const templateText =
     pickChatTemplate(tokenizerConfig['chat_template'], tokenizerConfigPath) ?? (await readOptionalTextFile(join(dir, 'chat_template.jinja')));
   const chatTemplate = createChatTemplate(templateText, tokenizer, tokenizerConfigPath);
+  if (!withWeights) return { config, tokenizer, chatTemplate, source: { format: 'hf', spec, path: dir, files: [] } };
+  const weights = await loadHfWeights(dir, config);
   return { config, tensors: weights.tensors, tokenizer, chatTemplate, source: { format: 'hf', spec, path: dir, files: weights.files } };
 }
 
-async function loadGgufFile(spec: string, file: string): Promise<LoadedModel> {
+async function loadGgufFile(spec: string, file: string, withWeights: boolean): Promise<ModelInfo | LoadedModel> {
   const g = readGguf(await readWholeFile(file), file);
   const parsed = configFromGguf(g);
-  const tensors = loadGgufWeights(g, parsed);
+  const tensors = withWeights ? loadGgufWeights(g, parsed) : null;
   const { tokenizerJson, tokenizerConfig } = ggufTokenizerJson(g);
   const tokenizer = createTokenizer({
     tokenizerJson,
@@ -99,7 +115,8 @@ async function loadGgufFile(spec: string, file: string): Promise<LoadedModel> {
   });
   const config = withTokenizer(parsed, tokenizer, file);
   const chatTemplate = createChatTemplate(new GgufMeta(g).optStr('tokenizer.chat_template'), tokenizer, file);
-  return { config, tensors, tokenizer, chatTemplate, source: { format: 'gguf', spec, path: file, files: [file] } };
+  const source = { format: 'gguf', spec, path: file, files: [file] } as const;
+  return tensors === null ? { config, tokenizer, chatTemplate, source } : { config, tensors, tokenizer, chatTemplate, source };
 }
 
 /** The config's special ids, completed from the tokenizer; the tokenizer must fit the embedding. */

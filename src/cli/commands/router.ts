@@ -10,7 +10,7 @@ import { randomInt } from 'node:crypto';
 import type { Command } from 'commander';
 import { createApiServer, pdMetrics, promptCodecOf } from '../../api/index.js';
 import { ConfigError } from '../../core/index.js';
-import { loadModel } from '../../model/index.js';
+import { loadModelInfo } from '../../model/index.js';
 import { PdRouter } from '../../router/index.js';
 import { TextStream } from '../../worker/index.js';
 import { loadApiKeys } from '../config-api-keys.js';
@@ -60,7 +60,8 @@ async function runRouter(flags: RouterFlags): Promise<number> {
   const apiKeys = flags.apiKeys === undefined ? undefined : await loadApiKeys(flags.apiKeys);
 
   const display = progressDisplay(process.stderr);
-  const model = await loadModel(modelSpec, { cacheDir: tesseraHome(env), onProgress: display.update });
+  // The router never runs the model: config, tokenizer and chat template suffice.
+  const model = await loadModelInfo(modelSpec, { cacheDir: tesseraHome(env), onProgress: display.update });
   display.done();
   const maxContext = Math.min(model.config.maxPositionEmbeddings, model.config.slidingWindow ?? Infinity);
   const contextLength = flags.contextLength === undefined ? maxContext : parseCount(flags.contextLength, '--context-length', 1, maxContext);
