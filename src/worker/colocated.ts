@@ -27,6 +27,7 @@ import { PrefixCache, type PageCounts, type PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import { EngineLoop, type StepRunner } from './engine-loop.js';
 import { EventChannel } from './event-channel.js';
+import { loopHealth, poolHealth } from './health.js';
 import type { SamplingState, TokenSampler } from './step-results.js';
 import { TextStream, type Detokenizer } from './text-stream.js';
 
@@ -158,12 +159,9 @@ export class ColocatedWorker {
       detail: {
         role: 'colocated',
         model: this.modelName,
-        steps: loop.numSteps,
-        integrityChecksAfterStep: loop.numStepChecks,
-        integrityChecksWhenIdle: loop.numIdleChecks,
-        checkEveryStep: this.#o.checkEveryStep,
+        ...poolHealth(this.pool),
         idle: this.scheduler.isIdle,
-        ...(loop.fatal === null ? {} : { fatal: loop.fatal }),
+        ...loopHealth(loop, this.#o.checkEveryStep),
         ...this.#o.healthDetail,
       },
     };

@@ -29,6 +29,7 @@ import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import { DecodeMachine, MachineDriver, TcpTransport, NO_TRACE, type DecodeEffect, type DecodeHost, type DecodeInput, type ReserveVerdict, type TraceSink, type Transport } from '../transfer/index.js';
 import type { WorkerHealth, WorkerStats } from './colocated.js';
 import { EngineLoop } from './engine-loop.js';
+import { loopHealth, poolHealth } from './health.js';
 import { HookedRunner } from './hooked-runner.js';
 import { notForClients, syncAborts, TotalsMirror, type PdMetricsSink, type PdWorkerOptions } from './pd-common.js';
 
@@ -163,12 +164,7 @@ export class DecodeWorker {
         model: this.modelName,
         address: this.address,
         contextLength: this.contextLength,
-        pageSize: this.pool.pageSize,
-        kvPages: this.pool.ledger.numPages,
-        kvBytesPerToken: this.pool.slotRangeBytes(1),
-        pages: this.pool.ledger.counts(),
-        lastEpoch: this.pool.ledger.lastEpoch,
-        tagMismatches: this.pool.numCheckFailures,
+        ...poolHealth(this.pool),
         idle: this.isIdle,
         running: this.scheduler.numRunning,
         receiving: this.scheduler.numReceiving,
@@ -177,10 +173,7 @@ export class DecodeWorker {
         preempted: this.#numPreempted,
         transfer: this.machine.stats(),
         transport: this.transport.stats(),
-        steps: loop.numSteps,
-        integrityChecksAfterStep: loop.numStepChecks,
-        checkEveryStep: this.#o.checkEveryStep,
-        ...(loop.fatal === null ? {} : { fatal: loop.fatal }),
+        ...loopHealth(loop, this.#o.checkEveryStep),
         ...this.#o.healthDetail,
       },
     };

@@ -28,6 +28,7 @@ import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import { MachineDriver, PrefillMachine, TcpTransport, type AdmitVerdict, type PrefillHost, type PrefillInput, type PrefillEffect, type Transport } from '../transfer/index.js';
 import { EngineLoop } from './engine-loop.js';
 import { HookedRunner } from './hooked-runner.js';
+import { loopHealth, poolHealth } from './health.js';
 import { notForClients, syncAborts, TotalsMirror, type PdMetricsSink, type PdWorkerOptions } from './pd-common.js';
 import type { WorkerHealth, WorkerStats } from './colocated.js';
 
@@ -143,12 +144,7 @@ export class PrefillWorker {
         model: this.modelName,
         address: this.address,
         contextLength: this.contextLength,
-        pageSize: this.pool.pageSize,
-        kvPages: this.pool.ledger.numPages,
-        kvBytesPerToken: this.pool.slotRangeBytes(1),
-        pages: this.pool.ledger.counts(),
-        lastEpoch: this.pool.ledger.lastEpoch,
-        tagMismatches: this.pool.numCheckFailures,
+        ...poolHealth(this.pool),
         idle: this.isIdle,
         running: this.scheduler.numRunning,
         waiting: this.scheduler.numWaiting,
@@ -156,10 +152,7 @@ export class PrefillWorker {
         active: this.machine.numActive,
         transfer: this.machine.stats(),
         transport: this.transport.stats(),
-        steps: loop.numSteps,
-        integrityChecksAfterStep: loop.numStepChecks,
-        checkEveryStep: this.#o.checkEveryStep,
-        ...(loop.fatal === null ? {} : { fatal: loop.fatal }),
+        ...loopHealth(loop, this.#o.checkEveryStep),
         ...this.#o.healthDetail,
       },
     };
