@@ -1,6 +1,8 @@
 // WorkerRegistry: the router's view of its prefill and decode workers, learned from each
 // worker's GET /health (its role, cluster address, pool limits, pages, transfer totals), polled
-// every pollIntervalMs and at once when its connection closes.
+// every pollIntervalMs and at once when its connection closes. A worker that refuses the
+// connection is down at once; one that is only slow to answer (its event loop is inside a long
+// model step) stays up until MAX_SLOW_POLLS polls in a row have timed out.
 // Owns: per worker, whether it answers (`up`), what it last reported, and the router's own load
 // on it. Must never: wait on a worker without a timeout, trust a worker whose role is not the
 // one it was given as (it is `misconfigured` and never used), or throw for a worker's answer.
@@ -9,6 +11,9 @@ import type { PageCounts } from '../pages/index.js';
 import type { WorkerLimits, WorkerRole, WorkerView } from './pair-policy.js';
 
 export type WorkerState = 'unknown' | 'up' | 'down' | 'misconfigured';
+
+/** Timed-out polls in a row after which an `up` worker counts as down. */
+export const MAX_SLOW_POLLS = 3;
 
 /** Cumulative transfer totals a worker reports (decode: bytes written, checksum failures). */
 export interface WorkerTotals {
@@ -27,6 +32,10 @@ export interface WorkerEntry {
   totals: WorkerTotals;
   inFlight: number;
   lastError: string | undefined;
+  /** Polls in a row that timed out (reset by any answer). */
+  slowPolls: number;
+  /** A poll of this worker is under way: no second one is started beside it. */
+  polling: boolean;
 }
 
 export interface WorkerRegistryOptions {
@@ -45,7 +54,7 @@ export class WorkerRegistry {
     this.#o = options;
     const entry = (url: string, role: WorkerRole): WorkerEntry => ({
       url: url.replace(/\/+$/, ''), role, state: 'unknown', address: undefined, limits: undefined, pages: undefined,
-      totals: { transferBytes: 0, checksumFailures: 0, tagMismatches: 0 }, inFlight: 0, lastError: undefined,
+      totals: { transferBytes: 0, checksumFailures: 0, tagMismatches: 0 }, inFlight: 0, lastError: undefined, slowPolls: 0, polling: false,
     });
     this.#entries = [...options.prefills.map((u) => entry(u, 'prefill')), ...options.decodes.map((u) => entry(u, 'decode'))];
   }
@@ -91,6 +100,16 @@ export class WorkerRegistry {
   }
 
   async #poll(e: WorkerEntry): Promise<void> {
+    if (e.polling) return;
+    e.polling = true;
+    try {
+      await this.#pollOnce(e);
+    } finally {
+      e.polling = false;
+    }
+  }
+
+  async #pollOnce(e: WorkerEntry): Promise<void> {
     let body: Record<string, unknown>;
     let status: number;
     try {
@@ -98,10 +117,13 @@ export class WorkerRegistry {
       status = response.status;
       body = (await response.json()) as Record<string, unknown>;
     } catch (error) {
-      e.state = e.state === 'misconfigured' ? e.state : 'down';
       e.lastError = `GET ${e.url}/health: ${error instanceof Error ? error.message : String(error)}`;
+      const slow = error instanceof Error && error.name === 'TimeoutError';
+      e.slowPolls = slow ? e.slowPolls + 1 : MAX_SLOW_POLLS;
+      if (e.state !== 'misconfigured' && (e.state !== 'up' || e.slowPolls >= MAX_SLOW_POLLS)) e.state = 'down';
       return;
     }
+    e.slowPolls = 0;
     const report = parseReport(body, e.role);
     if (typeof report === 'string') {
       e.state = 'misconfigured';

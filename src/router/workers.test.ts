@@ -1,0 +1,86 @@
+// The router's view of a worker's health: a worker that refuses connections is down at once; one
+// that is only slow to answer (its event loop inside a long model step) stays up until
+// MAX_SLOW_POLLS polls in a row time out.
+import { createServer, type Server } from 'node:http';
+import { afterEach, describe, expect, it } from 'vitest';
+import { MAX_SLOW_POLLS, WorkerRegistry } from './workers.js';
+
+const HEALTH = { role: 'decode', address: '127.0.0.1:9', contextLength: 64, pageSize: 16, kvPages: 8, kvBytesPerToken: 64 };
+
+interface FakeWorker {
+  readonly url: string;
+  /** ms to wait before answering /health. */
+  delayMs: number;
+  close(): Promise<void>;
+}
+
+const servers: Server[] = [];
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((s) => new Promise((resolve) => s.close(resolve))));
+});
+
+async function fakeWorker(): Promise<FakeWorker> {
+  const fake = { delayMs: 0 } as FakeWorker;
+  const server = createServer((_req, res) => {
+    setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(HEALTH)), fake.delayMs);
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  return Object.assign(fake, {
+    url: `http://127.0.0.1:${port}`,
+    close: () => {
+      server.closeAllConnections();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  });
+}
+
+function registry(url: string): WorkerRegistry {
+  return new WorkerRegistry({ prefills: [], decodes: [url], pollIntervalMs: 60_000, fetchTimeoutMs: 50 });
+}
+
+describe('WorkerRegistry health polling', () => {
+  it('keeps a slow worker up until MAX_SLOW_POLLS polls in a row time out, and forgets slowness once it answers', async () => {
+    const w = await fakeWorker();
+    const r = registry(w.url);
+    await r.pollAll();
+    const entry = r.entries[0]!;
+    expect(entry.state).toBe('up');
+    w.delayMs = 200;
+    for (let i = 1; i < MAX_SLOW_POLLS; i++) {
+      await r.pollAll();
+      expect(entry.state, `after ${i} slow polls`).toBe('up');
+    }
+    w.delayMs = 0;
+    await r.pollAll();
+    expect(entry.slowPolls).toBe(0);
+    w.delayMs = 200;
+    for (let i = 0; i < MAX_SLOW_POLLS; i++) await r.pollAll();
+    expect(entry.state).toBe('down');
+    expect(entry.lastError).toMatch(/health/);
+  });
+
+  it('marks a worker that refuses connections down at once', async () => {
+    const w = await fakeWorker();
+    const r = registry(w.url);
+    await r.pollAll();
+    expect(r.entries[0]!.state).toBe('up');
+    await w.close();
+    await r.pollAll();
+    expect(r.entries[0]!.state).toBe('down');
+  });
+
+  it('never runs two polls of one worker at once', async () => {
+    let requests = 0;
+    const counting = createServer((_req, res) => {
+      requests++;
+      setTimeout(() => res.writeHead(200).end(JSON.stringify(HEALTH)), 30);
+    });
+    servers.push(counting);
+    await new Promise<void>((resolve) => counting.listen(0, '127.0.0.1', resolve));
+    const r = new WorkerRegistry({ prefills: [], decodes: [`http://127.0.0.1:${(counting.address() as { port: number }).port}`], pollIntervalMs: 60_000, fetchTimeoutMs: 1000 });
+    await Promise.all([r.pollAll(), r.pollAll(), r.pollAll()]);
+    expect(requests).toBe(1);
+  });
+});
