@@ -1,9 +1,16 @@
-// KV transfer benchmark (`npm run bench:transfer`): GB/s of KvChunk frames from a sender to a
-// receiver in another process (bench/transfer-receiver.ts, forked), over an authenticated
-// TcpTransport on loopback with the xxh64 checksum computed by the sender and verified by the
-// receiver, as in the protocol; beside a raw loopback socket pushing the same bytes between the
-// same two processes, in the same run; a raw socket whose receiver hashes every byte as it
-// arrives (the floor for any checksummed receive: no framing, no copy); and the checksum alone.
+// KV transfer benchmark (`npm run bench:transfer`): GB/s of KV transfers from a sender to a
+// decode node in another process (bench/transfer-receiver.ts, forked), over an authenticated
+// TcpTransport on loopback, as in the protocol: the sender plays router and prefill (Reserve,
+// then KvChunks with their xxh64 checksums into the reserved pages, then KvDone), the receiver
+// is a real DecodeMachine over a PagePool of a Llama-3-8B-like shape (every header checked,
+// every payload landed in its page as it arrives, every checksum verified, every page stamped,
+// coverage verified before Ack). Two frame sizes: a whole page per frame (what the prefill
+// machine sends for a prompt computed in page-aligned chunks) and --chunk-kib (default 1 MiB, a
+// quarter page: 64 runs of 16 KiB scattered over the page, the costly case for landing).
+// Beside them, in the same run, between the same two processes: a raw loopback socket pushing
+// the same bytes; the same reading into one reused buffer (as the transport reads); a raw socket
+// whose receiver hashes every byte as it arrives; one that also copies every byte into a pool
+// (the floor for a receiver that verifies and lands); and the checksum alone.
 // Sender and receiver run in parallel, as a prefill and a decode node do; each row also gives
 // the CPU time of both ends (less noisy than wall time on a shared machine). Prints a table and
 // writes bench/results/transfer-<time>.json. Asserts nothing about speed (a benchmark, not a
@@ -16,8 +23,9 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { asEpoch, asPageId, asRequestId } from '../src/core/index.js';
-import { chunkChecksum, TcpTransport } from '../src/transfer/index.js';
+import { asEpoch, asPageId, asRequestId, asTenantId, samplingParams, type RequestId, type Tag } from '../src/core/index.js';
+import { slotRangeBytes, type KvShape } from '../src/pages/index.js';
+import { chunkChecksum, promptDigest, TcpTransport, TransferDigest, type Message } from '../src/transfer/index.js';
 
 const args = process.argv.slice(2);
 const flag = (name: string): string | undefined => {
@@ -26,16 +34,26 @@ const flag = (name: string): string | undefined => {
 };
 const quick = args.includes('--quick');
 const TOTAL_MIB = Number(flag('--mib') ?? (quick ? 256 : 1024));
-/** A page of a Llama-3-8B-like model (32 layers, 8 KV heads of 128, f32, 16 slots) is 4 MiB; 1 MiB by default. */
-const CHUNK_BYTES = Number(flag('--chunk-kib') ?? 1024) * 1024;
+/** A page of a Llama-3-8B-like model (32 layers, 8 KV heads of 128, f32, 16 slots) is 4 MiB: 16 slots of 256 KiB. */
+const SHAPE_OF_PAGE = { pageSize: 16, numLayers: 32, numKvHeads: 8, headDim: 128 } as const;
+const SLOT_BYTES = slotRangeBytes({ numPages: 1, ...SHAPE_OF_PAGE }, 1);
+const PAGE_BYTES = SHAPE_OF_PAGE.pageSize * SLOT_BYTES;
+const PAGES_PER_TRANSFER = 16;
 const ROUNDS = Number(flag('--rounds') ?? 3);
-const NUM_CHUNKS = Math.ceil((TOTAL_MIB * 1024 * 1024) / CHUNK_BYTES);
-const TOTAL_BYTES = NUM_CHUNKS * CHUNK_BYTES;
+/** Slots per frame of the partial-page runs (--chunk-kib, a run of whole slots dividing a page). */
+const PARTIAL_SLOTS = (Number(flag('--chunk-kib') ?? 1024) * 1024) / SLOT_BYTES;
+if (!Number.isInteger(PARTIAL_SLOTS) || PARTIAL_SLOTS < 1 || SHAPE_OF_PAGE.pageSize % PARTIAL_SLOTS !== 0) throw new Error(`--chunk-kib must divide a page of ${SHAPE_OF_PAGE.pageSize} slots of ${SLOT_BYTES / 1024} KiB`);
+const NUM_TRANSFERS = Math.max(1, Math.round((TOTAL_MIB * 2 ** 20) / (PAGES_PER_TRANSFER * PAGE_BYTES)));
+const TOTAL_BYTES = NUM_TRANSFERS * PAGES_PER_TRANSFER * PAGE_BYTES;
+/** The raw sockets write the same bytes in buffers of this size. */
+const RAW_WRITE_BYTES = 2 ** 20;
+/** The decode pool: room for the transfer being sent, the next one (reserved ahead) and admission's one-page margin. */
+const SHAPE: KvShape = { numPages: 3 * PAGES_PER_TRANSFER, ...SHAPE_OF_PAGE };
 const SECRET = 'bench-transfer-cluster-secret-0123456789';
 const HIGH_WATER = 16 * 1024 * 1024;
 const RECEIVER = fileURLToPath(new URL('./transfer-receiver.ts', import.meta.url));
 
-const payload = new Uint8Array(CHUNK_BYTES).map((_, i) => (i * 131) & 0xff);
+const payload = new Uint8Array(PAGE_BYTES).map((_, i) => (i * 131) & 0xff);
 const gbps = (bytes: number, ms: number): number => bytes / 1e9 / (ms / 1000);
 const now = (): number => performance.timeOrigin + performance.now();
 
@@ -47,12 +65,12 @@ interface Done {
   readonly cpuMs: number;
 }
 
-async function receiver(mode: 'raw' | 'hashed' | 'protocol'): Promise<{ port: number; done: Promise<Done>; child: ChildProcess }> {
+async function receiver(mode: 'raw' | 'reused' | 'hashed' | 'landed' | 'protocol'): Promise<{ port: number; done: Promise<Done>; child: ChildProcess }> {
   const profile = process.env['BENCH_PROFILE_DIR'];
   const execArgv = profile === undefined ? process.execArgv : [...process.execArgv, '--cpu-prof', `--cpu-prof-dir=${profile}`];
   const child = fork(RECEIVER, [], { execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const port = new Promise<number>((resolve) => child.once('message', (m: { port: number }) => resolve(m.port)));
-  child.send({ mode, totalBytes: TOTAL_BYTES, secret: SECRET });
+  child.send({ mode, totalBytes: TOTAL_BYTES, secret: SECRET, shape: SHAPE, numTransfers: NUM_TRANSFERS });
   const p = await port;
   const done = new Promise<Done>((resolve) => child.once('message', (m: Done) => resolve(m)));
   return { port: p, done, child };
@@ -70,15 +88,16 @@ const cpuMs = (from: NodeJS.CpuUsage): number => {
   return (u.user + u.system) / 1000;
 };
 
-async function raw(mode: 'raw' | 'hashed' = 'raw'): Promise<Run> {
+async function raw(mode: 'raw' | 'reused' | 'hashed' | 'landed' = 'raw'): Promise<Run> {
   const r = await receiver(mode);
   const socket = connect({ port: r.port, host: '127.0.0.1' });
   socket.setNoDelay(true);
   await new Promise<void>((resolve) => socket.once('connect', resolve));
   const start = now();
   const cpu = process.cpuUsage();
-  for (let i = 0; i < NUM_CHUNKS; i++) {
-    if (!socket.write(payload)) await new Promise<void>((resolve) => socket.once('drain', resolve));
+  const write = payload.subarray(0, RAW_WRITE_BYTES);
+  for (let i = 0; i < TOTAL_BYTES / RAW_WRITE_BYTES; i++) {
+    if (!socket.write(write)) await new Promise<void>((resolve) => socket.once('drain', resolve));
   }
   const done = await r.done;
   const senderCpuMs = cpuMs(cpu);
@@ -87,21 +106,51 @@ async function raw(mode: 'raw' | 'hashed' = 'raw'): Promise<Run> {
   return { ms: done.doneAt - start, bad: 0, senderCpuMs, receiverCpuMs: done.cpuMs };
 }
 
-async function protocol(): Promise<Run> {
+/**
+ * Plays router and prefill: per transfer, Reserve (the next one ahead), then frames of
+ * slotsPerFrame slots into the reserved pages, then KvDone.
+ */
+async function protocol(slotsPerFrame: number): Promise<Run> {
   const r = await receiver('protocol');
   let connected!: () => void;
   const up = new Promise<void>((resolve) => (connected = resolve));
-  const sender = TcpTransport.client({ nodeId: 'bench-prefill', secret: SECRET, dial: true, handlers: { connected: () => connected(), closed: () => undefined, message: () => undefined } });
+  const waiting = new Map<RequestId, (tags: readonly Tag[]) => void>();
+  const onMessage = (_from: string, m: Message): void => {
+    if (m.type === 'Reserved') waiting.get(m.rid)?.(m.tags);
+    else if (m.type === 'Rejected' || m.type === 'Failed') throw new Error(`${m.rid}: ${m.type} ${m.message}`);
+  };
+  const sender = TcpTransport.client({ nodeId: 'bench-prefill', secret: SECRET, dial: true, handlers: { connected: () => connected(), closed: () => undefined, message: onMessage } });
   const peer = `127.0.0.1:${r.port}`;
-  const rid = asRequestId('bench');
-  sender.send(peer, { type: 'Ack', rid }); // authenticate before timing
+  sender.send(peer, { type: 'Ack', rid: asRequestId('hello') }); // authenticate before timing (decode drops it)
   await up;
+  const tokens = Array.from({ length: PAGES_PER_TRANSFER * SHAPE_OF_PAGE.pageSize }, (_, i) => i);
+  const digestOfPrompt = promptDigest(tokens);
+  const reserve = (k: number): Promise<readonly Tag[]> => {
+    const rid = asRequestId(`bench-${k}`);
+    const tags = new Promise<readonly Tag[]>((resolve) => waiting.set(rid, resolve));
+    sender.send(peer, { type: 'Reserve', rid, tenant: asTenantId('bench'), promptTokens: tokens.length, promptDigest: digestOfPrompt, sampling: samplingParams({ maxTokens: 1 }), prefillAddress: 'bench-prefill' });
+    return tags;
+  };
   const start = now();
   const cpu = process.cpuUsage();
-  for (let seq = 0; seq < NUM_CHUNKS; seq++) {
-    const header = { rid, seq, tag: { page: asPageId(seq % 1000), epoch: asEpoch(seq + 1) }, firstSlot: 0, numSlots: 16 };
-    sender.send(peer, { type: 'KvChunk', ...header, checksum: chunkChecksum(header, payload), payload });
-    if (sender.bufferedBytes(peer) > HIGH_WATER) await sender.whenDrained(peer);
+  let next = reserve(0);
+  for (let k = 0; k < NUM_TRANSFERS; k++) {
+    const rid = asRequestId(`bench-${k}`);
+    const tags = await next;
+    if (k + 1 < NUM_TRANSFERS) next = reserve(k + 1);
+    const digest = new TransferDigest();
+    let seq = 0;
+    for (const tag of tags) {
+      for (let firstSlot = 0; firstSlot < SHAPE_OF_PAGE.pageSize; firstSlot += slotsPerFrame) {
+        const header = { rid, seq: seq++, tag, firstSlot, numSlots: slotsPerFrame };
+        const bytes = payload.subarray(0, slotsPerFrame * SLOT_BYTES);
+        const checksum = chunkChecksum(header, bytes);
+        digest.add(checksum);
+        sender.send(peer, { type: 'KvChunk', ...header, checksum, payload: bytes });
+        if (sender.bufferedBytes(peer) > HIGH_WATER) await sender.whenDrained(peer);
+      }
+    }
+    sender.send(peer, { type: 'KvDone', rid, numChunks: seq, tokensCovered: tokens.length, digest: digest.hex(), promptDigest: digestOfPrompt, firstToken: 1 });
   }
   const done = await r.done;
   const senderCpuMs = cpuMs(cpu);
@@ -111,44 +160,55 @@ async function protocol(): Promise<Run> {
 }
 
 function checksumOnly(): number {
-  const header = { rid: asRequestId('bench'), seq: 0, tag: { page: asPageId(0), epoch: asEpoch(1) }, firstSlot: 0, numSlots: 16 };
+  const header = { rid: asRequestId('bench'), seq: 0, tag: { page: asPageId(0), epoch: asEpoch(1) }, firstSlot: 0, numSlots: SHAPE_OF_PAGE.pageSize };
   const start = performance.now();
-  for (let i = 0; i < NUM_CHUNKS; i++) chunkChecksum({ ...header, seq: i }, payload);
+  for (let i = 0; i < TOTAL_BYTES / PAGE_BYTES; i++) chunkChecksum({ ...header, seq: i }, payload);
   return performance.now() - start;
 }
 
+const WHOLE = 'KV transfer, a page per frame';
+const PARTIAL = `KV transfer, ${PARTIAL_SLOTS}/${SHAPE_OF_PAGE.pageSize} page per frame`;
+const RAW = 'raw socket';
+const REUSED = 'raw, one reused read buffer';
+const HASHED = 'raw + xxh64 on arrival';
+const LANDED = 'raw, reused buffer, xxh64 + copy to a pool';
+
 async function main(): Promise<void> {
-  console.log(`KV transfer on loopback, receiver in another process: ${TOTAL_MIB} MiB in ${NUM_CHUNKS} chunks of ${CHUNK_BYTES / 1024} KiB; ${cpus()[0]?.model ?? 'cpu'} x${cpus().length}`);
+  console.log(
+    `KV transfer on loopback, decode in another process: ${TOTAL_BYTES / 2 ** 20} MiB in ${NUM_TRANSFERS} transfers of ${PAGES_PER_TRANSFER} pages of ${PAGE_BYTES / 2 ** 20} MiB; ${cpus()[0]?.model ?? 'cpu'} x${cpus().length}`,
+  );
   await raw(); // warm-up
-  await protocol();
+  await protocol(SHAPE_OF_PAGE.pageSize);
   const rows: { what: string; ms: number; gbps: number; senderCpuMs?: number; receiverCpuMs?: number }[] = [];
-  const row = (what: string, r: Run) => ({ what, ms: r.ms, gbps: gbps(TOTAL_BYTES, r.ms), senderCpuMs: r.senderCpuMs, receiverCpuMs: r.receiverCpuMs });
+  const row = (what: string, round: number, r: Run) => ({ what: `${what} (round ${round + 1})`, ms: r.ms, gbps: gbps(TOTAL_BYTES, r.ms), senderCpuMs: r.senderCpuMs, receiverCpuMs: r.receiverCpuMs });
   for (let round = 0; round < ROUNDS; round++) {
     const rawRun = await raw();
-    const run = await protocol();
-    if (run.bad > 0) throw new Error(`${run.bad} chunks failed their checksum on a clean loopback`);
-    const hashed = await raw('hashed');
-    rows.push(row(`raw socket (round ${round + 1})`, rawRun), row(`KvChunk + xxh64 both ends (round ${round + 1})`, run), row(`raw + xxh64 on arrival, no framing (round ${round + 1})`, hashed));
+    const whole = await protocol(SHAPE_OF_PAGE.pageSize);
+    const partial = await protocol(PARTIAL_SLOTS);
+    if (whole.bad + partial.bad > 0) throw new Error(`${whole.bad + partial.bad} chunks or transfers failed on a clean loopback`);
+    rows.push(row(RAW, round, rawRun), row(WHOLE, round, whole), row(PARTIAL, round, partial));
+    rows.push(row(REUSED, round, await raw('reused')), row(HASHED, round, await raw('hashed')), row(LANDED, round, await raw('landed')));
   }
   const sumMs = checksumOnly();
   rows.push({ what: 'xxh64 checksum alone (one end)', ms: sumMs, gbps: gbps(TOTAL_BYTES, sumMs) });
-  console.log(`${''.padEnd(42)} ${'wall'.padStart(7)}     ${'GB/s'.padStart(6)}  ${'CPU: sender'.padStart(12)} ${'receiver'.padStart(9)}`);
+  console.log(`${''.padEnd(56)} ${'wall'.padStart(7)}     ${'GB/s'.padStart(6)}  ${'CPU: sender'.padStart(12)} ${'receiver'.padStart(9)}`);
   for (const r of rows) {
     const cpu = r.senderCpuMs === undefined ? '' : `  ${r.senderCpuMs.toFixed(0).padStart(9)} ms ${(r.receiverCpuMs ?? 0).toFixed(0).padStart(6)} ms`;
-    console.log(`${r.what.padEnd(42)} ${r.ms.toFixed(0).padStart(7)} ms  ${r.gbps.toFixed(2).padStart(6)}${cpu}`);
+    console.log(`${r.what.padEnd(56)} ${r.ms.toFixed(0).padStart(7)} ms  ${r.gbps.toFixed(2).padStart(6)}${cpu}`);
   }
-  const median = (prefix: string): number => {
-    const xs = rows.filter((r) => r.what.startsWith(prefix)).map((r) => r.gbps).sort((a, b) => a - b);
-    return xs[Math.floor(xs.length / 2)] as number;
-  };
-  const ratio = median('KvChunk') / median('raw socket');
-  const floor = median('raw + xxh64') / median('raw socket');
-  const perRound = rows.filter((r) => r.what.startsWith('KvChunk')).map((r, i) => r.gbps / (rows.filter((x) => x.what.startsWith('raw socket'))[i]?.gbps ?? Number.NaN));
-  console.log(`protocol / raw (medians) = ${ratio.toFixed(2)} (target >= 0.8); per round: ${perRound.map((x) => x.toFixed(2)).join(', ')}`);
-  console.log(`hashing every byte on arrival, without framing or a copy / raw (medians) = ${floor.toFixed(2)}: the most a checksummed receiver can reach here`);
+  const of = (what: string) => rows.filter((r) => r.what.startsWith(`${what} (`));
+  const median = (xs: number[]): number => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
+  const gbpsOf = (what: string): number => median(of(what).map((r) => r.gbps));
+  const cpuPerGiB = (what: string): number => median(of(what).map((r) => (r.receiverCpuMs ?? 0) / (TOTAL_BYTES / 2 ** 30)));
+  const perRound = (what: string): string => of(what).map((r, i) => (r.gbps / (of(RAW)[i]?.gbps ?? Number.NaN)).toFixed(2)).join(', ');
+  const ratios = Object.fromEntries([WHOLE, PARTIAL, REUSED, HASHED, LANDED].map((w) => [w, gbpsOf(w) / gbpsOf(RAW)]));
+  for (const what of [WHOLE, PARTIAL]) console.log(`${what} / raw (medians) = ${(ratios[what] as number).toFixed(2)} (target >= 0.8); per round: ${perRound(what)}`);
+  console.log(`for comparison, / raw (medians): ${[REUSED, HASHED, LANDED].map((w) => `${w} ${(ratios[w] as number).toFixed(2)}`).join('; ')}`);
+  console.log(`receiver CPU per GiB (medians): ${[RAW, REUSED, LANDED, WHOLE, PARTIAL].map((w) => `${w} ${cpuPerGiB(w).toFixed(0)} ms`).join('; ')}`);
   await mkdir(new URL('./results/', import.meta.url), { recursive: true });
   const file = new URL(`./results/transfer-${new Date().toISOString().replace(/[:.]/g, '-')}.json`, import.meta.url);
-  await writeFile(file, JSON.stringify({ totalMiB: TOTAL_MIB, chunkBytes: CHUNK_BYTES, receiver: 'child process', rows, ratio, floor, perRound }, null, 2));
+  const cpu = Object.fromEntries([RAW, REUSED, HASHED, LANDED, WHOLE, PARTIAL].map((w) => [w, cpuPerGiB(w)]));
+  await writeFile(file, JSON.stringify({ totalBytes: TOTAL_BYTES, pageBytes: PAGE_BYTES, partialFrameSlots: PARTIAL_SLOTS, transfers: NUM_TRANSFERS, shape: SHAPE, receiver: 'child process, DecodeMachine', rows, ratios, receiverCpuMsPerGiB: cpu }, null, 2));
   console.log(`wrote ${file.pathname}`);
 }
 

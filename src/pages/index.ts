@@ -14,6 +14,7 @@ export {
   kvDimOf,
   kvOffset,
   scatterSlots,
+  scatterSlotsPiece,
   slotRangeBytes,
   type KvShape,
   type PagedKvView,

@@ -1,6 +1,7 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { asPageId, InvariantError } from '../core/index.js';
-import { createKvView, floatsPerPage, gatherSlots, scatterSlots, slotRangeBytes, type KvShape, type PagedKvView } from './kv-layout.js';
+import { createKvView, floatsPerPage, gatherSlots, scatterSlots, scatterSlotsPiece, slotRangeBytes, type KvShape, type PagedKvView } from './kv-layout.js';
 
 const SHAPE: KvShape = { numPages: 5, pageSize: 4, numLayers: 3, numKvHeads: 2, headDim: 3 };
 const KV_DIM = 6;
@@ -90,5 +91,64 @@ describe('kv layout', () => {
     expect(() => gatherSlots(view, asPageId(5), 0, 1)).toThrow(/outside the pool/);
     expect(() => scatterSlots(view, asPageId(0), 0, 1, new Uint8Array(3))).toThrow(/needs 144 bytes, got 3/);
     expect(() => createKvView({ ...SHAPE, headDim: 0 })).toThrow(/headDim must be a positive integer/);
+  });
+});
+
+describe('kv layout: scattering a payload piece by piece', () => {
+  /** A payload of `numBytes` distinct-looking bytes (never all zero, so a missed byte shows). */
+  const payloadOf = (numBytes: number): Uint8Array => Uint8Array.from({ length: numBytes }, (_, i) => ((i * 131 + 7) % 251) + 1);
+
+  it('lands pieces cut at any boundaries, in any order, exactly as scatterSlots lands the whole payload', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: SHAPE.numPages - 1 }),
+        fc.integer({ min: 0, max: SHAPE.pageSize - 1 }).chain((firstSlot) => fc.tuple(fc.constant(firstSlot), fc.integer({ min: 1, max: SHAPE.pageSize - firstSlot }))),
+        fc.array(fc.nat(), { maxLength: 12 }),
+        fc.boolean(),
+        (page, [firstSlot, numSlots], rawCuts, reversed) => {
+          const payload = payloadOf(slotRangeBytes(SHAPE, numSlots));
+          const reference = createKvView(SHAPE);
+          scatterSlots(reference, asPageId(page), firstSlot, numSlots, payload);
+          const cuts = [...new Set(rawCuts.map((c) => c % payload.length))].sort((a, b) => a - b);
+          const points = [0, ...cuts.filter((c) => c > 0), payload.length];
+          const pieces = points.slice(1).map((end, i) => [points[i] as number, end] as const);
+          const view = createKvView(SHAPE);
+          for (const [from, to] of reversed ? pieces.reverse() : pieces) scatterSlotsPiece(view, asPageId(page), firstSlot, numSlots, from, payload.subarray(from, to));
+          expect(view.data).toEqual(reference.data);
+        },
+      ),
+      { numRuns: 400 },
+    );
+  });
+
+  it('at every single byte boundary of a partial range that crosses runs', () => {
+    const payload = payloadOf(slotRangeBytes(SHAPE, 2));
+    const reference = createKvView(SHAPE);
+    scatterSlots(reference, asPageId(2), 1, 2, payload);
+    for (let cut = 1; cut < payload.length; cut++) {
+      const view = createKvView(SHAPE);
+      scatterSlotsPiece(view, asPageId(2), 1, 2, 0, payload.subarray(0, cut));
+      scatterSlotsPiece(view, asPageId(2), 1, 2, cut, payload.subarray(cut));
+      expect(view.data).toEqual(reference.data);
+    }
+  });
+
+  it('writes nothing outside the piece: the rest of the range keeps what it held', () => {
+    const view = indexedPool();
+    const before = view.data.slice();
+    const payload = payloadOf(slotRangeBytes(SHAPE, 3));
+    scatterSlotsPiece(view, asPageId(1), 1, 3, 50, payload.subarray(50, 51));
+    const changed = [...view.data.keys()].filter((i) => view.data[i] !== before[i]);
+    // Byte 50 of the payload: run 0 (layer 0, K) is 3 slots * 6 floats * 4 bytes = 72 bytes,
+    // so it is float 12 of that run: slot 1 + 2 = 3, element 0, of page 1.
+    expect(changed).toEqual([(((1 * SHAPE.numLayers + 0) * 2 + 0) * SHAPE.pageSize + 3) * KV_DIM + 0]);
+  });
+
+  it('refuses a piece that runs past the payload, or a range outside the page', () => {
+    const view = createKvView(SHAPE);
+    expect(() => scatterSlotsPiece(view, asPageId(0), 0, 1, 140, new Uint8Array(5))).toThrow(/piece \[140, 145\) lies outside a payload of 144 bytes/);
+    expect(() => scatterSlotsPiece(view, asPageId(0), 0, 1, -1, new Uint8Array(1))).toThrow(InvariantError);
+    expect(() => scatterSlotsPiece(view, asPageId(0), 3, 2, 0, new Uint8Array(1))).toThrow(InvariantError);
+    expect(view.data.every((x) => x === 0)).toBe(true);
   });
 });

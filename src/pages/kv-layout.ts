@@ -16,6 +16,12 @@
 //
 // A slot range [firstSlot, firstSlot + numSlots) of one page is therefore 2 * numLayers
 // contiguous runs of numSlots * kvDim floats; a whole page is one contiguous run.
+//
+// The payload of a slot range (what gatherSlots returns, what a KvChunk carries) is those runs
+// back to back: byte offset o of the payload is run r = floor(o / runBytes) (layer r >> 1,
+// K for even r, V for odd r), byte o % runBytes of it. scatterSlotsPiece writes any piece
+// [o, o + n) of a payload by that rule, so a receiver can land a frame as it comes off the
+// wire; scatterSlots (the whole payload at once) is its reference.
 import { assert, type PageId } from '../core/index.js';
 
 export interface KvShape {
@@ -129,6 +135,37 @@ export function gatherSlots(view: PagedKvView, page: PageId, firstSlot: number, 
     }
   }
   return out;
+}
+
+/**
+ * Bytes [payloadOffset, payloadOffset + piece.length) of the payload of slots
+ * [firstSlot, firstSlot + numSlots) of one page (the order gatherSlots returns) into their
+ * places in the page. Pieces at any boundaries, written in any order, leave the page exactly
+ * as scatterSlots of the whole payload does.
+ */
+export function scatterSlotsPiece(view: PagedKvView, page: PageId, firstSlot: number, numSlots: number, payloadOffset: number, piece: Uint8Array): void {
+  assertSlotRange(view, page, firstSlot, numSlots);
+  const total = slotRangeBytes(view, numSlots);
+  assert(
+    Number.isInteger(payloadOffset) && payloadOffset >= 0 && payloadOffset + piece.length <= total,
+    () => `piece [${payloadOffset}, ${payloadOffset + piece.length}) lies outside a payload of ${total} bytes (${numSlots} slots)`,
+  );
+  const target = pageBytes(view, page);
+  if (firstSlot === 0 && numSlots === view.pageSize) {
+    target.set(piece, payloadOffset);
+    return;
+  }
+  const runBytes = numSlots * kvDimOf(view) * BYTES_PER_FLOAT;
+  let at = 0;
+  while (at < piece.length) {
+    const offset = payloadOffset + at;
+    const run = Math.floor(offset / runBytes);
+    const within = offset - run * runBytes;
+    const take = Math.min(runBytes - within, piece.length - at);
+    const start = kvOffset(view, 0, run >> 1, (run & 1) as 0 | 1, firstSlot) * BYTES_PER_FLOAT + within;
+    target.set(at === 0 && take === piece.length ? piece : piece.subarray(at, at + take), start);
+    at += take;
+  }
 }
 
 /** The inverse of gatherSlots: write `bytes` (any alignment) into slots of one page. */

@@ -16,7 +16,7 @@
 // no-ops: the negative control, never on in production.
 import { assert, asEpoch, NO_FAULTS, PageCheckError, type Epoch, type FaultSet, type PageCheckFailure, type PageId, type Tag } from '../core/index.js';
 import { pagesFor } from './arithmetic.js';
-import { createKvView, gatherSlots, scatterSlots, slotRangeBytes, type KvShape, type PagedKvView } from './kv-layout.js';
+import { createKvView, gatherSlots, scatterSlots, scatterSlotsPiece, slotRangeBytes, type KvShape, type PagedKvView } from './kv-layout.js';
 import { PageLedger } from './ledger.js';
 import { describeEntry, type Owner } from './page-entry.js';
 import { ownershipFailure, type Access } from './page-checks.js';
@@ -143,6 +143,14 @@ export class PagePool {
   /** Writes bytes into slots of one page. No ownership check: run checkWrite first, stamp after. */
   scatterSlots(page: PageId, firstSlot: number, numSlots: number, bytes: Uint8Array): void {
     scatterSlots(this.kv, page, firstSlot, numSlots, bytes);
+  }
+
+  /**
+   * Writes bytes [payloadOffset, payloadOffset + piece.length) of a slot range's payload into
+   * their places (a frame landing as it arrives). No ownership check: run checkWrite first.
+   */
+  scatterSlotsPiece(page: PageId, firstSlot: number, numSlots: number, payloadOffset: number, piece: Uint8Array): void {
+    scatterSlotsPiece(this.kv, page, firstSlot, numSlots, payloadOffset, piece);
   }
 
   /** The ledger's integrity, plus: no stamp claims more than a page or an epoch the page has not reached. */

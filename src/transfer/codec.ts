@@ -15,7 +15,7 @@
 import { Buffer } from 'node:buffer';
 import { type RequestId, type SamplingParams, type Tag, type TenantId } from '../core/index.js';
 import { ADDRESS_PATTERN, array, bool, CodecError, errorCode, finite, HEX16, HEX64, int, object, oneOf, RID_PATTERN, str, TENANT_PATTERN, U31, type Check } from './codec-fields.js';
-import type { Message, MessageType } from './messages.js';
+import type { KvChunk, Message, MessageType } from './messages.js';
 
 export const CODEC_VERSION = 1;
 export const HEAD_BYTES = 10;
@@ -23,6 +23,8 @@ export const HEAD_BYTES = 10;
 export const DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024;
 
 export const MESSAGE_TYPES = ['Reserve', 'Reserved', 'Rejected', 'Prefill', 'KvChunk', 'KvDone', 'Ack', 'Tokens', 'Finished', 'Failed', 'Abort', 'AbortAck'] as const satisfies readonly MessageType[];
+/** The kind byte of a KvChunk frame (frame-stream.ts streams their payloads). */
+export const KV_CHUNK_KIND = MESSAGE_TYPES.indexOf('KvChunk') + 1;
 const KIND_HELLO = 64;
 const KIND_PROOF = 65;
 
@@ -156,6 +158,14 @@ export function decodeFrame(bytes: Uint8Array, maxFrameBytes = DEFAULT_MAX_FRAME
   const frame = decodeAnyFrame(bytes, maxFrameBytes);
   if (frame.kind !== 'message') throw new CodecError(`unexpected ${frame.kind} frame after the handshake`);
   return frame.message;
+}
+
+/**
+ * A KvChunk's fields from its header bytes alone, validated exactly as decodeAnyFrame validates
+ * them (for a receiver that takes the payload as it arrives). Throws CodecError only.
+ */
+export function decodeChunkHeader(header: Uint8Array): Omit<KvChunk, 'type' | 'payload'> {
+  return SCHEMAS.KvChunk(parseHeader(header), 'KvChunk');
 }
 
 function parseHeader(bytes: Uint8Array): unknown {

@@ -4,24 +4,29 @@
 // Must never: write a page, change the ledger, trust a count or coverage a peer claims, or let
 // a fault point relax a check that it does not name.
 //
-// KvChunk, in this order (a frame that fails an earlier check is never looked at further):
+// KvChunk, in this order (a frame that fails an earlier check is never looked at further). The
+// header checks 1-5 run on the header alone, before a single payload byte lands in a page:
 //   1. tag: the frame's (page, epoch) is in rid's page table, and the ledger holds the page for
-//      rid in that epoch -> else DROP (a late or replayed frame for a page that changed owner);
+//      rid in that epoch -> else DROP (a late or replayed frame for a page that changed owner;
+//      its payload is read off the wire and discarded, never written)
 //   2. slot range inside the page and inside the prompt          -> else FAIL
 //   3. seq is the next one expected                               -> else FAIL (gap or repeat)
-//   4. payload size matches the slot range, checksum matches      -> else FAIL
+//   4. payload size matches the slot range                        -> else FAIL
 //   5. the range starts where this epoch's stamp ends (in order)  -> else FAIL
+// then the payload lands, piece by piece, in those slots, which no stamp covers (decode-landing.ts);
+//   6. checksum over the payload matches                          -> else FAIL (nothing stamped)
+// and only then are the slots stamped.
 // KvDone: chunk count, prompt digest, transfer digest, claimed coverage, and the coverage of
 // decode's own stamps (ledger + stamp epoch + filled slots of every prompt page, by checkRead).
 import { isPageCheckError, TransferError, type FaultSet, type Tag } from '../core/index.js';
 import { sameTag, type Owner, type PagePool } from '../pages/index.js';
-import { chunkChecksum, type TransferDigest } from './digests.js';
-import type { KvChunk, KvDone } from './messages.js';
+import type { TransferDigest } from './digests.js';
+import type { KvChunkHead, KvDone } from './messages.js';
 
 export type ChunkVerdict =
   | { readonly kind: 'write'; /** Index of the page in rid's page table; -1 only when skip-tag-check let a foreign tag through. */ readonly index: number }
   | { readonly kind: 'drop'; readonly why: string }
-  | { readonly kind: 'fail'; readonly error: TransferError; readonly checksum: boolean };
+  | { readonly kind: 'fail'; readonly error: TransferError };
 
 export interface ReceivingRequest {
   readonly owner: Owner;
@@ -30,7 +35,8 @@ export interface ReceivingRequest {
   readonly nextSeq: number;
 }
 
-export function checkChunk(pool: PagePool, r: ReceivingRequest, m: KvChunk, faults: FaultSet): ChunkVerdict {
+/** Checks 1-5, on a KvChunk's header: whether its payload may land at all. */
+export function checkChunkHead(pool: PagePool, r: ReceivingRequest, m: KvChunkHead, faults: FaultSet): ChunkVerdict {
   const pageSize = pool.pageSize;
   let index = r.tags.findIndex((t) => sameTag(t, m.tag));
   if (faults.has('skip-tag-check')) {
@@ -45,24 +51,29 @@ export function checkChunk(pool: PagePool, r: ReceivingRequest, m: KvChunk, faul
       throw error;
     }
   }
-  const fail = (message: string, checksum = false): ChunkVerdict => ({ kind: 'fail', error: new TransferError(`${r.owner.rid}: ${message}`), checksum });
+  const fail = (message: string): ChunkVerdict => ({ kind: 'fail', error: new TransferError(`${r.owner.rid}: ${message}`) });
   if (m.numSlots < 1 || m.firstSlot + m.numSlots > pageSize) return fail(`KvChunk slots [${m.firstSlot}, ${m.firstSlot + m.numSlots}) do not fit a page of ${pageSize}`);
   if (index >= 0 && index * pageSize + m.firstSlot + m.numSlots > r.promptTokens) {
     return fail(`KvChunk for page ${index} slots [${m.firstSlot}, ${m.firstSlot + m.numSlots}) lies beyond the prompt's ${r.promptTokens} tokens`);
   }
   if (m.seq !== r.nextSeq) return fail(`KvChunk seq ${m.seq} where ${r.nextSeq} was expected (a gap or a repeat)`);
   const numBytes = pool.slotRangeBytes(m.numSlots);
-  if (m.payload.length !== numBytes) return fail(`KvChunk of ${m.numSlots} slots carries ${m.payload.length} bytes, not ${numBytes}`);
-  if (!faults.has('skip-checksum')) {
-    const actual = chunkChecksum(m, m.payload);
-    if (actual !== m.checksum) return fail(`KvChunk seq ${m.seq} checksum mismatch: frame says ${m.checksum}, payload hashes to ${actual}`, true);
-  }
+  if (m.payloadBytes !== numBytes) return fail(`KvChunk of ${m.numSlots} slots carries ${m.payloadBytes} bytes, not ${numBytes}`);
   if (index >= 0) {
     const stamp = pool.stampOf(m.tag.page);
     const filled = stamp.epoch === m.tag.epoch ? stamp.filledSlots : 0;
     if (m.firstSlot !== filled) return fail(`KvChunk for page ${index} starts at slot ${m.firstSlot}, but slots [0, ${filled}) are written`);
   }
   return { kind: 'write', index };
+}
+
+/**
+ * Check 6, once the whole payload has landed: undefined when `actual` (the checksum of what
+ * arrived; undefined when skip-checksum did not compute one) is what the header says.
+ */
+export function checkChecksum(r: ReceivingRequest, m: KvChunkHead, actual: string | undefined): TransferError | undefined {
+  if (actual === undefined || actual === m.checksum) return undefined;
+  return new TransferError(`${r.owner.rid}: KvChunk seq ${m.seq} checksum mismatch: frame says ${m.checksum}, payload hashes to ${actual}`);
 }
 
 export interface DoneRequest extends ReceivingRequest {

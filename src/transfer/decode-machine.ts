@@ -8,7 +8,7 @@
 // Life of a request on a decode node (R = router, P = the prefill that writes):
 //   1. R: Reserve -> admission with this node's limits, pages (new epochs)   Idle -> AwaitingKv
 //      (or Rejected before any allocation)                                     Idle -> Released
-//   2. P: KvChunk -> checks (decode-checks.ts), scatter into the page, stamp  -> Receiving
+//   2. P: KvChunk -> checks, its payload lands as it arrives, checksum, stamp  -> Receiving
 //   3. P: KvDone -> counts, digests, coverage of our own stamps; Ack -> P;
 //      effect startDecoding: the worker decodes, the pages are its own now   -> Decoding
 //   4. worker: decodeTokens -> Tokens -> R; decodeFinished -> Finished -> R    -> Finished
@@ -28,12 +28,13 @@
 //   Released <------ (writer gave up) Aborting --AbortAck / close--> Released
 import { AbortedError, assertNever, NO_FAULTS, TimeoutError, TransferError, type FaultSet, type RequestId, type TesseraError } from '../core/index.js';
 import type { Owner } from '../pages/index.js';
-import { checkChunk, checkDone, mayStamp } from './decode-checks.js';
+import { checkChunkHead, checkDone } from './decode-checks.js';
+import { ChunkIntake, LandingChunk } from './decode-landing.js';
 import type { Active, DecodeEffect, DecodeInput, DecodeMachineOptions, DecodeState, DecodeStats, Tombstone } from './decode-types.js';
 import { TransferDigest } from './digests.js';
 import type { DecodeHost } from './hosts.js';
-import { DEFAULT_TIMEOUTS, deadline, earliest, Outbox, Tracer, type Machine, type PeerId, type Timeouts } from './machine.js';
-import type { AbortReason, FinishReason, KvChunk, KvDone, Message, Reserve } from './messages.js';
+import { DEFAULT_TIMEOUTS, deadline, Outbox, Tracer, type Machine, type PeerId, type Timeouts } from './machine.js';
+import type { AbortReason, FinishReason, KvChunk, KvChunkHead, KvDone, Message, Reserve } from './messages.js';
 import { NO_TRACE } from './trace.js';
 
 export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
@@ -45,6 +46,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   readonly #active = new Map<RequestId, Active>();
   readonly #ended = new Map<RequestId, Tombstone>();
   readonly #connected = new Set<PeerId>();
+  readonly #intake: ChunkIntake;
   readonly #stats: DecodeStats = { reserved: 0, rejected: 0, transfersVerified: 0, transfersFailed: 0, framesWritten: 0, framesDropped: 0, checksumFailures: 0, bytesWritten: 0, abortsByState: {}, writersDeclaredDead: 0, writersNeverConnected: 0 };
   #out!: Outbox<DecodeEffect>;
   #now = 0;
@@ -55,10 +57,15 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     this.#timeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
     this.#faults = options.faults ?? NO_FAULTS;
     this.#tracer = new Tracer(options.trace ?? NO_TRACE, options.node, 'decode');
+    this.#intake = new ChunkIntake(options.host.pool, (r) => this.#active.get(r.rid) === r && (r.state === 'AwaitingKv' || r.state === 'Receiving'));
   }
 
   handle(nowMs: number, input: DecodeInput): DecodeEffect[] {
     this.#now = nowMs;
+    if (input.kind === 'chunkPiece') {
+      this.#intake.piece(input.from, input.bytes); // the hot path (thousands per GiB): no state change, no effect
+      return [];
+    }
     this.#out = new Outbox<DecodeEffect>(this.#tracer);
     for (const [rid, t] of this.#ended) if (t.expiresAtMs <= nowMs) this.#ended.delete(rid);
     switch (input.kind) {
@@ -69,6 +76,14 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
       case 'received':
         this.#connected.add(input.from);
         this.#onMessage(input.from, input.message);
+        break;
+      case 'chunkBegin':
+        this.#connected.add(input.from);
+        this.#tracer.recv(input.head.rid, 'KvChunk', input.from);
+        this.#onChunkBegin(input.from, input.head);
+        break;
+      case 'chunkEnd':
+        this.#onChunkEnd(input.from);
         break;
       case 'closed':
         this.#onClosed(input.peer, input.reason);
@@ -92,7 +107,9 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   }
 
   wakeAtMs(): number | undefined {
-    return earliest([...this.#active.values()].map((r) => r.wait));
+    let at: number | undefined;
+    for (const r of this.#active.values()) if (r.wait !== undefined && (at === undefined || r.wait.atMs < at)) at = r.wait.atMs;
+    return at;
   }
 
   /** The state of rid here: 'Idle' when this node never heard of it (or forgot its tombstone). */
@@ -172,48 +189,78 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   }
 
   #onFrame(from: PeerId, m: KvChunk | KvDone): void {
-    const r = this.#active.get(m.rid);
-    if (r === undefined) {
-      const t = this.#ended.get(m.rid);
-      if (t !== undefined && t.abortOwed && t.writer === from) {
-        t.abortOwed = false;
-        this.#out.send(from, { type: 'Abort', rid: m.rid, reason: 'decode-failed' });
-      }
-      return this.#drop(m.rid, m.type, t === undefined ? 'unknown request' : 'state');
+    if (m.type === 'KvChunk') {
+      const { payload, ...fields } = m; // a whole KvChunk (as the simulation delivers them) is one piece
+      this.#onChunkBegin(from, { ...fields, payloadBytes: payload.length });
+      this.#intake.piece(from, payload);
+      return this.#onChunkEnd(from);
     }
-    if (from !== r.writer) return this.#drop(m.rid, m.type, `peer: ${from} is not ${r.writer}, the prefill named in Reserve`);
-    r.bound = true;
-    if (r.state !== 'AwaitingKv' && r.state !== 'Receiving') {
-      if (r.state === 'Aborting') this.#tellWriter(r);
-      return this.#drop(m.rid, m.type, 'state');
-    }
-    if (m.type === 'KvChunk') this.#onChunk(r, m);
-    else this.#onDone(r, m);
+    const r = this.#frameTarget(from, m.rid, m.type);
+    if (r !== undefined) this.#onDone(r, m);
   }
 
-  #onChunk(r: Active, m: KvChunk): void {
-    const pool = this.#host.pool;
-    const verdict = checkChunk(pool, r, m, this.#faults);
+  /** The request a KvChunk or KvDone from `from` is for, when it may go on to its checks; else it is dropped here. */
+  #frameTarget(from: PeerId, rid: RequestId, type: 'KvChunk' | 'KvDone'): Active | undefined {
+    const r = this.#active.get(rid);
+    const t = r === undefined ? this.#ended.get(rid) : undefined;
+    if (t !== undefined && t.abortOwed && t.writer === from) {
+      t.abortOwed = false;
+      this.#out.send(from, { type: 'Abort', rid, reason: 'decode-failed' });
+    }
+    let why: string | undefined;
+    if (r === undefined) why = t === undefined ? 'unknown request' : 'state';
+    else if (from !== r.writer) why = `peer: ${from} is not ${r.writer}, the prefill named in Reserve`;
+    else {
+      r.bound = true;
+      if (r.state === 'Aborting') this.#tellWriter(r);
+      if (r.state !== 'AwaitingKv' && r.state !== 'Receiving') why = 'state';
+    }
+    if (why === undefined) return r;
+    this.#drop(rid, type, why);
+    return undefined;
+  }
+
+  /** A KvChunk's header: checks 1-5 decide whether its payload may land at all. */
+  #onChunkBegin(from: PeerId, m: KvChunkHead): void {
+    this.#intake.begin(from);
+    const r = this.#frameTarget(from, m.rid, 'KvChunk');
+    if (r === undefined) return;
+    const verdict = checkChunkHead(this.#host.pool, r, m, this.#faults);
     switch (verdict.kind) {
       case 'drop':
         this.#stats.framesDropped++;
         return this.#drop(m.rid, 'KvChunk', verdict.why);
       case 'fail':
-        if (verdict.checksum) this.#stats.checksumFailures++;
         return this.#failTransfer(r, verdict.error, 'decode-failed');
       case 'write':
-        break;
+        this.#intake.land(from, new LandingChunk(r, m, verdict.index, this.#faults));
+        return;
       default:
         assertNever(verdict, 'chunk verdict');
     }
-    pool.scatterSlots(m.tag.page, m.firstSlot, m.numSlots, m.payload);
-    this.#tracer.page(r.rid, 'write', [m.tag]);
-    if (verdict.index >= 0 || mayStamp(pool, m.tag, m.firstSlot + m.numSlots)) {
-      pool.stamp(m.tag, m.firstSlot + m.numSlots);
-      this.#tracer.page(r.rid, 'stamp', [m.tag]);
+  }
+
+  /** The whole payload has landed: check 6 (the checksum), then stamp; or fail closed, nothing stamped. */
+  #onChunkEnd(from: PeerId): void {
+    const chunk = this.#intake.end(from);
+    if (chunk === undefined) return;
+    const { request: r, head: m } = chunk;
+    const landed = chunk.finish(this.#host.pool, this.#tracer);
+    switch (landed.kind) {
+      case 'stopped': // the request ended, or the page left it, while the payload arrived: the rest was not written
+        if (this.#active.get(r.rid) === r && r.state === 'Aborting') this.#tellWriter(r);
+        if (landed.why !== 'state') this.#stats.framesDropped++;
+        return this.#drop(r.rid, 'KvChunk', landed.why);
+      case 'mismatch':
+        this.#stats.checksumFailures++;
+        return this.#failTransfer(r, landed.error, 'decode-failed');
+      case 'stamped':
+        break;
+      default:
+        assertNever(landed, 'landed chunk');
     }
     this.#stats.framesWritten++;
-    this.#stats.bytesWritten += m.payload.length;
+    this.#stats.bytesWritten += m.payloadBytes;
     r.nextSeq++;
     r.digest.add(m.checksum);
     r.wait = deadline(this.#now, this.#timeouts.frameMs, `the next KV frame or KvDone from ${r.writer}`);
@@ -288,6 +335,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
 
   #onClosed(peer: PeerId, reason: string): void {
     this.#connected.delete(peer);
+    this.#intake.forget(peer); // a KvChunk cut off mid-payload: its slots stay unstamped
     this.#tracer.close(peer);
     for (const r of [...this.#active.values()]) {
       if (r.writer === peer && !r.bound && !r.declaredDead && r.state !== 'Decoding') {

@@ -4,7 +4,7 @@ import type { FaultSet, RequestId, SamplingParams, Tag, TesseraError } from '../
 import type { Owner } from '../pages/index.js';
 import type { TransferDigest } from './digests.js';
 import type { DecodeHost } from './hosts.js';
-import type { Deadline, NetworkEffect, NetworkInput, PeerId, Timeouts } from './machine.js';
+import type { ChunkInput, Deadline, NetworkEffect, NetworkInput, PeerId, Timeouts } from './machine.js';
 import type { FinishReason } from './messages.js';
 import type { TraceSink } from './trace.js';
 
@@ -13,6 +13,7 @@ export type DecodeState = (typeof DECODE_STATES)[number];
 
 export type DecodeInput =
   | NetworkInput
+  | ChunkInput
   /** The decoder produced these tokens for rid (the machine sends KvDone's first token before them). */
   | { readonly kind: 'decodeTokens'; readonly rid: RequestId; readonly ids: readonly number[] }
   /** The decoder ended rid normally and gave its pages back. */

@@ -5,6 +5,7 @@
 //
 //   chunk checksum  = xxh64(payload, seed = xxh64("rid|seq|page|epoch|firstSlot|numSlots"))
 //                     so a payload cannot be replayed under another header unnoticed;
+//                     ChunkHasher computes the same value piece by piece as the payload arrives;
 //   transfer digest = xxh64 over the chunk checksums, in seq order (what the receiver verified);
 //   prompt digest   = xxh64 over the prompt's token ids as little-endian u32.
 import { xxh64, Xxh64 } from '@node-rs/xxhash';
@@ -24,9 +25,32 @@ export interface ChunkHeader {
   readonly numSlots: number;
 }
 
+function chunkSeed(header: ChunkHeader): bigint {
+  return xxh64(`${header.rid}|${header.seq}|${header.tag.page}|${header.tag.epoch}|${header.firstSlot}|${header.numSlots}`);
+}
+
 export function chunkChecksum(header: ChunkHeader, payload: Uint8Array): string {
-  const seed = xxh64(`${header.rid}|${header.seq}|${header.tag.page}|${header.tag.epoch}|${header.firstSlot}|${header.numSlots}`);
-  return hex(xxh64(payload, seed));
+  return hex(xxh64(payload, chunkSeed(header)));
+}
+
+/**
+ * A chunk's checksum over a payload fed in pieces (as it comes off the wire): after the
+ * pieces of a payload, in order, hex() equals chunkChecksum(header, payload).
+ */
+export class ChunkHasher {
+  readonly #hash: Xxh64;
+
+  constructor(header: ChunkHeader) {
+    this.#hash = new Xxh64(chunkSeed(header));
+  }
+
+  update(piece: Uint8Array): void {
+    this.#hash.update(piece);
+  }
+
+  hex(): string {
+    return hex(this.#hash.digest());
+  }
 }
 
 /** The running digest of one transfer, fed with each chunk's checksum in seq order. */

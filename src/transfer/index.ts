@@ -5,8 +5,8 @@
 export type * from './messages.js';
 export type * from './trace.js';
 export { NO_TRACE } from './trace.js';
-export { DEFAULT_TIMEOUTS, type Machine, type NetworkEffect, type NetworkInput, type PeerId, type Timeouts } from './machine.js';
-export { chunkChecksum, promptDigest, TransferDigest, DIGEST_PATTERN, type ChunkHeader } from './digests.js';
+export { DEFAULT_TIMEOUTS, type ChunkInput, type Machine, type NetworkEffect, type NetworkInput, type PeerId, type Timeouts } from './machine.js';
+export { ChunkHasher, chunkChecksum, promptDigest, TransferDigest, DIGEST_PATTERN, type ChunkHeader } from './digests.js';
 export { admissionError, LedgerDecodeHost, type AdmitVerdict, type DecodeHost, type LedgerDecodeHostOptions, type PrefillHost, type ReserveVerdict } from './hosts.js';
 export { stampCoverage } from './decode-checks.js';
 export { DecodeMachine } from './decode-machine.js';
@@ -41,7 +41,8 @@ export {
   type Proof,
 } from './codec.js';
 export { AuthError, Handshake, isAuthError, checkSecret, MIN_SECRET_BYTES, type HandshakeOptions, type HandshakeRole } from './auth.js';
-export type { Transport, TransportHandlers, TransportOptions, TransportStats } from './transports/types.js';
+export type { ChunkHandlers, Transport, TransportHandlers, TransportOptions, TransportStats } from './transports/types.js';
+export { FrameStream, type FrameSink } from './frame-stream.js';
 export { TcpTransport, parseAddress, type TcpListenOptions } from './transports/tcp.js';
 export { MemoryNetwork } from './transports/memory.js';
 export { MachineDriver } from './transports/driver.js';

@@ -53,7 +53,8 @@ class InstantPrefill implements PrefillHost {
   }
 }
 
-async function cluster(faults: FaultName[]) {
+/** streamed: decode takes KvChunks as they come off the wire (as DecodeWorker does); else whole. */
+async function cluster(faults: FaultName[], streamed: boolean) {
   const faultSet = new FaultSet(faults);
   const stops: (() => void)[] = [];
   const transports: Transport[] = [];
@@ -63,7 +64,12 @@ async function cluster(faults: FaultName[]) {
   // decode: listens, never dials; decodes by reading its pages (checked) and freeing them after.
   let decodeHandle: (input: Parameters<DecodeMachine['handle']>[1]) => void = () => {};
   const dHandlers: TransportHandlers = { connected: (p) => decodeHandle({ kind: 'connected', peer: p }), message: (f, m) => decodeHandle({ kind: 'received', from: f, message: m }), closed: (p, r) => decodeHandle({ kind: 'closed', peer: p, reason: r }) };
-  const dT = await TcpTransport.listen({ secret: SECRET, handlers: dHandlers, dial: false });
+  const dChunks: TransportHandlers['chunks'] = {
+    begin: (from, head) => decodeHandle({ kind: 'chunkBegin', from, head }),
+    piece: (from, bytes) => decodeHandle({ kind: 'chunkPiece', from, bytes }),
+    end: (from) => decodeHandle({ kind: 'chunkEnd', from }),
+  };
+  const dT = await TcpTransport.listen({ secret: SECRET, handlers: streamed ? { ...dHandlers, chunks: dChunks } : dHandlers, dial: false });
   const decode = new DecodeMachine({ node: dT.nodeId, host: new LedgerDecodeHost({ pool: dPool, contextLength: 64, faults: faultSet }), faults: faultSet, timeouts: TIMEOUTS });
   const d = drive(decode, (e) => {
     if (e.kind === 'send') dT.send(e.to, e.message);
@@ -123,14 +129,17 @@ async function cluster(faults: FaultName[]) {
   return { submit, idle, close };
 }
 
-describe('the protocol over TCP on loopback', () => {
+describe.each([
+  ['whole', false],
+  ['streamed', true],
+] as const)('the protocol over TCP on loopback, KvChunks %s', (_name, streamed) => {
   let close: (() => Promise<void>) | undefined;
   afterEach(async () => {
     await close?.();
   });
 
   it('moves a prompt\'s KV from prefill to decode and streams the tokens that KV gives', async () => {
-    const c = await cluster([]);
+    const c = await cluster([], streamed);
     close = c.close;
     const rid = asRequestId('loop-1');
     const prompt = [...Array(10).keys()];
@@ -141,7 +150,7 @@ describe('the protocol over TCP on loopback', () => {
   });
 
   it('placeholder-done: the client gets an error and no token, and every page comes back', async () => {
-    const c = await cluster(['placeholder-done']);
+    const c = await cluster(['placeholder-done'], streamed);
     close = c.close;
     const { outcome, tokens } = await c.submit(asRequestId('loop-2'), [...Array(10).keys()], 3);
     expect(outcome).toMatchObject({ ok: false, error: expect.objectContaining({ code: 'transfer_failed', message: expect.stringContaining('stamps cover 4 of') }) });
@@ -150,7 +159,7 @@ describe('the protocol over TCP on loopback', () => {
   });
 
   it('negative control: placeholder-done with skip-page-check "succeeds" with other output', async () => {
-    const c = await cluster(['placeholder-done', 'skip-page-check']);
+    const c = await cluster(['placeholder-done', 'skip-page-check'], streamed);
     close = c.close;
     const rid = asRequestId('loop-3');
     const { outcome, tokens } = await c.submit(rid, [...Array(10).keys()], 3);

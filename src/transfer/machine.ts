@@ -14,7 +14,7 @@
 // Contract: inputs are handled one at a time, and never while a compute or decode step that
 // reads or writes this node's pages for an affected request is in flight (queue them and
 // apply them between steps), except where a machine says it waits for the step to stop.
-import type { Message, MessageType } from './messages.js';
+import type { KvChunkHead, Message, MessageType } from './messages.js';
 import type { PageAction, Role, TraceEvent, TraceSink } from './trace.js';
 
 /** A node's identity on the cluster network: a worker's advertised internal address ("host:port"), or a router's name. */
@@ -32,6 +32,16 @@ export type NetworkInput =
   | { readonly kind: 'closed'; readonly peer: PeerId; readonly reason: string }
   /** Time passed: fire the timeouts due at nowMs. */
   | { readonly kind: 'tick' };
+
+/**
+ * A KvChunk as it comes off the wire (TransportHandlers.chunks), for a machine that lands
+ * payloads as they arrive (decode): its header, its payload in pieces, its end. A piece is a
+ * view valid only during handle(). Whole KvChunks still come as `received`.
+ */
+export type ChunkInput =
+  | { readonly kind: 'chunkBegin'; readonly from: PeerId; readonly head: KvChunkHead }
+  | { readonly kind: 'chunkPiece'; readonly from: PeerId; readonly bytes: Uint8Array }
+  | { readonly kind: 'chunkEnd'; readonly from: PeerId };
 
 export type NetworkEffect =
   /** Put message on the connection to `to` (dialing it if this node dials that peer). */

@@ -93,6 +93,12 @@ export interface KvChunk {
   readonly payload: Uint8Array;
 }
 
+/**
+ * A KvChunk as a streaming receiver first sees it: every field but the payload, and the
+ * payload's length; the payload follows in pieces (frame-stream.ts). Not a message of its own.
+ */
+export type KvChunkHead = Omit<KvChunk, 'payload'> & { readonly payloadBytes: number };
+
 export interface KvDone {
   readonly type: 'KvDone';
   readonly rid: RequestId;

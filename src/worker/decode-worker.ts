@@ -8,7 +8,8 @@
 //   1. R: Reserve -> machine -> host.reserve -> scheduler.reserve: admission with this node's
 //      limits (prompt + max_tokens against its context length and pool), then pages with new
 //      epochs; refused -> Rejected -> R before any page is allocated
-//   2. P: KvChunk ... -> the machine checks tag, slots, seq, checksum; scatters; stamps
+//   2. P: KvChunk ... -> the machine checks tag, slots, seq, size, order on its header; lands the
+//      payload in the page piece by piece as it arrives; verifies the checksum; stamps
 //   3. P: KvDone -> the machine verifies counts, digests and coverage; Ack -> P; effect
 //      startDecoding -> scheduler.startDecode (which checks the stamps cover the prompt again)
 //   4. the engine loop decodes; each token -> `decodeTokens` -> Tokens -> R (the first token,
@@ -26,7 +27,7 @@
 import { assertNever, InvariantError, TesseraError, type GenerateEvent, type GenerateRequest, type RequestId, type SamplingParams, type Tag, type BatchItem } from '../core/index.js';
 import type { Owner, PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
-import { DecodeMachine, MachineDriver, TcpTransport, NO_TRACE, type DecodeEffect, type DecodeHost, type DecodeInput, type ReserveVerdict, type TraceSink, type Transport } from '../transfer/index.js';
+import { DecodeMachine, MachineDriver, TcpTransport, NO_TRACE, type ChunkHandlers, type DecodeEffect, type DecodeHost, type DecodeInput, type ReserveVerdict, type TraceSink, type Transport } from '../transfer/index.js';
 import type { WorkerHealth, WorkerStats } from './colocated.js';
 import { EngineLoop } from './engine-loop.js';
 import { loopHealth, poolHealth } from './health.js';
@@ -65,6 +66,7 @@ export class DecodeWorker {
 
   static async start(options: PdWorkerOptions): Promise<DecodeWorker> {
     let handlers: ReturnType<MachineDriver<DecodeInput, DecodeEffect>['handlers']> | undefined;
+    let chunks: ChunkHandlers | undefined;
     let created: DecodeWorker | undefined;
     const transport = await TcpTransport.listen({
       host: options.clusterHost,
@@ -80,11 +82,21 @@ export class DecodeWorker {
           handlers?.message(from, message);
         },
         closed: (peer, reason) => handlers?.closed(peer, reason),
+        // KvChunk payloads land in their pages as they arrive (the machine checks each header first).
+        chunks: {
+          begin: (from, head) => {
+            if (created !== undefined) created.#abortPreempted();
+            chunks?.begin(from, head);
+          },
+          piece: (from, bytes) => chunks?.piece(from, bytes),
+          end: (from) => chunks?.end(from),
+        },
       },
     });
     const worker = new DecodeWorker(options, transport);
     created = worker;
     handlers = worker.#driver.handlers();
+    chunks = worker.#driver.chunkHandlers();
     return worker;
   }
 

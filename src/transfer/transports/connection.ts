@@ -1,14 +1,19 @@
 // One cluster connection over a byte pipe: the authentication handshake, then framed messages.
-// Owns: the frame reader, the handshake, the queue of messages sent before authentication,
+// Owns: the frame stream, the handshake, the queue of messages sent before authentication,
 // and closing the pipe with a clear reason on any malformed or unauthenticated frame.
-// Must never: hand a message to the node before the peer's proof verified, keep reading after
-// a malformed frame, or throw out of a pipe callback.
+// Must never: hand a message or a payload piece to the node before the peer's proof verified,
+// hand anything on after the connection closed or after a malformed frame, or throw out of a
+// pipe callback.
+// KvChunk payloads go to `chunks` in pieces as they arrive when the node gives chunk handlers
+// (frame-stream.ts); every other frame, and every frame for a node without them, whole.
 import { setTimeout, clearTimeout } from 'node:timers';
 import { AuthError, Handshake, type HandshakeRole } from '../auth.js';
-import { decodeAnyFrame, decodeFrame, encodeFrameParts, FrameReader } from '../codec.js';
+import { decodeAnyFrame, decodeFrame, encodeFrameParts } from '../codec.js';
 import { isCodecError } from '../codec-fields.js';
+import { FrameStream } from '../frame-stream.js';
 import type { Message } from '../messages.js';
 import type { Pipe } from './pipe.js';
+import type { ChunkHandlers } from './types.js';
 
 export interface ConnectionOptions {
   readonly role: HandshakeRole;
@@ -20,6 +25,8 @@ export interface ConnectionOptions {
   readonly handshakeTimeoutMs: number;
   readonly onAuthenticated: (connection: Connection, peer: string) => void;
   readonly onMessage: (connection: Connection, message: Message) => void;
+  /** KvChunks from the authenticated peer as they arrive (a piece is valid only during the call); absent: whole messages. */
+  readonly chunks?: ChunkHandlers;
   readonly onClosed: (connection: Connection, reason: string, malformed: boolean) => void;
 }
 
@@ -27,7 +34,7 @@ export class Connection {
   readonly role: HandshakeRole;
   readonly #pipe: Pipe;
   readonly #options: ConnectionOptions;
-  readonly #reader: FrameReader;
+  readonly #stream: FrameStream;
   readonly #handshake: Handshake;
   readonly #pending: Message[] = [];
   readonly #drainWaiters: (() => void)[] = [];
@@ -41,7 +48,27 @@ export class Connection {
     this.role = options.role;
     this.#pipe = pipe;
     this.#options = options;
-    this.#reader = new FrameReader(options.maxFrameBytes);
+    // The stream yields chunk events only once #authenticated turned streaming on, which it does
+    // only when chunks are given; none go on after close.
+    const { chunks } = options;
+    this.#stream = new FrameStream(
+      {
+        frame: (bytes) => this.#onFrame(bytes),
+        chunkBegin: (head) => {
+          const peer = this.#openPeer();
+          if (peer !== undefined) chunks?.begin(peer, head);
+        },
+        chunkPiece: (bytes) => {
+          const peer = this.#openPeer();
+          if (peer !== undefined) chunks?.piece(peer, bytes);
+        },
+        chunkEnd: () => {
+          const peer = this.#openPeer();
+          if (peer !== undefined) chunks?.end(peer);
+        },
+      },
+      options.maxFrameBytes,
+    );
     this.#handshake = new Handshake({ secret: options.secret, nodeId: options.nodeId, role: options.role, nonce: options.nonce, expectPeer: options.expectPeer });
     pipe.onData((bytes) => this.#onData(bytes));
     pipe.onClose((reason) => this.#onPipeClosed(reason));
@@ -84,26 +111,36 @@ export class Connection {
   #onData(bytes: Uint8Array): void {
     if (this.#closed) return;
     try {
-      for (const frame of this.#reader.push(bytes)) {
-        if (this.#closed) return;
-        if (this.#peer !== undefined) {
-          this.#options.onMessage(this, decodeFrame(frame, this.#options.maxFrameBytes));
-          continue;
-        }
-        const step = this.#handshake.receive(decodeAnyFrame(frame, this.#options.maxFrameBytes));
-        if (step.send.length > 0) this.#pipe.write(step.send);
-        if (step.peer !== undefined) this.#authenticated(step.peer);
-      }
+      this.#stream.push(bytes);
     } catch (error) {
       if (!isCodecError(error) && !(error instanceof AuthError)) throw error;
+      if (this.#closed) return;
       this.#malformed = isCodecError(error);
       this.close(error.message);
     }
   }
 
+  /** A whole frame: a message once authenticated, else the next handshake step. */
+  #onFrame(frame: Uint8Array): void {
+    if (this.#closed) return;
+    if (this.#peer !== undefined) {
+      this.#options.onMessage(this, decodeFrame(frame, this.#options.maxFrameBytes));
+      return;
+    }
+    const step = this.#handshake.receive(decodeAnyFrame(frame, this.#options.maxFrameBytes));
+    if (step.send.length > 0) this.#pipe.write(step.send);
+    if (step.peer !== undefined) this.#authenticated(step.peer);
+  }
+
+  /** The authenticated peer while the connection is open: whom a frame's events are from. */
+  #openPeer(): string | undefined {
+    return this.#closed ? undefined : this.#peer;
+  }
+
   #authenticated(peer: string): void {
     clearTimeout(this.#timer);
     this.#peer = peer;
+    this.#stream.streamChunks = this.#options.chunks !== undefined;
     this.#options.onAuthenticated(this, peer);
     for (const m of this.#pending.splice(0)) this.send(m);
   }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Machine, NetworkInput } from '../machine.js';
+import type { ChunkInput, Machine, NetworkInput } from '../machine.js';
 import { MachineDriver } from './driver.js';
 
 type Input = NetworkInput | { readonly kind: 'poke'; readonly n: number };
@@ -51,5 +51,23 @@ describe('MachineDriver', () => {
     driver.handle({ kind: 'poke', n: 0 });
     await new Promise((resolve) => setTimeout(resolve, 60));
     expect(machine.inputs).toEqual(['connected', 'tick', 'poke 0']);
+  });
+
+  it('copies a KvChunk piece that must wait its turn: the view it was lent is reused once the call returns', () => {
+    const seen: number[][] = [];
+    const machine: Machine<NetworkInput | ChunkInput | { readonly kind: 'poke' }, 'echo'> = {
+      handle: (_nowMs, input) => {
+        if (input.kind === 'chunkPiece') seen.push([...input.bytes]);
+        return input.kind === 'poke' ? ['echo'] : [];
+      },
+      wakeAtMs: () => undefined,
+    };
+    const lent = new Uint8Array([1, 2, 3]);
+    const driver = new MachineDriver(machine, () => {
+      driver.chunkHandlers().piece('p0', lent); // arrives while the poke is being handled
+      lent.fill(9); // the socket reads its next bytes into the same buffer
+    });
+    driver.handle({ kind: 'poke' });
+    expect(seen).toEqual([[1, 2, 3]]);
   });
 });

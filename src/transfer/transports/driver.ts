@@ -3,11 +3,12 @@
 // wakeAtMs(). The loop of machine.ts, written once for the worker roles and the router.
 // Owns: the input queue (an input that arrives while effects are being carried out, e.g. from a
 // carry-out that feeds the machine back, waits its turn: handle() is never re-entered) and the
-// timer. Must never: call machine.handle() re-entrantly, drop an input, or leave the timer armed
-// after stop().
+// timer. Must never: call machine.handle() re-entrantly, drop an input, queue a view it was lent
+// for the duration of a call (a KvChunk piece that has to wait is copied), or leave the timer
+// armed after stop().
 import { clearTimeout, setTimeout } from 'node:timers';
-import type { Machine, NetworkInput } from '../machine.js';
-import type { TransportHandlers } from './types.js';
+import type { ChunkInput, Machine, NetworkInput } from '../machine.js';
+import type { ChunkHandlers, TransportHandlers } from './types.js';
 
 /** Node's setTimeout fires at once for delays above 2^31-1 ms; wake up at least this often. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -20,6 +21,8 @@ export class MachineDriver<Input extends { readonly kind: string }, Effect> {
   #busy = false;
   #stopped = false;
   #timer: ReturnType<typeof setTimeout> | undefined;
+  /** The wakeAtMs the timer is armed for (re-armed only when it changes: pieces come by the thousand). */
+  #armedAtMs: number | undefined;
 
   constructor(machine: Machine<Input, Effect>, carryOut: (effect: Effect) => void, now: () => number = Date.now) {
     this.#machine = machine;
@@ -52,20 +55,38 @@ export class MachineDriver<Input extends { readonly kind: string }, Effect> {
     };
   }
 
+  /** KvChunks as they come off the wire, as machine inputs (for handlers.chunks). */
+  chunkHandlers(this: MachineDriver<Input | ChunkInput, Effect>): ChunkHandlers {
+    return {
+      begin: (from, head) => this.handle({ kind: 'chunkBegin', from, head }),
+      // Handled at once unless an input is being handled: then it waits its turn, and the view it
+      // was lent (valid only during this call) must be copied.
+      piece: (from, bytes) => this.handle({ kind: 'chunkPiece', from, bytes: this.#busy ? bytes.slice() : bytes }),
+      end: (from) => this.handle({ kind: 'chunkEnd', from }),
+    };
+  }
+
   /** No more inputs, no more ticks. */
   stop(): void {
     this.#stopped = true;
     clearTimeout(this.#timer);
     this.#timer = undefined;
+    this.#armedAtMs = undefined;
   }
 
   #arm(): void {
+    const at = this.#stopped ? undefined : this.#machine.wakeAtMs();
+    if (at === this.#armedAtMs && (at === undefined) === (this.#timer === undefined)) return;
     clearTimeout(this.#timer);
     this.#timer = undefined;
-    const at = this.#machine.wakeAtMs();
-    if (at === undefined || this.#stopped) return;
+    this.#armedAtMs = at;
+    if (at === undefined) return;
     const delayMs = Math.min(MAX_TIMER_MS, Math.max(0, at - this.#now()));
-    this.#timer = setTimeout(() => this.handle({ kind: 'tick' } as Input), delayMs);
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#armedAtMs = undefined;
+      this.handle({ kind: 'tick' } as Input);
+    }, delayMs);
     this.#timer.unref?.();
   }
 }

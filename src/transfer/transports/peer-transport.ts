@@ -83,6 +83,7 @@ export class PeerTransport implements Transport {
   }
 
   #connect(pipe: Pipe, role: 'dialer' | 'acceptor', expectPeer: PeerId | undefined): Connection {
+    const { chunks } = this.#options.handlers;
     return new Connection(pipe, {
       role,
       nodeId: this.nodeId,
@@ -95,6 +96,7 @@ export class PeerTransport implements Transport {
       onMessage: (c, m) => {
         if (c.peer !== undefined) this.#options.handlers.message(c.peer, m);
       },
+      ...(chunks === undefined ? {} : { chunks }),
       onClosed: (c, reason, malformed) => this.#onClosed(c, reason, malformed),
     });
   }

@@ -4,6 +4,7 @@
 export interface Pipe {
   /** Writes the parts in order, as one unit when it can; false when the buffer is over its high-water mark. */
   write(parts: readonly Uint8Array[]): boolean;
+  /** bytes: valid only during the callback (a TCP pipe reads into one reused buffer); copy to keep. */
   onData(callback: (bytes: Uint8Array) => void): void;
   /** Called once, asynchronously, when the pipe is closed from either end or fails. */
   onClose(callback: (reason: string) => void): void;

@@ -1,9 +1,11 @@
 // One suite, run against every transport (memory and TCP): what a worker or router relies on.
+import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { asEpoch, asPageId, asRequestId } from '../../core/index.js';
-import { encodeFrame } from '../codec.js';
-import type { Message } from '../messages.js';
+import { Handshake } from '../auth.js';
+import { decodeAnyFrame, encodeFrame, FrameReader } from '../codec.js';
+import type { KvChunkHead, Message } from '../messages.js';
 import { MemoryNetwork } from './memory.js';
 import type { Pipe } from './pipe.js';
 import { parseAddress, socketPipe, TcpTransport } from './tcp.js';
@@ -11,11 +13,24 @@ import type { Transport } from './types.js';
 
 const SECRET = 'a-cluster-secret-of-32-bytes!!!!';
 
-/** Records every handler call of one node. */
+/** Records every handler call of one node (with `streamed`, KvChunks arrive through chunk handlers). */
 class Recorder {
   readonly events: string[] = [];
   readonly messages: { from: string; message: Message }[] = [];
+  readonly heads: KvChunkHead[] = [];
+  readonly pieces: Uint8Array[] = [];
   readonly #waiters: { test: () => boolean; resolve: () => void }[] = [];
+  readonly chunks = {
+    begin: (from: string, head: KvChunkHead) => {
+      this.heads.push(head);
+      this.#push(`begin ${from} ${head.seq}`);
+    },
+    piece: (_from: string, bytes: Uint8Array) => {
+      this.pieces.push(bytes.slice()); // lent for the call only
+      if (this.events.at(-1) !== 'piece') this.#push('piece');
+    },
+    end: (from: string) => this.#push(`end ${from}`),
+  };
   readonly handlers = {
     connected: (peer: string) => this.#push(`connected ${peer}`),
     message: (from: string, message: Message) => {
@@ -46,8 +61,8 @@ interface Node {
 }
 
 interface Harness {
-  /** A listening node; dials when `dial`. */
-  node(options: { dial: boolean; secret?: string }): Promise<Node>;
+  /** A listening node; dials when `dial`; takes KvChunks in pieces when `streamed`. */
+  node(options: { dial: boolean; secret?: string; streamed?: boolean }): Promise<Node>;
   /** A node that only dials. */
   client(options: { secret?: string }): Node;
   raw(target: string): Pipe;
@@ -58,14 +73,14 @@ function memoryHarness(): Harness {
   const net = new MemoryNetwork();
   const all: Transport[] = [];
   let n = 0;
-  const make = (dial: boolean, secret = SECRET): Node => {
+  const make = (dial: boolean, secret = SECRET, streamed = false): Node => {
     const recorder = new Recorder();
-    const transport = net.listen({ nodeId: `mem-${n++}:1`, secret, handlers: recorder.handlers, dial });
+    const transport = net.listen({ nodeId: `mem-${n++}:1`, secret, handlers: streamed ? { ...recorder.handlers, chunks: recorder.chunks } : recorder.handlers, dial });
     all.push(transport);
     return { transport, recorder };
   };
   return {
-    node: async ({ dial, secret }) => make(dial, secret),
+    node: async ({ dial, secret, streamed }) => make(dial, secret, streamed),
     client: ({ secret }) => make(true, secret),
     raw: (target) => net.rawConnect(target),
     cleanup: async () => void (await Promise.all(all.map((t) => t.close()))),
@@ -76,9 +91,9 @@ function tcpHarness(): Harness {
   const all: Transport[] = [];
   let n = 0;
   return {
-    node: async ({ dial, secret }) => {
+    node: async ({ dial, secret, streamed }) => {
       const recorder = new Recorder();
-      const transport = await TcpTransport.listen({ secret: secret ?? SECRET, handlers: recorder.handlers, dial });
+      const transport = await TcpTransport.listen({ secret: secret ?? SECRET, handlers: streamed ? { ...recorder.handlers, chunks: recorder.chunks } : recorder.handlers, dial });
       all.push(transport);
       return { transport, recorder };
     },
@@ -99,10 +114,32 @@ function tcpHarness(): Harness {
 const rid = asRequestId('r1');
 const ack = (i: number): Message => ({ type: 'Tokens', rid, offset: i, ids: [i] });
 
+/** Proves the cluster secret over a raw pipe (as a dialer named nodeId); resolves once the peer accepted. */
+function authenticate(pipe: Pipe, nodeId: string): Promise<void> {
+  const handshake = new Handshake({ secret: SECRET, nodeId, role: 'dialer', nonce: randomBytes(32) });
+  const reader = new FrameReader();
+  let done = false;
+  return new Promise((resolve, reject) => {
+    pipe.onData((bytes) => {
+      if (done) return;
+      for (const frame of reader.push(bytes)) {
+        const step = handshake.receive(decodeAnyFrame(frame));
+        if (step.send.length > 0) pipe.write(step.send);
+        if (step.peer !== undefined) {
+          done = true;
+          resolve();
+        }
+      }
+    });
+    pipe.onClose((reason) => reject(new Error(reason)));
+    pipe.write([handshake.start()]);
+  });
+}
+
 describe.each([
   ['memory', memoryHarness],
   ['tcp', tcpHarness],
-] as const)('%s transport', (_name, makeHarness) => {
+] as const)('%s transport', (name, makeHarness) => {
   let h: Harness;
   afterEach(async () => {
     await h.cleanup();
@@ -135,6 +172,40 @@ describe.each([
     const got = decode.recorder.messages[0]?.message as Extract<Message, { type: 'KvChunk' }>;
     expect({ ...got, payload: undefined }).toEqual({ ...chunk, payload: undefined });
     expect(Buffer.compare(got.payload, payload)).toBe(0);
+  });
+
+  it('hands a node that takes pieces each KvChunk as its header, its payload in pieces and its end; other messages whole, in order', async () => {
+    h = makeHarness();
+    const decode = await h.node({ dial: false, streamed: true });
+    const prefill = await h.node({ dial: true });
+    const payload = new Uint8Array(6 * 1024 * 1024).map((_, i) => (i * 7) & 0xff);
+    const chunk: Message = { type: 'KvChunk', rid, seq: 0, tag: { page: asPageId(1), epoch: asEpoch(2) }, firstSlot: 0, numSlots: 4, checksum: '0123456789abcdef', payload };
+    prefill.transport.send(decode.transport.nodeId, ack(0));
+    prefill.transport.send(decode.transport.nodeId, chunk);
+    prefill.transport.send(decode.transport.nodeId, ack(1));
+    await decode.recorder.until(() => decode.recorder.messages.length === 2, 'the chunk and both messages');
+    const from = prefill.transport.nodeId;
+    expect(decode.recorder.events).toEqual([`connected ${from}`, `message ${from} Tokens`, `begin ${from} 0`, 'piece', `end ${from}`, `message ${from} Tokens`]);
+    const { payload: _, ...fields } = chunk;
+    expect(decode.recorder.heads).toEqual([{ ...fields, payloadBytes: payload.length }]);
+    expect(Buffer.compare(Buffer.concat(decode.recorder.pieces), payload)).toBe(0);
+    if (name === 'tcp') expect(decode.recorder.pieces.length).toBeGreaterThan(1); // as the socket's reads cut it
+  });
+
+  it('closes an authenticated connection on a KvChunk with a malformed header, handing on no byte of its payload', async () => {
+    h = makeHarness();
+    const decode = await h.node({ dial: false, streamed: true });
+    const pipe = h.raw(decode.transport.nodeId);
+    const closed = new Promise<string>((resolve) => pipe.onClose(resolve));
+    await authenticate(pipe, 'prefill-9:1');
+    const good = encodeFrame({ type: 'KvChunk', rid, seq: 0, tag: { page: asPageId(1), epoch: asEpoch(2) }, firstSlot: 0, numSlots: 1, checksum: '0123456789abcdef', payload: new Uint8Array(64).fill(1) });
+    const bad = encodeFrame({ type: 'KvChunk', rid, seq: 1, tag: { page: asPageId(1), epoch: asEpoch(2) }, firstSlot: 0, numSlots: 1, checksum: '0123456789abcdeX', payload: new Uint8Array(64).fill(2) });
+    pipe.write([good, bad]);
+    await closed;
+    await decode.recorder.untilEvent(/closed prefill-9:1: malformed frame: KvChunk.checksum must be a string matching/);
+    expect(decode.recorder.events.map((e) => e.replace(/: .*/, ''))).toEqual(['connected prefill-9:1', 'begin prefill-9:1 0', 'piece', 'end prefill-9:1', 'closed prefill-9:1']);
+    expect(decode.recorder.pieces.every((p) => p.every((b) => b === 1))).toBe(true);
+    expect(decode.transport.stats().malformed).toBe(1);
   });
 
   it('refuses a peer with the wrong secret: nothing is delivered, the dialer sees the close', async () => {

@@ -2,7 +2,7 @@
 // as protocol inputs. One connection per peer pair carries every request between them.
 // Must never: deliver a message from a peer that has not proved the cluster secret, deliver
 // after it reported the connection closed (until a new `connected`), or reorder messages.
-import type { Message } from '../messages.js';
+import type { KvChunkHead, Message } from '../messages.js';
 import type { PeerId } from '../machine.js';
 
 export interface TransportHandlers {
@@ -14,6 +14,23 @@ export interface TransportHandlers {
    * (reason says which), or closePeer. Whatever was in flight on it is lost.
    */
   closed(peer: PeerId, reason: string): void;
+  /**
+   * Given, KvChunk frames arrive through these as they come off the wire instead of through
+   * message(): a node that lands payloads in pages as they arrive (decode). Absent, whole.
+   */
+  readonly chunks?: ChunkHandlers;
+}
+
+/**
+ * One KvChunk at a time per peer: begin (its header, validated by the codec), its payload in
+ * pieces (exactly head.payloadBytes bytes in all), then end. Nothing else from that peer comes
+ * in between; when the connection closes mid-payload, closed(peer) comes instead of end.
+ */
+export interface ChunkHandlers {
+  begin(from: PeerId, head: KvChunkHead): void;
+  /** The next bytes of the payload: a view valid only during this call (a TCP pipe reuses its read buffer). */
+  piece(from: PeerId, bytes: Uint8Array): void;
+  end(from: PeerId): void;
 }
 
 export interface TransportOptions {
