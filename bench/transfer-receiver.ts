@@ -29,6 +29,8 @@ interface Job {
   readonly numTransfers: number;
 }
 
+/** The model fingerprint the sender's KvDone carries (bench/transfer.ts; no model runs here). */
+const BENCH_MODEL = '5eed5eed5eed5eed';
 const now = (): number => performance.timeOrigin + performance.now();
 /** CPU ms (user + system) this process spent since `from`. */
 const cpuMs = (from: NodeJS.CpuUsage): number => {
@@ -80,7 +82,7 @@ async function raw(job: Job): Promise<void> {
 async function protocol(job: Job): Promise<void> {
   const pool = PagePool.create(job.shape);
   pool.kv.data.fill(0); // touch every page now, as a running decode node has: no first-write page faults in the timing
-  const host = new LedgerDecodeHost({ pool, contextLength: 1 << 30, faults: NO_FAULTS });
+  const host = new LedgerDecodeHost({ pool, model: BENCH_MODEL, contextLength: 1 << 30, faults: NO_FAULTS });
   const machine = new DecodeMachine({ node: 'bench-decode', host, timeouts: { kvStartMs: 60_000, frameMs: 60_000 } });
   let verified = 0;
   let transport!: TcpTransport;

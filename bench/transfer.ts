@@ -50,6 +50,8 @@ const RAW_WRITE_BYTES = 2 ** 20;
 /** The decode pool: room for the transfer being sent, the next one (reserved ahead) and admission's one-page margin. */
 const SHAPE: KvShape = { numPages: 3 * PAGES_PER_TRANSFER, ...SHAPE_OF_PAGE };
 const SECRET = 'bench-transfer-cluster-secret-0123456789';
+/** The model fingerprint KvDone carries (the receiver's host serves the same; no model runs here). */
+const BENCH_MODEL = '5eed5eed5eed5eed';
 const HIGH_WATER = 16 * 1024 * 1024;
 const RECEIVER = fileURLToPath(new URL('./transfer-receiver.ts', import.meta.url));
 
@@ -150,7 +152,7 @@ async function protocol(slotsPerFrame: number): Promise<Run> {
         if (sender.bufferedBytes(peer) > HIGH_WATER) await sender.whenDrained(peer);
       }
     }
-    sender.send(peer, { type: 'KvDone', rid, numChunks: seq, tokensCovered: tokens.length, digest: digest.hex(), promptDigest: digestOfPrompt, firstToken: 1 });
+    sender.send(peer, { type: 'KvDone', rid, numChunks: seq, tokensCovered: tokens.length, digest: digest.hex(), promptDigest: digestOfPrompt, model: BENCH_MODEL, firstToken: 1 });
   }
   const done = await r.done;
   const senderCpuMs = cpuMs(cpu);

@@ -22,6 +22,8 @@ export const FAULT_NAMES = [
   'skip-checksum',
   /** Accept KV frames whose destination tags do not match the ledger. */
   'skip-tag-check',
+  /** Decode accepts KvDone from a prefill whose model fingerprint is not its own. */
+  'skip-model-check',
   /** Share prefix-cache entries across tenants. */
   'share-prefix-across-tenants',
   /** Send a stream's 200 and SSE headers before its first token (a later failure cannot get its status). */

@@ -1,6 +1,7 @@
 // Layer 2: the model's I/O. Files on disk -> a normalized config, checked weights, a tokenizer
 // and a chat template (loadModel); random-weight models for tests and benchmarks (genModel);
 // RoPE tables. The forward pass, runner and sampler build on this API.
+export { modelFingerprint } from './fingerprint.js';
 export { loadModel, loadModelInfo, type LoadedModel, type LoadOptions, type ModelInfo, type ModelSource } from './load.js';
 export { MODEL_ARCHS, countParameters, validateConfig, type ModelArch, type ModelConfig, type RopeScaling } from './config.js';
 export { configFromHf } from './hf-config.js';

@@ -3,7 +3,8 @@ import { asRequestId, asTenantId, samplingParams } from '../core/index.js';
 import type { ClientRequest } from '../transfer/index.js';
 import { clusterAdmission, pickPair, type WorkerView } from './pair-policy.js';
 
-const limits = (contextLength: number, numPages: number, pageSize = 16, kvBytesPerToken = 2048) => ({ contextLength, numPages, pageSize, kvBytesPerToken });
+const MODEL = 'a11ce5a11ce5a11c';
+const limits = (contextLength: number, numPages: number, pageSize = 16, kvBytesPerToken = 2048, model = MODEL) => ({ contextLength, numPages, pageSize, kvBytesPerToken, model });
 const worker = (address: string, role: 'prefill' | 'decode', over: Partial<WorkerView> = {}): WorkerView => ({
   url: `http://${address}`, role, address, up: true, limits: limits(512, 64), inFlight: 0, freePages: 64, ...over,
 });
@@ -33,6 +34,12 @@ describe('cluster admission', () => {
     const workers = [worker('p', 'prefill', { limits: limits(512, 64, 32) }), worker('d', 'decode')];
     expect(clusterAdmission(10, 10, workers)).toMatchObject({ code: 'config_invalid' });
   });
+
+  it('says the cluster is misconfigured when no fitting pair serves the same model (by fingerprint), and not when one does', () => {
+    const other = limits(512, 64, 16, 2048, 'b0bb1eb0bb1eb0bb');
+    expect(clusterAdmission(10, 10, [worker('p', 'prefill', { limits: other }), worker('d', 'decode')])).toMatchObject({ code: 'config_invalid', message: expect.stringMatching(/same model/) });
+    expect(clusterAdmission(10, 10, [worker('p', 'prefill', { limits: other }), worker('d', 'decode'), worker('d2', 'decode', { limits: other })])).toBeUndefined();
+  });
 });
 
 describe('pickPair', () => {
@@ -58,5 +65,11 @@ describe('pickPair', () => {
   it('pairs only pages of the same geometry', () => {
     const workers = [worker('p1', 'prefill', { limits: limits(512, 64, 32) }), worker('p2', 'prefill', { inFlight: 3 }), worker('d1', 'decode')];
     expect(pickPair(request(10, 10), { prefills: [] }, workers)).toEqual({ prefill: 'p2', decode: 'd1' });
+  });
+
+  it('pairs only workers serving the same model: a less loaded prefill of another model is passed over', () => {
+    const workers = [worker('p1', 'prefill', { limits: limits(512, 64, 16, 2048, 'b0bb1eb0bb1eb0bb') }), worker('p2', 'prefill', { inFlight: 3 }), worker('d1', 'decode')];
+    expect(pickPair(request(10, 10), { prefills: [] }, workers)).toEqual({ prefill: 'p2', decode: 'd1' });
+    expect(pickPair(request(10, 10), { prefills: ['p2'] }, workers)).toBeUndefined();
   });
 });

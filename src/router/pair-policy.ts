@@ -3,7 +3,8 @@
 // limits as they reported them, whether they answer, the router's own load on them).
 // Owns: cluster admission (the incident's first fault, refused before any Reserve: a prompt that
 // fits one side's pool but not the other's gets its 400 here, so no page is allocated and no
-// byte moves on either side), compatibility (a pair's pages must have the same geometry), and
+// byte moves on either side), compatibility (a pair must serve the same model, by fingerprint,
+// with the same page geometry), and
 // the choice by load.
 // Must never: read a clock, a socket or randomness; pick a worker that is down, misconfigured,
 // in `avoid`, or whose own limits refuse the request (each node re-checks anyway).
@@ -20,6 +21,8 @@ export interface WorkerLimits {
   readonly numPages: number;
   /** Bytes of one token's K and V over all layers: equal on both sides of a transfer. */
   readonly kvBytesPerToken: number;
+  /** The fingerprint of the model it serves: equal on both sides of a transfer (decode checks it in KvDone). */
+  readonly model: string;
 }
 
 export interface WorkerView {
@@ -35,7 +38,7 @@ export interface WorkerView {
   readonly freePages: number;
 }
 
-const compatible = (p: WorkerLimits, d: WorkerLimits): boolean => p.pageSize === d.pageSize && p.kvBytesPerToken === d.kvBytesPerToken;
+const compatible = (p: WorkerLimits, d: WorkerLimits): boolean => p.model === d.model && p.pageSize === d.pageSize && p.kvBytesPerToken === d.kvBytesPerToken;
 
 /**
  * Why no pair of this cluster could ever serve a prompt of numPromptTokens + maxTokens, or
@@ -54,7 +57,7 @@ export function clusterAdmission(numPromptTokens: number, maxTokens: number, wor
   const okDecodes = decodes.filter((w) => refusal(w) === undefined);
   if (okDecodes.length === 0) return refusal(decodes[0] as WorkerView & { limits: WorkerLimits });
   if (!okPrefills.some((p) => okDecodes.some((d) => compatible(p.limits, d.limits)))) {
-    return new TesseraError('config_invalid', 'no prefill worker that fits this request shares its page size and KV shape with a decode worker that fits it; the cluster is misconfigured');
+    return new TesseraError('config_invalid', 'no prefill worker that fits this request serves the same model (by fingerprint) with the same page size and KV shape as a decode worker that fits it; the cluster is misconfigured');
   }
   return undefined;
 }

@@ -5,7 +5,10 @@ import { createServer, type Server } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MAX_SLOW_POLLS, WorkerRegistry } from './workers.js';
 
-const HEALTH = { role: 'decode', address: '127.0.0.1:9', contextLength: 64, pageSize: 16, kvPages: 8, kvBytesPerToken: 64 };
+const HEALTH = { role: 'decode', address: '127.0.0.1:9', contextLength: 64, pageSize: 16, kvPages: 8, kvBytesPerToken: 64, modelFingerprint: 'a11ce5a11ce5a11c' };
+
+/** How long a slow worker takes to answer /health: past the registry's fetch timeout. */
+const SLOW_MS = 1200;
 
 interface FakeWorker {
   readonly url: string;
@@ -37,7 +40,8 @@ async function fakeWorker(): Promise<FakeWorker> {
 }
 
 function registry(url: string): WorkerRegistry {
-  return new WorkerRegistry({ prefills: [], decodes: [url], pollIntervalMs: 60_000, fetchTimeoutMs: 50 });
+  // A timeout well above a prompt answer on a loaded test machine, well below a slow one (SLOW_MS).
+  return new WorkerRegistry({ prefills: [], decodes: [url], pollIntervalMs: 60_000, fetchTimeoutMs: 400 });
 }
 
 describe('WorkerRegistry health polling', () => {
@@ -47,7 +51,7 @@ describe('WorkerRegistry health polling', () => {
     await r.pollAll();
     const entry = r.entries[0]!;
     expect(entry.state).toBe('up');
-    w.delayMs = 200;
+    w.delayMs = SLOW_MS;
     for (let i = 1; i < MAX_SLOW_POLLS; i++) {
       await r.pollAll();
       expect(entry.state, `after ${i} slow polls`).toBe('up');
@@ -55,7 +59,7 @@ describe('WorkerRegistry health polling', () => {
     w.delayMs = 0;
     await r.pollAll();
     expect(entry.slowPolls).toBe(0);
-    w.delayMs = 200;
+    w.delayMs = SLOW_MS;
     for (let i = 0; i < MAX_SLOW_POLLS; i++) await r.pollAll();
     expect(entry.state).toBe('down');
     expect(entry.lastError).toMatch(/health/);

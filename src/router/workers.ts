@@ -155,14 +155,15 @@ function parseReport(body: Record<string, unknown>, role: WorkerRole): Report | 
   const pageSize = num(body['pageSize']);
   const numPages = num(body['kvPages']);
   const kvBytesPerToken = num(body['kvBytesPerToken']);
-  if (typeof address !== 'string' || contextLength === undefined || pageSize === undefined || numPages === undefined || kvBytesPerToken === undefined) {
-    return 'it does not report address, contextLength, pageSize, kvPages and kvBytesPerToken (is it a Tessera PD worker?)';
+  const model = body['modelFingerprint'];
+  if (typeof address !== 'string' || contextLength === undefined || pageSize === undefined || numPages === undefined || kvBytesPerToken === undefined || typeof model !== 'string') {
+    return 'it does not report address, contextLength, pageSize, kvPages, kvBytesPerToken and modelFingerprint (is it a Tessera PD worker of this version?)';
   }
   const transfer = (body['transfer'] ?? {}) as Record<string, unknown>;
   const pages = body['pages'] as PageCounts | undefined;
   return {
     address,
-    limits: { contextLength, pageSize, numPages, kvBytesPerToken },
+    limits: { contextLength, pageSize, numPages, kvBytesPerToken, model },
     pages: typeof pages === 'object' && pages !== null ? pages : undefined,
     totals: {
       transferBytes: num(transfer['bytesWritten']) ?? 0,

@@ -17,7 +17,7 @@ const EXAMPLES: Message[] = [
   { type: 'Rejected', rid, code: 'pool_too_small', message: 'too long: 900 > 512' },
   { type: 'Prefill', rid, tenant, tokens: [1, 2, 3], sampling: samplingParams(), decodeAddress: '[::1]:7002', tags: [tag], pageSize: 16 },
   { type: 'KvChunk', rid, seq: 4, tag, firstSlot: 2, numSlots: 3, checksum: D16, payload: new Uint8Array([1, 2, 3, 4, 5, 250]) },
-  { type: 'KvDone', rid, numChunks: 5, tokensCovered: 7, digest: D16, promptDigest: D16, firstToken: 31999 },
+  { type: 'KvDone', rid, numChunks: 5, tokensCovered: 7, digest: D16, promptDigest: D16, model: D16, firstToken: 31999 },
   { type: 'Ack', rid },
   { type: 'Tokens', rid, offset: 3, ids: [9, 8, 7] },
   { type: 'Finished', rid, finishReason: 'stop', promptTokens: 7, completionTokens: 4 },

@@ -69,7 +69,7 @@ const SCHEMAS: Schemas = {
   Rejected: object({ rid, code: errorCode, message }),
   Prefill: object({ rid, tenant, tokens: array(tokenId, MAX_ITEMS), sampling, decodeAddress: address, tags, pageSize: int(1, 1 << 16) }),
   KvChunk: object({ rid, seq: count, tag, firstSlot: int(0, 1 << 16), numSlots: int(1, 1 << 16), checksum: digest }),
-  KvDone: object({ rid, numChunks: count, tokensCovered: count, digest, promptDigest: digest, firstToken: tokenId }),
+  KvDone: object({ rid, numChunks: count, tokensCovered: count, digest, promptDigest: digest, model: digest, firstToken: tokenId }),
   Ack: object({ rid }),
   Tokens: object({ rid, offset: count, ids: array(tokenId, MAX_ITEMS) }),
   Finished: object({ rid, finishReason: oneOf(['stop', 'length'] as const), promptTokens: count, completionTokens: count }),

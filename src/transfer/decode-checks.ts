@@ -16,7 +16,7 @@
 // then the payload lands, piece by piece, in those slots, which no stamp covers (decode-landing.ts);
 //   6. checksum over the payload matches                          -> else FAIL (nothing stamped)
 // and only then are the slots stamped.
-// KvDone: chunk count, prompt digest, transfer digest, claimed coverage, and the coverage of
+// KvDone: chunk count, prompt digest, model fingerprint, transfer digest, claimed coverage, and the coverage of
 // decode's own stamps (ledger + stamp epoch + filled slots of every prompt page, by checkRead).
 import { isPageCheckError, TransferError, type FaultSet, type Tag } from '../core/index.js';
 import { sameTag, type Owner, type PagePool } from '../pages/index.js';
@@ -82,10 +82,14 @@ export interface DoneRequest extends ReceivingRequest {
 }
 
 /** undefined when decode may start; else why the transfer fails closed. */
-export function checkDone(pool: PagePool, r: DoneRequest, m: KvDone, faults: FaultSet): { readonly error: TransferError; readonly checksum: boolean } | undefined {
+export function checkDone(host: { readonly pool: PagePool; readonly model: string }, r: DoneRequest, m: KvDone, faults: FaultSet): { readonly error: TransferError; readonly checksum: boolean } | undefined {
+  const { pool } = host;
   const fail = (message: string, checksum = false) => ({ error: new TransferError(`${r.owner.rid}: ${message}`), checksum });
   if (m.numChunks !== r.nextSeq) return fail(`KvDone says ${m.numChunks} chunks were sent, ${r.nextSeq} arrived`);
   if (m.promptDigest !== r.promptDigest) return fail(`KvDone's prompt digest ${m.promptDigest} is not the router's ${r.promptDigest}`);
+  if (m.model !== host.model && !faults.has('skip-model-check')) {
+    return fail(`KvDone comes from a prefill serving another model (fingerprint ${m.model}; this decode serves ${host.model}): the cluster is misconfigured`);
+  }
   const digest = r.digest.hex();
   if (m.digest !== digest) return fail(`transfer digest mismatch: KvDone says ${m.digest}, the chunks received give ${digest}`, true);
   if (m.tokensCovered !== r.promptTokens) return fail(`KvDone claims ${m.tokensCovered} tokens covered, the prompt has ${r.promptTokens}`);

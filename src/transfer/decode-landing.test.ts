@@ -48,7 +48,7 @@ function setup(faultNames: FaultName[] = [], numPages = SHAPE.numPages) {
   const faults = new FaultSet(faultNames);
   const pool = new CheckedPool({ kv: createKvView({ ...SHAPE, numPages }), faults });
   const trace: TraceEvent[] = [];
-  const m = new DecodeMachine({ node: 'd0', host: new LedgerDecodeHost({ pool, contextLength: 64, faults }), faults, trace: { emit: (e) => trace.push(e) } });
+  const m = new DecodeMachine({ node: 'd0', host: new LedgerDecodeHost({ pool, model: '5eed5eed5eed5eed', contextLength: 64, faults }), faults, trace: { emit: (e) => trace.push(e) } });
   const step = (input: DecodeInput): DecodeEffect[] => m.handle(0, input);
   const recv = (from: string, message: Message) => step({ kind: 'received', from, message });
   const reserve = (rid: string, prefill = P): Tag[] => {
@@ -98,7 +98,7 @@ function frames(rid: string, dstTags: readonly Tag[]): { chunks: KvChunk[]; done
     chunks.push({ type: 'KvChunk', ...header, checksum, payload });
     pos += numSlots;
   }
-  return { chunks, done: { type: 'KvDone', rid: asRequestId(rid), numChunks: chunks.length, tokensCovered: TOKENS.length, digest: digest.hex(), promptDigest: promptDigest(TOKENS), firstToken: 42 } };
+  return { chunks, done: { type: 'KvDone', rid: asRequestId(rid), numChunks: chunks.length, tokensCovered: TOKENS.length, digest: digest.hex(), promptDigest: promptDigest(TOKENS), model: '5eed5eed5eed5eed', firstToken: 42 } };
 }
 
 /** Everything a run leaves behind that the two delivery paths must agree on. */

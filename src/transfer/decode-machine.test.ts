@@ -8,6 +8,8 @@ import { chunkChecksum, promptDigest, TransferDigest } from './digests.js';
 import { LedgerDecodeHost } from './hosts.js';
 import type { KvChunk, KvDone, Message } from './messages.js';
 
+const MODEL = '5eed5eed5eed5eed';
+
 const R = 'router';
 const P = 'p0';
 const TOKENS = [5, 6, 7, 8, 9, 10]; // 6 tokens: page 0 full, page 1 holds 2 slots
@@ -15,7 +17,7 @@ const TOKENS = [5, 6, 7, 8, 9, 10]; // 6 tokens: page 0 full, page 1 holds 2 slo
 function setup(options: { numPages?: number; faults?: FaultName[]; contextLength?: number } = {}) {
   const faults = new FaultSet(options.faults ?? []);
   const pool = makePool(options.numPages ?? 8, faults);
-  const host = new LedgerDecodeHost({ pool, contextLength: options.contextLength ?? 64, faults });
+  const host = new LedgerDecodeHost({ pool, model: MODEL, contextLength: options.contextLength ?? 64, faults });
   const m = new DecodeMachine({ node: 'd0', host, faults, timeouts: { kvStartMs: 100, frameMs: 50, abortAckMs: 20, abortRetries: 2 } });
   let now = 0;
   const step = (input: Parameters<DecodeMachine['handle']>[1], at = now): DecodeEffect[] => {
@@ -54,7 +56,7 @@ function frames(rid: string, dstTags: readonly Tag[], numTokens: number, tokens 
     chunks.push({ type: 'KvChunk', ...header, checksum, payload });
     pos += numSlots;
   }
-  const done: KvDone = { type: 'KvDone', rid: asRequestId(rid), numChunks: chunks.length, tokensCovered: tokens.length, digest: digest.hex(), promptDigest: promptDigest(tokens), firstToken: 42 };
+  const done: KvDone = { type: 'KvDone', rid: asRequestId(rid), numChunks: chunks.length, tokensCovered: tokens.length, digest: digest.hex(), promptDigest: promptDigest(tokens), model: MODEL, firstToken: 42 };
   return { chunks, done };
 }
 
@@ -186,12 +188,30 @@ describe('DecodeMachine: coverage comes from its own stamps (the incident)', () 
       const { tags } = d.reserve('r1', TOKENS, 2);
       const { chunks } = frames('r1', tags, 6);
       d.recv(P, chunks[0] as KvChunk); // placeholder-done: page 0 only ...
-      const done: KvDone = { type: 'KvDone', rid: asRequestId('r1'), numChunks: 1, tokensCovered: 6, digest: digestOf([chunks[0] as KvChunk]), promptDigest: promptDigest(TOKENS), firstToken: 1 };
+      const done: KvDone = { type: 'KvDone', rid: asRequestId('r1'), numChunks: 1, tokensCovered: 6, digest: digestOf([chunks[0] as KvChunk]), promptDigest: promptDigest(TOKENS), model: MODEL, firstToken: 1 };
       const effects = d.recv(P, done); // ... claiming all 6 tokens
       const started = effects.some((e) => e.kind === 'startDecoding');
       expect(started).toBe(faults.length > 0);
       if (started) expect(firstForeignPosition(d.pool, 'r1', tags, 6)).toBe(4); // the decoder would read old's data
       else expect(sent(effects, R)).toEqual([expect.objectContaining({ type: 'Failed', message: expect.stringContaining('stamps cover 4 of') })]);
+    }
+  });
+});
+
+describe('DecodeMachine: KV computed by another model is never decoded', () => {
+  it('fails a transfer whose KvDone carries another model fingerprint; skip-model-check decodes it', () => {
+    for (const faults of [[], ['skip-model-check']] as FaultName[][]) {
+      const d = setup({ faults });
+      const { tags } = d.reserve('r1');
+      const { chunks, done } = frames('r1', tags, 6);
+      for (const c of chunks) d.recv(P, c);
+      const effects = d.recv(P, { ...done, model: 'e0e0e0e0e0e0e0e0' });
+      const started = effects.some((e) => e.kind === 'startDecoding');
+      expect(started).toBe(faults.length > 0);
+      if (!started) {
+        expect(sent(effects, R)).toEqual([expect.objectContaining({ type: 'Failed', code: 'transfer_failed', message: expect.stringMatching(/another model .*this decode serves 5eed5eed5eed5eed/) })]);
+        expect(sent(effects, P)).not.toContainEqual({ type: 'Ack', rid: 'r1' });
+      }
     }
   });
 });

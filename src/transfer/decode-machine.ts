@@ -268,7 +268,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   }
 
   #onDone(r: Active, m: KvDone): void {
-    const failure = checkDone(this.#host.pool, r, m, this.#faults);
+    const failure = checkDone(this.#host, r, m, this.#faults);
     if (failure !== undefined) {
       if (failure.checksum) this.#stats.checksumFailures++;
       return this.#failTransfer(r, failure.error, 'decode-failed');

@@ -27,6 +27,8 @@ export type ReserveVerdict =
 export interface DecodeHost {
   /** The pool KV frames are written into: checkWrite, scatterSlots, stamp, isWritten. */
   readonly pool: PagePool;
+  /** The fingerprint of the model this node decodes with (src/model's modelFingerprint): KvDone must carry the same. */
+  readonly model: string;
   /**
    * Admission with this node's own limits (prompt + maxTokens against its context length and
    * its pool), then pages for positions [0, promptTokens), each with a new epoch, in prompt order.
@@ -46,6 +48,8 @@ export type AdmitVerdict = { readonly kind: 'admitted' } | { readonly kind: 'rej
 export interface PrefillHost {
   /** The pool the prompt's K/V are computed into; the machine gathers chunks from it. */
   readonly pool: PagePool;
+  /** The fingerprint of the model this node computes K/V with; KvDone carries it to decode. */
+  readonly model: string;
   /**
    * Admission with this node's own limits; when admitted, the node computes the prompt and
    * reports progress (`computed`, `computeDone`, `computeFailed`). Nothing is allocated and
@@ -64,6 +68,7 @@ export interface PrefillHost {
 
 export interface LedgerDecodeHostOptions {
   readonly pool: PagePool;
+  readonly model: string;
   /** Most positions one request may use on this node: prompt tokens + max_tokens. */
   readonly contextLength: number;
   readonly faults?: FaultSet;
@@ -72,11 +77,13 @@ export interface LedgerDecodeHostOptions {
 /** A DecodeHost straight over a PagePool's ledger: admission, then allocate/free/quarantine/release. */
 export class LedgerDecodeHost implements DecodeHost {
   readonly pool: PagePool;
+  readonly model: string;
   readonly #contextLength: number;
   readonly #skipAdmission: boolean;
 
   constructor(options: LedgerDecodeHostOptions) {
     this.pool = options.pool;
+    this.model = options.model;
     this.#contextLength = options.contextLength;
     this.#skipAdmission = (options.faults ?? NO_FAULTS).has('skip-admission');
   }

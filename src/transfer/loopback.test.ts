@@ -30,6 +30,7 @@ function drive<I extends { kind: string }, E>(machine: Machine<I | NetworkInput,
 
 /** A prefill "worker" that computes the whole prompt into its pool on the next turn of the event loop. */
 class InstantPrefill implements PrefillHost {
+  readonly model = '5eed5eed5eed5eed';
   readonly tags = new Map<RequestId, readonly Tag[]>();
   onComputed: (rid: RequestId, tags: readonly Tag[], firstToken: number) => void = () => {};
   constructor(readonly pool: PagePool) {}
@@ -70,7 +71,7 @@ async function cluster(faults: FaultName[], streamed: boolean) {
     end: (from) => decodeHandle({ kind: 'chunkEnd', from }),
   };
   const dT = await TcpTransport.listen({ secret: SECRET, handlers: streamed ? { ...dHandlers, chunks: dChunks } : dHandlers, dial: false });
-  const decode = new DecodeMachine({ node: dT.nodeId, host: new LedgerDecodeHost({ pool: dPool, contextLength: 64, faults: faultSet }), faults: faultSet, timeouts: TIMEOUTS });
+  const decode = new DecodeMachine({ node: dT.nodeId, host: new LedgerDecodeHost({ pool: dPool, model: '5eed5eed5eed5eed', contextLength: 64, faults: faultSet }), faults: faultSet, timeouts: TIMEOUTS });
   const d = drive(decode, (e) => {
     if (e.kind === 'send') dT.send(e.to, e.message);
     else if (e.kind === 'closePeer') dT.closePeer(e.peer, e.reason);

@@ -8,7 +8,7 @@
 //   R -> P  Prefill    tokens, sampling, D's address and tags
 //   P -> R  Rejected   P's own admission failed (before any page or byte)
 //   P -> D  KvChunk    one page's slot range: destination tag, seq, checksum, bytes
-//   P -> D  KvDone     tokens covered, digest of all chunks, prompt digest, first token
+//   P -> D  KvDone     tokens covered, digest of all chunks, prompt digest, model fingerprint, first token
 //   D -> P  Ack        D verified coverage + digest; P may free its source pages now
 //   D -> R  Tokens     generated token ids with their offset (the first one came in KvDone)
 //   D -> R  Finished   normal end (stop / length) with usage
@@ -108,6 +108,8 @@ export interface KvDone {
   /** Digest over the checksums of all chunks, in seq order. */
   readonly digest: string;
   readonly promptDigest: string;
+  /** The fingerprint of the model prefill computed the KV with; decode decodes only with the same model. */
+  readonly model: string;
   /** The first generated token, sampled by prefill from the last prompt position's logits. */
   readonly firstToken: number;
 }

@@ -17,6 +17,7 @@ const D = 'd0';
 
 /** A prefill host over a bare pool: allocates at admission, frees at stop/release. */
 class TestHost implements PrefillHost {
+  readonly model = '5eed5eed5eed5eed';
   readonly tags = new Map<RequestId, readonly Tag[]>();
   stopping = false;
   constructor(readonly pool: PagePool) {}
@@ -45,7 +46,7 @@ function setup(options: { faults?: FaultName[]; numPages?: number } = {}) {
   const host = new TestHost(pool);
   const p = new PrefillMachine({ node: P, host, faults, timeouts: { ackMs: 30 } });
   const dpool = makePool(8);
-  const d = new DecodeMachine({ node: D, host: new LedgerDecodeHost({ pool: dpool, contextLength: 64 }) });
+  const d = new DecodeMachine({ node: D, host: new LedgerDecodeHost({ pool: dpool, model: '5eed5eed5eed5eed', contextLength: 64 }) });
   const rid = asRequestId('r1');
   const who = { rid, tenant: asTenantId('t0') };
   const reserved = d.handle(0, { kind: 'received', from: R, message: { type: 'Reserve', rid, tenant: who.tenant, promptTokens: 6, promptDigest: promptDigest(TOKENS), sampling: samplingParams({ maxTokens: 2 }), prefillAddress: P } });

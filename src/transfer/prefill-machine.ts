@@ -237,7 +237,7 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
     const limit = this.#faults.has('placeholder-done') ? Math.min(upTo, this.#host.pool.pageSize) : upTo;
     if (!this.#sendChunks(r, limit, tags)) return;
     if (firstToken === undefined) return;
-    this.#out.send(r.decode, { type: 'KvDone', rid, numChunks: r.seq, tokensCovered: r.numTokens, digest: r.digest.hex(), promptDigest: r.promptDigest, firstToken });
+    this.#out.send(r.decode, { type: 'KvDone', rid, numChunks: r.seq, tokensCovered: r.numTokens, digest: r.digest.hex(), promptDigest: r.promptDigest, model: this.#host.model, firstToken });
     this.#goto(r, 'AwaitingAck');
     r.wait = deadline(this.#now, this.#timeouts.ackMs, `Ack from ${r.decode}`);
   }

@@ -123,6 +123,7 @@ export class DecodeWorker {
     this.#trace = options.trace ?? NO_TRACE;
     const host: DecodeHost = {
       pool,
+      model: options.modelFingerprint,
       reserve: (owner, n, sampling) => this.#reserve(owner, n, sampling),
       free: (owner) => void this.scheduler.abort(owner.rid),
       quarantine: (owner) => void this.scheduler.abort(owner.rid, 'peer-may-write'),
@@ -174,6 +175,7 @@ export class DecodeWorker {
       detail: {
         role: 'decode',
         model: this.modelName,
+        modelFingerprint: this.#o.modelFingerprint,
         address: this.address,
         contextLength: this.contextLength,
         ...poolHealth(this.pool),

@@ -20,6 +20,8 @@ export interface PdWorkerOptions {
   /** The name clients pass as `model` (shown in /health; clients talk to the router). */
   readonly modelName: string;
   readonly root: string;
+  /** The model's fingerprint (src/model's modelFingerprint): in /health, and checked on every transfer. */
+  readonly modelFingerprint: string;
   readonly contextLength: number;
   /** The engine's pool; its ledger is the one truth about pages. */
   readonly pool: PagePool;

@@ -96,7 +96,7 @@ export class PrefillWorker {
       faults,
       eosTokenIds: options.eosTokenIds,
     });
-    const host: PrefillHost = { pool, admit: (o, t, s) => this.#admit(o, t, s), stop: (o) => this.#stop(o), release: (o) => this.#release(o) };
+    const host: PrefillHost = { pool, model: options.modelFingerprint, admit: (o, t, s) => this.#admit(o, t, s), stop: (o) => this.#stop(o), release: (o) => this.#release(o) };
     this.machine = new PrefillMachine({ node: transport.nodeId, host, faults, ...(options.timeouts ? { timeouts: options.timeouts } : {}), ...(options.trace ? { trace: options.trace } : {}) });
     this.#driver = new MachineDriver<PrefillInput, PrefillEffect>(this.machine, (effect) => this.#carryOut(effect));
     this.#loop = new EngineLoop({
@@ -142,6 +142,7 @@ export class PrefillWorker {
       detail: {
         role: 'prefill',
         model: this.modelName,
+        modelFingerprint: this.#o.modelFingerprint,
         address: this.address,
         contextLength: this.contextLength,
         ...poolHealth(this.pool),

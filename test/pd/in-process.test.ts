@@ -31,12 +31,12 @@ afterEach(async () => {
   open = [];
 });
 
-async function cluster(o: { decodePages: number; prefillPages?: number }): Promise<Cluster> {
+async function cluster(o: { decodePages: number; prefillPages?: number; decodeModel?: string }): Promise<Cluster> {
   const fatal = (e: unknown): void => {
     throw e;
   };
   const common = {
-    modelName: 'fake', root: 'fake', contextLength: 40, sampler: argmaxSampler, eosTokenIds: [EOS], maxRunningRequests: 4, chunkedPrefillSize: 8, maxWaiting: 16,
+    modelName: 'fake', root: 'fake', modelFingerprint: 'fa4efa4efa4efa4e', contextLength: 40, sampler: argmaxSampler, eosTokenIds: [EOS], maxRunningRequests: 4, chunkedPrefillSize: 8, maxWaiting: 16,
     faults: NO_FAULTS, checkEveryStep: true, clusterHost: '127.0.0.1', clusterPort: 0, clusterSecret: SECRET, onFatal: fatal,
   };
   const pPool = fakePool(o.prefillPages ?? 32);
@@ -44,7 +44,7 @@ async function cluster(o: { decodePages: number; prefillPages?: number }): Promi
   const prefillRunner = new FakeRunner(pPool);
   const decodeRunner = new FakeRunner(dPool);
   const prefill = await PrefillWorker.start({ ...common, pool: pPool, runner: prefillRunner });
-  const decode = await DecodeWorker.start({ ...common, pool: dPool, runner: decodeRunner });
+  const decode = await DecodeWorker.start({ ...common, pool: dPool, runner: decodeRunner, ...(o.decodeModel === undefined ? {} : { modelFingerprint: o.decodeModel }) });
   const apis: ApiServer[] = [createApiServer({ backend: prefill, codec, seed: 1 }), createApiServer({ backend: decode, codec, seed: 2 })];
   const [p, d] = await Promise.all(apis.map((a) => a.listen(0, '127.0.0.1')));
   const router = new PdRouter({
@@ -88,6 +88,16 @@ describe('prefill worker -> decode worker -> router, in one process', () => {
     expect(textOf(events)).toBe('klmnop');
     expect(events.at(-1)).toEqual({ type: 'finished', finishReason: 'length', usage: { promptTokens: 10, completionTokens: 6, cachedTokens: 0 } });
     expect(c.prefill.machine.stats()).toMatchObject({ chunksSent: 3, transfersAcked: 1 }); // pages of 4: [0,4) [4,8) [8,10)
+    await idle(c);
+  });
+
+  it('refuses to pair a prefill and a decode that serve different models: an honest error, no page allocated, no byte sent', async () => {
+    const c = await cluster({ decodePages: 16, decodeModel: 'd1ffd1ffd1ffd1ff' });
+    const events = await collect(c.router.generate(request('abcdefghij', { maxTokens: 6 }), new AbortController().signal));
+    expect(events).toEqual([{ type: 'failed', error: expect.objectContaining({ code: 'config_invalid', message: expect.stringMatching(/same model/) }) }]);
+    expect((await c.decode.health()).detail['modelFingerprint']).toBe('d1ffd1ffd1ffd1ff');
+    expect(c.decode.machine.stats()).toMatchObject({ reserved: 0 });
+    expect(c.prefill.machine.stats()).toMatchObject({ admitted: 0, chunksSent: 0 });
     await idle(c);
   });
 

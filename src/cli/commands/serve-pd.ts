@@ -12,7 +12,7 @@
 import { randomInt } from 'node:crypto';
 import { createApiServer, pdMetrics, promptCodecOf } from '../../api/index.js';
 import { ConfigError } from '../../core/index.js';
-import { createEngine, loadModel, Sampler } from '../../model/index.js';
+import { createEngine, loadModel, modelFingerprint, Sampler } from '../../model/index.js';
 import { DecodeWorker, PrefillWorker } from '../../worker/index.js';
 import type { PdWorkerConfig } from '../config-pd.js';
 import { readModelConfig } from '../config-model.js';
@@ -54,6 +54,7 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig): Promise<
   const options = {
     modelName: config.servedModelName,
     root: model.source.spec,
+    modelFingerprint: modelFingerprint(model),
     contextLength: plan.contextLength,
     pool: engine.pool,
     runner: engine.runner,

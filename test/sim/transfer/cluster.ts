@@ -33,7 +33,7 @@ import {
 import { EventQueue } from './event-queue.js';
 import { expectedToken, shape } from './kit.js';
 import { SimNetwork, type FaultCounts, type NetEvent } from './network.js';
-import { decodeStep, SimPrefillHost, type DecodeJob } from './workers.js';
+import { decodeStep, SIM_MODEL, SimPrefillHost, type DecodeJob } from './workers.js';
 
 export interface SeedOptions {
   readonly seed: number;
@@ -146,7 +146,7 @@ class SimRun {
     for (const [id, role] of roles) {
       if (role !== 'decode') continue;
       const pool = PagePool.create(shape(5 + this.#rng.int(8)), faults);
-      const host = new LedgerDecodeHost({ pool, contextLength: 24 + this.#rng.int(24), faults });
+      const host = new LedgerDecodeHost({ pool, model: SIM_MODEL, contextLength: 24 + this.#rng.int(24), faults });
       this.#nodes.set(id, { role: 'decode', id, machine: new DecodeMachine({ node: id, host, faults, timeouts: TIMEOUTS, trace: this.#sink() }), pool, jobs: new Map(), tickAt: undefined });
     }
   }

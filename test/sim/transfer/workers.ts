@@ -23,7 +23,11 @@ export interface WorkerHooks {
   violation(message: string): void;
 }
 
+/** The model fingerprint every simulated node serves (the simulation runs no model). */
+export const SIM_MODEL = '5eed5eed5eed5eed';
+
 export class SimPrefillHost implements PrefillHost {
+  readonly model = SIM_MODEL;
   readonly jobs = new Map<RequestId, ComputeJob>();
 
   constructor(
