@@ -156,7 +156,7 @@ export class PdRouter {
         model: this.modelName,
         node: this.nodeId,
         contextLength: this.contextLength,
-        workers: this.registry.entries.map((e) => ({ url: e.url, role: e.role, state: e.state, address: e.address ?? null, model: e.limits?.model ?? null, inFlight: e.inFlight, pages: e.pages ?? null, ...(e.lastError === undefined ? {} : { error: e.lastError }) })),
+        workers: this.registry.entries.map((e) => ({ url: e.url, role: e.role, state: e.state, address: e.address ?? null, modelFingerprint: e.limits?.model ?? null, inFlight: e.inFlight, pages: e.pages ?? null, ...(e.lastError === undefined ? {} : { error: e.lastError }) })),
         requests: { live: this.#live.size, attempts: this.#load.attemptsByState() },
         idle: this.#live.size === 0 && this.machine.numActive === 0,
         stats: this.machine.stats(),
