@@ -128,8 +128,8 @@ describe('POST /v1/chat/completions through the openai client', () => {
 });
 
 describe('sampling parameters reach the back end', () => {
-  it('passes temperature, top_p, top_k, seed, stop and max_tokens through', async () => {
-    await client.completions.create({ model: 'fake-model', prompt: 'Hi', max_tokens: 4, temperature: 0.5, top_p: 0.9, seed: 7, stop: 'x', top_k: 5 } as never);
+  it('passes temperature, top_p, top_k, seed, stop, penalties and max_tokens through', async () => {
+    await client.completions.create({ model: 'fake-model', prompt: 'Hi', max_tokens: 4, temperature: 0.5, top_p: 0.9, seed: 7, stop: 'x', top_k: 5, presence_penalty: 0.25, frequency_penalty: -0.5 } as never);
     expect(t.backend.lastCall.request.sampling).toEqual({
       maxTokens: 4,
       temperature: 0.5,
@@ -139,6 +139,8 @@ describe('sampling parameters reach the back end', () => {
       stop: ['x'],
       stopTokenIds: [],
       ignoreEos: false,
+      presencePenalty: 0.25,
+      frequencyPenalty: -0.5,
     });
   });
 

@@ -93,8 +93,6 @@ const UNSUPPORTED: Readonly<Record<string, (value: unknown) => boolean>> = {
   top_logprobs: (v) => v === 0,
   prompt_logprobs: () => false,
   logit_bias: (v) => isObject(v) && Object.keys(v).length === 0,
-  presence_penalty: (v) => v === 0,
-  frequency_penalty: (v) => v === 0,
   repetition_penalty: (v) => v === 1,
   min_tokens: (v) => v === 0,
   echo: (v) => v === false,
@@ -138,6 +136,8 @@ export interface CommonParams {
   readonly stop: readonly string[];
   readonly stopTokenIds: readonly number[];
   readonly ignoreEos: boolean;
+  readonly presencePenalty: number;
+  readonly frequencyPenalty: number;
   readonly stream: boolean;
   readonly includeUsage: boolean;
   /** vLLM's `return_token_ids`: answer with the prompt's and the completion's token ids too. */
@@ -159,6 +159,8 @@ export function readCommon(body: JsonObject, maxTokensKeys: readonly string[]): 
     stop: readStop(body),
     stopTokenIds: field(body, 'stop_token_ids') === undefined ? [] : tokenIdList(body['stop_token_ids'], 'stop_token_ids'),
     ignoreEos: optionalBool(body, 'ignore_eos') ?? false,
+    presencePenalty: optionalNumber(body, 'presence_penalty', { min: -2, max: 2 }) ?? 0,
+    frequencyPenalty: optionalNumber(body, 'frequency_penalty', { min: -2, max: 2 }) ?? 0,
     stream,
     includeUsage: readStreamOptions(body, stream),
     returnTokenIds: optionalBool(body, 'return_token_ids') ?? false,

@@ -88,6 +88,8 @@ export function planSampling(numPromptTokens: number, params: CommonParams, ctx:
       stop: params.stop,
       stopTokenIds: params.stopTokenIds,
       ignoreEos: params.ignoreEos,
+      presencePenalty: params.presencePenalty,
+      frequencyPenalty: params.frequencyPenalty,
     },
   };
 }

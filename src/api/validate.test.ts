@@ -21,6 +21,8 @@ describe('validateCompletion', () => {
       stop: [],
       stopTokenIds: [],
       ignoreEos: false,
+      presencePenalty: 0,
+      frequencyPenalty: 0,
       stream: false,
       includeUsage: false,
       returnTokenIds: false,
@@ -38,6 +40,11 @@ describe('validateCompletion', () => {
     expect(params.topK).toBe(0);
     expect(params.seed).toBe(0xffffffff);
     expect(ok(validateCompletion({ prompt: 'x', seed: 2 ** 32 + 5 })).params.seed).toBe(5);
+  });
+
+  it('reads presence_penalty and frequency_penalty in [-2, 2]', () => {
+    const { params } = ok(validateCompletion({ prompt: 'x', presence_penalty: -2, frequency_penalty: 1.5 }));
+    expect([params.presencePenalty, params.frequencyPenalty]).toEqual([-2, 1.5]);
   });
 
   it('reads vLLM extensions: stop_token_ids, ignore_eos, add_special_tokens', () => {

@@ -17,6 +17,13 @@ export interface SamplingParams {
   readonly stopTokenIds: readonly number[];
   /** Keep generating past EOS (benchmarks). */
   readonly ignoreEos: boolean;
+  /**
+   * OpenAI's penalties, in [-2, 2], on the request's own output so far: every token it already
+   * generated has its logit lowered by presencePenalty, and by frequencyPenalty once per time it
+   * was generated, before temperature, top-k, top-p or argmax. 0 and 0 change nothing.
+   */
+  readonly presencePenalty: number;
+  readonly frequencyPenalty: number;
 }
 
 export const GREEDY: SamplingParams = {
@@ -28,7 +35,14 @@ export const GREEDY: SamplingParams = {
   stop: [],
   stopTokenIds: [],
   ignoreEos: false,
+  presencePenalty: 0,
+  frequencyPenalty: 0,
 };
+
+/** Whether sampling for `params` looks at the request's previous output tokens. */
+export function usesPenalties(params: Pick<SamplingParams, 'presencePenalty' | 'frequencyPenalty'>): boolean {
+  return params.presencePenalty !== 0 || params.frequencyPenalty !== 0;
+}
 
 export function samplingParams(overrides: Partial<SamplingParams> = {}): SamplingParams {
   return { ...GREEDY, ...overrides };

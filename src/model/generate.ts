@@ -111,7 +111,7 @@ export async function generate(
         if (result.kind === 'failed') throw result.error;
         assert(result.kind === 'logits', 'a decode step returned no logits');
         r.numComputed++;
-        accept(r, sampler.sample(result.logits, r.input.sampling, r.output.ids.length), options);
+        accept(r, sampler.sample(result.logits, r.input.sampling, r.output.ids.length, r.output.ids), options);
         numDecodeTokens++;
       }
     }

@@ -98,3 +98,47 @@ describe('Sampler', () => {
     expect(withNaN).toEqual(copy);
   });
 });
+
+describe('Sampler: presence and frequency penalties on the request\'s own output', () => {
+  const logits = Float32Array.of(5, 4.5, 4, 0);
+
+  it('lower each previous token by presence once and by frequency per occurrence, before argmax', () => {
+    const s = new Sampler(4);
+    const greedy = choice({ temperature: 0 });
+    expect(s.sample(logits, greedy, 3, [0, 0])).toBe(0); // no penalty asked: the previous output is not looked at
+    expect(s.sample(logits, { ...greedy, presencePenalty: 0.6 }, 3, [0, 0, 0])).toBe(1); // 5 - 0.6 < 4.5
+    expect(s.sample(logits, { ...greedy, presencePenalty: 0.6 }, 3, [0, 1])).toBe(0); // 4.4 vs 3.9 vs 4: id 0 again
+    expect(s.sample(logits, { ...greedy, frequencyPenalty: 0.3 }, 3, [0])).toBe(0); // 4.7 > 4.5
+    expect(s.sample(logits, { ...greedy, frequencyPenalty: 0.3 }, 3, [0, 0])).toBe(1); // 4.4 < 4.5
+    expect(s.sample(logits, { ...greedy, frequencyPenalty: 0.3 }, 3, [0, 0, 0, 0, 1, 1, 1, 1])).toBe(2); // 3.8, 3.3, 4
+    expect(s.sample(logits, { ...greedy, presencePenalty: -2 }, 3, [3])).toBe(0); // a negative penalty raises: 2 < 5
+    expect(s.sample(logits, { ...greedy, presencePenalty: -2, frequencyPenalty: -2 }, 3, [3, 3])).toBe(3); // 0 + 2 + 4 = 6
+  });
+
+  it('never changes the logits it is given, and forgets the counts of one call by the next', () => {
+    const s = new Sampler(4);
+    const before = logits.slice();
+    const params = choice({ temperature: 0, frequencyPenalty: 2 });
+    expect(s.sample(logits, params, 0, [0, 0, 0])).toBe(1);
+    expect(logits).toEqual(before);
+    expect(s.sample(logits, params, 0, [1])).toBe(0); // no count of id 0 left over
+  });
+
+  it('shift the distribution a draw is made from, leaving the draw itself (seed, step) unchanged', () => {
+    const s = new Sampler(4);
+    const flat = new Float32Array(4);
+    const penalized = histogram(s, flat, choice({}), 4000);
+    const counts = new Map<number, number>();
+    for (let step = 0; step < 4000; step++) {
+      const t = s.sample(flat, choice({ presencePenalty: Math.log(3) }), step, [0]);
+      counts.set(t, (counts.get(t) ?? 0) + 1);
+    }
+    // id 0's weight drops to 1/3 of the others': probability 0.1 instead of 0.25.
+    expect((penalized.get(0) ?? 0) / 4000).toBeCloseTo(0.25, 1);
+    expect((counts.get(0) ?? 0) / 4000).toBeCloseTo(0.1, 1);
+  });
+
+  it('refuses a previous token outside the vocabulary', () => {
+    expect(() => new Sampler(4).sample(logits, choice({ presencePenalty: 1 }), 0, [4])).toThrow(InvariantError);
+  });
+});

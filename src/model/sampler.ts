@@ -1,5 +1,6 @@
-// The sampler: one next-token id from one row of logits. Greedy (argmax, lowest id on ties)
-// when temperature is 0; otherwise softmax(logits / temperature), cut to the top-k tokens and
+// The sampler: one next-token id from one row of logits. First, when the request asks for
+// presence or frequency penalties, the logits of the tokens it already generated are lowered
+// (in a copy). Then greedy (argmax, lowest id on ties) when temperature is 0; otherwise softmax(logits / temperature), cut to the top-k tokens and
 // to the top-p nucleus (ties at a cut keep the lower ids), and one draw
 // u = uniformAt(seed, 0, stepIndex) walked through the cumulative mass of the kept tokens in id
 // order. The draw depends only on (seed, stepIndex), so the prefill node that samples output
@@ -7,9 +8,9 @@
 //
 // It must never allocate per call (scratch is per Sampler, sized to the vocabulary), use
 // Math.random(), or change the logits it is given.
-import { assert, InvariantError, uniformAt, type SamplingParams } from '../core/index.js';
+import { assert, InvariantError, uniformAt, usesPenalties, type SamplingParams } from '../core/index.js';
 
-export type SamplingChoice = Pick<SamplingParams, 'temperature' | 'topK' | 'topP' | 'seed'>;
+export type SamplingChoice = Pick<SamplingParams, 'temperature' | 'topK' | 'topP' | 'seed'> & Partial<Pick<SamplingParams, 'presencePenalty' | 'frequencyPenalty'>>;
 
 /** The lowest id among the largest logits. NaN logits are never chosen. */
 export function argmax(logits: Float32Array): number {
@@ -37,6 +38,10 @@ export class Sampler {
   readonly #ids: Int32Array;
   /** Candidates' weights, sorted. */
   readonly #sorted: Float64Array;
+  /** The logits with penalties applied (only for a request that asks for them). */
+  readonly #penalized: Float32Array;
+  /** Times each id occurs in the previous output (zero again after every call). */
+  readonly #counts: Int32Array;
 
   constructor(vocabSize: number) {
     assert(Number.isInteger(vocabSize) && vocabSize > 0, () => `Sampler: bad vocabulary size ${vocabSize}`);
@@ -44,11 +49,41 @@ export class Sampler {
     this.#weights = new Float64Array(vocabSize);
     this.#ids = new Int32Array(vocabSize);
     this.#sorted = new Float64Array(vocabSize);
+    this.#penalized = new Float32Array(vocabSize);
+    this.#counts = new Int32Array(vocabSize);
   }
 
-  /** The token for output position `stepIndex` (0 for a request's first generated token). */
-  sample(logits: Float32Array, params: SamplingChoice, stepIndex: number): number {
+  /**
+   * The token for output position `stepIndex` (0 for a request's first generated token);
+   * `previous`: the request's output tokens so far (read only when it asks for penalties).
+   */
+  sample(logits: Float32Array, params: SamplingChoice, stepIndex: number, previous: readonly number[] = []): number {
     assert(logits.length === this.vocabSize, () => `Sampler: ${logits.length} logits for a vocabulary of ${this.vocabSize}`);
+    return this.#choose(this.#penalize(logits, params, previous), params, stepIndex);
+  }
+
+  /** `logits`, or a copy with the penalties of the tokens in `previous` subtracted. */
+  #penalize(logits: Float32Array, params: SamplingChoice, previous: readonly number[]): Float32Array {
+    const presence = params.presencePenalty ?? 0;
+    const frequency = params.frequencyPenalty ?? 0;
+    if (previous.length === 0 || !usesPenalties({ presencePenalty: presence, frequencyPenalty: frequency })) return logits;
+    const counts = this.#counts;
+    for (const id of previous) {
+      assert(Number.isInteger(id) && id >= 0 && id < this.vocabSize, () => `Sampler: previous token ${id} outside a vocabulary of ${this.vocabSize}`);
+      counts[id]!++;
+    }
+    const out = this.#penalized;
+    out.set(logits);
+    for (const id of previous) {
+      const n = counts[id]!;
+      if (n === 0) continue; // already applied for this id
+      out[id] = out[id]! - presence - frequency * n;
+      counts[id] = 0;
+    }
+    return out;
+  }
+
+  #choose(logits: Float32Array, params: SamplingChoice, stepIndex: number): number {
     if (params.temperature === 0) return argmax(logits);
     assert(params.temperature > 0 && params.topP > 0 && params.topP <= 1 && params.topK >= 0, () => `Sampler: bad parameters ${JSON.stringify(params)}`);
     const max = logits[argmax(logits)]!;

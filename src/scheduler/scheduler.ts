@@ -121,6 +121,12 @@ export class Scheduler {
     return r === undefined ? undefined : viewOf(r);
   }
 
+  /** rid's output tokens so far (a copy; empty for a request this scheduler does not hold). */
+  outputTokens(rid: RequestId): number[] {
+    const r = this.#book.requests.get(rid);
+    return r === undefined ? [] : r.tokens.slice(r.numPromptTokens);
+  }
+
   /**
    * Co-located and prefill roles: admission, then the back of its tenant's queue. Refusals are
    * values (AdmissionError, InvalidRequestError, `overloaded`), decided before any page is touched.

@@ -58,6 +58,8 @@ const sampling: Check<SamplingParams> = object<SamplingParams>({
   stop: array(str(1024), 64),
   stopTokenIds: array(tokenId, 1024),
   ignoreEos: bool,
+  presencePenalty: finite(-2, 2),
+  frequencyPenalty: finite(-2, 2),
 });
 
 type Fields<T extends Message> = Omit<T, 'type' | 'payload'>;

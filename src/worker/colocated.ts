@@ -187,7 +187,7 @@ export class ColocatedWorker {
     const live = this.#live.get(rid);
     const view = this.scheduler.view(rid);
     if (live === undefined || view === undefined || view.state === 'ending') return undefined;
-    return { params: live.request.sampling, numOutputTokens: view.numOutputTokens };
+    return { params: live.request.sampling, numOutputTokens: view.numOutputTokens, outputTokens: () => this.scheduler.outputTokens(rid) };
   }
 
   #abort(rid: RequestId, error: TesseraError): void {

@@ -142,7 +142,7 @@ export class DecodeWorker {
         const d = this.#decoding.get(rid);
         const view = this.scheduler.view(rid);
         if (d === undefined || view === undefined || view.state === 'ending') return undefined;
-        return { params: d.sampling, numOutputTokens: view.numOutputTokens };
+        return { params: d.sampling, numOutputTokens: view.numOutputTokens, outputTokens: () => this.scheduler.outputTokens(rid) };
       },
       onEvents: (events) => this.#onEvents(events),
       onFatal: (error) => this.#onFatal(error),

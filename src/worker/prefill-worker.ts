@@ -105,7 +105,7 @@ export class PrefillWorker {
       sampler: options.sampler,
       samplingOf: (rid) => {
         const job = this.#jobs.get(rid);
-        return job === undefined ? undefined : { params: job.sampling, numOutputTokens: 0 };
+        return job === undefined ? undefined : { params: job.sampling, numOutputTokens: 0, outputTokens: () => [] };
       },
       onEvents: (events) => this.#onEvents(events),
       onFatal: (error) => this.#onFatal(error),

@@ -13,7 +13,7 @@ const results: ItemResult[] = [
   { kind: 'computed', rid: rid('b') },
   { kind: 'logits', rid: rid('c'), logits: oneHot(8, 5) },
 ];
-const state = () => ({ params: samplingParams(), numOutputTokens: 0 });
+const state = () => ({ params: samplingParams(), numOutputTokens: 0, outputTokens: () => [] });
 
 describe('toStepResults', () => {
   it('samples each item from its own logits and passes the rest through', () => {
@@ -36,8 +36,19 @@ describe('toStepResults', () => {
     expect(out[0]?.kind).toBe('failed');
   });
 
+  it('hands the sampler the request\'s previous output only when it asks for penalties', () => {
+    const seen: (readonly number[])[] = [];
+    const recording = { sample: (_l: Float32Array, _p: unknown, _i: number, previous: readonly number[]) => (seen.push(previous), 0) };
+    const asked: string[] = [];
+    const withOutput = (params: ReturnType<typeof samplingParams>) => (r: RequestId) => ({ params, numOutputTokens: 2, outputTokens: () => (asked.push(r), [3, 3]) });
+    toStepResults(results, recording, withOutput(samplingParams()), NO_FAULTS);
+    toStepResults(results, recording, withOutput(samplingParams({ frequencyPenalty: 0.5 })), NO_FAULTS);
+    expect(seen).toEqual([[], [], [3, 3], [3, 3]]);
+    expect(asked).toEqual(['a', 'c']);
+  });
+
   it('fails only the item whose logits cannot be sampled', () => {
-    const throwing = { sample: (logits: Float32Array) => (logits[5] === 1 ? argmaxSampler.sample(logits, samplingParams(), 0) : (() => { throw new Error('no finite logit'); })()) };
+    const throwing = { sample: (logits: Float32Array) => (logits[5] === 1 ? argmaxSampler.sample(logits, samplingParams(), 0, []) : (() => { throw new Error('no finite logit'); })()) };
     const out = toStepResults(results, throwing, state, NO_FAULTS);
     expect(out.map((r) => r.kind)).toEqual(['failed', 'computed', 'sampled']);
   });

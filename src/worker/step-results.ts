@@ -3,19 +3,21 @@
 // Must never sample one request's token from another request's logits — except under the
 // `swap-batch-rows` fault point, the negative control of the non-interference test, which
 // hands every logits row to its neighbour exactly as a misaligned batch would.
-import { AbortedError, assertNever, isTesseraError, InvariantError, type FaultSet, type RequestId, type SamplingParams } from '../core/index.js';
+import { AbortedError, assertNever, isTesseraError, InvariantError, usesPenalties, type FaultSet, type RequestId, type SamplingParams } from '../core/index.js';
 import type { ItemResult } from '../model/index.js';
 import type { StepResult } from '../scheduler/index.js';
 
 /** What samples one token (src/model's Sampler, structurally). */
 export interface TokenSampler {
-  sample(logits: Float32Array, params: Pick<SamplingParams, 'temperature' | 'topK' | 'topP' | 'seed'>, stepIndex: number): number;
+  sample(logits: Float32Array, params: SamplingParams, stepIndex: number, previous: readonly number[]): number;
 }
 
-/** A request's sampling parameters and the index of the output token to sample next. */
+/** A request's sampling parameters, the index of the output token to sample next, and its output so far. */
 export interface SamplingState {
   readonly params: SamplingParams;
   readonly numOutputTokens: number;
+  /** Its output tokens so far (asked only of a request with penalties). */
+  outputTokens(): readonly number[];
 }
 
 export function toStepResults(
@@ -40,7 +42,8 @@ export function toStepResults(
         const state = stateOf(result.rid);
         if (state === undefined) return { kind: 'failed', rid: result.rid, error: new AbortedError('the request ended while its step ran') };
         try {
-          return { kind: 'sampled', rid: result.rid, token: sampler.sample(logits, state.params, state.numOutputTokens) };
+          const previous = usesPenalties(state.params) ? state.outputTokens() : [];
+          return { kind: 'sampled', rid: result.rid, token: sampler.sample(logits, state.params, state.numOutputTokens, previous) };
         } catch (error) {
           // E.g. logits with no finite value: this request fails, its neighbours go on.
           const failure = isTesseraError(error) ? error : new InvariantError(`sampling ${result.rid} failed`, error);
