@@ -105,10 +105,18 @@ async function generate(endpoint: Endpoint, req: IncomingMessage, res: ServerRes
   if (ctx.shutdown.aborted) onShutdown();
   if (res.destroyed) onClose();
   try {
-    const rid = ctx.ids.nextRid();
+    // Choice i: its own rid, and seed + i (so the choices differ when sampling, and a seeded
+    // request gives the same n choices every time).
+    const requests = Array.from({ length: params.n }, (_, i) => ({
+      rid: ctx.ids.nextRid(),
+      tenant: auth.tenant,
+      promptTokens,
+      sampling: { ...sampling.value, seed: (sampling.value.seed + i) % 2 ** 32 },
+    }));
+    const rid = (requests[0] as (typeof requests)[number]).rid;
     return await runGenerate(
       {
-        request: { rid, tenant: auth.tenant, promptTokens, sampling: sampling.value },
+        requests,
         meta: {
           endpoint,
           id: `${endpoint === 'chat' ? 'chatcmpl' : 'cmpl'}-${rid}`,

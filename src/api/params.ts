@@ -82,12 +82,14 @@ export function tokenIdList(value: unknown, key: string): number[] {
   return value as number[];
 }
 
+/** At most this many choices per request (OpenAI's limit). */
+export const MAX_CHOICES = 128;
+
 /** At most this many stop strings (vLLM has no limit, OpenAI allows 4; each costs a scan per token). */
 export const MAX_STOP_STRINGS = 16;
 
 /** Parameters Tessera does not support, each with the values that ask for nothing (allowed). */
 const UNSUPPORTED: Readonly<Record<string, (value: unknown) => boolean>> = {
-  n: (v) => v === 1,
   best_of: (v) => v === 1,
   logprobs: (v) => v === false,
   top_logprobs: (v) => v === 0,
@@ -116,7 +118,7 @@ export function rejectUnsupported(body: JsonObject): void {
   for (const [key, neutral] of Object.entries(UNSUPPORTED)) {
     const value = field(body, key);
     if (value !== undefined && !neutral(value)) {
-      const detail = key === 'n' || key === 'best_of' ? ' Tessera returns exactly one choice per request; send one request per choice.' : '';
+      const detail = key === 'best_of' ? ' Tessera returns every choice it generates; ask for them with `n`.' : '';
       throw new InvalidRequestError(`\`${key}\` = ${JSON.stringify(value)} is not supported by Tessera.${detail}`, key);
     }
   }
@@ -138,6 +140,8 @@ export interface CommonParams {
   readonly ignoreEos: boolean;
   readonly presencePenalty: number;
   readonly frequencyPenalty: number;
+  /** Choices to generate from the one prompt, each with its own seed (seed + i). */
+  readonly n: number;
   readonly stream: boolean;
   readonly includeUsage: boolean;
   /** vLLM's `return_token_ids`: answer with the prompt's and the completion's token ids too. */
@@ -161,6 +165,7 @@ export function readCommon(body: JsonObject, maxTokensKeys: readonly string[]): 
     ignoreEos: optionalBool(body, 'ignore_eos') ?? false,
     presencePenalty: optionalNumber(body, 'presence_penalty', { min: -2, max: 2 }) ?? 0,
     frequencyPenalty: optionalNumber(body, 'frequency_penalty', { min: -2, max: 2 }) ?? 0,
+    n: optionalInt(body, 'n', { min: 1, max: MAX_CHOICES }) ?? 1,
     stream,
     includeUsage: readStreamOptions(body, stream),
     returnTokenIds: optionalBool(body, 'return_token_ids') ?? false,

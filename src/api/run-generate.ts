@@ -1,17 +1,22 @@
-// Drives one request through Backend.generate and writes its answer: a JSON body, or an SSE
-// stream whose 200 is held back until the first token (or a finish with none).
+// Drives one client request through Backend.generate and writes its answer: a JSON body, or an
+// SSE stream whose 200 is held back until the first token (or a finish with none). A request
+// with `n` choices is n back-end requests (their own rids and seeds), run side by side; choice i
+// is requests[i].
 //
 // Life of a generate call here:
-//   1. generate(request, signal) is iterated; `tokens` events go out as chunks (streaming) or
-//      accumulate (not streaming); TTFT and inter-token gaps are observed.
-//   2. `finished`: the final chunk, the usage chunk (include_usage), `[DONE]`; or the JSON body.
-//   3. `failed` (or the iterator throws, or ends without a terminal event): before the stream
-//      started, the error's real status; after, an SSE error event and no `[DONE]`.
+//   1. generate(request, signal) is iterated for every choice at once; `tokens` events go out as
+//      chunks of their choice (streaming) or accumulate (not streaming); TTFT and inter-token
+//      gaps are observed.
+//   2. A choice's `finished`: its final chunk (streaming). Once every choice finished: the usage
+//      chunk (include_usage) and `[DONE]`; or the JSON body with every choice.
+//   3. A choice's `failed` (or its iterator throws, or ends without a terminal event): the other
+//      choices are aborted, and the request fails: before the stream started, with the error's
+//      real status; after, with an SSE error event and no `[DONE]`.
 //   4. The client left (signal aborted by the server): nothing is written; the outcome is
-//      `aborted`; the iterator is still read to its end, so the back end finishes its abort.
-// Must never answer 200 for a request that failed, nor report success for one the client
-// did not receive.
-import { assertNever, isTesseraError, type FaultSet, type FinishReason, type GenerateEvent, type GenerateRequest, type Usage } from '../core/index.js';
+//      `aborted`; every iterator is still read to its end, so the back end finishes its aborts.
+// Must never answer 200 for a request that failed (any of its choices), nor report success for
+// one the client did not receive.
+import { AbortedError, assertNever, isTesseraError, type FaultSet, type FinishReason, type GenerateEvent, type GenerateRequest, type Usage } from '../core/index.js';
 import type { ServerResponse } from 'node:http';
 import type { Backend } from './backend.js';
 import type { Clock } from './clock.js';
@@ -22,7 +27,8 @@ import { finishChunk, fullResponse, openingChunk, textChunk, usageChunk, type Re
 import { SseStream } from './sse.js';
 
 export interface GenerateJob {
-  readonly request: GenerateRequest;
+  /** One back-end request per choice (same prompt, own rid and seed), in choice order. */
+  readonly requests: readonly GenerateRequest[];
   readonly meta: ResponseMeta;
   readonly stream: boolean;
   /** Arrival time on the server's clock (ms). */
@@ -38,7 +44,15 @@ export interface RunContext {
   readonly logError: (message: string, error: unknown) => void;
 }
 
-type End = { readonly kind: 'finished'; readonly finishReason: FinishReason; readonly usage: Usage } | { readonly kind: 'failed'; readonly problem: Problem };
+type Finished = { readonly kind: 'finished'; readonly finishReason: FinishReason; readonly usage: Usage };
+type End = Finished | { readonly kind: 'failed'; readonly problem: Problem };
+
+interface Choice {
+  text: string;
+  readonly ids: number[];
+  lastTokenMs: number | null;
+  end: End | null;
+}
 
 /** `clientGone()`: true once the client disconnected (the caller aborted `signal` then). */
 export async function runGenerate(
@@ -50,75 +64,105 @@ export async function runGenerate(
 ): Promise<Outcome> {
   const { meta } = job;
   const sse = job.stream ? new SseStream(res) : null;
-  let text = '';
-  const ids: number[] = [];
-  let lastTokenMs: number | null = null;
+  const choices: Choice[] = job.requests.map(() => ({ text: '', ids: [], lastTokenMs: null, end: null }));
+  let firstTokenSeen = false;
+  /** The error the client gets: the first choice that failed (its siblings' aborts follow from it). */
+  let failure: Problem | undefined;
+  // One choice failing ends the others: the client gets one honest error, not part of an answer.
+  const siblings = new AbortController();
+  const choiceSignal = AbortSignal.any([signal, siblings.signal]);
 
-  const startStream = async (stream: SseStream): Promise<void> => {
-    if (stream.started) return;
-    stream.start();
-    const opening = openingChunk(meta);
-    if (opening !== null) await stream.send(opening);
-  };
+  // Once, whichever choice gets there first; the others wait for every opening chunk to be out.
+  let started: Promise<void> | undefined;
+  const startStream = (stream: SseStream): Promise<void> =>
+    (started ??= (async () => {
+      stream.start();
+      for (let index = 0; index < choices.length; index++) {
+        const opening = openingChunk(meta, index);
+        if (opening !== null) await stream.send(opening);
+      }
+    })());
 
-  const onTokens = async (event: Extract<GenerateEvent, { type: 'tokens' }>): Promise<void> => {
+  const onTokens = async (index: number, event: Extract<GenerateEvent, { type: 'tokens' }>): Promise<void> => {
+    const choice = choices[index] as Choice;
     const now = ctx.clock.nowMs();
-    if (lastTokenMs === null) ctx.metrics.observeTimeToFirstToken((now - job.arrivedMs) / 1000);
-    else ctx.metrics.observeInterToken((now - lastTokenMs) / 1000, event.ids.length);
-    lastTokenMs = now;
+    if (!firstTokenSeen) ctx.metrics.observeTimeToFirstToken((now - job.arrivedMs) / 1000);
+    else if (choice.lastTokenMs !== null) ctx.metrics.observeInterToken((now - choice.lastTokenMs) / 1000, event.ids.length);
+    firstTokenSeen = true;
+    choice.lastTokenMs = now;
     if (sse === null) {
-      text += event.text;
-      ids.push(...event.ids);
+      choice.text += event.text;
+      choice.ids.push(...event.ids);
       return;
     }
     await startStream(sse);
     const withIds = meta.tokenIds !== null && event.ids.length > 0;
-    if (event.text !== '' || withIds) await sse.send(textChunk(meta, event.text, event.ids));
+    if (event.text !== '' || withIds) await sse.send(textChunk(meta, event.text, event.ids, index));
+  };
+
+  const onEnd = async (index: number, end: End): Promise<void> => {
+    const choice = choices[index] as Choice;
+    if (choice.end !== null) return;
+    choice.end = end;
+    if (end.kind === 'failed') {
+      failure ??= end.problem;
+      siblings.abort(new AbortedError('another choice of this request failed'));
+      return;
+    }
+    if (sse !== null && !clientGone() && failure === undefined) {
+      await startStream(sse);
+      await sse.send(finishChunk(meta, end.finishReason, index));
+    }
   };
 
   // Negative control only: with the headers out early, a failure before the first token
   // can no longer get its real status.
   if (sse !== null && ctx.faults.has('eager-stream-headers')) await startStream(sse);
 
-  let end: End | null = null;
-  try {
-    for await (const event of ctx.backend.generate(job.request, signal)) {
-      if (event.type === 'tokens') {
-        await onTokens(event);
-        continue;
+  await Promise.all(
+    job.requests.map(async (request, index) => {
+      try {
+        for await (const event of ctx.backend.generate(request, choiceSignal)) {
+          if (event.type === 'tokens') {
+            if ((choices[index] as Choice).end === null) await onTokens(index, event);
+            continue;
+          }
+          await onEnd(index, terminal(event));
+          break;
+        }
+      } catch (error) {
+        if (!isTesseraError(error)) ctx.logError(`back end failed request ${request.rid}`, error);
+        await onEnd(index, { kind: 'failed', problem: problemOf(error) });
       }
-      end = terminal(event);
-      break;
-    }
-  } catch (error) {
-    if (!isTesseraError(error)) ctx.logError(`back end failed request ${job.request.rid}`, error);
-    end = { kind: 'failed', problem: problemOf(error) };
-  }
+      await onEnd(index, { kind: 'failed', problem: problem('internal', 'The back end ended the request without finishing it.') });
+    }),
+  );
 
   if (clientGone()) return 'aborted';
-  if (end === null) {
-    end = { kind: 'failed', problem: problem('internal', 'The back end ended the request without finishing it.') };
+  if (failure !== undefined) {
+    if (sse !== null && sse.started) await sse.fail(failure);
+    else sendProblem(res, failure);
+    return failure.code;
   }
-  switch (end.kind) {
-    case 'finished':
-      if (sse === null) {
-        sendJson(res, 200, fullResponse(meta, text, ids, end.finishReason, end.usage));
-      } else {
-        await startStream(sse);
-        await sse.send(finishChunk(meta, end.finishReason));
-        if (meta.includeUsage) await sse.send(usageChunk(meta, end.usage));
-        await sse.done();
-      }
-      if (clientGone()) return 'aborted';
-      ctx.metrics.observeEndToEnd((ctx.clock.nowMs() - job.arrivedMs) / 1000);
-      return 'success';
-    case 'failed':
-      if (sse !== null && sse.started) await sse.fail(end.problem);
-      else sendProblem(res, end.problem);
-      return end.problem.code;
-    default:
-      return assertNever(end, 'end');
+  // No failure: every choice finished.
+  const finished = choices.map((c) => ({ text: c.text, ids: c.ids, end: c.end as Finished }));
+  const usage = totalUsage(finished.map((c) => c.end.usage));
+  if (sse === null) {
+    sendJson(res, 200, fullResponse(meta, finished.map((c) => ({ text: c.text, ids: c.ids, finishReason: c.end.finishReason })), usage));
+  } else {
+    await startStream(sse);
+    if (meta.includeUsage) await sse.send(usageChunk(meta, usage));
+    await sse.done();
   }
+  if (clientGone()) return 'aborted';
+  ctx.metrics.observeEndToEnd((ctx.clock.nowMs() - job.arrivedMs) / 1000);
+  return 'success';
+}
+
+/** The prompt once (every choice has the same one), the completions of all. */
+function totalUsage(usages: readonly Usage[]): Usage {
+  const first = usages[0] as Usage;
+  return { promptTokens: first.promptTokens, completionTokens: usages.reduce((sum, u) => sum + u.completionTokens, 0), cachedTokens: first.cachedTokens };
 }
 
 function terminal(event: Exclude<GenerateEvent, { type: 'tokens' }>): End {

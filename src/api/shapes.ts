@@ -32,8 +32,15 @@ function idFields(meta: ResponseMeta, ids: readonly number[], withPrompt: boolea
   return withPrompt ? { prompt_token_ids: meta.tokenIds.prompt, token_ids: ids } : { token_ids: ids };
 }
 
-/** The non-streaming answer. `ids`: the completion's token ids. */
-export function fullResponse(meta: ResponseMeta, text: string, ids: readonly number[], finishReason: FinishReason, usage: Usage): object {
+/** One finished choice of a non-streaming answer. `ids`: its token ids. */
+export interface FinishedChoice {
+  readonly text: string;
+  readonly ids: readonly number[];
+  readonly finishReason: FinishReason;
+}
+
+/** The non-streaming answer: the choices in index order (`n` of them), and the usage of all. */
+export function fullResponse(meta: ResponseMeta, choices: readonly FinishedChoice[], usage: Usage): object {
   switch (meta.endpoint) {
     case 'completion':
       return {
@@ -41,7 +48,7 @@ export function fullResponse(meta: ResponseMeta, text: string, ids: readonly num
         object: 'text_completion',
         created: meta.created,
         model: meta.model,
-        choices: [{ index: 0, text, logprobs: null, finish_reason: finishReason, ...idFields(meta, ids, true) }],
+        choices: choices.map((c, index) => ({ index, text: c.text, logprobs: null, finish_reason: c.finishReason, ...idFields(meta, c.ids, true) })),
         usage: usageJson(usage),
       };
     case 'chat':
@@ -51,7 +58,9 @@ export function fullResponse(meta: ResponseMeta, text: string, ids: readonly num
         created: meta.created,
         model: meta.model,
         ...(meta.tokenIds === null ? {} : { prompt_token_ids: meta.tokenIds.prompt }),
-        choices: [{ index: 0, message: { role: 'assistant', content: text }, logprobs: null, finish_reason: finishReason, ...idFields(meta, ids, false) }],
+        choices: choices.map((c, index) => ({
+          index, message: { role: 'assistant', content: c.text }, logprobs: null, finish_reason: c.finishReason, ...idFields(meta, c.ids, false),
+        })),
         usage: usageJson(usage),
       };
     default:
@@ -59,13 +68,13 @@ export function fullResponse(meta: ResponseMeta, text: string, ids: readonly num
   }
 }
 
-/** One streamed chunk with one choice. `delta`: chat's delta object; `text`: completion text. */
-function chunk(meta: ResponseMeta, text: string, finishReason: FinishReason | null, delta: object, ids: readonly number[] | null = null): object {
+/** One streamed chunk of choice `index`. `delta`: chat's delta object; `text`: completion text. */
+function chunk(meta: ResponseMeta, index: number, text: string, finishReason: FinishReason | null, delta: object, ids: readonly number[] | null = null): object {
   const extra = ids === null ? {} : idFields(meta, ids, false);
   const choice =
     meta.endpoint === 'chat'
-      ? { index: 0, delta, logprobs: null, finish_reason: finishReason, ...extra }
-      : { index: 0, text, logprobs: null, finish_reason: finishReason, ...extra };
+      ? { index, delta, logprobs: null, finish_reason: finishReason, ...extra }
+      : { index, text, logprobs: null, finish_reason: finishReason, ...extra };
   return {
     id: meta.id,
     object: meta.endpoint === 'chat' ? 'chat.completion.chunk' : 'text_completion',
@@ -76,24 +85,24 @@ function chunk(meta: ResponseMeta, text: string, finishReason: FinishReason | nu
   };
 }
 
-/** Chat streams open with the role; completions have none, unless the prompt's ids are asked for. */
-export function openingChunk(meta: ResponseMeta): object | null {
+/** Choice `index`'s first chunk: chat streams open with the role; completions have none, unless the prompt's ids are asked for. */
+export function openingChunk(meta: ResponseMeta, index = 0): object | null {
   if (meta.endpoint === 'chat') {
-    const opening = chunk(meta, '', null, { role: 'assistant', content: '' });
+    const opening = chunk(meta, index, '', null, { role: 'assistant', content: '' });
     return meta.tokenIds === null ? opening : { ...opening, prompt_token_ids: meta.tokenIds.prompt };
   }
   if (meta.tokenIds === null) return null;
-  const opening = chunk(meta, '', null, {}) as { choices: object[] };
+  const opening = chunk(meta, index, '', null, {}) as { choices: object[] };
   return { ...opening, choices: [{ ...opening.choices[0], prompt_token_ids: meta.tokenIds.prompt }] };
 }
 
 /** `ids`: the token ids this chunk's text came from (sent with `return_token_ids`). */
-export function textChunk(meta: ResponseMeta, text: string, ids: readonly number[]): object {
-  return chunk(meta, text, null, { content: text }, meta.tokenIds === null ? null : ids);
+export function textChunk(meta: ResponseMeta, text: string, ids: readonly number[], index = 0): object {
+  return chunk(meta, index, text, null, { content: text }, meta.tokenIds === null ? null : ids);
 }
 
-export function finishChunk(meta: ResponseMeta, finishReason: FinishReason): object {
-  return chunk(meta, '', finishReason, {});
+export function finishChunk(meta: ResponseMeta, finishReason: FinishReason, index = 0): object {
+  return chunk(meta, index, '', finishReason, {});
 }
 
 /** The last chunk with include_usage: no choices, only usage. */

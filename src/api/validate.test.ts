@@ -23,6 +23,7 @@ describe('validateCompletion', () => {
       ignoreEos: false,
       presencePenalty: 0,
       frequencyPenalty: 0,
+      n: 1,
       stream: false,
       includeUsage: false,
       returnTokenIds: false,

@@ -63,6 +63,16 @@ describe('tessera serve through the openai client', () => {
     expect((a as OpenAI.Completion).choices[0]?.text).toBe((b as OpenAI.Completion).choices[0]?.text);
   });
 
+  it('answers n sampled choices from one prompt: choice 0 is the n = 1 answer of that seed, usage counts them all', async () => {
+    const body = { model: MODEL, prompt: 'The sea', max_tokens: 8, temperature: 1, seed: 99, ignore_eos: true };
+    const one = (await client.completions.create(body as never)) as OpenAI.Completion;
+    const three = (await client.completions.create({ ...body, n: 3 } as never)) as OpenAI.Completion;
+    expect(three.choices.map((c) => c.index)).toEqual([0, 1, 2]);
+    expect(three.choices[0]?.text).toBe(one.choices[0]?.text);
+    expect(new Set(three.choices.map((c) => c.text)).size).toBe(3);
+    expect(three.usage).toMatchObject({ prompt_tokens: one.usage?.prompt_tokens, completion_tokens: 24 });
+  });
+
   it('answers chat, streamed and not, through the chat template', async () => {
     const messages = [{ role: 'system' as const, content: 'Be brief.' }, { role: 'user' as const, content: 'Hello!' }];
     const r = await client.chat.completions.create({ model: MODEL, messages, max_tokens: 8, temperature: 0 });
@@ -119,8 +129,8 @@ describe('tessera serve through the openai client', () => {
     const unknown = client.completions.create({ model: 'gpt-4', prompt: 'x', max_tokens: 1 });
     await expect(unknown).rejects.toBeInstanceOf(OpenAI.NotFoundError);
     await expect(unknown).rejects.toMatchObject({ status: 404, code: 'model_not_found', param: 'model' });
-    const unsupported = client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 1, n: 2 });
-    await expect(unsupported).rejects.toMatchObject({ status: 400, param: 'n' });
+    const unsupported = client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 1, logprobs: 2 });
+    await expect(unsupported).rejects.toMatchObject({ status: 400, param: 'logprobs' });
   });
 
   it('returns every page once idle: allocated 0, free + cached = the pool', async () => {

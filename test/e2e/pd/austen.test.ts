@@ -3,7 +3,8 @@
 // one-hot, which is where presence and frequency penalties show (on the random-weight test
 // models no penalty in [-2, 2] moves an argmax): a penalized greedy answer repeats itself less,
 // and PD stays transparent with penalties on (prefill samples the first output token, with no
-// output yet to penalize; decode samples the rest from the output it holds).
+// output yet to penalize; decode samples the rest from the output it holds), and for `n` sampled
+// choices.
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type Server } from '../support/process.js';
@@ -51,5 +52,12 @@ describe('builtin:austen, co-located and disaggregated', () => {
     const co = colocated.client();
     expect(await greedy(pd)).toEqual(await greedy(co));
     expect(await greedy(pd, PENALTIES)).toEqual(await greedy(co, PENALTIES));
+    // n sampled choices: each its own request through the cluster, with seed + i.
+    const sampled = { model: MODEL, prompt: PROMPT, max_tokens: 24, temperature: 0.9, seed: 3, n: 3 };
+    const texts = async (client: OpenAI) => ((await client.completions.create(sampled as never)) as OpenAI.Completion).choices.map((c) => c.text);
+    const viaPd = await texts(pd);
+    expect(viaPd).toHaveLength(3);
+    expect(new Set(viaPd).size).toBe(3);
+    expect(viaPd).toEqual(await texts(co));
   });
 });
