@@ -22,7 +22,7 @@ export const FAULT_NAMES = [
   'skip-checksum',
   /** Accept KV frames whose destination tags do not match the ledger. */
   'skip-tag-check',
-  /** Decode accepts KvDone from a prefill whose model fingerprint is not its own. */
+  /** Decode accepts KvDone from a prefill whose model fingerprint is not its own; the router pairs workers whatever their fingerprints. */
   'skip-model-check',
   /** Share prefix-cache entries across tenants. */
   'share-prefix-across-tenants',

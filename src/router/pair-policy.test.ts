@@ -59,7 +59,7 @@ describe('pickPair', () => {
     expect(pickPair(request(100, 10), { prefills: [] }, workers)).toEqual({ prefill: 'p2', decode: 'd2' });
     expect(pickPair(request(100, 10), { prefills: ['p2'] }, workers)).toBeUndefined();
     // skip-admission on the router: limits are not looked at here (each node still checks its own).
-    expect(pickPair(request(100, 10), { prefills: ['p2'] }, workers, false)).toEqual({ prefill: 'p3', decode: 'd1' });
+    expect(pickPair(request(100, 10), { prefills: ['p2'] }, workers, { admission: false, model: true })).toEqual({ prefill: 'p3', decode: 'd1' });
   });
 
   it('pairs only pages of the same geometry', () => {
@@ -71,5 +71,7 @@ describe('pickPair', () => {
     const workers = [worker('p1', 'prefill', { limits: limits(512, 64, 16, 2048, 'b0bb1eb0bb1eb0bb') }), worker('p2', 'prefill', { inFlight: 3 }), worker('d1', 'decode')];
     expect(pickPair(request(10, 10), { prefills: [] }, workers)).toEqual({ prefill: 'p2', decode: 'd1' });
     expect(pickPair(request(10, 10), { prefills: ['p2'] }, workers)).toBeUndefined();
+    // skip-model-check on the router: fingerprints are not compared here (decode still compares KvDone's).
+    expect(pickPair(request(10, 10), { prefills: [] }, workers, { admission: true, model: false })).toEqual({ prefill: 'p1', decode: 'd1' });
   });
 });

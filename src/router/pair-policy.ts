@@ -38,14 +38,25 @@ export interface WorkerView {
   readonly freePages: number;
 }
 
-const compatible = (p: WorkerLimits, d: WorkerLimits): boolean => p.model === d.model && p.pageSize === d.pageSize && p.kvBytesPerToken === d.kvBytesPerToken;
+/** Which of the policy's checks run: all of them, except under the router's test-only fault points. */
+export interface PolicyChecks {
+  /** Each node's limits (off under `skip-admission`: each node still checks its own). */
+  readonly admission: boolean;
+  /** Equal model fingerprints (off under `skip-model-check`: decode still compares KvDone's). */
+  readonly model: boolean;
+}
+
+export const ALL_CHECKS: PolicyChecks = { admission: true, model: true };
+
+const compatible = (p: WorkerLimits, d: WorkerLimits, checks: PolicyChecks): boolean =>
+  (!checks.model || p.model === d.model) && p.pageSize === d.pageSize && p.kvBytesPerToken === d.kvBytesPerToken;
 
 /**
  * Why no pair of this cluster could ever serve a prompt of numPromptTokens + maxTokens, or
  * undefined. Workers that never reported their limits are not judged (the request then waits
  * for pickPair, which finds no pair and says `overloaded`).
  */
-export function clusterAdmission(numPromptTokens: number, maxTokens: number, workers: readonly WorkerView[]): TesseraError | undefined {
+export function clusterAdmission(numPromptTokens: number, maxTokens: number, workers: readonly WorkerView[], checks: PolicyChecks = ALL_CHECKS): TesseraError | undefined {
   const known = (role: WorkerRole) => workers.filter((w): w is WorkerView & { limits: WorkerLimits } => w.role === role && w.limits !== undefined);
   const prefills = known('prefill');
   const decodes = known('decode');
@@ -56,7 +67,7 @@ export function clusterAdmission(numPromptTokens: number, maxTokens: number, wor
   if (okPrefills.length === 0) return refusal(prefills[0] as WorkerView & { limits: WorkerLimits });
   const okDecodes = decodes.filter((w) => refusal(w) === undefined);
   if (okDecodes.length === 0) return refusal(decodes[0] as WorkerView & { limits: WorkerLimits });
-  if (!okPrefills.some((p) => okDecodes.some((d) => compatible(p.limits, d.limits)))) {
+  if (!okPrefills.some((p) => okDecodes.some((d) => compatible(p.limits, d.limits, checks)))) {
     return new TesseraError('config_invalid', 'no prefill worker that fits this request serves the same model (by fingerprint) with the same page size and KV shape as a decode worker that fits it; the cluster is misconfigured');
   }
   return undefined;
@@ -69,20 +80,20 @@ function byLoad(a: WorkerView, b: WorkerView): number {
 
 /**
  * The least loaded compatible pair that is up and admits the request, or undefined.
- * `checkAdmission` false (the fault `skip-admission` on the router) skips each node's limits here.
+ * `checks`: all of them, but for the router's fault points (PolicyChecks).
  */
-export function pickPair(request: ClientRequest, avoid: { readonly prefills: readonly PeerId[] }, workers: readonly WorkerView[], checkAdmission = true): Pair | undefined {
+export function pickPair(request: ClientRequest, avoid: { readonly prefills: readonly PeerId[] }, workers: readonly WorkerView[], checks: PolicyChecks = ALL_CHECKS): Pair | undefined {
   const { length: numPromptTokens } = request.tokens;
   const { maxTokens } = request.sampling;
   const usable = (role: WorkerRole) =>
     workers
       .filter((w): w is WorkerView & { limits: WorkerLimits; address: string } => w.role === role && w.up && w.limits !== undefined && w.address !== undefined)
-      .filter((w) => !checkAdmission || admissionError({ contextLength: w.limits.contextLength, pageSize: w.limits.pageSize, numPages: w.limits.numPages }, role, numPromptTokens, maxTokens) === undefined)
+      .filter((w) => !checks.admission || admissionError({ contextLength: w.limits.contextLength, pageSize: w.limits.pageSize, numPages: w.limits.numPages }, role, numPromptTokens, maxTokens) === undefined)
       .sort(byLoad);
   const decodes = usable('decode');
   for (const p of usable('prefill')) {
     if (avoid.prefills.includes(p.address)) continue;
-    const d = decodes.find((x) => compatible(p.limits, x.limits));
+    const d = decodes.find((x) => compatible(p.limits, x.limits, checks));
     if (d !== undefined) return { prefill: p.address, decode: d.address };
   }
   return undefined;

@@ -28,7 +28,7 @@ import {
   type Transport,
 } from '../transfer/index.js';
 import { ClientStream, type RouterText } from './client-stream.js';
-import { clusterAdmission, pickPair } from './pair-policy.js';
+import { clusterAdmission, pickPair, type PolicyChecks } from './pair-policy.js';
 import { RouterLoad, type RouterMetricsSink } from './router-load.js';
 import { WorkerRegistry } from './workers.js';
 
@@ -78,6 +78,8 @@ export class PdRouter {
   readonly #transport: Transport;
   readonly #driver: MachineDriver<RouterInput, RouterEffect>;
   readonly #load: RouterLoad;
+  /** The pair policy's checks: all, but for the test-only fault points skip-admission and skip-model-check. */
+  readonly #checks: PolicyChecks;
   readonly #live = new Map<RequestId, ClientStream>();
   #closed = false;
 
@@ -94,11 +96,13 @@ export class PdRouter {
       fetchTimeoutMs: options.fetchTimeoutMs ?? 2000,
     });
     this.#load = new RouterLoad(this.registry);
+    const checks: PolicyChecks = { admission: !options.faults.has('skip-admission'), model: !options.faults.has('skip-model-check') };
+    this.#checks = checks;
     const trace = this.#load.tee(options.trace ?? NO_TRACE);
     this.machine = new RouterMachine({
       node: this.nodeId,
       contextLength: options.contextLength,
-      pickPair: (request, avoid) => pickPair(request, avoid, this.registry.views(), !options.faults.has('skip-admission')),
+      pickPair: (request, avoid) => pickPair(request, avoid, this.registry.views(), checks),
       trace,
       ...(options.maxAttempts === undefined ? {} : { maxAttempts: options.maxAttempts }),
       ...(options.timeouts === undefined ? {} : { timeouts: options.timeouts }),
@@ -136,7 +140,7 @@ export class PdRouter {
       ? new TesseraError('overloaded', 'The router is shutting down.')
       : this.#o.faults.has('skip-admission')
         ? undefined
-        : clusterAdmission(request.promptTokens.length, request.sampling.maxTokens, this.registry.views());
+        : clusterAdmission(request.promptTokens.length, request.sampling.maxTokens, this.registry.views(), this.#checks);
     if (refusal !== undefined) {
       stream.failed(refusal);
       return stream;
