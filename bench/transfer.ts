@@ -152,7 +152,7 @@ async function protocol(slotsPerFrame: number): Promise<Run> {
         if (sender.bufferedBytes(peer) > HIGH_WATER) await sender.whenDrained(peer);
       }
     }
-    sender.send(peer, { type: 'KvDone', rid, numChunks: seq, tokensCovered: tokens.length, digest: digest.hex(), promptDigest: digestOfPrompt, model: BENCH_MODEL, firstToken: 1 });
+    sender.send(peer, { type: 'KvDone', rid, numChunks: seq, tokensCovered: tokens.length, digest: digest.hex(), promptDigest: digestOfPrompt, model: BENCH_MODEL, firstToken: 1, firstLogprobs: [] });
   }
   const done = await r.done;
   const senderCpuMs = cpuMs(cpu);

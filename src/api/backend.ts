@@ -66,16 +66,19 @@ export interface PromptCodec {
   encode(text: string, options: { readonly addSpecialTokens: boolean }): number[];
   /** May throw an InvalidRequestError when the template refuses the messages. */
   renderChat(messages: readonly ChatMessage[], options: { readonly addGenerationPrompt: boolean }): string;
+  /** One token's text, decoded alone (for log-probabilities; part of a character decodes to U+FFFD). */
+  tokenText(id: number): string;
 }
 
 /** Build a PromptCodec from src/model's tokenizer and chat template (or anything shaped alike). */
 export function promptCodecOf(
-  tokenizer: { readonly vocabSize: number; encode(text: string, options?: { addSpecialTokens?: boolean }): number[] },
+  tokenizer: { readonly vocabSize: number; encode(text: string, options?: { addSpecialTokens?: boolean }): number[]; decode(ids: readonly number[]): string },
   template: { render(messages: readonly ChatMessage[], options?: { addGenerationPrompt?: boolean }): string },
 ): PromptCodec {
   return {
     vocabSize: tokenizer.vocabSize,
     encode: (text, options) => tokenizer.encode(text, { addSpecialTokens: options.addSpecialTokens }),
     renderChat: (messages, options) => template.render(messages, { addGenerationPrompt: options.addGenerationPrompt }),
+    tokenText: (id) => tokenizer.decode([id]),
   };
 }

@@ -124,6 +124,7 @@ async function generate(endpoint: Endpoint, req: IncomingMessage, res: ServerRes
           model: ctx.backend.modelName,
           includeUsage: params.includeUsage,
           tokenIds: params.returnTokenIds ? { prompt: promptTokens } : null,
+          tokenText: params.logprobs === null ? null : (id) => ctx.codec.tokenText(id),
         },
         stream: params.stream,
         arrivedMs,

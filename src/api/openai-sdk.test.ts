@@ -141,6 +141,7 @@ describe('sampling parameters reach the back end', () => {
       ignoreEos: false,
       presencePenalty: 0.25,
       frequencyPenalty: -0.5,
+      logprobs: null,
     });
   });
 

@@ -3,7 +3,7 @@
 // not support. Field readers throw InvalidRequestError; validate-*.ts turn that into a value.
 // Unknown fields are ignored, as vLLM and OpenAI do, so new client fields do not break us;
 // known ones we cannot honour are refused by name, never silently ignored.
-import { InvalidRequestError, isInvalidRequestError } from '../core/index.js';
+import { InvalidRequestError, isInvalidRequestError, MAX_TOP_LOGPROBS } from '../core/index.js';
 import { problem, type Problem } from './errors.js';
 
 export type JsonObject = Readonly<Record<string, unknown>>;
@@ -91,8 +91,6 @@ export const MAX_STOP_STRINGS = 16;
 /** Parameters Tessera does not support, each with the values that ask for nothing (allowed). */
 const UNSUPPORTED: Readonly<Record<string, (value: unknown) => boolean>> = {
   best_of: (v) => v === 1,
-  logprobs: (v) => v === false,
-  top_logprobs: (v) => v === 0,
   prompt_logprobs: () => false,
   logit_bias: (v) => isObject(v) && Object.keys(v).length === 0,
   repetition_penalty: (v) => v === 1,
@@ -142,6 +140,8 @@ export interface CommonParams {
   readonly frequencyPenalty: number;
   /** Choices to generate from the one prompt, each with its own seed (seed + i). */
   readonly n: number;
+  /** null: none. N: each output token's log-probability and the N most likely tokens'. */
+  readonly logprobs: number | null;
   readonly stream: boolean;
   readonly includeUsage: boolean;
   /** vLLM's `return_token_ids`: answer with the prompt's and the completion's token ids too. */
@@ -149,7 +149,22 @@ export interface CommonParams {
 }
 
 /** `maxTokensKeys`: the names of the max-tokens field, the first present one wins. */
-export function readCommon(body: JsonObject, maxTokensKeys: readonly string[]): CommonParams {
+/**
+ * The two APIs ask for log-probabilities differently: completions with `logprobs: N` (the
+ * alternatives, 0..20; null for none), chat with `logprobs: true` and `top_logprobs: N`.
+ */
+function readLogprobs(body: JsonObject, style: 'completion' | 'chat'): number | null {
+  if (style === 'completion') {
+    if (field(body, 'top_logprobs') !== undefined) throw new InvalidRequestError('`top_logprobs` belongs to chat completions; completions take `logprobs` = the number of alternatives.', 'top_logprobs');
+    return optionalInt(body, 'logprobs', { min: 0, max: MAX_TOP_LOGPROBS }) ?? null;
+  }
+  const wanted = optionalBool(body, 'logprobs') ?? false;
+  const top = optionalInt(body, 'top_logprobs', { min: 0, max: MAX_TOP_LOGPROBS });
+  if (top !== undefined && !wanted) throw new InvalidRequestError('`top_logprobs` needs `logprobs` = true.', 'top_logprobs');
+  return wanted ? (top ?? 0) : null;
+}
+
+export function readCommon(body: JsonObject, maxTokensKeys: readonly string[], style: 'completion' | 'chat'): CommonParams {
   rejectUnsupported(body);
   const stream = optionalBool(body, 'stream') ?? false;
   return {
@@ -166,6 +181,7 @@ export function readCommon(body: JsonObject, maxTokensKeys: readonly string[]): 
     presencePenalty: optionalNumber(body, 'presence_penalty', { min: -2, max: 2 }) ?? 0,
     frequencyPenalty: optionalNumber(body, 'frequency_penalty', { min: -2, max: 2 }) ?? 0,
     n: optionalInt(body, 'n', { min: 1, max: MAX_CHOICES }) ?? 1,
+    logprobs: readLogprobs(body, style),
     stream,
     includeUsage: readStreamOptions(body, stream),
     returnTokenIds: optionalBool(body, 'return_token_ids') ?? false,

@@ -90,6 +90,7 @@ export function planSampling(numPromptTokens: number, params: CommonParams, ctx:
       ignoreEos: params.ignoreEos,
       presencePenalty: params.presencePenalty,
       frequencyPenalty: params.frequencyPenalty,
+      logprobs: params.logprobs,
     },
   };
 }

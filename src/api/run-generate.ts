@@ -16,14 +16,14 @@
 //      `aborted`; every iterator is still read to its end, so the back end finishes its aborts.
 // Must never answer 200 for a request that failed (any of its choices), nor report success for
 // one the client did not receive.
-import { AbortedError, assertNever, isTesseraError, type FaultSet, type FinishReason, type GenerateEvent, type GenerateRequest, type Usage } from '../core/index.js';
+import { AbortedError, assertNever, isTesseraError, type FaultSet, type FinishReason, type GenerateEvent, type GenerateRequest, type TokenLogprob, type Usage } from '../core/index.js';
 import type { ServerResponse } from 'node:http';
 import type { Backend } from './backend.js';
 import type { Clock } from './clock.js';
 import { problem, problemOf, type Problem } from './errors.js';
 import { sendJson, sendProblem } from './http-io.js';
 import type { ApiMetrics, Outcome } from './metrics.js';
-import { finishChunk, fullResponse, openingChunk, textChunk, usageChunk, type ResponseMeta } from './shapes.js';
+import { finishChunk, fullResponse, logprobsTextLength, openingChunk, textChunk, usageChunk, type ResponseMeta } from './shapes.js';
 import { SseStream } from './sse.js';
 
 export interface GenerateJob {
@@ -50,6 +50,10 @@ type End = Finished | { readonly kind: 'failed'; readonly problem: Problem };
 interface Choice {
   text: string;
   readonly ids: number[];
+  /** One per id in `ids` (not streaming), when the request asked for log-probabilities. */
+  readonly logprobs: TokenLogprob[];
+  /** Streaming: the text length (as logprobs count it) of the tokens sent so far: the next chunk's text_offset. */
+  logprobsOffset: number;
   lastTokenMs: number | null;
   end: End | null;
 }
@@ -64,7 +68,7 @@ export async function runGenerate(
 ): Promise<Outcome> {
   const { meta } = job;
   const sse = job.stream ? new SseStream(res) : null;
-  const choices: Choice[] = job.requests.map(() => ({ text: '', ids: [], lastTokenMs: null, end: null }));
+  const choices: Choice[] = job.requests.map(() => ({ text: '', ids: [], logprobs: [], logprobsOffset: 0, lastTokenMs: null, end: null }));
   let firstTokenSeen = false;
   /** The error the client gets: the first choice that failed (its siblings' aborts follow from it). */
   let failure: Problem | undefined;
@@ -93,11 +97,15 @@ export async function runGenerate(
     if (sse === null) {
       choice.text += event.text;
       choice.ids.push(...event.ids);
+      choice.logprobs.push(...(event.logprobs ?? []));
       return;
     }
     await startStream(sse);
-    const withIds = meta.tokenIds !== null && event.ids.length > 0;
-    if (event.text !== '' || withIds) await sse.send(textChunk(meta, event.text, event.ids, index));
+    const withIds = (meta.tokenIds !== null || meta.tokenText !== null) && event.ids.length > 0;
+    if (event.text === '' && !withIds) return;
+    const logprobs = event.logprobs === undefined ? undefined : { ids: event.ids, logprobs: event.logprobs, textOffset: choice.logprobsOffset };
+    choice.logprobsOffset += logprobsTextLength(meta, event.ids);
+    await sse.send(textChunk(meta, event.text, event.ids, index, logprobs));
   };
 
   const onEnd = async (index: number, end: End): Promise<void> => {
@@ -145,10 +153,10 @@ export async function runGenerate(
     return failure.code;
   }
   // No failure: every choice finished.
-  const finished = choices.map((c) => ({ text: c.text, ids: c.ids, end: c.end as Finished }));
+  const finished = choices.map((c) => ({ text: c.text, ids: c.ids, logprobs: c.logprobs, end: c.end as Finished }));
   const usage = totalUsage(finished.map((c) => c.end.usage));
   if (sse === null) {
-    sendJson(res, 200, fullResponse(meta, finished.map((c) => ({ text: c.text, ids: c.ids, finishReason: c.end.finishReason })), usage));
+    sendJson(res, 200, fullResponse(meta, finished.map((c) => ({ text: c.text, ids: c.ids, logprobs: c.logprobs, finishReason: c.end.finishReason })), usage));
   } else {
     await startStream(sse);
     if (meta.includeUsage) await sse.send(usageChunk(meta, usage));

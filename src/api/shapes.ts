@@ -1,6 +1,6 @@
 // OpenAI's response objects, exactly: text_completion, chat.completion, chat.completion.chunk,
 // usage, and the model list. Plain functions from data to JSON-ready objects; must never do I/O.
-import { assertNever, type FinishReason, type Usage } from '../core/index.js';
+import { assertNever, type FinishReason, type TokenLogprob, type Usage } from '../core/index.js';
 
 export type Endpoint = 'completion' | 'chat';
 
@@ -15,6 +15,58 @@ export interface ResponseMeta {
   readonly includeUsage: boolean;
   /** With vLLM's `return_token_ids`: the prompt's ids (answers then carry `token_ids` too). */
   readonly tokenIds: { readonly prompt: readonly number[] } | null;
+  /** When the request asked for log-probabilities: a token's text (the codec's tokenText). */
+  readonly tokenText: ((id: number) => string) | null;
+}
+
+/** Output tokens with their log-probabilities; `textOffset`: where the first one's text starts in the completion. */
+export interface LogprobsOf {
+  readonly ids: readonly number[];
+  readonly logprobs: readonly TokenLogprob[];
+  readonly textOffset: number;
+}
+
+/** The length of the text of these tokens as logprobs report it (for the next chunk's text_offset). */
+export function logprobsTextLength(meta: ResponseMeta, ids: readonly number[]): number {
+  return meta.tokenText === null ? 0 : ids.reduce((n, id) => n + (meta.tokenText as (id: number) => string)(id).length, 0);
+}
+
+const UTF8 = new TextEncoder();
+
+/** A choice's `logprobs` field: null unless asked for; the completions API's or the chat API's shape. */
+function logprobsField(meta: ResponseMeta, of: LogprobsOf | undefined): object | null {
+  const text = meta.tokenText;
+  if (text === null || of === undefined) return null;
+  const { logprobs } = of;
+  const ids = of.ids.slice(0, logprobs.length); // one each (a back end that sent fewer gets fewer entries)
+  if (meta.endpoint === 'chat') {
+    const entry = (id: number, logprob: number) => {
+      const token = text(id);
+      return { token, logprob, bytes: [...UTF8.encode(token)] };
+    };
+    return {
+      content: ids.map((id, i) => {
+        const lp = logprobs[i] as TokenLogprob;
+        return { ...entry(id, lp.logprob), top_logprobs: lp.top.map((t) => entry(t.id, t.logprob)) };
+      }),
+      refusal: null,
+    };
+  }
+  let offset = of.textOffset;
+  const textOffset = ids.map((id) => {
+    const at = offset;
+    offset += text(id).length;
+    return at;
+  });
+  return {
+    tokens: ids.map(text),
+    token_logprobs: logprobs.map((lp) => lp.logprob),
+    top_logprobs: ids.map((id, i) => {
+      const lp = logprobs[i] as TokenLogprob;
+      return Object.fromEntries([...lp.top.map((t) => [text(t.id), t.logprob] as const), [text(id), lp.logprob] as const]);
+    }),
+    text_offset: textOffset,
+  };
 }
 
 export function usageJson(usage: Usage): object {
@@ -32,10 +84,11 @@ function idFields(meta: ResponseMeta, ids: readonly number[], withPrompt: boolea
   return withPrompt ? { prompt_token_ids: meta.tokenIds.prompt, token_ids: ids } : { token_ids: ids };
 }
 
-/** One finished choice of a non-streaming answer. `ids`: its token ids. */
+/** One finished choice of a non-streaming answer. `ids`: its token ids; `logprobs`: theirs, when asked for. */
 export interface FinishedChoice {
   readonly text: string;
   readonly ids: readonly number[];
+  readonly logprobs: readonly TokenLogprob[];
   readonly finishReason: FinishReason;
 }
 
@@ -48,7 +101,9 @@ export function fullResponse(meta: ResponseMeta, choices: readonly FinishedChoic
         object: 'text_completion',
         created: meta.created,
         model: meta.model,
-        choices: choices.map((c, index) => ({ index, text: c.text, logprobs: null, finish_reason: c.finishReason, ...idFields(meta, c.ids, true) })),
+        choices: choices.map((c, index) => ({
+          index, text: c.text, logprobs: logprobsField(meta, { ids: c.ids, logprobs: c.logprobs, textOffset: 0 }), finish_reason: c.finishReason, ...idFields(meta, c.ids, true),
+        })),
         usage: usageJson(usage),
       };
     case 'chat':
@@ -59,7 +114,7 @@ export function fullResponse(meta: ResponseMeta, choices: readonly FinishedChoic
         model: meta.model,
         ...(meta.tokenIds === null ? {} : { prompt_token_ids: meta.tokenIds.prompt }),
         choices: choices.map((c, index) => ({
-          index, message: { role: 'assistant', content: c.text }, logprobs: null, finish_reason: c.finishReason, ...idFields(meta, c.ids, false),
+          index, message: { role: 'assistant', content: c.text }, logprobs: logprobsField(meta, { ids: c.ids, logprobs: c.logprobs, textOffset: 0 }), finish_reason: c.finishReason, ...idFields(meta, c.ids, false),
         })),
         usage: usageJson(usage),
       };
@@ -69,12 +124,13 @@ export function fullResponse(meta: ResponseMeta, choices: readonly FinishedChoic
 }
 
 /** One streamed chunk of choice `index`. `delta`: chat's delta object; `text`: completion text. */
-function chunk(meta: ResponseMeta, index: number, text: string, finishReason: FinishReason | null, delta: object, ids: readonly number[] | null = null): object {
+function chunk(meta: ResponseMeta, index: number, text: string, finishReason: FinishReason | null, delta: object, ids: readonly number[] | null = null, logprobs?: LogprobsOf): object {
   const extra = ids === null ? {} : idFields(meta, ids, false);
+  const lp = logprobsField(meta, logprobs);
   const choice =
     meta.endpoint === 'chat'
-      ? { index, delta, logprobs: null, finish_reason: finishReason, ...extra }
-      : { index, text, logprobs: null, finish_reason: finishReason, ...extra };
+      ? { index, delta, logprobs: lp, finish_reason: finishReason, ...extra }
+      : { index, text, logprobs: lp, finish_reason: finishReason, ...extra };
   return {
     id: meta.id,
     object: meta.endpoint === 'chat' ? 'chat.completion.chunk' : 'text_completion',
@@ -96,9 +152,9 @@ export function openingChunk(meta: ResponseMeta, index = 0): object | null {
   return { ...opening, choices: [{ ...opening.choices[0], prompt_token_ids: meta.tokenIds.prompt }] };
 }
 
-/** `ids`: the token ids this chunk's text came from (sent with `return_token_ids`). */
-export function textChunk(meta: ResponseMeta, text: string, ids: readonly number[], index = 0): object {
-  return chunk(meta, index, text, null, { content: text }, meta.tokenIds === null ? null : ids);
+/** `ids`: the token ids this chunk's text came from (sent with `return_token_ids`); `logprobs`: theirs, when asked for. */
+export function textChunk(meta: ResponseMeta, text: string, ids: readonly number[], index = 0, logprobs?: LogprobsOf): object {
+  return chunk(meta, index, text, null, { content: text }, meta.tokenIds === null ? null : ids, logprobs);
 }
 
 export function finishChunk(meta: ResponseMeta, finishReason: FinishReason, index = 0): object {

@@ -18,7 +18,7 @@ export function validateChat(body: unknown): Validated<ChatCall> {
     if (!isObject(body)) throw new InvalidRequestError(`The request body must be a JSON object, got ${describe(body)}.`);
     return {
       // OpenAI deprecated max_tokens for max_completion_tokens; when both are given the new one wins, as in vLLM.
-      params: readCommon(body, ['max_completion_tokens', 'max_tokens']),
+      params: readCommon(body, ['max_completion_tokens', 'max_tokens'], 'chat'),
       messages: readMessages(body),
       addGenerationPrompt: optionalBool(body, 'add_generation_prompt') ?? true,
       addSpecialTokens: optionalBool(body, 'add_special_tokens') ?? false,

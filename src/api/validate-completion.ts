@@ -18,7 +18,7 @@ export function validateCompletion(body: unknown): Validated<CompletionCall> {
   return validating(() => {
     if (!isObject(body)) throw new InvalidRequestError(`The request body must be a JSON object, got ${describe(body)}.`);
     return {
-      params: readCommon(body, ['max_tokens']),
+      params: readCommon(body, ['max_tokens'], 'completion'),
       prompt: readPrompt(body),
       addSpecialTokens: optionalBool(body, 'add_special_tokens') ?? true,
     };

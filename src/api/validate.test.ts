@@ -24,6 +24,7 @@ describe('validateCompletion', () => {
       presencePenalty: 0,
       frequencyPenalty: 0,
       n: 1,
+      logprobs: null,
       stream: false,
       includeUsage: false,
       returnTokenIds: false,

@@ -22,9 +22,24 @@ export interface GenerateRequest {
   readonly sampling: SamplingParams;
 }
 
+/** One of the most likely tokens at a position. */
+export interface TopLogprob {
+  readonly id: number;
+  readonly logprob: number;
+}
+
+/** An output token's log-probability, and the most likely tokens at its position (most likely first). */
+export interface TokenLogprob {
+  readonly logprob: number;
+  readonly top: readonly TopLogprob[];
+}
+
 export type GenerateEvent =
-  /** New tokens, with the text they complete (held back while it could start a stop string or is not valid UTF-8 yet). */
-  | { readonly type: 'tokens'; readonly ids: readonly number[]; readonly text: string }
+  /**
+   * New tokens, with the text they complete (held back while it could start a stop string or is
+   * not valid UTF-8 yet); with `logprobs` (one per id) when the request asked for them.
+   */
+  | { readonly type: 'tokens'; readonly ids: readonly number[]; readonly text: string; readonly logprobs?: readonly TokenLogprob[] }
   | { readonly type: 'finished'; readonly finishReason: FinishReason; readonly usage: Usage }
   /** The request failed; nothing after this. Never turned into a success. */
   | { readonly type: 'failed'; readonly error: TesseraError };

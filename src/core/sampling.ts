@@ -24,7 +24,16 @@ export interface SamplingParams {
    */
   readonly presencePenalty: number;
   readonly frequencyPenalty: number;
+  /**
+   * null: no log-probabilities. N (0..MAX_TOP_LOGPROBS): every output token comes with its
+   * log-probability and the N most likely tokens', from the model's own distribution at that
+   * position (log-softmax of the logits, before penalties, temperature, top-k or top-p).
+   */
+  readonly logprobs: number | null;
 }
+
+/** The most alternatives a request may ask for with each token (OpenAI's limit). */
+export const MAX_TOP_LOGPROBS = 20;
 
 export const GREEDY: SamplingParams = {
   maxTokens: 16,
@@ -37,6 +46,7 @@ export const GREEDY: SamplingParams = {
   ignoreEos: false,
   presencePenalty: 0,
   frequencyPenalty: 0,
+  logprobs: null,
 };
 
 /** Whether sampling for `params` looks at the request's previous output tokens. */

@@ -22,7 +22,7 @@ export { readSafetensors } from './safetensors.js';
 export { forward, type ForwardBatch, type ForwardModel, type ForwardSeq } from './forward.js';
 export { prepareWeights, stackRows, type LayerWeights, type PreparedWeights } from './weights-prepared.js';
 export { ModelRunner, type ItemResult, type ModelRunnerOptions, type RunnerStats } from './runner.js';
-export { Sampler, argmax, type SamplingChoice } from './sampler.js';
+export { MIN_LOGPROB, Sampler, argmax, type SamplingChoice } from './sampler.js';
 export {
   createEngine, DEFAULT_MAX_STEP_LOGITS, DEFAULT_MAX_STEP_TOKENS, DEFAULT_PAGE_SIZE, type Engine, type EngineKernels, type EngineOptions, type ModelWeights,
 } from './engine.js';

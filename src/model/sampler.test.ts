@@ -142,3 +142,33 @@ describe('Sampler: presence and frequency penalties on the request\'s own output
     expect(() => new Sampler(4).sample(logits, choice({ presencePenalty: 1 }), 0, [4])).toThrow(InvariantError);
   });
 });
+
+describe('Sampler.logprobsOf: the model\'s own distribution at a position', () => {
+  it('gives log-softmax of the logits for the token and the top N, most likely first, lower id first on ties', () => {
+    const s = new Sampler(5);
+    const logits = Float32Array.of(1, 3, 2, 3, NaN);
+    const z = Math.log(Math.exp(1) + Math.exp(3) + Math.exp(2) + Math.exp(3));
+    const r = s.logprobsOf(logits, 2, 3);
+    expect(r.logprob).toBeCloseTo(2 - z, 6);
+    expect(r.top.map((t) => t.id)).toEqual([1, 3, 2]);
+    expect(r.top.map((t) => t.logprob)).toEqual([3 - z, 3 - z, 2 - z].map((x) => expect.closeTo(x, 6)));
+    expect(s.logprobsOf(logits, 4, 0)).toEqual({ logprob: -9999, top: [] }); // floored: JSON has no -Infinity
+    expect(s.logprobsOf(logits, 0, 10).top.map((t) => t.id)).toEqual([1, 3, 2, 0]); // NaN is never a candidate
+  });
+
+  it('is computed from the logits as given, whatever the sampling parameters did with them', () => {
+    const s = new Sampler(4);
+    const logits = Float32Array.of(5, 4.5, 4, 0);
+    const token = s.sample(logits, { ...choice({ temperature: 0 }), frequencyPenalty: 2 }, 1, [0]);
+    expect(token).toBe(1);
+    const probs = [...logits].map((v) => Math.exp(v));
+    expect(s.logprobsOf(logits, token, 1)).toEqual({ logprob: expect.closeTo(Math.log(probs[1]! / probs.reduce((a, b) => a + b)), 6), top: [{ id: 0, logprob: expect.closeTo(Math.log(probs[0]! / probs.reduce((a, b) => a + b)), 6) }] });
+  });
+
+  it('finds the same top N as a full sort on a large vocabulary', () => {
+    const n = 5000;
+    const logits = Float32Array.from({ length: n }, (_, i) => Math.sin(i * 12.9898) * 10);
+    const expected = [...logits.keys()].sort((a, b) => logits[b]! - logits[a]! || a - b).slice(0, 20);
+    expect(new Sampler(n).logprobsOf(logits, 7, 20).top.map((t) => t.id)).toEqual(expected);
+  });
+});

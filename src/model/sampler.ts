@@ -8,7 +8,7 @@
 //
 // It must never allocate per call (scratch is per Sampler, sized to the vocabulary), use
 // Math.random(), or change the logits it is given.
-import { assert, InvariantError, uniformAt, usesPenalties, type SamplingParams } from '../core/index.js';
+import { assert, InvariantError, uniformAt, usesPenalties, type SamplingParams, type TokenLogprob, type TopLogprob } from '../core/index.js';
 
 export type SamplingChoice = Pick<SamplingParams, 'temperature' | 'topK' | 'topP' | 'seed'> & Partial<Pick<SamplingParams, 'presencePenalty' | 'frequencyPenalty'>>;
 
@@ -29,6 +29,9 @@ export function argmax(logits: Float32Array): number {
   }
   return best;
 }
+
+/** The least log-probability reported: an impossible token's (JSON has no -Infinity; vLLM's floor too). */
+export const MIN_LOGPROB = -9999;
 
 export class Sampler {
   readonly vocabSize: number;
@@ -81,6 +84,40 @@ export class Sampler {
       counts[id] = 0;
     }
     return out;
+  }
+
+  /**
+   * `token`'s log-probability (at least MIN_LOGPROB) under the model's distribution (log-softmax of `logits`, as the
+   * model gave them: before penalties and temperature), and the `topN` most likely tokens',
+   * most likely first (the lower id first on ties). NaN logits count as impossible.
+   */
+  logprobsOf(logits: Float32Array, token: number, topN: number): TokenLogprob {
+    assert(logits.length === this.vocabSize && Number.isInteger(token) && token >= 0 && token < this.vocabSize, () => `Sampler: logprobs of token ${token} over ${logits.length} logits`);
+    assert(Number.isInteger(topN) && topN >= 0, () => `Sampler: bad top-logprobs count ${topN}`);
+    const max = logits[argmax(logits)]!;
+    let sum = 0;
+    for (let i = 0; i < logits.length; i++) {
+      const v = logits[i]!;
+      if (v === v) sum += Math.exp(v - max);
+    }
+    const logZ = max + Math.log(sum);
+    const logprobOf = (id: number): number => {
+      const v = logits[id]!;
+      return v === v ? Math.max(v - logZ, MIN_LOGPROB) : MIN_LOGPROB;
+    };
+    // The top N by one pass, keeping them sorted: N is small (at most MAX_TOP_LOGPROBS).
+    const top: number[] = [];
+    const n = Math.min(topN, this.vocabSize);
+    for (let i = 0; i < logits.length && n > 0; i++) {
+      const v = logits[i]!;
+      if (v !== v) continue;
+      let at = top.length;
+      while (at > 0 && logits[top[at - 1]!]! < v) at--;
+      if (at >= n) continue;
+      top.splice(at, 0, i);
+      if (top.length > n) top.pop();
+    }
+    return { logprob: logprobOf(token), top: top.map((id): TopLogprob => ({ id, logprob: logprobOf(id) })) };
   }
 
   #choose(logits: Float32Array, params: SamplingChoice, stepIndex: number): number {

@@ -4,7 +4,7 @@
 // Must never: deliver anything after the terminal event (finished or failed), send text a stop
 // string withholds, or stay silent when the reader leaves early (onReturn: the request is
 // aborted through the protocol, never cut).
-import type { FinishReason, GenerateEvent, TesseraError } from '../core/index.js';
+import type { FinishReason, GenerateEvent, TesseraError, TokenLogprob } from '../core/index.js';
 
 /** src/worker's TextStream, structurally (the router may not import the worker layer). */
 export interface RouterText {
@@ -37,25 +37,27 @@ export class ClientStream implements AsyncIterable<GenerateEvent> {
   }
 
   /**
-   * New token ids, in order. Returns 'stop' when a stop string matched: the stream has then
-   * ended as finished ('stop'), and the caller must abort the rest through the protocol.
+   * New token ids, in order, with their log-probabilities (one per id) when the request asked
+   * for them. Returns 'stop' when a stop string matched: the stream has then ended as finished
+   * ('stop'), and the caller must abort the rest through the protocol.
    */
-  tokens(ids: readonly number[]): 'more' | 'stop' {
+  tokens(ids: readonly number[], logprobs: readonly TokenLogprob[] = []): 'more' | 'stop' {
     if (this.ended) return 'more';
     let text = '';
     const sent: number[] = [];
+    const event = () => ({ type: 'tokens' as const, ids: sent, text, ...(logprobs.length === 0 ? {} : { logprobs: logprobs.slice(0, sent.length) }) });
     for (const id of ids) {
       this.#numTokens++;
       sent.push(id);
       const step = this.#text.push(id);
       text += step.text;
       if (step.kind === 'stop') {
-        this.#push({ type: 'tokens', ids: sent, text });
+        this.#push(event());
         this.#finish('stop');
         return 'stop';
       }
     }
-    if (sent.length > 0) this.#push({ type: 'tokens', ids: sent, text });
+    if (sent.length > 0) this.#push(event());
     return 'more';
   }
 

@@ -214,7 +214,7 @@ export class PdRouter {
       case 'clientTokens': {
         this.#load.onFirstTokens(effect.rid);
         const stream = this.#live.get(effect.rid);
-        if (stream !== undefined && stream.tokens(effect.ids) === 'stop') this.#gone(effect.rid); // the rest is aborted, acknowledged
+        if (stream !== undefined && stream.tokens(effect.ids, effect.logprobs) === 'stop') this.#gone(effect.rid); // the rest is aborted, acknowledged
         return;
       }
       case 'clientOutcome': {

@@ -13,6 +13,7 @@ import {
   type GenerateRequest,
   type RequestId,
   type TesseraError,
+  type TokenLogprob,
 } from '../core/index.js';
 import type { QuarantineRecord } from './integrity.js';
 import type { PageOps } from './page-ops.js';
@@ -77,13 +78,13 @@ export class RequestBook {
   }
 
   /** A token was sampled after the last computed position: hold (prefill role), finish, or decode on. */
-  onSampled(r: SchedRequest, table: PageTable, token: number): SchedulerEvent[] {
+  onSampled(r: SchedRequest, table: PageTable, token: number, logprob?: TokenLogprob): SchedulerEvent[] {
     if (this.#role === 'prefill') {
       this.setState(r, { kind: 'held', table, firstToken: token });
-      return [{ kind: 'prefilled', rid: r.rid, firstToken: token, tags: [...table.tags], numTokens: table.numComputed }];
+      return [{ kind: 'prefilled', rid: r.rid, firstToken: token, ...(logprob === undefined ? {} : { firstLogprob: logprob }), tags: [...table.tags], numTokens: table.numComputed }];
     }
     r.tokens.push(token);
-    const events: SchedulerEvent[] = [{ kind: 'token', rid: r.rid, token }];
+    const events: SchedulerEvent[] = [{ kind: 'token', rid: r.rid, token, ...(logprob === undefined ? {} : { logprob }) }];
     if (r.stopTokenIds.has(token)) events.push(this.finish(r, 'stop'));
     else if (numOutputTokens(r) >= r.maxTokens) events.push(this.finish(r, 'length'));
     else this.setState(r, { kind: 'decoding', table });

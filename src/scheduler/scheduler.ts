@@ -346,7 +346,7 @@ export class Scheduler {
       case 'sampled':
         assert(item.wantLogits, () => `${r.rid}: the runner sampled from an item that wanted no logits`);
         table.numComputed += item.tokens.length;
-        return this.#book.onSampled(r, table, result.token);
+        return this.#book.onSampled(r, table, result.token, result.logprob);
       default:
         return assertNever(result, 'step result');
     }

@@ -2,7 +2,7 @@
 // back, and what the scheduler tells the worker. Plain data; no behaviour.
 // Must never: carry a clock, a socket or anything the runner could use to reach pages other
 // than through the tags of a BatchItem.
-import type { BatchItem, FaultSet, FinishReason, RequestId, Tag, TesseraError, Usage } from '../core/index.js';
+import type { BatchItem, FaultSet, FinishReason, RequestId, Tag, TesseraError, TokenLogprob, Usage } from '../core/index.js';
 import type { PagePool, PrefixCache } from '../pages/index.js';
 
 /**
@@ -47,21 +47,24 @@ export interface StepPlan {
 export type StepResult =
   /** The item's K/V were written and stamped; no logits were wanted. */
   | { readonly kind: 'computed'; readonly rid: RequestId }
-  /** The item's K/V were written and stamped, and `token` was sampled from its last position's logits. */
-  | { readonly kind: 'sampled'; readonly rid: RequestId; readonly token: number }
+  /**
+   * The item's K/V were written and stamped, and `token` was sampled from its last position's
+   * logits (with its log-probabilities when the request asked for them).
+   */
+  | { readonly kind: 'sampled'; readonly rid: RequestId; readonly token: number; readonly logprob?: TokenLogprob }
   /** The item failed (e.g. a PageCheckError): that request ends with this error, nothing else does. */
   | { readonly kind: 'failed'; readonly rid: RequestId; readonly error: TesseraError };
 
 export type SchedulerEvent =
   /** A new output token (recomputation after preemption never repeats one). */
-  | { readonly kind: 'token'; readonly rid: RequestId; readonly token: number }
+  | { readonly kind: 'token'; readonly rid: RequestId; readonly token: number; readonly logprob?: TokenLogprob }
   | { readonly kind: 'finished'; readonly rid: RequestId; readonly finishReason: FinishReason; readonly usage: Usage }
   | { readonly kind: 'failed'; readonly rid: RequestId; readonly error: TesseraError }
   /**
    * Prefill role: the prompt's K/V are in `tags` (positions [0, numTokens)) and the first token
    * was sampled. The pages stay held until release(rid) (decode's Ack) or abort(rid).
    */
-  | { readonly kind: 'prefilled'; readonly rid: RequestId; readonly firstToken: number; readonly tags: readonly Tag[]; readonly numTokens: number };
+  | { readonly kind: 'prefilled'; readonly rid: RequestId; readonly firstToken: number; readonly firstLogprob?: TokenLogprob; readonly tags: readonly Tag[]; readonly numTokens: number };
 
 export type AdmitResult = { readonly kind: 'admitted' } | { readonly kind: 'rejected'; readonly error: TesseraError };
 

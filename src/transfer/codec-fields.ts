@@ -31,6 +31,12 @@ export const finite =
   (v, path) =>
     typeof v === 'number' && Number.isFinite(v) && v >= min && v <= max ? v : fail(path, `a number in [${min}, ${max}]`, v);
 
+/** null, or what `check` accepts. */
+export const nullable =
+  <T>(check: Check<T>): Check<T | null> =>
+  (v, path) =>
+    v === null ? null : check(v, path);
+
 export const bool: Check<boolean> = (v, path) => (typeof v === 'boolean' ? v : fail(path, 'a boolean', v));
 
 export const str =

@@ -17,9 +17,9 @@ const EXAMPLES: Message[] = [
   { type: 'Rejected', rid, code: 'pool_too_small', message: 'too long: 900 > 512' },
   { type: 'Prefill', rid, tenant, tokens: [1, 2, 3], sampling: samplingParams(), decodeAddress: '[::1]:7002', tags: [tag], pageSize: 16 },
   { type: 'KvChunk', rid, seq: 4, tag, firstSlot: 2, numSlots: 3, checksum: D16, payload: new Uint8Array([1, 2, 3, 4, 5, 250]) },
-  { type: 'KvDone', rid, numChunks: 5, tokensCovered: 7, digest: D16, promptDigest: D16, model: D16, firstToken: 31999 },
+  { type: 'KvDone', rid, numChunks: 5, tokensCovered: 7, digest: D16, promptDigest: D16, model: D16, firstToken: 31999, firstLogprobs: [] },
   { type: 'Ack', rid },
-  { type: 'Tokens', rid, offset: 3, ids: [9, 8, 7] },
+  { type: 'Tokens', rid, offset: 3, ids: [9, 8, 7], logprobs: [] },
   { type: 'Finished', rid, finishReason: 'stop', promptTokens: 7, completionTokens: 4 },
   { type: 'Failed', rid, code: 'timeout', message: 'timed out after 5 ms' },
   { type: 'Abort', rid, reason: 'client-disconnect' },
@@ -156,7 +156,7 @@ describe('codec: fuzzing', () => {
     const ridArb = fc.stringMatching(/^[A-Za-z0-9._:~-]{1,40}$/).map(asRequestId);
     const tagArb = fc.record({ page: fc.nat(1 << 20).map(asPageId), epoch: fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }).map(asEpoch) });
     const messageArb: fc.Arbitrary<Message> = fc.oneof(
-      fc.record({ type: fc.constant('Tokens' as const), rid: ridArb, offset: fc.nat(), ids: fc.array(fc.nat(0x7fffffff)) }),
+      fc.record({ type: fc.constant('Tokens' as const), rid: ridArb, offset: fc.nat(), ids: fc.array(fc.nat(0x7fffffff)), logprobs: fc.array(fc.record({ logprob: fc.double({ min: -9999, max: 0, noNaN: true }).map((x) => x + 0), top: fc.array(fc.record({ id: fc.nat(0x7fffffff), logprob: fc.double({ min: -9999, max: 0, noNaN: true }).map((x) => x + 0) }), { maxLength: 20 }) }), { maxLength: 4 }) }),
       fc.record({ type: fc.constant('Reserved' as const), rid: ridArb, tags: fc.array(tagArb), pageSize: fc.integer({ min: 1, max: 1 << 16 }), dataAddress: fc.constantFrom('h:1', '127.0.0.1:80') }),
       fc.record({ type: fc.constant('Failed' as const), rid: ridArb, code: fc.constantFrom('timeout' as const, 'internal' as const), message: fc.string({ maxLength: 200 }) }),
       fc.record({

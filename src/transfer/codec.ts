@@ -13,8 +13,8 @@
 //   10      h     header       UTF-8 JSON: the message's fields except `type` and `payload`
 //   10+h    n     payload      raw bytes, KvChunk only (n >= 1); no base64, no copy on send
 import { Buffer } from 'node:buffer';
-import { type RequestId, type SamplingParams, type Tag, type TenantId } from '../core/index.js';
-import { ADDRESS_PATTERN, array, bool, CodecError, errorCode, finite, HEX16, HEX64, int, object, oneOf, RID_PATTERN, str, TENANT_PATTERN, U31, type Check } from './codec-fields.js';
+import { MAX_TOP_LOGPROBS, type RequestId, type SamplingParams, type Tag, type TenantId, type TokenLogprob } from '../core/index.js';
+import { ADDRESS_PATTERN, array, bool, CodecError, errorCode, finite, HEX16, HEX64, int, nullable, object, oneOf, RID_PATTERN, str, TENANT_PATTERN, U31, type Check } from './codec-fields.js';
 import type { KvChunk, Message, MessageType } from './messages.js';
 
 export const CODEC_VERSION = 1;
@@ -60,7 +60,12 @@ const sampling: Check<SamplingParams> = object<SamplingParams>({
   ignoreEos: bool,
   presencePenalty: finite(-2, 2),
   frequencyPenalty: finite(-2, 2),
+  logprobs: nullable(int(0, MAX_TOP_LOGPROBS)),
 });
+/** A log-probability as the sampler reports it: in [MIN_LOGPROB, 0] (src/model's floor, -9999). */
+const logprob = finite(-9999, 0);
+const tokenLogprob: Check<TokenLogprob> = object<TokenLogprob>({ logprob, top: array(object({ id: tokenId, logprob }), MAX_TOP_LOGPROBS) });
+const tokenLogprobs = array(tokenLogprob, MAX_ITEMS);
 
 type Fields<T extends Message> = Omit<T, 'type' | 'payload'>;
 type Schemas = { readonly [K in MessageType]: Check<Fields<Extract<Message, { type: K }>>> };
@@ -71,9 +76,9 @@ const SCHEMAS: Schemas = {
   Rejected: object({ rid, code: errorCode, message }),
   Prefill: object({ rid, tenant, tokens: array(tokenId, MAX_ITEMS), sampling, decodeAddress: address, tags, pageSize: int(1, 1 << 16) }),
   KvChunk: object({ rid, seq: count, tag, firstSlot: int(0, 1 << 16), numSlots: int(1, 1 << 16), checksum: digest }),
-  KvDone: object({ rid, numChunks: count, tokensCovered: count, digest, promptDigest: digest, model: digest, firstToken: tokenId }),
+  KvDone: object({ rid, numChunks: count, tokensCovered: count, digest, promptDigest: digest, model: digest, firstToken: tokenId, firstLogprobs: array(tokenLogprob, 1) }),
   Ack: object({ rid }),
-  Tokens: object({ rid, offset: count, ids: array(tokenId, MAX_ITEMS) }),
+  Tokens: object({ rid, offset: count, ids: array(tokenId, MAX_ITEMS), logprobs: tokenLogprobs }),
   Finished: object({ rid, finishReason: oneOf(['stop', 'length'] as const), promptTokens: count, completionTokens: count }),
   Failed: object({ rid, code: errorCode, message }),
   Abort: object({ rid, reason: oneOf(['client-disconnect', 'router', 'prefill-failed', 'decode-failed', 'timeout', 'shutdown'] as const) }),

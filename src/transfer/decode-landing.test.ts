@@ -98,7 +98,7 @@ function frames(rid: string, dstTags: readonly Tag[]): { chunks: KvChunk[]; done
     chunks.push({ type: 'KvChunk', ...header, checksum, payload });
     pos += numSlots;
   }
-  return { chunks, done: { type: 'KvDone', rid: asRequestId(rid), numChunks: chunks.length, tokensCovered: TOKENS.length, digest: digest.hex(), promptDigest: promptDigest(TOKENS), model: '5eed5eed5eed5eed', firstToken: 42 } };
+  return { chunks, done: { type: 'KvDone', rid: asRequestId(rid), numChunks: chunks.length, tokensCovered: TOKENS.length, digest: digest.hex(), promptDigest: promptDigest(TOKENS), model: '5eed5eed5eed5eed', firstToken: 42, firstLogprobs: [] } };
 }
 
 /** Everything a run leaves behind that the two delivery paths must agree on. */

@@ -56,7 +56,7 @@ function frames(rid: string, dstTags: readonly Tag[], numTokens: number, tokens 
     chunks.push({ type: 'KvChunk', ...header, checksum, payload });
     pos += numSlots;
   }
-  const done: KvDone = { type: 'KvDone', rid: asRequestId(rid), numChunks: chunks.length, tokensCovered: tokens.length, digest: digest.hex(), promptDigest: promptDigest(tokens), model: MODEL, firstToken: 42 };
+  const done: KvDone = { type: 'KvDone', rid: asRequestId(rid), numChunks: chunks.length, tokensCovered: tokens.length, digest: digest.hex(), promptDigest: promptDigest(tokens), model: MODEL, firstToken: 42, firstLogprobs: [] };
   return { chunks, done };
 }
 
@@ -77,7 +77,7 @@ describe('DecodeMachine: the happy path', () => {
     expect(sent(effects, P)).toEqual([{ type: 'Ack', rid: 'r1' }]);
     expect(effects).toContainEqual(expect.objectContaining({ kind: 'startDecoding', rid: 'r1', tags, promptTokens: 6, firstToken: 42 }));
     expect(firstForeignPosition(d.pool, 'r1', tags, 6)).toBe(-1);
-    expect(sent(d.step({ kind: 'decodeTokens', rid: asRequestId('r1'), ids: [7, 8] }), R)).toEqual([{ type: 'Tokens', rid: 'r1', offset: 0, ids: [42, 7, 8] }]);
+    expect(sent(d.step({ kind: 'decodeTokens', rid: asRequestId('r1'), ids: [7, 8], logprobs: [] }), R)).toEqual([{ type: 'Tokens', rid: 'r1', offset: 0, ids: [42, 7, 8], logprobs: [] }]);
     expect(sent(d.step({ kind: 'decodeFinished', rid: asRequestId('r1'), finishReason: 'length' }), R)).toEqual([
       { type: 'Finished', rid: 'r1', finishReason: 'length', promptTokens: 6, completionTokens: 3 },
     ]);
@@ -188,7 +188,7 @@ describe('DecodeMachine: coverage comes from its own stamps (the incident)', () 
       const { tags } = d.reserve('r1', TOKENS, 2);
       const { chunks } = frames('r1', tags, 6);
       d.recv(P, chunks[0] as KvChunk); // placeholder-done: page 0 only ...
-      const done: KvDone = { type: 'KvDone', rid: asRequestId('r1'), numChunks: 1, tokensCovered: 6, digest: digestOf([chunks[0] as KvChunk]), promptDigest: promptDigest(TOKENS), model: MODEL, firstToken: 1 };
+      const done: KvDone = { type: 'KvDone', rid: asRequestId('r1'), numChunks: 1, tokensCovered: 6, digest: digestOf([chunks[0] as KvChunk]), promptDigest: promptDigest(TOKENS), model: MODEL, firstToken: 1, firstLogprobs: [] };
       const effects = d.recv(P, done); // ... claiming all 6 tokens
       const started = effects.some((e) => e.kind === 'startDecoding');
       expect(started).toBe(faults.length > 0);

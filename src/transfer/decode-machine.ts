@@ -26,7 +26,7 @@
 //     | Rejected         |      fail / abort / timeout                     | abort, failure
 //     v                  v               v                                 v
 //   Released <------ (writer gave up) Aborting --AbortAck / close--> Released
-import { AbortedError, assertNever, NO_FAULTS, TimeoutError, TransferError, type FaultSet, type RequestId, type TesseraError } from '../core/index.js';
+import { AbortedError, assertNever, NO_FAULTS, TimeoutError, TransferError, type FaultSet, type RequestId, type TesseraError, type TokenLogprob } from '../core/index.js';
 import type { Owner } from '../pages/index.js';
 import { checkChunkHead, checkDone } from './decode-checks.js';
 import { ChunkIntake, LandingChunk } from './decode-landing.js';
@@ -92,7 +92,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
         this.#onTick();
         break;
       case 'decodeTokens':
-        this.#onTokens(input.rid, input.ids);
+        this.#onTokens(input.rid, input.ids, input.logprobs);
         break;
       case 'decodeFinished':
         this.#onDecodeEnd(input.rid, undefined, input.finishReason);
@@ -181,6 +181,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
       bound: false,
       declaredDead: false,
       firstToken: -1,
+      firstLogprobs: [],
       tokensSent: 0,
     };
     this.#active.set(m.rid, r);
@@ -275,6 +276,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     }
     this.#stats.transfersVerified++;
     r.firstToken = m.firstToken;
+    r.firstLogprobs = m.firstLogprobs;
     r.wait = undefined;
     this.#goto(r, 'Decoding');
     this.#out.send(r.writer, { type: 'Ack', rid: r.rid });
@@ -395,10 +397,10 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     this.#out.push({ kind: 'closePeer', peer: r.writer, reason: `no AbortAck for ${r.rid} after ${r.abortRetries + 1} Aborts` });
   }
 
-  #onTokens(rid: RequestId, ids: readonly number[]): void {
+  #onTokens(rid: RequestId, ids: readonly number[], logprobs: readonly TokenLogprob[]): void {
     const r = this.#active.get(rid);
     if (r === undefined || r.state !== 'Decoding') return; // stopped meanwhile: the router already knows
-    this.#sendTokens(r, ids);
+    this.#sendTokens(r, ids, logprobs);
   }
 
   #onDecodeEnd(rid: RequestId, error: TesseraError | undefined, finishReason: FinishReason | undefined): void {
@@ -409,15 +411,16 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
       this.#out.send(r.router, { type: 'Failed', rid, code: error.code, message: error.message });
       return;
     }
-    if (r.tokensSent === 0) this.#sendTokens(r, []);
+    if (r.tokensSent === 0) this.#sendTokens(r, [], []);
     this.#end(r, 'Finished');
     this.#out.send(r.router, { type: 'Finished', rid, finishReason: finishReason ?? 'stop', promptTokens: r.promptTokens, completionTokens: r.tokensSent });
   }
 
-  #sendTokens(r: Active, ids: readonly number[]): void {
-    const all = r.tokensSent === 0 ? [r.firstToken, ...ids] : ids;
+  /** `logprobs`: one per id when the request asked for them (KvDone's first token's go first). */
+  #sendTokens(r: Active, ids: readonly number[], logprobs: readonly TokenLogprob[]): void {
+    const [all, allLogprobs] = r.tokensSent === 0 ? [[r.firstToken, ...ids], [...r.firstLogprobs, ...logprobs]] : [ids, logprobs];
     if (all.length === 0) return;
-    this.#out.send(r.router, { type: 'Tokens', rid: r.rid, offset: r.tokensSent, ids: all });
+    this.#out.send(r.router, { type: 'Tokens', rid: r.rid, offset: r.tokensSent, ids: all, logprobs: allLogprobs });
     r.tokensSent += all.length;
   }
 

@@ -1,6 +1,6 @@
 // The decode machine's vocabulary: states, inputs, effects, options, stats, per-request records.
 // Must never: hold behaviour; decode-machine.ts acts on these.
-import type { FaultSet, RequestId, SamplingParams, Tag, TesseraError } from '../core/index.js';
+import type { FaultSet, RequestId, SamplingParams, Tag, TesseraError, TokenLogprob } from '../core/index.js';
 import type { Owner } from '../pages/index.js';
 import type { TransferDigest } from './digests.js';
 import type { DecodeHost } from './hosts.js';
@@ -15,7 +15,7 @@ export type DecodeInput =
   | NetworkInput
   | ChunkInput
   /** The decoder produced these tokens for rid (the machine sends KvDone's first token before them). */
-  | { readonly kind: 'decodeTokens'; readonly rid: RequestId; readonly ids: readonly number[] }
+  | { readonly kind: 'decodeTokens'; readonly rid: RequestId; readonly ids: readonly number[]; /** One per id when asked for; else empty. */ readonly logprobs: readonly TokenLogprob[] }
   /** The decoder ended rid normally and gave its pages back. */
   | { readonly kind: 'decodeFinished'; readonly rid: RequestId; readonly finishReason: FinishReason }
   /** The decoder ended rid with an error (a page check, out of pages, ...) and gave its pages back. */
@@ -84,6 +84,8 @@ export interface Active {
   /** No AbortAck after every retry: closePeer(writer) was asked for; the close releases the pages. */
   declaredDead: boolean;
   firstToken: number;
+  /** firstToken's log-probabilities (KvDone's), when the request asked for them. */
+  firstLogprobs: readonly TokenLogprob[];
   tokensSent: number;
 }
 

@@ -25,7 +25,7 @@ const MESSAGES: Message[] = [
   { type: 'Ack', rid },
   chunk(0, 1),
   chunk(1, 300),
-  { type: 'Tokens', rid, offset: 3, ids: [9, 8, 7] },
+  { type: 'Tokens', rid, offset: 3, ids: [9, 8, 7], logprobs: [] },
   chunk(2, 41),
   { type: 'AbortAck', rid },
 ];

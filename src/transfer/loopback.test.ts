@@ -79,7 +79,7 @@ async function cluster(faults: FaultName[], streamed: boolean) {
       setImmediate(() => {
         dPool.checkRead(e.owner, e.tags, e.promptTokens);
         const ids = Array.from({ length: e.sampling.maxTokens - 1 }, (_, i) => tokenFromPages(dPool, e.tags, e.promptTokens, i + 1));
-        d.handle({ kind: 'decodeTokens', rid: e.rid, ids });
+        d.handle({ kind: 'decodeTokens', rid: e.rid, ids, logprobs: [] });
         dPool.ledger.free(e.tags, e.owner);
         d.handle({ kind: 'decodeFinished', rid: e.rid, finishReason: 'length' });
       });
@@ -94,7 +94,7 @@ async function cluster(faults: FaultName[], streamed: boolean) {
   const prefill = new PrefillMachine({ node: pT.nodeId, host, faults: faultSet, timeouts: TIMEOUTS });
   const p = drive(prefill, (e) => (e.kind === 'send' ? pT.send(e.to, e.message) : pT.closePeer(e.peer, e.reason)));
   prefillHandle = p.handle;
-  host.onComputed = (rid, tags, firstToken) => p.handle({ kind: 'computeDone', rid, tags, firstToken });
+  host.onComputed = (rid, tags, firstToken) => p.handle({ kind: 'computeDone', rid, tags, firstToken, firstLogprobs: [] });
 
   // router: only dials.
   const outcomes = new Map<RequestId, ClientOutcome>();

@@ -8,7 +8,8 @@
 //   R -> P  Prefill    tokens, sampling, D's address and tags
 //   P -> R  Rejected   P's own admission failed (before any page or byte)
 //   P -> D  KvChunk    one page's slot range: destination tag, seq, checksum, bytes
-//   P -> D  KvDone     tokens covered, digest of all chunks, prompt digest, model fingerprint, first token
+//   P -> D  KvDone     tokens covered, digest of all chunks, prompt digest, model fingerprint, first
+//                      token (and its log-probabilities when the request asked)
 //   D -> P  Ack        D verified coverage + digest; P may free its source pages now
 //   D -> R  Tokens     generated token ids with their offset (the first one came in KvDone)
 //   D -> R  Finished   normal end (stop / length) with usage
@@ -22,7 +23,7 @@
 // A side that sent Abort keeps pages that a peer may still write *quarantined* until that
 // peer's AbortAck or the close of the peer's connection (deferred release).
 
-import type { ErrorCode, RequestId, SamplingParams, Tag, TenantId } from '../core/index.js';
+import type { ErrorCode, RequestId, SamplingParams, Tag, TenantId, TokenLogprob } from '../core/index.js';
 
 /** Why a request is being aborted, and by whom; carried for metrics ("aborts by phase"). */
 export type AbortReason =
@@ -112,6 +113,8 @@ export interface KvDone {
   readonly model: string;
   /** The first generated token, sampled by prefill from the last prompt position's logits. */
   readonly firstToken: number;
+  /** Its log-probabilities when the request asked for them (sampling.logprobs), else empty. */
+  readonly firstLogprobs: readonly TokenLogprob[];
 }
 
 export interface Ack {
@@ -125,6 +128,8 @@ export interface Tokens {
   /** Index in the completion of ids[0]: the router refuses a gap, a repeat or a reordering. */
   readonly offset: number;
   readonly ids: readonly number[];
+  /** One per id when the request asked for log-probabilities (sampling.logprobs), else empty. */
+  readonly logprobs: readonly TokenLogprob[];
 }
 
 export type FinishReason = 'stop' | 'length';

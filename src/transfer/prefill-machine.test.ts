@@ -56,7 +56,7 @@ function setup(options: { faults?: FaultName[]; numPages?: number } = {}) {
   const compute = (from: number, to: number, done = false) => {
     const tags = host.tags.get(rid) as readonly Tag[];
     writePositions(pool, who, tags, from, to);
-    return p.handle(0, done ? { kind: 'computeDone', rid, tags, firstToken: 42 } : { kind: 'computed', rid, numTokens: to, tags });
+    return p.handle(0, done ? { kind: 'computeDone', rid, tags, firstToken: 42, firstLogprobs: [] } : { kind: 'computed', rid, numTokens: to, tags });
   };
   /** Deliver P's messages for D to D, and D's replies for P back to P. */
   const deliver = (effects: readonly NetworkEffect[]): DecodeEffect[] => {

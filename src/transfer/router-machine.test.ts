@@ -39,8 +39,8 @@ describe('RouterMachine', () => {
     const submit = r.handle(0, { kind: 'submit', request });
     expect(submit).toEqual([{ kind: 'send', to: 'd0', message: expect.objectContaining({ type: 'Reserve', rid, promptTokens: 5, prefillAddress: 'p0' }) }]);
     expect(reserved()).toEqual([{ kind: 'send', to: 'p0', message: expect.objectContaining({ type: 'Prefill', rid, tags: TAGS, decodeAddress: 'd0', tokens: [1, 2, 3, 4, 5] }) }]);
-    expect(recv('d0', { type: 'Tokens', rid, offset: 0, ids: [9, 8] })).toEqual([{ kind: 'clientTokens', rid, ids: [9, 8] }]);
-    recv('d0', { type: 'Tokens', rid, offset: 2, ids: [7] });
+    expect(recv('d0', { type: 'Tokens', rid, offset: 0, ids: [9, 8], logprobs: [] })).toEqual([{ kind: 'clientTokens', rid, ids: [9, 8], logprobs: [] }]);
+    recv('d0', { type: 'Tokens', rid, offset: 2, ids: [7], logprobs: [] });
     const done = recv('d0', { type: 'Finished', rid, finishReason: 'length', promptTokens: 5, completionTokens: 3 });
     expect(outcomes(done)).toEqual([{ ok: true, attempt: rid, finishReason: 'length', promptTokens: 5, completionTokens: 3 }]);
     expect(r.stateOf(rid)).toBe('Succeeded');
@@ -50,8 +50,8 @@ describe('RouterMachine', () => {
     const { r, recv, reserved } = setup();
     r.handle(0, { kind: 'submit', request });
     reserved();
-    recv('d0', { type: 'Tokens', rid, offset: 0, ids: [9] });
-    const gap = recv('d0', { type: 'Tokens', rid, offset: 2, ids: [7] });
+    recv('d0', { type: 'Tokens', rid, offset: 0, ids: [9], logprobs: [] });
+    const gap = recv('d0', { type: 'Tokens', rid, offset: 2, ids: [7], logprobs: [] });
     expect(outcomes(gap)).toEqual([{ ok: false, error: expect.objectContaining({ code: 'transfer_failed' }) }]);
     expect(sends(gap)).toEqual([['d0', 'Abort', rid]]);
     expect(outcomes(recv('d0', { type: 'Finished', rid, finishReason: 'stop', promptTokens: 5, completionTokens: 1 }))).toEqual([]);
@@ -80,7 +80,7 @@ describe('RouterMachine', () => {
     const retry = asRequestId('r1.2');
     expect(failed).toEqual([{ kind: 'send', to: 'd0', message: expect.objectContaining({ type: 'Reserve', rid: retry, prefillAddress: 'p1' }) }]);
     reserved(retry);
-    recv('d0', { type: 'Tokens', rid: retry, offset: 0, ids: [1] });
+    recv('d0', { type: 'Tokens', rid: retry, offset: 0, ids: [1], logprobs: [] });
     const done = recv('d0', { type: 'Finished', rid: retry, finishReason: 'stop', promptTokens: 5, completionTokens: 1 });
     expect(outcomes(done)).toEqual([expect.objectContaining({ ok: true, attempt: retry })]);
     // A second failure, with no prefill left, is the client's error.

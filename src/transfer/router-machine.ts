@@ -18,7 +18,7 @@
 //   ends without an outcome (Failed; Cancelling with Abort -> D when P's connection closed) and
 //   a new attempt, rid "<rid>.<n>", reserves afresh (new epochs) with another prefill; at most
 //   maxAttempts attempts. The client sees one outcome, traced under the deciding attempt's rid.
-import { AdmissionError, AbortedError, assertNever, InvalidRequestError, InvariantError, TesseraError, TimeoutError, TransferError, asRequestId, type ErrorCode, type RequestId, type SamplingParams, type TenantId } from '../core/index.js';
+import { AdmissionError, AbortedError, assertNever, InvalidRequestError, InvariantError, TesseraError, TimeoutError, TransferError, asRequestId, type ErrorCode, type RequestId, type SamplingParams, type TenantId, type TokenLogprob } from '../core/index.js';
 import { promptDigest } from './digests.js';
 import { DEFAULT_TIMEOUTS, deadline, earliest, Outbox, Tracer, type Deadline, type Machine, type NetworkEffect, type NetworkInput, type PeerId, type Timeouts } from './machine.js';
 import type { AbortReason, FinishReason, Message } from './messages.js';
@@ -54,7 +54,7 @@ export type ClientOutcome =
 
 export type RouterEffect =
   | NetworkEffect
-  | { readonly kind: 'clientTokens'; readonly rid: RequestId; readonly ids: readonly number[] }
+  | { readonly kind: 'clientTokens'; readonly rid: RequestId; readonly ids: readonly number[]; readonly logprobs: readonly TokenLogprob[] }
   /** The one and only outcome of a client request. */
   | { readonly kind: 'clientOutcome'; readonly rid: RequestId; readonly outcome: ClientOutcome };
 
@@ -236,7 +236,7 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
         this.#goto(a, 'Streaming');
         a.tokensForwarded += m.ids.length;
         a.wait = deadline(this.#now, this.#timeouts.tokenMs, `the next token from ${a.pair.decode}`);
-        this.#out.push({ kind: 'clientTokens', rid: a.client.request.rid, ids: m.ids });
+        this.#out.push({ kind: 'clientTokens', rid: a.client.request.rid, ids: m.ids, logprobs: m.logprobs });
         return;
       case 'Finished':
         if (!fromDecode || a.state !== 'Streaming') return drop();

@@ -22,6 +22,7 @@ import {
   type GenerateEvent,
   type GenerateRequest,
   type RequestId,
+  type TokenLogprob,
 } from '../core/index.js';
 import { PrefixCache, type PageCounts, type PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
@@ -206,7 +207,7 @@ export class ColocatedWorker {
       if (live === undefined) continue; // ended already (aborted, or stopped by a stop string)
       switch (event.kind) {
         case 'token':
-          this.#onToken(event.rid, live, event.token, ending.has(event.rid));
+          this.#onToken(event.rid, live, event.token, event.logprob, ending.has(event.rid));
           break;
         case 'finished': {
           const rest = live.text.flush();
@@ -226,23 +227,24 @@ export class ColocatedWorker {
     }
   }
 
-  #onToken(rid: RequestId, live: Live, token: number, isLast: boolean): void {
+  #onToken(rid: RequestId, live: Live, token: number, logprob: TokenLogprob | undefined, isLast: boolean): void {
+    const logprobs = logprob === undefined ? {} : { logprobs: [logprob] };
     const step = live.text.push(token);
     if (step.kind === 'text') {
       const rest = isLast ? live.text.flush() : undefined;
       if (rest?.kind === 'stop') {
-        this.#stopAt(rid, live, token, step.text + rest.text);
+        this.#stopAt(rid, live, token, logprobs, step.text + rest.text);
         return;
       }
-      live.channel.push({ type: 'tokens', ids: [token], text: step.text + (rest?.text ?? '') });
+      live.channel.push({ type: 'tokens', ids: [token], text: step.text + (rest?.text ?? ''), ...logprobs });
       return;
     }
-    this.#stopAt(rid, live, token, step.text);
+    this.#stopAt(rid, live, token, logprobs, step.text);
   }
 
   /** A stop string matched at `token`: send the text before it and end the request as stopped. */
-  #stopAt(rid: RequestId, live: Live, token: number, text: string): void {
-    live.channel.push({ type: 'tokens', ids: [token], text });
+  #stopAt(rid: RequestId, live: Live, token: number, logprobs: { readonly logprobs?: readonly TokenLogprob[] }, text: string): void {
+    live.channel.push({ type: 'tokens', ids: [token], text, ...logprobs });
     const finish = this.scheduler.finish(rid, 'stop');
     // not-found: it ends in this same batch of events; its `finished` comes next and says 'stop'.
     if (finish.kind === 'finished' && finish.event.kind === 'finished') {

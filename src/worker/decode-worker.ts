@@ -261,7 +261,8 @@ export class DecodeWorker {
       switch (event.kind) {
         case 'token':
           d.numTokensSeen++;
-          this.#driver.handle({ kind: 'decodeTokens', rid: event.rid, ids: d.numTokensSeen === 1 ? [] : [event.token] });
+          const first = d.numTokensSeen === 1; // KvDone's, which the machine sends itself
+          this.#driver.handle({ kind: 'decodeTokens', rid: event.rid, ids: first ? [] : [event.token], logprobs: first || event.logprob === undefined ? [] : [event.logprob] });
           break;
         case 'finished':
           this.#end(event.rid);

@@ -232,7 +232,7 @@ export class PrefillWorker {
           const job = this.#jobs.get(event.rid);
           if (job === undefined) continue;
           job.reported = event.numTokens;
-          this.#driver.handle({ kind: 'computeDone', rid: event.rid, tags: event.tags, firstToken: event.firstToken });
+          this.#driver.handle({ kind: 'computeDone', rid: event.rid, tags: event.tags, firstToken: event.firstToken, firstLogprobs: event.firstLogprob === undefined ? [] : [event.firstLogprob] });
           break;
         }
         case 'failed':

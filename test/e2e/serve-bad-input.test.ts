@@ -79,7 +79,7 @@ const CASES: readonly { name: string; path?: string; method?: string; body: stri
   { name: 'an out-of-vocabulary token id', body: json({ prompt: [1, 99999999], max_tokens: 1 }), status: 400, code: 'invalid_request', param: 'prompt' },
   { name: 'invalid UTF-8', body: Uint8Array.from([...Buffer.from('{"prompt": "'), 0xff, 0xfe, ...Buffer.from('", "max_tokens": 1}')]), status: 400, code: 'invalid_request' },
   { name: 'an unknown model', body: json({ model: 'gpt-4o', prompt: 'x', max_tokens: 1 }), status: 404, code: 'model_not_found', param: 'model' },
-  { name: 'an unsupported parameter', body: json({ prompt: 'x', max_tokens: 1, logprobs: 5 }), status: 400, code: 'invalid_request', param: 'logprobs' },
+  { name: 'an unsupported parameter', body: json({ prompt: 'x', max_tokens: 1, echo: true }), status: 400, code: 'invalid_request', param: 'echo' },
   { name: 'an unknown route', path: '/v1/engines', body: '{}', status: 404, code: 'route_not_found' },
   { name: 'a wrong method', path: '/v1/completions', method: 'GET', body: '', status: 405, code: 'method_not_allowed' },
 ];

@@ -14,7 +14,7 @@ import { DecodeWorker, PrefillWorker, TextStream } from '../../src/worker/index.
 import { argmaxSampler, EOS, fakePool, FakeRunner, fakeTokenizer, tok, VOCAB_SIZE } from '../../src/worker/testing/fake-engine.js';
 
 const SECRET = 'in-process-cluster-secret-0123456789';
-const codec = { vocabSize: VOCAB_SIZE, encode: () => [], renderChat: () => '' };
+const codec = { vocabSize: VOCAB_SIZE, encode: () => [], renderChat: () => '', tokenText: () => '' };
 
 interface Cluster {
   readonly router: PdRouter;

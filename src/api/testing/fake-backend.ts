@@ -2,7 +2,7 @@
 // answers from a script, a PromptCodec with one token per code point, and a manual clock.
 // Must never be wired into a real server (src/cli uses the worker or the router).
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
-import { AbortedError, type GenerateEvent, type GenerateRequest, type TesseraError } from '../../core/index.js';
+import { AbortedError, type GenerateEvent, type GenerateRequest, type TesseraError, type TokenLogprob } from '../../core/index.js';
 import type { PageCounts } from '../../pages/index.js';
 import type { Backend, BackendHealth, BackendStats, PromptCodec } from '../backend.js';
 import type { Clock } from '../clock.js';
@@ -77,7 +77,8 @@ export function wordScript(options: WordScriptOptions = {}): FakeScript {
       text += FAKE_WORDS[i % FAKE_WORDS.length] as string;
       const at = Math.min(...stop.map((s) => text.indexOf(s)).filter((j) => j >= 0));
       const visible = Number.isFinite(at) ? text.slice(0, at) : text;
-      yield { type: 'tokens', ids: [100 + (i % FAKE_WORDS.length)], text: visible.slice(sent) };
+      const id = 100 + (i % FAKE_WORDS.length);
+      yield { type: 'tokens', ids: [id], text: visible.slice(sent), ...fakeLogprobs(request, id, i) };
       sent = visible.length;
       if (Number.isFinite(at)) {
         yield finished('stop', request, i + 1, options.cachedTokens ?? 0);
@@ -86,6 +87,18 @@ export function wordScript(options: WordScriptOptions = {}): FakeScript {
     }
     yield finished('length', request, maxTokens, options.cachedTokens ?? 0);
   };
+}
+
+/**
+ * With sampling.logprobs = N: the token's log-probability -0.25 * (step + 1), and N alternatives
+ * (the token itself first, then ids 200, 201, ... at -5, -6, ...).
+ */
+export function fakeLogprobs(request: GenerateRequest, id: number, step: number): { logprobs?: readonly TokenLogprob[] } {
+  const n = request.sampling.logprobs;
+  if (n === null) return {};
+  const logprob = -0.25 * (step + 1);
+  const top = Array.from({ length: n }, (_, k) => (k === 0 ? { id, logprob } : { id: 200 + k - 1, logprob: -4 - k }));
+  return { logprobs: [{ logprob, top }] };
 }
 
 function finished(finishReason: 'stop' | 'length', request: GenerateRequest, completionTokens: number, cachedTokens: number): GenerateEvent {
@@ -126,12 +139,18 @@ export function untilAbortScript(numTokens: number, onStarted?: () => void): Fak
   };
 }
 
-/** BOS = 1; every code point c is token c + 2. Chat: `<|role|>content\n` per turn. */
+/** BOS = 1; every code point c is token c + 2 (in prompts). Chat: `<|role|>content\n` per turn. */
 export const fakeCodec: PromptCodec = {
   vocabSize: 0x110000 + 2,
   encode(text, { addSpecialTokens }) {
     const ids = Array.from(text, (c) => (c.codePointAt(0) as number) + 2);
     return addSpecialTokens ? [1, ...ids] : ids;
+  },
+  /** The word script's ids 100.. are its words; any other id c + 2 is the code point c. */
+  tokenText(id) {
+    const word = FAKE_WORDS[id - 100];
+    if (word !== undefined) return word;
+    return id >= 2 ? String.fromCodePoint(id - 2) : id === 1 ? '<s>' : '';
   },
   renderChat(messages, { addGenerationPrompt }) {
     return messages.map((m) => `<|${m.role}|>${m.content}\n`).join('') + (addGenerationPrompt ? '<|assistant|>' : '');

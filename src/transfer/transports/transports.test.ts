@@ -112,7 +112,7 @@ function tcpHarness(): Harness {
 }
 
 const rid = asRequestId('r1');
-const ack = (i: number): Message => ({ type: 'Tokens', rid, offset: i, ids: [i] });
+const ack = (i: number): Message => ({ type: 'Tokens', rid, offset: i, ids: [i], logprobs: [] });
 
 /** Proves the cluster secret over a raw pipe (as a dialer named nodeId); resolves once the peer accepted. */
 function authenticate(pipe: Pipe, nodeId: string): Promise<void> {

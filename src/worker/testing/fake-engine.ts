@@ -6,7 +6,7 @@
 // i-th letter, so a prompt [A] generates "bcdef..." and stop strings can be placed by hand.
 // Like the real runner it checks every page before touching it and stamps what it wrote.
 import { assert, isPageCheckError, type BatchItem, type Tag } from '../../core/index.js';
-import type { ItemResult } from '../../model/index.js';
+import { Sampler, type ItemResult } from '../../model/index.js';
 import { PagePool } from '../../pages/index.js';
 import type { StepRunner } from '../engine-loop.js';
 import type { WorkerTokenizer } from '../colocated.js';
@@ -73,13 +73,14 @@ export function nextToken(token: number): number {
   return token + 1 < VOCAB_SIZE ? token + 1 : FIRST_LETTER;
 }
 
-/** Greedy: the largest logit. */
+/** Greedy: the largest logit; log-probabilities as the real sampler computes them. */
 export const argmaxSampler: TokenSampler = {
   sample(logits) {
     let best = 0;
     for (let i = 1; i < logits.length; i++) if ((logits[i] as number) > (logits[best] as number)) best = i;
     return best;
   },
+  logprobsOf: (logits, token, topN) => new Sampler(logits.length).logprobsOf(logits, token, topN),
 };
 
 /** Letters for letter tokens; BOS/EOS skipped as special tokens. */

@@ -60,4 +60,22 @@ describe('builtin:austen, co-located and disaggregated', () => {
     expect(new Set(viaPd).size).toBe(3);
     expect(viaPd).toEqual(await texts(co));
   });
+
+  it('reports the model\'s log-probabilities, the same through tessera up (the first token\'s come from prefill in KvDone)', async () => {
+    const pd = new OpenAI({ baseURL: `${routerUrl}/v1`, apiKey: 'none', maxRetries: 0, timeout: 120_000 });
+    const body = { model: MODEL, messages: [{ role: 'user' as const, content: 'Who is Mr. Darcy?' }], max_tokens: 12, temperature: 0, logprobs: true, top_logprobs: 5 };
+    const [viaPd, viaColocated] = [await pd.chat.completions.create(body), await colocated.client().chat.completions.create(body)];
+    const content = viaColocated.choices[0]?.logprobs?.content ?? [];
+    expect(content).toHaveLength(12);
+    for (const entry of content) {
+      // Greedy: the token is the most likely one; the alternatives come most likely first and are a distribution's.
+      expect(entry.top_logprobs).toHaveLength(5);
+      expect(entry.top_logprobs[0]?.logprob).toBe(entry.logprob);
+      expect(entry.top_logprobs.map((t) => t.logprob)).toEqual([...entry.top_logprobs.map((t) => t.logprob)].sort((a, b) => b - a));
+      expect(entry.top_logprobs.reduce((sum, t) => sum + Math.exp(t.logprob), 0)).toBeLessThanOrEqual(1 + 1e-9);
+      expect(entry.logprob).toBeLessThanOrEqual(0);
+    }
+    expect(content.map((e) => e.token).join('')).toBe(viaColocated.choices[0]?.message.content);
+    expect(viaPd.choices[0]?.logprobs).toEqual(viaColocated.choices[0]?.logprobs);
+  });
 });

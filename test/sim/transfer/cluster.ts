@@ -300,7 +300,7 @@ class SimRun {
       this.#apply(id, { kind: 'computed', rid, numTokens: job.pos, tags: job.tags });
       this.#queue.push(this.#now + this.#rng.nextFloat(), { kind: 'computeStart', node: id, rid });
     } else {
-      this.#apply(id, { kind: 'computeDone', rid, tags: job.tags, firstToken });
+      this.#apply(id, { kind: 'computeDone', rid, tags: job.tags, firstToken, firstLogprobs: [] });
     }
   }
 
@@ -322,7 +322,7 @@ class SimRun {
       this.#endDecode(node, job);
       return this.#apply(id, { kind: 'decodeFailed', rid, error: step.error });
     }
-    if (step.kind === 'token') this.#apply(id, { kind: 'decodeTokens', rid, ids: [step.id] });
+    if (step.kind === 'token') this.#apply(id, { kind: 'decodeTokens', rid, ids: [step.id], logprobs: [] });
     if (step.kind === 'finished' || step.last) {
       this.#endDecode(node, job);
       return this.#apply(id, { kind: 'decodeFinished', rid, finishReason: 'length' });
