@@ -154,18 +154,42 @@ export interface Traces {
   readonly writers: Map<string, string>;
 }
 
-/** Every <dir>/*.jsonl of the given directories, merged by time. */
+type TraceLine = { t: number; e?: TraceEvent; writer?: { rid: string; prefill: string } };
+
+/**
+ * Every <dir>/*.jsonl of the given directories (one file per process, in its own order), merged
+ * by time, causally: the processes' clocks differ by more than a loopback hop takes, so a
+ * message's `recv` may carry an earlier time than its `send`. The merge takes the earliest line
+ * of any file, except a `recv` whose `send` has not been taken yet, which waits for it.
+ */
 export async function readTraces(...dirs: string[]): Promise<Traces> {
-  const lines: { t: number; e?: TraceEvent; writer?: { rid: string; prefill: string } }[] = [];
+  const files: TraceLine[][] = [];
   for (const dir of dirs) {
     for (const file of (await readdir(dir)).filter((f) => f.endsWith('.jsonl'))) {
-      for (const line of (await readFile(join(dir, file), 'utf8')).split('\n')) if (line !== '') lines.push(JSON.parse(line) as (typeof lines)[number]);
+      files.push((await readFile(join(dir, file), 'utf8')).split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as TraceLine));
     }
   }
-  lines.sort((a, b) => a.t - b.t);
+  const inFlight = new Map<string, number>(); // sends taken minus recvs taken, per (from, to, rid, message)
+  const key = (from: string, to: string, rid: string, message: string) => JSON.stringify([from, to, rid, message]);
+  const ready = (l: TraceLine) => l.e?.kind !== 'recv' || (inFlight.get(key(l.e.peer, l.e.node, l.e.rid, l.e.message)) ?? 0) > 0;
+  const merged: TraceLine[] = [];
+  const at = files.map(() => 0);
+  for (;;) {
+    const heads = files.flatMap((f, i) => ((at[i] as number) < f.length ? [i] : []));
+    if (heads.length === 0) break;
+    const earliest = (candidates: number[]) => candidates.reduce((a, b) => (((files[b] as TraceLine[])[at[b] as number] as TraceLine).t < ((files[a] as TraceLine[])[at[a] as number] as TraceLine).t ? b : a));
+    const readyHeads = heads.filter((i) => ready((files[i] as TraceLine[])[at[i] as number] as TraceLine));
+    const i = earliest(readyHeads.length > 0 ? readyHeads : heads); // none ready: a recv whose send is in no file
+    const line = (files[i] as TraceLine[])[at[i] as number] as TraceLine;
+    at[i] = (at[i] as number) + 1;
+    merged.push(line);
+    const e = line.e;
+    if (e?.kind === 'send') inFlight.set(key(e.node, e.peer, e.rid, e.message), (inFlight.get(key(e.node, e.peer, e.rid, e.message)) ?? 0) + 1);
+    if (e?.kind === 'recv') inFlight.set(key(e.peer, e.node, e.rid, e.message), (inFlight.get(key(e.peer, e.node, e.rid, e.message)) ?? 0) - 1);
+  }
   const writers = new Map<string, string>();
-  for (const l of lines) if (l.writer !== undefined) writers.set(l.writer.rid, l.writer.prefill);
-  return { events: lines.flatMap((l) => (l.e === undefined ? [] : [l.e])), writers };
+  for (const l of merged) if (l.writer !== undefined) writers.set(l.writer.rid, l.writer.prefill);
+  return { events: merged.flatMap((l) => (l.e === undefined ? [] : [l.e])), writers };
 }
 
 /** The trace restricted to some requests (and every connection close), checked against the model. */
