@@ -28,7 +28,8 @@ export interface LogprobsOf {
 
 /** The length of the text of these tokens as logprobs report it (for the next chunk's text_offset). */
 export function logprobsTextLength(meta: ResponseMeta, ids: readonly number[]): number {
-  return meta.tokenText === null ? 0 : ids.reduce((n, id) => n + (meta.tokenText as (id: number) => string)(id).length, 0);
+  const text = meta.tokenText;
+  return text === null ? 0 : ids.reduce((n, id) => n + text(id).length, 0);
 }
 
 const UTF8 = new TextEncoder();
@@ -60,7 +61,7 @@ function logprobsField(meta: ResponseMeta, of: LogprobsOf | undefined): object |
   });
   return {
     tokens: ids.map(text),
-    token_logprobs: logprobs.map((lp) => lp.logprob),
+    token_logprobs: ids.map((_, i) => (logprobs[i] as TokenLogprob).logprob),
     top_logprobs: ids.map((id, i) => {
       const lp = logprobs[i] as TokenLogprob;
       return Object.fromEntries([...lp.top.map((t) => [text(t.id), t.logprob] as const), [text(id), lp.logprob] as const]);
