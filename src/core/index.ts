@@ -1,4 +1,5 @@
-// Layer 0: ids, errors, assertions, sampling parameters, seeded randomness, fault points.
+// Layer 0: ids, errors, assertions, sampling parameters, seeded randomness, fault points, and the
+// one-reader event queue a back end hands the front end.
 // Imports nothing from Tessera; everything may import it.
 export * from './ids.js';
 export * from './errors/index.js';
@@ -8,3 +9,4 @@ export * from './faults.js';
 export * from './sampling.js';
 export type * from './generate.js';
 export type * from './batch.js';
+export { EventChannel } from './event-channel.js';

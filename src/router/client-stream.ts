@@ -1,10 +1,11 @@
 // ClientStream: one client request's events as the router produces them: token ids from decode
 // (via the RouterMachine) turned into text and checked for stop strings here, where the
-// tokenizer is, then the one outcome. A one-reader queue the HTTP front end pulls with for-await.
+// tokenizer is, then the one outcome, into a one-reader EventChannel the HTTP front end pulls with
+// for-await.
 // Must never: deliver anything after the terminal event (finished or failed), send text a stop
 // string withholds, or stay silent when the reader leaves early (onReturn: the request is
 // aborted through the protocol, never cut).
-import type { FinishReason, GenerateEvent, TesseraError, TokenLogprob } from '../core/index.js';
+import { EventChannel, type FinishReason, type GenerateEvent, type TesseraError, type TokenLogprob } from '../core/index.js';
 
 /** src/worker's TextStream, structurally (the router may not import the worker layer). */
 export interface RouterText {
@@ -13,23 +14,20 @@ export interface RouterText {
 }
 
 export class ClientStream implements AsyncIterable<GenerateEvent> {
-  readonly #queue: GenerateEvent[] = [];
+  readonly #channel: EventChannel;
   readonly #text: RouterText;
   readonly #numPromptTokens: number;
-  readonly #onReturn: () => void;
-  #wake: (() => void) | undefined;
-  #ended = false;
-  #returned = false;
   #numTokens = 0;
 
+  /** `onReturn`: the reader left before the outcome (the request is then aborted through the protocol). */
   constructor(text: RouterText, numPromptTokens: number, onReturn: () => void) {
     this.#text = text;
     this.#numPromptTokens = numPromptTokens;
-    this.#onReturn = onReturn;
+    this.#channel = new EventChannel(onReturn);
   }
 
   get ended(): boolean {
-    return this.#ended || this.#returned;
+    return this.#channel.ended;
   }
 
   get numTokens(): number {
@@ -70,38 +68,18 @@ export class ClientStream implements AsyncIterable<GenerateEvent> {
   }
 
   failed(error: TesseraError): void {
-    if (this.ended) return;
     this.#push({ type: 'failed', error });
-    this.#ended = true;
   }
 
   #finish(finishReason: FinishReason): void {
     this.#push({ type: 'finished', finishReason, usage: { promptTokens: this.#numPromptTokens, completionTokens: this.#numTokens, cachedTokens: 0 } });
-    this.#ended = true;
   }
 
   #push(event: GenerateEvent): void {
-    this.#queue.push(event);
-    this.#wake?.();
+    this.#channel.push(event);
   }
 
-  async *[Symbol.asyncIterator](): AsyncGenerator<GenerateEvent> {
-    try {
-      for (;;) {
-        const event = this.#queue.shift();
-        if (event !== undefined) {
-          yield event;
-          if (event.type !== 'tokens') return;
-          continue;
-        }
-        await new Promise<void>((resolve) => (this.#wake = resolve));
-        this.#wake = undefined;
-      }
-    } finally {
-      if (!this.#ended && !this.#returned) {
-        this.#returned = true;
-        this.#onReturn();
-      }
-    }
+  [Symbol.asyncIterator](): AsyncIterator<GenerateEvent> {
+    return this.#channel[Symbol.asyncIterator]();
   }
 }

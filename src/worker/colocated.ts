@@ -16,6 +16,7 @@
 import {
   AbortedError,
   assertNever,
+  EventChannel,
   InvariantError,
   TesseraError,
   type FaultSet,
@@ -27,7 +28,6 @@ import {
 import { PrefixCache, type PageCounts, type PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import { EngineLoop, type StepRunner } from './engine-loop.js';
-import { EventChannel } from './event-channel.js';
 import { loopHealth, poolHealth } from './health.js';
 import type { SamplingState, TokenSampler } from './step-results.js';
 import { TextStream, type Detokenizer } from './text-stream.js';

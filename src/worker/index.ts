@@ -2,7 +2,6 @@
 // one pool (`tessera serve`); engine-loop.ts is the loop every role shares.
 export { ColocatedWorker, type ColocatedWorkerOptions, type WorkerHealth, type WorkerStats, type WorkerTokenizer } from './colocated.js';
 export { EngineLoop, type EngineLoopOptions, type EngineLoopStats, type StepRunner } from './engine-loop.js';
-export { EventChannel } from './event-channel.js';
 export { toStepResults, type SamplingState, type TokenSampler } from './step-results.js';
 export { TextStream, type Detokenizer, type TextStep } from './text-stream.js';
 export { PrefillWorker } from './prefill-worker.js';

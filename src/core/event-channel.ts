@@ -1,9 +1,10 @@
-// A one-reader queue of a request's GenerateEvents: the worker loop pushes synchronously as
-// steps complete, the front end pulls with `for await`. Unbounded, but a request's events are
-// at most one per generated token plus its end, which admission already bounded.
+// A one-reader queue of a request's GenerateEvents: a back end (the co-located worker loop, the PD
+// router's ClientStream) pushes synchronously as events come, the front end pulls with
+// `for await`. Unbounded, but a request's events are at most one per generated token plus its
+// end, which admission already bounded.
 // Must never deliver anything after the terminal event (finished or failed), and must tell
 // its owner when the reader stops early (`onReturn`), so the request is aborted, not orphaned.
-import type { GenerateEvent } from '../core/index.js';
+import type { GenerateEvent } from './generate.js';
 
 export class EventChannel implements AsyncIterable<GenerateEvent> {
   readonly #queue: GenerateEvent[] = [];
