@@ -12,16 +12,14 @@
 import { randomInt } from 'node:crypto';
 import { createApiServer, pdMetrics, promptCodecOf } from '../../api/index.js';
 import { ConfigError } from '../../core/index.js';
-import { createEngine, loadModel, modelFingerprint, Sampler } from '../../model/index.js';
+import { modelFingerprint, Sampler } from '../../model/index.js';
 import { DecodeWorker, PrefillWorker } from '../../worker/index.js';
 import type { PdWorkerConfig } from '../config-pd.js';
-import { readModelConfig } from '../config-model.js';
-import { planPool, startupCheckError } from '../config-pool.js';
 import { formatBytes } from '../config-values.js';
 import type { ServeConfig } from '../config.js';
 import { TraceFile } from '../trace-file.js';
-import { progressDisplay } from './gen-model.js';
 import { stopRequested } from './lifecycle.js';
+import { startEngine } from './start-engine.js';
 
 /** How long transfers in flight may finish after a stop request. */
 const DRAIN_MS = 5_000;
@@ -30,27 +28,10 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig): Promise<
   const log = (line: string): void => void process.stderr.write(`tessera ${pd.role}: ${line}\n`);
   if (config.apiKeysFile !== null) throw new ConfigError('--api-keys belongs to the router (clients never talk to a prefill or decode worker)');
   if (config.faults.size > 0) log(`FAULT POINTS ARMED (tests only): ${config.faults.names().join(', ')}`);
-  const plan = planPool(await readModelConfig(config.model, config.home), config.pool);
-  const refusal = startupCheckError(plan);
-  if (refusal !== undefined) {
-    if (!config.faults.has('skip-startup-check')) throw refusal;
-    log(`start-up check skipped (fault skip-startup-check): ${refusal.message}`);
-  }
-  const display = progressDisplay(process.stderr);
-  const model = await loadModel(config.model, { cacheDir: config.home, onProgress: display.update });
-  display.done();
-  const engine = await createEngine(model, {
-    deterministic: config.deterministic,
-    kvPages: plan.numPages,
-    pageSize: plan.pageSize,
-    maxStepTokens: config.chunkedPrefillSize,
-    maxStepLogits: config.maxRunningRequests,
-    faults: config.faults,
-  });
+  const { plan, model, engine, kernels } = await startEngine(config, log);
   const trace = pd.traceDir === null ? undefined : new TraceFile(pd.traceDir, pd.role);
   let fatal: () => void = () => undefined;
   const failed = new Promise<number>((resolve) => (fatal = () => resolve(1)));
-  const kernels = `${engine.kernels.dense} dense + ${engine.kernels.ops} ops${engine.kernels.batchInvariant ? ', batch-invariant' : ''}`;
   const options = {
     modelName: config.servedModelName,
     root: model.source.spec,

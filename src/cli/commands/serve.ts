@@ -11,18 +11,17 @@
 import { randomInt } from 'node:crypto';
 import type { Command } from 'commander';
 import { createApiServer, promptCodecOf } from '../../api/index.js';
-import { createEngine, loadModel, Sampler } from '../../model/index.js';
+import { Sampler } from '../../model/index.js';
 import { ColocatedWorker } from '../../worker/index.js';
 import { loadApiKeys } from '../config-api-keys.js';
-import { readModelConfig } from '../config-model.js';
-import { DEFAULT_POOL_CONTEXTS, planPool, startupCheckError, type PoolPlan } from '../config-pool.js';
+import { DEFAULT_POOL_CONTEXTS, type PoolPlan } from '../config-pool.js';
 import { formatBytes } from '../config-values.js';
 import {
   DEFAULT_CHUNKED_PREFILL_SIZE, DEFAULT_HOST, DEFAULT_MAX_RUNNING_REQUESTS, DEFAULT_MODEL, DEFAULT_PAGE_SIZE, DEFAULT_PORT, parseServeConfig, type ServeConfig, type ServeFlags,
 } from '../config.js';
-import { progressDisplay } from './gen-model.js';
 import { DEFAULT_DATA_HOST, parsePdWorkerConfig, parseRole, type PdServeFlags } from '../config-pd.js';
 import { servePd } from './serve-pd.js';
+import { startEngine } from './start-engine.js';
 
 /** How long in-flight requests may run on after SIGINT/SIGTERM before they are aborted. */
 const DRAIN_TIMEOUT_MS = 10_000;
@@ -60,28 +59,10 @@ async function serve(config: ServeConfig): Promise<number> {
   if (config.faults.size > 0) log(`FAULT POINTS ARMED (tests only): ${config.faults.names().join(', ')}`);
   const apiKeys = config.apiKeysFile === null ? undefined : await loadApiKeys(config.apiKeysFile);
 
-  const display = progressDisplay(process.stderr);
-  const loadOptions = { cacheDir: config.home, onProgress: display.update };
-  const plan = planPool(await readModelConfig(config.model, config.home), config.pool);
-  const refusal = startupCheckError(plan);
-  if (refusal !== undefined) {
-    if (!config.faults.has('skip-startup-check')) throw refusal;
-    log(`start-up check skipped (fault skip-startup-check): ${refusal.message}`);
-  }
-  const model = await loadModel(config.model, loadOptions);
-  display.done();
-  const engine = await createEngine(model, {
-    deterministic: config.deterministic,
-    kvPages: plan.numPages,
-    pageSize: plan.pageSize,
-    maxStepTokens: config.chunkedPrefillSize,
-    maxStepLogits: config.maxRunningRequests,
-    faults: config.faults,
-  });
+  const { plan, model, engine, kernels } = await startEngine(config, log);
 
   let fatal: (error: unknown) => void = () => undefined;
   const failed = new Promise<number>((resolve) => (fatal = () => resolve(1)));
-  const kernels = `${engine.kernels.dense} dense + ${engine.kernels.ops} ops${engine.kernels.batchInvariant ? ', batch-invariant' : ''}`;
   const worker = new ColocatedWorker({
     modelName: config.servedModelName,
     root: model.source.spec,

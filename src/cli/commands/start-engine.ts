@@ -1,0 +1,40 @@
+// What every serving role starts with (co-located `serve`, and `serve --role prefill|decode`):
+//   1. the pool plan from the model's config (no weights read yet) and the pool flags, and the
+//      start-up check: a context that does not fit the pool refuses to start (skip-startup-check
+//      is its test-only negative control);
+//   2. the model loaded (with a progress bar), the engine built over the planned pool.
+import type { ServeConfig } from '../config.js';
+import { createEngine, loadModel, type Engine, type LoadedModel } from '../../model/index.js';
+import { readModelConfig } from '../config-model.js';
+import { planPool, startupCheckError, type PoolPlan } from '../config-pool.js';
+import { progressDisplay } from './gen-model.js';
+
+export interface StartedEngine {
+  readonly plan: PoolPlan;
+  readonly model: LoadedModel;
+  readonly engine: Engine;
+  /** The kernels in use, for the start-up line and /health: "ort dense + wasm ops, batch-invariant". */
+  readonly kernels: string;
+}
+
+export async function startEngine(config: ServeConfig, log: (line: string) => void): Promise<StartedEngine> {
+  const plan = planPool(await readModelConfig(config.model, config.home), config.pool);
+  const refusal = startupCheckError(plan);
+  if (refusal !== undefined) {
+    if (!config.faults.has('skip-startup-check')) throw refusal;
+    log(`start-up check skipped (fault skip-startup-check): ${refusal.message}`);
+  }
+  const display = progressDisplay(process.stderr);
+  const model = await loadModel(config.model, { cacheDir: config.home, onProgress: display.update });
+  display.done();
+  const engine = await createEngine(model, {
+    deterministic: config.deterministic,
+    kvPages: plan.numPages,
+    pageSize: plan.pageSize,
+    maxStepTokens: config.chunkedPrefillSize,
+    maxStepLogits: config.maxRunningRequests,
+    faults: config.faults,
+  });
+  const kernels = `${engine.kernels.dense} dense + ${engine.kernels.ops} ops${engine.kernels.batchInvariant ? ', batch-invariant' : ''}`;
+  return { plan, model, engine, kernels };
+}
