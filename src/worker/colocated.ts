@@ -25,9 +25,10 @@ import {
   type RequestId,
   type TokenLogprob,
 } from '../core/index.js';
-import { PrefixCache, type PageCounts, type PagePool } from '../pages/index.js';
+import type { PageCounts, PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import { EngineLoop, type StepRunner } from './engine-loop.js';
+import { schedulerFor } from './scheduler-for.js';
 import { loopHealth, poolHealth } from './health.js';
 import type { SamplingState, TokenSampler } from './step-results.js';
 import { TextStream, type Detokenizer } from './text-stream.js';
@@ -98,18 +99,7 @@ export class ColocatedWorker {
     this.root = options.root;
     this.contextLength = options.contextLength;
     this.pool = pool;
-    this.scheduler = new Scheduler({
-      role: 'colocated',
-      pool,
-      prefixCache: new PrefixCache({ pool, faults }),
-      pageSize: pool.pageSize,
-      contextLength: options.contextLength,
-      maxRunningRequests: options.maxRunningRequests,
-      chunkedPrefillSize: options.chunkedPrefillSize,
-      maxWaiting: options.maxWaiting,
-      faults,
-      eosTokenIds: options.eosTokenIds,
-    });
+    this.scheduler = schedulerFor('colocated', options);
     this.#loop = new EngineLoop({
       scheduler: this.scheduler,
       runner: options.runner,

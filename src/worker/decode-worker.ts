@@ -30,6 +30,7 @@ import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import { DecodeMachine, MachineDriver, TcpTransport, NO_TRACE, type ChunkHandlers, type DecodeEffect, type DecodeHost, type DecodeInput, type ReserveVerdict, type TraceSink, type Transport } from '../transfer/index.js';
 import type { WorkerHealth, WorkerStats } from './colocated.js';
 import { EngineLoop } from './engine-loop.js';
+import { schedulerFor } from './scheduler-for.js';
 import { loopHealth, poolHealth } from './health.js';
 import { HookedRunner } from './hooked-runner.js';
 import { notForClients, syncAborts, TotalsMirror, type PdMetricsSink, type PdWorkerOptions } from './pd-common.js';
@@ -108,18 +109,7 @@ export class DecodeWorker {
     this.contextLength = options.contextLength;
     this.pool = pool;
     this.transport = transport;
-    // No prefix cache: the prompt's ids are not here, so its pages could never be matched.
-    this.scheduler = new Scheduler({
-      role: 'decode',
-      pool,
-      pageSize: pool.pageSize,
-      contextLength: options.contextLength,
-      maxRunningRequests: options.maxRunningRequests,
-      chunkedPrefillSize: options.chunkedPrefillSize,
-      maxWaiting: options.maxWaiting,
-      faults,
-      eosTokenIds: options.eosTokenIds,
-    });
+    this.scheduler = schedulerFor('decode', options);
     this.#trace = options.trace ?? NO_TRACE;
     const host: DecodeHost = {
       pool,

@@ -23,10 +23,11 @@
 // reads pages only on `computed`/`computeDone`, which the worker sends after a step.
 // Must never: send a byte for a prompt this node refused, or report progress it did not compute.
 import { InvariantError, TesseraError, assertNever, type GenerateEvent, type GenerateRequest, type RequestId, type SamplingParams, type Tag } from '../core/index.js';
-import { PrefixCache, type Owner, type PagePool } from '../pages/index.js';
+import type { Owner, PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import { MachineDriver, PrefillMachine, TcpTransport, type AdmitVerdict, type PrefillHost, type PrefillInput, type PrefillEffect, type Transport } from '../transfer/index.js';
 import { EngineLoop } from './engine-loop.js';
+import { schedulerFor } from './scheduler-for.js';
 import { HookedRunner } from './hooked-runner.js';
 import { loopHealth, poolHealth } from './health.js';
 import { notForClients, syncAborts, TotalsMirror, type PdMetricsSink, type PdWorkerOptions } from './pd-common.js';
@@ -84,18 +85,7 @@ export class PrefillWorker {
     this.contextLength = options.contextLength;
     this.pool = pool;
     this.transport = transport;
-    this.scheduler = new Scheduler({
-      role: 'prefill',
-      pool,
-      prefixCache: new PrefixCache({ pool, faults }),
-      pageSize: pool.pageSize,
-      contextLength: options.contextLength,
-      maxRunningRequests: options.maxRunningRequests,
-      chunkedPrefillSize: options.chunkedPrefillSize,
-      maxWaiting: options.maxWaiting,
-      faults,
-      eosTokenIds: options.eosTokenIds,
-    });
+    this.scheduler = schedulerFor('prefill', options);
     const host: PrefillHost = { pool, model: options.modelFingerprint, admit: (o, t, s) => this.#admit(o, t, s), stop: (o) => this.#stop(o), release: (o) => this.#release(o) };
     this.machine = new PrefillMachine({ node: transport.nodeId, host, faults, ...(options.timeouts ? { timeouts: options.timeouts } : {}), ...(options.trace ? { trace: options.trace } : {}) });
     this.#driver = new MachineDriver<PrefillInput, PrefillEffect>(this.machine, (effect) => this.#carryOut(effect));

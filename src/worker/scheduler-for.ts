@@ -1,0 +1,32 @@
+// The scheduler of a worker of any role, from the worker's options: the same limits everywhere;
+// a tenant-scoped prefix cache where prompts are known (co-located and prefill), none on decode
+// (a decode node never sees the prompt's ids, so its pages could never be matched).
+import type { FaultSet } from '../core/index.js';
+import { PrefixCache, type PagePool } from '../pages/index.js';
+import { Scheduler, type Role } from '../scheduler/index.js';
+
+export interface SchedulerLimits {
+  readonly pool: PagePool;
+  readonly contextLength: number;
+  readonly maxRunningRequests: number;
+  readonly chunkedPrefillSize: number;
+  readonly maxWaiting: number;
+  readonly faults: FaultSet;
+  readonly eosTokenIds: readonly number[];
+}
+
+export function schedulerFor(role: Role, o: SchedulerLimits): Scheduler {
+  const { pool, faults } = o;
+  return new Scheduler({
+    role,
+    pool,
+    ...(role === 'decode' ? {} : { prefixCache: new PrefixCache({ pool, faults }) }),
+    pageSize: pool.pageSize,
+    contextLength: o.contextLength,
+    maxRunningRequests: o.maxRunningRequests,
+    chunkedPrefillSize: o.chunkedPrefillSize,
+    maxWaiting: o.maxWaiting,
+    faults,
+    eosTokenIds: o.eosTokenIds,
+  });
+}
