@@ -1,7 +1,7 @@
-// `n` choices per request through the openai client: n back-end requests with their own rids and
-// seeds (seed + i), answered together; streamed chunks carry their choice's index; usage counts
-// the prompt once and every choice's completion; one failing choice fails the request and
-// aborts the others.
+// `n` choices per request (of each prompt, for several prompts) through the openai client: n
+// back-end requests with their own rids and seeds (seed + i), answered together; streamed chunks
+// carry their choice's index; usage counts each prompt once and every choice's completion; one
+// failing choice fails the request and aborts the others.
 import OpenAI from 'openai';
 import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -102,6 +102,26 @@ describe('n choices per request', () => {
     // The server goes on serving.
     t.backend.script = wordScript();
     expect((await client.completions.create({ model: 'fake-model', prompt: 'Hi', max_tokens: 2, n: 2 })).choices).toHaveLength(2);
+  });
+
+  it('answers several prompts (OpenAI\'s batch form) with n choices each, in prompt order; usage counts every prompt once', async () => {
+    t.backend.script = seededScript();
+    const before = t.backend.calls.length;
+    const r = await send(t.url, 'POST', '/v1/completions', { prompt: ['Hi', [5, 6, 7, 8]], max_tokens: 4, n: 2, seed: 30, return_token_ids: true });
+    expect(r.status).toBe(200);
+    const calls = t.backend.calls.slice(before);
+    expect(calls.map((c) => [c.request.promptTokens.length, c.request.sampling.seed])).toEqual([[3, 30], [3, 31], [4, 30], [4, 31]]);
+    const choices = r.json.choices as { index: number; text: string; prompt_token_ids: number[] }[];
+    expect(choices.map((c) => [c.index, c.text.slice(0, 4), c.prompt_token_ids.length])).toEqual([[0, '<30>', 3], [1, '<31>', 3], [2, '<30>', 4], [3, '<31>', 4]]);
+    expect(r.json.usage).toMatchObject({ prompt_tokens: 3 + 4, completion_tokens: 4 * 2 });
+  });
+
+  it('refuses the whole batch when one prompt does not fit the context, before any back-end call', async () => {
+    const before = t.backend.calls.length;
+    const r = await send(t.url, 'POST', '/v1/completions', { prompt: ['Hi', 'x'.repeat(70)], max_tokens: 4 });
+    expect(r.status).toBe(400);
+    expect(r.json.error).toMatchObject({ code: 'context_length_exceeded', param: 'max_tokens' });
+    expect(t.backend.calls.length).toBe(before);
   });
 
   it('refuses n outside [1, 128], and best_of, with a 400 naming the parameter', async () => {

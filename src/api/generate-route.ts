@@ -9,14 +9,14 @@
 // Every path ends with exactly one counted outcome. Must never call the back end for a request
 // that failed any of steps 1-4, and never take the tenant from anything but step 1.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { AbortedError, type FaultSet } from '../core/index.js';
+import { AbortedError, type FaultSet, type SamplingParams } from '../core/index.js';
 import type { TenantAuth } from './auth.js';
 import type { Backend, PromptCodec } from './backend.js';
 import type { Clock } from './clock.js';
 import { problem, type Problem } from './errors.js';
 import { parseJson, readBody, refuseOversizeBody, sendProblem } from './http-io.js';
 import type { ApiMetrics, Outcome } from './metrics.js';
-import type { CommonParams, Validated } from './params.js';
+import { MAX_CHOICES, type CommonParams, type Validated } from './params.js';
 import { chatTokens, completionTokens, planSampling } from './prompt.js';
 import type { RequestIds } from './request-ids.js';
 import { runGenerate } from './run-generate.js';
@@ -42,7 +42,8 @@ export interface GenerateContext {
 
 interface Parsed {
   readonly params: CommonParams;
-  readonly promptTokens: readonly number[];
+  /** One prompt (chat), or one or more (completions). */
+  readonly prompts: readonly (readonly number[])[];
 }
 
 export async function handleGenerate(endpoint: Endpoint, req: IncomingMessage, res: ServerResponse, ctx: GenerateContext): Promise<void> {
@@ -80,16 +81,24 @@ async function generate(endpoint: Endpoint, req: IncomingMessage, res: ServerRes
 
   const parsed = endpoint === 'chat' ? parseChat(json.value, ctx) : parseCompletion(json.value, ctx);
   if (parsed.kind === 'bad') return refuse(parsed.problem);
-  const { params, promptTokens } = parsed.value;
+  const { params, prompts } = parsed.value;
+  if (prompts.length * params.n > MAX_CHOICES) {
+    return refuse(problem('invalid_request', `${prompts.length} prompts x n = ${params.n} asks for ${prompts.length * params.n} choices; at most ${MAX_CHOICES} are taken in one request.`, 'n'));
+  }
 
-  const sampling = planSampling(promptTokens.length, params, {
-    contextLength: ctx.backend.contextLength,
-    vocabSize: ctx.codec.vocabSize,
-    faults: ctx.faults,
-    drawSeed: () => ctx.ids.drawSeed(),
-    promptParam: endpoint === 'chat' ? 'messages' : 'prompt',
-  });
-  if (sampling.kind === 'bad') return refuse(sampling.problem);
+  // Each prompt's sampling: its own context-length check (and default max_tokens), and seed.
+  const samplings: SamplingParams[] = [];
+  for (const promptTokens of prompts) {
+    const sampling = planSampling(promptTokens.length, params, {
+      contextLength: ctx.backend.contextLength,
+      vocabSize: ctx.codec.vocabSize,
+      faults: ctx.faults,
+      drawSeed: () => ctx.ids.drawSeed(),
+      promptParam: endpoint === 'chat' ? 'messages' : 'prompt',
+    });
+    if (sampling.kind === 'bad') return refuse(sampling.problem);
+    samplings.push(sampling.value);
+  }
 
   // The client may leave at any point from here: abort the back end's work for it.
   const controller = new AbortController();
@@ -105,14 +114,12 @@ async function generate(endpoint: Endpoint, req: IncomingMessage, res: ServerRes
   if (ctx.shutdown.aborted) onShutdown();
   if (res.destroyed) onClose();
   try {
-    // Choice i: its own rid, and seed + i (so the choices differ when sampling, and a seeded
-    // request gives the same n choices every time).
-    const requests = Array.from({ length: params.n }, (_, i) => ({
-      rid: ctx.ids.nextRid(),
-      tenant: auth.tenant,
-      promptTokens,
-      sampling: { ...sampling.value, seed: (sampling.value.seed + i) % 2 ** 32 },
-    }));
+    // Choice p * n + i: prompt p, its own rid, and seed + i (so the choices differ when sampling,
+    // and a seeded request gives the same choices every time).
+    const requests = prompts.flatMap((promptTokens, p) => {
+      const sampling = samplings[p] as SamplingParams;
+      return Array.from({ length: params.n }, (_, i) => ({ rid: ctx.ids.nextRid(), tenant: auth.tenant, promptTokens, sampling: { ...sampling, seed: (sampling.seed + i) % 2 ** 32 } }));
+    });
     const rid = (requests[0] as (typeof requests)[number]).rid;
     return await runGenerate(
       {
@@ -123,10 +130,11 @@ async function generate(endpoint: Endpoint, req: IncomingMessage, res: ServerRes
           created: ctx.clock.unixSeconds(),
           model: ctx.backend.modelName,
           includeUsage: params.includeUsage,
-          tokenIds: params.returnTokenIds ? { prompt: promptTokens } : null,
+          tokenIds: params.returnTokenIds ? { promptOf: (index) => (requests[index] as (typeof requests)[number]).promptTokens } : null,
           tokenText: params.logprobs === null ? null : (id) => ctx.codec.tokenText(id),
         },
         stream: params.stream,
+        choicesPerPrompt: params.n,
         arrivedMs,
       },
       res,
@@ -143,11 +151,16 @@ async function generate(endpoint: Endpoint, req: IncomingMessage, res: ServerRes
 function parseCompletion(body: unknown, ctx: GenerateContext): Validated<Parsed> {
   const call = validateCompletion(body);
   if (call.kind === 'bad') return call;
-  const { params, prompt, addSpecialTokens } = call.value;
+  const { params, prompts: texts, addSpecialTokens } = call.value;
   const unknownModel = checkModel(params, ctx.backend);
   if (unknownModel !== null) return { kind: 'bad', problem: unknownModel };
-  const tokens = completionTokens(prompt, addSpecialTokens, ctx.codec);
-  return tokens.kind === 'bad' ? tokens : { kind: 'ok', value: { params, promptTokens: tokens.value } };
+  const prompts: (readonly number[])[] = [];
+  for (const prompt of texts) {
+    const tokens = completionTokens(prompt, addSpecialTokens, ctx.codec);
+    if (tokens.kind === 'bad') return tokens;
+    prompts.push(tokens.value);
+  }
+  return { kind: 'ok', value: { params, prompts } };
 }
 
 function parseChat(body: unknown, ctx: GenerateContext): Validated<Parsed> {
@@ -157,7 +170,7 @@ function parseChat(body: unknown, ctx: GenerateContext): Validated<Parsed> {
   const unknownModel = checkModel(params, ctx.backend);
   if (unknownModel !== null) return { kind: 'bad', problem: unknownModel };
   const tokens = chatTokens(messages, call.value, ctx.codec);
-  return tokens.kind === 'bad' ? tokens : { kind: 'ok', value: { params, promptTokens: tokens.value } };
+  return tokens.kind === 'bad' ? tokens : { kind: 'ok', value: { params, prompts: [tokens.value] } };
 }
 
 /** vLLM's wording; a missing `model` means the served one. */

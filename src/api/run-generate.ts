@@ -1,7 +1,7 @@
 // Drives one client request through Backend.generate and writes its answer: a JSON body, or an
 // SSE stream whose 200 is held back until the first token (or a finish with none). A request
-// with `n` choices is n back-end requests (their own rids and seeds), run side by side; choice i
-// is requests[i].
+// with `n` choices (of each of its prompts) is that many back-end requests (their own rids and
+// seeds), run side by side; choice i is requests[i].
 //
 // Life of a generate call here:
 //   1. generate(request, signal) is iterated for every choice at once; `tokens` events go out as
@@ -27,8 +27,12 @@ import { finishChunk, fullResponse, logprobsTextLength, openingChunk, textChunk,
 import { SseStream } from './sse.js';
 
 export interface GenerateJob {
-  /** One back-end request per choice (same prompt, own rid and seed), in choice order. */
+  /**
+   * One back-end request per choice (own rid and seed), in choice order: choicesPerPrompt of
+   * them per prompt, the prompts in order.
+   */
   readonly requests: readonly GenerateRequest[];
+  readonly choicesPerPrompt: number;
   readonly meta: ResponseMeta;
   readonly stream: boolean;
   /** Arrival time on the server's clock (ms). */
@@ -154,7 +158,7 @@ export async function runGenerate(
   }
   // No failure: every choice finished.
   const finished = choices.map((c) => ({ text: c.text, ids: c.ids, logprobs: c.logprobs, end: c.end as Finished }));
-  const usage = totalUsage(finished.map((c) => c.end.usage));
+  const usage = totalUsage(finished.map((c) => c.end.usage), job.choicesPerPrompt);
   if (sse === null) {
     sendJson(res, 200, fullResponse(meta, finished.map((c) => ({ text: c.text, ids: c.ids, logprobs: c.logprobs, finishReason: c.end.finishReason })), usage));
   } else {
@@ -167,10 +171,11 @@ export async function runGenerate(
   return 'success';
 }
 
-/** The prompt once (every choice has the same one), the completions of all. */
-function totalUsage(usages: readonly Usage[]): Usage {
-  const first = usages[0] as Usage;
-  return { promptTokens: first.promptTokens, completionTokens: usages.reduce((sum, u) => sum + u.completionTokens, 0), cachedTokens: first.cachedTokens };
+/** Each prompt once (its choices share it: the first of each `perPrompt` counts), the completions of all. */
+function totalUsage(usages: readonly Usage[], perPrompt: number): Usage {
+  const firsts = usages.filter((_, i) => i % perPrompt === 0);
+  const sum = (of: readonly Usage[], field: keyof Usage) => of.reduce((total, u) => total + u[field], 0);
+  return { promptTokens: sum(firsts, 'promptTokens'), completionTokens: sum(usages, 'completionTokens'), cachedTokens: sum(firsts, 'cachedTokens') };
 }
 
 function terminal(event: Exclude<GenerateEvent, { type: 'tokens' }>): End {

@@ -13,8 +13,8 @@ export interface ResponseMeta {
   readonly model: string;
   /** With stream_options.include_usage every chunk carries `usage` (null until the last). */
   readonly includeUsage: boolean;
-  /** With vLLM's `return_token_ids`: the prompt's ids (answers then carry `token_ids` too). */
-  readonly tokenIds: { readonly prompt: readonly number[] } | null;
+  /** With vLLM's `return_token_ids`: the prompt ids of each choice (answers then carry `token_ids` too). */
+  readonly tokenIds: { promptOf(index: number): readonly number[] } | null;
   /** When the request asked for log-probabilities: a token's text (the codec's tokenText). */
   readonly tokenText: ((id: number) => string) | null;
 }
@@ -79,10 +79,10 @@ export function usageJson(usage: Usage): object {
   };
 }
 
-/** The choice fields vLLM adds with `return_token_ids`. */
-function idFields(meta: ResponseMeta, ids: readonly number[], withPrompt: boolean): object {
+/** The choice fields vLLM adds with `return_token_ids` (`index`: the choice's, for its prompt's ids). */
+function idFields(meta: ResponseMeta, ids: readonly number[], withPromptOf: number | null): object {
   if (meta.tokenIds === null) return {};
-  return withPrompt ? { prompt_token_ids: meta.tokenIds.prompt, token_ids: ids } : { token_ids: ids };
+  return withPromptOf !== null ? { prompt_token_ids: meta.tokenIds.promptOf(withPromptOf), token_ids: ids } : { token_ids: ids };
 }
 
 /** One finished choice of a non-streaming answer. `ids`: its token ids; `logprobs`: theirs, when asked for. */
@@ -103,7 +103,7 @@ export function fullResponse(meta: ResponseMeta, choices: readonly FinishedChoic
         created: meta.created,
         model: meta.model,
         choices: choices.map((c, index) => ({
-          index, text: c.text, logprobs: logprobsField(meta, { ids: c.ids, logprobs: c.logprobs, textOffset: 0 }), finish_reason: c.finishReason, ...idFields(meta, c.ids, true),
+          index, text: c.text, logprobs: logprobsField(meta, { ids: c.ids, logprobs: c.logprobs, textOffset: 0 }), finish_reason: c.finishReason, ...idFields(meta, c.ids, index),
         })),
         usage: usageJson(usage),
       };
@@ -113,9 +113,9 @@ export function fullResponse(meta: ResponseMeta, choices: readonly FinishedChoic
         object: 'chat.completion',
         created: meta.created,
         model: meta.model,
-        ...(meta.tokenIds === null ? {} : { prompt_token_ids: meta.tokenIds.prompt }),
+        ...(meta.tokenIds === null ? {} : { prompt_token_ids: meta.tokenIds.promptOf(0) }),
         choices: choices.map((c, index) => ({
-          index, message: { role: 'assistant', content: c.text }, logprobs: logprobsField(meta, { ids: c.ids, logprobs: c.logprobs, textOffset: 0 }), finish_reason: c.finishReason, ...idFields(meta, c.ids, false),
+          index, message: { role: 'assistant', content: c.text }, logprobs: logprobsField(meta, { ids: c.ids, logprobs: c.logprobs, textOffset: 0 }), finish_reason: c.finishReason, ...idFields(meta, c.ids, null),
         })),
         usage: usageJson(usage),
       };
@@ -126,7 +126,7 @@ export function fullResponse(meta: ResponseMeta, choices: readonly FinishedChoic
 
 /** One streamed chunk of choice `index`. `delta`: chat's delta object; `text`: completion text. */
 function chunk(meta: ResponseMeta, index: number, text: string, finishReason: FinishReason | null, delta: object, ids: readonly number[] | null = null, logprobs?: LogprobsOf): object {
-  const extra = ids === null ? {} : idFields(meta, ids, false);
+  const extra = ids === null ? {} : idFields(meta, ids, null);
   const lp = logprobsField(meta, logprobs);
   const choice =
     meta.endpoint === 'chat'
@@ -146,11 +146,11 @@ function chunk(meta: ResponseMeta, index: number, text: string, finishReason: Fi
 export function openingChunk(meta: ResponseMeta, index = 0): object | null {
   if (meta.endpoint === 'chat') {
     const opening = chunk(meta, index, '', null, { role: 'assistant', content: '' });
-    return meta.tokenIds === null ? opening : { ...opening, prompt_token_ids: meta.tokenIds.prompt };
+    return meta.tokenIds === null ? opening : { ...opening, prompt_token_ids: meta.tokenIds.promptOf(index) };
   }
   if (meta.tokenIds === null) return null;
   const opening = chunk(meta, index, '', null, {}) as { choices: object[] };
-  return { ...opening, choices: [{ ...opening.choices[0], prompt_token_ids: meta.tokenIds.prompt }] };
+  return { ...opening, choices: [{ ...opening.choices[0], prompt_token_ids: meta.tokenIds.promptOf(index) }] };
 }
 
 /** `ids`: the token ids this chunk's text came from (sent with `return_token_ids`); `logprobs`: theirs, when asked for. */

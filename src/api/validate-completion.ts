@@ -9,7 +9,8 @@ export type CompletionPrompt =
 
 export interface CompletionCall {
   readonly params: CommonParams;
-  readonly prompt: CompletionPrompt;
+  /** One or more prompts (OpenAI's batch form); each gets `n` choices. */
+  readonly prompts: readonly CompletionPrompt[];
   /** Let the tokenizer add BOS to a text prompt (vLLM's `add_special_tokens`, default true). */
   readonly addSpecialTokens: boolean;
 }
@@ -19,35 +20,34 @@ export function validateCompletion(body: unknown): Validated<CompletionCall> {
     if (!isObject(body)) throw new InvalidRequestError(`The request body must be a JSON object, got ${describe(body)}.`);
     return {
       params: readCommon(body, ['max_tokens'], 'completion'),
-      prompt: readPrompt(body),
+      prompts: readPrompts(body),
       addSpecialTokens: optionalBool(body, 'add_special_tokens') ?? true,
     };
   });
 }
 
+/** The most prompts one request may hold. */
+export const MAX_PROMPTS = 128;
+
 /**
- * `prompt`: a string, an array of token ids, or either wrapped in a one-element array.
- * Several prompts in one request are refused: Tessera returns one choice per request.
+ * `prompt`: a string, an array of token ids, or an array of those (several prompts: OpenAI's
+ * batch form, at most MAX_PROMPTS).
  */
-function readPrompt(body: Readonly<Record<string, unknown>>): CompletionPrompt {
+function readPrompts(body: Readonly<Record<string, unknown>>): CompletionPrompt[] {
   const value = field(body, 'prompt');
   if (value === undefined) throw new InvalidRequestError('`prompt` is required.', 'prompt');
-  if (typeof value === 'string') return textPrompt(value);
+  if (typeof value === 'string') return [textPrompt(value)];
   if (!Array.isArray(value)) {
-    throw new InvalidRequestError(`\`prompt\` must be a string or an array of token ids, got ${describe(value)}.`, 'prompt');
+    throw new InvalidRequestError(`\`prompt\` must be a string, an array of token ids, or an array of those, got ${describe(value)}.`, 'prompt');
   }
-  if (value.length > 0 && value.every((v) => typeof v === 'number')) return tokenPrompt(value);
+  if (value.length > 0 && value.every((v) => typeof v === 'number')) return [tokenPrompt(value)];
   if (value.length === 0) throw new InvalidRequestError('`prompt` is empty.', 'prompt');
-  if (value.length > 1) {
-    throw new InvalidRequestError(
-      `\`prompt\` holds ${value.length} prompts; Tessera takes one prompt per request (send one request per prompt).`,
-      'prompt',
-    );
-  }
-  const only: unknown = value[0];
-  if (typeof only === 'string') return textPrompt(only);
-  if (Array.isArray(only)) return tokenPrompt(only);
-  throw new InvalidRequestError(`\`prompt[0]\` must be a string or an array of token ids, got ${describe(only)}.`, 'prompt');
+  if (value.length > MAX_PROMPTS) throw new InvalidRequestError(`\`prompt\` holds ${value.length} prompts; at most ${MAX_PROMPTS} are taken in one request.`, 'prompt');
+  return value.map((one: unknown, i) => {
+    if (typeof one === 'string') return textPrompt(one);
+    if (Array.isArray(one)) return tokenPrompt(one);
+    throw new InvalidRequestError(`\`prompt[${i}]\` must be a string or an array of token ids, got ${describe(one)}.`, 'prompt');
+  });
 }
 
 function textPrompt(text: string): CompletionPrompt {

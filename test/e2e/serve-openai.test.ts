@@ -73,6 +73,13 @@ describe('tessera serve through the openai client', () => {
     expect(three.usage).toMatchObject({ prompt_tokens: one.usage?.prompt_tokens, completion_tokens: 24 });
   });
 
+  it('answers several prompts in one request, each as it answers alone', async () => {
+    const body = { model: MODEL, max_tokens: 6, temperature: 0, ignore_eos: true };
+    const alone = await Promise.all(['The sea', 'A ship'].map(async (prompt) => ((await client.completions.create({ ...body, prompt } as never)) as OpenAI.Completion).choices[0]?.text));
+    const batch = (await client.completions.create({ ...body, prompt: ['The sea', 'A ship'] } as never)) as OpenAI.Completion;
+    expect(batch.choices.map((c) => c.text)).toEqual(alone);
+  });
+
   it('answers chat, streamed and not, through the chat template', async () => {
     const messages = [{ role: 'system' as const, content: 'Be brief.' }, { role: 'user' as const, content: 'Hello!' }];
     const r = await client.chat.completions.create({ model: MODEL, messages, max_tokens: 8, temperature: 0 });
