@@ -50,12 +50,12 @@ export class ClientStream implements AsyncIterable<GenerateEvent> {
       const step = this.#text.push(id);
       text += step.text;
       if (step.kind === 'stop') {
-        this.#push(event());
+        this.#channel.push(event());
         this.#finish('stop');
         return 'stop';
       }
     }
-    if (sent.length > 0) this.#push(event());
+    if (sent.length > 0) this.#channel.push(event());
     return 'more';
   }
 
@@ -63,20 +63,16 @@ export class ClientStream implements AsyncIterable<GenerateEvent> {
   finished(finishReason: FinishReason): void {
     if (this.ended) return;
     const rest = this.#text.flush();
-    if (rest.text !== '') this.#push({ type: 'tokens', ids: [], text: rest.text });
+    if (rest.text !== '') this.#channel.push({ type: 'tokens', ids: [], text: rest.text });
     this.#finish(rest.kind === 'stop' ? 'stop' : finishReason);
   }
 
   failed(error: TesseraError): void {
-    this.#push({ type: 'failed', error });
+    this.#channel.push({ type: 'failed', error });
   }
 
   #finish(finishReason: FinishReason): void {
-    this.#push({ type: 'finished', finishReason, usage: { promptTokens: this.#numPromptTokens, completionTokens: this.#numTokens, cachedTokens: 0 } });
-  }
-
-  #push(event: GenerateEvent): void {
-    this.#channel.push(event);
+    this.#channel.push({ type: 'finished', finishReason, usage: { promptTokens: this.#numPromptTokens, completionTokens: this.#numTokens, cachedTokens: 0 } });
   }
 
   [Symbol.asyncIterator](): AsyncIterator<GenerateEvent> {

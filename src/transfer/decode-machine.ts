@@ -33,7 +33,7 @@ import { ChunkIntake, LandingChunk } from './decode-landing.js';
 import type { Active, DecodeEffect, DecodeInput, DecodeMachineOptions, DecodeState, DecodeStats, Tombstone } from './decode-types.js';
 import { TransferDigest } from './digests.js';
 import type { DecodeHost } from './hosts.js';
-import { DEFAULT_TIMEOUTS, deadline, Outbox, Tracer, type Machine, type PeerId, type Timeouts } from './machine.js';
+import { DEFAULT_TIMEOUTS, deadline, earliest, Outbox, Tracer, type Machine, type PeerId, type Timeouts } from './machine.js';
 import type { AbortReason, FinishReason, KvChunk, KvChunkHead, KvDone, Message, Reserve } from './messages.js';
 import { NO_TRACE } from './trace.js';
 
@@ -107,9 +107,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   }
 
   wakeAtMs(): number | undefined {
-    let at: number | undefined;
-    for (const r of this.#active.values()) if (r.wait !== undefined && (at === undefined || r.wait.atMs < at)) at = r.wait.atMs;
-    return at;
+    return earliest(this.#active.values());
   }
 
   /** The state of rid here: 'Idle' when this node never heard of it (or forgot its tombstone). */

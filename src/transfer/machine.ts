@@ -154,10 +154,13 @@ export function deadline(nowMs: number, timeoutMs: number, waitingFor: string): 
   return { atMs: nowMs + timeoutMs, waitingFor, timeoutMs };
 }
 
-/** The earliest deadline among records, or undefined. */
-export function earliest(deadlines: Iterable<Deadline | undefined>): number | undefined {
+/**
+ * The earliest `wait` among a machine's records, or undefined. Walks them in place (no array is
+ * built): drivers ask after every input, and a decode node's inputs come by the thousand per GiB.
+ */
+export function earliest(records: Iterable<{ readonly wait: Deadline | undefined }>): number | undefined {
   let at: number | undefined;
-  for (const d of deadlines) if (d !== undefined && (at === undefined || d.atMs < at)) at = d.atMs;
+  for (const { wait } of records) if (wait !== undefined && (at === undefined || wait.atMs < at)) at = wait.atMs;
   return at;
 }
 

@@ -140,7 +140,7 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
   }
 
   wakeAtMs(): number | undefined {
-    return earliest([...this.#active.values()].map((r) => r.wait));
+    return earliest(this.#active.values());
   }
 
   stateOf(rid: RequestId): PrefillState | 'Idle' {

@@ -155,7 +155,7 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
   }
 
   wakeAtMs(): number | undefined {
-    return earliest([...this.#attempts.values()].map((a) => a.wait));
+    return earliest(this.#attempts.values());
   }
 
   stateOf(rid: RequestId): RouterState | 'Idle' {

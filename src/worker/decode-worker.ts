@@ -31,7 +31,7 @@ import { DecodeMachine, MachineDriver, TcpTransport, NO_TRACE, type ChunkHandler
 import type { WorkerHealth, WorkerStats } from './colocated.js';
 import { EngineLoop } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
-import { loopHealth, poolHealth } from './health.js';
+import { pdHealth } from './health.js';
 import { HookedRunner } from './hooked-runner.js';
 import { notForClients, syncAborts, TotalsMirror, type PdMetricsSink, type PdWorkerOptions } from './pd-common.js';
 
@@ -162,24 +162,10 @@ export class DecodeWorker {
     const loop = this.#loop.stats;
     return {
       healthy: this.#loop.healthy && !this.#closed,
-      detail: {
-        role: 'decode',
-        model: this.modelName,
-        modelFingerprint: this.#o.modelFingerprint,
-        address: this.address,
-        contextLength: this.contextLength,
-        ...poolHealth(this.pool),
-        idle: this.isIdle,
-        running: this.scheduler.numRunning,
-        receiving: this.scheduler.numReceiving,
-        quarantined: this.scheduler.numQuarantined,
-        active: this.machine.numActive,
-        preempted: this.#numPreempted,
-        transfer: this.machine.stats(),
-        transport: this.transport.stats(),
-        ...loopHealth(loop, this.#o.checkEveryStep),
-        ...this.#o.healthDetail,
-      },
+      detail: pdHealth(
+        { role: 'decode', options: this.#o, address: this.address, pool: this.pool, idle: this.isIdle, running: this.scheduler.numRunning, active: this.machine.numActive, transfer: this.machine.stats(), transport: this.transport.stats(), loop },
+        { receiving: this.scheduler.numReceiving, quarantined: this.scheduler.numQuarantined, preempted: this.#numPreempted },
+      ),
     };
   }
 

@@ -1,7 +1,9 @@
-// The /health fields every worker role reports the same way: its pool, and its step loop.
-// Must never compute anything: it only reads counters the pool and the loop keep.
+// The /health fields every worker role reports the same way: its pool, and its step loop; and
+// the frame both PD roles share around their own fields.
+// Must never compute anything: it only reads counters the pool, the loop and the machines keep.
 import type { PagePool } from '../pages/index.js';
 import type { EngineLoopStats } from './engine-loop.js';
+import type { PdWorkerOptions } from './pd-common.js';
 
 /** The pool's shape and the ledger's counts (pages per state, last epoch, page-check failures). */
 export function poolHealth(pool: PagePool): Record<string, unknown> {
@@ -23,5 +25,45 @@ export function loopHealth(loop: EngineLoopStats, checkEveryStep: boolean): Reco
     integrityChecksWhenIdle: loop.numIdleChecks,
     checkEveryStep,
     ...(loop.fatal === null ? {} : { fatal: loop.fatal }),
+  };
+}
+
+/** What a PD worker (prefill or decode) reports about itself for pdHealth. */
+export interface PdHealthParts {
+  readonly role: 'prefill' | 'decode';
+  readonly options: PdWorkerOptions;
+  readonly address: string;
+  readonly pool: PagePool;
+  readonly idle: boolean;
+  readonly running: number;
+  /** Requests its machine is working on. */
+  readonly active: number;
+  readonly transfer: object;
+  readonly transport: object;
+  readonly loop: EngineLoopStats;
+}
+
+/**
+ * A PD worker's /health detail: who it is (role, model and fingerprint, cluster address,
+ * limits), its pool, its load, the role's own fields (`own`), its transfer and transport totals,
+ * its loop, and the CLI's extra fields.
+ */
+export function pdHealth(p: PdHealthParts, own: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  const o = p.options;
+  return {
+    role: p.role,
+    model: o.modelName,
+    modelFingerprint: o.modelFingerprint,
+    address: p.address,
+    contextLength: o.contextLength,
+    ...poolHealth(p.pool),
+    idle: p.idle,
+    running: p.running,
+    ...own,
+    active: p.active,
+    transfer: p.transfer,
+    transport: p.transport,
+    ...loopHealth(p.loop, o.checkEveryStep),
+    ...o.healthDetail,
   };
 }

@@ -29,7 +29,7 @@ import { MachineDriver, PrefillMachine, TcpTransport, type AdmitVerdict, type Pr
 import { EngineLoop } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
 import { HookedRunner } from './hooked-runner.js';
-import { loopHealth, poolHealth } from './health.js';
+import { pdHealth } from './health.js';
 import { notForClients, syncAborts, TotalsMirror, type PdMetricsSink, type PdWorkerOptions } from './pd-common.js';
 import type { WorkerHealth, WorkerStats } from './colocated.js';
 
@@ -129,23 +129,10 @@ export class PrefillWorker {
     const loop = this.#loop.stats;
     return {
       healthy: this.#loop.healthy && !this.#closed,
-      detail: {
-        role: 'prefill',
-        model: this.modelName,
-        modelFingerprint: this.#o.modelFingerprint,
-        address: this.address,
-        contextLength: this.contextLength,
-        ...poolHealth(this.pool),
-        idle: this.isIdle,
-        running: this.scheduler.numRunning,
-        waiting: this.scheduler.numWaiting,
-        held: this.scheduler.numHeld,
-        active: this.machine.numActive,
-        transfer: this.machine.stats(),
-        transport: this.transport.stats(),
-        ...loopHealth(loop, this.#o.checkEveryStep),
-        ...this.#o.healthDetail,
-      },
+      detail: pdHealth(
+        { role: 'prefill', options: this.#o, address: this.address, pool: this.pool, idle: this.isIdle, running: this.scheduler.numRunning, active: this.machine.numActive, transfer: this.machine.stats(), transport: this.transport.stats(), loop },
+        { waiting: this.scheduler.numWaiting, held: this.scheduler.numHeld },
+      ),
     };
   }
 
