@@ -3,8 +3,9 @@
 // against its own pool). Must never let a request whose prompt tokens + max_tokens exceed the
 // context length reach the back end, unless the `skip-admission` fault point is on (tests only).
 import { InvalidRequestError, type FaultSet, type SamplingParams } from '../core/index.js';
+import { contextLengthError } from '../pages/index.js';
 import type { ChatMessage, PromptCodec } from './backend.js';
-import { problem } from './errors.js';
+import { problem, problemOf } from './errors.js';
 import { validating, type CommonParams, type Validated } from './params.js';
 import type { CompletionPrompt } from './validate-completion.js';
 
@@ -57,22 +58,9 @@ export interface PlanContext {
  */
 export function planSampling(numPromptTokens: number, params: CommonParams, ctx: PlanContext): Validated<SamplingParams> {
   const { contextLength } = ctx;
-  const checked = !ctx.faults.has('skip-admission');
-  if (params.maxTokens === null && numPromptTokens >= contextLength && checked) {
-    return bad(
-      `This model's maximum context length is ${contextLength} tokens. However, you requested ${numPromptTokens} tokens in the messages. ` +
-        'Please reduce the length of the messages.',
-      ctx.promptParam,
-    );
-  }
   const maxTokens = params.maxTokens ?? Math.max(1, contextLength - numPromptTokens);
-  if (numPromptTokens + maxTokens > contextLength && checked) {
-    return bad(
-      `This model's maximum context length is ${contextLength} tokens. However, you requested ${numPromptTokens + maxTokens} tokens ` +
-        `(${numPromptTokens} in the messages, ${maxTokens} in the completion). Please reduce the length of the messages or completion.`,
-      params.maxTokens === null ? ctx.promptParam : 'max_tokens',
-    );
-  }
+  const refusal = ctx.faults.has('skip-admission') ? undefined : contextLengthError(contextLength, numPromptTokens, params.maxTokens, ctx.promptParam);
+  if (refusal !== undefined) return { kind: 'bad', problem: problemOf(refusal) };
   const badStop = params.stopTokenIds.find((id) => id >= ctx.vocabSize);
   if (badStop !== undefined) {
     return { kind: 'bad', problem: problem('invalid_request', `Token id ${badStop} in \`stop_token_ids\` is out of vocabulary (size ${ctx.vocabSize}).`, 'stop_token_ids') };
@@ -93,8 +81,4 @@ export function planSampling(numPromptTokens: number, params: CommonParams, ctx:
       logprobs: params.logprobs,
     },
   };
-}
-
-function bad(message: string, param: string): Validated<never> {
-  return { kind: 'bad', problem: problem('context_length_exceeded', message, param) };
 }

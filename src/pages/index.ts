@@ -28,3 +28,12 @@ export {
   tokensIn,
   type KvElementShape,
 } from './arithmetic.js';
+export {
+  admissionError,
+  contextLengthError,
+  poolFitError,
+  poolTokensNeeded,
+  requestShapeError,
+  type AdmissionLimits,
+  type PoolRole,
+} from './admission.js';

@@ -9,7 +9,7 @@
 // Must never: read a clock, a socket or randomness; pick a worker that is down, misconfigured,
 // in `avoid`, or whose own limits refuse the request (each node re-checks anyway).
 import { TesseraError } from '../core/index.js';
-import { admissionError } from '../scheduler/index.js';
+import { admissionError } from '../pages/index.js';
 import type { ClientRequest, Pair, PeerId } from '../transfer/index.js';
 
 export type WorkerRole = 'prefill' | 'decode';
@@ -62,7 +62,7 @@ export function clusterAdmission(numPromptTokens: number, maxTokens: number, wor
   const decodes = known('decode');
   if (prefills.length === 0 || decodes.length === 0) return undefined;
   const refusal = (w: WorkerView & { limits: WorkerLimits }) =>
-    admissionError({ contextLength: w.limits.contextLength, pageSize: w.limits.pageSize, numPages: w.limits.numPages }, w.role, numPromptTokens, maxTokens);
+    admissionError(w.limits, w.role, numPromptTokens, maxTokens);
   const okPrefills = prefills.filter((w) => refusal(w) === undefined);
   if (okPrefills.length === 0) return refusal(prefills[0] as WorkerView & { limits: WorkerLimits });
   const okDecodes = decodes.filter((w) => refusal(w) === undefined);
@@ -88,7 +88,7 @@ export function pickPair(request: ClientRequest, avoid: { readonly prefills: rea
   const usable = (role: WorkerRole) =>
     workers
       .filter((w): w is WorkerView & { limits: WorkerLimits; address: string } => w.role === role && w.up && w.limits !== undefined && w.address !== undefined)
-      .filter((w) => !checks.admission || admissionError({ contextLength: w.limits.contextLength, pageSize: w.limits.pageSize, numPages: w.limits.numPages }, role, numPromptTokens, maxTokens) === undefined)
+      .filter((w) => !checks.admission || admissionError(w.limits, role, numPromptTokens, maxTokens) === undefined)
       .sort(byLoad);
   const decodes = usable('decode');
   for (const p of usable('prefill')) {

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { asRequestId, FaultSet, NO_FAULTS } from '../core/index.js';
 import { SchedulerHarness } from '../../test/sim/scheduler-runner.js';
-import { admissionError, poolTokensNeeded } from './admission.js';
 import type { Role } from './index.js';
 
 const SKIP_ADMISSION = new FaultSet(['skip-admission']);
@@ -34,7 +33,7 @@ describe('admission at the context length (L = 64, pool of 20 pages = 80 tokens)
     expect(result.kind).toBe('rejected');
     if (result.kind !== 'rejected') return;
     expect(result.error.code).toBe('context_length_exceeded');
-    expect(result.error.message).toMatch(/maximum context length is 64 tokens\. However, you requested 65 tokens \(57 in the prompt, 8 for the completion\)/);
+    expect(result.error.message).toMatch(/maximum context length is 64 tokens\. However, you requested 65 tokens \(57 in the messages, 8 in the completion\)/);
     h.step();
     expect(ledgerUntouched(h)).toBe(true);
     expect(h.scheduler.numWaiting).toBe(0);
@@ -105,18 +104,5 @@ describe('negative control: the fault skip-admission', () => {
     context.runUntilDone(100);
     expect(context.ended.get(asRequestId('c'))).toMatchObject({ kind: 'failed', error: { code: 'context_length_exceeded' } });
     for (const h of [pool, context]) expect(h.pool.ledger.counts()).toMatchObject({ allocated: 0, quarantined: 0 });
-  });
-});
-
-describe('admissionError, the pure rule', () => {
-  const limits = { contextLength: 100, pageSize: 16, numPages: 4 };
-
-  it('checks the context before the pool, and each role needs its own room', () => {
-    expect(admissionError(limits, 'colocated', 90, 20)?.code).toBe('context_length_exceeded');
-    expect(admissionError(limits, 'colocated', 50, 20)?.code).toBe('pool_too_small');
-    expect(admissionError(limits, 'decode', 50, 20)?.code).toBe('pool_too_small');
-    expect(admissionError(limits, 'prefill', 50, 20)).toBeUndefined();
-    expect(admissionError(limits, 'colocated', 44, 20)).toBeUndefined();
-    expect([poolTokensNeeded('prefill', 10, 5), poolTokensNeeded('colocated', 10, 5), poolTokensNeeded('decode', 10, 5)]).toEqual([10, 15, 15]);
   });
 });

@@ -2,7 +2,6 @@
 // batching with chunked prefill, preemption by recompute, aborts, and the roles of
 // disaggregated serving. Pure and synchronous; imports only src/core and src/pages.
 export { Scheduler, type PeerWrites } from './scheduler.js';
-export { admissionError, poolTokensNeeded, requestShapeError, type AdmissionLimits } from './admission.js';
 export { TenantQueues, type Queued } from './queue.js';
 export { REQUEST_STATE_KINDS, ROLES } from './types.js';
 export type {

@@ -21,18 +21,19 @@
 //
 // Backstops, reachable only when admission was skipped (fault `skip-admission`): a request longer
 // than the context, or one that is alone and still cannot grow, fails here instead of looping.
-import { AdmissionError, assert, assertNever, InvariantError, type BatchItem, type RequestId, type TesseraError } from '../core/index.js';
-import { pagesFor } from '../pages/index.js';
+import { assert, assertNever, InvariantError, type BatchItem, type RequestId, type TesseraError } from '../core/index.js';
+import { admissionError, pagesFor } from '../pages/index.js';
 import type { PageOps } from './page-ops.js';
 import type { TenantQueues } from './queue.js';
 import { pagesToGrow, type PageTable, type SchedRequest } from './request-state.js';
-import type { SchedulerEvent, StepPlan } from './types.js';
+import type { Role, SchedulerEvent, StepPlan } from './types.js';
 
 export interface PlanContext {
   readonly pages: PageOps;
   /** Prefilling and decoding requests in the order they started: the youngest last. */
   readonly running: SchedRequest[];
   readonly waiting: TenantQueues<SchedRequest>;
+  readonly role: Role;
   readonly pageSize: number;
   readonly contextLength: number;
   readonly maxRunningRequests: number;
@@ -74,7 +75,7 @@ export function planStep(ctx: PlanContext): StepPlan {
         continue;
       }
       if (ctx.running.length === 1 && !ctx.othersHoldPages) {
-        events.push(ctx.fail(r, neverFits(ctx)));
+        events.push(ctx.fail(r, refusal(ctx, r)));
         return 0;
       }
       preempt(r);
@@ -88,7 +89,7 @@ export function planStep(ctx: PlanContext): StepPlan {
       if (r.state.kind !== kind) continue;
       const table = runningTable(r);
       if (r.tokens.length > ctx.contextLength) {
-        events.push(ctx.fail(r, beyondContext(ctx, r)));
+        events.push(ctx.fail(r, refusal(ctx, r)));
         i--;
         continue;
       }
@@ -108,7 +109,7 @@ export function planStep(ctx: PlanContext): StepPlan {
     const r = ctx.waiting.peek();
     if (r === undefined) break;
     if (r.tokens.length > ctx.contextLength) {
-      events.push(ctx.fail(r, beyondContext(ctx, r)));
+      events.push(ctx.fail(r, refusal(ctx, r)));
       continue;
     }
     // Leave the last token out of the match: the first step must compute something, for logits.
@@ -172,18 +173,15 @@ function itemOf(ctx: PlanContext, r: SchedRequest, numTokens: number): BatchItem
   return { rid: r.rid, tenant: r.tenant, tokens: r.tokens.slice(startPos, end), startPos, tags: [...table.tags], wantLogits: end === r.tokens.length };
 }
 
-function beyondContext(ctx: PlanContext, r: SchedRequest): AdmissionError {
-  return new AdmissionError(
-    'context_length_exceeded',
-    `This model's maximum context length is ${ctx.contextLength} tokens, and request ${r.rid} reached ${r.tokens.length}; it was not refused at admission.`,
-  );
-}
-
-function neverFits(ctx: PlanContext): AdmissionError {
-  const numPages = ctx.pages.numPages;
-  return new AdmissionError(
-    'pool_too_small',
-    `This node's KV pool holds ${numPages * ctx.pageSize} tokens (${numPages} pages of ${ctx.pageSize}), and this request needs more; it was not refused at admission.`,
+/**
+ * A backstop's error: the refusal admission would have given this request, had it run (the one
+ * rule, pages/admission.ts); an invariant error if even that would have accepted it.
+ */
+function refusal(ctx: PlanContext, r: SchedRequest): TesseraError {
+  const limits = { contextLength: ctx.contextLength, pageSize: ctx.pageSize, numPages: ctx.pages.numPages };
+  return (
+    admissionError(limits, ctx.role, r.numPromptTokens, r.maxTokens) ??
+    new InvariantError(`${r.rid} cannot run on this node, yet admission would accept it`)
   );
 }
 

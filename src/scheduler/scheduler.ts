@@ -29,8 +29,7 @@ import {
   type RequestId,
   type Tag,
 } from '../core/index.js';
-import { pagesFor, type PagePool, type PrefixCache } from '../pages/index.js';
-import { admissionError, requestShapeError } from './admission.js';
+import { admissionError, pagesFor, requestShapeError, type AdmissionLimits, type PagePool, type PrefixCache } from '../pages/index.js';
 import { finishedEvent, RequestBook } from './book.js';
 import { checkSchedulerIntegrity } from './integrity.js';
 import { PageOps } from './page-ops.js';
@@ -191,6 +190,7 @@ export class Scheduler {
       pages: this.#pages,
       running: this.#book.running,
       waiting: this.#book.waiting,
+      role: this.role,
       pageSize: this.#pool.pageSize,
       contextLength: this.#options.contextLength,
       maxRunningRequests: this.#options.maxRunningRequests,
@@ -323,10 +323,12 @@ export class Scheduler {
     }
     const numPromptTokens = request.promptTokens.length;
     const { maxTokens } = request.sampling;
-    const shape = requestShapeError(numPromptTokens, maxTokens);
-    if (shape !== undefined || this.#options.faults.has('skip-admission')) return shape;
-    const limits = { contextLength: this.#options.contextLength, pageSize: this.#pool.pageSize, numPages: this.#pages.numPages };
-    return admissionError(limits, this.role, numPromptTokens, maxTokens);
+    if (this.#options.faults.has('skip-admission')) return requestShapeError(numPromptTokens, maxTokens);
+    return admissionError(this.#limits(), this.role, numPromptTokens, maxTokens);
+  }
+
+  #limits(): AdmissionLimits {
+    return { contextLength: this.#options.contextLength, pageSize: this.#pool.pageSize, numPages: this.#pages.numPages };
   }
 
   #overloaded(): TesseraError | undefined {

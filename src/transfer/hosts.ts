@@ -11,14 +11,13 @@
 //   abort(rid, peer may write)    release -> release(rid)     (effect startDecoding -> startDecode)
 //   PrefillHost.admit -> scheduler.admit       stop -> abort(rid)            release -> release(rid)
 import {
-  AdmissionError,
   NO_FAULTS,
   TesseraError,
   type FaultSet,
   type SamplingParams,
   type Tag,
 } from '../core/index.js';
-import { pagesFor, type Owner, type PagePool } from '../pages/index.js';
+import { admissionError, pagesFor, type Owner, type PagePool } from '../pages/index.js';
 
 export type ReserveVerdict =
   | { readonly kind: 'reserved'; readonly tags: readonly Tag[] }
@@ -89,7 +88,8 @@ export class LedgerDecodeHost implements DecodeHost {
   }
 
   reserve(owner: Owner, promptTokens: number, sampling: SamplingParams): ReserveVerdict {
-    const verdict = this.#skipAdmission ? undefined : admissionError(promptTokens, sampling.maxTokens, this.#contextLength, this.pool);
+    const limits = { contextLength: this.#contextLength, pageSize: this.pool.pageSize, numPages: this.pool.ledger.numPages };
+    const verdict = this.#skipAdmission ? undefined : admissionError(limits, 'decode', promptTokens, sampling.maxTokens);
     if (verdict !== undefined) return { kind: 'rejected', error: verdict };
     const result = this.pool.ledger.allocate(pagesFor(promptTokens, this.pool.pageSize), owner);
     if (result.kind === 'out-of-pages') {
@@ -112,24 +112,4 @@ export class LedgerDecodeHost implements DecodeHost {
   release(owner: Owner, tags: readonly Tag[]): void {
     this.pool.ledger.release(tags, owner);
   }
-}
-
-/** Why a request of promptTokens + maxTokens can never run on a node with this context length and pool, or undefined. */
-export function admissionError(promptTokens: number, maxTokens: number, contextLength: number, pool: PagePool): AdmissionError | undefined {
-  const numTokens = promptTokens + maxTokens;
-  if (numTokens > contextLength) {
-    return new AdmissionError(
-      'context_length_exceeded',
-      `prompt (${promptTokens} tokens) + max_tokens (${maxTokens}) = ${numTokens} exceeds this node's context length of ${contextLength} tokens`,
-      'max_tokens',
-    );
-  }
-  const numPages = pagesFor(numTokens, pool.pageSize);
-  if (numPages > pool.ledger.numPages) {
-    return new AdmissionError(
-      'pool_too_small',
-      `prompt + max_tokens = ${numTokens} tokens need ${numPages} pages of ${pool.pageSize}; this node's KV pool holds ${pool.ledger.numPages} pages`,
-    );
-  }
-  return undefined;
 }

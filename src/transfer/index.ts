@@ -7,7 +7,7 @@ export type * from './trace.js';
 export { NO_TRACE } from './trace.js';
 export { DEFAULT_TIMEOUTS, type ChunkInput, type Machine, type NetworkEffect, type NetworkInput, type PeerId, type Timeouts } from './machine.js';
 export { ChunkHasher, chunkChecksum, promptDigest, TransferDigest, DIGEST_PATTERN, type ChunkHeader } from './digests.js';
-export { admissionError, LedgerDecodeHost, type AdmitVerdict, type DecodeHost, type LedgerDecodeHostOptions, type PrefillHost, type ReserveVerdict } from './hosts.js';
+export { LedgerDecodeHost, type AdmitVerdict, type DecodeHost, type LedgerDecodeHostOptions, type PrefillHost, type ReserveVerdict } from './hosts.js';
 export { stampCoverage } from './decode-checks.js';
 export { DecodeMachine } from './decode-machine.js';
 export { DECODE_STATES, type DecodeEffect, type DecodeInput, type DecodeMachineOptions, type DecodeState, type DecodeStats } from './decode-types.js';

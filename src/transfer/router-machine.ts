@@ -18,7 +18,8 @@
 //   ends without an outcome (Failed; Cancelling with Abort -> D when P's connection closed) and
 //   a new attempt, rid "<rid>.<n>", reserves afresh (new epochs) with another prefill; at most
 //   maxAttempts attempts. The client sees one outcome, traced under the deciding attempt's rid.
-import { AdmissionError, AbortedError, assertNever, InvalidRequestError, InvariantError, TesseraError, TimeoutError, TransferError, asRequestId, type ErrorCode, type RequestId, type SamplingParams, type TenantId, type TokenLogprob } from '../core/index.js';
+import { AbortedError, assertNever, InvariantError, TesseraError, TimeoutError, TransferError, asRequestId, type ErrorCode, type RequestId, type SamplingParams, type TenantId, type TokenLogprob } from '../core/index.js';
+import { contextLengthError, requestShapeError } from '../pages/index.js';
 import { promptDigest } from './digests.js';
 import { DEFAULT_TIMEOUTS, deadline, earliest, Outbox, Tracer, type Deadline, type Machine, type NetworkEffect, type NetworkInput, type PeerId, type Timeouts } from './machine.js';
 import type { AbortReason, FinishReason, Message } from './messages.js';
@@ -178,12 +179,9 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
     this.#stats.submitted++;
     const client: Client = { request, digest: promptDigest(request.tokens), triedPrefills: [], attempts: 0, current: undefined, decided: false };
     this.#clients.set(request.rid, client);
-    const numTokens = request.tokens.length + request.sampling.maxTokens;
-    let refusal: TesseraError | undefined;
-    if (request.tokens.length === 0) refusal = new InvalidRequestError('the prompt has no tokens', 'prompt');
-    else if (numTokens > this.#contextLength) {
-      refusal = new AdmissionError('context_length_exceeded', `prompt (${request.tokens.length} tokens) + max_tokens (${request.sampling.maxTokens}) = ${numTokens} exceeds the context length of ${this.#contextLength} tokens`, 'max_tokens');
-    }
+    const { length: numPromptTokens } = request.tokens;
+    const { maxTokens } = request.sampling;
+    let refusal = requestShapeError(numPromptTokens, maxTokens) ?? contextLengthError(this.#contextLength, numPromptTokens, maxTokens);
     const pair = refusal === undefined ? this.#pickPair(request, { prefills: [] }) : undefined;
     if (refusal === undefined && pair === undefined) refusal = new TesseraError('overloaded', 'no prefill/decode pair is available; try again later');
     if (refusal !== undefined || pair === undefined) {

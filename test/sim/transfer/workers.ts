@@ -2,8 +2,8 @@
 // into its pool (each slot's bytes derived from (rid, position)), and a decoder that, before
 // every step, runs the real page check and then compares what it reads with the ground truth.
 // Both do to the pool exactly what real workers do: checkWrite, write, stamp; checkRead, read.
-import { AdmissionError, isPageCheckError, TesseraError, type RequestId, type SamplingParams, type Tag } from '../../../src/core/index.js';
-import { pagesFor, type Owner, type PagePool } from '../../../src/pages/index.js';
+import { isPageCheckError, TesseraError, type RequestId, type SamplingParams, type Tag } from '../../../src/core/index.js';
+import { admissionError, pagesFor, type Owner, type PagePool } from '../../../src/pages/index.js';
 import type { AdmitVerdict, PrefillHost } from '../../../src/transfer/index.js';
 import { firstForeignPosition, tokenFromPages, writePositions } from './kit.js';
 
@@ -37,9 +37,10 @@ export class SimPrefillHost implements PrefillHost {
   ) {}
 
   admit(owner: Owner, tokens: readonly number[], sampling: SamplingParams): AdmitVerdict {
-    if (tokens.length + sampling.maxTokens > this.contextLength) return { kind: 'rejected', error: new AdmissionError('context_length_exceeded', `${tokens.length} + ${sampling.maxTokens} > ${this.contextLength}`) };
+    const limits = { contextLength: this.contextLength, pageSize: this.pool.pageSize, numPages: this.pool.ledger.numPages };
+    const refusal = admissionError(limits, 'prefill', tokens.length, sampling.maxTokens);
+    if (refusal !== undefined) return { kind: 'rejected', error: refusal };
     const numPages = pagesFor(tokens.length, this.pool.pageSize);
-    if (numPages > this.pool.ledger.numPages) return { kind: 'rejected', error: new AdmissionError('pool_too_small', `${numPages} pages > ${this.pool.ledger.numPages}`) };
     const result = this.pool.ledger.allocate(numPages, owner);
     if (result.kind === 'out-of-pages') return { kind: 'rejected', error: new TesseraError('overloaded', 'prefill pool busy') };
     this.jobs.set(owner.rid, { owner, tags: result.tags, numTokens: tokens.length, pos: 0, stepInFlight: false, stopping: false, done: false });
