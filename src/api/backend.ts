@@ -7,8 +7,9 @@
 //     context-length check, OpenAI shapes, SSE, metrics, error -> HTTP status.
 //   back end: admission against its own pool(s), scheduling, sampling, stop strings,
 //     detokenization (text arrives in `tokens` events), returning pages on abort.
-import type { GenerateEvent, GenerateRequest } from '../core/index.js';
-import type { PageCounts } from '../pages/index.js';
+import type { BackendHealth, BackendStats, GenerateEvent, GenerateRequest } from '../core/index.js';
+
+export type { BackendHealth, BackendStats };
 
 /**
  * A back end. `generate` must honour `signal`: once it aborts, the back end stops work, returns
@@ -28,22 +29,6 @@ export interface Backend {
   health(): Promise<BackendHealth>;
   /** A snapshot for /metrics, taken at scrape time. */
   stats(): Promise<BackendStats>;
-}
-
-export interface BackendHealth {
-  /** False makes /health answer 503. */
-  readonly healthy: boolean;
-  /** Shown as-is in the /health body (e.g. the router's workers and their state). */
-  readonly detail: Readonly<Record<string, unknown>>;
-}
-
-export interface BackendStats {
-  /** Pages per ledger state, summed over every pool behind this back end. */
-  readonly kvPages: Readonly<PageCounts>;
-  readonly requestsRunning: number;
-  readonly requestsWaiting: number;
-  /** Cumulative count of failed tag/stamp checks (reads refused). Never decreases. */
-  readonly tagMismatchesTotal: number;
 }
 
 /** One chat turn after validation: content parts already joined into text. */

@@ -1,19 +1,11 @@
 // The PD router's extra series, registered through the server's MetricsHook:
 //   createApiServer({ ..., metricsHooks: [(registry) => router.attachMetrics(pdMetrics(registry))] })
-// The router codes against the PdMetrics shape (structurally; it cannot import src/api), so
-// metric names live here with the others. Must never register into the global registry.
+// The router and the PD workers code against core's PdMetricsSink (they cannot import src/api),
+// so metric names live here with the others. Must never register into the global registry.
 import { Counter, Histogram, type Registry } from 'prom-client';
+import type { PdMetricsSink } from '../core/index.js';
 
-export interface PdMetrics {
-  /** KV bytes received by decode (after checksum verification or not: count what moved). */
-  addTransferBytes(numBytes: number): void;
-  /** One whole transfer, from Prefill sent to KvDone verified. */
-  observeTransferSeconds(seconds: number): void;
-  /** One frame (or final digest) whose checksum failed. */
-  countChecksumFailure(): void;
-  /** One request aborted, by the protocol phase it was in (e.g. `reserving`, `transferring`, `decoding`). */
-  countAbort(phase: string): void;
-}
+export type PdMetrics = PdMetricsSink;
 
 const TRANSFER_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 

@@ -3,7 +3,7 @@
 // are refreshed from Backend.stats() at scrape time. Must never read a clock itself: latencies
 // arrive as seconds measured with the server's injected clock.
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { PAGE_STATES } from '../pages/index.js';
+import { PAGE_STATES } from '../core/index.js';
 import type { BackendStats } from './backend.js';
 import type { ApiErrorCode } from './errors.js';
 

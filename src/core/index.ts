@@ -10,3 +10,5 @@ export * from './sampling.js';
 export type * from './generate.js';
 export type * from './batch.js';
 export { EventChannel } from './event-channel.js';
+export type * from './kv-view.js';
+export * from './telemetry.js';

@@ -3,6 +3,7 @@
 //   DenseKernels  y = x · Wᵀ for one weight matrix:   ref (plain TS), wasm (SIMD), ort (onnxruntime-node)
 //   OpKernels     norms, RoPE, SiLU, paged attention:  ref (plain TS), wasm (SIMD)
 // `ref` is the oracle: every fast kernel is tested against it.
+import type { PagedKvView } from '../core/index.js';
 
 /** Storage types of weights on disk and, for quantized ones, in memory. */
 export type WeightDType = 'f32' | 'f16' | 'bf16' | 'q8_0' | 'q4_0';
@@ -42,21 +43,14 @@ export interface DenseKernels {
 }
 
 /**
- * The KV pool as kernels see it: one Float32Array in page-major layout,
+ * The KV pool as kernels see it (core's PagedKvView): one Float32Array in page-major layout,
  *
  *   data[(((page * numLayers + layer) * 2 + kv) * pageSize + slot) * kvDim + i]
  *     kv = 0 for K, 1 for V;  kvDim = numKvHeads * headDim
  *
  * so one page's data for all layers is contiguous (one transfer frame per page).
  */
-export interface PagedKvView {
-  readonly data: Float32Array;
-  readonly numPages: number;
-  readonly pageSize: number;
-  readonly numLayers: number;
-  readonly numKvHeads: number;
-  readonly headDim: number;
-}
+export type { PagedKvView };
 
 export interface AttentionShape {
   readonly numHeads: number;

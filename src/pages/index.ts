@@ -1,8 +1,8 @@
 // Layer 1: the paged KV pool — ledger (who owns which page, in which epoch), pool (storage,
 // stamps, the checks before every read and write), tenant-scoped prefix cache. Pure and
 // synchronous; imports only src/core.
-export { PAGE_STATES, describeEntry, sameTag } from './page-entry.js';
-export type { AllocateResult, HeldPages, Owner, PageCounts, PageEntry, PageState } from './page-entry.js';
+export { describeEntry, sameTag } from './page-entry.js';
+export type { AllocateResult, HeldPages, Owner, PageEntry } from './page-entry.js';
 export { PageLedger } from './ledger.js';
 export { PagePool, type PagePoolOptions, type Stamp } from './pool.js';
 export { ownershipFailure, type Access, type CheckFailure } from './page-checks.js';

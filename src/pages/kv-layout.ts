@@ -4,8 +4,7 @@
 // view into the pool (a frame in flight must not change when the page is reused), or loop per
 // float (every copy is a TypedArray `set` of a contiguous run).
 //
-// Layout (the same as src/kernels/types.ts; pages may not import kernels, so the interface is
-// repeated here and must stay structurally identical):
+// Layout (the shape and view are core's KvShape and PagedKvView, which src/kernels reads too):
 //
 //   data[(((page * numLayers + layer) * 2 + kv) * pageSize + slot) * kvDim + i]
 //        kv = 0 for K, 1 for V;  kvDim = numKvHeads * headDim
@@ -22,20 +21,9 @@
 // K for even r, V for odd r), byte o % runBytes of it. scatterSlotsPiece writes any piece
 // [o, o + n) of a payload by that rule, so a receiver can land a frame as it comes off the
 // wire; scatterSlots (the whole payload at once) is its reference.
-import { assert, type PageId } from '../core/index.js';
+import { assert, type KvShape, type PagedKvView, type PageId } from '../core/index.js';
 
-export interface KvShape {
-  readonly numPages: number;
-  readonly pageSize: number;
-  readonly numLayers: number;
-  readonly numKvHeads: number;
-  readonly headDim: number;
-}
-
-/** The KV pool as kernels see it (structurally identical to kernels' PagedKvView). */
-export interface PagedKvView extends KvShape {
-  readonly data: Float32Array;
-}
+export type { KvShape, PagedKvView };
 
 const BYTES_PER_FLOAT = 4;
 

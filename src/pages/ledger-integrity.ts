@@ -2,7 +2,8 @@
 // corrupted snapshots and see each rule fire (the ledger's own fields are private).
 // Owns: the list of invariants. Must never repair anything: a broken invariant is a bug, it throws.
 import { assert, type PageId } from '../core/index.js';
-import { describeEntry, zeroCounts, PAGE_STATES, type PageCounts, type PageEntry } from './page-entry.js';
+import { PAGE_STATES, type PageCounts } from '../core/index.js';
+import { describeEntry, zeroCounts, type PageEntry } from './page-entry.js';
 
 export interface LedgerSnapshot {
   readonly numPages: number;

@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { asEpoch, asPageId, asRequestId, asTenantId, InvariantError, type Tag } from '../core/index.js';
 import { PageLedger } from './ledger.js';
 import { checkLedgerIntegrity, type LedgerSnapshot } from './ledger-integrity.js';
-import { PAGE_STATES, type AllocateResult, type Owner } from './page-entry.js';
+import { PAGE_STATES } from '../core/index.js';
+import type { AllocateResult, Owner } from './page-entry.js';
 
 const A: Owner = { rid: asRequestId('a'), tenant: asTenantId('t1') };
 const B: Owner = { rid: asRequestId('b'), tenant: asTenantId('t1') };

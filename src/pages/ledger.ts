@@ -28,7 +28,7 @@
 //
 // Free-list order is FIFO (see free-queue.ts): a fresh pool hands out 0, 1, 2, ...; a freed
 // page goes to the back, behind every page that was already free.
-import { assert, asEpoch, InvariantError, type PageId, type RequestId, type Tag } from '../core/index.js';
+import { assert, asEpoch, InvariantError, type PageCounts, type PageId, type RequestId, type Tag } from '../core/index.js';
 import { FreeQueue } from './free-queue.js';
 import { checkLedgerIntegrity } from './ledger-integrity.js';
 import {
@@ -38,7 +38,6 @@ import {
   type AllocateResult,
   type HeldPages,
   type Owner,
-  type PageCounts,
   type PageEntry,
 } from './page-entry.js';
 

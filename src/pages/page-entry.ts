@@ -1,10 +1,6 @@
 // The vocabulary of the ledger: page states, one entry per page, owners, allocation results.
 // Owns: types and how an entry is described in messages. Must never hold mutable state.
-import { assertNever, type Epoch, type PageId, type RequestId, type Tag, type TenantId } from '../core/index.js';
-
-/** Every state a page can be in. Metrics publish one series per state, `free` included. */
-export const PAGE_STATES = ['free', 'allocated', 'cached', 'quarantined'] as const;
-export type PageState = (typeof PAGE_STATES)[number];
+import { assertNever, type Epoch, type PageCounts, type PageId, type RequestId, type Tag, type TenantId } from '../core/index.js';
 
 /** Who holds pages: one request of one tenant. Readers and writers of pages are owners too. */
 export interface Owner {
@@ -28,8 +24,6 @@ export type PageEntry =
   | { readonly state: 'cached'; readonly page: PageId; readonly epoch: Epoch; readonly tenant: TenantId; readonly readers: readonly RequestId[] }
   /** Owned by a request whose peer may still write into it; freed only by release(). */
   | { readonly state: 'quarantined'; readonly page: PageId; readonly epoch: Epoch; readonly rid: RequestId; readonly tenant: TenantId };
-
-export type PageCounts = Record<PageState, number>;
 
 /** An expected shortage is a value; misuse (a negative count, ...) throws. */
 export type AllocateResult =

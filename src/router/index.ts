@@ -4,5 +4,5 @@
 export { clusterAdmission, pickPair, type WorkerLimits, type WorkerRole, type WorkerView } from './pair-policy.js';
 export { WorkerRegistry, type WorkerEntry, type WorkerRegistryOptions, type WorkerState, type WorkerTotals } from './workers.js';
 export { ClientStream, type RouterText } from './client-stream.js';
-export { RouterLoad, type RouterMetricsSink } from './router-load.js';
-export { PdRouter, type PdRouterOptions, type RouterBackendStats, type RouterHealth } from './pd-router.js';
+export { RouterMetrics } from './router-metrics.js';
+export { PdRouter, type PdRouterOptions } from './pd-router.js';

@@ -14,8 +14,19 @@
 // Must never: answer a request without the machine (except cluster admission), cut a worker's
 // connection for a client, or turn a failed attempt into a success.
 import { hostname } from 'node:os';
-import { AbortedError, assertNever, TesseraError, type FaultSet, type GenerateEvent, type GenerateRequest, type RequestId } from '../core/index.js';
-import type { PageCounts } from '../pages/index.js';
+import {
+  AbortedError,
+  assertNever,
+  TesseraError,
+  type BackendHealth,
+  type BackendStats,
+  type FaultSet,
+  type GenerateEvent,
+  type GenerateRequest,
+  type PageCounts,
+  type PdMetricsSink,
+  type RequestId,
+} from '../core/index.js';
 import {
   MachineDriver,
   NO_TRACE,
@@ -28,8 +39,8 @@ import {
   type Transport,
 } from '../transfer/index.js';
 import { ClientStream, type RouterText } from './client-stream.js';
-import { clusterAdmission, pickPair, type PolicyChecks } from './pair-policy.js';
-import { RouterLoad, type RouterMetricsSink } from './router-load.js';
+import { clusterAdmission, pickPair, type PolicyChecks, type WorkerView } from './pair-policy.js';
+import { RouterMetrics } from './router-metrics.js';
 import { WorkerRegistry } from './workers.js';
 
 export interface PdRouterOptions {
@@ -55,18 +66,6 @@ export interface PdRouterOptions {
   readonly fetchTimeoutMs?: number;
 }
 
-/** src/api's BackendHealth/BackendStats, structurally. */
-export interface RouterHealth {
-  readonly healthy: boolean;
-  readonly detail: Readonly<Record<string, unknown>>;
-}
-export interface RouterBackendStats {
-  readonly kvPages: Readonly<PageCounts>;
-  readonly requestsRunning: number;
-  readonly requestsWaiting: number;
-  readonly tagMismatchesTotal: number;
-}
-
 export class PdRouter {
   readonly modelName: string;
   readonly root: string;
@@ -77,7 +76,7 @@ export class PdRouter {
   readonly #o: PdRouterOptions;
   readonly #transport: Transport;
   readonly #driver: MachineDriver<RouterInput, RouterEffect>;
-  readonly #load: RouterLoad;
+  readonly #metrics: RouterMetrics;
   /** The pair policy's checks: all, but for the test-only fault points skip-admission and skip-model-check. */
   readonly #checks: PolicyChecks;
   readonly #live = new Map<RequestId, ClientStream>();
@@ -95,15 +94,14 @@ export class PdRouter {
       pollIntervalMs: options.pollIntervalMs ?? 1000,
       fetchTimeoutMs: options.fetchTimeoutMs ?? 2000,
     });
-    this.#load = new RouterLoad(this.registry);
+    this.#metrics = new RouterMetrics(this.registry);
     const checks: PolicyChecks = { admission: !options.faults.has('skip-admission'), model: !options.faults.has('skip-model-check') };
     this.#checks = checks;
-    const trace = this.#load.tee(options.trace ?? NO_TRACE);
     this.machine = new RouterMachine({
       node: this.nodeId,
       contextLength: options.contextLength,
-      pickPair: (request, avoid) => pickPair(request, avoid, this.registry.views(), checks),
-      trace,
+      pickPair: (request, avoid) => pickPair(request, avoid, this.#views(), checks),
+      trace: options.trace ?? NO_TRACE,
       ...(options.maxAttempts === undefined ? {} : { maxAttempts: options.maxAttempts }),
       ...(options.timeouts === undefined ? {} : { timeouts: options.timeouts }),
     });
@@ -129,8 +127,8 @@ export class PdRouter {
     return this.registry.start();
   }
 
-  attachMetrics(sink: RouterMetricsSink): void {
-    this.#load.attachMetrics(sink);
+  attachMetrics(sink: PdMetricsSink): void {
+    this.#metrics.attach(sink);
   }
 
   generate(request: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent> {
@@ -140,7 +138,7 @@ export class PdRouter {
       ? new TesseraError('overloaded', 'The router is shutting down.')
       : this.#o.faults.has('skip-admission')
         ? undefined
-        : clusterAdmission(request.promptTokens.length, request.sampling.maxTokens, this.registry.views(), this.#checks);
+        : clusterAdmission(request.promptTokens.length, request.sampling.maxTokens, this.#views(), this.#checks);
     if (refusal !== undefined) {
       stream.failed(refusal);
       return stream;
@@ -152,7 +150,7 @@ export class PdRouter {
     return stream;
   }
 
-  async health(): Promise<RouterHealth> {
+  async health(): Promise<BackendHealth> {
     return {
       healthy: !this.#closed && this.registry.ready,
       detail: {
@@ -160,8 +158,8 @@ export class PdRouter {
         model: this.modelName,
         node: this.nodeId,
         contextLength: this.contextLength,
-        workers: this.registry.entries.map((e) => ({ url: e.url, role: e.role, state: e.state, address: e.address ?? null, modelFingerprint: e.limits?.model ?? null, inFlight: e.inFlight, pages: e.pages ?? null, ...(e.lastError === undefined ? {} : { error: e.lastError }) })),
-        requests: { live: this.#live.size, attempts: this.#load.attemptsByState() },
+        workers: this.registry.entries.map((e) => ({ url: e.url, role: e.role, state: e.state, address: e.address ?? null, modelFingerprint: e.limits?.model ?? null, inFlight: e.address === undefined ? 0 : this.machine.inFlightOn(e.address), pages: e.pages ?? null, ...(e.lastError === undefined ? {} : { error: e.lastError }) })),
+        requests: { live: this.#live.size, attempts: this.machine.attemptsByState() },
         idle: this.#live.size === 0 && this.machine.numActive === 0,
         stats: this.machine.stats(),
         transport: this.#transport.stats(),
@@ -170,16 +168,16 @@ export class PdRouter {
   }
 
   /** At scrape time: a fresh look at every worker (bounded by fetchTimeoutMs), summed. */
-  async stats(): Promise<RouterBackendStats> {
+  async stats(): Promise<BackendStats> {
     await this.registry.pollAll();
-    this.#load.syncMetrics(this.machine.stats());
+    this.#metrics.sync(this.machine.stats());
     const kvPages = { free: 0, allocated: 0, cached: 0, quarantined: 0 };
     let tagMismatchesTotal = 0;
     for (const e of this.registry.entries) {
       for (const state of Object.keys(kvPages) as (keyof PageCounts)[]) kvPages[state] += e.pages?.[state] ?? 0;
       tagMismatchesTotal += e.totals.tagMismatches;
     }
-    const byState = this.#load.attemptsByState();
+    const byState = this.machine.attemptsByState();
     return { kvPages, requestsRunning: (byState['Prefilling'] ?? 0) + (byState['Streaming'] ?? 0), requestsWaiting: byState['Reserving'] ?? 0, tagMismatchesTotal };
   }
 
@@ -194,6 +192,10 @@ export class PdRouter {
     await this.#transport.close();
   }
 
+  #views(): WorkerView[] {
+    return this.registry.views((address) => this.machine.inFlightOn(address));
+  }
+
   /** The client left (or a stop string ended its stream): end the stream, abort the rest through the protocol. */
   #gone(rid: RequestId): void {
     this.#live.get(rid)?.failed(new AbortedError('the client disconnected'));
@@ -204,7 +206,6 @@ export class PdRouter {
   #carryOut(effect: RouterEffect): void {
     switch (effect.kind) {
       case 'send':
-        this.#load.onSend(effect.to, effect.message);
         if (effect.message.type === 'Reserve') this.#o.onWriter?.(effect.message.rid, effect.message.prefillAddress);
         this.#transport.send(effect.to, effect.message);
         return;
@@ -212,11 +213,13 @@ export class PdRouter {
         this.#transport.closePeer(effect.peer, effect.reason);
         return;
       case 'clientTokens': {
-        this.#load.onFirstTokens(effect.rid);
         const stream = this.#live.get(effect.rid);
         if (stream !== undefined && stream.tokens(effect.ids, effect.logprobs) === 'stop') this.#gone(effect.rid); // the rest is aborted, acknowledged
         return;
       }
+      case 'transferTimed':
+        this.#metrics.transferTimed(effect.ms);
+        return;
       case 'clientOutcome': {
         const stream = this.#live.get(effect.rid);
         this.#live.delete(effect.rid);

@@ -7,7 +7,7 @@
 // on it. Must never: wait on a worker without a timeout, trust a worker whose role is not the
 // one it was given as (it is `misconfigured` and never used), or throw for a worker's answer.
 import { clearInterval, setInterval } from 'node:timers';
-import type { PageCounts } from '../pages/index.js';
+import type { PageCounts } from '../core/index.js';
 import type { WorkerLimits, WorkerRole, WorkerView } from './pair-policy.js';
 
 export type WorkerState = 'unknown' | 'up' | 'down' | 'misconfigured';
@@ -30,7 +30,6 @@ export interface WorkerEntry {
   limits: WorkerLimits | undefined;
   pages: PageCounts | undefined;
   totals: WorkerTotals;
-  inFlight: number;
   lastError: string | undefined;
   /** Polls in a row that timed out (reset by any answer). */
   slowPolls: number;
@@ -54,7 +53,7 @@ export class WorkerRegistry {
     this.#o = options;
     const entry = (url: string, role: WorkerRole): WorkerEntry => ({
       url: url.replace(/\/+$/, ''), role, state: 'unknown', address: undefined, limits: undefined, pages: undefined,
-      totals: { transferBytes: 0, checksumFailures: 0, tagMismatches: 0 }, inFlight: 0, lastError: undefined, slowPolls: 0, polling: false,
+      totals: { transferBytes: 0, checksumFailures: 0, tagMismatches: 0 }, lastError: undefined, slowPolls: 0, polling: false,
     });
     this.#entries = [...options.prefills.map((u) => entry(u, 'prefill')), ...options.decodes.map((u) => entry(u, 'decode'))];
   }
@@ -88,9 +87,10 @@ export class WorkerRegistry {
     return this.#entries.find((e) => e.address === address);
   }
 
-  views(): WorkerView[] {
+  /** Each worker as the pair policy sees it; `inFlightOn` is the router machine's count of its attempts there. */
+  views(inFlightOn: (address: string) => number): WorkerView[] {
     return this.#entries.map((e) => ({
-      url: e.url, role: e.role, address: e.address, up: e.state === 'up', limits: e.limits, inFlight: e.inFlight, freePages: (e.pages?.free ?? 0) + (e.pages?.cached ?? 0),
+      url: e.url, role: e.role, address: e.address, up: e.state === 'up', limits: e.limits, inFlight: e.address === undefined ? 0 : inFlightOn(e.address), freePages: (e.pages?.free ?? 0) + (e.pages?.cached ?? 0),
     }));
   }
 

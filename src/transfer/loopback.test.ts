@@ -106,7 +106,7 @@ async function cluster(faults: FaultName[], streamed: boolean) {
     if (e.kind === 'send') rT.send(e.to, e.message);
     else if (e.kind === 'closePeer') rT.closePeer(e.peer, e.reason);
     else if (e.kind === 'clientTokens') tokens.set(e.rid, [...(tokens.get(e.rid) ?? []), ...e.ids]);
-    else outcomes.set(e.rid, e.outcome);
+    else if (e.kind === 'clientOutcome') outcomes.set(e.rid, e.outcome);
   });
   routerHandle = r.handle;
 

@@ -39,7 +39,10 @@ describe('RouterMachine', () => {
     const submit = r.handle(0, { kind: 'submit', request });
     expect(submit).toEqual([{ kind: 'send', to: 'd0', message: expect.objectContaining({ type: 'Reserve', rid, promptTokens: 5, prefillAddress: 'p0' }) }]);
     expect(reserved()).toEqual([{ kind: 'send', to: 'p0', message: expect.objectContaining({ type: 'Prefill', rid, tags: TAGS, decodeAddress: 'd0', tokens: [1, 2, 3, 4, 5] }) }]);
-    expect(recv('d0', { type: 'Tokens', rid, offset: 0, ids: [9, 8], logprobs: [] })).toEqual([{ kind: 'clientTokens', rid, ids: [9, 8], logprobs: [] }]);
+    expect(recv('d0', { type: 'Tokens', rid, offset: 0, ids: [9, 8], logprobs: [] }, 7)).toEqual([
+      { kind: 'transferTimed', rid, ms: 7 },
+      { kind: 'clientTokens', rid, ids: [9, 8], logprobs: [] },
+    ]);
     recv('d0', { type: 'Tokens', rid, offset: 2, ids: [7], logprobs: [] });
     const done = recv('d0', { type: 'Finished', rid, finishReason: 'length', promptTokens: 5, completionTokens: 3 });
     expect(outcomes(done)).toEqual([{ ok: true, attempt: rid, finishReason: 'length', promptTokens: 5, completionTokens: 3 }]);

@@ -18,6 +18,8 @@
 //   ends without an outcome (Failed; Cancelling with Abort -> D when P's connection closed) and
 //   a new attempt, rid "<rid>.<n>", reserves afresh (new epochs) with another prefill; at most
 //   maxAttempts attempts. The client sees one outcome, traced under the deciding attempt's rid.
+// Load and metrics are explicit: inFlightOn(peer) and attemptsByState() count live attempts, and
+// the `transferTimed` effect reports Prefill-to-first-tokens; none of it is read off the trace.
 import { AbortedError, assertNever, InvariantError, TesseraError, TimeoutError, TransferError, asRequestId, type ErrorCode, type RequestId, type SamplingParams, type TenantId, type TokenLogprob } from '../core/index.js';
 import { contextLengthError, requestShapeError } from '../pages/index.js';
 import { promptDigest } from './digests.js';
@@ -57,7 +59,9 @@ export type RouterEffect =
   | NetworkEffect
   | { readonly kind: 'clientTokens'; readonly rid: RequestId; readonly ids: readonly number[]; readonly logprobs: readonly TokenLogprob[] }
   /** The one and only outcome of a client request. */
-  | { readonly kind: 'clientOutcome'; readonly rid: RequestId; readonly outcome: ClientOutcome };
+  | { readonly kind: 'clientOutcome'; readonly rid: RequestId; readonly outcome: ClientOutcome }
+  /** A metric, not a decision: an attempt's first tokens arrived `ms` after its Prefill was sent (client rid). */
+  | { readonly kind: 'transferTimed'; readonly rid: RequestId; readonly ms: number };
 
 export interface RouterMachineOptions {
   readonly node: PeerId;
@@ -98,6 +102,8 @@ interface Attempt {
   state: 'Reserving' | 'Prefilling' | 'Streaming' | 'Cancelling';
   wait: Deadline | undefined;
   tokensForwarded: number;
+  /** When the Prefill went out (machine time), for `transferTimed`. */
+  prefillSentMs: number | undefined;
 }
 
 const RETRYABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['overloaded', 'transfer_failed', 'internal', 'timeout', 'kv_page_check_failed']);
@@ -112,6 +118,8 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
   readonly #clients = new Map<RequestId, Client>();
   readonly #attempts = new Map<RequestId, Attempt>();
   readonly #ended = new Map<RequestId, { readonly state: 'Succeeded' | 'Failed'; readonly expiresAtMs: number }>();
+  /** Live attempts per worker (either side of the pair): the load the pair policy balances. */
+  readonly #inFlight = new Map<PeerId, number>();
   readonly #stats: RouterStats = { submitted: 0, succeeded: 0, failed: 0, retries: 0, cancelTimeouts: 0, failuresByCode: {}, abortsByState: {} };
   #out!: Outbox<RouterEffect>;
   #now = 0;
@@ -172,6 +180,18 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
     return { ...this.#stats, failuresByCode: { ...this.#stats.failuresByCode }, abortsByState: { ...this.#stats.abortsByState } };
   }
 
+  /** Attempts live on `peer` (as the prefill or the decode of their pair), from Reserve until the attempt ends. */
+  inFlightOn(peer: PeerId): number {
+    return this.#inFlight.get(peer) ?? 0;
+  }
+
+  /** Live attempts by state (Reserving, Prefilling, Streaming, Cancelling). */
+  attemptsByState(): Record<string, number> {
+    const counts: Record<string, number> = {};
+    for (const a of this.#attempts.values()) counts[a.state] = (counts[a.state] ?? 0) + 1;
+    return counts;
+  }
+
   #onSubmit(request: ClientRequest): void {
     if (this.#clients.has(request.rid) || this.#attempts.has(request.rid) || this.#ended.has(request.rid)) {
       throw new InvariantError(`submit: request id ${request.rid} is already in use`);
@@ -197,9 +217,11 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
     client.triedPrefills.push(pair.prefill);
     const base = client.request.rid;
     const rid = client.attempts === 1 ? base : asRequestId(`${base}.${client.attempts}`);
-    const a: Attempt = { rid, client, pair, state: 'Reserving', wait: deadline(this.#now, this.#timeouts.reserveMs, `Reserved from ${pair.decode}`), tokensForwarded: 0 };
+    const wait = deadline(this.#now, this.#timeouts.reserveMs, `Reserved from ${pair.decode}`);
+    const a: Attempt = { rid, client, pair, state: 'Reserving', wait, tokensForwarded: 0, prefillSentMs: undefined };
     client.current = a;
     this.#attempts.set(rid, a);
+    this.#addLoad(pair, +1);
     this.#tracer.state(rid, 'Idle', 'Reserving');
     const { tenant, tokens, sampling } = client.request;
     this.#out.send(pair.decode, { type: 'Reserve', rid, tenant, promptTokens: tokens.length, promptDigest: client.digest, sampling, prefillAddress: pair.prefill });
@@ -219,6 +241,7 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
         this.#goto(a, 'Prefilling');
         a.wait = deadline(this.#now, this.#timeouts.prefillMs, `the first token (prefill on ${a.pair.prefill}, KV transfer to ${a.pair.decode})`);
         const { tenant, tokens, sampling } = a.client.request;
+        a.prefillSentMs = this.#now;
         this.#out.send(a.pair.prefill, { type: 'Prefill', rid: a.rid, tenant, tokens, sampling, decodeAddress: m.dataAddress, tags: m.tags, pageSize: m.pageSize });
         return;
       }
@@ -230,6 +253,9 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
         if (!fromDecode || (a.state !== 'Prefilling' && a.state !== 'Streaming')) return drop();
         if (m.offset !== a.tokensForwarded) {
           return this.#cancel(a, new TransferError(`${a.rid}: Tokens at offset ${m.offset}, but ${a.tokensForwarded} tokens were forwarded (lost, repeated or reordered)`), 'router');
+        }
+        if (a.state === 'Prefilling' && a.prefillSentMs !== undefined) {
+          this.#out.push({ kind: 'transferTimed', rid: a.client.request.rid, ms: this.#now - a.prefillSentMs });
         }
         this.#goto(a, 'Streaming');
         a.tokensForwarded += m.ids.length;
@@ -353,6 +379,16 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
   #end(a: Attempt, to: 'Succeeded' | 'Failed'): void {
     this.#tracer.state(a.rid, a.state, to);
     this.#attempts.delete(a.rid);
+    this.#addLoad(a.pair, -1);
     this.#ended.set(a.rid, { state: to, expiresAtMs: this.#now + this.#timeouts.tombstoneMs });
   }
+
+  #addLoad(pair: Pair, by: 1 | -1): void {
+    for (const peer of [pair.prefill, pair.decode]) {
+      const n = (this.#inFlight.get(peer) ?? 0) + by;
+      if (n === 0) this.#inFlight.delete(peer);
+      else this.#inFlight.set(peer, n);
+    }
+  }
+
 }

@@ -19,13 +19,15 @@ import {
   EventChannel,
   InvariantError,
   TesseraError,
+  type BackendHealth,
+  type BackendStats,
   type FaultSet,
   type GenerateEvent,
   type GenerateRequest,
   type RequestId,
   type TokenLogprob,
 } from '../core/index.js';
-import type { PageCounts, PagePool } from '../pages/index.js';
+import type { PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import { EngineLoop, type StepRunner } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
@@ -60,18 +62,6 @@ export interface ColocatedWorkerOptions {
   readonly healthDetail?: Readonly<Record<string, unknown>>;
   /** The loop stopped on a bug. Default: report on stderr. */
   readonly onFatal?: (error: unknown) => void;
-}
-
-export interface WorkerHealth {
-  readonly healthy: boolean;
-  readonly detail: Readonly<Record<string, unknown>>;
-}
-
-export interface WorkerStats {
-  readonly kvPages: Readonly<PageCounts>;
-  readonly requestsRunning: number;
-  readonly requestsWaiting: number;
-  readonly tagMismatchesTotal: number;
 }
 
 interface Live {
@@ -143,7 +133,7 @@ export class ColocatedWorker {
     return channel;
   }
 
-  async health(): Promise<WorkerHealth> {
+  async health(): Promise<BackendHealth> {
     const loop = this.#loop.stats;
     return {
       healthy: this.#loop.healthy && !this.#closed,
@@ -158,7 +148,7 @@ export class ColocatedWorker {
     };
   }
 
-  async stats(): Promise<WorkerStats> {
+  async stats(): Promise<BackendStats> {
     return {
       kvPages: this.pool.ledger.counts(),
       requestsRunning: this.scheduler.numRunning,

@@ -24,16 +24,15 @@
 // runs, and fails with an honest `overloaded`; its item is skipped, never computed.
 // Trace: besides the machine's events, the worker emits `read` of the transferred pages at each
 // decode step and `free` when the request ends (trace.ts).
-import { assertNever, InvariantError, TesseraError, type GenerateEvent, type GenerateRequest, type RequestId, type SamplingParams, type Tag, type BatchItem } from '../core/index.js';
+import { assertNever, InvariantError, syncAborts, TesseraError, TotalsMirror, type BackendHealth, type BackendStats, type GenerateEvent, type PdMetricsSink, type GenerateRequest, type RequestId, type SamplingParams, type Tag, type BatchItem } from '../core/index.js';
 import type { Owner, PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import { DecodeMachine, MachineDriver, TcpTransport, NO_TRACE, type ChunkHandlers, type DecodeEffect, type DecodeHost, type DecodeInput, type ReserveVerdict, type TraceSink, type Transport } from '../transfer/index.js';
-import type { WorkerHealth, WorkerStats } from './colocated.js';
 import { EngineLoop } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
 import { pdHealth } from './health.js';
 import { HookedRunner } from './hooked-runner.js';
-import { notForClients, syncAborts, TotalsMirror, type PdMetricsSink, type PdWorkerOptions } from './pd-common.js';
+import { notForClients, type PdWorkerOptions } from './pd-common.js';
 
 interface Decoding {
   readonly owner: Owner;
@@ -158,7 +157,7 @@ export class DecodeWorker {
     return this.scheduler.isIdle && this.machine.numActive === 0;
   }
 
-  async health(): Promise<WorkerHealth> {
+  async health(): Promise<BackendHealth> {
     const loop = this.#loop.stats;
     return {
       healthy: this.#loop.healthy && !this.#closed,
@@ -169,7 +168,7 @@ export class DecodeWorker {
     };
   }
 
-  async stats(): Promise<WorkerStats> {
+  async stats(): Promise<BackendStats> {
     const m = this.#metrics;
     if (m !== undefined) {
       const s = this.machine.stats();

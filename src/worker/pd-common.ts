@@ -1,20 +1,11 @@
 // What the two PD worker roles (prefill-worker.ts, decode-worker.ts) share: the options every PD
-// worker takes, the answer a worker gives a client that came to it instead of to the router, and
-// the bridge from a machine's cumulative stats to the PD metrics of the worker's /metrics.
+// worker takes and the answer a worker gives a client that came to it instead of to the router.
 // Must never: hold per-request state, or let a client generate on a worker directly.
 import { InvalidRequestError, type FaultSet, type GenerateEvent } from '../core/index.js';
 import type { PagePool } from '../pages/index.js';
 import type { Timeouts, TraceSink } from '../transfer/index.js';
 import type { StepRunner } from './engine-loop.js';
 import type { TokenSampler } from './step-results.js';
-
-/** src/api's PdMetrics, structurally (the worker sits below the api layer). */
-export interface PdMetricsSink {
-  addTransferBytes(numBytes: number): void;
-  observeTransferSeconds(seconds: number): void;
-  countChecksumFailure(): void;
-  countAbort(phase: string): void;
-}
 
 export interface PdWorkerOptions {
   /** The name clients pass as `model` (shown in /health; clients talk to the router). */
@@ -51,27 +42,4 @@ export function notForClients(role: 'prefill' | 'decode'): AsyncIterable<Generat
   return (async function* () {
     yield { type: 'failed', error } satisfies GenerateEvent;
   })();
-}
-
-/**
- * Mirrors cumulative totals (a machine's stats) into counters that only go up: each sync adds
- * what grew since the last one.
- */
-export class TotalsMirror {
-  readonly #seen = new Map<string, number>();
-
-  /** The growth of `key` since the last call (0 the first time it is 0). */
-  delta(key: string, total: number): number {
-    const before = this.#seen.get(key) ?? 0;
-    this.#seen.set(key, total);
-    return Math.max(0, total - before);
-  }
-}
-
-/** Aborts by phase: the machine's abortsByState, phase names lowercased, into the sink. */
-export function syncAborts(mirror: TotalsMirror, sink: PdMetricsSink, abortsByState: Readonly<Record<string, number>>): void {
-  for (const [state, total] of Object.entries(abortsByState)) {
-    const grew = mirror.delta(`abort:${state}`, total);
-    for (let i = 0; i < grew; i++) sink.countAbort(state.toLowerCase());
-  }
 }

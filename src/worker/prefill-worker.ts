@@ -22,7 +22,7 @@
 // safe at any time (an abort of an item in flight is deferred to complete()), and the machine
 // reads pages only on `computed`/`computeDone`, which the worker sends after a step.
 // Must never: send a byte for a prompt this node refused, or report progress it did not compute.
-import { InvariantError, TesseraError, assertNever, type GenerateEvent, type GenerateRequest, type RequestId, type SamplingParams, type Tag } from '../core/index.js';
+import { InvariantError, syncAborts, TesseraError, TotalsMirror, assertNever, type BackendHealth, type BackendStats, type GenerateEvent, type PdMetricsSink, type GenerateRequest, type RequestId, type SamplingParams, type Tag } from '../core/index.js';
 import type { Owner, PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import { MachineDriver, PrefillMachine, TcpTransport, type AdmitVerdict, type PrefillHost, type PrefillInput, type PrefillEffect, type Transport } from '../transfer/index.js';
@@ -30,8 +30,7 @@ import { EngineLoop } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
 import { HookedRunner } from './hooked-runner.js';
 import { pdHealth } from './health.js';
-import { notForClients, syncAborts, TotalsMirror, type PdMetricsSink, type PdWorkerOptions } from './pd-common.js';
-import type { WorkerHealth, WorkerStats } from './colocated.js';
+import { notForClients, type PdWorkerOptions } from './pd-common.js';
 
 interface Job {
   readonly sampling: SamplingParams;
@@ -125,7 +124,7 @@ export class PrefillWorker {
     return this.scheduler.isIdle && this.machine.numActive === 0;
   }
 
-  async health(): Promise<WorkerHealth> {
+  async health(): Promise<BackendHealth> {
     const loop = this.#loop.stats;
     return {
       healthy: this.#loop.healthy && !this.#closed,
@@ -136,7 +135,7 @@ export class PrefillWorker {
     };
   }
 
-  async stats(): Promise<WorkerStats> {
+  async stats(): Promise<BackendStats> {
     const m = this.#metrics;
     if (m !== undefined) {
       const s = this.machine.stats();

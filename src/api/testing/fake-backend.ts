@@ -2,8 +2,7 @@
 // answers from a script, a PromptCodec with one token per code point, and a manual clock.
 // Must never be wired into a real server (src/cli uses the worker or the router).
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
-import { AbortedError, type GenerateEvent, type GenerateRequest, type TesseraError, type TokenLogprob } from '../../core/index.js';
-import type { PageCounts } from '../../pages/index.js';
+import { AbortedError, type GenerateEvent, type GenerateRequest, type PageCounts, type TesseraError, type TokenLogprob } from '../../core/index.js';
 import type { Backend, BackendHealth, BackendStats, PromptCodec } from '../backend.js';
 import type { Clock } from '../clock.js';
 

@@ -383,6 +383,8 @@ class SimRun {
         this.#queue.push(this.#now + this.#rng.nextFloat() * 2, { kind: 'decodeStep', node: node.id, job });
         return;
       }
+      case 'transferTimed':
+        return; // a metric: it decides nothing
       case 'stopDecoding': {
         if (node.role !== 'decode') return;
         const job = node.jobs.get(e.rid);
