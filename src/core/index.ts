@@ -1,5 +1,6 @@
 // Layer 0: ids, errors, assertions, sampling parameters, seeded randomness, fault points, and the
-// one-reader event queue a back end hands the front end.
+// one-reader event queue a back end hands the front end, with the text stream (detokenizer and
+// stop strings) that fills it.
 // Imports nothing from Tessera; everything may import it.
 export * from './ids.js';
 export * from './errors/index.js';
@@ -10,5 +11,7 @@ export * from './sampling.js';
 export type * from './generate.js';
 export type * from './batch.js';
 export { EventChannel } from './event-channel.js';
+export { TextStream, type Detokenizer, type TextStep } from './text-stream.js';
+export { TextOutput } from './text-output.js';
 export type * from './kv-view.js';
 export * from './telemetry.js';

@@ -1,24 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { AbortedError, type GenerateEvent } from '../core/index.js';
-import { ClientStream, type RouterText } from './client-stream.js';
+import { AbortedError, TextStream, type GenerateEvent } from '../core/index.js';
+import { ClientStream } from './client-stream.js';
 
-/** Token n reads as the n-th letter; a stop string is found in the text so far. */
-function letters(stops: readonly string[]): RouterText {
-  let text = '';
-  let sent = 0;
-  const step = (more: string) => {
-    text += more;
-    const at = Math.min(...stops.map((s) => text.indexOf(s)).filter((i) => i >= 0));
-    if (Number.isFinite(at)) {
-      const out = text.slice(sent, at);
-      sent = text.length;
-      return { kind: 'stop' as const, text: out };
-    }
-    const out = text.slice(sent);
-    sent = text.length;
-    return { kind: 'text' as const, text: out };
-  };
-  return { push: (id) => step(String.fromCharCode(97 + id)), flush: () => step('') };
+/** Token n reads as the n-th letter, through the real TextStream (stop strings held back and cut there). */
+function letters(stops: readonly string[]): TextStream {
+  return new TextStream({ push: (id) => String.fromCharCode(97 + id), flush: () => '' }, stops);
 }
 
 async function drain(stream: ClientStream): Promise<GenerateEvent[]> {

@@ -1,29 +1,30 @@
 // ClientStream: one client request's events as the router produces them: token ids from decode
 // (via the RouterMachine) turned into text and checked for stop strings here, where the
-// tokenizer is, then the one outcome, into a one-reader EventChannel the HTTP front end pulls with
-// for-await.
+// tokenizer is (core's TextOutput, the same as the co-located worker's), then the one outcome,
+// into a one-reader EventChannel the HTTP front end pulls with for-await.
 // Must never: deliver anything after the terminal event (finished or failed), send text a stop
 // string withholds, or stay silent when the reader leaves early (onReturn: the request is
 // aborted through the protocol, never cut).
-import { EventChannel, type FinishReason, type GenerateEvent, type TesseraError, type TokenLogprob } from '../core/index.js';
-
-/** src/worker's TextStream, structurally (the router may not import the worker layer). */
-export interface RouterText {
-  push(id: number): { readonly kind: 'text' | 'stop'; readonly text: string };
-  flush(): { readonly kind: 'text' | 'stop'; readonly text: string };
-}
+import {
+  EventChannel,
+  TextOutput,
+  type FinishReason,
+  type GenerateEvent,
+  type TesseraError,
+  type TextStream,
+  type TokenLogprob,
+} from '../core/index.js';
 
 export class ClientStream implements AsyncIterable<GenerateEvent> {
   readonly #channel: EventChannel;
-  readonly #text: RouterText;
+  readonly #output: TextOutput;
   readonly #numPromptTokens: number;
-  #numTokens = 0;
 
   /** `onReturn`: the reader left before the outcome (the request is then aborted through the protocol). */
-  constructor(text: RouterText, numPromptTokens: number, onReturn: () => void) {
-    this.#text = text;
+  constructor(text: TextStream, numPromptTokens: number, onReturn: () => void) {
     this.#numPromptTokens = numPromptTokens;
     this.#channel = new EventChannel(onReturn);
+    this.#output = new TextOutput(this.#channel, text);
   }
 
   get ended(): boolean {
@@ -31,7 +32,7 @@ export class ClientStream implements AsyncIterable<GenerateEvent> {
   }
 
   get numTokens(): number {
-    return this.#numTokens;
+    return this.#output.numTokens;
   }
 
   /**
@@ -40,39 +41,19 @@ export class ClientStream implements AsyncIterable<GenerateEvent> {
    * ('stop'), and the caller must abort the rest through the protocol.
    */
   tokens(ids: readonly number[], logprobs: readonly TokenLogprob[] = []): 'more' | 'stop' {
-    if (this.ended) return 'more';
-    let text = '';
-    const sent: number[] = [];
-    const event = () => ({ type: 'tokens' as const, ids: sent, text, ...(logprobs.length === 0 ? {} : { logprobs: logprobs.slice(0, sent.length) }) });
-    for (const id of ids) {
-      this.#numTokens++;
-      sent.push(id);
-      const step = this.#text.push(id);
-      text += step.text;
-      if (step.kind === 'stop') {
-        this.#channel.push(event());
-        this.#finish('stop');
-        return 'stop';
-      }
-    }
-    if (sent.length > 0) this.#channel.push(event());
-    return 'more';
+    if (this.#output.tokens(ids, logprobs, false) === 'more') return 'more';
+    this.finished('stop');
+    return 'stop';
   }
 
   /** Decode finished: what the text stream held back, then the end with usage. */
   finished(finishReason: FinishReason): void {
-    if (this.ended) return;
-    const rest = this.#text.flush();
-    if (rest.text !== '') this.#channel.push({ type: 'tokens', ids: [], text: rest.text });
-    this.#finish(rest.kind === 'stop' ? 'stop' : finishReason);
+    const usage = { promptTokens: this.#numPromptTokens, completionTokens: this.#output.numTokens, cachedTokens: 0 };
+    this.#output.finished(finishReason, usage);
   }
 
   failed(error: TesseraError): void {
-    this.#channel.push({ type: 'failed', error });
-  }
-
-  #finish(finishReason: FinishReason): void {
-    this.#channel.push({ type: 'finished', finishReason, usage: { promptTokens: this.#numPromptTokens, completionTokens: this.#numTokens, cachedTokens: 0 } });
+    this.#output.failed(error);
   }
 
   [Symbol.asyncIterator](): AsyncIterator<GenerateEvent> {

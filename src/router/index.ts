@@ -3,6 +3,6 @@
 // puts behind the OpenAI front end, relaying each request through the RouterMachine.
 export { clusterAdmission, pickPair, type WorkerLimits, type WorkerRole, type WorkerView } from './pair-policy.js';
 export { WorkerRegistry, type WorkerEntry, type WorkerRegistryOptions, type WorkerState, type WorkerTotals } from './workers.js';
-export { ClientStream, type RouterText } from './client-stream.js';
+export { ClientStream } from './client-stream.js';
 export { RouterMetrics } from './router-metrics.js';
 export { PdRouter, type PdRouterOptions } from './pd-router.js';

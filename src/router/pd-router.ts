@@ -26,6 +26,7 @@ import {
   type PageCounts,
   type PdMetricsSink,
   type RequestId,
+  type TextStream,
 } from '../core/index.js';
 import {
   MachineDriver,
@@ -38,7 +39,7 @@ import {
   type TraceSink,
   type Transport,
 } from '../transfer/index.js';
-import { ClientStream, type RouterText } from './client-stream.js';
+import { ClientStream } from './client-stream.js';
 import { clusterAdmission, pickPair, type PolicyChecks, type WorkerView } from './pair-policy.js';
 import { RouterMetrics } from './router-metrics.js';
 import { WorkerRegistry } from './workers.js';
@@ -55,7 +56,7 @@ export interface PdRouterOptions {
   /** The router's name on the cluster network; default router-<host>-<pid>. */
   readonly nodeId?: string;
   /** A text stream (detokenizer + stop strings) for one request's output. */
-  readonly textStream: (promptTokens: readonly number[], stops: readonly string[]) => RouterText;
+  readonly textStream: (promptTokens: readonly number[], stops: readonly string[]) => TextStream;
   readonly maxAttempts?: number;
   readonly timeouts?: Partial<Timeouts>;
   readonly trace?: TraceSink;

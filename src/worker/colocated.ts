@@ -17,10 +17,13 @@ import {
   AbortedError,
   assertNever,
   EventChannel,
+  TextOutput,
+  TextStream,
   InvariantError,
   TesseraError,
   type BackendHealth,
   type BackendStats,
+  type Detokenizer,
   type FaultSet,
   type GenerateEvent,
   type GenerateRequest,
@@ -33,7 +36,6 @@ import { EngineLoop, type StepRunner } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
 import { loopHealth, poolHealth } from './health.js';
 import type { SamplingState, TokenSampler } from './step-results.js';
-import { TextStream, type Detokenizer } from './text-stream.js';
 
 /** What the worker needs of a tokenizer (src/model's Tokenizer, structurally). */
 export interface WorkerTokenizer {
@@ -66,8 +68,7 @@ export interface ColocatedWorkerOptions {
 
 interface Live {
   readonly request: GenerateRequest;
-  readonly channel: EventChannel;
-  readonly text: TextStream;
+  readonly output: TextOutput;
   readonly detach: () => void;
 }
 
@@ -123,10 +124,10 @@ export class ColocatedWorker {
     }
     const onAbort = (): void => this.#abort(request.rid, abortedBy(signal));
     signal.addEventListener('abort', onAbort, { once: true });
+    const detokenizer = this.#o.tokenizer.createDetokenizer({ contextIds: request.promptTokens, skipSpecialTokens: true });
     this.#live.set(request.rid, {
       request,
-      channel,
-      text: new TextStream(this.#o.tokenizer.createDetokenizer({ contextIds: request.promptTokens, skipSpecialTokens: true }), request.sampling.stop),
+      output: new TextOutput(channel, new TextStream(detokenizer, request.sampling.stop)),
       detach: () => signal.removeEventListener('abort', onAbort),
     });
     this.#loop.wake();
@@ -175,7 +176,7 @@ export class ColocatedWorker {
     const live = this.#live.get(rid);
     if (live === undefined) return;
     this.scheduler.abort(rid);
-    this.#end(rid, live, { type: 'failed', error });
+    this.#end(rid, live).failed(error);
     this.#loop.wake(); // pages came back: a waiting request may fit now
   }
 
@@ -189,15 +190,11 @@ export class ColocatedWorker {
         case 'token':
           this.#onToken(event.rid, live, event.token, event.logprob, ending.has(event.rid));
           break;
-        case 'finished': {
-          const rest = live.text.flush();
-          if (rest.text !== '') live.channel.push({ type: 'tokens', ids: [], text: rest.text });
-          const finishReason = live.text.stopped ? 'stop' : event.finishReason;
-          this.#end(event.rid, live, { type: 'finished', finishReason, usage: event.usage });
+        case 'finished':
+          this.#end(event.rid, live).finished(event.finishReason, event.usage);
           break;
-        }
         case 'failed':
-          this.#end(event.rid, live, { type: 'failed', error: event.error });
+          this.#end(event.rid, live).failed(event.error);
           break;
         case 'prefilled':
           throw new InvariantError(`a co-located scheduler reported ${event.rid} prefilled`);
@@ -208,39 +205,23 @@ export class ColocatedWorker {
   }
 
   #onToken(rid: RequestId, live: Live, token: number, logprob: TokenLogprob | undefined, isLast: boolean): void {
-    const logprobs = logprob === undefined ? {} : { logprobs: [logprob] };
-    const step = live.text.push(token);
-    if (step.kind === 'text') {
-      const rest = isLast ? live.text.flush() : undefined;
-      if (rest?.kind === 'stop') {
-        this.#stopAt(rid, live, token, logprobs, step.text + rest.text);
-        return;
-      }
-      live.channel.push({ type: 'tokens', ids: [token], text: step.text + (rest?.text ?? ''), ...logprobs });
-      return;
-    }
-    this.#stopAt(rid, live, token, logprobs, step.text);
-  }
-
-  /** A stop string matched at `token`: send the text before it and end the request as stopped. */
-  #stopAt(rid: RequestId, live: Live, token: number, logprobs: { readonly logprobs?: readonly TokenLogprob[] }, text: string): void {
-    live.channel.push({ type: 'tokens', ids: [token], text, ...logprobs });
+    if (live.output.tokens([token], logprob === undefined ? [] : [logprob], isLast) === 'more') return;
+    // A stop string matched at `token`: the text before it is out; end the request as stopped.
     const finish = this.scheduler.finish(rid, 'stop');
     // not-found: it ends in this same batch of events; its `finished` comes next and says 'stop'.
-    if (finish.kind === 'finished' && finish.event.kind === 'finished') {
-      this.#end(rid, live, { type: 'finished', finishReason: 'stop', usage: finish.event.usage });
-    }
+    if (finish.kind === 'finished' && finish.event.kind === 'finished') this.#end(rid, live).finished('stop', finish.event.usage);
   }
 
-  #end(rid: RequestId, live: Live, event: Extract<GenerateEvent, { type: 'finished' | 'failed' }>): void {
+  /** The request leaves the live set; its output takes the terminal event. */
+  #end(rid: RequestId, live: Live): TextOutput {
     this.#live.delete(rid);
     live.detach();
-    live.channel.push(event);
+    return live.output;
   }
 
   #onFatal(error: unknown): void {
     const failure = new InvariantError('the worker stopped after an internal error', error);
-    for (const [rid, live] of [...this.#live]) this.#end(rid, live, { type: 'failed', error: failure });
+    for (const [rid, live] of [...this.#live]) this.#end(rid, live).failed(failure);
     (this.#o.onFatal ?? ((e: unknown) => process.stderr.write(`tessera worker: fatal: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`)))(error);
   }
 }

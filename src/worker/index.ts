@@ -3,7 +3,6 @@
 export { ColocatedWorker, type ColocatedWorkerOptions, type WorkerTokenizer } from './colocated.js';
 export { EngineLoop, type EngineLoopOptions, type EngineLoopStats, type StepRunner } from './engine-loop.js';
 export { toStepResults, type SamplingState, type TokenSampler } from './step-results.js';
-export { TextStream, type Detokenizer, type TextStep } from './text-stream.js';
 export { PrefillWorker } from './prefill-worker.js';
 export { DecodeWorker } from './decode-worker.js';
 export { HookedRunner, type StepHooks } from './hooked-runner.js';

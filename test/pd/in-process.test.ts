@@ -8,9 +8,9 @@
 // prompt is being computed returns every page on both nodes.
 import { afterEach, describe, expect, it } from 'vitest';
 import { createApiServer, type ApiServer } from '../../src/api/index.js';
-import { asRequestId, DEFAULT_TENANT, NO_FAULTS, samplingParams, type GenerateEvent, type SamplingParams } from '../../src/core/index.js';
+import { asRequestId, DEFAULT_TENANT, NO_FAULTS, samplingParams, TextStream, type GenerateEvent, type SamplingParams } from '../../src/core/index.js';
 import { PdRouter } from '../../src/router/index.js';
-import { DecodeWorker, PrefillWorker, TextStream } from '../../src/worker/index.js';
+import { DecodeWorker, PrefillWorker } from '../../src/worker/index.js';
 import { argmaxSampler, EOS, fakePool, FakeRunner, fakeTokenizer, tok, VOCAB_SIZE } from '../../src/worker/testing/fake-engine.js';
 
 const SECRET = 'in-process-cluster-secret-0123456789';

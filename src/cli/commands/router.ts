@@ -9,10 +9,9 @@
 import { randomInt } from 'node:crypto';
 import type { Command } from 'commander';
 import { createApiServer, pdMetrics, promptCodecOf } from '../../api/index.js';
-import { ConfigError } from '../../core/index.js';
+import { ConfigError, TextStream } from '../../core/index.js';
 import { loadModelInfo } from '../../model/index.js';
 import { PdRouter } from '../../router/index.js';
-import { TextStream } from '../../worker/index.js';
 import { loadApiKeys } from '../config-api-keys.js';
 import { faultsFromEnv, tesseraHome } from '../config-env.js';
 import { clusterSecret, collect, parseWorkerUrl, timeoutsFromEnv, traceDirFromEnv, type RouterFlags } from '../config-pd.js';

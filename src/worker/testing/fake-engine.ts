@@ -10,7 +10,7 @@ import { Sampler, type ItemResult } from '../../model/index.js';
 import { PagePool } from '../../pages/index.js';
 import type { StepRunner } from '../engine-loop.js';
 import type { WorkerTokenizer } from '../colocated.js';
-import type { Detokenizer } from '../text-stream.js';
+import type { Detokenizer } from '../../core/index.js';
 import type { TokenSampler } from '../step-results.js';
 
 export const BOS = 1;
