@@ -7,15 +7,12 @@ import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidRequestError, type GenerateEvent } from '../core/index.js';
 import { untilAbortScript, wordScript, type FakeScript } from './testing/fake-backend.js';
-import { send, sseData, startTestServer, type TestServer } from './testing/harness.js';
+import { send, sseData, startSdkTestServer, type TestServer } from './testing/harness.js';
 
 let t: TestServer;
 let client: OpenAI;
 
-beforeAll(async () => {
-  t = await startTestServer({ contextLength: 64 });
-  client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: 'unused', maxRetries: 0 });
-});
+beforeAll(async () => ({ t, client } = await startSdkTestServer()));
 afterAll(() => t.close());
 afterEach(() => {
   t.backend.script = wordScript();

@@ -8,15 +8,12 @@ import OpenAI from 'openai';
 import type { Completion } from 'openai/resources/completions';
 import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from './testing/harness.js';
+import { startSdkTestServer, type TestServer } from './testing/harness.js';
 
 let t: TestServer;
 let client: OpenAI;
 
-beforeAll(async () => {
-  t = await startTestServer({ contextLength: 64 });
-  client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: 'unused', maxRetries: 0 });
-});
+beforeAll(async () => ({ t, client } = await startSdkTestServer()));
 afterAll(() => t.close());
 
 const bytes = (s: string) => [...new TextEncoder().encode(s)];

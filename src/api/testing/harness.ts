@@ -1,5 +1,6 @@
 // Test support: start an API server over a FakeBackend on 127.0.0.1, port 0.
 // Must never be imported by production code.
+import OpenAI from 'openai';
 import { createApiServer, type ApiServer, type ApiServerOptions } from '../server.js';
 import { FakeBackend, fakeCodec } from './fake-backend.js';
 
@@ -18,6 +19,14 @@ export async function startTestServer(
   const server = createApiServer({ codec: fakeCodec, seed: 42, drainTimeoutMs: 2_000, ...options, backend });
   const { port } = await server.listen(0, '127.0.0.1');
   return { server, backend, url: `http://127.0.0.1:${port}`, close: () => server.close() };
+}
+
+/** A test server (context 64 unless told) and the official `openai` client pointed at it, without retries. */
+export async function startSdkTestServer(
+  options: Parameters<typeof startTestServer>[0] = { contextLength: 64 },
+): Promise<{ readonly t: TestServer; readonly client: OpenAI }> {
+  const t = await startTestServer(options);
+  return { t, client: new OpenAI({ baseURL: `${t.url}/v1`, apiKey: 'unused', maxRetries: 0 }) };
 }
 
 export interface RawResponse {

@@ -1,8 +1,8 @@
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { main } from '../main.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runMain } from '../testing/run-main.js';
 
 let root: string;
 beforeAll(async () => {
@@ -10,18 +10,7 @@ beforeAll(async () => {
 });
 afterAll(async () => rm(root, { recursive: true, force: true }));
 
-async function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => ((stdout += String(chunk)), true));
-  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => ((stderr += String(chunk)), true));
-  try {
-    return { code: await main(args), stdout, stderr };
-  } finally {
-    out.mockRestore();
-    err.mockRestore();
-  }
-}
+const run = runMain;
 
 describe('tessera gen-model', () => {
   it('writes a tiny GGUF, reports parameters and file sizes, with plain progress lines off a TTY', async () => {

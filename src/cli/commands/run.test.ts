@@ -1,9 +1,9 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { genModel, loadModel } from '../../model/index.js';
-import { main } from '../main.js';
+import { runMain } from '../testing/run-main.js';
 
 let root: string;
 let modelPath: string;
@@ -14,18 +14,7 @@ beforeAll(async () => {
 });
 afterAll(async () => rm(root, { recursive: true, force: true }));
 
-async function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => ((stdout += String(chunk)), true));
-  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk) => ((stderr += String(chunk)), true));
-  try {
-    return { code: await main(args), stdout, stderr };
-  } finally {
-    out.mockRestore();
-    err.mockRestore();
-  }
-}
+const run = runMain;
 
 interface RunJson {
   promptIds: number[];
