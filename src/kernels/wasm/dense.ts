@@ -6,8 +6,11 @@
 // f16 conversion sits in the inner loop). Each output row's value depends only on its input row
 // (assembly/dense.ts fixes the reduction order), never on m, nor on how many threads share it:
 // with `threads` > 1, large matmuls split their output rows over worker threads (workers.ts).
+// K-quants (q4_k, q5_k, q6_k) are decoded to f32 at prepare here: exact, but 4x+ the memory;
+// only the default (ort) path keeps them quantized.
 import { assert, assertNever } from '../../core/index.js';
-import { QK, Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, f16ToF32 } from '../formats.js';
+import { QK, Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, dequantize, f16ToF32 } from '../formats.js';
+import { isKQuant } from '../kquants.js';
 import { checkMatmul, checkWeight } from '../layout.js';
 import type { DenseKernels, DenseWeight, HostTensor, WeightDType } from '../types.js';
 import { WasmRuntime, type WasmRuntimeOptions } from './runtime.js';
@@ -35,6 +38,10 @@ function kindOf(dtype: WeightDType): number {
       return 3;
     case 'q4_0':
       return 4;
+    case 'q4_k':
+    case 'q5_k':
+    case 'q6_k':
+      return 0; // decoded to f32 at prepare (see the header)
     default:
       return assertNever(dtype, 'weight dtype');
   }
@@ -66,6 +73,11 @@ export class WasmDense implements DenseKernels {
   async prepare(weight: HostTensor): Promise<DenseWeight> {
     const { rows, cols } = checkWeight(weight);
     const rt = this.runtime;
+    if (isKQuant(weight.dtype)) {
+      const ptr = rt.alloc(rows * cols * 4);
+      dequantize(weight.dtype, weight.data, 0, rows * cols, rt.f32(ptr, rows * cols));
+      return new WasmWeight(rows, cols, weight.dtype, ptr, 0, rt);
+    }
     if (weight.dtype !== 'q8_0' && weight.dtype !== 'q4_0') {
       const ptr = rt.alloc(weight.data.byteLength);
       rt.u8(ptr, weight.data.byteLength).set(weight.data);
