@@ -125,18 +125,30 @@ function quantizeQ45KBlock(dtype: 'q4_k' | 'q5_k', x: Float32Array, block: Uint8
   const nmax = dtype === 'q4_k' ? 15 : 31;
   const scale = new Float64Array(8);
   const min = new Float64Array(8);
+  let maxScale = 0;
+  let maxMin = 0;
   for (let j = 0; j < 8; j++) {
-    const s = x.subarray(j * 32, j * 32 + 32);
-    const lo = Math.min(0, ...s);
-    scale[j] = (Math.max(...s) - lo) / nmax;
+    let lo = 0;
+    let hi = -Infinity;
+    for (let i = j * 32; i < j * 32 + 32; i++) {
+      if (x[i]! < lo) lo = x[i]!;
+      if (x[i]! > hi) hi = x[i]!;
+    }
+    scale[j] = (hi - lo) / nmax;
     min[j] = -lo;
+    if (scale[j]! > maxScale) maxScale = scale[j]!;
+    if (min[j]! > maxMin) maxMin = min[j]!;
   }
-  const dh = f32ToF16(Math.max(...scale) / 63, bits);
-  const dminh = f32ToF16(Math.max(...min) / 63, bits);
+  const dh = f32ToF16(maxScale / 63, bits);
+  const dminh = f32ToF16(maxMin / 63, bits);
   const d = f16ToF32(dh);
   const dmin = f16ToF32(dminh);
-  const sc = scale.map((s) => (d > 0 ? clamp(Math.round(s / d), 0, 63) : 0));
-  const m = min.map((v) => (dmin > 0 ? clamp(Math.round(v / dmin), 0, 63) : 0));
+  const sc = new Uint8Array(8);
+  const m = new Uint8Array(8);
+  for (let j = 0; j < 8; j++) {
+    sc[j] = d > 0 ? clamp(Math.round(scale[j]! / d), 0, 63) : 0;
+    m[j] = dmin > 0 ? clamp(Math.round(min[j]! / dmin), 0, 63) : 0;
+  }
   block[0] = dh & 0xff;
   block[1] = dh >> 8;
   block[2] = dminh & 0xff;
@@ -147,15 +159,16 @@ function quantizeQ45KBlock(dtype: 'q4_k' | 'q5_k', x: Float32Array, block: Uint8
     block[12 + j] = (sc[j + 4]! & 0xf) | ((m[j + 4]! & 0xf) << 4);
   }
   const qs = dtype === 'q5_k' ? 48 : 16;
-  for (let i = 0; i < QK_K; i++) {
-    const j = (i / 32) | 0;
+  for (let j = 0; j < 8; j++) {
     const step = Math.fround(d * sc[j]!);
-    const q = step > 0 ? clamp(Math.round((x[i]! + Math.fround(dmin * m[j]!)) / step), 0, nmax) : 0;
-    const c = (i / 64) | 0;
-    const l = i % 32;
-    const high = (i % 64) >= 32;
-    block[qs + c * 32 + l]! |= (q & 0xf) << (high ? 4 : 0);
-    if (dtype === 'q5_k' && q >= 16) block[16 + l]! |= 1 << (2 * c + (high ? 1 : 0));
+    const offset = Math.fround(dmin * m[j]!);
+    const c = j >> 1;
+    const high = (j & 1) === 1;
+    for (let l = 0; l < 32; l++) {
+      const q = step > 0 ? clamp(Math.round((x[j * 32 + l]! + offset) / step), 0, nmax) : 0;
+      block[qs + c * 32 + l]! |= (q & 0xf) << (high ? 4 : 0);
+      if (dtype === 'q5_k' && q >= 16) block[16 + l]! |= 1 << (2 * c + (high ? 1 : 0));
+    }
   }
 }
 
@@ -171,7 +184,8 @@ function quantizeQ6KBlock(x: Float32Array, block: Uint8Array, bits: Float32Bits)
   for (const s of scale) if (Math.abs(s) > Math.abs(maxScale)) maxScale = s;
   const dh = f32ToF16(maxScale / -128, bits);
   const d = f16ToF32(dh);
-  const sc = scale.map((s) => (d !== 0 ? clamp(Math.round(s / d), -128, 127) : 0));
+  const sc = new Int8Array(16);
+  for (let j = 0; j < 16; j++) sc[j] = d !== 0 ? clamp(Math.round(scale[j]! / d), -128, 127) : 0;
   for (let j = 0; j < 16; j++) block[192 + j] = sc[j]! & 0xff;
   block[208] = dh & 0xff;
   block[209] = dh >> 8;
