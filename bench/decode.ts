@@ -11,7 +11,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus, homedir } from 'node:os';
 import { join } from 'node:path';
 import { asRequestId, DEFAULT_TENANT, FaultSet, samplingParams, type Tag } from '../src/core/index.js';
-import type { WeightDType } from '../src/kernels/index.js';
+import type { GenDType } from '../src/model/index.js';
 import { createEngine, generate, genModel, loadModel, type Engine, type LoadedModel } from '../src/model/index.js';
 import { measureReadBandwidth } from './lib/bandwidth.js';
 import { llamaCppDecode, startLlamaCpp } from './lib/llama-cpp-decode.js';
@@ -23,7 +23,7 @@ const flag = (name: string): string | undefined => {
 };
 const quick = args.includes('--quick');
 const NEW_TOKENS = Number(flag('--tokens') ?? (quick ? 16 : 64));
-const DTYPES = (flag('--dtypes') ?? 'f32,q4_0').split(',') as WeightDType[];
+const DTYPES = (flag('--dtypes') ?? 'f32,q4_0').split(',') as GenDType[];
 const BATCHES = [1, 4, 16];
 const PROMPT_TOKENS = 16;
 const THREADS = availableParallelism();
@@ -34,7 +34,7 @@ const LONG_CONTEXT = 1024;
 const prompts = (n: number): number[][] =>
   Array.from({ length: n }, (_, i) => [1, ...Array.from({ length: PROMPT_TOKENS - 1 }, (_, j) => 300 + ((i * 7919 + j * 104729) % 31000))]);
 
-async function m100(dtype: WeightDType): Promise<string> {
+async function m100(dtype: GenDType): Promise<string> {
   const dir = join(process.env['TESSERA_HOME'] ?? join(homedir(), '.cache', 'tessera'), 'bench');
   const path = join(dir, `m100-${dtype}-seed0.gguf`);
   if (!existsSync(path)) {
@@ -87,7 +87,7 @@ function pageCheckMicros(engine: Engine, batch: number, contextTokens: number): 
 }
 
 interface Row {
-  dtype: WeightDType;
+  dtype: GenDType;
   weightMiB: number;
   /** Measured right before this model's runs: the machine's bandwidth as its runs found it. */
   bandwidthGbPerSecond: number;

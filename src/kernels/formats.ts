@@ -5,66 +5,17 @@
 //   q8_0 block (34 bytes, 32 weights):  f16 d | int8 q[32]          w[j] = d * q[j]
 //   q4_0 block (18 bytes, 32 weights):  f16 d | u8 qs[16]            w[j]    = d * ((qs[j] & 15) - 8)
 //                                                                     w[j+16] = d * ((qs[j] >> 4) - 8)
+//   q4_k, q5_k, q6_k: 256-weight super-blocks, see kquants.ts
 import { assert } from '../core/index.js';
+import { Float32Bits, f16ToF32, f32ToF16 } from './half.js';
+import { QK_K, K_BLOCK_BYTES, dequantizeK, quantizeK } from './kquants.js';
 import type { WeightDType } from './types.js';
+
+export { Float32Bits, f16ToF32, f32ToF16 } from './half.js';
 
 export const QK = 32;
 export const Q8_0_BLOCK_BYTES = 34;
 export const Q4_0_BLOCK_BYTES = 18;
-
-/**
- * Reinterprets between an f32 value and its 32 bits. Conversion loops make one and pass it to
- * every call (no module-level scratch); single calls may omit it.
- */
-export class Float32Bits {
-  readonly #f32 = new Float32Array(1);
-  readonly #u32 = new Uint32Array(this.#f32.buffer);
-
-  bitsOf(value: number): number {
-    this.#f32[0] = value;
-    return this.#u32[0]!;
-  }
-
-  floatOf(bits: number): number {
-    this.#u32[0] = bits >>> 0;
-    return this.#f32[0]!;
-  }
-}
-
-/** f32 -> f16 bits, round to nearest even (as F16C's vcvtps2ph does). */
-export function f32ToF16(value: number, bits: Float32Bits = new Float32Bits()): number {
-  const x = bits.bitsOf(value);
-  const sign = (x >>> 16) & 0x8000;
-  const exp = (x >>> 23) & 0xff;
-  let mant = x & 0x7fffff;
-  if (exp === 0xff) return sign | 0x7c00 | (mant !== 0 ? 0x200 : 0); // inf / nan
-  let e = exp - 127 + 15;
-  if (e >= 0x1f) return sign | 0x7c00; // overflow -> inf
-  if (e <= 0) {
-    if (e < -10) return sign; // underflow -> signed zero
-    mant |= 0x800000;
-    const shift = 14 - e;
-    const half = 1 << (shift - 1);
-    const rest = mant & ((1 << shift) - 1);
-    let h = mant >>> shift;
-    if (rest > half || (rest === half && (h & 1) === 1)) h += 1;
-    return sign | h;
-  }
-  let h = (e << 10) | (mant >>> 13);
-  const rest = mant & 0x1fff;
-  if (rest > 0x1000 || (rest === 0x1000 && (h & 1) === 1)) h += 1; // may carry into exponent: correct
-  return sign | h;
-}
-
-/** f16 bits -> f32 (exact). */
-export function f16ToF32(h: number): number {
-  const sign = h & 0x8000 ? -1 : 1;
-  const exp = (h >>> 10) & 0x1f;
-  const mant = h & 0x3ff;
-  if (exp === 0) return sign * mant * 2 ** -24;
-  if (exp === 0x1f) return mant === 0 ? sign * Infinity : NaN;
-  return sign * (1 + mant / 1024) * 2 ** (exp - 15);
-}
 
 /** f32 -> bf16 bits, round to nearest even. */
 export function f32ToBf16(value: number, bits: Float32Bits = new Float32Bits()): number {
@@ -93,6 +44,11 @@ export function byteSize(dtype: WeightDType, count: number): number {
     case 'q4_0':
       assert(count % QK === 0, `q4_0 needs a multiple of ${QK} weights, got ${count}`);
       return (count / QK) * Q4_0_BLOCK_BYTES;
+    case 'q4_k':
+    case 'q5_k':
+    case 'q6_k':
+      assert(count % QK_K === 0, `${dtype} needs a multiple of ${QK_K} weights, got ${count}`);
+      return (count / QK_K) * K_BLOCK_BYTES[dtype];
   }
 }
 
@@ -132,6 +88,12 @@ export function dequantize(dtype: WeightDType, data: Uint8Array, first: number, 
       }
       return;
     }
+    case 'q4_k':
+    case 'q5_k':
+    case 'q6_k':
+      assert(first % QK_K === 0 && count % QK_K === 0, `${dtype} dequantize must be super-block aligned`);
+      dequantizeK(dtype, data, first / QK_K, count / QK_K, out);
+      return;
   }
 }
 
@@ -184,6 +146,10 @@ export function quantize(dtype: WeightDType, values: Float32Array): Uint8Array {
         }
       }
       return out;
+    case 'q4_k':
+    case 'q5_k':
+    case 'q6_k':
+      return quantizeK(dtype, values);
   }
 }
 

@@ -5,6 +5,7 @@
 // Case suites every backend runs live in cases/ (test-only).
 export type * from './types.js';
 export * from './formats.js';
+export { QK_K, K_BLOCK_BYTES, isKQuant, type KQuant } from './kquants.js';
 export { kvIndex, pageElements } from './layout.js';
 export { createRefDense } from './ref/dense.js';
 export { createRefOps } from './ref/ops.js';

@@ -4,6 +4,7 @@
 // read or write outside the buffers they were given. Never allocates or computes.
 import { assert } from '../core/index.js';
 import { QK, byteSize } from './formats.js';
+import { QK_K, isKQuant } from './kquants.js';
 import type { AttentionArgs, HostTensor, PagedKvView, RopeArgs } from './types.js';
 
 /** Index of element 0 of (page, layer, kv, slot) in PagedKvView.data; kv = 0 for K, 1 for V. */
@@ -22,6 +23,9 @@ export function checkWeight(weight: HostTensor): { rows: number; cols: number } 
   assert(Number.isInteger(rows) && Number.isInteger(cols) && rows > 0 && cols > 0, () => `${weight.name}: bad shape [${rows}, ${cols}]`);
   if (weight.dtype === 'q8_0' || weight.dtype === 'q4_0') {
     assert(cols % QK === 0, () => `${weight.name}: ${weight.dtype} needs cols % ${QK} === 0, got ${cols}`);
+  }
+  if (isKQuant(weight.dtype)) {
+    assert(cols % QK_K === 0, () => `${weight.name}: ${weight.dtype} needs cols % ${QK_K} === 0, got ${cols}`);
   }
   const expected = byteSize(weight.dtype, rows * cols);
   assert(weight.data.byteLength === expected, () => `${weight.name}: ${weight.dtype} [${rows}, ${cols}] needs ${expected} bytes, got ${weight.data.byteLength}`);

@@ -6,12 +6,12 @@
 import type { PagedKvView } from '../core/index.js';
 
 /** Storage types of weights on disk and, for quantized ones, in memory. */
-export type WeightDType = 'f32' | 'f16' | 'bf16' | 'q8_0' | 'q4_0';
+export type WeightDType = 'f32' | 'f16' | 'bf16' | 'q8_0' | 'q4_0' | 'q4_k' | 'q5_k' | 'q6_k';
 
 /**
  * A tensor as loaded from a file, bytes untouched. Matrices use the Hugging Face layout:
  * shape [rows, cols] = [outFeatures, inFeatures], row-major. GGML block formats (q8_0, q4_0)
- * quantize along cols in blocks of 32, exactly as in the GGUF file.
+ * quantize along cols in blocks of 32 (K-quants in super-blocks of 256), exactly as in the GGUF file.
  */
 export interface HostTensor {
   readonly name: string;

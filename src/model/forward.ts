@@ -14,6 +14,7 @@ import { dequantize, type DenseKernels, type OpKernels, type PagedKvView } from 
 import type { Activations } from './activations.js';
 import type { ModelConfig } from './config.js';
 import type { RopeTable } from './rope.js';
+import { matmulRows } from './row-stack.js';
 import type { PreparedWeights } from './weights-prepared.js';
 
 /** One sequence's rows in the batch. */
@@ -66,7 +67,7 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
 
     // ---- attention ----
     ops.rmsNorm(a.x, lw.inputNorm, eps, T, d, a.xn); //                   xn: [T, d]
-    await dense.matmul(lw.qkv, a.xn, T, a.qkv); //                          qkv: [T, qDim + 2 kvDim]
+    await matmulRows(dense, lw.qkv, a.xn, T, a.qkv); //                          qkv: [T, qDim + 2 kvDim]
     splitRows(a.qkv, T, lw.qkvBias, [a.q, qDim], [a.k, kvDim], [a.v, kvDim]); // q: [T, qDim], k, v: [T, kvDim]
     rope(m, batch, a.q, numHeads, a.positions); //                          q, k rotated at each token's position
     rope(m, batch, a.k, numKvHeads, a.positions);
@@ -84,7 +85,7 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
 
     // ---- MLP (SwiGLU) ----
     ops.rmsNorm(a.x, lw.postNorm, eps, T, d, a.xn); //                    xn: [T, d]
-    await dense.matmul(lw.gateUp, a.xn, T, a.gateUp); //                    gateUp: [T, 2 ff]
+    await matmulRows(dense, lw.gateUp, a.xn, T, a.gateUp); //                    gateUp: [T, 2 ff]
     splitRows(a.gateUp, T, null, [a.gate, ff], [a.up, ff]); //              gate, up: [T, ff]
     ops.siluMul(a.gate, a.up, a.hidden, T * ff); //                         hidden = silu(gate) * up: [T, ff]
     await dense.matmul(lw.down, a.hidden, T, a.proj); //                    proj: [T, d]

@@ -8,6 +8,7 @@ import { dirname, join } from 'node:path';
 import { ConfigError } from '../core/index.js';
 import { QK, byteSize, quantize, type WeightDType } from '../kernels/index.js';
 import { countParameters, validateConfig, type ModelConfig } from './config.js';
+import { FILE_TYPE_OF_MIX, isKMix, tensorDtype, type GenDType } from './gen-mix.js';
 import { FILE_TYPE_OF_DTYPE, GGML_TYPE_OF_DTYPE, type GgufValue } from './gguf-format.js';
 import { gguf, writeGgufFile } from './gguf-writer.js';
 import { parseJsonObject } from './json-fields.js';
@@ -31,7 +32,7 @@ export interface GenModelOptions {
   /** A directory for hf, a .gguf file for gguf. */
   readonly out: string;
   readonly seed?: number;
-  readonly dtype?: WeightDType;
+  readonly dtype?: GenDType;
   readonly onProgress?: (progress: GenProgress) => void;
   /** Test-only shape changes on top of the preset (API only, not a CLI flag). */
   readonly overrides?: GenOverrides;
@@ -58,8 +59,8 @@ export const GEN_CHAT_TEMPLATE =
   "{% elif message['role'] == 'assistant' %}{{ ' ' + message['content'] + eos_token }}" +
   "{% else %}{{ raise_exception('unknown role: ' + message['role']) }}{% endif %}{% endfor %}";
 
-const HF_DTYPES: readonly WeightDType[] = ['f32', 'f16', 'bf16'];
-const TORCH_DTYPE: Readonly<Partial<Record<WeightDType, string>>> = { f32: 'float32', f16: 'float16', bf16: 'bfloat16' };
+const HF_DTYPES: readonly GenDType[] = ['f32', 'f16', 'bf16'];
+const TORCH_DTYPE: Readonly<Partial<Record<GenDType, string>>> = { f32: 'float32', f16: 'float16', bf16: 'bfloat16' };
 
 export function checkGenOptions(options: GenModelOptions): void {
   if (!(GEN_PRESETS as readonly string[]).includes(options.preset)) {
@@ -86,7 +87,7 @@ export function genConfig(options: Pick<GenModelOptions, 'preset' | 'overrides' 
   }
   const dtype = options.dtype ?? 'f32';
   const cols = [config.hiddenSize, config.intermediateSize, config.numHeads * config.headDim];
-  if ((dtype === 'q8_0' || dtype === 'q4_0') && cols.some((n) => n % QK !== 0)) {
+  if ((dtype === 'q8_0' || dtype === 'q4_0' || isKMix(dtype)) && cols.some((n) => n % QK !== 0)) {
     throw new ConfigError(`${dtype} needs hidden, intermediate and attention sizes that are multiples of ${QK}`);
   }
   return config;
@@ -99,8 +100,8 @@ export async function genModel(options: GenModelOptions): Promise<GenModelResult
   return { path: options.out, config, parameters: countParameters(config), files };
 }
 
-function tensorSpecs(config: ModelConfig, dtypeOf: (shape: readonly number[]) => WeightDType) {
-  return [...expectedTensors(config)].map(([name, shape]) => ({ name, shape, dtype: dtypeOf(shape) }));
+function tensorSpecs(config: ModelConfig, dtypeOf: (name: string, shape: readonly number[]) => WeightDType) {
+  return [...expectedTensors(config)].map(([name, shape]) => ({ name, shape, dtype: dtypeOf(name, shape) }));
 }
 
 function progress(options: GenModelOptions, specs: readonly { name: string; shape: readonly number[]; dtype: WeightDType }[]) {
@@ -123,18 +124,18 @@ async function writeHf(config: ModelConfig, options: GenModelOptions): Promise<s
   await writeFile(files[0]!, `${JSON.stringify(hfConfigJson(config, dtype, seed, options.preset), null, 2)}\n`);
   await writeFile(files[1]!, vocab.tokenizerJsonText);
   await writeFile(files[2]!, `${JSON.stringify({ ...vocab.tokenizerConfig, chat_template: GEN_CHAT_TEMPLATE }, null, 2)}\n`);
-  const specs = tensorSpecs(config, () => dtype);
+  const specs = tensorSpecs(config, () => dtype as WeightDType); // checkGenOptions: f32, f16 or bf16
   const done = progress(options, specs);
   await writeSafetensorsFile(files[3]!, specs, (i) => {
     const spec = specs[i]!;
-    const data = quantize(dtype, generateTensor(config, spec.name, spec.shape, seed));
+    const data = quantize(spec.dtype, generateTensor(config, spec.name, spec.shape, seed));
     done(i);
     return data;
   }, { format: 'pt', generator: `tessera gen-model --preset ${options.preset} --seed ${seed}` });
   return files;
 }
 
-function hfConfigJson(config: ModelConfig, dtype: WeightDType, seed: number, preset: GenPreset): Record<string, unknown> {
+function hfConfigJson(config: ModelConfig, dtype: GenDType, seed: number, preset: GenPreset): Record<string, unknown> {
   return {
     architectures: ['LlamaForCausalLM'],
     model_type: 'llama',
@@ -172,7 +173,7 @@ async function writeGguf(config: ModelConfig, options: GenModelOptions): Promise
     ['general.architecture', gguf.str(a)],
     ['general.name', gguf.str(`tessera-${options.preset}`)],
     ['general.alignment', gguf.u32(32)],
-    ['general.file_type', gguf.u32(FILE_TYPE_OF_DTYPE[dtype])],
+    ['general.file_type', gguf.u32(isKMix(dtype) ? FILE_TYPE_OF_MIX[dtype] : FILE_TYPE_OF_DTYPE[dtype])],
     ['tessera.preset', gguf.str(options.preset)],
     ['tessera.seed', gguf.u32(seed)],
     [`${a}.vocab_size`, gguf.u32(config.vocabSize)],
@@ -196,8 +197,8 @@ async function writeGguf(config: ModelConfig, options: GenModelOptions): Promise
     ['tokenizer.ggml.add_eos_token', gguf.bool(false)],
     ['tokenizer.chat_template', gguf.str(GEN_CHAT_TEMPLATE)],
   ];
-  // llama.cpp keeps 1-D tensors (norms) in f32 whatever the file type.
-  const specs = tensorSpecs(config, (shape) => (shape.length === 1 ? 'f32' : dtype));
+  // llama.cpp keeps 1-D tensors (norms) in f32 whatever the file type; K-quant mixes: gen-mix.ts.
+  const specs = tensorSpecs(config, (name, shape) => tensorDtype(config, dtype, name, shape));
   const done = progress(options, specs);
   const ggufSpecs = specs.map((s) => ({ name: hfToGgufName(s.name), shape: s.shape, ggmlType: GGML_TYPE_OF_DTYPE[s.dtype] }));
   await writeGgufFile(options.out, metadata, ggufSpecs, (i) => {

@@ -46,7 +46,9 @@ export const GGML_BLOCK: Readonly<Record<number, readonly [number, number]>> = {
   24: [1, 1], 25: [1, 2], 26: [1, 4], 27: [1, 8], 28: [1, 8], 30: [1, 2],
 };
 
-export const GGML_TYPE_OF_DTYPE: Readonly<Record<WeightDType, number>> = { f32: 0, f16: 1, q4_0: 2, q8_0: 8, bf16: 30 };
+export const GGML_TYPE_OF_DTYPE: Readonly<Record<WeightDType, number>> = {
+  f32: 0, f16: 1, q4_0: 2, q8_0: 8, bf16: 30, q4_k: 12, q5_k: 13, q6_k: 14,
+};
 
 export function dtypeOfGgmlType(code: number): WeightDType | null {
   for (const [dtype, c] of Object.entries(GGML_TYPE_OF_DTYPE)) if (c === code) return dtype as WeightDType;
@@ -57,8 +59,10 @@ export function ggmlTypeName(code: number): string {
   return GGML_TYPE_NAMES[code] ?? `unknown type ${code}`;
 }
 
-/** llama.cpp's general.file_type (LLAMA_FTYPE_*) for a file whose matrices are all `dtype`. */
-export const FILE_TYPE_OF_DTYPE: Readonly<Record<WeightDType, number>> = { f32: 0, f16: 1, q4_0: 2, q8_0: 7, bf16: 32 };
+/** llama.cpp's general.file_type (LLAMA_FTYPE_*) for a file whose matrices are all `dtype` (q4_k: Q4_K_S). */
+export const FILE_TYPE_OF_DTYPE: Readonly<Record<WeightDType, number>> = {
+  f32: 0, f16: 1, q4_0: 2, q8_0: 7, bf16: 32, q4_k: 14, q5_k: 16, q6_k: 18,
+};
 
 /** llama.cpp token types (tokenizer.ggml.token_type). */
 export const TOKEN_TYPE = { normal: 1, unknown: 2, control: 3, userDefined: 4, unused: 5, byte: 6 } as const;

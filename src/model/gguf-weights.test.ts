@@ -62,7 +62,7 @@ describe('GGUF weights', () => {
       name: t.name, shape: t.shape, ggmlType: t.name === 'token_embd.weight' ? 3 : t.ggmlType,
       data: t.name === 'token_embd.weight' ? new Uint8Array(160) : bytes.subarray(t.fileOffset, t.fileOffset + t.byteLength!),
     })));
-    expect(() => load(q4k)).toThrow(new ModelLoadError(FILE, 'tensor token_embd.weight has type Q4_1; Tessera loads F32, F16, BF16, Q8_0 and Q4_0'));
+    expect(() => load(q4k)).toThrow(new ModelLoadError(FILE, 'tensor token_embd.weight has type Q4_1; Tessera loads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K'));
   });
 
   it('rejects a tensor it would otherwise ignore, and a missing one', () => {

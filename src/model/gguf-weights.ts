@@ -21,7 +21,7 @@ export function loadGgufWeights(g: GgufFile, config: ModelConfig): Map<string, H
     if (name === null) throw new ModelLoadError(g.file, `unexpected tensor ${info.name}: not part of a ${config.arch} model`);
     const dtype = dtypeOfGgmlType(info.ggmlType);
     if (dtype === null) {
-      throw new ModelLoadError(g.file, `tensor ${info.name} has type ${ggmlTypeName(info.ggmlType)}; Tessera loads F32, F16, BF16, Q8_0 and Q4_0`);
+      throw new ModelLoadError(g.file, `tensor ${info.name} has type ${ggmlTypeName(info.ggmlType)}; Tessera loads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K`);
     }
     raw.set(name, { name, dtype, shape: info.shape, data: ggufTensorBytes(g, info) });
   }

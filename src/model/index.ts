@@ -14,6 +14,7 @@ export { DEFAULT_CHAT_TEMPLATE, createChatTemplate, type ChatMessage, type ChatT
 export { EMBED, FINAL_NORM, LM_HEAD, expectedTensors, layerName } from './tensor-names.js';
 export { elementCount, tensorToF32 } from './host-tensor.js';
 export { GEN_CHAT_TEMPLATE, checkGenOptions, genConfig, genModel, type GenFormat, type GenOverrides, type GenModelOptions, type GenModelResult, type GenProgress } from './gen-model.js';
+export { GEN_DTYPES, K_MIXES, tensorDtype, useMoreBits, type GenDType, type KMix } from './gen-mix.js';
 export { GEN_PRESETS, LOGIT_STD, PRESET_CONFIGS, generateTensor, type GenPreset } from './presets.js';
 export { BUILTIN_MODELS, builtinTinyDir, isBuiltinSpec, resolveBuiltinModel, type BuiltinModel, type BuiltinOptions } from './builtin.js';
 export { packageRoot } from './package-root.js';

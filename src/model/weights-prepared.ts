@@ -10,12 +10,13 @@
 //   qkv     [qDim + 2 kvDim, d]   rows: q_proj | k_proj | v_proj
 //   gateUp  [2 ff, d]             rows: gate_proj | up_proj
 //
-// Matrices of one group with different dtypes (possible in a hand-made GGUF) are widened to f32
-// together: correct, and rare enough not to need its own path.
+// Matrices of one group with different dtypes (llama.cpp's K-quant mixes: Q4_K q/k, Q6_K v) are
+// stacked by runs of one dtype, each run prepared on its own (row-stack.ts): none is widened.
 import { assert } from '../core/index.js';
 import { byteSize, type DenseKernels, type DenseWeight, type HostTensor, type OpKernels, type WeightDType } from '../kernels/index.js';
 import type { ModelConfig } from './config.js';
 import { tensorToF32 } from './host-tensor.js';
+import { RowStack } from './row-stack.js';
 import { EMBED, FINAL_NORM, LM_HEAD, layerName } from './tensor-names.js';
 
 export interface LayerWeights {
@@ -66,9 +67,18 @@ export async function prepareWeights(
   };
   let bytesPerToken = 0;
   const matrix = async (name: string, parts: readonly HostTensor[]): Promise<DenseWeight> => {
-    const stacked = stackRows(name, parts);
-    bytesPerToken += stacked.data.byteLength;
-    return dense.prepare(stacked);
+    const runs: HostTensor[][] = [];
+    for (const p of parts) {
+      if (runs.length > 0 && runs.at(-1)![0]!.dtype === p.dtype) runs.at(-1)!.push(p);
+      else runs.push([p]);
+    }
+    const prepared: DenseWeight[] = [];
+    for (const run of runs) {
+      const stacked = stackRows(`${name}.${prepared.length}`, run);
+      bytesPerToken += stacked.data.byteLength;
+      prepared.push(await dense.prepare(runs.length === 1 ? { ...stacked, name } : stacked));
+    }
+    return prepared.length === 1 ? prepared[0]! : new RowStack(prepared);
   };
 
   const layers: LayerWeights[] = [];

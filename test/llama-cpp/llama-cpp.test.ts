@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEngine, genModel, loadModel, type Engine, type GenOverrides } from '../../src/model/index.js';
-import type { WeightDType } from '../../src/kernels/index.js';
+import type { GenDType } from '../../src/model/index.js';
 import { correlation, LlamaCpp, maxLogProbDiff, tesseraTrace } from './drivers.js';
 
 /** "The quick brown fox jumps over the lazy dog" in the Llama 2 vocabulary, BOS first. */
@@ -32,7 +32,7 @@ async function engineFor(path: string): Promise<Engine> {
   return engine;
 }
 
-async function gguf(name: string, dtype: WeightDType, overrides?: GenOverrides): Promise<string> {
+async function gguf(name: string, dtype: GenDType, overrides?: GenOverrides): Promise<string> {
   const out = join(root, `${name}.gguf`);
   await genModel({ preset: 'tiny', format: 'gguf', out, seed: SEED, dtype, ...(overrides ? { overrides } : {}) });
   return out;

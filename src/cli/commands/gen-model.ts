@@ -4,11 +4,10 @@
 import { stat } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { ConfigError } from '../../core/index.js';
-import type { WeightDType } from '../../kernels/index.js';
-import { GEN_PRESETS, genModel, type GenFormat, type GenProgress } from '../../model/index.js';
+import { GEN_DTYPES, GEN_PRESETS, genModel, type GenFormat, type GenProgress } from '../../model/index.js';
 
 const FORMATS: readonly GenFormat[] = ['hf', 'gguf'];
-const DTYPES: readonly WeightDType[] = ['f32', 'f16', 'bf16', 'q8_0', 'q4_0'];
+const DTYPES = GEN_DTYPES;
 
 interface GenModelFlags {
   preset: string;
@@ -26,7 +25,7 @@ export function registerGenModel(program: Command): void {
     .requiredOption('--format <format>', `hf (a directory) | gguf (one .gguf file)`)
     .requiredOption('--out <path>', 'a directory for hf, a .gguf file for gguf')
     .option('--seed <n>', 'random seed: the same seed gives the same weights in both formats', '0')
-    .option('--dtype <dtype>', `weight type: ${DTYPES.join(' | ')} (q8_0 and q4_0: gguf only)`, 'f32')
+    .option('--dtype <dtype>', `weight type: ${DTYPES.join(' | ')} (q8_0, q4_0 and the K-quant mixes q4_k_m, q5_k_m, q6_k as llama.cpp makes them: gguf only)`, 'f32')
     .action(async (flags: GenModelFlags) => {
       const preset = pick(flags.preset, GEN_PRESETS, '--preset');
       const format = pick(flags.format, FORMATS, '--format');

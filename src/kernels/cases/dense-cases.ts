@@ -13,11 +13,14 @@ import { type KernelCase, dotMagnitudes, expectBitwiseEqual, expectThrows, expec
 export const DENSE_RELATIVE_TOLERANCE = 1e-5;
 
 const FLOAT_DTYPES: readonly WeightDType[] = ['f32', 'f16', 'bf16'];
-const BLOCK_DTYPES: readonly WeightDType[] = ['q8_0', 'q4_0'];
+const BLOCK_DTYPES: readonly WeightDType[] = ['q8_0', 'q4_0', 'q4_k', 'q5_k', 'q6_k'];
+const K_DTYPES: readonly WeightDType[] = ['q4_k', 'q5_k', 'q6_k'];
 /** [rows, cols]: odd sizes, cols not a multiple of 4 or 16 for float types. */
 const FLOAT_SHAPES: readonly (readonly [number, number])[] = [[1, 1], [7, 13], [33, 50], [64, 67], [130, 96]];
 /** Block types need cols % 32 === 0. */
 const BLOCK_SHAPES: readonly (readonly [number, number])[] = [[1, 32], [9, 32], [33, 96], [70, 160]];
+/** K-quants need cols % 256 === 0. */
+const K_SHAPES: readonly (readonly [number, number])[] = [[1, 256], [9, 512], [33, 768]];
 const BATCH_SIZES = [1, 3, 16];
 
 export interface DenseCaseOptions {
@@ -45,7 +48,7 @@ export function denseCases(options: DenseCaseOptions = {}): KernelCase<DenseKern
   const cases: KernelCase<DenseKernels>[] = [];
   let seed = 100;
   for (const dtype of [...FLOAT_DTYPES, ...BLOCK_DTYPES]) {
-    const shapes = FLOAT_DTYPES.includes(dtype) ? FLOAT_SHAPES : BLOCK_SHAPES;
+    const shapes = FLOAT_DTYPES.includes(dtype) ? FLOAT_SHAPES : K_DTYPES.includes(dtype) ? K_SHAPES : BLOCK_SHAPES;
     for (const m of BATCH_SIZES) {
       const caseSeed = seed++;
       cases.push({
@@ -93,6 +96,8 @@ export function denseCases(options: DenseCaseOptions = {}): KernelCase<DenseKern
       const weight = randomWeight(new Rng(5), 'q8_0', 4, 64);
       await expectThrows('truncated q8_0', () => backend.prepare({ ...weight, data: weight.data.subarray(1) }));
       await expectThrows('q4_0 with cols % 32 != 0', () => backend.prepare({ ...weight, dtype: 'q4_0', shape: [4, 48], data: new Uint8Array(4 * 27) }));
+      // 2 rows of 128 are one super-block of bytes, but a K-quant row must be whole super-blocks.
+      await expectThrows('q4_k with cols % 256 != 0', () => backend.prepare({ ...weight, dtype: 'q4_k', shape: [2, 128], data: new Uint8Array(144) }));
     },
   });
   return cases;
@@ -104,7 +109,7 @@ export function batchInvarianceCases(): KernelCase<DenseKernels>[] {
     name: `${dtype}: each row alone equals the same row inside a batch of 16, bit for bit`,
     async run(backend) {
       const rng = new Rng(200 + n);
-      const [rows, cols] = FLOAT_DTYPES.includes(dtype) ? [37, 98] : [37, 96];
+      const [rows, cols] = FLOAT_DTYPES.includes(dtype) ? [37, 98] : K_DTYPES.includes(dtype) ? [37, 512] : [37, 96];
       const weight = await backend.prepare(randomWeight(rng, dtype, rows, cols));
       const x = randomF32(rng, 16 * cols);
       const batch = await backend.matmul(weight, x, 16);

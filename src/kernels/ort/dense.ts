@@ -8,6 +8,8 @@
 //                           as llama.cpp does for q4_0/q8_0 (~1e-3 of Σ|x·w| from exact; fast)
 //                    'f32'  level 0: f32 arithmetic on the dequantized weights (exact to ~1e-7,
 //                           but 2-3x slower for q4_0 and ~100x slower for q8_0 in ORT 1.30)
+//   q4_k, q5_k,    MatMulNBits too (repack-k.ts: 4 / 8 / 8 bits), plus for q4_k and q5_k a small
+//   q6_k           f32 product of per-block sums of x with the blocks' min terms
 // Not batch-invariant: onnxruntime picks kernels by m, so a row's bits may change with the
 // batch it is in (bench/kernels.ts measures it). Never used with --deterministic.
 import ort from 'onnxruntime-node';
@@ -17,6 +19,7 @@ import { checkMatmul, checkWeight } from '../layout.js';
 import type { DenseKernels, DenseWeight, HostTensor, WeightDType } from '../types.js';
 import { OnnxDataType, type OnnxModel, type OnnxNode, type OnnxTensor, encodeModel } from './onnx-proto.js';
 import { repackQ4_0, repackQ8_0 } from './repack.js';
+import { repackK } from './repack-k.js';
 
 export interface OrtDenseOptions {
   /** intra-op threads per session (default 1). */
@@ -52,7 +55,7 @@ function bytesOf(values: Float32Array | Uint8Array): Uint8Array {
 /** The one-node graph y[m, rows] = x[m, cols] · Wᵀ for `weight`. */
 export function denseModel(weight: HostTensor, activationPrecision: 'int8' | 'f32' = 'int8'): OnnxModel {
   const { rows, cols } = checkWeight(weight);
-  let node: OnnxNode;
+  let nodes: OnnxNode[];
   let initializers: OnnxTensor[];
   switch (weight.dtype) {
     case 'f32':
@@ -61,7 +64,7 @@ export function denseModel(weight: HostTensor, activationPrecision: 'int8' | 'f3
       const values = new Float32Array(rows * cols);
       dequantize(weight.dtype, weight.data, 0, rows * cols, values);
       initializers = [{ name: 'W', dataType: OnnxDataType.FLOAT, dims: [rows, cols], raw: bytesOf(values) }];
-      node = { opType: 'Gemm', name: 'dense', inputs: ['x', 'W'], outputs: ['y'], attributes: [{ kind: 'int', name: 'transB', value: 1 }] };
+      nodes = [{ opType: 'Gemm', name: 'dense', inputs: ['x', 'W'], outputs: ['y'], attributes: [{ kind: 'int', name: 'transB', value: 1 }] }];
       break;
     }
     case 'q4_0':
@@ -72,7 +75,7 @@ export function denseModel(weight: HostTensor, activationPrecision: 'int8' | 'f3
         { name: 'B', dataType: OnnxDataType.UINT8, dims: [rows, cols / 32, blob], raw: packed.blocks },
         { name: 'scales', dataType: OnnxDataType.FLOAT, dims: [(rows * cols) / 32], raw: bytesOf(packed.scales) },
       ];
-      node = {
+      nodes = [{
         opType: 'MatMulNBits',
         domain: 'com.microsoft',
         name: 'dense',
@@ -85,18 +88,64 @@ export function denseModel(weight: HostTensor, activationPrecision: 'int8' | 'f3
           { kind: 'int', name: 'block_size', value: 32 },
           { kind: 'int', name: 'accuracy_level', value: activationPrecision === 'int8' ? 4 : 0 },
         ],
-      };
+      }];
       break;
     }
+    case 'q4_k':
+    case 'q5_k':
+    case 'q6_k':
+      ({ nodes, initializers } = kQuantGraph(weight, rows, cols, activationPrecision));
+      break;
   }
   return {
     irVersion: 8,
     opsets: OPSETS,
     graphName: weight.name,
-    nodes: [node],
+    nodes,
     initializers,
     inputs: [{ name: 'x', dataType: OnnxDataType.FLOAT, dims: ['m', cols] }],
     outputs: [{ name: 'y', dataType: OnnxDataType.FLOAT, dims: ['m', rows] }],
+  };
+}
+
+/** MatMulNBits on the repacked K-quant, plus y += blockSums(x) · Cᵀ where repack-k.ts needs it. */
+function kQuantGraph(weight: HostTensor, rows: number, cols: number, activationPrecision: 'int8' | 'f32'): { nodes: OnnxNode[]; initializers: OnnxTensor[] } {
+  const packed = repackK(weight.dtype as 'q4_k' | 'q5_k' | 'q6_k', weight.data, rows, cols);
+  const perBlock = cols / packed.blockSize;
+  const initializers: OnnxTensor[] = [
+    { name: 'B', dataType: OnnxDataType.UINT8, dims: [rows, perBlock, (packed.blockSize * packed.bits) / 8], raw: packed.blocks },
+    { name: 'scales', dataType: OnnxDataType.FLOAT, dims: [rows * perBlock], raw: bytesOf(packed.scales) },
+  ];
+  const main: OnnxNode = {
+    opType: 'MatMulNBits',
+    domain: 'com.microsoft',
+    name: 'dense',
+    inputs: ['x', 'B', 'scales'],
+    outputs: [packed.correction === null ? 'y' : 'y0'],
+    attributes: [
+      { kind: 'int', name: 'K', value: cols },
+      { kind: 'int', name: 'N', value: rows },
+      { kind: 'int', name: 'bits', value: packed.bits },
+      { kind: 'int', name: 'block_size', value: packed.blockSize },
+      { kind: 'int', name: 'accuracy_level', value: activationPrecision === 'int8' ? 4 : 0 },
+    ],
+  };
+  if (packed.correction === null) return { nodes: [main], initializers };
+  const int64s = (values: readonly number[]): Uint8Array => new Uint8Array(BigInt64Array.from(values.map(BigInt)).buffer);
+  initializers.push(
+    { name: 'C', dataType: OnnxDataType.FLOAT, dims: [rows, cols / 32], raw: bytesOf(packed.correction) },
+    { name: 'blockShape', dataType: OnnxDataType.INT64, dims: [3], raw: int64s([-1, cols / 32, 32]) },
+    { name: 'lastAxis', dataType: OnnxDataType.INT64, dims: [1], raw: int64s([2]) },
+  );
+  return {
+    initializers,
+    nodes: [
+      main,
+      { opType: 'Reshape', name: 'blocks', inputs: ['x', 'blockShape'], outputs: ['xb'] },
+      { opType: 'ReduceSum', name: 'blockSums', inputs: ['xb', 'lastAxis'], outputs: ['xs'], attributes: [{ kind: 'int', name: 'keepdims', value: 0 }] },
+      { opType: 'Gemm', name: 'mins', inputs: ['xs', 'C'], outputs: ['y1'], attributes: [{ kind: 'int', name: 'transB', value: 1 }] },
+      { opType: 'Add', name: 'sum', inputs: ['y0', 'y1'], outputs: ['y'] },
+    ],
   };
 }
 

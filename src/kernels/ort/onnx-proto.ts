@@ -5,7 +5,7 @@
 import { assert } from '../../core/index.js';
 
 /** ONNX TensorProto.DataType values used here. */
-export const OnnxDataType = { FLOAT: 1, UINT8: 2, INT8: 3, FLOAT16: 10 } as const;
+export const OnnxDataType = { FLOAT: 1, UINT8: 2, INT8: 3, INT64: 7, FLOAT16: 10 } as const;
 
 export interface OnnxTensor {
   readonly name: string;

@@ -6,8 +6,12 @@
 // f16 conversion sits in the inner loop). Each output row's value depends only on its input row
 // (assembly/dense.ts fixes the reduction order), never on m, nor on how many threads share it:
 // with `threads` > 1, large matmuls split their output rows over worker threads (workers.ts).
+// K-quants: Q4_K and Q5_K run on the q4_0 / q8_0 kernels, still 4/8-bit (dense-k.ts: each
+// sub-block of 32 as a block, w = s (q - z), plus a small f32 product of x's block sums with the
+// min terms); Q6_K (sub-blocks of 16) is decoded to f32 at prepare: exact, 4x+ its memory.
 import { assert, assertNever } from '../../core/index.js';
-import { QK, Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, f16ToF32 } from '../formats.js';
+import { QK, Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, dequantize, f16ToF32 } from '../formats.js';
+import { addCorrection, prepareK } from './dense-k.js';
 import { checkMatmul, checkWeight } from '../layout.js';
 import type { DenseKernels, DenseWeight, HostTensor, WeightDType } from '../types.js';
 import { WasmRuntime, type WasmRuntimeOptions } from './runtime.js';
@@ -35,6 +39,12 @@ function kindOf(dtype: WeightDType): number {
       return 3;
     case 'q4_0':
       return 4;
+    case 'q4_k':
+      return 4; // repacked as q4_0 blocks (dense-k.ts)
+    case 'q5_k':
+      return 3; // repacked as q8_0 blocks
+    case 'q6_k':
+      return 0; // decoded to f32 at prepare
     default:
       return assertNever(dtype, 'weight dtype');
   }
@@ -46,9 +56,11 @@ class WasmWeight implements DenseWeight {
     readonly cols: number,
     readonly dtype: WeightDType,
     readonly ptr: number,
-    /** f32 block scales (q8_0, q4_0 only; 0 otherwise) */
+    /** f32 block scales (q8_0, q4_0, q4_k, q5_k only; 0 otherwise) */
     readonly scalesPtr: number,
     readonly runtime: WasmRuntime,
+    /** q4_k, q5_k: f32 [rows, cols / 32] min-term correction (dense-k.ts); 0 otherwise */
+    readonly correctionPtr = 0,
   ) {}
 }
 
@@ -66,6 +78,15 @@ export class WasmDense implements DenseKernels {
   async prepare(weight: HostTensor): Promise<DenseWeight> {
     const { rows, cols } = checkWeight(weight);
     const rt = this.runtime;
+    if (weight.dtype === 'q6_k') {
+      const ptr = rt.alloc(rows * cols * 4);
+      dequantize(weight.dtype, weight.data, 0, rows * cols, rt.f32(ptr, rows * cols));
+      return new WasmWeight(rows, cols, weight.dtype, ptr, 0, rt);
+    }
+    if (weight.dtype === 'q4_k' || weight.dtype === 'q5_k') {
+      const k = prepareK(rt, weight.dtype, weight.data, rows, cols);
+      return new WasmWeight(rows, cols, weight.dtype, k.ptr, k.scalesPtr, rt, k.correctionPtr);
+    }
     if (weight.dtype !== 'q8_0' && weight.dtype !== 'q4_0') {
       const ptr = rt.alloc(weight.data.byteLength);
       rt.u8(ptr, weight.data.byteLength).set(weight.data);
@@ -112,6 +133,7 @@ export class WasmDense implements DenseKernels {
       for (let t = 1; t < threads && t * chunk < rows; t++) jobs.push(args(t * chunk, Math.min(rows, (t + 1) * chunk), rt.scratch(`dense-rows-${t}`, scratchBytes)));
       this.#workers!.run(jobs, () => rt.kernels.matmul(...args(0, Math.min(rows, chunk), rt.scratch('dense-rows', scratchBytes))));
     }
+    if (weight.correctionPtr !== 0) addCorrection(rt, weight.correctionPtr, xp, yp, m, rows, cols);
     rt.output(yp, y, m * rows);
     return y;
   }
