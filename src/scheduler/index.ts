@@ -4,6 +4,7 @@
 export { Scheduler, type PeerWrites } from './scheduler.js';
 export { admissionError, poolTokensNeeded, requestShapeError, type AdmissionLimits } from './admission.js';
 export { TenantQueues, type Queued } from './queue.js';
+export { StepBudget, StepCostModel, type StepBudgetOptions, type StepCostFit } from './step-budget.js';
 export { REQUEST_STATE_KINDS, ROLES } from './types.js';
 export type {
   AbortResult,

@@ -8,7 +8,8 @@
 // A step, in order:
 //   1. Decodes of running requests, oldest first: one token each. A decode crossing a page
 //      boundary needs a page; the token budget always covers every decode (checked at start-up).
-//   2. Prefill chunks of running requests, oldest first, as far as the budget goes.
+//   2. Prefill chunks of running requests, oldest first, as far as the budget goes; with decodes
+//      in the step, the budget is also capped by prefillCap(numDecodes) (the step's time budget).
 //   3. New requests from the waiting queues (tenant round-robin) while the budget, the running
 //      limit and the pages allow; a new request never preempts anything, and none starts in a
 //      step that preempted (the victims would just take their pages back).
@@ -41,6 +42,8 @@ export interface PlanContext {
   readonly numReserved: number;
   /** Pages held outside the running set (held, receiving or quarantined): a lone request may still wait for them. */
   readonly othersHoldPages: boolean;
+  /** Most prefill tokens beside `numDecodes` decodes (the step budget, step-budget.ts); none: the token budget only. */
+  readonly prefillCap?: (numDecodes: number) => number;
   /** A request taken off the queue starts prefilling with `table`: into `running`, the youngest. */
   start(r: SchedRequest, table: PageTable): void;
   /** Pages back (cached or freed), state waiting, front of its tenant's queue; out of `running`. */
@@ -83,6 +86,9 @@ export function planStep(ctx: PlanContext): StepPlan {
   };
 
   for (const kind of ['decoding', 'prefilling'] as const) {
+    if (kind === 'prefilling' && planned.size > 0 && ctx.prefillCap !== undefined) {
+      budget = Math.min(budget, Math.max(0, ctx.prefillCap(planned.size)));
+    }
     for (let i = 0; i < ctx.running.length; i++) {
       const r = ctx.running[i] as SchedRequest;
       if (r.state.kind !== kind) continue;

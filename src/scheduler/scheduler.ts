@@ -184,8 +184,11 @@ export class Scheduler {
     return { kind: 'started', events: this.#book.onSampled(r, table, firstToken) };
   }
 
-  /** Plans one step. Call complete() with the results before the next schedule(). */
-  schedule(): StepPlan {
+  /**
+   * Plans one step. Call complete() with the results before the next schedule(). `prefillCap`:
+   * the most prefill tokens beside n decodes (the worker's StepBudget); default: the token budget.
+   */
+  schedule(prefillCap?: (numDecodes: number) => number): StepPlan {
     assert(this.#inFlight === undefined, 'schedule() while the previous step is still running; call complete() first');
     const plan = planStep({
       pages: this.#pages,
@@ -197,6 +200,7 @@ export class Scheduler {
       chunkedPrefillSize: this.#options.chunkedPrefillSize,
       numReserved: this.numReceiving,
       othersHoldPages: this.numHeld + this.numReceiving + this.#book.quarantined.size > 0,
+      ...(prefillCap === undefined ? {} : { prefillCap }),
       start: (r, table) => this.#book.setState(r, { kind: 'prefilling', table }),
       preempt: (r) => this.#book.preempt(r),
       fail: (r, error) => this.#book.fail(r, error),

@@ -138,6 +138,7 @@ export class DecodeWorker {
       onFatal: (error) => this.#onFatal(error),
       faults,
       checkEveryStep: options.checkEveryStep,
+      ...(options.maxStepMs === undefined ? {} : { maxStepMs: options.maxStepMs }),
     });
     this.#loop.start();
   }

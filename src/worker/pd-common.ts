@@ -5,7 +5,7 @@
 import { InvalidRequestError, type FaultSet, type GenerateEvent } from '../core/index.js';
 import type { PagePool } from '../pages/index.js';
 import type { Timeouts, TraceSink } from '../transfer/index.js';
-import type { StepRunner } from './engine-loop.js';
+import type { MaxStepMs, StepRunner } from './engine-loop.js';
 import type { TokenSampler } from './step-results.js';
 
 /** src/api's PdMetrics, structurally (the worker sits below the api layer). */
@@ -30,6 +30,8 @@ export interface PdWorkerOptions {
   readonly eosTokenIds: readonly number[];
   readonly maxRunningRequests: number;
   readonly chunkedPrefillSize: number;
+  /** The time budget of a step with decodes (--max-step-ms; default 'auto'). */
+  readonly maxStepMs?: MaxStepMs;
   readonly maxWaiting: number;
   readonly faults: FaultSet;
   readonly checkEveryStep: boolean;

@@ -43,6 +43,7 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig): Promise<
     eosTokenIds: model.config.eosTokenIds,
     maxRunningRequests: config.maxRunningRequests,
     chunkedPrefillSize: config.chunkedPrefillSize,
+    maxStepMs: config.maxStepMs,
     maxWaiting: config.maxWaiting,
     faults: config.faults,
     checkEveryStep: config.checkEveryStep,

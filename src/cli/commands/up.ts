@@ -40,6 +40,7 @@ interface UpFlags {
   readonly pageSize?: string;
   readonly maxRunningRequests?: string;
   readonly chunkedPrefillSize?: string;
+  readonly maxStepMs?: string;
   readonly deterministic?: boolean;
   readonly apiKeys?: string;
 }
@@ -62,6 +63,7 @@ export function registerUp(program: Command): void {
     .option('--page-size <n>', 'tokens per KV page (the same on every worker)')
     .option('--max-running-requests <n>', 'most requests prefilling or decoding at once, per worker')
     .option('--chunked-prefill-size <n>', 'most tokens in one step, per worker')
+    .option('--max-step-ms <ms>', 'time budget of a step with running decodes, per worker (auto, off, or ms)')
     .option('--deterministic', 'batch-invariant kernels on every worker')
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant (checked by the router)')
     .action(async (flags: UpFlags) => {
@@ -87,6 +89,7 @@ async function up(flags: UpFlags): Promise<number> {
   const common = [
     '--model', model, ...opt('--served-model-name', flags.servedModelName), ...opt('--context-length', flags.contextLength), ...opt('--page-size', flags.pageSize),
     ...opt('--max-running-requests', flags.maxRunningRequests), ...opt('--chunked-prefill-size', flags.chunkedPrefillSize), ...opt('--kv-memory', flags.kvMemory),
+    ...opt('--max-step-ms', flags.maxStepMs),
     ...(flags.deterministic === true ? ['--deterministic'] : []),
   ];
   const workerArgs = (role: 'prefill' | 'decode'): string[] => {
