@@ -34,6 +34,7 @@ import type { Active, DecodeEffect, DecodeInput, DecodeMachineOptions, DecodeSta
 import { TransferDigest } from './digests.js';
 import type { DecodeHost } from './hosts.js';
 import { DEFAULT_TIMEOUTS, deadline, earliest, Outbox, Tracer, type Machine, type PeerId, type Timeouts } from './machine.js';
+import { Tombstones } from './tombstones.js';
 import type { AbortReason, FinishReason, KvChunk, KvChunkHead, KvDone, Message, Reserve } from './messages.js';
 import { NO_TRACE } from './trace.js';
 
@@ -44,7 +45,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   readonly #faults: FaultSet;
   readonly #tracer: Tracer;
   readonly #active = new Map<RequestId, Active>();
-  readonly #ended = new Map<RequestId, Tombstone>();
+  readonly #ended = new Tombstones<Tombstone>();
   readonly #connected = new Set<PeerId>();
   readonly #intake: ChunkIntake;
   readonly #stats: DecodeStats = { reserved: 0, rejected: 0, transfersVerified: 0, transfersFailed: 0, framesWritten: 0, framesDropped: 0, checksumFailures: 0, bytesWritten: 0, abortsByState: {}, writersDeclaredDead: 0, writersNeverConnected: 0 };
@@ -67,7 +68,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
       return [];
     }
     this.#out = new Outbox<DecodeEffect>(this.#tracer);
-    for (const [rid, t] of this.#ended) if (t.expiresAtMs <= nowMs) this.#ended.delete(rid);
+    this.#ended.sweep(nowMs);
     switch (input.kind) {
       case 'connected':
         this.#connected.add(input.peer);

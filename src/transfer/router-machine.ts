@@ -21,6 +21,7 @@
 import { AdmissionError, AbortedError, assertNever, InvalidRequestError, InvariantError, TesseraError, TimeoutError, TransferError, asRequestId, type ErrorCode, type RequestId, type SamplingParams, type TenantId, type TokenLogprob } from '../core/index.js';
 import { promptDigest } from './digests.js';
 import { DEFAULT_TIMEOUTS, deadline, earliest, Outbox, Tracer, type Deadline, type Machine, type NetworkEffect, type NetworkInput, type PeerId, type Timeouts } from './machine.js';
+import { Tombstones } from './tombstones.js';
 import type { AbortReason, FinishReason, Message } from './messages.js';
 import { NO_TRACE, type TraceSink } from './trace.js';
 
@@ -110,7 +111,7 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
   readonly #tracer: Tracer;
   readonly #clients = new Map<RequestId, Client>();
   readonly #attempts = new Map<RequestId, Attempt>();
-  readonly #ended = new Map<RequestId, { readonly state: 'Succeeded' | 'Failed'; readonly expiresAtMs: number }>();
+  readonly #ended = new Tombstones<{ readonly state: 'Succeeded' | 'Failed'; readonly expiresAtMs: number }>();
   readonly #stats: RouterStats = { submitted: 0, succeeded: 0, failed: 0, retries: 0, cancelTimeouts: 0, failuresByCode: {}, abortsByState: {} };
   #out!: Outbox<RouterEffect>;
   #now = 0;
@@ -127,7 +128,7 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
   handle(nowMs: number, input: RouterInput): RouterEffect[] {
     this.#now = nowMs;
     this.#out = new Outbox<RouterEffect>(this.#tracer);
-    for (const [rid, t] of this.#ended) if (t.expiresAtMs <= nowMs) this.#ended.delete(rid);
+    this.#ended.sweep(nowMs);
     switch (input.kind) {
       case 'submit':
         this.#onSubmit(input.request);
