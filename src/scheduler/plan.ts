@@ -18,7 +18,9 @@
 // into the prefix cache, where they are evictable, the rest freed), it goes to the front of its
 // tenant's queue and later recomputes prompt and output from position 0 (or from a cache hit).
 // If the youngest is the request itself, it preempts itself. A chunk that does not fit whole
-// shrinks to what fits instead.
+// shrinks to what fits instead. On a decode node (`failOnPreempt`) a preemption fails the victim
+// instead (ctx.failPreempted): its prompt's ids never came there, so it could only be recomputed
+// from placeholders; the failure is an event of this plan, and nothing of it is computed.
 //
 // Backstops, reachable only when admission was skipped (fault `skip-admission`): a request longer
 // than the context, or one that is alone and still cannot grow, fails here instead of looping.
@@ -50,6 +52,10 @@ export interface PlanContext {
   preempt(r: SchedRequest): void;
   /** Ends the request with the error wherever it is, pages back; out of `running` and the queues. */
   fail(r: SchedRequest, error: TesseraError): SchedulerEvent;
+  /** Decode role: preemption fails the victim (pages back, out of `running`) instead of preempt(). */
+  readonly failOnPreempt: boolean;
+  /** Fails a request the plan would have preempted (an honest `overloaded`). */
+  failPreempted(r: SchedRequest): SchedulerEvent;
 }
 
 export function planStep(ctx: PlanContext): StepPlan {
@@ -61,6 +67,10 @@ export function planStep(ctx: PlanContext): StepPlan {
   const preempt = (victim: SchedRequest): void => {
     budget += planned.get(victim) ?? 0;
     planned.delete(victim);
+    if (ctx.failOnPreempt) {
+      events.push(ctx.failPreempted(victim));
+      return;
+    }
     ctx.preempt(victim);
     preempted.push(victim.rid);
   };

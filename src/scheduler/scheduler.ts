@@ -63,6 +63,7 @@ export class Scheduler {
   readonly #book: RequestBook;
   /** The items of the step being run, between schedule() and complete(). */
   #inFlight: ReadonlyMap<RequestId, BatchItem> | undefined;
+  #numPreemptions = 0;
 
   constructor(options: SchedulerOptions) {
     const { pool, pageSize, contextLength, maxRunningRequests, chunkedPrefillSize, maxWaiting } = options;
@@ -104,6 +105,11 @@ export class Scheduler {
   /** Decode role: requests whose prompt pages a peer is filling. */
   get numReceiving(): number {
     return this.#book.count('receiving');
+  }
+
+  /** Requests preempted so far (on a decode node: failed instead, see plan.ts). */
+  get numPreemptions(): number {
+    return this.#numPreemptions;
   }
 
   /** Aborted requests whose pages stay quarantined until release(rid). */
@@ -204,7 +210,13 @@ export class Scheduler {
       start: (r, table) => this.#book.setState(r, { kind: 'prefilling', table }),
       preempt: (r) => this.#book.preempt(r),
       fail: (r, error) => this.#book.fail(r, error),
+      failOnPreempt: this.role === 'decode',
+      failPreempted: (r) => {
+        this.#numPreemptions++;
+        return this.#book.fail(r, preemptedOnDecode(r.rid));
+      },
     });
+    this.#numPreemptions += plan.preempted.length;
     if (plan.items.length > 0) this.#inFlight = new Map(plan.items.map((item) => [item.rid, item]));
     return plan;
   }
@@ -362,6 +374,14 @@ export class Scheduler {
     }
     return undefined;
   }
+}
+
+/** A decode node cannot recompute a prompt it never saw: the request it would preempt fails. */
+function preemptedOnDecode(rid: RequestId): TesseraError {
+  return new TesseraError(
+    'overloaded',
+    `This decode node ran out of KV pages for ${rid}'s output and would have had to preempt it; a decode node cannot recompute a prompt it never saw, so the request fails. Please retry.`,
+  );
 }
 
 function overloaded(why: string): TesseraError {

@@ -20,8 +20,8 @@
 //
 // The prompt's token ids never come here (Reserve carries their number and digest): the
 // scheduler holds placeholders for them. So a request must never be recomputed on a decode
-// node: one the scheduler preempted (its pages went to another) is aborted before its recompute
-// runs, and fails with an honest `overloaded`; its item is skipped, never computed.
+// node: the decode scheduler's plan fails a request it would preempt (an honest `overloaded`,
+// an event of that plan), so nothing of it is ever computed from placeholders.
 // Trace: besides the machine's events, the worker emits `read` of the transferred pages at each
 // decode step and `free` when the request ends (trace.ts).
 import { assertNever, InvariantError, TesseraError, type GenerateEvent, type GenerateRequest, type RequestId, type SamplingParams, type Tag, type BatchItem } from '../core/index.js';
@@ -61,41 +61,30 @@ export class DecodeWorker {
   readonly #mirror = new TotalsMirror();
   /** When each request's first KV frame arrived (for the transfer-time histogram). */
   readonly #transferStartMs = new Map<RequestId, number>();
-  #numPreempted = 0;
   #metrics: PdMetricsSink | undefined;
   #closed = false;
 
   static async start(options: PdWorkerOptions): Promise<DecodeWorker> {
     let handlers: ReturnType<MachineDriver<DecodeInput, DecodeEffect>['handlers']> | undefined;
     let chunks: ChunkHandlers | undefined;
-    let created: DecodeWorker | undefined;
     const transport = await TcpTransport.listen({
       host: options.clusterHost,
       port: options.clusterPort,
       secret: options.clusterSecret,
       dial: false, // the router and the prefills dial decode; decode answers on their connections
-      // Before any input, a request the scheduler preempted since the last step is failed, so
-      // the trace frees its pages before a new Reserve may be given them.
       handlers: {
         connected: (peer) => handlers?.connected(peer),
-        message: (from, message) => {
-          if (created !== undefined) created.#abortPreempted();
-          handlers?.message(from, message);
-        },
+        message: (from, message) => handlers?.message(from, message),
         closed: (peer, reason) => handlers?.closed(peer, reason),
         // KvChunk payloads land in their pages as they arrive (the machine checks each header first).
         chunks: {
-          begin: (from, head) => {
-            if (created !== undefined) created.#abortPreempted();
-            chunks?.begin(from, head);
-          },
+          begin: (from, head) => chunks?.begin(from, head),
           piece: (from, bytes) => chunks?.piece(from, bytes),
           end: (from) => chunks?.end(from),
         },
       },
     });
     const worker = new DecodeWorker(options, transport);
-    created = worker;
     handlers = worker.#driver.handlers();
     chunks = worker.#driver.chunkHandlers();
     return worker;
@@ -126,7 +115,7 @@ export class DecodeWorker {
     this.#driver = new MachineDriver<DecodeInput, DecodeEffect>(this.machine, (effect) => this.#carryOut(effect));
     this.#loop = new EngineLoop({
       scheduler: this.scheduler,
-      runner: new HookedRunner(options.runner, { before: (items) => this.#beforeStep(items), after: () => this.#abortPreempted() }),
+      runner: new HookedRunner(options.runner, { before: (items) => this.#beforeStep(items), after: () => undefined }),
       sampler: options.sampler,
       samplingOf: (rid) => {
         const d = this.#decoding.get(rid);
@@ -165,7 +154,7 @@ export class DecodeWorker {
       healthy: this.#loop.healthy && !this.#closed,
       detail: pdHealth(
         { role: 'decode', options: this.#o, address: this.address, pool: this.pool, idle: this.isIdle, running: this.scheduler.numRunning, active: this.machine.numActive, transfer: this.machine.stats(), transport: this.transport.stats(), loop },
-        { receiving: this.scheduler.numReceiving, quarantined: this.scheduler.numQuarantined, preempted: this.#numPreempted },
+        { receiving: this.scheduler.numReceiving, quarantined: this.scheduler.numQuarantined, preempted: this.scheduler.numPreemptions },
       ),
     };
   }
@@ -257,9 +246,8 @@ export class DecodeWorker {
     }
   }
 
-  /** Before a step: preempted requests are aborted and their items skipped; the rest read their pages. */
+  /** Before a step: items of requests that ended meanwhile are skipped; the rest read their pages. */
   #beforeStep(items: readonly BatchItem[]): ReadonlySet<BatchItem> {
-    this.#abortPreempted();
     const skip = new Set<BatchItem>();
     for (const item of items) {
       const d = this.#decoding.get(item.rid);
@@ -270,19 +258,6 @@ export class DecodeWorker {
       this.#trace.emit({ kind: 'page', node: this.address, role: 'decode', rid: item.rid, action: 'read', pages: d.tags.map((t) => ({ page: t.page, epoch: t.epoch })) });
     }
     return skip;
-  }
-
-  /** A decoding request the scheduler preempted would recompute its prompt from placeholders: fail it instead. */
-  #abortPreempted(): void {
-    for (const rid of [...this.#decoding.keys()]) {
-      const state = this.scheduler.view(rid)?.state;
-      if (state === 'decoding' || state === 'ending' || state === undefined) continue;
-      this.#numPreempted++;
-      this.scheduler.abort(rid);
-      this.#end(rid);
-      const error = new TesseraError('overloaded', `decode node ${this.address} ran out of KV pages for ${rid}'s output and had to preempt it; please retry`);
-      this.#driver.handle({ kind: 'decodeFailed', rid, error });
-    }
   }
 
   /** The request left the decoder: its transferred pages are the scheduler's to free. */
