@@ -167,7 +167,8 @@ export class Scheduler {
   /**
    * Decode role: the peer's transfer into rid's pages is complete and verified. The stamps must
    * cover every prompt position (the incident's placeholder bug fails here: the request fails
-   * with a TransferError and nothing is read); then the request decodes from its first token.
+   * with a TransferError and nothing is read); then the request decodes from its first token,
+   * which gets no `token` event (the DecodeMachine sent it): the events are an end, if any.
    */
   startDecode(rid: RequestId, firstToken: number): StartDecodeResult {
     const r = this.#book.requests.get(rid);
@@ -187,7 +188,9 @@ export class Scheduler {
     }
     const table: PageTable = { tags: [...tags], numComputed: r.numPromptTokens };
     this.#book.setState(r, { kind: 'decoding', table });
-    return { kind: 'started', events: this.#book.onSampled(r, table, firstToken) };
+    // One path for the first token: prefill sampled it, KvDone carried it, the DecodeMachine sends
+    // it; here it is only the input of the next position (and may end the request), no event.
+    return { kind: 'started', events: this.#book.onSampled(r, table, firstToken, undefined, 'silent') };
   }
 
   /**

@@ -12,8 +12,9 @@
 //      payload in the page piece by piece as it arrives; verifies the checksum; stamps
 //   3. P: KvDone -> the machine verifies counts, digests and coverage; Ack -> P; effect
 //      startDecoding -> scheduler.startDecode (which checks the stamps cover the prompt again)
-//   4. the engine loop decodes; each token -> `decodeTokens` -> Tokens -> R (the first token,
-//      sampled by prefill, goes first); finished / failed -> `decodeFinished` / `decodeFailed`
+//   4. the engine loop decodes; each token -> `decodeTokens` -> Tokens -> R; the first token has
+//      one path: prefill sampled it, KvDone carried it, the machine sends it first (startDecode
+//      emits no event for it); finished / failed -> `decodeFinished` / `decodeFailed`
 //   Abort or a failed check while receiving: quarantine (scheduler.abort 'peer-may-write')
 //   until P's AbortAck or P's connection closes (release). While decoding: stopDecoding ->
 //   scheduler.abort (after the step in flight, if any).
@@ -40,8 +41,6 @@ interface Decoding {
   readonly sampling: SamplingParams;
   /** The pages the transfer filled (the trace's page table for this request). */
   readonly tags: readonly Tag[];
-  /** Scheduler tokens seen; the first is KvDone's first token, which the machine sends itself. */
-  numTokensSeen: number;
 }
 
 export class DecodeWorker {
@@ -203,7 +202,7 @@ export class DecodeWorker {
         const started = this.#transferStartMs.get(effect.rid);
         if (started !== undefined) this.#metrics?.observeTransferSeconds((Date.now() - started) / 1000);
         this.#transferStartMs.delete(effect.rid);
-        this.#decoding.set(effect.rid, { owner: effect.owner, sampling: effect.sampling, tags: effect.tags, numTokensSeen: 0 });
+        this.#decoding.set(effect.rid, { owner: effect.owner, sampling: effect.sampling, tags: effect.tags });
         const result = this.scheduler.startDecode(effect.rid, effect.firstToken);
         if (result.kind === 'not-found') throw new InvariantError(`startDecoding: the scheduler does not know ${effect.rid}`);
         this.#onEvents(result.events);
@@ -225,10 +224,8 @@ export class DecodeWorker {
       const d = this.#decoding.get(event.rid);
       if (d === undefined) continue; // stopped meanwhile
       switch (event.kind) {
-        case 'token':
-          d.numTokensSeen++;
-          const first = d.numTokensSeen === 1; // KvDone's, which the machine sends itself
-          this.#driver.handle({ kind: 'decodeTokens', rid: event.rid, ids: first ? [] : [event.token], logprobs: first || event.logprob === undefined ? [] : [event.logprob] });
+        case 'token': // every one the engine sampled here (the first, KvDone's, the machine sends itself)
+          this.#driver.handle({ kind: 'decodeTokens', rid: event.rid, ids: [event.token], logprobs: event.logprob === undefined ? [] : [event.logprob] });
           break;
         case 'finished':
           this.#end(event.rid);

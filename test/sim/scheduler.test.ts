@@ -134,6 +134,7 @@ function simulate(o: SimOptions): Stats {
     h.transfer(d.rid, tenant, tags, prompt, placeholder ? PAGE_SIZE : prompt.length);
     const first = h.runner.sample(d.rid, prompt.length);
     const started = s.startDecode(d.rid, first);
+    h.known.get(d.rid)?.push(first); // the first token gets no event: the DecodeMachine sends it
     if (started.kind === 'started') onEvents(started.events);
   };
 
