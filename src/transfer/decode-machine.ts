@@ -182,6 +182,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
       firstToken: -1,
       firstLogprobs: [],
       tokensSent: 0,
+      firstFrameAtMs: undefined,
     };
     this.#active.set(m.rid, r);
     this.#tracer.state(m.rid, 'Idle', 'AwaitingKv');
@@ -264,6 +265,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     r.nextSeq++;
     r.digest.add(m.checksum);
     r.wait = deadline(this.#now, this.#timeouts.frameMs, `the next KV frame or KvDone from ${r.writer}`);
+    r.firstFrameAtMs ??= this.#now;
     this.#goto(r, 'Receiving');
   }
 
@@ -279,7 +281,8 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     r.wait = undefined;
     this.#goto(r, 'Decoding');
     this.#out.send(r.writer, { type: 'Ack', rid: r.rid });
-    this.#out.push({ kind: 'startDecoding', rid: r.rid, owner: r.owner, tags: r.tags, promptTokens: r.promptTokens, firstToken: m.firstToken, sampling: r.sampling });
+    const transferMs = r.firstFrameAtMs === undefined ? null : this.#now - r.firstFrameAtMs;
+    this.#out.push({ kind: 'startDecoding', rid: r.rid, owner: r.owner, tags: r.tags, promptTokens: r.promptTokens, firstToken: m.firstToken, sampling: r.sampling, transferMs });
   }
 
   #onAbort(from: PeerId, rid: RequestId, reason: AbortReason): void {

@@ -58,8 +58,6 @@ export class DecodeWorker {
   readonly #driver: MachineDriver<DecodeInput, DecodeEffect>;
   readonly #decoding = new Map<RequestId, Decoding>();
   readonly #mirror = new TotalsMirror();
-  /** When each request's first KV frame arrived (for the transfer-time histogram). */
-  readonly #transferStartMs = new Map<RequestId, number>();
   #metrics: PdMetricsSink | undefined;
   #closed = false;
 
@@ -110,7 +108,7 @@ export class DecodeWorker {
         this.#loop.wake();
       },
     };
-    this.machine = new DecodeMachine({ node: transport.nodeId, host, faults, trace: this.#stateTimer(this.#trace), ...(options.timeouts ? { timeouts: options.timeouts } : {}) });
+    this.machine = new DecodeMachine({ node: transport.nodeId, host, faults, trace: this.#trace, ...(options.timeouts ? { timeouts: options.timeouts } : {}) });
     this.#driver = new MachineDriver<DecodeInput, DecodeEffect>(this.machine, (effect) => this.#carryOut(effect));
     this.#loop = new EngineLoop({
       scheduler: this.scheduler,
@@ -199,9 +197,7 @@ export class DecodeWorker {
       case 'closePeer':
         return this.transport.closePeer(effect.peer, effect.reason);
       case 'startDecoding': {
-        const started = this.#transferStartMs.get(effect.rid);
-        if (started !== undefined) this.#metrics?.observeTransferSeconds((Date.now() - started) / 1000);
-        this.#transferStartMs.delete(effect.rid);
+        if (effect.transferMs !== null) this.#metrics?.observeTransferSeconds(effect.transferMs / 1000);
         this.#decoding.set(effect.rid, { owner: effect.owner, sampling: effect.sampling, tags: effect.tags });
         const result = this.scheduler.startDecode(effect.rid, effect.firstToken);
         if (result.kind === 'not-found') throw new InvariantError(`startDecoding: the scheduler does not know ${effect.rid}`);
@@ -263,17 +259,6 @@ export class DecodeWorker {
     if (d === undefined) return;
     this.#decoding.delete(rid);
     this.#trace.emit({ kind: 'page', node: this.address, role: 'decode', rid, action: 'free', pages: d.tags.map((t) => ({ page: t.page, epoch: t.epoch })) });
-  }
-
-  /** A sink in front of the trace that notes when a transfer's first frame arrived. */
-  #stateTimer(next: TraceSink): TraceSink {
-    return {
-      emit: (event) => {
-        if (event.kind === 'state' && event.to === 'Receiving' && event.from === 'AwaitingKv') this.#transferStartMs.set(event.rid as RequestId, Date.now());
-        else if (event.kind === 'state' && event.to !== 'Receiving' && event.to !== 'Decoding') this.#transferStartMs.delete(event.rid as RequestId);
-        next.emit(event);
-      },
-    };
   }
 
   #onFatal(error: unknown): void {
