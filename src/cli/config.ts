@@ -33,6 +33,7 @@ export interface ServeFlags {
   readonly pageSize?: string;
   readonly maxRunningRequests?: string;
   readonly chunkedPrefillSize?: string;
+  readonly maxStepMs?: string;
   readonly apiKeys?: string;
   readonly deterministic?: boolean;
   readonly servedModelName?: string;
@@ -48,6 +49,8 @@ export interface ServeConfig {
   readonly pool: PoolFlags;
   readonly maxRunningRequests: number;
   readonly chunkedPrefillSize: number;
+  /** --max-step-ms: the time budget of a step with decodes (ms), 'auto' or 'off'. */
+  readonly maxStepMs: number | 'auto' | 'off';
   readonly maxWaiting: number;
   /** The --api-keys file, read at start-up; null: an open server. */
   readonly apiKeysFile: string | null;
@@ -97,6 +100,7 @@ export function parseServeConfig(flags: ServeFlags, env: Env): ServeConfig {
     pool: parsePoolFlags(flags),
     maxRunningRequests,
     chunkedPrefillSize,
+    maxStepMs: parseMaxStepMs(flags.maxStepMs),
     maxWaiting: DEFAULT_MAX_WAITING,
     apiKeysFile: flags.apiKeys ?? null,
     deterministic: flags.deterministic === true,
@@ -104,6 +108,13 @@ export function parseServeConfig(flags: ServeFlags, env: Env): ServeConfig {
     faults: faultsFromEnv(env),
     checkEveryStep: checkEveryStepFromEnv(env),
   };
+}
+
+/** --max-step-ms: 'auto' (default), 'off', or a whole number of milliseconds from 1 to 60000. */
+export function parseMaxStepMs(value: string | undefined): number | 'auto' | 'off' {
+  if (value === undefined || value === 'auto') return 'auto';
+  if (value === 'off') return 'off';
+  return parseCount(value, '--max-step-ms', 1, 60_000);
 }
 
 function nonEmpty(value: string, flag: string): string {

@@ -30,6 +30,8 @@ export const FAULT_NAMES = [
   'eager-stream-headers',
   /** The worker hands each item of a batched step its neighbour's logits (a batching bug that leaks one request's output into another's). */
   'swap-batch-rows',
+  /** A write into a page lent to the step in flight (a landing crossing into the engine thread's pages) is let through. */
+  'skip-lend-check',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

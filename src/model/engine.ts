@@ -104,7 +104,8 @@ export async function createEngine(model: ModelWeights, options: EngineOptions):
   }
 }
 
-async function createKernels(choice: 'fast' | 'ref', deterministic: boolean, threads: number): Promise<{ dense: DenseKernels; ops: OpKernels }> {
+/** The kernels `createEngine` runs with (also the engine thread's, engine-thread-main.ts). */
+export async function createKernels(choice: 'fast' | 'ref', deterministic: boolean, threads: number): Promise<{ dense: DenseKernels; ops: OpKernels }> {
   if (choice === 'ref') return { dense: createRefDense(), ops: createRefOps() };
   const runtime = await loadWasmRuntime();
   const ops = await createWasmOps({ runtime });

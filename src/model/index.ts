@@ -22,7 +22,8 @@ export { readGguf, type GgufFile, type GgufTensorInfo } from './gguf-reader.js';
 export { readSafetensors } from './safetensors.js';
 export { forward, type ForwardBatch, type ForwardModel, type ForwardSeq } from './forward.js';
 export { prepareWeights, stackRows, type LayerWeights, type PreparedWeights } from './weights-prepared.js';
-export { ModelRunner, type ItemResult, type ModelRunnerOptions, type RunnerStats } from './runner.js';
+export { LocalForward, ModelRunner, type ExecRunnerOptions, type ForwardExec, type ItemResult, type ModelRunnerOptions, type RunnerStats } from './runner.js';
+export { createThreadedEngine, type EngineThreadOptions, type ThreadedEngine } from './engine-thread.js';
 export { MIN_LOGPROB, Sampler, argmax, type SamplingChoice } from './sampler.js';
 export {
   createEngine, DEFAULT_MAX_STEP_LOGITS, DEFAULT_MAX_STEP_TOKENS, DEFAULT_PAGE_SIZE, type Engine, type EngineKernels, type EngineOptions, type ModelWeights,

@@ -5,7 +5,10 @@
 //   1. for every item: checkWrite(owner, pages receiving new slots) and checkRead(owner, page
 //      table, startPos); an item that fails is dropped with its PageCheckError, the rest run
 //   2. the surviving items become rows of one batch (tokens, positions, page tables)
-//   3. forward(): K/V written into the items' pages, attention, logits for wantLogits items
+//   3. forward(): K/V written into the items' pages, attention, logits for wantLogits items; the
+//      pages of every item's page table are lent to the forward pass for its duration
+//      (pool.lend/unlend), which runs here (LocalForward) or on the engine thread
+//      (engine-thread.ts); the ledger and the stamps stay with the caller's thread either way
 //   4. stamp every page written: (its epoch, slots filled from slot 0)
 //   5. one result per item, in item order
 //
@@ -17,7 +20,7 @@ import type { DenseKernels, OpKernels } from '../kernels/index.js';
 import type { PagePool } from '../pages/index.js';
 import { allocateActivations, type Activations } from './activations.js';
 import type { ModelConfig } from './config.js';
-import { forward, type ForwardModel, type ForwardSeq } from './forward.js';
+import { forward, type ForwardBatch, type ForwardModel, type ForwardSeq } from './forward.js';
 import { ropeDependsOnLength, ropeTable } from './rope.js';
 import type { PreparedWeights } from './weights-prepared.js';
 
@@ -29,17 +32,62 @@ export type ItemResult =
   /** A page check failed: nothing of this item was read or written. */
   | { readonly kind: 'failed'; readonly rid: RequestId; readonly error: PageCheckError };
 
-export interface ModelRunnerOptions {
+interface RunnerShape {
   readonly config: ModelConfig;
-  readonly weights: PreparedWeights;
-  readonly dense: DenseKernels;
-  readonly ops: OpKernels;
-  /** Its KV storage must come from ops.allocF32 (attention reads it in place). */
+  /** Its KV storage must be what the forward pass reads (ops.allocF32, or the engine thread's memory). */
   readonly pool: PagePool;
   /** Most tokens in one step, over all items (a prefill chunk counts all its tokens). */
   readonly maxStepTokens: number;
   /** Most items wanting logits in one step. */
   readonly maxStepLogits: number;
+}
+
+/** A runner whose forward pass runs on this thread, with these kernels and weights. */
+export interface ModelRunnerOptions extends RunnerShape {
+  readonly weights: PreparedWeights;
+  readonly dense: DenseKernels;
+  readonly ops: OpKernels;
+}
+
+/** A runner whose forward pass runs wherever `exec` runs it (the engine thread). */
+export interface ExecRunnerOptions extends RunnerShape {
+  readonly exec: ForwardExec;
+}
+
+/**
+ * Where the forward pass runs. The runner fills tokens[0, T) and positions[0, T), then calls
+ * run(); the logits it resolves to stay valid until the next run().
+ */
+export interface ForwardExec {
+  readonly tokens: Int32Array;
+  readonly positions: Int32Array;
+  run(batch: ForwardBatch): Promise<Float32Array>;
+}
+
+/** The forward pass on this thread. */
+export class LocalForward implements ForwardExec {
+  readonly tokens: Int32Array;
+  readonly positions: Int32Array;
+  readonly #model: ForwardModel;
+  readonly #act: Activations;
+
+  constructor(model: ForwardModel, act: Activations) {
+    this.#model = model;
+    this.#act = act;
+    this.tokens = act.tokens;
+    this.positions = act.positions;
+  }
+
+  run(batch: ForwardBatch): Promise<Float32Array> {
+    return forward(this.#model, batch, this.#act);
+  }
+}
+
+/** A local forward pass's model and activations, sized for steps of maxStepTokens / maxStepLogits. */
+export function localForward(o: ModelRunnerOptions): LocalForward {
+  const model: ForwardModel = { config: o.config, weights: o.weights, rope: ropeTable(o.config), dense: o.dense, ops: o.ops, kv: o.pool.kv };
+  const allocDense = o.dense.name === 'ort' ? (n: number) => new Float32Array(n) : (n: number) => o.ops.allocF32(n);
+  return new LocalForward(model, allocateActivations(o.config, o.maxStepTokens, o.maxStepLogits, allocDense, (n) => o.ops.allocF32(n)));
 }
 
 export interface RunnerStats {
@@ -56,8 +104,7 @@ export class ModelRunner {
   readonly maxPositions: number;
   readonly maxStepTokens: number;
   readonly maxStepLogits: number;
-  readonly #model: ForwardModel;
-  readonly #act: Activations;
+  readonly #exec: ForwardExec;
   /** Page tables of the step's items, one after the other; grown (rarely) when a step needs more. */
   #pageTables: Int32Array;
   #busy = false;
@@ -65,7 +112,7 @@ export class ModelRunner {
   #numTokens = 0;
   #numPageCheckFailures = 0;
 
-  constructor(o: ModelRunnerOptions) {
+  constructor(o: ModelRunnerOptions | ExecRunnerOptions) {
     const { config, pool } = o;
     const kv = pool.kv;
     assert(
@@ -80,9 +127,7 @@ export class ModelRunner {
     this.maxPositions = Math.min(config.maxPositionEmbeddings, config.slidingWindow ?? Infinity);
     this.maxStepTokens = o.maxStepTokens;
     this.maxStepLogits = o.maxStepLogits;
-    this.#model = { config, weights: o.weights, rope: ropeTable(config), dense: o.dense, ops: o.ops, kv };
-    const allocDense = o.dense.name === 'ort' ? (n: number) => new Float32Array(n) : (n: number) => o.ops.allocF32(n);
-    this.#act = allocateActivations(config, o.maxStepTokens, o.maxStepLogits, allocDense, (n) => o.ops.allocF32(n));
+    this.#exec = 'exec' in o ? o.exec : localForward(o);
     this.#pageTables = new Int32Array(pool.kv.numPages + o.maxStepTokens);
   }
 
@@ -104,7 +149,7 @@ export class ModelRunner {
   async #step(items: readonly BatchItem[]): Promise<ItemResult[]> {
     const { pool, config } = this;
     const pageSize = pool.pageSize;
-    const act = this.#act;
+    const exec = this.#exec;
     const results: (ItemResult | undefined)[] = new Array(items.length);
     const seqs: ForwardSeq[] = [];
     const logitRows: number[] = [];
@@ -136,8 +181,8 @@ export class ModelRunner {
       for (let t = 0; t < n; t++) {
         const token = item.tokens[t]!;
         assert(Number.isInteger(token) && token >= 0 && token < config.vocabSize, () => `${item.rid}: token ${token} is outside the vocabulary`);
-        act.tokens[numTokens + t] = token;
-        act.positions[numTokens + t] = item.startPos + t;
+        exec.tokens[numTokens + t] = token;
+        exec.positions[numTokens + t] = item.startPos + t;
       }
       const rope = ropeDependsOnLength(config) ? ropeTable(config, end) : null;
       seqs.push({ row: numTokens, numTokens: n, startPos: item.startPos, pageTable, rope });
@@ -149,8 +194,16 @@ export class ModelRunner {
       numTokens += n;
     }
     if (seqs.length > 0) {
-      // 3. The forward pass.
-      const logits = await forward(this.#model, { numTokens, seqs, logitRows }, act);
+      // 3. The forward pass, with the page tables' pages lent to it (a cached prefix page may be
+      // in several tables: lending counts).
+      const lent = this.#pageTables.subarray(0, numTablePages);
+      pool.lend(lent);
+      let logits: Float32Array;
+      try {
+        logits = await exec.run({ numTokens, seqs, logitRows });
+      } finally {
+        pool.unlend(lent);
+      }
       // 4. Stamp what was written.
       for (let i = 0; i < items.length; i++) if (results[i] === undefined) this.#stampWritten(items[i]!);
       // 5. Results.

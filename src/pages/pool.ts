@@ -14,7 +14,12 @@
 // positions); the kernels then write the new K/V before attention reads them; after the step
 // it stamps the pages it filled. The fault `skip-page-check` turns checkRead/checkWrite into
 // no-ops: the negative control, never on in production.
-import { assert, asEpoch, NO_FAULTS, PageCheckError, type Epoch, type FaultSet, type PageCheckFailure, type PageId, type Tag } from '../core/index.js';
+//
+// Lending (the engine thread): while a step is in flight its page tables' pages are lent to the
+// thread that runs the forward pass (lend/unlend, by the runner). Ledger and stamps never leave
+// the main thread; page data written by anyone else (scatterSlots*: a landing) into a lent page
+// is refused with an InvariantError before any byte moves. `skip-lend-check` lets it through.
+import { InvariantError, assert, asEpoch, NO_FAULTS, PageCheckError, type Epoch, type FaultSet, type PageCheckFailure, type PageId, type Tag } from '../core/index.js';
 import { pagesFor } from './arithmetic.js';
 import { createKvView, gatherSlots, scatterSlots, scatterSlotsPiece, slotRangeBytes, type KvShape, type PagedKvView } from './kv-layout.js';
 import { PageLedger } from './ledger.js';
@@ -41,6 +46,9 @@ export class PagePool {
   readonly #stampEpoch: Float64Array;
   readonly #stampFilled: Uint32Array;
   readonly #skipChecks: boolean;
+  /** Per page: how many page tables of the step in flight hold it (a cached prefix page may be in several). */
+  readonly #lent: Uint16Array;
+  readonly #skipLendCheck: boolean;
   #numCheckFailures = 0;
 
   /** A pool with zeroed storage of the given shape and a fresh ledger. */
@@ -56,6 +64,31 @@ export class PagePool {
     this.#stampEpoch = new Float64Array(this.kv.numPages);
     this.#stampFilled = new Uint32Array(this.kv.numPages);
     this.#skipChecks = (options.faults ?? NO_FAULTS).has('skip-page-check');
+    this.#lent = new Uint16Array(this.kv.numPages);
+    this.#skipLendCheck = (options.faults ?? NO_FAULTS).has('skip-lend-check');
+  }
+
+  /** The step in flight reads and writes these pages (on another thread) until unlend(). */
+  lend(pages: ArrayLike<number>): void {
+    for (let i = 0; i < pages.length; i++) (this.#lent[pages[i] as number] as number)++;
+  }
+
+  unlend(pages: ArrayLike<number>): void {
+    for (let i = 0; i < pages.length; i++) {
+      const page = pages[i] as number;
+      assert((this.#lent[page] as number) > 0, () => `page ${page} is given back but was not lent`);
+      (this.#lent[page] as number)--;
+    }
+  }
+
+  isLent(page: PageId): boolean {
+    return this.#lent[page] !== 0;
+  }
+
+  #refuseLent(page: PageId): void {
+    if (this.#lent[page] !== 0 && !this.#skipLendCheck) {
+      throw new InvariantError(`page ${page} is lent to the step in flight: nothing else may write it until the step returns`);
+    }
   }
 
   /** Page checks that failed (each threw PageCheckError): the tag-mismatch counter's source. */
@@ -142,6 +175,7 @@ export class PagePool {
 
   /** Writes bytes into slots of one page. No ownership check: run checkWrite first, stamp after. */
   scatterSlots(page: PageId, firstSlot: number, numSlots: number, bytes: Uint8Array): void {
+    this.#refuseLent(page);
     scatterSlots(this.kv, page, firstSlot, numSlots, bytes);
   }
 
@@ -150,6 +184,7 @@ export class PagePool {
    * their places (a frame landing as it arrives). No ownership check: run checkWrite first.
    */
   scatterSlotsPiece(page: PageId, firstSlot: number, numSlots: number, payloadOffset: number, piece: Uint8Array): void {
+    this.#refuseLent(page);
     scatterSlotsPiece(this.kv, page, firstSlot, numSlots, payloadOffset, piece);
   }
 

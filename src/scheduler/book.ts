@@ -78,13 +78,17 @@ export class RequestBook {
   }
 
   /** A token was sampled after the last computed position: hold (prefill role), finish, or decode on. */
-  onSampled(r: SchedRequest, table: PageTable, token: number, logprob?: TokenLogprob): SchedulerEvent[] {
+  /**
+   * A token sampled for r: its `token` event (left out with emit 'silent': decode's first token,
+   * which prefill sampled and the DecodeMachine sends itself), and its end when it is one.
+   */
+  onSampled(r: SchedRequest, table: PageTable, token: number, logprob?: TokenLogprob, emit: 'emit' | 'silent' = 'emit'): SchedulerEvent[] {
     if (this.#role === 'prefill') {
       this.setState(r, { kind: 'held', table, firstToken: token });
       return [{ kind: 'prefilled', rid: r.rid, firstToken: token, ...(logprob === undefined ? {} : { firstLogprob: logprob }), tags: [...table.tags], numTokens: table.numComputed }];
     }
     r.tokens.push(token);
-    const events: SchedulerEvent[] = [{ kind: 'token', rid: r.rid, token, ...(logprob === undefined ? {} : { logprob }) }];
+    const events: SchedulerEvent[] = emit === 'silent' ? [] : [{ kind: 'token', rid: r.rid, token, ...(logprob === undefined ? {} : { logprob }) }];
     if (r.stopTokenIds.has(token)) events.push(this.finish(r, 'stop'));
     else if (numOutputTokens(r) >= r.maxTokens) events.push(this.finish(r, 'length'));
     else this.setState(r, { kind: 'decoding', table });

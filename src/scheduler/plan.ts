@@ -8,7 +8,8 @@
 // A step, in order:
 //   1. Decodes of running requests, oldest first: one token each. A decode crossing a page
 //      boundary needs a page; the token budget always covers every decode (checked at start-up).
-//   2. Prefill chunks of running requests, oldest first, as far as the budget goes.
+//   2. Prefill chunks of running requests, oldest first, as far as the budget goes; with decodes
+//      in the step, the budget is also capped by prefillCap(numDecodes) (the step's time budget).
 //   3. New requests from the waiting queues (tenant round-robin) while the budget, the running
 //      limit and the pages allow; a new request never preempts anything, and none starts in a
 //      step that preempted (the victims would just take their pages back).
@@ -17,7 +18,9 @@
 // into the prefix cache, where they are evictable, the rest freed), it goes to the front of its
 // tenant's queue and later recomputes prompt and output from position 0 (or from a cache hit).
 // If the youngest is the request itself, it preempts itself. A chunk that does not fit whole
-// shrinks to what fits instead.
+// shrinks to what fits instead. On a decode node (`failOnPreempt`) a preemption fails the victim
+// instead (ctx.failPreempted): its prompt's ids never came there, so it could only be recomputed
+// from placeholders; the failure is an event of this plan, and nothing of it is computed.
 //
 // Backstops, reachable only when admission was skipped (fault `skip-admission`): a request longer
 // than the context, or one that is alone and still cannot grow, fails here instead of looping.
@@ -42,12 +45,18 @@ export interface PlanContext {
   readonly numReserved: number;
   /** Pages held outside the running set (held, receiving or quarantined): a lone request may still wait for them. */
   readonly othersHoldPages: boolean;
+  /** Most prefill tokens beside `numDecodes` decodes (the step budget, step-budget.ts); none: the token budget only. */
+  readonly prefillCap?: (numDecodes: number) => number;
   /** A request taken off the queue starts prefilling with `table`: into `running`, the youngest. */
   start(r: SchedRequest, table: PageTable): void;
   /** Pages back (cached or freed), state waiting, front of its tenant's queue; out of `running`. */
   preempt(r: SchedRequest): void;
   /** Ends the request with the error wherever it is, pages back; out of `running` and the queues. */
   fail(r: SchedRequest, error: TesseraError): SchedulerEvent;
+  /** Decode role: preemption fails the victim (pages back, out of `running`) instead of preempt(). */
+  readonly failOnPreempt: boolean;
+  /** Fails a request the plan would have preempted (an honest `overloaded`). */
+  failPreempted(r: SchedRequest): SchedulerEvent;
 }
 
 export function planStep(ctx: PlanContext): StepPlan {
@@ -59,6 +68,10 @@ export function planStep(ctx: PlanContext): StepPlan {
   const preempt = (victim: SchedRequest): void => {
     budget += planned.get(victim) ?? 0;
     planned.delete(victim);
+    if (ctx.failOnPreempt) {
+      events.push(ctx.failPreempted(victim));
+      return;
+    }
     ctx.preempt(victim);
     preempted.push(victim.rid);
   };
@@ -84,6 +97,9 @@ export function planStep(ctx: PlanContext): StepPlan {
   };
 
   for (const kind of ['decoding', 'prefilling'] as const) {
+    if (kind === 'prefilling' && planned.size > 0 && ctx.prefillCap !== undefined) {
+      budget = Math.min(budget, Math.max(0, ctx.prefillCap(planned.size)));
+    }
     for (let i = 0; i < ctx.running.length; i++) {
       const r = ctx.running[i] as SchedRequest;
       if (r.state.kind !== kind) continue;

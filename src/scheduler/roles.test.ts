@@ -58,7 +58,7 @@ describe('decode role', () => {
     expect(brief(h)).toEqual([]); // receiving pages are never read
     h.transfer('a', 't1', reserved.tags, prompt);
     const started = h.scheduler.startDecode(rid('a'), 777);
-    expect(started).toEqual({ kind: 'started', events: [{ kind: 'token', rid: 'a', token: 777 }] });
+    expect(started).toEqual({ kind: 'started', events: [] }); // the first token's one path is the DecodeMachine's
     h.known.get(rid('a'))?.push(777);
     const first = h.step().plan.items[0];
     expect(first).toMatchObject({ rid: 'a', startPos: 6, tokens: [777], wantLogits: true });
@@ -104,7 +104,7 @@ describe('decode role', () => {
     if (reserved.kind !== 'reserved') throw new Error(`not reserved: ${JSON.stringify(reserved)}`);
     expect(reserved.tags.map((t: Tag) => t.page)).toEqual([0, 1, 2]);
     h.transfer('a', 't1', reserved.tags, prompt, 4);
-    expect(h.scheduler.startDecode(rid('a'), 1)).toMatchObject({ kind: 'started', events: [{ kind: 'token' }] });
+    expect(h.scheduler.startDecode(rid('a'), 1)).toEqual({ kind: 'started', events: [] });
     h.known.get(rid('a'))?.push(1);
     const plan = h.scheduler.schedule();
     h.runner.run(plan.items); // the runner's checkRead is off too: it reads the earlier request's K/V
@@ -140,7 +140,7 @@ describe('decode role', () => {
     expect(quarantinedAfterAbort(new FaultSet(['free-before-ack']))).toBe(0);
   });
 
-  it('a transferred request that is preempted recomputes prompt and output by prefill on the decode node', () => {
+  it('a transferred request the plan would preempt fails with an honest overloaded instead: a decode node never recomputes', () => {
     const h = new SchedulerHarness({ role: 'decode', numPages: 5, maxRunningRequests: 2 });
     for (const who of ['a', 'b']) {
       const prompt = range(who === 'a' ? 100 : 200, 8);
@@ -152,12 +152,19 @@ describe('decode role', () => {
       h.known.get(rid(who))?.push(first);
     }
     const preempted: string[] = [];
-    for (let i = 0; i < 40 && h.scheduler.numRunning + h.scheduler.numWaiting > 0; i++) preempted.push(...h.step().plan.preempted);
-    expect(preempted).toContain('b');
-    for (const who of ['a', 'b']) {
-      expect(h.ended.get(rid(who))).toMatchObject({ kind: 'finished', usage: { completionTokens: 6 } });
-      expect(h.outputOf(who)).toEqual(range(8, 6).map((pos) => h.runner.sample(rid(who), pos)));
+    const prefills: string[] = [];
+    for (let i = 0; i < 40 && h.scheduler.numRunning + h.scheduler.numWaiting > 0; i++) {
+      const { plan } = h.step();
+      preempted.push(...plan.preempted);
+      prefills.push(...plan.items.filter((item) => item.tokens.length > 1 || item.startPos === 0).map((item) => item.rid));
     }
+    expect(preempted).toEqual([]); // nothing went back to a queue
+    expect(prefills).toEqual([]); // nothing was ever recomputed from placeholders
+    expect(h.ended.get(rid('b'))).toMatchObject({ kind: 'failed', error: { code: 'overloaded' } });
+    expect(h.ended.get(rid('a'))).toMatchObject({ kind: 'finished', usage: { completionTokens: 6 } });
+    expect(h.outputOf('a')).toEqual(range(8, 6).map((pos) => h.runner.sample(rid('a'), pos)));
+    expect(h.scheduler.numPreemptions).toBe(1);
+    expect(h.pool.ledger.counts()).toMatchObject({ allocated: 0, quarantined: 0 });
     expect(h.runner.contentViolations).toEqual([]);
     expect(h.runner.numPageCheckFailures).toBe(0);
   });

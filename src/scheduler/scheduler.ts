@@ -62,6 +62,7 @@ export class Scheduler {
   readonly #book: RequestBook;
   /** The items of the step being run, between schedule() and complete(). */
   #inFlight: ReadonlyMap<RequestId, BatchItem> | undefined;
+  #numPreemptions = 0;
 
   constructor(options: SchedulerOptions) {
     const { pool, pageSize, contextLength, maxRunningRequests, chunkedPrefillSize, maxWaiting } = options;
@@ -103,6 +104,11 @@ export class Scheduler {
   /** Decode role: requests whose prompt pages a peer is filling. */
   get numReceiving(): number {
     return this.#book.count('receiving');
+  }
+
+  /** Requests preempted so far (on a decode node: failed instead, see plan.ts). */
+  get numPreemptions(): number {
+    return this.#numPreemptions;
   }
 
   /** Aborted requests whose pages stay quarantined until release(rid). */
@@ -160,7 +166,8 @@ export class Scheduler {
   /**
    * Decode role: the peer's transfer into rid's pages is complete and verified. The stamps must
    * cover every prompt position (the incident's placeholder bug fails here: the request fails
-   * with a TransferError and nothing is read); then the request decodes from its first token.
+   * with a TransferError and nothing is read); then the request decodes from its first token,
+   * which gets no `token` event (the DecodeMachine sent it): the events are an end, if any.
    */
   startDecode(rid: RequestId, firstToken: number): StartDecodeResult {
     const r = this.#book.requests.get(rid);
@@ -180,11 +187,16 @@ export class Scheduler {
     }
     const table: PageTable = { tags: [...tags], numComputed: r.numPromptTokens };
     this.#book.setState(r, { kind: 'decoding', table });
-    return { kind: 'started', events: this.#book.onSampled(r, table, firstToken) };
+    // One path for the first token: prefill sampled it, KvDone carried it, the DecodeMachine sends
+    // it; here it is only the input of the next position (and may end the request), no event.
+    return { kind: 'started', events: this.#book.onSampled(r, table, firstToken, undefined, 'silent') };
   }
 
-  /** Plans one step. Call complete() with the results before the next schedule(). */
-  schedule(): StepPlan {
+  /**
+   * Plans one step. Call complete() with the results before the next schedule(). `prefillCap`:
+   * the most prefill tokens beside n decodes (the worker's StepBudget); default: the token budget.
+   */
+  schedule(prefillCap?: (numDecodes: number) => number): StepPlan {
     assert(this.#inFlight === undefined, 'schedule() while the previous step is still running; call complete() first');
     const plan = planStep({
       pages: this.#pages,
@@ -197,10 +209,17 @@ export class Scheduler {
       chunkedPrefillSize: this.#options.chunkedPrefillSize,
       numReserved: this.numReceiving,
       othersHoldPages: this.numHeld + this.numReceiving + this.#book.quarantined.size > 0,
+      ...(prefillCap === undefined ? {} : { prefillCap }),
       start: (r, table) => this.#book.setState(r, { kind: 'prefilling', table }),
       preempt: (r) => this.#book.preempt(r),
       fail: (r, error) => this.#book.fail(r, error),
+      failOnPreempt: this.role === 'decode',
+      failPreempted: (r) => {
+        this.#numPreemptions++;
+        return this.#book.fail(r, preemptedOnDecode(r.rid));
+      },
     });
+    this.#numPreemptions += plan.preempted.length;
     if (plan.items.length > 0) this.#inFlight = new Map(plan.items.map((item) => [item.rid, item]));
     return plan;
   }
@@ -360,6 +379,14 @@ export class Scheduler {
     }
     return undefined;
   }
+}
+
+/** A decode node cannot recompute a prompt it never saw: the request it would preempt fails. */
+function preemptedOnDecode(rid: RequestId): TesseraError {
+  return new TesseraError(
+    'overloaded',
+    `This decode node ran out of KV pages for ${rid}'s output and would have had to preempt it; a decode node cannot recompute a prompt it never saw, so the request fails. Please retry.`,
+  );
 }
 
 function overloaded(why: string): TesseraError {

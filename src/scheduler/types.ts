@@ -72,7 +72,7 @@ export type ReserveResult =
   | { readonly kind: 'reserved'; readonly tags: readonly Tag[] }
   | { readonly kind: 'rejected'; readonly error: TesseraError };
 
-/** Decode role: the transfer is done; the events are the first token and perhaps an end. */
+/** Decode role: the transfer is done; the events are an end, if the first token ended it (no token event). */
 export type StartDecodeResult = { readonly kind: 'started'; readonly events: readonly SchedulerEvent[] } | { readonly kind: 'not-found' };
 
 export type AbortResult =

@@ -85,6 +85,17 @@ describe('DecodeMachine: the happy path', () => {
   });
 });
 
+describe('DecodeMachine: the transfer time is an explicit field, not read off the trace', () => {
+  it('startDecoding carries the time from the first landed frame to KvDone, on the machine\'s clock', () => {
+    const d = setup();
+    const { tags } = d.reserve('r1');
+    const { chunks, done } = frames('r1', tags, 6);
+    chunks.forEach((c, i) => d.recv(P, c, 100 + 10 * i));
+    const effects = d.recv(P, done, 175);
+    expect(effects).toContainEqual(expect.objectContaining({ kind: 'startDecoding', rid: 'r1', transferMs: 75 }));
+  });
+});
+
 describe('DecodeMachine: admission before any allocation', () => {
   it.each([
     ['context_length_exceeded', { contextLength: 9 }, 4],

@@ -34,6 +34,7 @@ import type { Active, DecodeEffect, DecodeInput, DecodeMachineOptions, DecodeSta
 import { TransferDigest } from './digests.js';
 import type { DecodeHost } from './hosts.js';
 import { DEFAULT_TIMEOUTS, deadline, earliest, Outbox, Tracer, type Machine, type PeerId, type Timeouts } from './machine.js';
+import { Tombstones } from './tombstones.js';
 import type { AbortReason, FinishReason, KvChunk, KvChunkHead, KvDone, Message, Reserve } from './messages.js';
 import { NO_TRACE } from './trace.js';
 
@@ -44,7 +45,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   readonly #faults: FaultSet;
   readonly #tracer: Tracer;
   readonly #active = new Map<RequestId, Active>();
-  readonly #ended = new Map<RequestId, Tombstone>();
+  readonly #ended = new Tombstones<Tombstone>();
   readonly #connected = new Set<PeerId>();
   readonly #intake: ChunkIntake;
   readonly #stats: DecodeStats = { reserved: 0, rejected: 0, transfersVerified: 0, transfersFailed: 0, framesWritten: 0, framesDropped: 0, checksumFailures: 0, bytesWritten: 0, abortsByState: {}, writersDeclaredDead: 0, writersNeverConnected: 0 };
@@ -67,7 +68,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
       return [];
     }
     this.#out = new Outbox<DecodeEffect>(this.#tracer);
-    for (const [rid, t] of this.#ended) if (t.expiresAtMs <= nowMs) this.#ended.delete(rid);
+    this.#ended.sweep(nowMs);
     switch (input.kind) {
       case 'connected':
         this.#connected.add(input.peer);
@@ -181,6 +182,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
       firstToken: -1,
       firstLogprobs: [],
       tokensSent: 0,
+      firstFrameAtMs: undefined,
     };
     this.#active.set(m.rid, r);
     this.#tracer.state(m.rid, 'Idle', 'AwaitingKv');
@@ -263,6 +265,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     r.nextSeq++;
     r.digest.add(m.checksum);
     r.wait = deadline(this.#now, this.#timeouts.frameMs, `the next KV frame or KvDone from ${r.writer}`);
+    r.firstFrameAtMs ??= this.#now;
     this.#goto(r, 'Receiving');
   }
 
@@ -278,7 +281,8 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     r.wait = undefined;
     this.#goto(r, 'Decoding');
     this.#out.send(r.writer, { type: 'Ack', rid: r.rid });
-    this.#out.push({ kind: 'startDecoding', rid: r.rid, owner: r.owner, tags: r.tags, promptTokens: r.promptTokens, firstToken: m.firstToken, sampling: r.sampling });
+    const transferMs = r.firstFrameAtMs === undefined ? null : this.#now - r.firstFrameAtMs;
+    this.#out.push({ kind: 'startDecoding', rid: r.rid, owner: r.owner, tags: r.tags, promptTokens: r.promptTokens, firstToken: m.firstToken, sampling: r.sampling, transferMs });
   }
 
   #onAbort(from: PeerId, rid: RequestId, reason: AbortReason): void {

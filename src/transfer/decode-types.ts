@@ -32,6 +32,8 @@ export type DecodeEffect =
       readonly promptTokens: number;
       readonly firstToken: number;
       readonly sampling: SamplingParams;
+      /** From the first landed frame to KvDone (the transfer-time metric); null when no frame came. */
+      readonly transferMs: number | null;
     }
   /** Stop decoding rid and give its pages back (now, or when the step in flight ends). */
   | { readonly kind: 'stopDecoding'; readonly rid: RequestId; readonly error: TesseraError };
@@ -87,6 +89,8 @@ export interface Active {
   /** firstToken's log-probabilities (KvDone's), when the request asked for them. */
   firstLogprobs: readonly TokenLogprob[];
   tokensSent: number;
+  /** When the first frame landed (the machine's clock), for startDecoding's transferMs. */
+  firstFrameAtMs: number | undefined;
 }
 
 export interface Tombstone {

@@ -25,6 +25,7 @@ import { pagesFor, type Owner } from '../pages/index.js';
 import { chunkChecksum, promptDigest, TransferDigest } from './digests.js';
 import type { PrefillHost } from './hosts.js';
 import { DEFAULT_TIMEOUTS, deadline, earliest, Outbox, Tracer, type Deadline, type Machine, type NetworkEffect, type NetworkInput, type PeerId, type Timeouts } from './machine.js';
+import { Tombstones } from './tombstones.js';
 import type { Message, Prefill } from './messages.js';
 import { NO_TRACE, type TraceSink } from './trace.js';
 
@@ -92,7 +93,7 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
   readonly #faults: FaultSet;
   readonly #tracer: Tracer;
   readonly #active = new Map<RequestId, Active>();
-  readonly #ended = new Map<RequestId, Tombstone>();
+  readonly #ended = new Tombstones<Tombstone>();
   readonly #stats: PrefillStats = { admitted: 0, rejected: 0, chunksSent: 0, bytesSent: 0, transfersAcked: 0, ackTimeouts: 0, abortsByState: {} };
   #out!: Outbox<PrefillEffect>;
   #now = 0;
@@ -108,7 +109,7 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
   handle(nowMs: number, input: PrefillInput): PrefillEffect[] {
     this.#now = nowMs;
     this.#out = new Outbox<PrefillEffect>(this.#tracer);
-    for (const [rid, t] of this.#ended) if (t.expiresAtMs <= nowMs) this.#ended.delete(rid);
+    this.#ended.sweep(nowMs);
     switch (input.kind) {
       case 'connected':
         break;

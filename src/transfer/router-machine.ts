@@ -24,6 +24,7 @@ import { AbortedError, assertNever, InvariantError, TesseraError, TimeoutError, 
 import { contextLengthError, requestShapeError } from '../pages/index.js';
 import { promptDigest } from './digests.js';
 import { DEFAULT_TIMEOUTS, deadline, earliest, Outbox, Tracer, type Deadline, type Machine, type NetworkEffect, type NetworkInput, type PeerId, type Timeouts } from './machine.js';
+import { Tombstones } from './tombstones.js';
 import type { AbortReason, FinishReason, Message } from './messages.js';
 import { NO_TRACE, type TraceSink } from './trace.js';
 
@@ -117,7 +118,7 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
   readonly #tracer: Tracer;
   readonly #clients = new Map<RequestId, Client>();
   readonly #attempts = new Map<RequestId, Attempt>();
-  readonly #ended = new Map<RequestId, { readonly state: 'Succeeded' | 'Failed'; readonly expiresAtMs: number }>();
+  readonly #ended = new Tombstones<{ readonly state: 'Succeeded' | 'Failed'; readonly expiresAtMs: number }>();
   /** Live attempts per worker (either side of the pair): the load the pair policy balances. */
   readonly #inFlight = new Map<PeerId, number>();
   readonly #stats: RouterStats = { submitted: 0, succeeded: 0, failed: 0, retries: 0, cancelTimeouts: 0, failuresByCode: {}, abortsByState: {} };
@@ -136,7 +137,7 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
   handle(nowMs: number, input: RouterInput): RouterEffect[] {
     this.#now = nowMs;
     this.#out = new Outbox<RouterEffect>(this.#tracer);
-    for (const [rid, t] of this.#ended) if (t.expiresAtMs <= nowMs) this.#ended.delete(rid);
+    this.#ended.sweep(nowMs);
     switch (input.kind) {
       case 'submit':
         this.#onSubmit(input.request);

@@ -32,7 +32,7 @@ import {
 } from '../core/index.js';
 import type { PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
-import { EngineLoop, type StepRunner } from './engine-loop.js';
+import { EngineLoop, type MaxStepMs, type StepRunner } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
 import { loopHealth, poolHealth } from './health.js';
 import type { SamplingState, TokenSampler } from './step-results.js';
@@ -56,6 +56,8 @@ export interface ColocatedWorkerOptions {
   readonly eosTokenIds: readonly number[];
   readonly maxRunningRequests: number;
   readonly chunkedPrefillSize: number;
+  /** The time budget of a step with decodes (--max-step-ms; default 'auto'). */
+  readonly maxStepMs?: MaxStepMs;
   readonly maxWaiting: number;
   readonly faults: FaultSet;
   /** Integrity after every step (tests); otherwise only when idle. */
@@ -100,6 +102,7 @@ export class ColocatedWorker {
       onFatal: (error) => this.#onFatal(error),
       faults,
       checkEveryStep: options.checkEveryStep,
+      ...(options.maxStepMs === undefined ? {} : { maxStepMs: options.maxStepMs }),
     });
     this.#loop.start();
   }

@@ -12,16 +12,17 @@
 //      payload in the page piece by piece as it arrives; verifies the checksum; stamps
 //   3. P: KvDone -> the machine verifies counts, digests and coverage; Ack -> P; effect
 //      startDecoding -> scheduler.startDecode (which checks the stamps cover the prompt again)
-//   4. the engine loop decodes; each token -> `decodeTokens` -> Tokens -> R (the first token,
-//      sampled by prefill, goes first); finished / failed -> `decodeFinished` / `decodeFailed`
+//   4. the engine loop decodes; each token -> `decodeTokens` -> Tokens -> R; the first token has
+//      one path: prefill sampled it, KvDone carried it, the machine sends it first (startDecode
+//      emits no event for it); finished / failed -> `decodeFinished` / `decodeFailed`
 //   Abort or a failed check while receiving: quarantine (scheduler.abort 'peer-may-write')
 //   until P's AbortAck or P's connection closes (release). While decoding: stopDecoding ->
 //   scheduler.abort (after the step in flight, if any).
 //
 // The prompt's token ids never come here (Reserve carries their number and digest): the
 // scheduler holds placeholders for them. So a request must never be recomputed on a decode
-// node: one the scheduler preempted (its pages went to another) is aborted before its recompute
-// runs, and fails with an honest `overloaded`; its item is skipped, never computed.
+// node: the decode scheduler's plan fails a request it would preempt (an honest `overloaded`,
+// an event of that plan), so nothing of it is ever computed from placeholders.
 // Trace: besides the machine's events, the worker emits `read` of the transferred pages at each
 // decode step and `free` when the request ends (trace.ts).
 import { assertNever, InvariantError, syncAborts, TesseraError, TotalsMirror, type BackendHealth, type BackendStats, type GenerateEvent, type PdMetricsSink, type GenerateRequest, type RequestId, type SamplingParams, type Tag, type BatchItem } from '../core/index.js';
@@ -39,8 +40,6 @@ interface Decoding {
   readonly sampling: SamplingParams;
   /** The pages the transfer filled (the trace's page table for this request). */
   readonly tags: readonly Tag[];
-  /** Scheduler tokens seen; the first is KvDone's first token, which the machine sends itself. */
-  numTokensSeen: number;
 }
 
 export class DecodeWorker {
@@ -58,43 +57,30 @@ export class DecodeWorker {
   readonly #driver: MachineDriver<DecodeInput, DecodeEffect>;
   readonly #decoding = new Map<RequestId, Decoding>();
   readonly #mirror = new TotalsMirror();
-  /** When each request's first KV frame arrived (for the transfer-time histogram). */
-  readonly #transferStartMs = new Map<RequestId, number>();
-  #numPreempted = 0;
   #metrics: PdMetricsSink | undefined;
   #closed = false;
 
   static async start(options: PdWorkerOptions): Promise<DecodeWorker> {
     let handlers: ReturnType<MachineDriver<DecodeInput, DecodeEffect>['handlers']> | undefined;
     let chunks: ChunkHandlers | undefined;
-    let created: DecodeWorker | undefined;
     const transport = await TcpTransport.listen({
       host: options.clusterHost,
       port: options.clusterPort,
       secret: options.clusterSecret,
       dial: false, // the router and the prefills dial decode; decode answers on their connections
-      // Before any input, a request the scheduler preempted since the last step is failed, so
-      // the trace frees its pages before a new Reserve may be given them.
       handlers: {
         connected: (peer) => handlers?.connected(peer),
-        message: (from, message) => {
-          if (created !== undefined) created.#abortPreempted();
-          handlers?.message(from, message);
-        },
+        message: (from, message) => handlers?.message(from, message),
         closed: (peer, reason) => handlers?.closed(peer, reason),
         // KvChunk payloads land in their pages as they arrive (the machine checks each header first).
         chunks: {
-          begin: (from, head) => {
-            if (created !== undefined) created.#abortPreempted();
-            chunks?.begin(from, head);
-          },
+          begin: (from, head) => chunks?.begin(from, head),
           piece: (from, bytes) => chunks?.piece(from, bytes),
           end: (from) => chunks?.end(from),
         },
       },
     });
     const worker = new DecodeWorker(options, transport);
-    created = worker;
     handlers = worker.#driver.handlers();
     chunks = worker.#driver.chunkHandlers();
     return worker;
@@ -121,11 +107,11 @@ export class DecodeWorker {
         this.#loop.wake();
       },
     };
-    this.machine = new DecodeMachine({ node: transport.nodeId, host, faults, trace: this.#stateTimer(this.#trace), ...(options.timeouts ? { timeouts: options.timeouts } : {}) });
+    this.machine = new DecodeMachine({ node: transport.nodeId, host, faults, trace: this.#trace, ...(options.timeouts ? { timeouts: options.timeouts } : {}) });
     this.#driver = new MachineDriver<DecodeInput, DecodeEffect>(this.machine, (effect) => this.#carryOut(effect));
     this.#loop = new EngineLoop({
       scheduler: this.scheduler,
-      runner: new HookedRunner(options.runner, { before: (items) => this.#beforeStep(items), after: () => this.#abortPreempted() }),
+      runner: new HookedRunner(options.runner, { before: (items) => this.#beforeStep(items), after: () => undefined }),
       sampler: options.sampler,
       samplingOf: (rid) => {
         const d = this.#decoding.get(rid);
@@ -137,6 +123,7 @@ export class DecodeWorker {
       onFatal: (error) => this.#onFatal(error),
       faults,
       checkEveryStep: options.checkEveryStep,
+      ...(options.maxStepMs === undefined ? {} : { maxStepMs: options.maxStepMs }),
     });
     this.#loop.start();
   }
@@ -163,7 +150,7 @@ export class DecodeWorker {
       healthy: this.#loop.healthy && !this.#closed,
       detail: pdHealth(
         { role: 'decode', options: this.#o, address: this.address, pool: this.pool, idle: this.isIdle, running: this.scheduler.numRunning, active: this.machine.numActive, transfer: this.machine.stats(), transport: this.transport.stats(), loop },
-        { receiving: this.scheduler.numReceiving, quarantined: this.scheduler.numQuarantined, preempted: this.#numPreempted },
+        { receiving: this.scheduler.numReceiving, quarantined: this.scheduler.numQuarantined, preempted: this.scheduler.numPreemptions },
       ),
     };
   }
@@ -209,10 +196,8 @@ export class DecodeWorker {
       case 'closePeer':
         return this.transport.closePeer(effect.peer, effect.reason);
       case 'startDecoding': {
-        const started = this.#transferStartMs.get(effect.rid);
-        if (started !== undefined) this.#metrics?.observeTransferSeconds((Date.now() - started) / 1000);
-        this.#transferStartMs.delete(effect.rid);
-        this.#decoding.set(effect.rid, { owner: effect.owner, sampling: effect.sampling, tags: effect.tags, numTokensSeen: 0 });
+        if (effect.transferMs !== null) this.#metrics?.observeTransferSeconds(effect.transferMs / 1000);
+        this.#decoding.set(effect.rid, { owner: effect.owner, sampling: effect.sampling, tags: effect.tags });
         const result = this.scheduler.startDecode(effect.rid, effect.firstToken);
         if (result.kind === 'not-found') throw new InvariantError(`startDecoding: the scheduler does not know ${effect.rid}`);
         this.#onEvents(result.events);
@@ -234,10 +219,8 @@ export class DecodeWorker {
       const d = this.#decoding.get(event.rid);
       if (d === undefined) continue; // stopped meanwhile
       switch (event.kind) {
-        case 'token':
-          d.numTokensSeen++;
-          const first = d.numTokensSeen === 1; // KvDone's, which the machine sends itself
-          this.#driver.handle({ kind: 'decodeTokens', rid: event.rid, ids: first ? [] : [event.token], logprobs: first || event.logprob === undefined ? [] : [event.logprob] });
+        case 'token': // every one the engine sampled here (the first, KvDone's, the machine sends itself)
+          this.#driver.handle({ kind: 'decodeTokens', rid: event.rid, ids: [event.token], logprobs: event.logprob === undefined ? [] : [event.logprob] });
           break;
         case 'finished':
           this.#end(event.rid);
@@ -255,9 +238,8 @@ export class DecodeWorker {
     }
   }
 
-  /** Before a step: preempted requests are aborted and their items skipped; the rest read their pages. */
+  /** Before a step: items of requests that ended meanwhile are skipped; the rest read their pages. */
   #beforeStep(items: readonly BatchItem[]): ReadonlySet<BatchItem> {
-    this.#abortPreempted();
     const skip = new Set<BatchItem>();
     for (const item of items) {
       const d = this.#decoding.get(item.rid);
@@ -270,36 +252,12 @@ export class DecodeWorker {
     return skip;
   }
 
-  /** A decoding request the scheduler preempted would recompute its prompt from placeholders: fail it instead. */
-  #abortPreempted(): void {
-    for (const rid of [...this.#decoding.keys()]) {
-      const state = this.scheduler.view(rid)?.state;
-      if (state === 'decoding' || state === 'ending' || state === undefined) continue;
-      this.#numPreempted++;
-      this.scheduler.abort(rid);
-      this.#end(rid);
-      const error = new TesseraError('overloaded', `decode node ${this.address} ran out of KV pages for ${rid}'s output and had to preempt it; please retry`);
-      this.#driver.handle({ kind: 'decodeFailed', rid, error });
-    }
-  }
-
   /** The request left the decoder: its transferred pages are the scheduler's to free. */
   #end(rid: RequestId): void {
     const d = this.#decoding.get(rid);
     if (d === undefined) return;
     this.#decoding.delete(rid);
     this.#trace.emit({ kind: 'page', node: this.address, role: 'decode', rid, action: 'free', pages: d.tags.map((t) => ({ page: t.page, epoch: t.epoch })) });
-  }
-
-  /** A sink in front of the trace that notes when a transfer's first frame arrived. */
-  #stateTimer(next: TraceSink): TraceSink {
-    return {
-      emit: (event) => {
-        if (event.kind === 'state' && event.to === 'Receiving' && event.from === 'AwaitingKv') this.#transferStartMs.set(event.rid as RequestId, Date.now());
-        else if (event.kind === 'state' && event.to !== 'Receiving' && event.to !== 'Decoding') this.#transferStartMs.delete(event.rid as RequestId);
-        next.emit(event);
-      },
-    };
   }
 
   #onFatal(error: unknown): void {

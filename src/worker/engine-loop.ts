@@ -2,8 +2,10 @@
 // it). It owns the timing of steps; what a step means is the scheduler's and the runner's.
 //
 // One turn of the loop:
-//   1. plan = scheduler.schedule(); plan.events (ends decided while planning) go out
-//   2. results = await runner.step(plan.items)  (page checks, K/V writes, stamps, logits)
+//   1. plan = scheduler.schedule(cap); plan.events (ends decided while planning) go out; cap is
+//      the step budget's prefill cap (scheduler/step-budget.ts), sized from measured steps
+//   2. results = await runner.step(plan.items)  (page checks, K/V writes, stamps, logits); the
+//      step's milliseconds (the `now` clock around it) go to the step budget's cost model
 //   3. sample every item that wanted logits (step-results.ts), while its logits are valid
 //   4. events = scheduler.complete(results) go out to the role (onEvents), synchronously
 //   5. checkIntegrity() around the step when `checkEveryStep` (tests), else only when idle
@@ -16,7 +18,7 @@
 import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:timers/promises';
 import type { BatchItem, FaultSet, RequestId } from '../core/index.js';
 import type { ItemResult } from '../model/index.js';
-import type { Scheduler, SchedulerEvent } from '../scheduler/index.js';
+import { StepBudget, type Scheduler, type SchedulerEvent, type StepCostFit } from '../scheduler/index.js';
 import { toStepResults, type SamplingState, type TokenSampler } from './step-results.js';
 
 /** What runs one step (src/model's ModelRunner, structurally). */
@@ -39,6 +41,19 @@ export interface EngineLoopOptions {
   readonly checkEveryStep: boolean;
   /** How long to wait before planning again when requests wait but none could run (ms). */
   readonly stalledRetryMs?: number;
+  /** The time budget of a step with decodes (--max-step-ms): ms, 'auto' (default) or 'off'. */
+  readonly maxStepMs?: MaxStepMs;
+  /** The clock that times steps for the budget (default performance.now). */
+  readonly now?: () => number;
+}
+
+/** --max-step-ms: a budget in ms, 'auto' (twice the decodes' own step time) or 'off' (tokens only). */
+export type MaxStepMs = number | 'auto' | 'off';
+
+/** The step budget a worker runs with; undefined for 'off'. */
+export function stepBudgetOf(maxStepMs: MaxStepMs | undefined): StepBudget | undefined {
+  if (maxStepMs === 'off') return undefined;
+  return new StepBudget(maxStepMs === undefined || maxStepMs === 'auto' ? {} : { maxStepMs });
 }
 
 export interface EngineLoopStats {
@@ -48,6 +63,10 @@ export interface EngineLoopStats {
   /** Integrity checks run on becoming idle. */
   readonly numIdleChecks: number;
   readonly numTokensSampled: number;
+  /** The step budget's cost model (ms = fixedMs + msPerToken * tokens); null while uncalibrated or off. */
+  readonly stepCost: StepCostFit | null;
+  /** The last step's milliseconds. */
+  readonly lastStepMs: number;
   /** The bug that stopped the loop, if one did. */
   readonly fatal: string | null;
 }
@@ -63,9 +82,14 @@ export class EngineLoop {
   #numIdleChecks = 0;
   #numTokensSampled = 0;
   #fatal: string | null = null;
+  readonly #budget: StepBudget | undefined;
+  readonly #now: () => number;
+  #lastStepMs = 0;
 
   constructor(options: EngineLoopOptions) {
     this.#o = options;
+    this.#budget = stepBudgetOf(options.maxStepMs);
+    this.#now = options.now ?? (() => performance.now());
   }
 
   get stats(): EngineLoopStats {
@@ -74,6 +98,8 @@ export class EngineLoop {
       numStepChecks: this.#numStepChecks,
       numIdleChecks: this.#numIdleChecks,
       numTokensSampled: this.#numTokensSampled,
+      stepCost: this.#budget?.model.fit() ?? null,
+      lastStepMs: this.#lastStepMs,
       fatal: this.#fatal,
     };
   }
@@ -121,11 +147,15 @@ export class EngineLoop {
   /** One turn; false when the plan had no items. */
   async #step(): Promise<boolean> {
     const o = this.#o;
-    const plan = o.scheduler.schedule();
+    const budget = this.#budget;
+    const plan = o.scheduler.schedule(budget === undefined ? undefined : (n) => budget.prefillCap(n));
     if (plan.events.length > 0) o.onEvents(plan.events);
     if (plan.items.length === 0) return false;
     if (o.checkEveryStep) o.scheduler.checkIntegrity(); // with the step in flight, too
+    const started = this.#now();
     const outputs = await o.runner.step(plan.items);
+    this.#lastStepMs = this.#now() - started;
+    budget?.observe(plan.items.reduce((sum, item) => sum + item.tokens.length, 0), this.#lastStepMs);
     const results = toStepResults(outputs, o.sampler, o.samplingOf, o.faults);
     this.#numTokensSampled += results.filter((r) => r.kind === 'sampled').length;
     const events = o.scheduler.complete(results);

@@ -24,6 +24,8 @@ export function loopHealth(loop: EngineLoopStats, checkEveryStep: boolean): Reco
     integrityChecksAfterStep: loop.numStepChecks,
     integrityChecksWhenIdle: loop.numIdleChecks,
     checkEveryStep,
+    lastStepMs: Math.round(loop.lastStepMs * 10) / 10,
+    ...(loop.stepCost === null ? {} : { stepCost: loop.stepCost }),
     ...(loop.fatal === null ? {} : { fatal: loop.fatal }),
   };
 }

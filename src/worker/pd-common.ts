@@ -4,7 +4,7 @@
 import { InvalidRequestError, type FaultSet, type GenerateEvent } from '../core/index.js';
 import type { PagePool } from '../pages/index.js';
 import type { Timeouts, TraceSink } from '../transfer/index.js';
-import type { StepRunner } from './engine-loop.js';
+import type { MaxStepMs, StepRunner } from './engine-loop.js';
 import type { TokenSampler } from './step-results.js';
 
 export interface PdWorkerOptions {
@@ -21,6 +21,8 @@ export interface PdWorkerOptions {
   readonly eosTokenIds: readonly number[];
   readonly maxRunningRequests: number;
   readonly chunkedPrefillSize: number;
+  /** The time budget of a step with decodes (--max-step-ms; default 'auto'). */
+  readonly maxStepMs?: MaxStepMs;
   readonly maxWaiting: number;
   readonly faults: FaultSet;
   readonly checkEveryStep: boolean;

@@ -100,6 +100,7 @@ export class PrefillWorker {
       onFatal: (error) => this.#onFatal(error),
       faults,
       checkEveryStep: options.checkEveryStep,
+      ...(options.maxStepMs === undefined ? {} : { maxStepMs: options.maxStepMs }),
     });
     this.#loop.start();
   }

@@ -198,8 +198,8 @@ export class SchedulerHarness {
   }
 
   /** One turn of the worker's loop; integrity is checked with the step in flight and after it. */
-  step(): { plan: StepPlan; events: SchedulerEvent[] } {
-    const plan = this.scheduler.schedule();
+  step(prefillCap?: (numDecodes: number) => number): { plan: StepPlan; events: SchedulerEvent[] } {
+    const plan = this.scheduler.schedule(prefillCap);
     this.scheduler.checkIntegrity();
     this.record(plan.events);
     const events = plan.items.length > 0 ? this.scheduler.complete(this.runner.run(plan.items)) : [];

@@ -12,7 +12,7 @@
 import { randomInt } from 'node:crypto';
 import { createApiServer, pdMetrics, promptCodecOf } from '../../api/index.js';
 import { ConfigError } from '../../core/index.js';
-import { modelFingerprint, Sampler } from '../../model/index.js';
+import { Sampler } from '../../model/index.js';
 import { DecodeWorker, PrefillWorker } from '../../worker/index.js';
 import type { PdWorkerConfig } from '../config-pd.js';
 import { formatBytes } from '../config-values.js';
@@ -35,7 +35,7 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig): Promise<
   const options = {
     modelName: config.servedModelName,
     root: model.source.spec,
-    modelFingerprint: modelFingerprint(model),
+    modelFingerprint: engine.fingerprint,
     contextLength: plan.contextLength,
     pool: engine.pool,
     runner: engine.runner,
@@ -43,6 +43,7 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig): Promise<
     eosTokenIds: model.config.eosTokenIds,
     maxRunningRequests: config.maxRunningRequests,
     chunkedPrefillSize: config.chunkedPrefillSize,
+    maxStepMs: config.maxStepMs,
     maxWaiting: config.maxWaiting,
     faults: config.faults,
     checkEveryStep: config.checkEveryStep,

@@ -40,6 +40,7 @@ export function registerServe(program: Command): void {
     .option('--page-size <n>', `tokens per KV page (default ${DEFAULT_PAGE_SIZE})`)
     .option('--max-running-requests <n>', `most requests prefilling or decoding at once (default ${DEFAULT_MAX_RUNNING_REQUESTS})`)
     .option('--chunked-prefill-size <n>', `most tokens in one step; longer prompts are prefilled in chunks (default ${DEFAULT_CHUNKED_PREFILL_SIZE})`)
+    .option('--max-step-ms <ms>', 'time budget of a step with running decodes: prefill is chunked to fit; auto (default: twice the decodes\' own step time), off, or ms')
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant; requests without a valid key get 401')
     .option('--deterministic', 'batch-invariant kernels: a greedy request\'s output does not depend on what runs beside it')
     .option('--role <role>', 'colocated (default), or prefill / decode: one worker of a disaggregated cluster (see `tessera router`, `tessera up`)')
@@ -74,6 +75,7 @@ async function serve(config: ServeConfig): Promise<number> {
     eosTokenIds: model.config.eosTokenIds,
     maxRunningRequests: config.maxRunningRequests,
     chunkedPrefillSize: config.chunkedPrefillSize,
+    maxStepMs: config.maxStepMs,
     maxWaiting: config.maxWaiting,
     faults: config.faults,
     checkEveryStep: config.checkEveryStep,

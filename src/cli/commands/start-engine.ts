@@ -2,17 +2,20 @@
 //   1. the pool plan from the model's config (no weights read yet) and the pool flags, and the
 //      start-up check: a context that does not fit the pool refuses to start (skip-startup-check
 //      is its test-only negative control);
-//   2. the model loaded (with a progress bar), the engine built over the planned pool.
+//   2. the model's config, tokenizer and chat template on this thread (no weights); the engine
+//      on a thread of its own (src/model's engine-thread.ts: it loads the weights, prepares the
+//      kernels and runs every forward pass there), over the planned pool.
+import { availableParallelism } from 'node:os';
 import type { ServeConfig } from '../config.js';
-import { createEngine, loadModel, type Engine, type LoadedModel } from '../../model/index.js';
+import { createThreadedEngine, loadModelInfo, type ModelInfo, type ThreadedEngine } from '../../model/index.js';
 import { readModelConfig } from '../config-model.js';
 import { planPool, startupCheckError, type PoolPlan } from '../config-pool.js';
 import { progressDisplay } from './gen-model.js';
 
 export interface StartedEngine {
   readonly plan: PoolPlan;
-  readonly model: LoadedModel;
-  readonly engine: Engine;
+  readonly model: ModelInfo;
+  readonly engine: ThreadedEngine;
   /** The kernels in use, for the start-up line and /health: "ort dense + wasm ops, batch-invariant". */
   readonly kernels: string;
 }
@@ -25,16 +28,19 @@ export async function startEngine(config: ServeConfig, log: (line: string) => vo
     log(`start-up check skipped (fault skip-startup-check): ${refusal.message}`);
   }
   const display = progressDisplay(process.stderr);
-  const model = await loadModel(config.model, { cacheDir: config.home, onProgress: display.update });
+  const model = await loadModelInfo(config.model, { cacheDir: config.home, onProgress: display.update });
   display.done();
-  const engine = await createEngine(model, {
+  log('loading the weights on the engine thread');
+  const engine = await createThreadedEngine({
+    spec: config.model,
+    cacheDir: config.home,
     deterministic: config.deterministic,
     kvPages: plan.numPages,
     pageSize: plan.pageSize,
     maxStepTokens: config.chunkedPrefillSize,
     maxStepLogits: config.maxRunningRequests,
     faults: config.faults,
-  });
+  }, availableParallelism());
   const kernels = `${engine.kernels.dense} dense + ${engine.kernels.ops} ops${engine.kernels.batchInvariant ? ', batch-invariant' : ''}`;
   return { plan, model, engine, kernels };
 }

@@ -20,6 +20,7 @@ import { parseCount } from '../config-values.js';
 import { DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT } from '../config.js';
 import { delay, stopRequested } from './lifecycle.js';
 import { describeExit, SupervisedChild } from '../supervisor.js';
+import { parseCpuPins, pinnedCommand } from '../cpu-pinning.js';
 
 const START_TIMEOUT_MS = 180_000;
 const READY_TIMEOUT_MS = 60_000;
@@ -40,6 +41,8 @@ interface UpFlags {
   readonly pageSize?: string;
   readonly maxRunningRequests?: string;
   readonly chunkedPrefillSize?: string;
+  readonly maxStepMs?: string;
+  readonly cpus?: string;
   readonly deterministic?: boolean;
   readonly apiKeys?: string;
 }
@@ -62,6 +65,8 @@ export function registerUp(program: Command): void {
     .option('--page-size <n>', 'tokens per KV page (the same on every worker)')
     .option('--max-running-requests <n>', 'most requests prefilling or decoding at once, per worker')
     .option('--chunked-prefill-size <n>', 'most tokens in one step, per worker')
+    .option('--max-step-ms <ms>', 'time budget of a step with running decodes, per worker (auto, off, or ms)')
+    .option('--cpus <pins>', 'pin roles to CPUs with taskset, e.g. prefill=0,decode=1,router=0 (CPUS like 0, 2-3 or 0+2)')
     .option('--deterministic', 'batch-invariant kernels on every worker')
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant (checked by the router)')
     .action(async (flags: UpFlags) => {
@@ -76,6 +81,7 @@ async function up(flags: UpFlags): Promise<number> {
   if (flags.kvMemory !== undefined && (flags.kvPages ?? flags.prefillKvPages ?? flags.decodeKvPages) !== undefined) {
     throw new ConfigError('give --kv-memory or page counts (--kv-pages, --prefill-kv-pages, --decode-kv-pages), not both');
   }
+  const pins = parseCpuPins(flags.cpus);
   const model = flags.model ?? DEFAULT_MODEL;
   const home = tesseraHome(process.env);
   if (isBuiltinSpec(model)) await resolveBuiltinModel(model, { cacheDir: home });
@@ -87,6 +93,7 @@ async function up(flags: UpFlags): Promise<number> {
   const common = [
     '--model', model, ...opt('--served-model-name', flags.servedModelName), ...opt('--context-length', flags.contextLength), ...opt('--page-size', flags.pageSize),
     ...opt('--max-running-requests', flags.maxRunningRequests), ...opt('--chunked-prefill-size', flags.chunkedPrefillSize), ...opt('--kv-memory', flags.kvMemory),
+    ...opt('--max-step-ms', flags.maxStepMs),
     ...(flags.deterministic === true ? ['--deterministic'] : []),
   ];
   const workerArgs = (role: 'prefill' | 'decode'): string[] => {
@@ -101,7 +108,9 @@ async function up(flags: UpFlags): Promise<number> {
   const routerGone = new Promise<number>((resolve) => (routerDied = () => resolve(1)));
   process.once('exit', () => children.forEach((c) => c.killNow()));
   const startChild = (name: string, args: string[]): SupervisedChild => {
-    const child = new SupervisedChild(name, process.execPath, [bin, ...args], env, forward);
+    const role = name === 'router' ? 'router' : name.startsWith('prefill') ? 'prefill' : 'decode';
+    const pinned = pinnedCommand(pins, role, process.execPath, [bin, ...args]);
+    const child = new SupervisedChild(name, pinned.command, pinned.args, env, forward);
     children.push(child);
     void child.exited.then((e) => {
       if (stopping) return;

@@ -1,0 +1,149 @@
+// Interference benchmark (`npm run bench:pd`), in the layout of vLLM's disagg_benchmarks: the
+// same workload on co-located `tessera serve` and on PD (`tessera up`, prefill and decode pinned
+// to disjoint cores with --cpus), first chats alone, then chats with long prompts arriving at a
+// fixed rate. TTFT, TPOT and ITL (mean, p50, p99) for chats and long requests separately;
+// goodput at the SLO below; JSON under bench/results/ and an SVG plot beside it (ITL
+// distributions and ITL over time, both modes). A benchmark, not a test: it asserts nothing.
+//
+//   node --import ./bench/lib/register-ts.mjs bench/pd.ts [--quick] [--chats 8] [--chat-len 150]
+//        [--chat-out 48] [--long-len 940] [--long-every-s 6] [--duration-s 30] [--model PATH]
+//        [--modes colocated,pd]
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { availableParallelism, cpus } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { Rng } from '../src/core/index.js';
+import { itlPlotSvg, type Series } from './lib/pd-plot.js';
+import { m100Path, oneRequest, stats, type RequestResult } from './lib/pd-client.js';
+
+const args = process.argv.slice(2);
+const flag = (name: string): string | undefined => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : undefined;
+};
+const quick = args.includes('--quick');
+const CHATS = Number(flag('--chats') ?? 8);
+const CHAT_LEN = Number(flag('--chat-len') ?? 150);
+const CHAT_OUT = Number(flag('--chat-out') ?? 48);
+const LONG_LEN = Number(flag('--long-len') ?? 940);
+const LONG_OUT = 16;
+const LONG_EVERY_S = Number(flag('--long-every-s') ?? 6);
+const DURATION_S = Number(flag('--duration-s') ?? (quick ? 15 : 30));
+const MODES = (flag('--modes') ?? 'colocated,pd').split(',') as ('colocated' | 'pd')[];
+/** The SLO goodput counts against (stated in the output): a chat meets it with both. */
+const SLO = { ttftMs: 2000, tpotMs: 150 };
+
+interface Server {
+  readonly url: string;
+  readonly child: ChildProcess;
+}
+
+function start(argv: string[]): Promise<Server> {
+  const child = spawn(process.execPath, ['bin/tessera.js', ...argv], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  return new Promise((resolve, reject) => {
+    child.on('exit', (code) => reject(new Error(`tessera ${argv[0]} exited with code ${code} before listening`)));
+    child.stdout?.on('data', (d: Buffer) => {
+      out += d.toString();
+      const url = /tessera: listening on (http:\/\/[\d.]+:\d+)/.exec(out)?.[1];
+      if (url !== undefined) resolve({ url, child });
+    });
+  });
+}
+
+async function startMode(mode: 'colocated' | 'pd', model: string): Promise<Server> {
+  const common = ['--model', model, '--served-model-name', 'm100', '--port', '0', '--max-running-requests', '32'];
+  if (mode === 'colocated') return start(['serve', ...common]);
+  const n = availableParallelism();
+  const pins = n >= 2 ? ['--cpus', `prefill=0,decode=${n >= 3 ? '1-' + (n - 1) : '1'},router=0`] : [];
+  return start(['up', ...common, ...pins]);
+}
+
+interface Phase {
+  readonly chats: RequestResult[];
+  readonly long: RequestResult[];
+  readonly durationS: number;
+}
+
+/** Closed-loop chats for DURATION_S; with `long`, a long prompt every LONG_EVERY_S (open loop). */
+async function runPhase(url: string, withLong: boolean, rng: Rng, t0: number): Promise<Phase> {
+  const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'none', maxRetries: 0, timeout: 600_000 });
+  const prompt = (n: number): number[] => Array.from({ length: n }, () => 3 + rng.int(31_000));
+  const chats: RequestResult[] = [];
+  const long: RequestResult[] = [];
+  const start = performance.now();
+  const until = start + DURATION_S * 1000;
+  const longs: Promise<void>[] = [];
+  const timer = withLong
+    ? setInterval(() => longs.push(oneRequest(client, prompt(LONG_LEN), LONG_OUT, t0).then((r) => void long.push(r))), LONG_EVERY_S * 1000)
+    : undefined;
+  await Promise.all(
+    Array.from({ length: CHATS }, async () => {
+      while (performance.now() < until) chats.push(await oneRequest(client, prompt(CHAT_LEN), CHAT_OUT, t0));
+    }),
+  );
+  clearInterval(timer);
+  await Promise.all(longs);
+  return { chats, long, durationS: (performance.now() - start) / 1000 };
+}
+
+function summary(results: readonly RequestResult[], durationS: number) {
+  const tpot = results.filter((r) => r.outputTokens > 1).map((r) => (r.e2eMs - r.ttftMs) / (r.outputTokens - 1));
+  const good = results.filter((r) => r.ttftMs <= SLO.ttftMs && (r.outputTokens <= 1 || (r.e2eMs - r.ttftMs) / (r.outputTokens - 1) <= SLO.tpotMs));
+  return {
+    completed: results.length,
+    ttftMs: stats(results.map((r) => r.ttftMs)),
+    tpotMs: stats(tpot),
+    itlMs: stats(results.flatMap((r) => r.itlMs)),
+    goodputReqPerS: good.length / durationS,
+    sloAttainment: results.length === 0 ? 0 : good.length / results.length,
+  };
+}
+
+const model = flag('--model') ?? (await m100Path());
+console.log(
+  `bench:pd on ${cpus()[0]?.model ?? '?'} x ${availableParallelism()}: ${CHATS} chats (${CHAT_LEN} in, ${CHAT_OUT} out) for ${DURATION_S} s, ` +
+    `then with a ${LONG_LEN}-token prompt every ${LONG_EVERY_S} s; SLO TTFT <= ${SLO.ttftMs} ms and TPOT <= ${SLO.tpotMs} ms`,
+);
+const results: Record<string, unknown> = {};
+const series: Series[] = [];
+for (const mode of MODES) {
+  const server = await startMode(mode, model);
+  try {
+    const rng = new Rng(0);
+    const t0 = performance.now();
+    await oneRequest(new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'none', maxRetries: 0 }), [5, 6, 7], 4, t0); // warm-up
+    const alone = await runPhase(server.url, false, rng, t0);
+    const mixedT0 = performance.now();
+    const mixed = await runPhase(server.url, true, rng, mixedT0);
+    const r = {
+      chatsAlone: summary(alone.chats, alone.durationS),
+      chatsWithLong: summary(mixed.chats, mixed.durationS),
+      long: summary(mixed.long, mixed.durationS),
+    };
+    results[mode] = r;
+    series.push({ label: `${mode}, chats alone`, itl: alone.chats.flatMap((x) => x.itlMs), points: [] });
+    series.push({ label: `${mode}, with long prompts`, itl: mixed.chats.flatMap((x) => x.itlMs), points: mixed.chats.flatMap((x) => x.itlAt) });
+    const ratio = r.chatsWithLong.itlMs.p99 / Math.max(1e-9, r.chatsAlone.itlMs.median);
+    console.log(`\n== ${mode}`);
+    for (const [name, s] of Object.entries(r)) {
+      console.log(
+        `${name.padEnd(14)} n=${String(s.completed).padStart(4)}  TTFT mean/p50/p99 ${s.ttftMs.mean.toFixed(0)}/${s.ttftMs.median.toFixed(0)}/${s.ttftMs.p99.toFixed(0)} ms  ` +
+          `TPOT ${s.tpotMs.mean.toFixed(1)}/${s.tpotMs.median.toFixed(1)}/${s.tpotMs.p99.toFixed(1)}  ITL ${s.itlMs.mean.toFixed(1)}/${s.itlMs.median.toFixed(1)}/${s.itlMs.p99.toFixed(1)} ms  ` +
+          `goodput ${s.goodputReqPerS.toFixed(2)} req/s (${(100 * s.sloAttainment).toFixed(0)}% in SLO)`,
+      );
+    }
+    console.log(`chats' ITL p99 with long prompts / ITL median alone: ${ratio.toFixed(2)}x`);
+  } finally {
+    server.child.kill('SIGTERM');
+    await new Promise((resolve) => server.child.once('exit', resolve));
+  }
+}
+const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+await mkdir(join('bench', 'results'), { recursive: true });
+const json = join('bench', 'results', `pd-${stamp}.json`);
+await writeFile(json, `${JSON.stringify({ model, cpu: cpus()[0]?.model, threads: availableParallelism(), chats: CHATS, chatLen: CHAT_LEN, chatOut: CHAT_OUT, longLen: LONG_LEN, longEveryS: LONG_EVERY_S, durationS: DURATION_S, slo: SLO, results }, null, 2)}\n`);
+const svg = join('bench', 'results', `pd-${stamp}.svg`);
+await writeFile(svg, itlPlotSvg(series, `chats' ITL: ${CHATS} chats, + a ${LONG_LEN}-token prompt every ${LONG_EVERY_S} s`));
+console.log(`\nwrote ${json} and ${svg}`);

@@ -1,0 +1,70 @@
+// The engine thread (a worker_thread; see engine-thread.ts for the other side and the ownership
+// rule). It owns the weights, the kernels and the activations, and runs one forward pass at a
+// time on the batch it is sent, over KV storage in its wasm memory, which it shares with the
+// main thread at start-up. It must never check, stamp or allocate a page (the main thread's
+// ledger and stamps decide, before it is sent a step), touch a page outside the step's page
+// tables, or start a step before the previous one returned.
+//
+//   main -> thread   { kind: 'step', numTokens, tokens, positions, seqs, logitRows }
+//   thread -> main   { kind: 'ready', kv, kvByteOffset, kvLength, ... } once, then per step
+//                    { kind: 'done', logits } (transferred) | { kind: 'failed', message }
+import { parentPort, workerData } from 'node:worker_threads';
+import { assert } from '../core/index.js';
+import { floatsPerPage } from '../pages/index.js';
+import { allocateActivations } from './activations.js';
+import { createKernels } from './engine.js';
+import type { EngineThreadData, EngineThreadReply, EngineThreadStep } from './engine-thread.js';
+import { modelFingerprint } from './fingerprint.js';
+import { forward, type ForwardModel } from './forward.js';
+import { loadModel } from './load.js';
+import { ropeTable } from './rope.js';
+import { prepareWeights } from './weights-prepared.js';
+
+async function main(): Promise<void> {
+  const port = parentPort;
+  assert(port !== null, 'engine-thread-main.ts runs as a worker thread');
+  const data = workerData as EngineThreadData;
+  const started = performance.now();
+  const model = await loadModel(data.spec, { cacheDir: data.cacheDir });
+  const { config } = model;
+  const { dense, ops } = await createKernels('fast', data.deterministic, data.threads);
+  const weights = await prepareWeights(config, model.tensors, dense, ops);
+  const shape = { numPages: data.kvPages, pageSize: data.pageSize, numLayers: config.numLayers, numKvHeads: config.numKvHeads, headDim: config.headDim };
+  const kv = ops.allocF32(shape.numPages * floatsPerPage(shape));
+  assert(kv.buffer instanceof SharedArrayBuffer, 'the engine thread needs KV storage in shared memory (the wasm op kernels)');
+  const allocDense = dense.name === 'ort' ? (n: number) => new Float32Array(n) : (n: number) => ops.allocF32(n);
+  const act = allocateActivations(config, data.maxStepTokens, data.maxStepLogits, allocDense, (n) => ops.allocF32(n));
+  const fm: ForwardModel = { config, weights, rope: ropeTable(config), dense, ops, kv: { ...shape, data: kv } };
+  const ready: EngineThreadReply = {
+    kind: 'ready',
+    kv: kv.buffer,
+    kvByteOffset: kv.byteOffset,
+    kvLength: kv.length,
+    config,
+    fingerprint: modelFingerprint(model),
+    kernels: { dense: dense.name, ops: ops.name, batchInvariant: dense.batchInvariant, threads: data.threads },
+    prepareMs: performance.now() - started,
+    weightBytesPerToken: weights.bytesPerToken,
+  };
+  port.postMessage(ready);
+  // One step at a time: the main thread sends the next only after this one's reply.
+  port.on('message', (m: EngineThreadStep | { kind: 'close' }) => {
+    if (m.kind === 'close') {
+      void dense.dispose().then(() => port.close());
+      return;
+    }
+    act.tokens.set(m.tokens);
+    act.positions.set(m.positions);
+    forward(fm, { numTokens: m.numTokens, seqs: m.seqs, logitRows: m.logitRows }, act).then(
+      (logits) => {
+        const out = logits.slice(0, m.logitRows.length * config.vocabSize);
+        port.postMessage({ kind: 'done', logits: out } satisfies EngineThreadReply, [out.buffer]);
+      },
+      (error: unknown) => port.postMessage({ kind: 'failed', message: error instanceof Error ? (error.stack ?? error.message) : String(error) } satisfies EngineThreadReply),
+    );
+  });
+}
+
+void main().catch((error: unknown) => {
+  parentPort?.postMessage({ kind: 'failed', message: error instanceof Error ? (error.stack ?? error.message) : String(error) } satisfies EngineThreadReply);
+});

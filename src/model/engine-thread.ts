@@ -1,0 +1,193 @@
+// The engine on a thread of its own: the forward pass runs on a worker_thread, so the main
+// thread's I/O (HTTP, SSE, /health, sockets, the protocol machines, KV landing) never waits for
+// a step. The main thread keeps the ModelRunner (page checks before, stamps after) over a
+// PagePool whose storage is the thread's shared wasm memory; ThreadForward is its ForwardExec.
+//
+// Who owns what, at every moment (docs/ARCHITECTURE.md, "Threads"):
+//   ledger, stamps, prefix cache, scheduler   the main thread, always; never sent to the thread
+//   weights, kernels, activations            the engine thread, always
+//   the data of a page                       the main thread, except while a step is in flight:
+//                                            from ModelRunner's pool.lend(page tables) to its
+//                                            pool.unlend(), the engine thread reads and writes
+//                                            the pages of the step's page tables, and nothing on
+//                                            the main thread may write them (PagePool refuses a
+//                                            landing into a lent page; `skip-lend-check` is the
+//                                            negative control)
+// Why a landing cannot need a lent page: it writes only pages of a request that is receiving,
+// and the scheduler plans only prefilling or decoding requests; the ledger gives each page one
+// owner. The lend check makes that argument a checked invariant, not a hope.
+// It must never run two steps at once, or resolve a step before the thread replied.
+import { Worker } from 'node:worker_threads';
+import { assert, InvariantError, NO_FAULTS, type FaultSet } from '../core/index.js';
+import { PagePool } from '../pages/index.js';
+import type { ModelConfig } from './config.js';
+import { DEFAULT_MAX_STEP_LOGITS, DEFAULT_MAX_STEP_TOKENS, DEFAULT_PAGE_SIZE, type Engine, type EngineKernels } from './engine.js';
+import type { ForwardBatch, ForwardSeq } from './forward.js';
+import { ModelRunner, type ForwardExec } from './runner.js';
+
+export interface EngineThreadOptions {
+  /** The model spec, as loadModel takes it (the thread loads the weights itself). */
+  readonly spec: string;
+  readonly cacheDir?: string;
+  readonly deterministic?: boolean;
+  readonly kvPages: number;
+  readonly pageSize?: number;
+  readonly maxStepTokens?: number;
+  readonly maxStepLogits?: number;
+  /** Threads per dense matmul (default: the thread's own choice, every core). */
+  readonly threads?: number;
+  readonly faults?: FaultSet;
+}
+
+/** What the thread is started with (workerData). */
+export interface EngineThreadData {
+  readonly spec: string;
+  readonly cacheDir: string | undefined;
+  readonly deterministic: boolean;
+  readonly kvPages: number;
+  readonly pageSize: number;
+  readonly maxStepTokens: number;
+  readonly maxStepLogits: number;
+  readonly threads: number;
+}
+
+export interface EngineThreadStep {
+  readonly kind: 'step';
+  readonly numTokens: number;
+  readonly tokens: Int32Array;
+  readonly positions: Int32Array;
+  readonly seqs: readonly ForwardSeq[];
+  readonly logitRows: readonly number[];
+}
+
+export type EngineThreadReply =
+  | {
+      readonly kind: 'ready';
+      readonly kv: ArrayBufferLike;
+      readonly kvByteOffset: number;
+      readonly kvLength: number;
+      readonly config: ModelConfig;
+      readonly fingerprint: string;
+      readonly kernels: EngineKernels;
+      readonly prepareMs: number;
+      readonly weightBytesPerToken: number;
+    }
+  | { readonly kind: 'done'; readonly logits: Float32Array }
+  | { readonly kind: 'failed'; readonly message: string };
+
+/** An Engine whose forward pass runs on its own thread; `fingerprint` was computed there. */
+export interface ThreadedEngine extends Engine {
+  readonly fingerprint: string;
+}
+
+export async function createThreadedEngine(o: EngineThreadOptions, threads: number): Promise<ThreadedEngine> {
+  const data: EngineThreadData = {
+    spec: o.spec,
+    cacheDir: o.cacheDir,
+    deterministic: o.deterministic === true,
+    kvPages: o.kvPages,
+    pageSize: o.pageSize ?? DEFAULT_PAGE_SIZE,
+    maxStepTokens: o.maxStepTokens ?? DEFAULT_MAX_STEP_TOKENS,
+    maxStepLogits: o.maxStepLogits ?? DEFAULT_MAX_STEP_LOGITS,
+    threads,
+  };
+  const worker = new Worker(threadMainUrl(), { workerData: data });
+  const exec = new ThreadForward(worker, data.maxStepTokens);
+  const ready = await exec.ready;
+  const { config } = ready;
+  const kv = new Float32Array(ready.kv, ready.kvByteOffset, ready.kvLength);
+  const shape = { numPages: data.kvPages, pageSize: data.pageSize, numLayers: config.numLayers, numKvHeads: config.numKvHeads, headDim: config.headDim };
+  const pool = new PagePool({ kv: { ...shape, data: kv }, faults: o.faults ?? NO_FAULTS });
+  const runner = new ModelRunner({ config, pool, exec, maxStepTokens: data.maxStepTokens, maxStepLogits: data.maxStepLogits });
+  return {
+    config,
+    pool,
+    runner,
+    kernels: ready.kernels,
+    prepareMs: ready.prepareMs,
+    weightBytesPerToken: ready.weightBytesPerToken,
+    fingerprint: ready.fingerprint,
+    dispose: () => exec.close(),
+  };
+}
+
+/** The compiled thread entry: beside this file in dist/, or dist/'s copy when running from src/ (tests). */
+function threadMainUrl(): URL {
+  const here = import.meta.url;
+  return here.endsWith('.ts') ? new URL('../../dist/model/engine-thread-main.js', here) : new URL('./engine-thread-main.js', here);
+}
+
+type Ready = Extract<EngineThreadReply, { kind: 'ready' }>;
+
+/** ForwardExec over the engine thread: one step in flight at most. */
+class ThreadForward implements ForwardExec {
+  readonly tokens: Int32Array;
+  readonly positions: Int32Array;
+  readonly ready: Promise<Ready>;
+  readonly #worker: Worker;
+  #pending: { resolve: (logits: Float32Array) => void; reject: (error: Error) => void } | undefined;
+  #readyWait: { resolve: (r: Ready) => void; reject: (error: Error) => void } | undefined;
+  #dead: Error | undefined;
+
+  constructor(worker: Worker, maxStepTokens: number) {
+    this.#worker = worker;
+    this.tokens = new Int32Array(maxStepTokens);
+    this.positions = new Int32Array(maxStepTokens);
+    this.ready = new Promise<Ready>((resolve, reject) => (this.#readyWait = { resolve, reject }));
+    worker.on('message', (m: EngineThreadReply) => this.#onReply(m));
+    worker.on('error', (error) => this.#die(new InvariantError('the engine thread failed', error)));
+    worker.on('exit', (code) => this.#die(new InvariantError(`the engine thread exited (code ${code})`)));
+  }
+
+  run(batch: ForwardBatch): Promise<Float32Array> {
+    assert(this.#pending === undefined, 'ThreadForward.run: a step is already in flight');
+    if (this.#dead !== undefined) return Promise.reject(this.#dead);
+    const T = batch.numTokens;
+    const step: EngineThreadStep = {
+      kind: 'step',
+      numTokens: T,
+      tokens: this.tokens.slice(0, T),
+      positions: this.positions.slice(0, T),
+      seqs: batch.seqs.map((s) => ({ row: s.row, numTokens: s.numTokens, startPos: s.startPos, pageTable: s.pageTable.slice(), rope: s.rope })),
+      logitRows: [...batch.logitRows],
+    };
+    return new Promise<Float32Array>((resolve, reject) => {
+      this.#pending = { resolve, reject };
+      this.#worker.postMessage(step, [step.tokens.buffer as ArrayBuffer, step.positions.buffer as ArrayBuffer]);
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.#dead !== undefined) return;
+    const exited = new Promise<void>((resolve) => this.#worker.once('exit', () => resolve()));
+    this.#worker.postMessage({ kind: 'close' });
+    await exited;
+  }
+
+  #onReply(m: EngineThreadReply): void {
+    switch (m.kind) {
+      case 'ready':
+        this.#readyWait?.resolve(m);
+        this.#readyWait = undefined;
+        return;
+      case 'done': {
+        const p = this.#pending;
+        this.#pending = undefined;
+        p?.resolve(m.logits);
+        return;
+      }
+      case 'failed':
+        this.#die(new InvariantError(`the engine thread failed: ${m.message}`));
+        return;
+    }
+  }
+
+  #die(error: Error): void {
+    this.#dead ??= error;
+    this.#readyWait?.reject(error);
+    this.#readyWait = undefined;
+    const p = this.#pending;
+    this.#pending = undefined;
+    p?.reject(error);
+  }
+}

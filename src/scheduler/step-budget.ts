@@ -1,0 +1,126 @@
+// Step budget: how many prefill tokens a step may carry beside its decodes, so that a step with
+// running decodes stays within a time budget (Sarathi-Serve's stall-free batching, sized in
+// milliseconds measured on this model and machine rather than in a fixed token count).
+// Owns: the cost model of a step (milliseconds as a function of its tokens, fitted online from
+// the steps the worker measured) and the rule that turns a budget into a prefill token cap.
+// Must never: read a clock (the worker measures each step and passes the milliseconds in), or
+// return a cap that starves either side: every decode runs in every step (the plan puts decodes
+// first), and a step with decodes still carries at least `minPrefillTokens` of prefill.
+//
+// The model: ms(step) = fixedMs + msPerToken * numTokens, a least-squares line over the recent
+// steps (each older step weighs `decay` times less), so it follows the machine's load. Until
+// the steps seen span two sizes the slope is unknown and there is no cap (the first mixed step
+// calibrates it; decode-only steps and chunk-only steps alone do not).
+//
+// The budget: `maxStepMs` when set; otherwise `autoFactor` x the predicted time of the step's
+// decodes alone, never under `minAutoMs`: prefill may at most double a decode step's time by
+// default. A larger budget gives long prompts a shorter time to first token and chats a longer
+// inter-token latency; a smaller one the reverse (README, "Step budget").
+
+export interface StepBudgetOptions {
+  /** A fixed budget per step with decodes (ms); undefined: `autoFactor` x the decodes' own time. */
+  readonly maxStepMs?: number;
+  /** The automatic budget as a multiple of the decode-only step's predicted time (default 2). */
+  readonly autoFactor?: number;
+  /** The automatic budget's floor (ms, default 20): small batches still make prefill progress. */
+  readonly minAutoMs?: number;
+  /** Prefill tokens a step with decodes carries at least (default 16): prefill is never starved. */
+  readonly minPrefillTokens?: number;
+  /** Weight kept by older steps per new one (default 0.95: about the last 20 steps count). */
+  readonly decay?: number;
+}
+
+export interface StepCostFit {
+  readonly fixedMs: number;
+  readonly msPerToken: number;
+}
+
+/** A weighted least-squares line ms = fixedMs + msPerToken * tokens over the steps observed. */
+export class StepCostModel {
+  readonly #decay: number;
+  #w = 0;
+  #x = 0;
+  #y = 0;
+  #xx = 0;
+  #xy = 0;
+
+  constructor(decay = 0.95) {
+    if (!(decay > 0 && decay <= 1)) throw new RangeError(`decay must be in (0, 1], got ${decay}`);
+    this.#decay = decay;
+  }
+
+  /** One measured step: `numTokens` tokens over all its items took `ms` milliseconds. */
+  observe(numTokens: number, ms: number): void {
+    if (!(numTokens > 0) || !Number.isFinite(ms) || ms < 0) return;
+    const d = this.#decay;
+    this.#w = this.#w * d + 1;
+    this.#x = this.#x * d + numTokens;
+    this.#y = this.#y * d + ms;
+    this.#xx = this.#xx * d + numTokens * numTokens;
+    this.#xy = this.#xy * d + numTokens * ms;
+  }
+
+  /** The fitted line; undefined until the steps seen differ enough in size to give a slope. */
+  fit(): StepCostFit | undefined {
+    const w = this.#w;
+    if (w === 0) return undefined;
+    const meanX = this.#x / w;
+    const varX = this.#xx / w - meanX * meanX;
+    // Steps of (nearly) one size only: the slope is unknown.
+    if (!(varX > Math.max(1, 0.01 * meanX * meanX))) return undefined;
+    const meanY = this.#y / w;
+    const slope = (this.#xy / w - meanX * meanY) / varX;
+    // A step never gets cheaper with more tokens; noise may say so for a while.
+    const msPerToken = Math.max(slope, 1e-6);
+    return { fixedMs: Math.max(0, meanY - msPerToken * meanX), msPerToken };
+  }
+}
+
+/** The budget rule over a cost model: prefill tokens allowed in a step beside `numDecodes` decodes. */
+export class StepBudget {
+  readonly model: StepCostModel;
+  readonly #o: Required<Omit<StepBudgetOptions, 'maxStepMs'>> & { readonly maxStepMs: number | undefined };
+
+  constructor(options: StepBudgetOptions = {}) {
+    const o = {
+      maxStepMs: options.maxStepMs,
+      autoFactor: options.autoFactor ?? 2,
+      minAutoMs: options.minAutoMs ?? 20,
+      minPrefillTokens: options.minPrefillTokens ?? 16,
+      decay: options.decay ?? 0.95,
+    };
+    if (o.maxStepMs !== undefined && !(o.maxStepMs > 0)) throw new RangeError(`maxStepMs must be positive, got ${o.maxStepMs}`);
+    if (!(o.autoFactor >= 1)) throw new RangeError(`autoFactor must be at least 1, got ${o.autoFactor}`);
+    if (!(Number.isInteger(o.minPrefillTokens) && o.minPrefillTokens >= 1)) {
+      throw new RangeError(`minPrefillTokens must be a positive integer, got ${o.minPrefillTokens}`);
+    }
+    this.#o = o;
+    this.model = new StepCostModel(o.decay);
+  }
+
+  /** A step of `numTokens` tokens took `ms` (measured by the worker around runner.step). */
+  observe(numTokens: number, ms: number): void {
+    this.model.observe(numTokens, ms);
+  }
+
+  /** The budget (ms) of a step with `numDecodes` decodes; undefined while the model has no fit. */
+  budgetMs(numDecodes: number): number | undefined {
+    if (this.#o.maxStepMs !== undefined) return this.#o.maxStepMs;
+    const fit = this.model.fit();
+    if (fit === undefined) return undefined;
+    return Math.max(this.#o.minAutoMs, this.#o.autoFactor * (fit.fixedMs + fit.msPerToken * numDecodes));
+  }
+
+  /**
+   * Most prefill tokens beside `numDecodes` decodes (one token each); Infinity with no decodes
+   * (nothing to protect: the whole chunk goes) or while the model cannot predict yet.
+   */
+  prefillCap(numDecodes: number): number {
+    if (numDecodes === 0) return Infinity;
+    const fit = this.model.fit();
+    const budget = this.budgetMs(numDecodes);
+    if (fit === undefined || budget === undefined) return Infinity;
+    const room = (budget - fit.fixedMs) / fit.msPerToken - numDecodes;
+    return Math.max(this.#o.minPrefillTokens, Math.floor(room));
+  }
+}
