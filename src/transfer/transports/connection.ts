@@ -1,6 +1,7 @@
 // One cluster connection over a byte pipe: the authentication handshake, then framed messages.
 // Owns: the frame stream, the handshake, the queue of messages sent before authentication,
-// and closing the pipe with a clear reason on any malformed or unauthenticated frame.
+// and closing the pipe with a clear reason on any malformed or unauthenticated frame (except a
+// Reserve whose fields break one request's rules: that request alone is Rejected).
 // Must never: hand a message or a payload piece to the node before the peer's proof verified,
 // hand anything on after the connection closed or after a malformed frame, or throw out of a
 // pipe callback.
@@ -8,7 +9,7 @@
 // (frame-stream.ts); every other frame, and every frame for a node without them, whole.
 import { setTimeout, clearTimeout } from 'node:timers';
 import { AuthError, Handshake, type HandshakeRole } from '../auth.js';
-import { decodeAnyFrame, decodeFrame, encodeFrameParts } from '../codec.js';
+import { decodeAnyFrame, decodeFrame, encodeFrameParts, refusableRequest } from '../codec.js';
 import { isCodecError } from '../codec-fields.js';
 import { FrameStream } from '../frame-stream.js';
 import type { Message } from '../messages.js';
@@ -124,7 +125,17 @@ export class Connection {
   #onFrame(frame: Uint8Array): void {
     if (this.#closed) return;
     if (this.#peer !== undefined) {
-      this.#options.onMessage(this, decodeFrame(frame, this.#options.maxFrameBytes));
+      let message: Message;
+      try {
+        message = decodeFrame(frame, this.#options.maxFrameBytes);
+      } catch (error) {
+        // A Reserve that breaks one request's rules fails that request alone (codec.ts).
+        const rid = isCodecError(error) ? refusableRequest(frame) : undefined;
+        if (rid === undefined || !isCodecError(error)) throw error;
+        this.#pipe.write(encodeFrameParts({ type: 'Rejected', rid, code: 'invalid_request', message: error.message.slice(0, 4096) }));
+        return;
+      }
+      this.#options.onMessage(this, message);
       return;
     }
     const step = this.#handshake.receive(decodeAnyFrame(frame, this.#options.maxFrameBytes));

@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { asEpoch, asPageId, asRequestId } from '../../core/index.js';
+import { asEpoch, asPageId, asRequestId, asTenantId, samplingParams, type SamplingParams } from '../../core/index.js';
 import { Handshake } from '../auth.js';
 import { decodeAnyFrame, encodeFrame, FrameReader } from '../codec.js';
 import type { KvChunkHead, Message } from '../messages.js';
@@ -206,6 +206,29 @@ describe.each([
     expect(decode.recorder.events.map((e) => e.replace(/: .*/, ''))).toEqual(['connected prefill-9:1', 'begin prefill-9:1 0', 'piece', 'end prefill-9:1', 'closed prefill-9:1']);
     expect(decode.recorder.pieces.every((p) => p.every((b) => b === 1))).toBe(true);
     expect(decode.transport.stats().malformed).toBe(1);
+  });
+
+  it('answers a Reserve whose fields break one request\'s rules with Rejected for that rid alone; the connection carries on', async () => {
+    h = makeHarness();
+    const decode = await h.node({ dial: false });
+    const router = h.client({});
+    const reserve = (id: string, sampling: Partial<SamplingParams>): Message => ({
+      type: 'Reserve', rid: asRequestId(id), tenant: asTenantId('alice'), promptTokens: 3, promptDigest: '0123456789abcdef',
+      sampling: samplingParams({ maxTokens: 4, ...sampling }), prefillAddress: '127.0.0.1:9',
+    });
+    router.transport.send(decode.transport.nodeId, reserve('good-1', {}));
+    router.transport.send(decode.transport.nodeId, reserve('bad-1', { topK: 2 ** 31 }));
+    router.transport.send(decode.transport.nodeId, reserve('bad-2', { stop: ['x'.repeat(1025)] }));
+    router.transport.send(decode.transport.nodeId, reserve('good-2', {}));
+    await decode.recorder.until(() => decode.recorder.messages.length === 2, 'both good Reserves');
+    await router.recorder.until(() => router.recorder.messages.length === 2, 'two Rejected');
+    expect(decode.recorder.messages.map((m) => (m.message as { rid: string }).rid)).toEqual(['good-1', 'good-2']);
+    expect(router.recorder.messages.map((m) => [m.message.type, (m.message as { rid: string }).rid, (m.message as { code?: string }).code])).toEqual([
+      ['Rejected', 'bad-1', 'invalid_request'],
+      ['Rejected', 'bad-2', 'invalid_request'],
+    ]);
+    expect(router.recorder.events.some((e) => e.startsWith('closed'))).toBe(false);
+    expect(decode.transport.stats().malformed).toBe(0);
   });
 
   it('refuses a peer with the wrong secret: nothing is delivered, the dialer sees the close', async () => {
