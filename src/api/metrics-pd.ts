@@ -13,6 +13,8 @@ export interface PdMetrics {
   countChecksumFailure(): void;
   /** One request aborted, by the protocol phase it was in (e.g. `reserving`, `transferring`, `decoding`). */
   countAbort(phase: string): void;
+  /** How long a request waited for room on the cluster (the router's wait queue), until its first token. */
+  observeQueueWaitSeconds(seconds: number): void;
 }
 
 const TRANSFER_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -23,6 +25,7 @@ export function pdMetrics(registry: Registry): PdMetrics {
   const seconds = new Histogram({ name: 'tessera_kv_transfer_seconds', help: 'Duration of one whole KV transfer.', buckets: TRANSFER_BUCKETS, registers });
   const checksums = new Counter({ name: 'tessera_kv_transfer_checksum_failures_total', help: 'KV frames refused for a bad checksum or digest.', registers });
   const aborts = new Counter({ name: 'tessera_aborts_total', help: 'Aborted requests by protocol phase.', labelNames: ['phase'], registers });
+  const waits = new Histogram({ name: 'tessera_router_queue_wait_seconds', help: 'Time a request waited for a free slot or KV pages on the cluster.', buckets: TRANSFER_BUCKETS, registers });
   bytes.inc(0);
   checksums.inc(0);
   return {
@@ -30,5 +33,6 @@ export function pdMetrics(registry: Registry): PdMetrics {
     observeTransferSeconds: (s) => seconds.observe(s),
     countChecksumFailure: () => checksums.inc(),
     countAbort: (phase) => aborts.inc({ phase }),
+    observeQueueWaitSeconds: (s) => waits.observe(s),
   };
 }

@@ -15,6 +15,8 @@ export interface RouterMetricsSink {
   observeTransferSeconds(seconds: number): void;
   countChecksumFailure(): void;
   countAbort(phase: string): void;
+  /** How long a request waited for room on the cluster (wait-queue.ts), until its first token. */
+  observeQueueWaitSeconds(seconds: number): void;
 }
 
 interface Attempt {
@@ -52,6 +54,10 @@ export class RouterLoad {
     } else if (message.type === 'Prefill') {
       this.#prefillSentMs.set(clientRidOf(message.rid), Date.now());
     }
+  }
+
+  observeQueueWait(seconds: number): void {
+    this.#metrics?.observeQueueWaitSeconds(seconds);
   }
 
   onFirstTokens(clientRid: RequestId): void {
