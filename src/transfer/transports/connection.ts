@@ -16,6 +16,12 @@ import type { Message } from '../messages.js';
 import type { Pipe } from './pipe.js';
 import type { ChunkHandlers } from './types.js';
 
+/**
+ * The largest frame before the peer authenticated: Hello and Proof are a few hundred bytes. A
+ * stranger may not make this node buffer a frame of maxFrameBytes (64 MiB) before it proved anything.
+ */
+export const HANDSHAKE_MAX_FRAME_BYTES = 4096;
+
 export interface ConnectionOptions {
   readonly role: HandshakeRole;
   readonly nodeId: string;
@@ -68,7 +74,7 @@ export class Connection {
           if (peer !== undefined) chunks?.end(peer);
         },
       },
-      options.maxFrameBytes,
+      Math.min(HANDSHAKE_MAX_FRAME_BYTES, options.maxFrameBytes),
     );
     this.#handshake = new Handshake({ secret: options.secret, nodeId: options.nodeId, role: options.role, nonce: options.nonce, expectPeer: options.expectPeer });
     pipe.onData((bytes) => this.#onData(bytes));
@@ -138,7 +144,7 @@ export class Connection {
       this.#options.onMessage(this, message);
       return;
     }
-    const step = this.#handshake.receive(decodeAnyFrame(frame, this.#options.maxFrameBytes));
+    const step = this.#handshake.receive(decodeAnyFrame(frame, HANDSHAKE_MAX_FRAME_BYTES));
     if (step.send.length > 0) this.#pipe.write(step.send);
     if (step.peer !== undefined) this.#authenticated(step.peer);
   }
@@ -151,6 +157,8 @@ export class Connection {
   #authenticated(peer: string): void {
     clearTimeout(this.#timer);
     this.#peer = peer;
+    this.#stream.maxFrameBytes = this.#options.maxFrameBytes;
+    this.#pipe.authenticated();
     this.#stream.streamChunks = this.#options.chunks !== undefined;
     this.#options.onAuthenticated(this, peer);
     for (const m of this.#pending.splice(0)) this.send(m);
