@@ -7,6 +7,7 @@
 //   5. SIGINT/SIGTERM or, under `tessera up`, the parent's death: drain, then close
 // It must never relay or decide anything itself: it wires the modules that do.
 import { randomInt } from 'node:crypto';
+import { httpLimitsFromEnv } from '../config-http.js';
 import type { Command } from 'commander';
 import { createApiServer, pdMetrics, promptCodecOf } from '../../api/index.js';
 import { ConfigError } from '../../core/index.js';
@@ -87,6 +88,7 @@ async function runRouter(flags: RouterFlags): Promise<number> {
     ...(apiKeys === undefined ? {} : { apiKeys }),
     faults,
     drainTimeoutMs: DRAIN_MS,
+    httpLimits: httpLimitsFromEnv(env),
     metricsHooks: [(registry) => router.attachMetrics(pdMetrics(registry))],
   });
   const stopped = stopRequested(env['TESSERA_SUPERVISED'] === '1', log);
