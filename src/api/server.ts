@@ -25,6 +25,8 @@ export interface ApiServerOptions {
   readonly seed: number;
   /** API key -> tenant. Absent: no auth, every request is DEFAULT_TENANT. */
   readonly apiKeys?: ReadonlyMap<string, TenantId>;
+  /** With apiKeys: the bearer key that sees /health's detail (--admin-key). Absent: nobody does. */
+  readonly adminKey?: string;
   /** Larger bodies get 413. Default DEFAULT_MAX_BODY_BYTES. */
   readonly maxBodyBytes?: number;
   readonly clock?: Clock;
@@ -79,7 +81,7 @@ class HttpApiServer implements ApiServer {
     this.#ctx = {
       backend: options.backend,
       codec: options.codec,
-      auth: new TenantAuth(options.apiKeys),
+      auth: new TenantAuth(options.apiKeys, options.adminKey),
       metrics: this.metrics,
       clock,
       ids: new RequestIds(options.seed),

@@ -121,6 +121,11 @@ export class PdRouter {
       decodes: options.decodes,
       pollIntervalMs: options.pollIntervalMs ?? 1000,
       fetchTimeoutMs: options.fetchTimeoutMs ?? 2000,
+      // A stalled worker (SIGSTOP, a wedged host) holds its requests until a 600 s timeout
+      // otherwise: once it is marked down (within MAX_SLOW_POLLS polls, about 3-5 s by default)
+      // its connection is closed, so requests before their first token retry on another pair
+      // and the rest fail at once with the reason.
+      onDown: (address, why) => this.#transport.closePeer(address, `the router marked ${address} down (${why})`),
     });
     this.#load = new RouterLoad(this.registry);
     this.#queue = new WaitQueue(options.waitQueue ?? DEFAULT_WAIT_QUEUE);
