@@ -15,15 +15,17 @@ export const MODEL_PARTS = join(SPEC_DIR, 'model');
 
 /** Fails with a clear message when spin or gcc is missing. */
 export function requireTools() {
+  const missing = [];
   for (const [tool, args, hint] of [
     ['spin', ['-V'], 'apt-get install -y spin'],
     ['gcc', ['--version'], 'apt-get install -y gcc'],
   ]) {
     const r = spawnSync(tool, args, { encoding: 'utf8' });
-    if (r.error || r.status !== 0) {
-      console.error(`spec: '${tool}' is not installed (${hint}); the formal model cannot be checked.`);
-      process.exit(2);
-    }
+    if (r.error || r.status !== 0) missing.push(`spec: '${tool}' is not installed (${hint}); the formal model cannot be checked.`);
+  }
+  if (missing.length > 0) {
+    console.error(missing.join('\n'));
+    process.exit(2);
   }
 }
 
@@ -95,6 +97,7 @@ function run(cmd, args, cwd) {
     return execFileSync(cmd, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 256 << 20 });
   } catch (e) {
     const err = /** @type {any} */ (e);
+    if (err.code === 'ENOENT') throw new Error(`'${cmd}' is not installed (apt-get install -y ${cmd}); the formal model cannot be checked.`);
     throw new Error(`${cmd} ${args.join(' ')} failed (${err.status}):\n${err.stdout ?? ''}${err.stderr ?? ''}`);
   }
 }

@@ -10,10 +10,23 @@ export type AuthResult = { readonly kind: 'ok'; readonly tenant: TenantId } | { 
 export class TenantAuth {
   /** sha256(key) -> tenant: a lookup by digest reveals nothing about near-miss keys. */
   readonly #tenants: ReadonlyMap<string, TenantId> | null;
+  /** sha256 of the admin key (--admin-key), if any. */
+  readonly #admin: string | undefined;
 
-  /** `apiKeys` undefined: an open server (every request is DEFAULT_TENANT). */
-  constructor(apiKeys: ReadonlyMap<string, TenantId> | undefined) {
+  /** `apiKeys` undefined: an open server (every request is DEFAULT_TENANT). `adminKey`: who sees /health's detail. */
+  constructor(apiKeys: ReadonlyMap<string, TenantId> | undefined, adminKey?: string) {
     this.#tenants = apiKeys === undefined ? null : new Map([...apiKeys].map(([key, tenant]) => [digest(key), tenant]));
+    this.#admin = adminKey === undefined ? undefined : digest(adminKey);
+  }
+
+  /**
+   * Whether the caller may see a node's internals (/health's workers, addresses, loads): anyone
+   * on an open server; with API keys, only the holder of the admin key. A tenant's key is not enough.
+   */
+  seesDetail(authorization: string | undefined): boolean {
+    if (this.#tenants === null) return true;
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
+    return match !== null && this.#admin !== undefined && digest(match[1] as string) === this.#admin;
   }
 
   get enabled(): boolean {

@@ -22,6 +22,9 @@ const EXPECTED = {
   model_load_failed: 500,
   config_invalid: 500,
   internal: 500,
+  bad_framing: 400,
+  headers_too_large: 431,
+  request_timeout: 408,
 } as const satisfies Record<ApiErrorCode, number>;
 
 describe('httpStatusOf', () => {

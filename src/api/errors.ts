@@ -4,7 +4,10 @@
 import { assertNever, isTesseraError, type ErrorCode, type TesseraError } from '../core/index.js';
 
 /** Tessera's error codes, plus the few only HTTP can produce. */
-export type ApiErrorCode = ErrorCode | 'route_not_found' | 'method_not_allowed' | 'body_too_large';
+export type ApiErrorCode = ErrorCode | 'route_not_found' | 'method_not_allowed' | 'body_too_large' | HttpFramingCode;
+
+/** Node's HTTP parser refused the request's framing (http-guard.ts answers them). */
+export type HttpFramingCode = 'bad_framing' | 'headers_too_large' | 'request_timeout';
 
 export interface HttpStatus {
   readonly status: number;
@@ -31,6 +34,12 @@ export function httpStatusOf(code: ApiErrorCode): HttpStatus {
       return { status: 405, type: 'invalid_request_error' };
     case 'body_too_large':
       return { status: 413, type: 'invalid_request_error' };
+    case 'bad_framing':
+      return BAD_REQUEST;
+    case 'headers_too_large':
+      return { status: 431, type: 'invalid_request_error' };
+    case 'request_timeout':
+      return { status: 408, type: 'invalid_request_error' };
     case 'overloaded':
       return { status: 503, type: 'overloaded_error' };
     // Aborted by someone other than the client (a peer, shutdown): the service failed it.

@@ -15,6 +15,7 @@ export function pdMetrics(registry: Registry): PdMetrics {
   const seconds = new Histogram({ name: 'tessera_kv_transfer_seconds', help: 'Duration of one whole KV transfer.', buckets: TRANSFER_BUCKETS, registers });
   const checksums = new Counter({ name: 'tessera_kv_transfer_checksum_failures_total', help: 'KV frames refused for a bad checksum or digest.', registers });
   const aborts = new Counter({ name: 'tessera_aborts_total', help: 'Aborted requests by protocol phase.', labelNames: ['phase'], registers });
+  const waits = new Histogram({ name: 'tessera_router_queue_wait_seconds', help: 'Time a request waited for a free slot or KV pages on the cluster.', buckets: TRANSFER_BUCKETS, registers });
   bytes.inc(0);
   checksums.inc(0);
   return {
@@ -22,5 +23,6 @@ export function pdMetrics(registry: Registry): PdMetrics {
     observeTransferSeconds: (s) => seconds.observe(s),
     countChecksumFailure: () => checksums.inc(),
     countAbort: (phase) => aborts.inc({ phase }),
+    observeQueueWaitSeconds: (s) => waits.observe(s),
   };
 }

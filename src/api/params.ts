@@ -3,7 +3,7 @@
 // not support. Field readers throw InvalidRequestError; validate-*.ts turn that into a value.
 // Unknown fields are ignored, as vLLM and OpenAI do, so new client fields do not break us;
 // known ones we cannot honour are refused by name, never silently ignored.
-import { InvalidRequestError, isInvalidRequestError, MAX_TOP_LOGPROBS } from '../core/index.js';
+import { InvalidRequestError, isInvalidRequestError, MAX_TOP_LOGPROBS, REQUEST_LIMITS, requestLimitViolation } from '../core/index.js';
 import { problem, type Problem } from './errors.js';
 
 export type JsonObject = Readonly<Record<string, unknown>>;
@@ -86,7 +86,7 @@ export function tokenIdList(value: unknown, key: string): number[] {
 export const MAX_CHOICES = 128;
 
 /** At most this many stop strings (vLLM has no limit, OpenAI allows 4; each costs a scan per token). */
-export const MAX_STOP_STRINGS = 16;
+export const MAX_STOP_STRINGS = REQUEST_LIMITS.maxStopStrings;
 
 /** Parameters Tessera does not support, each with the values that ask for nothing (allowed). */
 const UNSUPPORTED: Readonly<Record<string, (value: unknown) => boolean>> = {
@@ -167,6 +167,14 @@ function readLogprobs(body: JsonObject, style: 'completion' | 'chat'): number | 
 export function readCommon(body: JsonObject, maxTokensKeys: readonly string[], style: 'completion' | 'chat'): CommonParams {
   rejectUnsupported(body);
   const stream = optionalBool(body, 'stream') ?? false;
+  const params = readFields(body, maxTokensKeys, style, stream);
+  // The limits the wire shares (core/limits.ts): a request decode's codec would refuse is a 400 here.
+  const overLimit = requestLimitViolation(params);
+  if (overLimit !== null) throw new InvalidRequestError(overLimit.message, overLimit.param);
+  return params;
+}
+
+function readFields(body: JsonObject, maxTokensKeys: readonly string[], style: 'completion' | 'chat', stream: boolean): CommonParams {
   return {
     model: optionalString(body, 'model') ?? null,
     maxTokens: readMaxTokens(body, maxTokensKeys),
@@ -209,9 +217,7 @@ function readStop(body: JsonObject): string[] {
     throw new InvalidRequestError(`\`stop\` must be a string or an array of strings, got ${describe(value)}.`, 'stop');
   }
   if (list.some((s) => s === '')) throw new InvalidRequestError('`stop` strings must not be empty.', 'stop');
-  if (list.length > MAX_STOP_STRINGS) {
-    throw new InvalidRequestError(`\`stop\` holds ${list.length} strings; at most ${MAX_STOP_STRINGS} are supported.`, 'stop');
-  }
+  // How many and how long: core's requestLimitViolation, which the wire codec shares (readCommon).
   return list as string[];
 }
 

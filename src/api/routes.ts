@@ -51,9 +51,11 @@ async function models(req: IncomingMessage, res: ServerResponse, ctx: RouteConte
   sendJson(res, 200, modelList({ id: backend.modelName, root: backend.root, maxModelLen: backend.contextLength, created: ctx.startedUnixSeconds }));
 }
 
-async function health(_req: IncomingMessage, res: ServerResponse, ctx: RouteContext): Promise<void> {
+async function health(req: IncomingMessage, res: ServerResponse, ctx: RouteContext): Promise<void> {
   const report = await ctx.backend.health();
-  sendJson(res, report.healthy ? 200 : 503, { status: report.healthy ? 'ok' : 'unhealthy', ...report.detail });
+  // With API keys, strangers learn only up or down (auth.ts seesDetail).
+  const detail = ctx.auth.seesDetail(req.headers.authorization) ? report.detail : {};
+  sendJson(res, report.healthy ? 200 : 503, { status: report.healthy ? 'ok' : 'unhealthy', ...detail });
 }
 
 async function metrics(_req: IncomingMessage, res: ServerResponse, ctx: RouteContext): Promise<void> {

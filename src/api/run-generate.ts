@@ -134,7 +134,10 @@ export async function runGenerate(
   await Promise.all(
     job.requests.map(async (request, index) => {
       try {
-        for await (const event of ctx.backend.generate(request, choiceSignal)) {
+        // A signal of its own per choice: a back end listens on it, and n choices' listeners on one
+        // shared signal would pile up past Node's limit of 10 (MaxListenersExceededWarning).
+        // AbortSignal.any follows its sources without adding listeners to them.
+        for await (const event of ctx.backend.generate(request, AbortSignal.any([choiceSignal]))) {
           if (event.type === 'tokens') {
             if ((choices[index] as Choice).end === null) await onTokens(index, event);
             continue;

@@ -2,6 +2,7 @@
 // `tessera serve` (co-located worker back end) and `tessera router` (PD router back end).
 // Owns the listener, the in-flight set and graceful shutdown. Must never let one request's
 // failure (a throw anywhere below) take the server down or go unanswered.
+import { setMaxListeners } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { AbortedError, NO_FAULTS, type FaultSet, type TenantId } from '../core/index.js';
@@ -9,6 +10,7 @@ import { TenantAuth } from './auth.js';
 import type { Backend, PromptCodec } from './backend.js';
 import { systemClock, type Clock } from './clock.js';
 import { problem, problemOf } from './errors.js';
+import { DEFAULT_HTTP_LIMITS, guardHttpServer, type HttpLimits } from './http-guard.js';
 import { sendProblem } from './http-io.js';
 import { ApiMetrics, type MetricsHook } from './metrics.js';
 import { RequestIds } from './request-ids.js';
@@ -23,6 +25,8 @@ export interface ApiServerOptions {
   readonly seed: number;
   /** API key -> tenant. Absent: no auth, every request is DEFAULT_TENANT. */
   readonly apiKeys?: ReadonlyMap<string, TenantId>;
+  /** With apiKeys: the bearer key that sees /health's detail (--admin-key). Absent: nobody does. */
+  readonly adminKey?: string;
   /** Larger bodies get 413. Default DEFAULT_MAX_BODY_BYTES. */
   readonly maxBodyBytes?: number;
   readonly clock?: Clock;
@@ -32,6 +36,8 @@ export interface ApiServerOptions {
   readonly drainTimeoutMs?: number;
   /** Extra series in this server's registry (the PD router's, see metrics-pd.ts). */
   readonly metricsHooks?: readonly MetricsHook[];
+  /** Idle/header/request timeouts and the connection cap (http-guard.ts). Default DEFAULT_HTTP_LIMITS. */
+  readonly httpLimits?: Partial<HttpLimits>;
   /** Where unexpected errors (bugs) are reported. Default: stderr. */
   readonly logError?: (message: string, error: unknown) => void;
 }
@@ -67,11 +73,15 @@ class HttpApiServer implements ApiServer {
     const clock = options.clock ?? systemClock;
     this.metrics = new ApiMetrics(options.metricsHooks ?? []);
     this.#drainTimeoutMs = options.drainTimeoutMs ?? 30_000;
+    // Every request in flight listens on the shutdown signal and removes its listener when it
+    // ends (generate-route.ts): many at once is the normal case, not a leak (no MaxListeners
+    // warning). AbortSignal.any on it instead would keep a WeakRef per request for the server's life.
+    setMaxListeners(0, this.#shutdown.signal);
     this.#logError = options.logError ?? ((message, error) => process.stderr.write(`tessera api: ${message}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`));
     this.#ctx = {
       backend: options.backend,
       codec: options.codec,
-      auth: new TenantAuth(options.apiKeys),
+      auth: new TenantAuth(options.apiKeys, options.adminKey),
       metrics: this.metrics,
       clock,
       ids: new RequestIds(options.seed),
@@ -83,6 +93,7 @@ class HttpApiServer implements ApiServer {
       logError: this.#logError,
     };
     this.#server = createServer((req, res) => this.#onRequest(req, res));
+    guardHttpServer(this.#server, { ...DEFAULT_HTTP_LIMITS, ...options.httpLimits });
   }
 
   get numInFlight(): number {

@@ -3,7 +3,7 @@
 // Read once at start-up. A bad file is a ConfigError naming the file and the problem (exit 2).
 // Must never echo a key back in a message (they are secrets; the position names it instead).
 import { readFile } from 'node:fs/promises';
-import { asTenantId, ConfigError, type TenantId } from '../core/index.js';
+import { asTenantId, ConfigError, tenantNameProblem, type TenantId } from '../core/index.js';
 
 export async function loadApiKeys(file: string): Promise<ReadonlyMap<string, TenantId>> {
   let text: string;
@@ -31,6 +31,8 @@ export function parseApiKeys(text: string, file: string): ReadonlyMap<string, Te
   entries.forEach(([key, tenant], index) => {
     if (key === '' || /\s/.test(key)) throw bad(`key #${index + 1} is empty or contains whitespace`);
     if (typeof tenant !== 'string' || tenant.trim() === '') throw bad(`the tenant of key #${index + 1} is not a non-empty string`);
+    const unfit = tenantNameProblem(tenant);
+    if (unfit !== null) throw bad(`the tenant of key #${index + 1}: ${unfit}`);
     keys.set(key, asTenantId(tenant));
   });
   return keys;

@@ -15,3 +15,4 @@ export { TextStream, type Detokenizer, type TextStep } from './text-stream.js';
 export { TextOutput } from './text-output.js';
 export type * from './kv-view.js';
 export * from './telemetry.js';
+export * from './limits.js';

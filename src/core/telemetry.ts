@@ -36,6 +36,8 @@ export interface PdMetricsSink {
   countChecksumFailure(): void;
   /** One request aborted, by the protocol phase it was in (e.g. `reserving`, `transferring`, `decoding`). */
   countAbort(phase: string): void;
+  /** How long a request waited for room on the cluster (the router's wait queue), until its first token. */
+  observeQueueWaitSeconds(seconds: number): void;
 }
 
 /**

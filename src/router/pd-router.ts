@@ -8,7 +8,9 @@
 //   2. submit -> RouterMachine: Reserve -> decode, Prefill -> prefill (the pair picked by load)
 //   3. Tokens -> ClientStream: text and stop strings here; a stop string ends the client's
 //      stream as finished ('stop') and aborts the rest through the protocol
-//   4. the machine's one outcome: finished with usage, or the honest error
+//   4. the machine's one outcome: finished with usage, or the honest error; an `overloaded`
+//      one before any token (no slot or pages on either side) waits in the WaitQueue and is
+//      submitted again, under a new machine rid, as others end (or fails once its wait is over)
 //   The client's AbortSignal, or its reader leaving, becomes `clientGone`: a protocol Abort,
 //   acknowledged by decode, never a cut connection.
 // Must never: answer a request without the machine (except cluster admission), cut a worker's
@@ -16,6 +18,7 @@
 import { hostname } from 'node:os';
 import {
   AbortedError,
+  asRequestId,
   assertNever,
   TesseraError,
   type BackendHealth,
@@ -42,6 +45,7 @@ import {
 import { ClientStream } from './client-stream.js';
 import { clusterAdmission, pickPair, type PolicyChecks, type WorkerView } from './pair-policy.js';
 import { RouterMetrics } from './router-metrics.js';
+import { DEFAULT_WAIT_QUEUE, WaitQueue, type WaitQueueOptions } from './wait-queue.js';
 import { WorkerRegistry } from './workers.js';
 
 export interface PdRouterOptions {
@@ -65,7 +69,25 @@ export interface PdRouterOptions {
   readonly faults: FaultSet;
   readonly pollIntervalMs?: number;
   readonly fetchTimeoutMs?: number;
+  /** Requests the cluster has no room for yet wait here (default DEFAULT_WAIT_QUEUE). */
+  readonly waitQueue?: WaitQueueOptions;
 }
+
+/** One client request while it lives: its stream, the machine rid of its current submission. */
+interface Live {
+  readonly request: GenerateRequest;
+  readonly stream: ClientStream;
+  machineRid: RequestId;
+  /** Submissions so far (the first under the client's rid, then `<rid>~w<n>`). */
+  submissions: number;
+  /** When it first had to wait, until its first token. */
+  waitingSinceMs: number | undefined;
+  queued: boolean;
+  detach: () => void;
+}
+
+/** How often waiting requests are tried again when nothing ends (pages freed by aborts, health updates). */
+const WAIT_RETRY_MS = 100;
 
 export class PdRouter {
   readonly modelName: string;
@@ -80,7 +102,13 @@ export class PdRouter {
   readonly #metrics: RouterMetrics;
   /** The pair policy's checks: all, but for the test-only fault points skip-admission and skip-model-check. */
   readonly #checks: PolicyChecks;
-  readonly #live = new Map<RequestId, ClientStream>();
+  /** By the client's rid. */
+  readonly #live = new Map<RequestId, Live>();
+  /** Machine rid -> client rid. */
+  readonly #byMachine = new Map<RequestId, RequestId>();
+  readonly #queue: WaitQueue<Live>;
+  readonly #queueStats = { waited: 0, timedOut: 0 };
+  #queueTimer: NodeJS.Timeout | undefined;
   #closed = false;
 
   constructor(options: PdRouterOptions) {
@@ -94,8 +122,14 @@ export class PdRouter {
       decodes: options.decodes,
       pollIntervalMs: options.pollIntervalMs ?? 1000,
       fetchTimeoutMs: options.fetchTimeoutMs ?? 2000,
+      // A stalled worker (SIGSTOP, a wedged host) holds its requests until a 600 s timeout
+      // otherwise: once it is marked down (within MAX_SLOW_POLLS polls, about 3-5 s by default)
+      // its connection is closed, so requests before their first token retry on another pair
+      // and the rest fail at once with the reason.
+      onDown: (address, why) => this.#transport.closePeer(address, `the router marked ${address} down (${why})`),
     });
     this.#metrics = new RouterMetrics(this.registry);
+    this.#queue = new WaitQueue(options.waitQueue ?? DEFAULT_WAIT_QUEUE);
     const checks: PolicyChecks = { admission: !options.faults.has('skip-admission'), model: !options.faults.has('skip-model-check') };
     this.#checks = checks;
     this.machine = new RouterMachine({
@@ -144,9 +178,14 @@ export class PdRouter {
       stream.failed(refusal);
       return stream;
     }
-    this.#live.set(rid, stream);
-    signal.addEventListener('abort', () => this.#gone(rid), { once: true });
-    this.#driver.handle({ kind: 'submit', request: { rid, tenant: request.tenant, tokens: request.promptTokens, sampling: request.sampling } });
+    // The listener goes when the request ends: a signal shared by n choices must not collect them.
+    const onAbort = (): void => this.#gone(rid);
+    signal.addEventListener('abort', onAbort, { once: true });
+    const live: Live = { request, stream, machineRid: rid, submissions: 0, waitingSinceMs: undefined, queued: false, detach: () => signal.removeEventListener('abort', onAbort) };
+    this.#live.set(rid, live);
+    // Those already waiting go first.
+    if (this.#queue.size > 0) this.#wait(live, new TesseraError('overloaded', 'requests are waiting for room on the cluster'));
+    else this.#submit(live);
     if (signal.aborted) this.#gone(rid);
     return stream;
   }
@@ -161,6 +200,7 @@ export class PdRouter {
         contextLength: this.contextLength,
         workers: this.registry.entries.map((e) => ({ url: e.url, role: e.role, state: e.state, address: e.address ?? null, modelFingerprint: e.limits?.model ?? null, inFlight: e.address === undefined ? 0 : this.machine.inFlightOn(e.address), pages: e.pages ?? null, ...(e.lastError === undefined ? {} : { error: e.lastError }) })),
         requests: { live: this.#live.size, attempts: this.machine.attemptsByState() },
+        queue: { waiting: this.#queue.size, ...this.#queueStats, maxWaiting: this.#queue.options.maxWaiting, maxWaitMs: this.#queue.options.maxWaitMs },
         idle: this.#live.size === 0 && this.machine.numActive === 0,
         stats: this.machine.stats(),
         transport: this.#transport.stats(),
@@ -189,6 +229,7 @@ export class PdRouter {
     const until = Date.now() + drainMs;
     while (this.machine.numActive > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20));
     this.#driver.stop();
+    clearTimeout(this.#queueTimer);
     this.registry.stop();
     await this.#transport.close();
   }
@@ -199,9 +240,67 @@ export class PdRouter {
 
   /** The client left (or a stop string ended its stream): end the stream, abort the rest through the protocol. */
   #gone(rid: RequestId): void {
-    this.#live.get(rid)?.failed(new AbortedError('the client disconnected'));
-    this.#live.delete(rid);
-    this.#driver.handle({ kind: 'clientGone', rid });
+    const live = this.#live.get(rid);
+    if (live === undefined) return;
+    this.#end(live);
+    live.stream.failed(new AbortedError('the client disconnected'));
+    if (live.queued) this.#queue.remove((w) => w === live);
+    else this.#driver.handle({ kind: 'clientGone', rid: live.machineRid });
+  }
+
+  #end(live: Live): void {
+    this.#live.delete(live.request.rid);
+    this.#byMachine.delete(live.machineRid);
+    live.detach();
+  }
+
+  #submit(live: Live): void {
+    const { rid, tenant, promptTokens, sampling } = live.request;
+    live.machineRid = live.submissions === 0 ? rid : asRequestId(`${rid}~w${live.submissions}`);
+    live.submissions++;
+    live.queued = false;
+    this.#byMachine.set(live.machineRid, rid);
+    this.#driver.handle({ kind: 'submit', request: { rid: live.machineRid, tenant, tokens: promptTokens, sampling } });
+  }
+
+  /** No room now: wait (a retried one keeps its place at the front), or fail when the queue is full or the wait over. */
+  #wait(live: Live, why: TesseraError): void {
+    const now = Date.now();
+    const since = live.waitingSinceMs ?? now;
+    if (live.waitingSinceMs === undefined) this.#queueStats.waited++;
+    live.waitingSinceMs = since;
+    if (!this.#closed && this.#queue.park(live, since, now, live.submissions > 0)) {
+      live.queued = true;
+      this.#queueTimer ??= setTimeout(() => this.#onQueueTimer(), WAIT_RETRY_MS);
+      return;
+    }
+    this.#end(live);
+    const waited = now - since;
+    live.stream.failed(new TesseraError('overloaded', `${why.message} (waited ${waited} ms; ${this.#queue.size} requests waiting)`));
+  }
+
+  /** Room may have come back: the longest-waiting request tries again. */
+  #admitNext(): void {
+    const next = this.#queue.take();
+    if (next !== undefined) this.#submit(next.item);
+  }
+
+  #onQueueTimer(): void {
+    this.#queueTimer = undefined;
+    for (const { item } of this.#queue.expired(Date.now())) {
+      this.#queueStats.timedOut++;
+      this.#end(item);
+      item.stream.failed(new TesseraError('overloaded', `no room on the cluster within ${this.#queue.options.maxWaitMs} ms`));
+    }
+    this.#admitNext();
+    if (this.#queue.size > 0 && !this.#closed) this.#queueTimer = setTimeout(() => this.#onQueueTimer(), WAIT_RETRY_MS);
+  }
+
+  /** The live request whose current submission is machine rid `rid`. */
+  #liveOf(rid: RequestId): Live | undefined {
+    const client = this.#byMachine.get(rid);
+    const live = client === undefined ? undefined : this.#live.get(client);
+    return live?.machineRid === rid ? live : undefined;
   }
 
   #carryOut(effect: RouterEffect): void {
@@ -214,19 +313,26 @@ export class PdRouter {
         this.#transport.closePeer(effect.peer, effect.reason);
         return;
       case 'clientTokens': {
-        const stream = this.#live.get(effect.rid);
-        if (stream !== undefined && stream.tokens(effect.ids, effect.logprobs) === 'stop') this.#gone(effect.rid); // the rest is aborted, acknowledged
+        const live = this.#liveOf(effect.rid);
+        if (live === undefined) return;
+        if (live.waitingSinceMs !== undefined) this.#metrics.queueWaited((Date.now() - live.waitingSinceMs) / 1000);
+        live.waitingSinceMs = undefined;
+        if (live.stream.tokens(effect.ids, effect.logprobs) === 'stop') this.#gone(live.request.rid); // the rest is aborted, acknowledged
         return;
       }
       case 'transferTimed':
         this.#metrics.transferTimed(effect.ms);
         return;
       case 'clientOutcome': {
-        const stream = this.#live.get(effect.rid);
-        this.#live.delete(effect.rid);
-        if (stream === undefined) return;
-        if (effect.outcome.ok) stream.finished(effect.outcome.finishReason);
-        else stream.failed(effect.outcome.error);
+        const live = this.#liveOf(effect.rid);
+        this.#byMachine.delete(effect.rid);
+        if (live === undefined) return this.#admitNext(); // the client left; its slot and pages came back
+        const { outcome } = effect;
+        if (!outcome.ok && outcome.error.code === 'overloaded' && live.stream.numTokens === 0) return this.#wait(live, outcome.error);
+        this.#end(live);
+        if (outcome.ok) live.stream.finished(outcome.finishReason);
+        else live.stream.failed(outcome.error);
+        this.#admitNext();
         return;
       }
       default:

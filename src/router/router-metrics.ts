@@ -26,6 +26,11 @@ export class RouterMetrics {
     this.#sink?.observeTransferSeconds(ms / 1000);
   }
 
+  /** A request waited in the router's queue for room on the cluster, this long until its first token. */
+  queueWaited(seconds: number): void {
+    this.#sink?.observeQueueWaitSeconds(seconds);
+  }
+
   /** Scrape time: aborts by phase from the machine, bytes and checksum failures from the decode workers. */
   sync(stats: RouterStats): void {
     const m = this.#sink;

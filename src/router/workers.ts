@@ -37,11 +37,16 @@ export interface WorkerEntry {
   polling: boolean;
 }
 
+/** The router's own event loop was stalled this much past a poll's timeout: the poll says nothing of the worker. */
+const OWN_STALL_MS = 500;
+
 export interface WorkerRegistryOptions {
   readonly prefills: readonly string[];
   readonly decodes: readonly string[];
   readonly pollIntervalMs: number;
   readonly fetchTimeoutMs: number;
+  /** An `up` worker stopped answering (MAX_SLOW_POLLS timed-out polls, or refused): called once per fall. */
+  readonly onDown?: (address: string, why: string) => void;
 }
 
 export class WorkerRegistry {
@@ -112,15 +117,22 @@ export class WorkerRegistry {
   async #pollOnce(e: WorkerEntry): Promise<void> {
     let body: Record<string, unknown>;
     let status: number;
+    const startedMs = performance.now();
     try {
       const response = await fetch(`${e.url}/health`, { signal: AbortSignal.timeout(this.#o.fetchTimeoutMs) });
       status = response.status;
       body = (await response.json()) as Record<string, unknown>;
     } catch (error) {
       e.lastError = `GET ${e.url}/health: ${error instanceof Error ? error.message : String(error)}`;
+      // A poll that ended far past its timeout timed out because this process was busy (a long
+      // tokenization, a GC), not the worker: it counts neither way, or one slow router step
+      // would mark every worker down at once.
+      if (performance.now() - startedMs > this.#o.fetchTimeoutMs + OWN_STALL_MS) return;
+      const wasUp = e.state === 'up';
       const slow = error instanceof Error && error.name === 'TimeoutError';
       e.slowPolls = slow ? e.slowPolls + 1 : MAX_SLOW_POLLS;
       if (e.state !== 'misconfigured' && (e.state !== 'up' || e.slowPolls >= MAX_SLOW_POLLS)) e.state = 'down';
+      if (wasUp && e.state === 'down' && e.address !== undefined) this.#o.onDown?.(e.address, e.lastError);
       return;
     }
     e.slowPolls = 0;

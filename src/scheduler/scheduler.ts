@@ -157,10 +157,28 @@ export class Scheduler {
       return { kind: 'rejected', error: overloaded(`${numReserved} requests are running or receiving, the limit is ${this.#options.maxRunningRequests}`) };
     }
     const need = pagesFor(request.promptTokens.length, this.#pool.pageSize);
-    const tags = this.#pages.available(need) >= need ? this.#pages.allocate(need, request) : undefined;
-    if (tags === undefined) return { kind: 'rejected', error: overloaded(`no room for ${need} KV pages now`) };
+    // A decode node never recomputes, so a request it preempted would fail mid-stream: it takes a
+    // request only when the pages its output may still need, and every taken one's, are there too.
+    const growth = this.#options.reserveOutputPages === true ? pagesFor(request.promptTokens.length + request.sampling.maxTokens, this.#pool.pageSize) - need : 0;
+    const owed = this.#options.reserveOutputPages === true ? this.#pagesOwed() : 0;
+    const room = this.#pages.available(need + growth + owed);
+    const tags = room >= need + growth + owed ? this.#pages.allocate(need, request) : undefined;
+    if (tags === undefined) {
+      return { kind: 'rejected', error: overloaded(`no room for ${need} KV pages now (+${growth} for its output, ${owed} owed to running requests; ${room} free)`) };
+    }
     this.#book.add(request, { kind: 'receiving', tags: [...tags] });
     return { kind: 'reserved', tags };
+  }
+
+  /** Decode role: pages the receiving and decoding requests may still allocate before they end. */
+  #pagesOwed(): number {
+    let owed = 0;
+    for (const r of this.#book.requests.values()) {
+      if (r.state.kind !== 'receiving' && r.state.kind !== 'decoding') continue;
+      const held = r.state.kind === 'receiving' ? r.state.tags.length : r.state.table.tags.length;
+      owed += Math.max(0, pagesFor(r.numPromptTokens + r.maxTokens, this.#pool.pageSize) - held);
+    }
+    return owed;
   }
 
   /**

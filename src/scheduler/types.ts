@@ -32,6 +32,12 @@ export interface SchedulerOptions {
   readonly faults: FaultSet;
   /** The model's end-of-sequence ids; they end a request unless its sampling says ignoreEos. */
   readonly eosTokenIds?: readonly number[];
+  /**
+   * Decode role: reserve() takes a request only when the pages its output may need (and those
+   * every taken request may still need) are free too, so none is preempted mid-stream (a decode
+   * worker cannot recompute: it fails a preempted request). Off: pages on demand, as co-located.
+   */
+  readonly reserveOutputPages?: boolean;
 }
 
 /** One step's work. Execute `items`, then call complete() with one result per item. */

@@ -95,12 +95,11 @@ const ERROR_CODES: Record<ErrorCode, true> = {
 };
 export const errorCode: Check<ErrorCode> = oneOf(Object.keys(ERROR_CODES) as ErrorCode[]);
 
-export const U31 = 0x7fffffff;
+/** The wire's u31 and tenant rules are core/limits.ts's, so the API checks the same ones. */
+export { TENANT_PATTERN, U31 } from '../core/index.js';
 /** Request ids: what the router makes ("<id>" or "<id>.<attempt>"), never free text. */
 export const RID_PATTERN = /^[A-Za-z0-9._:~-]+$/;
 /** Node ids and addresses: host:port, [v6]:port, or a router's name. */
 export const ADDRESS_PATTERN = /^[A-Za-z0-9.:[\]_-]+$/;
-/** Tenants come from API keys server-side: printable, no control characters. */
-export const TENANT_PATTERN = /^[^\u0000-\u001f\u007f]+$/;
 export const HEX16 = /^[0-9a-f]{16}$/;
 export const HEX64 = /^[0-9a-f]{64}$/;

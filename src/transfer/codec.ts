@@ -13,7 +13,7 @@
 //   10      h     header       UTF-8 JSON: the message's fields except `type` and `payload`
 //   10+h    n     payload      raw bytes, KvChunk only (n >= 1); no base64, no copy on send
 import { Buffer } from 'node:buffer';
-import { MAX_TOP_LOGPROBS, type RequestId, type SamplingParams, type Tag, type TenantId, type TokenLogprob } from '../core/index.js';
+import { MAX_TOP_LOGPROBS, REQUEST_LIMITS, type RequestId, type SamplingParams, type Tag, type TenantId, type TokenLogprob } from '../core/index.js';
 import { ADDRESS_PATTERN, array, bool, CodecError, errorCode, finite, HEX16, HEX64, int, nullable, object, oneOf, RID_PATTERN, str, TENANT_PATTERN, U31, type Check } from './codec-fields.js';
 import type { KvChunk, Message, MessageType } from './messages.js';
 
@@ -41,7 +41,7 @@ export type Frame = { readonly kind: 'message'; readonly message: Message } | { 
 
 const MAX_ITEMS = 1 << 24;
 const rid = str(128, RID_PATTERN, 1) as Check<RequestId>;
-const tenant = str(256, TENANT_PATTERN, 1) as Check<TenantId>;
+const tenant = str(REQUEST_LIMITS.maxTenantChars, TENANT_PATTERN, 1) as Check<TenantId>;
 const address = str(255, ADDRESS_PATTERN, 1);
 const digest = str(16, HEX16, 16);
 const count = int(0, U31);
@@ -53,10 +53,10 @@ const sampling: Check<SamplingParams> = object<SamplingParams>({
   maxTokens: int(1, U31),
   temperature: finite(0, 1e6),
   topP: finite(Number.MIN_VALUE, 1),
-  topK: count,
+  topK: int(0, REQUEST_LIMITS.maxTopK),
   seed: int(Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER),
-  stop: array(str(1024), 64),
-  stopTokenIds: array(tokenId, 1024),
+  stop: array(str(REQUEST_LIMITS.maxStopChars), REQUEST_LIMITS.maxStopStrings),
+  stopTokenIds: array(int(0, REQUEST_LIMITS.maxTokenId), REQUEST_LIMITS.maxStopTokenIds),
   ignoreEos: bool,
   presencePenalty: finite(-2, 2),
   frequencyPenalty: finite(-2, 2),
@@ -173,6 +173,27 @@ export function decodeFrame(bytes: Uint8Array, maxFrameBytes = DEFAULT_MAX_FRAME
  */
 export function decodeChunkHeader(header: Uint8Array): Omit<KvChunk, 'type' | 'payload'> {
   return SCHEMAS.KvChunk(parseHeader(header), 'KvChunk');
+}
+
+/**
+ * The rid of a Reserve frame that failed validation, when its header still names one: such a
+ * frame breaks one request's rules (a field out of range), not the connection's, so the receiver
+ * answers Rejected for that rid and keeps the connection that other requests share. Any other
+ * malformed frame (and a Prefill, whose fields decode already checked in its Reserve) gives
+ * undefined: the connection closes.
+ */
+export function refusableRequest(bytes: Uint8Array): RequestId | undefined {
+  if (bytes.length < HEAD_BYTES || bytes[4] !== CODEC_VERSION || bytes[5] !== MESSAGE_TYPES.indexOf('Reserve') + 1) return undefined;
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const headerLength = view.getUint32(6);
+  if (view.getUint32(0) + 4 !== bytes.length || headerLength !== bytes.length - HEAD_BYTES) return undefined;
+  try {
+    const header = parseHeader(bytes.subarray(HEAD_BYTES));
+    if (typeof header !== 'object' || header === null || Array.isArray(header)) return undefined;
+    return rid((header as Record<string, unknown>)['rid'], 'Reserve.rid');
+  } catch {
+    return undefined;
+  }
 }
 
 function parseHeader(bytes: Uint8Array): unknown {

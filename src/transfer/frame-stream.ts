@@ -38,7 +38,7 @@ export class FrameStream {
   /** Stream KvChunk payloads (else every frame is collected whole and given to frame()). */
   streamChunks = false;
   readonly #sink: FrameSink;
-  readonly #maxFrameBytes: number;
+  #maxFrameBytes: number;
   /** The first HEAD_BYTES bytes of the frame being read. */
   readonly #head = new Uint8Array(HEAD_BYTES);
   #headHave = 0;
@@ -56,6 +56,11 @@ export class FrameStream {
   constructor(sink: FrameSink, maxFrameBytes = DEFAULT_MAX_FRAME_BYTES) {
     this.#sink = sink;
     this.#maxFrameBytes = maxFrameBytes;
+  }
+
+  /** The limit for frames whose length prefix is still to come (a connection raises it once the peer authenticated). */
+  set maxFrameBytes(numBytes: number) {
+    this.#maxFrameBytes = numBytes;
   }
 
   /** True between frames: nothing of an unfinished frame has been read. */

@@ -20,7 +20,7 @@ export function schedulerFor(role: Role, o: SchedulerLimits): Scheduler {
   return new Scheduler({
     role,
     pool,
-    ...(role === 'decode' ? {} : { prefixCache: new PrefixCache({ pool, faults }) }),
+    ...(role === 'decode' ? { reserveOutputPages: true } : { prefixCache: new PrefixCache({ pool, faults }) }),
     pageSize: pool.pageSize,
     contextLength: o.contextLength,
     maxRunningRequests: o.maxRunningRequests,

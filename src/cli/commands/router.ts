@@ -7,11 +7,13 @@
 //   5. SIGINT/SIGTERM or, under `tessera up`, the parent's death: drain, then close
 // It must never relay or decide anything itself: it wires the modules that do.
 import { randomInt } from 'node:crypto';
+import { httpLimitsFromEnv } from '../config-http.js';
 import type { Command } from 'commander';
 import { createApiServer, pdMetrics, promptCodecOf } from '../../api/index.js';
 import { ConfigError, TextStream } from '../../core/index.js';
 import { loadModelInfo } from '../../model/index.js';
 import { PdRouter } from '../../router/index.js';
+import { adminKeyFrom, ADMIN_KEY_HELP, withAdminKey } from '../config-admin.js';
 import { loadApiKeys } from '../config-api-keys.js';
 import { faultsFromEnv, tesseraHome } from '../config-env.js';
 import { clusterSecret, collect, parseWorkerUrl, timeoutsFromEnv, traceDirFromEnv, type RouterFlags } from '../config-pd.js';
@@ -36,13 +38,14 @@ export function registerRouter(program: Command): void {
     .option('--port <n>', `port to listen on; 0 picks a free one (default ${DEFAULT_PORT})`)
     .option('--context-length <n>', 'largest prompt + max_tokens per request (default: the model\'s); each worker re-checks its own')
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant; requests without a valid key get 401')
+    .option('--admin-key <key>', ADMIN_KEY_HELP)
     .option('--cluster-secret <secret>', 'the secret shared by the router and its workers (default: $TESSERA_CLUSTER_SECRET)')
-    .action(async (flags: RouterFlags) => {
+    .action(async (flags: RouterFlags & { readonly adminKey?: string }) => {
       process.exitCode = await runRouter(flags);
     });
 }
 
-async function runRouter(flags: RouterFlags): Promise<number> {
+async function runRouter(flags: RouterFlags & { readonly adminKey?: string }): Promise<number> {
   const env = process.env;
   const log = (line: string): void => void process.stderr.write(`tessera router: ${line}\n`);
   if (flags.prefill.length === 0 || flags.decode.length === 0) throw new ConfigError('give at least one --prefill URL and one --decode URL');
@@ -84,8 +87,10 @@ async function runRouter(flags: RouterFlags): Promise<number> {
     codec: promptCodecOf(model.tokenizer, model.chatTemplate),
     seed: randomInt(2 ** 31),
     ...(apiKeys === undefined ? {} : { apiKeys }),
+    ...withAdminKey(adminKeyFrom(flags.adminKey, env)),
     faults,
     drainTimeoutMs: DRAIN_MS,
+    httpLimits: httpLimitsFromEnv(env),
     metricsHooks: [(registry) => router.attachMetrics(pdMetrics(registry))],
   });
   const stopped = stopRequested(env['TESSERA_SUPERVISED'] === '1', log);

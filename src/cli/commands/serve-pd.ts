@@ -10,6 +10,7 @@
 //   6. SIGINT/SIGTERM or, under `tessera up`, the parent's death: drain, close, exit 0
 // It must never compute, schedule or relay: it wires the modules that do.
 import { randomInt } from 'node:crypto';
+import { httpLimitsFromEnv } from '../config-http.js';
 import { createApiServer, pdMetrics, promptCodecOf } from '../../api/index.js';
 import { ConfigError } from '../../core/index.js';
 import { Sampler } from '../../model/index.js';
@@ -65,6 +66,7 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig): Promise<
     seed: randomInt(2 ** 31),
     faults: config.faults,
     drainTimeoutMs: 1_000,
+    httpLimits: httpLimitsFromEnv(process.env),
     metricsHooks: [(registry) => worker.attachMetrics(pdMetrics(registry))],
   });
   const stopped = stopRequested(pd.supervised, log);

@@ -9,6 +9,7 @@
 //   6. SIGINT/SIGTERM: stop accepting, drain, abort what is left, stop the worker, exit 0
 // It must never compute, schedule or answer HTTP itself: it wires the modules that do.
 import { randomInt } from 'node:crypto';
+import { httpLimitsFromEnv } from '../config-http.js';
 import type { Command } from 'commander';
 import { createApiServer, promptCodecOf } from '../../api/index.js';
 import { Sampler } from '../../model/index.js';
@@ -92,6 +93,7 @@ async function serve(config: ServeConfig): Promise<number> {
     ...(apiKeys === undefined ? {} : { apiKeys }),
     faults: config.faults,
     drainTimeoutMs: DRAIN_TIMEOUT_MS,
+    httpLimits: httpLimitsFromEnv(process.env),
   });
   // Signal handlers go in before the address is printed: a supervisor (or a test) may send
   // SIGTERM the moment it reads it, and must get a graceful shutdown, not the default death.

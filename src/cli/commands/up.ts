@@ -11,6 +11,7 @@
 //      that dies stops the cluster (exit 1). Children stop by themselves if `up` dies.
 // Every wait has a timeout. It must never serve or relay anything itself.
 import { randomBytes } from 'node:crypto';
+import { ADMIN_KEY_HELP } from '../config-admin.js';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { ConfigError } from '../../core/index.js';
@@ -69,7 +70,8 @@ export function registerUp(program: Command): void {
     .option('--cpus <pins>', 'pin roles to CPUs with taskset, e.g. prefill=0,decode=1,router=0 (CPUS like 0, 2-3 or 0+2)')
     .option('--deterministic', 'batch-invariant kernels on every worker')
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant (checked by the router)')
-    .action(async (flags: UpFlags) => {
+    .option('--admin-key <key>', ADMIN_KEY_HELP)
+    .action(async (flags: UpFlags & { readonly adminKey?: string }) => {
       process.exitCode = await up(flags);
     });
 }
@@ -87,6 +89,9 @@ async function up(flags: UpFlags): Promise<number> {
   if (isBuiltinSpec(model)) await resolveBuiltinModel(model, { cacheDir: home });
   const secret = process.env['TESSERA_CLUSTER_SECRET'] ?? randomBytes(32).toString('hex');
   const env: NodeJS.ProcessEnv = { ...process.env, TESSERA_CLUSTER_SECRET: secret, TESSERA_SUPERVISED: '1', TESSERA_HOME: home };
+  // The admin key goes to the router by environment, like the secret (argv is visible to every user).
+  const adminKey = (flags as { readonly adminKey?: string }).adminKey;
+  if (adminKey !== undefined) env['TESSERA_ADMIN_KEY'] = adminKey;
   const bin = join(packageRoot(), 'bin', 'tessera.js');
   const forward = (line: string): void => void process.stderr.write(`${line}\n`);
   const opt = (name: string, value: string | undefined): string[] => (value === undefined ? [] : [name, value]);

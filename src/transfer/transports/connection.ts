@@ -1,6 +1,7 @@
 // One cluster connection over a byte pipe: the authentication handshake, then framed messages.
 // Owns: the frame stream, the handshake, the queue of messages sent before authentication,
-// and closing the pipe with a clear reason on any malformed or unauthenticated frame.
+// and closing the pipe with a clear reason on any malformed or unauthenticated frame (except a
+// Reserve whose fields break one request's rules: that request alone is Rejected).
 // Must never: hand a message or a payload piece to the node before the peer's proof verified,
 // hand anything on after the connection closed or after a malformed frame, or throw out of a
 // pipe callback.
@@ -8,12 +9,18 @@
 // (frame-stream.ts); every other frame, and every frame for a node without them, whole.
 import { setTimeout, clearTimeout } from 'node:timers';
 import { AuthError, Handshake, type HandshakeRole } from '../auth.js';
-import { decodeAnyFrame, decodeFrame, encodeFrameParts } from '../codec.js';
+import { decodeAnyFrame, decodeFrame, encodeFrameParts, refusableRequest } from '../codec.js';
 import { isCodecError } from '../codec-fields.js';
 import { FrameStream } from '../frame-stream.js';
 import type { Message } from '../messages.js';
 import type { Pipe } from './pipe.js';
 import type { ChunkHandlers } from './types.js';
+
+/**
+ * The largest frame before the peer authenticated: Hello and Proof are a few hundred bytes. A
+ * stranger may not make this node buffer a frame of maxFrameBytes (64 MiB) before it proved anything.
+ */
+export const HANDSHAKE_MAX_FRAME_BYTES = 4096;
 
 export interface ConnectionOptions {
   readonly role: HandshakeRole;
@@ -67,7 +74,7 @@ export class Connection {
           if (peer !== undefined) chunks?.end(peer);
         },
       },
-      options.maxFrameBytes,
+      Math.min(HANDSHAKE_MAX_FRAME_BYTES, options.maxFrameBytes),
     );
     this.#handshake = new Handshake({ secret: options.secret, nodeId: options.nodeId, role: options.role, nonce: options.nonce, expectPeer: options.expectPeer });
     pipe.onData((bytes) => this.#onData(bytes));
@@ -124,10 +131,20 @@ export class Connection {
   #onFrame(frame: Uint8Array): void {
     if (this.#closed) return;
     if (this.#peer !== undefined) {
-      this.#options.onMessage(this, decodeFrame(frame, this.#options.maxFrameBytes));
+      let message: Message;
+      try {
+        message = decodeFrame(frame, this.#options.maxFrameBytes);
+      } catch (error) {
+        // A Reserve that breaks one request's rules fails that request alone (codec.ts).
+        const rid = isCodecError(error) ? refusableRequest(frame) : undefined;
+        if (rid === undefined || !isCodecError(error)) throw error;
+        this.#pipe.write(encodeFrameParts({ type: 'Rejected', rid, code: 'invalid_request', message: error.message.slice(0, 4096) }));
+        return;
+      }
+      this.#options.onMessage(this, message);
       return;
     }
-    const step = this.#handshake.receive(decodeAnyFrame(frame, this.#options.maxFrameBytes));
+    const step = this.#handshake.receive(decodeAnyFrame(frame, HANDSHAKE_MAX_FRAME_BYTES));
     if (step.send.length > 0) this.#pipe.write(step.send);
     if (step.peer !== undefined) this.#authenticated(step.peer);
   }
@@ -140,6 +157,8 @@ export class Connection {
   #authenticated(peer: string): void {
     clearTimeout(this.#timer);
     this.#peer = peer;
+    this.#stream.maxFrameBytes = this.#options.maxFrameBytes;
+    this.#pipe.authenticated();
     this.#stream.streamChunks = this.#options.chunks !== undefined;
     this.#options.onAuthenticated(this, peer);
     for (const m of this.#pending.splice(0)) this.send(m);

@@ -49,6 +49,10 @@ class MemoryEnd implements Pipe {
     this.#drainCallbacks.push(callback);
   }
 
+  authenticated(): void {
+    // Nothing to grow: an in-memory pipe hands over the writer's own copies.
+  }
+
   destroy(reason: string): void {
     if (this.#closed) return;
     this.#end(reason);
@@ -106,7 +110,7 @@ export class MemoryNetwork {
     const [mine, theirs] = MemoryEnd.pair();
     const listener = this.#listeners.get(peer);
     if (listener === undefined) setImmediate(() => mine.destroy(`connection refused: nothing listens at ${peer}`));
-    else listener.accept(theirs);
+    else listener.accept(theirs, 'memory');
     return mine;
   }
 

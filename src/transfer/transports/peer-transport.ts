@@ -10,7 +10,11 @@ import type { Message } from '../messages.js';
 import { NONCE_BYTES, checkSecret } from '../auth.js';
 import { Connection } from './connection.js';
 import type { Pipe } from './pipe.js';
+import { RefusalLog } from './refusal-log.js';
 import type { Transport, TransportOptions, TransportStats } from './types.js';
+
+export const DEFAULT_MAX_UNAUTHENTICATED = 256;
+export const DEFAULT_MAX_UNAUTHENTICATED_PER_SOURCE = 32;
 
 export class PeerTransport implements Transport {
   readonly nodeId: PeerId;
@@ -18,9 +22,12 @@ export class PeerTransport implements Transport {
   readonly #dialPipe: ((peer: PeerId) => Pipe) | undefined;
   /** Authenticated connections, and our dials still authenticating, by peer. */
   readonly #byPeer = new Map<PeerId, Connection>();
-  /** Accepted connections still authenticating. */
-  readonly #accepting = new Set<Connection>();
-  readonly #stats: TransportStats = { refused: 0, undeliverable: 0, malformed: 0 };
+  /** Accepted connections still authenticating, with their source address. */
+  readonly #accepting = new Map<Connection, string>();
+  /** How many of them per source address. */
+  readonly #acceptingBySource = new Map<string, number>();
+  readonly #stats: TransportStats = { refused: 0, undeliverable: 0, malformed: 0, refusedAtCap: 0 };
+  readonly #refusals: RefusalLog;
   readonly #allClosed: (() => void)[] = [];
   #shutDown = false;
 
@@ -29,12 +36,30 @@ export class PeerTransport implements Transport {
     this.nodeId = options.nodeId;
     this.#options = options;
     this.#dialPipe = options.dial ? dialPipe : undefined;
+    this.#refusals = new RefusalLog(options.log ?? ((line) => process.stderr.write(`${line}\n`)));
   }
 
-  /** A connection someone opened to us. */
-  accept(pipe: Pipe): void {
+  /**
+   * Whether a connection from `source` may be accepted: under the caps on connections still
+   * authenticating (per node, per source). False counts and logs the refusal: close it at once.
+   */
+  admits(source: string): boolean {
+    const perSource = this.#options.maxUnauthenticatedPerSource ?? DEFAULT_MAX_UNAUTHENTICATED_PER_SOURCE;
+    const total = this.#options.maxUnauthenticated ?? DEFAULT_MAX_UNAUTHENTICATED;
+    const kind = this.#accepting.size >= total ? 'node-cap' : (this.#acceptingBySource.get(source) ?? 0) >= perSource ? 'source-cap' : undefined;
+    if (kind === undefined) return true;
+    this.#stats.refusedAtCap++;
+    const why = kind === 'node-cap' ? `${total} connections are authenticating` : `${perSource} connections from it are authenticating`;
+    this.#refusals.refused(kind, source, why, Date.now());
+    return false;
+  }
+
+  /** A connection someone opened to us, from `source` (its address); refused at a cap (see admits). */
+  accept(pipe: Pipe, source: string): void {
     if (this.#shutDown) return pipe.destroy('this node is shutting down');
-    this.#accepting.add(this.#connect(pipe, 'acceptor', undefined));
+    if (!this.admits(source)) return pipe.destroy('too many connections are authenticating');
+    this.#acceptingBySource.set(source, (this.#acceptingBySource.get(source) ?? 0) + 1);
+    this.#accepting.set(this.#connect(pipe, 'acceptor', undefined), source);
   }
 
   send(peer: PeerId, message: Message): void {
@@ -75,7 +100,7 @@ export class PeerTransport implements Transport {
 
   close(): Promise<void> {
     this.#shutDown = true;
-    const open = [...this.#byPeer.values(), ...this.#accepting].filter((c) => !c.isClosed);
+    const open = [...this.#byPeer.values(), ...this.#accepting.keys()].filter((c) => !c.isClosed);
     if (open.length === 0) return Promise.resolve();
     const done = new Promise<void>((resolve) => this.#allClosed.push(resolve));
     for (const c of open) c.close('transport closed');
@@ -103,7 +128,7 @@ export class PeerTransport implements Transport {
 
   #onAuthenticated(c: Connection, peer: PeerId): void {
     if (c.role === 'acceptor') {
-      this.#accepting.delete(c);
+      this.#stopAccepting(c);
       const old = this.#byPeer.get(peer);
       // The peer dialed again: its old connection is dead to it. End ours first, so the node
       // sees closed(peer) before connected(peer), and nothing from the old one after.
@@ -117,9 +142,27 @@ export class PeerTransport implements Transport {
     this.#options.handlers.connected(peer);
   }
 
+  /** c authenticated or closed: it no longer counts against the caps. True if it was authenticating. */
+  #stopAccepting(c: Connection): boolean {
+    const source = this.#accepting.get(c);
+    if (source === undefined) return false;
+    this.#accepting.delete(c);
+    const left = (this.#acceptingBySource.get(source) ?? 1) - 1;
+    if (left > 0) this.#acceptingBySource.set(source, left);
+    else this.#acceptingBySource.delete(source);
+    return true;
+  }
+
   #onClosed(c: Connection, reason: string, malformed: boolean): void {
-    if (malformed) this.#stats.malformed++;
-    if (this.#accepting.delete(c)) this.#stats.refused++;
+    const source = this.#accepting.get(c) ?? c.peer ?? 'a peer';
+    if (malformed) {
+      this.#stats.malformed++;
+      this.#refusals.refused('malformed', source, reason, Date.now());
+    }
+    if (this.#stopAccepting(c)) {
+      this.#stats.refused++;
+      if (!malformed && !this.#shutDown) this.#refusals.refused('handshake', source, reason, Date.now());
+    }
     for (const [peer, known] of this.#byPeer) {
       if (known !== c) continue;
       this.#byPeer.delete(peer);

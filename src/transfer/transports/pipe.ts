@@ -12,4 +12,6 @@ export interface Pipe {
   /** Closes the pipe, dropping what is buffered; onClose follows with this reason. */
   destroy(reason: string): void;
   readonly bufferedBytes: number;
+  /** The peer proved the cluster secret: the pipe may now read in large buffers (TCP: 1 MiB). */
+  authenticated(): void;
 }

@@ -25,11 +25,23 @@ const HIGH_WATER_BYTES = 4 * 1024 * 1024;
 /** Bytes one read may bring into a socket's reused buffer. */
 const READ_BUFFER_BYTES = 1024 * 1024;
 
-/** One socket's read buffer and the pipe's data callbacks: the socket's `onread` option. */
+/**
+ * Its read buffer until the peer authenticated: a handshake frame is at most 4 KiB
+ * (connection.ts), and 3000 silent strangers must not cost 3000 MiB.
+ */
+const HANDSHAKE_READ_BUFFER_BYTES = 4096;
+
+/**
+ * One socket's read buffer and the pipe's data callbacks: the socket's `onread` option. Node
+ * asks `buffer()` for the buffer of the next read after each read: a small one until the pipe
+ * is told the peer authenticated, then one of READ_BUFFER_BYTES, allocated then.
+ */
 class ReadBuffer {
   readonly #callbacks: ((bytes: Uint8Array) => void)[] = [];
+  #small: Uint8Array | undefined = new Uint8Array(HANDSHAKE_READ_BUFFER_BYTES);
+  #large: Uint8Array | undefined;
   readonly onread: OnReadOpts = {
-    buffer: new Uint8Array(READ_BUFFER_BYTES),
+    buffer: () => this.#large ?? (this.#small as Uint8Array),
     callback: (numBytes, buffer) => {
       const bytes = buffer.subarray(0, numBytes);
       for (const callback of this.#callbacks) callback(bytes);
@@ -39,6 +51,11 @@ class ReadBuffer {
 
   onData(callback: (bytes: Uint8Array) => void): void {
     this.#callbacks.push(callback);
+  }
+
+  authenticated(): void {
+    this.#large ??= new Uint8Array(READ_BUFFER_BYTES);
+    this.#small = undefined;
   }
 }
 
@@ -98,6 +115,7 @@ export function socketPipe(socket: Socket, reads?: ReadBuffer): Pipe {
     get bufferedBytes() {
       return socket.writableLength;
     },
+    authenticated: () => reads?.authenticated(),
   };
 }
 
@@ -144,7 +162,12 @@ export class TcpTransport extends PeerTransport {
     const port = typeof address === 'object' && address !== null ? address.port : 0;
     const nodeId = options.nodeId ?? (host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`);
     const transport = new TcpTransport({ ...options, nodeId }, server);
-    server.on('connection', (socket) => transport.accept(acceptedPipe(socket)));
+    server.on('connection', (socket) => {
+      // Refused at a cap before its handle moves (and before any read buffer exists).
+      const source = socket.remoteAddress ?? 'unknown';
+      if (transport.admits(source)) transport.accept(acceptedPipe(socket), source);
+      else socket.destroy();
+    });
     return transport;
   }
 

@@ -2,14 +2,14 @@
 import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { asEpoch, asPageId, asRequestId } from '../../core/index.js';
+import { asEpoch, asPageId, asRequestId, asTenantId, samplingParams, type SamplingParams } from '../../core/index.js';
 import { Handshake } from '../auth.js';
 import { decodeAnyFrame, encodeFrame, FrameReader } from '../codec.js';
 import type { KvChunkHead, Message } from '../messages.js';
 import { MemoryNetwork } from './memory.js';
 import type { Pipe } from './pipe.js';
 import { parseAddress, socketPipe, TcpTransport } from './tcp.js';
-import type { Transport } from './types.js';
+import type { Transport, TransportOptions } from './types.js';
 
 const SECRET = 'a-cluster-secret-of-32-bytes!!!!';
 
@@ -60,9 +60,12 @@ interface Node {
   readonly recorder: Recorder;
 }
 
+/** The pre-authentication limits of a listening node, and where it logs refusals. */
+type Limits = Pick<TransportOptions, 'maxUnauthenticated' | 'maxUnauthenticatedPerSource' | 'log'>;
+
 interface Harness {
   /** A listening node; dials when `dial`; takes KvChunks in pieces when `streamed`. */
-  node(options: { dial: boolean; secret?: string; streamed?: boolean }): Promise<Node>;
+  node(options: { dial: boolean; secret?: string; streamed?: boolean; limits?: Limits }): Promise<Node>;
   /** A node that only dials. */
   client(options: { secret?: string }): Node;
   raw(target: string): Pipe;
@@ -73,14 +76,14 @@ function memoryHarness(): Harness {
   const net = new MemoryNetwork();
   const all: Transport[] = [];
   let n = 0;
-  const make = (dial: boolean, secret = SECRET, streamed = false): Node => {
+  const make = (dial: boolean, secret = SECRET, streamed = false, limits: Limits = {}): Node => {
     const recorder = new Recorder();
-    const transport = net.listen({ nodeId: `mem-${n++}:1`, secret, handlers: streamed ? { ...recorder.handlers, chunks: recorder.chunks } : recorder.handlers, dial });
+    const transport = net.listen({ nodeId: `mem-${n++}:1`, secret, handlers: streamed ? { ...recorder.handlers, chunks: recorder.chunks } : recorder.handlers, dial, ...limits });
     all.push(transport);
     return { transport, recorder };
   };
   return {
-    node: async ({ dial, secret, streamed }) => make(dial, secret, streamed),
+    node: async ({ dial, secret, streamed, limits }) => make(dial, secret, streamed, limits),
     client: ({ secret }) => make(true, secret),
     raw: (target) => net.rawConnect(target),
     cleanup: async () => void (await Promise.all(all.map((t) => t.close()))),
@@ -91,9 +94,9 @@ function tcpHarness(): Harness {
   const all: Transport[] = [];
   let n = 0;
   return {
-    node: async ({ dial, secret, streamed }) => {
+    node: async ({ dial, secret, streamed, limits }) => {
       const recorder = new Recorder();
-      const transport = await TcpTransport.listen({ secret: secret ?? SECRET, handlers: streamed ? { ...recorder.handlers, chunks: recorder.chunks } : recorder.handlers, dial });
+      const transport = await TcpTransport.listen({ secret: secret ?? SECRET, handlers: streamed ? { ...recorder.handlers, chunks: recorder.chunks } : recorder.handlers, dial, ...limits });
       all.push(transport);
       return { transport, recorder };
     },
@@ -206,6 +209,68 @@ describe.each([
     expect(decode.recorder.events.map((e) => e.replace(/: .*/, ''))).toEqual(['connected prefill-9:1', 'begin prefill-9:1 0', 'piece', 'end prefill-9:1', 'closed prefill-9:1']);
     expect(decode.recorder.pieces.every((p) => p.every((b) => b === 1))).toBe(true);
     expect(decode.transport.stats().malformed).toBe(1);
+  });
+
+  it('answers a Reserve whose fields break one request\'s rules with Rejected for that rid alone; the connection carries on', async () => {
+    h = makeHarness();
+    const decode = await h.node({ dial: false });
+    const router = h.client({});
+    const reserve = (id: string, sampling: Partial<SamplingParams>): Message => ({
+      type: 'Reserve', rid: asRequestId(id), tenant: asTenantId('alice'), promptTokens: 3, promptDigest: '0123456789abcdef',
+      sampling: samplingParams({ maxTokens: 4, ...sampling }), prefillAddress: '127.0.0.1:9',
+    });
+    router.transport.send(decode.transport.nodeId, reserve('good-1', {}));
+    router.transport.send(decode.transport.nodeId, reserve('bad-1', { topK: 2 ** 31 }));
+    router.transport.send(decode.transport.nodeId, reserve('bad-2', { stop: ['x'.repeat(1025)] }));
+    router.transport.send(decode.transport.nodeId, reserve('good-2', {}));
+    await decode.recorder.until(() => decode.recorder.messages.length === 2, 'both good Reserves');
+    await router.recorder.until(() => router.recorder.messages.length === 2, 'two Rejected');
+    expect(decode.recorder.messages.map((m) => (m.message as { rid: string }).rid)).toEqual(['good-1', 'good-2']);
+    expect(router.recorder.messages.map((m) => [m.message.type, (m.message as { rid: string }).rid, (m.message as { code?: string }).code])).toEqual([
+      ['Rejected', 'bad-1', 'invalid_request'],
+      ['Rejected', 'bad-2', 'invalid_request'],
+    ]);
+    expect(router.recorder.events.some((e) => e.startsWith('closed'))).toBe(false);
+    expect(decode.transport.stats().malformed).toBe(0);
+  });
+
+  it('refuses a handshake frame over 4 KiB from its length prefix, before buffering it, and logs the refusal', async () => {
+    h = makeHarness();
+    const lines: string[] = [];
+    const decode = await h.node({ dial: false, limits: { log: (line) => lines.push(line) } });
+    const pipe = h.raw(decode.transport.nodeId);
+    pipe.onData(() => undefined); // read (a paused TCP socket would not see the close)
+    const closed = new Promise<string>((resolve) => pipe.onClose(resolve));
+    const prefix = new Uint8Array(14);
+    new DataView(prefix.buffer).setUint32(0, 1024 * 1024); // a 1 MiB "Hello" that never comes
+    prefix.set([1, 64], 4);
+    pipe.write([prefix]);
+    await closed;
+    for (let i = 0; i < 200 && lines.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(lines[0]).toMatch(/refused .* \[malformed\]: malformed frame: frame of 1048580 bytes exceeds the limit of 4096/);
+    expect(decode.transport.stats()).toMatchObject({ refused: 1, malformed: 1 });
+  });
+
+  it('caps connections still authenticating, per source and per node; refusals are counted and logged once per class per window', async () => {
+    h = makeHarness();
+    const lines: string[] = [];
+    const decode = await h.node({ dial: false, limits: { maxUnauthenticated: 3, maxUnauthenticatedPerSource: 2, log: (line) => lines.push(line) } });
+    // Six silent strangers from one source: two are let in (to wait out their handshake), four refused at once.
+    const pipes = Array.from({ length: 6 }, () => h.raw(decode.transport.nodeId));
+    const open = new Set(pipes);
+    for (const p of pipes) {
+      p.onData(() => undefined);
+      p.onClose(() => open.delete(p));
+    }
+    for (let i = 0; i < 500 && open.size > 2; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect([open.size, decode.transport.stats().refusedAtCap]).toEqual([2, 4]);
+    expect(lines).toHaveLength(1); // four refusals of one class: one line in the window
+    expect(lines[0]).toMatch(/\[source-cap\]: 2 connections from it are authenticating/);
+    // Once they go, a peer that proves the secret is served.
+    for (const p of open) p.destroy('test');
+    for (let i = 0; i < 500 && decode.transport.stats().refused < 2; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    await authenticate(h.raw(decode.transport.nodeId), 'prefill-7:1');
+    expect(decode.transport.stats().refusedAtCap).toBe(4);
   });
 
   it('refuses a peer with the wrong secret: nothing is delivered, the dialer sees the close', async () => {

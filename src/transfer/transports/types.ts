@@ -48,6 +48,12 @@ export interface TransportOptions {
   readonly maxFrameBytes?: number;
   /** A connection that has not authenticated within this time is closed. Default 5000. */
   readonly handshakeTimeoutMs?: number;
+  /** Accepted connections still authenticating, at most: more are refused at once. Default 256. */
+  readonly maxUnauthenticated?: number;
+  /** The same, from one source address. Default 32. */
+  readonly maxUnauthenticatedPerSource?: number;
+  /** Where refusals are logged (rate-limited, refusal-log.ts). Default: stderr. */
+  readonly log?: (line: string) => void;
 }
 
 export interface TransportStats {
@@ -57,6 +63,8 @@ export interface TransportStats {
   undeliverable: number;
   /** Connections closed for a malformed frame. */
   malformed: number;
+  /** Accepted connections refused at once: too many still authenticating (per node or per source). */
+  refusedAtCap: number;
 }
 
 export interface Transport {

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { checkTrace, type CheckResult } from '../../../spec/conformance/index.js';
 import type { TraceEvent } from '../../../src/transfer/index.js';
-import { health, ROOT, scrape, waitUntil, withTestModel } from '../support/process.js';
+import { ADMIN_KEY, health, ROOT, scrape, waitUntil, withTestModel } from '../support/process.js';
 
 export { health, kvPages, promptIds, scrape, testHome, waitUntil } from '../support/process.js';
 
@@ -33,7 +33,7 @@ export interface Proc {
 function cleanEnv(home: string, env: Record<string, string>): NodeJS.ProcessEnv {
   const clean = { ...process.env };
   for (const key of ['TESSERA_FAULT', 'TESSERA_ALLOW_FAULTS', 'TESSERA_CHECK_EVERY_STEP', 'TESSERA_CLUSTER_SECRET', 'TESSERA_TRACE_DIR', 'TESSERA_PD_TIMEOUTS', 'TESSERA_SUPERVISED']) delete clean[key];
-  return { ...clean, TESSERA_HOME: home, ...env };
+  return { ...clean, TESSERA_HOME: home, TESSERA_ADMIN_KEY: ADMIN_KEY, ...env };
 }
 
 export function spawnTessera(name: string, args: readonly string[], home: string, env: Record<string, string> = {}): Proc {

@@ -44,10 +44,13 @@ export interface Exited {
   readonly stderr: string;
 }
 
+/** Every server a test starts has this admin key (TESSERA_ADMIN_KEY); health() sends it, to see the detail. */
+export const ADMIN_KEY = 'e2e-admin-key-0123456789abcdef';
+
 function baseEnv(home: string, env: Record<string, string>): NodeJS.ProcessEnv {
   const clean = { ...process.env };
   for (const key of ['TESSERA_FAULT', 'TESSERA_ALLOW_FAULTS', 'TESSERA_CHECK_EVERY_STEP']) delete clean[key];
-  return { ...clean, TESSERA_HOME: home, ...env };
+  return { ...clean, TESSERA_HOME: home, TESSERA_ADMIN_KEY: ADMIN_KEY, ...env };
 }
 
 /** Runs a command to its end (it must end within timeoutMs). */
@@ -155,7 +158,7 @@ export async function kvPages(url: string): Promise<KvPages> {
 }
 
 export async function health(url: string): Promise<{ status: number; body: Record<string, unknown> }> {
-  const response = await fetch(`${url}/health`);
+  const response = await fetch(`${url}/health`, { headers: { authorization: `Bearer ${ADMIN_KEY}` } });
   return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 }
 

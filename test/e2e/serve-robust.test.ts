@@ -1,0 +1,97 @@
+// Issue 17 against a real `tessera serve`: what a client alone cannot do to the service.
+//   - framing Node's parser refuses (bad Content-Length, Content-Length with chunked, a bad header
+//     line, oversized headers) gets an OpenAI-shaped 4xx body, not Node's empty 400/431;
+//   - an idle connection is closed (TESSERA_HTTP_LIMITS idleMs here 1 s; 30 s by default), and
+//     past the connection cap a new client gets a 503 with a body, at once, instead of hanging;
+//   - a request past a wire limit (top_k >= 2^31) is a 400 naming the field;
+//   - n = 16 choices and 12 concurrent requests raise no MaxListenersExceededWarning.
+import { connect, type Socket } from 'node:net';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startServer, testHome, type Server } from './support/process.js';
+
+let home: Awaited<ReturnType<typeof testHome>>;
+let server: Server;
+const CAP = 40;
+
+beforeAll(async () => {
+  home = await testHome();
+  server = await startServer(['--context-length', '512'], home.dir, { TESSERA_HTTP_LIMITS: `idleMs=1000,maxConnections=${CAP}` });
+});
+afterAll(async () => {
+  await server?.stop();
+  await home?.remove();
+});
+
+const port = (): number => Number(new URL(server.url).port);
+
+/** Opens a raw connection, writes `bytes`, resolves with everything the server sent until it closed. */
+function raw(bytes: string, timeoutMs = 10_000): Promise<{ text: string; closedAfterMs: number }> {
+  return new Promise((resolve, reject) => {
+    const started = Date.now();
+    const socket = connect({ host: '127.0.0.1', port: port() });
+    let text = '';
+    const timer = setTimeout(() => (socket.destroy(), reject(new Error(`no close within ${timeoutMs} ms; got ${JSON.stringify(text)}`))), timeoutMs);
+    socket.on('data', (d) => (text += d.toString()));
+    socket.on('error', () => undefined);
+    socket.on('close', () => (clearTimeout(timer), resolve({ text, closedAfterMs: Date.now() - started })));
+    if (bytes !== '') socket.write(bytes);
+  });
+}
+
+function parseResponse(text: string): { status: number; body: { error?: { message: string; type: string; code: string; param: unknown } } } {
+  const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1]);
+  const body = text.slice(text.indexOf('\r\n\r\n') + 4);
+  return { status, body: JSON.parse(body) as never };
+}
+
+describe('tessera serve under a hostile client', () => {
+  it('answers framing errors with an OpenAI-shaped 4xx body', async () => {
+    const cases: [string, string, number, string][] = [
+      ['a bad Content-Length', 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n', 400, 'bad_framing'],
+      ['Content-Length and chunked', 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n', 400, 'bad_framing'],
+      ['a bad header line', 'GET /health HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n', 400, 'bad_framing'],
+      ['oversized headers', `GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 431, 'headers_too_large'],
+    ];
+    for (const [name, request, status, code] of cases) {
+      const answer = parseResponse((await raw(request)).text);
+      expect([name, answer.status]).toEqual([name, status]);
+      expect(answer.body.error).toMatchObject({ code, type: 'invalid_request_error', param: null, message: expect.any(String) });
+    }
+  });
+
+  it('closes a connection that sends nothing, and refuses connections past the cap with a 503 body', async () => {
+    const silent = await raw('');
+    expect(silent.text).toBe('');
+    expect(silent.closedAfterMs).toBeLessThan(5_000); // idleMs 1 s (and Node's 1 s check interval)
+    const idle: Socket[] = [];
+    const opened = Array.from({ length: CAP }, () => new Promise<void>((resolve) => idle.push(connect({ host: '127.0.0.1', port: port() }, resolve))));
+    await Promise.all(opened);
+    for (const s of idle) s.on('error', () => undefined);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const refused = parseResponse((await raw('GET /health HTTP/1.1\r\nHost: x\r\n\r\n')).text);
+    expect(refused.status).toBe(503);
+    expect(refused.body.error).toMatchObject({ code: 'overloaded', type: 'overloaded_error' });
+    // The idle ones are cut after idleMs; then everyone is served again.
+    await Promise.all(idle.map((s) => new Promise((resolve) => (s.destroyed ? resolve(undefined) : s.once('close', resolve)))));
+    expect((await fetch(`${server.url}/health`)).status).toBe(200);
+  });
+
+  it('refuses a request past a wire limit with a 400 naming the field', async () => {
+    const client = server.client();
+    const ask = (extra: Record<string, unknown>) => client.completions.create({ model: 'builtin:tiny', prompt: 'hello', max_tokens: 2, ...extra } as never);
+    for (const [extra, param] of [[{ top_k: 2 ** 31 }, 'top_k'], [{ stop: ['x'.repeat(1025)] }, 'stop'], [{ stop_token_ids: new Array(1025).fill(1) }, 'stop_token_ids']] as const) {
+      const error = await ask(extra).then(() => undefined, (e: unknown) => e);
+      expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+      expect((error as InstanceType<typeof OpenAI.BadRequestError>).param).toBe(param);
+    }
+  });
+
+  it('serves n = 16 choices and 12 concurrent requests without a MaxListenersExceededWarning', async () => {
+    const client = server.client();
+    const one = await client.completions.create({ model: 'builtin:tiny', prompt: 'pages', max_tokens: 4, n: 16 });
+    expect(one.choices).toHaveLength(16);
+    await Promise.all(Array.from({ length: 12 }, (_, i) => client.completions.create({ model: 'builtin:tiny', prompt: `p${i}`, max_tokens: 4 })));
+    expect(server.stderr()).not.toMatch(/MaxListenersExceededWarning/);
+  });
+});
