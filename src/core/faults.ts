@@ -30,6 +30,12 @@ export const FAULT_NAMES = [
   'eager-stream-headers',
   /** The worker hands each item of a batched step its neighbour's logits (a batching bug that leaks one request's output into another's). */
   'swap-batch-rows',
+  /**
+   * The router skips the pool-fit rule: a prompt that fits the context but no worker's pool gets a 200, served
+   * truncated to what the pools hold (the incident's "200 instead of 400"). Hooked where that 400 is decided today
+   * (router/pd-router.ts, after clusterAdmission); re-home it beside the unified context-length rule.
+   */
+  'admit-over-pool',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

@@ -136,18 +136,25 @@ export class PdRouter {
   generate(request: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent> {
     const { rid } = request;
     const stream = new ClientStream(this.#o.textStream(request.promptTokens, request.sampling.stop), request.promptTokens.length, () => this.#gone(rid));
-    const refusal = this.#closed
+    let refusal = this.#closed
       ? new TesseraError('overloaded', 'The router is shutting down.')
       : this.#o.faults.has('skip-admission')
         ? undefined
         : clusterAdmission(request.promptTokens.length, request.sampling.maxTokens, this.registry.views(), this.#checks);
+    let tokens = request.promptTokens;
+    if (refusal?.code === 'pool_too_small' && this.#o.faults.has('admit-over-pool')) {
+      // Test-only (see FAULT_NAMES): keep the head of the prompt that the smallest pool holds beside max_tokens.
+      const poolTokens = Math.min(...this.registry.views().flatMap((v) => (v.limits === undefined ? [] : [v.limits.numPages * v.limits.pageSize])));
+      tokens = tokens.slice(0, Math.max(1, poolTokens - request.sampling.maxTokens));
+      refusal = undefined;
+    }
     if (refusal !== undefined) {
       stream.failed(refusal);
       return stream;
     }
     this.#live.set(rid, stream);
     signal.addEventListener('abort', () => this.#gone(rid), { once: true });
-    this.#driver.handle({ kind: 'submit', request: { rid, tenant: request.tenant, tokens: request.promptTokens, sampling: request.sampling } });
+    this.#driver.handle({ kind: 'submit', request: { rid, tenant: request.tenant, tokens, sampling: request.sampling } });
     if (signal.aborted) this.#gone(rid);
     return stream;
   }
