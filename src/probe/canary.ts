@@ -114,7 +114,7 @@ export async function canary(ctx: CheckContext): Promise<CheckOutput> {
     plots: [
       {
         kind: 'bars',
-        title: 'Matches in B\'s outputs: A\'s canaries against never-sent decoys (the chance rate)',
+        title: 'B outputs: A canaries vs decoys (chance)',
         unit: 'matches',
         bars: [
           { label: 'A markers (exact)', value: match.exactHits.length },

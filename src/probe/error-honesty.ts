@@ -110,7 +110,7 @@ export async function errorHonesty(ctx: CheckContext): Promise<CheckOutput> {
     plots: [
       {
         kind: 'bars',
-        title: 'Distinct greedy answers among 4 tail variants (a whole-prompt reader gives several)',
+        title: 'Tail test: distinct answers of 4 variants',
         unit: 'answers',
         bars: [
           { label: `short (${Math.min(64, longTokens)} tokens)`, value: distinct(short.answers) },

@@ -90,6 +90,6 @@ export async function nonInterference(ctx: CheckContext): Promise<CheckOutput> {
       commonPrefixChars: Object.fromEntries(PHASES.map((p) => [p, results.filter((r) => r.phase === p).map((r) => r.prefix)])),
       referenceChars: refText.length,
     },
-    plots: [{ kind: 'bars', title: 'Answers that differ from the lone reference', unit: `of ${repeats}`, bars: PHASES.map((p) => ({ label: p, value: counts[p] })) }],
+    plots: [{ kind: 'bars', title: 'Answers that differ from the lone one', unit: `of ${repeats}`, bars: PHASES.map((p) => ({ label: p, value: counts[p] })) }],
   };
 }

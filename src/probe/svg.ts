@@ -3,8 +3,10 @@
 import type { Plot, Series } from './types.js';
 
 const W = 560;
-const H = 260;
+const H = 290;
 const M = { left: 56, right: 16, top: 28, bottom: 40 };
+/** The ECDF's legend sits below its x axis, so it never hides a line. */
+const LEGEND_ROWS_H = 40;
 const COLORS = ['#1f77b4', '#2ca02c', '#ff7f0e', '#d62728', '#9467bd', '#8c564b'];
 
 export function escapeHtml(s: string): string {
@@ -21,8 +23,8 @@ function niceTicks(lo: number, hi: number, count: number): number[] {
   return ticks;
 }
 
-function frame(title: string, kind: string, body: string): string {
-  return `<svg class="plot" data-kind="${kind}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" role="img" aria-label="${escapeHtml(title)}">` +
+function frame(title: string, kind: string, body: string, height = H): string {
+  return `<svg class="plot" data-kind="${kind}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${W} ${height}" width="${W}" height="${height}" role="img" aria-label="${escapeHtml(title)}">` +
     `<text x="${W / 2}" y="16" text-anchor="middle" class="title">${escapeHtml(title)}</text>${body}</svg>`;
 }
 
@@ -50,11 +52,12 @@ function ecdf(title: string, unit: string, series: readonly Series[]): string {
     d += ` H${x(hi).toFixed(1)}`;
     const color = COLORS[i % COLORS.length] as string;
     body += `<path class="series" data-series="${escapeHtml(s.name)}" data-n="${sorted.length}" d="${d}" fill="none" stroke="${color}" stroke-width="2"/>`;
-    const ly = M.top + 6 + i * 16;
-    body += `<rect x="${W - M.right - 190}" y="${ly - 8}" width="12" height="4" fill="${color}"/>` +
-      `<text class="legend" x="${W - M.right - 172}" y="${ly - 3}">${escapeHtml(`${s.name} (n=${sorted.length})`)}</text>`;
+    const lx = M.left + (i % 2) * 250;
+    const ly = H + 8 + Math.floor(i / 2) * 16;
+    body += `<rect x="${lx}" y="${ly - 5}" width="14" height="4" fill="${color}"/>` +
+      `<text class="legend" x="${lx + 20}" y="${ly}">${escapeHtml(`${s.name} (n=${sorted.length})`)}</text>`;
   });
-  return frame(title, 'ecdf', body);
+  return frame(title, 'ecdf', body, H + LEGEND_ROWS_H);
 }
 
 function bars(title: string, unit: string, items: readonly { label: string; value: number }[]): string {
