@@ -25,7 +25,10 @@ export interface CanaryMatch {
 }
 
 function words(text: string): string[] {
-  return text.toLowerCase().split(/[^a-z]+/).filter((w) => w !== '');
+  return text
+    .toLowerCase()
+    .split(/[^a-z]+/)
+    .filter((w) => w !== '');
 }
 
 function ngrams(text: string): Set<string> {

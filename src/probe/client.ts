@@ -49,7 +49,17 @@ export class ProbeClient {
   }
 
   #record(tenant: Tenant, method: string, path: string, body: unknown, purpose: string): RequestRecord {
-    const record: RequestRecord = { id: this.#log.length + 1, check: this.#check, tenant, method, path, body, purpose, startMs: this.#o.now(), status: null };
+    const record: RequestRecord = {
+      id: this.#log.length + 1,
+      check: this.#check,
+      tenant,
+      method,
+      path,
+      body,
+      purpose,
+      startMs: this.#o.now(),
+      status: null,
+    };
     this.#log.push(record);
     return record;
   }
@@ -62,14 +72,20 @@ export class ProbeClient {
   async models(): Promise<{ status: number; body: unknown }> {
     const record = this.#record('A', 'GET', '/v1/models', null, 'learn the model and its context length');
     try {
-      const response = await fetch(`${this.#o.baseUrl}/v1/models`, { headers: this.#headers('A'), signal: AbortSignal.timeout(this.#o.timeoutMs) });
+      const response = await fetch(`${this.#o.baseUrl}/v1/models`, {
+        headers: this.#headers('A'),
+        signal: AbortSignal.timeout(this.#o.timeoutMs),
+      });
       record.status = response.status;
       const body = (await response.json().catch(() => null)) as unknown;
       record.totalMs = this.#o.now() - record.startMs;
       return { status: response.status, body };
     } catch (error) {
       record.error = String(error);
-      throw new ProbeConnectionError(`cannot reach ${this.#o.baseUrl}/v1/models: ${error instanceof Error ? (error.cause instanceof Error ? error.cause.message : error.message) : String(error)}`);
+      throw new ProbeConnectionError(
+        `cannot reach ${this.#o.baseUrl}/v1/models: ` +
+          `${error instanceof Error ? (error.cause instanceof Error ? error.cause.message : error.message) : String(error)}`,
+      );
     }
   }
 
@@ -79,10 +95,17 @@ export class ProbeClient {
     const record = this.#record(tenant, 'POST', '/v1/completions', full, purpose);
     try {
       const response = await fetch(`${this.#o.baseUrl}/v1/completions`, {
-        method: 'POST', headers: this.#headers(tenant), body: JSON.stringify(full), signal: AbortSignal.timeout(this.#o.timeoutMs),
+        method: 'POST',
+        headers: this.#headers(tenant),
+        body: JSON.stringify(full),
+        signal: AbortSignal.timeout(this.#o.timeoutMs),
       });
       record.status = response.status;
-      const json = (await response.json().catch(() => null)) as { choices?: Choice[]; usage?: unknown; error?: unknown } | null;
+      const json = (await response.json().catch(() => null)) as {
+        choices?: Choice[];
+        usage?: unknown;
+        error?: unknown;
+      } | null;
       if (response.ok) {
         record.texts = (json?.choices ?? []).map((c) => c.text ?? c.message?.content ?? '');
         record.usage = json?.usage;
@@ -97,16 +120,27 @@ export class ProbeClient {
   }
 
   /** POST /v1/completions with stream: true; TTFT is the time to the first event carrying text. */
-  async stream(tenant: Tenant, purpose: string, body: Record<string, unknown>, cut: StreamCut = { kind: 'none' }): Promise<RequestRecord> {
+  async stream(
+    tenant: Tenant,
+    purpose: string,
+    body: Record<string, unknown>,
+    cut: StreamCut = { kind: 'none' },
+  ): Promise<RequestRecord> {
     const full = { ...body, ...this.#o.extraBody[tenant], stream: true };
     const record = this.#record(tenant, 'POST', '/v1/completions', full, purpose);
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(new Error('timed out')), this.#o.timeoutMs);
-    if (cut.kind === 'before-response') setTimeout(() => controller.abort(new Error('cut before the response')), cut.afterMs);
+    if (cut.kind === 'before-response')
+      setTimeout(() => controller.abort(new Error('cut before the response')), cut.afterMs);
     let text = '';
     let events = 0;
     try {
-      const response = await fetch(`${this.#o.baseUrl}/v1/completions`, { method: 'POST', headers: this.#headers(tenant), body: JSON.stringify(full), signal: controller.signal });
+      const response = await fetch(`${this.#o.baseUrl}/v1/completions`, {
+        method: 'POST',
+        headers: this.#headers(tenant),
+        body: JSON.stringify(full),
+        signal: controller.signal,
+      });
       record.status = response.status;
       if (cut.kind === 'at-headers') {
         controller.abort(new Error('cut at the headers'));
@@ -158,7 +192,12 @@ export class ProbeClient {
   async raw(tenant: Tenant, purpose: string, path: string, bodyText: string): Promise<RequestRecord> {
     const record = this.#record(tenant, 'POST', path, bodyText, purpose);
     try {
-      const response = await fetch(`${this.#o.baseUrl}${path}`, { method: 'POST', headers: this.#headers(tenant), body: bodyText, signal: AbortSignal.timeout(this.#o.timeoutMs) });
+      const response = await fetch(`${this.#o.baseUrl}${path}`, {
+        method: 'POST',
+        headers: this.#headers(tenant),
+        body: bodyText,
+        signal: AbortSignal.timeout(this.#o.timeoutMs),
+      });
       record.status = response.status;
       record.errorBody = (await response.json().catch(() => null)) as unknown;
     } catch (error) {
@@ -179,5 +218,10 @@ function describe(error: unknown): string {
 export function isOpenAiError(body: unknown): boolean {
   if (typeof body !== 'object' || body === null) return false;
   const error = (body as { error?: unknown }).error;
-  return typeof error === 'object' && error !== null && typeof (error as { message?: unknown }).message === 'string' && typeof (error as { type?: unknown }).type === 'string';
+  return (
+    typeof error === 'object' &&
+    error !== null &&
+    typeof (error as { message?: unknown }).message === 'string' &&
+    typeof (error as { type?: unknown }).type === 'string'
+  );
 }

@@ -23,7 +23,13 @@ export function usableTokens(facts: ServerFacts): number {
 
 /** Greedy completion parameters every check shares (OpenAI's own fields only). */
 export function greedy(model: string, prompt: readonly number[] | string, maxTokens: number): Record<string, unknown> {
-  return { model, prompt: typeof prompt === 'string' ? prompt : [...prompt], max_tokens: maxTokens, temperature: 0, seed: 1234 };
+  return {
+    model,
+    prompt: typeof prompt === 'string' ? prompt : [...prompt],
+    max_tokens: maxTokens,
+    temperature: 0,
+    seed: 1234,
+  };
 }
 
 /** Runs tasks with at most `limit` in flight; resolves with their results in order. */

@@ -29,8 +29,14 @@ export async function errorHonesty(ctx: CheckContext): Promise<CheckOutput> {
   const { client, facts, rng } = ctx;
   const { model, contextLength: ctxLen, poolLimit } = facts;
   const ids = (n: number) => randomIds(rng, n);
-  const post = (what: string, body: Record<string, unknown>): Case => ({ what, send: () => client.complete('B', what, body) });
-  const raw = (what: string, text: string): Case => ({ what, send: () => client.raw('B', what, '/v1/completions', text) });
+  const post = (what: string, body: Record<string, unknown>): Case => ({
+    what,
+    send: () => client.complete('B', what, body),
+  });
+  const raw = (what: string, text: string): Case => ({
+    what,
+    send: () => client.raw('B', what, '/v1/completions', text),
+  });
   const cases: Case[] = [
     post(`prompt of context + 1 = ${ctxLen + 1} tokens`, { model, prompt: ids(ctxLen + 1), max_tokens: 1 }),
     post(`prompt of 2 x context = ${2 * ctxLen} tokens`, { model, prompt: ids(2 * ctxLen), max_tokens: 1 }),
@@ -49,8 +55,16 @@ export async function errorHonesty(ctx: CheckContext): Promise<CheckOutput> {
     post('an unknown model', { model: `${model}-does-not-exist-${rng.int(1e9)}`, prompt: 'Hello', max_tokens: 4 }),
   ];
   if (poolLimit !== null) {
-    cases.push(post(`prompt + max_tokens = pool limit + 1 (${poolLimit} + 1)`, { model, prompt: ids(poolLimit), max_tokens: 1 }));
-    cases.push(post(`prompt between pool limit and context (${Math.floor((poolLimit + ctxLen) / 2)} tokens)`, { model, prompt: ids(Math.floor((poolLimit + ctxLen) / 2)), max_tokens: 1 }));
+    cases.push(
+      post(`prompt + max_tokens = pool limit + 1 (${poolLimit} + 1)`, { model, prompt: ids(poolLimit), max_tokens: 1 }),
+    );
+    cases.push(
+      post(`prompt between pool limit and context (${Math.floor((poolLimit + ctxLen) / 2)} tokens)`, {
+        model,
+        prompt: ids(Math.floor((poolLimit + ctxLen) / 2)),
+        max_tokens: 1,
+      }),
+    );
   }
   const total = cases.length + 2 * TAIL_VARIANTS;
   const findings: Finding[] = [];
@@ -60,19 +74,28 @@ export async function errorHonesty(ctx: CheckContext): Promise<CheckOutput> {
     const r = await c.send();
     const shaped = isOpenAiError(r.errorBody);
     rows.push({ what: c.what, status: r.status, shaped, id: r.id });
-    if (r.status === null) findings.push({ what: `${c.what}: no answer (${r.error ?? 'connection closed'})`, requests: [r.id] });
-    else if (r.status < 400 || r.status >= 500) findings.push({ what: `${c.what}: HTTP ${r.status}, expected a 4xx`, requests: [r.id] });
-    else if (!shaped) findings.push({ what: `${c.what}: HTTP ${r.status} without OpenAI's error shape`, requests: [r.id] });
+    if (r.status === null)
+      findings.push({ what: `${c.what}: no answer (${r.error ?? 'connection closed'})`, requests: [r.id] });
+    else if (r.status < 400 || r.status >= 500)
+      findings.push({ what: `${c.what}: HTTP ${r.status}, expected a 4xx`, requests: [r.id] });
+    else if (!shaped)
+      findings.push({ what: `${c.what}: HTTP ${r.status} without OpenAI's error shape`, requests: [r.id] });
     ctx.progress(++done, total);
   }
 
   // The tail test, at the longest prompt the server admits with ANSWER_TOKENS to generate.
-  const tail = async (numTokens: number): Promise<{ answers: string[]; statuses: (number | null)[]; ids: number[] }> => {
+  const tail = async (
+    numTokens: number,
+  ): Promise<{ answers: string[]; statuses: (number | null)[]; ids: number[] }> => {
     const base = ids(numTokens);
     const out = { answers: [] as string[], statuses: [] as (number | null)[], ids: [] as number[] };
     for (let v = 0; v < TAIL_VARIANTS; v++) {
       const prompt = v === 0 ? base : withNewTail(rng, base, TAIL_TOKENS);
-      const r = await client.complete('B', `tail variant ${v} of a ${numTokens}-token prompt`, greedy(model, prompt, ANSWER_TOKENS));
+      const r = await client.complete(
+        'B',
+        `tail variant ${v} of a ${numTokens}-token prompt`,
+        greedy(model, prompt, ANSWER_TOKENS),
+      );
       out.answers.push((r.texts ?? []).join('\u0000'));
       out.statuses.push(r.status);
       out.ids.push(r.id);
@@ -92,7 +115,9 @@ export async function errorHonesty(ctx: CheckContext): Promise<CheckOutput> {
   else if (distinct(long.answers) === 1) {
     tailVerdict = 'finding';
     findings.push({
-      what: `a ${longTokens}-token prompt got HTTP 200, but ${TAIL_VARIANTS} variants differing only in their last ${TAIL_TOKENS} tokens got the same answer: the server did not read the whole prompt (served a truncated copy?)`,
+      what: `a ${longTokens}-token prompt got HTTP 200, but ${TAIL_VARIANTS} variants differing only in their ` +
+        `last ${TAIL_TOKENS} tokens got the same answer: the server did not read the whole prompt (served a ` +
+          `truncated copy?)`,
       requests: long.ids,
     });
   } else tailVerdict = 'clean';
@@ -106,7 +131,16 @@ export async function errorHonesty(ctx: CheckContext): Promise<CheckOutput> {
         ? `${findings.length} dishonest answer${findings.length === 1 ? '' : 's'}: ${findings[0]?.what ?? ''}`
         : `${answered4xx}/${rows.length} bad inputs got a 4xx in OpenAI's shape; tail test ${tailVerdict}`,
     findings,
-    figures: { cases: rows, tail: { shortTokens: Math.min(64, longTokens), longTokens, short: { distinct: distinct(short.answers), statuses: short.statuses }, long: { distinct: distinct(long.answers), statuses: long.statuses }, verdict: tailVerdict } },
+    figures: {
+      cases: rows,
+      tail: {
+        shortTokens: Math.min(64, longTokens),
+        longTokens,
+        short: { distinct: distinct(short.answers), statuses: short.statuses },
+        long: { distinct: distinct(long.answers), statuses: long.statuses },
+        verdict: tailVerdict,
+      },
+    },
     plots: [
       {
         kind: 'bars',

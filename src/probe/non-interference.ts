@@ -38,14 +38,22 @@ export async function nonInterference(ctx: CheckContext): Promise<CheckOutput> {
   const stormWords = Math.max(8, Math.floor((usable - 64) / 6)); // ~4.5 tokens a word on a small vocabulary
   const stormBody = (tenant: Tenant) => ({
     model: facts.model,
-    prompt: tenant === 'A' ? (canarySet(rng, 1, stormWords).texts[0] as string) : randomIds(rng, Math.floor((usable - 64) * 0.8)),
-    max_tokens: 32, temperature: 1, seed: rng.int(1e9),
+    prompt:
+      tenant === 'A'
+        ? (canarySet(rng, 1, stormWords).texts[0] as string)
+        : randomIds(rng, Math.floor((usable - 64) * 0.8)),
+    max_tokens: 32,
+    temperature: 1,
+    seed: rng.int(1e9),
   });
 
   const reference = await client.complete('B', 'non-interference: the lone reference answer', body);
   tick();
   const refText = (reference.texts ?? []).join('');
-  const trials = shuffle(rng, PHASES.flatMap((phase) => Array.from({ length: repeats }, () => phase)));
+  const trials = shuffle(
+    rng,
+    PHASES.flatMap((phase) => Array.from({ length: repeats }, () => phase)),
+  );
   const results: { phase: Phase; record: RequestRecord; same: boolean; prefix: number }[] = [];
   for (const phase of trials) {
     const stormTenant: Tenant | undefined = phase === 'amid-A' ? 'A' : phase === 'amid-B' ? 'B' : undefined;
@@ -54,7 +62,13 @@ export async function nonInterference(ctx: CheckContext): Promise<CheckOutput> {
       record = await client.complete('B', 'non-interference: alone', body);
     } else {
       const stormBodies = Array.from({ length: storm }, () => stormBody(stormTenant));
-      const stormRuns = inParallel(stormBodies.map((b) => () => client.stream(stormTenant, `non-interference: storm of ${stormTenant}`, b).then((r) => (tick(), r))), storm);
+      const stormRuns = inParallel(
+        stormBodies.map(
+          (b) => () =>
+            client.stream(stormTenant, `non-interference: storm of ${stormTenant}`, b).then((r) => (tick(), r)),
+        ),
+        storm,
+      );
       await new Promise((resolve) => setTimeout(resolve, 30)); // the storm is admitted first
       record = await client.complete('B', `non-interference: amid ${stormTenant}'s storm`, body);
       await stormRuns;
@@ -70,26 +84,54 @@ export async function nonInterference(ctx: CheckContext): Promise<CheckOutput> {
   const anyChange = counts.alone + counts['amid-A'] + counts['amid-B'] > 0;
   const findings: Finding[] = [];
   if (reference.status !== 200) {
-    return { status: 'error', summary: `the reference request failed (HTTP ${reference.status ?? 'none'})`, findings, figures: { reference: reference.id }, plots: [] };
+    return {
+      status: 'error',
+      summary: `the reference request failed (HTTP ${reference.status ?? 'none'})`,
+      findings,
+      figures: { reference: reference.id },
+      plots: [],
+    };
   }
   if (anyChange && ctx.batchInvariant) {
     for (const p of PHASES) {
       const c = changed(p);
-      if (c.length > 0) findings.push({ what: `${c.length}/${repeats} answers ${p} differ from the lone reference on a batch-invariant server`, requests: c.map((r) => r.record.id) });
+      if (c.length > 0)
+        findings.push({
+          what: `${c.length}/${repeats} answers ${p} differ from the lone reference on a batch-invariant server`,
+          requests: c.map((r) => r.record.id),
+        });
     }
   }
-  const statistic = `changed answers: alone ${counts.alone}/${repeats}, amid A ${counts['amid-A']}/${repeats}, amid B's own load ${counts['amid-B']}/${repeats}`;
+  const statistic = `changed answers: alone ${counts.alone}/${repeats}, amid A ${counts['amid-A']}/${repeats}, ` +
+    `amid B's own load ${counts['amid-B']}/${repeats}`;
   const status = findings.length > 0 ? 'finding' : anyChange ? 'inconclusive' : 'clean';
   return {
     status,
-    summary: status === 'clean' ? `every answer equal to the lone reference (${3 * repeats} trials)` : statistic + (status === 'inconclusive' ? ' (not batch-invariant: a statistic, not a verdict)' : ''),
+    summary:
+      status === 'clean'
+        ? `every answer equal to the lone reference (${3 * repeats} trials)`
+        : statistic + (status === 'inconclusive' ? ' (not batch-invariant: a statistic, not a verdict)' : ''),
     findings,
     figures: {
-      promptTokens, answerTokens: ANSWER_TOKENS, repeats, stormSize: storm, batchInvariant: ctx.batchInvariant, changed: counts,
+      promptTokens,
+      answerTokens: ANSWER_TOKENS,
+      repeats,
+      stormSize: storm,
+      batchInvariant: ctx.batchInvariant,
+      changed: counts,
       referenceRequest: reference.id,
-      commonPrefixChars: Object.fromEntries(PHASES.map((p) => [p, results.filter((r) => r.phase === p).map((r) => r.prefix)])),
+      commonPrefixChars: Object.fromEntries(
+        PHASES.map((p) => [p, results.filter((r) => r.phase === p).map((r) => r.prefix)]),
+      ),
       referenceChars: refText.length,
     },
-    plots: [{ kind: 'bars', title: 'Answers that differ from the lone one', unit: `of ${repeats}`, bars: PHASES.map((p) => ({ label: p, value: counts[p] })) }],
+    plots: [
+      {
+        kind: 'bars',
+        title: 'Answers that differ from the lone one',
+        unit: `of ${repeats}`,
+        bars: PHASES.map((p) => ({ label: p, value: counts[p] })),
+      },
+    ],
   };
 }

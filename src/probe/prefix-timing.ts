@@ -28,7 +28,8 @@ export function prefixTimingBudget(budget: number): number {
 }
 
 function cachedTokens(r: RequestRecord): number {
-  const details = (r.usage as { prompt_tokens_details?: { cached_tokens?: number } } | undefined)?.prompt_tokens_details;
+  const details = (r.usage as { prompt_tokens_details?: { cached_tokens?: number } } | undefined)
+    ?.prompt_tokens_details;
   return details?.cached_tokens ?? 0;
 }
 
@@ -47,11 +48,19 @@ export async function prefixTiming(ctx: CheckContext): Promise<CheckOutput> {
   let succeeded = 0;
   let firstFailure: { arm: Arm; id: number; status: number | null; after: number; message: string } | undefined;
   const send = async (arm: Arm, tenant: Tenant, prompt: readonly number[]): Promise<void> => {
-    const r = await client.stream(tenant, `prefix-timing: ${arm}`, { model: facts.model, prompt: [...prompt], max_tokens: 1, temperature: 0, stream_options: { include_usage: true } });
+    const r = await client.stream(tenant, `prefix-timing: ${arm}`, {
+      model: facts.model,
+      prompt: [...prompt],
+      max_tokens: 1,
+      temperature: 0,
+      stream_options: { include_usage: true },
+    });
     ctx.progress(++done, total);
     if (r.status !== 200 || r.ttftMs === undefined) {
       failed.push(r.id);
-      const message = JSON.stringify((r.errorBody as { error?: { message?: unknown } } | undefined)?.error?.message ?? r.error ?? '');
+      const message = JSON.stringify(
+        (r.errorBody as { error?: { message?: unknown } } | undefined)?.error?.message ?? r.error ?? '',
+      );
       firstFailure ??= { arm, id: r.id, status: r.status, after: succeeded, message };
       return;
     }
@@ -80,15 +89,25 @@ export async function prefixTiming(ctx: CheckContext): Promise<CheckOutput> {
   // the warm-up and A's prime of that very prompt) succeeded,
   // treats A's prompt differently for B: an oracle of A's prompts (e.g. a cross-tenant cache lookup that its own
   // defences refused, loudly).
-  const oracle = firstFailure !== undefined && firstFailure.arm === 'cross' && firstFailure.after >= 2
-    ? [{ what: `B's repeat of A's prompt failed (HTTP ${firstFailure.status ?? 'none'}: ${firstFailure.message}) after ${firstFailure.after} requests of the same length succeeded: the server treats A's prompt differently for B`, requests: [firstFailure.id] }]
-    : [];
+  const oracle =
+    firstFailure !== undefined && firstFailure.arm === 'cross' && firstFailure.after >= 2
+      ? [
+          {
+            what: `B's repeat of A's prompt failed (HTTP ${firstFailure.status ?? 'none'}: ` +
+              `${firstFailure.message}) after ${firstFailure.after} requests of the same length succeeded: the ` +
+                `server treats A's prompt differently for B`,
+            requests: [firstFailure.id],
+          },
+        ]
+      : [];
   const enough = (xs: readonly number[]) => xs.length >= 3;
   if (![ttft.prime, ttft.cross, ttft.control, ttft.fresh].every(enough)) {
     return {
       status: oracle.length > 0 ? 'finding' : 'error',
-      summary: oracle.length > 0 ? oracle[0]?.what ?? '' : `too many requests failed (${failed.length})`,
-      findings: oracle, figures: { failed, firstFailure, ttftMs: ttft }, plots: [],
+      summary: oracle.length > 0 ? (oracle[0]?.what ?? '') : `too many requests failed (${failed.length})`,
+      findings: oracle,
+      figures: { failed, firstFailure, ttftMs: ttft },
+      plots: [],
     };
   }
   const control = ksGreater(ttft.control, ttft.prime);
@@ -98,8 +117,23 @@ export async function prefixTiming(ctx: CheckContext): Promise<CheckOutput> {
   const controlSees = control.pValue < ALPHA;
   const crossSignal = cross.pValue < ALPHA;
   const findings = [
-    ...(crossSignal ? [{ what: `B's TTFT on A's prompts is lower than on fresh prompts: KS D+ ${cross.statistic.toFixed(2)}, p ${cross.pValue.toExponential(2)} (a prefix cache shared across tenants)`, requests: ids.cross }] : []),
-    ...(cachedCross.length > 0 ? [{ what: `the server reported cached_tokens > 0 for ${cachedCross.length} of B's requests of A's prompts`, requests: cachedCross }] : []),
+    ...(crossSignal
+      ? [
+          {
+            what: `B's TTFT on A's prompts is lower than on fresh prompts: KS D+ ${cross.statistic.toFixed(2)}, ` +
+              `p ${cross.pValue.toExponential(2)} (a prefix cache shared across tenants)`,
+            requests: ids.cross,
+          },
+        ]
+      : []),
+    ...(cachedCross.length > 0
+      ? [
+          {
+            what: `the server reported cached_tokens > 0 for ${cachedCross.length} of B's requests of A's prompts`,
+            requests: cachedCross,
+          },
+        ]
+      : []),
     ...oracle,
   ];
   const status = findings.length > 0 ? 'finding' : controlSees ? 'clean' : 'inconclusive';
@@ -108,11 +142,17 @@ export async function prefixTiming(ctx: CheckContext): Promise<CheckOutput> {
     status,
     summary:
       status === 'inconclusive'
-        ? `positive control not significant (p ${fmt(control.pValue)}): this check cannot see a cache here; cross-tenant p ${fmt(cross.pValue)}`
-        : `same-tenant control p ${fmt(control.pValue)} (median x${controlEffect.medianRatio.toFixed(2)}); cross-tenant p ${fmt(cross.pValue)} (median x${crossEffect.medianRatio.toFixed(2)})`,
+        ? `positive control not significant (p ${fmt(control.pValue)}): this check cannot see a cache here; ` +
+          `cross-tenant p ${fmt(cross.pValue)}`
+        : `same-tenant control p ${fmt(control.pValue)} (median x${controlEffect.medianRatio.toFixed(2)}); ` +
+          `cross-tenant p ${fmt(cross.pValue)} (median x${crossEffect.medianRatio.toFixed(2)})`,
     findings,
     figures: {
-      promptTokens, samples, alpha: ALPHA, failed, firstFailure,
+      promptTokens,
+      samples,
+      alpha: ALPHA,
+      failed,
+      firstFailure,
       control: { ...control, ...controlEffect, medianMs: median(ttft.control), baselineMedianMs: median(ttft.prime) },
       cross: { ...cross, ...crossEffect, medianMs: median(ttft.cross), baselineMedianMs: median(ttft.fresh) },
       cachedTokensOnCross: cachedCross,

@@ -24,7 +24,8 @@ const VOWELS = 'aeiou';
 /** A pseudo-word of numSyllables consonant-vowel syllables: no dictionary word, so chance matches are rare. */
 function pseudoWord(rng: Rng, numSyllables: number): string {
   let word = '';
-  for (let i = 0; i < numSyllables; i++) word += (CONSONANTS[rng.int(CONSONANTS.length)] as string) + (VOWELS[rng.int(VOWELS.length)] as string);
+  for (let i = 0; i < numSyllables; i++)
+    word += (CONSONANTS[rng.int(CONSONANTS.length)] as string) + (VOWELS[rng.int(VOWELS.length)] as string);
   return word;
 }
 

@@ -12,7 +12,10 @@ import { prefixTiming, prefixTimingBudget } from './prefix-timing.js';
 import { learnServer } from './setup.js';
 import type { CheckName, CheckResult, ProbeOptions, ProbeReport } from './types.js';
 
-const RUNNERS: Record<CheckName, { run: (ctx: CheckContext) => Promise<CheckOutput>; budget: (budget: number) => number }> = {
+const RUNNERS: Record<
+  CheckName,
+  { run: (ctx: CheckContext) => Promise<CheckOutput>; budget: (budget: number) => number }
+> = {
   'error-honesty': { run: errorHonesty, budget: () => errorHonestyBudget() },
   canary: { run: canary, budget: canaryBudget },
   'non-interference': { run: nonInterference, budget: nonInterferenceBudget },
@@ -29,7 +32,13 @@ export interface ProbeIo {
 export async function runProbe(options: ProbeOptions, io: ProbeIo): Promise<ProbeReport> {
   const startedAt = new Date().toISOString();
   const sameKey = options.keys.A === options.keys.B;
-  const client = new ProbeClient({ baseUrl: options.baseUrl, keys: options.keys, extraBody: options.extraBody, timeoutMs: options.requestTimeoutMs, now: io.now });
+  const client = new ProbeClient({
+    baseUrl: options.baseUrl,
+    keys: options.keys,
+    extraBody: options.extraBody,
+    timeoutMs: options.requestTimeoutMs,
+    now: io.now,
+  });
   const seeds = new Rng(options.seed);
   const facts = await learnServer(client, new Rng(seeds.nextU32()), options.model, sameKey);
   const results: CheckResult[] = [];
@@ -41,11 +50,30 @@ export async function runProbe(options: ProbeOptions, io: ProbeIo): Promise<Prob
     const budgetRequests = runner.budget(options.budget);
     let output: CheckOutput;
     try {
-      output = await runner.run({ client, facts, rng, budget: options.budget, batchInvariant: options.batchInvariant, progress: (d, t) => io.progress(check, d, t) });
+      output = await runner.run({
+        client,
+        facts,
+        rng,
+        budget: options.budget,
+        batchInvariant: options.batchInvariant,
+        progress: (d, t) => io.progress(check, d, t),
+      });
     } catch (error) {
-      output = { status: 'error', summary: `the check failed: ${error instanceof Error ? error.message : String(error)}`, findings: [], figures: {}, plots: [] };
+      output = {
+        status: 'error',
+        summary: `the check failed: ${error instanceof Error ? error.message : String(error)}`,
+        findings: [],
+        figures: {},
+        plots: [],
+      };
     }
-    const result: CheckResult = { check, ...output, numRequests: client.countFor(check), budgetRequests, wallMs: io.now() - t0 };
+    const result: CheckResult = {
+      check,
+      ...output,
+      numRequests: client.countFor(check),
+      budgetRequests,
+      wallMs: io.now() - t0,
+    };
     results.push(result);
     io.checkDone(result);
   }

@@ -2,7 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { binomialTail, effectSize, ksGreater, ksGreaterTail } from './stats.js';
 
 // Reference values from scipy 1.17.1: ks_2samp(x, y, alternative='greater', method='exact').
-const X = [0.61, 0.29, 0.06, 0.59, -1.73, -0.74, 0.51, -0.56, 0.39, 1.64, 0.05, -0.06, 0.64, -0.82, 0.37, 1.77, 1.09, -1.28, 2.36, 1.31, 1.05, -0.32, -0.4, 1.06, -2.47];
+const X = [
+  0.61, 0.29, 0.06, 0.59, -1.73, -0.74, 0.51, -0.56, 0.39, 1.64, 0.05, -0.06, 0.64, -0.82, 0.37, 1.77, 1.09, -1.28,
+  2.36, 1.31, 1.05, -0.32, -0.4, 1.06, -2.47,
+];
 const Y = [2.2, 1.66, 1.38, 0.2, 0.36, 0.0, 0.96, 1.56, 0.44, 1.5, -0.3, 0.66, 2.31, 3.29, -0.27];
 
 describe('the one-sided two-sample KS test', () => {

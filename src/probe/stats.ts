@@ -75,10 +75,13 @@ export function median(values: readonly number[]): number {
 }
 
 /** Effect sizes of x against y: the median ratio and Cliff's delta (P(x < y) - P(x > y)). */
-export function effectSize(x: readonly number[], y: readonly number[]): { readonly medianRatio: number; readonly cliffsDelta: number } {
+export function effectSize(
+  x: readonly number[],
+  y: readonly number[],
+): { readonly medianRatio: number; readonly cliffsDelta: number } {
   let less = 0;
   let more = 0;
-  for (const a of x) for (const b of y) (a < b ? less++ : a > b ? more++ : 0);
+  for (const a of x) for (const b of y) a < b ? less++ : a > b ? more++ : 0;
   return { medianRatio: median(x) / median(y), cliffsDelta: (less - more) / (x.length * y.length) };
 }
 

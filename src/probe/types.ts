@@ -62,7 +62,12 @@ export interface Series {
 /** What a plot shows: TTFT samples as empirical CDFs, or counts as bars. */
 export type Plot =
   | { readonly kind: 'ecdf'; readonly title: string; readonly unit: string; readonly series: readonly Series[] }
-  | { readonly kind: 'bars'; readonly title: string; readonly unit: string; readonly bars: readonly { readonly label: string; readonly value: number }[] };
+  | {
+      readonly kind: 'bars';
+      readonly title: string;
+      readonly unit: string;
+      readonly bars: readonly { readonly label: string; readonly value: number }[];
+    };
 
 export interface CheckResult {
   readonly check: CheckName;

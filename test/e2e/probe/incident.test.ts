@@ -13,8 +13,16 @@ beforeAll(async () => {
 afterAll(async () => cluster?.stop());
 
 describe('tessera probe against the incident (placeholder-done,skip-page-check)', () => {
-  it('exits 1: non-interference finds B\'s greedy answer changing; the report names the requests', async () => {
-    const run = await probe(cluster, ['--checks', 'canary,non-interference', '--batch-invariant', '--budget', '24', '--seed', '3']);
+  it("exits 1: non-interference finds B's greedy answer changing; the report names the requests", async () => {
+    const run = await probe(cluster, [
+      '--checks',
+      'canary,non-interference',
+      '--batch-invariant',
+      '--budget',
+      '24',
+      '--seed',
+      '3',
+    ]);
     expect(run.code, run.stderr).toBe(1);
     const ni = resultOf(run.report, 'non-interference');
     expect(ni.status).toBe('finding');

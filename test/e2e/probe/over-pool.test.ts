@@ -19,7 +19,8 @@ beforeAll(async () => {
 afterAll(async () => Promise.all([honest?.stop(), lying?.stop()]));
 
 describe('tessera probe error-honesty against a pool smaller than the context', () => {
-  it('with the pool-fit rule: learns the limit from the errors, every over-pool prompt gets a 400, exit 0', async () => {
+  it('with the pool-fit rule: learns the limit from the errors, every over-pool prompt gets a ' +
+    '400, exit 0', async () => {
     const run = await probe(honest, ['--checks', 'error-honesty', '--seed', '2']);
     expect(run.code, run.stdout + run.stderr).toBe(0);
     expect(run.report.server).toMatchObject({ contextLength: 512, poolLimit: 256 });
@@ -44,13 +45,22 @@ describe('tessera probe error-honesty against a pool smaller than the context', 
     const one = await runCli(['probe', '--base-url', honest.url, '--api-key', 'key-alice'], honest.home);
     expect(one.code).toBe(2);
     expect(one.stderr).toMatch(/--api-key exactly twice/);
-    const badCheck = await runCli(['probe', '--base-url', honest.url, '--api-key', 'a', '--api-key', 'b', '--checks', 'telepathy'], honest.home);
+    const badCheck = await runCli(
+      ['probe', '--base-url', honest.url, '--api-key', 'a', '--api-key', 'b', '--checks', 'telepathy'],
+      honest.home,
+    );
     expect(badCheck.code).toBe(2);
     expect(badCheck.stderr).toMatch(/unknown check "telepathy"/);
-    const refused = await runCli(['probe', '--base-url', 'http://127.0.0.1:1', '--api-key', 'a', '--api-key', 'b'], honest.home);
+    const refused = await runCli(
+      ['probe', '--base-url', 'http://127.0.0.1:1', '--api-key', 'a', '--api-key', 'b'],
+      honest.home,
+    );
     expect(refused.code).toBe(2);
     expect(refused.stderr).toMatch(/cannot reach/);
-    const wrongKey = await runCli(['probe', '--base-url', honest.url, '--api-key', 'nope', '--api-key', 'nope'], honest.home);
+    const wrongKey = await runCli(
+      ['probe', '--base-url', honest.url, '--api-key', 'nope', '--api-key', 'nope'],
+      honest.home,
+    );
     expect(wrongKey.code).toBe(2);
     expect(wrongKey.stderr).toMatch(/refused/);
   });

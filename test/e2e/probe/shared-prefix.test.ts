@@ -19,11 +19,29 @@ afterAll(async () => cluster?.stop());
 describe('tessera probe against a prefix cache shared across tenants', () => {
   it('one key twice (no tenants): the cross-tenant KS test is significant beside its positive control', async () => {
     const jsonArgs = ['--checks', 'prefix-timing', '--budget', '32', '--seed', '5'];
-    const run = await runCli(['probe', '--base-url', cluster.url, '--api-key', 'key-alice', '--api-key', 'key-alice', '--json', `${cluster.dir}/same.json`, ...jsonArgs], cluster.home, {}, 120_000);
+    const run = await runCli(
+      [
+        'probe',
+        '--base-url',
+        cluster.url,
+        '--api-key',
+        'key-alice',
+        '--api-key',
+        'key-alice',
+        '--json',
+        `${cluster.dir}/same.json`,
+        ...jsonArgs,
+      ],
+      cluster.home,
+      {},
+      120_000,
+    );
     expect(run.code, run.stderr).toBe(1);
     expect(run.stderr).toMatch(/the same API key for both tenants/);
     expect(run.stdout).toMatch(/one key given twice/);
-    const report = JSON.parse(await import('node:fs/promises').then((fs) => fs.readFile(`${cluster.dir}/same.json`, 'utf8')));
+    const report = JSON.parse(
+      await import('node:fs/promises').then((fs) => fs.readFile(`${cluster.dir}/same.json`, 'utf8')),
+    );
     const pt = resultOf(report, 'prefix-timing');
     expect(pt.status).toBe('finding');
     const figures = pt.figures as { cross: { pValue: number; medianRatio: number }; control: { pValue: number } };
@@ -32,7 +50,7 @@ describe('tessera probe against a prefix cache shared across tenants', () => {
     expect(figures.cross.medianRatio).toBeLessThan(0.8);
   });
 
-  it('two tenants with share-prefix-across-tenants: exit 1, B\'s repeat of A\'s prompt is where the server breaks', async () => {
+  it("two tenants with share-prefix-across-tenants: exit 1, B's repeat of A's prompt is where the server breaks", async () => {
     const run = await probe(cluster, ['--checks', 'prefix-timing', '--budget', '32', '--seed', '6']);
     expect(run.code, run.stdout + run.stderr).toBe(1);
     const pt = resultOf(run.report, 'prefix-timing');

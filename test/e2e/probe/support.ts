@@ -21,7 +21,12 @@ export async function startCluster(name: string, args: readonly string[] = [], f
   const home = await testHome();
   const keys = await writeJson(home.dir, 'keys.json', KEYS);
   const env: Record<string, string> = faults === undefined ? {} : { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: faults };
-  const up: Proc = spawnTessera(name, ['up', '--model', 'builtin:austen', '--port', '0', '--api-keys', keys, ...args], home.dir, env);
+  const up: Proc = spawnTessera(
+    name,
+    ['up', '--model', 'builtin:austen', '--port', '0', '--api-keys', keys, ...args],
+    home.dir,
+    env,
+  );
   const url = (await up.waitFor(/listening on (http:\/\/[\d.]+:\d+)/, 150_000))[1] as string;
   const dir = await mkdtemp(join(home.dir, 'probe-'));
   return { url, home: home.dir, dir, stop: async () => void (await up.stop(), await home.remove()) };
@@ -37,7 +42,25 @@ export interface ProbeRun extends Exited {
 export async function probe(cluster: Cluster, args: readonly string[], timeoutMs = 120_000): Promise<ProbeRun> {
   const jsonPath = join(cluster.dir, `report-${Date.now()}.json`);
   const htmlPath = jsonPath.replace(/\.json$/, '.html');
-  const exited = await runCli(['probe', '--base-url', cluster.url, '--api-key', 'key-alice', '--api-key', 'key-bob', '--json', jsonPath, '--html', htmlPath, ...args], cluster.home, {}, timeoutMs);
+  const exited = await runCli(
+    [
+      'probe',
+      '--base-url',
+      cluster.url,
+      '--api-key',
+      'key-alice',
+      '--api-key',
+      'key-bob',
+      '--json',
+      jsonPath,
+      '--html',
+      htmlPath,
+      ...args,
+    ],
+    cluster.home,
+    {},
+    timeoutMs,
+  );
   const report = JSON.parse(await readFile(jsonPath, 'utf8')) as ProbeReport;
   return { ...exited, report, jsonPath, htmlPath };
 }
