@@ -11,7 +11,9 @@ const layers = {
   worker: ['core', 'pages', 'kernels', 'model', 'scheduler', 'transfer'],
   router: ['core', 'pages', 'model', 'scheduler', 'transfer'],
   api: ['core', 'pages', 'kernels', 'model', 'scheduler', 'transfer', 'worker', 'router'],
-  cli: ['core', 'pages', 'kernels', 'model', 'scheduler', 'transfer', 'worker', 'router', 'api'],
+  // probe: an HTTP client of any OpenAI-compatible endpoint, beside api; it knows nothing of the server's insides.
+  probe: ['core'],
+  cli: ['core', 'pages', 'kernels', 'model', 'scheduler', 'transfer', 'worker', 'router', 'api', 'probe'],
 };
 const modules = Object.keys(layers);
 
@@ -43,11 +45,11 @@ module.exports = {
     },
     {
       name: 'io-at-the-edges',
-      comment: 'sockets, HTTP and timers only in transfer/transports, worker, router, api, cli',
+      comment: 'sockets, HTTP and timers only in transfer/transports, worker, router, api, cli, probe',
       severity: 'error',
       from: {
         path: '^src/',
-        pathNot: ['^src/(worker|router|api|cli)/', '^src/transfer/transports/'],
+        pathNot: ['^src/(worker|router|api|cli|probe)/', '^src/transfer/transports/'],
       },
       to: { path: '^(node:)?(net|http|https|http2|dgram|timers|timers/promises|child_process)$', dependencyTypes: ['core'] },
     },

@@ -32,6 +32,12 @@ export const FAULT_NAMES = [
   'swap-batch-rows',
   /** A write into a page lent to the step in flight (a landing crossing into the engine thread's pages) is let through. */
   'skip-lend-check',
+  /**
+   * The router skips the pool-fit rule: a prompt that fits the context but no worker's pool gets a 200, served
+   * truncated to what the pools hold (the incident's "200 instead of 400"). Hooked where that 400 is decided today
+   * (router/pd-router.ts, after clusterAdmission); re-home it beside the unified context-length rule.
+   */
+  'admit-over-pool',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

@@ -169,11 +169,18 @@ export class PdRouter {
   generate(request: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent> {
     const { rid } = request;
     const stream = new ClientStream(this.#o.textStream(request.promptTokens, request.sampling.stop), request.promptTokens.length, () => this.#gone(rid));
-    const refusal = this.#closed
+    let refusal = this.#closed
       ? new TesseraError('overloaded', 'The router is shutting down.')
       : this.#o.faults.has('skip-admission')
         ? undefined
         : clusterAdmission(request.promptTokens.length, request.sampling.maxTokens, this.#views(), this.#checks);
+    let tokens = request.promptTokens;
+    if (refusal?.code === 'pool_too_small' && this.#o.faults.has('admit-over-pool')) {
+      // Test-only (see FAULT_NAMES): keep the head of the prompt that the smallest pool holds beside max_tokens.
+      const poolTokens = Math.min(...this.#views().flatMap((v) => (v.limits === undefined ? [] : [v.limits.numPages * v.limits.pageSize])));
+      tokens = tokens.slice(0, Math.max(1, poolTokens - request.sampling.maxTokens));
+      refusal = undefined;
+    }
     if (refusal !== undefined) {
       stream.failed(refusal);
       return stream;
@@ -181,7 +188,7 @@ export class PdRouter {
     // The listener goes when the request ends: a signal shared by n choices must not collect them.
     const onAbort = (): void => this.#gone(rid);
     signal.addEventListener('abort', onAbort, { once: true });
-    const live: Live = { request, stream, machineRid: rid, submissions: 0, waitingSinceMs: undefined, queued: false, detach: () => signal.removeEventListener('abort', onAbort) };
+    const live: Live = { request: { ...request, promptTokens: tokens }, stream, machineRid: rid, submissions: 0, waitingSinceMs: undefined, queued: false, detach: () => signal.removeEventListener('abort', onAbort) };
     this.#live.set(rid, live);
     // Those already waiting go first.
     if (this.#queue.size > 0) this.#wait(live, new TesseraError('overloaded', 'requests are waiting for room on the cluster'));

@@ -2,6 +2,7 @@
 import type { Command } from 'commander';
 import { registerGenModel } from './gen-model.js';
 import { registerPlan } from './plan.js';
+import { registerProbe } from './probe.js';
 import { registerRouter } from './router.js';
 import { registerRun } from './run.js';
 import { registerServe } from './serve.js';
@@ -9,4 +10,4 @@ import { registerUp } from './up.js';
 
 export type RegisterCommand = (program: Command) => void;
 
-export const COMMANDS: readonly RegisterCommand[] = [registerGenModel, registerRun, registerServe, registerPlan, registerRouter, registerUp];
+export const COMMANDS: readonly RegisterCommand[] = [registerGenModel, registerRun, registerServe, registerPlan, registerRouter, registerUp, registerProbe];
