@@ -56,7 +56,11 @@ export class TotalsMirror {
 }
 
 /** Aborts by phase: a machine's abortsByState, phase names lowercased, into the sink. */
-export function syncAborts(mirror: TotalsMirror, sink: PdMetricsSink, abortsByState: Readonly<Record<string, number>>): void {
+export function syncAborts(
+  mirror: TotalsMirror,
+  sink: PdMetricsSink,
+  abortsByState: Readonly<Record<string, number>>,
+): void {
   for (const [state, total] of Object.entries(abortsByState)) {
     const grew = mirror.delta(`abort:${state}`, total);
     for (let i = 0; i < grew; i++) sink.countAbort(state.toLowerCase());

@@ -6,7 +6,8 @@ import type { GenerateEvent } from './generate.js';
 import { TextOutput } from './text-output.js';
 import { TextStream } from './text-stream.js';
 
-const letters = (stops: readonly string[]) => new TextStream({ push: (id) => String.fromCharCode(97 + id), flush: () => '' }, stops);
+const letters = (stops: readonly string[]) =>
+  new TextStream({ push: (id) => String.fromCharCode(97 + id), flush: () => '' }, stops);
 const usage = { promptTokens: 3, completionTokens: 2, cachedTokens: 0 };
 const lp = (id: number) => ({ logprob: -id, top: [] });
 

@@ -56,7 +56,12 @@ export class TextOutput {
     this.#numTokens += taken;
     if (taken > 0) {
       const sent = ids.slice(0, taken);
-      this.#channel.push({ type: 'tokens', ids: sent, text, ...(logprobs.length === 0 ? {} : { logprobs: logprobs.slice(0, taken) }) });
+      this.#channel.push({
+        type: 'tokens',
+        ids: sent,
+        text,
+        ...(logprobs.length === 0 ? {} : { logprobs: logprobs.slice(0, taken) }),
+      });
     }
     return stopped ? 'stop' : 'more';
   }

@@ -40,7 +40,8 @@ export class RouterMetrics {
       if (e.role !== 'decode' || e.address === undefined) continue;
       const key = `${e.url}|${e.address}`; // a restarted worker counts from zero again
       m.addTransferBytes(this.#mirror.delta(`bytes:${key}`, e.totals.transferBytes));
-      for (let i = this.#mirror.delta(`checksums:${key}`, e.totals.checksumFailures); i > 0; i--) m.countChecksumFailure();
+      for (let i = this.#mirror.delta(`checksums:${key}`, e.totals.checksumFailures); i > 0; i--)
+        m.countChecksumFailure();
     }
   }
 }

@@ -206,7 +206,7 @@ describe('DecodeMachine: a frame whose header fails a check never touches the po
   const resign = (c: KvChunk): KvChunk => ({ ...c, checksum: chunkChecksum(c, c.payload) });
 
   it.each([
-    ['a tag of a page that is not the request\'s', 'drop', (c: KvChunk, tags: Tag[]) => resign({ ...c, tag: { page: asPageId(7), epoch: asEpoch(1) } })],
+    ['a tag of a page that is not the request\'s', 'drop', (c: KvChunk) => resign({ ...c, tag: { page: asPageId(7), epoch: asEpoch(1) } })],
     ['a tag of its own page in a stale epoch', 'drop', (c: KvChunk, tags: Tag[]) => resign({ ...c, tag: { ...(tags[0] as Tag), epoch: asEpoch(((tags[0] as Tag).epoch as number) - 1) } })],
     ['a gap in seq', 'fail', (c: KvChunk) => resign({ ...c, seq: 2 })],
     ['a slot range past the prompt', 'fail', (c: KvChunk, tags: Tag[]) => resign({ ...c, tag: tags[2] as Tag, firstSlot: 2, seq: 1 })],

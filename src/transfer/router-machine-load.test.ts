@@ -9,7 +9,12 @@ import { RouterMachine, type ClientRequest, type RouterEffect, type RouterInput 
 import { NO_TRACE, type TraceEvent, type TraceSink } from './trace.js';
 
 const rid = asRequestId('r1');
-const request: ClientRequest = { rid, tenant: asTenantId('t0'), tokens: [1, 2, 3], sampling: samplingParams({ maxTokens: 2 }) };
+const request: ClientRequest = {
+  rid,
+  tenant: asTenantId('t0'),
+  tokens: [1, 2, 3],
+  sampling: samplingParams({ maxTokens: 2 }),
+};
 const TAGS = [{ page: asPageId(0), epoch: asEpoch(1) }];
 const PEERS = ['p0', 'p1', 'd0'] as const;
 
@@ -35,7 +40,16 @@ const SCRIPT: readonly (readonly [number, RouterInput])[] = [
   [5, received('p0', { type: 'Failed', rid, code: 'overloaded', message: 'busy' })],
   [6, received('d0', { type: 'Reserved', rid: asRequestId('r1.2'), tags: TAGS, pageSize: 4, dataAddress: 'd0' })],
   [25, received('d0', { type: 'Tokens', rid: asRequestId('r1.2'), offset: 0, ids: [7, 8], logprobs: [] })],
-  [26, received('d0', { type: 'Finished', rid: asRequestId('r1.2'), finishReason: 'length', promptTokens: 3, completionTokens: 2 })],
+  [
+    26,
+    received('d0', {
+      type: 'Finished',
+      rid: asRequestId('r1.2'),
+      finishReason: 'length',
+      promptTokens: 3,
+      completionTokens: 2,
+    }),
+  ],
 ];
 
 interface Observed {

@@ -4,7 +4,14 @@
 // host. Each node calls the one rule (src/pages/admission.ts) with its own limits; this suite
 // pins that every node reaches the same verdict with the same words for the same case.
 import { describe, expect, it } from 'vitest';
-import { asRequestId, asTenantId, FaultSet, NO_FAULTS, samplingParams, type TesseraError } from '../../src/core/index.js';
+import {
+  asRequestId,
+  asTenantId,
+  FaultSet,
+  NO_FAULTS,
+  samplingParams,
+  type TesseraError,
+} from '../../src/core/index.js';
 import { admissionError, contextLengthError, PagePool, type PoolRole } from '../../src/pages/index.js';
 import type { CommonParams } from '../../src/api/params.js';
 import { planSampling } from '../../src/api/prompt.js';
@@ -58,7 +65,8 @@ function schedulerNode(role: PoolRole): Node {
   };
 }
 
-const pool = () => PagePool.create({ numPages: LIMITS.numPages, pageSize: LIMITS.pageSize, numLayers: 1, numKvHeads: 1, headDim: 1 });
+const pool = () =>
+  PagePool.create({ numPages: LIMITS.numPages, pageSize: LIMITS.pageSize, numLayers: 1, numKvHeads: 1, headDim: 1 });
 const owner = { rid: asRequestId('r'), tenant: asTenantId('t') };
 
 const decodeHost: Node = (numPromptTokens, maxTokens) => {
@@ -68,14 +76,26 @@ const decodeHost: Node = (numPromptTokens, maxTokens) => {
 };
 
 const simPrefillHost: Node = (numPromptTokens, maxTokens) => {
-  const host = new SimPrefillHost(pool(), LIMITS.contextLength, { scheduleCompute: () => undefined, violation: () => undefined });
+  const host = new SimPrefillHost(pool(), LIMITS.contextLength, {
+    scheduleCompute: () => undefined,
+    violation: () => undefined,
+  });
   const verdict = host.admit(owner, range(numPromptTokens), samplingParams({ maxTokens }));
   return judged(verdict.kind === 'rejected' ? verdict.error : undefined);
 };
 
 const routerMachine: Node = (numPromptTokens, maxTokens) => {
-  const machine = new RouterMachine({ node: 'router', contextLength: LIMITS.contextLength, pickPair: () => ({ prefill: 'p', decode: 'd' }) });
-  const request = { rid: asRequestId('r'), tenant: asTenantId('t'), tokens: range(numPromptTokens), sampling: samplingParams({ maxTokens }) };
+  const machine = new RouterMachine({
+    node: 'router',
+    contextLength: LIMITS.contextLength,
+    pickPair: () => ({ prefill: 'p', decode: 'd' }),
+  });
+  const request = {
+    rid: asRequestId('r'),
+    tenant: asTenantId('t'),
+    tokens: range(numPromptTokens),
+    sampling: samplingParams({ maxTokens }),
+  };
   const effects: readonly RouterEffect[] = machine.handle(0, { kind: 'submit', request });
   const outcome = effects.find((e) => e.kind === 'clientOutcome');
   return judged(outcome?.kind === 'clientOutcome' && !outcome.outcome.ok ? outcome.outcome.error : undefined);
@@ -113,19 +133,33 @@ const API_DEFAULTS: CommonParams = {
   includeUsage: false,
   returnTokenIds: false,
 };
-const apiContext = { contextLength: LIMITS.contextLength, vocabSize: 100, faults: NO_FAULTS, drawSeed: () => 1, promptParam: 'prompt' };
+const apiContext = {
+  contextLength: LIMITS.contextLength,
+  vocabSize: 100,
+  faults: NO_FAULTS,
+  drawSeed: () => 1,
+  promptParam: 'prompt',
+};
 
 /** The API checks the context only (it knows no pool); an empty prompt never gets this far (a 400 on parsing). */
 const api: Node = (numPromptTokens, maxTokens) => {
   const planned = planSampling(numPromptTokens, { ...API_DEFAULTS, maxTokens }, apiContext);
-  return planned.kind === 'ok' ? judged(undefined) : { code: planned.problem.code as Verdict, message: planned.problem.message };
+  return planned.kind === 'ok'
+    ? judged(undefined)
+    : { code: planned.problem.code as Verdict, message: planned.problem.message };
 };
 
 /** The pair policy answers with the prefill side's refusal when there is one, else the decode side's. */
-const pairRole = (p: number, m: number): PoolRole => (admissionError(LIMITS, 'prefill', p, m) === undefined ? 'decode' : 'prefill');
+const pairRole = (p: number, m: number): PoolRole =>
+  admissionError(LIMITS, 'prefill', p, m) === undefined ? 'decode' : 'prefill';
 
 /** Each node, the column of the table it answers to, and the role its pool refusals name. */
-const NODES: readonly (readonly [string, Node, 'context only' | 'prompt' | 'prompt+output', (p: number, m: number) => PoolRole])[] = [
+const NODES: readonly (readonly [
+  string,
+  Node,
+  'context only' | 'prompt' | 'prompt+output',
+  (p: number, m: number) => PoolRole,
+])[] = [
   ['co-located scheduler', schedulerNode('colocated'), 'prompt+output', () => 'colocated'],
   ['prefill scheduler', schedulerNode('prefill'), 'prompt', () => 'prefill'],
   ['decode scheduler (reserve)', schedulerNode('decode'), 'prompt+output', () => 'decode'],
@@ -137,20 +171,23 @@ const NODES: readonly (readonly [string, Node, 'context only' | 'prompt' | 'prom
 ];
 
 describe.each(NODES)('admission on the %s', (_name, node, column, roleOf) => {
-  it.each(CASES)('prompt %i + max_tokens %i', (numPromptTokens, maxTokens, contextOnly, promptOnly, promptAndOutput) => {
-    // The API parser refuses an empty prompt before this check (`prompt` encodes to no tokens).
-    if (node === api && numPromptTokens === 0) return;
-    const role = roleOf(numPromptTokens, maxTokens);
-    const expected = column === 'context only' ? contextOnly : column === 'prompt' ? promptOnly : promptAndOutput;
-    const got = node(numPromptTokens, maxTokens);
-    expect(got.code).toBe(expected);
-    // One wording: a context refusal reads the same on every node; a pool refusal is the rule's own.
-    if (got.code === 'context_length_exceeded') {
-      expect(got.message).toBe(contextLengthError(LIMITS.contextLength, numPromptTokens, maxTokens)?.message);
-    } else if (got.code === 'pool_too_small') {
-      expect(got.message).toBe(admissionError(LIMITS, role, numPromptTokens, maxTokens)?.message);
-    }
-  });
+  it.each(CASES)(
+    'prompt %i + max_tokens %i',
+    (numPromptTokens, maxTokens, contextOnly, promptOnly, promptAndOutput) => {
+      // The API parser refuses an empty prompt before this check (`prompt` encodes to no tokens).
+      if (node === api && numPromptTokens === 0) return;
+      const role = roleOf(numPromptTokens, maxTokens);
+      const expected = column === 'context only' ? contextOnly : column === 'prompt' ? promptOnly : promptAndOutput;
+      const got = node(numPromptTokens, maxTokens);
+      expect(got.code).toBe(expected);
+      // One wording: a context refusal reads the same on every node; a pool refusal is the rule's own.
+      if (got.code === 'context_length_exceeded') {
+        expect(got.message).toBe(contextLengthError(LIMITS.contextLength, numPromptTokens, maxTokens)?.message);
+      } else if (got.code === 'pool_too_small') {
+        expect(got.message).toBe(admissionError(LIMITS, role, numPromptTokens, maxTokens)?.message);
+      }
+    },
+  );
 });
 
 describe('negative control: a node that skips the rule', () => {
@@ -179,7 +216,8 @@ describe('the rule itself', () => {
     });
     expect(contextLengthError(16, 16, null, 'messages')).toMatchObject({
       param: 'messages',
-      message: "This model's maximum context length is 16 tokens. However, you requested 16 tokens in the messages. Please reduce the length of the messages.",
+      message:
+        "This model's maximum context length is 16 tokens. However, you requested 16 tokens in the messages. Please reduce the length of the messages.",
     });
     expect(contextLengthError(16, 15, null)).toBeUndefined();
     expect(admissionError(LIMITS, 'colocated', 41, 4)?.message).toMatch(
