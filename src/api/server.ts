@@ -8,6 +8,7 @@ import { AbortedError, NO_FAULTS, type FaultSet, type TenantId } from '../core/i
 import { TenantAuth } from './auth.js';
 import type { Backend, PromptCodec } from './backend.js';
 import { systemClock, type Clock } from './clock.js';
+import { DASHBOARD_OFF, type DashboardAccess } from './dashboard-route.js';
 import { problem, problemOf } from './errors.js';
 import { sendProblem } from './http-io.js';
 import { ApiMetrics, type MetricsHook } from './metrics.js';
@@ -32,6 +33,8 @@ export interface ApiServerOptions {
   readonly drainTimeoutMs?: number;
   /** Extra series in this server's registry (the PD router's, see metrics-pd.ts). */
   readonly metricsHooks?: readonly MetricsHook[];
+  /** The admin-only /dashboard: the admin key (null: off, 404) and this node's plan lines. Default off. */
+  readonly dashboard?: DashboardAccess;
   /** Where unexpected errors (bugs) are reported. Default: stderr. */
   readonly logError?: (message: string, error: unknown) => void;
 }
@@ -80,6 +83,7 @@ class HttpApiServer implements ApiServer {
       oversizeGraceMs: 5_000,
       shutdown: this.#shutdown.signal,
       startedUnixSeconds: clock.unixSeconds(),
+      dashboard: options.dashboard ?? DASHBOARD_OFF,
       logError: this.#logError,
     };
     this.#server = createServer((req, res) => this.#onRequest(req, res));

@@ -30,6 +30,8 @@ export const FAULT_NAMES = [
   'eager-stream-headers',
   /** The worker hands each item of a batched step its neighbour's logits (a batching bug that leaks one request's output into another's). */
   'swap-batch-rows',
+  /** /dashboard answers anyone, admin key or not (the page map shows which tenant owns which page). */
+  'open-dashboard',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

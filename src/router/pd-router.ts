@@ -14,7 +14,7 @@
 // Must never: answer a request without the machine (except cluster admission), cut a worker's
 // connection for a client, or turn a failed attempt into a success.
 import { hostname } from 'node:os';
-import { AbortedError, assertNever, TesseraError, type FaultSet, type GenerateEvent, type GenerateRequest, type RequestId } from '../core/index.js';
+import { AbortedError, assertNever, TesseraError, type ClusterPageMap, type FaultSet, type GenerateEvent, type GenerateRequest, type RequestId } from '../core/index.js';
 import type { PageCounts } from '../pages/index.js';
 import {
   MachineDriver,
@@ -28,6 +28,7 @@ import {
   type Transport,
 } from '../transfer/index.js';
 import { ClientStream, type RouterText } from './client-stream.js';
+import { clusterPageMap } from './cluster-map.js';
 import { clusterAdmission, pickPair, type PolicyChecks } from './pair-policy.js';
 import { RouterLoad, type RouterMetricsSink } from './router-load.js';
 import { WorkerRegistry } from './workers.js';
@@ -53,6 +54,8 @@ export interface PdRouterOptions {
   readonly faults: FaultSet;
   readonly pollIntervalMs?: number;
   readonly fetchTimeoutMs?: number;
+  /** The admin key the router shows its workers' page maps with (/dashboard); null: off. Default null. */
+  readonly adminKey?: string | null;
 }
 
 /** src/api's BackendHealth/BackendStats, structurally. */
@@ -181,6 +184,13 @@ export class PdRouter {
     }
     const byState = this.#load.attemptsByState();
     return { kvPages, requestsRunning: (byState['Prefilling'] ?? 0) + (byState['Streaming'] ?? 0), requestsWaiting: byState['Reserving'] ?? 0, tagMismatchesTotal };
+  }
+
+  /** The operator's cluster map (admin-only /dashboard): each worker's own map, and the pairs in flight. */
+  pageMap(): Promise<ClusterPageMap> {
+    return clusterPageMap({
+      node: this.nodeId, workers: this.registry.entries, pairs: this.machine.inFlight(), adminKey: this.#o.adminKey ?? null, timeoutMs: this.#o.fetchTimeoutMs ?? 2000,
+    });
   }
 
   /** Refuses new requests, waits up to drainMs for aborts to be acknowledged, then closes every connection. */

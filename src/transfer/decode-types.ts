@@ -87,6 +87,10 @@ export interface Active {
   /** firstToken's log-probabilities (KvDone's), when the request asked for them. */
   firstLogprobs: readonly TokenLogprob[];
   tokensSent: number;
+  /** KV payload bytes landed and verified so far (the dashboard's transfer progress). */
+  bytes: number;
+  /** Why it was aborted while receiving (the dashboard's quarantine reason); undefined before. */
+  abortWhy: string | undefined;
 }
 
 export interface Tombstone {

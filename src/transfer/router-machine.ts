@@ -18,7 +18,7 @@
 //   ends without an outcome (Failed; Cancelling with Abort -> D when P's connection closed) and
 //   a new attempt, rid "<rid>.<n>", reserves afresh (new epochs) with another prefill; at most
 //   maxAttempts attempts. The client sees one outcome, traced under the deciding attempt's rid.
-import { AdmissionError, AbortedError, assertNever, InvalidRequestError, InvariantError, TesseraError, TimeoutError, TransferError, asRequestId, type ErrorCode, type RequestId, type SamplingParams, type TenantId, type TokenLogprob } from '../core/index.js';
+import { AdmissionError, AbortedError, assertNever, InvalidRequestError, InvariantError, TesseraError, TimeoutError, TransferError, asRequestId, type ErrorCode, type PairView, type RequestId, type SamplingParams, type TenantId, type TokenLogprob } from '../core/index.js';
 import { promptDigest } from './digests.js';
 import { DEFAULT_TIMEOUTS, deadline, earliest, Outbox, Tracer, type Deadline, type Machine, type NetworkEffect, type NetworkInput, type PeerId, type Timeouts } from './machine.js';
 import type { AbortReason, FinishReason, Message } from './messages.js';
@@ -165,6 +165,13 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
   /** Client requests whose outcome is not decided yet, plus attempts still cancelling. */
   get numActive(): number {
     return this.#attempts.size;
+  }
+
+  /** The attempts in flight and their pairs (the operator's page map). */
+  inFlight(): PairView[] {
+    return [...this.#attempts.values()].map((a) => ({
+      rid: a.rid, tenant: a.client.request.tenant, phase: a.state, prefill: a.pair.prefill, decode: a.pair.decode, tokensForwarded: a.tokensForwarded,
+    }));
   }
 
   stats(): RouterStats {

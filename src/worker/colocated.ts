@@ -22,6 +22,7 @@ import {
   type FaultSet,
   type GenerateEvent,
   type GenerateRequest,
+  type NodePageMap,
   type RequestId,
   type TokenLogprob,
 } from '../core/index.js';
@@ -30,6 +31,7 @@ import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import { EngineLoop, type StepRunner } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
 import { loopHealth, poolHealth } from './health.js';
+import { nodePageMap } from './page-map.js';
 import type { SamplingState, TokenSampler } from './step-results.js';
 import { TextStream, type Detokenizer } from './text-stream.js';
 
@@ -165,6 +167,14 @@ export class ColocatedWorker {
       requestsWaiting: this.scheduler.numWaiting,
       tagMismatchesTotal: this.pool.numCheckFailures,
     };
+  }
+
+  /** The operator's page map (admin-only /dashboard). */
+  async pageMap(): Promise<NodePageMap> {
+    return nodePageMap({
+      role: 'colocated', node: 'colocated', pool: this.pool, loop: this.#loop.stats, running: this.scheduler.numRunning, waiting: this.scheduler.numWaiting,
+      transfers: [], quarantined: [], totals: { 'tag mismatches': this.pool.numCheckFailures },
+    });
   }
 
   /** Refuses new requests, aborts the live ones (their pages return) and stops the loop. */

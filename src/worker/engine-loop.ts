@@ -48,6 +48,10 @@ export interface EngineLoopStats {
   /** Integrity checks run on becoming idle. */
   readonly numIdleChecks: number;
   readonly numTokensSampled: number;
+  /** Wall time inside runner.step, summed (the dashboard's step time). */
+  readonly stepMsTotal: number;
+  /** Batch items stepped, summed (the dashboard's batch size). */
+  readonly numItemsStepped: number;
   /** The bug that stopped the loop, if one did. */
   readonly fatal: string | null;
 }
@@ -62,6 +66,8 @@ export class EngineLoop {
   #numStepChecks = 0;
   #numIdleChecks = 0;
   #numTokensSampled = 0;
+  #stepMsTotal = 0;
+  #numItemsStepped = 0;
   #fatal: string | null = null;
 
   constructor(options: EngineLoopOptions) {
@@ -74,6 +80,8 @@ export class EngineLoop {
       numStepChecks: this.#numStepChecks,
       numIdleChecks: this.#numIdleChecks,
       numTokensSampled: this.#numTokensSampled,
+      stepMsTotal: this.#stepMsTotal,
+      numItemsStepped: this.#numItemsStepped,
       fatal: this.#fatal,
     };
   }
@@ -125,7 +133,10 @@ export class EngineLoop {
     if (plan.events.length > 0) o.onEvents(plan.events);
     if (plan.items.length === 0) return false;
     if (o.checkEveryStep) o.scheduler.checkIntegrity(); // with the step in flight, too
+    const startedMs = performance.now();
     const outputs = await o.runner.step(plan.items);
+    this.#stepMsTotal += performance.now() - startedMs;
+    this.#numItemsStepped += plan.items.length;
     const results = toStepResults(outputs, o.sampler, o.samplingOf, o.faults);
     this.#numTokensSampled += results.filter((r) => r.kind === 'sampled').length;
     const events = o.scheduler.complete(results);

@@ -13,6 +13,7 @@ import { ConfigError } from '../../core/index.js';
 import { loadModelInfo } from '../../model/index.js';
 import { PdRouter } from '../../router/index.js';
 import { TextStream } from '../../worker/index.js';
+import { ADMIN_KEY_HELP, parseAdminKey, type AdminKeyFlags } from '../config-admin.js';
 import { loadApiKeys } from '../config-api-keys.js';
 import { faultsFromEnv, tesseraHome } from '../config-env.js';
 import { clusterSecret, collect, parseWorkerUrl, timeoutsFromEnv, traceDirFromEnv, type RouterFlags } from '../config-pd.js';
@@ -38,12 +39,13 @@ export function registerRouter(program: Command): void {
     .option('--context-length <n>', 'largest prompt + max_tokens per request (default: the model\'s); each worker re-checks its own')
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant; requests without a valid key get 401')
     .option('--cluster-secret <secret>', 'the secret shared by the router and its workers (default: $TESSERA_CLUSTER_SECRET)')
-    .action(async (flags: RouterFlags) => {
+    .option('--admin-key <key>', `${ADMIN_KEY_HELP}; the workers must have the same one`)
+    .action(async (flags: RouterFlags & AdminKeyFlags) => {
       process.exitCode = await runRouter(flags);
     });
 }
 
-async function runRouter(flags: RouterFlags): Promise<number> {
+async function runRouter(flags: RouterFlags & AdminKeyFlags): Promise<number> {
   const env = process.env;
   const log = (line: string): void => void process.stderr.write(`tessera router: ${line}\n`);
   if (flags.prefill.length === 0 || flags.decode.length === 0) throw new ConfigError('give at least one --prefill URL and one --decode URL');
@@ -58,6 +60,7 @@ async function runRouter(flags: RouterFlags): Promise<number> {
   const host = flags.host ?? DEFAULT_HOST;
   if (faults.size > 0) log(`FAULT POINTS ARMED (tests only): ${faults.names().join(', ')}`);
   const apiKeys = flags.apiKeys === undefined ? undefined : await loadApiKeys(flags.apiKeys);
+  const adminKey = parseAdminKey(flags, env);
 
   const display = progressDisplay(process.stderr);
   // The router never runs the model: config, tokenizer and chat template suffice.
@@ -76,6 +79,7 @@ async function runRouter(flags: RouterFlags): Promise<number> {
     textStream: (promptTokens, stops) => new TextStream(model.tokenizer.createDetokenizer({ contextIds: promptTokens, skipSpecialTokens: true }), stops),
     timeouts,
     faults,
+    adminKey,
     ...(trace === undefined ? {} : { trace, onWriter: (rid: string, prefill: string) => trace.writer(rid, prefill) }),
   });
   await router.start();
@@ -88,6 +92,7 @@ async function runRouter(flags: RouterFlags): Promise<number> {
     faults,
     drainTimeoutMs: DRAIN_MS,
     metricsHooks: [(registry) => router.attachMetrics(pdMetrics(registry))],
+    dashboard: { adminKey, plan: [] },
   });
   const stopped = stopRequested(env['TESSERA_SUPERVISED'] === '1', log);
   const address = await api.listen(port, host);

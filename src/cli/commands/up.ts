@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import type { Command } from 'commander';
 import { ConfigError } from '../../core/index.js';
 import { isBuiltinSpec, packageRoot, resolveBuiltinModel } from '../../model/index.js';
+import { ADMIN_KEY_ENV, ADMIN_KEY_HELP, parseAdminKey } from '../config-admin.js';
 import { tesseraHome } from '../config-env.js';
 import { parseCount } from '../config-values.js';
 import { DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT } from '../config.js';
@@ -42,6 +43,7 @@ interface UpFlags {
   readonly chunkedPrefillSize?: string;
   readonly deterministic?: boolean;
   readonly apiKeys?: string;
+  readonly adminKey?: string;
 }
 
 export function registerUp(program: Command): void {
@@ -64,6 +66,7 @@ export function registerUp(program: Command): void {
     .option('--chunked-prefill-size <n>', 'most tokens in one step, per worker')
     .option('--deterministic', 'batch-invariant kernels on every worker')
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant (checked by the router)')
+    .option('--admin-key <key>', `${ADMIN_KEY_HELP}; given to every child through its environment`)
     .action(async (flags: UpFlags) => {
       process.exitCode = await up(flags);
     });
@@ -80,7 +83,10 @@ async function up(flags: UpFlags): Promise<number> {
   const home = tesseraHome(process.env);
   if (isBuiltinSpec(model)) await resolveBuiltinModel(model, { cacheDir: home });
   const secret = process.env['TESSERA_CLUSTER_SECRET'] ?? randomBytes(32).toString('hex');
-  const env: NodeJS.ProcessEnv = { ...process.env, TESSERA_CLUSTER_SECRET: secret, TESSERA_SUPERVISED: '1', TESSERA_HOME: home };
+  const adminKey = parseAdminKey(flags, process.env);
+  const env: NodeJS.ProcessEnv = {
+    ...process.env, TESSERA_CLUSTER_SECRET: secret, TESSERA_SUPERVISED: '1', TESSERA_HOME: home, ...(adminKey === null ? {} : { [ADMIN_KEY_ENV]: adminKey }),
+  };
   const bin = join(packageRoot(), 'bin', 'tessera.js');
   const forward = (line: string): void => void process.stderr.write(`${line}\n`);
   const opt = (name: string, value: string | undefined): string[] => (value === undefined ? [] : [name, value]);
