@@ -31,11 +31,13 @@ main{padding:16px 20px;display:flex;flex-direction:column;gap:16px}
 .cell.s-c{opacity:.55}.cell.s-q{background:repeating-linear-gradient(45deg,var(--q) 0 3px,#7a1520 3px 6px)!important}
 .cell.flash{animation:flash .9s ease-out}
 @keyframes flash{0%{box-shadow:0 0 0 2px #fff,0 0 10px #fff;transform:scale(1.35)}100%{box-shadow:0 0 0 0 transparent;transform:scale(1)}}
-.row{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:14px}
+.row{display:grid;grid-template-columns:minmax(0,1.2fr) minmax(0,1.2fr) minmax(0,1fr) minmax(0,1.6fr);gap:16px}
+.row.cluster{grid-template-columns:minmax(0,2.2fr) minmax(0,1.4fr) minmax(0,.8fr)}
+.panel{min-width:0;overflow-x:auto}
 .panel h3{margin:0 0 6px;font-size:11px;text-transform:uppercase;letter-spacing:1px;color:var(--dim);font-weight:600}
 table{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums}td,th{padding:3px 6px;border-bottom:1px solid var(--line);text-align:left;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;max-width:220px}
 th{color:var(--dim);font-weight:500}.none{color:var(--dim);font-style:italic}
-pre{margin:0;font:11px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace;color:#b9c3d3;white-space:pre-wrap}
+pre{margin:0;font:10.5px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace;color:#b9c3d3;white-space:pre-wrap;background:#12161c;border:1px solid var(--line);border-radius:6px;padding:6px 8px}
 .charts{display:grid;grid-template-columns:repeat(4,minmax(150px,1fr));gap:10px;margin-bottom:12px}
 .chart{background:#12161c;border:1px solid var(--line);border-radius:8px;padding:6px 8px}
 .chart .t{display:flex;justify-content:space-between;color:var(--dim);font-size:11px}.chart .v{color:var(--text);font-weight:600;font-variant-numeric:tabular-nums}
@@ -165,7 +167,7 @@ pre{margin:0;font:11px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace;color:#b
     var h = el("h2"); h.appendChild(el("span", "role router", "router")); h.appendChild(el("span", "", m.node));
     h.appendChild(el("span", "dim", m.workers.length + " workers · " + m.pairs.length + " pairs in flight · " + (view.outcomes.success || 0) + " requests served"));
     cluster.appendChild(h);
-    var row = el("div", "row"); cluster.appendChild(row);
+    var row = el("div", "row cluster"); cluster.appendChild(row);
     table(panel(row, "pairs in flight"), ["request", "tenant", "phase", "prefill", "decode", "tokens"], m.pairs.map(function (p) { return [p.rid, p.tenant, p.phase, p.prefill, p.decode, p.tokensForwarded]; }), "none");
     table(panel(row, "workers"), ["url", "role", "state", ""], m.workers.map(function (w) { return [w.url, w.role, w.state, w.error || ""]; }), "none");
     var outcomes = Object.keys(view.outcomes).filter(function (k) { return k !== "success" && view.outcomes[k] > 0; });
@@ -177,7 +179,7 @@ pre{margin:0;font:11px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace;color:#b
 
   function draw(view) {
     document.getElementById("where").textContent = view.map.kind === "cluster" ? "cluster of " + view.map.workers.length + " workers" : view.map.role + " node";
-    document.getElementById("when").textContent = new Date(view.atMs).toLocaleTimeString();
+    document.getElementById("when").textContent = new Date(view.atMs).toISOString().slice(11, 19) + " UTC";
     if (view.map.kind === "cluster") drawCluster(view); else drawNode(view.map.node, view, "");
     document.body.dataset.updates = String(Number(document.body.dataset.updates || "0") + 1);
   }

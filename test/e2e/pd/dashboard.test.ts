@@ -112,7 +112,7 @@ describe('the dashboard of `tessera up`', () => {
     const target = process.env['DASHBOARD_SCREENSHOT'];
     // While they decode, pages move every few tokens; a node whose pages hold still for a moment is compared.
     for (let round = 0; round < 6 && running > 0; round++) {
-      if (target !== undefined && round === 2) await page.screenshot({ path: join(ROOT, target), fullPage: true });
+      if (target !== undefined && round === 3) await page.screenshot({ path: join(ROOT, target), fullPage: true });
       for (const w of workers) {
         const counts = await matchOnce(w);
         if (counts !== undefined) matched.set(w.address, counts);
