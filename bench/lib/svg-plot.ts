@@ -146,7 +146,7 @@ export function horizontalBarsSvg(chart: HorizontalBars): string {
     const w = (b.value / scale.max) * box.w;
     body.push(`<text x="${box.x - 8}" y="${y + 13}" text-anchor="end" fill="#333">${escapeXml(b.label)}</text>`);
     body.push(`<rect x="${box.x}" y="${y}" width="${w.toFixed(1)}" height="${rowH - 8}" fill="${PALETTE[0]}"/>`);
-    body.push(`<text x="${(box.x + w + 6).toFixed(1)}" y="${y + 13}" fill="#333">${escapeXml(`${b.value.toFixed(2)}${b.note === undefined ? '' : `  ${b.note}`}`)}</text>`);
+    body.push(`<text x="${(box.x + w + 6).toFixed(1)}" y="${y + 13}" fill="#333">${escapeXml(`${b.value.toFixed(2)}${b.note === undefined ? '' : ` (${b.note})`}`)}</text>`);
   });
   return document(width, height, body);
 }

@@ -46,7 +46,7 @@ describe('horizontalBarsSvg', () => {
     expect(widths).toHaveLength(2);
     expect((widths[0] as number) / (widths[1] as number)).toBeCloseTo(2 / 1.5, 2);
     expect(svg).toContain('>raw socket<');
-    expect(svg).toContain('1.50  0.75x raw');
+    expect(svg).toContain('1.50 (0.75x raw)');
   });
 });
 

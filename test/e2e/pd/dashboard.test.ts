@@ -59,7 +59,7 @@ async function onScreen(address: string): Promise<Counts & { cells: number }> {
 /** Resolves after the page has drawn `count` more polls. */
 async function nextUpdates(count: number): Promise<void> {
   const now = Number(await page.$eval('body', (b) => b.dataset['updates'] ?? '0'));
-  await page.waitForFunction((n) => Number(document.body.dataset['updates'] ?? '0') >= n, { timeout: 10_000 }, now + count);
+  await page.waitForFunction(`Number(document.body.dataset.updates ?? '0') >= ${now + count}`, { timeout: 10_000 });
 }
 
 const same = (a: Counts, b: Counts): boolean => a.free === b.free && a.allocated === b.allocated && a.cached === b.cached && a.quarantined === b.quarantined;
@@ -89,11 +89,8 @@ describe('the dashboard of `tessera up`', () => {
     const generate = async (i: number): Promise<void> => {
       running++;
       try {
-        const stream = await client(tenants[i % 3] as keyof typeof KEYS).completions.create({
-          model: 'builtin:tiny', prompt: `Request ${i}: ${'the pages of the pool '.repeat(4 + (i % 9) * 2)}`, max_tokens: 400, stream: true,
-          // @ts-expect-error vLLM's extension, which Tessera serves
-          ignore_eos: true,
-        });
+        const body = { model: 'builtin:tiny', prompt: `Request ${i}: ${'the pages of the pool '.repeat(4 + (i % 9) * 2)}`, max_tokens: 400, stream: true, ignore_eos: true };
+        const stream = (await client(tenants[i % 3] as keyof typeof KEYS).completions.create(body as never)) as unknown as AsyncIterable<unknown>;
         for await (const _chunk of stream) void _chunk;
       } finally {
         running--;
@@ -142,10 +139,7 @@ describe('the dashboard of `tessera up`', () => {
     expect([...matched.values()].some((c) => c.allocated > 0)).toBe(true);
 
     // Ended: on screen every page of every node is free or cached again.
-    await page.waitForFunction(
-      () => document.querySelectorAll('section[data-node] .grid .cell.s-a, section[data-node] .grid .cell.s-q').length === 0,
-      { timeout: 20_000 },
-    );
+    await page.waitForFunction("document.querySelectorAll('section[data-node] .grid .cell.s-a, section[data-node] .grid .cell.s-q').length === 0", { timeout: 20_000 });
     for (const w of workers) {
       const screen = await onScreen(w.address);
       expect(screen.free + screen.cached).toBe(screen.cells);
