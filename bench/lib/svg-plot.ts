@@ -82,6 +82,11 @@ function heading(title: string, subtitle: string | undefined): string[] {
   return lines;
 }
 
+/** Wide enough for the title and subtitle (about 6.5 px a character at 12 px, 9 at 16 px). */
+function headingWidth(chart: { readonly title: string; readonly subtitle?: string }): number {
+  return Math.ceil(32 + Math.max(chart.title.length * 9, (chart.subtitle ?? '').length * 6.5));
+}
+
 function legend(names: readonly string[], x: number, y: number): string[] {
   let at = x;
   return names.flatMap((name, i) => {
@@ -105,7 +110,7 @@ function yAxis(box: { x: number; y: number; w: number; h: number }, scale: { max
 }
 
 export function groupedBarsSvg(chart: GroupedBars): string {
-  const width = Math.max(520, 120 + chart.categories.length * (chart.series.length * 26 + 40));
+  const width = Math.max(520, 120 + chart.categories.length * (chart.series.length * 26 + 40), headingWidth(chart));
   const height = 380;
   const box = { x: 70, y: 78, w: width - 90, h: height - 130 };
   const values = chart.series.flatMap((s) => s.values.filter((v): v is number => v !== null));
@@ -153,7 +158,7 @@ export function horizontalBarsSvg(chart: HorizontalBars): string {
 
 export function linePanelsSvg(chart: LinePanels): string {
   const panelW = 300;
-  const width = 16 + chart.panels.length * (panelW + 16);
+  const width = Math.max(16 + chart.panels.length * (panelW + 16), headingWidth(chart));
   const height = 330;
   const names = [...new Set(chart.panels.flatMap((p) => p.series.map((s) => s.name)))];
   const body = [...heading(chart.title, chart.subtitle), ...legend(names, 16, 62)];

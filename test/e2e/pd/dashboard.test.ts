@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, writeJson } from '../support/process.js';
+import { ROOT, startServer, writeJson, type Server } from '../support/process.js';
 import { kvPages, spawnTessera, testHome, type Proc } from './support.js';
 
 const ADMIN = 'e2e-admin-key-0123456789abcdef';
@@ -24,6 +24,7 @@ let home: Awaited<ReturnType<typeof testHome>>;
 let cluster: Proc;
 let routerUrl: string;
 let workers: { readonly name: string; readonly role: string; readonly url: string; readonly address: string }[];
+let servers: Server[] = [];
 let browser: Browser;
 let page: Page;
 const consoleErrors: string[] = [];
@@ -32,7 +33,13 @@ beforeAll(async () => {
   home = await testHome();
   const keys = await writeJson(home.dir, 'keys.json', KEYS);
   cluster = spawnTessera('up', ['up', '--port', '0', '--decode', '2', '--context-length', '512', '--prefill-kv-pages', '128', '--decode-kv-pages', '256', '--api-keys', keys], home.dir, { TESSERA_ADMIN_KEY: ADMIN });
-  routerUrl = (await cluster.waitFor(/listening on (http:\/\/[\d.]+:\d+)/))[1] as string;
+  // Two co-located `tessera serve`: one without an admin key (no dashboard), one with.
+  const colocated = ['--context-length', '256', '--kv-pages', '32'];
+  [routerUrl, ...servers] = await Promise.all([
+    cluster.waitFor(/listening on (http:\/\/[\d.]+:\d+)/).then((m) => m[1] as string),
+    startServer(colocated, home.dir, { TESSERA_ADMIN_KEY: '' }),
+    startServer(colocated, home.dir, { TESSERA_ADMIN_KEY: ADMIN }),
+  ]);
   workers = [...cluster.stdout().matchAll(/tessera up: ((?:prefill|decode)-\d+)\s+http: (\S+)\s+cluster: (\S+)/g)].map((m) => ({ name: m[1] as string, role: (m[1] as string).split('-')[0] as string, url: m[2] as string, address: m[3] as string }));
   browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
   page = await browser.newPage();
@@ -42,7 +49,7 @@ beforeAll(async () => {
 }, 150_000);
 afterAll(async () => {
   await browser?.close();
-  await cluster?.stop();
+  await Promise.all([cluster?.stop(), ...servers.map((x) => x.stop())]);
   await home?.remove();
 });
 
@@ -63,6 +70,26 @@ async function nextUpdates(count: number): Promise<void> {
 }
 
 const same = (a: Counts, b: Counts): boolean => a.free === b.free && a.allocated === b.allocated && a.cached === b.cached && a.quarantined === b.quarantined;
+
+describe('the dashboard of `tessera serve`', () => {
+  it('does not exist without an admin key (404), is 401 without the key, and maps the pool with it', async () => {
+    const [off, on] = servers as [Server, Server];
+    for (const path of ['/dashboard', '/dashboard/state']) {
+      expect((await fetch(`${off.url}${path}`)).status).toBe(404);
+      expect((await fetch(`${off.url}${path}?key=${ADMIN}`, { headers: { authorization: `Bearer ${ADMIN}` } })).status).toBe(404);
+      expect((await fetch(`${on.url}${path}`)).status).toBe(401);
+    }
+    const view = (await (await fetch(`${on.url}/dashboard/state`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()) as { map: { kind: string; role: string; numPages: number; states: string }; plan: string[] };
+    expect(view.map).toMatchObject({ kind: 'node', role: 'colocated', numPages: 32, states: 'f'.repeat(32) });
+    expect(view.plan.some((line) => /^pool\s+32 pages/.test(line))).toBe(true);
+    const tab = await browser.newPage();
+    tab.on('console', (m) => void (m.type() === 'error' && consoleErrors.push(m.text())));
+    await tab.goto(`${on.url}/dashboard?key=${ADMIN}`);
+    await tab.waitForSelector('section[data-node="colocated"] .grid .cell');
+    expect(await tab.$$eval('section[data-node="colocated"] .grid .cell', (cells) => cells.length)).toBe(32);
+    await tab.close();
+  });
+});
 
 describe('the dashboard of `tessera up`', () => {
   it('is closed without the admin key: 401 on the router and on every worker, also for an API key', async () => {
@@ -107,6 +134,10 @@ describe('the dashboard of `tessera up`', () => {
     const matched = new Map<string, Counts>();
     const load = Array.from({ length: 9 }, (_, i) => generate(i));
     const target = process.env['DASHBOARD_SCREENSHOT'];
+    // A page that changes owner flashes; hovering a page shows its epoch.
+    await page.waitForSelector('.grid .cell.flash', { timeout: 10_000 });
+    await page.hover(`section[data-node="${workers.find((w) => w.role === 'decode')?.address}"] .grid .cell[data-page="0"]`);
+    expect(await page.$eval('#tip', (t) => t.textContent ?? '')).toMatch(/page 0.*epoch \d+/);
     // While they decode, pages move every few tokens; a node whose pages hold still for a moment is compared.
     for (let round = 0; round < 6 && running > 0; round++) {
       if (target !== undefined && round === 3) await page.screenshot({ path: join(ROOT, target), fullPage: true });
@@ -131,6 +162,10 @@ describe('the dashboard of `tessera up`', () => {
           if (counts !== undefined) matched.set(w.address + '#held', counts);
         }
       }
+      // The held requests are transfers in flight on screen: AwaitingKv on a decode, Prefilling on the router.
+      await nextUpdates(2);
+      expect(await page.$$eval('section[data-node] .panel td', (tds) => tds.filter((td) => td.textContent === 'AwaitingKv').length)).toBeGreaterThanOrEqual(3);
+      expect(await page.$$eval('section[data-node="router"] td', (tds) => tds.filter((td) => td.textContent === 'Prefilling').length)).toBeGreaterThanOrEqual(3);
     } finally {
       process.kill(prefillPid, 'SIGCONT');
     }
