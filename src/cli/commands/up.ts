@@ -153,6 +153,7 @@ async function up(flags: UpFlags): Promise<number> {
     const lines = [
       ...listening.map((w) => `${w.name.padEnd(10)} http: ${w.url}  cluster: ${w.cluster}  pid ${w.child.pid}`),
       `${'router'.padEnd(10)} http: ${routerUrl}  pid ${router.pid}`,
+      ...(adminKey === null ? [] : [`${'dashboard'.padEnd(10)} ${routerUrl}/dashboard?key=<the admin key>`]),
     ];
     process.stdout.write(`${lines.map((l) => `tessera up: ${l}`).join('\n')}\ntessera: listening on ${routerUrl} (OpenAI API at ${routerUrl}/v1; Ctrl-C stops the cluster)\n`);
   } catch (error) {
