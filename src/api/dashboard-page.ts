@@ -11,6 +11,7 @@
 export const DASHBOARD_HTML = String.raw`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Tessera · page map</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
 <style>
 :root{--bg:#0f1217;--card:#171b22;--line:#262c36;--text:#d8dee9;--dim:#8a94a6;--free:#232833;--q:#ff4d5e;--accent:#7cc4ff}
 *{box-sizing:border-box}body{margin:0;background:var(--bg);color:var(--text);font:13px/1.4 ui-sans-serif,system-ui,-apple-system,"Segoe UI",sans-serif}

@@ -63,8 +63,8 @@ describe('the dashboard with an admin key', () => {
       expect(r.headers.get('content-type')).toBe('text/html; charset=utf-8');
       expect(r.headers.get('content-security-policy')).toContain("default-src 'none'");
       expect(r.text).toMatch(/^<!doctype html>/);
-      // No external asset: no src=, no href= to anything, no http(s) URL but the SVG namespace.
-      expect(r.text).not.toMatch(/\s(src|href)=/);
+      // No external asset: no src= or href= but data: URIs (the empty favicon), no http(s) URL but the SVG namespace.
+      expect(r.text).not.toMatch(/\s(src|href)="(?!data:)/);
       expect(r.text.replaceAll('http://www.w3.org/2000/svg', '')).not.toMatch(/https?:\/\//);
     }
   });
