@@ -33,7 +33,7 @@ main{padding:16px 20px;display:flex;flex-direction:column;gap:16px}
 .cell.flash{animation:flash .9s ease-out}
 @keyframes flash{0%{box-shadow:0 0 0 2px #fff,0 0 10px #fff;transform:scale(1.35)}100%{box-shadow:0 0 0 0 transparent;transform:scale(1)}}
 .row{display:grid;grid-template-columns:minmax(0,1.2fr) minmax(0,1.2fr) minmax(0,1fr) minmax(0,1.6fr);gap:16px}
-.row.cluster{grid-template-columns:minmax(0,2.2fr) minmax(0,1.4fr) minmax(0,.8fr)}
+.row.cluster{grid-template-columns:minmax(0,2.3fr) minmax(0,1.3fr) minmax(0,1.2fr)}
 .panel{min-width:0;overflow-x:auto}
 .panel h3{margin:0 0 6px;font-size:11px;text-transform:uppercase;letter-spacing:1px;color:var(--dim);font-weight:600}
 table{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums}td,th{padding:3px 6px;border-bottom:1px solid var(--line);text-align:left;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;max-width:220px}
@@ -109,7 +109,7 @@ pre{margin:0;font:10.5px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace;color:
     return n;
   }
 
-  function drawNode(id, view, extra) {
+  function drawNode(id, view, extra, standalone) {
     var m = view.map, n = nodeCard(id);
     n.role.textContent = m.role; n.role.className = "role " + m.role;
     n.sub.textContent = (extra ? extra + " · " : "") + m.numPages + " pages of " + m.pageSize + " tokens · " + m.running + " running, " + m.waiting + " waiting";
@@ -154,7 +154,28 @@ pre{margin:0;font:10.5px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace;color:
     var outcomes = Object.keys(view.outcomes).filter(function (k) { return k !== "success" && view.outcomes[k] > 0; });
     var t2 = panel(n.row, "failures by code, totals");
     table(t2, ["", "count"], outcomes.map(function (k) { return [k, view.outcomes[k]]; }).concat(totals.map(function (k) { return [k, m.totals[k]]; })), "no failures");
+    if (standalone) { noteFailures(view); table(panel(n.row, "last failures (since this page opened)"), ["at", "code", "count"], failureLog.recent, "none"); }
     if (view.plan.length > 0) panel(n.row, "tessera plan").appendChild(el("pre", "", view.plan.join("\n")));
+  }
+
+  /** Failures seen rise since the page opened, newest first: the "last failures" list. */
+  var failureLog = { seen: null, recent: [] };
+  function noteFailures(view) {
+    var now = new Date(view.atMs).toISOString().slice(11, 19);
+    Object.keys(view.outcomes).forEach(function (code) {
+      if (code === "success") return;
+      var before = failureLog.seen === null ? view.outcomes[code] : (failureLog.seen[code] || 0), grew = view.outcomes[code] - before;
+      if (grew > 0) failureLog.recent.unshift([now, code, grew]);
+    });
+    failureLog.recent = failureLog.recent.slice(0, 8);
+    failureLog.seen = view.outcomes;
+  }
+  function failuresPanel(row, view) {
+    var codes = Object.keys(view.outcomes).filter(function (k) { return k !== "success" && view.outcomes[k] > 0; });
+    var column = el("div", "panel"); row.appendChild(column);
+    table(panel(column, "failures by code"), ["code", "total"], codes.map(function (k) { return [k, view.outcomes[k]]; }), "no failures");
+    column.appendChild(el("div", "", "\u00a0"));
+    table(panel(column, "last failures (since this page opened)"), ["at", "code", "count"], failureLog.recent, "none");
   }
 
   var cluster = null;
@@ -171,17 +192,17 @@ pre{margin:0;font:10.5px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace;color:
     var row = el("div", "row cluster"); cluster.appendChild(row);
     table(panel(row, "pairs in flight"), ["request", "tenant", "phase", "prefill", "decode", "tokens"], m.pairs.map(function (p) { return [p.rid, p.tenant, p.phase, p.prefill, p.decode, p.tokensForwarded]; }), "none");
     table(panel(row, "workers"), ["url", "role", "state", ""], m.workers.map(function (w) { return [w.url, w.role, w.state, w.error || ""]; }), "none");
-    var outcomes = Object.keys(view.outcomes).filter(function (k) { return k !== "success" && view.outcomes[k] > 0; });
-    table(panel(row, "failures by code"), ["code", "count"], outcomes.map(function (k) { return [k, view.outcomes[k]]; }), "no failures");
+    noteFailures(view);
+    failuresPanel(row, view);
     var seen = {};
-    m.workers.forEach(function (w) { if (w.view !== null && w.view.map.kind === "node") { var id = w.view.map.node; seen[id] = true; drawNode(id, w.view, w.url); } });
+    m.workers.forEach(function (w) { if (w.view !== null && w.view.map.kind === "node") { var id = w.view.map.node; seen[id] = true; drawNode(id, w.view, w.url, false); } });
     nodes.forEach(function (n, id) { n.card.style.opacity = seen[id] ? "1" : ".4"; });
   }
 
   function draw(view) {
     document.getElementById("where").textContent = view.map.kind === "cluster" ? "cluster of " + view.map.workers.length + " workers" : view.map.role + " node";
     document.getElementById("when").textContent = new Date(view.atMs).toISOString().slice(11, 19) + " UTC";
-    if (view.map.kind === "cluster") drawCluster(view); else drawNode(view.map.node, view, "");
+    if (view.map.kind === "cluster") drawCluster(view); else drawNode(view.map.node, view, "", true);
     document.body.dataset.updates = String(Number(document.body.dataset.updates || "0") + 1);
   }
 

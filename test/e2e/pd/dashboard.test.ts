@@ -110,6 +110,16 @@ describe('the dashboard of `tessera up`', () => {
       expect((await onScreen(w.address)).cells).toBe(body.kvPages);
     }
 
+    // A refused request appears under the failures by code, and in the last failures since the page opened.
+    const refused = await fetch(`${routerUrl}/v1/completions`, {
+      method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer key-globex' }, body: JSON.stringify({ model: 'builtin:tiny', prompt: 'hi', max_tokens: 100_000 }),
+    });
+    expect(refused.status).toBe(400);
+    await page.waitForFunction(
+      "[...document.querySelectorAll('section[data-node=\"router\"] .panel')].filter((p) => /context_length_exceeded/.test(p.textContent)).length === 2",
+      { timeout: 10_000 },
+    );
+
     // Load: three tenants, long outputs, streamed.
     const tenants = Object.keys(KEYS) as (keyof typeof KEYS)[];
     let running = 0;
@@ -140,7 +150,11 @@ describe('the dashboard of `tessera up`', () => {
     expect(await page.$eval('#tip', (t) => t.textContent ?? '')).toMatch(/page 0.*epoch \d+/);
     // While they decode, pages move every few tokens; a node whose pages hold still for a moment is compared.
     for (let round = 0; round < 6 && running > 0; round++) {
-      if (target !== undefined && round === 3) await page.screenshot({ path: join(ROOT, target), fullPage: true });
+      if (target !== undefined && round === 3) {
+        await page.mouse.move(1, 1);
+        await page.evaluate('window.scrollTo(0, 0)');
+        await page.screenshot({ path: join(ROOT, target), fullPage: true });
+      }
       for (const w of workers) {
         const counts = await matchOnce(w);
         if (counts !== undefined) matched.set(w.address, counts);
