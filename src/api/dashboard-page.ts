@@ -34,7 +34,7 @@ main{padding:16px 20px;display:flex;flex-direction:column;gap:16px}
 @keyframes flash{0%{box-shadow:0 0 0 2px #fff,0 0 10px #fff;transform:scale(1.35)}100%{box-shadow:0 0 0 0 transparent;transform:scale(1)}}
 .row{display:grid;grid-template-columns:minmax(0,1.2fr) minmax(0,1.2fr) minmax(0,1fr) minmax(0,1.6fr);gap:16px}
 .row.cluster{grid-template-columns:minmax(0,2.3fr) minmax(0,1.3fr) minmax(0,1.2fr)}
-.panel{min-width:0;overflow-x:auto}
+.panel,.stack{min-width:0;overflow-x:auto}
 .panel h3{margin:0 0 6px;font-size:11px;text-transform:uppercase;letter-spacing:1px;color:var(--dim);font-weight:600}
 table{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums}td,th{padding:3px 6px;border-bottom:1px solid var(--line);text-align:left;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;max-width:220px}
 th{color:var(--dim);font-weight:500}.none{color:var(--dim);font-style:italic}
@@ -172,7 +172,7 @@ pre{margin:0;font:10.5px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace;color:
   }
   function failuresPanel(row, view) {
     var codes = Object.keys(view.outcomes).filter(function (k) { return k !== "success" && view.outcomes[k] > 0; });
-    var column = el("div", "panel"); row.appendChild(column);
+    var column = el("div", "stack"); row.appendChild(column);
     table(panel(column, "failures by code"), ["code", "total"], codes.map(function (k) { return [k, view.outcomes[k]]; }), "no failures");
     column.appendChild(el("div", "", "\u00a0"));
     table(panel(column, "last failures (since this page opened)"), ["at", "code", "count"], failureLog.recent, "none");
