@@ -126,7 +126,7 @@ describe('the dashboard of `tessera up`', () => {
     const generate = async (i: number): Promise<void> => {
       running++;
       try {
-        const body = { model: 'builtin:tiny', prompt: `Request ${i}: ${'the pages of the pool '.repeat(4 + (i % 9) * 2)}`, max_tokens: 400, stream: true, ignore_eos: true };
+        const body = { model: 'builtin:tiny', prompt: `Request ${i}: ${'the pages of the pool '.repeat(4 + (i % 9) * 2)}`, max_tokens: 300, stream: true, ignore_eos: true };
         const stream = (await client(tenants[i % 3] as keyof typeof KEYS).completions.create(body as never)) as unknown as AsyncIterable<unknown>;
         for await (const _chunk of stream) void _chunk;
       } finally {
