@@ -14,6 +14,7 @@ import { asRequestId, DEFAULT_TENANT, FaultSet, samplingParams, type Tag } from 
 import type { GenDType } from '../src/model/index.js';
 import { createEngine, generate, genModel, loadModel, type Engine, type LoadedModel } from '../src/model/index.js';
 import { measureReadBandwidth } from './lib/bandwidth.js';
+import { groupedBarsSvg, svgPathFor } from './lib/svg-plot.js';
 import { llamaCppDecode, startLlamaCpp } from './lib/llama-cpp-decode.js';
 
 const args = process.argv.slice(2);
@@ -206,4 +207,20 @@ for (const r of rows) {
 const out = join('bench', 'results', `decode-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
 await mkdir(join('bench', 'results'), { recursive: true });
 await writeFile(out, `${JSON.stringify({ newTokens: NEW_TOKENS, promptTokens: PROMPT_TOKENS, threads: THREADS, cpu: cpus()[0]?.model, bandwidths, rows }, null, 2)}\n`);
-console.log(`\nwrote ${out}`);
+const at = (values: Record<number, number>) => BATCHES.map((b) => values[b] ?? null);
+await writeFile(
+  svgPathFor(out),
+  groupedBarsSvg({
+    title: 'Decode tokens/s, all requests together (m100)',
+    subtitle: `${NEW_TOKENS} new tokens per request, prompts of ${PROMPT_TOKENS}; ${cpus()[0]?.model ?? '?'} x ${THREADS}; one run, side by side`,
+    unit: 'tokens/s',
+    categories: BATCHES.map((b) => `batch ${b}`),
+    series: rows.flatMap((r) => [
+      { name: `tessera ${r.dtype}`, values: at(r.tessera) },
+      { name: `llama.cpp ${r.dtype}`, values: at(r.llamaCpp) },
+      ...(Object.keys(r.tesseraDeterministic).length === 0 ? [] : [{ name: `tessera --deterministic ${r.dtype}`, values: at(r.tesseraDeterministic) }]),
+      { name: `bandwidth bound ${r.dtype}`, values: BATCHES.map((b) => (b === 1 ? r.boundTokensPerSecond : null)) },
+    ]),
+  }),
+);
+console.log(`\nwrote ${out} and ${svgPathFor(out)}`);

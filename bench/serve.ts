@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { Rng } from '../src/core/index.js';
 import { genModel } from '../src/model/index.js';
+import { linePanelsSvg, svgPathFor } from './lib/svg-plot.js';
 
 const args = process.argv.slice(2);
 const flag = (name: string): string | undefined => {
@@ -191,4 +192,18 @@ await writeFile(
   out,
   `${JSON.stringify({ model, kernels: server.kernels, deterministic: DETERMINISTIC, inputLen: INPUT_LEN, outputLen: OUTPUT_LEN, cpu: cpus()[0]?.model, threads: availableParallelism(), levels }, null, 2)}\n`,
 );
-console.log(`\nwrote ${out}`);
+const byConcurrency = (y: (l: Level) => number) => levels.map((l) => ({ x: l.concurrency, y: y(l) }));
+await writeFile(
+  svgPathFor(out),
+  linePanelsSvg({
+    title: 'Serving: closed-loop streaming clients (tessera serve)',
+    subtitle: `${model.split('/').at(-1) ?? model}, ${server.kernels}; input ${INPUT_LEN}, output ${OUTPUT_LEN} tokens; ${cpus()[0]?.model ?? '?'} x ${availableParallelism()}`,
+    xLabel: 'concurrency',
+    panels: [
+      { title: 'output throughput', unit: 'tokens/s', series: [{ name: 'output tok/s', points: byConcurrency((l) => l.outputThroughput) }] },
+      { title: 'time to first token', unit: 'ms', series: [{ name: 'median', points: byConcurrency((l) => l.ttftMs.median) }, { name: 'p99', points: byConcurrency((l) => l.ttftMs.p99) }] },
+      { title: 'inter-token latency', unit: 'ms', series: [{ name: 'median', points: byConcurrency((l) => l.itlMs.median) }, { name: 'p99', points: byConcurrency((l) => l.itlMs.p99) }] },
+    ],
+  }),
+);
+console.log(`\nwrote ${out} and ${svgPathFor(out)}`);

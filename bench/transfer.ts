@@ -20,6 +20,7 @@
 //   BENCH_PROFILE_DIR=dir   write a --cpu-prof of every receiver process there
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
+import { horizontalBarsSvg, svgPathFor } from './lib/svg-plot.js';
 import { connect } from 'node:net';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -211,7 +212,20 @@ async function main(): Promise<void> {
   const file = new URL(`./results/transfer-${new Date().toISOString().replace(/[:.]/g, '-')}.json`, import.meta.url);
   const cpu = Object.fromEntries([RAW, REUSED, HASHED, LANDED, WHOLE, PARTIAL].map((w) => [w, cpuPerGiB(w)]));
   await writeFile(file, JSON.stringify({ totalBytes: TOTAL_BYTES, pageBytes: PAGE_BYTES, partialFrameSlots: PARTIAL_SLOTS, transfers: NUM_TRANSFERS, shape: SHAPE, receiver: 'child process, DecodeMachine', rows, ratios, receiverCpuMsPerGiB: cpu }, null, 2));
-  console.log(`wrote ${file.pathname}`);
+  const svg = new URL(svgPathFor(file.href));
+  await writeFile(
+    svg,
+    horizontalBarsSvg({
+      title: 'KV transfer on loopback, decode in another process',
+      subtitle: `${TOTAL_BYTES / 2 ** 20} MiB in ${NUM_TRANSFERS} transfers; medians of ${ROUNDS} rounds; ${cpus()[0]?.model ?? 'cpu'} x${cpus().length}; one run`,
+      unit: 'GB/s (median)',
+      bars: [
+        ...[RAW, WHOLE, PARTIAL, REUSED, HASHED, LANDED].map((w) => ({ label: w, value: gbpsOf(w), ...(w === RAW ? {} : { note: `${(ratios[w] as number).toFixed(2)}x raw` }) })),
+        { label: 'xxh64 checksum alone (one end)', value: gbps(TOTAL_BYTES, sumMs) },
+      ],
+    }),
+  );
+  console.log(`wrote ${file.pathname} and ${svg.pathname}`);
 }
 
 await main();

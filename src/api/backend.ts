@@ -7,7 +7,7 @@
 //     context-length check, OpenAI shapes, SSE, metrics, error -> HTTP status.
 //   back end: admission against its own pool(s), scheduling, sampling, stop strings,
 //     detokenization (text arrives in `tokens` events), returning pages on abort.
-import type { BackendHealth, BackendStats, GenerateEvent, GenerateRequest } from '../core/index.js';
+import type { BackendHealth, BackendStats, GenerateEvent, GenerateRequest, PageMap } from '../core/index.js';
 
 export type { BackendHealth, BackendStats };
 
@@ -29,6 +29,8 @@ export interface Backend {
   health(): Promise<BackendHealth>;
   /** A snapshot for /metrics, taken at scrape time. */
   stats(): Promise<BackendStats>;
+  /** Who holds which page, transfers, quarantine: for the admin-only /dashboard (never for API keys). */
+  pageMap(): Promise<PageMap>;
 }
 
 /** One chat turn after validation: content parts already joined into text. */

@@ -7,3 +7,4 @@ export { errorBody, httpStatusOf, problemOf, type ApiErrorCode, type ErrorBody, 
 export { ApiMetrics, type MetricsHook, type Outcome } from './metrics.js';
 export { pdMetrics, type PdMetrics } from './metrics-pd.js';
 export { DEFAULT_HTTP_LIMITS, type HttpLimits } from './http-guard.js';
+export { DASHBOARD_OFF, type DashboardAccess } from './dashboard-route.js';

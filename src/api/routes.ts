@@ -3,6 +3,7 @@
 // shape. Must never serve /v1/* without the auth check when API keys are configured.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Clock } from './clock.js';
+import { handleDashboardPage, handleDashboardState, type DashboardAccess } from './dashboard-route.js';
 import { problem } from './errors.js';
 import { handleGenerate, type GenerateContext } from './generate-route.js';
 import { sendJson, sendProblem } from './http-io.js';
@@ -14,6 +15,8 @@ export interface RouteContext extends GenerateContext {
   /** When the server started (unix seconds): the model's `created`. */
   readonly startedUnixSeconds: number;
   readonly clock: Clock;
+  /** The admin-only /dashboard (off without an admin key). */
+  readonly dashboard: DashboardAccess;
 }
 
 const ROUTES: ReadonlyMap<string, ReadonlyMap<string, Handler>> = new Map<string, Map<string, Handler>>([
@@ -22,6 +25,8 @@ const ROUTES: ReadonlyMap<string, ReadonlyMap<string, Handler>> = new Map<string
   ['/v1/models', new Map([['GET', models]])],
   ['/health', new Map([['GET', health]])],
   ['/metrics', new Map([['GET', metrics]])],
+  ['/dashboard', new Map([['GET', handleDashboardPage]])],
+  ['/dashboard/state', new Map([['GET', handleDashboardState]])],
 ]);
 
 export async function dispatch(req: IncomingMessage, res: ServerResponse, ctx: RouteContext): Promise<void> {

@@ -9,6 +9,7 @@ import { AbortedError, NO_FAULTS, type FaultSet, type TenantId } from '../core/i
 import { TenantAuth } from './auth.js';
 import type { Backend, PromptCodec } from './backend.js';
 import { systemClock, type Clock } from './clock.js';
+import { DASHBOARD_OFF, type DashboardAccess } from './dashboard-route.js';
 import { problem, problemOf } from './errors.js';
 import { DEFAULT_HTTP_LIMITS, guardHttpServer, type HttpLimits } from './http-guard.js';
 import { sendProblem } from './http-io.js';
@@ -38,6 +39,8 @@ export interface ApiServerOptions {
   readonly metricsHooks?: readonly MetricsHook[];
   /** Idle/header/request timeouts and the connection cap (http-guard.ts). Default DEFAULT_HTTP_LIMITS. */
   readonly httpLimits?: Partial<HttpLimits>;
+  /** The admin-only /dashboard: the admin key (null: off, 404) and this node's plan lines. Default off. */
+  readonly dashboard?: DashboardAccess;
   /** Where unexpected errors (bugs) are reported. Default: stderr. */
   readonly logError?: (message: string, error: unknown) => void;
 }
@@ -90,6 +93,7 @@ class HttpApiServer implements ApiServer {
       oversizeGraceMs: 5_000,
       shutdown: this.#shutdown.signal,
       startedUnixSeconds: clock.unixSeconds(),
+      dashboard: options.dashboard ?? DASHBOARD_OFF,
       logError: this.#logError,
     };
     this.#server = createServer((req, res) => this.#onRequest(req, res));

@@ -38,6 +38,8 @@ export const FAULT_NAMES = [
    * (router/pd-router.ts, after clusterAdmission); re-home it beside the unified context-length rule.
    */
   'admit-over-pool',
+  /** /dashboard answers anyone, admin key or not (the page map shows which tenant owns which page). */
+  'open-dashboard',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

@@ -16,3 +16,4 @@ export { TextOutput } from './text-output.js';
 export type * from './kv-view.js';
 export * from './telemetry.js';
 export * from './limits.js';
+export type * from './page-map.js';

@@ -23,6 +23,7 @@ import {
   TesseraError,
   type BackendHealth,
   type BackendStats,
+  type ClusterPageMap,
   type FaultSet,
   type GenerateEvent,
   type GenerateRequest,
@@ -43,6 +44,7 @@ import {
   type Transport,
 } from '../transfer/index.js';
 import { ClientStream } from './client-stream.js';
+import { clusterPageMap } from './cluster-map.js';
 import { clusterAdmission, pickPair, type PolicyChecks, type WorkerView } from './pair-policy.js';
 import { RouterMetrics } from './router-metrics.js';
 import { DEFAULT_WAIT_QUEUE, WaitQueue, type WaitQueueOptions } from './wait-queue.js';
@@ -71,6 +73,8 @@ export interface PdRouterOptions {
   readonly fetchTimeoutMs?: number;
   /** Requests the cluster has no room for yet wait here (default DEFAULT_WAIT_QUEUE). */
   readonly waitQueue?: WaitQueueOptions;
+  /** The admin key the router shows its workers' page maps with (/dashboard); null: off. Default null. */
+  readonly adminKey?: string | null;
 }
 
 /** One client request while it lives: its stream, the machine rid of its current submission. */
@@ -227,6 +231,13 @@ export class PdRouter {
     }
     const byState = this.machine.attemptsByState();
     return { kvPages, requestsRunning: (byState['Prefilling'] ?? 0) + (byState['Streaming'] ?? 0), requestsWaiting: byState['Reserving'] ?? 0, tagMismatchesTotal };
+  }
+
+  /** The operator's cluster map (admin-only /dashboard): each worker's own map, and the pairs in flight. */
+  pageMap(): Promise<ClusterPageMap> {
+    return clusterPageMap({
+      node: this.nodeId, workers: this.registry.entries, pairs: this.machine.inFlight(), adminKey: this.#o.adminKey ?? null, timeoutMs: this.#o.fetchTimeoutMs ?? 2000,
+    });
   }
 
   /** Refuses new requests, waits up to drainMs for aborts to be acknowledged, then closes every connection. */

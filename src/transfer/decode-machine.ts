@@ -26,7 +26,7 @@
 //     | Rejected         |      fail / abort / timeout                     | abort, failure
 //     v                  v               v                                 v
 //   Released <------ (writer gave up) Aborting --AbortAck / close--> Released
-import { AbortedError, assertNever, NO_FAULTS, TimeoutError, TransferError, type FaultSet, type RequestId, type TesseraError, type TokenLogprob } from '../core/index.js';
+import { AbortedError, assertNever, NO_FAULTS, TimeoutError, TransferError, type FaultSet, type QuarantineView, type RequestId, type TesseraError, type TokenLogprob, type TransferView } from '../core/index.js';
 import type { Owner } from '../pages/index.js';
 import { checkChunkHead, checkDone } from './decode-checks.js';
 import { ChunkIntake, LandingChunk } from './decode-landing.js';
@@ -124,6 +124,19 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     return { ...this.#stats, abortsByState: { ...this.#stats.abortsByState } };
   }
 
+  /** The transfers in flight here and the quarantined pages with why (the operator's page map). */
+  inFlight(): { readonly transfers: TransferView[]; readonly quarantined: QuarantineView[] } {
+    const transfers: TransferView[] = [];
+    const quarantined: QuarantineView[] = [];
+    for (const r of this.#active.values()) {
+      if (r.state === 'Decoding') continue;
+      const base = { rid: r.rid, tenant: r.owner.tenant, numPages: r.tags.length };
+      transfers.push({ ...base, phase: r.state, peer: r.writer, numTokens: r.promptTokens, bytes: r.bytes });
+      if (r.pages === 'quarantined') quarantined.push({ ...base, reason: r.abortWhy ?? 'aborted', waitingFor: r.writer });
+    }
+    return { transfers, quarantined };
+  }
+
   #onMessage(from: PeerId, m: Message): void {
     this.#tracer.recv(m.rid, m.type, from);
     switch (m.type) {
@@ -183,6 +196,8 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
       firstLogprobs: [],
       tokensSent: 0,
       firstFrameAtMs: undefined,
+      bytes: 0,
+      abortWhy: undefined,
     };
     this.#active.set(m.rid, r);
     this.#tracer.state(m.rid, 'Idle', 'AwaitingKv');
@@ -262,6 +277,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     }
     this.#stats.framesWritten++;
     this.#stats.bytesWritten += m.payloadBytes;
+    r.bytes += m.payloadBytes;
     r.nextSeq++;
     r.digest.add(m.checksum);
     r.wait = deadline(this.#now, this.#timeouts.frameMs, `the next KV frame or KvDone from ${r.writer}`);
@@ -296,6 +312,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     switch (r.state) {
       case 'AwaitingKv':
       case 'Receiving':
+        r.abortWhy = `Abort from the router (${reason})`;
         this.#abortTransfer(r);
         break;
       case 'Decoding':
@@ -357,6 +374,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
       } else if (r.writer === peer && r.state === 'Aborting') {
         this.#giveBack(r);
       } else if (r.router === peer && (r.state === 'AwaitingKv' || r.state === 'Receiving')) {
+        r.abortWhy = `the router's connection closed (${reason})`;
         this.#abortTransfer(r);
       } else if (r.router === peer && r.state === 'Decoding') {
         this.#countAbort(r);
@@ -429,12 +447,14 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   /** A check failed or a wait ran out while receiving: abort the transfer and tell the router. */
   #failTransfer(r: Active, error: TesseraError, reason: AbortReason): void {
     this.#stats.transfersFailed++;
+    r.abortWhy = `${reason}: ${error.message}`;
     this.#abortTransfer(r, reason);
     this.#out.send(r.router, { type: 'Failed', rid: r.rid, code: error.code, message: error.message });
   }
 
   /** The writer may still write: quarantine, tell it to stop, wait for its AbortAck. */
   #abortTransfer(r: Active, reason: AbortReason = 'decode-failed'): void {
+    r.abortWhy ??= reason;
     this.#countAbort(r);
     if (this.#faults.has('free-before-ack')) {
       this.#host.free(r.owner, r.tags); // the negative control: a late write could land in a reused page

@@ -91,6 +91,10 @@ export interface Active {
   tokensSent: number;
   /** When the first frame landed (the machine's clock), for startDecoding's transferMs. */
   firstFrameAtMs: number | undefined;
+  /** KV payload bytes landed and verified so far (the dashboard's transfer progress). */
+  bytes: number;
+  /** Why it was aborted while receiving (the dashboard's quarantine reason); undefined before. */
+  abortWhy: string | undefined;
 }
 
 export interface Tombstone {

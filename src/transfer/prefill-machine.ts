@@ -20,7 +20,7 @@
 //     |                  |   \ (stopping)              |
 //     | Rejected         |    Aborting --stopped--+    | Abort / D closed
 //     +------------------+------------------------+----+---------------------> Aborted
-import { assert, assertNever, isPageCheckError, NO_FAULTS, TransferError, type FaultSet, type RequestId, type Tag, type TesseraError, type TokenLogprob } from '../core/index.js';
+import { assert, assertNever, isPageCheckError, NO_FAULTS, TransferError, type FaultSet, type RequestId, type Tag, type TesseraError, type TokenLogprob, type TransferView } from '../core/index.js';
 import { pagesFor, type Owner } from '../pages/index.js';
 import { chunkChecksum, promptDigest, TransferDigest } from './digests.js';
 import type { PrefillHost } from './hosts.js';
@@ -75,6 +75,8 @@ interface Active {
   readonly digest: TransferDigest;
   state: 'Computing' | 'AwaitingAck' | 'Aborting';
   sentTokens: number;
+  /** KV payload bytes sent so far (the dashboard's transfer progress). */
+  sentBytes: number;
   seq: number;
   /** Peers owed an AbortAck once nothing writes any more (decode always, unless its connection closed). */
   readonly ackTo: Set<PeerId>;
@@ -156,6 +158,13 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
     return { ...this.#stats, abortsByState: { ...this.#stats.abortsByState } };
   }
 
+  /** The transfers in flight from here (the operator's page map). */
+  inFlight(): TransferView[] {
+    return [...this.#active.values()].map((r) => ({
+      rid: r.rid, tenant: r.owner.tenant, phase: r.state, peer: r.decode, numPages: r.dstTags.length, numTokens: r.numTokens, bytes: r.sentBytes,
+    }));
+  }
+
   #onMessage(from: PeerId, m: Message): void {
     this.#tracer.recv(m.rid, m.type, from);
     switch (m.type) {
@@ -219,6 +228,7 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
       digest: new TransferDigest(),
       state: 'Computing',
       sentTokens: 0,
+      sentBytes: 0,
       seq: 0,
       ackTo: new Set([m.decodeAddress]),
       wait: undefined,
@@ -272,6 +282,7 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
       r.sentTokens += numSlots;
       this.#stats.chunksSent++;
       this.#stats.bytesSent += payload.length;
+      r.sentBytes += payload.length;
     }
     return true;
   }

@@ -20,7 +20,7 @@
 //   maxAttempts attempts. The client sees one outcome, traced under the deciding attempt's rid.
 // Load and metrics are explicit: inFlightOn(peer) and attemptsByState() count live attempts, and
 // the `transferTimed` effect reports Prefill-to-first-tokens; none of it is read off the trace.
-import { AbortedError, assertNever, InvariantError, TesseraError, TimeoutError, TransferError, asRequestId, type ErrorCode, type RequestId, type SamplingParams, type TenantId, type TokenLogprob } from '../core/index.js';
+import { AbortedError, assertNever, InvariantError, TesseraError, TimeoutError, TransferError, asRequestId, type ErrorCode, type PairView, type RequestId, type SamplingParams, type TenantId, type TokenLogprob } from '../core/index.js';
 import { contextLengthError, requestShapeError } from '../pages/index.js';
 import { promptDigest } from './digests.js';
 import { DEFAULT_TIMEOUTS, deadline, earliest, Outbox, Tracer, type Deadline, type Machine, type NetworkEffect, type NetworkInput, type PeerId, type Timeouts } from './machine.js';
@@ -175,6 +175,13 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
   /** Client requests whose outcome is not decided yet, plus attempts still cancelling. */
   get numActive(): number {
     return this.#attempts.size;
+  }
+
+  /** The attempts in flight and their pairs (the operator's page map). */
+  inFlight(): PairView[] {
+    return [...this.#attempts.values()].map((a) => ({
+      rid: a.rid, tenant: a.client.request.tenant, phase: a.state, prefill: a.pair.prefill, decode: a.pair.decode, tokensForwarded: a.tokensForwarded,
+    }));
   }
 
   stats(): RouterStats {

@@ -27,6 +27,7 @@ import {
   type FaultSet,
   type GenerateEvent,
   type GenerateRequest,
+  type NodePageMap,
   type RequestId,
   type TokenLogprob,
 } from '../core/index.js';
@@ -35,6 +36,7 @@ import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import { EngineLoop, type MaxStepMs, type StepRunner } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
 import { loopHealth, poolHealth } from './health.js';
+import { nodePageMap } from './page-map.js';
 import type { SamplingState, TokenSampler } from './step-results.js';
 
 /** What the worker needs of a tokenizer (src/model's Tokenizer, structurally). */
@@ -159,6 +161,14 @@ export class ColocatedWorker {
       requestsWaiting: this.scheduler.numWaiting,
       tagMismatchesTotal: this.pool.numCheckFailures,
     };
+  }
+
+  /** The operator's page map (admin-only /dashboard). */
+  async pageMap(): Promise<NodePageMap> {
+    return nodePageMap({
+      role: 'colocated', node: 'colocated', pool: this.pool, loop: this.#loop.stats, running: this.scheduler.numRunning, waiting: this.scheduler.numWaiting,
+      transfers: [], quarantined: [], totals: { 'tag mismatches': this.pool.numCheckFailures },
+    });
   }
 
   /** Refuses new requests, aborts the live ones (their pages return) and stops the loop. */

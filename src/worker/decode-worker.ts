@@ -25,13 +25,14 @@
 // an event of that plan), so nothing of it is ever computed from placeholders.
 // Trace: besides the machine's events, the worker emits `read` of the transferred pages at each
 // decode step and `free` when the request ends (trace.ts).
-import { assertNever, InvariantError, syncAborts, TesseraError, TotalsMirror, type BackendHealth, type BackendStats, type GenerateEvent, type PdMetricsSink, type GenerateRequest, type RequestId, type SamplingParams, type Tag, type BatchItem } from '../core/index.js';
+import { assertNever, InvariantError, syncAborts, TesseraError, TotalsMirror, type BackendHealth, type BackendStats, type GenerateEvent, type NodePageMap, type PdMetricsSink, type GenerateRequest, type RequestId, type SamplingParams, type Tag, type BatchItem } from '../core/index.js';
 import type { Owner, PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import { DecodeMachine, MachineDriver, TcpTransport, NO_TRACE, type ChunkHandlers, type DecodeEffect, type DecodeHost, type DecodeInput, type ReserveVerdict, type TraceSink, type Transport } from '../transfer/index.js';
 import { EngineLoop } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
 import { pdHealth } from './health.js';
+import { abortTotals, nodePageMap } from './page-map.js';
 import { HookedRunner } from './hooked-runner.js';
 import { notForClients, type PdWorkerOptions } from './pd-common.js';
 
@@ -169,6 +170,20 @@ export class DecodeWorker {
       requestsWaiting: this.scheduler.numReceiving + this.scheduler.numWaiting,
       tagMismatchesTotal: this.pool.numCheckFailures,
     };
+  }
+
+  /** The operator's page map (admin-only /dashboard): the ledger, transfers being received, quarantine. */
+  async pageMap(): Promise<NodePageMap> {
+    const s = this.machine.stats();
+    const { transfers, quarantined } = this.machine.inFlight();
+    return nodePageMap({
+      role: 'decode', node: this.address, pool: this.pool, loop: this.#loop.stats, running: this.scheduler.numRunning,
+      waiting: this.scheduler.numReceiving + this.scheduler.numWaiting, transfers, quarantined,
+      totals: {
+        'transfers verified': s.transfersVerified, 'transfers failed': s.transfersFailed, 'checksum failures': s.checksumFailures,
+        'frames dropped': s.framesDropped, 'tag mismatches': this.pool.numCheckFailures, preempted: this.scheduler.numPreemptions, ...abortTotals(s.abortsByState),
+      },
+    });
   }
 
   async close(drainMs: number): Promise<void> {

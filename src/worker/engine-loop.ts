@@ -67,6 +67,10 @@ export interface EngineLoopStats {
   readonly stepCost: StepCostFit | null;
   /** The last step's milliseconds. */
   readonly lastStepMs: number;
+  /** Wall time inside runner.step, summed (the dashboard's step time). */
+  readonly stepMsTotal: number;
+  /** Batch items stepped, summed (the dashboard's batch size). */
+  readonly numItemsStepped: number;
   /** The bug that stopped the loop, if one did. */
   readonly fatal: string | null;
 }
@@ -81,6 +85,8 @@ export class EngineLoop {
   #numStepChecks = 0;
   #numIdleChecks = 0;
   #numTokensSampled = 0;
+  #stepMsTotal = 0;
+  #numItemsStepped = 0;
   #fatal: string | null = null;
   readonly #budget: StepBudget | undefined;
   readonly #now: () => number;
@@ -100,6 +106,8 @@ export class EngineLoop {
       numTokensSampled: this.#numTokensSampled,
       stepCost: this.#budget?.model.fit() ?? null,
       lastStepMs: this.#lastStepMs,
+      stepMsTotal: this.#stepMsTotal,
+      numItemsStepped: this.#numItemsStepped,
       fatal: this.#fatal,
     };
   }
@@ -155,6 +163,8 @@ export class EngineLoop {
     const started = this.#now();
     const outputs = await o.runner.step(plan.items);
     this.#lastStepMs = this.#now() - started;
+    this.#stepMsTotal += this.#lastStepMs;
+    this.#numItemsStepped += plan.items.length;
     budget?.observe(plan.items.reduce((sum, item) => sum + item.tokens.length, 0), this.#lastStepMs);
     const results = toStepResults(outputs, o.sampler, o.samplingOf, o.faults);
     this.#numTokensSampled += results.filter((r) => r.kind === 'sampled').length;

@@ -22,7 +22,7 @@
 // safe at any time (an abort of an item in flight is deferred to complete()), and the machine
 // reads pages only on `computed`/`computeDone`, which the worker sends after a step.
 // Must never: send a byte for a prompt this node refused, or report progress it did not compute.
-import { InvariantError, syncAborts, TesseraError, TotalsMirror, assertNever, type BackendHealth, type BackendStats, type GenerateEvent, type PdMetricsSink, type GenerateRequest, type RequestId, type SamplingParams, type Tag } from '../core/index.js';
+import { InvariantError, syncAborts, TesseraError, TotalsMirror, assertNever, type BackendHealth, type BackendStats, type GenerateEvent, type NodePageMap, type PdMetricsSink, type GenerateRequest, type RequestId, type SamplingParams, type Tag } from '../core/index.js';
 import type { Owner, PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import { MachineDriver, PrefillMachine, TcpTransport, type AdmitVerdict, type PrefillHost, type PrefillInput, type PrefillEffect, type Transport } from '../transfer/index.js';
@@ -30,6 +30,7 @@ import { EngineLoop } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
 import { HookedRunner } from './hooked-runner.js';
 import { pdHealth } from './health.js';
+import { abortTotals, nodePageMap } from './page-map.js';
 import { notForClients, type PdWorkerOptions } from './pd-common.js';
 
 interface Job {
@@ -152,6 +153,16 @@ export class PrefillWorker {
   }
 
   /** Waits up to drainMs for transfers to end, then closes every connection and stops the loop. */
+  /** The operator's page map (admin-only /dashboard): the ledger and the transfers being sent. */
+  async pageMap(): Promise<NodePageMap> {
+    const s = this.machine.stats();
+    return nodePageMap({
+      role: 'prefill', node: this.address, pool: this.pool, loop: this.#loop.stats, running: this.scheduler.numRunning, waiting: this.scheduler.numWaiting,
+      transfers: this.machine.inFlight(), quarantined: [],
+      totals: { admitted: s.admitted, rejected: s.rejected, 'transfers acked': s.transfersAcked, 'ack timeouts': s.ackTimeouts, 'tag mismatches': this.pool.numCheckFailures, ...abortTotals(s.abortsByState) },
+    });
+  }
+
   async close(drainMs: number): Promise<void> {
     this.#closed = true;
     const until = Date.now() + drainMs;

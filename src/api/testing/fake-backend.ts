@@ -2,7 +2,7 @@
 // answers from a script, a PromptCodec with one token per code point, and a manual clock.
 // Must never be wired into a real server (src/cli uses the worker or the router).
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
-import { AbortedError, type GenerateEvent, type GenerateRequest, type PageCounts, type TesseraError, type TokenLogprob } from '../../core/index.js';
+import { AbortedError, type GenerateEvent, type GenerateRequest, type PageCounts, type PageMap, type TesseraError, type TokenLogprob } from '../../core/index.js';
 import type { Backend, BackendHealth, BackendStats, PromptCodec } from '../backend.js';
 import type { Clock } from '../clock.js';
 
@@ -42,6 +42,16 @@ export class FakeBackend implements Backend {
 
   async stats(): Promise<BackendStats> {
     return this.statsSnapshot;
+  }
+
+  /** A pool of statsSnapshot's pages, all free (the dashboard route's tests). */
+  async pageMap(): Promise<PageMap> {
+    const numPages = Object.values(this.statsSnapshot.kvPages).reduce((a, b) => a + b, 0);
+    return {
+      kind: 'node', role: 'colocated', node: 'fake', pageSize: 16, numPages, states: 'f'.repeat(numPages), epochs: new Array<number>(numPages).fill(0),
+      holderOf: new Array<null>(numPages).fill(null), holders: [], transfers: [], quarantined: [], running: 0, waiting: 0,
+      loop: { numSteps: 0, numTokensSampled: 0, stepMsTotal: 0, numItemsStepped: 0 }, totals: {},
+    };
   }
 
   get lastCall(): FakeCall {

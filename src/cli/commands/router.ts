@@ -13,7 +13,7 @@ import { createApiServer, pdMetrics, promptCodecOf } from '../../api/index.js';
 import { ConfigError, TextStream } from '../../core/index.js';
 import { loadModelInfo } from '../../model/index.js';
 import { PdRouter } from '../../router/index.js';
-import { adminKeyFrom, ADMIN_KEY_HELP, withAdminKey } from '../config-admin.js';
+import { ADMIN_KEY_HELP, parseAdminKey, withAdminKey, type AdminKeyFlags } from '../config-admin.js';
 import { loadApiKeys } from '../config-api-keys.js';
 import { faultsFromEnv, tesseraHome } from '../config-env.js';
 import { clusterSecret, collect, parseWorkerUrl, timeoutsFromEnv, traceDirFromEnv, type RouterFlags } from '../config-pd.js';
@@ -40,12 +40,12 @@ export function registerRouter(program: Command): void {
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant; requests without a valid key get 401')
     .option('--admin-key <key>', ADMIN_KEY_HELP)
     .option('--cluster-secret <secret>', 'the secret shared by the router and its workers (default: $TESSERA_CLUSTER_SECRET)')
-    .action(async (flags: RouterFlags & { readonly adminKey?: string }) => {
+    .action(async (flags: RouterFlags & AdminKeyFlags) => {
       process.exitCode = await runRouter(flags);
     });
 }
 
-async function runRouter(flags: RouterFlags & { readonly adminKey?: string }): Promise<number> {
+async function runRouter(flags: RouterFlags & AdminKeyFlags): Promise<number> {
   const env = process.env;
   const log = (line: string): void => void process.stderr.write(`tessera router: ${line}\n`);
   if (flags.prefill.length === 0 || flags.decode.length === 0) throw new ConfigError('give at least one --prefill URL and one --decode URL');
@@ -60,6 +60,7 @@ async function runRouter(flags: RouterFlags & { readonly adminKey?: string }): P
   const host = flags.host ?? DEFAULT_HOST;
   if (faults.size > 0) log(`FAULT POINTS ARMED (tests only): ${faults.names().join(', ')}`);
   const apiKeys = flags.apiKeys === undefined ? undefined : await loadApiKeys(flags.apiKeys);
+  const adminKey = parseAdminKey(flags, env);
 
   const display = progressDisplay(process.stderr);
   // The router never runs the model: config, tokenizer and chat template suffice.
@@ -78,6 +79,7 @@ async function runRouter(flags: RouterFlags & { readonly adminKey?: string }): P
     textStream: (promptTokens, stops) => new TextStream(model.tokenizer.createDetokenizer({ contextIds: promptTokens, skipSpecialTokens: true }), stops),
     timeouts,
     faults,
+    adminKey,
     ...(trace === undefined ? {} : { trace, onWriter: (rid: string, prefill: string) => trace.writer(rid, prefill) }),
   });
   await router.start();
@@ -87,11 +89,12 @@ async function runRouter(flags: RouterFlags & { readonly adminKey?: string }): P
     codec: promptCodecOf(model.tokenizer, model.chatTemplate),
     seed: randomInt(2 ** 31),
     ...(apiKeys === undefined ? {} : { apiKeys }),
-    ...withAdminKey(adminKeyFrom(flags.adminKey, env)),
+    ...withAdminKey(adminKey),
     faults,
     drainTimeoutMs: DRAIN_MS,
     httpLimits: httpLimitsFromEnv(env),
     metricsHooks: [(registry) => router.attachMetrics(pdMetrics(registry))],
+    dashboard: { adminKey, plan: [] },
   });
   const stopped = stopRequested(env['TESSERA_SUPERVISED'] === '1', log);
   const address = await api.listen(port, host);

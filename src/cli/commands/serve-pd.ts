@@ -20,12 +20,13 @@ import { formatBytes } from '../config-values.js';
 import type { ServeConfig } from '../config.js';
 import { TraceFile } from '../trace-file.js';
 import { stopRequested } from './lifecycle.js';
+import { renderPlan } from './plan.js';
 import { startEngine } from './start-engine.js';
 
 /** How long transfers in flight may finish after a stop request. */
 const DRAIN_MS = 5_000;
 
-export async function servePd(config: ServeConfig, pd: PdWorkerConfig): Promise<number> {
+export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey: string | null): Promise<number> {
   const log = (line: string): void => void process.stderr.write(`tessera ${pd.role}: ${line}\n`);
   if (config.apiKeysFile !== null) throw new ConfigError('--api-keys belongs to the router (clients never talk to a prefill or decode worker)');
   if (config.faults.size > 0) log(`FAULT POINTS ARMED (tests only): ${config.faults.names().join(', ')}`);
@@ -68,6 +69,7 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig): Promise<
     drainTimeoutMs: 1_000,
     httpLimits: httpLimitsFromEnv(process.env),
     metricsHooks: [(registry) => worker.attachMetrics(pdMetrics(registry))],
+    dashboard: { adminKey, plan: renderPlan(config.model, plan).trimEnd().split('\n') },
   });
   const stopped = stopRequested(pd.supervised, log);
   const address = await api.listen(config.port, config.host);

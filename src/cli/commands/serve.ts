@@ -21,6 +21,8 @@ import {
   DEFAULT_CHUNKED_PREFILL_SIZE, DEFAULT_HOST, DEFAULT_MAX_RUNNING_REQUESTS, DEFAULT_MODEL, DEFAULT_PAGE_SIZE, DEFAULT_PORT, parseServeConfig, type ServeConfig, type ServeFlags,
 } from '../config.js';
 import { DEFAULT_DATA_HOST, parsePdWorkerConfig, parseRole, type PdServeFlags } from '../config-pd.js';
+import { ADMIN_KEY_HELP, parseAdminKey, type AdminKeyFlags } from '../config-admin.js';
+import { renderPlan } from './plan.js';
 import { servePd } from './serve-pd.js';
 import { startEngine } from './start-engine.js';
 
@@ -48,15 +50,17 @@ export function registerServe(program: Command): void {
     .option('--data-host <host>', `prefill/decode: the internal listener for the router and peer workers (default ${DEFAULT_DATA_HOST})`)
     .option('--data-port <n>', 'prefill/decode: its port; 0 picks a free one (default 0; /health reports it)')
     .option('--cluster-secret <secret>', 'prefill/decode: the secret shared by the cluster (default: $TESSERA_CLUSTER_SECRET)')
-    .action(async (flags: ServeFlags & PdServeFlags) => {
+    .option('--admin-key <key>', ADMIN_KEY_HELP)
+    .action(async (flags: ServeFlags & PdServeFlags & AdminKeyFlags) => {
       const role = parseRole(flags);
       const config = parseServeConfig(flags, process.env);
-      process.exitCode = role === 'colocated' ? await serve(config) : await servePd(config, parsePdWorkerConfig(role, flags, process.env));
+      const adminKey = parseAdminKey(flags, process.env);
+      process.exitCode = role === 'colocated' ? await serve(config, adminKey) : await servePd(config, parsePdWorkerConfig(role, flags, process.env), adminKey);
     });
 }
 
 /** Runs until a signal (exit code 0) or a fatal worker error (1). */
-async function serve(config: ServeConfig): Promise<number> {
+async function serve(config: ServeConfig, adminKey: string | null): Promise<number> {
   const log = (line: string): void => void process.stderr.write(`tessera: ${line}\n`);
   if (config.faults.size > 0) log(`FAULT POINTS ARMED (tests only): ${config.faults.names().join(', ')}`);
   const apiKeys = config.apiKeysFile === null ? undefined : await loadApiKeys(config.apiKeysFile);
@@ -94,6 +98,7 @@ async function serve(config: ServeConfig): Promise<number> {
     faults: config.faults,
     drainTimeoutMs: DRAIN_TIMEOUT_MS,
     httpLimits: httpLimitsFromEnv(process.env),
+    dashboard: { adminKey, plan: renderPlan(config.model, plan).trimEnd().split('\n') },
   });
   // Signal handlers go in before the address is printed: a supervisor (or a test) may send
   // SIGTERM the moment it reads it, and must get a graceful shutdown, not the default death.

@@ -11,11 +11,11 @@
 //      that dies stops the cluster (exit 1). Children stop by themselves if `up` dies.
 // Every wait has a timeout. It must never serve or relay anything itself.
 import { randomBytes } from 'node:crypto';
-import { ADMIN_KEY_HELP } from '../config-admin.js';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { ConfigError } from '../../core/index.js';
 import { isBuiltinSpec, packageRoot, resolveBuiltinModel } from '../../model/index.js';
+import { ADMIN_KEY_ENV, ADMIN_KEY_HELP, parseAdminKey } from '../config-admin.js';
 import { tesseraHome } from '../config-env.js';
 import { parseCount } from '../config-values.js';
 import { DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT } from '../config.js';
@@ -46,6 +46,7 @@ interface UpFlags {
   readonly cpus?: string;
   readonly deterministic?: boolean;
   readonly apiKeys?: string;
+  readonly adminKey?: string;
 }
 
 export function registerUp(program: Command): void {
@@ -70,8 +71,8 @@ export function registerUp(program: Command): void {
     .option('--cpus <pins>', 'pin roles to CPUs with taskset, e.g. prefill=0,decode=1,router=0 (CPUS like 0, 2-3 or 0+2)')
     .option('--deterministic', 'batch-invariant kernels on every worker')
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant (checked by the router)')
-    .option('--admin-key <key>', ADMIN_KEY_HELP)
-    .action(async (flags: UpFlags & { readonly adminKey?: string }) => {
+    .option('--admin-key <key>', `${ADMIN_KEY_HELP}; given to every child through its environment`)
+    .action(async (flags: UpFlags) => {
       process.exitCode = await up(flags);
     });
 }
@@ -88,10 +89,10 @@ async function up(flags: UpFlags): Promise<number> {
   const home = tesseraHome(process.env);
   if (isBuiltinSpec(model)) await resolveBuiltinModel(model, { cacheDir: home });
   const secret = process.env['TESSERA_CLUSTER_SECRET'] ?? randomBytes(32).toString('hex');
-  const env: NodeJS.ProcessEnv = { ...process.env, TESSERA_CLUSTER_SECRET: secret, TESSERA_SUPERVISED: '1', TESSERA_HOME: home };
-  // The admin key goes to the router by environment, like the secret (argv is visible to every user).
-  const adminKey = (flags as { readonly adminKey?: string }).adminKey;
-  if (adminKey !== undefined) env['TESSERA_ADMIN_KEY'] = adminKey;
+  const adminKey = parseAdminKey(flags, process.env);
+  const env: NodeJS.ProcessEnv = {
+    ...process.env, TESSERA_CLUSTER_SECRET: secret, TESSERA_SUPERVISED: '1', TESSERA_HOME: home, ...(adminKey === null ? {} : { [ADMIN_KEY_ENV]: adminKey }),
+  };
   const bin = join(packageRoot(), 'bin', 'tessera.js');
   const forward = (line: string): void => void process.stderr.write(`${line}\n`);
   const opt = (name: string, value: string | undefined): string[] => (value === undefined ? [] : [name, value]);
@@ -161,6 +162,7 @@ async function up(flags: UpFlags): Promise<number> {
     const lines = [
       ...listening.map((w) => `${w.name.padEnd(10)} http: ${w.url}  cluster: ${w.cluster}  pid ${w.child.pid}`),
       `${'router'.padEnd(10)} http: ${routerUrl}  pid ${router.pid}`,
+      ...(adminKey === null ? [] : [`${'dashboard'.padEnd(10)} ${routerUrl}/dashboard?key=<the admin key>`]),
     ];
     process.stdout.write(`${lines.map((l) => `tessera up: ${l}`).join('\n')}\ntessera: listening on ${routerUrl} (OpenAI API at ${routerUrl}/v1; Ctrl-C stops the cluster)\n`);
   } catch (error) {
