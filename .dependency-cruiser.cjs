@@ -8,10 +8,11 @@ const layers = {
   model: ['core', 'pages', 'kernels'],
   scheduler: ['core', 'pages'],
   transfer: ['core', 'pages'],
-  worker: ['core', 'pages', 'kernels', 'model', 'scheduler', 'transfer'],
-  router: ['core', 'pages', 'model', 'scheduler', 'transfer'],
-  api: ['core', 'pages', 'kernels', 'model', 'scheduler', 'transfer', 'worker', 'router'],
-  cli: ['core', 'pages', 'kernels', 'model', 'scheduler', 'transfer', 'worker', 'router', 'api'],
+  grammar: ['core'],
+  worker: ['core', 'pages', 'kernels', 'model', 'scheduler', 'transfer', 'grammar'],
+  router: ['core', 'pages', 'model', 'scheduler', 'transfer', 'grammar'],
+  api: ['core', 'pages', 'kernels', 'model', 'scheduler', 'transfer', 'worker', 'router', 'grammar'],
+  cli: ['core', 'pages', 'kernels', 'model', 'scheduler', 'transfer', 'worker', 'router', 'api', 'grammar'],
 };
 const modules = Object.keys(layers);
 

@@ -9,10 +9,12 @@
 // Every path ends with exactly one counted outcome. Must never call the back end for a request
 // that failed any of steps 1-4, and never take the tenant from anything but step 1.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { AbortedError, type FaultSet, type SamplingParams } from '../core/index.js';
+import { AbortedError, type ConstraintSpec, type FaultSet, type SamplingParams } from '../core/index.js';
+import type { GrammarEngine } from '../grammar/index.js';
 import type { TenantAuth } from './auth.js';
 import type { Backend, PromptCodec } from './backend.js';
 import type { Clock } from './clock.js';
+import { readConstraint } from './constraint-check.js';
 import { problem, type Problem } from './errors.js';
 import { parseJson, readBody, refuseOversizeBody, sendProblem } from './http-io.js';
 import type { ApiMetrics, Outcome } from './metrics.js';
@@ -38,6 +40,8 @@ export interface GenerateContext {
   /** Aborted when the server gives up draining: in-flight requests end. */
   readonly shutdown: AbortSignal;
   readonly logError: (message: string, error: unknown) => void;
+  /** Structured output (`response_format`); absent: such requests get 400. */
+  readonly grammar?: GrammarEngine;
 }
 
 interface Parsed {
@@ -82,6 +86,9 @@ async function generate(endpoint: Endpoint, req: IncomingMessage, res: ServerRes
   const parsed = endpoint === 'chat' ? parseChat(json.value, ctx) : parseCompletion(json.value, ctx);
   if (parsed.kind === 'bad') return refuse(parsed.problem);
   const { params, prompts } = parsed.value;
+  const constrained = await readConstraint(json.value, ctx.grammar);
+  if (constrained.kind === 'bad') return refuse(constrained.problem);
+  const constraint: { readonly constraint?: ConstraintSpec } = constrained.value === undefined ? {} : { constraint: constrained.value };
   if (prompts.length * params.n > MAX_CHOICES) {
     return refuse(problem('invalid_request', `${prompts.length} prompts x n = ${params.n} asks for ${prompts.length * params.n} choices; at most ${MAX_CHOICES} are taken in one request.`, 'n'));
   }
@@ -118,7 +125,7 @@ async function generate(endpoint: Endpoint, req: IncomingMessage, res: ServerRes
     // and a seeded request gives the same choices every time).
     const requests = prompts.flatMap((promptTokens, p) => {
       const sampling = samplings[p] as SamplingParams;
-      return Array.from({ length: params.n }, (_, i) => ({ rid: ctx.ids.nextRid(), tenant: auth.tenant, promptTokens, sampling: { ...sampling, seed: (sampling.seed + i) % 2 ** 32 } }));
+      return Array.from({ length: params.n }, (_, i) => ({ rid: ctx.ids.nextRid(), tenant: auth.tenant, promptTokens, sampling: { ...sampling, seed: (sampling.seed + i) % 2 ** 32 }, ...constraint }));
     });
     const rid = (requests[0] as (typeof requests)[number]).rid;
     return await runGenerate(

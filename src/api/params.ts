@@ -101,7 +101,6 @@ const UNSUPPORTED: Readonly<Record<string, (value: unknown) => boolean>> = {
   tool_choice: (v) => v === 'none',
   functions: (v) => Array.isArray(v) && v.length === 0,
   function_call: (v) => v === 'none',
-  response_format: (v) => isObject(v) && v['type'] === 'text',
   modalities: (v) => Array.isArray(v) && v.length === 1 && v[0] === 'text',
   audio: () => false,
   prediction: () => false,

@@ -5,6 +5,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { AbortedError, NO_FAULTS, type FaultSet, type TenantId } from '../core/index.js';
+import type { GrammarEngine } from '../grammar/index.js';
 import { TenantAuth } from './auth.js';
 import type { Backend, PromptCodec } from './backend.js';
 import { systemClock, type Clock } from './clock.js';
@@ -34,6 +35,8 @@ export interface ApiServerOptions {
   readonly metricsHooks?: readonly MetricsHook[];
   /** Where unexpected errors (bugs) are reported. Default: stderr. */
   readonly logError?: (message: string, error: unknown) => void;
+  /** Structured output: checks `response_format` schemas (the back end enforces them). Absent: 400. */
+  readonly grammar?: GrammarEngine;
 }
 
 export interface ApiServer {
@@ -81,6 +84,7 @@ class HttpApiServer implements ApiServer {
       shutdown: this.#shutdown.signal,
       startedUnixSeconds: clock.unixSeconds(),
       logError: this.#logError,
+      ...(options.grammar === undefined ? {} : { grammar: options.grammar }),
     };
     this.#server = createServer((req, res) => this.#onRequest(req, res));
   }

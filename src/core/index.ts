@@ -10,3 +10,4 @@ export * from './sampling.js';
 export type * from './generate.js';
 export type * from './batch.js';
 export { EventChannel } from './event-channel.js';
+export * from './constraint.js';

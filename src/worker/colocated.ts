@@ -25,6 +25,7 @@ import {
   type RequestId,
   type TokenLogprob,
 } from '../core/index.js';
+import type { GrammarEngine, TokenConstraint } from '../grammar/index.js';
 import type { PageCounts, PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import { EngineLoop, type StepRunner } from './engine-loop.js';
@@ -32,6 +33,7 @@ import { schedulerFor } from './scheduler-for.js';
 import { loopHealth, poolHealth } from './health.js';
 import type { SamplingState, TokenSampler } from './step-results.js';
 import { TextStream, type Detokenizer } from './text-stream.js';
+import { constraintFor, prepareConstraints } from './constraints.js';
 
 /** What the worker needs of a tokenizer (src/model's Tokenizer, structurally). */
 export interface WorkerTokenizer {
@@ -60,6 +62,8 @@ export interface ColocatedWorkerOptions {
   readonly healthDetail?: Readonly<Record<string, unknown>>;
   /** The loop stopped on a bug. Default: report on stderr. */
   readonly onFatal?: (error: unknown) => void;
+  /** Structured output (requests with a `constraint`); absent: such requests are refused. */
+  readonly grammar?: GrammarEngine;
 }
 
 export interface WorkerHealth {
@@ -79,6 +83,8 @@ interface Live {
   readonly channel: EventChannel;
   readonly text: TextStream;
   readonly detach: () => void;
+  /** Structured output: the request's grammar state, told every token it emits. */
+  readonly constraint?: TokenConstraint;
 }
 
 export class ColocatedWorker {
@@ -107,6 +113,7 @@ export class ColocatedWorker {
       samplingOf: (rid) => this.#samplingOf(rid),
       onEvents: (events) => this.#onEvents(events),
       onFatal: (error) => this.#onFatal(error),
+      prepareSampling: (items) => prepareConstraints(items, (rid) => this.#live.get(rid)?.constraint),
       faults,
       checkEveryStep: options.checkEveryStep,
     });
@@ -126,8 +133,14 @@ export class ColocatedWorker {
       channel.push({ type: 'failed', error: refusal });
       return channel;
     }
+    const constraint = constraintFor(request, this.#o.grammar);
+    if (constraint instanceof TesseraError) {
+      channel.push({ type: 'failed', error: constraint });
+      return channel;
+    }
     const admitted = this.scheduler.admit(request);
     if (admitted.kind === 'rejected') {
+      constraint?.dispose();
       channel.push({ type: 'failed', error: admitted.error });
       return channel;
     }
@@ -138,6 +151,7 @@ export class ColocatedWorker {
       channel,
       text: new TextStream(this.#o.tokenizer.createDetokenizer({ contextIds: request.promptTokens, skipSpecialTokens: true }), request.sampling.stop),
       detach: () => signal.removeEventListener('abort', onAbort),
+      ...(constraint === undefined ? {} : { constraint }),
     });
     this.#loop.wake();
     return channel;
@@ -178,7 +192,13 @@ export class ColocatedWorker {
     const live = this.#live.get(rid);
     const view = this.scheduler.view(rid);
     if (live === undefined || view === undefined || view.state === 'ending') return undefined;
-    return { params: live.request.sampling, numOutputTokens: view.numOutputTokens, outputTokens: () => this.scheduler.outputTokens(rid) };
+    const { constraint } = live;
+    return {
+      params: live.request.sampling,
+      numOutputTokens: view.numOutputTokens,
+      outputTokens: () => this.scheduler.outputTokens(rid),
+      ...(constraint === undefined ? {} : { mask: () => constraint.mask() }),
+    };
   }
 
   #abort(rid: RequestId, error: TesseraError): void {
@@ -219,6 +239,7 @@ export class ColocatedWorker {
 
   #onToken(rid: RequestId, live: Live, token: number, logprob: TokenLogprob | undefined, isLast: boolean): void {
     const logprobs = logprob === undefined ? {} : { logprobs: [logprob] };
+    live.constraint?.accept(token);
     const step = live.text.push(token);
     if (step.kind === 'text') {
       const rest = isLast ? live.text.flush() : undefined;
@@ -245,6 +266,7 @@ export class ColocatedWorker {
   #end(rid: RequestId, live: Live, event: Extract<GenerateEvent, { type: 'finished' | 'failed' }>): void {
     this.#live.delete(rid);
     live.detach();
+    live.constraint?.dispose();
     live.channel.push(event);
   }
 

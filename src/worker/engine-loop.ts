@@ -37,6 +37,12 @@ export interface EngineLoopOptions {
   readonly faults: FaultSet;
   /** checkIntegrity() after every step (tests), not only when idle. */
   readonly checkEveryStep: boolean;
+  /**
+   * Runs beside each step, awaited before sampling: constrained requests prepare their token
+   * masks (src/grammar) while the forward pass computes. Must not reject (a request's own
+   * failure shows when its mask is asked for).
+   */
+  readonly prepareSampling?: (items: readonly BatchItem[]) => Promise<void>;
   /** How long to wait before planning again when requests wait but none could run (ms). */
   readonly stalledRetryMs?: number;
 }
@@ -125,7 +131,7 @@ export class EngineLoop {
     if (plan.events.length > 0) o.onEvents(plan.events);
     if (plan.items.length === 0) return false;
     if (o.checkEveryStep) o.scheduler.checkIntegrity(); // with the step in flight, too
-    const outputs = await o.runner.step(plan.items);
+    const [outputs] = await Promise.all([o.runner.step(plan.items), o.prepareSampling?.(plan.items)]);
     const results = toStepResults(outputs, o.sampler, o.samplingOf, o.faults);
     this.#numTokensSampled += results.filter((r) => r.kind === 'sampled').length;
     const events = o.scheduler.complete(results);

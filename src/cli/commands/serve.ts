@@ -14,6 +14,7 @@ import { createApiServer, promptCodecOf } from '../../api/index.js';
 import { Sampler } from '../../model/index.js';
 import { ColocatedWorker } from '../../worker/index.js';
 import { loadApiKeys } from '../config-api-keys.js';
+import { grammarFor } from '../grammar-for.js';
 import { DEFAULT_POOL_CONTEXTS, type PoolPlan } from '../config-pool.js';
 import { formatBytes } from '../config-values.js';
 import {
@@ -63,7 +64,9 @@ async function serve(config: ServeConfig): Promise<number> {
 
   let fatal: (error: unknown) => void = () => undefined;
   const failed = new Promise<number>((resolve) => (fatal = () => resolve(1)));
+  const grammar = grammarFor(model);
   const worker = new ColocatedWorker({
+    grammar,
     modelName: config.servedModelName,
     root: model.source.spec,
     contextLength: plan.contextLength,
@@ -90,6 +93,7 @@ async function serve(config: ServeConfig): Promise<number> {
     ...(apiKeys === undefined ? {} : { apiKeys }),
     faults: config.faults,
     drainTimeoutMs: DRAIN_TIMEOUT_MS,
+    grammar,
   });
   // Signal handlers go in before the address is printed: a supervisor (or a test) may send
   // SIGTERM the moment it reads it, and must get a graceful shutdown, not the default death.
