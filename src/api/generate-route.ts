@@ -125,7 +125,7 @@ async function generate(endpoint: Endpoint, req: IncomingMessage, res: ServerRes
     // and a seeded request gives the same choices every time).
     const requests = prompts.flatMap((promptTokens, p) => {
       const sampling = samplings[p] as SamplingParams;
-      return Array.from({ length: params.n }, (_, i) => ({ rid: ctx.ids.nextRid(), tenant: auth.tenant, promptTokens, sampling: { ...sampling, seed: (sampling.seed + i) % 2 ** 32 }, ...constraint }));
+      return Array.from({ length: params.n }, (_, i) => ({ rid: ctx.ids.nextRid(), tenant: auth.tenant, promptTokens, sampling: { ...sampling, seed: (sampling.seed + i) % 2 ** 32, ...constraint } }));
     });
     const rid = (requests[0] as (typeof requests)[number]).rid;
     return await runGenerate(

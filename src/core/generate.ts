@@ -2,7 +2,6 @@
 // what it gets back: plain data, shared by every layer.
 import type { TesseraError } from './errors/index.js';
 import type { RequestId, TenantId } from './ids.js';
-import type { ConstraintSpec } from './constraint.js';
 import type { SamplingParams } from './sampling.js';
 
 export type FinishReason = 'stop' | 'length';
@@ -21,8 +20,6 @@ export interface GenerateRequest {
   /** Token ids exactly as the model sees them (chat template and BOS already applied). */
   readonly promptTokens: readonly number[];
   readonly sampling: SamplingParams;
-  /** Structured output: every sampled token keeps the output a valid prefix of this (absent: free text). */
-  readonly constraint?: ConstraintSpec;
 }
 
 /** One of the most likely tokens at a position. */

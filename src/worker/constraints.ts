@@ -6,11 +6,12 @@ import { InvalidRequestError, type BatchItem, type GenerateRequest, type Request
 import type { GrammarEngine, TokenConstraint } from '../grammar/index.js';
 
 /** undefined: free text; an error: the request asks for a constraint this node cannot build. */
-export function constraintFor(request: Pick<GenerateRequest, 'constraint' | 'sampling'>, grammar: GrammarEngine | undefined): TokenConstraint | TesseraError | undefined {
-  if (request.constraint === undefined) return undefined;
+export function constraintFor(request: Pick<GenerateRequest, 'sampling'>, grammar: GrammarEngine | undefined): TokenConstraint | TesseraError | undefined {
+  const spec = request.sampling.constraint;
+  if (spec === undefined) return undefined;
   if (grammar === undefined) return new InvalidRequestError('This server was started without structured-output support.', 'response_format');
   if (request.sampling.ignoreEos) return new InvalidRequestError('`ignore_eos` cannot be combined with structured output (the grammar ends at EOS).', 'ignore_eos');
-  return grammar.constraint(request.constraint);
+  return grammar.constraint(spec);
 }
 
 /** Prepares the mask of every constrained item; never rejects. */

@@ -29,6 +29,8 @@ import type { Owner, PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import { DecodeMachine, MachineDriver, TcpTransport, NO_TRACE, type ChunkHandlers, type DecodeEffect, type DecodeHost, type DecodeInput, type ReserveVerdict, type TraceSink, type Transport } from '../transfer/index.js';
 import type { WorkerHealth, WorkerStats } from './colocated.js';
+import type { TokenConstraint } from '../grammar/index.js';
+import { constraintFor, prepareConstraints } from './constraints.js';
 import { EngineLoop } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
 import { pdHealth } from './health.js';
@@ -42,6 +44,8 @@ interface Decoding {
   readonly tags: readonly Tag[];
   /** Scheduler tokens seen; the first is KvDone's first token, which the machine sends itself. */
   numTokensSeen: number;
+  /** Structured output: rebuilt here by replaying every token (the first is prefill's, from KvDone). */
+  readonly constraint?: TokenConstraint;
 }
 
 export class DecodeWorker {
@@ -132,8 +136,15 @@ export class DecodeWorker {
         const d = this.#decoding.get(rid);
         const view = this.scheduler.view(rid);
         if (d === undefined || view === undefined || view.state === 'ending') return undefined;
-        return { params: d.sampling, numOutputTokens: view.numOutputTokens, outputTokens: () => this.scheduler.outputTokens(rid) };
+        const { constraint } = d;
+        return {
+          params: d.sampling,
+          numOutputTokens: view.numOutputTokens,
+          outputTokens: () => this.scheduler.outputTokens(rid),
+          ...(constraint === undefined ? {} : { mask: () => constraint.mask() }),
+        };
       },
+      prepareSampling: (items) => prepareConstraints(items, (rid) => this.#decoding.get(rid)?.constraint),
       onEvents: (events) => this.#onEvents(events),
       onFatal: (error) => this.#onFatal(error),
       faults,
@@ -198,6 +209,11 @@ export class DecodeWorker {
   #reserve(owner: Owner, promptTokens: number, sampling: SamplingParams): ReserveVerdict {
     if (this.#closed) return { kind: 'rejected', error: new TesseraError('overloaded', 'this decode worker is shutting down') };
     if (!this.#loop.healthy) return { kind: 'rejected', error: new InvariantError('this decode worker stopped after an internal error') };
+    // Structured output: refused before any page when this node cannot enforce it; else its
+    // grammar starts compiling now, while prefill computes (startDecoding builds the matcher).
+    const constraint = constraintFor({ sampling }, this.#o.grammar);
+    if (constraint instanceof TesseraError) return { kind: 'rejected', error: constraint };
+    constraint?.dispose();
     // Placeholders for the prompt's ids: only their number matters here (see the top of the file).
     const request: GenerateRequest = { rid: owner.rid, tenant: owner.tenant, promptTokens: new Array<number>(promptTokens).fill(0), sampling };
     return this.scheduler.reserve(request);
@@ -213,7 +229,9 @@ export class DecodeWorker {
         const started = this.#transferStartMs.get(effect.rid);
         if (started !== undefined) this.#metrics?.observeTransferSeconds((Date.now() - started) / 1000);
         this.#transferStartMs.delete(effect.rid);
-        this.#decoding.set(effect.rid, { owner: effect.owner, sampling: effect.sampling, tags: effect.tags, numTokensSeen: 0 });
+        const constraint = constraintFor({ sampling: effect.sampling }, this.#o.grammar);
+        if (constraint instanceof TesseraError) throw new InvariantError(`startDecoding: ${effect.rid}'s constraint was accepted at Reserve: ${constraint.message}`);
+        this.#decoding.set(effect.rid, { owner: effect.owner, sampling: effect.sampling, tags: effect.tags, numTokensSeen: 0, ...(constraint === undefined ? {} : { constraint }) });
         const result = this.scheduler.startDecode(effect.rid, effect.firstToken);
         if (result.kind === 'not-found') throw new InvariantError(`startDecoding: the scheduler does not know ${effect.rid}`);
         this.#onEvents(result.events);
@@ -237,6 +255,7 @@ export class DecodeWorker {
       switch (event.kind) {
         case 'token':
           d.numTokensSeen++;
+          d.constraint?.accept(event.token);
           const first = d.numTokensSeen === 1; // KvDone's, which the machine sends itself
           this.#driver.handle({ kind: 'decodeTokens', rid: event.rid, ids: first ? [] : [event.token], logprobs: first || event.logprob === undefined ? [] : [event.logprob] });
           break;
@@ -289,6 +308,7 @@ export class DecodeWorker {
     const d = this.#decoding.get(rid);
     if (d === undefined) return;
     this.#decoding.delete(rid);
+    d.constraint?.dispose();
     this.#trace.emit({ kind: 'page', node: this.address, role: 'decode', rid, action: 'free', pages: d.tags.map((t) => ({ page: t.page, epoch: t.epoch })) });
   }
 

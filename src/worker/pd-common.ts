@@ -2,6 +2,7 @@
 // worker takes, the answer a worker gives a client that came to it instead of to the router, and
 // the bridge from a machine's cumulative stats to the PD metrics of the worker's /metrics.
 // Must never: hold per-request state, or let a client generate on a worker directly.
+import type { GrammarEngine } from '../grammar/index.js';
 import { InvalidRequestError, type FaultSet, type GenerateEvent } from '../core/index.js';
 import type { PagePool } from '../pages/index.js';
 import type { Timeouts, TraceSink } from '../transfer/index.js';
@@ -43,6 +44,8 @@ export interface PdWorkerOptions {
   readonly healthDetail?: Readonly<Record<string, unknown>>;
   /** The loop stopped on a bug. */
   readonly onFatal: (error: unknown) => void;
+  /** Structured output (sampling.constraint); absent: such requests are refused at admission. */
+  readonly grammar?: GrammarEngine;
 }
 
 /** A client that asks a PD worker to generate: 400, it should ask the router. */

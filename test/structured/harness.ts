@@ -35,8 +35,8 @@ export async function structuredRunner(o: { readonly deterministic?: boolean } =
     model, engine, worker, grammar,
     async run(prompt, spec, sampling) {
       const request = {
-        rid: asRequestId(`s${next++}`), tenant: DEFAULT_TENANT, promptTokens: model.tokenizer.encode(prompt), sampling: samplingParams(sampling),
-        ...(spec === undefined ? {} : { constraint: spec }),
+        rid: asRequestId(`s${next++}`), tenant: DEFAULT_TENANT, promptTokens: model.tokenizer.encode(prompt),
+        sampling: samplingParams({ ...sampling, ...(spec === undefined ? {} : { constraint: spec }) }),
       };
       let text = '';
       const ids: number[] = [];

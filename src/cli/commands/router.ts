@@ -11,6 +11,7 @@ import type { Command } from 'commander';
 import { createApiServer, pdMetrics, promptCodecOf } from '../../api/index.js';
 import { ConfigError } from '../../core/index.js';
 import { loadModelInfo } from '../../model/index.js';
+import { grammarFor } from '../grammar-for.js';
 import { PdRouter } from '../../router/index.js';
 import { TextStream } from '../../worker/index.js';
 import { loadApiKeys } from '../config-api-keys.js';
@@ -88,6 +89,7 @@ async function runRouter(flags: RouterFlags): Promise<number> {
     faults,
     drainTimeoutMs: DRAIN_MS,
     metricsHooks: [(registry) => router.attachMetrics(pdMetrics(registry))],
+    grammar: grammarFor(model),
   });
   const stopped = stopRequested(env['TESSERA_SUPERVISED'] === '1', log);
   const address = await api.listen(port, host);

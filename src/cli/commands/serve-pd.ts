@@ -13,6 +13,7 @@ import { randomInt } from 'node:crypto';
 import { createApiServer, pdMetrics, promptCodecOf } from '../../api/index.js';
 import { ConfigError } from '../../core/index.js';
 import { modelFingerprint, Sampler } from '../../model/index.js';
+import { grammarFor } from '../grammar-for.js';
 import { DecodeWorker, PrefillWorker } from '../../worker/index.js';
 import type { PdWorkerConfig } from '../config-pd.js';
 import { formatBytes } from '../config-values.js';
@@ -52,6 +53,7 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig): Promise<
     timeouts: pd.timeouts,
     ...(trace === undefined ? {} : { trace }),
     healthDetail: { kernels, deterministic: config.deterministic, faults: config.faults.names() },
+    grammar: grammarFor(model),
     onFatal: (error: unknown) => {
       log(`worker stopped on an internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
       fatal();
