@@ -7,6 +7,14 @@ import type { GrammarEngine } from '../grammar/index.js';
 import { problem } from './errors.js';
 import { isObject, validating, type Validated } from './params.js';
 import { readResponseFormat } from './response-format.js';
+import { toolConstraint, type ToolPlan } from './tools.js';
+
+/** The tool constraint (tool_choice required or named) wins over response_format. */
+export async function requestConstraint(body: unknown, tools: ToolPlan | undefined, grammar: GrammarEngine | undefined): Promise<Validated<ConstraintSpec | undefined>> {
+  const fromTools = toolConstraint(tools);
+  if (fromTools !== undefined) return checkConstraint(fromTools, grammar, 'tools');
+  return readConstraint(body, grammar);
+}
 
 export async function readConstraint(body: unknown, grammar: GrammarEngine | undefined, param = 'response_format'): Promise<Validated<ConstraintSpec | undefined>> {
   if (!isObject(body)) return { kind: 'ok', value: undefined };

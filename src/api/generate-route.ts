@@ -14,11 +14,12 @@ import type { GrammarEngine } from '../grammar/index.js';
 import type { TenantAuth } from './auth.js';
 import type { Backend, PromptCodec } from './backend.js';
 import type { Clock } from './clock.js';
-import { readConstraint } from './constraint-check.js';
+import { requestConstraint } from './constraint-check.js';
+import { readTools, shownTools, type ToolPlan } from './tools.js';
 import { problem, type Problem } from './errors.js';
 import { parseJson, readBody, refuseOversizeBody, sendProblem } from './http-io.js';
 import type { ApiMetrics, Outcome } from './metrics.js';
-import { MAX_CHOICES, type CommonParams, type Validated } from './params.js';
+import { MAX_CHOICES, validating, type CommonParams, type JsonObject, type Validated } from './params.js';
 import { chatTokens, completionTokens, planSampling } from './prompt.js';
 import type { RequestIds } from './request-ids.js';
 import { runGenerate } from './run-generate.js';
@@ -46,6 +47,8 @@ export interface GenerateContext {
 
 interface Parsed {
   readonly params: CommonParams;
+  /** Chat with `tools`. */
+  readonly tools?: ToolPlan;
   /** One prompt (chat), or one or more (completions). */
   readonly prompts: readonly (readonly number[])[];
 }
@@ -85,8 +88,8 @@ async function generate(endpoint: Endpoint, req: IncomingMessage, res: ServerRes
 
   const parsed = endpoint === 'chat' ? parseChat(json.value, ctx) : parseCompletion(json.value, ctx);
   if (parsed.kind === 'bad') return refuse(parsed.problem);
-  const { params, prompts } = parsed.value;
-  const constrained = await readConstraint(json.value, ctx.grammar);
+  const { params, prompts, tools } = parsed.value;
+  const constrained = await requestConstraint(json.value, tools, ctx.grammar);
   if (constrained.kind === 'bad') return refuse(constrained.problem);
   const constraint: { readonly constraint?: ConstraintSpec } = constrained.value === undefined ? {} : { constraint: constrained.value };
   if (prompts.length * params.n > MAX_CHOICES) {
@@ -139,6 +142,7 @@ async function generate(endpoint: Endpoint, req: IncomingMessage, res: ServerRes
           includeUsage: params.includeUsage,
           tokenIds: params.returnTokenIds ? { promptOf: (index) => (requests[index] as (typeof requests)[number]).promptTokens } : null,
           tokenText: params.logprobs === null ? null : (id) => ctx.codec.tokenText(id),
+          ...(tools === undefined ? {} : { tools }),
         },
         stream: params.stream,
         choicesPerPrompt: params.n,
@@ -176,8 +180,12 @@ function parseChat(body: unknown, ctx: GenerateContext): Validated<Parsed> {
   const { params, messages } = call.value;
   const unknownModel = checkModel(params, ctx.backend);
   if (unknownModel !== null) return { kind: 'bad', problem: unknownModel };
-  const tokens = chatTokens(messages, call.value, ctx.codec);
-  return tokens.kind === 'bad' ? tokens : { kind: 'ok', value: { params, prompts: [tokens.value] } };
+  const plan = validating(() => readTools(body as JsonObject, 'chat'));
+  if (plan.kind === 'bad') return plan;
+  const shown = shownTools(plan.value);
+  const tokens = chatTokens(messages, { ...call.value, ...(shown === undefined ? {} : { tools: shown }) }, ctx.codec);
+  const tools = plan.value === undefined ? {} : { tools: plan.value };
+  return tokens.kind === 'bad' ? tokens : { kind: 'ok', value: { params, prompts: [tokens.value], ...tools } };
 }
 
 /** vLLM's wording; a missing `model` means the served one. */

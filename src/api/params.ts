@@ -97,8 +97,6 @@ const UNSUPPORTED: Readonly<Record<string, (value: unknown) => boolean>> = {
   min_tokens: (v) => v === 0,
   echo: (v) => v === false,
   suffix: (v) => v === '',
-  tools: (v) => Array.isArray(v) && v.length === 0,
-  tool_choice: (v) => v === 'none',
   functions: (v) => Array.isArray(v) && v.length === 0,
   function_call: (v) => v === 'none',
   modalities: (v) => Array.isArray(v) && v.length === 1 && v[0] === 'text',

@@ -30,6 +30,8 @@ export const FAULT_NAMES = [
   'eager-stream-headers',
   /** The worker hands each item of a batched step its neighbour's logits (a batching bug that leaks one request's output into another's). */
   'swap-batch-rows',
+  /** Sample a structured-output request without its token mask (the grammar then refuses what the model picks). */
+  'skip-token-mask',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

@@ -47,8 +47,8 @@ export function toStepResults(
         if (state === undefined) return { kind: 'failed', rid: result.rid, error: new AbortedError('the request ended while its step ran') };
         try {
           const previous = usesPenalties(state.params) ? state.outputTokens() : [];
-          const mask = state.mask?.();
-          const token = sampler.sample(logits, state.params, state.numOutputTokens, previous, mask);
+          const mask = state.mask?.(); // throws when the grammar failed or refused an earlier token
+          const token = sampler.sample(logits, state.params, state.numOutputTokens, previous, faults.has('skip-token-mask') ? undefined : mask);
           const topN = state.params.logprobs;
           return { kind: 'sampled', rid: result.rid, token, ...(topN === null ? {} : { logprob: sampler.logprobsOf(logits, token, topN) }) };
         } catch (error) {
