@@ -79,6 +79,8 @@ export interface PromptCodec {
   renderChat(messages: readonly ChatMessage[], options: { readonly addGenerationPrompt: boolean; readonly tools?: readonly ToolFunction[] }): string;
   /** One token's text, decoded alone (for log-probabilities; part of a character decodes to U+FFFD). */
   tokenText(id: number): string;
+  /** Token ids -> text, as a whole (for /detokenize); absent: the ids' texts joined. */
+  decode?(ids: readonly number[]): string;
 }
 
 /** Build a PromptCodec from src/model's tokenizer and chat template (or anything shaped alike). */
@@ -91,5 +93,6 @@ export function promptCodecOf(
     encode: (text, options) => tokenizer.encode(text, { addSpecialTokens: options.addSpecialTokens }),
     renderChat: (messages, options) => template.render(messages, { addGenerationPrompt: options.addGenerationPrompt, ...(options.tools === undefined ? {} : { tools: options.tools }) }),
     tokenText: (id) => tokenizer.decode([id]),
+    decode: (ids) => tokenizer.decode(ids),
   };
 }

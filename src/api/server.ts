@@ -14,6 +14,7 @@ import { sendProblem } from './http-io.js';
 import { ApiMetrics, type MetricsHook } from './metrics.js';
 import { RequestIds } from './request-ids.js';
 import { dispatch, type RouteContext } from './routes.js';
+import { answerHttpExtras } from './http-extras.js';
 
 export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
 
@@ -37,6 +38,8 @@ export interface ApiServerOptions {
   readonly logError?: (message: string, error: unknown) => void;
   /** Structured output: checks `response_format` schemas (the back end enforces them). Absent: 400. */
   readonly grammar?: GrammarEngine;
+  /** Opt-in CORS (`--cors-origin`): the origin browsers may call from ('*' for any). Absent: no CORS headers. */
+  readonly corsOrigin?: string;
 }
 
 export interface ApiServer {
@@ -64,12 +67,14 @@ class HttpApiServer implements ApiServer {
   readonly #inFlight = new Set<Promise<void>>();
   readonly #drainTimeoutMs: number;
   readonly #logError: (message: string, error: unknown) => void;
+  readonly #corsOrigin: string | undefined;
   #closing: Promise<void> | null = null;
 
   constructor(options: ApiServerOptions) {
     const clock = options.clock ?? systemClock;
     this.metrics = new ApiMetrics(options.metricsHooks ?? []);
     this.#drainTimeoutMs = options.drainTimeoutMs ?? 30_000;
+    this.#corsOrigin = options.corsOrigin;
     this.#logError = options.logError ?? ((message, error) => process.stderr.write(`tessera api: ${message}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`));
     this.#ctx = {
       backend: options.backend,
@@ -110,6 +115,7 @@ class HttpApiServer implements ApiServer {
   }
 
   #onRequest(req: IncomingMessage, res: ServerResponse): void {
+    if (answerHttpExtras(req, res, this.#corsOrigin, () => this.#ctx.ids.nextRid())) return;
     if (this.#closing !== null) {
       sendProblem(res, problem('overloaded', 'The server is shutting down.'), { connection: 'close' });
       return;

@@ -11,7 +11,7 @@ import type { Command } from 'commander';
 import { createApiServer, pdMetrics, promptCodecOf } from '../../api/index.js';
 import { ConfigError } from '../../core/index.js';
 import { loadModelInfo } from '../../model/index.js';
-import { grammarFor } from '../grammar-for.js';
+import { corsOption, grammarFor } from '../grammar-for.js';
 import { PdRouter } from '../../router/index.js';
 import { TextStream } from '../../worker/index.js';
 import { loadApiKeys } from '../config-api-keys.js';
@@ -38,6 +38,7 @@ export function registerRouter(program: Command): void {
     .option('--port <n>', `port to listen on; 0 picks a free one (default ${DEFAULT_PORT})`)
     .option('--context-length <n>', 'largest prompt + max_tokens per request (default: the model\'s); each worker re-checks its own')
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant; requests without a valid key get 401')
+    .option('--cors-origin <origin>', 'answer browsers from this origin (CORS; * for any); default: no CORS headers')
     .option('--cluster-secret <secret>', 'the secret shared by the router and its workers (default: $TESSERA_CLUSTER_SECRET)')
     .action(async (flags: RouterFlags) => {
       process.exitCode = await runRouter(flags);
@@ -90,6 +91,7 @@ async function runRouter(flags: RouterFlags): Promise<number> {
     drainTimeoutMs: DRAIN_MS,
     metricsHooks: [(registry) => router.attachMetrics(pdMetrics(registry))],
     grammar: grammarFor(model),
+    ...corsOption(flags),
   });
   const stopped = stopRequested(env['TESSERA_SUPERVISED'] === '1', log);
   const address = await api.listen(port, host);

@@ -14,7 +14,7 @@ import { createApiServer, promptCodecOf } from '../../api/index.js';
 import { Sampler } from '../../model/index.js';
 import { ColocatedWorker } from '../../worker/index.js';
 import { loadApiKeys } from '../config-api-keys.js';
-import { grammarFor } from '../grammar-for.js';
+import { corsOption, grammarFor } from '../grammar-for.js';
 import { DEFAULT_POOL_CONTEXTS, type PoolPlan } from '../config-pool.js';
 import { formatBytes } from '../config-values.js';
 import {
@@ -42,6 +42,7 @@ export function registerServe(program: Command): void {
     .option('--max-running-requests <n>', `most requests prefilling or decoding at once (default ${DEFAULT_MAX_RUNNING_REQUESTS})`)
     .option('--chunked-prefill-size <n>', `most tokens in one step; longer prompts are prefilled in chunks (default ${DEFAULT_CHUNKED_PREFILL_SIZE})`)
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant; requests without a valid key get 401')
+    .option('--cors-origin <origin>', 'answer browsers from this origin (CORS; * for any); default: no CORS headers')
     .option('--deterministic', 'batch-invariant kernels: a greedy request\'s output does not depend on what runs beside it')
     .option('--role <role>', 'colocated (default), or prefill / decode: one worker of a disaggregated cluster (see `tessera router`, `tessera up`)')
     .option('--data-host <host>', `prefill/decode: the internal listener for the router and peer workers (default ${DEFAULT_DATA_HOST})`)
@@ -50,12 +51,12 @@ export function registerServe(program: Command): void {
     .action(async (flags: ServeFlags & PdServeFlags) => {
       const role = parseRole(flags);
       const config = parseServeConfig(flags, process.env);
-      process.exitCode = role === 'colocated' ? await serve(config) : await servePd(config, parsePdWorkerConfig(role, flags, process.env));
+      process.exitCode = role === 'colocated' ? await serve(config, corsOption(flags)) : await servePd(config, parsePdWorkerConfig(role, flags, process.env));
     });
 }
 
 /** Runs until a signal (exit code 0) or a fatal worker error (1). */
-async function serve(config: ServeConfig): Promise<number> {
+async function serve(config: ServeConfig, cors: { readonly corsOrigin?: string } = {}): Promise<number> {
   const log = (line: string): void => void process.stderr.write(`tessera: ${line}\n`);
   if (config.faults.size > 0) log(`FAULT POINTS ARMED (tests only): ${config.faults.names().join(', ')}`);
   const apiKeys = config.apiKeysFile === null ? undefined : await loadApiKeys(config.apiKeysFile);
@@ -94,6 +95,7 @@ async function serve(config: ServeConfig): Promise<number> {
     faults: config.faults,
     drainTimeoutMs: DRAIN_TIMEOUT_MS,
     grammar,
+    ...cors,
   });
   // Signal handlers go in before the address is printed: a supervisor (or a test) may send
   // SIGTERM the moment it reads it, and must get a graceful shutdown, not the default death.
