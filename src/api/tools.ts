@@ -3,7 +3,10 @@
 // constraint that makes the output a valid call (the parameters' schema; vLLM's way):
 //   named      output = the arguments object itself, under the function's parameter schema
 //   required   output = [{"name": N, "parameters": {...}}, ...]: an array of 1 call (up to
-//              MAX_PARALLEL_CALLS with parallel_tool_calls), each item one of the functions
+//              MAX_PARALLEL_CALLS when parallel_tool_calls is explicitly true: OpenAI's default
+//              is true, but a small model under an open-ended array keeps adding calls until
+//              max_tokens, so Tessera asks for parallel calls only when told), each item one of
+//              the functions
 //   auto       free text; tool-output.ts finds calls in it (Hermes <tool_call> or Llama JSON)
 //   none       the tools are not shown; free text
 // Must never accept a tool it cannot describe to the model (a name outside [A-Za-z0-9_-]{1,64}).
@@ -47,7 +50,7 @@ export function readTools(body: JsonObject, style: ToolStyle): ToolPlan | undefi
   }
   const choice = readChoice(choiceValue, style);
   if (choice.kind === 'named' && !names.has(choice.name)) throw new InvalidRequestError(`\`tool_choice\` names "${choice.name}", which is not in \`tools\`.`, 'tool_choice');
-  return { tools, choice, parallel: optionalBool(body, 'parallel_tool_calls') ?? true };
+  return { tools, choice, parallel: optionalBool(body, 'parallel_tool_calls') ?? false };
 }
 
 function readTool(value: unknown, at: string, style: ToolStyle): ToolFunction {
