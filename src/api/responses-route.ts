@@ -34,7 +34,7 @@ export async function handleResponses(req: IncomingMessage, res: ServerResponse,
 }
 
 /** Request fields the response object echoes. */
-const ECHOED = ['instructions', 'max_output_tokens', 'temperature', 'top_p', 'tools', 'tool_choice', 'parallel_tool_calls', 'text', 'metadata', 'user'] as const;
+const ECHOED = ['instructions', 'max_output_tokens', 'temperature', 'top_p', 'tool_choice', 'parallel_tool_calls', 'text', 'metadata', 'user'] as const;
 
 async function respond(req: IncomingMessage, res: ServerResponse, ctx: GenerateContext): Promise<Outcome> {
   const refuse = (p: Problem): Outcome => {
@@ -75,7 +75,10 @@ async function respond(req: IncomingMessage, res: ServerResponse, ctx: GenerateC
   if (sampling.kind === 'bad') return refuse(sampling.problem);
   const withConstraint: SamplingParams = constraint === undefined ? sampling.value : { ...sampling.value, constraint: constraint.value };
   const rid = ctx.ids.nextRid();
-  const echo = Object.fromEntries(ECHOED.flatMap((k) => (value[k] === undefined ? [] : [[k, value[k]]])));
+  const echo = {
+    ...Object.fromEntries(ECHOED.flatMap((k) => (value[k] === undefined || value[k] === null ? [] : [[k, value[k]]]))),
+    ...(tools === undefined ? {} : { tools: tools.tools.map((t) => ({ type: 'function', name: t.name, description: t.description ?? null, parameters: t.parameters, strict: false })) }),
+  };
   const head: ResponseHead = { id: `resp_${rid}`, createdAt: ctx.clock.unixSeconds(), model: ctx.backend.modelName, echo };
 
   const controller = new AbortController();

@@ -29,7 +29,7 @@ const itemId = (prefix: string): string => `${prefix}_${randomBytes(12).toString
 export function responsesUsage(usage: Usage): object {
   return {
     input_tokens: usage.promptTokens,
-    input_tokens_details: { cached_tokens: usage.cachedTokens },
+    input_tokens_details: { cached_tokens: usage.cachedTokens, cache_write_tokens: 0 },
     output_tokens: usage.completionTokens,
     output_tokens_details: { reasoning_tokens: 0 },
     total_tokens: usage.promptTokens + usage.completionTokens,
@@ -49,9 +49,7 @@ export function responseObject(head: ResponseHead, status: 'in_progress' | 'comp
     parallel_tool_calls: true,
     previous_response_id: null,
     reasoning: null,
-    store: false,
     truncation: 'disabled',
-    user: null,
     metadata: {},
     instructions: null,
     max_output_tokens: null,
@@ -61,7 +59,7 @@ export function responseObject(head: ResponseHead, status: 'in_progress' | 'comp
     tool_choice: 'auto',
     text: { format: { type: 'text' } },
     ...head.echo,
-    usage: usage === null ? null : responsesUsage(usage),
+    ...(usage === null ? {} : { usage: responsesUsage(usage) }),
   };
 }
 

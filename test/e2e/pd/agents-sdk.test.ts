@@ -123,7 +123,7 @@ describe.each(['serve', 'up'] as const)('LangChain against tessera %s', (target)
       joined = joined === undefined ? chunk : joined.concat(chunk);
     }
     expect(numChunks).toBeGreaterThan(2);
-    expect(joined?.tool_calls?.map((c) => c.name)).toEqual(['get_weather']);
+    expect(joined?.tool_calls?.map((c: { name: string }) => c.name)).toEqual(['get_weather']);
     expect(validatesAgainst(Weather, joined?.tool_calls?.[0]?.args)).toBe(true);
   });
 });
