@@ -8,12 +8,13 @@ const layers = {
   model: ['core', 'pages', 'kernels'],
   scheduler: ['core', 'pages'],
   transfer: ['core', 'pages'],
-  worker: ['core', 'pages', 'kernels', 'model', 'scheduler', 'transfer'],
-  router: ['core', 'pages', 'model', 'scheduler', 'transfer'],
-  api: ['core', 'pages', 'kernels', 'model', 'scheduler', 'transfer', 'worker', 'router'],
+  grammar: ['core'],
+  worker: ['core', 'pages', 'kernels', 'model', 'scheduler', 'transfer', 'grammar'],
+  router: ['core', 'pages', 'model', 'scheduler', 'transfer', 'grammar'],
+  api: ['core', 'pages', 'kernels', 'model', 'scheduler', 'transfer', 'worker', 'router', 'grammar'],
   // probe: an HTTP client of any OpenAI-compatible endpoint, beside api; it knows nothing of the server's insides.
   probe: ['core'],
-  cli: ['core', 'pages', 'kernels', 'model', 'scheduler', 'transfer', 'worker', 'router', 'api', 'probe'],
+  cli: ['core', 'pages', 'kernels', 'model', 'scheduler', 'transfer', 'worker', 'router', 'api', 'probe', 'grammar'],
 };
 const modules = Object.keys(layers);
 

@@ -20,7 +20,7 @@ describe('with API keys', () => {
   it('answers a request without a key with 401 and never calls the back end', async () => {
     const r = await send(t.url, 'POST', '/v1/completions', { prompt: 'Hi', max_tokens: 1 });
     expect(r.status).toBe(401);
-    expect(r.json.error).toMatchObject({ type: 'authentication_error', code: 'unauthorized' });
+    expect(r.json.error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_api_key' });
     expect(t.backend.calls).toHaveLength(0);
   });
 
@@ -29,7 +29,7 @@ describe('with API keys', () => {
     const error = await client.completions.create({ model: 'fake-model', prompt: 'Hi', max_tokens: 1 }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.AuthenticationError);
     expect((error as InstanceType<typeof OpenAI.AuthenticationError>).status).toBe(401);
-    expect((error as InstanceType<typeof OpenAI.AuthenticationError>).code).toBe('unauthorized');
+    expect((error as InstanceType<typeof OpenAI.AuthenticationError>).code).toBe('invalid_api_key');
     expect(t.backend.calls).toHaveLength(0);
     await expect(client.models.list()).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
   });

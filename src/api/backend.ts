@@ -35,8 +35,19 @@ export interface Backend {
 
 /** One chat turn after validation: content parts already joined into text. */
 export interface ChatMessage {
-  readonly role: 'system' | 'user' | 'assistant';
+  readonly role: 'system' | 'user' | 'assistant' | 'tool';
   readonly content: string;
+  /** An assistant turn's tool calls: id, function name, arguments as JSON text. */
+  readonly toolCalls?: readonly { readonly id: string; readonly name: string; readonly arguments: string }[];
+  /** A `tool` turn: the id of the call it answers. */
+  readonly toolCallId?: string;
+}
+
+/** A function the model may call (OpenAI's `tools[i].function`). */
+export interface ToolFunction {
+  readonly name: string;
+  readonly description?: string;
+  readonly parameters: Readonly<Record<string, unknown>>;
 }
 
 /**
@@ -52,20 +63,23 @@ export interface PromptCodec {
   readonly vocabSize: number;
   encode(text: string, options: { readonly addSpecialTokens: boolean }): number[];
   /** May throw an InvalidRequestError when the template refuses the messages. */
-  renderChat(messages: readonly ChatMessage[], options: { readonly addGenerationPrompt: boolean }): string;
+  renderChat(messages: readonly ChatMessage[], options: { readonly addGenerationPrompt: boolean; readonly tools?: readonly ToolFunction[] }): string;
   /** One token's text, decoded alone (for log-probabilities; part of a character decodes to U+FFFD). */
   tokenText(id: number): string;
+  /** Token ids -> text, as a whole (for /detokenize); absent: the ids' texts joined. */
+  decode?(ids: readonly number[]): string;
 }
 
 /** Build a PromptCodec from src/model's tokenizer and chat template (or anything shaped alike). */
 export function promptCodecOf(
   tokenizer: { readonly vocabSize: number; encode(text: string, options?: { addSpecialTokens?: boolean }): number[]; decode(ids: readonly number[]): string },
-  template: { render(messages: readonly ChatMessage[], options?: { addGenerationPrompt?: boolean }): string },
+  template: { render(messages: readonly ChatMessage[], options?: { addGenerationPrompt?: boolean; tools?: readonly ToolFunction[] }): string },
 ): PromptCodec {
   return {
     vocabSize: tokenizer.vocabSize,
     encode: (text, options) => tokenizer.encode(text, { addSpecialTokens: options.addSpecialTokens }),
-    renderChat: (messages, options) => template.render(messages, { addGenerationPrompt: options.addGenerationPrompt }),
+    renderChat: (messages, options) => template.render(messages, { addGenerationPrompt: options.addGenerationPrompt, ...(options.tools === undefined ? {} : { tools: options.tools }) }),
     tokenText: (id) => tokenizer.decode([id]),
+    decode: (ids) => tokenizer.decode(ids),
   };
 }

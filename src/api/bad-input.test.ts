@@ -77,7 +77,7 @@ const CASES: readonly Case[] = [
   { name: 'messages empty', path: CHAT, body: { messages: [] }, status: 400, code: 'invalid_request', param: 'messages' },
   { name: 'messages as a string', path: CHAT, body: { messages: 'Hi' }, status: 400, code: 'invalid_request', param: 'messages' },
   { name: 'an unknown role', path: CHAT, body: { messages: [{ role: 'robot', content: 'Hi' }] }, status: 400, code: 'invalid_request', param: 'messages[0].role' },
-  { name: 'a tool message', path: CHAT, body: { messages: [{ role: 'tool', content: 'Hi' }] }, status: 400, code: 'invalid_request', param: 'messages[0].role' },
+  { name: 'a tool message without tool_call_id', path: CHAT, body: { messages: [{ role: 'tool', content: 'Hi' }] }, status: 400, code: 'invalid_request', param: 'messages[0].tool_call_id' },
   {
     name: 'an image part',
     path: CHAT,
@@ -86,7 +86,8 @@ const CASES: readonly Case[] = [
     code: 'invalid_request',
     param: 'messages[0].content[0].type',
   },
-  { name: 'tools', path: CHAT, body: { ...chat, tools: [{ type: 'function', function: { name: 'f' } }] }, status: 400, code: 'invalid_request', param: 'tools' },
+  { name: 'a tool with a bad name', path: CHAT, body: { ...chat, tools: [{ type: 'function', function: { name: 'f g' } }] }, status: 400, code: 'invalid_request', param: 'tools[0].function.name' },
+  { name: 'tool_choice naming no tool', path: CHAT, body: { ...chat, tools: [{ type: 'function', function: { name: 'f' } }], tool_choice: { type: 'function', function: { name: 'g' } } }, status: 400, code: 'invalid_request', param: 'tool_choice' },
   { name: 'response_format json', path: CHAT, body: { ...chat, response_format: { type: 'json_object' } }, status: 400, code: 'invalid_request', param: 'response_format' },
   { name: 'chat logprobs as a number', path: CHAT, body: { ...chat, logprobs: 3 }, status: 400, code: 'invalid_request', param: 'logprobs' },
   { name: 'chat top_logprobs without logprobs', path: CHAT, body: { ...chat, top_logprobs: 3 }, status: 400, code: 'invalid_request', param: 'top_logprobs' },

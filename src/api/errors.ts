@@ -25,8 +25,9 @@ export function httpStatusOf(code: ApiErrorCode): HttpStatus {
     case 'context_length_exceeded':
     case 'pool_too_small':
       return BAD_REQUEST;
+    // OpenAI's own 401: {type: invalid_request_error, code: invalid_api_key} (errorBody names the code).
     case 'unauthorized':
-      return { status: 401, type: 'authentication_error' };
+      return { status: 401, type: 'invalid_request_error' };
     case 'model_not_found':
     case 'route_not_found':
       return { status: 404, type: 'not_found_error' };
@@ -90,5 +91,5 @@ export interface ErrorBody {
 
 /** OpenAI's nested shape: `{"error":{"message","type","param","code"}}`. */
 export function errorBody(p: Problem): ErrorBody {
-  return { error: { message: p.message, type: httpStatusOf(p.code).type, param: p.param, code: p.code } };
+  return { error: { message: p.message, type: httpStatusOf(p.code).type, param: p.param, code: p.code === 'unauthorized' ? 'invalid_api_key' : p.code } };
 }

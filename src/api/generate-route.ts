@@ -9,14 +9,17 @@
 // Every path ends with exactly one counted outcome. Must never call the back end for a request
 // that failed any of steps 1-4, and never take the tenant from anything but step 1.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { AbortedError, type FaultSet, type SamplingParams } from '../core/index.js';
+import { AbortedError, type ConstraintSpec, type FaultSet, type SamplingParams } from '../core/index.js';
+import type { GrammarEngine } from '../grammar/index.js';
 import type { TenantAuth } from './auth.js';
 import type { Backend, PromptCodec } from './backend.js';
 import type { Clock } from './clock.js';
+import { requestConstraint } from './constraint-check.js';
+import { readTools, shownTools, type ToolPlan } from './tools.js';
 import { problem, type Problem } from './errors.js';
 import { parseJson, readBody, refuseOversizeBody, sendProblem } from './http-io.js';
 import type { ApiMetrics, Outcome } from './metrics.js';
-import { MAX_CHOICES, type CommonParams, type Validated } from './params.js';
+import { MAX_CHOICES, validating, type CommonParams, type JsonObject, type Validated } from './params.js';
 import { chatTokens, completionTokens, planSampling } from './prompt.js';
 import type { RequestIds } from './request-ids.js';
 import { runGenerate } from './run-generate.js';
@@ -38,10 +41,14 @@ export interface GenerateContext {
   /** Aborted when the server gives up draining: in-flight requests end. */
   readonly shutdown: AbortSignal;
   readonly logError: (message: string, error: unknown) => void;
+  /** Structured output (`response_format`); absent: such requests get 400. */
+  readonly grammar?: GrammarEngine;
 }
 
 interface Parsed {
   readonly params: CommonParams;
+  /** Chat with `tools`. */
+  readonly tools?: ToolPlan;
   /** One prompt (chat), or one or more (completions). */
   readonly prompts: readonly (readonly number[])[];
 }
@@ -81,7 +88,10 @@ async function generate(endpoint: Endpoint, req: IncomingMessage, res: ServerRes
 
   const parsed = endpoint === 'chat' ? parseChat(json.value, ctx) : parseCompletion(json.value, ctx);
   if (parsed.kind === 'bad') return refuse(parsed.problem);
-  const { params, prompts } = parsed.value;
+  const { params, prompts, tools } = parsed.value;
+  const constrained = await requestConstraint(json.value, tools, ctx.grammar);
+  if (constrained.kind === 'bad') return refuse(constrained.problem);
+  const constraint: { readonly constraint?: ConstraintSpec } = constrained.value === undefined ? {} : { constraint: constrained.value };
   if (prompts.length * params.n > MAX_CHOICES) {
     return refuse(problem('invalid_request', `${prompts.length} prompts x n = ${params.n} asks for ${prompts.length * params.n} choices; at most ${MAX_CHOICES} are taken in one request.`, 'n'));
   }
@@ -118,7 +128,7 @@ async function generate(endpoint: Endpoint, req: IncomingMessage, res: ServerRes
     // and a seeded request gives the same choices every time).
     const requests = prompts.flatMap((promptTokens, p) => {
       const sampling = samplings[p] as SamplingParams;
-      return Array.from({ length: params.n }, (_, i) => ({ rid: ctx.ids.nextRid(), tenant: auth.tenant, promptTokens, sampling: { ...sampling, seed: (sampling.seed + i) % 2 ** 32 } }));
+      return Array.from({ length: params.n }, (_, i) => ({ rid: ctx.ids.nextRid(), tenant: auth.tenant, promptTokens, sampling: { ...sampling, seed: (sampling.seed + i) % 2 ** 32, ...constraint } }));
     });
     const rid = (requests[0] as (typeof requests)[number]).rid;
     return await runGenerate(
@@ -132,6 +142,7 @@ async function generate(endpoint: Endpoint, req: IncomingMessage, res: ServerRes
           includeUsage: params.includeUsage,
           tokenIds: params.returnTokenIds ? { promptOf: (index) => (requests[index] as (typeof requests)[number]).promptTokens } : null,
           tokenText: params.logprobs === null ? null : (id) => ctx.codec.tokenText(id),
+          ...(tools === undefined ? {} : { tools }),
         },
         stream: params.stream,
         choicesPerPrompt: params.n,
@@ -169,8 +180,12 @@ function parseChat(body: unknown, ctx: GenerateContext): Validated<Parsed> {
   const { params, messages } = call.value;
   const unknownModel = checkModel(params, ctx.backend);
   if (unknownModel !== null) return { kind: 'bad', problem: unknownModel };
-  const tokens = chatTokens(messages, call.value, ctx.codec);
-  return tokens.kind === 'bad' ? tokens : { kind: 'ok', value: { params, prompts: [tokens.value] } };
+  const plan = validating(() => readTools(body as JsonObject, 'chat'));
+  if (plan.kind === 'bad') return plan;
+  const shown = shownTools(plan.value);
+  const tokens = chatTokens(messages, { ...call.value, ...(shown === undefined ? {} : { tools: shown }) }, ctx.codec);
+  const tools = plan.value === undefined ? {} : { tools: plan.value };
+  return tokens.kind === 'bad' ? tokens : { kind: 'ok', value: { params, prompts: [tokens.value], ...tools } };
 }
 
 /** vLLM's wording; a missing `model` means the served one. */

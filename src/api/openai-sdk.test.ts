@@ -81,7 +81,7 @@ describe('POST /v1/chat/completions through the openai client', () => {
     });
     expect(r.object).toBe('chat.completion');
     expect(r.id).toMatch(/^chatcmpl-/);
-    expect(r.choices).toEqual([{ index: 0, message: { role: 'assistant', content: 'Hello world' }, logprobs: null, finish_reason: 'length' }]);
+    expect(r.choices).toEqual([{ index: 0, message: { role: 'assistant', content: 'Hello world', refusal: null }, logprobs: null, finish_reason: 'length' }]);
     const rendered = '<|system|>Be brief.\n<|user|>Hi\nthere\n<|assistant|>';
     expect(t.backend.lastCall.request.promptTokens).toEqual(fakeCodec.encode(rendered, { addSpecialTokens: false }));
     expect(r.usage).toEqual(usage(rendered.length, 2));

@@ -4,7 +4,7 @@
 // context length reach the back end, unless the `skip-admission` fault point is on (tests only).
 import { InvalidRequestError, type FaultSet, type SamplingParams } from '../core/index.js';
 import { contextLengthError } from '../pages/index.js';
-import type { ChatMessage, PromptCodec } from './backend.js';
+import type { ChatMessage, PromptCodec, ToolFunction } from './backend.js';
 import { problem, problemOf } from './errors.js';
 import { validating, type CommonParams, type Validated } from './params.js';
 import type { CompletionPrompt } from './validate-completion.js';
@@ -22,11 +22,11 @@ export function completionTokens(prompt: CompletionPrompt, addSpecialTokens: boo
 
 export function chatTokens(
   messages: readonly ChatMessage[],
-  options: { readonly addGenerationPrompt: boolean; readonly addSpecialTokens: boolean },
+  options: { readonly addGenerationPrompt: boolean; readonly addSpecialTokens: boolean; readonly tools?: readonly ToolFunction[] },
   codec: PromptCodec,
 ): Validated<readonly number[]> {
   return validating(() => {
-    const text = codec.renderChat(messages, { addGenerationPrompt: options.addGenerationPrompt });
+    const text = codec.renderChat(messages, { addGenerationPrompt: options.addGenerationPrompt, ...(options.tools === undefined ? {} : { tools: options.tools }) });
     return nonEmpty(codec.encode(text, { addSpecialTokens: options.addSpecialTokens }), 'messages');
   });
 }

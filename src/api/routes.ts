@@ -8,6 +8,8 @@ import { problem } from './errors.js';
 import { handleGenerate, type GenerateContext } from './generate-route.js';
 import { sendJson, sendProblem } from './http-io.js';
 import { modelList } from './shapes.js';
+import { handleResponses } from './responses-route.js';
+import { detokenize, oneModel, tokenize, version } from './extra-routes.js';
 
 export type Handler = (req: IncomingMessage, res: ServerResponse, ctx: RouteContext) => Promise<void>;
 
@@ -22,8 +24,12 @@ export interface RouteContext extends GenerateContext {
 const ROUTES: ReadonlyMap<string, ReadonlyMap<string, Handler>> = new Map<string, Map<string, Handler>>([
   ['/v1/completions', new Map([['POST', (req, res, ctx) => handleGenerate('completion', req, res, ctx)]])],
   ['/v1/chat/completions', new Map([['POST', (req, res, ctx) => handleGenerate('chat', req, res, ctx)]])],
+  ['/v1/responses', new Map([['POST', (req, res, ctx) => handleResponses(req, res, ctx)]])],
   ['/v1/models', new Map([['GET', models]])],
   ['/health', new Map([['GET', health]])],
+  ['/tokenize', new Map([['POST', tokenize]])],
+  ['/detokenize', new Map([['POST', detokenize]])],
+  ['/version', new Map([['GET', version]])],
   ['/metrics', new Map([['GET', metrics]])],
   ['/dashboard', new Map([['GET', handleDashboardPage]])],
   ['/dashboard/state', new Map([['GET', handleDashboardState]])],
@@ -32,6 +38,8 @@ const ROUTES: ReadonlyMap<string, ReadonlyMap<string, Handler>> = new Map<string
 export async function dispatch(req: IncomingMessage, res: ServerResponse, ctx: RouteContext): Promise<void> {
   const method = req.method ?? 'GET';
   const path = (req.url ?? '/').split('?', 1)[0] as string;
+  const modelId = /^\/v1\/models\/(.+)$/.exec(path)?.[1];
+  if (modelId !== undefined && method === 'GET') return oneModel(req, res, ctx, decodeURIComponent(modelId));
   const methods = ROUTES.get(path);
   if (methods === undefined) {
     sendProblem(res, problem('route_not_found', `Invalid URL (${method} ${path}).`));

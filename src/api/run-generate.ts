@@ -23,7 +23,8 @@ import type { Clock } from './clock.js';
 import { problem, problemOf, type Problem } from './errors.js';
 import { sendJson, sendProblem } from './http-io.js';
 import type { ApiMetrics, Outcome } from './metrics.js';
-import { finishChunk, fullResponse, logprobsTextLength, openingChunk, textChunk, usageChunk, type ResponseMeta } from './shapes.js';
+import { chatDeltaChunk, finishChunk, fullResponse, logprobsTextLength, openingChunk, textChunk, usageChunk, type ResponseMeta } from './shapes.js';
+import { StreamingAnswer } from './tool-output.js';
 import { SseStream } from './sse.js';
 
 export interface GenerateJob {
@@ -60,6 +61,8 @@ interface Choice {
   logprobsOffset: number;
   lastTokenMs: number | null;
   end: End | null;
+  /** Chat with tools, streaming: text -> content and tool-call deltas. */
+  readonly answer: StreamingAnswer | null;
 }
 
 /** `clientGone()`: true once the client disconnected (the caller aborted `signal` then). */
@@ -72,7 +75,8 @@ export async function runGenerate(
 ): Promise<Outcome> {
   const { meta } = job;
   const sse = job.stream ? new SseStream(res) : null;
-  const choices: Choice[] = job.requests.map(() => ({ text: '', ids: [], logprobs: [], logprobsOffset: 0, lastTokenMs: null, end: null }));
+  const answerOf = (): StreamingAnswer | null => (meta.endpoint === 'chat' && meta.tools !== undefined ? new StreamingAnswer(meta.tools) : null);
+  const choices: Choice[] = job.requests.map(() => ({ text: '', ids: [], logprobs: [], logprobsOffset: 0, lastTokenMs: null, end: null, answer: answerOf() }));
   let firstTokenSeen = false;
   /** The error the client gets: the first choice that failed (its siblings' aborts follow from it). */
   let failure: Problem | undefined;
@@ -105,6 +109,10 @@ export async function runGenerate(
       return;
     }
     await startStream(sse);
+    if (choice.answer !== null) {
+      for (const delta of choice.answer.push(event.text)) await sse.send(chatDeltaChunk(meta, delta, null, index));
+      return;
+    }
     const withIds = (meta.tokenIds !== null || meta.tokenText !== null) && event.ids.length > 0;
     if (event.text === '' && !withIds) return;
     const logprobs = event.logprobs === undefined ? undefined : { ids: event.ids, logprobs: event.logprobs, textOffset: choice.logprobsOffset };
@@ -123,7 +131,11 @@ export async function runGenerate(
     }
     if (sse !== null && !clientGone() && failure === undefined) {
       await startStream(sse);
-      await sse.send(finishChunk(meta, end.finishReason, index));
+      if (choice.answer !== null) {
+        const last = choice.answer.end(end.finishReason);
+        for (const delta of last.deltas) await sse.send(chatDeltaChunk(meta, delta, null, index));
+        await sse.send(chatDeltaChunk(meta, {}, last.finishReason, index));
+      } else await sse.send(finishChunk(meta, end.finishReason, index));
     }
   };
 

@@ -6,6 +6,7 @@ import { setMaxListeners } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { AbortedError, NO_FAULTS, type FaultSet, type TenantId } from '../core/index.js';
+import type { GrammarEngine } from '../grammar/index.js';
 import { TenantAuth } from './auth.js';
 import type { Backend, PromptCodec } from './backend.js';
 import { systemClock, type Clock } from './clock.js';
@@ -16,6 +17,7 @@ import { sendProblem } from './http-io.js';
 import { ApiMetrics, type MetricsHook } from './metrics.js';
 import { RequestIds } from './request-ids.js';
 import { dispatch, type RouteContext } from './routes.js';
+import { answerHttpExtras } from './http-extras.js';
 
 export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
 
@@ -43,6 +45,10 @@ export interface ApiServerOptions {
   readonly dashboard?: DashboardAccess;
   /** Where unexpected errors (bugs) are reported. Default: stderr. */
   readonly logError?: (message: string, error: unknown) => void;
+  /** Structured output: checks `response_format` schemas (the back end enforces them). Absent: 400. */
+  readonly grammar?: GrammarEngine;
+  /** Opt-in CORS (`--cors-origin`): the origin browsers may call from ('*' for any). Absent: no CORS headers. */
+  readonly corsOrigin?: string;
 }
 
 export interface ApiServer {
@@ -70,6 +76,7 @@ class HttpApiServer implements ApiServer {
   readonly #inFlight = new Set<Promise<void>>();
   readonly #drainTimeoutMs: number;
   readonly #logError: (message: string, error: unknown) => void;
+  readonly #corsOrigin: string | undefined;
   #closing: Promise<void> | null = null;
 
   constructor(options: ApiServerOptions) {
@@ -80,6 +87,7 @@ class HttpApiServer implements ApiServer {
     // ends (generate-route.ts): many at once is the normal case, not a leak (no MaxListeners
     // warning). AbortSignal.any on it instead would keep a WeakRef per request for the server's life.
     setMaxListeners(0, this.#shutdown.signal);
+    this.#corsOrigin = options.corsOrigin;
     this.#logError = options.logError ?? ((message, error) => process.stderr.write(`tessera api: ${message}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`));
     this.#ctx = {
       backend: options.backend,
@@ -95,6 +103,7 @@ class HttpApiServer implements ApiServer {
       startedUnixSeconds: clock.unixSeconds(),
       dashboard: options.dashboard ?? DASHBOARD_OFF,
       logError: this.#logError,
+      ...(options.grammar === undefined ? {} : { grammar: options.grammar }),
     };
     this.#server = createServer((req, res) => this.#onRequest(req, res));
     guardHttpServer(this.#server, { ...DEFAULT_HTTP_LIMITS, ...options.httpLimits });
@@ -121,6 +130,7 @@ class HttpApiServer implements ApiServer {
   }
 
   #onRequest(req: IncomingMessage, res: ServerResponse): void {
+    if (answerHttpExtras(req, res, this.#corsOrigin, () => this.#ctx.ids.nextRid())) return;
     if (this.#closing !== null) {
       sendProblem(res, problem('overloaded', 'The server is shutting down.'), { connection: 'close' });
       return;

@@ -1,6 +1,8 @@
 // OpenAI's response objects, exactly: text_completion, chat.completion, chat.completion.chunk,
 // usage, and the model list. Plain functions from data to JSON-ready objects; must never do I/O.
 import { assertNever, type FinishReason, type TokenLogprob, type Usage } from '../core/index.js';
+import { callJson, parseAnswer } from './tool-output.js';
+import type { ToolPlan } from './tools.js';
 
 export type Endpoint = 'completion' | 'chat';
 
@@ -17,6 +19,8 @@ export interface ResponseMeta {
   readonly tokenIds: { promptOf(index: number): readonly number[] } | null;
   /** When the request asked for log-probabilities: a token's text (the codec's tokenText). */
   readonly tokenText: ((id: number) => string) | null;
+  /** Chat with `tools`: how calls are found in the answers (tool-output.ts). */
+  readonly tools?: ToolPlan;
 }
 
 /** Output tokens with their log-probabilities; `textOffset`: where the first one's text starts in the completion. */
@@ -115,13 +119,25 @@ export function fullResponse(meta: ResponseMeta, choices: readonly FinishedChoic
         model: meta.model,
         ...(meta.tokenIds === null ? {} : { prompt_token_ids: meta.tokenIds.promptOf(0) }),
         choices: choices.map((c, index) => ({
-          index, message: { role: 'assistant', content: c.text }, logprobs: logprobsField(meta, { ids: c.ids, logprobs: c.logprobs, textOffset: 0 }), finish_reason: c.finishReason, ...idFields(meta, c.ids, null),
+          index, ...chatMessage(meta, c.text, c.finishReason), logprobs: logprobsField(meta, { ids: c.ids, logprobs: c.logprobs, textOffset: 0 }), ...idFields(meta, c.ids, null),
         })),
         usage: usageJson(usage),
       };
     default:
       return assertNever(meta.endpoint, 'endpoint');
   }
+}
+
+/** A chat choice's `message` (OpenAI's: `refusal` null, `tool_calls` when the answer holds calls) and `finish_reason`. */
+function chatMessage(meta: ResponseMeta, text: string, finishReason: FinishReason): { message: object; finish_reason: string } {
+  const answer = parseAnswer(meta.tools, text, finishReason);
+  const calls = answer.calls.length === 0 ? {} : { tool_calls: answer.calls.map(callJson) };
+  return { message: { role: 'assistant', content: answer.content, refusal: null, ...calls }, finish_reason: answer.finishReason };
+}
+
+/** A chat chunk with any delta and finish reason (tool-call deltas, `tool_calls` finishes). */
+export function chatDeltaChunk(meta: ResponseMeta, delta: object, finishReason: string | null, index = 0): object {
+  return chunk(meta, index, '', finishReason as FinishReason | null, delta);
 }
 
 /** One streamed chunk of choice `index`. `delta`: chat's delta object; `text`: completion text. */

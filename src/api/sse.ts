@@ -33,6 +33,16 @@ export class SseStream {
     await this.#write(`data: ${JSON.stringify(event)}\n\n`);
   }
 
+  /** One named event (`event: NAME` then `data: {...}`), as the Responses API streams them. */
+  async sendNamed(name: string, event: object): Promise<void> {
+    await this.#write(`event: ${name}\ndata: ${JSON.stringify(event)}\n\n`);
+  }
+
+  /** The end of a stream that has no [DONE] marker (the Responses API's). */
+  end(): void {
+    if (!this.#res.writableEnded) this.#res.end();
+  }
+
   async done(): Promise<void> {
     await this.#write('data: [DONE]\n\n');
     this.#res.end();

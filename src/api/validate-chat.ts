@@ -2,6 +2,7 @@
 // Must never render the template or tokenize: this is shape checking only.
 import { InvalidRequestError } from '../core/index.js';
 import type { ChatMessage } from './backend.js';
+import { readToolCallId, readToolCalls } from './tool-messages.js';
 import { describe, field, isObject, optionalBool, readCommon, validating, type CommonParams, type JsonObject, type Validated } from './params.js';
 
 export interface ChatCall {
@@ -37,17 +38,16 @@ function readMessages(body: JsonObject): ChatMessage[] {
 function readMessage(value: unknown, at: string): ChatMessage {
   if (!isObject(value)) throw new InvalidRequestError(`\`${at}\` must be an object, got ${describe(value)}.`, at);
   const role = readRole(field(value, 'role'), `${at}.role`);
-  const toolCalls = field(value, 'tool_calls');
-  if (toolCalls !== undefined && !(Array.isArray(toolCalls) && toolCalls.length === 0)) {
-    throw new InvalidRequestError(`\`${at}.tool_calls\` is not supported by Tessera.`, `${at}.tool_calls`);
-  }
+  const calls = role === 'assistant' ? readToolCalls(field(value, 'tool_calls'), `${at}.tool_calls`) : [];
+  const toolCalls = calls.length === 0 ? {} : { toolCalls: calls };
+  const toolCallId = role === 'tool' ? { toolCallId: readToolCallId(field(value, 'tool_call_id'), `${at}.tool_call_id`) } : {};
   const content = field(value, 'content');
   if (content === undefined) {
     // OpenAI allows an assistant turn without content (it then carries tool calls).
-    if (role === 'assistant') return { role, content: '' };
+    if (role === 'assistant') return { role, content: '', ...toolCalls };
     throw new InvalidRequestError(`\`${at}.content\` is required.`, `${at}.content`);
   }
-  return { role, content: readContent(content, `${at}.content`) };
+  return { role, content: readContent(content, `${at}.content`), ...toolCalls, ...toolCallId };
 }
 
 function readRole(value: unknown, at: string): ChatMessage['role'] {
@@ -60,10 +60,11 @@ function readRole(value: unknown, at: string): ChatMessage['role'] {
     case 'developer':
       return 'system';
     case 'tool':
+      return value;
     case 'function':
-      throw new InvalidRequestError(`\`${at}\` = "${value}" is not supported by Tessera (no tool calling).`, at);
+      throw new InvalidRequestError(`\`${at}\` = "function" (OpenAI's deprecated functions API) is not supported; use \`tools\` and "tool" messages.`, at);
     default:
-      throw new InvalidRequestError(`\`${at}\` must be one of "system", "user", "assistant", got ${describe(value)}.`, at);
+      throw new InvalidRequestError(`\`${at}\` must be one of "system", "user", "assistant", "tool", got ${describe(value)}.`, at);
   }
 }
 

@@ -87,9 +87,9 @@ describe('validateChat', () => {
     expect(ok(validateChat({ messages: [{ role: 'user', content: 'x' }], max_tokens: 9 })).params.maxTokens).toBe(9);
   });
 
-  it('refuses tool calls and a user turn without content', () => {
+  it('refuses a tool call without a function and a user turn without content', () => {
     const tool = validateChat({ messages: [{ role: 'assistant', content: 'x', tool_calls: [{ id: '1' }] }] });
-    expect(tool.kind === 'bad' && tool.problem.param).toBe('messages[0].tool_calls');
+    expect(tool.kind === 'bad' && tool.problem.param).toBe('messages[0].tool_calls[0].function');
     const empty = validateChat({ messages: [{ role: 'user' }] });
     expect(empty.kind === 'bad' && empty.problem.param).toBe('messages[0].content');
   });

@@ -40,6 +40,8 @@ export const FAULT_NAMES = [
   'admit-over-pool',
   /** /dashboard answers anyone, admin key or not (the page map shows which tenant owns which page). */
   'open-dashboard',
+  /** Sample a structured-output request without its token mask (the grammar then refuses what the model picks). */
+  'skip-token-mask',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

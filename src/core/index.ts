@@ -17,3 +17,4 @@ export type * from './kv-view.js';
 export * from './telemetry.js';
 export * from './limits.js';
 export type * from './page-map.js';
+export * from './constraint.js';

@@ -1,4 +1,5 @@
 // What a request asks the sampler for. Validated at the API edge; plain data everywhere else.
+import type { ConstraintSpec } from './constraint.js';
 
 export interface SamplingParams {
   /** Most tokens to generate (>= 1). */
@@ -30,6 +31,12 @@ export interface SamplingParams {
    * position (log-softmax of the logits, before penalties, temperature, top-k or top-p).
    */
   readonly logprobs: number | null;
+  /**
+   * Structured output: only tokens that keep the output a valid prefix of this may be sampled
+   * (src/grammar builds the masks). Absent: free text. It travels with the sampling parameters
+   * (Reserve and Prefill carry them), so whichever node samples builds its own matcher.
+   */
+  readonly constraint?: ConstraintSpec;
 }
 
 /** The most alternatives a request may ask for with each token (OpenAI's limit). */

@@ -36,13 +36,13 @@ describe('chat templates', () => {
     const t = createChatTemplate(GEN_CHAT_TEMPLATE, specials, FILE);
     let caught: unknown;
     try {
-      t.render([{ role: 'tool', content: 'x' }]);
+      t.render([{ role: 'narrator', content: 'x' }]);
     } catch (error) {
       caught = error;
     }
     expect(caught).toBeInstanceOf(InvalidRequestError);
     expect((caught as InvalidRequestError).param).toBe('messages');
-    expect((caught as Error).message).toBe("the model's chat template failed on these messages: unknown role: tool");
+    expect((caught as Error).message).toBe("the model's chat template failed on these messages: unknown role: narrator");
   });
 
   it('picks the "default" template from a list of named templates', () => {

@@ -6,15 +6,22 @@
 // encode it with addSpecialTokens: false. This file must never tokenize.
 import { Template } from '@huggingface/jinja';
 import { InvalidRequestError, ModelLoadError } from '../core/index.js';
+import { hermesMessages, templateKnowsTools, templateMessage, templateTools, type ToolCallText, type ToolSpec } from './tool-prompt.js';
 
 export interface ChatMessage {
   readonly role: string;
   readonly content: string;
+  /** An assistant turn's tool calls (tool-prompt.ts). */
+  readonly toolCalls?: readonly ToolCallText[];
+  /** A `tool` turn: the call it answers. */
+  readonly toolCallId?: string;
 }
 
 export interface RenderOptions {
   /** End with the text that opens an assistant turn. Default true. */
   readonly addGenerationPrompt?: boolean;
+  /** Functions the model may call (tool-prompt.ts says how they reach the template). */
+  readonly tools?: readonly ToolSpec[];
 }
 
 export interface ChatTemplate {
@@ -47,9 +54,14 @@ export function createChatTemplate(text: string | null, specials: SpecialTokenTe
     source,
     text: templateText,
     render(messages, options = {}) {
+      const tools = options.tools ?? [];
+      const usesTools = tools.length > 0 || messages.some((m) => m.role === 'tool' || (m.toolCalls?.length ?? 0) > 0);
+      const native = usesTools && templateKnowsTools(templateText);
+      const turns = usesTools && !native ? hermesMessages(messages, tools) : messages;
       try {
         return template.render({
-          messages: messages.map((m) => ({ role: m.role, content: m.content })),
+          messages: turns.map((m) => templateMessage(m)),
+          ...(native && tools.length > 0 ? { tools: templateTools(tools) } : {}),
           bos_token: specials.bosToken ?? '',
           eos_token: specials.eosToken ?? '',
           add_generation_prompt: options.addGenerationPrompt ?? true,

@@ -11,6 +11,7 @@ export {
   createTokenizer, type DecodeOptions, type DetokenizerOptions, type EncodeOptions, type IncrementalDetokenizer, type Tokenizer,
 } from './tokenizer.js';
 export { DEFAULT_CHAT_TEMPLATE, createChatTemplate, type ChatMessage, type ChatTemplate, type RenderOptions } from './chat-template.js';
+export { templateKnowsTools, type ToolCallText, type ToolSpec } from './tool-prompt.js';
 export { EMBED, FINAL_NORM, LM_HEAD, expectedTensors, layerName } from './tensor-names.js';
 export { elementCount, tensorToF32 } from './host-tensor.js';
 export { GEN_CHAT_TEMPLATE, checkGenOptions, genConfig, genModel, type GenFormat, type GenOverrides, type GenModelOptions, type GenModelResult, type GenProgress } from './gen-model.js';

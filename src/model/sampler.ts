@@ -6,6 +6,11 @@
 // order. The draw depends only on (seed, stepIndex), so the prefill node that samples output
 // token 0 and the decode node that samples the rest agree without sharing any state.
 //
+// A constrained request (structured output) passes a token mask: a bitmask over the ids (bit
+// id % 32 of word id >> 5; ids beyond the mask are disallowed). Disallowed logits become -Infinity
+// in a copy before penalties, temperature, top-k/top-p or argmax, so only allowed tokens can be
+// drawn, and the draw stays the same function of (seed, stepIndex) over what is left.
+//
 // It must never allocate per call (scratch is per Sampler, sized to the vocabulary), use
 // Math.random(), or change the logits it is given.
 import { assert, InvariantError, uniformAt, usesPenalties, type SamplingParams, type TokenLogprob, type TopLogprob } from '../core/index.js';
@@ -45,6 +50,8 @@ export class Sampler {
   readonly #penalized: Float32Array;
   /** Times each id occurs in the previous output (zero again after every call). */
   readonly #counts: Int32Array;
+  /** The logits with disallowed tokens at -Infinity (only for a constrained request). */
+  readonly #masked: Float32Array;
 
   constructor(vocabSize: number) {
     assert(Number.isInteger(vocabSize) && vocabSize > 0, () => `Sampler: bad vocabulary size ${vocabSize}`);
@@ -54,15 +61,35 @@ export class Sampler {
     this.#sorted = new Float64Array(vocabSize);
     this.#penalized = new Float32Array(vocabSize);
     this.#counts = new Int32Array(vocabSize);
+    this.#masked = new Float32Array(vocabSize);
   }
 
   /**
    * The token for output position `stepIndex` (0 for a request's first generated token);
    * `previous`: the request's output tokens so far (read only when it asks for penalties).
    */
-  sample(logits: Float32Array, params: SamplingChoice, stepIndex: number, previous: readonly number[] = []): number {
+  sample(logits: Float32Array, params: SamplingChoice, stepIndex: number, previous: readonly number[] = [], mask?: Int32Array): number {
     assert(logits.length === this.vocabSize, () => `Sampler: ${logits.length} logits for a vocabulary of ${this.vocabSize}`);
-    return this.#choose(this.#penalize(logits, params, previous), params, stepIndex);
+    const allowed = mask === undefined ? logits : this.#applyMask(logits, mask);
+    return this.#choose(this.#penalize(allowed, params, previous), params, stepIndex);
+  }
+
+  /** A copy of `logits` with every id whose mask bit is clear at -Infinity. */
+  #applyMask(logits: Float32Array, mask: Int32Array): Float32Array {
+    const out = this.#masked;
+    out.set(logits);
+    const numIds = Math.min(this.vocabSize, mask.length * 32);
+    for (let word = 0; word * 32 < numIds; word++) {
+      const bits = mask[word]!;
+      if (bits === -1) continue; // all 32 allowed
+      const end = Math.min(numIds, word * 32 + 32);
+      for (let id = word * 32; id < end; id++) if (((bits >>> (id & 31)) & 1) === 0) out[id] = -Infinity;
+    }
+    out.fill(-Infinity, numIds);
+    let any = false;
+    for (let word = 0; word < mask.length && !any; word++) any = mask[word] !== 0;
+    if (!any) throw new InvariantError('Sampler: the token mask allows no token');
+    return out;
   }
 
   /** `logits`, or a copy with the penalties of the tokens in `previous` subtracted. */

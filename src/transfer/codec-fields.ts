@@ -103,3 +103,33 @@ export const RID_PATTERN = /^[A-Za-z0-9._:~-]+$/;
 export const ADDRESS_PATTERN = /^[A-Za-z0-9.:[\]_-]+$/;
 export const HEX16 = /^[0-9a-f]{16}$/;
 export const HEX64 = /^[0-9a-f]{64}$/;
+
+/**
+ * Like object(), plus keys that may be absent (then absent in the result too; never undefined).
+ * For fields added to a message after its first version (e.g. sampling.constraint).
+ */
+export function objectWithOptional<T extends object>(
+  shape: { readonly [key: string]: Check<unknown> },
+  optional: { readonly [key: string]: Check<unknown> },
+): Check<T> {
+  const required = object<Record<string, unknown>>(shape as Record<string, Check<unknown>>);
+  return (v, path) => {
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) return fail(path, 'an object', v);
+    const record = v as Record<string, unknown>;
+    const rest: Record<string, unknown> = {};
+    const extra: Record<string, unknown> = {};
+    for (const key of Object.keys(record)) (Object.hasOwn(optional, key) ? extra : rest)[key] = record[key];
+    const out = required(rest, path);
+    for (const [key, value] of Object.entries(extra)) out[key] = (optional[key] as Check<unknown>)(value, `${path}.${key}`);
+    return out as T;
+  };
+}
+
+/** A tagged union: the `kind` field picks the shape. */
+export function tagged<T extends { readonly kind: string }>(shapes: { readonly [K in T['kind']]: Check<Extract<T, { kind: K }>> }): Check<T> {
+  return (v, path) => {
+    const kind = typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>)['kind'] : undefined;
+    if (typeof kind !== 'string' || !Object.hasOwn(shapes, kind)) return fail(path, `an object with kind one of ${Object.keys(shapes).join(', ')}`, v);
+    return (shapes as Record<string, Check<T>>)[kind]!(v, path);
+  };
+}

@@ -13,8 +13,8 @@
 //   10      h     header       UTF-8 JSON: the message's fields except `type` and `payload`
 //   10+h    n     payload      raw bytes, KvChunk only (n >= 1); no base64, no copy on send
 import { Buffer } from 'node:buffer';
-import { MAX_TOP_LOGPROBS, REQUEST_LIMITS, type RequestId, type SamplingParams, type Tag, type TenantId, type TokenLogprob } from '../core/index.js';
-import { ADDRESS_PATTERN, array, bool, CodecError, errorCode, finite, HEX16, HEX64, int, nullable, object, oneOf, RID_PATTERN, str, TENANT_PATTERN, U31, type Check } from './codec-fields.js';
+import { MAX_SCHEMA_CHARS, MAX_TOP_LOGPROBS, REQUEST_LIMITS, type ConstraintSpec, type RequestId, type SamplingParams, type Tag, type TenantId, type TokenLogprob } from '../core/index.js';
+import { ADDRESS_PATTERN, array, bool, CodecError, errorCode, finite, HEX16, HEX64, int, nullable, object, objectWithOptional, oneOf, RID_PATTERN, str, tagged, TENANT_PATTERN, U31, type Check } from './codec-fields.js';
 import type { KvChunk, Message, MessageType } from './messages.js';
 
 export const CODEC_VERSION = 1;
@@ -49,7 +49,12 @@ const tokenId = int(0, U31);
 const tag = object({ page: int(0, U31), epoch: int(1, Number.MAX_SAFE_INTEGER) }) as Check<Tag>;
 const tags = array(tag, MAX_ITEMS);
 const message = str(4096);
-const sampling: Check<SamplingParams> = object<SamplingParams>({
+/** Structured output (sampling.constraint, optional): what the sampling node builds its matcher from. */
+const constraint = tagged<ConstraintSpec>({
+  json_object: object({ kind: oneOf(['json_object'] as const) }),
+  json_schema: object({ kind: oneOf(['json_schema'] as const), schema: str(MAX_SCHEMA_CHARS, undefined, 1) }),
+});
+const sampling: Check<SamplingParams> = objectWithOptional<SamplingParams>({
   maxTokens: int(1, U31),
   temperature: finite(0, 1e6),
   topP: finite(Number.MIN_VALUE, 1),
@@ -61,7 +66,7 @@ const sampling: Check<SamplingParams> = object<SamplingParams>({
   presencePenalty: finite(-2, 2),
   frequencyPenalty: finite(-2, 2),
   logprobs: nullable(int(0, MAX_TOP_LOGPROBS)),
-});
+}, { constraint });
 /** A log-probability as the sampler reports it: in [MIN_LOGPROB, 0] (src/model's floor, -9999). */
 const logprob = finite(-9999, 0);
 const tokenLogprob: Check<TokenLogprob> = object<TokenLogprob>({ logprob, top: array(object({ id: tokenId, logprob }), MAX_TOP_LOGPROBS) });

@@ -31,6 +31,7 @@ import {
   type RequestId,
   type TokenLogprob,
 } from '../core/index.js';
+import type { GrammarEngine, TokenConstraint } from '../grammar/index.js';
 import type { PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import { EngineLoop, type MaxStepMs, type StepRunner } from './engine-loop.js';
@@ -38,6 +39,7 @@ import { schedulerFor } from './scheduler-for.js';
 import { loopHealth, poolHealth } from './health.js';
 import { nodePageMap } from './page-map.js';
 import type { SamplingState, TokenSampler } from './step-results.js';
+import { constraintFor, prepareConstraints } from './constraints.js';
 
 /** What the worker needs of a tokenizer (src/model's Tokenizer, structurally). */
 export interface WorkerTokenizer {
@@ -68,12 +70,16 @@ export interface ColocatedWorkerOptions {
   readonly healthDetail?: Readonly<Record<string, unknown>>;
   /** The loop stopped on a bug. Default: report on stderr. */
   readonly onFatal?: (error: unknown) => void;
+  /** Structured output (requests with a `constraint`); absent: such requests are refused. */
+  readonly grammar?: GrammarEngine;
 }
 
 interface Live {
   readonly request: GenerateRequest;
   readonly output: TextOutput;
   readonly detach: () => void;
+  /** Structured output: the request's grammar state, told every token it emits. */
+  readonly constraint?: TokenConstraint;
 }
 
 export class ColocatedWorker {
@@ -102,6 +108,7 @@ export class ColocatedWorker {
       samplingOf: (rid) => this.#samplingOf(rid),
       onEvents: (events) => this.#onEvents(events),
       onFatal: (error) => this.#onFatal(error),
+      prepareSampling: (items) => prepareConstraints(items, (rid) => this.#live.get(rid)?.constraint),
       faults,
       checkEveryStep: options.checkEveryStep,
       ...(options.maxStepMs === undefined ? {} : { maxStepMs: options.maxStepMs }),
@@ -122,8 +129,14 @@ export class ColocatedWorker {
       channel.push({ type: 'failed', error: refusal });
       return channel;
     }
+    const constraint = constraintFor(request, this.#o.grammar);
+    if (constraint instanceof TesseraError) {
+      channel.push({ type: 'failed', error: constraint });
+      return channel;
+    }
     const admitted = this.scheduler.admit(request);
     if (admitted.kind === 'rejected') {
+      constraint?.dispose();
       channel.push({ type: 'failed', error: admitted.error });
       return channel;
     }
@@ -134,6 +147,7 @@ export class ColocatedWorker {
       request,
       output: new TextOutput(channel, new TextStream(detokenizer, request.sampling.stop)),
       detach: () => signal.removeEventListener('abort', onAbort),
+      ...(constraint === undefined ? {} : { constraint }),
     });
     this.#loop.wake();
     return channel;
@@ -182,7 +196,13 @@ export class ColocatedWorker {
     const live = this.#live.get(rid);
     const view = this.scheduler.view(rid);
     if (live === undefined || view === undefined || view.state === 'ending') return undefined;
-    return { params: live.request.sampling, numOutputTokens: view.numOutputTokens, outputTokens: () => this.scheduler.outputTokens(rid) };
+    const { constraint } = live;
+    return {
+      params: live.request.sampling,
+      numOutputTokens: view.numOutputTokens,
+      outputTokens: () => this.scheduler.outputTokens(rid),
+      ...(constraint === undefined ? {} : { mask: () => constraint.mask() }),
+    };
   }
 
   #abort(rid: RequestId, error: TesseraError): void {
@@ -218,6 +238,7 @@ export class ColocatedWorker {
   }
 
   #onToken(rid: RequestId, live: Live, token: number, logprob: TokenLogprob | undefined, isLast: boolean): void {
+    live.constraint?.accept(token);
     if (live.output.tokens([token], logprob === undefined ? [] : [logprob], isLast) === 'more') return;
     // A stop string matched at `token`: the text before it is out; end the request as stopped.
     const finish = this.scheduler.finish(rid, 'stop');
@@ -229,6 +250,7 @@ export class ColocatedWorker {
   #end(rid: RequestId, live: Live): TextOutput {
     this.#live.delete(rid);
     live.detach();
+    live.constraint?.dispose();
     return live.output;
   }
 

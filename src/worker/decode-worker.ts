@@ -29,6 +29,8 @@ import { assertNever, InvariantError, syncAborts, TesseraError, TotalsMirror, ty
 import type { Owner, PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import { DecodeMachine, MachineDriver, TcpTransport, NO_TRACE, type ChunkHandlers, type DecodeEffect, type DecodeHost, type DecodeInput, type ReserveVerdict, type TraceSink, type Transport } from '../transfer/index.js';
+import type { TokenConstraint } from '../grammar/index.js';
+import { constraintFor, prepareConstraints } from './constraints.js';
 import { EngineLoop } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
 import { pdHealth } from './health.js';
@@ -41,6 +43,8 @@ interface Decoding {
   readonly sampling: SamplingParams;
   /** The pages the transfer filled (the trace's page table for this request). */
   readonly tags: readonly Tag[];
+  /** Structured output: rebuilt here by replaying every token (the first is prefill's, from KvDone). */
+  readonly constraint?: TokenConstraint;
 }
 
 export class DecodeWorker {
@@ -118,8 +122,15 @@ export class DecodeWorker {
         const d = this.#decoding.get(rid);
         const view = this.scheduler.view(rid);
         if (d === undefined || view === undefined || view.state === 'ending') return undefined;
-        return { params: d.sampling, numOutputTokens: view.numOutputTokens, outputTokens: () => this.scheduler.outputTokens(rid) };
+        const { constraint } = d;
+        return {
+          params: d.sampling,
+          numOutputTokens: view.numOutputTokens,
+          outputTokens: () => this.scheduler.outputTokens(rid),
+          ...(constraint === undefined ? {} : { mask: () => constraint.mask() }),
+        };
       },
+      prepareSampling: (items) => prepareConstraints(items, (rid) => this.#decoding.get(rid)?.constraint),
       onEvents: (events) => this.#onEvents(events),
       onFatal: (error) => this.#onFatal(error),
       faults,
@@ -199,6 +210,11 @@ export class DecodeWorker {
   #reserve(owner: Owner, promptTokens: number, sampling: SamplingParams): ReserveVerdict {
     if (this.#closed) return { kind: 'rejected', error: new TesseraError('overloaded', 'this decode worker is shutting down') };
     if (!this.#loop.healthy) return { kind: 'rejected', error: new InvariantError('this decode worker stopped after an internal error') };
+    // Structured output: refused before any page when this node cannot enforce it; else its
+    // grammar starts compiling now, while prefill computes (startDecoding builds the matcher).
+    const constraint = constraintFor({ sampling }, this.#o.grammar);
+    if (constraint instanceof TesseraError) return { kind: 'rejected', error: constraint };
+    constraint?.dispose();
     // Placeholders for the prompt's ids: only their number matters here (see the top of the file).
     const request: GenerateRequest = { rid: owner.rid, tenant: owner.tenant, promptTokens: new Array<number>(promptTokens).fill(0), sampling };
     return this.scheduler.reserve(request);
@@ -212,7 +228,10 @@ export class DecodeWorker {
         return this.transport.closePeer(effect.peer, effect.reason);
       case 'startDecoding': {
         if (effect.transferMs !== null) this.#metrics?.observeTransferSeconds(effect.transferMs / 1000);
-        this.#decoding.set(effect.rid, { owner: effect.owner, sampling: effect.sampling, tags: effect.tags });
+        const constraint = constraintFor({ sampling: effect.sampling }, this.#o.grammar);
+        if (constraint instanceof TesseraError) throw new InvariantError(`startDecoding: ${effect.rid}'s constraint was accepted at Reserve: ${constraint.message}`);
+        constraint?.accept(effect.firstToken); // prefill sampled it under the first mask
+        this.#decoding.set(effect.rid, { owner: effect.owner, sampling: effect.sampling, tags: effect.tags, ...(constraint === undefined ? {} : { constraint }) });
         const result = this.scheduler.startDecode(effect.rid, effect.firstToken);
         if (result.kind === 'not-found') throw new InvariantError(`startDecoding: the scheduler does not know ${effect.rid}`);
         this.#onEvents(result.events);
@@ -235,6 +254,7 @@ export class DecodeWorker {
       if (d === undefined) continue; // stopped meanwhile
       switch (event.kind) {
         case 'token': // every one the engine sampled here (the first, KvDone's, the machine sends itself)
+          d.constraint?.accept(event.token);
           this.#driver.handle({ kind: 'decodeTokens', rid: event.rid, ids: [event.token], logprobs: event.logprob === undefined ? [] : [event.logprob] });
           break;
         case 'finished':
@@ -272,6 +292,7 @@ export class DecodeWorker {
     const d = this.#decoding.get(rid);
     if (d === undefined) return;
     this.#decoding.delete(rid);
+    d.constraint?.dispose();
     this.#trace.emit({ kind: 'page', node: this.address, role: 'decode', rid, action: 'free', pages: d.tags.map((t) => ({ page: t.page, epoch: t.epoch })) });
   }
 

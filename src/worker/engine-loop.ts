@@ -39,6 +39,12 @@ export interface EngineLoopOptions {
   readonly faults: FaultSet;
   /** checkIntegrity() after every step (tests), not only when idle. */
   readonly checkEveryStep: boolean;
+  /**
+   * Runs beside each step, awaited before sampling: constrained requests prepare their token
+   * masks (src/grammar) while the forward pass computes. Must not reject (a request's own
+   * failure shows when its mask is asked for).
+   */
+  readonly prepareSampling?: (items: readonly BatchItem[]) => Promise<void>;
   /** How long to wait before planning again when requests wait but none could run (ms). */
   readonly stalledRetryMs?: number;
   /** The time budget of a step with decodes (--max-step-ms): ms, 'auto' (default) or 'off'. */
@@ -161,7 +167,7 @@ export class EngineLoop {
     if (plan.items.length === 0) return false;
     if (o.checkEveryStep) o.scheduler.checkIntegrity(); // with the step in flight, too
     const started = this.#now();
-    const outputs = await o.runner.step(plan.items);
+    const [outputs] = await Promise.all([o.runner.step(plan.items), o.prepareSampling?.(plan.items)]);
     this.#lastStepMs = this.#now() - started;
     this.#stepMsTotal += this.#lastStepMs;
     this.#numItemsStepped += plan.items.length;

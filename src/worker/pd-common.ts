@@ -1,6 +1,7 @@
 // What the two PD worker roles (prefill-worker.ts, decode-worker.ts) share: the options every PD
 // worker takes and the answer a worker gives a client that came to it instead of to the router.
 // Must never: hold per-request state, or let a client generate on a worker directly.
+import type { GrammarEngine } from '../grammar/index.js';
 import { InvalidRequestError, type FaultSet, type GenerateEvent } from '../core/index.js';
 import type { PagePool } from '../pages/index.js';
 import type { Timeouts, TraceSink } from '../transfer/index.js';
@@ -36,6 +37,8 @@ export interface PdWorkerOptions {
   readonly healthDetail?: Readonly<Record<string, unknown>>;
   /** The loop stopped on a bug. */
   readonly onFatal: (error: unknown) => void;
+  /** Structured output (sampling.constraint); absent: such requests are refused at admission. */
+  readonly grammar?: GrammarEngine;
 }
 
 /** A client that asks a PD worker to generate: 400, it should ask the router. */

@@ -26,6 +26,8 @@ import { InvariantError, syncAborts, TesseraError, TotalsMirror, assertNever, ty
 import type { Owner, PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import { MachineDriver, PrefillMachine, TcpTransport, type AdmitVerdict, type PrefillHost, type PrefillInput, type PrefillEffect, type Transport } from '../transfer/index.js';
+import type { TokenConstraint } from '../grammar/index.js';
+import { constraintFor, prepareConstraints } from './constraints.js';
 import { EngineLoop } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
 import { HookedRunner } from './hooked-runner.js';
@@ -39,6 +41,8 @@ interface Job {
   reported: number;
   /** host.stop() said 'stopping': computeStopped once the scheduler has let go of it. */
   stopping: boolean;
+  /** Structured output: the first token is sampled here, under the grammar's first mask. */
+  readonly constraint?: TokenConstraint;
 }
 
 export class PrefillWorker {
@@ -95,8 +99,11 @@ export class PrefillWorker {
       sampler: options.sampler,
       samplingOf: (rid) => {
         const job = this.#jobs.get(rid);
-        return job === undefined ? undefined : { params: job.sampling, numOutputTokens: 0, outputTokens: () => [] };
+        if (job === undefined) return undefined;
+        const { constraint } = job;
+        return { params: job.sampling, numOutputTokens: 0, outputTokens: () => [], ...(constraint === undefined ? {} : { mask: () => constraint.mask() }) };
       },
+      prepareSampling: (items) => prepareConstraints(items, (rid) => this.#jobs.get(rid)?.constraint),
       onEvents: (events) => this.#onEvents(events),
       onFatal: (error) => this.#onFatal(error),
       faults,
@@ -170,18 +177,29 @@ export class PrefillWorker {
     this.#driver.stop();
     await this.transport.close();
     for (const rid of [...this.#jobs.keys()]) this.scheduler.abort(rid);
-    this.#jobs.clear();
+    for (const rid of [...this.#jobs.keys()]) this.#dropJob(rid);
     await this.#loop.close();
   }
 
   #admit(owner: Owner, tokens: readonly number[], sampling: SamplingParams): AdmitVerdict {
     if (this.#closed) return { kind: 'rejected', error: new TesseraError('overloaded', 'this prefill worker is shutting down') };
     if (!this.#loop.healthy) return { kind: 'rejected', error: new InvariantError('this prefill worker stopped after an internal error') };
+    const constraint = constraintFor({ sampling }, this.#o.grammar);
+    if (constraint instanceof TesseraError) return { kind: 'rejected', error: constraint };
     const verdict = this.scheduler.admit({ rid: owner.rid, tenant: owner.tenant, promptTokens: tokens, sampling });
-    if (verdict.kind === 'rejected') return verdict;
-    this.#jobs.set(owner.rid, { sampling, reported: 0, stopping: false });
+    if (verdict.kind === 'rejected') {
+      constraint?.dispose();
+      return verdict;
+    }
+    this.#jobs.set(owner.rid, { sampling, reported: 0, stopping: false, ...(constraint === undefined ? {} : { constraint }) });
     this.#loop.wake();
     return { kind: 'admitted' };
+  }
+
+  /** Forgets a job (disposing its grammar state); false when there was none. */
+  #dropJob(rid: RequestId): boolean {
+    this.#jobs.get(rid)?.constraint?.dispose();
+    return this.#jobs.delete(rid);
   }
 
   #stop(owner: Owner): 'stopped' | 'stopping' {
@@ -192,12 +210,12 @@ export class PrefillWorker {
       job.stopping = true;
       return 'stopping';
     }
-    this.#jobs.delete(owner.rid);
+    this.#dropJob(owner.rid);
     return 'stopped';
   }
 
   #release(owner: Owner): void {
-    this.#jobs.delete(owner.rid);
+    this.#dropJob(owner.rid);
     this.scheduler.release(owner.rid);
     this.#loop.wake();
   }
@@ -220,11 +238,12 @@ export class PrefillWorker {
           const job = this.#jobs.get(event.rid);
           if (job === undefined) continue;
           job.reported = event.numTokens;
+          job.constraint?.dispose(); // its one token is sampled; decode rebuilds the state from it
           this.#driver.handle({ kind: 'computeDone', rid: event.rid, tags: event.tags, firstToken: event.firstToken, firstLogprobs: event.firstLogprob === undefined ? [] : [event.firstLogprob] });
           break;
         }
         case 'failed':
-          if (!this.#jobs.delete(event.rid)) continue;
+          if (!this.#dropJob(event.rid)) continue;
           this.#driver.handle({ kind: 'computeFailed', rid: event.rid, error: event.error });
           break;
         case 'token':
@@ -242,7 +261,7 @@ export class PrefillWorker {
       const view = this.scheduler.view(rid);
       if (job.stopping) {
         if (view !== undefined) continue; // still ending (cannot happen after complete(), but wait)
-        this.#jobs.delete(rid);
+        this.#dropJob(rid);
         this.#driver.handle({ kind: 'computeStopped', rid });
         continue;
       }
@@ -255,7 +274,7 @@ export class PrefillWorker {
   #onFatal(error: unknown): void {
     const failure = new InvariantError('the prefill worker stopped after an internal error', error);
     for (const rid of [...this.#jobs.keys()]) {
-      this.#jobs.delete(rid);
+      this.#dropJob(rid);
       this.#driver.handle({ kind: 'computeFailed', rid, error: failure });
     }
     this.#o.onFatal(error);

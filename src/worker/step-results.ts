@@ -9,7 +9,7 @@ import type { StepResult } from '../scheduler/index.js';
 
 /** What samples one token (src/model's Sampler, structurally). */
 export interface TokenSampler {
-  sample(logits: Float32Array, params: SamplingParams, stepIndex: number, previous: readonly number[]): number;
+  sample(logits: Float32Array, params: SamplingParams, stepIndex: number, previous: readonly number[], mask?: Int32Array): number;
   /** `token`'s log-probability and the topN most likely tokens', from the logits as the model gave them. */
   logprobsOf(logits: Float32Array, token: number, topN: number): TokenLogprob;
 }
@@ -20,6 +20,8 @@ export interface SamplingState {
   readonly numOutputTokens: number;
   /** Its output tokens so far (asked only of a request with penalties). */
   outputTokens(): readonly number[];
+  /** A constrained request's allowed next tokens (src/grammar's bitmask), prepared before the step ended. */
+  readonly mask?: () => Int32Array;
 }
 
 export function toStepResults(
@@ -45,7 +47,8 @@ export function toStepResults(
         if (state === undefined) return { kind: 'failed', rid: result.rid, error: new AbortedError('the request ended while its step ran') };
         try {
           const previous = usesPenalties(state.params) ? state.outputTokens() : [];
-          const token = sampler.sample(logits, state.params, state.numOutputTokens, previous);
+          const mask = state.mask?.(); // throws when the grammar failed or refused an earlier token
+          const token = sampler.sample(logits, state.params, state.numOutputTokens, previous, faults.has('skip-token-mask') ? undefined : mask);
           const topN = state.params.logprobs;
           return { kind: 'sampled', rid: result.rid, token, ...(topN === null ? {} : { logprob: sampler.logprobsOf(logits, token, topN) }) };
         } catch (error) {

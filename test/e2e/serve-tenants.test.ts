@@ -36,7 +36,7 @@ describe('a server with --api-keys', () => {
   it('answers 401 without a key or with an unknown one, in the OpenAI error shape', async () => {
     const none = await fetch(`${server.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"prompt":"x","max_tokens":1}' });
     expect(none.status).toBe(401);
-    expect(await none.json()).toMatchObject({ error: { type: 'authentication_error', code: 'unauthorized' } });
+    expect(await none.json()).toMatchObject({ error: { type: 'invalid_request_error', code: 'invalid_api_key' } });
     await expect(server.client('sk-mallory').completions.create({ model: 'builtin:tiny', prompt: 'x', max_tokens: 1 })).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
     await expect(server.client('sk-mallory').models.list()).rejects.toMatchObject({ status: 401 });
   });

@@ -12,6 +12,7 @@ import type { Command } from 'commander';
 import { createApiServer, pdMetrics, promptCodecOf } from '../../api/index.js';
 import { ConfigError, TextStream } from '../../core/index.js';
 import { loadModelInfo } from '../../model/index.js';
+import { corsOption, grammarFor } from '../grammar-for.js';
 import { PdRouter } from '../../router/index.js';
 import { ADMIN_KEY_HELP, parseAdminKey, withAdminKey, type AdminKeyFlags } from '../config-admin.js';
 import { loadApiKeys } from '../config-api-keys.js';
@@ -39,6 +40,7 @@ export function registerRouter(program: Command): void {
     .option('--context-length <n>', 'largest prompt + max_tokens per request (default: the model\'s); each worker re-checks its own')
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant; requests without a valid key get 401')
     .option('--admin-key <key>', ADMIN_KEY_HELP)
+    .option('--cors-origin <origin>', 'answer browsers from this origin (CORS; * for any); default: no CORS headers')
     .option('--cluster-secret <secret>', 'the secret shared by the router and its workers (default: $TESSERA_CLUSTER_SECRET)')
     .action(async (flags: RouterFlags & AdminKeyFlags) => {
       process.exitCode = await runRouter(flags);
@@ -95,6 +97,8 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags): Promise<number> {
     httpLimits: httpLimitsFromEnv(env),
     metricsHooks: [(registry) => router.attachMetrics(pdMetrics(registry))],
     dashboard: { adminKey, plan: [] },
+    grammar: grammarFor(model),
+    ...corsOption(flags),
   });
   const stopped = stopRequested(env['TESSERA_SUPERVISED'] === '1', log);
   const address = await api.listen(port, host);

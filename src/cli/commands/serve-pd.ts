@@ -14,6 +14,7 @@ import { httpLimitsFromEnv } from '../config-http.js';
 import { createApiServer, pdMetrics, promptCodecOf } from '../../api/index.js';
 import { ConfigError } from '../../core/index.js';
 import { Sampler } from '../../model/index.js';
+import { grammarFor } from '../grammar-for.js';
 import { DecodeWorker, PrefillWorker } from '../../worker/index.js';
 import type { PdWorkerConfig } from '../config-pd.js';
 import { formatBytes } from '../config-values.js';
@@ -55,6 +56,7 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey:
     timeouts: pd.timeouts,
     ...(trace === undefined ? {} : { trace }),
     healthDetail: { kernels, deterministic: config.deterministic, faults: config.faults.names() },
+    grammar: grammarFor(model),
     onFatal: (error: unknown) => {
       log(`worker stopped on an internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
       fatal();

@@ -15,6 +15,7 @@ import { createApiServer, promptCodecOf } from '../../api/index.js';
 import { Sampler } from '../../model/index.js';
 import { ColocatedWorker } from '../../worker/index.js';
 import { loadApiKeys } from '../config-api-keys.js';
+import { corsOption, grammarFor } from '../grammar-for.js';
 import { DEFAULT_POOL_CONTEXTS, type PoolPlan } from '../config-pool.js';
 import { formatBytes } from '../config-values.js';
 import {
@@ -45,6 +46,7 @@ export function registerServe(program: Command): void {
     .option('--chunked-prefill-size <n>', `most tokens in one step; longer prompts are prefilled in chunks (default ${DEFAULT_CHUNKED_PREFILL_SIZE})`)
     .option('--max-step-ms <ms>', 'time budget of a step with running decodes: prefill is chunked to fit; auto (default: twice the decodes\' own step time), off, or ms')
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant; requests without a valid key get 401')
+    .option('--cors-origin <origin>', 'answer browsers from this origin (CORS; * for any); default: no CORS headers')
     .option('--deterministic', 'batch-invariant kernels: a greedy request\'s output does not depend on what runs beside it')
     .option('--role <role>', 'colocated (default), or prefill / decode: one worker of a disaggregated cluster (see `tessera router`, `tessera up`)')
     .option('--data-host <host>', `prefill/decode: the internal listener for the router and peer workers (default ${DEFAULT_DATA_HOST})`)
@@ -55,12 +57,12 @@ export function registerServe(program: Command): void {
       const role = parseRole(flags);
       const config = parseServeConfig(flags, process.env);
       const adminKey = parseAdminKey(flags, process.env);
-      process.exitCode = role === 'colocated' ? await serve(config, adminKey) : await servePd(config, parsePdWorkerConfig(role, flags, process.env), adminKey);
+      process.exitCode = role === 'colocated' ? await serve(config, adminKey, corsOption(flags)) : await servePd(config, parsePdWorkerConfig(role, flags, process.env), adminKey);
     });
 }
 
 /** Runs until a signal (exit code 0) or a fatal worker error (1). */
-async function serve(config: ServeConfig, adminKey: string | null): Promise<number> {
+async function serve(config: ServeConfig, adminKey: string | null, cors: { readonly corsOrigin?: string } = {}): Promise<number> {
   const log = (line: string): void => void process.stderr.write(`tessera: ${line}\n`);
   if (config.faults.size > 0) log(`FAULT POINTS ARMED (tests only): ${config.faults.names().join(', ')}`);
   const apiKeys = config.apiKeysFile === null ? undefined : await loadApiKeys(config.apiKeysFile);
@@ -69,7 +71,9 @@ async function serve(config: ServeConfig, adminKey: string | null): Promise<numb
 
   let fatal: (error: unknown) => void = () => undefined;
   const failed = new Promise<number>((resolve) => (fatal = () => resolve(1)));
+  const grammar = grammarFor(model);
   const worker = new ColocatedWorker({
+    grammar,
     modelName: config.servedModelName,
     root: model.source.spec,
     contextLength: plan.contextLength,
@@ -99,6 +103,8 @@ async function serve(config: ServeConfig, adminKey: string | null): Promise<numb
     drainTimeoutMs: DRAIN_TIMEOUT_MS,
     httpLimits: httpLimitsFromEnv(process.env),
     dashboard: { adminKey, plan: renderPlan(config.model, plan).trimEnd().split('\n') },
+    grammar,
+    ...cors,
   });
   // Signal handlers go in before the address is printed: a supervisor (or a test) may send
   // SIGTERM the moment it reads it, and must get a graceful shutdown, not the default death.

@@ -1,0 +1,36 @@
+// `response_format` (chat and completions) -> the request's ConstraintSpec, or the 400 naming the
+// field. Shapes: {type: "text"} (free text), {type: "json_object"}, {type: "json_schema",
+// json_schema: {name, schema, strict?, description?}}. `strict` is accepted either way: Tessera
+// always enforces the schema by constrained decoding (it never merely asks the model).
+// Must never compile the schema (that is asynchronous; generate-route.ts asks the GrammarEngine).
+import { InvalidRequestError, MAX_SCHEMA_CHARS, type ConstraintSpec } from '../core/index.js';
+import { describe, field, isObject, type JsonObject } from './params.js';
+
+export function readResponseFormat(body: JsonObject, key = 'response_format'): ConstraintSpec | undefined {
+  const value = field(body, key);
+  if (value === undefined) return undefined;
+  if (!isObject(value)) throw new InvalidRequestError(`\`${key}\` must be an object, got ${describe(value)}.`, key);
+  const type = field(value, 'type');
+  switch (type) {
+    case 'text':
+      return undefined;
+    case 'json_object':
+      return { kind: 'json_object' };
+    case 'json_schema': {
+      const inner = field(value, 'json_schema');
+      if (!isObject(inner)) throw new InvalidRequestError(`\`${key}.json_schema\` must be an object, got ${describe(inner)}.`, `${key}.json_schema`);
+      return { kind: 'json_schema', schema: schemaText(field(inner, 'schema'), `${key}.json_schema.schema`) };
+    }
+    default:
+      throw new InvalidRequestError(`\`${key}.type\` must be one of "text", "json_object", "json_schema", got ${describe(type)}.`, `${key}.type`);
+  }
+}
+
+/** A JSON schema (an object, or `true` for any JSON) as canonical text within MAX_SCHEMA_CHARS. */
+export function schemaText(schema: unknown, param: string): string {
+  if (schema === undefined) return JSON.stringify({ type: 'object' }); // OpenAI: a name without a schema
+  if (!isObject(schema)) throw new InvalidRequestError(`\`${param}\` must be a JSON schema object, got ${describe(schema)}.`, param);
+  const text = JSON.stringify(schema);
+  if (text.length > MAX_SCHEMA_CHARS) throw new InvalidRequestError(`\`${param}\` is ${text.length} characters of JSON; at most ${MAX_SCHEMA_CHARS} are taken.`, param);
+  return text;
+}
