@@ -99,7 +99,7 @@ export interface ProbeReport {
   readonly options: Omit<ProbeOptions, 'keys'> & { readonly sameKey: boolean };
   readonly server: ServerFacts;
   readonly results: readonly CheckResult[];
-  /** 0 nothing found, 1 a leak or a timing signal. */
-  readonly exitCode: 0 | 1;
+  /** 0 nothing found, 1 a leak or a timing signal, 2 no finding but a check could not run (the server stopped answering). */
+  readonly exitCode: 0 | 1 | 2;
   readonly requests: readonly RequestRecord[];
 }
