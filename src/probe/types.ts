@@ -41,6 +41,8 @@ export interface RequestRecord {
   totalMs?: number;
   /** The text of every choice (n > 1: several). */
   texts?: string[];
+  /** The first choice's token ids, where the server returns them (vLLM's and Tessera's return_token_ids). */
+  tokenIds?: number[];
   error?: string;
   errorBody?: unknown;
   usage?: unknown;

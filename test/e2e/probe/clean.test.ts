@@ -92,7 +92,7 @@ describe('tessera probe against tessera up --api-keys as shipped', () => {
       expect(problems).toEqual([]);
       expect(requested.every((u) => u.startsWith('file://'))).toBe(true);
       expect(drawn.sections).toBe(4);
-      expect(drawn.plots).toBe(4);
+      expect(drawn.plots).toBe(5);
       expect(drawn.ecdf).toHaveLength(4);
       for (const line of drawn.ecdf) {
         expect(line.n).toBe(8);
