@@ -110,16 +110,19 @@ export async function nonInterference(ctx: CheckContext): Promise<CheckOutput> {
   }
   if (consistency.kind === 'measured' && consistency.finding) {
     findings.push({
-      what: `B's greedy answer disagrees with the server's own next-token predictions at ` +
+      what:
+        `B's greedy answer disagrees with the server's own next-token predictions at ` +
         `${consistency.positions - consistency.agreeing} of ${consistency.positions} positions (agreement ` +
         `${(100 * consistency.agreement).toFixed(0)}% < ${100 * MIN_AGREEMENT}%): decode did not read this prompt's KV`,
       requests: consistency.requests,
     });
   }
-  const consistent = consistency.kind === 'measured'
-    ? `self-consistency ${consistency.agreeing}/${consistency.positions}`
-    : `self-consistency not available: ${consistency.why}`;
-  const statistic = `changed answers: alone ${counts.alone}/${repeats}, amid A ${counts['amid-A']}/${repeats}, ` +
+  const consistent =
+    consistency.kind === 'measured'
+      ? `self-consistency ${consistency.agreeing}/${consistency.positions}`
+      : `self-consistency not available: ${consistency.why}`;
+  const statistic =
+    `changed answers: alone ${counts.alone}/${repeats}, amid A ${counts['amid-A']}/${repeats}, ` +
     `amid B's own load ${counts['amid-B']}/${repeats}`;
   const status = findings.length > 0 ? 'finding' : anyChange ? 'inconclusive' : 'clean';
   return {
@@ -151,15 +154,17 @@ export async function nonInterference(ctx: CheckContext): Promise<CheckOutput> {
         bars: PHASES.map((p) => ({ label: p, value: counts[p] })),
       },
       ...(consistency.kind === 'measured'
-        ? [{
-            kind: 'bars' as const,
-            title: 'Self-consistency: next-token predictions',
-            unit: 'positions',
-            bars: [
-              { label: 'agree', value: consistency.agreeing },
-              { label: 'disagree', value: consistency.positions - consistency.agreeing },
-            ],
-          }]
+        ? [
+            {
+              kind: 'bars' as const,
+              title: 'Self-consistency: next-token predictions',
+              unit: 'positions',
+              bars: [
+                { label: 'agree', value: consistency.agreeing },
+                { label: 'disagree', value: consistency.positions - consistency.agreeing },
+              ],
+            },
+          ]
         : []),
     ],
   };

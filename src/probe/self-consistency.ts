@@ -15,24 +15,54 @@ export const MIN_AGREEMENT = 0.8;
 
 export type Consistency =
   | { readonly kind: 'unavailable'; readonly why: string }
-  | { readonly kind: 'measured'; readonly positions: number; readonly agreeing: number; readonly agreement: number; readonly finding: boolean; readonly requests: readonly number[] };
+  | {
+      readonly kind: 'measured';
+      readonly positions: number;
+      readonly agreeing: number;
+      readonly agreement: number;
+      readonly finding: boolean;
+      readonly requests: readonly number[];
+    };
 
-export async function selfConsistency(ctx: CheckContext, prompt: readonly number[], answerTokens: number, tick: () => void): Promise<Consistency> {
+export async function selfConsistency(
+  ctx: CheckContext,
+  prompt: readonly number[],
+  answerTokens: number,
+  tick: () => void,
+): Promise<Consistency> {
   const { client, facts } = ctx;
   const body = (ids: readonly number[], maxTokens: number) => ({
-    model: facts.model, prompt: [...ids], max_tokens: maxTokens, temperature: 0, seed: 1234, return_token_ids: true,
+    model: facts.model,
+    prompt: [...ids],
+    max_tokens: maxTokens,
+    temperature: 0,
+    seed: 1234,
+    return_token_ids: true,
   });
-  const reference = await client.complete('B', 'self-consistency: the greedy answer with its token ids', body(prompt, answerTokens));
+  const reference = await client.complete(
+    'B',
+    'self-consistency: the greedy answer with ' + 'its token ids',
+    body(prompt, answerTokens),
+  );
   tick();
   const answer = reference.tokenIds;
   if (reference.status !== 200 || answer === undefined) {
-    return { kind: 'unavailable', why: `no token ids in the answer (HTTP ${reference.status ?? 'none'}; the server may not support return_token_ids)` };
+    return {
+      kind: 'unavailable',
+      why:
+        `no token ids in the answer (HTTP ${reference.status ?? 'none'}; the ` +
+        `server may not support return_token_ids)`,
+    };
   }
   const requests = [reference.id];
   let agreeing = 0;
   let positions = 0;
   for (let j = 1; j < answer.length; j++) {
-    const r = await client.complete('B', `self-consistency: the next token after ${j} answer tokens`, body([...prompt, ...answer.slice(0, j)], 1));
+    const r = await client.complete(
+      'B',
+      `self-consistency: the next token after ${j} answer tokens`,
+      body([...prompt, ...answer.slice(0, j)], 1),
+    );
     tick();
     requests.push(r.id);
     const predicted = r.tokenIds?.[0];
@@ -41,5 +71,12 @@ export async function selfConsistency(ctx: CheckContext, prompt: readonly number
     if (predicted === answer[j]) agreeing++;
   }
   const agreement = positions === 0 ? 1 : agreeing / positions;
-  return { kind: 'measured', positions, agreeing, agreement, finding: positions >= MIN_POSITIONS && agreement < MIN_AGREEMENT, requests };
+  return {
+    kind: 'measured',
+    positions,
+    agreeing,
+    agreement,
+    finding: positions >= MIN_POSITIONS && agreement < MIN_AGREEMENT,
+    requests,
+  };
 }

@@ -19,7 +19,7 @@ beforeAll(async () => {
 afterAll(async () => Promise.all([shipped?.stop(), deterministic?.stop()]));
 
 describe('tessera probe against the incident (placeholder-done,skip-page-check)', () => {
-  it('exits 1 on tessera up as shipped: the answers are not the server\'s own predictions', async () => {
+  it("exits 1 on tessera up as shipped: the answers are not the server's own predictions", async () => {
     const run = await probe(shipped, ['--checks', 'canary,non-interference', '--budget', '24', '--seed', '3']);
     expect(run.code, run.stdout + run.stderr).toBe(1);
     const ni = resultOf(run.report, 'non-interference');
@@ -35,13 +35,23 @@ describe('tessera probe against the incident (placeholder-done,skip-page-check)'
     for (const id of ni.findings[0]?.requests ?? []) expect(ids.has(id)).toBe(true);
   });
 
-  it('exits 1 on a batch-invariant cluster: B\'s greedy answer changes with what ran before it', async () => {
-    const run = await probe(deterministic, ['--checks', 'non-interference', '--batch-invariant', '--budget', '24', '--seed', '3']);
+  it("exits 1 on a batch-invariant cluster: B's greedy answer changes with what ran before it", async () => {
+    const run = await probe(deterministic, [
+      '--checks',
+      'non-interference',
+      '--batch-invariant',
+      '--budget',
+      '24',
+      '--seed',
+      '3',
+    ]);
     expect(run.code, run.stdout + run.stderr).toBe(1);
     const ni = resultOf(run.report, 'non-interference');
     expect(ni.status).toBe('finding');
     const changed = ni.figures['changed'] as Record<string, number>;
     expect(changed['alone'] + changed['amid-A'] + changed['amid-B']).toBeGreaterThan(0);
-    expect(ni.findings.map((f) => f.what).join('\n')).toMatch(/differ from the lone reference on a batch-invariant server/);
+    expect(ni.findings.map((f) => f.what).join('\n')).toMatch(
+      /differ from the lone reference on a batch-invariant server/,
+    );
   });
 });
