@@ -23,7 +23,7 @@ export interface ClientOptions {
   readonly now: () => number;
 }
 
-type Choice = { text?: string; message?: { content?: string } };
+type Choice = { text?: string; message?: { content?: string }; token_ids?: unknown };
 
 export class ProbeClient {
   readonly #o: ClientOptions;
@@ -109,6 +109,8 @@ export class ProbeClient {
       if (response.ok) {
         record.texts = (json?.choices ?? []).map((c) => c.text ?? c.message?.content ?? '');
         record.usage = json?.usage;
+        const ids = json?.choices?.[0]?.token_ids;
+        if (Array.isArray(ids) && ids.every((t) => Number.isInteger(t))) record.tokenIds = ids as number[];
       } else {
         record.errorBody = json;
       }

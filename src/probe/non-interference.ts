@@ -4,10 +4,14 @@
 // Where the server is batch-invariant (--batch-invariant: Tessera --deterministic, ...), any
 // change is a finding. Elsewhere batching may legitimately change a greedy answer, so a change
 // is reported as a statistic (changed answers amid A vs amid B's own load) and the check is
-// inconclusive; it is clean only when nothing changed at all.
-// Budget: 1 + 3 R trials + 2 R x S storm requests; S = 3, R = budget / 12 (2 to 10).
+// inconclusive; it is clean only when nothing changed at all. Then self-consistency (its own
+// file), which gives a verdict on any server: the greedy answer must agree with the server's own
+// one-step predictions.
+// Budget: 1 + 3 R trials + 2 R x S storm requests + 16 (self-consistency); S = 3, R = budget / 12
+// (2 to 10).
 import { greedy, inParallel, usableTokens, type CheckContext, type CheckOutput } from './context.js';
 import { canarySet, randomIds, shuffle } from './prompts.js';
+import { MIN_AGREEMENT, selfConsistency } from './self-consistency.js';
 import type { Finding, RequestRecord, Tenant } from './types.js';
 
 type Phase = 'alone' | 'amid-A' | 'amid-B';
@@ -21,7 +25,7 @@ export function nonInterferenceSizes(budget: number): { repeats: number; storm: 
 
 export function nonInterferenceBudget(budget: number): number {
   const { repeats, storm } = nonInterferenceSizes(budget);
-  return 1 + repeats * 3 + repeats * 2 * storm;
+  return 1 + repeats * 3 + repeats * 2 * storm + ANSWER_TOKENS;
 }
 
 export async function nonInterference(ctx: CheckContext): Promise<CheckOutput> {
@@ -79,6 +83,8 @@ export async function nonInterference(ctx: CheckContext): Promise<CheckOutput> {
     while (prefix < text.length && text[prefix] === refText[prefix]) prefix++;
     results.push({ phase, record, same: record.status === 200 && text === refText, prefix });
   }
+  // After the storms: the pool now holds pages A wrote.
+  const consistency = await selfConsistency(ctx, prompt, ANSWER_TOKENS, tick);
   const changed = (phase: Phase) => results.filter((r) => r.phase === phase && !r.same);
   const counts = Object.fromEntries(PHASES.map((p) => [p, changed(p).length])) as Record<Phase, number>;
   const anyChange = counts.alone + counts['amid-A'] + counts['amid-B'] > 0;
@@ -102,15 +108,29 @@ export async function nonInterference(ctx: CheckContext): Promise<CheckOutput> {
         });
     }
   }
-  const statistic = `changed answers: alone ${counts.alone}/${repeats}, amid A ${counts['amid-A']}/${repeats}, ` +
+  if (consistency.kind === 'measured' && consistency.finding) {
+    findings.push({
+      what:
+        `B's greedy answer disagrees with the server's own next-token predictions at ` +
+        `${consistency.positions - consistency.agreeing} of ${consistency.positions} positions (agreement ` +
+        `${(100 * consistency.agreement).toFixed(0)}% < ${100 * MIN_AGREEMENT}%): decode did not read this prompt's KV`,
+      requests: consistency.requests,
+    });
+  }
+  const consistent =
+    consistency.kind === 'measured'
+      ? `self-consistency ${consistency.agreeing}/${consistency.positions}`
+      : `self-consistency not available: ${consistency.why}`;
+  const statistic =
+    `changed answers: alone ${counts.alone}/${repeats}, amid A ${counts['amid-A']}/${repeats}, ` +
     `amid B's own load ${counts['amid-B']}/${repeats}`;
   const status = findings.length > 0 ? 'finding' : anyChange ? 'inconclusive' : 'clean';
   return {
     status,
     summary:
       status === 'clean'
-        ? `every answer equal to the lone reference (${3 * repeats} trials)`
-        : statistic + (status === 'inconclusive' ? ' (not batch-invariant: a statistic, not a verdict)' : ''),
+        ? `every answer equal to the lone reference (${3 * repeats} trials); ${consistent}`
+        : `${findings[0]?.what ?? statistic + ' (not batch-invariant: a statistic, not a verdict)'}; ${consistent}`,
     findings,
     figures: {
       promptTokens,
@@ -119,6 +139,7 @@ export async function nonInterference(ctx: CheckContext): Promise<CheckOutput> {
       stormSize: storm,
       batchInvariant: ctx.batchInvariant,
       changed: counts,
+      selfConsistency: consistency,
       referenceRequest: reference.id,
       commonPrefixChars: Object.fromEntries(
         PHASES.map((p) => [p, results.filter((r) => r.phase === p).map((r) => r.prefix)]),
@@ -132,6 +153,19 @@ export async function nonInterference(ctx: CheckContext): Promise<CheckOutput> {
         unit: `of ${repeats}`,
         bars: PHASES.map((p) => ({ label: p, value: counts[p] })),
       },
+      ...(consistency.kind === 'measured'
+        ? [
+            {
+              kind: 'bars' as const,
+              title: 'Self-consistency: next-token predictions',
+              unit: 'positions',
+              bars: [
+                { label: 'agree', value: consistency.agreeing },
+                { label: 'disagree', value: consistency.positions - consistency.agreeing },
+              ],
+            },
+          ]
+        : []),
     ],
   };
 }

@@ -24,6 +24,12 @@ pre{background:#f6f6f6;padding:8px;overflow:auto;max-height:420px;font-size:12px
 .v0{background:#e8f5e9}
 .v1{background:#ffebee}`;
 
+const VERDICT = {
+  0: 'Nothing was found (exit 0). Clean is evidence for these paths at this load, not a proof.',
+  1: 'A leak or a timing signal was found (exit 1).',
+  2: 'A check could not run (exit 2): no verdict.',
+} as const;
+
 function section(r: CheckResult): string {
   const findings =
     r.findings.length === 0
@@ -78,7 +84,7 @@ export function renderHtml(report: ProbeReport): string {
     `<p>Model <b>${escapeHtml(s.model)}</b>, context ${s.contextLength} ` +
       `tokens${s.poolLimit === null ? '' : `, admits prompts up to ${s.poolLimit} tokens`}. ` +
     `${s.sameKey ? 'One API key given twice: the server has no tenants to tell apart.' : 'Two tenants (two API keys).'} Started ${escapeHtml(report.startedAt)}, seed ${report.options.seed}, budget ${report.options.budget}.</p>` +
-    `<p class="verdict v${report.exitCode}">${report.exitCode === 1 ? 'A leak or a timing signal was found (exit 1).' : 'Nothing was found (exit 0). Clean is evidence for these paths at this load, not a proof.'}</p>` +
+    `<p class="verdict v${report.exitCode}">${VERDICT[report.exitCode]}</p>` +
     `<table><tr><th>check</th><th>verdict</th><th>requests</th><th>evidence</th></tr>${rows}</table>` +
     report.results.map(section).join('') +
     `<h2>Every request (${report.requests.length})</h2><details><summary>show</summary><table><tr><th>#</th>` +

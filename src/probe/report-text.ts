@@ -34,7 +34,9 @@ export function verdictTable(report: ProbeReport): string {
     ...(findings.length > 0 ? ['findings:', ...findings] : []),
     report.exitCode === 1
       ? 'verdict: LEAK OR SIGNAL FOUND (exit 1)'
-      : 'verdict: nothing found (exit 0); see README "What clean does and does not prove"',
+      : report.exitCode === 2
+        ? 'verdict: a check could not run (exit 2): no verdict'
+        : 'verdict: nothing found (exit 0); see README "What clean does and does not prove"',
     '',
   ].join('\n');
 }

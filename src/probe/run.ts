@@ -1,7 +1,7 @@
 // The probe's driver: learn the server, run the chosen checks one after another (each with its
 // own seeded Rng, its budget and a progress bar), and assemble the report. Exit code 1 when any
-// check found a leak, a dishonest status or a timing signal; 0 otherwise (inconclusive included,
-// and said so in the table). Usage and connection errors are the caller's exit 2.
+// check found a leak, a dishonest status or a timing signal; else 2 when a check could not run
+// (a connection error mid-run); else 0 (inconclusive included, and said so in the table).
 import { Rng } from '../core/index.js';
 import { canary, canaryBudget } from './canary.js';
 import { ProbeClient } from './client.js';
@@ -85,7 +85,7 @@ export async function runProbe(options: ProbeOptions, io: ProbeIo): Promise<Prob
     options: { ...rest, sameKey },
     server: facts,
     results,
-    exitCode: results.some((r) => r.status === 'finding') ? 1 : 0,
+    exitCode: results.some((r) => r.status === 'finding') ? 1 : results.some((r) => r.status === 'error') ? 2 : 0,
     requests: client.log,
   };
 }

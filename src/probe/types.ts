@@ -41,6 +41,8 @@ export interface RequestRecord {
   totalMs?: number;
   /** The text of every choice (n > 1: several). */
   texts?: string[];
+  /** The first choice's token ids, where the server returns them (vLLM's and Tessera's return_token_ids). */
+  tokenIds?: number[];
   error?: string;
   errorBody?: unknown;
   usage?: unknown;
@@ -99,7 +101,7 @@ export interface ProbeReport {
   readonly options: Omit<ProbeOptions, 'keys'> & { readonly sameKey: boolean };
   readonly server: ServerFacts;
   readonly results: readonly CheckResult[];
-  /** 0 nothing found, 1 a leak or a timing signal. */
-  readonly exitCode: 0 | 1;
+  /** 0 nothing found, 1 a leak or a timing signal, 2 no finding but a check could not run (the server stopped answering). */
+  readonly exitCode: 0 | 1 | 2;
   readonly requests: readonly RequestRecord[];
 }

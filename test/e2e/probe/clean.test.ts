@@ -19,47 +19,56 @@ beforeAll(async () => {
 afterAll(async () => cluster?.stop());
 
 describe('tessera probe against tessera up --api-keys as shipped', () => {
-  it('exits 0 with every check clean; the positive control sees the cache, the cross-tenant ' +
-    'test does not', async () => {
-    run = await probe(cluster, ['--budget', '32', '--seed', '11']);
-    expect(run.code, run.stdout + run.stderr).toBe(0);
-    expect(run.report.results.map((r) => [r.check, r.status])).toEqual([
-      ['error-honesty', 'clean'],
-      ['canary', 'clean'],
-      ['non-interference', 'clean'],
-      ['prefix-timing', 'clean'],
-    ]);
-    const pt = resultOf(run.report, 'prefix-timing').figures as {
-      control: { pValue: number; medianRatio: number };
-      cross: { pValue: number };
-      samples: number;
-    };
-    expect(pt.samples).toBe(8);
-    expect(pt.control.pValue).toBeLessThan(0.01);
-    expect(pt.control.medianRatio).toBeLessThan(0.8);
-    expect(pt.cross.pValue).toBeGreaterThan(0.05);
-    // Canary: A wrote its markers and B's outputs were searched; every over-limit request was refused.
-    const canary = resultOf(run.report, 'canary').figures as {
-      aServed: number;
-      bOutputs: number;
-      paths: { expect: string; status: number }[];
-    };
-    expect(canary.aServed).toBeGreaterThan(0);
-    expect(canary.bOutputs).toBeGreaterThan(3);
-    expect(canary.paths.filter((p) => p.expect === 'refuse').every((p) => p.status === 400)).toBe(true);
-    // The table on stdout, a bar per check on stderr, every request in the JSON.
-    expect(run.stdout).toMatch(
-      /error-honesty +clean[\s\S]*canary +clean[\s\S]*non-interference +clean[\s\S]*prefix-timing +clean/,
-    );
-    expect(run.stdout).toMatch(/nothing found \(exit 0\)/);
-    for (const check of ['error-honesty', 'canary', 'non-interference', 'prefix-timing'])
-      expect(run.stderr).toMatch(new RegExp(`${check} +\\[#+\\] +\\d+/\\d+ clean`));
-    expect(run.report.requests.length).toBe(
-      run.report.results.reduce((n, r) => n + r.numRequests, 0) +
-        run.report.requests.filter((r) => r.check === 'setup').length,
-    );
-    expect(run.report.requests.every((r) => r.body !== undefined && r.startMs >= 0)).toBe(true);
-  });
+  it(
+    'exits 0 with every check clean; the positive control sees the cache, the cross-tenant ' + 'test does not',
+    async () => {
+      run = await probe(cluster, ['--budget', '32', '--seed', '11']);
+      expect(run.code, run.stdout + run.stderr).toBe(0);
+      expect(run.report.results.map((r) => [r.check, r.status])).toEqual([
+        ['error-honesty', 'clean'],
+        ['canary', 'clean'],
+        ['non-interference', 'clean'],
+        ['prefix-timing', 'clean'],
+      ]);
+      const pt = resultOf(run.report, 'prefix-timing').figures as {
+        control: { pValue: number; medianRatio: number };
+        cross: { pValue: number };
+        samples: number;
+      };
+      expect(pt.samples).toBe(8);
+      expect(pt.control.pValue).toBeLessThan(0.01);
+      expect(pt.control.medianRatio).toBeLessThan(0.8);
+      expect(pt.cross.pValue).toBeGreaterThan(0.05);
+      // Canary: A wrote its markers and B's outputs were searched; every over-limit request was refused.
+      const canary = resultOf(run.report, 'canary').figures as {
+        aServed: number;
+        bOutputs: number;
+        paths: { expect: string; status: number }[];
+      };
+      expect(canary.aServed).toBeGreaterThan(0);
+      expect(canary.bOutputs).toBeGreaterThan(3);
+      expect(canary.paths.filter((p) => p.expect === 'refuse').every((p) => p.status === 400)).toBe(true);
+      // Self-consistency measured, and the answers are the server's own predictions.
+      const consistency = resultOf(run.report, 'non-interference').figures['selfConsistency'] as {
+        kind: string;
+        agreement: number;
+      };
+      expect(consistency.kind).toBe('measured');
+      expect(consistency.agreement).toBeGreaterThanOrEqual(0.8);
+      // The table on stdout, a bar per check on stderr, every request in the JSON.
+      expect(run.stdout).toMatch(
+        /error-honesty +clean[\s\S]*canary +clean[\s\S]*non-interference +clean[\s\S]*prefix-timing +clean/,
+      );
+      expect(run.stdout).toMatch(/nothing found \(exit 0\)/);
+      for (const check of ['error-honesty', 'canary', 'non-interference', 'prefix-timing'])
+        expect(run.stderr).toMatch(new RegExp(`${check} +\\[#+\\] +\\d+/\\d+ clean`));
+      expect(run.report.requests.length).toBe(
+        run.report.results.reduce((n, r) => n + r.numRequests, 0) +
+          run.report.requests.filter((r) => r.check === 'setup').length,
+      );
+      expect(run.report.requests.every((r) => r.body !== undefined && r.startMs >= 0)).toBe(true);
+    },
+  );
 
   it('writes an HTML report that renders in headless Chromium without console errors, plots drawn', async () => {
     const html = await readFile(run.htmlPath, 'utf8');
@@ -92,7 +101,7 @@ describe('tessera probe against tessera up --api-keys as shipped', () => {
       expect(problems).toEqual([]);
       expect(requested.every((u) => u.startsWith('file://'))).toBe(true);
       expect(drawn.sections).toBe(4);
-      expect(drawn.plots).toBe(4);
+      expect(drawn.plots).toBe(5);
       expect(drawn.ecdf).toHaveLength(4);
       for (const line of drawn.ecdf) {
         expect(line.n).toBe(8);

@@ -19,16 +19,18 @@ beforeAll(async () => {
 afterAll(async () => Promise.all([honest?.stop(), lying?.stop()]));
 
 describe('tessera probe error-honesty against a pool smaller than the context', () => {
-  it('with the pool-fit rule: learns the limit from the errors, every over-pool prompt gets a ' +
-    '400, exit 0', async () => {
-    const run = await probe(honest, ['--checks', 'error-honesty', '--seed', '2']);
-    expect(run.code, run.stdout + run.stderr).toBe(0);
-    expect(run.report.server).toMatchObject({ contextLength: 512, poolLimit: 256 });
-    const eh = resultOf(run.report, 'error-honesty');
-    expect(eh.status).toBe('clean');
-    const cases = eh.figures['cases'] as { what: string; status: number }[];
-    expect(cases.filter((c) => /pool limit/.test(c.what)).map((c) => c.status)).toEqual([400, 400]);
-  });
+  it(
+    'with the pool-fit rule: learns the limit from the errors, every over-pool prompt gets a ' + '400, exit 0',
+    async () => {
+      const run = await probe(honest, ['--checks', 'error-honesty', '--seed', '2']);
+      expect(run.code, run.stdout + run.stderr).toBe(0);
+      expect(run.report.server).toMatchObject({ contextLength: 512, poolLimit: 256 });
+      const eh = resultOf(run.report, 'error-honesty');
+      expect(eh.status).toBe('clean');
+      const cases = eh.figures['cases'] as { what: string; status: number }[];
+      expect(cases.filter((c) => /pool limit/.test(c.what)).map((c) => c.status)).toEqual([400, 400]);
+    },
+  );
 
   it('with admit-over-pool: the over-pool prompt gets a 200 without its tail read; exit 1', async () => {
     const run = await probe(lying, ['--checks', 'error-honesty', '--seed', '2']);
