@@ -5,4 +5,5 @@ export { clusterAdmission, pickPair, type WorkerLimits, type WorkerRole, type Wo
 export { WorkerRegistry, type WorkerEntry, type WorkerRegistryOptions, type WorkerState, type WorkerTotals } from './workers.js';
 export { ClientStream, type RouterText } from './client-stream.js';
 export { RouterLoad, type RouterMetricsSink } from './router-load.js';
+export { Discovery, joinCheck, parseDnsTarget, systemResolveA, type DnsTarget, type DiscoveryStats, type ResolveA } from './discovery.js';
 export { PdRouter, type PdRouterOptions, type RouterBackendStats, type RouterHealth } from './pd-router.js';

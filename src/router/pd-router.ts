@@ -19,6 +19,7 @@ import type { PageCounts } from '../pages/index.js';
 import {
   MachineDriver,
   NO_TRACE,
+  probeClusterSecret,
   RouterMachine,
   TcpTransport,
   type RouterEffect,
@@ -31,6 +32,7 @@ import { ClientStream, type RouterText } from './client-stream.js';
 import { clusterAdmission, pickPair, type PolicyChecks } from './pair-policy.js';
 import { RouterLoad, type RouterMetricsSink } from './router-load.js';
 import { WorkerRegistry } from './workers.js';
+import { Discovery, joinCheck, systemResolveA, type DnsTarget, type ResolveA } from './discovery.js';
 
 export interface PdRouterOptions {
   readonly modelName: string;
@@ -53,6 +55,8 @@ export interface PdRouterOptions {
   readonly faults: FaultSet;
   readonly pollIntervalMs?: number;
   readonly fetchTimeoutMs?: number;
+  /** Workers named by DNS (re-resolved every intervalMs; default resolver: the system's). */
+  readonly dns?: { readonly targets: readonly DnsTarget[]; readonly intervalMs: number; readonly resolve?: ResolveA; readonly log?: (line: string) => void };
 }
 
 /** src/api's BackendHealth/BackendStats, structurally. */
@@ -81,6 +85,7 @@ export class PdRouter {
   /** The pair policy's checks: all, but for the test-only fault points skip-admission and skip-model-check. */
   readonly #checks: PolicyChecks;
   readonly #live = new Map<RequestId, ClientStream>();
+  readonly #discovery: Discovery | undefined;
   #closed = false;
 
   constructor(options: PdRouterOptions) {
@@ -94,6 +99,15 @@ export class PdRouter {
       decodes: options.decodes,
       pollIntervalMs: options.pollIntervalMs ?? 1000,
       fetchTimeoutMs: options.fetchTimeoutMs ?? 2000,
+      vet: async (entry, admitted) =>
+        joinCheck(entry, admitted) ?? (await probeClusterSecret(entry.address as string, `${this.nodeId}-probe`, options.clusterSecret, options.fetchTimeoutMs ?? 2000)),
+      onRemoved: (entry) => {
+        if (entry.address !== undefined && this.registry.byAddress(entry.address) === undefined) this.#transport.closePeer(entry.address, 'the worker left the cluster');
+      },
+    });
+    const dns = options.dns;
+    this.#discovery = dns === undefined || dns.targets.length === 0 ? undefined : new Discovery({
+      targets: dns.targets, intervalMs: dns.intervalMs, registry: this.registry, resolve: dns.resolve ?? systemResolveA(options.fetchTimeoutMs ?? 2000), log: dns.log ?? (() => undefined),
     });
     this.#load = new RouterLoad(this.registry);
     const checks: PolicyChecks = { admission: !options.faults.has('skip-admission'), model: !options.faults.has('skip-model-check') };
@@ -125,8 +139,9 @@ export class PdRouter {
   }
 
   /** First poll of every worker (resolves when each answered or failed), then keeps polling. */
-  start(): Promise<void> {
-    return this.registry.start();
+  async start(): Promise<void> {
+    await this.registry.start();
+    await this.#discovery?.start();
   }
 
   attachMetrics(sink: RouterMetricsSink): void {
@@ -160,10 +175,11 @@ export class PdRouter {
         model: this.modelName,
         node: this.nodeId,
         contextLength: this.contextLength,
-        workers: this.registry.entries.map((e) => ({ url: e.url, role: e.role, state: e.state, address: e.address ?? null, modelFingerprint: e.limits?.model ?? null, inFlight: e.inFlight, pages: e.pages ?? null, ...(e.lastError === undefined ? {} : { error: e.lastError }) })),
+        workers: this.registry.entries.map((e) => ({ url: e.url, role: e.role, state: e.state, source: e.source, draining: e.draining, address: e.address ?? null, modelFingerprint: e.limits?.model ?? null, inFlight: e.inFlight, pages: e.pages ?? null, ...(e.lastError === undefined ? {} : { error: e.lastError }) })),
         requests: { live: this.#live.size, attempts: this.#load.attemptsByState() },
         idle: this.#live.size === 0 && this.machine.numActive === 0,
         stats: this.machine.stats(),
+        ...(this.#discovery === undefined ? {} : { discovery: this.#discovery.stats() }),
         transport: this.#transport.stats(),
       },
     };
@@ -190,6 +206,7 @@ export class PdRouter {
     const until = Date.now() + drainMs;
     while (this.machine.numActive > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20));
     this.#driver.stop();
+    this.#discovery?.stop();
     this.registry.stop();
     await this.#transport.close();
   }
