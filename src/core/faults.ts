@@ -30,6 +30,10 @@ export const FAULT_NAMES = [
   'eager-stream-headers',
   /** The worker hands each item of a batched step its neighbour's logits (a batching bug that leaks one request's output into another's). */
   'swap-batch-rows',
+  /** The router pairs a worker that joined by DNS without its join checks (fingerprint, KV layout, cluster secret). */
+  'skip-join-check',
+  /** The router leaves its connection to a lost host open (attempts on it wait out the protocol's timeouts). */
+  'ignore-host-loss',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

@@ -32,6 +32,7 @@ import { ClientStream, type RouterText } from './client-stream.js';
 import { clusterAdmission, pickPair, type PolicyChecks } from './pair-policy.js';
 import { RouterLoad, type RouterMetricsSink } from './router-load.js';
 import { WorkerRegistry } from './workers.js';
+import { HOST_PROBE_TIMEOUT_MS, tcpReachable } from './host-loss.js';
 import { Discovery, joinCheck, systemResolveA, type DnsTarget, type ResolveA } from './discovery.js';
 
 export interface PdRouterOptions {
@@ -55,6 +56,8 @@ export interface PdRouterOptions {
   readonly faults: FaultSet;
   readonly pollIntervalMs?: number;
   readonly fetchTimeoutMs?: number;
+  /** Where the router says what it saw (a worker's host lost, workers joining and leaving). */
+  readonly log?: (line: string) => void;
   /** Workers named by DNS (re-resolved every intervalMs; default resolver: the system's). */
   readonly dns?: { readonly targets: readonly DnsTarget[]; readonly intervalMs: number; readonly resolve?: ResolveA; readonly log?: (line: string) => void };
 }
@@ -100,14 +103,15 @@ export class PdRouter {
       pollIntervalMs: options.pollIntervalMs ?? 1000,
       fetchTimeoutMs: options.fetchTimeoutMs ?? 2000,
       vet: async (entry, admitted) =>
-        joinCheck(entry, admitted) ?? (await probeClusterSecret(entry.address as string, `${this.nodeId}-probe`, options.clusterSecret, options.fetchTimeoutMs ?? 2000)),
+        options.faults.has('skip-join-check') ? undefined : joinCheck(entry, admitted) ?? (await probeClusterSecret(entry.address as string, `${this.nodeId}-probe`, options.clusterSecret, options.fetchTimeoutMs ?? 2000)),
+      onDown: (entry) => void this.#onDown(entry.address),
       onRemoved: (entry) => {
         if (entry.address !== undefined && this.registry.byAddress(entry.address) === undefined) this.#transport.closePeer(entry.address, 'the worker left the cluster');
       },
     });
     const dns = options.dns;
     this.#discovery = dns === undefined || dns.targets.length === 0 ? undefined : new Discovery({
-      targets: dns.targets, intervalMs: dns.intervalMs, registry: this.registry, resolve: dns.resolve ?? systemResolveA(options.fetchTimeoutMs ?? 2000), log: dns.log ?? (() => undefined),
+      targets: dns.targets, intervalMs: dns.intervalMs, registry: this.registry, resolve: dns.resolve ?? systemResolveA(options.fetchTimeoutMs ?? 2000), log: dns.log ?? options.log ?? (() => undefined),
     });
     this.#load = new RouterLoad(this.registry);
     const checks: PolicyChecks = { admission: !options.faults.has('skip-admission'), model: !options.faults.has('skip-model-check') };
@@ -209,6 +213,15 @@ export class PdRouter {
     this.#discovery?.stop();
     this.registry.stop();
     await this.#transport.close();
+  }
+
+  /** A worker stopped answering: if its host is gone from the network, end every attempt on it now (host-loss.ts). */
+  async #onDown(address: string | undefined): Promise<void> {
+    if (address === undefined || this.#o.faults.has('ignore-host-loss') || !this.#transport.isConnected(address)) return;
+    const started = Date.now();
+    if (await tcpReachable(address, HOST_PROBE_TIMEOUT_MS)) return;
+    this.#o.log?.(`host of ${address} lost (no TCP handshake within ${Date.now() - started} ms): closing its connection`);
+    this.#transport.closePeer(address, 'host unreachable');
   }
 
   /** The client left (or a stop string ended its stream): end the stream, abort the rest through the protocol. */

@@ -52,6 +52,8 @@ export interface WorkerRegistryOptions {
   readonly fetchTimeoutMs: number;
   /** The join checks of a worker that was added (not static), after each answer until it passes: why not, or undefined. */
   readonly vet?: (entry: WorkerEntry, admitted: readonly WorkerEntry[]) => Promise<string | undefined>;
+  /** A worker that was up stopped answering (refused, or MAX_SLOW_POLLS timeouts in a row). */
+  readonly onDown?: (entry: WorkerEntry) => void;
   /** A drained worker left the registry. */
   readonly onRemoved?: (entry: WorkerEntry) => void;
 }
@@ -154,7 +156,9 @@ export class WorkerRegistry {
       e.lastError = `GET ${e.url}/health: ${error instanceof Error ? error.message : String(error)}`;
       const slow = error instanceof Error && error.name === 'TimeoutError';
       e.slowPolls = slow ? e.slowPolls + 1 : MAX_SLOW_POLLS;
+      const wasUp = e.state === 'up';
       if (e.state !== 'misconfigured' && (e.state !== 'up' || e.slowPolls >= MAX_SLOW_POLLS)) e.state = 'down';
+      if (wasUp && e.state === 'down') this.#o.onDown?.(e);
       return;
     }
     e.slowPolls = 0;

@@ -89,7 +89,8 @@ async function runRouter(flags: RouterFlags & DnsFlags): Promise<number> {
     textStream: (promptTokens, stops) => new TextStream(model.tokenizer.createDetokenizer({ contextIds: promptTokens, skipSpecialTokens: true }), stops),
     timeouts,
     faults,
-    dns: { targets: dnsTargets, intervalMs: dnsIntervalMs, log },
+    dns: { targets: dnsTargets, intervalMs: dnsIntervalMs },
+    log,
     ...(trace === undefined ? {} : { trace, onWriter: (rid: string, prefill: string) => trace.writer(rid, prefill) }),
   });
   await router.start();
