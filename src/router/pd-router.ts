@@ -29,9 +29,10 @@ import {
   type Transport,
 } from '../transfer/index.js';
 import { ClientStream, type RouterText } from './client-stream.js';
-import { clusterAdmission, pickPair, type PolicyChecks } from './pair-policy.js';
+import { clusterAdmission, type PolicyChecks } from './pair-policy.js';
 import { RouterLoad, type RouterMetricsSink } from './router-load.js';
 import { WorkerRegistry } from './workers.js';
+import { PrefixRouting, type RoutingPolicy } from './prefix-routing.js';
 import { HOST_PROBE_TIMEOUT_MS, tcpReachable } from './host-loss.js';
 import { Discovery, joinCheck, systemResolveA, type DnsTarget, type ResolveA } from './discovery.js';
 
@@ -56,6 +57,8 @@ export interface PdRouterOptions {
   readonly faults: FaultSet;
   readonly pollIntervalMs?: number;
   readonly fetchTimeoutMs?: number;
+  /** `prefix` (default): the prefill with the longest cached prefix for the tenant, within the load bound; `load`: least loaded. */
+  readonly routing?: RoutingPolicy;
   /** Where the router says what it saw (a worker's host lost, workers joining and leaving). */
   readonly log?: (line: string) => void;
   /** Workers named by DNS (re-resolved every intervalMs; default resolver: the system's). */
@@ -89,6 +92,7 @@ export class PdRouter {
   readonly #checks: PolicyChecks;
   readonly #live = new Map<RequestId, ClientStream>();
   readonly #discovery: Discovery | undefined;
+  readonly #routing: PrefixRouting;
   #closed = false;
 
   constructor(options: PdRouterOptions) {
@@ -116,11 +120,12 @@ export class PdRouter {
     this.#load = new RouterLoad(this.registry);
     const checks: PolicyChecks = { admission: !options.faults.has('skip-admission'), model: !options.faults.has('skip-model-check') };
     this.#checks = checks;
+    this.#routing = new PrefixRouting(this.registry, checks, options.routing ?? 'prefix');
     const trace = this.#load.tee(options.trace ?? NO_TRACE);
     this.machine = new RouterMachine({
       node: this.nodeId,
       contextLength: options.contextLength,
-      pickPair: (request, avoid) => pickPair(request, avoid, this.registry.views(), checks),
+      pickPair: (request, avoid) => this.#routing.pick(request, avoid),
       trace,
       ...(options.maxAttempts === undefined ? {} : { maxAttempts: options.maxAttempts }),
       ...(options.timeouts === undefined ? {} : { timeouts: options.timeouts }),
@@ -183,6 +188,7 @@ export class PdRouter {
         requests: { live: this.#live.size, attempts: this.#load.attemptsByState() },
         idle: this.#live.size === 0 && this.machine.numActive === 0,
         stats: this.machine.stats(),
+        routing: this.#routing.report(),
         ...(this.#discovery === undefined ? {} : { discovery: this.#discovery.stats() }),
         transport: this.#transport.stats(),
       },

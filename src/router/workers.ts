@@ -10,6 +10,7 @@
 import { clearInterval, setInterval } from 'node:timers';
 import type { PageCounts } from '../pages/index.js';
 import type { WorkerLimits, WorkerRole, WorkerView } from './pair-policy.js';
+import { parsePrefixReport, type PrefixView } from './prefix-index.js';
 
 export type WorkerState = 'unknown' | 'up' | 'down' | 'misconfigured';
 
@@ -43,6 +44,8 @@ export interface WorkerEntry {
   admitted: boolean;
   /** Leaving: no new pairs; removed once nothing is in flight on it. */
   draining: boolean;
+  /** A prefill's last report of its prefix cache (prefix-index.ts). */
+  prefix: PrefixView | undefined;
 }
 
 export interface WorkerRegistryOptions {
@@ -172,6 +175,7 @@ export class WorkerRegistry {
     e.limits = report.limits;
     e.pages = report.pages;
     e.totals = report.totals;
+    e.prefix = parsePrefixReport(body['prefixCache']);
     if (status === 200 && !e.admitted && this.#o.vet !== undefined) {
       const why = await this.#o.vet(e, this.#entries.filter((x) => x !== e && x.admitted && x.limits !== undefined));
       if (why !== undefined) {
@@ -192,7 +196,7 @@ function newEntry(url: string, role: WorkerRole, source: 'static' | 'dns'): Work
   return {
     url: url.replace(/\/+$/, ''), role, state: 'unknown', address: undefined, limits: undefined, pages: undefined,
     totals: { transferBytes: 0, checksumFailures: 0, tagMismatches: 0 }, inFlight: 0, lastError: undefined, slowPolls: 0, polling: false,
-    source, admitted: source === 'static', draining: false,
+    source, admitted: source === 'static', draining: false, prefix: undefined,
   };
 }
 

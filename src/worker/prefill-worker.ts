@@ -30,6 +30,7 @@ import { EngineLoop } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
 import { HookedRunner } from './hooked-runner.js';
 import { pdHealth } from './health.js';
+import { prefixReport } from './prefix-report.js';
 import { notForClients, syncAborts, TotalsMirror, type PdMetricsSink, type PdWorkerOptions } from './pd-common.js';
 import type { WorkerHealth, WorkerStats } from './colocated.js';
 
@@ -131,7 +132,7 @@ export class PrefillWorker {
       healthy: this.#loop.healthy && !this.#closed,
       detail: pdHealth(
         { role: 'prefill', options: this.#o, address: this.address, pool: this.pool, idle: this.isIdle, running: this.scheduler.numRunning, active: this.machine.numActive, transfer: this.machine.stats(), transport: this.transport.stats(), loop },
-        { waiting: this.scheduler.numWaiting, held: this.scheduler.numHeld },
+        { waiting: this.scheduler.numWaiting, held: this.scheduler.numHeld, ...prefixReport(this.scheduler.prefixCache) },
       ),
     };
   }

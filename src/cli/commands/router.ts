@@ -34,6 +34,7 @@ export function registerRouter(program: Command): void {
     .option('--prefill-dns <name:port>', 'prefill workers by DNS: one A record per worker, re-resolved (repeat for more)', collect, [])
     .option('--decode-dns <name:port>', 'decode workers by DNS: one A record per worker, re-resolved (repeat for more)', collect, [])
     .option('--dns-interval <ms>', 'how often DNS names are re-resolved (default 5000)')
+    .option('--routing <policy>', 'prefix (default): the prefill holding the longest cached prefix for the tenant, within 1.5x the mean load; load: least loaded')
     .option('--model <spec>', `the model the workers serve: its tokenizer and chat template (default ${DEFAULT_MODEL})`)
     .option('--served-model-name <name>', 'the model name clients pass (default: the --model value)')
     .option('--host <host>', `address to listen on (default ${DEFAULT_HOST})`)
@@ -50,6 +51,7 @@ interface DnsFlags {
   readonly prefillDns: readonly string[];
   readonly decodeDns: readonly string[];
   readonly dnsInterval?: string;
+  readonly routing?: string;
 }
 
 async function runRouter(flags: RouterFlags & DnsFlags): Promise<number> {
@@ -59,6 +61,8 @@ async function runRouter(flags: RouterFlags & DnsFlags): Promise<number> {
     throw new ConfigError('give at least one --prefill URL (or --prefill-dns NAME:PORT) and one --decode URL (or --decode-dns NAME:PORT)');
   }
   const dnsTargets = [...flags.prefillDns.map((v) => parseDnsTarget(v, 'prefill', '--prefill-dns')), ...flags.decodeDns.map((v) => parseDnsTarget(v, 'decode', '--decode-dns'))];
+  const routing = flags.routing ?? 'prefix';
+  if (routing !== 'prefix' && routing !== 'load') throw new ConfigError(`--routing must be prefix or load, got "${routing}"`);
   const dnsIntervalMs = flags.dnsInterval === undefined ? 5000 : parseCount(flags.dnsInterval, '--dns-interval', 100, 3_600_000);
   const prefills = flags.prefill.map((u) => parseWorkerUrl(u, '--prefill'));
   const decodes = flags.decode.map((u) => parseWorkerUrl(u, '--decode'));
@@ -90,6 +94,7 @@ async function runRouter(flags: RouterFlags & DnsFlags): Promise<number> {
     timeouts,
     faults,
     dns: { targets: dnsTargets, intervalMs: dnsIntervalMs },
+    routing,
     log,
     ...(trace === undefined ? {} : { trace, onWriter: (rid: string, prefill: string) => trace.writer(rid, prefill) }),
   });
