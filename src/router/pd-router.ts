@@ -27,6 +27,7 @@ import {
   type Timeouts,
   type TraceSink,
   type Transport,
+  type PeerId,
 } from '../transfer/index.js';
 import { ClientStream, type RouterText } from './client-stream.js';
 import { clusterAdmission, type PolicyChecks } from './pair-policy.js';
@@ -93,6 +94,8 @@ export class PdRouter {
   readonly #live = new Map<RequestId, ClientStream>();
   readonly #discovery: Discovery | undefined;
   readonly #routing: PrefixRouting;
+  /** Client rid -> the prefill of its latest attempt: polled again when the request ends, so its cache report is fresh for the next turn. */
+  readonly #prefillOf = new Map<string, PeerId>();
   #closed = false;
 
   constructor(options: PdRouterOptions) {
@@ -234,6 +237,7 @@ export class PdRouter {
   #gone(rid: RequestId): void {
     this.#live.get(rid)?.failed(new AbortedError('the client disconnected'));
     this.#live.delete(rid);
+    this.#prefillOf.delete(rid);
     this.#driver.handle({ kind: 'clientGone', rid });
   }
 
@@ -242,6 +246,7 @@ export class PdRouter {
       case 'send':
         this.#load.onSend(effect.to, effect.message);
         if (effect.message.type === 'Reserve') this.#o.onWriter?.(effect.message.rid, effect.message.prefillAddress);
+        if (effect.message.type === 'Prefill') this.#prefillOf.set(effect.message.rid.replace(/\.\d+$/, ''), effect.to);
         this.#transport.send(effect.to, effect.message);
         return;
       case 'closePeer':
@@ -254,6 +259,9 @@ export class PdRouter {
         return;
       }
       case 'clientOutcome': {
+        const prefill = this.#prefillOf.get(effect.rid);
+        this.#prefillOf.delete(effect.rid);
+        if (prefill !== undefined) this.registry.recheck(prefill);
         const stream = this.#live.get(effect.rid);
         this.#live.delete(effect.rid);
         if (stream === undefined) return;
