@@ -4,7 +4,8 @@
 // HTTP port (the headless-Service convention).
 //   join    a prefill added to DNS under load takes requests within a measured time
 //   vetting a worker with the wrong cluster secret, and one with another KV layout, are named in
-//           DNS but never paired (misconfigured, with the reason; they never take a step)
+//           DNS but never paired (misconfigured, with the reason; they never take a step);
+//           negative control: a router with skip-join-check takes them as up
 //   drain   a prefill removed from DNS under load: no new pairs, zero failed requests, then it
 //           leaves the router's registry and holds no page; added back, it is used again
 import { mkdtemp } from 'node:fs/promises';
@@ -27,7 +28,7 @@ let lan: Lan | undefined;
 let dns: Dns | undefined;
 const procs: { stop(): Promise<unknown> }[] = [];
 let p1: HostWorker, p2: HostWorker, d1: HostWorker, pSecret: HostWorker, pLayout: HostWorker;
-let router: HostRouter;
+let router: HostRouter, unchecked: HostRouter;
 
 beforeAll(async () => {
   if (unavailable !== undefined) return;
@@ -50,8 +51,14 @@ beforeAll(async () => {
   await dns.set({ [P]: [p1.host.ip], [D]: [d1.host.ip] });
   const routerHost = l.host('router');
   routerHost.resolveVia(dns.ip);
-  router = await startRouterOn(routerHost, { args: ['--prefill-dns', `${P}:${PORT}`, '--decode-dns', `${D}:${PORT}`, '--dns-interval', '300', '--context-length', '512'], waitForUp: 2 }, home.dir);
-  procs.push(router);
+  const uncheckedHost = l.host('unchecked');
+  uncheckedHost.resolveVia(dns.ip);
+  const dnsArgs = ['--prefill-dns', `${P}:${PORT}`, '--decode-dns', `${D}:${PORT}`, '--dns-interval', '300', '--context-length', '512'];
+  [router, unchecked] = await Promise.all([
+    startRouterOn(routerHost, { args: dnsArgs, waitForUp: 2 }, home.dir),
+    startRouterOn(uncheckedHost, { args: dnsArgs, waitForUp: 2, env: { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'skip-join-check' } }, home.dir),
+  ]);
+  procs.push(router, unchecked);
 });
 afterAll(async () => {
   await Promise.all(procs.map((p) => p.stop()));
@@ -109,6 +116,9 @@ describe.skipIf(unavailable !== undefined)('workers found by DNS (dnsmasq), join
     expect(ws.find((w) => w.url === pLayout.url)?.error).toMatch(/KV layout/);
     expect(await steps(pSecret)).toBe(0);
     expect(await steps(pLayout)).toBe(0);
+    // Negative control: a router with skip-join-check takes both bad joiners as up (pairable).
+    const loose = await routerWorkers(unchecked);
+    expect([pSecret, pLayout].map((b) => loose.find((w) => w.url === b.url)?.state)).toEqual(['up', 'up']);
   });
 
   it('a prefill removed from DNS under load is drained: zero failed requests, then it leaves; added back, it is used again', async () => {
