@@ -6,3 +6,4 @@ export { systemClock, type Clock } from './clock.js';
 export { errorBody, httpStatusOf, problemOf, type ApiErrorCode, type ErrorBody, type HttpStatus, type Problem } from './errors.js';
 export { ApiMetrics, type MetricsHook, type Outcome } from './metrics.js';
 export { pdMetrics, type PdMetrics } from './metrics-pd.js';
+export { routingMetrics, type RoutingSnapshot } from './metrics-routing.js';

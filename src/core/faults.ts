@@ -34,6 +34,8 @@ export const FAULT_NAMES = [
   'skip-join-check',
   /** The router leaves its connection to a lost host open (attempts on it wait out the protocol's timeouts). */
   'ignore-host-loss',
+  /** The router's prefix index matches a request against every tenant's cached blocks, not only its own tenant's. */
+  'share-prefix-index-across-tenants',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

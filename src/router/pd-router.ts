@@ -123,7 +123,7 @@ export class PdRouter {
     this.#load = new RouterLoad(this.registry);
     const checks: PolicyChecks = { admission: !options.faults.has('skip-admission'), model: !options.faults.has('skip-model-check') };
     this.#checks = checks;
-    this.#routing = new PrefixRouting(this.registry, checks, options.routing ?? 'prefix');
+    this.#routing = new PrefixRouting(this.registry, checks, options.routing ?? 'prefix', options.faults.has('share-prefix-index-across-tenants'));
     const trace = this.#load.tee(options.trace ?? NO_TRACE);
     this.machine = new RouterMachine({
       node: this.nodeId,
@@ -154,6 +154,11 @@ export class PdRouter {
   async start(): Promise<void> {
     await this.registry.start();
     await this.#discovery?.start();
+  }
+
+  /** The routing counts and each prefill's reported hit rate (prefix-routing.ts). */
+  routingReport(): ReturnType<PrefixRouting['report']> {
+    return this.#routing.report();
   }
 
   attachMetrics(sink: RouterMetricsSink): void {

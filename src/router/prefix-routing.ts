@@ -28,8 +28,12 @@ export class PrefixRouting {
   readonly #checks: PolicyChecks;
   readonly #stats: RoutingStats;
 
-  constructor(registry: WorkerRegistry, checks: PolicyChecks, policy: RoutingPolicy) {
+  /** Test-only fault share-prefix-index-across-tenants: the negative control of the tenant property. */
+  readonly #acrossTenants: boolean;
+
+  constructor(registry: WorkerRegistry, checks: PolicyChecks, policy: RoutingPolicy, acrossTenants = false) {
     this.#registry = registry;
+    this.#acrossTenants = acrossTenants;
     this.#checks = checks;
     this.#stats = { policy, loadBound: LOAD_BOUND, byPrefix: 0, byLoad: 0, loadReasons: {}, peakPrefixLoadOverMean: 0 };
   }
@@ -42,7 +46,7 @@ export class PrefixRouting {
           e.role === 'prefill' && e.address !== undefined && e.state === 'up' && e.admitted && !e.draining && !avoid.prefills.includes(e.address),
       );
       const pageSize = candidates[0]?.limits?.pageSize ?? 0;
-      const choice = pageSize > 0 ? choosePrefill(request.tenant, request.tokens, pageSize, candidates) : ({ by: 'load', reason: 'no-candidate' } as const);
+      const choice = pageSize > 0 ? choosePrefill(request.tenant, request.tokens, pageSize, candidates, LOAD_BOUND, this.#acrossTenants) : ({ by: 'load', reason: 'no-candidate' } as const);
       if (choice.by === 'prefix') {
         const pair = pickPair(request, avoid, views.filter((v) => v.role === 'decode' || v.address === choice.address), this.#checks);
         if (pair !== undefined) {
@@ -64,7 +68,7 @@ export class PrefixRouting {
   }
 
   /** For /health: the counts, and each prefill's hit rate (tokens found cached / tokens looked up) as it reports it. */
-  report(): Record<string, unknown> {
+  report(): RoutingStats & { workers: { url: string; lookupTokens: number; hitTokens: number; hitRate: number }[] } {
     const workers = this.#registry.entries
       .filter((e) => e.role === 'prefill' && e.prefix !== undefined)
       .map((e) => {

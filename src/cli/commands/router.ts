@@ -8,7 +8,7 @@
 // It must never relay or decide anything itself: it wires the modules that do.
 import { randomInt } from 'node:crypto';
 import type { Command } from 'commander';
-import { createApiServer, pdMetrics, promptCodecOf } from '../../api/index.js';
+import { createApiServer, pdMetrics, promptCodecOf, routingMetrics } from '../../api/index.js';
 import { ConfigError } from '../../core/index.js';
 import { loadModelInfo } from '../../model/index.js';
 import { parseDnsTarget, PdRouter } from '../../router/index.js';
@@ -107,7 +107,7 @@ async function runRouter(flags: RouterFlags & DnsFlags): Promise<number> {
     ...(apiKeys === undefined ? {} : { apiKeys }),
     faults,
     drainTimeoutMs: DRAIN_MS,
-    metricsHooks: [(registry) => router.attachMetrics(pdMetrics(registry))],
+    metricsHooks: [(registry) => router.attachMetrics(pdMetrics(registry)), (registry) => routingMetrics(registry, () => router.routingReport())],
   });
   const stopped = stopRequested(env['TESSERA_SUPERVISED'] === '1', log);
   const address = await api.listen(port, host);

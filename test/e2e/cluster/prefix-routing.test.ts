@@ -5,23 +5,25 @@
 //     worker's hit tokens grow) — and keeps doing so with the conversation growing
 //   - the tenant property: tenant b's identical prompt is never routed by a's prefix (the router
 //     counts it as "no-match"; neither prefill finds a cached token for it)
+//   - negative control: a router with share-prefix-index-across-tenants routes tenant c's identical
+//     prompt by the others' prefix
 //   - the load-only router (--routing load) over the same workers never routes by prefix
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeJson } from '../support/process.js';
-import { detail, greedyIds, health, promptIds, testHome, waitUntil } from '../pd/support.js';
+import { detail, greedyIds, health, promptIds, scrape, testHome, waitUntil } from '../pd/support.js';
 import { createLan, namespacesUnavailable, startRouterOn, startWorkerOn, type HostRouter, type HostWorker, type Lan } from './support.js';
 
 const unavailable = namespacesUnavailable();
 if (unavailable !== undefined) console.warn(`\n!!! SKIPPING test/e2e/cluster/prefix-routing.test.ts: ${unavailable}\n`);
 
 const ARGS = ['--context-length', '1024', '--kv-pages', '256'];
-const KEYS = { 'sk-a': 'a', 'sk-b': 'b' };
+const KEYS = { 'sk-a': 'a', 'sk-b': 'b', 'sk-c': 'c' };
 
 let home: Awaited<ReturnType<typeof testHome>>;
 let lan: Lan | undefined;
 const procs: { stop(): Promise<unknown> }[] = [];
 let p1: HostWorker, p2: HostWorker, d1: HostWorker;
-let router: HostRouter, loadOnly: HostRouter;
+let router: HostRouter, loadOnly: HostRouter, leaky: HostRouter;
 
 beforeAll(async () => {
   if (unavailable !== undefined) return;
@@ -35,11 +37,14 @@ beforeAll(async () => {
   ]);
   procs.push(p1, p2, d1);
   const keys = await writeJson(home.dir, 'keys.json', KEYS);
-  [router, loadOnly] = await Promise.all([
+  [router, loadOnly, leaky] = await Promise.all([
     startRouterOn(l.host('router'), { prefills: [p1, p2], decodes: [d1], args: ['--api-keys', keys, '--context-length', '1024'] }, home.dir),
     startRouterOn(l.host('loadonly'), { prefills: [p1, p2], decodes: [d1], args: ['--api-keys', keys, '--context-length', '1024', '--routing', 'load'] }, home.dir),
+    startRouterOn(l.host('leaky'), {
+      prefills: [p1, p2], decodes: [d1], args: ['--api-keys', keys, '--context-length', '1024'], env: { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'share-prefix-index-across-tenants' },
+    }, home.dir),
   ]);
-  procs.push(router, loadOnly);
+  procs.push(router, loadOnly, leaky);
 });
 afterAll(async () => {
   await Promise.all(procs.map((p) => p.stop()));
@@ -99,10 +104,31 @@ describe.skipIf(unavailable !== undefined)('prefix-aware routing, keyed by tenan
     expect((await routing(router)).byPrefix).toBe(after.byPrefix + 1);
   });
 
+  it('negative control: with share-prefix-index-across-tenants, tenant c\'s identical prompt routes by another tenant\'s prefix', async () => {
+    await reported(leaky, [p1, p2]);
+    const before = await routing(leaky);
+    await greedyIds(leaky.client('sk-c'), [...SYSTEM, ...promptIds(20, 50)], 4);
+    expect((await routing(leaky)).byPrefix).toBe(before.byPrefix + 1);
+  });
+
   it('the load-only router over the same workers never routes by prefix', async () => {
     for (let i = 0; i < 3; i++) await greedyIds(loadOnly.client('sk-a'), [...SYSTEM, ...promptIds(10, 90 + i)], 2);
     const r = await routing(loadOnly);
     expect(r.byPrefix).toBe(0);
     expect(r.byLoad).toBeGreaterThanOrEqual(3);
+  });
+
+  it('/metrics: routed by prefix vs by load, and each prefill\'s hit rate', async () => {
+    const m = await scrape(router.url);
+    const r = await routing(router);
+    expect(m.get('tessera_router_routed_requests{by="prefix"}')).toBe(r.byPrefix);
+    expect(m.get('tessera_router_routed_requests{by="load"}')).toBe(r.byLoad);
+    expect(r.byPrefix).toBeGreaterThanOrEqual(4);
+    for (const w of [p1, p2]) {
+      const ratio = m.get(`tessera_prefix_cache_hit_ratio{worker="${w.url}"}`) as number;
+      expect(ratio).toBeGreaterThanOrEqual(0);
+      expect(ratio).toBeLessThanOrEqual(1);
+    }
+    expect(Math.max(...[p1, p2].map((w) => m.get(`tessera_prefix_cache_hit_tokens{worker="${w.url}"}`) as number))).toBeGreaterThan(0);
   });
 });
