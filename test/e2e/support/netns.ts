@@ -84,10 +84,20 @@ export function namespacesUnavailable(): string | undefined {
   }
 }
 
-function freeSubnet(): number {
+function freeSubnet(after: number): number {
   const used = ip('-4', '-o', 'addr', 'show');
-  for (let k = 10 + (process.pid % 200); ; k = k >= 250 ? 10 : k + 1) {
+  for (let k = after; ; k = k >= 250 ? 10 : k + 1) {
     if (!used.includes(`10.213.${k}.`)) return k;
+  }
+}
+
+/** Puts 10.213.K.1/24 on bridge for a K no other interface has; two test files racing for one K: the later one moves on. */
+function claimSubnet(bridge: string): number {
+  for (let k = freeSubnet(10 + (process.pid % 200)); ; k = freeSubnet(k >= 250 ? 10 : k + 1)) {
+    ip('addr', 'add', `10.213.${k}.1/24`, 'dev', bridge);
+    const holders = ip('-4', '-o', 'addr', 'show').split('\n').filter((line) => line.includes(` 10.213.${k}.`));
+    if (holders.length === 1) return k;
+    ip('addr', 'del', `10.213.${k}.1/24`, 'dev', bridge);
   }
 }
 
@@ -95,7 +105,6 @@ export function createLan(): Lan {
   sweep();
   const pid = process.pid;
   const bridge = `tsb${pid}`;
-  const k = freeSubnet();
   const namespaces: string[] = [];
   let next = 2;
   let closed = false;
@@ -111,7 +120,7 @@ export function createLan(): Lan {
   };
   process.on('exit', close);
   ip('link', 'add', bridge, 'type', 'bridge');
-  ip('addr', 'add', `10.213.${k}.1/24`, 'dev', bridge);
+  const k = claimSubnet(bridge);
   ip('link', 'set', bridge, 'up');
   return {
     gateway: `10.213.${k}.1`,
