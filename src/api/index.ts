@@ -8,3 +8,4 @@ export { ApiMetrics, type MetricsHook, type Outcome } from './metrics.js';
 export { pdMetrics, type PdMetrics } from './metrics-pd.js';
 export { DEFAULT_HTTP_LIMITS, type HttpLimits } from './http-guard.js';
 export { DASHBOARD_OFF, type DashboardAccess } from './dashboard-route.js';
+export { routingMetrics, type RoutingSnapshot } from './metrics-routing.js';

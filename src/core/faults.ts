@@ -42,6 +42,12 @@ export const FAULT_NAMES = [
   'open-dashboard',
   /** Sample a structured-output request without its token mask (the grammar then refuses what the model picks). */
   'skip-token-mask',
+  /** The router pairs a worker that joined by DNS without its join checks (fingerprint, KV layout, cluster secret). */
+  'skip-join-check',
+  /** The router leaves its connection to a lost host open (attempts on it wait out the protocol's timeouts). */
+  'ignore-host-loss',
+  /** The router's prefix index matches a request against every tenant's cached blocks, not only its own tenant's. */
+  'share-prefix-index-across-tenants',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

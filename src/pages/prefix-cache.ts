@@ -19,6 +19,7 @@
 import { assert, NO_FAULTS, type FaultSet, type PageId, type Tag, type TenantId } from '../core/index.js';
 import type { PageLedger } from './ledger.js';
 import { MinHeap } from './min-heap.js';
+import { nextBlockHash, prefixSeedHash } from './prefix-hash.js';
 import { describeEntry, describeOwner, type AllocateResult, type Owner } from './page-entry.js';
 import type { PagePool } from './pool.js';
 
@@ -61,6 +62,9 @@ export class PrefixCache {
   readonly #roots = new Map<RootKey, Root>();
   readonly #nodes = new Map<PageId, PageNode>();
   #clock = 0;
+  /** Prompt tokens looked up, and of those found cached, over every match (the hit rate a router reads). */
+  #lookupTokens = 0;
+  #hitTokens = 0;
 
   constructor(options: PrefixCacheOptions) {
     this.#pool = options.pool;
@@ -81,6 +85,7 @@ export class PrefixCache {
    */
   match(reader: Owner, tokens: readonly number[]): PrefixMatch {
     const nodes: PageNode[] = [];
+    this.#lookupTokens += tokens.length;
     let parent: Root | PageNode | undefined = this.#roots.get(this.#rootKey(reader.tenant));
     for (let i = 0; parent !== undefined && i < Math.floor(tokens.length / this.#pageSize); i++) {
       const child: PageNode | undefined = parent.children.get(this.#pageKey(tokens, i));
@@ -89,6 +94,7 @@ export class PrefixCache {
     }
     if (nodes.length === 0) return { tags: [], numTokens: 0 };
     const tags = nodes.map((node) => node.tag);
+    this.#hitTokens += tags.length * this.#pageSize;
     this.#ledger.ref(tags, reader);
     const now = ++this.#clock;
     for (const node of nodes) node.lastUsed = now;
@@ -131,6 +137,35 @@ export class PrefixCache {
     this.#ledger.relinquish(tags.slice(i), owner);
     if (root.children.size === 0) this.#roots.delete(root.key);
     return numCached;
+  }
+
+  /** Tokens looked up by match() and tokens it found cached, since the start. */
+  lookupStats(): { readonly lookupTokens: number; readonly hitTokens: number } {
+    return { lookupTokens: this.#lookupTokens, hitTokens: this.#hitTokens };
+  }
+
+  /**
+   * Per tenant, the chained block hash (prefix-hash.ts) of every cached page, most recently used
+   * first, at most `limit` in all: what a router routes on. Under share-prefix-across-tenants
+   * the one shared root reports as tenant "*".
+   */
+  blockHashReport(limit: number): Map<string, string[]> {
+    const all: { tenant: string; hash: string; lastUsed: number }[] = [];
+    for (const root of this.#roots.values()) {
+      const tenant = root.key === EVERY_TENANT ? '*' : root.key;
+      const walk = (node: Root | PageNode, h: string): void => {
+        for (const child of node.children.values()) {
+          const hash = nextBlockHash(h, child.key);
+          all.push({ tenant, hash, lastUsed: child.lastUsed });
+          walk(child, hash);
+        }
+      };
+      walk(root, prefixSeedHash(tenant));
+    }
+    all.sort((a, b) => b.lastUsed - a.lastUsed);
+    const out = new Map<string, string[]>();
+    for (const { tenant, hash } of all.slice(0, limit)) out.set(tenant, [...(out.get(tenant) ?? []), hash]);
+    return out;
   }
 
   /** Frees up to numPages unreferenced pages, least recently used leaves first; returns them in eviction order. */

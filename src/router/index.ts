@@ -5,4 +5,5 @@ export { clusterAdmission, pickPair, type WorkerLimits, type WorkerRole, type Wo
 export { WorkerRegistry, type WorkerEntry, type WorkerRegistryOptions, type WorkerState, type WorkerTotals } from './workers.js';
 export { ClientStream } from './client-stream.js';
 export { RouterMetrics } from './router-metrics.js';
+export { Discovery, joinCheck, parseDnsTarget, systemResolveA, type DnsTarget, type DiscoveryStats, type ResolveA } from './discovery.js';
 export { PdRouter, type PdRouterOptions } from './pd-router.js';

@@ -35,6 +35,7 @@ import {
 import {
   MachineDriver,
   NO_TRACE,
+  probeClusterSecret,
   RouterMachine,
   TcpTransport,
   type RouterEffect,
@@ -42,13 +43,16 @@ import {
   type Timeouts,
   type TraceSink,
   type Transport,
+  type PeerId,
 } from '../transfer/index.js';
 import { ClientStream } from './client-stream.js';
 import { clusterPageMap } from './cluster-map.js';
-import { clusterAdmission, pickPair, type PolicyChecks, type WorkerView } from './pair-policy.js';
+import { clusterAdmission, type PolicyChecks, type WorkerView } from './pair-policy.js';
 import { RouterMetrics } from './router-metrics.js';
 import { DEFAULT_WAIT_QUEUE, WaitQueue, type WaitQueueOptions } from './wait-queue.js';
 import { WorkerRegistry } from './workers.js';
+import { PrefixRouting, type RoutingPolicy } from './prefix-routing.js';
+import { Discovery, joinCheck, systemResolveA, type DnsTarget, type ResolveA } from './discovery.js';
 
 export interface PdRouterOptions {
   readonly modelName: string;
@@ -75,6 +79,12 @@ export interface PdRouterOptions {
   readonly waitQueue?: WaitQueueOptions;
   /** The admin key the router shows its workers' page maps with (/dashboard); null: off. Default null. */
   readonly adminKey?: string | null;
+  /** `prefix` (default): the prefill with the longest cached prefix for the tenant, within the load bound; `load`: least loaded. */
+  readonly routing?: RoutingPolicy;
+  /** Where the router says what it saw (a worker's host lost, workers joining and leaving). */
+  readonly log?: (line: string) => void;
+  /** Workers named by DNS (re-resolved every intervalMs; default resolver: the system's). */
+  readonly dns?: { readonly targets: readonly DnsTarget[]; readonly intervalMs: number; readonly resolve?: ResolveA; readonly log?: (line: string) => void };
 }
 
 /** One client request while it lives: its stream, the machine rid of its current submission. */
@@ -113,6 +123,10 @@ export class PdRouter {
   readonly #queue: WaitQueue<Live>;
   readonly #queueStats = { waited: 0, timedOut: 0 };
   #queueTimer: NodeJS.Timeout | undefined;
+  readonly #discovery: Discovery | undefined;
+  readonly #routing: PrefixRouting;
+  /** Machine rid -> the prefill of its latest attempt: polled again when the request ends, so its cache report is fresh for the next turn. */
+  readonly #prefillOf = new Map<string, PeerId>();
   #closed = false;
 
   constructor(options: PdRouterOptions) {
@@ -126,20 +140,31 @@ export class PdRouter {
       decodes: options.decodes,
       pollIntervalMs: options.pollIntervalMs ?? 1000,
       fetchTimeoutMs: options.fetchTimeoutMs ?? 2000,
-      // A stalled worker (SIGSTOP, a wedged host) holds its requests until a 600 s timeout
-      // otherwise: once it is marked down (within MAX_SLOW_POLLS polls, about 3-5 s by default)
-      // its connection is closed, so requests before their first token retry on another pair
-      // and the rest fail at once with the reason.
-      onDown: (address, why) => this.#transport.closePeer(address, `the router marked ${address} down (${why})`),
+      inFlightOn: (address) => this.machine.inFlightOn(address),
+      vet: async (entry, admitted) =>
+        options.faults.has('skip-join-check') ? undefined : joinCheck(entry, admitted) ?? (await probeClusterSecret(entry.address as string, `${this.nodeId}-probe`, options.clusterSecret, options.fetchTimeoutMs ?? 2000)),
+      // A stalled worker (SIGSTOP, a wedged host, a host whose link is down) holds its requests
+      // until a 600 s timeout otherwise: once it is marked down (within MAX_SLOW_POLLS polls,
+      // about 3-5 s by default) its connection is closed, so requests before their first token
+      // retry on another pair and the rest fail at once with the reason.
+      onDown: (entry) => this.#onDown(entry.address, entry.lastError),
+      onRemoved: (entry) => {
+        if (entry.address !== undefined && this.registry.byAddress(entry.address) === undefined) this.#transport.closePeer(entry.address, 'the worker left the cluster');
+      },
+    });
+    const dns = options.dns;
+    this.#discovery = dns === undefined || dns.targets.length === 0 ? undefined : new Discovery({
+      targets: dns.targets, intervalMs: dns.intervalMs, registry: this.registry, resolve: dns.resolve ?? systemResolveA(options.fetchTimeoutMs ?? 2000), log: dns.log ?? options.log ?? (() => undefined),
     });
     this.#metrics = new RouterMetrics(this.registry);
     this.#queue = new WaitQueue(options.waitQueue ?? DEFAULT_WAIT_QUEUE);
     const checks: PolicyChecks = { admission: !options.faults.has('skip-admission'), model: !options.faults.has('skip-model-check') };
     this.#checks = checks;
+    this.#routing = new PrefixRouting(this.registry, checks, options.routing ?? 'prefix', options.faults.has('share-prefix-index-across-tenants'));
     this.machine = new RouterMachine({
       node: this.nodeId,
       contextLength: options.contextLength,
-      pickPair: (request, avoid) => pickPair(request, avoid, this.#views(), checks),
+      pickPair: (request, avoid) => this.#routing.pick(request, avoid),
       trace: options.trace ?? NO_TRACE,
       ...(options.maxAttempts === undefined ? {} : { maxAttempts: options.maxAttempts }),
       ...(options.timeouts === undefined ? {} : { timeouts: options.timeouts }),
@@ -162,8 +187,14 @@ export class PdRouter {
   }
 
   /** First poll of every worker (resolves when each answered or failed), then keeps polling. */
-  start(): Promise<void> {
-    return this.registry.start();
+  async start(): Promise<void> {
+    await this.registry.start();
+    await this.#discovery?.start();
+  }
+
+  /** The routing counts and each prefill's reported hit rate (prefix-routing.ts). */
+  routingReport(): ReturnType<PrefixRouting['report']> {
+    return this.#routing.report();
   }
 
   attachMetrics(sink: PdMetricsSink): void {
@@ -209,11 +240,13 @@ export class PdRouter {
         model: this.modelName,
         node: this.nodeId,
         contextLength: this.contextLength,
-        workers: this.registry.entries.map((e) => ({ url: e.url, role: e.role, state: e.state, address: e.address ?? null, modelFingerprint: e.limits?.model ?? null, inFlight: e.address === undefined ? 0 : this.machine.inFlightOn(e.address), pages: e.pages ?? null, ...(e.lastError === undefined ? {} : { error: e.lastError }) })),
+        workers: this.registry.entries.map((e) => ({ url: e.url, role: e.role, state: e.state, source: e.source, draining: e.draining, address: e.address ?? null, modelFingerprint: e.limits?.model ?? null, inFlight: this.registry.inFlight(e), pages: e.pages ?? null, ...(e.lastError === undefined ? {} : { error: e.lastError }) })),
         requests: { live: this.#live.size, attempts: this.machine.attemptsByState() },
         queue: { waiting: this.#queue.size, ...this.#queueStats, maxWaiting: this.#queue.options.maxWaiting, maxWaitMs: this.#queue.options.maxWaitMs },
         idle: this.#live.size === 0 && this.machine.numActive === 0,
         stats: this.machine.stats(),
+        routing: this.#routing.report(),
+        ...(this.#discovery === undefined ? {} : { discovery: this.#discovery.stats() }),
         transport: this.#transport.stats(),
       },
     };
@@ -248,12 +281,20 @@ export class PdRouter {
     while (this.machine.numActive > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20));
     this.#driver.stop();
     clearTimeout(this.#queueTimer);
+    this.#discovery?.stop();
     this.registry.stop();
     await this.#transport.close();
   }
 
   #views(): WorkerView[] {
-    return this.registry.views((address) => this.machine.inFlightOn(address));
+    return this.registry.views();
+  }
+
+  /** A worker was marked down: close its connection (unless the test-only ignore-host-loss), so attempts on it end now. */
+  #onDown(address: string | undefined, why: string | undefined): void {
+    if (address === undefined || this.#o.faults.has('ignore-host-loss') || !this.#transport.isConnected(address)) return;
+    this.#o.log?.(`${address} marked down (${why ?? 'no answer'}): closing its connection`);
+    this.#transport.closePeer(address, `the router marked ${address} down (${why ?? 'no answer'})`);
   }
 
   /** The client left (or a stop string ended its stream): end the stream, abort the rest through the protocol. */
@@ -261,6 +302,7 @@ export class PdRouter {
     const live = this.#live.get(rid);
     if (live === undefined) return;
     this.#end(live);
+    this.#prefillOf.delete(live.machineRid);
     live.stream.failed(new AbortedError('the client disconnected'));
     if (live.queued) this.#queue.remove((w) => w === live);
     else this.#driver.handle({ kind: 'clientGone', rid: live.machineRid });
@@ -325,6 +367,7 @@ export class PdRouter {
     switch (effect.kind) {
       case 'send':
         if (effect.message.type === 'Reserve') this.#o.onWriter?.(effect.message.rid, effect.message.prefillAddress);
+        if (effect.message.type === 'Prefill') this.#prefillOf.set(effect.message.rid.replace(/\.\d+$/, ''), effect.to);
         this.#transport.send(effect.to, effect.message);
         return;
       case 'closePeer':
@@ -342,6 +385,9 @@ export class PdRouter {
         this.#metrics.transferTimed(effect.ms);
         return;
       case 'clientOutcome': {
+        const prefill = this.#prefillOf.get(effect.rid);
+        this.#prefillOf.delete(effect.rid);
+        if (prefill !== undefined) this.registry.recheck(prefill);
         const live = this.#liveOf(effect.rid);
         this.#byMachine.delete(effect.rid);
         if (live === undefined) return this.#admitNext(); // the client left; its slot and pages came back

@@ -4,11 +4,13 @@
 // connection is down at once; one that is only slow to answer (its event loop is inside a long
 // model step) stays up until MAX_SLOW_POLLS polls in a row have timed out.
 // Owns: per worker, whether it answers (`up`), what it last reported, and the router's own load
-// on it. Must never: wait on a worker without a timeout, trust a worker whose role is not the
+// on it. Workers may join (add: from DNS, used only once `vet` passed) and leave (drain: no new
+// pairs; removed once the router has nothing in flight on it). Must never: wait on a worker without a timeout, trust a worker whose role is not the
 // one it was given as (it is `misconfigured` and never used), or throw for a worker's answer.
 import { clearInterval, setInterval } from 'node:timers';
 import type { PageCounts } from '../core/index.js';
 import type { WorkerLimits, WorkerRole, WorkerView } from './pair-policy.js';
+import { parsePrefixReport, type PrefixView } from './prefix-index.js';
 
 export type WorkerState = 'unknown' | 'up' | 'down' | 'misconfigured';
 
@@ -35,6 +37,14 @@ export interface WorkerEntry {
   slowPolls: number;
   /** A poll of this worker is under way: no second one is started beside it. */
   polling: boolean;
+  /** Given as a URL at start, or found by DNS (router/discovery.ts). */
+  readonly source: 'static' | 'dns';
+  /** Passed the join checks (`vet`); static workers are admitted from the start. */
+  admitted: boolean;
+  /** Leaving: no new pairs; removed once nothing is in flight on it. */
+  draining: boolean;
+  /** A prefill's last report of its prefix cache (prefix-index.ts). */
+  prefix: PrefixView | undefined;
 }
 
 /** The router's own event loop was stalled this much past a poll's timeout: the poll says nothing of the worker. */
@@ -45,8 +55,14 @@ export interface WorkerRegistryOptions {
   readonly decodes: readonly string[];
   readonly pollIntervalMs: number;
   readonly fetchTimeoutMs: number;
+  /** The router machine's count of live attempts on a worker (the load the pair policy balances). */
+  readonly inFlightOn?: (address: string) => number;
+  /** The join checks of a worker that was added (not static), after each answer until it passes: why not, or undefined. */
+  readonly vet?: (entry: WorkerEntry, admitted: readonly WorkerEntry[]) => Promise<string | undefined>;
   /** An `up` worker stopped answering (MAX_SLOW_POLLS timed-out polls, or refused): called once per fall. */
-  readonly onDown?: (address: string, why: string) => void;
+  readonly onDown?: (entry: WorkerEntry) => void;
+  /** A drained worker left the registry. */
+  readonly onRemoved?: (entry: WorkerEntry) => void;
 }
 
 export class WorkerRegistry {
@@ -56,11 +72,38 @@ export class WorkerRegistry {
 
   constructor(options: WorkerRegistryOptions) {
     this.#o = options;
-    const entry = (url: string, role: WorkerRole): WorkerEntry => ({
-      url: url.replace(/\/+$/, ''), role, state: 'unknown', address: undefined, limits: undefined, pages: undefined,
-      totals: { transferBytes: 0, checksumFailures: 0, tagMismatches: 0 }, lastError: undefined, slowPolls: 0, polling: false,
-    });
-    this.#entries = [...options.prefills.map((u) => entry(u, 'prefill')), ...options.decodes.map((u) => entry(u, 'decode'))];
+    this.#entries = [...options.prefills.map((u) => newEntry(u, 'prefill', 'static')), ...options.decodes.map((u) => newEntry(u, 'decode', 'static'))];
+  }
+
+  /** A worker that joined (DNS): polled at once, paired only once its join checks pass. A draining one comes back. */
+  add(url: string, role: WorkerRole): WorkerEntry {
+    const known = this.#entries.find((e) => e.url === url.replace(/\/+$/, '') && e.role === role);
+    if (known !== undefined) {
+      known.draining = false;
+      return known;
+    }
+    const e = newEntry(url, role, 'dns');
+    this.#entries.push(e);
+    void this.#poll(e);
+    return e;
+  }
+
+  /** A worker that left (DNS): no new pairs from now on; removed once nothing is in flight on it. */
+  drain(url: string): void {
+    for (const e of this.#entries) if (e.url === url.replace(/\/+$/, '') && e.source === 'dns') e.draining = true;
+    this.#removeDrained();
+  }
+
+  /** The router's live attempts on this worker now. */
+  inFlight(e: WorkerEntry): number {
+    return e.address === undefined ? 0 : (this.#o.inFlightOn?.(e.address) ?? 0);
+  }
+
+  #removeDrained(): void {
+    for (const e of this.#entries.filter((x) => x.draining && this.inFlight(x) === 0)) {
+      this.#entries.splice(this.#entries.indexOf(e), 1);
+      this.#o.onRemoved?.(e);
+    }
   }
 
   get entries(): readonly WorkerEntry[] {
@@ -80,6 +123,7 @@ export class WorkerRegistry {
   }
 
   pollAll(): Promise<void> {
+    this.#removeDrained();
     return Promise.all(this.#entries.map((e) => this.#poll(e))).then(() => undefined);
   }
 
@@ -92,16 +136,16 @@ export class WorkerRegistry {
     return this.#entries.find((e) => e.address === address);
   }
 
-  /** Each worker as the pair policy sees it; `inFlightOn` is the router machine's count of its attempts there. */
-  views(inFlightOn: (address: string) => number): WorkerView[] {
+  /** Each worker as the pair policy sees it; `inFlight` is the router machine's count of its attempts there. */
+  views(): WorkerView[] {
     return this.#entries.map((e) => ({
-      url: e.url, role: e.role, address: e.address, up: e.state === 'up', limits: e.limits, inFlight: e.address === undefined ? 0 : inFlightOn(e.address), freePages: (e.pages?.free ?? 0) + (e.pages?.cached ?? 0),
+      url: e.url, role: e.role, address: e.address, up: usable(e), limits: e.limits, inFlight: this.inFlight(e), freePages: (e.pages?.free ?? 0) + (e.pages?.cached ?? 0),
     }));
   }
 
   /** At least one prefill and one decode answer. */
   get ready(): boolean {
-    return (['prefill', 'decode'] as const).every((role) => this.#entries.some((e) => e.role === role && e.state === 'up'));
+    return (['prefill', 'decode'] as const).every((role) => this.#entries.some((e) => e.role === role && usable(e)));
   }
 
   async #poll(e: WorkerEntry): Promise<void> {
@@ -128,11 +172,11 @@ export class WorkerRegistry {
       // tokenization, a GC), not the worker: it counts neither way, or one slow router step
       // would mark every worker down at once.
       if (performance.now() - startedMs > this.#o.fetchTimeoutMs + OWN_STALL_MS) return;
-      const wasUp = e.state === 'up';
       const slow = error instanceof Error && error.name === 'TimeoutError';
       e.slowPolls = slow ? e.slowPolls + 1 : MAX_SLOW_POLLS;
+      const wasUp = e.state === 'up';
       if (e.state !== 'misconfigured' && (e.state !== 'up' || e.slowPolls >= MAX_SLOW_POLLS)) e.state = 'down';
-      if (wasUp && e.state === 'down' && e.address !== undefined) this.#o.onDown?.(e.address, e.lastError);
+      if (wasUp && e.state === 'down') this.#o.onDown?.(e);
       return;
     }
     e.slowPolls = 0;
@@ -146,9 +190,29 @@ export class WorkerRegistry {
     e.limits = report.limits;
     e.pages = report.pages;
     e.totals = report.totals;
+    e.prefix = parsePrefixReport(body['prefixCache']);
+    if (status === 200 && !e.admitted && this.#o.vet !== undefined) {
+      const why = await this.#o.vet(e, this.#entries.filter((x) => x !== e && x.admitted && x.limits !== undefined));
+      if (why !== undefined) {
+        e.state = 'misconfigured';
+        e.lastError = `not admitted: ${why}`;
+        return;
+      }
+      e.admitted = true;
+    }
     e.state = status === 200 ? 'up' : 'down';
     e.lastError = status === 200 ? undefined : `${e.url}/health answered ${status}`;
   }
+}
+
+const usable = (e: WorkerEntry): boolean => e.state === 'up' && e.admitted && !e.draining;
+
+function newEntry(url: string, role: WorkerRole, source: 'static' | 'dns'): WorkerEntry {
+  return {
+    url: url.replace(/\/+$/, ''), role, state: 'unknown', address: undefined, limits: undefined, pages: undefined,
+    totals: { transferBytes: 0, checksumFailures: 0, tagMismatches: 0 }, lastError: undefined, slowPolls: 0, polling: false,
+    source, admitted: source === 'static', draining: false, prefix: undefined,
+  };
 }
 
 interface Report {

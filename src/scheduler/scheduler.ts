@@ -88,6 +88,11 @@ export class Scheduler {
   }
 
   /** Requests prefilling or decoding. */
+  /** This node's tenant-scoped prefix cache (co-located and prefill), for what the node reports of it. */
+  get prefixCache(): PrefixCache | undefined {
+    return this.#prefixCache;
+  }
+
   get numRunning(): number {
     return this.#book.running.length;
   }

@@ -44,5 +44,6 @@ export { AuthError, Handshake, isAuthError, checkSecret, MIN_SECRET_BYTES, type 
 export type { ChunkHandlers, Transport, TransportHandlers, TransportOptions, TransportStats } from './transports/types.js';
 export { FrameStream, type FrameSink } from './frame-stream.js';
 export { TcpTransport, parseAddress, type TcpListenOptions } from './transports/tcp.js';
+export { probeClusterSecret } from './transports/probe.js';
 export { MemoryNetwork } from './transports/memory.js';
 export { MachineDriver } from './transports/driver.js';

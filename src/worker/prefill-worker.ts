@@ -33,6 +33,7 @@ import { schedulerFor } from './scheduler-for.js';
 import { HookedRunner } from './hooked-runner.js';
 import { pdHealth } from './health.js';
 import { abortTotals, nodePageMap } from './page-map.js';
+import { prefixReport } from './prefix-report.js';
 import { notForClients, type PdWorkerOptions } from './pd-common.js';
 
 interface Job {
@@ -139,7 +140,7 @@ export class PrefillWorker {
       healthy: this.#loop.healthy && !this.#closed,
       detail: pdHealth(
         { role: 'prefill', options: this.#o, address: this.address, pool: this.pool, idle: this.isIdle, running: this.scheduler.numRunning, active: this.machine.numActive, transfer: this.machine.stats(), transport: this.transport.stats(), loop },
-        { waiting: this.scheduler.numWaiting, held: this.scheduler.numHeld },
+        { waiting: this.scheduler.numWaiting, held: this.scheduler.numHeld, ...prefixReport(this.scheduler.prefixCache) },
       ),
     };
   }

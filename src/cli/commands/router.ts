@@ -9,11 +9,11 @@
 import { randomInt } from 'node:crypto';
 import { httpLimitsFromEnv } from '../config-http.js';
 import type { Command } from 'commander';
-import { createApiServer, pdMetrics, promptCodecOf } from '../../api/index.js';
+import { createApiServer, pdMetrics, promptCodecOf, routingMetrics } from '../../api/index.js';
 import { ConfigError, TextStream } from '../../core/index.js';
 import { loadModelInfo } from '../../model/index.js';
 import { corsOption, grammarFor } from '../grammar-for.js';
-import { PdRouter } from '../../router/index.js';
+import { parseDnsTarget, PdRouter } from '../../router/index.js';
 import { ADMIN_KEY_HELP, parseAdminKey, withAdminKey, type AdminKeyFlags } from '../config-admin.js';
 import { loadApiKeys } from '../config-api-keys.js';
 import { faultsFromEnv, tesseraHome } from '../config-env.js';
@@ -33,6 +33,10 @@ export function registerRouter(program: Command): void {
     .description('serve the OpenAI-compatible API in front of prefill and decode workers (disaggregated serving)')
     .option('--prefill <url>', 'a prefill worker\'s HTTP URL (repeat for more)', collect, [])
     .option('--decode <url>', 'a decode worker\'s HTTP URL (repeat for more)', collect, [])
+    .option('--prefill-dns <name:port>', 'prefill workers by DNS: one A record per worker, re-resolved (repeat for more)', collect, [])
+    .option('--decode-dns <name:port>', 'decode workers by DNS: one A record per worker, re-resolved (repeat for more)', collect, [])
+    .option('--dns-interval <ms>', 'how often DNS names are re-resolved (default 5000)')
+    .option('--routing <policy>', 'prefix (default): the prefill holding the longest cached prefix for the tenant, within 1.5x the mean load; load: least loaded')
     .option('--model <spec>', `the model the workers serve: its tokenizer and chat template (default ${DEFAULT_MODEL})`)
     .option('--served-model-name <name>', 'the model name clients pass (default: the --model value)')
     .option('--host <host>', `address to listen on (default ${DEFAULT_HOST})`)
@@ -42,15 +46,28 @@ export function registerRouter(program: Command): void {
     .option('--admin-key <key>', ADMIN_KEY_HELP)
     .option('--cors-origin <origin>', 'answer browsers from this origin (CORS; * for any); default: no CORS headers')
     .option('--cluster-secret <secret>', 'the secret shared by the router and its workers (default: $TESSERA_CLUSTER_SECRET)')
-    .action(async (flags: RouterFlags & AdminKeyFlags) => {
+    .action(async (flags: RouterFlags & AdminKeyFlags & DnsFlags) => {
       process.exitCode = await runRouter(flags);
     });
 }
 
-async function runRouter(flags: RouterFlags & AdminKeyFlags): Promise<number> {
+interface DnsFlags {
+  readonly prefillDns: readonly string[];
+  readonly decodeDns: readonly string[];
+  readonly dnsInterval?: string;
+  readonly routing?: string;
+}
+
+async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise<number> {
   const env = process.env;
   const log = (line: string): void => void process.stderr.write(`tessera router: ${line}\n`);
-  if (flags.prefill.length === 0 || flags.decode.length === 0) throw new ConfigError('give at least one --prefill URL and one --decode URL');
+  if (flags.prefill.length + flags.prefillDns.length === 0 || flags.decode.length + flags.decodeDns.length === 0) {
+    throw new ConfigError('give at least one --prefill URL (or --prefill-dns NAME:PORT) and one --decode URL (or --decode-dns NAME:PORT)');
+  }
+  const dnsTargets = [...flags.prefillDns.map((v) => parseDnsTarget(v, 'prefill', '--prefill-dns')), ...flags.decodeDns.map((v) => parseDnsTarget(v, 'decode', '--decode-dns'))];
+  const routing = flags.routing ?? 'prefix';
+  if (routing !== 'prefix' && routing !== 'load') throw new ConfigError(`--routing must be prefix or load, got "${routing}"`);
+  const dnsIntervalMs = flags.dnsInterval === undefined ? 5000 : parseCount(flags.dnsInterval, '--dns-interval', 100, 3_600_000);
   const prefills = flags.prefill.map((u) => parseWorkerUrl(u, '--prefill'));
   const decodes = flags.decode.map((u) => parseWorkerUrl(u, '--decode'));
   const secret = clusterSecret(flags.clusterSecret, env);
@@ -82,6 +99,9 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags): Promise<number> {
     timeouts,
     faults,
     adminKey,
+    dns: { targets: dnsTargets, intervalMs: dnsIntervalMs },
+    routing,
+    log,
     ...(trace === undefined ? {} : { trace, onWriter: (rid: string, prefill: string) => trace.writer(rid, prefill) }),
   });
   await router.start();
@@ -95,7 +115,7 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags): Promise<number> {
     faults,
     drainTimeoutMs: DRAIN_MS,
     httpLimits: httpLimitsFromEnv(env),
-    metricsHooks: [(registry) => router.attachMetrics(pdMetrics(registry))],
+    metricsHooks: [(registry) => router.attachMetrics(pdMetrics(registry)), (registry) => routingMetrics(registry, () => router.routingReport())],
     dashboard: { adminKey, plan: [] },
     grammar: grammarFor(model),
     ...corsOption(flags),
@@ -103,7 +123,7 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags): Promise<number> {
   const stopped = stopRequested(env['TESSERA_SUPERVISED'] === '1', log);
   const address = await api.listen(port, host);
   process.stdout.write(
-    `tessera: router for ${modelSpec} over ${prefills.length} prefill and ${decodes.length} decode workers; context ${contextLength} tokens\n` +
+    `tessera: router for ${modelSpec} over ${prefills.length} prefill and ${decodes.length} decode workers${dnsTargets.length === 0 ? '' : ` and DNS ${dnsTargets.map((t) => `${t.role} ${t.name}:${t.port}`).join(', ')} (every ${dnsIntervalMs} ms)`}; context ${contextLength} tokens\n` +
       `tessera: listening on http://${address.host}:${address.port}${apiKeys === undefined ? '' : ` (${apiKeys.size} API keys)`}\n`,
   );
   await stopped;

@@ -22,6 +22,7 @@ import { DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT } from '../config.js';
 import { delay, stopRequested } from './lifecycle.js';
 import { describeExit, SupervisedChild } from '../supervisor.js';
 import { parseCpuPins, pinnedCommand } from '../cpu-pinning.js';
+import { nextRestartCount, restartDelayMs } from '../restart-policy.js';
 
 const START_TIMEOUT_MS = 180_000;
 const READY_TIMEOUT_MS = 60_000;
@@ -113,16 +114,35 @@ async function up(flags: UpFlags): Promise<number> {
   let routerDied: (() => void) | undefined;
   const routerGone = new Promise<number>((resolve) => (routerDied = () => resolve(1)));
   process.once('exit', () => children.forEach((c) => c.killNow()));
+  // A worker that dies after start-up is restarted on the same ports (the router knows it by them), with backoff.
+  const restartArgs = new Map<string, string[]>();
+  const restarts = new Map<string, number>();
   const startChild = (name: string, args: string[]): SupervisedChild => {
     const role = name === 'router' ? 'router' : name.startsWith('prefill') ? 'prefill' : 'decode';
     const pinned = pinnedCommand(pins, role, process.execPath, [bin, ...args]);
     const child = new SupervisedChild(name, pinned.command, pinned.args, env, forward);
+    const startedAt = Date.now();
     children.push(child);
     void child.exited.then((e) => {
       if (stopping) return;
-      const next = !ready ? ' during start-up' : name === 'router' ? ': stopping the cluster' : '; the router routes around it';
+      const again = ready && name !== 'router' ? restartArgs.get(name) : undefined;
+      const count = nextRestartCount(restarts.get(name) ?? -1, Date.now() - startedAt);
+      const wait = restartDelayMs(count);
+      const next = !ready ? ' during start-up' : name === 'router' ? ': stopping the cluster'
+        : again === undefined ? '; the router routes around it' : `; restarting it in ${wait} ms (restart ${count + 1} in a row); the router routes around it meanwhile`;
       log(`${name} (pid ${child.pid}) exited (${describeExit(e)})${next}`);
       if (name === 'router') routerDied?.();
+      if (again === undefined) return;
+      restarts.set(name, count);
+      setTimeout(() => {
+        if (stopping) return;
+        children.splice(children.indexOf(child), 1);
+        const fresh = startChild(name, again);
+        fresh.waitFor(/listening on (http:\/\/\S+)/, 'its HTTP address', START_TIMEOUT_MS).then(
+          (m) => log(`${name} restarted: pid ${fresh.pid}, http: ${m[1]}`),
+          () => undefined, // its exit is reported (and restarted) above
+        );
+      }, wait).unref();
     });
     return child;
   };
@@ -150,6 +170,11 @@ async function up(flags: UpFlags): Promise<number> {
       stopped.then(() => undefined),
     ]);
     if (listening === undefined) return (await stopAll(), 0);
+    for (const w of listening) {
+      const port = new URL(w.url).port;
+      const dataPort = w.cluster.slice(w.cluster.lastIndexOf(':') + 1);
+      restartArgs.set(w.name, workerArgs(w.role).map((a, i, all) => (all[i - 1] === '--port' ? port : all[i - 1] === '--data-port' ? dataPort : a)));
+    }
     const routerArgs = [
       'router', '--host', flags.host ?? DEFAULT_HOST, '--port', flags.port ?? String(DEFAULT_PORT), '--model', model,
       ...opt('--served-model-name', flags.servedModelName), ...opt('--context-length', flags.contextLength), ...opt('--api-keys', flags.apiKeys),

@@ -36,8 +36,10 @@ function cleanEnv(home: string, env: Record<string, string>): NodeJS.ProcessEnv 
   return { ...clean, TESSERA_HOME: home, TESSERA_ADMIN_KEY: ADMIN_KEY, ...env };
 }
 
-export function spawnTessera(name: string, args: readonly string[], home: string, env: Record<string, string> = {}): Proc {
-  const child = spawn(process.execPath, [BIN, ...withTestModel(args)], { cwd: ROOT, env: cleanEnv(home, env), stdio: ['ignore', 'pipe', 'pipe'] });
+/** `wrap`: a command prefix to run it under (e.g. `ip netns exec NS`, which execs node in place: same pid). */
+export function spawnTessera(name: string, args: readonly string[], home: string, env: Record<string, string> = {}, wrap: readonly string[] = []): Proc {
+  const argv = [...wrap.slice(1), ...(wrap.length > 0 ? [process.execPath] : []), BIN, ...withTestModel(args)];
+  const child = spawn(wrap[0] ?? process.execPath, argv, { cwd: ROOT, env: cleanEnv(home, env), stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));

@@ -1,0 +1,150 @@
+// Multi-turn chat benchmark for prefix-aware routing (`npm run bench:prefix`): several tenants,
+// each with its own shared system prompt, several conversations per tenant that grow turn by
+// turn (the whole history is the next prompt, as a chat client sends it). The same workload
+// runs, one cluster after the other, in this one run, on real processes (loopback):
+//   single   1 prefill + 1 decode (the hit-rate reference: one cache sees every prompt)
+//   load     2 prefills + 1 decode, router --routing load
+//   prefix   2 prefills + 1 decode, router --routing prefix
+// Per cluster: the prefix-cache hit rate (tokens the prefills found cached / tokens looked up,
+// from their /health), TTFT p50/p99 (streamed, time to the first chunk), requests routed by
+// prefix vs by load, and the peak prefill in-flight over the mean (sampled from the router's
+// /health, and the router's own peak for prefix picks). A benchmark: it asserts nothing.
+//
+//   node --import ./bench/lib/register-ts.mjs bench/prefix.ts [--tenants 4] [--conversations 3]
+//        [--turns 4] [--system 256] [--user 32] [--reply 16] [--model builtin:tiny] [--vocab 31000] [--context 2048]
+//   e.g. the shipped demo model: --model builtin:austen --vocab 4000 --context 512 --system 160 --user 24
+import { health, promptIds, startRouter, startWorker, testHome, type Proc, type Worker } from '../test/e2e/pd/support.js';
+import { writeJson } from '../test/e2e/support/process.js';
+
+const args = process.argv.slice(2);
+const flag = (name: string, fallback: number): number => {
+  const i = args.indexOf(name);
+  return i >= 0 ? Number(args[i + 1]) : fallback;
+};
+const TENANTS = flag('--tenants', 4);
+const CONVERSATIONS = flag('--conversations', 3);
+const TURNS = flag('--turns', 4);
+const SYSTEM = flag('--system', 256);
+const USER = flag('--user', 32);
+const REPLY = flag('--reply', 16);
+const modelAt = args.indexOf('--model');
+const MODEL = modelAt >= 0 ? (args[modelAt + 1] as string) : 'builtin:tiny';
+const VOCAB = flag('--vocab', 31_000); // token ids are drawn from [3, 3 + VOCAB)
+const CONTEXT = String(flag('--context', 2048));
+const ids = (n: number, first: number): number[] => promptIds(n, first).map((x) => 3 + ((x - 3) % VOCAB));
+const POOL = ['--model', MODEL, '--context-length', CONTEXT, '--kv-pages', '1024', '--max-running-requests', '16'];
+
+interface Result {
+  readonly name: string;
+  readonly hitRate: number;
+  readonly perWorker: number[];
+  readonly ttftP50: number;
+  readonly ttftP99: number;
+  readonly byPrefix: number;
+  readonly byLoad: number;
+  readonly peakOverMean: number;
+  readonly routerPeak: number;
+  readonly failed: number;
+}
+
+const quantile = (xs: number[], q: number): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? Number.NaN;
+};
+
+async function prefixStats(w: Worker): Promise<{ lookupTokens: number; hitTokens: number }> {
+  return ((await health(w.url)).body['prefixCache'] as { lookupTokens: number; hitTokens: number }) ?? { lookupTokens: 0, hitTokens: 0 };
+}
+
+async function runCluster(name: string, numPrefills: number, routing: 'prefix' | 'load', home: string, keys: string): Promise<Result> {
+  const procs: Proc[] = [];
+  try {
+    const prefills = await Promise.all(Array.from({ length: numPrefills }, (_, i) => startWorker(`${name}-p${i}`, 'prefill', POOL, home)));
+    const decode = await startWorker(`${name}-d`, 'decode', POOL, home);
+    procs.push(...prefills, decode);
+    const router = await startRouter(`${name}-r`, prefills, [decode], ['--model', MODEL, '--context-length', CONTEXT, '--api-keys', keys, '--routing', routing], home);
+    procs.push(router);
+    const ttfts: number[] = [];
+    let failed = 0;
+    let peakOverMean = 0;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        const ws = ((await health(router.url)).body['workers'] as { role: string; inFlight: number }[]).filter((w) => w.role === 'prefill');
+        const total = ws.reduce((s, w) => s + w.inFlight, 0);
+        if (total >= ws.length) peakOverMean = Math.max(peakOverMean, Math.max(...ws.map((w) => w.inFlight)) / (total / ws.length));
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+    })();
+    const conversation = async (tenant: number, c: number): Promise<void> => {
+      const client = router.client(`sk-${tenant}`);
+      let history = ids(SYSTEM, 10_000 + tenant * 997);
+      for (let turn = 0; turn < TURNS; turn++) {
+        history = [...history, ...ids(USER, 50_000 + tenant * 131 + c * 17 + turn * 7)];
+        const started = performance.now();
+        let first = Number.NaN;
+        const reply: number[] = [];
+        try {
+          const body = { model: MODEL, prompt: history, max_tokens: REPLY, temperature: 0, ignore_eos: true, stream: true, return_token_ids: true };
+          for await (const chunk of (await client.completions.create(body as never)) as unknown as AsyncIterable<{ choices: { token_ids?: number[] }[] }>) {
+            if (Number.isNaN(first)) first = performance.now() - started;
+            reply.push(...(chunk.choices[0]?.token_ids ?? []));
+          }
+          ttfts.push(first);
+        } catch (e) {
+          failed++;
+          process.stderr.write(`${name}: tenant ${tenant} conversation ${c} turn ${turn}: ${String(e)}\n`);
+        }
+        history = [...history, ...(reply.length > 0 ? reply : ids(REPLY, 90_000 + turn))];
+      }
+    };
+    await Promise.all(Array.from({ length: TENANTS * CONVERSATIONS }, (_, k) => conversation(k % TENANTS, Math.floor(k / TENANTS))));
+    sampling = false;
+    await sampler;
+    const stats = await Promise.all(prefills.map(prefixStats));
+    const routingReport = (await health(router.url)).body['routing'] as { byPrefix: number; byLoad: number; peakPrefixLoadOverMean: number };
+    const sum = (k: 'lookupTokens' | 'hitTokens') => stats.reduce((s, x) => s + x[k], 0);
+    return {
+      name,
+      hitRate: sum('hitTokens') / sum('lookupTokens'),
+      perWorker: stats.map((s) => (s.lookupTokens === 0 ? 0 : s.hitTokens / s.lookupTokens)),
+      ttftP50: quantile(ttfts, 0.5),
+      ttftP99: quantile(ttfts, 0.99),
+      byPrefix: routingReport.byPrefix,
+      byLoad: routingReport.byLoad,
+      peakOverMean,
+      routerPeak: routingReport.peakPrefixLoadOverMean,
+      failed,
+    };
+  } finally {
+    await Promise.all(procs.map((p) => p.stop()));
+  }
+}
+
+async function main(): Promise<void> {
+  const home = await testHome();
+  try {
+    const keys = await writeJson(home.dir, 'keys.json', Object.fromEntries(Array.from({ length: TENANTS }, (_, t) => [`sk-${t}`, `tenant-${t}`])));
+    process.stdout.write(`bench:prefix  ${TENANTS} tenants x ${CONVERSATIONS} conversations x ${TURNS} turns; system ${SYSTEM}, user ${USER}, reply ${REPLY} tokens; ${MODEL}\n`);
+    const results: Result[] = [];
+    for (const [name, n, routing] of [['single', 1, 'load'], ['load', 2, 'load'], ['prefix', 2, 'prefix']] as const) {
+      results.push(await runCluster(name, n, routing, home.dir, keys));
+    }
+    const [single, load, prefix] = results as [Result, Result, Result];
+    const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+    process.stdout.write('cluster   hit rate  per prefill       TTFT p50   TTFT p99   by prefix  by load  peak/mean (sampled, prefix picks)  failed\n');
+    for (const r of results) {
+      process.stdout.write(
+        `${r.name.padEnd(9)} ${pct(r.hitRate).padStart(8)}  ${r.perWorker.map(pct).join(' / ').padEnd(16)} ${r.ttftP50.toFixed(1).padStart(7)} ms ${r.ttftP99.toFixed(1).padStart(7)} ms ${String(r.byPrefix).padStart(10)} ${String(r.byLoad).padStart(8)}  ${r.peakOverMean.toFixed(2)}, ${r.routerPeak.toFixed(2)}  ${r.failed}\n`,
+      );
+    }
+    process.stdout.write(
+      `prefix vs load: hit rate ${pct(prefix.hitRate)} vs ${pct(load.hitRate)} (single worker ${pct(single.hitRate)}; prefix/single ${(prefix.hitRate / single.hitRate).toFixed(3)}); ` +
+        `TTFT p50 ratio prefix/load ${(prefix.ttftP50 / load.ttftP50).toFixed(3)}, p99 ${(prefix.ttftP99 / load.ttftP99).toFixed(3)}\n`,
+    );
+  } finally {
+    await home.remove();
+  }
+}
+
+await main();

@@ -1,0 +1,86 @@
+// Prefix-aware choice of the prefill worker, pure. Each prefill worker reports in /health the
+// chained block hashes of its cached pages per tenant (worker/prefix-report.ts); the router
+// keeps them per worker as tenant -> set of hashes, and for a request computes its own prompt's
+// block hashes for its tenant and counts, per worker, how many leading blocks that worker holds.
+// The index is keyed by tenant first: a request only ever looks at its own tenant's hashes (and
+// the hashes are seeded with the tenant as well), so tenant B's identical prompt never routes
+// by tenant A's prefix.
+// The load bound: a worker is given a request by prefix only if its in-flight count after it
+// stays at most max(1, LOAD_BOUND x the mean over the candidates after it); otherwise the
+// request goes by load (the least loaded worker, pair-policy.ts). So no worker is ever pushed
+// above 1.5x the mean by the prefix rule (sglang #14305: load collapsing onto the cache-rich
+// worker).
+// Must never: read a clock or a socket; use another tenant's hashes; route by a report it did
+// not get (no report: no prefix for that worker).
+import { blockHashes } from '../pages/index.js';
+
+export const LOAD_BOUND = 1.5;
+
+export interface PrefixView {
+  /** tenant -> hashes of the blocks cached for it. */
+  readonly tenants: ReadonlyMap<string, ReadonlySet<string>>;
+  readonly lookupTokens: number;
+  readonly hitTokens: number;
+}
+
+/** A worker's /health `prefixCache`, checked; undefined when absent or malformed. */
+export function parsePrefixReport(value: unknown): PrefixView | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const v = value as Record<string, unknown>;
+  const tenants = v['tenants'];
+  if (typeof tenants !== 'object' || tenants === null) return undefined;
+  const map = new Map<string, Set<string>>();
+  for (const [tenant, hashes] of Object.entries(tenants as Record<string, unknown>)) {
+    if (Array.isArray(hashes)) map.set(tenant, new Set(hashes.filter((h): h is string => typeof h === 'string')));
+  }
+  const num = (x: unknown): number => (typeof x === 'number' && Number.isFinite(x) ? x : 0);
+  return { tenants: map, lookupTokens: num(v['lookupTokens']), hitTokens: num(v['hitTokens']) };
+}
+
+export interface PrefillCandidate {
+  readonly address: string;
+  readonly inFlight: number;
+  readonly prefix: PrefixView | undefined;
+}
+
+export type PrefillChoice =
+  | { readonly by: 'prefix'; readonly address: string; readonly matchedBlocks: number }
+  | { readonly by: 'load'; readonly reason: 'no-match' | 'bound' | 'no-candidate' };
+
+/** Leading blocks of `hashes` that `view` holds for tenant. */
+export function matchedBlocks(view: PrefixView | undefined, tenant: string, hashes: readonly string[]): number {
+  const mine = view?.tenants.get(tenant);
+  if (mine === undefined) return 0;
+  let n = 0;
+  while (n < hashes.length && mine.has(hashes[n] as string)) n++;
+  return n;
+}
+
+/**
+ * The prefill holding the longest cached prefix of tokens for tenant, if the load bound allows
+ * it; else 'load'. Only the prompt without its last token can hit (a step computes at least one).
+ */
+export function choosePrefill(
+  tenant: string, tokens: readonly number[], pageSize: number, candidates: readonly PrefillCandidate[], bound = LOAD_BOUND, acrossTenants = false,
+): PrefillChoice {
+  if (candidates.length === 0) return { by: 'load', reason: 'no-candidate' };
+  const prompt = tokens.slice(0, Math.max(0, tokens.length - 1));
+  const hashes = blockHashes(tenant, prompt, pageSize);
+  // The fault share-prefix-index-across-tenants: match every tenant's blocks (llm-d-router PR #1494's bug).
+  const matched = (c: PrefillCandidate): number =>
+    !acrossTenants ? matchedBlocks(c.prefix, tenant, hashes)
+      : Math.max(0, ...[...(c.prefix?.tenants.keys() ?? [])].map((t) => matchedBlocks(c.prefix, t, blockHashes(t, prompt, pageSize))));
+  let best: PrefillCandidate | undefined;
+  let bestBlocks = 0;
+  for (const c of candidates) {
+    const n = matched(c);
+    if (n > bestBlocks || (n === bestBlocks && n > 0 && best !== undefined && c.inFlight < best.inFlight)) {
+      best = c;
+      bestBlocks = n;
+    }
+  }
+  if (best === undefined) return { by: 'load', reason: 'no-match' };
+  const total = candidates.reduce((sum, c) => sum + c.inFlight, 0) + 1;
+  if (best.inFlight + 1 > Math.max(1, (bound * total) / candidates.length)) return { by: 'load', reason: 'bound' };
+  return { by: 'prefix', address: best.address, matchedBlocks: bestBlocks };
+}

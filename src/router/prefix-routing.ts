@@ -1,0 +1,82 @@
+// The router's routing policy over the pair policy: `prefix` (default) first asks the prefix
+// index for the prefill holding the longest cached prefix of the request for its tenant, within
+// the load bound (prefix-index.ts), and pairs it with the least loaded compatible decode; every
+// other request, and every request under `load`, gets the least loaded pair (pair-policy.ts).
+// Counts what it did: routed by prefix, by load (and why), the peak in-flight of a prefix pick
+// over the mean, and each prefill's own hit rate as it reports it.
+// Must never: pick a pair pair-policy would not (a prefix pick goes through pickPair too).
+import type { ClientRequest, Pair, PeerId } from '../transfer/index.js';
+import { pickPair, type PolicyChecks } from './pair-policy.js';
+import { choosePrefill, LOAD_BOUND } from './prefix-index.js';
+import type { WorkerEntry, WorkerRegistry } from './workers.js';
+
+export type RoutingPolicy = 'prefix' | 'load';
+
+export interface RoutingStats {
+  readonly policy: RoutingPolicy;
+  readonly loadBound: number;
+  byPrefix: number;
+  byLoad: number;
+  /** Why requests went by load under `prefix`. */
+  loadReasons: Record<string, number>;
+  /** The highest (in-flight after the pick) / (mean after the pick) of a prefix pick, with mean >= 1. */
+  peakPrefixLoadOverMean: number;
+}
+
+export class PrefixRouting {
+  readonly #registry: WorkerRegistry;
+  readonly #checks: PolicyChecks;
+  readonly #stats: RoutingStats;
+
+  /** Test-only fault share-prefix-index-across-tenants: the negative control of the tenant property. */
+  readonly #acrossTenants: boolean;
+
+  constructor(registry: WorkerRegistry, checks: PolicyChecks, policy: RoutingPolicy, acrossTenants = false) {
+    this.#registry = registry;
+    this.#acrossTenants = acrossTenants;
+    this.#checks = checks;
+    this.#stats = { policy, loadBound: LOAD_BOUND, byPrefix: 0, byLoad: 0, loadReasons: {}, peakPrefixLoadOverMean: 0 };
+  }
+
+  pick(request: ClientRequest, avoid: { readonly prefills: readonly PeerId[] }): Pair | undefined {
+    const views = this.#registry.views();
+    if (this.#stats.policy === 'prefix') {
+      const candidates = this.#registry.entries
+        .filter(
+          (e): e is WorkerEntry & { address: string } =>
+            e.role === 'prefill' && e.address !== undefined && e.state === 'up' && e.admitted && !e.draining && !avoid.prefills.includes(e.address),
+        )
+        .map((e) => ({ ...e, inFlight: this.#registry.inFlight(e) }));
+      const pageSize = candidates[0]?.limits?.pageSize ?? 0;
+      const choice = pageSize > 0 ? choosePrefill(request.tenant, request.tokens, pageSize, candidates, LOAD_BOUND, this.#acrossTenants) : ({ by: 'load', reason: 'no-candidate' } as const);
+      if (choice.by === 'prefix') {
+        const pair = pickPair(request, avoid, views.filter((v) => v.role === 'decode' || v.address === choice.address), this.#checks);
+        if (pair !== undefined) {
+          this.#stats.byPrefix++;
+          const total = candidates.reduce((sum, c) => sum + c.inFlight, 0) + 1;
+          const mean = total / candidates.length;
+          const mine = (candidates.find((c) => c.address === choice.address)?.inFlight ?? 0) + 1;
+          if (mean >= 1) this.#stats.peakPrefixLoadOverMean = Math.max(this.#stats.peakPrefixLoadOverMean, mine / mean);
+          return pair;
+        }
+        this.#stats.loadReasons['incompatible'] = (this.#stats.loadReasons['incompatible'] ?? 0) + 1;
+      } else {
+        this.#stats.loadReasons[choice.reason] = (this.#stats.loadReasons[choice.reason] ?? 0) + 1;
+      }
+    }
+    const pair = pickPair(request, avoid, views, this.#checks);
+    if (pair !== undefined) this.#stats.byLoad++;
+    return pair;
+  }
+
+  /** For /health: the counts, and each prefill's hit rate (tokens found cached / tokens looked up) as it reports it. */
+  report(): RoutingStats & { workers: { url: string; lookupTokens: number; hitTokens: number; hitRate: number }[] } {
+    const workers = this.#registry.entries
+      .filter((e) => e.role === 'prefill' && e.prefix !== undefined)
+      .map((e) => {
+        const p = e.prefix as NonNullable<WorkerEntry['prefix']>;
+        return { url: e.url, lookupTokens: p.lookupTokens, hitTokens: p.hitTokens, hitRate: p.lookupTokens === 0 ? 0 : p.hitTokens / p.lookupTokens };
+      });
+    return { ...this.#stats, loadReasons: { ...this.#stats.loadReasons }, workers };
+  }
+}
