@@ -60,19 +60,20 @@ export class ClientStream implements AsyncIterable<GenerateEvent> {
   }
 
   /** Decode finished: what the text stream held back, then the end with usage. */
-  finished(finishReason: FinishReason): void {
+  finished(finishReason: FinishReason, cachedTokens = 0): void {
     if (this.ended) return;
     const rest = this.#text.flush();
     if (rest.text !== '') this.#channel.push({ type: 'tokens', ids: [], text: rest.text });
-    this.#finish(rest.kind === 'stop' ? 'stop' : finishReason);
+    this.#finish(rest.kind === 'stop' ? 'stop' : finishReason, cachedTokens);
   }
 
   failed(error: TesseraError): void {
     this.#channel.push({ type: 'failed', error });
   }
 
-  #finish(finishReason: FinishReason): void {
-    this.#channel.push({ type: 'finished', finishReason, usage: { promptTokens: this.#numPromptTokens, completionTokens: this.#numTokens, cachedTokens: 0 } });
+  /** `cachedTokens`: prefill's prefix-cache hit (KvDone -> Finished); 0 when a stop string ended it here. */
+  #finish(finishReason: FinishReason, cachedTokens = 0): void {
+    this.#channel.push({ type: 'finished', finishReason, usage: { promptTokens: this.#numPromptTokens, completionTokens: this.#numTokens, cachedTokens } });
   }
 
   [Symbol.asyncIterator](): AsyncIterator<GenerateEvent> {

@@ -221,7 +221,7 @@ export class PdRouter {
         const stream = this.#live.get(effect.rid);
         this.#live.delete(effect.rid);
         if (stream === undefined) return;
-        if (effect.outcome.ok) stream.finished(effect.outcome.finishReason);
+        if (effect.outcome.ok) stream.finished(effect.outcome.finishReason, effect.outcome.cachedTokens ?? 0);
         else stream.failed(effect.outcome.error);
         return;
       }

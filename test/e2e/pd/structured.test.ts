@@ -77,6 +77,18 @@ describe('structured outputs (response_format), co-located and through tessera u
     }
   });
 
+  it('reports real cached_tokens through tessera up (prefill\'s prefix cache, via KvDone and Finished), as serve does', async () => {
+    const prompt = 'It is a truth universally acknowledged, that a single man in possession of a good fortune, must be in want of a wife. '.repeat(3);
+    const body = { model: MODEL, prompt, max_tokens: 2, temperature: 0 };
+    for (const client of [colocated.client(), pd]) {
+      await client.completions.create(body);
+      const again = await client.completions.create(body);
+      const cached = (again.usage as { prompt_tokens_details?: { cached_tokens: number } }).prompt_tokens_details?.cached_tokens ?? 0;
+      expect(cached).toBeGreaterThan(0);
+      expect(cached).toBeLessThanOrEqual(again.usage?.prompt_tokens ?? 0);
+    }
+  });
+
   it('refuses a schema it cannot enforce with a 400 naming the field, before any back-end work', async () => {
     for (const client of [colocated.client(), pd]) {
       const bad = client.chat.completions.create(chat({ type: 'object', properties: { a: { type: 'string', pattern: '(' } } }, 0, 0));
