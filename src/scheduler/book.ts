@@ -81,7 +81,7 @@ export class RequestBook {
   onSampled(r: SchedRequest, table: PageTable, token: number, logprob?: TokenLogprob): SchedulerEvent[] {
     if (this.#role === 'prefill') {
       this.setState(r, { kind: 'held', table, firstToken: token });
-      return [{ kind: 'prefilled', rid: r.rid, firstToken: token, ...(logprob === undefined ? {} : { firstLogprob: logprob }), tags: [...table.tags], numTokens: table.numComputed, numCachedTokens: r.numCachedTokens }];
+      return [{ kind: 'prefilled', rid: r.rid, firstToken: token, ...(logprob === undefined ? {} : { firstLogprob: logprob }), tags: [...table.tags], numTokens: table.numComputed, ...(r.numCachedTokens > 0 ? { numCachedTokens: r.numCachedTokens } : {}) }];
     }
     r.tokens.push(token);
     const events: SchedulerEvent[] = [{ kind: 'token', rid: r.rid, token, ...(logprob === undefined ? {} : { logprob }) }];
