@@ -100,6 +100,7 @@ describe('agent-facing routes', () => {
     expect(t.backend.lastCall.request.sampling.maxTokens).toBe(3);
     const bad = [
       [{ input: [] }, 'input'],
+      [{ input: 'x', n: 2 }, 'n'],
       [{ input: 'x', previous_response_id: 'resp_1' }, 'previous_response_id'],
       [{ input: [{ type: 'reasoning' }] }, 'input[0].type'],
       [{ input: 'x', text: { format: { type: 'yaml' } } }, 'text.format.type'],
