@@ -20,7 +20,11 @@ const SCHEMA = {
     name: { type: 'string', maxLength: 40 },
     age: { type: 'integer', minimum: 0, maximum: 150 },
     tags: { type: 'array', items: { enum: ['novel', 'letter', 'ball', 'estate'] }, maxItems: 8 },
-    address: { type: 'object', properties: { city: { type: 'string' }, zip: { type: 'string', pattern: '^[0-9]{5}$' } }, required: ['city', 'zip'] },
+    address: {
+      type: 'object',
+      properties: { city: { type: 'string' }, zip: { type: 'string', pattern: '^[0-9]{5}$' } },
+      required: ['city', 'zip'],
+    },
   },
   required: ['name', 'age', 'tags', 'address'],
   additionalProperties: false,
@@ -28,15 +32,29 @@ const SCHEMA = {
 
 async function main(): Promise<void> {
   // m100's tokenizer is builtin:tiny's (both use the Llama 2 vocabulary, 32,000 tokens).
-  const tiny = await loadModel('builtin:tiny', { cacheDir: process.env['TESSERA_HOME'] ?? join(homedir(), '.cache', 'tessera') });
+  const tiny = await loadModel('builtin:tiny', {
+    cacheDir: process.env['TESSERA_HOME'] ?? join(homedir(), '.cache', 'tessera'),
+  });
   const config = PRESET_CONFIGS.m100;
   process.stderr.write('building m100 (random weights, in memory) ...\n');
-  const engine = await createEngine(randomModel(config, 0), { deterministic: false, kvPages: 64, pageSize: 16, maxStepTokens: 64, maxStepLogits: 4, faults: NO_FAULTS });
+  const engine = await createEngine(randomModel(config, 0), {
+    deterministic: false,
+    kvPages: 64,
+    pageSize: 16,
+    maxStepTokens: 64,
+    maxStepLogits: 4,
+    faults: NO_FAULTS,
+  });
 
   // One decode step at batch 1 (best of 3 runs: other load only slows a run down).
   let stepMs = Infinity;
   for (let run = 0; run < 3; run++) {
-    const { timing } = await generate(engine.runner, [{ promptIds: [1, ...Array.from({ length: 15 }, (_, i) => 300 + i * 37)], sampling: samplingParams({ maxTokens: NUM_TOKENS, ignoreEos: true }) }]);
+    const { timing } = await generate(engine.runner, [
+      {
+        promptIds: [1, ...Array.from({ length: 15 }, (_, i) => 300 + i * 37)],
+        sampling: samplingParams({ maxTokens: NUM_TOKENS, ignoreEos: true }),
+      },
+    ]);
     stepMs = Math.min(stepMs, timing.decodeMs / timing.numDecodeTokens);
   }
 

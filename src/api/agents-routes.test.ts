@@ -18,7 +18,11 @@ async function server(options: Parameters<typeof startTestServer>[0] = {}): Prom
 describe('agent-facing routes', () => {
   it('serves one model by id, and 404s another', async () => {
     const t = await server();
-    expect((await send(t.url, 'GET', '/v1/models/fake-model')).json).toMatchObject({ id: 'fake-model', object: 'model', max_model_len: 64 });
+    expect((await send(t.url, 'GET', '/v1/models/fake-model')).json).toMatchObject({
+      id: 'fake-model',
+      object: 'model',
+      max_model_len: 64,
+    });
     const missing = await send(t.url, 'GET', '/v1/models/gpt-9');
     expect(missing.status).toBe(404);
     expect(missing.json.error).toMatchObject({ code: 'model_not_found', param: 'model' });
@@ -29,7 +33,9 @@ describe('agent-facing routes', () => {
     const tok = await send(t.url, 'POST', '/tokenize', { prompt: 'Hi' });
     expect(tok.status).toBe(200);
     expect(tok.json).toMatchObject({ count: tok.json.tokens.length, max_model_len: 64, token_strs: null });
-    expect((await send(t.url, 'POST', '/tokenize', { messages: [{ role: 'user', content: 'Hi' }] })).json.count).toBeGreaterThan(0);
+    expect(
+      (await send(t.url, 'POST', '/tokenize', { messages: [{ role: 'user', content: 'Hi' }] })).json.count,
+    ).toBeGreaterThan(0);
     const detok = await send(t.url, 'POST', '/detokenize', { tokens: tok.json.tokens });
     expect(detok.status).toBe(200);
     expect(typeof detok.json.prompt).toBe('string');
@@ -39,8 +45,14 @@ describe('agent-facing routes', () => {
 
   it('echoes a sane x-request-id and makes one up otherwise', async () => {
     const t = await server();
-    expect((await send(t.url, 'GET', '/v1/models', undefined, { 'x-request-id': 'abc-123' })).headers.get('x-request-id')).toBe('abc-123');
-    expect((await send(t.url, 'GET', '/v1/models', undefined, { 'x-request-id': 'bad id with spaces and /slashes/' })).headers.get('x-request-id')).toMatch(/^req-/);
+    expect(
+      (await send(t.url, 'GET', '/v1/models', undefined, { 'x-request-id': 'abc-123' })).headers.get('x-request-id'),
+    ).toBe('abc-123');
+    expect(
+      (
+        await send(t.url, 'GET', '/v1/models', undefined, { 'x-request-id': 'bad id with spaces and /slashes/' })
+      ).headers.get('x-request-id'),
+    ).toMatch(/^req-/);
     expect((await send(t.url, 'GET', '/health')).headers.get('x-request-id')).toMatch(/^req-/);
   });
 
@@ -49,11 +61,15 @@ describe('agent-facing routes', () => {
     expect((await send(off.url, 'GET', '/v1/models')).headers.get('access-control-allow-origin')).toBeNull();
     expect((await send(off.url, 'OPTIONS', '/v1/chat/completions')).status).toBe(405);
     const on = await server({ corsOrigin: 'https://app.example' });
-    const pre = await send(on.url, 'OPTIONS', '/v1/chat/completions', undefined, { 'access-control-request-headers': 'authorization, content-type' });
+    const pre = await send(on.url, 'OPTIONS', '/v1/chat/completions', undefined, {
+      'access-control-request-headers': 'authorization, content-type',
+    });
     expect(pre.status).toBe(204);
     expect(pre.headers.get('access-control-allow-origin')).toBe('https://app.example');
     expect(pre.headers.get('access-control-allow-headers')).toBe('authorization, content-type');
-    expect((await send(on.url, 'GET', '/v1/models')).headers.get('access-control-allow-origin')).toBe('https://app.example');
+    expect((await send(on.url, 'GET', '/v1/models')).headers.get('access-control-allow-origin')).toBe(
+      'https://app.example',
+    );
   });
 
   it('takes Responses input as text or items and passes it on as chat turns', async () => {
@@ -70,16 +86,27 @@ describe('agent-facing routes', () => {
     });
     expect(r.json.error).toBeNull();
     expect(r.status).toBe(200);
-    expect(r.json).toMatchObject({ object: 'response', status: 'incomplete', incomplete_details: { reason: 'max_output_tokens' }, usage: { output_tokens: 3 } });
-    expect(r.json.output[0]).toMatchObject({ type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'Hello world,' }] });
+    expect(r.json).toMatchObject({
+      object: 'response',
+      status: 'incomplete',
+      incomplete_details: { reason: 'max_output_tokens' },
+      usage: { output_tokens: 3 },
+    });
+    expect(r.json.output[0]).toMatchObject({
+      type: 'message',
+      role: 'assistant',
+      content: [{ type: 'output_text', text: 'Hello world,' }],
+    });
     expect(t.backend.lastCall.request.sampling.maxTokens).toBe(3);
     const bad = [
       [{ input: [] }, 'input'],
+      [{ input: 'x', n: 2 }, 'n'],
       [{ input: 'x', previous_response_id: 'resp_1' }, 'previous_response_id'],
       [{ input: [{ type: 'reasoning' }] }, 'input[0].type'],
       [{ input: 'x', text: { format: { type: 'yaml' } } }, 'text.format.type'],
       [{ input: 'x', tools: [{ type: 'function', name: 'a b' }] }, 'tools[0].name'],
     ] as const;
-    for (const [body, param] of bad) expect((await send(t.url, 'POST', '/v1/responses', body)).json.error, param).toMatchObject({ param });
+    for (const [body, param] of bad)
+      expect((await send(t.url, 'POST', '/v1/responses', body)).json.error, param).toMatchObject({ param });
   });
 });

@@ -10,21 +10,39 @@ import { readResponseFormat } from './response-format.js';
 import { toolConstraint, type ToolPlan } from './tools.js';
 
 /** The tool constraint (tool_choice required or named) wins over response_format. */
-export async function requestConstraint(body: unknown, tools: ToolPlan | undefined, grammar: GrammarEngine | undefined): Promise<Validated<ConstraintSpec | undefined>> {
+export async function requestConstraint(
+  body: unknown,
+  tools: ToolPlan | undefined,
+  grammar: GrammarEngine | undefined,
+): Promise<Validated<ConstraintSpec | undefined>> {
   const fromTools = toolConstraint(tools);
   if (fromTools !== undefined) return checkConstraint(fromTools, grammar, 'tools');
   return readConstraint(body, grammar);
 }
 
-export async function readConstraint(body: unknown, grammar: GrammarEngine | undefined, param = 'response_format'): Promise<Validated<ConstraintSpec | undefined>> {
+export async function readConstraint(
+  body: unknown,
+  grammar: GrammarEngine | undefined,
+  param = 'response_format',
+): Promise<Validated<ConstraintSpec | undefined>> {
   if (!isObject(body)) return { kind: 'ok', value: undefined };
   const read = validating(() => readResponseFormat(body, param));
   if (read.kind === 'bad' || read.value === undefined) return read;
   return checkConstraint(read.value, grammar, param);
 }
 
-export async function checkConstraint(spec: ConstraintSpec, grammar: GrammarEngine | undefined, param: string): Promise<Validated<ConstraintSpec>> {
-  if (grammar === undefined) return { kind: 'bad', problem: problem('invalid_request', 'This server was started without structured-output support.', param) };
+export async function checkConstraint(
+  spec: ConstraintSpec,
+  grammar: GrammarEngine | undefined,
+  param: string,
+): Promise<Validated<ConstraintSpec>> {
+  if (grammar === undefined)
+    return {
+      kind: 'bad',
+      problem: problem('invalid_request', 'This server was started without structured-output support.', param),
+    };
   const error = await grammar.check(spec, param);
-  return error === null ? { kind: 'ok', value: spec } : { kind: 'bad', problem: problem('invalid_request', error.message, error.param ?? param) };
+  return error === null
+    ? { kind: 'ok', value: spec }
+    : { kind: 'bad', problem: problem('invalid_request', error.message, error.param ?? param) };
 }

@@ -21,7 +21,8 @@ export interface ExtraContext extends GenerateContext {
 
 const VERSION = ((): string => {
   try {
-    return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+    return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string })
+      .version;
   } catch {
     return 'unknown';
   }
@@ -32,16 +33,31 @@ export async function version(_req: IncomingMessage, res: ServerResponse): Promi
 }
 
 /** GET /v1/models/{id}. */
-export async function oneModel(req: IncomingMessage, res: ServerResponse, ctx: ExtraContext, id: string): Promise<void> {
+export async function oneModel(
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: ExtraContext,
+  id: string,
+): Promise<void> {
   const auth = ctx.auth.tenantOf(req.headers.authorization);
   if (auth.kind === 'refused') return sendProblem(res, auth.problem);
   const { backend } = ctx;
-  if (id !== backend.modelName) return sendProblem(res, problem('model_not_found', `The model \`${id}\` does not exist.`, 'model'));
-  const list = modelList({ id: backend.modelName, root: backend.root, maxModelLen: backend.contextLength, created: ctx.startedUnixSeconds }) as { data: object[] };
+  if (id !== backend.modelName)
+    return sendProblem(res, problem('model_not_found', `The model \`${id}\` does not exist.`, 'model'));
+  const list = modelList({
+    id: backend.modelName,
+    root: backend.root,
+    maxModelLen: backend.contextLength,
+    created: ctx.startedUnixSeconds,
+  }) as { data: object[] };
   sendJson(res, 200, list.data[0]);
 }
 
-async function readJsonBody(req: IncomingMessage, res: ServerResponse, ctx: ExtraContext): Promise<JsonObject | undefined> {
+async function readJsonBody(
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: ExtraContext,
+): Promise<JsonObject | undefined> {
   const auth = ctx.auth.tenantOf(req.headers.authorization);
   if (auth.kind === 'refused') {
     sendProblem(res, auth.problem);
@@ -49,7 +65,8 @@ async function readJsonBody(req: IncomingMessage, res: ServerResponse, ctx: Extr
   }
   const body = await readBody(req, ctx.maxBodyBytes);
   if (body.kind !== 'ok') {
-    if (body.kind === 'too-large') sendProblem(res, problem('body_too_large', `The request body exceeds ${ctx.maxBodyBytes} bytes.`));
+    if (body.kind === 'too-large')
+      sendProblem(res, problem('body_too_large', `The request body exceeds ${ctx.maxBodyBytes} bytes.`));
     return undefined;
   }
   const json = parseJson(body.bytes);
@@ -58,7 +75,10 @@ async function readJsonBody(req: IncomingMessage, res: ServerResponse, ctx: Extr
     return undefined;
   }
   if (!isObject(json.value)) {
-    sendProblem(res, problem('invalid_request', `The request body must be a JSON object, got ${describe(json.value)}.`));
+    sendProblem(
+      res,
+      problem('invalid_request', `The request body must be a JSON object, got ${describe(json.value)}.`),
+    );
     return undefined;
   }
   return json.value;
@@ -74,13 +94,26 @@ export async function tokenize(req: IncomingMessage, res: ServerResponse, ctx: E
     ids = chatTokens(call.value.messages, call.value, ctx.codec);
   } else {
     const prompt = field(body, 'prompt');
-    if (typeof prompt !== 'string') return sendProblem(res, problem('invalid_request', `\`prompt\` must be a string (or send \`messages\`), got ${describe(prompt)}.`, 'prompt'));
+    if (typeof prompt !== 'string')
+      return sendProblem(
+        res,
+        problem(
+          'invalid_request',
+          `\`prompt\` must be a string (or send \`messages\`), got ${describe(prompt)}.`,
+          'prompt',
+        ),
+      );
     const special = validating(() => optionalBool(body, 'add_special_tokens') ?? true);
     if (special.kind === 'bad') return sendProblem(res, special.problem);
     ids = completionTokens({ kind: 'text', text: prompt }, special.value, ctx.codec);
   }
   if (ids.kind === 'bad') return sendProblem(res, ids.problem);
-  sendJson(res, 200, { count: ids.value.length, max_model_len: ctx.backend.contextLength, tokens: ids.value, token_strs: null });
+  sendJson(res, 200, {
+    count: ids.value.length,
+    max_model_len: ctx.backend.contextLength,
+    tokens: ids.value,
+    token_strs: null,
+  });
 }
 
 export async function detokenize(req: IncomingMessage, res: ServerResponse, ctx: ExtraContext): Promise<void> {
@@ -89,7 +122,11 @@ export async function detokenize(req: IncomingMessage, res: ServerResponse, ctx:
   const ids = validating(() => {
     const list = tokenIdList(field(body, 'tokens') ?? [], 'tokens');
     const bad = list.find((id) => id >= ctx.codec.vocabSize);
-    if (bad !== undefined) throw new InvalidRequestError(`Token id ${bad} in \`tokens\` is out of vocabulary (size ${ctx.codec.vocabSize}).`, 'tokens');
+    if (bad !== undefined)
+      throw new InvalidRequestError(
+        `Token id ${bad} in \`tokens\` is out of vocabulary (size ${ctx.codec.vocabSize}).`,
+        'tokens',
+      );
     return list;
   });
   if (ids.kind === 'bad') return sendProblem(res, ids.problem);

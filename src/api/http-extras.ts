@@ -6,7 +6,12 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** True when the request was answered here (a CORS preflight). */
-export function answerHttpExtras(req: IncomingMessage, res: ServerResponse, corsOrigin: string | undefined, freshId: () => string): boolean {
+export function answerHttpExtras(
+  req: IncomingMessage,
+  res: ServerResponse,
+  corsOrigin: string | undefined,
+  freshId: () => string,
+): boolean {
   const given = req.headers['x-request-id'];
   res.setHeader('x-request-id', typeof given === 'string' && REQUEST_ID.test(given) ? given : `req-${freshId()}`);
   if (corsOrigin === undefined) return false;

@@ -18,19 +18,31 @@ export function readResponseFormat(body: JsonObject, key = 'response_format'): C
       return { kind: 'json_object' };
     case 'json_schema': {
       const inner = field(value, 'json_schema');
-      if (!isObject(inner)) throw new InvalidRequestError(`\`${key}.json_schema\` must be an object, got ${describe(inner)}.`, `${key}.json_schema`);
+      if (!isObject(inner))
+        throw new InvalidRequestError(
+          `\`${key}.json_schema\` must be an object, got ${describe(inner)}.`,
+          `${key}.json_schema`,
+        );
       return { kind: 'json_schema', schema: schemaText(field(inner, 'schema'), `${key}.json_schema.schema`) };
     }
     default:
-      throw new InvalidRequestError(`\`${key}.type\` must be one of "text", "json_object", "json_schema", got ${describe(type)}.`, `${key}.type`);
+      throw new InvalidRequestError(
+        `\`${key}.type\` must be one of "text", "json_object", "json_schema", got ${describe(type)}.`,
+        `${key}.type`,
+      );
   }
 }
 
 /** A JSON schema (an object, or `true` for any JSON) as canonical text within MAX_SCHEMA_CHARS. */
 export function schemaText(schema: unknown, param: string): string {
   if (schema === undefined) return JSON.stringify({ type: 'object' }); // OpenAI: a name without a schema
-  if (!isObject(schema)) throw new InvalidRequestError(`\`${param}\` must be a JSON schema object, got ${describe(schema)}.`, param);
+  if (!isObject(schema))
+    throw new InvalidRequestError(`\`${param}\` must be a JSON schema object, got ${describe(schema)}.`, param);
   const text = JSON.stringify(schema);
-  if (text.length > MAX_SCHEMA_CHARS) throw new InvalidRequestError(`\`${param}\` is ${text.length} characters of JSON; at most ${MAX_SCHEMA_CHARS} are taken.`, param);
+  if (text.length > MAX_SCHEMA_CHARS)
+    throw new InvalidRequestError(
+      `\`${param}\` is ${text.length} characters of JSON; at most ${MAX_SCHEMA_CHARS} are taken.`,
+      param,
+    );
   return text;
 }

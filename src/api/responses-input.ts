@@ -12,12 +12,19 @@ import { schemaText } from './response-format.js';
 
 export function readResponsesMessages(body: JsonObject): ChatMessage[] {
   if (field(body, 'previous_response_id') !== undefined) {
-    throw new InvalidRequestError('`previous_response_id` is not supported: Tessera stores no responses (`store` is ignored); send the whole conversation as `input`.', 'previous_response_id');
+    throw new InvalidRequestError(
+      '`previous_response_id` is not supported: Tessera stores no responses (`store` is ignored); send the whole conversation as `input`.',
+      'previous_response_id',
+    );
   }
   const messages: ChatMessage[] = [];
   const instructions = field(body, 'instructions');
   if (instructions !== undefined) {
-    if (typeof instructions !== 'string') throw new InvalidRequestError(`\`instructions\` must be a string, got ${describe(instructions)}.`, 'instructions');
+    if (typeof instructions !== 'string')
+      throw new InvalidRequestError(
+        `\`instructions\` must be a string, got ${describe(instructions)}.`,
+        'instructions',
+      );
     messages.push({ role: 'system', content: instructions });
   }
   const input = field(body, 'input');
@@ -26,7 +33,11 @@ export function readResponsesMessages(body: JsonObject): ChatMessage[] {
     messages.push({ role: 'user', content: input });
     return messages;
   }
-  if (!Array.isArray(input) || input.length === 0) throw new InvalidRequestError(`\`input\` must be a string or a non-empty array of items, got ${describe(input)}.`, 'input');
+  if (!Array.isArray(input) || input.length === 0)
+    throw new InvalidRequestError(
+      `\`input\` must be a string or a non-empty array of items, got ${describe(input)}.`,
+      'input',
+    );
   input.forEach((item: unknown, i) => readItem(item, `input[${i}]`, messages));
   return messages;
 }
@@ -38,9 +49,15 @@ function readItem(item: unknown, at: string, out: ChatMessage[]): void {
     case 'message': {
       const role = field(item, 'role');
       if (role !== 'user' && role !== 'assistant' && role !== 'system' && role !== 'developer') {
-        throw new InvalidRequestError(`\`${at}.role\` must be "user", "assistant", "system" or "developer", got ${describe(role)}.`, `${at}.role`);
+        throw new InvalidRequestError(
+          `\`${at}.role\` must be "user", "assistant", "system" or "developer", got ${describe(role)}.`,
+          `${at}.role`,
+        );
       }
-      out.push({ role: role === 'developer' ? 'system' : role, content: readContent(field(item, 'content'), `${at}.content`) });
+      out.push({
+        role: role === 'developer' ? 'system' : role,
+        content: readContent(field(item, 'content'), `${at}.content`),
+      });
       return;
     }
     case 'function_call': {
@@ -56,25 +73,37 @@ function readItem(item: unknown, at: string, out: ChatMessage[]): void {
     }
     case 'function_call_output': {
       const [callId, output] = [field(item, 'call_id'), field(item, 'output')];
-      if (typeof callId !== 'string') throw new InvalidRequestError(`\`${at}.call_id\` must be a string.`, `${at}.call_id`);
-      out.push({ role: 'tool', content: typeof output === 'string' ? output : JSON.stringify(output ?? null), toolCallId: callId });
+      if (typeof callId !== 'string')
+        throw new InvalidRequestError(`\`${at}.call_id\` must be a string.`, `${at}.call_id`);
+      out.push({
+        role: 'tool',
+        content: typeof output === 'string' ? output : JSON.stringify(output ?? null),
+        toolCallId: callId,
+      });
       return;
     }
     default:
-      throw new InvalidRequestError(`\`${at}.type\` = ${describe(type)} is not supported; Tessera takes "message", "function_call" and "function_call_output" items.`, `${at}.type`);
+      throw new InvalidRequestError(
+        `\`${at}.type\` = ${describe(type)} is not supported; Tessera takes "message", "function_call" and "function_call_output" items.`,
+        `${at}.type`,
+      );
   }
 }
 
 function readContent(value: unknown, at: string): string {
   if (typeof value === 'string') return value;
-  if (!Array.isArray(value)) throw new InvalidRequestError(`\`${at}\` must be a string or an array of parts, got ${describe(value)}.`, at);
+  if (!Array.isArray(value))
+    throw new InvalidRequestError(`\`${at}\` must be a string or an array of parts, got ${describe(value)}.`, at);
   return value
     .map((part: unknown, j) => {
       const here = `${at}[${j}]`;
       const type = isObject(part) ? field(part, 'type') : undefined;
       const text = isObject(part) ? field(part, 'text') : undefined;
       if ((type !== 'input_text' && type !== 'output_text' && type !== 'text') || typeof text !== 'string') {
-        throw new InvalidRequestError(`\`${here}\` must be an input_text or output_text part; Tessera takes text only.`, here);
+        throw new InvalidRequestError(
+          `\`${here}\` must be an input_text or output_text part; Tessera takes text only.`,
+          here,
+        );
       }
       return text;
     })
@@ -88,7 +117,8 @@ export function readTextFormat(body: JsonObject): ConstraintSpec | undefined {
   if (!isObject(text)) throw new InvalidRequestError(`\`text\` must be an object, got ${describe(text)}.`, 'text');
   const format = field(text, 'format');
   if (format === undefined) return undefined;
-  if (!isObject(format)) throw new InvalidRequestError(`\`text.format\` must be an object, got ${describe(format)}.`, 'text.format');
+  if (!isObject(format))
+    throw new InvalidRequestError(`\`text.format\` must be an object, got ${describe(format)}.`, 'text.format');
   switch (field(format, 'type')) {
     case 'text':
       return undefined;
@@ -97,6 +127,9 @@ export function readTextFormat(body: JsonObject): ConstraintSpec | undefined {
     case 'json_schema':
       return { kind: 'json_schema', schema: schemaText(field(format, 'schema'), 'text.format.schema') };
     default:
-      throw new InvalidRequestError(`\`text.format.type\` must be "text", "json_object" or "json_schema", got ${describe(field(format, 'type'))}.`, 'text.format.type');
+      throw new InvalidRequestError(
+        `\`text.format.type\` must be "text", "json_object" or "json_schema", got ${describe(field(format, 'type'))}.`,
+        'text.format.type',
+      );
   }
 }

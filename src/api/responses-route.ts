@@ -34,7 +34,17 @@ export async function handleResponses(req: IncomingMessage, res: ServerResponse,
 }
 
 /** Request fields the response object echoes. */
-const ECHOED = ['instructions', 'max_output_tokens', 'temperature', 'top_p', 'tool_choice', 'parallel_tool_calls', 'text', 'metadata', 'user'] as const;
+const ECHOED = [
+  'instructions',
+  'max_output_tokens',
+  'temperature',
+  'top_p',
+  'tool_choice',
+  'parallel_tool_calls',
+  'text',
+  'metadata',
+  'user',
+] as const;
 
 async function respond(req: IncomingMessage, res: ServerResponse, ctx: GenerateContext): Promise<Outcome> {
   const refuse = (p: Problem): Outcome => {
@@ -52,7 +62,8 @@ async function respond(req: IncomingMessage, res: ServerResponse, ctx: GenerateC
   const json = parseJson(body.bytes);
   if (json.kind === 'bad') return refuse(json.problem);
   const value = json.value;
-  if (!isObject(value)) return refuse(problem('invalid_request', `The request body must be a JSON object, got ${describe(value)}.`));
+  if (!isObject(value))
+    return refuse(problem('invalid_request', `The request body must be a JSON object, got ${describe(value)}.`));
 
   const call = validating(() => ({
     messages: readResponsesMessages(value),
@@ -62,24 +73,53 @@ async function respond(req: IncomingMessage, res: ServerResponse, ctx: GenerateC
   }));
   if (call.kind === 'bad') return refuse(call.problem);
   const { messages, params, tools, format } = call.value;
-  if (params.model !== null && params.model !== ctx.backend.modelName) return refuse(problem('model_not_found', `The model \`${params.model}\` does not exist.`, 'model'));
+  if (params.n !== 1) return refuse(problem('invalid_request', 'The Responses API answers one output; `n` must be 1.', 'n'));
+  if (params.model !== null && params.model !== ctx.backend.modelName)
+    return refuse(problem('model_not_found', `The model \`${params.model}\` does not exist.`, 'model'));
   const shown = shownTools(tools);
-  const tokens = chatTokens(messages, { addGenerationPrompt: true, addSpecialTokens: false, ...(shown === undefined ? {} : { tools: shown }) }, ctx.codec);
+  const tokens = chatTokens(
+    messages,
+    { addGenerationPrompt: true, addSpecialTokens: false, ...(shown === undefined ? {} : { tools: shown }) },
+    ctx.codec,
+  );
   if (tokens.kind === 'bad') return refuse(tokens.problem);
   const spec = toolConstraint(tools) ?? format;
-  const constraint = spec === undefined ? undefined : await checkConstraint(spec, ctx.grammar, toolConstraint(tools) === undefined ? 'text.format' : 'tools');
+  const constraint =
+    spec === undefined
+      ? undefined
+      : await checkConstraint(spec, ctx.grammar, toolConstraint(tools) === undefined ? 'text.format' : 'tools');
   if (constraint?.kind === 'bad') return refuse(constraint.problem);
   const sampling = planSampling(tokens.value.length, params, {
-    contextLength: ctx.backend.contextLength, vocabSize: ctx.codec.vocabSize, faults: ctx.faults, drawSeed: () => ctx.ids.drawSeed(), promptParam: 'input',
+    contextLength: ctx.backend.contextLength,
+    vocabSize: ctx.codec.vocabSize,
+    faults: ctx.faults,
+    drawSeed: () => ctx.ids.drawSeed(),
+    promptParam: 'input',
   });
   if (sampling.kind === 'bad') return refuse(sampling.problem);
-  const withConstraint: SamplingParams = constraint === undefined ? sampling.value : { ...sampling.value, constraint: constraint.value };
+  const withConstraint: SamplingParams =
+    constraint === undefined ? sampling.value : { ...sampling.value, constraint: constraint.value };
   const rid = ctx.ids.nextRid();
   const echo = {
     ...Object.fromEntries(ECHOED.flatMap((k) => (value[k] === undefined || value[k] === null ? [] : [[k, value[k]]]))),
-    ...(tools === undefined ? {} : { tools: tools.tools.map((t) => ({ type: 'function', name: t.name, description: t.description ?? null, parameters: t.parameters, strict: false })) }),
+    ...(tools === undefined
+      ? {}
+      : {
+          tools: tools.tools.map((t) => ({
+            type: 'function',
+            name: t.name,
+            description: t.description ?? null,
+            parameters: t.parameters,
+            strict: false,
+          })),
+        }),
   };
-  const head: ResponseHead = { id: `resp_${rid}`, createdAt: ctx.clock.unixSeconds(), model: ctx.backend.modelName, echo };
+  const head: ResponseHead = {
+    id: `resp_${rid}`,
+    createdAt: ctx.clock.unixSeconds(),
+    model: ctx.backend.modelName,
+    echo,
+  };
 
   const controller = new AbortController();
   let gone = false;
@@ -93,8 +133,13 @@ async function respond(req: IncomingMessage, res: ServerResponse, ctx: GenerateC
   ctx.shutdown.addEventListener('abort', onShutdown, { once: true });
   if (ctx.shutdown.aborted) onShutdown();
   try {
-    const events = ctx.backend.generate({ rid, tenant: auth.tenant, promptTokens: tokens.value, sampling: withConstraint }, controller.signal);
-    const outcome = params.stream ? await stream(events, res, head, tools, ctx) : await whole(events, res, head, tools, ctx);
+    const events = ctx.backend.generate(
+      { rid, tenant: auth.tenant, promptTokens: tokens.value, sampling: withConstraint },
+      controller.signal,
+    );
+    const outcome = params.stream
+      ? await stream(events, res, head, tools, ctx)
+      : await whole(events, res, head, tools, ctx);
     return gone ? 'aborted' : outcome;
   } finally {
     res.off('close', onClose);
@@ -104,7 +149,13 @@ async function respond(req: IncomingMessage, res: ServerResponse, ctx: GenerateC
 
 type Plan = ReturnType<typeof readTools>;
 
-async function whole(events: AsyncIterable<GenerateEvent>, res: ServerResponse, head: ResponseHead, tools: Plan, ctx: GenerateContext): Promise<Outcome> {
+async function whole(
+  events: AsyncIterable<GenerateEvent>,
+  res: ServerResponse,
+  head: ResponseHead,
+  tools: Plan,
+  ctx: GenerateContext,
+): Promise<Outcome> {
   let text = '';
   try {
     for await (const event of events) {
@@ -124,7 +175,13 @@ async function whole(events: AsyncIterable<GenerateEvent>, res: ServerResponse, 
   return fail(res, null, problem('internal', 'The back end ended the request without finishing it.'));
 }
 
-async function stream(events: AsyncIterable<GenerateEvent>, res: ServerResponse, head: ResponseHead, tools: Plan, ctx: GenerateContext): Promise<Outcome> {
+async function stream(
+  events: AsyncIterable<GenerateEvent>,
+  res: ServerResponse,
+  head: ResponseHead,
+  tools: Plan,
+  ctx: GenerateContext,
+): Promise<Outcome> {
   const sse = new SseStream(res);
   const answer = new StreamingAnswer(tools);
   const out = new ResponseEvents();
@@ -135,7 +192,10 @@ async function stream(events: AsyncIterable<GenerateEvent>, res: ServerResponse,
     if (sse.started) return;
     sse.start();
     const pending = responseObject(head, 'in_progress', [], null);
-    await send([out.event('response.created', { response: pending }), out.event('response.in_progress', { response: pending })]);
+    await send([
+      out.event('response.created', { response: pending }),
+      out.event('response.in_progress', { response: pending }),
+    ]);
   };
   try {
     for await (const event of events) {
@@ -150,7 +210,11 @@ async function stream(events: AsyncIterable<GenerateEvent>, res: ServerResponse,
       for (const delta of last.deltas) await send(out.delta(delta));
       await send(out.finish());
       const status = responseStatus(last.finishReason);
-      await send([out.event(status === 'completed' ? 'response.completed' : 'response.incomplete', { response: responseObject(head, status, out.items, event.usage) })]);
+      await send([
+        out.event(status === 'completed' ? 'response.completed' : 'response.incomplete', {
+          response: responseObject(head, status, out.items, event.usage),
+        }),
+      ]);
       sse.end();
       return 'success';
     }
@@ -166,4 +230,3 @@ async function fail(res: ServerResponse, sse: SseStream | null, p: Problem): Pro
   else sendProblem(res, p);
   return p.code;
 }
-

@@ -36,7 +36,12 @@ export function responsesUsage(usage: Usage): object {
   };
 }
 
-export function responseObject(head: ResponseHead, status: 'in_progress' | 'completed' | 'incomplete', output: readonly object[], usage: Usage | null): object {
+export function responseObject(
+  head: ResponseHead,
+  status: 'in_progress' | 'completed' | 'incomplete',
+  output: readonly object[],
+  usage: Usage | null,
+): object {
   return {
     id: head.id,
     object: 'response',
@@ -64,14 +69,27 @@ export function responseObject(head: ResponseHead, status: 'in_progress' | 'comp
 }
 
 const messageItem = (id: string, text: string, status: string): Item => ({
-  type: 'message', id, status, role: 'assistant', content: text === '' && status === 'in_progress' ? [] : [{ type: 'output_text', text, annotations: [], logprobs: [] }],
+  type: 'message',
+  id,
+  status,
+  role: 'assistant',
+  content:
+    text === '' && status === 'in_progress' ? [] : [{ type: 'output_text', text, annotations: [], logprobs: [] }],
 });
-const callItem = (id: string, callId: string, name: string, args: string, status: string): Item => ({ type: 'function_call', id, call_id: callId, name, arguments: args, status });
+const callItem = (id: string, callId: string, name: string, args: string, status: string): Item => ({
+  type: 'function_call',
+  id,
+  call_id: callId,
+  name,
+  arguments: args,
+  status,
+});
 
 /** A whole answer's output items (not streaming). */
 export function outputItems(answer: ChatAnswer): object[] {
   const items: object[] = [];
-  if (answer.content !== null && (answer.content !== '' || answer.calls.length === 0)) items.push(messageItem(itemId('msg'), answer.content, 'completed'));
+  if (answer.content !== null && (answer.content !== '' || answer.calls.length === 0))
+    items.push(messageItem(itemId('msg'), answer.content, 'completed'));
   for (const call of answer.calls) items.push(callItem(itemId('fc'), call.id, call.name, call.arguments, 'completed'));
   return items;
 }
@@ -105,25 +123,50 @@ export class ResponseEvents {
   }
 
   /** Events for one chat delta: {content} or {tool_calls: [{index, id?, function: {name?, arguments}}]}. */
-  delta(delta: { content?: string; tool_calls?: { index: number; id?: string; function: { name?: string; arguments: string } }[] }): object[] {
+  delta(delta: {
+    content?: string;
+    tool_calls?: { index: number; id?: string; function: { name?: string; arguments: string } }[];
+  }): object[] {
     const out: object[] = [];
     if (delta.content !== undefined && delta.content !== '') {
       const open = this.#openMessage(out);
       open.text += delta.content;
-      out.push(this.event('response.output_text.delta', { item_id: open.id, output_index: open.index, content_index: 0, delta: delta.content, logprobs: [] }));
+      out.push(
+        this.event('response.output_text.delta', {
+          item_id: open.id,
+          output_index: open.index,
+          content_index: 0,
+          delta: delta.content,
+          logprobs: [],
+        }),
+      );
     }
     for (const call of delta.tool_calls ?? []) {
       let open = this.#calls.get(call.index);
       if (open === undefined) {
         out.push(...this.#close());
-        open = { index: this.#items.length, id: itemId('fc'), kind: 'function_call', text: '', callId: call.id ?? itemId('call'), name: call.function.name ?? '' };
+        open = {
+          index: this.#items.length,
+          id: itemId('fc'),
+          kind: 'function_call',
+          text: '',
+          callId: call.id ?? itemId('call'),
+          name: call.function.name ?? '',
+        };
         this.#calls.set(call.index, open);
         this.#open = open;
         this.#items.push(callItem(open.id, open.callId, open.name, '', 'in_progress'));
         out.push(this.event('response.output_item.added', { output_index: open.index, item: this.#items[open.index] }));
       }
       open.text += call.function.arguments;
-      if (call.function.arguments !== '') out.push(this.event('response.function_call_arguments.delta', { item_id: open.id, output_index: open.index, delta: call.function.arguments }));
+      if (call.function.arguments !== '')
+        out.push(
+          this.event('response.function_call_arguments.delta', {
+            item_id: open.id,
+            output_index: open.index,
+            delta: call.function.arguments,
+          }),
+        );
     }
     return out;
   }
@@ -139,11 +182,25 @@ export class ResponseEvents {
   #openMessage(out: object[]): Open {
     if (this.#open?.kind === 'message') return this.#open;
     out.push(...this.#close());
-    const open: Open = { index: this.#items.length, id: itemId('msg'), kind: 'message', text: '', callId: '', name: '' };
+    const open: Open = {
+      index: this.#items.length,
+      id: itemId('msg'),
+      kind: 'message',
+      text: '',
+      callId: '',
+      name: '',
+    };
     this.#open = open;
     this.#items.push(messageItem(open.id, '', 'in_progress'));
     out.push(this.event('response.output_item.added', { output_index: open.index, item: this.#items[open.index] }));
-    out.push(this.event('response.content_part.added', { item_id: open.id, output_index: open.index, content_index: 0, part: { type: 'output_text', text: '', annotations: [], logprobs: [] } }));
+    out.push(
+      this.event('response.content_part.added', {
+        item_id: open.id,
+        output_index: open.index,
+        content_index: 0,
+        part: { type: 'output_text', text: '', annotations: [], logprobs: [] },
+      }),
+    );
     return open;
   }
 

@@ -13,17 +13,27 @@ export function readToolCalls(value: unknown, at: string): ToolCall[] {
     const here = `${at}[${i}]`;
     if (!isObject(call)) throw new InvalidRequestError(`\`${here}\` must be an object, got ${describe(call)}.`, here);
     const fn = field(call, 'function');
-    if (!isObject(fn)) throw new InvalidRequestError(`\`${here}.function\` must be an object, got ${describe(fn)}.`, `${here}.function`);
+    if (!isObject(fn))
+      throw new InvalidRequestError(`\`${here}.function\` must be an object, got ${describe(fn)}.`, `${here}.function`);
     const name = field(fn, 'name');
     const args = field(fn, 'arguments') ?? '{}';
-    if (typeof name !== 'string' || name === '') throw new InvalidRequestError(`\`${here}.function.name\` must be a non-empty string.`, `${here}.function.name`);
-    if (typeof args !== 'string') throw new InvalidRequestError(`\`${here}.function.arguments\` must be a string of JSON, got ${describe(args)}.`, `${here}.function.arguments`);
+    if (typeof name !== 'string' || name === '')
+      throw new InvalidRequestError(`\`${here}.function.name\` must be a non-empty string.`, `${here}.function.name`);
+    if (typeof args !== 'string')
+      throw new InvalidRequestError(
+        `\`${here}.function.arguments\` must be a string of JSON, got ${describe(args)}.`,
+        `${here}.function.arguments`,
+      );
     const id = field(call, 'id');
     return { id: typeof id === 'string' ? id : `call_${i}`, name, arguments: args };
   });
 }
 
 export function readToolCallId(value: unknown, at: string): string {
-  if (typeof value !== 'string' || value === '') throw new InvalidRequestError(`\`${at}\` must be the id of the call this message answers, got ${describe(value)}.`, at);
+  if (typeof value !== 'string' || value === '')
+    throw new InvalidRequestError(
+      `\`${at}\` must be the id of the call this message answers, got ${describe(value)}.`,
+      at,
+    );
   return value;
 }

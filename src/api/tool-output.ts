@@ -33,7 +33,11 @@ export function callJson(call: ParsedCall): object {
 export function parseAnswer(plan: ToolPlan | undefined, text: string, finishReason: FinishReason): ChatAnswer {
   const calls = findCalls(plan, text);
   if (calls === null) return { content: text, calls: [], finishReason };
-  return { content: calls.rest === '' ? null : calls.rest, calls: calls.calls, finishReason: finishReason === 'length' ? 'length' : 'tool_calls' };
+  return {
+    content: calls.rest === '' ? null : calls.rest,
+    calls: calls.calls,
+    finishReason: finishReason === 'length' ? 'length' : 'tool_calls',
+  };
 }
 
 function findCalls(plan: ToolPlan | undefined, text: string): { calls: ParsedCall[]; rest: string } | null {
@@ -112,12 +116,19 @@ export class StreamingAnswer {
   /** What is left to send at the end, and the choice's finish reason. */
   end(finishReason: FinishReason): { readonly deltas: object[]; readonly finishReason: FinishReason | 'tool_calls' } {
     const plan = this.#plan;
-    if (plan?.choice.kind === 'named') return { deltas: [], finishReason: finishReason === 'length' ? 'length' : 'tool_calls' };
+    if (plan?.choice.kind === 'named')
+      return { deltas: [], finishReason: finishReason === 'length' ? 'length' : 'tool_calls' };
     if (plan === undefined || plan.choice.kind === 'none' || !this.#held) return { deltas: [], finishReason };
     const answer = parseAnswer(plan, this.#text, finishReason);
     const deltas: object[] = [];
     if (answer.content !== null && answer.content !== '') deltas.push({ content: answer.content });
-    answer.calls.forEach((call, index) => deltas.push({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } }] }));
+    answer.calls.forEach((call, index) =>
+      deltas.push({
+        tool_calls: [
+          { index, id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } },
+        ],
+      }),
+    );
     return { deltas, finishReason: answer.finishReason };
   }
 }

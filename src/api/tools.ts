@@ -20,7 +20,11 @@ export const MAX_PARALLEL_CALLS = 4;
 const MAX_TOOLS = 128;
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
-export type ToolChoice = { readonly kind: 'auto' } | { readonly kind: 'none' } | { readonly kind: 'required' } | { readonly kind: 'named'; readonly name: string };
+export type ToolChoice =
+  | { readonly kind: 'auto' }
+  | { readonly kind: 'none' }
+  | { readonly kind: 'required' }
+  | { readonly kind: 'named'; readonly name: string };
 
 export interface ToolPlan {
   readonly tools: readonly ToolFunction[];
@@ -40,29 +44,42 @@ export function readTools(body: JsonObject, style: ToolStyle): ToolPlan | undefi
     }
     return undefined;
   }
-  if (!Array.isArray(value)) throw new InvalidRequestError(`\`tools\` must be an array, got ${describe(value)}.`, 'tools');
-  if (value.length > MAX_TOOLS) throw new InvalidRequestError(`\`tools\` has ${value.length} entries; at most ${MAX_TOOLS} are taken.`, 'tools');
+  if (!Array.isArray(value))
+    throw new InvalidRequestError(`\`tools\` must be an array, got ${describe(value)}.`, 'tools');
+  if (value.length > MAX_TOOLS)
+    throw new InvalidRequestError(`\`tools\` has ${value.length} entries; at most ${MAX_TOOLS} are taken.`, 'tools');
   const tools = value.map((t: unknown, i) => readTool(t, `tools[${i}]`, style));
   const names = new Set<string>();
   for (const [i, t] of tools.entries()) {
-    if (names.has(t.name)) throw new InvalidRequestError(`\`tools[${i}]\` repeats the function name "${t.name}".`, `tools[${i}]`);
+    if (names.has(t.name))
+      throw new InvalidRequestError(`\`tools[${i}]\` repeats the function name "${t.name}".`, `tools[${i}]`);
     names.add(t.name);
   }
   const choice = readChoice(choiceValue, style);
-  if (choice.kind === 'named' && !names.has(choice.name)) throw new InvalidRequestError(`\`tool_choice\` names "${choice.name}", which is not in \`tools\`.`, 'tool_choice');
+  if (choice.kind === 'named' && !names.has(choice.name))
+    throw new InvalidRequestError(`\`tool_choice\` names "${choice.name}", which is not in \`tools\`.`, 'tool_choice');
   return { tools, choice, parallel: optionalBool(body, 'parallel_tool_calls') ?? false };
 }
 
 function readTool(value: unknown, at: string, style: ToolStyle): ToolFunction {
   if (!isObject(value)) throw new InvalidRequestError(`\`${at}\` must be an object, got ${describe(value)}.`, at);
-  if (field(value, 'type') !== 'function') throw new InvalidRequestError(`\`${at}.type\` must be "function" (the only tools Tessera runs), got ${describe(field(value, 'type'))}.`, `${at}.type`);
+  if (field(value, 'type') !== 'function')
+    throw new InvalidRequestError(
+      `\`${at}.type\` must be "function" (the only tools Tessera runs), got ${describe(field(value, 'type'))}.`,
+      `${at}.type`,
+    );
   const fn = style === 'chat' ? field(value, 'function') : value;
   const fnAt = style === 'chat' ? `${at}.function` : at;
   if (!isObject(fn)) throw new InvalidRequestError(`\`${fnAt}\` must be an object, got ${describe(fn)}.`, fnAt);
   const name = field(fn, 'name');
-  if (typeof name !== 'string' || !NAME.test(name)) throw new InvalidRequestError(`\`${fnAt}.name\` must be 1-64 letters, digits, _ or -, got ${describe(name)}.`, `${fnAt}.name`);
+  if (typeof name !== 'string' || !NAME.test(name))
+    throw new InvalidRequestError(
+      `\`${fnAt}.name\` must be 1-64 letters, digits, _ or -, got ${describe(name)}.`,
+      `${fnAt}.name`,
+    );
   const description = field(fn, 'description');
-  if (description !== undefined && typeof description !== 'string') throw new InvalidRequestError(`\`${fnAt}.description\` must be a string.`, `${fnAt}.description`);
+  if (description !== undefined && typeof description !== 'string')
+    throw new InvalidRequestError(`\`${fnAt}.description\` must be a string.`, `${fnAt}.description`);
   const parameters = JSON.parse(schemaText(field(fn, 'parameters'), `${fnAt}.parameters`)) as Record<string, unknown>;
   return { name, parameters, ...(description === undefined ? {} : { description }) };
 }
@@ -72,10 +89,18 @@ function readChoice(value: unknown, style: ToolStyle): ToolChoice {
   if (value === 'none') return { kind: 'none' };
   if (value === 'required') return { kind: 'required' };
   if (isObject(value) && field(value, 'type') === 'function') {
-    const name = style === 'chat' ? (isObject(field(value, 'function')) ? field(field(value, 'function') as JsonObject, 'name') : undefined) : field(value, 'name');
+    const name =
+      style === 'chat'
+        ? isObject(field(value, 'function'))
+          ? field(field(value, 'function') as JsonObject, 'name')
+          : undefined
+        : field(value, 'name');
     if (typeof name === 'string') return { kind: 'named', name };
   }
-  throw new InvalidRequestError(`\`tool_choice\` must be "auto", "none", "required" or a named function, got ${describe(value)}.`, 'tool_choice');
+  throw new InvalidRequestError(
+    `\`tool_choice\` must be "auto", "none", "required" or a named function, got ${describe(value)}.`,
+    'tool_choice',
+  );
 }
 
 /** What the model is shown: no tools under `none`. */
@@ -96,9 +121,17 @@ export function toolConstraint(plan: ToolPlan | undefined): ConstraintSpec | und
       return { kind: 'json_schema', schema: JSON.stringify(tool.parameters) };
     }
     case 'required': {
-      const item = (t: ToolFunction) => ({ type: 'object', properties: { name: { const: t.name }, parameters: t.parameters }, required: ['name', 'parameters'], additionalProperties: false });
+      const item = (t: ToolFunction) => ({
+        type: 'object',
+        properties: { name: { const: t.name }, parameters: t.parameters },
+        required: ['name', 'parameters'],
+        additionalProperties: false,
+      });
       const items = plan.tools.length === 1 ? item(plan.tools[0] as ToolFunction) : { anyOf: plan.tools.map(item) };
-      return { kind: 'json_schema', schema: JSON.stringify({ type: 'array', items, minItems: 1, maxItems: plan.parallel ? MAX_PARALLEL_CALLS : 1 }) };
+      return {
+        kind: 'json_schema',
+        schema: JSON.stringify({ type: 'array', items, minItems: 1, maxItems: plan.parallel ? MAX_PARALLEL_CALLS : 1 }),
+      };
     }
   }
 }

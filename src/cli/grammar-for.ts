@@ -12,6 +12,7 @@ export function grammarFor(model: Pick<LoadedModel, 'tokenizer' | 'config'>): Gr
 export function corsOption(flags: object): { readonly corsOrigin?: string } {
   const origin = (flags as { readonly corsOrigin?: unknown }).corsOrigin;
   if (origin === undefined) return {};
-  if (typeof origin !== 'string' || origin.trim() === '' || /[\r\n]/.test(origin)) throw new ConfigError('--cors-origin must be an origin such as https://app.example or *');
+  if (typeof origin !== 'string' || origin.trim() === '' || /[\r\n]/.test(origin))
+    throw new ConfigError('--cors-origin must be an origin such as https://app.example or *');
   return { corsOrigin: origin };
 }

@@ -44,7 +44,10 @@ export class GrammarEngine {
       return null;
     } catch (error) {
       const why = error instanceof Error ? error.message : String(error);
-      return new InvalidRequestError(`\`${param}\`: the schema is not one Tessera can enforce: ${why.slice(0, 300)}`, param);
+      return new InvalidRequestError(
+        `\`${param}\`: the schema is not one Tessera can enforce: ${why.slice(0, 300)}`,
+        param,
+      );
     }
   }
 
@@ -62,7 +65,9 @@ export class GrammarEngine {
     this.#started ??= (async () => {
       const xg = this.#load();
       const { pieces, vocabType, prependSpace, numLogits, stopTokenIds } = this.vocab;
-      const info = await xg.TokenizerInfo.createTokenizerInfo([...pieces], vocabType, prependSpace, numLogits, [...stopTokenIds]);
+      const info = await xg.TokenizerInfo.createTokenizerInfo([...pieces], vocabType, prependSpace, numLogits, [
+        ...stopTokenIds,
+      ]);
       const compiler = await xg.GrammarCompiler.createGrammarCompiler(info, false);
       return { xg, compiler };
     })();
@@ -93,7 +98,10 @@ export class GrammarEngine {
       const oldest = this.#cache.keys().next().value as string;
       const evicted = this.#cache.get(oldest);
       this.#cache.delete(oldest);
-      void evicted?.then((c) => c.dispose(), () => undefined);
+      void evicted?.then(
+        (c) => c.dispose(),
+        () => undefined,
+      );
     }
     return compiled;
   }

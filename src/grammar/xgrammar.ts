@@ -34,6 +34,10 @@ export function loadXgrammar(): XgrammarModule {
     if (typeof exports.GrammarCompiler !== 'function') throw new Error('the bundle exports no GrammarCompiler');
     return exports as XgrammarModule;
   } catch (error) {
-    throw new TesseraError('internal', `cannot load xgrammar (@mlc-ai/web-xgrammar): ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    throw new TesseraError(
+      'internal',
+      `cannot load xgrammar (@mlc-ai/web-xgrammar): ${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
+    );
   }
 }

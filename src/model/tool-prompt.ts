@@ -35,13 +35,26 @@ export function templateMessage(m: ToolAwareMessage): Record<string, unknown> {
     content: m.content,
     ...(m.toolCalls === undefined || m.toolCalls.length === 0
       ? {}
-      : { tool_calls: m.toolCalls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: parseArguments(c.arguments) } })) }),
+      : {
+          tool_calls: m.toolCalls.map((c) => ({
+            id: c.id,
+            type: 'function',
+            function: { name: c.name, arguments: parseArguments(c.arguments) },
+          })),
+        }),
     ...(m.toolCallId === undefined ? {} : { tool_call_id: m.toolCallId }),
   };
 }
 
 export function templateTools(tools: readonly ToolSpec[]): Record<string, unknown>[] {
-  return tools.map((t) => ({ type: 'function', function: { name: t.name, ...(t.description === undefined ? {} : { description: t.description }), parameters: t.parameters } }));
+  return tools.map((t) => ({
+    type: 'function',
+    function: {
+      name: t.name,
+      ...(t.description === undefined ? {} : { description: t.description }),
+      parameters: t.parameters,
+    },
+  }));
 }
 
 /** Whether a template's text handles tools itself. */
@@ -53,7 +66,9 @@ export function templateKnowsTools(templateText: string): boolean {
 export function hermesMessages(messages: readonly ToolAwareMessage[], tools: readonly ToolSpec[]): ToolAwareMessage[] {
   const out: ToolAwareMessage[] = [];
   if (tools.length > 0) {
-    const signatures = templateTools(tools).map((t) => JSON.stringify(t)).join('\n');
+    const signatures = templateTools(tools)
+      .map((t) => JSON.stringify(t))
+      .join('\n');
     const preamble =
       'You may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n' +
       `<tools>\n${signatures}\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n` +
@@ -69,7 +84,12 @@ export function hermesMessages(messages: readonly ToolAwareMessage[], tools: rea
       continue;
     }
     if (m.toolCalls !== undefined && m.toolCalls.length > 0) {
-      const calls = m.toolCalls.map((c) => `<tool_call>\n${JSON.stringify({ name: c.name, arguments: parseArguments(c.arguments) })}\n</tool_call>`).join('\n');
+      const calls = m.toolCalls
+        .map(
+          (c) =>
+            `<tool_call>\n${JSON.stringify({ name: c.name, arguments: parseArguments(c.arguments) })}\n</tool_call>`,
+        )
+        .join('\n');
       out.push({ role: m.role, content: m.content === '' ? calls : `${m.content}\n${calls}` });
       continue;
     }

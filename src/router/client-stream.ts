@@ -47,8 +47,9 @@ export class ClientStream implements AsyncIterable<GenerateEvent> {
   }
 
   /** Decode finished: what the text stream held back, then the end with usage. */
-  finished(finishReason: FinishReason): void {
-    const usage = { promptTokens: this.#numPromptTokens, completionTokens: this.#output.numTokens, cachedTokens: 0 };
+  /** `cachedTokens`: prefill's prefix-cache hit (KvDone -> Finished); 0 when a stop string ended it here. */
+  finished(finishReason: FinishReason, cachedTokens = 0): void {
+    const usage = { promptTokens: this.#numPromptTokens, completionTokens: this.#output.numTokens, cachedTokens };
     this.#output.finished(finishReason, usage);
   }
 

@@ -394,7 +394,7 @@ export class PdRouter {
         const { outcome } = effect;
         if (!outcome.ok && outcome.error.code === 'overloaded' && live.stream.numTokens === 0) return this.#wait(live, outcome.error);
         this.#end(live);
-        if (outcome.ok) live.stream.finished(outcome.finishReason);
+        if (outcome.ok) live.stream.finished(outcome.finishReason, outcome.cachedTokens ?? 0);
         else live.stream.failed(outcome.error);
         this.#admitNext();
         return;

@@ -85,7 +85,7 @@ export class RequestBook {
   onSampled(r: SchedRequest, table: PageTable, token: number, logprob?: TokenLogprob, emit: 'emit' | 'silent' = 'emit'): SchedulerEvent[] {
     if (this.#role === 'prefill') {
       this.setState(r, { kind: 'held', table, firstToken: token });
-      return [{ kind: 'prefilled', rid: r.rid, firstToken: token, ...(logprob === undefined ? {} : { firstLogprob: logprob }), tags: [...table.tags], numTokens: table.numComputed }];
+      return [{ kind: 'prefilled', rid: r.rid, firstToken: token, ...(logprob === undefined ? {} : { firstLogprob: logprob }), tags: [...table.tags], numTokens: table.numComputed, ...(r.numCachedTokens > 0 ? { numCachedTokens: r.numCachedTokens } : {}) }];
     }
     r.tokens.push(token);
     const events: SchedulerEvent[] = emit === 'silent' ? [] : [{ kind: 'token', rid: r.rid, token, ...(logprob === undefined ? {} : { logprob }) }];

@@ -70,7 +70,7 @@ export type SchedulerEvent =
    * Prefill role: the prompt's K/V are in `tags` (positions [0, numTokens)) and the first token
    * was sampled. The pages stay held until release(rid) (decode's Ack) or abort(rid).
    */
-  | { readonly kind: 'prefilled'; readonly rid: RequestId; readonly firstToken: number; readonly firstLogprob?: TokenLogprob; readonly tags: readonly Tag[]; readonly numTokens: number };
+  | { readonly kind: 'prefilled'; readonly rid: RequestId; readonly firstToken: number; readonly firstLogprob?: TokenLogprob; readonly tags: readonly Tag[]; readonly numTokens: number; /** Prompt tokens the prefix cache supplied. */ readonly numCachedTokens?: number };
 
 export type AdmitResult = { readonly kind: 'admitted' } | { readonly kind: 'rejected'; readonly error: TesseraError };
 

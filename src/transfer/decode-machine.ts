@@ -194,6 +194,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
       declaredDead: false,
       firstToken: -1,
       firstLogprobs: [],
+      cachedTokens: 0,
       tokensSent: 0,
       firstFrameAtMs: undefined,
       bytes: 0,
@@ -294,6 +295,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     this.#stats.transfersVerified++;
     r.firstToken = m.firstToken;
     r.firstLogprobs = m.firstLogprobs;
+    r.cachedTokens = m.cachedTokens ?? 0;
     r.wait = undefined;
     this.#goto(r, 'Decoding');
     this.#out.send(r.writer, { type: 'Ack', rid: r.rid });
@@ -433,7 +435,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     }
     if (r.tokensSent === 0) this.#sendTokens(r, [], []);
     this.#end(r, 'Finished');
-    this.#out.send(r.router, { type: 'Finished', rid, finishReason: finishReason ?? 'stop', promptTokens: r.promptTokens, completionTokens: r.tokensSent });
+    this.#out.send(r.router, { type: 'Finished', rid, finishReason: finishReason ?? 'stop', promptTokens: r.promptTokens, completionTokens: r.tokensSent, ...(r.cachedTokens > 0 ? { cachedTokens: r.cachedTokens } : {}) });
   }
 
   /** `logprobs`: one per id when the request asked for them (KvDone's first token's go first). */

@@ -88,6 +88,8 @@ export interface Active {
   firstToken: number;
   /** firstToken's log-probabilities (KvDone's), when the request asked for them. */
   firstLogprobs: readonly TokenLogprob[];
+  /** KvDone's cachedTokens (prefill's prefix cache), reported in Finished. */
+  cachedTokens: number;
   tokensSent: number;
   /** When the first frame landed (the machine's clock), for startDecoding's transferMs. */
   firstFrameAtMs: number | undefined;

@@ -115,6 +115,8 @@ export interface KvDone {
   readonly firstToken: number;
   /** Its log-probabilities when the request asked for them (sampling.logprobs), else empty. */
   readonly firstLogprobs: readonly TokenLogprob[];
+  /** Prompt tokens prefill's prefix cache supplied (usage's cached_tokens); absent: none. */
+  readonly cachedTokens?: number;
 }
 
 export interface Ack {
@@ -140,6 +142,8 @@ export interface Finished {
   readonly finishReason: FinishReason;
   readonly promptTokens: number;
   readonly completionTokens: number;
+  /** KvDone's cachedTokens, passed on for the client's usage; absent: none. */
+  readonly cachedTokens?: number;
 }
 
 export interface Failed {

@@ -37,7 +37,7 @@ export type PrefillInput =
   /** Positions [0, numTokens) of rid's prompt are computed and stamped in `tags` (this node's page table). */
   | { readonly kind: 'computed'; readonly rid: RequestId; readonly numTokens: number; readonly tags: readonly Tag[] }
   /** The whole prompt is computed into `tags`; firstToken was sampled from its last position. */
-  | { readonly kind: 'computeDone'; readonly rid: RequestId; readonly tags: readonly Tag[]; readonly firstToken: number; /** Its log-probabilities, when asked for; else empty. */ readonly firstLogprobs: readonly TokenLogprob[] }
+  | { readonly kind: 'computeDone'; readonly rid: RequestId; readonly tags: readonly Tag[]; readonly firstToken: number; /** Its log-probabilities, when asked for; else empty. */ readonly firstLogprobs: readonly TokenLogprob[]; /** Prompt tokens from prefill's prefix cache (for usage). */ readonly cachedTokens?: number }
   /** The compute failed; its pages are back. */
   | { readonly kind: 'computeFailed'; readonly rid: RequestId; readonly error: TesseraError }
   /** After host.stop() said 'stopping': the step ended and the pages are back. */
@@ -128,7 +128,7 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
         this.#onComputed(input.rid, input.numTokens, input.tags, undefined);
         break;
       case 'computeDone':
-        this.#onComputed(input.rid, undefined, input.tags, input.firstToken, input.firstLogprobs);
+        this.#onComputed(input.rid, undefined, input.tags, input.firstToken, input.firstLogprobs, input.cachedTokens ?? 0);
         break;
       case 'computeFailed':
         this.#onComputeEnded(input.rid, input.error);
@@ -237,7 +237,7 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
     this.#tracer.state(m.rid, 'Idle', 'Computing');
   }
 
-  #onComputed(rid: RequestId, numTokens: number | undefined, tags: readonly Tag[], firstToken: number | undefined, firstLogprobs: readonly TokenLogprob[] = []): void {
+  #onComputed(rid: RequestId, numTokens: number | undefined, tags: readonly Tag[], firstToken: number | undefined, firstLogprobs: readonly TokenLogprob[] = [], cachedTokens = 0): void {
     const r = this.#active.get(rid);
     if (r === undefined) return;
     if (r.state === 'Aborting' && firstToken !== undefined) return this.#onComputeEnded(rid, undefined); // the step ended instead of stopping
@@ -248,7 +248,7 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
     const limit = this.#faults.has('placeholder-done') ? Math.min(upTo, this.#host.pool.pageSize) : upTo;
     if (!this.#sendChunks(r, limit, tags)) return;
     if (firstToken === undefined) return;
-    this.#out.send(r.decode, { type: 'KvDone', rid, numChunks: r.seq, tokensCovered: r.numTokens, digest: r.digest.hex(), promptDigest: r.promptDigest, model: this.#host.model, firstToken, firstLogprobs });
+    this.#out.send(r.decode, { type: 'KvDone', rid, numChunks: r.seq, tokensCovered: r.numTokens, digest: r.digest.hex(), promptDigest: r.promptDigest, model: this.#host.model, firstToken, firstLogprobs, ...(cachedTokens > 0 ? { cachedTokens } : {}) });
     this.#goto(r, 'AwaitingAck');
     r.wait = deadline(this.#now, this.#timeouts.ackMs, `Ack from ${r.decode}`);
   }

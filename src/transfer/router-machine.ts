@@ -53,7 +53,7 @@ export type RouterInput =
   | { readonly kind: 'clientGone'; readonly rid: RequestId };
 
 export type ClientOutcome =
-  | { readonly ok: true; readonly attempt: RequestId; readonly finishReason: FinishReason; readonly promptTokens: number; readonly completionTokens: number }
+  | { readonly ok: true; readonly attempt: RequestId; readonly finishReason: FinishReason; readonly promptTokens: number; readonly completionTokens: number; readonly cachedTokens?: number }
   | { readonly ok: false; readonly error: TesseraError };
 
 export type RouterEffect =
@@ -277,7 +277,7 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
         }
         this.#end(a, 'Succeeded');
         this.#stats.succeeded++;
-        return this.#decide(a.client, a.rid, { ok: true, attempt: a.rid, finishReason: m.finishReason, promptTokens: m.promptTokens, completionTokens: m.completionTokens });
+        return this.#decide(a.client, a.rid, { ok: true, attempt: a.rid, finishReason: m.finishReason, promptTokens: m.promptTokens, completionTokens: m.completionTokens, ...(m.cachedTokens === undefined ? {} : { cachedTokens: m.cachedTokens }) });
       case 'Failed':
         if (a.state === 'Cancelling') return drop();
         if (fromPrefill && a.state === 'Prefilling') return this.#retryOrFail(a, new TesseraError(m.code, m.message), RETRYABLE.has(m.code), false);

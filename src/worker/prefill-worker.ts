@@ -240,7 +240,7 @@ export class PrefillWorker {
           if (job === undefined) continue;
           job.reported = event.numTokens;
           job.constraint?.dispose(); // its one token is sampled; decode rebuilds the state from it
-          this.#driver.handle({ kind: 'computeDone', rid: event.rid, tags: event.tags, firstToken: event.firstToken, firstLogprobs: event.firstLogprob === undefined ? [] : [event.firstLogprob] });
+          this.#driver.handle({ kind: 'computeDone', rid: event.rid, tags: event.tags, firstToken: event.firstToken, firstLogprobs: event.firstLogprob === undefined ? [] : [event.firstLogprob], cachedTokens: event.numCachedTokens ?? 0 });
           break;
         }
         case 'failed':

@@ -1,7 +1,17 @@
 // An in-process co-located worker over the real built-in model (builtin:austen, ref-free fast
 // kernels) with structured output on: the fast runner the structured-output tests drive without
 // HTTP. Every page is checked before it is read and the ledger after every step.
-import { asRequestId, DEFAULT_TENANT, FaultSet, NO_FAULTS, type FaultName, samplingParams, type ConstraintSpec, type GenerateEvent, type SamplingParams } from '../../src/core/index.js';
+import {
+  asRequestId,
+  DEFAULT_TENANT,
+  FaultSet,
+  NO_FAULTS,
+  type FaultName,
+  samplingParams,
+  type ConstraintSpec,
+  type GenerateEvent,
+  type SamplingParams,
+} from '../../src/core/index.js';
 import { GrammarEngine, grammarVocab } from '../../src/grammar/index.js';
 import { createEngine, loadModel, Sampler, type Engine, type LoadedModel } from '../../src/model/index.js';
 import { ColocatedWorker } from '../../src/worker/index.js';
@@ -21,21 +31,46 @@ export interface RunResult {
   readonly end: Exclude<GenerateEvent, { type: 'tokens' }>;
 }
 
-export async function structuredRunner(o: { readonly deterministic?: boolean; readonly faults?: readonly FaultName[] } = {}): Promise<Runner> {
+export async function structuredRunner(
+  o: { readonly deterministic?: boolean; readonly faults?: readonly FaultName[] } = {},
+): Promise<Runner> {
   const model = await loadModel('builtin:austen');
-  const engine = await createEngine(model, { deterministic: o.deterministic ?? false, kvPages: 256, pageSize: 16, maxStepTokens: 256, maxStepLogits: 16, faults: NO_FAULTS });
+  const engine = await createEngine(model, {
+    deterministic: o.deterministic ?? false,
+    kvPages: 256,
+    pageSize: 16,
+    maxStepTokens: 256,
+    maxStepLogits: 16,
+    faults: NO_FAULTS,
+  });
   const grammar = new GrammarEngine(grammarVocab(model.tokenizer, model.config.vocabSize));
   const worker = new ColocatedWorker({
-    modelName: 'austen', root: 'builtin:austen', contextLength: model.config.maxPositionEmbeddings, pool: engine.pool, runner: engine.runner,
-    sampler: new Sampler(model.config.vocabSize), tokenizer: model.tokenizer, eosTokenIds: model.config.eosTokenIds, maxRunningRequests: 16,
-    chunkedPrefillSize: 256, maxWaiting: 64, faults: new FaultSet(o.faults ?? []), checkEveryStep: true, grammar,
+    modelName: 'austen',
+    root: 'builtin:austen',
+    contextLength: model.config.maxPositionEmbeddings,
+    pool: engine.pool,
+    runner: engine.runner,
+    sampler: new Sampler(model.config.vocabSize),
+    tokenizer: model.tokenizer,
+    eosTokenIds: model.config.eosTokenIds,
+    maxRunningRequests: 16,
+    chunkedPrefillSize: 256,
+    maxWaiting: 64,
+    faults: new FaultSet(o.faults ?? []),
+    checkEveryStep: true,
+    grammar,
   });
   let next = 0;
   return {
-    model, engine, worker, grammar,
+    model,
+    engine,
+    worker,
+    grammar,
     async run(prompt, spec, sampling) {
       const request = {
-        rid: asRequestId(`s${next++}`), tenant: DEFAULT_TENANT, promptTokens: model.tokenizer.encode(prompt),
+        rid: asRequestId(`s${next++}`),
+        tenant: DEFAULT_TENANT,
+        promptTokens: model.tokenizer.encode(prompt),
         sampling: samplingParams({ ...sampling, ...(spec === undefined ? {} : { constraint: spec }) }),
       };
       let text = '';

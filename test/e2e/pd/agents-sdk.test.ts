@@ -27,7 +27,10 @@ const urls: Record<'serve' | 'up', string> = { serve: '', up: '' };
 beforeAll(async () => {
   home = await testHome();
   cluster = spawnTessera('up', ['up', '--port', '0', ...ARGS], home.dir);
-  const [server, routerUrl] = await Promise.all([startServer(ARGS, home.dir), cluster.waitFor(/listening on (http:\/\/[\d.]+:\d+)/).then((m) => m[1] as string)]);
+  const [server, routerUrl] = await Promise.all([
+    startServer(ARGS, home.dir),
+    cluster.waitFor(/listening on (http:\/\/[\d.]+:\d+)/).then((m) => m[1] as string),
+  ]);
   colocated = server;
   urls.serve = server.url;
   urls.up = routerUrl;
@@ -38,13 +41,24 @@ afterAll(async () => {
 });
 
 const ajv = new Ajv({ strict: false });
-const Person = z.object({ name: z.string().max(16), age: z.number().int().min(0).max(120), mood: z.enum(['happy', 'vexed', 'proud']) });
+const Person = z.object({
+  name: z.string().max(16),
+  age: z.number().int().min(0).max(120),
+  mood: z.enum(['happy', 'vexed', 'proud']),
+});
 const Weather = z.object({ city: z.string().max(12) });
-const validatesAgainst = (schema: z.ZodType, value: unknown): boolean => ajv.validate(z.toJSONSchema(schema), value) && schema.safeParse(value).success;
+const validatesAgainst = (schema: z.ZodType, value: unknown): boolean =>
+  ajv.validate(z.toJSONSchema(schema), value) && schema.safeParse(value).success;
 
 describe.each(['serve', 'up'] as const)('the AI SDK against tessera %s', (target) => {
   const openai = () => createOpenAI({ baseURL: `${urls[target]}/v1`, apiKey: 'none' });
-  const compat = () => createOpenAICompatible({ name: 'tessera', baseURL: `${urls[target]}/v1`, apiKey: 'none', supportsStructuredOutputs: true });
+  const compat = () =>
+    createOpenAICompatible({
+      name: 'tessera',
+      baseURL: `${urls[target]}/v1`,
+      apiKey: 'none',
+      supportsStructuredOutputs: true,
+    });
 
   it('generateText with the chat, completion, Responses and openai-compatible models', async () => {
     const models = [openai().chat(MODEL), openai().completion(MODEL), openai()(MODEL), compat().chatModel(MODEL)];
@@ -68,7 +82,13 @@ describe.each(['serve', 'up'] as const)('the AI SDK against tessera %s', (target
 
   it('Output.object with a zod schema validates (Responses, chat, openai-compatible)', async () => {
     for (const model of [openai()(MODEL), openai().chat(MODEL), compat().chatModel(MODEL)]) {
-      const result = await generateText({ model, output: Output.object({ schema: Person }), prompt: 'Describe Mr. Darcy.', maxOutputTokens: 80, temperature: 0 });
+      const result = await generateText({
+        model,
+        output: Output.object({ schema: Person }),
+        prompt: 'Describe Mr. Darcy.',
+        maxOutputTokens: 80,
+        temperature: 0,
+      });
       expect(validatesAgainst(Person, result.output)).toBe(true);
     }
   });
@@ -78,7 +98,13 @@ describe.each(['serve', 'up'] as const)('the AI SDK against tessera %s', (target
       const calls: unknown[] = [];
       const result = await generateText({
         model,
-        tools: { getWeather: tool({ description: 'The weather in a city', inputSchema: Weather, execute: async (input) => (calls.push(input), { sky: 'grey' }) }) },
+        tools: {
+          getWeather: tool({
+            description: 'The weather in a city',
+            inputSchema: Weather,
+            execute: async (input) => (calls.push(input), { sky: 'grey' }),
+          }),
+        },
         toolChoice: 'required',
         prepareStep: ({ stepNumber }) => (stepNumber === 1 ? { toolChoice: 'none' } : {}),
         stopWhen: stepCountIs(2),
@@ -98,8 +124,20 @@ describe.each(['serve', 'up'] as const)('the AI SDK against tessera %s', (target
 });
 
 describe.each(['serve', 'up'] as const)('LangChain against tessera %s', (target) => {
-  const chat = (extra: object = {}) => new ChatOpenAI({ model: MODEL, apiKey: 'none', configuration: { baseURL: `${urls[target]}/v1` }, temperature: 0, maxTokens: 80, ...extra });
-  const weather = lcTool(async ({ city }: { city: string }) => `grey in ${city}`, { name: 'get_weather', description: 'The weather in a city', schema: Weather });
+  const chat = (extra: object = {}) =>
+    new ChatOpenAI({
+      model: MODEL,
+      apiKey: 'none',
+      configuration: { baseURL: `${urls[target]}/v1` },
+      temperature: 0,
+      maxTokens: 80,
+      ...extra,
+    });
+  const weather = lcTool(async ({ city }: { city: string }) => `grey in ${city}`, {
+    name: 'get_weather',
+    description: 'The weather in a city',
+    schema: Weather,
+  });
 
   it('withStructuredOutput validates (chat completions and the Responses API)', async () => {
     for (const model of [chat(), chat({ useResponsesApi: true })]) {
@@ -109,13 +147,17 @@ describe.each(['serve', 'up'] as const)('LangChain against tessera %s', (target)
   });
 
   it('bindTools with a required call gives tool_calls whose arguments validate', async () => {
-    const message = await chat().bindTools([weather], { tool_choice: 'required' }).invoke('What is the weather in Bath?');
+    const message = await chat()
+      .bindTools([weather], { tool_choice: 'required' })
+      .invoke('What is the weather in Bath?');
     expect(message.tool_calls?.map((c) => c.name)).toEqual(['get_weather']);
     expect(validatesAgainst(Weather, message.tool_calls?.[0]?.args)).toBe(true);
   });
 
   it('streams a named tool call as argument deltas that add up to valid arguments', async () => {
-    const stream = await chat().bindTools([weather], { tool_choice: 'get_weather' }).stream('What is the weather in Bath?');
+    const stream = await chat()
+      .bindTools([weather], { tool_choice: 'get_weather' })
+      .stream('What is the weather in Bath?');
     let joined: Awaited<ReturnType<typeof stream.next>>['value'] | undefined;
     let numChunks = 0;
     for await (const chunk of stream) {

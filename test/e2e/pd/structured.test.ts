@@ -21,7 +21,10 @@ let pd: OpenAI;
 beforeAll(async () => {
   home = await testHome();
   cluster = spawnTessera('up', ['up', '--port', '0', ...ARGS], home.dir);
-  const [server, routerUrl] = await Promise.all([startServer(ARGS, home.dir), cluster.waitFor(/listening on (http:\/\/[\d.]+:\d+)/).then((m) => m[1] as string)]);
+  const [server, routerUrl] = await Promise.all([
+    startServer(ARGS, home.dir),
+    cluster.waitFor(/listening on (http:\/\/[\d.]+:\d+)/).then((m) => m[1] as string),
+  ]);
   colocated = server;
   pd = new OpenAI({ baseURL: `${routerUrl}/v1`, apiKey: 'none', maxRetries: 0, timeout: 120_000 });
 });
@@ -51,15 +54,25 @@ function chat(schema: object, temperature: number, seed: number): OpenAI.ChatCom
     max_tokens: 120,
     temperature,
     seed,
-    response_format: { type: 'json_schema', json_schema: { name: 'person', schema: schema as Record<string, unknown>, strict: true } },
+    response_format: {
+      type: 'json_schema',
+      json_schema: { name: 'person', schema: schema as Record<string, unknown>, strict: true },
+    },
   };
 }
 
 describe('structured outputs (response_format), co-located and through tessera up', () => {
   it('returns JSON that validates, and the same tokens through PD, greedy and sampled', async () => {
     const validate = ajv.compile(PERSON);
-    for (const [temperature, seed] of [[0, 0], [1, 7], [1, 8]] as const) {
-      const [co, viaPd] = [await colocated.client().chat.completions.create(chat(PERSON, temperature, seed)), await pd.chat.completions.create(chat(PERSON, temperature, seed))];
+    for (const [temperature, seed] of [
+      [0, 0],
+      [1, 7],
+      [1, 8],
+    ] as const) {
+      const [co, viaPd] = [
+        await colocated.client().chat.completions.create(chat(PERSON, temperature, seed)),
+        await pd.chat.completions.create(chat(PERSON, temperature, seed)),
+      ];
       const text = co.choices[0]?.message.content ?? '';
       expect(co.choices[0]?.finish_reason).toBe('stop');
       expect(validate(JSON.parse(text)), `${text}: ${ajv.errorsText(validate.errors)}`).toBe(true);
@@ -70,18 +83,46 @@ describe('structured outputs (response_format), co-located and through tessera u
 
   it('json_object gives a JSON object, or says "length" when the object cannot close within max_tokens', async () => {
     for (const client of [colocated.client(), pd]) {
-      const body = { model: MODEL, messages: [{ role: 'user' as const, content: 'JSON please' }], max_tokens: 3, temperature: 0, response_format: { type: 'json_object' as const } };
+      const body = {
+        model: MODEL,
+        messages: [{ role: 'user' as const, content: 'JSON please' }],
+        max_tokens: 3,
+        temperature: 0,
+        response_format: { type: 'json_object' as const },
+      };
       const short = await client.chat.completions.create(body);
       expect(short.choices[0]?.finish_reason).toBe('length');
       expect(short.choices[0]?.message.content?.startsWith('{')).toBe(true);
     }
   });
 
+  it("reports real cached_tokens through tessera up (prefill's prefix cache, via KvDone and Finished), as serve does", async () => {
+    const prompt =
+      'It is a truth universally acknowledged, that a single man in possession of a good fortune, must be in want of a wife. '.repeat(
+        3,
+      );
+    const body = { model: MODEL, prompt, max_tokens: 2, temperature: 0 };
+    for (const client of [colocated.client(), pd]) {
+      await client.completions.create(body);
+      const again = await client.completions.create(body);
+      const cached =
+        (again.usage as { prompt_tokens_details?: { cached_tokens: number } }).prompt_tokens_details?.cached_tokens ??
+        0;
+      expect(cached).toBeGreaterThan(0);
+      expect(cached).toBeLessThanOrEqual(again.usage?.prompt_tokens ?? 0);
+    }
+  });
+
   it('refuses a schema it cannot enforce with a 400 naming the field, before any back-end work', async () => {
     for (const client of [colocated.client(), pd]) {
-      const bad = client.chat.completions.create(chat({ type: 'object', properties: { a: { type: 'string', pattern: '(' } } }, 0, 0));
+      const bad = client.chat.completions.create(
+        chat({ type: 'object', properties: { a: { type: 'string', pattern: '(' } } }, 0, 0),
+      );
       await expect(bad).rejects.toMatchObject({ status: 400, param: 'response_format' });
-      const badShape = client.chat.completions.create({ ...chat(PERSON, 0, 0), response_format: { type: 'yaml' } as never });
+      const badShape = client.chat.completions.create({
+        ...chat(PERSON, 0, 0),
+        response_format: { type: 'yaml' } as never,
+      });
       await expect(badShape).rejects.toMatchObject({ status: 400, param: 'response_format.type' });
     }
   });
