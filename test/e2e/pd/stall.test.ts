@@ -3,7 +3,6 @@
 // down (3 timed-out polls of 2 s: about 6-9 s), it closes that worker's connection: requests
 // before their first token retry on the other prefill, so every request finishes while the
 // worker is still frozen (before: they waited for the whole stall, bounded only by 600 s).
-import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allIdle, promptIds, startRouter, startWorker, testHome, type Router, type Worker } from './support.js';
 
