@@ -12,6 +12,7 @@ import { systemClock, type Clock } from './clock.js';
 import { problem, problemOf } from './errors.js';
 import { DEFAULT_HTTP_LIMITS, guardHttpServer, type HttpLimits } from './http-guard.js';
 import { sendProblem } from './http-io.js';
+import { bodyLimitFor, longestTokenBytes, maxPromptBytes } from './prompt-bound.js';
 import { ApiMetrics, type MetricsHook } from './metrics.js';
 import { RequestIds } from './request-ids.js';
 import { dispatch, type RouteContext } from './routes.js';
@@ -78,6 +79,8 @@ class HttpApiServer implements ApiServer {
     // warning). AbortSignal.any on it instead would keep a WeakRef per request for the server's life.
     setMaxListeners(0, this.#shutdown.signal);
     this.#logError = options.logError ?? ((message, error) => process.stderr.write(`tessera api: ${message}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`));
+    // The body limit follows from the context length (prompt-bound.ts), under the configured one.
+    const promptBytes = maxPromptBytes(options.backend.contextLength, longestTokenBytes(options.codec));
     this.#ctx = {
       backend: options.backend,
       codec: options.codec,
@@ -86,7 +89,8 @@ class HttpApiServer implements ApiServer {
       clock,
       ids: new RequestIds(options.seed),
       faults: options.faults ?? NO_FAULTS,
-      maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+      maxBodyBytes: bodyLimitFor(promptBytes, options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES),
+      maxPromptBytes: promptBytes,
       oversizeGraceMs: 5_000,
       shutdown: this.#shutdown.signal,
       startedUnixSeconds: clock.unixSeconds(),
