@@ -4,7 +4,7 @@
 // before their first token retry on the other prefill, so every request finishes while the
 // worker is still frozen (before: they waited for the whole stall, bounded only by 600 s).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { allIdle, promptIds, startRouter, startWorker, testHome, type Router, type Worker } from './support.js';
+import { allIdle, detail, promptIds, startRouter, startWorker, testHome, type Router, type Worker } from './support.js';
 
 let home: Awaited<ReturnType<typeof testHome>>;
 let prefills: Worker[];
@@ -27,6 +27,12 @@ describe('a stalled prefill worker', () => {
   it('does not hold the requests sent to it: they retry on the other prefill and all finish while it is frozen', async () => {
     const [frozen, alive] = prefills as [Worker, Worker];
     const client = router.client();
+    // Warm up: the router holds an authenticated connection to each prefill (a frozen worker's
+    // handshake would otherwise time out after 5 s, which already made the router retry).
+    const warm = (i: number) => client.completions.create({ model: 'builtin:tiny', prompt: promptIds(40, 50 + i), max_tokens: 2, temperature: 0 });
+    await Promise.all(Array.from({ length: 8 }, (_, i) => warm(i)));
+    expect((await detail(frozen)).transfer).toBeDefined();
+    await allIdle([...prefills, decode]);
     frozen.signal('SIGSTOP');
     const started = Date.now();
     // Sent before the router notices: least-loaded pairing gives the frozen worker its share.
