@@ -6,11 +6,12 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const ROOT = process.argv[2] ?? process.cwd();
 const BIN = join(ROOT, 'bin', 'tessera.js');
-const env = { ...process.env, TESSERA_CLUSTER_SECRET: 'bench-robust-secret-0123456789abcdef', TESSERA_HOME: process.env.TESSERA_HOME ?? join(ROOT, '.bench-home') };
+const env = { ...process.env, TESSERA_CLUSTER_SECRET: 'bench-robust-secret-0123456789abcdef', TESSERA_HOME: process.env.TESSERA_HOME ?? join(tmpdir(), 'tessera-bench-robust') };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const rssMiB = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
 
