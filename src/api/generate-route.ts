@@ -20,6 +20,7 @@ import { problem, type Problem } from './errors.js';
 import { parseJson, readBody, refuseOversizeBody, sendProblem } from './http-io.js';
 import type { ApiMetrics, Outcome } from './metrics.js';
 import { MAX_CHOICES, validating, type CommonParams, type JsonObject, type Validated } from './params.js';
+import { promptTooLong } from './prompt-bound.js';
 import { chatTokens, completionTokens, planSampling } from './prompt.js';
 import type { RequestIds } from './request-ids.js';
 import { runGenerate } from './run-generate.js';
@@ -36,6 +37,8 @@ export interface GenerateContext {
   readonly ids: RequestIds;
   readonly faults: FaultSet;
   readonly maxBodyBytes: number;
+  /** Text prompts longer than this many UTF-8 bytes are refused before tokenization (prompt-bound.ts). */
+  readonly maxPromptBytes: number;
   /** How long an oversize body may keep arriving after its 413 before the socket is cut. */
   readonly oversizeGraceMs: number;
   /** Aborted when the server gives up draining: in-flight requests end. */
@@ -167,6 +170,11 @@ function parseCompletion(body: unknown, ctx: GenerateContext): Validated<Parsed>
   if (unknownModel !== null) return { kind: 'bad', problem: unknownModel };
   const prompts: (readonly number[])[] = [];
   for (const prompt of texts) {
+    // The cheap checks first: no tokenizing text that could not fit the context anyway.
+    const tooLong = prompt.kind === 'text' ? promptTooLong(Buffer.byteLength(prompt.text, 'utf8'), ctx.maxPromptBytes, ctx.backend.contextLength) : null;
+    if (tooLong !== null) return { kind: 'bad', problem: problem('context_length_exceeded', tooLong, 'prompt') };
+  }
+  for (const prompt of texts) {
     const tokens = completionTokens(prompt, addSpecialTokens, ctx.codec);
     if (tokens.kind === 'bad') return tokens;
     prompts.push(tokens.value);
@@ -180,6 +188,9 @@ function parseChat(body: unknown, ctx: GenerateContext): Validated<Parsed> {
   const { params, messages } = call.value;
   const unknownModel = checkModel(params, ctx.backend);
   if (unknownModel !== null) return { kind: 'bad', problem: unknownModel };
+  const numBytes = messages.reduce((sum, m) => sum + Buffer.byteLength(m.content, 'utf8'), 0);
+  const tooLong = promptTooLong(numBytes, ctx.maxPromptBytes, ctx.backend.contextLength);
+  if (tooLong !== null) return { kind: 'bad', problem: problem('context_length_exceeded', tooLong, 'messages') };
   const plan = validating(() => readTools(body as JsonObject, 'chat'));
   if (plan.kind === 'bad') return plan;
   const shown = shownTools(plan.value);

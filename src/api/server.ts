@@ -14,6 +14,7 @@ import { DASHBOARD_OFF, type DashboardAccess } from './dashboard-route.js';
 import { problem, problemOf } from './errors.js';
 import { DEFAULT_HTTP_LIMITS, guardHttpServer, type HttpLimits } from './http-guard.js';
 import { sendProblem } from './http-io.js';
+import { bodyLimitFor, longestTokenBytes, maxPromptBytes } from './prompt-bound.js';
 import { ApiMetrics, type MetricsHook } from './metrics.js';
 import { RequestIds } from './request-ids.js';
 import { dispatch, type RouteContext } from './routes.js';
@@ -89,6 +90,8 @@ class HttpApiServer implements ApiServer {
     setMaxListeners(0, this.#shutdown.signal);
     this.#corsOrigin = options.corsOrigin;
     this.#logError = options.logError ?? ((message, error) => process.stderr.write(`tessera api: ${message}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`));
+    // The body limit follows from the context length (prompt-bound.ts), under the configured one.
+    const promptBytes = maxPromptBytes(options.backend.contextLength, longestTokenBytes(options.codec));
     this.#ctx = {
       backend: options.backend,
       codec: options.codec,
@@ -97,7 +100,8 @@ class HttpApiServer implements ApiServer {
       clock,
       ids: new RequestIds(options.seed),
       faults: options.faults ?? NO_FAULTS,
-      maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+      maxBodyBytes: bodyLimitFor(promptBytes, options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES),
+      maxPromptBytes: promptBytes,
       oversizeGraceMs: 5_000,
       shutdown: this.#shutdown.signal,
       startedUnixSeconds: clock.unixSeconds(),

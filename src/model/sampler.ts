@@ -15,6 +15,9 @@
 // Math.random(), or change the logits it is given.
 import { assert, InvariantError, uniformAt, usesPenalties, type SamplingParams, type TokenLogprob, type TopLogprob } from '../core/index.js';
 
+/** Temperatures below this sample greedily (vLLM's _SAMPLING_EPS). */
+export const GREEDY_BELOW_TEMPERATURE = 1e-5;
+
 export type SamplingChoice = Pick<SamplingParams, 'temperature' | 'topK' | 'topP' | 'seed'> & Partial<Pick<SamplingParams, 'presencePenalty' | 'frequencyPenalty'>>;
 
 /** The lowest id among the largest logits. NaN logits are never chosen. */
@@ -149,7 +152,9 @@ export class Sampler {
   }
 
   #choose(logits: Float32Array, params: SamplingChoice, stepIndex: number): number {
-    if (params.temperature === 0) return argmax(logits);
+    // Below GREEDY_BELOW_TEMPERATURE 1/T overflows (5e-324 -> Infinity, then NaN probabilities):
+    // greedy, as vLLM does below 1e-5. Such a request crashed the whole worker before.
+    if (params.temperature < GREEDY_BELOW_TEMPERATURE) return argmax(logits);
     assert(params.temperature > 0 && params.topP > 0 && params.topP <= 1 && params.topK >= 0, () => `Sampler: bad parameters ${JSON.stringify(params)}`);
     const max = logits[argmax(logits)]!;
     const weights = this.#weights;

@@ -65,6 +65,23 @@ describe('WorkerRegistry health polling', () => {
     expect(entry.lastError).toMatch(/health/);
   });
 
+  it('does not count polls that timed out because the router itself was stalled (a long step): the worker stays up', async () => {
+    const w = await fakeWorker();
+    const r = registry(w.url);
+    await r.pollAll();
+    const entry = r.entries[0]!;
+    for (let i = 0; i < MAX_SLOW_POLLS; i++) {
+      const poll = r.pollAll();
+      const until = Date.now() + 3_000; // the router's event loop busy past timeout + 2 s
+      while (Date.now() < until) {
+        // spin
+      }
+      await poll;
+    }
+    // Before, each of these counted as a timed-out poll and the worker went down with the router's stall.
+    expect([entry.state, entry.slowPolls]).toEqual(['up', 0]);
+  });
+
   it('marks a worker that refuses connections down at once', async () => {
     const w = await fakeWorker();
     const r = registry(w.url);

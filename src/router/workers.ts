@@ -47,8 +47,12 @@ export interface WorkerEntry {
   prefix: PrefixView | undefined;
 }
 
-/** The router's own event loop was stalled this much past a poll's timeout: the poll says nothing of the worker. */
-const OWN_STALL_MS = 500;
+/**
+ * A poll that ended this much past its timeout (at least 2 s, or one more timeout) was late
+ * because this process was stalled: it says nothing of the worker. (A timeout that fires on
+ * time still takes some hundreds of ms longer on a loaded machine.)
+ */
+const ownStallMs = (fetchTimeoutMs: number): number => Math.max(2000, fetchTimeoutMs);
 
 export interface WorkerRegistryOptions {
   readonly prefills: readonly string[];
@@ -171,7 +175,7 @@ export class WorkerRegistry {
       // A poll that ended far past its timeout timed out because this process was busy (a long
       // tokenization, a GC), not the worker: it counts neither way, or one slow router step
       // would mark every worker down at once.
-      if (performance.now() - startedMs > this.#o.fetchTimeoutMs + OWN_STALL_MS) return;
+      if (performance.now() - startedMs > this.#o.fetchTimeoutMs + ownStallMs(this.#o.fetchTimeoutMs)) return;
       const slow = error instanceof Error && error.name === 'TimeoutError';
       e.slowPolls = slow ? e.slowPolls + 1 : MAX_SLOW_POLLS;
       const wasUp = e.state === 'up';

@@ -4,7 +4,9 @@
 //   - an idle connection is closed (TESSERA_HTTP_LIMITS idleMs here 1 s; 30 s by default), and
 //     past the connection cap a new client gets a 503 with a body, at once, instead of hanging;
 //   - a request past a wire limit (top_k >= 2^31) is a 400 naming the field;
-//   - n = 16 choices and 12 concurrent requests raise no MaxListenersExceededWarning.
+//   - n = 16 choices and 12 concurrent requests raise no MaxListenersExceededWarning;
+//   - a 4 MiB prompt is refused from its length alone, before tokenization (it froze the
+//     server for minutes before: bench/robust.mjs), and a 24 MiB body gets a 413.
 import { connect, type Socket } from 'node:net';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -85,6 +87,18 @@ describe('tessera serve under a hostile client', () => {
       expect(error).toBeInstanceOf(OpenAI.BadRequestError);
       expect((error as InstanceType<typeof OpenAI.BadRequestError>).param).toBe(param);
     }
+  });
+
+  it('refuses a prompt that cannot fit from its length alone, and a body past the derived limit with a 413', async () => {
+    const client = server.client();
+    const error = await client.completions.create({ model: 'builtin:tiny', prompt: 'the cat sat on the mat '.repeat(190_000), max_tokens: 1 }).then(() => undefined, (e: unknown) => e);
+    expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((error as InstanceType<typeof OpenAI.BadRequestError>).code).toBe('context_length_exceeded');
+    expect((error as Error).message).toMatch(/your prompt is \d+ bytes long/);
+    // The declared length alone is refused (the body need not be sent).
+    const huge = parseResponse((await raw(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${24 << 20}\r\n\r\n{"prompt":"`)).text);
+    expect(huge.status).toBe(413);
+    expect(huge.body.error?.code).toBe('body_too_large');
   });
 
   it('serves n = 16 choices and 12 concurrent requests without a MaxListenersExceededWarning', async () => {
