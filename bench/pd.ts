@@ -113,7 +113,7 @@ for (const mode of MODES) {
   try {
     const rng = new Rng(0);
     const t0 = performance.now();
-    await oneRequest(new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'none', maxRetries: 0 }), [5, 6, 7], 4, t0); // warm-up
+    await oneRequest(new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'none', maxRetries: 0, timeout: 600_000 }), [5, 6, 7], 4, t0); // warm-up
     const alone = await runPhase(server.url, false, rng, t0);
     const mixedT0 = performance.now();
     const mixed = await runPhase(server.url, true, rng, mixedT0);
