@@ -8,7 +8,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { InvariantError, TesseraError, assertNever } from '../core/index.js';
 import type { PagePool } from '../pages/index.js';
 import type { Scheduler } from '../scheduler/index.js';
-import { TcpTransport, type ChunkHandlers, type NetworkEffect, type Transport, type TransportHandlers } from '../transfer/index.js';
+import {
+  TcpTransport,
+  type ChunkHandlers,
+  type NetworkEffect,
+  type Transport,
+  type TransportHandlers,
+} from '../transfer/index.js';
 import type { WorkerHealth, WorkerStats } from './colocated.js';
 import type { EngineLoop } from './engine-loop.js';
 import { pdHealth } from './health.js';
@@ -31,7 +37,11 @@ export interface LateHandlers {
  * dials decode to push frames; decode only answers. `streamChunks`: KvChunk payloads are handed
  * over piece by piece as they arrive (decode lands them in place).
  */
-export async function listenCluster(o: PdWorkerOptions, dial: boolean, streamChunks: boolean): Promise<{ transport: Transport; late: LateHandlers }> {
+export async function listenCluster(
+  o: PdWorkerOptions,
+  dial: boolean,
+  streamChunks: boolean,
+): Promise<{ transport: Transport; late: LateHandlers }> {
   const late: LateHandlers = { handlers: undefined, chunks: undefined };
   const transport = await TcpTransport.listen({
     host: o.clusterHost,
@@ -108,19 +118,41 @@ export class PdRole {
     if (this.#idle !== undefined && this.machine.numActive === 0) this.#idle();
   }
 
-  health(loop: EngineLoop, scheduler: Scheduler, pool: PagePool, idle: boolean, own: Readonly<Record<string, unknown>>): WorkerHealth {
+  health(
+    loop: EngineLoop,
+    scheduler: Scheduler,
+    pool: PagePool,
+    idle: boolean,
+    own: Readonly<Record<string, unknown>>,
+  ): WorkerHealth {
     const m = this.machine;
     return {
       healthy: loop.healthy && !this.#closed,
       detail: pdHealth(
-        { role: this.role, options: this.options, address: this.transport.nodeId, pool, idle, running: scheduler.numRunning, active: m.numActive, transfer: m.stats(), transport: this.transport.stats(), loop: loop.stats },
+        {
+          role: this.role,
+          options: this.options,
+          address: this.transport.nodeId,
+          pool,
+          idle,
+          running: scheduler.numRunning,
+          active: m.numActive,
+          transfer: m.stats(),
+          transport: this.transport.stats(),
+          loop: loop.stats,
+        },
         own,
       ),
     };
   }
 
   stats(scheduler: Scheduler, pool: PagePool, requestsWaiting: number): WorkerStats {
-    return { kvPages: pool.ledger.counts(), requestsRunning: scheduler.numRunning, requestsWaiting, tagMismatchesTotal: pool.numCheckFailures };
+    return {
+      kvPages: pool.ledger.counts(),
+      requestsRunning: scheduler.numRunning,
+      requestsWaiting,
+      tagMismatchesTotal: pool.numCheckFailures,
+    };
   }
 
   /**
