@@ -77,18 +77,31 @@ async function runPhase(url: string, withLong: boolean, rng: Rng, t0: number): P
   const longs: Promise<void>[] = [];
   const timer = withLong
     ? setInterval(
-        () => longs.push(oneRequest(client, prompt(LONG_LEN), LONG_OUT, t0).then((r) => void long.push(r))),
+        () => longs.push(timed(oneRequest(client, prompt(LONG_LEN), LONG_OUT, t0)).then((r) => void long.push(r))),
         LONG_EVERY_S * 1000,
       )
     : undefined;
   await Promise.all(
     Array.from({ length: CHATS }, async () => {
-      while (performance.now() < until) chats.push(await oneRequest(client, prompt(CHAT_LEN), CHAT_OUT, t0));
+      while (performance.now() < until) chats.push(await timed(oneRequest(client, prompt(CHAT_LEN), CHAT_OUT, t0)));
     }),
   );
   clearInterval(timer);
   await Promise.all(longs);
   return { chats, long, durationS: (performance.now() - start) / 1000 };
+}
+
+/**
+ * A request that failed (e.g. fetch's 300 s headers timeout: the 200 waits for the first token)
+ * counts as one that missed every SLO, with an infinite TTFT, instead of ending the benchmark.
+ */
+async function timed(request: Promise<RequestResult>): Promise<RequestResult> {
+  try {
+    return await request;
+  } catch (error) {
+    process.stderr.write(`a request failed: ${error instanceof Error ? error.message : String(error)}\n`);
+    return { ttftMs: Infinity, itlMs: [], itlAt: [], e2eMs: Infinity, outputTokens: 0 };
+  }
 }
 
 function summary(results: readonly RequestResult[], durationS: number) {
