@@ -76,11 +76,14 @@ async function runPhase(url: string, withLong: boolean, rng: Rng, t0: number): P
   const until = start + DURATION_S * 1000;
   const longs: Promise<void>[] = [];
   const timer = withLong
-    ? setInterval(() => longs.push(oneRequest(client, prompt(LONG_LEN), LONG_OUT, t0).then((r) => void long.push(r))), LONG_EVERY_S * 1000)
+    ? setInterval(
+        () => longs.push(timed(oneRequest(client, prompt(LONG_LEN), LONG_OUT, t0)).then((r) => void long.push(r))),
+        LONG_EVERY_S * 1000,
+      )
     : undefined;
   await Promise.all(
     Array.from({ length: CHATS }, async () => {
-      while (performance.now() < until) chats.push(await oneRequest(client, prompt(CHAT_LEN), CHAT_OUT, t0));
+      while (performance.now() < until) chats.push(await timed(oneRequest(client, prompt(CHAT_LEN), CHAT_OUT, t0)));
     }),
   );
   clearInterval(timer);
@@ -88,9 +91,24 @@ async function runPhase(url: string, withLong: boolean, rng: Rng, t0: number): P
   return { chats, long, durationS: (performance.now() - start) / 1000 };
 }
 
+/**
+ * A request that failed (e.g. fetch's 300 s headers timeout: the 200 waits for the first token)
+ * counts as one that missed every SLO, with an infinite TTFT, instead of ending the benchmark.
+ */
+async function timed(request: Promise<RequestResult>): Promise<RequestResult> {
+  try {
+    return await request;
+  } catch (error) {
+    process.stderr.write(`a request failed: ${error instanceof Error ? error.message : String(error)}\n`);
+    return { ttftMs: Infinity, itlMs: [], itlAt: [], e2eMs: Infinity, outputTokens: 0 };
+  }
+}
+
 function summary(results: readonly RequestResult[], durationS: number) {
   const tpot = results.filter((r) => r.outputTokens > 1).map((r) => (r.e2eMs - r.ttftMs) / (r.outputTokens - 1));
-  const good = results.filter((r) => r.ttftMs <= SLO.ttftMs && (r.outputTokens <= 1 || (r.e2eMs - r.ttftMs) / (r.outputTokens - 1) <= SLO.tpotMs));
+  const good = results.filter(
+    (r) => r.ttftMs <= SLO.ttftMs && (r.outputTokens <= 1 || (r.e2eMs - r.ttftMs) / (r.outputTokens - 1) <= SLO.tpotMs),
+  );
   return {
     completed: results.length,
     ttftMs: stats(results.map((r) => r.ttftMs)),
@@ -113,7 +131,12 @@ for (const mode of MODES) {
   try {
     const rng = new Rng(0);
     const t0 = performance.now();
-    await oneRequest(new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'none', maxRetries: 0 }), [5, 6, 7], 4, t0); // warm-up
+    await oneRequest(
+      new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'none', maxRetries: 0, timeout: 600_000 }),
+      [5, 6, 7],
+      4,
+      t0,
+    ); // warm-up
     const alone = await runPhase(server.url, false, rng, t0);
     const mixedT0 = performance.now();
     const mixed = await runPhase(server.url, true, rng, mixedT0);
@@ -124,7 +147,11 @@ for (const mode of MODES) {
     };
     results[mode] = r;
     series.push({ label: `${mode}, chats alone`, itl: alone.chats.flatMap((x) => x.itlMs), points: [] });
-    series.push({ label: `${mode}, with long prompts`, itl: mixed.chats.flatMap((x) => x.itlMs), points: mixed.chats.flatMap((x) => x.itlAt) });
+    series.push({
+      label: `${mode}, with long prompts`,
+      itl: mixed.chats.flatMap((x) => x.itlMs),
+      points: mixed.chats.flatMap((x) => x.itlAt),
+    });
     const ratio = r.chatsWithLong.itlMs.p99 / Math.max(1e-9, r.chatsAlone.itlMs.median);
     console.log(`\n== ${mode}`);
     for (const [name, s] of Object.entries(r)) {
@@ -143,7 +170,13 @@ for (const mode of MODES) {
 const stamp = new Date().toISOString().replace(/[:.]/g, '-');
 await mkdir(join('bench', 'results'), { recursive: true });
 const json = join('bench', 'results', `pd-${stamp}.json`);
-await writeFile(json, `${JSON.stringify({ model, cpu: cpus()[0]?.model, threads: availableParallelism(), chats: CHATS, chatLen: CHAT_LEN, chatOut: CHAT_OUT, longLen: LONG_LEN, longEveryS: LONG_EVERY_S, durationS: DURATION_S, slo: SLO, results }, null, 2)}\n`);
+await writeFile(
+  json,
+  `${JSON.stringify({ model, cpu: cpus()[0]?.model, threads: availableParallelism(), chats: CHATS, chatLen: CHAT_LEN, chatOut: CHAT_OUT, longLen: LONG_LEN, longEveryS: LONG_EVERY_S, durationS: DURATION_S, slo: SLO, results }, null, 2)}\n`,
+);
 const svg = join('bench', 'results', `pd-${stamp}.svg`);
-await writeFile(svg, itlPlotSvg(series, `chats' ITL: ${CHATS} chats, + a ${LONG_LEN}-token prompt every ${LONG_EVERY_S} s`));
+await writeFile(
+  svg,
+  itlPlotSvg(series, `chats' ITL: ${CHATS} chats, + a ${LONG_LEN}-token prompt every ${LONG_EVERY_S} s`),
+);
 console.log(`\nwrote ${json} and ${svg}`);

@@ -24,9 +24,13 @@ const BLOCK = 1000;
 const MODEL = flag('--model') ?? 'builtin:tiny';
 const CPUS = flag('--cpus');
 
-const child = spawn(process.execPath, ['bin/tessera.js', 'up', '--model', MODEL, '--port', '0', ...(CPUS === undefined ? [] : ['--cpus', CPUS])], {
-  stdio: ['ignore', 'pipe', 'inherit'],
-});
+const child = spawn(
+  process.execPath,
+  ['bin/tessera.js', 'up', '--model', MODEL, '--port', '0', ...(CPUS === undefined ? [] : ['--cpus', CPUS])],
+  {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  },
+);
 let out = '';
 const ready = new Promise<{ url: string; pids: number[]; workers: string[] }>((resolve, reject) => {
   child.on('exit', (code) => reject(new Error(`tessera up exited with code ${code}`)));
@@ -77,7 +81,13 @@ try {
           const prompt = Array.from({ length: 8 + rng.int(24) }, () => 3 + rng.int(31_000));
           const start = performance.now();
           try {
-            const stream = (await client.completions.create({ model: MODEL, prompt, max_tokens: 4, temperature: 0, stream: true } as never)) as unknown as AsyncIterable<unknown>;
+            const stream = (await client.completions.create({
+              model: MODEL,
+              prompt,
+              max_tokens: 4,
+              temperature: 0,
+              stream: true,
+            } as never)) as unknown as AsyncIterable<unknown>;
             for await (const _ of stream);
             latencies.push(performance.now() - start);
           } catch {
@@ -103,15 +113,26 @@ try {
         `CPU ${block.cpuMsPerRequest.toFixed(2)} ms/request, RSS ${block.rssMiB.toFixed(0)} MiB, failures ${blockFailures}`,
     );
   }
-  const pages = await Promise.all(workers.map(async (w) => ((await (await fetch(`${w}/health`)).json()) as { pages: Record<string, number> }).pages));
+  const pages = await Promise.all(
+    workers.map(async (w) => ((await (await fetch(`${w}/health`)).json()) as { pages: Record<string, number> }).pages),
+  );
   const first = blocks[0] as Block;
   const last = blocks.at(-1) as Block;
   const checks = [
     [`latency p50 last/first ${(last.p50Ms / first.p50Ms).toFixed(2)} <= 1.5`, last.p50Ms <= 1.5 * first.p50Ms],
-    [`CPU per request last/first ${(last.cpuMsPerRequest / first.cpuMsPerRequest).toFixed(2)} <= 1.5`, last.cpuMsPerRequest <= 1.5 * first.cpuMsPerRequest],
-    [`RSS ${first.rssMiB.toFixed(0)} -> ${last.rssMiB.toFixed(0)} MiB <= 1.5x + 64`, last.rssMiB <= 1.5 * first.rssMiB + 64],
+    [
+      `CPU per request last/first ${(last.cpuMsPerRequest / first.cpuMsPerRequest).toFixed(2)} <= 1.5`,
+      last.cpuMsPerRequest <= 1.5 * first.cpuMsPerRequest,
+    ],
+    [
+      `RSS ${first.rssMiB.toFixed(0)} -> ${last.rssMiB.toFixed(0)} MiB <= 1.5x + 64`,
+      last.rssMiB <= 1.5 * first.rssMiB + 64,
+    ],
     [`no failed request (${failures})`, failures === 0],
-    [`every page free or cached: ${JSON.stringify(pages)}`, pages.every((p) => (p['allocated'] ?? 1) === 0 && (p['quarantined'] ?? 1) === 0)],
+    [
+      `every page free or cached: ${JSON.stringify(pages)}`,
+      pages.every((p) => (p['allocated'] ?? 1) === 0 && (p['quarantined'] ?? 1) === 0),
+    ],
   ] as const;
   for (const [what, ok] of checks) console.log(`${ok ? 'ok  ' : 'FAIL'} ${what}`);
   process.exitCode = checks.every(([, ok]) => ok) ? 0 : 1;

@@ -30,10 +30,21 @@ export async function m100Path(): Promise<string> {
 }
 
 /** One greedy streaming completion of exactly maxTokens tokens; `t0` is the phase's start. */
-export async function oneRequest(client: OpenAI, prompt: number[], maxTokens: number, t0: number): Promise<RequestResult> {
+export async function oneRequest(
+  client: OpenAI,
+  prompt: number[],
+  maxTokens: number,
+  t0: number,
+): Promise<RequestResult> {
   const start = performance.now();
   const stream = (await client.completions.create({
-    model: 'm100', prompt, max_tokens: maxTokens, temperature: 0, ignore_eos: true, stream: true, stream_options: { include_usage: true },
+    model: 'm100',
+    prompt,
+    max_tokens: maxTokens,
+    temperature: 0,
+    ignore_eos: true,
+    stream: true,
+    stream_options: { include_usage: true },
   } as never)) as unknown as AsyncIterable<OpenAI.Completion>;
   let first: number | undefined;
   let last = start;
@@ -66,4 +77,8 @@ export function percentile(xs: readonly number[], p: number): number {
   return (sorted[lo] as number) + ((sorted[hi] as number) - (sorted[lo] as number)) * (rank - lo);
 }
 
-export const stats = (xs: readonly number[]) => ({ mean: mean(xs), median: percentile(xs, 50), p99: percentile(xs, 99) });
+export const stats = (xs: readonly number[]) => ({
+  mean: mean(xs),
+  median: percentile(xs, 50),
+  p99: percentile(xs, 99),
+});

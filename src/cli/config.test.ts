@@ -118,3 +118,15 @@ describe('the pool and the start-up check', () => {
     expect(configError(() => planPool(windowed, { size: { kind: 'default' }, pageSize: 16, contextLength: 2048 }))).toMatch(/sliding window \(1024 tokens\)/);
   });
 });
+
+describe('--max-step-ms', () => {
+  it('is auto by default, and takes off or a whole number of milliseconds', () => {
+    expect(parseServeConfig({}, { TESSERA_HOME: '/h' }).maxStepMs).toBe('auto');
+    expect(parseServeConfig({ maxStepMs: 'off' }, { TESSERA_HOME: '/h' }).maxStepMs).toBe('off');
+    expect(parseServeConfig({ maxStepMs: '80' }, { TESSERA_HOME: '/h' }).maxStepMs).toBe(80);
+  });
+
+  it('refuses anything else, naming the flag', () => {
+    for (const bad of ['0', 'fast', '-5', '1.5']) expect(configError(() => parseServeConfig({ maxStepMs: bad }, {}))).toMatch(/--max-step-ms/);
+  });
+});

@@ -5,7 +5,11 @@ import { parseCpuPins, pinnedCommand } from './cpu-pinning.js';
 describe('--cpus', () => {
   it('pins each named role to its CPU list; roles left out run anywhere', () => {
     const pins = parseCpuPins('prefill=0,decode=1-2,router=0+3');
-    expect([...pins]).toEqual([['prefill', '0'], ['decode', '1-2'], ['router', '0,3']]);
+    expect([...pins]).toEqual([
+      ['prefill', '0'],
+      ['decode', '1-2'],
+      ['router', '0,3'],
+    ]);
     const pinned = pinnedCommand(pins, 'decode', '/usr/bin/node', ['bin/tessera.js', 'serve']);
     expect(pinned.command).toMatch(/taskset$/);
     expect(pinned.args).toEqual(['-c', '1-2', '/usr/bin/node', 'bin/tessera.js', 'serve']);

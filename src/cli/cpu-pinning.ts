@@ -20,7 +20,9 @@ export function parseCpuPins(value: string | undefined): CpuPins {
   for (const part of value.split(',')) {
     const m = /^(prefill|decode|router)=(\d+(?:-\d+)?(?:\+\d+(?:-\d+)?)*)$/.exec(part.trim());
     if (m === null) {
-      throw new ConfigError(`--cpus: "${part}" is not ROLE=CPUS (roles prefill, decode, router; CPUS like 0, 2-3 or 0+2), e.g. --cpus prefill=0,decode=1`);
+      throw new ConfigError(
+        `--cpus: "${part}" is not ROLE=CPUS (roles prefill, decode, router; CPUS like 0, 2-3 or 0+2), e.g. --cpus prefill=0,decode=1`,
+      );
     }
     const role = m[1] as PinnedRole;
     if (pins.has(role)) throw new ConfigError(`--cpus names ${role} twice`);
@@ -30,12 +32,19 @@ export function parseCpuPins(value: string | undefined): CpuPins {
 }
 
 /** The executable and arguments that start `command args` on the role's CPUs (as is when unpinned). */
-export function pinnedCommand(pins: CpuPins, role: PinnedRole, command: string, args: readonly string[]): { command: string; args: string[] } {
+export function pinnedCommand(
+  pins: CpuPins,
+  role: PinnedRole,
+  command: string,
+  args: readonly string[],
+): { command: string; args: string[] } {
   const cpus = pins.get(role);
   if (cpus === undefined) return { command, args: [...args] };
   const taskset = TASKSET_PATHS.find((p) => existsSync(p));
   if (taskset === undefined) {
-    throw new ConfigError('--cpus needs taskset (util-linux: apt-get install util-linux), which is not installed; leave --cpus out to run unpinned');
+    throw new ConfigError(
+      '--cpus needs taskset (util-linux: apt-get install util-linux), which is not installed; leave --cpus out to run unpinned',
+    );
   }
   return { command: taskset, args: ['-c', cpus, command, ...args] };
 }

@@ -29,9 +29,18 @@ async function main(): Promise<void> {
   const { config } = model;
   const { dense, ops } = await createKernels('fast', data.deterministic, data.threads);
   const weights = await prepareWeights(config, model.tensors, dense, ops);
-  const shape = { numPages: data.kvPages, pageSize: data.pageSize, numLayers: config.numLayers, numKvHeads: config.numKvHeads, headDim: config.headDim };
+  const shape = {
+    numPages: data.kvPages,
+    pageSize: data.pageSize,
+    numLayers: config.numLayers,
+    numKvHeads: config.numKvHeads,
+    headDim: config.headDim,
+  };
   const kv = ops.allocF32(shape.numPages * floatsPerPage(shape));
-  assert(kv.buffer instanceof SharedArrayBuffer, 'the engine thread needs KV storage in shared memory (the wasm op kernels)');
+  assert(
+    kv.buffer instanceof SharedArrayBuffer,
+    'the engine thread needs KV storage in shared memory (the wasm op kernels)',
+  );
   const allocDense = dense.name === 'ort' ? (n: number) => new Float32Array(n) : (n: number) => ops.allocF32(n);
   const act = allocateActivations(config, data.maxStepTokens, data.maxStepLogits, allocDense, (n) => ops.allocF32(n));
   const fm: ForwardModel = { config, weights, rope: ropeTable(config), dense, ops, kv: { ...shape, data: kv } };
@@ -60,11 +69,18 @@ async function main(): Promise<void> {
         const out = logits.slice(0, m.logitRows.length * config.vocabSize);
         port.postMessage({ kind: 'done', logits: out } satisfies EngineThreadReply, [out.buffer]);
       },
-      (error: unknown) => port.postMessage({ kind: 'failed', message: error instanceof Error ? (error.stack ?? error.message) : String(error) } satisfies EngineThreadReply),
+      (error: unknown) =>
+        port.postMessage({
+          kind: 'failed',
+          message: error instanceof Error ? (error.stack ?? error.message) : String(error),
+        } satisfies EngineThreadReply),
     );
   });
 }
 
 void main().catch((error: unknown) => {
-  parentPort?.postMessage({ kind: 'failed', message: error instanceof Error ? (error.stack ?? error.message) : String(error) } satisfies EngineThreadReply);
+  parentPort?.postMessage({
+    kind: 'failed',
+    message: error instanceof Error ? (error.stack ?? error.message) : String(error),
+  } satisfies EngineThreadReply);
 });

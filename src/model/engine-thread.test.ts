@@ -25,7 +25,13 @@ function allocate(pool: PagePool, numPages: number): readonly Tag[] {
 }
 
 const prefill = (tags: readonly Tag[]): BatchItem => ({ ...who, tags, tokens: PROMPT, startPos: 0, wantLogits: true });
-const decode = (tags: readonly Tag[]): BatchItem => ({ ...who, tags, tokens: [7], startPos: PROMPT.length, wantLogits: true });
+const decode = (tags: readonly Tag[]): BatchItem => ({
+  ...who,
+  tags,
+  tokens: [7],
+  startPos: PROMPT.length,
+  wantLogits: true,
+});
 
 function logitsOf(result: ItemResult | undefined): Float32Array {
   if (result?.kind !== 'logits') throw new Error(`expected logits, got ${result?.kind}`);
@@ -74,7 +80,10 @@ describe('the engine thread', () => {
   });
 
   it('negative control: with skip-lend-check the landing crosses into the running step, which reads its bytes', async () => {
-    const crossing = await createThreadedEngine({ spec: 'builtin:tiny', cacheDir, ...OPTIONS, faults: new FaultSet(['skip-lend-check']) }, 1);
+    const crossing = await createThreadedEngine(
+      { spec: 'builtin:tiny', cacheDir, ...OPTIONS, faults: new FaultSet(['skip-lend-check']) },
+      1,
+    );
     try {
       const tags = allocate(crossing.pool, 3);
       await crossing.runner.step([prefill(tags)]);
@@ -108,8 +117,10 @@ describe('the engine thread', () => {
     }
     clearInterval(timer);
     const totalMs = performance.now() - started;
-    process.stdout.write(`engine thread: 20 steps of ${PROMPT.length} tokens in ${totalMs.toFixed(1)} ms; ` +
-      `${ticks} timer ticks meanwhile, the longest gap ${maxGapMs.toFixed(1)} ms\n`);
+    process.stdout.write(
+      `engine thread: 20 steps of ${PROMPT.length} tokens in ${totalMs.toFixed(1)} ms; ` +
+        `${ticks} timer ticks meanwhile, the longest gap ${maxGapMs.toFixed(1)} ms\n`,
+    );
     expect(ticks).toBeGreaterThan(0);
     expect(maxGapMs).toBeLessThan(Math.max(250, threadMs)); // generous: the machine is shared
     threaded.pool.ledger.free(tags, who);

@@ -21,7 +21,13 @@ import { Worker } from 'node:worker_threads';
 import { assert, InvariantError, NO_FAULTS, type FaultSet } from '../core/index.js';
 import { PagePool } from '../pages/index.js';
 import type { ModelConfig } from './config.js';
-import { DEFAULT_MAX_STEP_LOGITS, DEFAULT_MAX_STEP_TOKENS, DEFAULT_PAGE_SIZE, type Engine, type EngineKernels } from './engine.js';
+import {
+  DEFAULT_MAX_STEP_LOGITS,
+  DEFAULT_MAX_STEP_TOKENS,
+  DEFAULT_PAGE_SIZE,
+  type Engine,
+  type EngineKernels,
+} from './engine.js';
 import type { ForwardBatch, ForwardSeq } from './forward.js';
 import { ModelRunner, type ForwardExec } from './runner.js';
 
@@ -96,9 +102,21 @@ export async function createThreadedEngine(o: EngineThreadOptions, threads: numb
   const ready = await exec.ready;
   const { config } = ready;
   const kv = new Float32Array(ready.kv, ready.kvByteOffset, ready.kvLength);
-  const shape = { numPages: data.kvPages, pageSize: data.pageSize, numLayers: config.numLayers, numKvHeads: config.numKvHeads, headDim: config.headDim };
+  const shape = {
+    numPages: data.kvPages,
+    pageSize: data.pageSize,
+    numLayers: config.numLayers,
+    numKvHeads: config.numKvHeads,
+    headDim: config.headDim,
+  };
   const pool = new PagePool({ kv: { ...shape, data: kv }, faults: o.faults ?? NO_FAULTS });
-  const runner = new ModelRunner({ config, pool, exec, maxStepTokens: data.maxStepTokens, maxStepLogits: data.maxStepLogits });
+  const runner = new ModelRunner({
+    config,
+    pool,
+    exec,
+    maxStepTokens: data.maxStepTokens,
+    maxStepLogits: data.maxStepLogits,
+  });
   return {
     config,
     pool,
@@ -114,7 +132,9 @@ export async function createThreadedEngine(o: EngineThreadOptions, threads: numb
 /** The compiled thread entry: beside this file in dist/, or dist/'s copy when running from src/ (tests). */
 function threadMainUrl(): URL {
   const here = import.meta.url;
-  return here.endsWith('.ts') ? new URL('../../dist/model/engine-thread-main.js', here) : new URL('./engine-thread-main.js', here);
+  return here.endsWith('.ts')
+    ? new URL('../../dist/model/engine-thread-main.js', here)
+    : new URL('./engine-thread-main.js', here);
 }
 
 type Ready = Extract<EngineThreadReply, { kind: 'ready' }>;
@@ -148,7 +168,13 @@ class ThreadForward implements ForwardExec {
       numTokens: T,
       tokens: this.tokens.slice(0, T),
       positions: this.positions.slice(0, T),
-      seqs: batch.seqs.map((s) => ({ row: s.row, numTokens: s.numTokens, startPos: s.startPos, pageTable: s.pageTable.slice(), rope: s.rope })),
+      seqs: batch.seqs.map((s) => ({
+        row: s.row,
+        numTokens: s.numTokens,
+        startPos: s.startPos,
+        pageTable: s.pageTable.slice(),
+        rope: s.rope,
+      })),
       logitRows: [...batch.logitRows],
     };
     return new Promise<Float32Array>((resolve, reject) => {

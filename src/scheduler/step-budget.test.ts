@@ -4,7 +4,8 @@ import { StepBudget, StepCostModel } from './step-budget.js';
 import type { BatchItem } from '../core/index.js';
 
 const range = (start: number, n: number): number[] => Array.from({ length: n }, (_, i) => start + i);
-const brief = (items: readonly BatchItem[]): string[] => items.map((i) => `${i.rid}@${i.startPos}+${i.tokens.length}${i.wantLogits ? '!' : ''}`);
+const brief = (items: readonly BatchItem[]): string[] =>
+  items.map((i) => `${i.rid}@${i.startPos}+${i.tokens.length}${i.wantLogits ? '!' : ''}`);
 
 /** A machine whose step takes 10 ms plus 0.5 ms per token. */
 const machine = (numTokens: number): number => 10 + 0.5 * numTokens;
@@ -73,7 +74,7 @@ describe('the step budget', () => {
 });
 
 describe('the plan under a step budget', () => {
-  it('caps a long prompt\'s chunk beside running decodes, keeps every decode, and takes the whole chunk when alone', () => {
+  it("caps a long prompt's chunk beside running decodes, keeps every decode, and takes the whole chunk when alone", () => {
     const h = new SchedulerHarness({ chunkedPrefillSize: 32, numPages: 40, cache: false });
     h.admit('a', 't1', range(0, 3), 20);
     h.admit('b', 't2', range(10, 3), 20);

@@ -89,7 +89,8 @@ export class StepBudget {
       minPrefillTokens: options.minPrefillTokens ?? 16,
       decay: options.decay ?? 0.95,
     };
-    if (o.maxStepMs !== undefined && !(o.maxStepMs > 0)) throw new RangeError(`maxStepMs must be positive, got ${o.maxStepMs}`);
+    if (o.maxStepMs !== undefined && !(o.maxStepMs > 0))
+      throw new RangeError(`maxStepMs must be positive, got ${o.maxStepMs}`);
     if (!(o.autoFactor >= 1)) throw new RangeError(`autoFactor must be at least 1, got ${o.autoFactor}`);
     if (!(Number.isInteger(o.minPrefillTokens) && o.minPrefillTokens >= 1)) {
       throw new RangeError(`minPrefillTokens must be a positive integer, got ${o.minPrefillTokens}`);

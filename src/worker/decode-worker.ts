@@ -25,18 +25,18 @@
 // an event of that plan), so nothing of it is ever computed from placeholders.
 // Trace: besides the machine's events, the worker emits `read` of the transferred pages at each
 // decode step and `free` when the request ends (trace.ts).
-import { assertNever, InvariantError, syncAborts, TesseraError, TotalsMirror, type BackendHealth, type BackendStats, type GenerateEvent, type NodePageMap, type PdMetricsSink, type GenerateRequest, type RequestId, type SamplingParams, type Tag, type BatchItem } from '../core/index.js';
+import { assertNever, InvariantError, syncAborts, TesseraError, type BackendHealth, type BackendStats, type GenerateEvent, type NodePageMap, type PdMetricsSink, type GenerateRequest, type RequestId, type SamplingParams, type Tag, type BatchItem } from '../core/index.js';
 import type { Owner, PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
-import { DecodeMachine, MachineDriver, TcpTransport, NO_TRACE, type ChunkHandlers, type DecodeEffect, type DecodeHost, type DecodeInput, type ReserveVerdict, type TraceSink, type Transport } from '../transfer/index.js';
+import { DecodeMachine, MachineDriver, NO_TRACE, type DecodeEffect, type DecodeHost, type DecodeInput, type ReserveVerdict, type TraceSink, type Transport } from '../transfer/index.js';
 import type { TokenConstraint } from '../grammar/index.js';
 import { constraintFor, prepareConstraints } from './constraints.js';
 import { EngineLoop } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
-import { pdHealth } from './health.js';
-import { abortTotals, nodePageMap } from './page-map.js';
 import { HookedRunner } from './hooked-runner.js';
+import { abortTotals, nodePageMap } from './page-map.js';
 import { notForClients, type PdWorkerOptions } from './pd-common.js';
+import { listenCluster, PdRole } from './pd-role.js';
 
 interface Decoding {
   readonly owner: Owner;
@@ -56,44 +56,24 @@ export class DecodeWorker {
   readonly pool: PagePool;
   readonly machine: DecodeMachine;
   readonly transport: Transport;
-  readonly #o: PdWorkerOptions;
+  readonly #role: PdRole;
   readonly #trace: TraceSink;
   readonly #loop: EngineLoop;
   readonly #driver: MachineDriver<DecodeInput, DecodeEffect>;
   readonly #decoding = new Map<RequestId, Decoding>();
-  readonly #mirror = new TotalsMirror();
-  #metrics: PdMetricsSink | undefined;
-  #closed = false;
 
+  /** Listens on the cluster address (the router and the prefills dial decode), then starts the loop. */
   static async start(options: PdWorkerOptions): Promise<DecodeWorker> {
-    let handlers: ReturnType<MachineDriver<DecodeInput, DecodeEffect>['handlers']> | undefined;
-    let chunks: ChunkHandlers | undefined;
-    const transport = await TcpTransport.listen({
-      host: options.clusterHost,
-      port: options.clusterPort,
-      secret: options.clusterSecret,
-      dial: false, // the router and the prefills dial decode; decode answers on their connections
-      handlers: {
-        connected: (peer) => handlers?.connected(peer),
-        message: (from, message) => handlers?.message(from, message),
-        closed: (peer, reason) => handlers?.closed(peer, reason),
-        // KvChunk payloads land in their pages as they arrive (the machine checks each header first).
-        chunks: {
-          begin: (from, head) => chunks?.begin(from, head),
-          piece: (from, bytes) => chunks?.piece(from, bytes),
-          end: (from) => chunks?.end(from),
-        },
-      },
-    });
+    const { transport, late } = await listenCluster(options, false, true); // KvChunk payloads land as they arrive
     const worker = new DecodeWorker(options, transport);
-    handlers = worker.#driver.handlers();
-    chunks = worker.#driver.chunkHandlers();
+    late.handlers = worker.#driver.handlers();
+    late.chunks = worker.#driver.chunkHandlers();
     return worker;
   }
 
   private constructor(options: PdWorkerOptions, transport: Transport) {
     const { pool, faults } = options;
-    this.#o = options;
+    this.#role = new PdRole('decode', options, transport);
     this.modelName = options.modelName;
     this.root = options.root;
     this.contextLength = options.contextLength;
@@ -113,6 +93,7 @@ export class DecodeWorker {
       },
     };
     this.machine = new DecodeMachine({ node: transport.nodeId, host, faults, trace: this.#trace, ...(options.timeouts ? { timeouts: options.timeouts } : {}) });
+    this.#role.machine = this.machine;
     this.#driver = new MachineDriver<DecodeInput, DecodeEffect>(this.machine, (effect) => this.#carryOut(effect));
     this.#loop = new EngineLoop({
       scheduler: this.scheduler,
@@ -149,7 +130,7 @@ export class DecodeWorker {
   }
 
   attachMetrics(sink: PdMetricsSink): void {
-    this.#metrics = sink;
+    this.#role.metrics = sink;
   }
 
   get isIdle(): boolean {
@@ -157,30 +138,20 @@ export class DecodeWorker {
   }
 
   async health(): Promise<BackendHealth> {
-    const loop = this.#loop.stats;
-    return {
-      healthy: this.#loop.healthy && !this.#closed,
-      detail: pdHealth(
-        { role: 'decode', options: this.#o, address: this.address, pool: this.pool, idle: this.isIdle, running: this.scheduler.numRunning, active: this.machine.numActive, transfer: this.machine.stats(), transport: this.transport.stats(), loop },
-        { receiving: this.scheduler.numReceiving, quarantined: this.scheduler.numQuarantined, preempted: this.scheduler.numPreemptions },
-      ),
-    };
+    const own = { receiving: this.scheduler.numReceiving, quarantined: this.scheduler.numQuarantined, preempted: this.scheduler.numPreemptions };
+    return this.#role.health(this.#loop, this.scheduler, this.pool, this.isIdle, own);
   }
 
   async stats(): Promise<BackendStats> {
-    const m = this.#metrics;
+    const m = this.#role.metrics;
     if (m !== undefined) {
       const s = this.machine.stats();
-      m.addTransferBytes(this.#mirror.delta('bytes', s.bytesWritten));
-      for (let i = this.#mirror.delta('checksums', s.checksumFailures); i > 0; i--) m.countChecksumFailure();
-      syncAborts(this.#mirror, m, s.abortsByState);
+      const mirror = this.#role.mirror;
+      m.addTransferBytes(mirror.delta('bytes', s.bytesWritten));
+      for (let i = mirror.delta('checksums', s.checksumFailures); i > 0; i--) m.countChecksumFailure();
+      syncAborts(mirror, m, s.abortsByState);
     }
-    return {
-      kvPages: this.pool.ledger.counts(),
-      requestsRunning: this.scheduler.numRunning,
-      requestsWaiting: this.scheduler.numReceiving + this.scheduler.numWaiting,
-      tagMismatchesTotal: this.pool.numCheckFailures,
-    };
+    return this.#role.stats(this.scheduler, this.pool, this.scheduler.numReceiving + this.scheduler.numWaiting);
   }
 
   /** The operator's page map (admin-only /dashboard): the ledger, transfers being received, quarantine. */
@@ -198,21 +169,18 @@ export class DecodeWorker {
   }
 
   async close(drainMs: number): Promise<void> {
-    this.#closed = true;
-    const until = Date.now() + drainMs;
-    while (this.machine.numActive > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20));
-    this.#driver.stop();
-    await this.transport.close();
-    for (const rid of [...this.#decoding.keys()]) this.#end(rid);
-    await this.#loop.close();
+    const endAll = (): void => {
+      for (const rid of [...this.#decoding.keys()]) this.#end(rid);
+    };
+    await this.#role.close(drainMs, () => this.#driver.stop(), endAll, this.#loop);
   }
 
   #reserve(owner: Owner, promptTokens: number, sampling: SamplingParams): ReserveVerdict {
-    if (this.#closed) return { kind: 'rejected', error: new TesseraError('overloaded', 'this decode worker is shutting down') };
-    if (!this.#loop.healthy) return { kind: 'rejected', error: new InvariantError('this decode worker stopped after an internal error') };
+    const refusal = this.#role.refusal(this.#loop);
+    if (refusal !== undefined) return { kind: 'rejected', error: refusal };
     // Structured output: refused before any page when this node cannot enforce it; else its
     // grammar starts compiling now, while prefill computes (startDecoding builds the matcher).
-    const constraint = constraintFor({ sampling }, this.#o.grammar);
+    const constraint = constraintFor({ sampling }, this.#role.options.grammar);
     if (constraint instanceof TesseraError) return { kind: 'rejected', error: constraint };
     constraint?.dispose();
     // Placeholders for the prompt's ids: only their number matters here (see the top of the file).
@@ -223,12 +191,11 @@ export class DecodeWorker {
   #carryOut(effect: DecodeEffect): void {
     switch (effect.kind) {
       case 'send':
-        return this.transport.send(effect.to, effect.message);
       case 'closePeer':
-        return this.transport.closePeer(effect.peer, effect.reason);
+        return this.#role.carryOut(effect);
       case 'startDecoding': {
-        if (effect.transferMs !== null) this.#metrics?.observeTransferSeconds(effect.transferMs / 1000);
-        const constraint = constraintFor({ sampling: effect.sampling }, this.#o.grammar);
+        if (effect.transferMs !== null) this.#role.metrics?.observeTransferSeconds(effect.transferMs / 1000);
+        const constraint = constraintFor({ sampling: effect.sampling }, this.#role.options.grammar);
         if (constraint instanceof TesseraError) throw new InvariantError(`startDecoding: ${effect.rid}'s constraint was accepted at Reserve: ${constraint.message}`);
         constraint?.accept(effect.firstToken); // prefill sampled it under the first mask
         this.#decoding.set(effect.rid, { owner: effect.owner, sampling: effect.sampling, tags: effect.tags, ...(constraint === undefined ? {} : { constraint }) });
@@ -302,6 +269,6 @@ export class DecodeWorker {
       this.#end(rid);
       this.#driver.handle({ kind: 'decodeFailed', rid, error: failure });
     }
-    this.#o.onFatal(error);
+    this.#role.options.onFatal(error);
   }
 }

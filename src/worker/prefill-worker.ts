@@ -22,19 +22,19 @@
 // safe at any time (an abort of an item in flight is deferred to complete()), and the machine
 // reads pages only on `computed`/`computeDone`, which the worker sends after a step.
 // Must never: send a byte for a prompt this node refused, or report progress it did not compute.
-import { InvariantError, syncAborts, TesseraError, TotalsMirror, assertNever, type BackendHealth, type BackendStats, type GenerateEvent, type NodePageMap, type PdMetricsSink, type GenerateRequest, type RequestId, type SamplingParams, type Tag } from '../core/index.js';
+import { InvariantError, syncAborts, TesseraError, assertNever, type BackendHealth, type BackendStats, type GenerateEvent, type NodePageMap, type PdMetricsSink, type GenerateRequest, type RequestId, type SamplingParams, type Tag } from '../core/index.js';
 import type { Owner, PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
-import { MachineDriver, PrefillMachine, TcpTransport, type AdmitVerdict, type PrefillHost, type PrefillInput, type PrefillEffect, type Transport } from '../transfer/index.js';
+import { MachineDriver, PrefillMachine, type AdmitVerdict, type PrefillHost, type PrefillInput, type PrefillEffect, type Transport } from '../transfer/index.js';
 import type { TokenConstraint } from '../grammar/index.js';
 import { constraintFor, prepareConstraints } from './constraints.js';
 import { EngineLoop } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
 import { HookedRunner } from './hooked-runner.js';
-import { pdHealth } from './health.js';
 import { abortTotals, nodePageMap } from './page-map.js';
 import { prefixReport } from './prefix-report.js';
 import { notForClients, type PdWorkerOptions } from './pd-common.js';
+import { listenCluster, PdRole } from './pd-role.js';
 
 interface Job {
   readonly sampling: SamplingParams;
@@ -55,36 +55,22 @@ export class PrefillWorker {
   readonly pool: PagePool;
   readonly machine: PrefillMachine;
   readonly transport: Transport;
-  readonly #o: PdWorkerOptions;
+  readonly #role: PdRole;
   readonly #loop: EngineLoop;
   readonly #driver: MachineDriver<PrefillInput, PrefillEffect>;
   readonly #jobs = new Map<RequestId, Job>();
-  readonly #mirror = new TotalsMirror();
-  #metrics: PdMetricsSink | undefined;
-  #closed = false;
 
-  /** Listens on the cluster address, then starts the loop. */
+  /** Listens on the cluster address (prefill dials decode to push frames; the router dials us), then starts the loop. */
   static async start(options: PdWorkerOptions): Promise<PrefillWorker> {
-    let handlers: ReturnType<MachineDriver<PrefillInput, PrefillEffect>['handlers']> | undefined;
-    const transport = await TcpTransport.listen({
-      host: options.clusterHost,
-      port: options.clusterPort,
-      secret: options.clusterSecret,
-      dial: true, // prefill dials decode to push frames; the router dials us
-      handlers: {
-        connected: (peer) => handlers?.connected(peer),
-        message: (from, message) => handlers?.message(from, message),
-        closed: (peer, reason) => handlers?.closed(peer, reason),
-      },
-    });
+    const { transport, late } = await listenCluster(options, true, false);
     const worker = new PrefillWorker(options, transport);
-    handlers = worker.#driver.handlers();
+    late.handlers = worker.#driver.handlers();
     return worker;
   }
 
   private constructor(options: PdWorkerOptions, transport: Transport) {
     const { pool, faults } = options;
-    this.#o = options;
+    this.#role = new PdRole('prefill', options, transport);
     this.modelName = options.modelName;
     this.root = options.root;
     this.contextLength = options.contextLength;
@@ -93,7 +79,8 @@ export class PrefillWorker {
     this.scheduler = schedulerFor('prefill', options);
     const host: PrefillHost = { pool, model: options.modelFingerprint, admit: (o, t, s) => this.#admit(o, t, s), stop: (o) => this.#stop(o), release: (o) => this.#release(o) };
     this.machine = new PrefillMachine({ node: transport.nodeId, host, faults, ...(options.timeouts ? { timeouts: options.timeouts } : {}), ...(options.trace ? { trace: options.trace } : {}) });
-    this.#driver = new MachineDriver<PrefillInput, PrefillEffect>(this.machine, (effect) => this.#carryOut(effect));
+    this.#role.machine = this.machine;
+    this.#driver = new MachineDriver<PrefillInput, PrefillEffect>(this.machine, (effect) => this.#role.carryOut(effect));
     this.#loop = new EngineLoop({
       scheduler: this.scheduler,
       runner: new HookedRunner(options.runner, { before: () => new Set(), after: () => this.#afterStep() }),
@@ -126,7 +113,7 @@ export class PrefillWorker {
 
   /** The PD series of this worker's /metrics (src/api's pdMetrics hook). */
   attachMetrics(sink: PdMetricsSink): void {
-    this.#metrics = sink;
+    this.#role.metrics = sink;
   }
 
   /** No request computing or waiting for its Ack, and the scheduler holds nothing. */
@@ -135,29 +122,17 @@ export class PrefillWorker {
   }
 
   async health(): Promise<BackendHealth> {
-    const loop = this.#loop.stats;
-    return {
-      healthy: this.#loop.healthy && !this.#closed,
-      detail: pdHealth(
-        { role: 'prefill', options: this.#o, address: this.address, pool: this.pool, idle: this.isIdle, running: this.scheduler.numRunning, active: this.machine.numActive, transfer: this.machine.stats(), transport: this.transport.stats(), loop },
-        { waiting: this.scheduler.numWaiting, held: this.scheduler.numHeld, ...prefixReport(this.scheduler.prefixCache) },
-      ),
-    };
+    return this.#role.health(this.#loop, this.scheduler, this.pool, this.isIdle, { waiting: this.scheduler.numWaiting, held: this.scheduler.numHeld, ...prefixReport(this.scheduler.prefixCache) });
   }
 
   async stats(): Promise<BackendStats> {
-    const m = this.#metrics;
+    const m = this.#role.metrics;
     if (m !== undefined) {
       const s = this.machine.stats();
-      m.addTransferBytes(this.#mirror.delta('bytes', s.bytesSent));
-      syncAborts(this.#mirror, m, s.abortsByState);
+      m.addTransferBytes(this.#role.mirror.delta('bytes', s.bytesSent));
+      syncAborts(this.#role.mirror, m, s.abortsByState);
     }
-    return {
-      kvPages: this.pool.ledger.counts(),
-      requestsRunning: this.scheduler.numRunning,
-      requestsWaiting: this.scheduler.numWaiting,
-      tagMismatchesTotal: this.pool.numCheckFailures,
-    };
+    return this.#role.stats(this.scheduler, this.pool, this.scheduler.numWaiting);
   }
 
   /** Waits up to drainMs for transfers to end, then closes every connection and stops the loop. */
@@ -172,20 +147,17 @@ export class PrefillWorker {
   }
 
   async close(drainMs: number): Promise<void> {
-    this.#closed = true;
-    const until = Date.now() + drainMs;
-    while (this.machine.numActive > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 20));
-    this.#driver.stop();
-    await this.transport.close();
-    for (const rid of [...this.#jobs.keys()]) this.scheduler.abort(rid);
-    for (const rid of [...this.#jobs.keys()]) this.#dropJob(rid);
-    await this.#loop.close();
+    const endAll = (): void => {
+      for (const rid of [...this.#jobs.keys()]) this.scheduler.abort(rid);
+      for (const rid of [...this.#jobs.keys()]) this.#dropJob(rid);
+    };
+    await this.#role.close(drainMs, () => this.#driver.stop(), endAll, this.#loop);
   }
 
   #admit(owner: Owner, tokens: readonly number[], sampling: SamplingParams): AdmitVerdict {
-    if (this.#closed) return { kind: 'rejected', error: new TesseraError('overloaded', 'this prefill worker is shutting down') };
-    if (!this.#loop.healthy) return { kind: 'rejected', error: new InvariantError('this prefill worker stopped after an internal error') };
-    const constraint = constraintFor({ sampling }, this.#o.grammar);
+    const refusal = this.#role.refusal(this.#loop);
+    if (refusal !== undefined) return { kind: 'rejected', error: refusal };
+    const constraint = constraintFor({ sampling }, this.#role.options.grammar);
     if (constraint instanceof TesseraError) return { kind: 'rejected', error: constraint };
     const verdict = this.scheduler.admit({ rid: owner.rid, tenant: owner.tenant, promptTokens: tokens, sampling });
     if (verdict.kind === 'rejected') {
@@ -219,17 +191,6 @@ export class PrefillWorker {
     this.#dropJob(owner.rid);
     this.scheduler.release(owner.rid);
     this.#loop.wake();
-  }
-
-  #carryOut(effect: PrefillEffect): void {
-    switch (effect.kind) {
-      case 'send':
-        return this.transport.send(effect.to, effect.message);
-      case 'closePeer':
-        return this.transport.closePeer(effect.peer, effect.reason);
-      default:
-        return assertNever(effect, 'prefill effect');
-    }
   }
 
   #onEvents(events: readonly SchedulerEvent[]): void {
@@ -278,6 +239,6 @@ export class PrefillWorker {
       this.#dropJob(rid);
       this.#driver.handle({ kind: 'computeFailed', rid, error: failure });
     }
-    this.#o.onFatal(error);
+    this.#role.options.onFatal(error);
   }
 }
