@@ -59,6 +59,9 @@ export const GEN_CHAT_TEMPLATE =
   "{% elif message['role'] == 'assistant' %}{{ ' ' + message['content'] + eos_token }}" +
   "{% else %}{{ raise_exception('unknown role: ' + message['role']) }}{% endif %}{% endfor %}";
 
+const HF_CLASS: Readonly<Record<ModelConfig['arch'], string>> = {
+  llama: 'LlamaForCausalLM', mistral: 'MistralForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM',
+};
 const HF_DTYPES: readonly GenDType[] = ['f32', 'f16', 'bf16'];
 const TORCH_DTYPE: Readonly<Partial<Record<GenDType, string>>> = { f32: 'float32', f16: 'float16', bf16: 'bfloat16' };
 
@@ -137,8 +140,8 @@ async function writeHf(config: ModelConfig, options: GenModelOptions): Promise<s
 
 function hfConfigJson(config: ModelConfig, dtype: GenDType, seed: number, preset: GenPreset): Record<string, unknown> {
   return {
-    architectures: ['LlamaForCausalLM'],
-    model_type: 'llama',
+    architectures: [HF_CLASS[config.arch]],
+    model_type: config.arch,
     vocab_size: config.vocabSize,
     hidden_size: config.hiddenSize,
     intermediate_size: config.intermediateSize,
@@ -168,7 +171,7 @@ async function writeGguf(config: ModelConfig, options: GenModelOptions): Promise
   await mkdir(dirname(options.out), { recursive: true });
   const vocab = await readLlama2Vocab();
   const v = ggufVocabFromTokenizerJson(parseJsonObject(vocab.tokenizerJsonText, 'tokenizer.json'), 'tokenizer.json');
-  const a = 'llama';
+  const a = config.arch === 'mistral' ? 'llama' : config.arch;
   const metadata: [string, GgufValue][] = [
     ['general.architecture', gguf.str(a)],
     ['general.name', gguf.str(`tessera-${options.preset}`)],
@@ -182,6 +185,8 @@ async function writeGguf(config: ModelConfig, options: GenModelOptions): Promise
     [`${a}.block_count`, gguf.u32(config.numLayers)],
     [`${a}.feed_forward_length`, gguf.u32(config.intermediateSize)],
     [`${a}.rope.dimension_count`, gguf.u32(config.headDim)],
+    [`${a}.attention.key_length`, gguf.u32(config.headDim)],
+    [`${a}.attention.value_length`, gguf.u32(config.headDim)],
     [`${a}.attention.head_count`, gguf.u32(config.numHeads)],
     [`${a}.attention.head_count_kv`, gguf.u32(config.numKvHeads)],
     [`${a}.attention.layer_norm_rms_epsilon`, gguf.f32(config.rmsNormEps)],
@@ -204,7 +209,8 @@ async function writeGguf(config: ModelConfig, options: GenModelOptions): Promise
   await writeGgufFile(options.out, metadata, ggufSpecs, (i) => {
     const spec = specs[i]!;
     const values = generateTensor(config, spec.name, spec.shape, seed);
-    const heads = spec.name.endsWith('q_proj.weight') ? config.numHeads : spec.name.endsWith('k_proj.weight') ? config.numKvHeads : 0;
+    const permuted = config.arch === 'llama' || config.arch === 'mistral'; // llama.cpp's converter: not qwen2/3
+    const heads = !permuted ? 0 : spec.name.endsWith('q_proj.weight') ? config.numHeads : spec.name.endsWith('k_proj.weight') ? config.numKvHeads : 0;
     const f32 = { name: spec.name, dtype: 'f32' as const, shape: spec.shape, data: new Uint8Array(values.buffer) };
     const ordered = heads > 0 ? permuteRopeRows(f32, heads, 'hf-to-gguf').data : f32.data;
     const data = quantize(spec.dtype, new Float32Array(ordered.buffer, ordered.byteOffset, ordered.byteLength / 4));

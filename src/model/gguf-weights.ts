@@ -1,7 +1,7 @@
 // The weights of a GGUF file as canonical (Hugging Face) tensors: names mapped from llama.cpp's,
 // shapes from ne reversed (same bytes: GGUF's ne = [in, out] is HF's [out, in] row-major), and
-// Llama/Mistral Q and K rows un-permuted back to rotate-half order (see permute.ts; Qwen2 files
-// are not permuted). Zero-copy except for those Q/K tensors. It must never convert dtypes.
+// Llama/Mistral Q and K rows un-permuted back to rotate-half order (see permute.ts; Qwen2 and
+// Qwen3 files are not permuted). Zero-copy except for those Q/K tensors. It must never convert dtypes.
 import { ModelLoadError } from '../core/index.js';
 import type { HostTensor } from '../kernels/index.js';
 import type { ModelConfig } from './config.js';
@@ -26,7 +26,7 @@ export function loadGgufWeights(g: GgufFile, config: ModelConfig): Map<string, H
     raw.set(name, { name, dtype, shape: info.shape, data: ggufTensorBytes(g, info) });
   }
   const tensors = checkTensors(raw, config, g.file);
-  if (config.arch === 'qwen2') return tensors;
+  if (config.arch === 'qwen2' || config.arch === 'qwen3') return tensors;
   // llama.cpp's converter permuted Q and K (and their biases, if any) for GGML's rope.
   for (const [name, t] of tensors) {
     if (/\.self_attn\.q_proj\.(weight|bias)$/.test(name)) tensors.set(name, permuteRopeRows(t, config.numHeads, 'gguf-to-hf'));

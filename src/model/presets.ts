@@ -12,7 +12,7 @@ import { Rng } from '../core/index.js';
 import type { ModelConfig } from './config.js';
 import { EMBED, LM_HEAD } from './tensor-names.js';
 
-export const GEN_PRESETS = ['tiny', 'm100'] as const;
+export const GEN_PRESETS = ['tiny', 'm100', 'qwen3-tiny'] as const;
 export type GenPreset = (typeof GEN_PRESETS)[number];
 
 const LLAMA2_SPECIALS = { bosTokenId: 1, eosTokenIds: [2] } as const;
@@ -32,6 +32,15 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
   m100: {
     arch: 'llama', vocabSize: 32000, hiddenSize: 768, intermediateSize: 1536, numLayers: 12,
     numHeads: 12, numKvHeads: 4, headDim: 64, rmsNormEps: 1e-5, ropeTheta: 10000, ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 4096, slidingWindow: null, tieWordEmbeddings: false, attentionBias: false, ...LLAMA2_SPECIALS,
+  },
+  /**
+   * Qwen3's shape in miniature: per-head q/k RMSNorm, head dim 64 with 4 heads over a 128-wide
+   * residual (q is wider than the model, as in Qwen3-0.6B's 2048 over 1024). Llama 2 vocabulary.
+   */
+  'qwen3-tiny': {
+    arch: 'qwen3', vocabSize: 32000, hiddenSize: 128, intermediateSize: 384, numLayers: 4,
+    numHeads: 4, numKvHeads: 2, headDim: 64, rmsNormEps: 1e-6, ropeTheta: 1000000, ropeScaling: { type: 'none' },
     maxPositionEmbeddings: 4096, slidingWindow: null, tieWordEmbeddings: false, attentionBias: false, ...LLAMA2_SPECIALS,
   },
 };

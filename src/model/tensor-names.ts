@@ -4,7 +4,7 @@
 // a tensor Tessera would silently ignore is one ModelLoadError naming the file.
 import { InvariantError, ModelLoadError } from '../core/index.js';
 import type { HostTensor } from '../kernels/index.js';
-import type { ModelConfig } from './config.js';
+import { hasQkNorm, type ModelConfig } from './config.js';
 
 export const EMBED = 'model.embed_tokens.weight';
 export const FINAL_NORM = 'model.norm.weight';
@@ -27,6 +27,10 @@ export function expectedTensors(config: ModelConfig): Map<string, readonly numbe
       out.set(layerName(i, 'self_attn.q_proj.bias'), [qDim]);
       out.set(layerName(i, 'self_attn.k_proj.bias'), [kvDim]);
       out.set(layerName(i, 'self_attn.v_proj.bias'), [kvDim]);
+    }
+    if (hasQkNorm(config)) {
+      out.set(layerName(i, 'self_attn.q_norm.weight'), [headDim]);
+      out.set(layerName(i, 'self_attn.k_norm.weight'), [headDim]);
     }
     out.set(layerName(i, 'self_attn.o_proj.weight'), [d, qDim]);
     out.set(layerName(i, 'post_attention_layernorm.weight'), [d]);
@@ -80,6 +84,8 @@ const GGUF_LAYER_SUFFIX: Readonly<Record<string, string>> = {
   'attn_q.bias': 'self_attn.q_proj.bias',
   'attn_k.bias': 'self_attn.k_proj.bias',
   'attn_v.bias': 'self_attn.v_proj.bias',
+  'attn_q_norm.weight': 'self_attn.q_norm.weight',
+  'attn_k_norm.weight': 'self_attn.k_norm.weight',
   'attn_output.weight': 'self_attn.o_proj.weight',
   'ffn_norm.weight': 'post_attention_layernorm.weight',
   'ffn_gate.weight': 'mlp.gate_proj.weight',
