@@ -11,8 +11,7 @@ import { countParameters, validateConfig, type ModelConfig } from './config.js';
 import { FILE_TYPE_OF_MIX, isKMix, tensorDtype, type GenDType } from './gen-mix.js';
 import { FILE_TYPE_OF_DTYPE, GGML_TYPE_OF_DTYPE, type GgufValue } from './gguf-format.js';
 import { gguf, writeGgufFile } from './gguf-writer.js';
-import { parseJsonObject } from './json-fields.js';
-import { ggufVocabFromTokenizerJson, readLlama2Vocab } from './llama2-vocab.js';
+import { ggufTokenizerMetadata, hfTokenizerFiles } from './gen-vocab.js';
 import { permuteRopeRows } from './permute.js';
 import { GEN_PRESETS, PRESET_CONFIGS, generateTensor, type GenPreset } from './presets.js';
 import { writeSafetensorsFile } from './safetensors.js';
@@ -51,13 +50,7 @@ export interface GenModelResult {
   readonly files: readonly string[];
 }
 
-/** A Llama 2 chat-style template for gen-model's models (they ship none of their own). */
-export const GEN_CHAT_TEMPLATE =
-  "{{ bos_token }}{% for message in messages %}" +
-  "{% if message['role'] == 'system' %}{{ '<<SYS>>\\n' + message['content'] + '\\n<</SYS>>\\n\\n' }}" +
-  "{% elif message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}" +
-  "{% elif message['role'] == 'assistant' %}{{ ' ' + message['content'] + eos_token }}" +
-  "{% else %}{{ raise_exception('unknown role: ' + message['role']) }}{% endif %}{% endfor %}";
+export { GEN_CHAT_TEMPLATE } from './gen-vocab.js';
 
 const HF_CLASS: Readonly<Record<ModelConfig['arch'], string>> = {
   llama: 'LlamaForCausalLM', mistral: 'MistralForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM',
@@ -122,11 +115,11 @@ async function writeHf(config: ModelConfig, options: GenModelOptions): Promise<s
   const dtype = options.dtype ?? 'f32';
   const dir = options.out;
   await mkdir(dir, { recursive: true });
-  const vocab = await readLlama2Vocab();
+  const tokenizer = await hfTokenizerFiles(config);
   const files = ['config.json', 'tokenizer.json', 'tokenizer_config.json', 'model.safetensors'].map((f) => join(dir, f));
   await writeFile(files[0]!, `${JSON.stringify(hfConfigJson(config, dtype, seed, options.preset), null, 2)}\n`);
-  await writeFile(files[1]!, vocab.tokenizerJsonText);
-  await writeFile(files[2]!, `${JSON.stringify({ ...vocab.tokenizerConfig, chat_template: GEN_CHAT_TEMPLATE }, null, 2)}\n`);
+  await writeFile(files[1]!, tokenizer.tokenizerJson);
+  await writeFile(files[2]!, tokenizer.tokenizerConfig);
   const specs = tensorSpecs(config, () => dtype as WeightDType); // checkGenOptions: f32, f16 or bf16
   const done = progress(options, specs);
   await writeSafetensorsFile(files[3]!, specs, (i) => {
@@ -169,8 +162,6 @@ async function writeGguf(config: ModelConfig, options: GenModelOptions): Promise
   const seed = options.seed ?? 0;
   const dtype = options.dtype ?? 'f32';
   await mkdir(dirname(options.out), { recursive: true });
-  const vocab = await readLlama2Vocab();
-  const v = ggufVocabFromTokenizerJson(parseJsonObject(vocab.tokenizerJsonText, 'tokenizer.json'), 'tokenizer.json');
   const a = config.arch === 'mistral' ? 'llama' : config.arch;
   const metadata: [string, GgufValue][] = [
     ['general.architecture', gguf.str(a)],
@@ -191,16 +182,7 @@ async function writeGguf(config: ModelConfig, options: GenModelOptions): Promise
     [`${a}.attention.head_count_kv`, gguf.u32(config.numKvHeads)],
     [`${a}.attention.layer_norm_rms_epsilon`, gguf.f32(config.rmsNormEps)],
     [`${a}.rope.freq_base`, gguf.f32(config.ropeTheta)],
-    ['tokenizer.ggml.model', gguf.str('llama')],
-    ['tokenizer.ggml.tokens', gguf.strings(v.tokens)],
-    ['tokenizer.ggml.scores', gguf.f32s(v.scores)],
-    ['tokenizer.ggml.token_type', gguf.i32s(v.tokenTypes)],
-    ['tokenizer.ggml.bos_token_id', gguf.u32(v.bosTokenId)],
-    ['tokenizer.ggml.eos_token_id', gguf.u32(v.eosTokenId)],
-    ['tokenizer.ggml.unknown_token_id', gguf.u32(v.unknownTokenId)],
-    ['tokenizer.ggml.add_bos_token', gguf.bool(true)],
-    ['tokenizer.ggml.add_eos_token', gguf.bool(false)],
-    ['tokenizer.chat_template', gguf.str(GEN_CHAT_TEMPLATE)],
+    ...(await ggufTokenizerMetadata(config)),
   ];
   // llama.cpp keeps 1-D tensors (norms) in f32 whatever the file type; K-quant mixes: gen-mix.ts.
   const specs = tensorSpecs(config, (name, shape) => tensorDtype(config, dtype, name, shape));

@@ -36,12 +36,14 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
   },
   /**
    * Qwen3's shape in miniature: per-head q/k RMSNorm, head dim 64 with 4 heads over a 128-wide
-   * residual (q is wider than the model, as in Qwen3-0.6B's 2048 over 1024). Llama 2 vocabulary.
+   * residual (q is wider than the model, as in Qwen3-0.6B's 2048 over 1024). Qwen3's real
+   * tokenizer and vocabulary size (gen-vocab.ts); <|endoftext|> / <|im_end|> as in Qwen3's config.
    */
   'qwen3-tiny': {
-    arch: 'qwen3', vocabSize: 32000, hiddenSize: 128, intermediateSize: 384, numLayers: 4,
+    arch: 'qwen3', vocabSize: 151936, hiddenSize: 128, intermediateSize: 384, numLayers: 4,
     numHeads: 4, numKvHeads: 2, headDim: 64, rmsNormEps: 1e-6, ropeTheta: 1000000, ropeScaling: { type: 'none' },
-    maxPositionEmbeddings: 4096, slidingWindow: null, tieWordEmbeddings: false, attentionBias: false, ...LLAMA2_SPECIALS,
+    maxPositionEmbeddings: 4096, slidingWindow: null, tieWordEmbeddings: false, attentionBias: false,
+    bosTokenId: 151643, eosTokenIds: [151645],
   },
 };
 

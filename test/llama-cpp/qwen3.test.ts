@@ -1,7 +1,8 @@
 // Qwen3 (per-head q/k RMSNorm before RoPE, head dim wider than hidden / heads, no Q/K permutation
 // in GGUF) against llama.cpp (node-llama-cpp 3.21.1, one thread, F32 KV): gen-model's qwen3-tiny
-// as an f32 GGUF gives the same 64 greedy ids and first-step logits within 1e-3, as llama f32
-// files do (llama-cpp.test.ts); its HF directory gives bit-identical logits to its GGUF.
+// (Qwen3's real tokenizer) as an f32 GGUF tokenizes as llama.cpp does, gives the same 32 greedy
+// ids and first-step logits within 1e-3, as llama f32 files do (llama-cpp.test.ts); its HF
+// directory gives bit-identical logits to its GGUF.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,15 +10,21 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEngine, genModel, loadModel, type Engine } from '../../src/model/index.js';
 import { LlamaCpp, maxLogProbDiff, tesseraTrace, type StepTrace } from './drivers.js';
 
-/** "The quick brown fox jumps over the lazy dog" in the Llama 2 vocabulary, BOS first. */
-const PROMPT = [1, 450, 4996, 17354, 1701, 29916, 432, 17204, 975, 278, 17366, 11203];
-const STEPS = 64;
+const TEXTS = [
+  'The quick brown fox jumps over the lazy dog.',
+  ' Hello  world\n\nfoo 12345',
+  'héllo 😀 日本語 数学',
+  '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n',
+];
+const STEPS = 32;
 
 let root: string;
 let llamaCpp: LlamaCpp;
 const engines: Engine[] = [];
 /** llama.cpp's trace of the qwen3 GGUF (first test), for the negative control. */
 let reference: StepTrace | undefined;
+/** TEXTS[0] in Qwen3's vocabulary (no BOS: Qwen3 adds none), set by the first test. */
+let PROMPT: number[] = [];
 
 async function engineFor(path: string): Promise<Engine> {
   const engine = await createEngine(await loadModel(path), { kvPages: 16, threads: 1 });
@@ -36,11 +43,15 @@ afterAll(async () => {
 });
 
 describe('qwen3: Tessera and llama.cpp', () => {
-  it('an f32 GGUF from gen-model: the same 64 greedy ids, first-step logits within 1e-3', async () => {
+  it('an f32 GGUF from gen-model: tokenizes as llama.cpp; the same 32 greedy ids, first-step logits within 1e-3', async () => {
     const path = join(root, 'qwen3.gguf');
     await genModel({ preset: 'qwen3-tiny', format: 'gguf', out: path, seed: 3 });
     const model = await loadModel(path);
     expect(model.config.arch).toBe('qwen3');
+    const theirModel = await llamaCpp.llama.loadModel({ modelPath: path });
+    for (const text of TEXTS) expect([...theirModel.tokenize(text, true)], text).toEqual(model.tokenizer.encode(text, { addSpecialTokens: false }));
+    await theirModel.dispose();
+    PROMPT = model.tokenizer.encode(TEXTS[0]!);
     const theirs = await llamaCpp.trace(path, PROMPT, STEPS);
     reference = theirs;
     const ours = await tesseraTrace(await engineFor(path), PROMPT, STEPS);
@@ -55,8 +66,8 @@ describe('qwen3: Tessera and llama.cpp', () => {
   it('the HF directory (Qwen3ForCausalLM) and the GGUF of one seed give bit-identical logits', async () => {
     const hf = join(root, 'qwen3-hf');
     await genModel({ preset: 'qwen3-tiny', format: 'hf', out: hf, seed: 3 });
-    const fromHf = await tesseraTrace(await engineFor(hf), PROMPT, 16);
-    const fromGguf = await tesseraTrace(await engineFor(join(root, 'qwen3.gguf')), PROMPT, 16);
+    const fromHf = await tesseraTrace(await engineFor(hf), PROMPT, 4);
+    const fromGguf = await tesseraTrace(await engineFor(join(root, "qwen3.gguf")), PROMPT, 4);
     expect(fromHf.ids).toEqual(fromGguf.ids);
     expect(Buffer.from(fromHf.firstLogProbs.buffer).equals(Buffer.from(fromGguf.firstLogProbs.buffer))).toBe(true);
   });
