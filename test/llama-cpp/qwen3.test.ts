@@ -67,7 +67,7 @@ describe('qwen3: Tessera and llama.cpp', () => {
     const hf = join(root, 'qwen3-hf');
     await genModel({ preset: 'qwen3-tiny', format: 'hf', out: hf, seed: 3 });
     const fromHf = await tesseraTrace(await engineFor(hf), PROMPT, 4);
-    const fromGguf = await tesseraTrace(await engineFor(join(root, "qwen3.gguf")), PROMPT, 4);
+    const fromGguf = await tesseraTrace(await engineFor(join(root, 'qwen3.gguf')), PROMPT, 4);
     expect(fromHf.ids).toEqual(fromGguf.ids);
     expect(Buffer.from(fromHf.firstLogProbs.buffer).equals(Buffer.from(fromGguf.firstLogProbs.buffer))).toBe(true);
   });
