@@ -4,7 +4,7 @@
 // it must never read files or guess a value a model did not give (defaults live in the parsers).
 import { ModelLoadError } from '../core/index.js';
 
-export const MODEL_ARCHS = ['llama', 'mistral', 'qwen2', 'qwen3'] as const;
+export const MODEL_ARCHS = ['llama', 'mistral', 'qwen2', 'qwen3', 'phi3'] as const;
 export type ModelArch = (typeof MODEL_ARCHS)[number];
 
 /**

@@ -11,10 +11,11 @@ const ARCH_BY_CLASS: Readonly<Record<string, ModelArch>> = {
   MistralForCausalLM: 'mistral',
   Qwen2ForCausalLM: 'qwen2',
   Qwen3ForCausalLM: 'qwen3',
+  Phi3ForCausalLM: 'phi3',
 };
 
 /** transformers' default max_position_embeddings per model_type. */
-const DEFAULT_CONTEXT: Readonly<Record<ModelArch, number>> = { llama: 2048, mistral: 131072, qwen2: 32768, qwen3: 40960 };
+const DEFAULT_CONTEXT: Readonly<Record<ModelArch, number>> = { llama: 2048, mistral: 131072, qwen2: 32768, qwen3: 40960, phi3: 4096 };
 
 export function configFromHf(json: JsonObject, file: string): ModelConfig {
   const f = new JsonFields(json, file);
@@ -75,6 +76,7 @@ function slidingWindow(f: JsonFields, arch: ModelArch): number | null {
     case 'llama':
       return null;
     case 'mistral':
+    case 'phi3':
       return f.optInt('sliding_window');
     case 'qwen2':
     case 'qwen3':

@@ -12,7 +12,7 @@ import { Rng } from '../core/index.js';
 import type { ModelConfig } from './config.js';
 import { EMBED, LM_HEAD } from './tensor-names.js';
 
-export const GEN_PRESETS = ['tiny', 'm100', 'qwen3-tiny'] as const;
+export const GEN_PRESETS = ['tiny', 'm100', 'qwen3-tiny', 'phi3-tiny'] as const;
 export type GenPreset = (typeof GEN_PRESETS)[number];
 
 const LLAMA2_SPECIALS = { bosTokenId: 1, eosTokenIds: [2] } as const;
@@ -44,6 +44,12 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
     numHeads: 4, numKvHeads: 2, headDim: 64, rmsNormEps: 1e-6, ropeTheta: 1000000, ropeScaling: { type: 'none' },
     maxPositionEmbeddings: 4096, slidingWindow: null, tieWordEmbeddings: false, attentionBias: false,
     bosTokenId: 151643, eosTokenIds: [151645],
+  },
+  /** Phi-3's shape in miniature: fused qkv and gate_up in its files, full multi-head attention, Llama 2 vocabulary. */
+  'phi3-tiny': {
+    arch: 'phi3', vocabSize: 32000, hiddenSize: 128, intermediateSize: 384, numLayers: 4,
+    numHeads: 4, numKvHeads: 4, headDim: 32, rmsNormEps: 1e-5, ropeTheta: 10000, ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 4096, slidingWindow: null, tieWordEmbeddings: false, attentionBias: false, ...LLAMA2_SPECIALS,
   },
 };
 

@@ -5,6 +5,7 @@
 import { InvariantError, ModelLoadError } from '../core/index.js';
 import type { HostTensor } from '../kernels/index.js';
 import { hasQkNorm, type ModelConfig } from './config.js';
+import { FUSED_QKV, splitFused } from './fused.js';
 
 export const EMBED = 'model.embed_tokens.weight';
 export const FINAL_NORM = 'model.norm.weight';
@@ -58,6 +59,7 @@ export function checkTensors(
   file: string,
   fileOf: ReadonlyMap<string, string> = new Map(),
 ): Map<string, HostTensor> {
+  found = splitFused(found, config, file);
   const expected = expectedTensors(config);
   const out = new Map<string, HostTensor>();
   for (const [name, shape] of expected) {
@@ -86,6 +88,7 @@ const GGUF_LAYER_SUFFIX: Readonly<Record<string, string>> = {
   'attn_v.bias': 'self_attn.v_proj.bias',
   'attn_q_norm.weight': 'self_attn.q_norm.weight',
   'attn_k_norm.weight': 'self_attn.k_norm.weight',
+  'attn_qkv.weight': FUSED_QKV,
   'attn_output.weight': 'self_attn.o_proj.weight',
   'ffn_norm.weight': 'post_attention_layernorm.weight',
   'ffn_gate.weight': 'mlp.gate_proj.weight',
