@@ -1,4 +1,4 @@
-// The forward pass of a Llama-family model (llama, mistral, qwen2, qwen3 with its q/k norms, phi3) over a batch of sequences,
+// The forward pass of a Llama-family model (llama, mistral, qwen2, qwen3, phi3) over a batch of sequences,
 // top to bottom, in the spirit of llama2.c. Every sequence's tokens are rows of one [T, d]
 // matrix, so each weight is read once per step by one dense matmul, whatever the batch
 // (continuous batching); only RoPE positions, KV writes and attention are per sequence.
