@@ -5,13 +5,14 @@
 // checks per decode step. Prints a table and writes bench/results/decode-<time>.json.
 // Asserts nothing about speed (a benchmark, not a test).
 //
-//   node --import ./bench/lib/register-ts.mjs bench/decode.ts [--quick] [--tokens N] [--dtypes f32,q4_0]
+//   node --import ./bench/lib/register-ts.mjs bench/decode.ts [--quick] [--tokens N] [--dtypes f32,q4_0,q4_k_m]
+//     [--preset m100|llama-1b]   (llama-1b: Llama-3.2-1B's shape, ~1B parameters; try --dtypes q4_k_m,f16)
 import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus, homedir } from 'node:os';
 import { join } from 'node:path';
 import { asRequestId, DEFAULT_TENANT, FaultSet, samplingParams, type Tag } from '../src/core/index.js';
-import type { GenDType } from '../src/model/index.js';
+import { GEN_PRESETS, type GenDType, type GenPreset } from '../src/model/index.js';
 import { createEngine, generate, genModel, loadModel, type Engine, type LoadedModel } from '../src/model/index.js';
 import { measureReadBandwidth } from './lib/bandwidth.js';
 import { groupedBarsSvg, svgPathFor } from './lib/svg-plot.js';
@@ -35,13 +36,16 @@ const LONG_CONTEXT = 1024;
 const prompts = (n: number): number[][] =>
   Array.from({ length: n }, (_, i) => [1, ...Array.from({ length: PROMPT_TOKENS - 1 }, (_, j) => 300 + ((i * 7919 + j * 104729) % 31000))]);
 
-async function m100(dtype: GenDType): Promise<string> {
+const PRESET = (flag('--preset') ?? 'm100') as GenPreset;
+if (!(GEN_PRESETS as readonly string[]).includes(PRESET)) throw new Error(`--preset must be one of ${GEN_PRESETS.join(', ')}`);
+
+async function benchModel(dtype: GenDType): Promise<string> {
   const dir = join(process.env['TESSERA_HOME'] ?? join(homedir(), '.cache', 'tessera'), 'bench');
-  const path = join(dir, `m100-${dtype}-seed0.gguf`);
+  const path = join(dir, `${PRESET}-${dtype}-seed0.gguf`);
   if (!existsSync(path)) {
     process.stderr.write(`generating ${path} ...\n`);
     await mkdir(dir, { recursive: true });
-    await genModel({ preset: 'm100', format: 'gguf', out: path, seed: 0, dtype });
+    await genModel({ preset: PRESET, format: 'gguf', out: path, seed: 0, dtype });
   }
   return path;
 }
@@ -107,13 +111,13 @@ interface Row {
 const bandwidths = [await measureReadBandwidth()];
 const bestBandwidth = () => Math.max(...bandwidths.map((b) => b.gbPerSecond));
 const bandwidth = bandwidths[0]!;
-console.log(`# Decode benchmark: m100, ${NEW_TOKENS} new tokens per request, prompts of ${PROMPT_TOKENS} tokens`);
+console.log(`# Decode benchmark: ${PRESET}, ${NEW_TOKENS} new tokens per request, prompts of ${PROMPT_TOKENS} tokens`);
 console.log(`machine: ${cpus()[0]?.model ?? '?'} x ${THREADS} threads; memory read bandwidth ${bandwidth.gbPerSecond.toFixed(1)} GB/s (measured now; again before each model)`);
 
 const llama = await startLlamaCpp();
 const rows: Row[] = [];
 for (const dtype of DTYPES) {
-  const path = await m100(dtype);
+  const path = await benchModel(dtype);
   const model: LoadedModel = await loadModel(path);
   const kvPages = 16 * Math.ceil((LONG_CONTEXT + 1) / 16) + 16; // the page-check probe's 16 long contexts
   const engine = await createEngine(model, { kvPages, threads: THREADS });

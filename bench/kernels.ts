@@ -5,12 +5,14 @@
 import { Rng } from '../src/core/index.js';
 import {
   type DenseKernels, type DenseWeight, type OpKernels, type PagedKvView, type WeightDType,
-  createOrtDense, createRefOps, createWasmDense, createWasmOps, loadWasmRuntime, pageElements, quantize,
+  byteSize, createOrtDense, createRefOps, createWasmDense, createWasmOps, loadWasmRuntime, pageElements, quantize,
 } from '../src/kernels/index.js';
 import { measureReadBandwidth } from './lib/bandwidth.js';
 
 const SHAPES: readonly (readonly [number, number])[] = [[768, 768], [768, 2048], [2048, 768], [32000, 768]]; // [rows = out, cols = in]
-const DTYPES: readonly WeightDType[] = ['f32', 'q4_0'];
+/** --dtypes f32,q4_0,q4_k,q5_k,q6_k (default f32,q4_0). */
+const dtypesAt = process.argv.indexOf('--dtypes');
+const DTYPES = (dtypesAt >= 0 ? process.argv[dtypesAt + 1]! : 'f32,q4_0').split(',') as WeightDType[];
 const BATCH = [1, 4, 16];
 const quick = process.argv.includes('--quick');
 
@@ -31,7 +33,7 @@ async function time(fn: () => Promise<unknown> | unknown, targetMs = quick ? 40 
 }
 
 function weightBytes(dtype: WeightDType, rows: number, cols: number): number {
-  return dtype === 'f32' ? rows * cols * 4 : (rows * cols * 18) / 32;
+  return byteSize(dtype, rows * cols);
 }
 
 const pad = (s: string | number, n: number) => String(s).padStart(n);

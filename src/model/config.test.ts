@@ -76,7 +76,7 @@ describe('configFromHf', () => {
 
   it('names the file and the value for an unknown architecture', () => {
     expect(loadError({ ...llama2, model_type: 'gemma2', architectures: ['Gemma2ForCausalLM'] }).message)
-      .toBe(`${FILE}: unknown architecture: model_type "gemma2" (Tessera supports llama, mistral, qwen2)`);
+      .toBe(`${FILE}: unknown architecture: model_type "gemma2" (Tessera supports llama, mistral, qwen2, qwen3, phi3)`);
     expect(loadError({ ...llama2, model_type: undefined, architectures: ['FalconForCausalLM'] }).message).toContain('architectures ["FalconForCausalLM"]');
     expect(loadError({ vocab_size: 3 }).message).toContain('no model_type or architectures');
   });

@@ -4,7 +4,7 @@
 // it must never read files or guess a value a model did not give (defaults live in the parsers).
 import { ModelLoadError } from '../core/index.js';
 
-export const MODEL_ARCHS = ['llama', 'mistral', 'qwen2'] as const;
+export const MODEL_ARCHS = ['llama', 'mistral', 'qwen2', 'qwen3', 'phi3'] as const;
 export type ModelArch = (typeof MODEL_ARCHS)[number];
 
 /**
@@ -66,6 +66,11 @@ export interface ModelConfig {
   readonly bosTokenId: number | null;
   /** Every id that ends generation (Llama 3.1 lists several). */
   readonly eosTokenIds: readonly number[];
+}
+
+/** Qwen3 RMS-normalizes each head of q and k (q_norm, k_norm over headDim) before RoPE. */
+export function hasQkNorm(config: Pick<ModelConfig, 'arch'>): boolean {
+  return config.arch === 'qwen3';
 }
 
 /** Throws one ModelLoadError naming `file` if the config is not internally consistent. */

@@ -1,4 +1,4 @@
-// The forward pass of a Llama-family model (llama, mistral, qwen2) over a batch of sequences,
+// The forward pass of a Llama-family model (llama, mistral, qwen2, qwen3, phi3) over a batch of sequences,
 // top to bottom, in the spirit of llama2.c. Every sequence's tokens are rows of one [T, d]
 // matrix, so each weight is read once per step by one dense matmul, whatever the batch
 // (continuous batching); only RoPE positions, KV writes and attention are per sequence.
@@ -69,6 +69,8 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
     ops.rmsNorm(a.x, lw.inputNorm, eps, T, d, a.xn); //                   xn: [T, d]
     await matmulRows(dense, lw.qkv, a.xn, T, a.qkv); //                          qkv: [T, qDim + 2 kvDim]
     splitRows(a.qkv, T, lw.qkvBias, [a.q, qDim], [a.k, kvDim], [a.v, kvDim]); // q: [T, qDim], k, v: [T, kvDim]
+    if (lw.qNorm !== null) ops.rmsNorm(a.q, lw.qNorm, eps, T * numHeads, headDim, a.q); // Qwen3: per head
+    if (lw.kNorm !== null) ops.rmsNorm(a.k, lw.kNorm, eps, T * numKvHeads, headDim, a.k);
     rope(m, batch, a.q, numHeads, a.positions); //                          q, k rotated at each token's position
     rope(m, batch, a.k, numKvHeads, a.positions);
     for (const s of batch.seqs) {

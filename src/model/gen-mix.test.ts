@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { validateConfig } from './config.js';
+import { countParameters, validateConfig } from './config.js';
 import { tensorDtype, useMoreBits } from './gen-mix.js';
-import { checkGenOptions } from './gen-model.js';
+import { checkGenOptions, genConfig } from './gen-model.js';
 import { PRESET_CONFIGS } from './presets.js';
 import { expectedTensors } from './tensor-names.js';
 
@@ -36,6 +36,15 @@ describe("gen-model's K-quant mixes follow llama.cpp's llama_tensor_get_type", (
 
   it('falls back to Q8_0 for a matrix whose rows are not whole 256-weight super-blocks', () => {
     expect(tensorDtype(PRESET_CONFIGS.tiny, 'q4_k_m', 'model.layers.0.mlp.down_proj.weight', [128, 384])).toBe('q8_0');
+  });
+
+  it("the llama-1b preset (Llama-3.2-1B's shape) has ~1B parameters and no matrix that falls back", () => {
+    const big = genConfig({ preset: 'llama-1b' });
+    expect(countParameters(big)).toBeGreaterThan(0.95e9);
+    expect(countParameters(big)).toBeLessThan(1.1e9);
+    const types = new Set([...expectedTensors(big)].map(([name, shape]) => tensorDtype(big, 'q4_k_m', name, shape)));
+    expect(types).toEqual(new Set(['f32', 'q4_k', 'q6_k']));
+    expect(tensorDtype(big, 'q4_k_m', 'model.embed_tokens.weight', [32000, 2048])).toBe('q6_k'); // tied: it is the head
   });
 
   it('refuses a K-quant mix for a Hugging Face directory', () => {

@@ -1,6 +1,6 @@
 // gen-model's weight types per tensor: one dtype for every matrix, or one of llama.cpp's K-quant
 // mixes, following llama_tensor_get_type (src/llama-quant.cpp) for a dense Llama:
-//   q4_k_m  Q4_K, but Q6_K for output.weight, and for attn_v / ffn_down of the layers where
+//   q4_k_m  Q4_K, but Q6_K for output.weight (token_embd when tied), and for attn_v / ffn_down of the layers where
 //           use_more_bits(i, n) holds: i < n/8, i >= 7n/8, or (i - n/8) % 3 == 2
 //   q5_k_m  the same with Q5_K as the base type
 //   q6_k    Q6_K everywhere
@@ -11,7 +11,7 @@
 import type { WeightDType } from '../kernels/index.js';
 import { QK_K } from '../kernels/index.js';
 import type { ModelConfig } from './config.js';
-import { LM_HEAD } from './tensor-names.js';
+import { EMBED, LM_HEAD } from './tensor-names.js';
 
 export const K_MIXES = ['q4_k_m', 'q5_k_m', 'q6_k'] as const;
 export type KMix = (typeof K_MIXES)[number];
@@ -39,7 +39,7 @@ export function tensorDtype(config: ModelConfig, dtype: GenDType, name: string, 
   if (shape[shape.length - 1]! % QK_K !== 0) return 'q8_0';
   if (dtype === 'q6_k') return 'q6_k';
   const base = dtype === 'q4_k_m' ? 'q4_k' : 'q5_k';
-  if (name === LM_HEAD) return 'q6_k';
+  if (name === LM_HEAD || (name === EMBED && config.tieWordEmbeddings)) return 'q6_k'; // the head, wherever it lives
   const layer = /^model\.layers\.(\d+)\./.exec(name);
   const promoted = /\.(self_attn\.v_proj|mlp\.down_proj)\.weight$/.test(name);
   if (layer !== null && promoted && useMoreBits(Number(layer[1]), config.numLayers)) return 'q6_k';

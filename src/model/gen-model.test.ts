@@ -80,7 +80,7 @@ describe('gen-model options', () => {
       '--dtype q4_0 is not supported with --format hf: safetensors holds f32, f16 or bf16 (use --format gguf for q8_0/q4_0)',
     );
     expect(configError({ ...base, format: 'gguf', out: '/tmp/model' })).toBe('--out must name a .gguf file for --format gguf, got /tmp/model');
-    expect(configError({ ...base, preset: 'huge' as never })).toBe('unknown preset "huge" (choose tiny or m100)');
+    expect(configError({ ...base, preset: 'huge' as never })).toBe('unknown preset "huge" (choose tiny or m100 or qwen3-tiny or phi3-tiny or llama-1b)');
     expect(configError({ ...base, seed: -1 })).toContain('--seed must be an integer');
   });
 

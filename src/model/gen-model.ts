@@ -11,8 +11,8 @@ import { countParameters, validateConfig, type ModelConfig } from './config.js';
 import { FILE_TYPE_OF_MIX, isKMix, tensorDtype, type GenDType } from './gen-mix.js';
 import { FILE_TYPE_OF_DTYPE, GGML_TYPE_OF_DTYPE, type GgufValue } from './gguf-format.js';
 import { gguf, writeGgufFile } from './gguf-writer.js';
-import { parseJsonObject } from './json-fields.js';
-import { ggufVocabFromTokenizerJson, readLlama2Vocab } from './llama2-vocab.js';
+import { ggufTokenizerMetadata, hfTokenizerFiles } from './gen-vocab.js';
+import { FUSED_GATE_UP, FUSED_QKV, hasFusedProjections } from './fused.js';
 import { permuteRopeRows } from './permute.js';
 import { GEN_PRESETS, PRESET_CONFIGS, generateTensor, type GenPreset } from './presets.js';
 import { writeSafetensorsFile } from './safetensors.js';
@@ -51,14 +51,11 @@ export interface GenModelResult {
   readonly files: readonly string[];
 }
 
-/** A Llama 2 chat-style template for gen-model's models (they ship none of their own). */
-export const GEN_CHAT_TEMPLATE =
-  "{{ bos_token }}{% for message in messages %}" +
-  "{% if message['role'] == 'system' %}{{ '<<SYS>>\\n' + message['content'] + '\\n<</SYS>>\\n\\n' }}" +
-  "{% elif message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}" +
-  "{% elif message['role'] == 'assistant' %}{{ ' ' + message['content'] + eos_token }}" +
-  "{% else %}{{ raise_exception('unknown role: ' + message['role']) }}{% endif %}{% endfor %}";
+export { GEN_CHAT_TEMPLATE } from './gen-vocab.js';
 
+const HF_CLASS: Readonly<Record<ModelConfig['arch'], string>> = {
+  llama: 'LlamaForCausalLM', mistral: 'MistralForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM', phi3: 'Phi3ForCausalLM',
+};
 const HF_DTYPES: readonly GenDType[] = ['f32', 'f16', 'bf16'];
 const TORCH_DTYPE: Readonly<Partial<Record<GenDType, string>>> = { f32: 'float32', f16: 'float16', bf16: 'bfloat16' };
 
@@ -100,8 +97,60 @@ export async function genModel(options: GenModelOptions): Promise<GenModelResult
   return { path: options.out, config, parameters: countParameters(config), files };
 }
 
-function tensorSpecs(config: ModelConfig, dtypeOf: (name: string, shape: readonly number[]) => WeightDType) {
-  return [...expectedTensors(config)].map(([name, shape]) => ({ name, shape, dtype: dtypeOf(name, shape) }));
+interface TensorSpec {
+  readonly name: string;
+  readonly shape: readonly number[];
+  readonly dtype: WeightDType;
+  /** The canonical tensors generated into it, in row order (two or three for Phi-3's fused ones). */
+  readonly parts: readonly (readonly [string, readonly number[]])[];
+}
+
+/** The tensors to write: canonical ones, with Phi-3's q/k/v and gate/up fused as its files hold them. */
+function tensorSpecs(config: ModelConfig, dtypeOf: (name: string, shape: readonly number[]) => WeightDType): TensorSpec[] {
+  const expected = [...expectedTensors(config)];
+  const single = (name: string, shape: readonly number[]): TensorSpec => ({ name, shape, dtype: dtypeOf(name, shape), parts: [[name, shape]] });
+  if (!hasFusedProjections(config)) return expected.map(([name, shape]) => single(name, shape));
+  const shapes = new Map(expected);
+  const out: TensorSpec[] = [];
+  for (const [name, shape] of expected) {
+    const m = /^(model\.layers\.\d+\.)(?:self_attn\.([qkv])_proj|mlp\.(gate|up)_proj)\.weight$/.exec(name);
+    if (m === null) out.push(single(name, shape));
+    else if (m[2] === 'q' || m[3] === 'gate') {
+      const suffixes = m[2] === 'q' ? ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj'] : ['mlp.gate_proj', 'mlp.up_proj'];
+      const parts = suffixes.map((s) => [`${m[1]}${s}.weight`, shapes.get(`${m[1]}${s}.weight`)!] as const);
+      const fused = `${m[1]}${m[2] === 'q' ? FUSED_QKV : FUSED_GATE_UP}`;
+      const fusedShape = [parts.reduce((a, [, s]) => a + s[0]!, 0), shape[1]!];
+      out.push({ name: fused, shape: fusedShape, dtype: dtypeOf(fused, fusedShape), parts });
+    }
+  }
+  return out;
+}
+
+function generateSpec(config: ModelConfig, spec: TensorSpec, seed: number): Float32Array {
+  if (spec.parts.length === 1) return generateTensor(config, spec.name, spec.shape, seed);
+  const out = new Float32Array(spec.shape.reduce((a, b) => a * b, 1));
+  let at = 0;
+  for (const [name, shape] of spec.parts) {
+    const part = generateTensor(config, name, shape, seed);
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
+}
+
+/**
+ * general.name. llama.cpp sets Phi-3 token attributes by the model's *name* (one containing
+ * "phi3" or "phi-3" must have Phi-3's <|endoftext|>, which the Llama 2 vocabulary gen-model ships
+ * lacks: loading fails), so phi3 presets are named without it.
+ */
+function ggufModelName(config: ModelConfig, preset: string): string {
+  return config.arch === 'phi3' ? `tessera-${preset.replace('phi3', 'phi-three')}` : `tessera-${preset}`;
+}
+
+/** llama.cpp's name; Phi-3's gate | up is its ffn_up. */
+function ggufName(name: string): string {
+  const m = /^model\.layers\.(\d+)\.mlp\.gate_up_proj\.weight$/.exec(name);
+  return m !== null ? `blk.${m[1]}.ffn_up.weight` : hfToGgufName(name);
 }
 
 function progress(options: GenModelOptions, specs: readonly { name: string; shape: readonly number[]; dtype: WeightDType }[]) {
@@ -119,16 +168,16 @@ async function writeHf(config: ModelConfig, options: GenModelOptions): Promise<s
   const dtype = options.dtype ?? 'f32';
   const dir = options.out;
   await mkdir(dir, { recursive: true });
-  const vocab = await readLlama2Vocab();
+  const tokenizer = await hfTokenizerFiles(config);
   const files = ['config.json', 'tokenizer.json', 'tokenizer_config.json', 'model.safetensors'].map((f) => join(dir, f));
   await writeFile(files[0]!, `${JSON.stringify(hfConfigJson(config, dtype, seed, options.preset), null, 2)}\n`);
-  await writeFile(files[1]!, vocab.tokenizerJsonText);
-  await writeFile(files[2]!, `${JSON.stringify({ ...vocab.tokenizerConfig, chat_template: GEN_CHAT_TEMPLATE }, null, 2)}\n`);
+  await writeFile(files[1]!, tokenizer.tokenizerJson);
+  await writeFile(files[2]!, tokenizer.tokenizerConfig);
   const specs = tensorSpecs(config, () => dtype as WeightDType); // checkGenOptions: f32, f16 or bf16
   const done = progress(options, specs);
   await writeSafetensorsFile(files[3]!, specs, (i) => {
     const spec = specs[i]!;
-    const data = quantize(spec.dtype, generateTensor(config, spec.name, spec.shape, seed));
+    const data = quantize(spec.dtype, generateSpec(config, spec, seed));
     done(i);
     return data;
   }, { format: 'pt', generator: `tessera gen-model --preset ${options.preset} --seed ${seed}` });
@@ -137,8 +186,8 @@ async function writeHf(config: ModelConfig, options: GenModelOptions): Promise<s
 
 function hfConfigJson(config: ModelConfig, dtype: GenDType, seed: number, preset: GenPreset): Record<string, unknown> {
   return {
-    architectures: ['LlamaForCausalLM'],
-    model_type: 'llama',
+    architectures: [HF_CLASS[config.arch]],
+    model_type: config.arch,
     vocab_size: config.vocabSize,
     hidden_size: config.hiddenSize,
     intermediate_size: config.intermediateSize,
@@ -166,12 +215,10 @@ async function writeGguf(config: ModelConfig, options: GenModelOptions): Promise
   const seed = options.seed ?? 0;
   const dtype = options.dtype ?? 'f32';
   await mkdir(dirname(options.out), { recursive: true });
-  const vocab = await readLlama2Vocab();
-  const v = ggufVocabFromTokenizerJson(parseJsonObject(vocab.tokenizerJsonText, 'tokenizer.json'), 'tokenizer.json');
-  const a = 'llama';
+  const a = config.arch === 'mistral' ? 'llama' : config.arch;
   const metadata: [string, GgufValue][] = [
     ['general.architecture', gguf.str(a)],
-    ['general.name', gguf.str(`tessera-${options.preset}`)],
+    ['general.name', gguf.str(ggufModelName(config, options.preset))],
     ['general.alignment', gguf.u32(32)],
     ['general.file_type', gguf.u32(isKMix(dtype) ? FILE_TYPE_OF_MIX[dtype] : FILE_TYPE_OF_DTYPE[dtype])],
     ['tessera.preset', gguf.str(options.preset)],
@@ -182,29 +229,23 @@ async function writeGguf(config: ModelConfig, options: GenModelOptions): Promise
     [`${a}.block_count`, gguf.u32(config.numLayers)],
     [`${a}.feed_forward_length`, gguf.u32(config.intermediateSize)],
     [`${a}.rope.dimension_count`, gguf.u32(config.headDim)],
+    [`${a}.attention.key_length`, gguf.u32(config.headDim)],
+    [`${a}.attention.value_length`, gguf.u32(config.headDim)],
     [`${a}.attention.head_count`, gguf.u32(config.numHeads)],
     [`${a}.attention.head_count_kv`, gguf.u32(config.numKvHeads)],
     [`${a}.attention.layer_norm_rms_epsilon`, gguf.f32(config.rmsNormEps)],
     [`${a}.rope.freq_base`, gguf.f32(config.ropeTheta)],
-    ['tokenizer.ggml.model', gguf.str('llama')],
-    ['tokenizer.ggml.tokens', gguf.strings(v.tokens)],
-    ['tokenizer.ggml.scores', gguf.f32s(v.scores)],
-    ['tokenizer.ggml.token_type', gguf.i32s(v.tokenTypes)],
-    ['tokenizer.ggml.bos_token_id', gguf.u32(v.bosTokenId)],
-    ['tokenizer.ggml.eos_token_id', gguf.u32(v.eosTokenId)],
-    ['tokenizer.ggml.unknown_token_id', gguf.u32(v.unknownTokenId)],
-    ['tokenizer.ggml.add_bos_token', gguf.bool(true)],
-    ['tokenizer.ggml.add_eos_token', gguf.bool(false)],
-    ['tokenizer.chat_template', gguf.str(GEN_CHAT_TEMPLATE)],
+    ...(await ggufTokenizerMetadata(config)),
   ];
   // llama.cpp keeps 1-D tensors (norms) in f32 whatever the file type; K-quant mixes: gen-mix.ts.
   const specs = tensorSpecs(config, (name, shape) => tensorDtype(config, dtype, name, shape));
   const done = progress(options, specs);
-  const ggufSpecs = specs.map((s) => ({ name: hfToGgufName(s.name), shape: s.shape, ggmlType: GGML_TYPE_OF_DTYPE[s.dtype] }));
+  const ggufSpecs = specs.map((s) => ({ name: ggufName(s.name), shape: s.shape, ggmlType: GGML_TYPE_OF_DTYPE[s.dtype] }));
   await writeGgufFile(options.out, metadata, ggufSpecs, (i) => {
     const spec = specs[i]!;
-    const values = generateTensor(config, spec.name, spec.shape, seed);
-    const heads = spec.name.endsWith('q_proj.weight') ? config.numHeads : spec.name.endsWith('k_proj.weight') ? config.numKvHeads : 0;
+    const values = generateSpec(config, spec, seed);
+    const permuted = config.arch === 'llama' || config.arch === 'mistral'; // llama.cpp's converter: not qwen2/3
+    const heads = !permuted ? 0 : spec.name.endsWith('q_proj.weight') ? config.numHeads : spec.name.endsWith('k_proj.weight') ? config.numKvHeads : 0;
     const f32 = { name: spec.name, dtype: 'f32' as const, shape: spec.shape, data: new Uint8Array(values.buffer) };
     const ordered = heads > 0 ? permuteRopeRows(f32, heads, 'hf-to-gguf').data : f32.data;
     const data = quantize(spec.dtype, new Float32Array(ordered.buffer, ordered.byteOffset, ordered.byteLength / 4));

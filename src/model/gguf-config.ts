@@ -10,14 +10,14 @@ import { GgufMeta } from './gguf-meta.js';
 import { ggufTensorBytes, type GgufFile } from './gguf-reader.js';
 import { yarnMscale } from './rope.js';
 
-const GGUF_ARCHS: Readonly<Record<string, ModelArch>> = { llama: 'llama', qwen2: 'qwen2' };
+const GGUF_ARCHS: Readonly<Record<string, ModelArch>> = { llama: 'llama', qwen2: 'qwen2', qwen3: 'qwen3', phi3: 'phi3' };
 
 export function ggufArch(g: GgufFile): ModelArch {
   const name = new GgufMeta(g).optStr('general.architecture');
   const arch = name === null ? undefined : GGUF_ARCHS[name];
   if (arch === undefined) {
     const seen = name === null ? 'no general.architecture key' : `general.architecture "${name}"`;
-    throw new ModelLoadError(g.file, `unknown architecture: ${seen} (Tessera reads GGUF llama and qwen2; Mistral 7B GGUFs say "llama")`);
+    throw new ModelLoadError(g.file, `unknown architecture: ${seen} (Tessera reads GGUF llama, qwen2, qwen3 and phi3; Mistral 7B GGUFs say "llama")`);
   }
   return arch;
 }

@@ -1,14 +1,15 @@
 // The weights of a GGUF file as canonical (Hugging Face) tensors: names mapped from llama.cpp's,
 // shapes from ne reversed (same bytes: GGUF's ne = [in, out] is HF's [out, in] row-major), and
-// Llama/Mistral Q and K rows un-permuted back to rotate-half order (see permute.ts; Qwen2 files
-// are not permuted). Zero-copy except for those Q/K tensors. It must never convert dtypes.
+// Llama/Mistral Q and K rows un-permuted back to rotate-half order (see permute.ts; Qwen2 and
+// Qwen3 files are not permuted). Zero-copy except for those Q/K tensors. It must never convert dtypes.
 import { ModelLoadError } from '../core/index.js';
 import type { HostTensor } from '../kernels/index.js';
 import type { ModelConfig } from './config.js';
 import { dtypeOfGgmlType, ggmlTypeName } from './gguf-format.js';
 import { ggufTensorBytes, type GgufFile } from './gguf-reader.js';
 import { permuteRopeRows } from './permute.js';
-import { checkTensors, ggufToHfName } from './tensor-names.js';
+import { FUSED_GATE_UP, hasFusedProjections } from './fused.js';
+import { checkTensors, ggufToHfName, layerName } from './tensor-names.js';
 
 /** Tensors that configure the model rather than weigh it (read by gguf-config.ts). */
 const CONFIG_TENSORS = new Set(['rope_freqs.weight']);
@@ -17,7 +18,9 @@ export function loadGgufWeights(g: GgufFile, config: ModelConfig): Map<string, H
   const raw = new Map<string, HostTensor>();
   for (const info of g.tensors) {
     if (CONFIG_TENSORS.has(info.name)) continue;
-    const name = ggufToHfName(info.name);
+    // Phi-3's ffn_up holds gate | up (fused.ts splits it).
+    const phi3GateUp = hasFusedProjections(config) ? /^blk\.(\d+)\.ffn_up\.weight$/.exec(info.name) : null;
+    const name = phi3GateUp !== null ? layerName(Number(phi3GateUp[1]), FUSED_GATE_UP) : ggufToHfName(info.name);
     if (name === null) throw new ModelLoadError(g.file, `unexpected tensor ${info.name}: not part of a ${config.arch} model`);
     const dtype = dtypeOfGgmlType(info.ggmlType);
     if (dtype === null) {
@@ -26,7 +29,7 @@ export function loadGgufWeights(g: GgufFile, config: ModelConfig): Map<string, H
     raw.set(name, { name, dtype, shape: info.shape, data: ggufTensorBytes(g, info) });
   }
   const tensors = checkTensors(raw, config, g.file);
-  if (config.arch === 'qwen2') return tensors;
+  if (config.arch !== 'llama' && config.arch !== 'mistral') return tensors;
   // llama.cpp's converter permuted Q and K (and their biases, if any) for GGML's rope.
   for (const [name, t] of tensors) {
     if (/\.self_attn\.q_proj\.(weight|bias)$/.test(name)) tensors.set(name, permuteRopeRows(t, config.numHeads, 'gguf-to-hf'));

@@ -1,5 +1,5 @@
 // Hugging Face config.json -> ModelConfig, for LlamaForCausalLM (Llama 2/3, TinyLlama, SmolLM),
-// MistralForCausalLM and Qwen2ForCausalLM, with transformers' defaults where a field is absent.
+// MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM (q/k norms), with transformers' defaults where a field is absent.
 // It must never accept a feature it cannot run (another activation, o_proj/MLP bias, other
 // RoPE types): those are ModelLoadErrors naming the file, not silently wrong outputs.
 import { ModelLoadError } from '../core/index.js';
@@ -10,10 +10,12 @@ const ARCH_BY_CLASS: Readonly<Record<string, ModelArch>> = {
   LlamaForCausalLM: 'llama',
   MistralForCausalLM: 'mistral',
   Qwen2ForCausalLM: 'qwen2',
+  Qwen3ForCausalLM: 'qwen3',
+  Phi3ForCausalLM: 'phi3',
 };
 
 /** transformers' default max_position_embeddings per model_type. */
-const DEFAULT_CONTEXT: Readonly<Record<ModelArch, number>> = { llama: 2048, mistral: 131072, qwen2: 32768 };
+const DEFAULT_CONTEXT: Readonly<Record<ModelArch, number>> = { llama: 2048, mistral: 131072, qwen2: 32768, qwen3: 40960, phi3: 4096 };
 
 export function configFromHf(json: JsonObject, file: string): ModelConfig {
   const f = new JsonFields(json, file);
@@ -74,8 +76,10 @@ function slidingWindow(f: JsonFields, arch: ModelArch): number | null {
     case 'llama':
       return null;
     case 'mistral':
+    case 'phi3':
       return f.optInt('sliding_window');
     case 'qwen2':
+    case 'qwen3':
       return f.bool('use_sliding_window', false) ? f.optInt('sliding_window') : null;
   }
 }

@@ -196,8 +196,8 @@ describe('bad input is one ModelLoadError naming the file and the problem', () =
   it('an unknown architecture', async () => {
     const dir = await hfCopy('unknown-arch');
     const config = JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'));
-    await writeFile(join(dir, 'config.json'), JSON.stringify({ ...config, model_type: 'phi3', architectures: ['Phi3ForCausalLM'] }));
-    expect((await loadError(dir)).message).toBe(`${join(dir, 'config.json')}: unknown architecture: model_type "phi3" (Tessera supports llama, mistral, qwen2)`);
+    await writeFile(join(dir, 'config.json'), JSON.stringify({ ...config, model_type: 'gemma2', architectures: ['Gemma2ForCausalLM'] }));
+    expect((await loadError(dir)).message).toBe(`${join(dir, 'config.json')}: unknown architecture: model_type "gemma2" (Tessera supports llama, mistral, qwen2, qwen3, phi3)`);
   });
 
   it('a tensor shape that does not match the config', async () => {

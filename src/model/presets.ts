@@ -12,7 +12,7 @@ import { Rng } from '../core/index.js';
 import type { ModelConfig } from './config.js';
 import { EMBED, LM_HEAD } from './tensor-names.js';
 
-export const GEN_PRESETS = ['tiny', 'm100'] as const;
+export const GEN_PRESETS = ['tiny', 'm100', 'qwen3-tiny', 'phi3-tiny', 'llama-1b'] as const;
 export type GenPreset = (typeof GEN_PRESETS)[number];
 
 const LLAMA2_SPECIALS = { bosTokenId: 1, eosTokenIds: [2] } as const;
@@ -32,6 +32,32 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
   m100: {
     arch: 'llama', vocabSize: 32000, hiddenSize: 768, intermediateSize: 1536, numLayers: 12,
     numHeads: 12, numKvHeads: 4, headDim: 64, rmsNormEps: 1e-5, ropeTheta: 10000, ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 4096, slidingWindow: null, tieWordEmbeddings: false, attentionBias: false, ...LLAMA2_SPECIALS,
+  },
+  /**
+   * Qwen3's shape in miniature: per-head q/k RMSNorm, head dim 64 with 4 heads over a 128-wide
+   * residual (q is wider than the model, as in Qwen3-0.6B's 2048 over 1024). Qwen3's real
+   * tokenizer and vocabulary size (gen-vocab.ts); <|endoftext|> / <|im_end|> as in Qwen3's config.
+   */
+  'qwen3-tiny': {
+    arch: 'qwen3', vocabSize: 151936, hiddenSize: 128, intermediateSize: 384, numLayers: 4,
+    numHeads: 4, numKvHeads: 2, headDim: 64, rmsNormEps: 1e-6, ropeTheta: 1000000, ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 4096, slidingWindow: null, tieWordEmbeddings: false, attentionBias: false,
+    bosTokenId: 151643, eosTokenIds: [151645],
+  },
+  /**
+   * Llama-3.2-1B's shape (dim 2048, 16 layers, 32 query / 8 KV heads, ff 8192, tied embeddings,
+   * RoPE base 500000) over the Llama 2 vocabulary: ~1.0B parameters, for bench:decode.
+   */
+  'llama-1b': {
+    arch: 'llama', vocabSize: 32000, hiddenSize: 2048, intermediateSize: 8192, numLayers: 16,
+    numHeads: 32, numKvHeads: 8, headDim: 64, rmsNormEps: 1e-5, ropeTheta: 500000, ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 8192, slidingWindow: null, tieWordEmbeddings: true, attentionBias: false, ...LLAMA2_SPECIALS,
+  },
+  /** Phi-3's shape in miniature: fused qkv and gate_up in its files, full multi-head attention, Llama 2 vocabulary. */
+  'phi3-tiny': {
+    arch: 'phi3', vocabSize: 32000, hiddenSize: 128, intermediateSize: 384, numLayers: 4,
+    numHeads: 4, numKvHeads: 4, headDim: 32, rmsNormEps: 1e-5, ropeTheta: 10000, ropeScaling: { type: 'none' },
     maxPositionEmbeddings: 4096, slidingWindow: null, tieWordEmbeddings: false, attentionBias: false, ...LLAMA2_SPECIALS,
   },
 };

@@ -4,7 +4,8 @@
 // a tensor Tessera would silently ignore is one ModelLoadError naming the file.
 import { InvariantError, ModelLoadError } from '../core/index.js';
 import type { HostTensor } from '../kernels/index.js';
-import type { ModelConfig } from './config.js';
+import { hasQkNorm, type ModelConfig } from './config.js';
+import { FUSED_QKV, splitFused } from './fused.js';
 
 export const EMBED = 'model.embed_tokens.weight';
 export const FINAL_NORM = 'model.norm.weight';
@@ -27,6 +28,10 @@ export function expectedTensors(config: ModelConfig): Map<string, readonly numbe
       out.set(layerName(i, 'self_attn.q_proj.bias'), [qDim]);
       out.set(layerName(i, 'self_attn.k_proj.bias'), [kvDim]);
       out.set(layerName(i, 'self_attn.v_proj.bias'), [kvDim]);
+    }
+    if (hasQkNorm(config)) {
+      out.set(layerName(i, 'self_attn.q_norm.weight'), [headDim]);
+      out.set(layerName(i, 'self_attn.k_norm.weight'), [headDim]);
     }
     out.set(layerName(i, 'self_attn.o_proj.weight'), [d, qDim]);
     out.set(layerName(i, 'post_attention_layernorm.weight'), [d]);
@@ -54,6 +59,7 @@ export function checkTensors(
   file: string,
   fileOf: ReadonlyMap<string, string> = new Map(),
 ): Map<string, HostTensor> {
+  found = splitFused(found, config, file);
   const expected = expectedTensors(config);
   const out = new Map<string, HostTensor>();
   for (const [name, shape] of expected) {
@@ -80,6 +86,9 @@ const GGUF_LAYER_SUFFIX: Readonly<Record<string, string>> = {
   'attn_q.bias': 'self_attn.q_proj.bias',
   'attn_k.bias': 'self_attn.k_proj.bias',
   'attn_v.bias': 'self_attn.v_proj.bias',
+  'attn_q_norm.weight': 'self_attn.q_norm.weight',
+  'attn_k_norm.weight': 'self_attn.k_norm.weight',
+  'attn_qkv.weight': FUSED_QKV,
   'attn_output.weight': 'self_attn.o_proj.weight',
   'ffn_norm.weight': 'post_attention_layernorm.weight',
   'ffn_gate.weight': 'mlp.gate_proj.weight',

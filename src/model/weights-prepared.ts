@@ -14,7 +14,7 @@
 // stacked by runs of one dtype, each run prepared on its own (row-stack.ts): none is widened.
 import { assert } from '../core/index.js';
 import { byteSize, type DenseKernels, type DenseWeight, type HostTensor, type OpKernels, type WeightDType } from '../kernels/index.js';
-import type { ModelConfig } from './config.js';
+import { hasQkNorm, type ModelConfig } from './config.js';
 import { tensorToF32 } from './host-tensor.js';
 import { RowStack } from './row-stack.js';
 import { EMBED, FINAL_NORM, LM_HEAD, layerName } from './tensor-names.js';
@@ -26,6 +26,9 @@ export interface LayerWeights {
   readonly qkv: DenseWeight;
   /** [qDim + 2 kvDim], or null when the model has no attention bias (all but Qwen2). */
   readonly qkvBias: Float32Array | null;
+  /** [headDim] each: Qwen3's per-head RMSNorm of q and k before RoPE; null for other archs. */
+  readonly qNorm: Float32Array | null;
+  readonly kNorm: Float32Array | null;
   /** [d, qDim] */
   readonly o: DenseWeight;
   /** [d] */
@@ -99,6 +102,8 @@ export async function prepareWeights(
       inputNorm: vector(n('input_layernorm.weight')),
       qkv: await matrix(n('self_attn.qkv'), qkvParts),
       qkvBias,
+      qNorm: hasQkNorm(config) ? vector(n('self_attn.q_norm.weight')) : null,
+      kNorm: hasQkNorm(config) ? vector(n('self_attn.k_norm.weight')) : null,
       o: await matrix(n('self_attn.o_proj.weight'), [get(n('self_attn.o_proj.weight'))]),
       postNorm: vector(n('post_attention_layernorm.weight')),
       gateUp: await matrix(n('mlp.gate_up'), [get(n('mlp.gate_proj.weight')), get(n('mlp.up_proj.weight'))]),
