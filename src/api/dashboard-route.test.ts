@@ -50,7 +50,8 @@ describe('the dashboard with an admin key', () => {
       for (const headers of [{}, { authorization: 'Bearer user-key' }, { authorization: `Bearer ${ADMIN}x` }] as Record<string, string>[]) {
         const r = await send(on.url, 'GET', path, undefined, headers);
         expect(r.status).toBe(401);
-        expect(r.json.error.type).toBe('authentication_error');
+        expect(r.json.error.type).toBe('invalid_request_error'); // OpenAI's 401
+        expect(r.json.error.code).toBe('invalid_api_key');
         expect(r.text).not.toContain('globex');
       }
       expect((await send(on.url, 'GET', `${path}?key=user-key`)).status).toBe(401);

@@ -64,6 +64,7 @@ async function main(): Promise<void> {
     }
     act.tokens.set(m.tokens);
     act.positions.set(m.positions);
+    if (data.testStepDelayMs > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, data.testStepDelayMs);
     forward(fm, { numTokens: m.numTokens, seqs: m.seqs, logitRows: m.logitRows }, act).then(
       (logits) => {
         const out = logits.slice(0, m.logitRows.length * config.vocabSize);

@@ -81,14 +81,15 @@ describe('the engine thread', () => {
 
   it('negative control: with skip-lend-check the landing crosses into the running step, which reads its bytes', async () => {
     const crossing = await createThreadedEngine(
-      { spec: 'builtin:tiny', cacheDir, ...OPTIONS, faults: new FaultSet(['skip-lend-check']) },
+      { spec: 'builtin:tiny', cacheDir, ...OPTIONS, faults: new FaultSet(['skip-lend-check']), testStepDelayMs: 300 },
       1,
     );
     try {
       const tags = allocate(crossing.pool, 3);
       await crossing.runner.step([prefill(tags)]);
       const step = crossing.runner.step([decode(tags)]);
-      // The "landing": NaN into every slot of the first page, while the thread may be reading it.
+      // The "landing": NaN into every slot of the first page, inside the step's window: the thread waits
+      // 300 ms before its forward pass, so the write lands before the read however busy the machine is.
       const nan = new Uint8Array(new Float32Array(crossing.pool.slotRangeBytes(16) / 4).fill(Number.NaN).buffer);
       crossing.pool.scatterSlots(tags[0]!.page, 0, 16, nan);
       expect(logitsOf((await step)[0])).not.toEqual(expected);

@@ -43,6 +43,11 @@ export interface EngineThreadOptions {
   /** Threads per dense matmul (default: the thread's own choice, every core). */
   readonly threads?: number;
   readonly faults?: FaultSet;
+  /**
+   * Tests only: the thread waits this long before each step's forward pass, so a test can put a
+   * write inside the step's window deterministically (the lend check's negative control). Default 0.
+   */
+  readonly testStepDelayMs?: number;
 }
 
 /** What the thread is started with (workerData). */
@@ -55,6 +60,7 @@ export interface EngineThreadData {
   readonly maxStepTokens: number;
   readonly maxStepLogits: number;
   readonly threads: number;
+  readonly testStepDelayMs: number;
 }
 
 export interface EngineThreadStep {
@@ -96,6 +102,7 @@ export async function createThreadedEngine(o: EngineThreadOptions, threads: numb
     maxStepTokens: o.maxStepTokens ?? DEFAULT_MAX_STEP_TOKENS,
     maxStepLogits: o.maxStepLogits ?? DEFAULT_MAX_STEP_LOGITS,
     threads,
+    testStepDelayMs: o.testStepDelayMs ?? 0,
   };
   const worker = new Worker(threadMainUrl(), { workerData: data });
   const exec = new ThreadForward(worker, data.maxStepTokens);

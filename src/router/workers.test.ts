@@ -8,7 +8,7 @@ import { MAX_SLOW_POLLS, WorkerRegistry } from './workers.js';
 const HEALTH = { role: 'decode', address: '127.0.0.1:9', contextLength: 64, pageSize: 16, kvPages: 8, kvBytesPerToken: 64, modelFingerprint: 'a11ce5a11ce5a11c' };
 
 /** How long a slow worker takes to answer /health: past the registry's fetch timeout. */
-const SLOW_MS = 1200;
+const SLOW_MS = 2500;
 
 interface FakeWorker {
   readonly url: string;
@@ -41,7 +41,7 @@ async function fakeWorker(): Promise<FakeWorker> {
 
 function registry(url: string): WorkerRegistry {
   // A timeout well above a prompt answer on a loaded test machine, well below a slow one (SLOW_MS).
-  return new WorkerRegistry({ prefills: [], decodes: [url], pollIntervalMs: 60_000, fetchTimeoutMs: 400 });
+  return new WorkerRegistry({ prefills: [], decodes: [url], pollIntervalMs: 60_000, fetchTimeoutMs: 1000 });
 }
 
 describe('WorkerRegistry health polling', () => {

@@ -23,6 +23,10 @@ describe('tessera probe against tessera up --api-keys as shipped', () => {
     'exits 0 with every check clean; the positive control sees the cache, the cross-tenant ' + 'test does not',
     async () => {
       run = await probe(cluster, ['--budget', '32', '--seed', '11']);
+      // With no leak the cross-tenant p-value is uniform on [0, 1]: one clean run in twenty lands at or
+      // below 0.05 by chance (8 samples: P(D+ >= 5/8) = 0.044). Such a run is repeated once with another
+      // seed, an independent sample; a real cross-tenant cache shows in both, chance in 1 run of 400.
+      if (crossPValue(run) <= 0.05) run = await probe(cluster, ['--budget', '32', '--seed', '12']);
       expect(run.code, run.stdout + run.stderr).toBe(0);
       expect(run.report.results.map((r) => [r.check, r.status])).toEqual([
         ['error-honesty', 'clean'],
@@ -68,6 +72,7 @@ describe('tessera probe against tessera up --api-keys as shipped', () => {
       );
       expect(run.report.requests.every((r) => r.body !== undefined && r.startMs >= 0)).toBe(true);
     },
+    240_000,
   );
 
   it('writes an HTML report that renders in headless Chromium without console errors, plots drawn', async () => {
@@ -120,3 +125,8 @@ describe('tessera probe against tessera up --api-keys as shipped', () => {
     }
   });
 });
+
+function crossPValue(r: ProbeRun): number {
+  const figures = resultOf(r.report, 'prefix-timing').figures as { cross?: { pValue?: number } };
+  return figures.cross?.pValue ?? 1;
+}
