@@ -42,7 +42,7 @@ describe('tessera up under hostile and heavy load', () => {
     const good = Array.from({ length: 30 }, (_, i) => c.completions.create({ model: 'builtin:tiny', prompt: promptIds(20, 100 + i), max_tokens: 8, temperature: 0 }));
     const bad = ([[{ top_k: 2 ** 31 }, 'top_k'], [{ stop: ['y'.repeat(1025)] }, 'stop'], [{ stop_token_ids: new Array(1025).fill(2) }, 'stop_token_ids']] as const).map(([extra, param]) =>
       c.completions.create({ model: 'builtin:tiny', prompt: 'hello', max_tokens: 4, ...extra } as never).then(
-        () => 'accepted',
+        () => `accepted past the ${param} limit`,
         (e: unknown) => (e instanceof OpenAI.BadRequestError ? e.param : String(e)),
       ),
     );
