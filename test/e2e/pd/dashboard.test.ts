@@ -32,7 +32,13 @@ const consoleErrors: string[] = [];
 beforeAll(async () => {
   home = await testHome();
   const keys = await writeJson(home.dir, 'keys.json', KEYS);
-  cluster = spawnTessera('up', ['up', '--port', '0', '--decode', '2', '--context-length', '512', '--prefill-kv-pages', '128', '--decode-kv-pages', '256', '--api-keys', keys], home.dir, { TESSERA_ADMIN_KEY: ADMIN });
+  // The held phase below freezes the prefill (SIGSTOP) for longer than the router's down-detection
+  // (3 timed-out /health polls, ~6-9 s; each redraw also waits out the frozen prefill's 2 s
+  // /dashboard/state timeout): `ignore-host-loss` keeps its connection open once it is marked down,
+  // so the held requests wait for it instead of failing (ARCHITECTURE's invariant 15 is tested in
+  // test/e2e/pd/stall.test.ts and test/e2e/cluster/host-loss.test.ts, not here).
+  const hold = { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'ignore-host-loss' };
+  cluster = spawnTessera('up', ['up', '--port', '0', '--decode', '2', '--context-length', '512', '--prefill-kv-pages', '128', '--decode-kv-pages', '256', '--api-keys', keys], home.dir, { TESSERA_ADMIN_KEY: ADMIN, ...hold });
   // Two co-located `tessera serve`: one without an admin key (no dashboard), one with.
   const colocated = ['--context-length', '256', '--kv-pages', '32'];
   [routerUrl, ...servers] = await Promise.all([
