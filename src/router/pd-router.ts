@@ -10,7 +10,8 @@
 //      stream as finished ('stop') and aborts the rest through the protocol
 //   4. the machine's one outcome: finished with usage, or the honest error; an `overloaded`
 //      one before any token (no slot or pages on either side) waits in the WaitQueue and is
-//      submitted again, under a new machine rid, as others end (or fails once its wait is over)
+//      submitted again, under a new machine rid, as others end (or fails once its wait is over);
+//      while every prefill or every decode is down, none waits: no room comes back by waiting
 //   The client's AbortSignal, or its reader leaving, becomes `clientGone`: a protocol Abort,
 //   acknowledged by decode, never a cut connection.
 // Must never: answer a request without the machine (except cluster admission), cut a worker's
@@ -327,16 +328,20 @@ export class PdRouter {
   #wait(live: Live, why: TesseraError): void {
     const now = Date.now();
     const since = live.waitingSinceMs ?? now;
-    if (live.waitingSinceMs === undefined) this.#queueStats.waited++;
+    // No room will come back while every worker of a role is down: say so now, not after maxWaitMs.
+    const unavailable = this.registry.unavailable();
+    if (live.waitingSinceMs === undefined && unavailable === undefined) this.#queueStats.waited++;
     live.waitingSinceMs = since;
-    if (!this.#closed && this.#queue.park(live, since, now, live.submissions > 0)) {
+    if (unavailable === undefined && !this.#closed && this.#queue.park(live, since, now, live.submissions > 0)) {
       live.queued = true;
       this.#queueTimer ??= setTimeout(() => this.#onQueueTimer(), WAIT_RETRY_MS);
       return;
     }
     this.#end(live);
     const waited = now - since;
-    live.stream.failed(new TesseraError('overloaded', `${why.message} (waited ${waited} ms; ${this.#queue.size} requests waiting)`));
+    const message = unavailable === undefined ? why.message : `${unavailable}; not queued`;
+    const detail = `(waited ${waited} ms; ${this.#queue.size} requests waiting)`;
+    live.stream.failed(new TesseraError('overloaded', `${message} ${detail}`));
   }
 
   /** Room may have come back: the longest-waiting request tries again. */
@@ -347,6 +352,13 @@ export class PdRouter {
 
   #onQueueTimer(): void {
     this.#queueTimer = undefined;
+    const unavailable = this.registry.unavailable();
+    if (unavailable !== undefined) {
+      for (const { item, sinceMs } of this.#queue.remove(() => true)) {
+        this.#end(item);
+        item.stream.failed(new TesseraError('overloaded', `${unavailable}; waited ${Date.now() - sinceMs} ms`));
+      }
+    }
     for (const { item } of this.#queue.expired(Date.now())) {
       this.#queueStats.timedOut++;
       this.#end(item);

@@ -92,6 +92,23 @@ describe('WorkerRegistry health polling', () => {
     expect(r.entries[0]!.state).toBe('down');
   });
 
+  it('says the cluster is unavailable only once every worker of a role was polled and failed', async () => {
+    const w = await fakeWorker();
+    const other = await fakeWorker();
+    const options = { prefills: [], pollIntervalMs: 60_000, fetchTimeoutMs: 400 };
+    const r = new WorkerRegistry({ ...options, decodes: [w.url, other.url] });
+    expect(r.unavailable()).toBeUndefined(); // not polled yet
+    await r.pollAll();
+    expect(r.unavailable()).toBeUndefined();
+    await w.close();
+    await r.pollAll();
+    expect(r.unavailable()).toBeUndefined(); // one decode is still up
+    await other.close();
+    await r.pollAll();
+    expect(r.unavailable()).toMatch(/^no decode worker is up \(.*down, GET .*\/health/);
+    expect(new WorkerRegistry({ ...options, decodes: [] }).unavailable()).toBeUndefined(); // DNS may add some
+  });
+
   it('never runs two polls of one worker at once', async () => {
     let requests = 0;
     const counting = createServer((_req, res) => {

@@ -147,6 +147,22 @@ export class WorkerRegistry {
     }));
   }
 
+  /**
+   * Why no request can be served until a worker comes back or joins, or undefined: a role whose
+   * workers were all polled and all failed (refused, timed out, answered unhealthy, or are
+   * misconfigured). Not while one of them is up or not yet polled, nor for a role with no worker
+   * yet (DNS may add one). Requests then fail at once instead of waiting for room (PdRouter).
+   */
+  unavailable(): string | undefined {
+    for (const role of ['prefill', 'decode'] as const) {
+      const of = this.#entries.filter((e) => e.role === role);
+      if (of.length === 0 || of.some((e) => e.state === 'up' || e.state === 'unknown')) continue;
+      const why = of.map((e) => `${e.url}: ${e.state}${e.lastError === undefined ? '' : `, ${e.lastError}`}`);
+      return `no ${role} worker is up (${why.join('; ')})`;
+    }
+    return undefined;
+  }
+
   /** At least one prefill and one decode answer. */
   get ready(): boolean {
     return (['prefill', 'decode'] as const).every((role) => this.#entries.some((e) => e.role === role && usable(e)));
