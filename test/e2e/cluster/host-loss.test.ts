@@ -1,7 +1,7 @@
 // Host loss: a prefill host's link set down mid-transfer (no socket is closed: its packets are
 // simply lost), with two prefill hosts, one decode host and a router host.
-//   detection  the router sees the host gone (health polls time out, then no TCP handshake) and
-//              closes its connection: measured, and bounded (router/host-loss.ts: about 8 s)
+//   detection  the router sees the host gone (MAX_SLOW_POLLS health polls time out) and closes its
+//              connection (pd-router.ts #onDown): measured, and bounded (about 8 s)
 //   retry      the request it held had no token yet: retried on the other prefill, same tokens
 //   pages      decode's pages for the lost writer are released by the protocol's rules (the
 //              writer declared dead after abortAckMs x (1 + abortRetries)); every surviving
@@ -9,9 +9,15 @@
 //   rejoin     its link back up, the host is seen up again and takes requests
 // Negative control: a router with `ignore-host-loss` keeps the connection open: its request on
 // the lost host is still waiting (and its pages on decode held) when the first router's has long
-// been served; it fails (honestly) only once decode declares the lost writer dead.
+// been served; it fails (honestly) only once decode declares the lost writer dead. The control goes
+// first and is mid-transfer (frames from p2 landed on d1) when the link goes down: p2 prefills one
+// request at a time, and a reservation with no frame yet rightly outlives the close of its writer's
+// connection (the writer sends on its next one), so a control still queued behind the router's request
+// on p2 would wait, holding d1's pages, until p2 came back.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allIdle, detail, greedyIds, health, promptIds, testHome, waitUntil } from '../pd/support.js';
+import type { TransferView } from '../../../src/core/index.js';
+import { ADMIN_KEY } from '../support/process.js';
 import { createLan, namespacesUnavailable, routerWorkers, startRouterOn, startWorkerOn, type HostRouter, type HostWorker, type Lan } from './support.js';
 
 const unavailable = namespacesUnavailable();
@@ -50,12 +56,26 @@ afterAll(async () => {
   await home?.remove();
 });
 
+/** d1's transfers from p2 (its admin-only page map). */
+async function transfersFrom(decode: HostWorker, writer: HostWorker): Promise<TransferView[]> {
+  const response = await fetch(`${decode.url}/dashboard/state`, { headers: { authorization: `Bearer ${ADMIN_KEY}` } });
+  const { map } = (await response.json()) as { map: { transfers: TransferView[] } };
+  return map.transfers.filter((t) => t.peer === writer.address);
+}
+
 describe.skipIf(unavailable !== undefined)('a host lost mid-transfer (link down)', () => {
   it('is detected within the bound; its request is retried before the first token; no page stays held; it rejoins', async () => {
-    const requests = [0, 1].map(() => greedyIds(router.client(), promptIds(1500, 9191), 6).then((ids) => ({ ids, at: Date.now() })));
     const control = greedyIds(unguarded.client(), promptIds(1500, 7373), 6).then(() => 'served', (e: unknown) => `failed: ${String(e)}`);
-    await waitUntil('p2 to be prefilling the router\'s request and the control', async () =>
-      Number((await detail(p2))['active']) >= 2 && ((await routerWorkers(router)).find((w) => w.url === p2.url)?.inFlight ?? 0) >= 1, 60_000);
+    let controlRid = '';
+    await waitUntil('the control to be mid-transfer from p2 to d1', async () => {
+      controlRid = (await transfersFrom(d1, p2)).find((t) => t.phase === 'Receiving' && t.bytes > 0)?.rid ?? '';
+      return controlRid !== '';
+    }, 60_000);
+    const requests = [0, 1].map(() => greedyIds(router.client(), promptIds(1500, 9191), 6).then((ids) => ({ ids, at: Date.now() })));
+    await waitUntil('p2 to hold the router\'s request behind the control, still mid-transfer', async () =>
+      Number((await detail(p2))['active']) >= 2 &&
+      ((await routerWorkers(router)).find((w) => w.url === p2.url)?.inFlight ?? 0) >= 1 &&
+      (await transfersFrom(d1, p2)).some((t) => t.rid === controlRid && t.phase === 'Receiving'), 60_000);
     const down = Date.now();
     p2.host.linkDown();
     await waitUntil('the router to see p2 down', async () => (await routerWorkers(router)).find((w) => w.url === p2.url)?.state === 'down', 30_000);
