@@ -52,7 +52,10 @@ module.exports = {
         path: '^src/',
         pathNot: ['^src/(worker|router|api|cli|probe)/', '^src/transfer/transports/'],
       },
-      to: { path: '^(node:)?(net|http|https|http2|dgram|timers|timers/promises|child_process)$', dependencyTypes: ['core'] },
+      to: {
+        path: '^(node:)?(net|http|https|http2|dgram|timers|timers/promises|child_process)$',
+        dependencyTypes: ['core'],
+      },
     },
     {
       name: 'no-test-code-in-src',
@@ -66,6 +69,10 @@ module.exports = {
     exclude: { path: '(^src/kernels/wasm/assembly/)' },
     tsPreCompilationDeps: true,
     tsConfig: { fileName: 'tsconfig.json' },
-    enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default'], extensions: ['.ts', '.js', '.mjs', '.cjs', '.json'] },
+    enhancedResolveOptions: {
+      exportsFields: ['exports'],
+      conditionNames: ['import', 'require', 'node', 'default'],
+      extensions: ['.ts', '.js', '.mjs', '.cjs', '.json'],
+    },
   },
 };

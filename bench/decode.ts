@@ -34,10 +34,14 @@ const LONG_CONTEXT = 1024;
 
 /** Distinct prompts of PROMPT_TOKENS ids each, BOS first. */
 const prompts = (n: number): number[][] =>
-  Array.from({ length: n }, (_, i) => [1, ...Array.from({ length: PROMPT_TOKENS - 1 }, (_, j) => 300 + ((i * 7919 + j * 104729) % 31000))]);
+  Array.from({ length: n }, (_, i) => [
+    1,
+    ...Array.from({ length: PROMPT_TOKENS - 1 }, (_, j) => 300 + ((i * 7919 + j * 104729) % 31000)),
+  ]);
 
 const PRESET = (flag('--preset') ?? 'm100') as GenPreset;
-if (!(GEN_PRESETS as readonly string[]).includes(PRESET)) throw new Error(`--preset must be one of ${GEN_PRESETS.join(', ')}`);
+if (!(GEN_PRESETS as readonly string[]).includes(PRESET))
+  throw new Error(`--preset must be one of ${GEN_PRESETS.join(', ')}`);
 
 async function benchModel(dtype: GenDType): Promise<string> {
   const dir = join(process.env['TESSERA_HOME'] ?? join(homedir(), '.cache', 'tessera'), 'bench');
@@ -55,7 +59,10 @@ async function tesseraDecode(engine: Engine, batch: number, runs = quick ? 1 : 3
   let best = 0;
   for (let r = 0; r < runs; r++) {
     const sampling = samplingParams({ maxTokens: NEW_TOKENS, ignoreEos: true });
-    const { timing } = await generate(engine.runner, prompts(batch).map((promptIds) => ({ promptIds, sampling })));
+    const { timing } = await generate(
+      engine.runner,
+      prompts(batch).map((promptIds) => ({ promptIds, sampling })),
+    );
     best = Math.max(best, timing.numDecodeTokens / (timing.decodeMs / 1000));
   }
   return best;
@@ -78,7 +85,10 @@ function pageCheckMicros(engine: Engine, batch: number, contextTokens: number): 
   const step = () => {
     for (const [i, o] of owners.entries()) {
       const tags = tables[i] as readonly Tag[];
-      pool.checkWrite(o, tags.slice(Math.floor(contextTokens / pool.pageSize), Math.floor(contextTokens / pool.pageSize) + 1));
+      pool.checkWrite(
+        o,
+        tags.slice(Math.floor(contextTokens / pool.pageSize), Math.floor(contextTokens / pool.pageSize) + 1),
+      );
       pool.checkRead(o, tags, contextTokens);
     }
   };
@@ -112,7 +122,9 @@ const bandwidths = [await measureReadBandwidth()];
 const bestBandwidth = () => Math.max(...bandwidths.map((b) => b.gbPerSecond));
 const bandwidth = bandwidths[0]!;
 console.log(`# Decode benchmark: ${PRESET}, ${NEW_TOKENS} new tokens per request, prompts of ${PROMPT_TOKENS} tokens`);
-console.log(`machine: ${cpus()[0]?.model ?? '?'} x ${THREADS} threads; memory read bandwidth ${bandwidth.gbPerSecond.toFixed(1)} GB/s (measured now; again before each model)`);
+console.log(
+  `machine: ${cpus()[0]?.model ?? '?'} x ${THREADS} threads; memory read bandwidth ${bandwidth.gbPerSecond.toFixed(1)} GB/s (measured now; again before each model)`,
+);
 
 const llama = await startLlamaCpp();
 const rows: Row[] = [];
@@ -124,9 +136,16 @@ for (const dtype of DTYPES) {
   const adjacent = await measureReadBandwidth();
   bandwidths.push(adjacent);
   const row: Row = {
-    dtype, weightMiB: engine.weightBytesPerToken / 2 ** 20, bandwidthGbPerSecond: adjacent.gbPerSecond,
+    dtype,
+    weightMiB: engine.weightBytesPerToken / 2 ** 20,
+    bandwidthGbPerSecond: adjacent.gbPerSecond,
     boundTokensPerSecond: (adjacent.gbPerSecond * 1e9) / engine.weightBytesPerToken,
-    tessera: {}, tesseraDeterministic: {}, llamaCpp: {}, llamaCppThreads: {}, pageChecks: [], abDecode: { batch: 1, withChecks: 0, skipPageCheck: 0 },
+    tessera: {},
+    tesseraDeterministic: {},
+    llamaCpp: {},
+    llamaCppThreads: {},
+    pageChecks: [],
+    abDecode: { batch: 1, withChecks: 0, skipPageCheck: 0 },
   };
   await tesseraDecode(engine, 1, 1); // warm-up
   for (const b of BATCHES) row.tessera[b] = await tesseraDecode(engine, b);
@@ -159,7 +178,8 @@ for (const dtype of DTYPES) {
   const atBatch1 = new Map<number, number>();
   const llamaBest = async (b: number, threads: number): Promise<number> => {
     let best = 0;
-    for (let r = 0; r < (quick ? 1 : 2); r++) best = Math.max(best, (await llamaCppDecode(theirs, prompts(b), NEW_TOKENS, threads)).tokensPerSecond);
+    for (let r = 0; r < (quick ? 1 : 2); r++)
+      best = Math.max(best, (await llamaCppDecode(theirs, prompts(b), NEW_TOKENS, threads)).tokensPerSecond);
     return best;
   };
   for (const threads of candidates) atBatch1.set(threads, await llamaBest(1, threads));
@@ -181,16 +201,24 @@ bandwidths.push(await measureReadBandwidth());
 
 const f = (n: number | undefined, digits = 1) => (n === undefined ? '-' : n.toFixed(digits)).padStart(9);
 console.log('\n## Decode tokens/s (all requests together)');
-console.log(`${'dtype'.padEnd(6)}${'MiB/tok'.padStart(9)}${'bound'.padStart(9)} | ${BATCHES.map((b) => `tessera@${b}`.padStart(11)).join('')} | ${BATCHES.map((b) => `llama@${b}`.padStart(10)).join('')} | ${BATCHES.map((b) => `det@${b}`.padStart(9)).join('')}`);
+console.log(
+  `${'dtype'.padEnd(6)}${'MiB/tok'.padStart(9)}${'bound'.padStart(9)} | ${BATCHES.map((b) => `tessera@${b}`.padStart(11)).join('')} | ${BATCHES.map((b) => `llama@${b}`.padStart(10)).join('')} | ${BATCHES.map((b) => `det@${b}`.padStart(9)).join('')}`,
+);
 for (const r of rows) {
   console.log(
     `${r.dtype.padEnd(6)}${f(r.weightMiB)}${f(r.boundTokensPerSecond)} | ${BATCHES.map((b) => f(r.tessera[b]).padStart(11)).join('')} | ` +
       `${BATCHES.map((b) => f(r.llamaCpp[b]).padStart(10)).join('')} | ${BATCHES.map((b) => f(r.tesseraDeterministic[b])).join('')}`,
   );
 }
-console.log(`(tessera: ${THREADS} threads, onnxruntime dense + wasm ops; det: --deterministic, wasm dense; llama: node-llama-cpp, best of 1 and ${THREADS} threads;`);
-console.log(` bound: bandwidth measured right before the model's runs / weight bytes per token as stored: the batch-1 ceiling;`);
-console.log(` all bandwidths measured in this run: ${bandwidths.map((b) => b.gbPerSecond.toFixed(1)).join(', ')} GB/s)`);
+console.log(
+  `(tessera: ${THREADS} threads, onnxruntime dense + wasm ops; det: --deterministic, wasm dense; llama: node-llama-cpp, best of 1 and ${THREADS} threads;`,
+);
+console.log(
+  ` bound: bandwidth measured right before the model's runs / weight bytes per token as stored: the batch-1 ceiling;`,
+);
+console.log(
+  ` all bandwidths measured in this run: ${bandwidths.map((b) => b.gbPerSecond.toFixed(1)).join(', ')} GB/s)`,
+);
 console.log('\n## Against the targets');
 for (const r of rows) {
   const llamaBest = Math.max(...Object.values(r.llamaCpp));
@@ -204,13 +232,20 @@ for (const r of rows) {
 console.log('\n## Page checks per decode step (checkWrite + checkRead for every request), timed alone');
 for (const r of rows) {
   for (const c of r.pageChecks) {
-    console.log(`${r.dtype.padEnd(6)} batch ${String(c.batch).padStart(2)}, context ${String(c.contextTokens).padStart(4)}: ${c.checkMicros.toFixed(1).padStart(7)} µs of a ${(c.stepMicros / 1000).toFixed(2)} ms step = ${(100 * c.share).toFixed(3)}%`);
+    console.log(
+      `${r.dtype.padEnd(6)} batch ${String(c.batch).padStart(2)}, context ${String(c.contextTokens).padStart(4)}: ${c.checkMicros.toFixed(1).padStart(7)} µs of a ${(c.stepMicros / 1000).toFixed(2)} ms step = ${(100 * c.share).toFixed(3)}%`,
+    );
   }
-  console.log(`${r.dtype.padEnd(6)} A/B at batch 1: ${r.abDecode.withChecks.toFixed(1)} tok/s with checks, ${r.abDecode.skipPageCheck.toFixed(1)} with skip-page-check (${((100 * (r.abDecode.skipPageCheck - r.abDecode.withChecks)) / r.abDecode.skipPageCheck).toFixed(1)}%, within noise unless large)`);
+  console.log(
+    `${r.dtype.padEnd(6)} A/B at batch 1: ${r.abDecode.withChecks.toFixed(1)} tok/s with checks, ${r.abDecode.skipPageCheck.toFixed(1)} with skip-page-check (${((100 * (r.abDecode.skipPageCheck - r.abDecode.withChecks)) / r.abDecode.skipPageCheck).toFixed(1)}%, within noise unless large)`,
+  );
 }
 const out = join('bench', 'results', `decode-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
 await mkdir(join('bench', 'results'), { recursive: true });
-await writeFile(out, `${JSON.stringify({ newTokens: NEW_TOKENS, promptTokens: PROMPT_TOKENS, threads: THREADS, cpu: cpus()[0]?.model, bandwidths, rows }, null, 2)}\n`);
+await writeFile(
+  out,
+  `${JSON.stringify({ newTokens: NEW_TOKENS, promptTokens: PROMPT_TOKENS, threads: THREADS, cpu: cpus()[0]?.model, bandwidths, rows }, null, 2)}\n`,
+);
 const at = (values: Record<number, number>) => BATCHES.map((b) => values[b] ?? null);
 await writeFile(
   svgPathFor(out),
@@ -222,7 +257,9 @@ await writeFile(
     series: rows.flatMap((r) => [
       { name: `tessera ${r.dtype}`, values: at(r.tessera) },
       { name: `llama.cpp ${r.dtype}`, values: at(r.llamaCpp) },
-      ...(Object.keys(r.tesseraDeterministic).length === 0 ? [] : [{ name: `tessera --deterministic ${r.dtype}`, values: at(r.tesseraDeterministic) }]),
+      ...(Object.keys(r.tesseraDeterministic).length === 0
+        ? []
+        : [{ name: `tessera --deterministic ${r.dtype}`, values: at(r.tesseraDeterministic) }]),
       { name: `bandwidth bound ${r.dtype}`, values: BATCHES.map((b) => (b === 1 ? r.boundTokensPerSecond : null)) },
     ]),
   }),

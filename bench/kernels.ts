@@ -4,12 +4,28 @@
 // a 512-token context. Prints numbers side by side from one run; asserts nothing about speed.
 import { Rng } from '../src/core/index.js';
 import {
-  type DenseKernels, type DenseWeight, type OpKernels, type PagedKvView, type WeightDType,
-  byteSize, createOrtDense, createRefOps, createWasmDense, createWasmOps, loadWasmRuntime, pageElements, quantize,
+  type DenseKernels,
+  type DenseWeight,
+  type OpKernels,
+  type PagedKvView,
+  type WeightDType,
+  byteSize,
+  createOrtDense,
+  createRefOps,
+  createWasmDense,
+  createWasmOps,
+  loadWasmRuntime,
+  pageElements,
+  quantize,
 } from '../src/kernels/index.js';
 import { measureReadBandwidth } from './lib/bandwidth.js';
 
-const SHAPES: readonly (readonly [number, number])[] = [[768, 768], [768, 2048], [2048, 768], [32000, 768]]; // [rows = out, cols = in]
+const SHAPES: readonly (readonly [number, number])[] = [
+  [768, 768],
+  [768, 2048],
+  [2048, 768],
+  [32000, 768],
+]; // [rows = out, cols = in]
 /** --dtypes f32,q4_0,q4_k,q5_k,q6_k (default f32,q4_0). */
 const dtypesAt = process.argv.indexOf('--dtypes');
 const DTYPES = (dtypesAt >= 0 ? process.argv[dtypesAt + 1]! : 'f32,q4_0').split(',') as WeightDType[];
@@ -48,11 +64,16 @@ async function denseSection(bandwidth: number): Promise<void> {
     ['ort t1 f32-act', await createOrtDense({ threads: 1, activationPrecision: 'f32' })],
   ];
   console.log('\n## Dense y = x·Wᵀ: µs per call | GFLOP/s | GB/s of weights (bound: %s GB/s)', bandwidth.toFixed(1));
-  console.log(`${'dtype'.padEnd(6)}${'rows x cols'.padStart(12)}${pad('m', 4)}  ${backends.map(([n]) => n.padStart(26)).join('')}`);
+  console.log(
+    `${'dtype'.padEnd(6)}${'rows x cols'.padStart(12)}${pad('m', 4)}  ${backends.map(([n]) => n.padStart(26)).join('')}`,
+  );
   const rng = new Rng(1);
   for (const dtype of DTYPES) {
     for (const [rows, cols] of SHAPES) {
-      const data = quantize(dtype, Float32Array.from({ length: rows * cols }, () => rng.normal() * 0.05));
+      const data = quantize(
+        dtype,
+        Float32Array.from({ length: rows * cols }, () => rng.normal() * 0.05),
+      );
       const prepared: DenseWeight[] = [];
       for (const [, b] of backends) prepared.push(await b.prepare({ name: 'w', dtype, shape: [rows, cols], data }));
       for (const m of BATCH) {
@@ -84,8 +105,14 @@ async function batchVarianceSection(): Promise<void> {
     ['ort t1 f32-act', await createOrtDense({ threads: 1, activationPrecision: 'f32' })],
   ];
   for (const dtype of DTYPES) {
-    for (const [rows, cols] of [[768, 768], [2048, 768]] as const) {
-      const data = quantize(dtype, Float32Array.from({ length: rows * cols }, () => rng.normal() * 0.05));
+    for (const [rows, cols] of [
+      [768, 768],
+      [2048, 768],
+    ] as const) {
+      const data = quantize(
+        dtype,
+        Float32Array.from({ length: rows * cols }, () => rng.normal() * 0.05),
+      );
       const x = Float32Array.from({ length: 64 * cols }, () => rng.normal());
       for (const [name, b] of backends) {
         if (dtype === 'f32' && name.endsWith('f32-act')) continue; // same graph as ort t1 for f32 weights
@@ -106,7 +133,9 @@ async function batchVarianceSection(): Promise<void> {
               maxAbs = Math.max(maxAbs, Math.abs(c));
             }
           }
-          cells.push(`m=${m}: ${pad(((100 * differing) / (m * rows)).toFixed(1), 5)}% differ (max ${(maxDiff / maxAbs).toExponential(1)} of max|y|)`);
+          cells.push(
+            `m=${m}: ${pad(((100 * differing) / (m * rows)).toFixed(1), 5)}% differ (max ${(maxDiff / maxAbs).toExponential(1)} of max|y|)`,
+          );
         }
         console.log(`${name.padEnd(14)} ${dtype.padEnd(5)} ${`${rows}x${cols}`.padStart(9)}  ${cells.join('  ')}`);
       }
@@ -119,7 +148,10 @@ async function batchVarianceSection(): Promise<void> {
 async function chainSection(): Promise<void> {
   console.log('\n## A chain of 48 [768x768] f32 matmuls at m = 1 (one session per matrix): GB/s of weights');
   const rng = new Rng(3);
-  const data = quantize('f32', Float32Array.from({ length: 768 * 768 }, () => rng.normal() * 0.05));
+  const data = quantize(
+    'f32',
+    Float32Array.from({ length: 768 * 768 }, () => rng.normal() * 0.05),
+  );
   const configs: [string, () => Promise<DenseKernels>][] = [
     ['wasm t1', () => createWasmDense()],
     ['wasm t2', () => createWasmDense({ threads: 2 })],
@@ -130,12 +162,15 @@ async function chainSection(): Promise<void> {
   for (const [name, make] of configs) {
     const b = await make();
     const weights: DenseWeight[] = [];
-    for (let i = 0; i < 48; i++) weights.push(await b.prepare({ name: `w${i}`, dtype: 'f32', shape: [768, 768], data }));
+    for (let i = 0; i < 48; i++)
+      weights.push(await b.prepare({ name: `w${i}`, dtype: 'f32', shape: [768, 768], data }));
     let x: Float32Array = Float32Array.from({ length: 768 }, () => rng.normal());
     const ms = await time(async () => {
       for (const w of weights) x = await b.matmul(w, x, 1);
     });
-    console.log(`${name.padEnd(16)} ${(ms * 1000).toFixed(0).padStart(7)} µs per chain  ${((48 * 768 * 768 * 4) / ms / 1e6).toFixed(1).padStart(6)} GB/s  ${((ms * 1000) / 48).toFixed(1).padStart(6)} µs per matmul`);
+    console.log(
+      `${name.padEnd(16)} ${(ms * 1000).toFixed(0).padStart(7)} µs per chain  ${((48 * 768 * 768 * 4) / ms / 1e6).toFixed(1).padStart(6)} GB/s  ${((ms * 1000) / 48).toFixed(1).padStart(6)} µs per matmul`,
+    );
     await b.dispose();
   }
 }
@@ -144,9 +179,16 @@ async function attentionSection(): Promise<void> {
   console.log('\n## Paged attention over a 512-token context, pageSize 16, scattered pages: µs per token per layer');
   console.log('   decode: one token at position 511; prefill: 512 tokens from position 0 (per token)');
   const runtime = await loadWasmRuntime({ maxMemoryBytes: 256 * 1024 ** 2 });
-  const backends: [string, OpKernels][] = [['wasm', await createWasmOps({ runtime })], ['ref', createRefOps()]];
+  const backends: [string, OpKernels][] = [
+    ['wasm', await createWasmOps({ runtime })],
+    ['ref', createRefOps()],
+  ];
   const rng = new Rng(4);
-  for (const [numHeads, numKvHeads, headDim] of [[12, 12, 64], [12, 4, 64], [32, 8, 64]] as const) {
+  for (const [numHeads, numKvHeads, headDim] of [
+    [12, 12, 64],
+    [12, 4, 64],
+    [32, 8, 64],
+  ] as const) {
     const geometry = { numLayers: 1, pageSize: 16, numKvHeads, headDim };
     const numPages = 40;
     const pageTable = Int32Array.from({ length: 32 }, (_, i) => (i * 7) % numPages); // scattered pages
@@ -160,8 +202,21 @@ async function attentionSection(): Promise<void> {
       ops.writeKv(kv, 0, pageTable, 0, 512, k, v);
       const out = ops.allocF32(512 * numHeads * headDim);
       const shape = { numHeads, numKvHeads, headDim, scale: 1 / Math.sqrt(headDim) };
-      const decodeMs = await time(() => ops.attention(kv, { layer: 0, shape, q: q.subarray(0, numHeads * headDim), out, numTokens: 1, startPos: 511, pageTable }));
-      const prefill = name === 'ref' ? '(skipped: too slow)' : `${(((await time(() => ops.attention(kv, { layer: 0, shape, q, out, numTokens: 512, startPos: 0, pageTable }))) * 1000) / 512).toFixed(1).padStart(6)} µs`;
+      const decodeMs = await time(() =>
+        ops.attention(kv, {
+          layer: 0,
+          shape,
+          q: q.subarray(0, numHeads * headDim),
+          out,
+          numTokens: 1,
+          startPos: 511,
+          pageTable,
+        }),
+      );
+      const prefill =
+        name === 'ref'
+          ? '(skipped: too slow)'
+          : `${(((await time(() => ops.attention(kv, { layer: 0, shape, q, out, numTokens: 512, startPos: 0, pageTable }))) * 1000) / 512).toFixed(1).padStart(6)} µs`;
       cells.push(`${name}: decode ${(decodeMs * 1000).toFixed(1).padStart(7)} µs, prefill ${prefill}`);
     }
     console.log(`heads ${numHeads}/${numKvHeads} x ${headDim}:  ${cells.join('  |  ')}`);
@@ -169,7 +224,9 @@ async function attentionSection(): Promise<void> {
 }
 
 const bandwidth = await measureReadBandwidth();
-console.log(`# Kernel benchmark\nmemory read bandwidth: ${bandwidth.gbPerSecond.toFixed(1)} GB/s (${bandwidth.threads} threads, ${(bandwidth.bytes / 1024 ** 2).toFixed(0)} MiB)`);
+console.log(
+  `# Kernel benchmark\nmemory read bandwidth: ${bandwidth.gbPerSecond.toFixed(1)} GB/s (${bandwidth.threads} threads, ${(bandwidth.bytes / 1024 ** 2).toFixed(0)} MiB)`,
+);
 const single = await measureReadBandwidth({ threads: 1 });
 console.log(`memory read bandwidth, one thread: ${single.gbPerSecond.toFixed(1)} GB/s`);
 await denseSection(bandwidth.gbPerSecond);

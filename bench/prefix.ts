@@ -13,7 +13,15 @@
 //   node --import ./bench/lib/register-ts.mjs bench/prefix.ts [--tenants 4] [--conversations 3]
 //        [--turns 4] [--system 256] [--user 32] [--reply 16] [--model builtin:tiny] [--vocab 31000] [--context 2048]
 //   e.g. the shipped demo model: --model builtin:austen --vocab 4000 --context 512 --system 160 --user 24
-import { health, promptIds, startRouter, startWorker, testHome, type Proc, type Worker } from '../test/e2e/pd/support.js';
+import {
+  health,
+  promptIds,
+  startRouter,
+  startWorker,
+  testHome,
+  type Proc,
+  type Worker,
+} from '../test/e2e/pd/support.js';
 import { writeJson } from '../test/e2e/support/process.js';
 
 const args = process.argv.slice(2);
@@ -53,16 +61,35 @@ const quantile = (xs: number[], q: number): number => {
 };
 
 async function prefixStats(w: Worker): Promise<{ lookupTokens: number; hitTokens: number }> {
-  return ((await health(w.url)).body['prefixCache'] as { lookupTokens: number; hitTokens: number }) ?? { lookupTokens: 0, hitTokens: 0 };
+  return (
+    ((await health(w.url)).body['prefixCache'] as { lookupTokens: number; hitTokens: number }) ?? {
+      lookupTokens: 0,
+      hitTokens: 0,
+    }
+  );
 }
 
-async function runCluster(name: string, numPrefills: number, routing: 'prefix' | 'load', home: string, keys: string): Promise<Result> {
+async function runCluster(
+  name: string,
+  numPrefills: number,
+  routing: 'prefix' | 'load',
+  home: string,
+  keys: string,
+): Promise<Result> {
   const procs: Proc[] = [];
   try {
-    const prefills = await Promise.all(Array.from({ length: numPrefills }, (_, i) => startWorker(`${name}-p${i}`, 'prefill', POOL, home)));
+    const prefills = await Promise.all(
+      Array.from({ length: numPrefills }, (_, i) => startWorker(`${name}-p${i}`, 'prefill', POOL, home)),
+    );
     const decode = await startWorker(`${name}-d`, 'decode', POOL, home);
     procs.push(...prefills, decode);
-    const router = await startRouter(`${name}-r`, prefills, [decode], ['--model', MODEL, '--context-length', CONTEXT, '--api-keys', keys, '--routing', routing], home);
+    const router = await startRouter(
+      `${name}-r`,
+      prefills,
+      [decode],
+      ['--model', MODEL, '--context-length', CONTEXT, '--api-keys', keys, '--routing', routing],
+      home,
+    );
     procs.push(router);
     const ttfts: number[] = [];
     let failed = 0;
@@ -70,9 +97,12 @@ async function runCluster(name: string, numPrefills: number, routing: 'prefix' |
     let sampling = true;
     const sampler = (async () => {
       while (sampling) {
-        const ws = ((await health(router.url)).body['workers'] as { role: string; inFlight: number }[]).filter((w) => w.role === 'prefill');
+        const ws = ((await health(router.url)).body['workers'] as { role: string; inFlight: number }[]).filter(
+          (w) => w.role === 'prefill',
+        );
         const total = ws.reduce((s, w) => s + w.inFlight, 0);
-        if (total >= ws.length) peakOverMean = Math.max(peakOverMean, Math.max(...ws.map((w) => w.inFlight)) / (total / ws.length));
+        if (total >= ws.length)
+          peakOverMean = Math.max(peakOverMean, Math.max(...ws.map((w) => w.inFlight)) / (total / ws.length));
         await new Promise((resolve) => setTimeout(resolve, 25));
       }
     })();
@@ -85,8 +115,18 @@ async function runCluster(name: string, numPrefills: number, routing: 'prefix' |
         let first = Number.NaN;
         const reply: number[] = [];
         try {
-          const body = { model: MODEL, prompt: history, max_tokens: REPLY, temperature: 0, ignore_eos: true, stream: true, return_token_ids: true };
-          for await (const chunk of (await client.completions.create(body as never)) as unknown as AsyncIterable<{ choices: { token_ids?: number[] }[] }>) {
+          const body = {
+            model: MODEL,
+            prompt: history,
+            max_tokens: REPLY,
+            temperature: 0,
+            ignore_eos: true,
+            stream: true,
+            return_token_ids: true,
+          };
+          for await (const chunk of (await client.completions.create(body as never)) as unknown as AsyncIterable<{
+            choices: { token_ids?: number[] }[];
+          }>) {
             if (Number.isNaN(first)) first = performance.now() - started;
             reply.push(...(chunk.choices[0]?.token_ids ?? []));
           }
@@ -98,11 +138,17 @@ async function runCluster(name: string, numPrefills: number, routing: 'prefix' |
         history = [...history, ...(reply.length > 0 ? reply : ids(REPLY, 90_000 + turn))];
       }
     };
-    await Promise.all(Array.from({ length: TENANTS * CONVERSATIONS }, (_, k) => conversation(k % TENANTS, Math.floor(k / TENANTS))));
+    await Promise.all(
+      Array.from({ length: TENANTS * CONVERSATIONS }, (_, k) => conversation(k % TENANTS, Math.floor(k / TENANTS))),
+    );
     sampling = false;
     await sampler;
     const stats = await Promise.all(prefills.map(prefixStats));
-    const routingReport = (await health(router.url)).body['routing'] as { byPrefix: number; byLoad: number; peakPrefixLoadOverMean: number };
+    const routingReport = (await health(router.url)).body['routing'] as {
+      byPrefix: number;
+      byLoad: number;
+      peakPrefixLoadOverMean: number;
+    };
     const sum = (k: 'lookupTokens' | 'hitTokens') => stats.reduce((s, x) => s + x[k], 0);
     return {
       name,
@@ -124,15 +170,27 @@ async function runCluster(name: string, numPrefills: number, routing: 'prefix' |
 async function main(): Promise<void> {
   const home = await testHome();
   try {
-    const keys = await writeJson(home.dir, 'keys.json', Object.fromEntries(Array.from({ length: TENANTS }, (_, t) => [`sk-${t}`, `tenant-${t}`])));
-    process.stdout.write(`bench:prefix  ${TENANTS} tenants x ${CONVERSATIONS} conversations x ${TURNS} turns; system ${SYSTEM}, user ${USER}, reply ${REPLY} tokens; ${MODEL}\n`);
+    const keys = await writeJson(
+      home.dir,
+      'keys.json',
+      Object.fromEntries(Array.from({ length: TENANTS }, (_, t) => [`sk-${t}`, `tenant-${t}`])),
+    );
+    process.stdout.write(
+      `bench:prefix  ${TENANTS} tenants x ${CONVERSATIONS} conversations x ${TURNS} turns; system ${SYSTEM}, user ${USER}, reply ${REPLY} tokens; ${MODEL}\n`,
+    );
     const results: Result[] = [];
-    for (const [name, n, routing] of [['single', 1, 'load'], ['load', 2, 'load'], ['prefix', 2, 'prefix']] as const) {
+    for (const [name, n, routing] of [
+      ['single', 1, 'load'],
+      ['load', 2, 'load'],
+      ['prefix', 2, 'prefix'],
+    ] as const) {
       results.push(await runCluster(name, n, routing, home.dir, keys));
     }
     const [single, load, prefix] = results as [Result, Result, Result];
     const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
-    process.stdout.write('cluster   hit rate  per prefill       TTFT p50   TTFT p99   by prefix  by load  peak/mean (sampled, prefix picks)  failed\n');
+    process.stdout.write(
+      'cluster   hit rate  per prefill       TTFT p50   TTFT p99   by prefix  by load  peak/mean (sampled, prefix picks)  failed\n',
+    );
     for (const r of results) {
       process.stdout.write(
         `${r.name.padEnd(9)} ${pct(r.hitRate).padStart(8)}  ${r.perWorker.map(pct).join(' / ').padEnd(16)} ${r.ttftP50.toFixed(1).padStart(7)} ms ${r.ttftP99.toFixed(1).padStart(7)} ms ${String(r.byPrefix).padStart(10)} ${String(r.byLoad).padStart(8)}  ${r.peakOverMean.toFixed(2)}, ${r.routerPeak.toFixed(2)}  ${r.failed}\n`,

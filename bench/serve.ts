@@ -44,7 +44,19 @@ async function startServer(model: string): Promise<{ url: string; child: ChildPr
   const maxRunning = String(Math.max(16, ...CONCURRENCY));
   const child = spawn(
     process.execPath,
-    ['bin/tessera.js', 'serve', '--model', model, '--served-model-name', 'm100', '--port', '0', '--max-running-requests', maxRunning, ...(DETERMINISTIC ? ['--deterministic'] : [])],
+    [
+      'bin/tessera.js',
+      'serve',
+      '--model',
+      model,
+      '--served-model-name',
+      'm100',
+      '--port',
+      '0',
+      '--max-running-requests',
+      maxRunning,
+      ...(DETERMINISTIC ? ['--deterministic'] : []),
+    ],
     { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TESSERA_HOME: HOME } },
   );
   let out = '';
@@ -70,7 +82,13 @@ interface RequestResult {
 async function oneRequest(client: OpenAI, prompt: number[]): Promise<RequestResult> {
   const start = performance.now();
   const stream = (await client.completions.create({
-    model: 'm100', prompt, max_tokens: OUTPUT_LEN, temperature: 0, ignore_eos: true, stream: true, stream_options: { include_usage: true },
+    model: 'm100',
+    prompt,
+    max_tokens: OUTPUT_LEN,
+    temperature: 0,
+    ignore_eos: true,
+    stream: true,
+    stream_options: { include_usage: true },
   } as never)) as unknown as AsyncIterable<OpenAI.Completion>;
   let first: number | undefined;
   let last = start;
@@ -106,7 +124,9 @@ const stats = (xs: readonly number[]) => ({ mean: mean(xs), median: percentile(x
 async function runLevel(url: string, concurrency: number, rng: Rng) {
   const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'none', maxRetries: 0, timeout: 600_000 });
   const numPrompts = concurrency * PROMPTS_PER_CLIENT;
-  const prompts = Array.from({ length: numPrompts }, () => Array.from({ length: INPUT_LEN }, () => 3 + rng.int(31_000)));
+  const prompts = Array.from({ length: numPrompts }, () =>
+    Array.from({ length: INPUT_LEN }, () => 3 + rng.int(31_000)),
+  );
   await oneRequest(client, prompts[0] as number[]); // warm-up (not counted)
   let next = 0;
   const results: RequestResult[] = [];
@@ -139,7 +159,8 @@ async function runLevel(url: string, concurrency: number, rng: Rng) {
 type Level = Awaited<ReturnType<typeof runLevel>>;
 
 function print(level: Level): void {
-  const line = (label: string, value: string | number) => console.log(`${label.padEnd(40)}${String(value).padStart(10)}`);
+  const line = (label: string, value: string | number) =>
+    console.log(`${label.padEnd(40)}${String(value).padStart(10)}`);
   const f = (n: number) => n.toFixed(2);
   const section = (title: string) => console.log(title.padStart(25 + title.length / 2, '-').padEnd(50, '-'));
   console.log(`${' Serving Benchmark Result '.padStart(37, '=').padEnd(50, '=')}`);
@@ -167,7 +188,9 @@ function print(level: Level): void {
 
 const model = flag('--model') ?? (await m100());
 const server = await startServer(model);
-console.log(`tessera serve ${model} (${server.kernels}) on ${cpus()[0]?.model ?? '?'} x ${availableParallelism()}; input ${INPUT_LEN}, output ${OUTPUT_LEN} tokens, greedy, ignore_eos`);
+console.log(
+  `tessera serve ${model} (${server.kernels}) on ${cpus()[0]?.model ?? '?'} x ${availableParallelism()}; input ${INPUT_LEN}, output ${OUTPUT_LEN} tokens, greedy, ignore_eos`,
+);
 const levels: Level[] = [];
 try {
   const rng = new Rng(0);
@@ -200,9 +223,27 @@ await writeFile(
     subtitle: `${model.split('/').at(-1) ?? model}, ${server.kernels}; input ${INPUT_LEN}, output ${OUTPUT_LEN} tokens; ${cpus()[0]?.model ?? '?'} x ${availableParallelism()}`,
     xLabel: 'concurrency',
     panels: [
-      { title: 'output throughput', unit: 'tokens/s', series: [{ name: 'output tok/s', points: byConcurrency((l) => l.outputThroughput) }] },
-      { title: 'time to first token', unit: 'ms', series: [{ name: 'median', points: byConcurrency((l) => l.ttftMs.median) }, { name: 'p99', points: byConcurrency((l) => l.ttftMs.p99) }] },
-      { title: 'inter-token latency', unit: 'ms', series: [{ name: 'median', points: byConcurrency((l) => l.itlMs.median) }, { name: 'p99', points: byConcurrency((l) => l.itlMs.p99) }] },
+      {
+        title: 'output throughput',
+        unit: 'tokens/s',
+        series: [{ name: 'output tok/s', points: byConcurrency((l) => l.outputThroughput) }],
+      },
+      {
+        title: 'time to first token',
+        unit: 'ms',
+        series: [
+          { name: 'median', points: byConcurrency((l) => l.ttftMs.median) },
+          { name: 'p99', points: byConcurrency((l) => l.ttftMs.p99) },
+        ],
+      },
+      {
+        title: 'inter-token latency',
+        unit: 'ms',
+        series: [
+          { name: 'median', points: byConcurrency((l) => l.itlMs.median) },
+          { name: 'p99', points: byConcurrency((l) => l.itlMs.p99) },
+        ],
+      },
     ],
   }),
 );

@@ -18,7 +18,14 @@ import { createServer, Socket, type AddressInfo, type OnReadOpts, type SocketCon
 import { Xxh64 } from '@node-rs/xxhash';
 import { NO_FAULTS } from '../src/core/index.js';
 import { floatsPerPage, PagePool, type KvShape } from '../src/pages/index.js';
-import { DecodeMachine, LedgerDecodeHost, MachineDriver, TcpTransport, type DecodeEffect, type DecodeInput } from '../src/transfer/index.js';
+import {
+  DecodeMachine,
+  LedgerDecodeHost,
+  MachineDriver,
+  TcpTransport,
+  type DecodeEffect,
+  type DecodeInput,
+} from '../src/transfer/index.js';
 
 interface Job {
   readonly mode: 'raw' | 'reused' | 'hashed' | 'landed' | 'protocol';
@@ -44,7 +51,8 @@ async function raw(job: Job): Promise<void> {
   let received = 0;
   const hash = job.mode === 'hashed' || job.mode === 'landed' ? new Xxh64(1n) : undefined;
   const reuse = job.mode === 'reused' || job.mode === 'landed';
-  const pool = job.mode === 'landed' ? new Uint8Array(job.shape.numPages * floatsPerPage(job.shape) * 4).fill(0) : undefined; // as big as decode's, touched
+  const pool =
+    job.mode === 'landed' ? new Uint8Array(job.shape.numPages * floatsPerPage(job.shape) * 4).fill(0) : undefined; // as big as decode's, touched
   let at = 0;
   const server = createServer({ pauseOnConnect: reuse }, (accepted) => {
     cpuFrom = process.cpuUsage();
@@ -69,7 +77,10 @@ async function raw(job: Job): Promise<void> {
       const handle = internals._handle;
       internals._handle = null;
       accepted.destroy();
-      const onread: OnReadOpts = { buffer: new Uint8Array(1024 * 1024), callback: (n, buffer) => (onBytes(buffer.subarray(0, n)), true) };
+      const onread: OnReadOpts = {
+        buffer: new Uint8Array(1024 * 1024),
+        callback: (n, buffer) => (onBytes(buffer.subarray(0, n)), true),
+      };
       socket = new Socket({ handle, readable: true, writable: true, onread } as SocketConstructorOpts);
     } else {
       socket.on('data', onBytes);
@@ -86,31 +97,42 @@ async function protocol(job: Job): Promise<void> {
   const machine = new DecodeMachine({ node: 'bench-decode', host, timeouts: { kvStartMs: 60_000, frameMs: 60_000 } });
   let verified = 0;
   let transport!: TcpTransport;
-  const driver: MachineDriver<DecodeInput, DecodeEffect> = new MachineDriver<DecodeInput, DecodeEffect>(machine, (effect) => {
-    switch (effect.kind) {
-      case 'send':
-        return transport.send(effect.to, effect.message);
-      case 'closePeer':
-        return transport.closePeer(effect.peer, effect.reason);
-      case 'startDecoding':
-        // Verified: a decoder would read the pages now. Give them back for the next transfer.
-        pool.ledger.free(effect.tags, effect.owner);
-        driver.handle({ kind: 'decodeFinished', rid: effect.rid, finishReason: 'length' });
-        if (++verified === job.numTransfers) {
-          const s = machine.stats();
-          reply({ doneAt: now(), bad: s.checksumFailures + s.transfersFailed + s.framesDropped, cpuMs: cpuMs(cpuFrom) });
-        }
-        return;
-      case 'stopDecoding':
-        return;
-      default:
-        return effect satisfies never;
-    }
-  });
+  const driver: MachineDriver<DecodeInput, DecodeEffect> = new MachineDriver<DecodeInput, DecodeEffect>(
+    machine,
+    (effect) => {
+      switch (effect.kind) {
+        case 'send':
+          return transport.send(effect.to, effect.message);
+        case 'closePeer':
+          return transport.closePeer(effect.peer, effect.reason);
+        case 'startDecoding':
+          // Verified: a decoder would read the pages now. Give them back for the next transfer.
+          pool.ledger.free(effect.tags, effect.owner);
+          driver.handle({ kind: 'decodeFinished', rid: effect.rid, finishReason: 'length' });
+          if (++verified === job.numTransfers) {
+            const s = machine.stats();
+            reply({
+              doneAt: now(),
+              bad: s.checksumFailures + s.transfersFailed + s.framesDropped,
+              cpuMs: cpuMs(cpuFrom),
+            });
+          }
+          return;
+        case 'stopDecoding':
+          return;
+        default:
+          return effect satisfies never;
+      }
+    },
+  );
   transport = await TcpTransport.listen({
     secret: job.secret,
     dial: false,
-    handlers: { ...driver.handlers(), connected: (peer) => ((cpuFrom = process.cpuUsage()), driver.handle({ kind: 'connected', peer })), chunks: driver.chunkHandlers() },
+    handlers: {
+      ...driver.handlers(),
+      connected: (peer) => ((cpuFrom = process.cpuUsage()), driver.handle({ kind: 'connected', peer })),
+      chunks: driver.chunkHandlers(),
+    },
   });
   reply({ port: Number(transport.nodeId.split(':')[1]) });
 }

@@ -24,7 +24,15 @@ import { horizontalBarsSvg, svgPathFor } from './lib/svg-plot.js';
 import { connect } from 'node:net';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { asEpoch, asPageId, asRequestId, asTenantId, samplingParams, type RequestId, type Tag } from '../src/core/index.js';
+import {
+  asEpoch,
+  asPageId,
+  asRequestId,
+  asTenantId,
+  samplingParams,
+  type RequestId,
+  type Tag,
+} from '../src/core/index.js';
 import { slotRangeBytes, type KvShape } from '../src/pages/index.js';
 import { chunkChecksum, promptDigest, TcpTransport, TransferDigest, type Message } from '../src/transfer/index.js';
 
@@ -43,7 +51,8 @@ const PAGES_PER_TRANSFER = 16;
 const ROUNDS = Number(flag('--rounds') ?? 3);
 /** Slots per frame of the partial-page runs (--chunk-kib, a run of whole slots dividing a page). */
 const PARTIAL_SLOTS = (Number(flag('--chunk-kib') ?? 1024) * 1024) / SLOT_BYTES;
-if (!Number.isInteger(PARTIAL_SLOTS) || PARTIAL_SLOTS < 1 || SHAPE_OF_PAGE.pageSize % PARTIAL_SLOTS !== 0) throw new Error(`--chunk-kib must divide a page of ${SHAPE_OF_PAGE.pageSize} slots of ${SLOT_BYTES / 1024} KiB`);
+if (!Number.isInteger(PARTIAL_SLOTS) || PARTIAL_SLOTS < 1 || SHAPE_OF_PAGE.pageSize % PARTIAL_SLOTS !== 0)
+  throw new Error(`--chunk-kib must divide a page of ${SHAPE_OF_PAGE.pageSize} slots of ${SLOT_BYTES / 1024} KiB`);
 const NUM_TRANSFERS = Math.max(1, Math.round((TOTAL_MIB * 2 ** 20) / (PAGES_PER_TRANSFER * PAGE_BYTES)));
 const TOTAL_BYTES = NUM_TRANSFERS * PAGES_PER_TRANSFER * PAGE_BYTES;
 /** The raw sockets write the same bytes in buffers of this size. */
@@ -68,9 +77,12 @@ interface Done {
   readonly cpuMs: number;
 }
 
-async function receiver(mode: 'raw' | 'reused' | 'hashed' | 'landed' | 'protocol'): Promise<{ port: number; done: Promise<Done>; child: ChildProcess }> {
+async function receiver(
+  mode: 'raw' | 'reused' | 'hashed' | 'landed' | 'protocol',
+): Promise<{ port: number; done: Promise<Done>; child: ChildProcess }> {
   const profile = process.env['BENCH_PROFILE_DIR'];
-  const execArgv = profile === undefined ? process.execArgv : [...process.execArgv, '--cpu-prof', `--cpu-prof-dir=${profile}`];
+  const execArgv =
+    profile === undefined ? process.execArgv : [...process.execArgv, '--cpu-prof', `--cpu-prof-dir=${profile}`];
   const child = fork(RECEIVER, [], { execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const port = new Promise<number>((resolve) => child.once('message', (m: { port: number }) => resolve(m.port)));
   child.send({ mode, totalBytes: TOTAL_BYTES, secret: SECRET, shape: SHAPE, numTransfers: NUM_TRANSFERS });
@@ -122,7 +134,12 @@ async function protocol(slotsPerFrame: number): Promise<Run> {
     if (m.type === 'Reserved') waiting.get(m.rid)?.(m.tags);
     else if (m.type === 'Rejected' || m.type === 'Failed') throw new Error(`${m.rid}: ${m.type} ${m.message}`);
   };
-  const sender = TcpTransport.client({ nodeId: 'bench-prefill', secret: SECRET, dial: true, handlers: { connected: () => connected(), closed: () => undefined, message: onMessage } });
+  const sender = TcpTransport.client({
+    nodeId: 'bench-prefill',
+    secret: SECRET,
+    dial: true,
+    handlers: { connected: () => connected(), closed: () => undefined, message: onMessage },
+  });
   const peer = `127.0.0.1:${r.port}`;
   sender.send(peer, { type: 'Ack', rid: asRequestId('hello') }); // authenticate before timing (decode drops it)
   await up;
@@ -131,7 +148,15 @@ async function protocol(slotsPerFrame: number): Promise<Run> {
   const reserve = (k: number): Promise<readonly Tag[]> => {
     const rid = asRequestId(`bench-${k}`);
     const tags = new Promise<readonly Tag[]>((resolve) => waiting.set(rid, resolve));
-    sender.send(peer, { type: 'Reserve', rid, tenant: asTenantId('bench'), promptTokens: tokens.length, promptDigest: digestOfPrompt, sampling: samplingParams({ maxTokens: 1 }), prefillAddress: 'bench-prefill' });
+    sender.send(peer, {
+      type: 'Reserve',
+      rid,
+      tenant: asTenantId('bench'),
+      promptTokens: tokens.length,
+      promptDigest: digestOfPrompt,
+      sampling: samplingParams({ maxTokens: 1 }),
+      prefillAddress: 'bench-prefill',
+    });
     return tags;
   };
   const start = now();
@@ -153,7 +178,17 @@ async function protocol(slotsPerFrame: number): Promise<Run> {
         if (sender.bufferedBytes(peer) > HIGH_WATER) await sender.whenDrained(peer);
       }
     }
-    sender.send(peer, { type: 'KvDone', rid, numChunks: seq, tokensCovered: tokens.length, digest: digest.hex(), promptDigest: digestOfPrompt, model: BENCH_MODEL, firstToken: 1, firstLogprobs: [] });
+    sender.send(peer, {
+      type: 'KvDone',
+      rid,
+      numChunks: seq,
+      tokensCovered: tokens.length,
+      digest: digest.hex(),
+      promptDigest: digestOfPrompt,
+      model: BENCH_MODEL,
+      firstToken: 1,
+      firstLogprobs: [],
+    });
   }
   const done = await r.done;
   const senderCpuMs = cpuMs(cpu);
@@ -163,7 +198,13 @@ async function protocol(slotsPerFrame: number): Promise<Run> {
 }
 
 function checksumOnly(): number {
-  const header = { rid: asRequestId('bench'), seq: 0, tag: { page: asPageId(0), epoch: asEpoch(1) }, firstSlot: 0, numSlots: SHAPE_OF_PAGE.pageSize };
+  const header = {
+    rid: asRequestId('bench'),
+    seq: 0,
+    tag: { page: asPageId(0), epoch: asEpoch(1) },
+    firstSlot: 0,
+    numSlots: SHAPE_OF_PAGE.pageSize,
+  };
   const start = performance.now();
   for (let i = 0; i < TOTAL_BYTES / PAGE_BYTES; i++) chunkChecksum({ ...header, seq: i }, payload);
   return performance.now() - start;
@@ -183,35 +224,79 @@ async function main(): Promise<void> {
   await raw(); // warm-up
   await protocol(SHAPE_OF_PAGE.pageSize);
   const rows: { what: string; ms: number; gbps: number; senderCpuMs?: number; receiverCpuMs?: number }[] = [];
-  const row = (what: string, round: number, r: Run) => ({ what: `${what} (round ${round + 1})`, ms: r.ms, gbps: gbps(TOTAL_BYTES, r.ms), senderCpuMs: r.senderCpuMs, receiverCpuMs: r.receiverCpuMs });
+  const row = (what: string, round: number, r: Run) => ({
+    what: `${what} (round ${round + 1})`,
+    ms: r.ms,
+    gbps: gbps(TOTAL_BYTES, r.ms),
+    senderCpuMs: r.senderCpuMs,
+    receiverCpuMs: r.receiverCpuMs,
+  });
   for (let round = 0; round < ROUNDS; round++) {
     const rawRun = await raw();
     const whole = await protocol(SHAPE_OF_PAGE.pageSize);
     const partial = await protocol(PARTIAL_SLOTS);
-    if (whole.bad + partial.bad > 0) throw new Error(`${whole.bad + partial.bad} chunks or transfers failed on a clean loopback`);
+    if (whole.bad + partial.bad > 0)
+      throw new Error(`${whole.bad + partial.bad} chunks or transfers failed on a clean loopback`);
     rows.push(row(RAW, round, rawRun), row(WHOLE, round, whole), row(PARTIAL, round, partial));
-    rows.push(row(REUSED, round, await raw('reused')), row(HASHED, round, await raw('hashed')), row(LANDED, round, await raw('landed')));
+    rows.push(
+      row(REUSED, round, await raw('reused')),
+      row(HASHED, round, await raw('hashed')),
+      row(LANDED, round, await raw('landed')),
+    );
   }
   const sumMs = checksumOnly();
   rows.push({ what: 'xxh64 checksum alone (one end)', ms: sumMs, gbps: gbps(TOTAL_BYTES, sumMs) });
-  console.log(`${''.padEnd(56)} ${'wall'.padStart(7)}     ${'GB/s'.padStart(6)}  ${'CPU: sender'.padStart(12)} ${'receiver'.padStart(9)}`);
+  console.log(
+    `${''.padEnd(56)} ${'wall'.padStart(7)}     ${'GB/s'.padStart(6)}  ${'CPU: sender'.padStart(12)} ${'receiver'.padStart(9)}`,
+  );
   for (const r of rows) {
-    const cpu = r.senderCpuMs === undefined ? '' : `  ${r.senderCpuMs.toFixed(0).padStart(9)} ms ${(r.receiverCpuMs ?? 0).toFixed(0).padStart(6)} ms`;
+    const cpu =
+      r.senderCpuMs === undefined
+        ? ''
+        : `  ${r.senderCpuMs.toFixed(0).padStart(9)} ms ${(r.receiverCpuMs ?? 0).toFixed(0).padStart(6)} ms`;
     console.log(`${r.what.padEnd(56)} ${r.ms.toFixed(0).padStart(7)} ms  ${r.gbps.toFixed(2).padStart(6)}${cpu}`);
   }
   const of = (what: string) => rows.filter((r) => r.what.startsWith(`${what} (`));
   const median = (xs: number[]): number => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
   const gbpsOf = (what: string): number => median(of(what).map((r) => r.gbps));
-  const cpuPerGiB = (what: string): number => median(of(what).map((r) => (r.receiverCpuMs ?? 0) / (TOTAL_BYTES / 2 ** 30)));
-  const perRound = (what: string): string => of(what).map((r, i) => (r.gbps / (of(RAW)[i]?.gbps ?? Number.NaN)).toFixed(2)).join(', ');
+  const cpuPerGiB = (what: string): number =>
+    median(of(what).map((r) => (r.receiverCpuMs ?? 0) / (TOTAL_BYTES / 2 ** 30)));
+  const perRound = (what: string): string =>
+    of(what)
+      .map((r, i) => (r.gbps / (of(RAW)[i]?.gbps ?? Number.NaN)).toFixed(2))
+      .join(', ');
   const ratios = Object.fromEntries([WHOLE, PARTIAL, REUSED, HASHED, LANDED].map((w) => [w, gbpsOf(w) / gbpsOf(RAW)]));
-  for (const what of [WHOLE, PARTIAL]) console.log(`${what} / raw (medians) = ${(ratios[what] as number).toFixed(2)} (target >= 0.8); per round: ${perRound(what)}`);
-  console.log(`for comparison, / raw (medians): ${[REUSED, HASHED, LANDED].map((w) => `${w} ${(ratios[w] as number).toFixed(2)}`).join('; ')}`);
-  console.log(`receiver CPU per GiB (medians): ${[RAW, REUSED, LANDED, WHOLE, PARTIAL].map((w) => `${w} ${cpuPerGiB(w).toFixed(0)} ms`).join('; ')}`);
+  for (const what of [WHOLE, PARTIAL])
+    console.log(
+      `${what} / raw (medians) = ${(ratios[what] as number).toFixed(2)} (target >= 0.8); per round: ${perRound(what)}`,
+    );
+  console.log(
+    `for comparison, / raw (medians): ${[REUSED, HASHED, LANDED].map((w) => `${w} ${(ratios[w] as number).toFixed(2)}`).join('; ')}`,
+  );
+  console.log(
+    `receiver CPU per GiB (medians): ${[RAW, REUSED, LANDED, WHOLE, PARTIAL].map((w) => `${w} ${cpuPerGiB(w).toFixed(0)} ms`).join('; ')}`,
+  );
   await mkdir(new URL('./results/', import.meta.url), { recursive: true });
   const file = new URL(`./results/transfer-${new Date().toISOString().replace(/[:.]/g, '-')}.json`, import.meta.url);
   const cpu = Object.fromEntries([RAW, REUSED, HASHED, LANDED, WHOLE, PARTIAL].map((w) => [w, cpuPerGiB(w)]));
-  await writeFile(file, JSON.stringify({ totalBytes: TOTAL_BYTES, pageBytes: PAGE_BYTES, partialFrameSlots: PARTIAL_SLOTS, transfers: NUM_TRANSFERS, shape: SHAPE, receiver: 'child process, DecodeMachine', rows, ratios, receiverCpuMsPerGiB: cpu }, null, 2));
+  await writeFile(
+    file,
+    JSON.stringify(
+      {
+        totalBytes: TOTAL_BYTES,
+        pageBytes: PAGE_BYTES,
+        partialFrameSlots: PARTIAL_SLOTS,
+        transfers: NUM_TRANSFERS,
+        shape: SHAPE,
+        receiver: 'child process, DecodeMachine',
+        rows,
+        ratios,
+        receiverCpuMsPerGiB: cpu,
+      },
+      null,
+      2,
+    ),
+  );
   const svg = new URL(svgPathFor(file.href));
   await writeFile(
     svg,
@@ -220,7 +305,11 @@ async function main(): Promise<void> {
       subtitle: `${TOTAL_BYTES / 2 ** 20} MiB in ${NUM_TRANSFERS} transfers; medians of ${ROUNDS} rounds; ${cpus()[0]?.model ?? 'cpu'} x${cpus().length}; one run`,
       unit: 'GB/s (median)',
       bars: [
-        ...[RAW, WHOLE, PARTIAL, REUSED, HASHED, LANDED].map((w) => ({ label: w, value: gbpsOf(w), ...(w === RAW ? {} : { note: `${(ratios[w] as number).toFixed(2)}x raw` }) })),
+        ...[RAW, WHOLE, PARTIAL, REUSED, HASHED, LANDED].map((w) => ({
+          label: w,
+          value: gbpsOf(w),
+          ...(w === RAW ? {} : { note: `${(ratios[w] as number).toFixed(2)}x raw` }),
+        })),
         { label: 'xxh64 checksum alone (one end)', value: gbps(TOTAL_BYTES, sumMs) },
       ],
     }),

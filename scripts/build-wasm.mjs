@@ -19,7 +19,10 @@ if (!existsSync(entry)) {
   console.log('build-wasm: no AssemblyScript kernels yet; skipping');
   process.exit(0);
 }
-const newestSource = Math.max(...readdirSync(sourceDir).map((f) => statSync(join(sourceDir, f)).mtimeMs), statSync(fileURLToPath(import.meta.url)).mtimeMs);
+const newestSource = Math.max(
+  ...readdirSync(sourceDir).map((f) => statSync(join(sourceDir, f)).mtimeMs),
+  statSync(fileURLToPath(import.meta.url)).mtimeMs,
+);
 if (!force && existsSync(outFile) && statSync(outFile).mtimeMs > newestSource) process.exit(0);
 
 mkdirSync(dirname(outFile), { recursive: true });
@@ -34,16 +37,23 @@ try {
 }
 const args = [
   entry,
-  '--outFile', outFile,
-  '--optimizeLevel', '3',
-  '--shrinkLevel', '0',
-  '--runtime', 'stub',
+  '--outFile',
+  outFile,
+  '--optimizeLevel',
+  '3',
+  '--shrinkLevel',
+  '0',
+  '--runtime',
+  'stub',
   '--noAssert',
-  '--enable', 'simd,threads',
+  '--enable',
+  'simd,threads',
   '--importMemory',
   '--sharedMemory',
-  '--initialMemory', '1',
-  '--maximumMemory', '65536',
+  '--initialMemory',
+  '1',
+  '--maximumMemory',
+  '65536',
 ];
 const { error, stderr } = await asc.main(args, {});
 if (error) {

@@ -36,7 +36,10 @@ export async function measureReadBandwidth(options: BandwidthOptions = {}): Prom
   const runtime = await WasmRuntime.load({ maxMemoryBytes: bytes + 64 * 1024 ** 2 });
   const ptr = runtime.alloc(bytes);
   runtime.f32(ptr, bytes / 4).fill(1); // commit every page before timing
-  const workers = Array.from({ length: threads }, () => new Worker(WORKER_SOURCE, { eval: true, workerData: { module: runtime.module, memory: runtime.memory } }));
+  const workers = Array.from(
+    { length: threads },
+    () => new Worker(WORKER_SOURCE, { eval: true, workerData: { module: runtime.module, memory: runtime.memory } }),
+  );
   try {
     const sumAll = () =>
       Promise.all(
@@ -55,7 +58,8 @@ export async function measureReadBandwidth(options: BandwidthOptions = {}): Prom
       const start = performance.now();
       const sums = await sumAll();
       best = Math.min(best, performance.now() - start);
-      if (sums.some((s) => s !== sliceFloats)) throw new Error(`bandwidth probe summed ${sums.join(', ')}, expected ${sliceFloats}`);
+      if (sums.some((s) => s !== sliceFloats))
+        throw new Error(`bandwidth probe summed ${sums.join(', ')}, expected ${sliceFloats}`);
     }
     return { gbPerSecond: bytes / (best / 1000) / 1e9, threads, bytes };
   } finally {

@@ -29,7 +29,10 @@ export interface HorizontalBars {
 export interface LinePanel {
   readonly title: string;
   readonly unit: string;
-  readonly series: readonly { readonly name: string; readonly points: readonly { readonly x: number; readonly y: number }[] }[];
+  readonly series: readonly {
+    readonly name: string;
+    readonly points: readonly { readonly x: number; readonly y: number }[];
+  }[];
 }
 
 export interface LinePanels {
@@ -39,7 +42,16 @@ export interface LinePanels {
   readonly panels: readonly LinePanel[];
 }
 
-export const PALETTE = ['#2f7ed8', '#f28f43', '#1aadce', '#8bbc21', '#910000', '#492970', '#77a1e5', '#c42525'] as const;
+export const PALETTE = [
+  '#2f7ed8',
+  '#f28f43',
+  '#1aadce',
+  '#8bbc21',
+  '#910000',
+  '#492970',
+  '#77a1e5',
+  '#c42525',
+] as const;
 const FONT = 'font-family="DejaVu Sans, Helvetica, Arial, sans-serif"';
 
 /** bench/results/decode-X.json -> bench/results/decode-X.svg */
@@ -90,21 +102,30 @@ function headingWidth(chart: { readonly title: string; readonly subtitle?: strin
 function legend(names: readonly string[], x: number, y: number): string[] {
   let at = x;
   return names.flatMap((name, i) => {
-    const item = [`<rect x="${at}" y="${y - 9}" width="10" height="10" fill="${PALETTE[i % PALETTE.length]}"/>`, `<text x="${at + 14}" y="${y}" fill="#333">${escapeXml(name)}</text>`];
+    const item = [
+      `<rect x="${at}" y="${y - 9}" width="10" height="10" fill="${PALETTE[i % PALETTE.length]}"/>`,
+      `<text x="${at + 14}" y="${y}" fill="#333">${escapeXml(name)}</text>`,
+    ];
     at += 24 + name.length * 7;
     return item;
   });
 }
 
 /** Vertical y axis with grid lines from 0 to scale.max, into the plot box. */
-function yAxis(box: { x: number; y: number; w: number; h: number }, scale: { max: number; step: number }, unit: string): string[] {
+function yAxis(
+  box: { x: number; y: number; w: number; h: number },
+  scale: { max: number; step: number },
+  unit: string,
+): string[] {
   const out: string[] = [];
   for (let v = 0; v <= scale.max + 1e-9; v += scale.step) {
     const y = box.y + box.h - (v / scale.max) * box.h;
     out.push(`<line x1="${box.x}" y1="${y.toFixed(1)}" x2="${box.x + box.w}" y2="${y.toFixed(1)}" stroke="#e6e6e6"/>`);
     out.push(`<text x="${box.x - 6}" y="${(y + 4).toFixed(1)}" text-anchor="end" fill="#555">${formatTick(v)}</text>`);
   }
-  out.push(`<text transform="translate(${box.x - 42},${box.y + box.h / 2}) rotate(-90)" text-anchor="middle" fill="#555">${escapeXml(unit)}</text>`);
+  out.push(
+    `<text transform="translate(${box.x - 42},${box.y + box.h / 2}) rotate(-90)" text-anchor="middle" fill="#555">${escapeXml(unit)}</text>`,
+  );
   out.push(`<line x1="${box.x}" y1="${box.y + box.h}" x2="${box.x + box.w}" y2="${box.y + box.h}" stroke="#999"/>`);
   return out;
 }
@@ -115,7 +136,15 @@ export function groupedBarsSvg(chart: GroupedBars): string {
   const box = { x: 70, y: 78, w: width - 90, h: height - 130 };
   const values = chart.series.flatMap((s) => s.values.filter((v): v is number => v !== null));
   const scale = niceScale(Math.max(0, ...values));
-  const body = [...heading(chart.title, chart.subtitle), ...legend(chart.series.map((s) => s.name), 16, 62), ...yAxis(box, scale, chart.unit)];
+  const body = [
+    ...heading(chart.title, chart.subtitle),
+    ...legend(
+      chart.series.map((s) => s.name),
+      16,
+      62,
+    ),
+    ...yAxis(box, scale, chart.unit),
+  ];
   const groupW = box.w / chart.categories.length;
   const barW = Math.min(26, (groupW - 20) / chart.series.length);
   chart.categories.forEach((category, c) => {
@@ -125,9 +154,13 @@ export function groupedBarsSvg(chart: GroupedBars): string {
       if (v === null || v === undefined) return;
       const h = (v / scale.max) * box.h;
       const x = x0 + i * barW;
-      body.push(`<rect x="${x.toFixed(1)}" y="${(box.y + box.h - h).toFixed(1)}" width="${(barW - 2).toFixed(1)}" height="${h.toFixed(1)}" fill="${PALETTE[i % PALETTE.length]}"><title>${escapeXml(`${s.name}, ${category}: ${v.toFixed(2)} ${chart.unit}`)}</title></rect>`);
+      body.push(
+        `<rect x="${x.toFixed(1)}" y="${(box.y + box.h - h).toFixed(1)}" width="${(barW - 2).toFixed(1)}" height="${h.toFixed(1)}" fill="${PALETTE[i % PALETTE.length]}"><title>${escapeXml(`${s.name}, ${category}: ${v.toFixed(2)} ${chart.unit}`)}</title></rect>`,
+      );
     });
-    body.push(`<text x="${(box.x + c * groupW + groupW / 2).toFixed(1)}" y="${box.y + box.h + 18}" text-anchor="middle" fill="#333">${escapeXml(category)}</text>`);
+    body.push(
+      `<text x="${(box.x + c * groupW + groupW / 2).toFixed(1)}" y="${box.y + box.h + 18}" text-anchor="middle" fill="#333">${escapeXml(category)}</text>`,
+    );
   });
   return document(width, height, body);
 }
@@ -143,15 +176,21 @@ export function horizontalBarsSvg(chart: HorizontalBars): string {
   for (let v = 0; v <= scale.max + 1e-9; v += scale.step) {
     const x = box.x + (v / scale.max) * box.w;
     body.push(`<line x1="${x.toFixed(1)}" y1="${box.y}" x2="${x.toFixed(1)}" y2="${box.y + box.h}" stroke="#e6e6e6"/>`);
-    body.push(`<text x="${x.toFixed(1)}" y="${box.y + box.h + 16}" text-anchor="middle" fill="#555">${formatTick(v)}</text>`);
+    body.push(
+      `<text x="${x.toFixed(1)}" y="${box.y + box.h + 16}" text-anchor="middle" fill="#555">${formatTick(v)}</text>`,
+    );
   }
-  body.push(`<text x="${box.x + box.w / 2}" y="${box.y + box.h + 34}" text-anchor="middle" fill="#555">${escapeXml(chart.unit)}</text>`);
+  body.push(
+    `<text x="${box.x + box.w / 2}" y="${box.y + box.h + 34}" text-anchor="middle" fill="#555">${escapeXml(chart.unit)}</text>`,
+  );
   chart.bars.forEach((b, i) => {
     const y = box.y + i * rowH + 4;
     const w = (b.value / scale.max) * box.w;
     body.push(`<text x="${box.x - 8}" y="${y + 13}" text-anchor="end" fill="#333">${escapeXml(b.label)}</text>`);
     body.push(`<rect x="${box.x}" y="${y}" width="${w.toFixed(1)}" height="${rowH - 8}" fill="${PALETTE[0]}"/>`);
-    body.push(`<text x="${(box.x + w + 6).toFixed(1)}" y="${y + 13}" fill="#333">${escapeXml(`${b.value.toFixed(2)}${b.note === undefined ? '' : ` (${b.note})`}`)}</text>`);
+    body.push(
+      `<text x="${(box.x + w + 6).toFixed(1)}" y="${y + 13}" fill="#333">${escapeXml(`${b.value.toFixed(2)}${b.note === undefined ? '' : ` (${b.note})`}`)}</text>`,
+    );
   });
   return document(width, height, body);
 }
@@ -168,16 +207,28 @@ export function linePanelsSvg(chart: LinePanels): string {
     const xs = [...new Set(points.map((pt) => pt.x))].sort((a, b) => a - b);
     const scale = niceScale(Math.max(0, ...points.map((pt) => pt.y)));
     const xAt = (x: number): number => box.x + (xs.length <= 1 ? box.w / 2 : (xs.indexOf(x) / (xs.length - 1)) * box.w);
-    body.push(`<text x="${box.x + box.w / 2}" y="${box.y - 12}" text-anchor="middle" font-weight="bold" fill="#333">${escapeXml(panel.title)}</text>`);
+    body.push(
+      `<text x="${box.x + box.w / 2}" y="${box.y - 12}" text-anchor="middle" font-weight="bold" fill="#333">${escapeXml(panel.title)}</text>`,
+    );
     body.push(...yAxis(box, scale, panel.unit));
-    for (const x of xs) body.push(`<text x="${xAt(x).toFixed(1)}" y="${box.y + box.h + 16}" text-anchor="middle" fill="#555">${formatTick(x)}</text>`);
-    body.push(`<text x="${box.x + box.w / 2}" y="${box.y + box.h + 34}" text-anchor="middle" fill="#555">${escapeXml(chart.xLabel)}</text>`);
+    for (const x of xs)
+      body.push(
+        `<text x="${xAt(x).toFixed(1)}" y="${box.y + box.h + 16}" text-anchor="middle" fill="#555">${formatTick(x)}</text>`,
+      );
+    body.push(
+      `<text x="${box.x + box.w / 2}" y="${box.y + box.h + 34}" text-anchor="middle" fill="#555">${escapeXml(chart.xLabel)}</text>`,
+    );
     for (const s of panel.series) {
       const colour = PALETTE[names.indexOf(s.name) % PALETTE.length];
       const yAt = (y: number): number => box.y + box.h - (y / scale.max) * box.h;
-      const d = s.points.map((pt, i) => `${i === 0 ? 'M' : 'L'}${xAt(pt.x).toFixed(1)},${yAt(pt.y).toFixed(1)}`).join('');
+      const d = s.points
+        .map((pt, i) => `${i === 0 ? 'M' : 'L'}${xAt(pt.x).toFixed(1)},${yAt(pt.y).toFixed(1)}`)
+        .join('');
       if (d !== '') body.push(`<path d="${d}" fill="none" stroke="${colour}" stroke-width="2"/>`);
-      for (const pt of s.points) body.push(`<circle cx="${xAt(pt.x).toFixed(1)}" cy="${yAt(pt.y).toFixed(1)}" r="3" fill="${colour}"><title>${escapeXml(`${s.name} at ${pt.x}: ${pt.y.toFixed(2)} ${panel.unit}`)}</title></circle>`);
+      for (const pt of s.points)
+        body.push(
+          `<circle cx="${xAt(pt.x).toFixed(1)}" cy="${yAt(pt.y).toFixed(1)}" r="3" fill="${colour}"><title>${escapeXml(`${s.name} at ${pt.x}: ${pt.y.toFixed(2)} ${panel.unit}`)}</title></circle>`,
+        );
     }
   });
   return document(width, height, body);

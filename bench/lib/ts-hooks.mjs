@@ -9,7 +9,11 @@ import ts from 'typescript';
 
 export async function resolve(specifier, context, next) {
   const parent = context.parentURL;
-  if (parent?.endsWith('.ts') && specifier.endsWith('.js') && (specifier.startsWith('.') || specifier.startsWith('/'))) {
+  if (
+    parent?.endsWith('.ts') &&
+    specifier.endsWith('.js') &&
+    (specifier.startsWith('.') || specifier.startsWith('/'))
+  ) {
     const candidate = new URL(specifier.replace(/\.js$/, '.ts'), parent);
     if (existsSync(fileURLToPath(candidate))) return { url: candidate.href, shortCircuit: true };
   }
@@ -21,7 +25,12 @@ export async function load(url, context, next) {
   const fileName = fileURLToPath(url);
   const { outputText } = ts.transpileModule(await readFile(fileName, 'utf8'), {
     fileName,
-    compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022, inlineSourceMap: true, esModuleInterop: true },
+    compilerOptions: {
+      module: ts.ModuleKind.ESNext,
+      target: ts.ScriptTarget.ES2022,
+      inlineSourceMap: true,
+      esModuleInterop: true,
+    },
   });
   return { format: 'module', source: outputText, shortCircuit: true };
 }

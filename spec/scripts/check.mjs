@@ -10,10 +10,10 @@ import { fmt, requireTools, verify } from './pan.mjs';
 
 const WITNESSES = [
   [1, 'a request succeeds'],
-  [2, 'a page still holding an older epoch\'s data and stamp is allocated (the stale page)'],
+  [2, "a page still holding an older epoch's data and stamp is allocated (the stale page)"],
   [3, 'a write lands in a quarantined page after its request was aborted (late landing)'],
   [4, 'a write lands after its writer crashed'],
-  [5, 'decode releases quarantined pages when the writer\'s connection closes'],
+  [5, "decode releases quarantined pages when the writer's connection closes"],
   [6, 'decode fails a transfer closed: its stamps do not cover the prompt'],
   [7, 'prefill drains its posted writes before it sends AbortAck'],
   [8, 'a request succeeds although a fault touched it'],
@@ -25,7 +25,13 @@ function main() {
   requireTools();
   let failed = false;
   const runs = [
-    { label: 'safety   (defaults: 3 requests, 2 prefill, 1 decode, MAXF=2)', mode: 'safety', defines: [], hashBits: 24, optimize: true },
+    {
+      label: 'safety   (defaults: 3 requests, 2 prefill, 1 decode, MAXF=2)',
+      mode: 'safety',
+      defines: [],
+      hashBits: 24,
+      optimize: true,
+    },
     { label: 'liveness (ltl done, -a; MAXF=1)', mode: 'liveness', defines: ['MAXF=1'], hashBits: 22, optimize: true },
   ];
   for (const r of runs) {
@@ -37,7 +43,10 @@ function main() {
       `     states stored ${fmt(res.statesStored)}, transitions ${fmt(res.transitions)}, ` +
         `depth ${fmt(res.depthReached)}, memory ${res.memoryMb?.toFixed(0)} MB, ${res.seconds.toFixed(1)} s, errors ${res.errors}`,
     );
-    if (!ok) console.log(res.violation ? `     violation: ${res.violation.message} at depth ${res.violation.depth}` : res.text);
+    if (!ok)
+      console.log(
+        res.violation ? `     violation: ${res.violation.message} at depth ${res.violation.depth}` : res.text,
+      );
   }
   console.log('witnesses (each must be reachable):');
   for (const [k, what] of WITNESSES) {

@@ -8,12 +8,36 @@ const CAP_SEC = 600;
 
 /** name, description, run options. */
 const CONFIGS = [
-  ['liveness-f2', 'ltl done, defaults (3 requests, 2 prefill, 1 decode), 2 faults per run', { mode: 'liveness', defines: [], hashBits: 26 }],
-  ['safety-pool4', 'safety, decode pool 4, prefill pool 3, context 5, requests of 2 and 3 pages, 2 faults', { mode: 'safety', defines: ['DPAGES=4', 'PPAGES=3', 'CTX=5', 'LEN1=3'], hashBits: 26 }],
-  ['safety-r4', 'safety, 4 requests on one decode node (r3: 1 page, on p1), 2 faults', { mode: 'safety', defines: ['NR=4'], hashBits: 26 }],
-  ['safety-d2r4-f1', 'safety, 2 decode nodes, 4 requests, 1 fault', { mode: 'safety', defines: ['ND=2', 'NR=4', 'MAXF=1'], hashBits: 26 }],
-  ['liveness-d2r4', 'ltl done, 2 decode nodes, 4 requests, 1 fault', { mode: 'liveness', defines: ['ND=2', 'NR=4', 'MAXF=1'], hashBits: 26 }],
-  ['safety-d2r4', 'safety, 2 decode nodes, 4 requests (r3: 1 page, on p1/d1), 2 faults', { mode: 'safety', defines: ['ND=2', 'NR=4'], hashBits: 26 }],
+  [
+    'liveness-f2',
+    'ltl done, defaults (3 requests, 2 prefill, 1 decode), 2 faults per run',
+    { mode: 'liveness', defines: [], hashBits: 26 },
+  ],
+  [
+    'safety-pool4',
+    'safety, decode pool 4, prefill pool 3, context 5, requests of 2 and 3 pages, 2 faults',
+    { mode: 'safety', defines: ['DPAGES=4', 'PPAGES=3', 'CTX=5', 'LEN1=3'], hashBits: 26 },
+  ],
+  [
+    'safety-r4',
+    'safety, 4 requests on one decode node (r3: 1 page, on p1), 2 faults',
+    { mode: 'safety', defines: ['NR=4'], hashBits: 26 },
+  ],
+  [
+    'safety-d2r4-f1',
+    'safety, 2 decode nodes, 4 requests, 1 fault',
+    { mode: 'safety', defines: ['ND=2', 'NR=4', 'MAXF=1'], hashBits: 26 },
+  ],
+  [
+    'liveness-d2r4',
+    'ltl done, 2 decode nodes, 4 requests, 1 fault',
+    { mode: 'liveness', defines: ['ND=2', 'NR=4', 'MAXF=1'], hashBits: 26 },
+  ],
+  [
+    'safety-d2r4',
+    'safety, 2 decode nodes, 4 requests (r3: 1 page, on p1/d1), 2 faults',
+    { mode: 'safety', defines: ['ND=2', 'NR=4'], hashBits: 26 },
+  ],
   ['safety-f3', 'safety, defaults, 3 faults per run', { mode: 'safety', defines: ['MAXF=3'], hashBits: 26 }],
 ];
 
@@ -28,7 +52,8 @@ function main() {
   let failed = false;
   for (const [name, what, options] of configs) {
     const res = verify({ ...options, optimize: true, memLimitMb: 8_000, timeoutSec: CAP_SEC });
-    const verdict = res.errors > 0 ? 'VIOLATION' : res.complete ? 'done' : res.timedOut ? `stopped at ${CAP_SEC} s` : 'incomplete';
+    const verdict =
+      res.errors > 0 ? 'VIOLATION' : res.complete ? 'done' : res.timedOut ? `stopped at ${CAP_SEC} s` : 'incomplete';
     failed ||= res.errors > 0;
     console.log(`${name.padEnd(14)} ${verdict}: ${what}`);
     console.log(

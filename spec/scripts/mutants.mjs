@@ -8,12 +8,32 @@ import { fmt, requireTools, verify } from './pan.mjs';
 
 /** name, what the bug is, the run that must catch it. */
 export const MUTANTS = [
-  ['PLACEHOLDER', 'the placeholder reported as done: a prompt that fails prefill admission becomes a one-page placeholder, written once and claimed complete (the incident)', 'safety'],
-  ['FREE_BEFORE_ACK', 'decode frees an aborted request\'s pages at once instead of quarantining them until the writer\'s AbortAck', 'safety'],
+  [
+    'PLACEHOLDER',
+    'the placeholder reported as done: a prompt that fails prefill admission becomes a one-page placeholder, written once and claimed complete (the incident)',
+    'safety',
+  ],
+  [
+    'FREE_BEFORE_ACK',
+    "decode frees an aborted request's pages at once instead of quarantining them until the writer's AbortAck",
+    'safety',
+  ],
   ['NO_EPOCH_CHECK', 'the page check accepts any written stamp, not only one of the current epoch', 'safety'],
-  ['NO_COVERAGE', 'decode starts (and reads) on KvDone\'s claim, without checking its stamps cover the prompt', 'safety'],
-  ['ACK_BEFORE_LANDED', 'prefill sends KvDone / AbortAck when its writes are posted, not when they have landed', 'safety'],
-  ['NO_TOMBSTONE', 'prefill forgets an Abort for a request it has not seen, so a late Prefill starts writing', 'safety'],
+  [
+    'NO_COVERAGE',
+    "decode starts (and reads) on KvDone's claim, without checking its stamps cover the prompt",
+    'safety',
+  ],
+  [
+    'ACK_BEFORE_LANDED',
+    'prefill sends KvDone / AbortAck when its writes are posted, not when they have landed',
+    'safety',
+  ],
+  [
+    'NO_TOMBSTONE',
+    'prefill forgets an Abort for a request it has not seen, so a late Prefill starts writing',
+    'safety',
+  ],
   ['SUCCESS_AFTER_CANCEL', 'the router reports success when Finished arrives after it began cancelling', 'safety'],
   ['DROP_ABORT_ACK', 'prefill never sends AbortAck: quarantined pages never return (liveness)', 'liveness'],
 ];
@@ -24,7 +44,8 @@ export function classify(message) {
   if (/dfree\[0\]==/.test(message)) return '(e) liveness: final state';
   if (/stamp\[hp\]==he/.test(message)) return '(a) reads only own pages, current epoch';
   if (/doom\[r\]|tainted\[r\]|outcome\[r\]==0/.test(message)) return '(b) honest outcome';
-  if (/inflight\[hp\]==0|wr\[r\]==0|\(lstate\[hp\]!=0\)&&\(lepoch\[hp\]==he\)/.test(message)) return '(c) no free while a write may land';
+  if (/inflight\[hp\]==0|wr\[r\]==0|\(lstate\[hp\]!=0\)&&\(lepoch\[hp\]==he\)/.test(message))
+    return '(c) no free while a write may land';
   if (/rlen\[r\]/.test(message)) return '(d) admission before allocation or transfer';
   return null;
 }
@@ -37,7 +58,9 @@ function main() {
     const property = res.violation ? classify(res.violation.message) : null;
     const ok = property !== null;
     failed ||= !ok;
-    console.log(`${ok ? 'caught ' : 'MISSED '} ${name.padEnd(21)} depth ${String(res.violation?.depth ?? '-').padStart(3)}  ${property ?? res.violation?.message ?? 'no counterexample'}`);
+    console.log(
+      `${ok ? 'caught ' : 'MISSED '} ${name.padEnd(21)} depth ${String(res.violation?.depth ?? '-').padStart(3)}  ${property ?? res.violation?.message ?? 'no counterexample'}`,
+    );
     console.log(`        ${what}; ${fmt(res.statesStored)} states, ${res.seconds.toFixed(1)} s`);
   }
   if (failed) {

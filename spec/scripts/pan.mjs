@@ -21,7 +21,8 @@ export function requireTools() {
     ['gcc', ['--version'], 'apt-get install -y gcc'],
   ]) {
     const r = spawnSync(tool, args, { encoding: 'utf8' });
-    if (r.error || r.status !== 0) missing.push(`spec: '${tool}' is not installed (${hint}); the formal model cannot be checked.`);
+    if (r.error || r.status !== 0)
+      missing.push(`spec: '${tool}' is not installed (${hint}); the formal model cannot be checked.`);
   }
   if (missing.length > 0) {
     console.error(missing.join('\n'));
@@ -69,7 +70,8 @@ export function verify(o) {
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     // spin -t replays the counterexample, printing the EV lines and "assertion violated" at the
     // violation (model-trace.ts cuts the trace there).
-    const trail = o.keepTrail && report.violation ? run('spin', [...dflags, '-t', '-T', 'tessera.pml'], dir) : undefined;
+    const trail =
+      o.keepTrail && report.violation ? run('spin', [...dflags, '-t', '-T', 'tessera.pml'], dir) : undefined;
     return { ...report, seconds, timedOut, trail };
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -81,7 +83,11 @@ export function simulate({ seed, defines = [], maxSteps = 20000 }) {
   const dir = mkdtempSync(join(tmpdir(), 'tessera-sim-'));
   try {
     copyModel(dir);
-    return run('spin', [...defines.map((d) => `-D${d}`), '-DNO_LTL', '-T', `-n${seed}`, `-u${maxSteps}`, 'tessera.pml'], dir);
+    return run(
+      'spin',
+      [...defines.map((d) => `-D${d}`), '-DNO_LTL', '-T', `-n${seed}`, `-u${maxSteps}`, 'tessera.pml'],
+      dir,
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -97,7 +103,8 @@ function run(cmd, args, cwd) {
     return execFileSync(cmd, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 256 << 20 });
   } catch (e) {
     const err = /** @type {any} */ (e);
-    if (err.code === 'ENOENT') throw new Error(`'${cmd}' is not installed (apt-get install -y ${cmd}); the formal model cannot be checked.`);
+    if (err.code === 'ENOENT')
+      throw new Error(`'${cmd}' is not installed (apt-get install -y ${cmd}); the formal model cannot be checked.`);
     throw new Error(`${cmd} ${args.join(' ')} failed (${err.status}):\n${err.stdout ?? ''}${err.stderr ?? ''}`);
   }
 }

@@ -26,7 +26,9 @@ describe('with API keys', () => {
 
   it('answers a wrong key with 401, parsed by the openai client', async () => {
     const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: 'key-mallory', maxRetries: 0 });
-    const error = await client.completions.create({ model: 'fake-model', prompt: 'Hi', max_tokens: 1 }).catch((e: unknown) => e);
+    const error = await client.completions
+      .create({ model: 'fake-model', prompt: 'Hi', max_tokens: 1 })
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.AuthenticationError);
     expect((error as InstanceType<typeof OpenAI.AuthenticationError>).status).toBe(401);
     expect((error as InstanceType<typeof OpenAI.AuthenticationError>).code).toBe('invalid_api_key');
@@ -37,9 +39,19 @@ describe('with API keys', () => {
   it('derives the tenant from the key, whatever the body claims', async () => {
     const alice = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: 'key-alice', maxRetries: 0 });
     const bob = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: 'key-bob', maxRetries: 0 });
-    await alice.completions.create({ model: 'fake-model', prompt: 'Hi', max_tokens: 1, user: 'bob', tenant: 'bob' } as never);
+    await alice.completions.create({
+      model: 'fake-model',
+      prompt: 'Hi',
+      max_tokens: 1,
+      user: 'bob',
+      tenant: 'bob',
+    } as never);
     expect(t.backend.lastCall.request.tenant).toBe('alice');
-    await bob.chat.completions.create({ model: 'fake-model', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1 });
+    await bob.chat.completions.create({
+      model: 'fake-model',
+      messages: [{ role: 'user', content: 'Hi' }],
+      max_tokens: 1,
+    });
     expect(t.backend.lastCall.request.tenant).toBe('bob');
   });
 
@@ -53,7 +65,13 @@ describe('without API keys', () => {
   it('serves everyone as the default tenant, ignoring any key sent', async () => {
     const t = await startTestServer();
     try {
-      const r = await send(t.url, 'POST', '/v1/completions', { prompt: 'Hi', max_tokens: 1 }, { authorization: 'Bearer key-alice' });
+      const r = await send(
+        t.url,
+        'POST',
+        '/v1/completions',
+        { prompt: 'Hi', max_tokens: 1 },
+        { authorization: 'Bearer key-alice' },
+      );
       expect(r.status).toBe(200);
       expect(t.backend.lastCall.request.tenant).toBe(DEFAULT_TENANT);
     } finally {

@@ -5,7 +5,8 @@ import { createHash } from 'node:crypto';
 import { DEFAULT_TENANT, type TenantId } from '../core/index.js';
 import { problem, type Problem } from './errors.js';
 
-export type AuthResult = { readonly kind: 'ok'; readonly tenant: TenantId } | { readonly kind: 'refused'; readonly problem: Problem };
+export type AuthResult =
+  { readonly kind: 'ok'; readonly tenant: TenantId } | { readonly kind: 'refused'; readonly problem: Problem };
 
 export class TenantAuth {
   /** sha256(key) -> tenant: a lookup by digest reveals nothing about near-miss keys. */
@@ -38,7 +39,10 @@ export class TenantAuth {
     if (this.#tenants === null) return { kind: 'ok', tenant: DEFAULT_TENANT };
     const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
     if (match === null) {
-      return { kind: 'refused', problem: problem('unauthorized', 'Missing API key: send it as `Authorization: Bearer KEY`.') };
+      return {
+        kind: 'refused',
+        problem: problem('unauthorized', 'Missing API key: send it as `Authorization: Bearer KEY`.'),
+      };
     }
     const tenant = this.#tenants.get(digest(match[1] as string));
     if (tenant === undefined) return { kind: 'refused', problem: problem('unauthorized', 'Invalid API key.') };

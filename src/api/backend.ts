@@ -63,7 +63,10 @@ export interface PromptCodec {
   readonly vocabSize: number;
   encode(text: string, options: { readonly addSpecialTokens: boolean }): number[];
   /** May throw an InvalidRequestError when the template refuses the messages. */
-  renderChat(messages: readonly ChatMessage[], options: { readonly addGenerationPrompt: boolean; readonly tools?: readonly ToolFunction[] }): string;
+  renderChat(
+    messages: readonly ChatMessage[],
+    options: { readonly addGenerationPrompt: boolean; readonly tools?: readonly ToolFunction[] },
+  ): string;
   /** One token's text, decoded alone (for log-probabilities; part of a character decodes to U+FFFD). */
   tokenText(id: number): string;
   /** Token ids -> text, as a whole (for /detokenize); absent: the ids' texts joined. */
@@ -72,13 +75,26 @@ export interface PromptCodec {
 
 /** Build a PromptCodec from src/model's tokenizer and chat template (or anything shaped alike). */
 export function promptCodecOf(
-  tokenizer: { readonly vocabSize: number; encode(text: string, options?: { addSpecialTokens?: boolean }): number[]; decode(ids: readonly number[]): string },
-  template: { render(messages: readonly ChatMessage[], options?: { addGenerationPrompt?: boolean; tools?: readonly ToolFunction[] }): string },
+  tokenizer: {
+    readonly vocabSize: number;
+    encode(text: string, options?: { addSpecialTokens?: boolean }): number[];
+    decode(ids: readonly number[]): string;
+  },
+  template: {
+    render(
+      messages: readonly ChatMessage[],
+      options?: { addGenerationPrompt?: boolean; tools?: readonly ToolFunction[] },
+    ): string;
+  },
 ): PromptCodec {
   return {
     vocabSize: tokenizer.vocabSize,
     encode: (text, options) => tokenizer.encode(text, { addSpecialTokens: options.addSpecialTokens }),
-    renderChat: (messages, options) => template.render(messages, { addGenerationPrompt: options.addGenerationPrompt, ...(options.tools === undefined ? {} : { tools: options.tools }) }),
+    renderChat: (messages, options) =>
+      template.render(messages, {
+        addGenerationPrompt: options.addGenerationPrompt,
+        ...(options.tools === undefined ? {} : { tools: options.tools }),
+      }),
     tokenText: (id) => tokenizer.decode([id]),
     decode: (ids) => tokenizer.decode(ids),
   };

@@ -24,7 +24,11 @@ function seededScript(lengthOf: (seed: number) => number = () => 2): FakeScript 
     const { seed } = request.sampling;
     yield { type: 'tokens', ids: [seed % 1000], text: `<${seed}>` };
     const rest: GenerateEvent[] = [];
-    for await (const e of wordScript()({ ...request, sampling: { ...request.sampling, maxTokens: lengthOf(seed) - 1 } }, signal)) rest.push(e);
+    for await (const e of wordScript()(
+      { ...request, sampling: { ...request.sampling, maxTokens: lengthOf(seed) - 1 } },
+      signal,
+    ))
+      rest.push(e);
     for (const e of rest) {
       yield e.type === 'finished' ? { ...e, usage: { ...e.usage, completionTokens: lengthOf(seed) } } : e;
     }
@@ -59,12 +63,21 @@ describe('n choices per request', () => {
   it('streams chat chunks with their choice index: a role opening and a finish per choice, one usage, one [DONE]', async () => {
     t.backend.script = seededScript((seed) => (seed === 5 ? 2 : 4));
     const stream = await client.chat.completions.create({
-      model: 'fake-model', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 5, n: 2, seed: 5, stream: true, stream_options: { include_usage: true },
+      model: 'fake-model',
+      messages: [{ role: 'user', content: 'Hi' }],
+      max_tokens: 5,
+      n: 2,
+      seed: 5,
+      stream: true,
+      stream_options: { include_usage: true },
     });
     const chunks: ChatCompletionChunk[] = [];
     for await (const chunk of stream) chunks.push(chunk);
     const byIndex = (i: number) => chunks.flatMap((c) => c.choices.filter((x) => x.index === i));
-    for (const [i, text, count] of [[0, '<5>Hello', 2], [1, '<6>Hello world,', 4]] as const) {
+    for (const [i, text, count] of [
+      [0, '<5>Hello', 2],
+      [1, '<6>Hello world,', 4],
+    ] as const) {
       const mine = byIndex(i);
       expect(mine[0]?.delta).toEqual({ role: 'assistant', content: '' });
       expect(mine.map((x) => x.delta.content ?? '').join('')).toBe(text);
@@ -75,11 +88,16 @@ describe('n choices per request', () => {
     expect(chunks.every((c) => c.id === chunks[0]?.id)).toBe(true);
     expect(chunks.at(-1)?.choices).toEqual([]);
     expect(chunks.at(-1)?.usage?.completion_tokens).toBe(6);
-    const raw = await send(t.url, 'POST', '/v1/chat/completions', { messages: [{ role: 'user', content: 'Hi' }], max_tokens: 3, n: 2, stream: true });
+    const raw = await send(t.url, 'POST', '/v1/chat/completions', {
+      messages: [{ role: 'user', content: 'Hi' }],
+      max_tokens: 3,
+      n: 2,
+      stream: true,
+    });
     expect(sseData(raw.text).filter((d) => d === '[DONE]')).toHaveLength(1);
   });
 
-  it('fails the whole request when one choice fails, with that choice\'s error, and aborts the others', async () => {
+  it("fails the whole request when one choice fails, with that choice's error, and aborts the others", async () => {
     const signals: AbortSignal[] = [];
     const waiting = untilAbortScript(1);
     t.backend.script = (request, signal) => {
@@ -98,18 +116,36 @@ describe('n choices per request', () => {
     expect(signals.every((s) => s.aborted)).toBe(true);
     // The server goes on serving.
     t.backend.script = wordScript();
-    expect((await client.completions.create({ model: 'fake-model', prompt: 'Hi', max_tokens: 2, n: 2 })).choices).toHaveLength(2);
+    expect(
+      (await client.completions.create({ model: 'fake-model', prompt: 'Hi', max_tokens: 2, n: 2 })).choices,
+    ).toHaveLength(2);
   });
 
-  it('answers several prompts (OpenAI\'s batch form) with n choices each, in prompt order; usage counts every prompt once', async () => {
+  it("answers several prompts (OpenAI's batch form) with n choices each, in prompt order; usage counts every prompt once", async () => {
     t.backend.script = seededScript();
     const before = t.backend.calls.length;
-    const r = await send(t.url, 'POST', '/v1/completions', { prompt: ['Hi', [5, 6, 7, 8]], max_tokens: 4, n: 2, seed: 30, return_token_ids: true });
+    const r = await send(t.url, 'POST', '/v1/completions', {
+      prompt: ['Hi', [5, 6, 7, 8]],
+      max_tokens: 4,
+      n: 2,
+      seed: 30,
+      return_token_ids: true,
+    });
     expect(r.status).toBe(200);
     const calls = t.backend.calls.slice(before);
-    expect(calls.map((c) => [c.request.promptTokens.length, c.request.sampling.seed])).toEqual([[3, 30], [3, 31], [4, 30], [4, 31]]);
+    expect(calls.map((c) => [c.request.promptTokens.length, c.request.sampling.seed])).toEqual([
+      [3, 30],
+      [3, 31],
+      [4, 30],
+      [4, 31],
+    ]);
     const choices = r.json.choices as { index: number; text: string; prompt_token_ids: number[] }[];
-    expect(choices.map((c) => [c.index, c.text.slice(0, 4), c.prompt_token_ids.length])).toEqual([[0, '<30>', 3], [1, '<31>', 3], [2, '<30>', 4], [3, '<31>', 4]]);
+    expect(choices.map((c) => [c.index, c.text.slice(0, 4), c.prompt_token_ids.length])).toEqual([
+      [0, '<30>', 3],
+      [1, '<31>', 3],
+      [2, '<30>', 4],
+      [3, '<31>', 4],
+    ]);
     expect(r.json.usage).toMatchObject({ prompt_tokens: 3 + 4, completion_tokens: 4 * 2 });
   });
 
@@ -122,7 +158,11 @@ describe('n choices per request', () => {
   });
 
   it('refuses n outside [1, 128], and best_of, with a 400 naming the parameter', async () => {
-    for (const [body, param] of [[{ n: 0 }, 'n'], [{ n: 129 }, 'n'], [{ n: 2, best_of: 3 }, 'best_of']] as const) {
+    for (const [body, param] of [
+      [{ n: 0 }, 'n'],
+      [{ n: 129 }, 'n'],
+      [{ n: 2, best_of: 3 }, 'best_of'],
+    ] as const) {
       const r = await send(t.url, 'POST', '/v1/completions', { prompt: 'Hi', max_tokens: 1, ...body });
       expect(r.status).toBe(400);
       expect(r.json.error.param).toBe(param);

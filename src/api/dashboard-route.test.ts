@@ -9,9 +9,24 @@ import { send, startTestServer, type TestServer } from './testing/harness.js';
 
 const ADMIN = 'admin-key-0123456789abcdef';
 const TENANT_MAP: PageMap = {
-  kind: 'node', role: 'colocated', node: 'colocated', pageSize: 16, numPages: 3, states: 'afc', epochs: [7, 0, 5],
-  holderOf: [0, null, 1], holders: [{ tenant: 'acme', rid: 'r-1' }, { tenant: 'globex', rid: null }], transfers: [], quarantined: [],
-  running: 1, waiting: 0, loop: { numSteps: 3, numTokensSampled: 3, stepMsTotal: 1.5, numItemsStepped: 3 }, totals: {},
+  kind: 'node',
+  role: 'colocated',
+  node: 'colocated',
+  pageSize: 16,
+  numPages: 3,
+  states: 'afc',
+  epochs: [7, 0, 5],
+  holderOf: [0, null, 1],
+  holders: [
+    { tenant: 'acme', rid: 'r-1' },
+    { tenant: 'globex', rid: null },
+  ],
+  transfers: [],
+  quarantined: [],
+  running: 1,
+  waiting: 0,
+  loop: { numSteps: 3, numTokensSampled: 3, stepMsTotal: 1.5, numItemsStepped: 3 },
+  totals: {},
 };
 
 function backendWithTenants(): FakeBackend {
@@ -27,8 +42,16 @@ let open: TestServer;
 beforeAll(async () => {
   const apiKeys = new Map([['user-key', asTenantId('acme')]]);
   off = await startTestServer({ backend: backendWithTenants(), apiKeys });
-  on = await startTestServer({ backend: backendWithTenants(), apiKeys, dashboard: { adminKey: ADMIN, plan: ['pool  3 pages'] } });
-  open = await startTestServer({ backend: backendWithTenants(), faults: new FaultSet(['open-dashboard']), dashboard: { adminKey: ADMIN, plan: [] } });
+  on = await startTestServer({
+    backend: backendWithTenants(),
+    apiKeys,
+    dashboard: { adminKey: ADMIN, plan: ['pool  3 pages'] },
+  });
+  open = await startTestServer({
+    backend: backendWithTenants(),
+    faults: new FaultSet(['open-dashboard']),
+    dashboard: { adminKey: ADMIN, plan: [] },
+  });
   servers.push(off, on, open);
 });
 afterAll(() => Promise.all(servers.map((s) => s.close())));
@@ -47,7 +70,10 @@ describe('the dashboard without an admin key', () => {
 describe('the dashboard with an admin key', () => {
   it('answers 401 without a key, to an ordinary API key, and to a wrong key', async () => {
     for (const path of ['/dashboard', '/dashboard/state']) {
-      for (const headers of [{}, { authorization: 'Bearer user-key' }, { authorization: `Bearer ${ADMIN}x` }] as Record<string, string>[]) {
+      for (const headers of [{}, { authorization: 'Bearer user-key' }, { authorization: `Bearer ${ADMIN}x` }] as Record<
+        string,
+        string
+      >[]) {
         const r = await send(on.url, 'GET', path, undefined, headers);
         expect(r.status).toBe(401);
         expect(r.json.error.type).toBe('invalid_request_error'); // OpenAI's 401
@@ -59,7 +85,10 @@ describe('the dashboard with an admin key', () => {
   });
 
   it('serves one self-contained page to the admin key, by header or ?key=', async () => {
-    for (const r of [await send(on.url, 'GET', '/dashboard', undefined, { authorization: `Bearer ${ADMIN}` }), await send(on.url, 'GET', `/dashboard?key=${ADMIN}`)]) {
+    for (const r of [
+      await send(on.url, 'GET', '/dashboard', undefined, { authorization: `Bearer ${ADMIN}` }),
+      await send(on.url, 'GET', `/dashboard?key=${ADMIN}`),
+    ]) {
       expect(r.status).toBe(200);
       expect(r.headers.get('content-type')).toBe('text/html; charset=utf-8');
       expect(r.headers.get('content-security-policy')).toContain("default-src 'none'");
@@ -71,8 +100,20 @@ describe('the dashboard with an admin key', () => {
   });
 
   it('answers the page map, the plan and the outcomes by code to the admin key', async () => {
-    await send(on.url, 'POST', '/v1/completions', { model: 'fake-model', prompt: 'hi', max_tokens: 2 }, { authorization: 'Bearer user-key' });
-    await send(on.url, 'POST', '/v1/completions', { model: 'fake-model', prompt: 'hi', max_tokens: 999 }, { authorization: 'Bearer user-key' });
+    await send(
+      on.url,
+      'POST',
+      '/v1/completions',
+      { model: 'fake-model', prompt: 'hi', max_tokens: 2 },
+      { authorization: 'Bearer user-key' },
+    );
+    await send(
+      on.url,
+      'POST',
+      '/v1/completions',
+      { model: 'fake-model', prompt: 'hi', max_tokens: 999 },
+      { authorization: 'Bearer user-key' },
+    );
     const r = await send(on.url, 'GET', '/dashboard/state', undefined, { authorization: `Bearer ${ADMIN}` });
     expect(r.status).toBe(200);
     expect(r.json.map).toEqual(TENANT_MAP);

@@ -28,20 +28,29 @@ export interface DashboardContext extends Pick<GenerateContext, 'backend' | 'met
   readonly dashboard: DashboardAccess;
 }
 
-export async function handleDashboardPage(req: IncomingMessage, res: ServerResponse, ctx: DashboardContext): Promise<void> {
+export async function handleDashboardPage(
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: DashboardContext,
+): Promise<void> {
   if (!admitted(req, res, ctx)) return;
   res.writeHead(200, {
     'content-type': 'text/html; charset=utf-8',
     'content-length': Buffer.byteLength(DASHBOARD_HTML),
     'cache-control': 'no-store',
     // Everything is inline; nothing may be loaded from elsewhere, and the page is never framed.
-    'content-security-policy': "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; connect-src 'self'; frame-ancestors 'none'",
+    'content-security-policy':
+      "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; connect-src 'self'; frame-ancestors 'none'",
     'referrer-policy': 'no-referrer',
   });
   res.end(DASHBOARD_HTML);
 }
 
-export async function handleDashboardState(req: IncomingMessage, res: ServerResponse, ctx: DashboardContext): Promise<void> {
+export async function handleDashboardState(
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: DashboardContext,
+): Promise<void> {
   if (!admitted(req, res, ctx)) return;
   const view: DashboardView = {
     atMs: ctx.clock.nowMs(),
@@ -63,7 +72,10 @@ function admitted(req: IncomingMessage, res: ServerResponse, ctx: DashboardConte
   if (ctx.faults.has('open-dashboard')) return true; // the negative control of this gate
   const given = keyOf(req);
   if (given === undefined || !sameKey(given, adminKey)) {
-    const why = given === undefined ? 'The dashboard needs the admin key: `Authorization: Bearer KEY` or `?key=KEY`.' : 'Invalid admin key.';
+    const why =
+      given === undefined
+        ? 'The dashboard needs the admin key: `Authorization: Bearer KEY` or `?key=KEY`.'
+        : 'Invalid admin key.';
     sendProblem(res, problem('unauthorized', why));
     return false;
   }

@@ -35,19 +35,29 @@ describe('httpStatusOf', () => {
   }
 
   it('never maps a failure to a success', () => {
-    for (const code of Object.keys(EXPECTED)) expect(httpStatusOf(code as ApiErrorCode).status).toBeGreaterThanOrEqual(400);
+    for (const code of Object.keys(EXPECTED))
+      expect(httpStatusOf(code as ApiErrorCode).status).toBeGreaterThanOrEqual(400);
   });
 });
 
 describe('problemOf and errorBody', () => {
   it('keeps a TesseraError code and message in the OpenAI shape', () => {
     expect(errorBody(problemOf(new TimeoutError('KvDone', 250)))).toEqual({
-      error: { message: 'timed out after 250 ms waiting for KvDone', type: 'server_error', param: null, code: 'timeout' },
+      error: {
+        message: 'timed out after 250 ms waiting for KvDone',
+        type: 'server_error',
+        param: null,
+        code: 'timeout',
+      },
     });
   });
 
   it('hides anything else behind a generic internal error', () => {
-    expect(problemOf(new TypeError('secret detail'))).toEqual({ code: 'internal', message: 'internal error', param: null });
+    expect(problemOf(new TypeError('secret detail'))).toEqual({
+      code: 'internal',
+      message: 'internal error',
+      param: null,
+    });
     expect(problemOf(new InvariantError('page 3 double-freed')).code).toBe('internal');
   });
 });

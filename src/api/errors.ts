@@ -86,10 +86,22 @@ function fromTesseraError(error: TesseraError): Problem {
 }
 
 export interface ErrorBody {
-  readonly error: { readonly message: string; readonly type: string; readonly param: string | null; readonly code: string };
+  readonly error: {
+    readonly message: string;
+    readonly type: string;
+    readonly param: string | null;
+    readonly code: string;
+  };
 }
 
 /** OpenAI's nested shape: `{"error":{"message","type","param","code"}}`. */
 export function errorBody(p: Problem): ErrorBody {
-  return { error: { message: p.message, type: httpStatusOf(p.code).type, param: p.param, code: p.code === 'unauthorized' ? 'invalid_api_key' : p.code } };
+  return {
+    error: {
+      message: p.message,
+      type: httpStatusOf(p.code).type,
+      param: p.param,
+      code: p.code === 'unauthorized' ? 'invalid_api_key' : p.code,
+    },
+  };
 }

@@ -14,7 +14,14 @@ import {
   isAbortedError,
   type TesseraError as TesseraErrorType,
 } from '../core/index.js';
-import { fakeCodec, failingScript, throwingScript, untilAbortScript, wordScript, type FakeScript } from './testing/fake-backend.js';
+import {
+  fakeCodec,
+  failingScript,
+  throwingScript,
+  untilAbortScript,
+  wordScript,
+  type FakeScript,
+} from './testing/fake-backend.js';
 import { send, sseData, startTestServer, type TestServer } from './testing/harness.js';
 
 let t: TestServer;
@@ -47,8 +54,12 @@ describe('a failure before the first token gets its real status, never 200', () 
         t.backend.script = failingScript(0, error);
         const raw = await send(t.url, 'POST', '/v1/completions', { prompt: 'Hi', max_tokens: 4, stream });
         expect(raw.status).toBe(status);
-        expect(raw.json).toEqual({ error: { message: error.message, type: expect.any(String), param: null, code: error.code } });
-        const thrown = await client.completions.create({ model: 'fake-model', prompt: 'Hi', max_tokens: 4, stream }).catch((e: unknown) => e);
+        expect(raw.json).toEqual({
+          error: { message: error.message, type: expect.any(String), param: null, code: error.code },
+        });
+        const thrown = await client.completions
+          .create({ model: 'fake-model', prompt: 'Hi', max_tokens: 4, stream })
+          .catch((e: unknown) => e);
         expect(thrown).toBeInstanceOf(OpenAIAPIError);
         expect((thrown as InstanceType<typeof OpenAIAPIError>).status).toBe(status);
         expect((thrown as InstanceType<typeof OpenAIAPIError>).code).toBe(error.code);
@@ -81,7 +92,10 @@ describe('a failure before the first token gets its real status, never 200', () 
     t.backend.script = async function* () {
       yield* [];
     };
-    const r = await send(t.url, 'POST', '/v1/chat/completions', { messages: [{ role: 'user', content: 'Hi' }], max_tokens: 4 });
+    const r = await send(t.url, 'POST', '/v1/chat/completions', {
+      messages: [{ role: 'user', content: 'Hi' }],
+      max_tokens: 4,
+    });
     expect(r.status).toBe(500);
     expect(r.json.error.code).toBe('internal');
   });
@@ -98,11 +112,19 @@ describe('a failure before the first token gets its real status, never 200', () 
   it('answers 500 and counts `internal` when the tokenizer throws a bug, and keeps serving', async () => {
     const errors: string[] = [];
     const s = await startTestServer({
-      codec: { ...fakeCodec, renderChat: () => { throw new TypeError('template bug'); } },
+      codec: {
+        ...fakeCodec,
+        renderChat: () => {
+          throw new TypeError('template bug');
+        },
+      },
       logError: (message) => errors.push(message),
     });
     try {
-      const r = await send(s.url, 'POST', '/v1/chat/completions', { messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1 });
+      const r = await send(s.url, 'POST', '/v1/chat/completions', {
+        messages: [{ role: 'user', content: 'Hi' }],
+        max_tokens: 1,
+      });
       expect(r.status).toBe(500);
       expect(r.json.error).toEqual({ message: 'internal error', type: 'server_error', param: null, code: 'internal' });
       expect(errors).toEqual(['POST /v1/chat/completions failed']);
@@ -120,12 +142,22 @@ describe('a failure after tokens were sent', () => {
 
   it('ends the stream with an SSE error event and no [DONE]', async () => {
     t.backend.script = failingScript(2, error);
-    const r = await send(t.url, 'POST', '/v1/chat/completions', { messages: [{ role: 'user', content: 'Hi' }], max_tokens: 9, stream: true });
+    const r = await send(t.url, 'POST', '/v1/chat/completions', {
+      messages: [{ role: 'user', content: 'Hi' }],
+      max_tokens: 9,
+      stream: true,
+    });
     expect(r.status).toBe(200);
     const events = sseData(r.text);
     expect(events).not.toContain('[DONE]');
-    expect(JSON.parse(events.at(-1) as string)).toEqual({ error: { message: error.message, type: 'server_error', param: null, code: 'kv_page_check_failed' } });
-    expect(events.slice(0, -1).map((e) => JSON.parse(e).choices[0].delta)).toEqual([{ role: 'assistant', content: '' }, { content: 'Hello' }, { content: ' world' }]);
+    expect(JSON.parse(events.at(-1) as string)).toEqual({
+      error: { message: error.message, type: 'server_error', param: null, code: 'kv_page_check_failed' },
+    });
+    expect(events.slice(0, -1).map((e) => JSON.parse(e).choices[0].delta)).toEqual([
+      { role: 'assistant', content: '' },
+      { content: 'Hello' },
+      { content: ' world' },
+    ]);
   });
 
   it('makes the openai client raise mid-iteration, after the tokens it got', async () => {
@@ -156,7 +188,9 @@ async function waitFor(condition: () => boolean): Promise<void> {
 
 async function outcomes(url: string): Promise<Record<string, number>> {
   const text = (await send(url, 'GET', '/metrics')).text;
-  return Object.fromEntries([...text.matchAll(/^tessera_requests_total\{outcome="([a-z_]+)"\} (\d+)$/gm)].map((m) => [m[1], Number(m[2])]));
+  return Object.fromEntries(
+    [...text.matchAll(/^tessera_requests_total\{outcome="([a-z_]+)"\} (\d+)$/gm)].map((m) => [m[1], Number(m[2])]),
+  );
 }
 
 describe('client disconnects abort the request', () => {
@@ -165,7 +199,11 @@ describe('client disconnects abort the request', () => {
     const { script, ready } = started(2);
     t.backend.script = script;
     const controller = new AbortController();
-    const response = await fetch(`${t.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: 'Hi', max_tokens: 9, stream: true }), signal: controller.signal });
+    const response = await fetch(`${t.url}/v1/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ prompt: 'Hi', max_tokens: 9, stream: true }),
+      signal: controller.signal,
+    });
     expect(response.status).toBe(200);
     await ready;
     controller.abort();
@@ -180,7 +218,11 @@ describe('client disconnects abort the request', () => {
     const { script, ready } = started(1);
     t.backend.script = script;
     const controller = new AbortController();
-    const pending = fetch(`${t.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: 'Hi', max_tokens: 9 }), signal: controller.signal }).catch((e: unknown) => e);
+    const pending = fetch(`${t.url}/v1/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ prompt: 'Hi', max_tokens: 9 }),
+      signal: controller.signal,
+    }).catch((e: unknown) => e);
     await ready;
     controller.abort();
     await pending;

@@ -56,7 +56,12 @@ interface Parsed {
   readonly prompts: readonly (readonly number[])[];
 }
 
-export async function handleGenerate(endpoint: Endpoint, req: IncomingMessage, res: ServerResponse, ctx: GenerateContext): Promise<void> {
+export async function handleGenerate(
+  endpoint: Endpoint,
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: GenerateContext,
+): Promise<void> {
   let outcome: Outcome = 'internal';
   try {
     outcome = await generate(endpoint, req, res, ctx);
@@ -66,7 +71,12 @@ export async function handleGenerate(endpoint: Endpoint, req: IncomingMessage, r
   }
 }
 
-async function generate(endpoint: Endpoint, req: IncomingMessage, res: ServerResponse, ctx: GenerateContext): Promise<Outcome> {
+async function generate(
+  endpoint: Endpoint,
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: GenerateContext,
+): Promise<Outcome> {
   const arrivedMs = ctx.clock.nowMs();
   const refuse = (p: Problem): Outcome => {
     sendProblem(res, p);
@@ -94,9 +104,16 @@ async function generate(endpoint: Endpoint, req: IncomingMessage, res: ServerRes
   const { params, prompts, tools } = parsed.value;
   const constrained = await requestConstraint(json.value, tools, ctx.grammar);
   if (constrained.kind === 'bad') return refuse(constrained.problem);
-  const constraint: { readonly constraint?: ConstraintSpec } = constrained.value === undefined ? {} : { constraint: constrained.value };
+  const constraint: { readonly constraint?: ConstraintSpec } =
+    constrained.value === undefined ? {} : { constraint: constrained.value };
   if (prompts.length * params.n > MAX_CHOICES) {
-    return refuse(problem('invalid_request', `${prompts.length} prompts x n = ${params.n} asks for ${prompts.length * params.n} choices; at most ${MAX_CHOICES} are taken in one request.`, 'n'));
+    return refuse(
+      problem(
+        'invalid_request',
+        `${prompts.length} prompts x n = ${params.n} asks for ${prompts.length * params.n} choices; at most ${MAX_CHOICES} are taken in one request.`,
+        'n',
+      ),
+    );
   }
 
   // Each prompt's sampling: its own context-length check (and default max_tokens), and seed.
@@ -131,7 +148,12 @@ async function generate(endpoint: Endpoint, req: IncomingMessage, res: ServerRes
     // and a seeded request gives the same choices every time).
     const requests = prompts.flatMap((promptTokens, p) => {
       const sampling = samplings[p] as SamplingParams;
-      return Array.from({ length: params.n }, (_, i) => ({ rid: ctx.ids.nextRid(), tenant: auth.tenant, promptTokens, sampling: { ...sampling, seed: (sampling.seed + i) % 2 ** 32, ...constraint } }));
+      return Array.from({ length: params.n }, (_, i) => ({
+        rid: ctx.ids.nextRid(),
+        tenant: auth.tenant,
+        promptTokens,
+        sampling: { ...sampling, seed: (sampling.seed + i) % 2 ** 32, ...constraint },
+      }));
     });
     const rid = (requests[0] as (typeof requests)[number]).rid;
     return await runGenerate(
@@ -143,7 +165,9 @@ async function generate(endpoint: Endpoint, req: IncomingMessage, res: ServerRes
           created: ctx.clock.unixSeconds(),
           model: ctx.backend.modelName,
           includeUsage: params.includeUsage,
-          tokenIds: params.returnTokenIds ? { promptOf: (index) => (requests[index] as (typeof requests)[number]).promptTokens } : null,
+          tokenIds: params.returnTokenIds
+            ? { promptOf: (index) => (requests[index] as (typeof requests)[number]).promptTokens }
+            : null,
           tokenText: params.logprobs === null ? null : (id) => ctx.codec.tokenText(id),
           ...(tools === undefined ? {} : { tools }),
         },
@@ -171,7 +195,10 @@ function parseCompletion(body: unknown, ctx: GenerateContext): Validated<Parsed>
   const prompts: (readonly number[])[] = [];
   for (const prompt of texts) {
     // The cheap checks first: no tokenizing text that could not fit the context anyway.
-    const tooLong = prompt.kind === 'text' ? promptTooLong(Buffer.byteLength(prompt.text, 'utf8'), ctx.maxPromptBytes, ctx.backend.contextLength) : null;
+    const tooLong =
+      prompt.kind === 'text'
+        ? promptTooLong(Buffer.byteLength(prompt.text, 'utf8'), ctx.maxPromptBytes, ctx.backend.contextLength)
+        : null;
     if (tooLong !== null) return { kind: 'bad', problem: problem('context_length_exceeded', tooLong, 'prompt') };
   }
   for (const prompt of texts) {

@@ -21,9 +21,19 @@ export interface HttpLimits {
   readonly maxConnections: number;
 }
 
-export const DEFAULT_HTTP_LIMITS: HttpLimits = { idleMs: 30_000, headersMs: 20_000, requestMs: 120_000, maxConnections: 900 };
+export const DEFAULT_HTTP_LIMITS: HttpLimits = {
+  idleMs: 30_000,
+  headersMs: 20_000,
+  requestMs: 120_000,
+  maxConnections: 900,
+};
 
-const REASONS: Readonly<Record<number, string>> = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large', 503: 'Service Unavailable' };
+const REASONS: Readonly<Record<number, string>> = {
+  400: 'Bad Request',
+  408: 'Request Timeout',
+  431: 'Request Header Fields Too Large',
+  503: 'Service Unavailable',
+};
 
 /** Node's parser error codes -> ours. */
 function framingProblem(code: string | undefined): Problem {
@@ -90,7 +100,8 @@ export function guardHttpServer(server: Server, limits: HttpLimits): { readonly 
   });
 
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => {
-    const inResponse = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;
+    const inResponse =
+      (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true;
     if (error.code === 'ECONNRESET' || !socket.writable || inResponse) {
       socket.destroy();
       return;

@@ -41,7 +41,8 @@ export function readBody(req: IncomingMessage, maxBytes: number): Promise<BodyRe
   });
 }
 
-export type JsonResult = { readonly kind: 'ok'; readonly value: unknown } | { readonly kind: 'bad'; readonly problem: Problem };
+export type JsonResult =
+  { readonly kind: 'ok'; readonly value: unknown } | { readonly kind: 'bad'; readonly problem: Problem };
 
 /** Strict UTF-8 (invalid bytes are a 400, not U+FFFD), then JSON. */
 export function parseJson(bytes: Uint8Array): JsonResult {
@@ -51,7 +52,8 @@ export function parseJson(bytes: Uint8Array): JsonResult {
   } catch {
     return { kind: 'bad', problem: problem('invalid_request', 'The request body is not valid UTF-8.') };
   }
-  if (text.trim() === '') return { kind: 'bad', problem: problem('invalid_request', 'The request body is empty; expected a JSON object.') };
+  if (text.trim() === '')
+    return { kind: 'bad', problem: problem('invalid_request', 'The request body is empty; expected a JSON object.') };
   try {
     return { kind: 'ok', value: JSON.parse(text) as unknown };
   } catch (error) {
@@ -60,7 +62,12 @@ export function parseJson(bytes: Uint8Array): JsonResult {
   }
 }
 
-export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
   const text = JSON.stringify(body);
   res.writeHead(status, {
     'content-type': 'application/json',
@@ -86,7 +93,9 @@ export function sendProblem(res: ServerResponse, p: Problem, headers: Record<str
  * rather than a reset, for at most `graceMs`.
  */
 export function refuseOversizeBody(req: IncomingMessage, res: ServerResponse, maxBytes: number, graceMs: number): void {
-  sendProblem(res, problem('body_too_large', `The request body exceeds the limit of ${maxBytes} bytes.`), { connection: 'close' });
+  sendProblem(res, problem('body_too_large', `The request body exceeds the limit of ${maxBytes} bytes.`), {
+    connection: 'close',
+  });
   req.on('data', () => undefined);
   req.resume();
   const timer = setTimeout(() => req.socket.destroy(), graceMs);

@@ -1,9 +1,24 @@
 // Layer 4: the OpenAI-compatible HTTP front end (HTTP, SSE, auth, validation, tokenization,
 // the context-length check, metrics) and the one table from error codes to HTTP statuses.
 export { createApiServer, DEFAULT_MAX_BODY_BYTES, type ApiServer, type ApiServerOptions } from './server.js';
-export { promptCodecOf, type Backend, type BackendHealth, type BackendStats, type ChatMessage, type PromptCodec } from './backend.js';
+export {
+  promptCodecOf,
+  type Backend,
+  type BackendHealth,
+  type BackendStats,
+  type ChatMessage,
+  type PromptCodec,
+} from './backend.js';
 export { systemClock, type Clock } from './clock.js';
-export { errorBody, httpStatusOf, problemOf, type ApiErrorCode, type ErrorBody, type HttpStatus, type Problem } from './errors.js';
+export {
+  errorBody,
+  httpStatusOf,
+  problemOf,
+  type ApiErrorCode,
+  type ErrorBody,
+  type HttpStatus,
+  type Problem,
+} from './errors.js';
 export { ApiMetrics, type MetricsHook, type Outcome } from './metrics.js';
 export { pdMetrics, type PdMetrics } from './metrics-pd.js';
 export { DEFAULT_HTTP_LIMITS, type HttpLimits } from './http-guard.js';

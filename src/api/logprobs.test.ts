@@ -25,7 +25,11 @@ describe('completions: logprobs = N', () => {
     expect(r.choices[0]?.logprobs).toEqual({
       tokens: ['Hello', ' world', ','],
       token_logprobs: [-0.25, -0.5, -0.75],
-      top_logprobs: [{ Hello: -0.25, 'Æ': -5 }, { ' world': -0.5, 'Æ': -5 }, { ',': -0.75, 'Æ': -5 }],
+      top_logprobs: [
+        { Hello: -0.25, Æ: -5 },
+        { ' world': -0.5, Æ: -5 },
+        { ',': -0.75, Æ: -5 },
+      ],
       text_offset: [0, 5, 11],
     });
   });
@@ -36,8 +40,14 @@ describe('completions: logprobs = N', () => {
     expect(r.choices[0]?.logprobs).toBeNull();
   });
 
-  it('streams each token\'s log-probabilities with it, text offsets running on across chunks', async () => {
-    const stream = await client.completions.create({ model: 'fake-model', prompt: 'Hi', max_tokens: 3, logprobs: 0, stream: true });
+  it("streams each token's log-probabilities with it, text offsets running on across chunks", async () => {
+    const stream = await client.completions.create({
+      model: 'fake-model',
+      prompt: 'Hi',
+      max_tokens: 3,
+      logprobs: 0,
+      stream: true,
+    });
     const chunks: Completion[] = [];
     for await (const c of stream) chunks.push(c);
     const withLogprobs = chunks.map((c) => c.choices[0]?.logprobs).filter((l) => l !== null && l !== undefined);
@@ -51,19 +61,47 @@ describe('completions: logprobs = N', () => {
 
 describe('chat: logprobs = true, top_logprobs = N', () => {
   it('answers content entries with token, logprob, bytes and the top N', async () => {
-    const r = await client.chat.completions.create({ model: 'fake-model', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 2, logprobs: true, top_logprobs: 2 });
+    const r = await client.chat.completions.create({
+      model: 'fake-model',
+      messages: [{ role: 'user', content: 'Hi' }],
+      max_tokens: 2,
+      logprobs: true,
+      top_logprobs: 2,
+    });
     expect(t.backend.lastCall.request.sampling.logprobs).toBe(2);
     expect(r.choices[0]?.logprobs).toEqual({
       content: [
-        { token: 'Hello', logprob: -0.25, bytes: bytes('Hello'), top_logprobs: [{ token: 'Hello', logprob: -0.25, bytes: bytes('Hello') }, { token: 'Æ', logprob: -5, bytes: [195, 134] }] },
-        { token: ' world', logprob: -0.5, bytes: bytes(' world'), top_logprobs: [{ token: ' world', logprob: -0.5, bytes: bytes(' world') }, { token: 'Æ', logprob: -5, bytes: [195, 134] }] },
+        {
+          token: 'Hello',
+          logprob: -0.25,
+          bytes: bytes('Hello'),
+          top_logprobs: [
+            { token: 'Hello', logprob: -0.25, bytes: bytes('Hello') },
+            { token: 'Æ', logprob: -5, bytes: [195, 134] },
+          ],
+        },
+        {
+          token: ' world',
+          logprob: -0.5,
+          bytes: bytes(' world'),
+          top_logprobs: [
+            { token: ' world', logprob: -0.5, bytes: bytes(' world') },
+            { token: 'Æ', logprob: -5, bytes: [195, 134] },
+          ],
+        },
       ],
       refusal: null,
     });
   });
 
-  it('takes logprobs = true alone as no alternatives, and streams each token\'s entry with it', async () => {
-    const stream = await client.chat.completions.create({ model: 'fake-model', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 2, logprobs: true, stream: true });
+  it("takes logprobs = true alone as no alternatives, and streams each token's entry with it", async () => {
+    const stream = await client.chat.completions.create({
+      model: 'fake-model',
+      messages: [{ role: 'user', content: 'Hi' }],
+      max_tokens: 2,
+      logprobs: true,
+      stream: true,
+    });
     const chunks: ChatCompletionChunk[] = [];
     for await (const c of stream) chunks.push(c);
     expect(t.backend.lastCall.request.sampling.logprobs).toBe(0);

@@ -11,11 +11,34 @@ const TRANSFER_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 
 
 export function pdMetrics(registry: Registry): PdMetrics {
   const registers = [registry];
-  const bytes = new Counter({ name: 'tessera_kv_transfer_bytes_total', help: 'KV bytes moved from prefill to decode workers.', registers });
-  const seconds = new Histogram({ name: 'tessera_kv_transfer_seconds', help: 'Duration of one whole KV transfer.', buckets: TRANSFER_BUCKETS, registers });
-  const checksums = new Counter({ name: 'tessera_kv_transfer_checksum_failures_total', help: 'KV frames refused for a bad checksum or digest.', registers });
-  const aborts = new Counter({ name: 'tessera_aborts_total', help: 'Aborted requests by protocol phase.', labelNames: ['phase'], registers });
-  const waits = new Histogram({ name: 'tessera_router_queue_wait_seconds', help: 'Time a request waited for a free slot or KV pages on the cluster.', buckets: TRANSFER_BUCKETS, registers });
+  const bytes = new Counter({
+    name: 'tessera_kv_transfer_bytes_total',
+    help: 'KV bytes moved from prefill to decode workers.',
+    registers,
+  });
+  const seconds = new Histogram({
+    name: 'tessera_kv_transfer_seconds',
+    help: 'Duration of one whole KV transfer.',
+    buckets: TRANSFER_BUCKETS,
+    registers,
+  });
+  const checksums = new Counter({
+    name: 'tessera_kv_transfer_checksum_failures_total',
+    help: 'KV frames refused for a bad checksum or digest.',
+    registers,
+  });
+  const aborts = new Counter({
+    name: 'tessera_aborts_total',
+    help: 'Aborted requests by protocol phase.',
+    labelNames: ['phase'],
+    registers,
+  });
+  const waits = new Histogram({
+    name: 'tessera_router_queue_wait_seconds',
+    help: 'Time a request waited for a free slot or KV pages on the cluster.',
+    buckets: TRANSFER_BUCKETS,
+    registers,
+  });
   bytes.inc(0);
   checksums.inc(0);
   return {

@@ -12,7 +12,12 @@ beforeAll(async () => {
   const backend = new FakeBackend();
   // First token 100 ms after arrival, then one every 20 ms.
   backend.script = wordScript({ beforeToken: (i) => clock.advance(i === 0 ? 100 : 20) });
-  backend.statsSnapshot = { kvPages: { free: 7, allocated: 2, cached: 1, quarantined: 3 }, requestsRunning: 2, requestsWaiting: 5, tagMismatchesTotal: 4 };
+  backend.statsSnapshot = {
+    kvPages: { free: 7, allocated: 2, cached: 1, quarantined: 3 },
+    requestsRunning: 2,
+    requestsWaiting: 5,
+    tagMismatchesTotal: 4,
+  };
   t = await startTestServer({
     backend,
     clock,
@@ -44,7 +49,9 @@ describe('GET /metrics', () => {
   });
 
   it('counts outcomes and observes TTFT, inter-token and end-to-end latency on the injected clock', async () => {
-    expect((await send(t.url, 'POST', '/v1/completions', { prompt: 'Hi', max_tokens: 4, stream: true })).status).toBe(200);
+    expect((await send(t.url, 'POST', '/v1/completions', { prompt: 'Hi', max_tokens: 4, stream: true })).status).toBe(
+      200,
+    );
     expect((await send(t.url, 'POST', '/v1/completions', { prompt: 'Hi', max_tokens: 999 })).status).toBe(400);
     const text = await scrape(t.url);
     expect(value(text, 'tessera_requests_total{outcome="success"}')).toBe(1);

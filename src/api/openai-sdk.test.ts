@@ -40,14 +40,25 @@ describe('POST /v1/completions through the openai client', () => {
   });
 
   it('ends at a stop string, withholding it, with finish_reason stop', async () => {
-    const r = await client.completions.create({ model: 'fake-model', prompt: 'Hi', max_tokens: 10, stop: [' this', 'zzz'] });
+    const r = await client.completions.create({
+      model: 'fake-model',
+      prompt: 'Hi',
+      max_tokens: 10,
+      stop: [' this', 'zzz'],
+    });
     expect(r.choices[0]?.text).toBe('Hello world,');
     expect(r.choices[0]?.finish_reason).toBe('stop');
     expect(t.backend.lastCall.request.sampling.stop).toEqual([' this', 'zzz']);
   });
 
   it('streams text chunks, a final chunk with finish_reason, and usage last with include_usage', async () => {
-    const stream = await client.completions.create({ model: 'fake-model', prompt: 'Hi', max_tokens: 3, stream: true, stream_options: { include_usage: true } });
+    const stream = await client.completions.create({
+      model: 'fake-model',
+      prompt: 'Hi',
+      max_tokens: 3,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     const chunks: Completion[] = [];
     for await (const chunk of stream) chunks.push(chunk);
     expect(chunks.map((c) => c.choices[0]?.text)).toEqual(['Hello', ' world', ',', '', undefined]);
@@ -75,13 +86,26 @@ describe('POST /v1/chat/completions through the openai client', () => {
       model: 'fake-model',
       messages: [
         { role: 'system', content: 'Be brief.' },
-        { role: 'user', content: [{ type: 'text', text: 'Hi' }, { type: 'text', text: 'there' }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'Hi' },
+            { type: 'text', text: 'there' },
+          ],
+        },
       ],
       max_completion_tokens: 2,
     });
     expect(r.object).toBe('chat.completion');
     expect(r.id).toMatch(/^chatcmpl-/);
-    expect(r.choices).toEqual([{ index: 0, message: { role: 'assistant', content: 'Hello world', refusal: null }, logprobs: null, finish_reason: 'length' }]);
+    expect(r.choices).toEqual([
+      {
+        index: 0,
+        message: { role: 'assistant', content: 'Hello world', refusal: null },
+        logprobs: null,
+        finish_reason: 'length',
+      },
+    ]);
     const rendered = '<|system|>Be brief.\n<|user|>Hi\nthere\n<|assistant|>';
     expect(t.backend.lastCall.request.promptTokens).toEqual(fakeCodec.encode(rendered, { addSpecialTokens: false }));
     expect(r.usage).toEqual(usage(rendered.length, 2));
@@ -97,14 +121,25 @@ describe('POST /v1/chat/completions through the openai client', () => {
     });
     const chunks: ChatCompletionChunk[] = [];
     for await (const chunk of stream) chunks.push(chunk);
-    expect(chunks.map((c) => c.choices[0]?.delta)).toEqual([{ role: 'assistant', content: '' }, { content: 'Hello' }, { content: ' world' }, {}, undefined]);
+    expect(chunks.map((c) => c.choices[0]?.delta)).toEqual([
+      { role: 'assistant', content: '' },
+      { content: 'Hello' },
+      { content: ' world' },
+      {},
+      undefined,
+    ]);
     expect(chunks.map((c) => c.choices[0]?.finish_reason ?? null)).toEqual([null, null, null, 'length', null]);
     expect(chunks.every((c) => c.object === 'chat.completion.chunk')).toBe(true);
     expect(chunks.at(-1)?.usage?.completion_tokens).toBe(2);
   });
 
   it('streams without a usage chunk when include_usage is not asked', async () => {
-    const stream = await client.chat.completions.create({ model: 'fake-model', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 1, stream: true });
+    const stream = await client.chat.completions.create({
+      model: 'fake-model',
+      messages: [{ role: 'user', content: 'Hi' }],
+      max_tokens: 1,
+      stream: true,
+    });
     const chunks: ChatCompletionChunk[] = [];
     for await (const chunk of stream) chunks.push(chunk);
     expect(chunks).toHaveLength(3);
@@ -112,7 +147,13 @@ describe('POST /v1/chat/completions through the openai client', () => {
   });
 
   it('streams a stop-string finish', async () => {
-    const stream = await client.chat.completions.create({ model: 'fake-model', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 9, stop: ',', stream: true });
+    const stream = await client.chat.completions.create({
+      model: 'fake-model',
+      messages: [{ role: 'user', content: 'Hi' }],
+      max_tokens: 9,
+      stop: ',',
+      stream: true,
+    });
     let text = '';
     let finish: string | null = null;
     for await (const chunk of stream) {
@@ -126,7 +167,18 @@ describe('POST /v1/chat/completions through the openai client', () => {
 
 describe('sampling parameters reach the back end', () => {
   it('passes temperature, top_p, top_k, seed, stop, penalties and max_tokens through', async () => {
-    await client.completions.create({ model: 'fake-model', prompt: 'Hi', max_tokens: 4, temperature: 0.5, top_p: 0.9, seed: 7, stop: 'x', top_k: 5, presence_penalty: 0.25, frequency_penalty: -0.5 } as never);
+    await client.completions.create({
+      model: 'fake-model',
+      prompt: 'Hi',
+      max_tokens: 4,
+      temperature: 0.5,
+      top_p: 0.9,
+      seed: 7,
+      stop: 'x',
+      top_k: 5,
+      presence_penalty: 0.25,
+      frequency_penalty: -0.5,
+    } as never);
     expect(t.backend.lastCall.request.sampling).toEqual({
       maxTokens: 4,
       temperature: 0.5,
@@ -165,13 +217,23 @@ describe('sampling parameters reach the back end', () => {
 
   it('gives every request its own rid', async () => {
     const before = t.backend.calls.length;
-    await Promise.all([1, 2, 3, 4].map(() => client.completions.create({ model: 'fake-model', prompt: 'Hi', max_tokens: 1 })));
+    await Promise.all(
+      [1, 2, 3, 4].map(() => client.completions.create({ model: 'fake-model', prompt: 'Hi', max_tokens: 1 })),
+    );
     const rids = t.backend.calls.slice(before).map((c) => c.request.rid);
     expect(new Set(rids).size).toBe(4);
   });
 
   it('accepts and ignores `user`, n = 1, zero penalties and unknown fields', async () => {
-    const r = await send(t.url, 'POST', '/v1/completions', { prompt: 'Hi', max_tokens: 1, user: 'u-1', n: 1, presence_penalty: 0, frequency_penalty: 0, some_future_field: true });
+    const r = await send(t.url, 'POST', '/v1/completions', {
+      prompt: 'Hi',
+      max_tokens: 1,
+      user: 'u-1',
+      n: 1,
+      presence_penalty: 0,
+      frequency_penalty: 0,
+      some_future_field: true,
+    });
     expect(r.status).toBe(200);
   });
 });
@@ -180,7 +242,13 @@ describe('GET /v1/models, /health', () => {
   it('lists the served model with its root and max_model_len', async () => {
     const models = await client.models.list();
     expect(models.data).toEqual([
-      expect.objectContaining({ id: 'fake-model', object: 'model', owned_by: 'tessera', root: '/models/fake', max_model_len: 64 }),
+      expect.objectContaining({
+        id: 'fake-model',
+        object: 'model',
+        owned_by: 'tessera',
+        root: '/models/fake',
+        max_model_len: 64,
+      }),
     ]);
   });
 

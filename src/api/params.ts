@@ -3,12 +3,19 @@
 // not support. Field readers throw InvalidRequestError; validate-*.ts turn that into a value.
 // Unknown fields are ignored, as vLLM and OpenAI do, so new client fields do not break us;
 // known ones we cannot honour are refused by name, never silently ignored.
-import { InvalidRequestError, isInvalidRequestError, MAX_TOP_LOGPROBS, REQUEST_LIMITS, requestLimitViolation } from '../core/index.js';
+import {
+  InvalidRequestError,
+  isInvalidRequestError,
+  MAX_TOP_LOGPROBS,
+  REQUEST_LIMITS,
+  requestLimitViolation,
+} from '../core/index.js';
 import { problem, type Problem } from './errors.js';
 
 export type JsonObject = Readonly<Record<string, unknown>>;
 
-export type Validated<T> = { readonly kind: 'ok'; readonly value: T } | { readonly kind: 'bad'; readonly problem: Problem };
+export type Validated<T> =
+  { readonly kind: 'ok'; readonly value: T } | { readonly kind: 'bad'; readonly problem: Problem };
 
 /** Run a reader that throws InvalidRequestError; anything else it throws is a bug and escapes. */
 export function validating<T>(read: () => T): Validated<T> {
@@ -152,16 +159,25 @@ export interface CommonParams {
  */
 function readLogprobs(body: JsonObject, style: 'completion' | 'chat'): number | null {
   if (style === 'completion') {
-    if (field(body, 'top_logprobs') !== undefined) throw new InvalidRequestError('`top_logprobs` belongs to chat completions; completions take `logprobs` = the number of alternatives.', 'top_logprobs');
+    if (field(body, 'top_logprobs') !== undefined)
+      throw new InvalidRequestError(
+        '`top_logprobs` belongs to chat completions; completions take `logprobs` = the number of alternatives.',
+        'top_logprobs',
+      );
     return optionalInt(body, 'logprobs', { min: 0, max: MAX_TOP_LOGPROBS }) ?? null;
   }
   const wanted = optionalBool(body, 'logprobs') ?? false;
   const top = optionalInt(body, 'top_logprobs', { min: 0, max: MAX_TOP_LOGPROBS });
-  if (top !== undefined && !wanted) throw new InvalidRequestError('`top_logprobs` needs `logprobs` = true.', 'top_logprobs');
+  if (top !== undefined && !wanted)
+    throw new InvalidRequestError('`top_logprobs` needs `logprobs` = true.', 'top_logprobs');
   return wanted ? (top ?? 0) : null;
 }
 
-export function readCommon(body: JsonObject, maxTokensKeys: readonly string[], style: 'completion' | 'chat'): CommonParams {
+export function readCommon(
+  body: JsonObject,
+  maxTokensKeys: readonly string[],
+  style: 'completion' | 'chat',
+): CommonParams {
   rejectUnsupported(body);
   const stream = optionalBool(body, 'stream') ?? false;
   const params = readFields(body, maxTokensKeys, style, stream);
@@ -171,7 +187,12 @@ export function readCommon(body: JsonObject, maxTokensKeys: readonly string[], s
   return params;
 }
 
-function readFields(body: JsonObject, maxTokensKeys: readonly string[], style: 'completion' | 'chat', stream: boolean): CommonParams {
+function readFields(
+  body: JsonObject,
+  maxTokensKeys: readonly string[],
+  style: 'completion' | 'chat',
+  stream: boolean,
+): CommonParams {
   return {
     model: optionalString(body, 'model') ?? null,
     maxTokens: readMaxTokens(body, maxTokensKeys),
@@ -181,7 +202,8 @@ function readFields(body: JsonObject, maxTokensKeys: readonly string[], style: '
     topK: Math.max(0, optionalInt(body, 'top_k', { min: -1, max: Number.MAX_SAFE_INTEGER }) ?? 0),
     seed: readSeed(body),
     stop: readStop(body),
-    stopTokenIds: field(body, 'stop_token_ids') === undefined ? [] : tokenIdList(body['stop_token_ids'], 'stop_token_ids'),
+    stopTokenIds:
+      field(body, 'stop_token_ids') === undefined ? [] : tokenIdList(body['stop_token_ids'], 'stop_token_ids'),
     ignoreEos: optionalBool(body, 'ignore_eos') ?? false,
     presencePenalty: optionalNumber(body, 'presence_penalty', { min: -2, max: 2 }) ?? 0,
     frequencyPenalty: optionalNumber(body, 'frequency_penalty', { min: -2, max: 2 }) ?? 0,
@@ -221,11 +243,16 @@ function readStop(body: JsonObject): string[] {
 function readStreamOptions(body: JsonObject, stream: boolean): boolean {
   const options = field(body, 'stream_options');
   if (options === undefined) return false;
-  if (!stream) throw new InvalidRequestError('`stream_options` can only be given when `stream` is true.', 'stream_options');
-  if (!isObject(options)) throw new InvalidRequestError(`\`stream_options\` must be an object, got ${describe(options)}.`, 'stream_options');
+  if (!stream)
+    throw new InvalidRequestError('`stream_options` can only be given when `stream` is true.', 'stream_options');
+  if (!isObject(options))
+    throw new InvalidRequestError(`\`stream_options\` must be an object, got ${describe(options)}.`, 'stream_options');
   const include = field(options, 'include_usage');
   if (include !== undefined && typeof include !== 'boolean') {
-    throw new InvalidRequestError(`\`stream_options.include_usage\` must be a boolean, got ${describe(include)}.`, 'stream_options.include_usage');
+    throw new InvalidRequestError(
+      `\`stream_options.include_usage\` must be a boolean, got ${describe(include)}.`,
+      'stream_options.include_usage',
+    );
   }
   return include === true;
 }

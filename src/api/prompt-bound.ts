@@ -13,7 +13,8 @@ const NORMALIZATION_FACTOR = 2;
 /** The longest token of the vocabulary, in UTF-8 bytes of its text (one pass at start-up). */
 export function longestTokenBytes(codec: PromptCodec): number {
   let longest = 1;
-  for (let id = 0; id < codec.vocabSize; id++) longest = Math.max(longest, Buffer.byteLength(codec.tokenText(id), 'utf8'));
+  for (let id = 0; id < codec.vocabSize; id++)
+    longest = Math.max(longest, Buffer.byteLength(codec.tokenText(id), 'utf8'));
   return longest;
 }
 

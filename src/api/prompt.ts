@@ -9,7 +9,11 @@ import { problem, problemOf } from './errors.js';
 import { validating, type CommonParams, type Validated } from './params.js';
 import type { CompletionPrompt } from './validate-completion.js';
 
-export function completionTokens(prompt: CompletionPrompt, addSpecialTokens: boolean, codec: PromptCodec): Validated<readonly number[]> {
+export function completionTokens(
+  prompt: CompletionPrompt,
+  addSpecialTokens: boolean,
+  codec: PromptCodec,
+): Validated<readonly number[]> {
   return validating(() => {
     switch (prompt.kind) {
       case 'text':
@@ -22,11 +26,18 @@ export function completionTokens(prompt: CompletionPrompt, addSpecialTokens: boo
 
 export function chatTokens(
   messages: readonly ChatMessage[],
-  options: { readonly addGenerationPrompt: boolean; readonly addSpecialTokens: boolean; readonly tools?: readonly ToolFunction[] },
+  options: {
+    readonly addGenerationPrompt: boolean;
+    readonly addSpecialTokens: boolean;
+    readonly tools?: readonly ToolFunction[];
+  },
   codec: PromptCodec,
 ): Validated<readonly number[]> {
   return validating(() => {
-    const text = codec.renderChat(messages, { addGenerationPrompt: options.addGenerationPrompt, ...(options.tools === undefined ? {} : { tools: options.tools }) });
+    const text = codec.renderChat(messages, {
+      addGenerationPrompt: options.addGenerationPrompt,
+      ...(options.tools === undefined ? {} : { tools: options.tools }),
+    });
     return nonEmpty(codec.encode(text, { addSpecialTokens: options.addSpecialTokens }), 'messages');
   });
 }
@@ -38,7 +49,8 @@ function nonEmpty(ids: readonly number[], param: string): readonly number[] {
 
 function checkIds(ids: readonly number[], vocabSize: number, param: string): readonly number[] {
   const bad = ids.find((id) => id >= vocabSize);
-  if (bad !== undefined) throw new InvalidRequestError(`Token id ${bad} in \`${param}\` is out of vocabulary (size ${vocabSize}).`, param);
+  if (bad !== undefined)
+    throw new InvalidRequestError(`Token id ${bad} in \`${param}\` is out of vocabulary (size ${vocabSize}).`, param);
   return ids;
 }
 
@@ -56,14 +68,27 @@ export interface PlanContext {
  * Sampling parameters for a prompt of `numPromptTokens`, after the context-length check.
  * max_tokens defaults to what remains of the context, as in vLLM.
  */
-export function planSampling(numPromptTokens: number, params: CommonParams, ctx: PlanContext): Validated<SamplingParams> {
+export function planSampling(
+  numPromptTokens: number,
+  params: CommonParams,
+  ctx: PlanContext,
+): Validated<SamplingParams> {
   const { contextLength } = ctx;
   const maxTokens = params.maxTokens ?? Math.max(1, contextLength - numPromptTokens);
-  const refusal = ctx.faults.has('skip-admission') ? undefined : contextLengthError(contextLength, numPromptTokens, params.maxTokens, ctx.promptParam);
+  const refusal = ctx.faults.has('skip-admission')
+    ? undefined
+    : contextLengthError(contextLength, numPromptTokens, params.maxTokens, ctx.promptParam);
   if (refusal !== undefined) return { kind: 'bad', problem: problemOf(refusal) };
   const badStop = params.stopTokenIds.find((id) => id >= ctx.vocabSize);
   if (badStop !== undefined) {
-    return { kind: 'bad', problem: problem('invalid_request', `Token id ${badStop} in \`stop_token_ids\` is out of vocabulary (size ${ctx.vocabSize}).`, 'stop_token_ids') };
+    return {
+      kind: 'bad',
+      problem: problem(
+        'invalid_request',
+        `Token id ${badStop} in \`stop_token_ids\` is out of vocabulary (size ${ctx.vocabSize}).`,
+        'stop_token_ids',
+      ),
+    };
   }
   return {
     kind: 'ok',

@@ -73,7 +73,8 @@ async function respond(req: IncomingMessage, res: ServerResponse, ctx: GenerateC
   }));
   if (call.kind === 'bad') return refuse(call.problem);
   const { messages, params, tools, format } = call.value;
-  if (params.n !== 1) return refuse(problem('invalid_request', 'The Responses API answers one output; `n` must be 1.', 'n'));
+  if (params.n !== 1)
+    return refuse(problem('invalid_request', 'The Responses API answers one output; `n` must be 1.', 'n'));
   if (params.model !== null && params.model !== ctx.backend.modelName)
     return refuse(problem('model_not_found', `The model \`${params.model}\` does not exist.`, 'model'));
   const shown = shownTools(tools);

@@ -48,7 +48,9 @@ export async function dispatch(req: IncomingMessage, res: ServerResponse, ctx: R
   const handler = methods.get(method);
   if (handler === undefined) {
     const allowed = [...methods.keys()].join(', ');
-    sendProblem(res, problem('method_not_allowed', `Method ${method} is not allowed on ${path}; use ${allowed}.`), { allow: allowed });
+    sendProblem(res, problem('method_not_allowed', `Method ${method} is not allowed on ${path}; use ${allowed}.`), {
+      allow: allowed,
+    });
     return;
   }
   await handler(req, res, ctx);
@@ -61,7 +63,16 @@ async function models(req: IncomingMessage, res: ServerResponse, ctx: RouteConte
     return;
   }
   const { backend } = ctx;
-  sendJson(res, 200, modelList({ id: backend.modelName, root: backend.root, maxModelLen: backend.contextLength, created: ctx.startedUnixSeconds }));
+  sendJson(
+    res,
+    200,
+    modelList({
+      id: backend.modelName,
+      root: backend.root,
+      maxModelLen: backend.contextLength,
+      created: ctx.startedUnixSeconds,
+    }),
+  );
 }
 
 async function health(req: IncomingMessage, res: ServerResponse, ctx: RouteContext): Promise<void> {

@@ -16,14 +16,33 @@
 //      `aborted`; every iterator is still read to its end, so the back end finishes its aborts.
 // Must never answer 200 for a request that failed (any of its choices), nor report success for
 // one the client did not receive.
-import { AbortedError, assertNever, isTesseraError, type FaultSet, type FinishReason, type GenerateEvent, type GenerateRequest, type TokenLogprob, type Usage } from '../core/index.js';
+import {
+  AbortedError,
+  assertNever,
+  isTesseraError,
+  type FaultSet,
+  type FinishReason,
+  type GenerateEvent,
+  type GenerateRequest,
+  type TokenLogprob,
+  type Usage,
+} from '../core/index.js';
 import type { ServerResponse } from 'node:http';
 import type { Backend } from './backend.js';
 import type { Clock } from './clock.js';
 import { problem, problemOf, type Problem } from './errors.js';
 import { sendJson, sendProblem } from './http-io.js';
 import type { ApiMetrics, Outcome } from './metrics.js';
-import { chatDeltaChunk, finishChunk, fullResponse, logprobsTextLength, openingChunk, textChunk, usageChunk, type ResponseMeta } from './shapes.js';
+import {
+  chatDeltaChunk,
+  finishChunk,
+  fullResponse,
+  logprobsTextLength,
+  openingChunk,
+  textChunk,
+  usageChunk,
+  type ResponseMeta,
+} from './shapes.js';
 import { StreamingAnswer } from './tool-output.js';
 import { SseStream } from './sse.js';
 
@@ -75,8 +94,17 @@ export async function runGenerate(
 ): Promise<Outcome> {
   const { meta } = job;
   const sse = job.stream ? new SseStream(res) : null;
-  const answerOf = (): StreamingAnswer | null => (meta.endpoint === 'chat' && meta.tools !== undefined ? new StreamingAnswer(meta.tools) : null);
-  const choices: Choice[] = job.requests.map(() => ({ text: '', ids: [], logprobs: [], logprobsOffset: 0, lastTokenMs: null, end: null, answer: answerOf() }));
+  const answerOf = (): StreamingAnswer | null =>
+    meta.endpoint === 'chat' && meta.tools !== undefined ? new StreamingAnswer(meta.tools) : null;
+  const choices: Choice[] = job.requests.map(() => ({
+    text: '',
+    ids: [],
+    logprobs: [],
+    logprobsOffset: 0,
+    lastTokenMs: null,
+    end: null,
+    answer: answerOf(),
+  }));
   let firstTokenSeen = false;
   /** The error the client gets: the first choice that failed (its siblings' aborts follow from it). */
   let failure: Problem | undefined;
@@ -99,7 +127,8 @@ export async function runGenerate(
     const choice = choices[index] as Choice;
     const now = ctx.clock.nowMs();
     if (!firstTokenSeen) ctx.metrics.observeTimeToFirstToken((now - job.arrivedMs) / 1000);
-    else if (choice.lastTokenMs !== null) ctx.metrics.observeInterToken((now - choice.lastTokenMs) / 1000, event.ids.length);
+    else if (choice.lastTokenMs !== null)
+      ctx.metrics.observeInterToken((now - choice.lastTokenMs) / 1000, event.ids.length);
     firstTokenSeen = true;
     choice.lastTokenMs = now;
     if (sse === null) {
@@ -115,7 +144,10 @@ export async function runGenerate(
     }
     const withIds = (meta.tokenIds !== null || meta.tokenText !== null) && event.ids.length > 0;
     if (event.text === '' && !withIds) return;
-    const logprobs = event.logprobs === undefined ? undefined : { ids: event.ids, logprobs: event.logprobs, textOffset: choice.logprobsOffset };
+    const logprobs =
+      event.logprobs === undefined
+        ? undefined
+        : { ids: event.ids, logprobs: event.logprobs, textOffset: choice.logprobsOffset };
     choice.logprobsOffset += logprobsTextLength(meta, event.ids);
     await sse.send(textChunk(meta, event.text, event.ids, index, logprobs));
   };
@@ -161,7 +193,10 @@ export async function runGenerate(
         if (!isTesseraError(error)) ctx.logError(`back end failed request ${request.rid}`, error);
         await onEnd(index, { kind: 'failed', problem: problemOf(error) });
       }
-      await onEnd(index, { kind: 'failed', problem: problem('internal', 'The back end ended the request without finishing it.') });
+      await onEnd(index, {
+        kind: 'failed',
+        problem: problem('internal', 'The back end ended the request without finishing it.'),
+      });
     }),
   );
 
@@ -173,9 +208,20 @@ export async function runGenerate(
   }
   // No failure: every choice finished.
   const finished = choices.map((c) => ({ text: c.text, ids: c.ids, logprobs: c.logprobs, end: c.end as Finished }));
-  const usage = totalUsage(finished.map((c) => c.end.usage), job.choicesPerPrompt);
+  const usage = totalUsage(
+    finished.map((c) => c.end.usage),
+    job.choicesPerPrompt,
+  );
   if (sse === null) {
-    sendJson(res, 200, fullResponse(meta, finished.map((c) => ({ text: c.text, ids: c.ids, logprobs: c.logprobs, finishReason: c.end.finishReason })), usage));
+    sendJson(
+      res,
+      200,
+      fullResponse(
+        meta,
+        finished.map((c) => ({ text: c.text, ids: c.ids, logprobs: c.logprobs, finishReason: c.end.finishReason })),
+        usage,
+      ),
+    );
   } else {
     await startStream(sse);
     if (meta.includeUsage) await sse.send(usageChunk(meta, usage));
@@ -190,7 +236,11 @@ export async function runGenerate(
 function totalUsage(usages: readonly Usage[], perPrompt: number): Usage {
   const firsts = usages.filter((_, i) => i % perPrompt === 0);
   const sum = (of: readonly Usage[], field: keyof Usage) => of.reduce((total, u) => total + u[field], 0);
-  return { promptTokens: sum(firsts, 'promptTokens'), completionTokens: sum(usages, 'completionTokens'), cachedTokens: sum(firsts, 'cachedTokens') };
+  return {
+    promptTokens: sum(firsts, 'promptTokens'),
+    completionTokens: sum(usages, 'completionTokens'),
+    cachedTokens: sum(firsts, 'cachedTokens'),
+  };
 }
 
 function terminal(event: Exclude<GenerateEvent, { type: 'tokens' }>): End {

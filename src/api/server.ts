@@ -89,7 +89,12 @@ class HttpApiServer implements ApiServer {
     // warning). AbortSignal.any on it instead would keep a WeakRef per request for the server's life.
     setMaxListeners(0, this.#shutdown.signal);
     this.#corsOrigin = options.corsOrigin;
-    this.#logError = options.logError ?? ((message, error) => process.stderr.write(`tessera api: ${message}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`));
+    this.#logError =
+      options.logError ??
+      ((message, error) =>
+        process.stderr.write(
+          `tessera api: ${message}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+        ));
     // The body limit follows from the context length (prompt-bound.ts), under the configured one.
     const promptBytes = maxPromptBytes(options.backend.contextLength, longestTokenBytes(options.codec));
     this.#ctx = {

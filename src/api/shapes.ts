@@ -68,7 +68,10 @@ function logprobsField(meta: ResponseMeta, of: LogprobsOf | undefined): object |
     token_logprobs: ids.map((_, i) => (logprobs[i] as TokenLogprob).logprob),
     top_logprobs: ids.map((id, i) => {
       const lp = logprobs[i] as TokenLogprob;
-      return Object.fromEntries([...lp.top.map((t) => [text(t.id), t.logprob] as const), [text(id), lp.logprob] as const]);
+      return Object.fromEntries([
+        ...lp.top.map((t) => [text(t.id), t.logprob] as const),
+        [text(id), lp.logprob] as const,
+      ]);
     }),
     text_offset: textOffset,
   };
@@ -86,7 +89,9 @@ export function usageJson(usage: Usage): object {
 /** The choice fields vLLM adds with `return_token_ids` (`index`: the choice's, for its prompt's ids). */
 function idFields(meta: ResponseMeta, ids: readonly number[], withPromptOf: number | null): object {
   if (meta.tokenIds === null) return {};
-  return withPromptOf !== null ? { prompt_token_ids: meta.tokenIds.promptOf(withPromptOf), token_ids: ids } : { token_ids: ids };
+  return withPromptOf !== null
+    ? { prompt_token_ids: meta.tokenIds.promptOf(withPromptOf), token_ids: ids }
+    : { token_ids: ids };
 }
 
 /** One finished choice of a non-streaming answer. `ids`: its token ids; `logprobs`: theirs, when asked for. */
@@ -107,7 +112,11 @@ export function fullResponse(meta: ResponseMeta, choices: readonly FinishedChoic
         created: meta.created,
         model: meta.model,
         choices: choices.map((c, index) => ({
-          index, text: c.text, logprobs: logprobsField(meta, { ids: c.ids, logprobs: c.logprobs, textOffset: 0 }), finish_reason: c.finishReason, ...idFields(meta, c.ids, index),
+          index,
+          text: c.text,
+          logprobs: logprobsField(meta, { ids: c.ids, logprobs: c.logprobs, textOffset: 0 }),
+          finish_reason: c.finishReason,
+          ...idFields(meta, c.ids, index),
         })),
         usage: usageJson(usage),
       };
@@ -119,7 +128,10 @@ export function fullResponse(meta: ResponseMeta, choices: readonly FinishedChoic
         model: meta.model,
         ...(meta.tokenIds === null ? {} : { prompt_token_ids: meta.tokenIds.promptOf(0) }),
         choices: choices.map((c, index) => ({
-          index, ...chatMessage(meta, c.text, c.finishReason), logprobs: logprobsField(meta, { ids: c.ids, logprobs: c.logprobs, textOffset: 0 }), ...idFields(meta, c.ids, null),
+          index,
+          ...chatMessage(meta, c.text, c.finishReason),
+          logprobs: logprobsField(meta, { ids: c.ids, logprobs: c.logprobs, textOffset: 0 }),
+          ...idFields(meta, c.ids, null),
         })),
         usage: usageJson(usage),
       };
@@ -129,10 +141,17 @@ export function fullResponse(meta: ResponseMeta, choices: readonly FinishedChoic
 }
 
 /** A chat choice's `message` (OpenAI's: `refusal` null, `tool_calls` when the answer holds calls) and `finish_reason`. */
-function chatMessage(meta: ResponseMeta, text: string, finishReason: FinishReason): { message: object; finish_reason: string } {
+function chatMessage(
+  meta: ResponseMeta,
+  text: string,
+  finishReason: FinishReason,
+): { message: object; finish_reason: string } {
   const answer = parseAnswer(meta.tools, text, finishReason);
   const calls = answer.calls.length === 0 ? {} : { tool_calls: answer.calls.map(callJson) };
-  return { message: { role: 'assistant', content: answer.content, refusal: null, ...calls }, finish_reason: answer.finishReason };
+  return {
+    message: { role: 'assistant', content: answer.content, refusal: null, ...calls },
+    finish_reason: answer.finishReason,
+  };
 }
 
 /** A chat chunk with any delta and finish reason (tool-call deltas, `tool_calls` finishes). */
@@ -141,7 +160,15 @@ export function chatDeltaChunk(meta: ResponseMeta, delta: object, finishReason: 
 }
 
 /** One streamed chunk of choice `index`. `delta`: chat's delta object; `text`: completion text. */
-function chunk(meta: ResponseMeta, index: number, text: string, finishReason: FinishReason | null, delta: object, ids: readonly number[] | null = null, logprobs?: LogprobsOf): object {
+function chunk(
+  meta: ResponseMeta,
+  index: number,
+  text: string,
+  finishReason: FinishReason | null,
+  delta: object,
+  ids: readonly number[] | null = null,
+  logprobs?: LogprobsOf,
+): object {
   const extra = ids === null ? {} : idFields(meta, ids, null);
   const lp = logprobsField(meta, logprobs);
   const choice =
@@ -170,7 +197,13 @@ export function openingChunk(meta: ResponseMeta, index = 0): object | null {
 }
 
 /** `ids`: the token ids this chunk's text came from (sent with `return_token_ids`); `logprobs`: theirs, when asked for. */
-export function textChunk(meta: ResponseMeta, text: string, ids: readonly number[], index = 0, logprobs?: LogprobsOf): object {
+export function textChunk(
+  meta: ResponseMeta,
+  text: string,
+  ids: readonly number[],
+  index = 0,
+  logprobs?: LogprobsOf,
+): object {
   return chunk(meta, index, text, null, { content: text }, meta.tokenIds === null ? null : ids, logprobs);
 }
 
@@ -190,7 +223,12 @@ export function usageChunk(meta: ResponseMeta, usage: Usage): object {
   };
 }
 
-export function modelList(model: { readonly id: string; readonly root: string; readonly maxModelLen: number; readonly created: number }): object {
+export function modelList(model: {
+  readonly id: string;
+  readonly root: string;
+  readonly maxModelLen: number;
+  readonly created: number;
+}): object {
   return {
     object: 'list',
     data: [

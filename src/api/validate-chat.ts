@@ -3,7 +3,17 @@
 import { InvalidRequestError } from '../core/index.js';
 import type { ChatMessage } from './backend.js';
 import { readToolCallId, readToolCalls } from './tool-messages.js';
-import { describe, field, isObject, optionalBool, readCommon, validating, type CommonParams, type JsonObject, type Validated } from './params.js';
+import {
+  describe,
+  field,
+  isObject,
+  optionalBool,
+  readCommon,
+  validating,
+  type CommonParams,
+  type JsonObject,
+  type Validated,
+} from './params.js';
 
 export interface ChatCall {
   readonly params: CommonParams;
@@ -16,7 +26,8 @@ export interface ChatCall {
 
 export function validateChat(body: unknown): Validated<ChatCall> {
   return validating(() => {
-    if (!isObject(body)) throw new InvalidRequestError(`The request body must be a JSON object, got ${describe(body)}.`);
+    if (!isObject(body))
+      throw new InvalidRequestError(`The request body must be a JSON object, got ${describe(body)}.`);
     return {
       // OpenAI deprecated max_tokens for max_completion_tokens; when both are given the new one wins, as in vLLM.
       params: readCommon(body, ['max_completion_tokens', 'max_tokens'], 'chat'),
@@ -30,7 +41,8 @@ export function validateChat(body: unknown): Validated<ChatCall> {
 function readMessages(body: JsonObject): ChatMessage[] {
   const value = field(body, 'messages');
   if (value === undefined) throw new InvalidRequestError('`messages` is required.', 'messages');
-  if (!Array.isArray(value)) throw new InvalidRequestError(`\`messages\` must be an array, got ${describe(value)}.`, 'messages');
+  if (!Array.isArray(value))
+    throw new InvalidRequestError(`\`messages\` must be an array, got ${describe(value)}.`, 'messages');
   if (value.length === 0) throw new InvalidRequestError('`messages` is empty.', 'messages');
   return value.map((m: unknown, i) => readMessage(m, `messages[${i}]`));
 }
@@ -40,7 +52,8 @@ function readMessage(value: unknown, at: string): ChatMessage {
   const role = readRole(field(value, 'role'), `${at}.role`);
   const calls = role === 'assistant' ? readToolCalls(field(value, 'tool_calls'), `${at}.tool_calls`) : [];
   const toolCalls = calls.length === 0 ? {} : { toolCalls: calls };
-  const toolCallId = role === 'tool' ? { toolCallId: readToolCallId(field(value, 'tool_call_id'), `${at}.tool_call_id`) } : {};
+  const toolCallId =
+    role === 'tool' ? { toolCallId: readToolCallId(field(value, 'tool_call_id'), `${at}.tool_call_id`) } : {};
   const content = field(value, 'content');
   if (content === undefined) {
     // OpenAI allows an assistant turn without content (it then carries tool calls).
@@ -62,9 +75,15 @@ function readRole(value: unknown, at: string): ChatMessage['role'] {
     case 'tool':
       return value;
     case 'function':
-      throw new InvalidRequestError(`\`${at}\` = "function" (OpenAI's deprecated functions API) is not supported; use \`tools\` and "tool" messages.`, at);
+      throw new InvalidRequestError(
+        `\`${at}\` = "function" (OpenAI's deprecated functions API) is not supported; use \`tools\` and "tool" messages.`,
+        at,
+      );
     default:
-      throw new InvalidRequestError(`\`${at}\` must be one of "system", "user", "assistant", "tool", got ${describe(value)}.`, at);
+      throw new InvalidRequestError(
+        `\`${at}\` must be one of "system", "user", "assistant", "tool", got ${describe(value)}.`,
+        at,
+      );
   }
 }
 
@@ -72,7 +91,10 @@ function readRole(value: unknown, at: string): ChatMessage['role'] {
 function readContent(value: unknown, at: string): string {
   if (typeof value === 'string') return value;
   if (!Array.isArray(value)) {
-    throw new InvalidRequestError(`\`${at}\` must be a string or an array of content parts, got ${describe(value)}.`, at);
+    throw new InvalidRequestError(
+      `\`${at}\` must be a string or an array of content parts, got ${describe(value)}.`,
+      at,
+    );
   }
   return value
     .map((part: unknown, j) => {
@@ -80,10 +102,14 @@ function readContent(value: unknown, at: string): string {
       if (!isObject(part)) throw new InvalidRequestError(`\`${here}\` must be an object, got ${describe(part)}.`, here);
       const type = field(part, 'type');
       if (type !== 'text') {
-        throw new InvalidRequestError(`\`${here}.type\` = ${JSON.stringify(type ?? null)} is not supported; Tessera takes only "text" parts.`, `${here}.type`);
+        throw new InvalidRequestError(
+          `\`${here}.type\` = ${JSON.stringify(type ?? null)} is not supported; Tessera takes only "text" parts.`,
+          `${here}.type`,
+        );
       }
       const text = field(part, 'text');
-      if (typeof text !== 'string') throw new InvalidRequestError(`\`${here}.text\` must be a string, got ${describe(text)}.`, `${here}.text`);
+      if (typeof text !== 'string')
+        throw new InvalidRequestError(`\`${here}.text\` must be a string, got ${describe(text)}.`, `${here}.text`);
       return text;
     })
     .join('\n');

@@ -1,11 +1,20 @@
 // Body of POST /v1/completions -> a validated CompletionCall, or the 400 that names the field.
 // Must never tokenize or touch the back end: this is shape checking only.
 import { InvalidRequestError } from '../core/index.js';
-import { describe, field, isObject, optionalBool, readCommon, tokenIdList, validating, type CommonParams, type Validated } from './params.js';
+import {
+  describe,
+  field,
+  isObject,
+  optionalBool,
+  readCommon,
+  tokenIdList,
+  validating,
+  type CommonParams,
+  type Validated,
+} from './params.js';
 
 export type CompletionPrompt =
-  | { readonly kind: 'text'; readonly text: string }
-  | { readonly kind: 'tokens'; readonly ids: readonly number[] };
+  { readonly kind: 'text'; readonly text: string } | { readonly kind: 'tokens'; readonly ids: readonly number[] };
 
 export interface CompletionCall {
   readonly params: CommonParams;
@@ -17,7 +26,8 @@ export interface CompletionCall {
 
 export function validateCompletion(body: unknown): Validated<CompletionCall> {
   return validating(() => {
-    if (!isObject(body)) throw new InvalidRequestError(`The request body must be a JSON object, got ${describe(body)}.`);
+    if (!isObject(body))
+      throw new InvalidRequestError(`The request body must be a JSON object, got ${describe(body)}.`);
     return {
       params: readCommon(body, ['max_tokens'], 'completion'),
       prompts: readPrompts(body),
@@ -38,15 +48,25 @@ function readPrompts(body: Readonly<Record<string, unknown>>): CompletionPrompt[
   if (value === undefined) throw new InvalidRequestError('`prompt` is required.', 'prompt');
   if (typeof value === 'string') return [textPrompt(value)];
   if (!Array.isArray(value)) {
-    throw new InvalidRequestError(`\`prompt\` must be a string, an array of token ids, or an array of those, got ${describe(value)}.`, 'prompt');
+    throw new InvalidRequestError(
+      `\`prompt\` must be a string, an array of token ids, or an array of those, got ${describe(value)}.`,
+      'prompt',
+    );
   }
   if (value.length > 0 && value.every((v) => typeof v === 'number')) return [tokenPrompt(value)];
   if (value.length === 0) throw new InvalidRequestError('`prompt` is empty.', 'prompt');
-  if (value.length > MAX_PROMPTS) throw new InvalidRequestError(`\`prompt\` holds ${value.length} prompts; at most ${MAX_PROMPTS} are taken in one request.`, 'prompt');
+  if (value.length > MAX_PROMPTS)
+    throw new InvalidRequestError(
+      `\`prompt\` holds ${value.length} prompts; at most ${MAX_PROMPTS} are taken in one request.`,
+      'prompt',
+    );
   return value.map((one: unknown, i) => {
     if (typeof one === 'string') return textPrompt(one);
     if (Array.isArray(one)) return tokenPrompt(one);
-    throw new InvalidRequestError(`\`prompt[${i}]\` must be a string or an array of token ids, got ${describe(one)}.`, 'prompt');
+    throw new InvalidRequestError(
+      `\`prompt[${i}]\` must be a string or an array of token ids, got ${describe(one)}.`,
+      'prompt',
+    );
   });
 }
 

@@ -33,7 +33,17 @@ describe('validateCompletion', () => {
   });
 
   it('accepts the values of unsupported parameters that ask for nothing', () => {
-    const neutral = { n: 1, best_of: 1, logit_bias: {}, echo: false, suffix: '', presence_penalty: 0, frequency_penalty: 0, tools: [], response_format: { type: 'text' } };
+    const neutral = {
+      n: 1,
+      best_of: 1,
+      logit_bias: {},
+      echo: false,
+      suffix: '',
+      presence_penalty: 0,
+      frequency_penalty: 0,
+      tools: [],
+      response_format: { type: 'text' },
+    };
     expect(validateCompletion({ prompt: 'x', ...neutral }).kind).toBe('ok');
   });
 
@@ -50,7 +60,9 @@ describe('validateCompletion', () => {
   });
 
   it('reads vLLM extensions: stop_token_ids, ignore_eos, add_special_tokens', () => {
-    const call = ok(validateCompletion({ prompt: 'x', stop_token_ids: [2, 3], ignore_eos: true, add_special_tokens: false }));
+    const call = ok(
+      validateCompletion({ prompt: 'x', stop_token_ids: [2, 3], ignore_eos: true, add_special_tokens: false }),
+    );
     expect(call.params.stopTokenIds).toEqual([2, 3]);
     expect(call.params.ignoreEos).toBe(true);
     expect(call.addSpecialTokens).toBe(false);
@@ -68,7 +80,14 @@ describe('validateChat', () => {
       validateChat({
         messages: [
           { role: 'developer', content: 'rules' },
-          { role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }], name: 'ann' },
+          {
+            role: 'user',
+            content: [
+              { type: 'text', text: 'a' },
+              { type: 'text', text: 'b' },
+            ],
+            name: 'ann',
+          },
           { role: 'assistant', content: null },
         ],
       }),
@@ -83,7 +102,10 @@ describe('validateChat', () => {
   });
 
   it('prefers max_completion_tokens over max_tokens', () => {
-    expect(ok(validateChat({ messages: [{ role: 'user', content: 'x' }], max_tokens: 9, max_completion_tokens: 3 })).params.maxTokens).toBe(3);
+    expect(
+      ok(validateChat({ messages: [{ role: 'user', content: 'x' }], max_tokens: 9, max_completion_tokens: 3 })).params
+        .maxTokens,
+    ).toBe(3);
     expect(ok(validateChat({ messages: [{ role: 'user', content: 'x' }], max_tokens: 9 })).params.maxTokens).toBe(9);
   });
 

@@ -6,7 +6,15 @@
 // The negative control: the same bodies with the limits raised past the codec's fail it.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { asRequestId, asTenantId, NO_FAULTS, REQUEST_LIMITS, requestLimitViolation, tenantNameProblem, type SamplingParams } from '../core/index.js';
+import {
+  asRequestId,
+  asTenantId,
+  NO_FAULTS,
+  REQUEST_LIMITS,
+  requestLimitViolation,
+  tenantNameProblem,
+  type SamplingParams,
+} from '../core/index.js';
 import { decodeFrame, encodeFrame } from '../transfer/index.js';
 import type { Message } from '../transfer/index.js';
 import { planSampling } from './prompt.js';
@@ -15,14 +23,20 @@ import { validateCompletion } from './validate-completion.js';
 const CONTEXT = 1 << 20;
 const VOCAB = 2 ** 31 + 8; // larger than any wire token id, so the vocabulary check hides nothing
 
-const near = (limit: number): fc.Arbitrary<number> => fc.oneof(fc.integer({ min: limit - 3, max: limit + 3 }), fc.integer({ min: -2, max: 50 }));
+const near = (limit: number): fc.Arbitrary<number> =>
+  fc.oneof(fc.integer({ min: limit - 3, max: limit + 3 }), fc.integer({ min: -2, max: 50 }));
 const body = fc.record(
   {
     prompt: fc.constant([1, 2, 3]),
     top_k: fc.oneof(near(2 ** 31), fc.constant(2 ** 53 - 1), fc.integer({ min: -1, max: 100 })),
-    stop: fc.oneof(fc.string({ minLength: 1, maxLength: 8 }), fc.array(fc.string({ minLength: 1, maxLength: 1030 }), { maxLength: 18 }),
-      fc.array(fc.string({ unit: 'binary', minLength: 1, maxLength: 4 }), { maxLength: 3 })),
-    stop_token_ids: fc.array(fc.oneof(fc.nat(100), fc.constant(2 ** 31), fc.constant(2 ** 31 - 1)), { maxLength: 1100 }),
+    stop: fc.oneof(
+      fc.string({ minLength: 1, maxLength: 8 }),
+      fc.array(fc.string({ minLength: 1, maxLength: 1030 }), { maxLength: 18 }),
+      fc.array(fc.string({ unit: 'binary', minLength: 1, maxLength: 4 }), { maxLength: 3 }),
+    ),
+    stop_token_ids: fc.array(fc.oneof(fc.nat(100), fc.constant(2 ** 31), fc.constant(2 ** 31 - 1)), {
+      maxLength: 1100,
+    }),
     max_tokens: fc.oneof(fc.integer({ min: 1, max: 64 }), near(CONTEXT - 3)),
     temperature: fc.double({ min: 0, max: 2, noNaN: true }),
     top_p: fc.double({ min: 0, max: 1, noNaN: true }),
@@ -49,8 +63,25 @@ function acceptedSampling(json: unknown, checkLimits: boolean): SamplingParams |
 function roundTrips(sampling: SamplingParams, tenantName: string): boolean {
   const rid = asRequestId('r1.1');
   const messages: Message[] = [
-    { type: 'Reserve', rid, tenant: asTenantId(tenantName), promptTokens: 3, promptDigest: '0123456789abcdef', sampling, prefillAddress: '127.0.0.1:1' },
-    { type: 'Prefill', rid, tenant: asTenantId(tenantName), tokens: [1, 2, 3], sampling, decodeAddress: '127.0.0.1:2', tags: [], pageSize: 16 },
+    {
+      type: 'Reserve',
+      rid,
+      tenant: asTenantId(tenantName),
+      promptTokens: 3,
+      promptDigest: '0123456789abcdef',
+      sampling,
+      prefillAddress: '127.0.0.1:1',
+    },
+    {
+      type: 'Prefill',
+      rid,
+      tenant: asTenantId(tenantName),
+      tokens: [1, 2, 3],
+      sampling,
+      decodeAddress: '127.0.0.1:2',
+      tags: [],
+      pageSize: 16,
+    },
   ];
   try {
     return messages.every((m) => JSON.stringify(decodeFrame(encodeFrame(m))) === JSON.stringify(m));
@@ -99,9 +130,21 @@ describe('the API and the wire share one validation', () => {
     const L = REQUEST_LIMITS;
     const edges: [Record<string, unknown>, Partial<SamplingParams>, Partial<SamplingParams>][] = [
       [{ top_k: L.maxTopK }, { topK: L.maxTopK }, { topK: L.maxTopK + 1 }],
-      [{ stop: ['x'.repeat(L.maxStopChars)] }, { stop: ['x'.repeat(L.maxStopChars)] }, { stop: ['x'.repeat(L.maxStopChars + 1)] }],
-      [{ stop_token_ids: new Array<number>(L.maxStopTokenIds).fill(1) }, {}, { stopTokenIds: new Array<number>(L.maxStopTokenIds + 1).fill(1) }],
-      [{ stop: new Array<string>(L.maxStopStrings).fill('s') }, {}, { stop: new Array<string>(L.maxStopStrings + 1).fill('s') }],
+      [
+        { stop: ['x'.repeat(L.maxStopChars)] },
+        { stop: ['x'.repeat(L.maxStopChars)] },
+        { stop: ['x'.repeat(L.maxStopChars + 1)] },
+      ],
+      [
+        { stop_token_ids: new Array<number>(L.maxStopTokenIds).fill(1) },
+        {},
+        { stopTokenIds: new Array<number>(L.maxStopTokenIds + 1).fill(1) },
+      ],
+      [
+        { stop: new Array<string>(L.maxStopStrings).fill('s') },
+        {},
+        { stop: new Array<string>(L.maxStopStrings + 1).fill('s') },
+      ],
     ];
     const base = acceptedSampling({ prompt: [1], max_tokens: 4 }, true) as SamplingParams;
     for (const [fields, atLimit, pastLimit] of edges) {

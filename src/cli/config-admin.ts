@@ -22,7 +22,9 @@ export function parseAdminKey(flags: AdminKeyFlags, env: Env): string | null {
   const key = flags.adminKey ?? env[ADMIN_KEY_ENV];
   if (key === undefined || key === '') return null;
   if (key.length < MIN_ADMIN_KEY_CHARS || /\s/.test(key)) {
-    throw new ConfigError(`the admin key (--admin-key or ${ADMIN_KEY_ENV}) must be at least ${MIN_ADMIN_KEY_CHARS} characters without spaces`);
+    throw new ConfigError(
+      `the admin key (--admin-key or ${ADMIN_KEY_ENV}) must be at least ${MIN_ADMIN_KEY_CHARS} characters without spaces`,
+    );
   }
   return key;
 }

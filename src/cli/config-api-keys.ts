@@ -10,14 +10,19 @@ export async function loadApiKeys(file: string): Promise<ReadonlyMap<string, Ten
   try {
     text = await readFile(file, 'utf8');
   } catch (error) {
-    throw new ConfigError(`--api-keys ${file}: cannot read the file (${error instanceof Error ? error.message : String(error)})`, error);
+    throw new ConfigError(
+      `--api-keys ${file}: cannot read the file (${error instanceof Error ? error.message : String(error)})`,
+      error,
+    );
   }
   return parseApiKeys(text, file);
 }
 
 export function parseApiKeys(text: string, file: string): ReadonlyMap<string, TenantId> {
   const bad = (why: string): ConfigError =>
-    new ConfigError(`--api-keys ${file}: ${why}; expected a JSON object mapping each API key to its tenant, e.g. {"sk-1": "alice"}`);
+    new ConfigError(
+      `--api-keys ${file}: ${why}; expected a JSON object mapping each API key to its tenant, e.g. {"sk-1": "alice"}`,
+    );
   let json: unknown;
   try {
     json = JSON.parse(text);
@@ -30,7 +35,8 @@ export function parseApiKeys(text: string, file: string): ReadonlyMap<string, Te
   const keys = new Map<string, TenantId>();
   entries.forEach(([key, tenant], index) => {
     if (key === '' || /\s/.test(key)) throw bad(`key #${index + 1} is empty or contains whitespace`);
-    if (typeof tenant !== 'string' || tenant.trim() === '') throw bad(`the tenant of key #${index + 1} is not a non-empty string`);
+    if (typeof tenant !== 'string' || tenant.trim() === '')
+      throw bad(`the tenant of key #${index + 1} is not a non-empty string`);
     const unfit = tenantNameProblem(tenant);
     if (unfit !== null) throw bad(`the tenant of key #${index + 1}: ${unfit}`);
     keys.set(key, asTenantId(tenant));

@@ -20,7 +20,10 @@ export function tesseraHome(env: Env, home: string = homedir()): string {
 
 /** The armed fault points; NO_FAULTS unless both variables say otherwise. */
 export function faultsFromEnv(env: Env): FaultSet {
-  const requested = (env['TESSERA_FAULT'] ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
+  const requested = (env['TESSERA_FAULT'] ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
   if (requested.length === 0) return NO_FAULTS;
   if (env['TESSERA_ALLOW_FAULTS'] !== '1') {
     throw new ConfigError(
@@ -30,7 +33,8 @@ export function faultsFromEnv(env: Env): FaultSet {
   }
   const names: FaultName[] = [];
   for (const name of requested) {
-    if (!isFaultName(name)) throw new ConfigError(`TESSERA_FAULT: unknown fault point "${name}" (known: ${FAULT_NAMES.join(', ')})`);
+    if (!isFaultName(name))
+      throw new ConfigError(`TESSERA_FAULT: unknown fault point "${name}" (known: ${FAULT_NAMES.join(', ')})`);
     names.push(name);
   }
   return new FaultSet(names);

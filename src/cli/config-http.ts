@@ -8,10 +8,15 @@ import { parseCount } from './config-values.js';
 export function httpLimitsFromEnv(env: Readonly<Record<string, string | undefined>>): Partial<HttpLimits> {
   const text = env['TESSERA_HTTP_LIMITS'] ?? '';
   const limits: Record<string, number> = {};
-  for (const part of text.split(',').map((s) => s.trim()).filter((s) => s !== '')) {
+  for (const part of text
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '')) {
     const [name, value] = part.split('=', 2).map((s) => s.trim());
     if (name === undefined || !(name in DEFAULT_HTTP_LIMITS)) {
-      throw new ConfigError(`TESSERA_HTTP_LIMITS: unknown limit "${name ?? part}" (known: ${Object.keys(DEFAULT_HTTP_LIMITS).join(', ')})`);
+      throw new ConfigError(
+        `TESSERA_HTTP_LIMITS: unknown limit "${name ?? part}" (known: ${Object.keys(DEFAULT_HTTP_LIMITS).join(', ')})`,
+      );
     }
     limits[name] = parseCount(value ?? '', `TESSERA_HTTP_LIMITS ${name}`, 1);
   }

@@ -4,13 +4,21 @@
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ModelLoadError } from '../core/index.js';
-import { configFromGguf, configFromHf, isBuiltinSpec, readGguf, resolveBuiltinModel, type ModelConfig } from '../model/index.js';
+import {
+  configFromGguf,
+  configFromHf,
+  isBuiltinSpec,
+  readGguf,
+  resolveBuiltinModel,
+  type ModelConfig,
+} from '../model/index.js';
 
 /** The config of the model `spec` names (a Hugging Face directory, a .gguf file or builtin:NAME). */
 export async function readModelConfig(spec: string, cacheDir: string): Promise<ModelConfig> {
   const path = isBuiltinSpec(spec) ? await resolveBuiltinModel(spec, { cacheDir }) : spec;
   const info = await stat(path).catch(() => null);
-  if (info === null) throw new ModelLoadError(path, 'not found: expected a Hugging Face model directory or a .gguf file');
+  if (info === null)
+    throw new ModelLoadError(path, 'not found: expected a Hugging Face model directory or a .gguf file');
   if (info.isDirectory()) {
     const file = join(path, 'config.json');
     const text = await readFile(file, 'utf8').catch((error: unknown) => {
@@ -20,9 +28,14 @@ export async function readModelConfig(spec: string, cacheDir: string): Promise<M
     try {
       json = JSON.parse(text);
     } catch (error) {
-      throw new ModelLoadError(file, `is not valid JSON (${error instanceof Error ? error.message : String(error)})`, error);
+      throw new ModelLoadError(
+        file,
+        `is not valid JSON (${error instanceof Error ? error.message : String(error)})`,
+        error,
+      );
     }
-    if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new ModelLoadError(file, 'must hold a JSON object');
+    if (typeof json !== 'object' || json === null || Array.isArray(json))
+      throw new ModelLoadError(file, 'must hold a JSON object');
     return configFromHf(json as Record<string, unknown>, file);
   }
   return configFromGguf(readGguf(await readFile(path), path));

@@ -17,16 +17,37 @@ describe('PD configuration', () => {
     expect(() => clusterSecret('short', {})).toThrow(/at least 16 bytes/);
   });
 
-  it('binds the internal listener to loopback by default and refuses a wildcard (it is the worker\'s id)', () => {
+  it("binds the internal listener to loopback by default and refuses a wildcard (it is the worker's id)", () => {
     const config = parsePdWorkerConfig('prefill', {}, { TESSERA_CLUSTER_SECRET: SECRET });
-    expect(config).toMatchObject({ role: 'prefill', dataHost: '127.0.0.1', dataPort: 0, clusterSecret: SECRET, traceDir: null, supervised: false, timeouts: {} });
-    expect(parsePdWorkerConfig('decode', { dataPort: '9100' }, { TESSERA_CLUSTER_SECRET: SECRET, TESSERA_SUPERVISED: '1', TESSERA_TRACE_DIR: '/tmp/t' })).toMatchObject({ dataPort: 9100, supervised: true, traceDir: '/tmp/t' });
-    expect(() => parsePdWorkerConfig('decode', { dataHost: '0.0.0.0' }, { TESSERA_CLUSTER_SECRET: SECRET })).toThrow(/--data-host/);
-    expect(() => parsePdWorkerConfig('decode', { dataPort: '70000' }, { TESSERA_CLUSTER_SECRET: SECRET })).toThrow(/--data-port/);
+    expect(config).toMatchObject({
+      role: 'prefill',
+      dataHost: '127.0.0.1',
+      dataPort: 0,
+      clusterSecret: SECRET,
+      traceDir: null,
+      supervised: false,
+      timeouts: {},
+    });
+    expect(
+      parsePdWorkerConfig(
+        'decode',
+        { dataPort: '9100' },
+        { TESSERA_CLUSTER_SECRET: SECRET, TESSERA_SUPERVISED: '1', TESSERA_TRACE_DIR: '/tmp/t' },
+      ),
+    ).toMatchObject({ dataPort: 9100, supervised: true, traceDir: '/tmp/t' });
+    expect(() => parsePdWorkerConfig('decode', { dataHost: '0.0.0.0' }, { TESSERA_CLUSTER_SECRET: SECRET })).toThrow(
+      /--data-host/,
+    );
+    expect(() => parsePdWorkerConfig('decode', { dataPort: '70000' }, { TESSERA_CLUSTER_SECRET: SECRET })).toThrow(
+      /--data-port/,
+    );
   });
 
   it('reads protocol timeouts for tests, refusing names the protocol does not have', () => {
-    expect(timeoutsFromEnv({ TESSERA_PD_TIMEOUTS: 'abortAckMs=300, abortRetries=0' })).toEqual({ abortAckMs: 300, abortRetries: 0 });
+    expect(timeoutsFromEnv({ TESSERA_PD_TIMEOUTS: 'abortAckMs=300, abortRetries=0' })).toEqual({
+      abortAckMs: 300,
+      abortRetries: 0,
+    });
     expect(timeoutsFromEnv({})).toEqual({});
     expect(() => timeoutsFromEnv({ TESSERA_PD_TIMEOUTS: 'abortAck=3' })).toThrow(/unknown wait "abortAck"/);
     expect(() => timeoutsFromEnv({ TESSERA_PD_TIMEOUTS: 'ackMs=0' })).toThrow(/ackMs/);

@@ -53,7 +53,9 @@ export function parseRole(flags: PdServeFlags): ServeRole {
 export function parsePdWorkerConfig(role: 'prefill' | 'decode', flags: PdServeFlags, env: Env): PdWorkerConfig {
   const dataHost = flags.dataHost ?? DEFAULT_DATA_HOST;
   if (dataHost.trim() === '' || dataHost === '0.0.0.0' || dataHost === '::') {
-    throw new ConfigError(`--data-host must be an address peers can dial (it is also this worker's cluster id), got "${dataHost}"`);
+    throw new ConfigError(
+      `--data-host must be an address peers can dial (it is also this worker's cluster id), got "${dataHost}"`,
+    );
   }
   return {
     role,
@@ -85,10 +87,15 @@ export function clusterSecret(flag: string | undefined, env: Env): string {
 export function timeoutsFromEnv(env: Env): Partial<Timeouts> {
   const text = env['TESSERA_PD_TIMEOUTS'] ?? '';
   const timeouts: Record<string, number> = {};
-  for (const part of text.split(',').map((s) => s.trim()).filter((s) => s !== '')) {
+  for (const part of text
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '')) {
     const [name, value] = part.split('=', 2).map((s) => s.trim());
     if (name === undefined || !(name in DEFAULT_TIMEOUTS)) {
-      throw new ConfigError(`TESSERA_PD_TIMEOUTS: unknown wait "${name ?? part}" (known: ${Object.keys(DEFAULT_TIMEOUTS).join(', ')})`);
+      throw new ConfigError(
+        `TESSERA_PD_TIMEOUTS: unknown wait "${name ?? part}" (known: ${Object.keys(DEFAULT_TIMEOUTS).join(', ')})`,
+      );
     }
     timeouts[name] = parseCount(value ?? '', `TESSERA_PD_TIMEOUTS ${name}`, name === 'abortRetries' ? 0 : 1);
   }
@@ -121,8 +128,13 @@ export function parseWorkerUrl(url: string, flag: string): string {
   } catch {
     throw new ConfigError(`${flag} must be a worker's URL such as http://127.0.0.1:8101, got "${url}"`);
   }
-  if ((parsed.protocol !== 'http:' && parsed.protocol !== 'https:') || (parsed.pathname !== '/' && parsed.pathname !== '')) {
-    throw new ConfigError(`${flag} must be a worker's URL such as http://127.0.0.1:8101 (its HTTP port, no path), got "${url}"`);
+  if (
+    (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') ||
+    (parsed.pathname !== '/' && parsed.pathname !== '')
+  ) {
+    throw new ConfigError(
+      `${flag} must be a worker's URL such as http://127.0.0.1:8101 (its HTTP port, no path), got "${url}"`,
+    );
   }
   return `${parsed.protocol}//${parsed.host}`;
 }

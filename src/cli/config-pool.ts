@@ -5,7 +5,15 @@
 // Must never round in the pool's favour (pages that fit in memory round down) nor let a node
 // start whose context length needs more pages than its pool has.
 import { ConfigError } from '../core/index.js';
-import { kvBytesPerPage, kvBytesPerToken, kvBytesPerTokenPerLayer, pagesFor, pagesInBytes, tokensIn, type KvElementShape } from '../pages/index.js';
+import {
+  kvBytesPerPage,
+  kvBytesPerToken,
+  kvBytesPerTokenPerLayer,
+  pagesFor,
+  pagesInBytes,
+  tokensIn,
+  type KvElementShape,
+} from '../pages/index.js';
 import { formatBytes, mibAtLeast } from './config-values.js';
 
 /** How the pool was sized: --kv-pages, --kv-memory, or the default. */
@@ -59,13 +67,23 @@ export interface PoolFlags {
 
 /** The pool's numbers. Throws a ConfigError for a context longer than the model was built for. */
 export function planPool(model: KvModelShape, flags: PoolFlags): PoolPlan {
-  const shape: KvElementShape = { numLayers: model.numLayers, numKvHeads: model.numKvHeads, headDim: model.headDim, bytesPerElement: KV_BYTES_PER_ELEMENT };
+  const shape: KvElementShape = {
+    numLayers: model.numLayers,
+    numKvHeads: model.numKvHeads,
+    headDim: model.headDim,
+    bytesPerElement: KV_BYTES_PER_ELEMENT,
+  };
   const { pageSize } = flags;
   const window = model.slidingWindow ?? Infinity;
   const maxContext = Math.min(model.maxPositionEmbeddings, window);
   if (flags.contextLength !== null && flags.contextLength > maxContext) {
-    const limit = window < model.maxPositionEmbeddings ? `sliding window (${window} tokens), the longest context Tessera runs it at` : `max_position_embeddings (${maxContext})`;
-    throw new ConfigError(`--context-length ${flags.contextLength} exceeds the model's ${limit}; use at most ${maxContext}`);
+    const limit =
+      window < model.maxPositionEmbeddings
+        ? `sliding window (${window} tokens), the longest context Tessera runs it at`
+        : `max_position_embeddings (${maxContext})`;
+    throw new ConfigError(
+      `--context-length ${flags.contextLength} exceeds the model's ${limit}; use at most ${maxContext}`,
+    );
   }
   const contextLength = flags.contextLength ?? maxContext;
   const contextPages = pagesFor(contextLength, pageSize);

@@ -5,13 +5,20 @@ import { httpLimitsFromEnv } from './config-http.js';
 
 describe('issue 17 configuration', () => {
   it('refuses --api-keys tenants the cluster wire could not carry: over 256 characters, control characters', () => {
-    expect(() => parseApiKeys(JSON.stringify({ 'sk-1': 'a'.repeat(257) }), 'k.json')).toThrow(/tenant of key #1: a tenant's name must have 1..256 characters/);
-    expect(() => parseApiKeys(JSON.stringify({ 'sk-1': 'ok', 'sk-2': 'bad\u0001name' }), 'k.json')).toThrow(/tenant of key #2: .*control characters/);
+    expect(() => parseApiKeys(JSON.stringify({ 'sk-1': 'a'.repeat(257) }), 'k.json')).toThrow(
+      /tenant of key #1: a tenant's name must have 1..256 characters/,
+    );
+    expect(() => parseApiKeys(JSON.stringify({ 'sk-1': 'ok', 'sk-2': 'bad\u0001name' }), 'k.json')).toThrow(
+      /tenant of key #2: .*control characters/,
+    );
     expect(parseApiKeys(JSON.stringify({ 'sk-1': 'a'.repeat(256) }), 'k.json').size).toBe(1);
   });
 
   it('reads TESSERA_HTTP_LIMITS and names an unknown limit', () => {
-    expect(httpLimitsFromEnv({ TESSERA_HTTP_LIMITS: 'idleMs=1000, maxConnections=40' })).toEqual({ idleMs: 1000, maxConnections: 40 });
+    expect(httpLimitsFromEnv({ TESSERA_HTTP_LIMITS: 'idleMs=1000, maxConnections=40' })).toEqual({
+      idleMs: 1000,
+      maxConnections: 40,
+    });
     expect(httpLimitsFromEnv({})).toEqual({});
     expect(() => httpLimitsFromEnv({ TESSERA_HTTP_LIMITS: 'idle=5' })).toThrow(/unknown limit "idle"/);
   });

@@ -13,9 +13,24 @@ export function parseCount(value: string, flag: string, min = 1, max = Number.MA
 }
 
 const UNITS: Readonly<Record<string, number>> = {
-  '': 1, b: 1,
-  k: 1e3, kb: 1e3, m: 1e6, mb: 1e6, g: 1e9, gb: 1e9, t: 1e12, tb: 1e12,
-  ki: 1024, kib: 1024, mi: 1024 ** 2, mib: 1024 ** 2, gi: 1024 ** 3, gib: 1024 ** 3, ti: 1024 ** 4, tib: 1024 ** 4,
+  '': 1,
+  b: 1,
+  k: 1e3,
+  kb: 1e3,
+  m: 1e6,
+  mb: 1e6,
+  g: 1e9,
+  gb: 1e9,
+  t: 1e12,
+  tb: 1e12,
+  ki: 1024,
+  kib: 1024,
+  mi: 1024 ** 2,
+  mib: 1024 ** 2,
+  gi: 1024 ** 3,
+  gib: 1024 ** 3,
+  ti: 1024 ** 4,
+  tib: 1024 ** 4,
 };
 
 /**
@@ -29,7 +44,8 @@ export function parseSize(value: string, flag: string): number {
     throw new ConfigError(`${flag} must be a size such as 512MiB, 2GiB or 1073741824 (bytes), got "${value}"`);
   }
   const bytes = Math.floor(Number(match[1]) * unit);
-  if (!Number.isSafeInteger(bytes) || bytes < 1) throw new ConfigError(`${flag} must be at least 1 byte, got "${value}"`);
+  if (!Number.isSafeInteger(bytes) || bytes < 1)
+    throw new ConfigError(`${flag} must be at least 1 byte, got "${value}"`);
   return bytes;
 }
 

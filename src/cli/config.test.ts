@@ -22,17 +22,47 @@ function configError(f: () => unknown): string {
 describe('parseServeConfig', () => {
   it('has defaults for everything', () => {
     const c = parseServeConfig({}, { TESSERA_HOME: '/h' });
-    expect(c).toMatchObject({ model: DEFAULT_MODEL, servedModelName: DEFAULT_MODEL, host: '127.0.0.1', port: 8000, deterministic: false, home: '/h', checkEveryStep: false });
+    expect(c).toMatchObject({
+      model: DEFAULT_MODEL,
+      servedModelName: DEFAULT_MODEL,
+      host: '127.0.0.1',
+      port: 8000,
+      deterministic: false,
+      home: '/h',
+      checkEveryStep: false,
+    });
     expect(c.pool).toEqual({ size: { kind: 'default' }, pageSize: 16, contextLength: null });
     expect(c.faults.size).toBe(0);
   });
 
   it('reads every flag', () => {
     const c = parseServeConfig(
-      { model: '/m', servedModelName: 'm', host: '0.0.0.0', port: '0', contextLength: '1024', kvMemory: '64MiB', pageSize: '32', maxRunningRequests: '8', chunkedPrefillSize: '64', apiKeys: 'k.json', deterministic: true },
+      {
+        model: '/m',
+        servedModelName: 'm',
+        host: '0.0.0.0',
+        port: '0',
+        contextLength: '1024',
+        kvMemory: '64MiB',
+        pageSize: '32',
+        maxRunningRequests: '8',
+        chunkedPrefillSize: '64',
+        apiKeys: 'k.json',
+        deterministic: true,
+      },
       { TESSERA_CHECK_EVERY_STEP: '1' },
     );
-    expect(c).toMatchObject({ model: '/m', servedModelName: 'm', host: '0.0.0.0', port: 0, maxRunningRequests: 8, chunkedPrefillSize: 64, apiKeysFile: 'k.json', deterministic: true, checkEveryStep: true });
+    expect(c).toMatchObject({
+      model: '/m',
+      servedModelName: 'm',
+      host: '0.0.0.0',
+      port: 0,
+      maxRunningRequests: 8,
+      chunkedPrefillSize: 64,
+      apiKeysFile: 'k.json',
+      deterministic: true,
+      checkEveryStep: true,
+    });
     expect(c.pool).toEqual({ size: { kind: 'memory', bytes: 64 * 1024 ** 2 }, pageSize: 32, contextLength: 1024 });
   });
 
@@ -40,17 +70,27 @@ describe('parseServeConfig', () => {
     expect(configError(() => parseServeConfig({ port: '80x' }, {}))).toMatch(/--port must be a whole number/);
     expect(configError(() => parseServeConfig({ port: '70000' }, {}))).toMatch(/--port must be between 0 and 65535/);
     expect(configError(() => parseServeConfig({ kvPages: '0' }, {}))).toMatch(/--kv-pages/);
-    expect(configError(() => parseServeConfig({ kvPages: '4', kvMemory: '1GiB' }, {}))).toMatch(/either --kv-pages or --kv-memory/);
-    expect(configError(() => parseServeConfig({ maxRunningRequests: '64', chunkedPrefillSize: '32' }, {}))).toMatch(/at least --max-running-requests/);
+    expect(configError(() => parseServeConfig({ kvPages: '4', kvMemory: '1GiB' }, {}))).toMatch(
+      /either --kv-pages or --kv-memory/,
+    );
+    expect(configError(() => parseServeConfig({ maxRunningRequests: '64', chunkedPrefillSize: '32' }, {}))).toMatch(
+      /at least --max-running-requests/,
+    );
   });
 });
 
 describe('environment', () => {
   it('arms fault points only with TESSERA_ALLOW_FAULTS=1, and refuses unknown names', () => {
     expect(faultsFromEnv({}).size).toBe(0);
-    expect(faultsFromEnv({ TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'skip-startup-check, swap-batch-rows' }).names()).toEqual(['skip-startup-check', 'swap-batch-rows']);
-    expect(configError(() => faultsFromEnv({ TESSERA_FAULT: 'skip-startup-check' }))).toMatch(/not armed.*TESSERA_ALLOW_FAULTS=1/);
-    expect(configError(() => faultsFromEnv({ TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'no-such-fault' }))).toMatch(/unknown fault point "no-such-fault"/);
+    expect(
+      faultsFromEnv({ TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'skip-startup-check, swap-batch-rows' }).names(),
+    ).toEqual(['skip-startup-check', 'swap-batch-rows']);
+    expect(configError(() => faultsFromEnv({ TESSERA_FAULT: 'skip-startup-check' }))).toMatch(
+      /not armed.*TESSERA_ALLOW_FAULTS=1/,
+    );
+    expect(configError(() => faultsFromEnv({ TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'no-such-fault' }))).toMatch(
+      /unknown fault point "no-such-fault"/,
+    );
   });
 
   it('puts the model cache in TESSERA_HOME, else under the user cache directory', () => {
@@ -72,7 +112,11 @@ describe('parseSize', () => {
 
 describe('--api-keys', () => {
   it('maps keys to tenants', () => {
-    expect([...parseApiKeys('{"k1":"alice","k2":"alice","k3":"bob"}', 'f')]).toEqual([['k1', 'alice'], ['k2', 'alice'], ['k3', 'bob']]);
+    expect([...parseApiKeys('{"k1":"alice","k2":"alice","k3":"bob"}', 'f')]).toEqual([
+      ['k1', 'alice'],
+      ['k2', 'alice'],
+      ['k3', 'bob'],
+    ]);
   });
 
   it('refuses a bad file without echoing a key', () => {
@@ -87,8 +131,20 @@ describe('--api-keys', () => {
 
 describe('the pool and the start-up check', () => {
   it('does the arithmetic: 2 x 2 heads x 32 x 4 B = 512 B per token per layer, 2 KiB per token, 32 KiB per page', () => {
-    const plan = planPool(tiny, { size: { kind: 'memory', bytes: 4 * 1024 ** 2 + 100 }, pageSize: 16, contextLength: null });
-    expect(plan).toMatchObject({ bytesPerTokenPerLayer: 512, bytesPerToken: 2048, bytesPerPage: 32768, numPages: 128, poolTokens: 2048, contextLength: 4096, contextPages: 256 });
+    const plan = planPool(tiny, {
+      size: { kind: 'memory', bytes: 4 * 1024 ** 2 + 100 },
+      pageSize: 16,
+      contextLength: null,
+    });
+    expect(plan).toMatchObject({
+      bytesPerTokenPerLayer: 512,
+      bytesPerToken: 2048,
+      bytesPerPage: 32768,
+      numPages: 128,
+      poolTokens: 2048,
+      contextLength: 4096,
+      contextPages: 256,
+    });
   });
 
   it('sizes the default pool for four full-length requests', () => {
@@ -96,26 +152,40 @@ describe('the pool and the start-up check', () => {
   });
 
   it('lets a pool that holds the context length start, exactly at the boundary', () => {
-    expect(startupCheckError(planPool(tiny, { size: { kind: 'pages', numPages: 64 }, pageSize: 16, contextLength: 1024 }))).toBeUndefined();
+    expect(
+      startupCheckError(planPool(tiny, { size: { kind: 'pages', numPages: 64 }, pageSize: 16, contextLength: 1024 })),
+    ).toBeUndefined();
   });
 
   it('refuses a context one token longer than the pool, with both numbers in tokens and the fix', () => {
-    const byPages = startupCheckError(planPool(tiny, { size: { kind: 'pages', numPages: 64 }, pageSize: 16, contextLength: 1025 }));
+    const byPages = startupCheckError(
+      planPool(tiny, { size: { kind: 'pages', numPages: 64 }, pageSize: 16, contextLength: 1025 }),
+    );
     expect(byPages?.message).toBe(
       'context length 1025 tokens does not fit the KV pool: 1024 tokens (64 pages of 16). Raise --kv-pages to at least 65 or lower --context-length to at most 1024.',
     );
-    const byMemory = startupCheckError(planPool(tiny, { size: { kind: 'memory', bytes: 4 * 1024 ** 2 }, pageSize: 16, contextLength: null }));
+    const byMemory = startupCheckError(
+      planPool(tiny, { size: { kind: 'memory', bytes: 4 * 1024 ** 2 }, pageSize: 16, contextLength: null }),
+    );
     expect(byMemory?.message).toBe(
       'context length 4096 tokens does not fit the KV pool: 2048 tokens (128 pages of 16). Raise --kv-memory to at least 8MiB or lower --context-length to at most 2048.',
     );
   });
 
   it('refuses a context longer than the model was built for, and a pool of no page', () => {
-    expect(configError(() => planPool(tiny, { size: { kind: 'default' }, pageSize: 16, contextLength: 5000 }))).toMatch(/exceeds the model's max_position_embeddings \(4096\)/);
-    expect(configError(() => planPool(tiny, { size: { kind: 'memory', bytes: 1000 }, pageSize: 16, contextLength: null }))).toMatch(/would hold no page/);
+    expect(configError(() => planPool(tiny, { size: { kind: 'default' }, pageSize: 16, contextLength: 5000 }))).toMatch(
+      /exceeds the model's max_position_embeddings \(4096\)/,
+    );
+    expect(
+      configError(() => planPool(tiny, { size: { kind: 'memory', bytes: 1000 }, pageSize: 16, contextLength: null })),
+    ).toMatch(/would hold no page/);
     const windowed = { ...tiny, slidingWindow: 1024 };
-    expect(planPool(windowed, { size: { kind: 'default' }, pageSize: 16, contextLength: null }).contextLength).toBe(1024);
-    expect(configError(() => planPool(windowed, { size: { kind: 'default' }, pageSize: 16, contextLength: 2048 }))).toMatch(/sliding window \(1024 tokens\)/);
+    expect(planPool(windowed, { size: { kind: 'default' }, pageSize: 16, contextLength: null }).contextLength).toBe(
+      1024,
+    );
+    expect(
+      configError(() => planPool(windowed, { size: { kind: 'default' }, pageSize: 16, contextLength: 2048 })),
+    ).toMatch(/sliding window \(1024 tokens\)/);
   });
 });
 
@@ -127,6 +197,7 @@ describe('--max-step-ms', () => {
   });
 
   it('refuses anything else, naming the flag', () => {
-    for (const bad of ['0', 'fast', '-5', '1.5']) expect(configError(() => parseServeConfig({ maxStepMs: bad }, {}))).toMatch(/--max-step-ms/);
+    for (const bad of ['0', 'fast', '-5', '1.5'])
+      expect(configError(() => parseServeConfig({ maxStepMs: bad }, {}))).toMatch(/--max-step-ms/);
   });
 });

@@ -64,7 +64,9 @@ export interface ServeConfig {
 }
 
 /** The pool flags shared by serve and plan. */
-export function parsePoolFlags(flags: Pick<ServeFlags, 'kvPages' | 'kvMemory' | 'pageSize' | 'contextLength'>): PoolFlags {
+export function parsePoolFlags(
+  flags: Pick<ServeFlags, 'kvPages' | 'kvMemory' | 'pageSize' | 'contextLength'>,
+): PoolFlags {
   if (flags.kvPages !== undefined && flags.kvMemory !== undefined) {
     throw new ConfigError('give either --kv-pages or --kv-memory, not both');
   }
@@ -83,9 +85,14 @@ export function parsePoolFlags(flags: Pick<ServeFlags, 'kvPages' | 'kvMemory' | 
 
 export function parseServeConfig(flags: ServeFlags, env: Env): ServeConfig {
   const model = nonEmpty(flags.model ?? DEFAULT_MODEL, '--model');
-  const maxRunningRequests = flags.maxRunningRequests === undefined ? DEFAULT_MAX_RUNNING_REQUESTS : parseCount(flags.maxRunningRequests, '--max-running-requests');
+  const maxRunningRequests =
+    flags.maxRunningRequests === undefined
+      ? DEFAULT_MAX_RUNNING_REQUESTS
+      : parseCount(flags.maxRunningRequests, '--max-running-requests');
   const chunkedPrefillSize =
-    flags.chunkedPrefillSize === undefined ? Math.max(DEFAULT_CHUNKED_PREFILL_SIZE, maxRunningRequests) : parseCount(flags.chunkedPrefillSize, '--chunked-prefill-size');
+    flags.chunkedPrefillSize === undefined
+      ? Math.max(DEFAULT_CHUNKED_PREFILL_SIZE, maxRunningRequests)
+      : parseCount(flags.chunkedPrefillSize, '--chunked-prefill-size');
   if (chunkedPrefillSize < maxRunningRequests) {
     throw new ConfigError(
       `--chunked-prefill-size (${chunkedPrefillSize}) must be at least --max-running-requests (${maxRunningRequests}), ` +

@@ -33,6 +33,8 @@ function reportError(error: unknown): number {
     if (process.env['TESSERA_DEBUG']) process.stderr.write(`${error.stack ?? ''}\n`);
     return 1;
   }
-  process.stderr.write(`tessera: unexpected error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.stderr.write(
+    `tessera: unexpected error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
   return 1;
 }

@@ -20,7 +20,13 @@ export class SupervisedChild {
   #tail: string[] = [];
   #exit: ExitInfo | undefined;
 
-  constructor(name: string, command: string, args: readonly string[], env: NodeJS.ProcessEnv, forward: (line: string) => void) {
+  constructor(
+    name: string,
+    command: string,
+    args: readonly string[],
+    env: NodeJS.ProcessEnv,
+    forward: (line: string) => void,
+  ) {
     this.name = name;
     // detached: a terminal's Ctrl-C reaches `up` only, which then stops the children in order.
     this.#child = spawn(command, [...args], { env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
@@ -70,11 +76,19 @@ export class SupervisedChild {
     const past = pattern.exec(this.#stdout);
     if (past !== null) return Promise.resolve(past);
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`${this.name} did not report ${what} within ${timeoutMs} ms; its last lines:\n${this.tail}`)), timeoutMs);
+      const timer = setTimeout(
+        () =>
+          reject(
+            new Error(`${this.name} did not report ${what} within ${timeoutMs} ms; its last lines:\n${this.tail}`),
+          ),
+        timeoutMs,
+      );
       this.#watchers.push({ pattern, resolve: (m) => (clearTimeout(timer), resolve(m)) });
       void this.#exited.then((e) => {
         clearTimeout(timer);
-        reject(new Error(`${this.name} exited (${describeExit(e)}) before reporting ${what}; its last lines:\n${this.tail}`));
+        reject(
+          new Error(`${this.name} exited (${describeExit(e)}) before reporting ${what}; its last lines:\n${this.tail}`),
+        );
       });
     });
   }

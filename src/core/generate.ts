@@ -39,7 +39,12 @@ export type GenerateEvent =
    * New tokens, with the text they complete (held back while it could start a stop string or is
    * not valid UTF-8 yet); with `logprobs` (one per id) when the request asked for them.
    */
-  | { readonly type: 'tokens'; readonly ids: readonly number[]; readonly text: string; readonly logprobs?: readonly TokenLogprob[] }
+  | {
+      readonly type: 'tokens';
+      readonly ids: readonly number[];
+      readonly text: string;
+      readonly logprobs?: readonly TokenLogprob[];
+    }
   | { readonly type: 'finished'; readonly finishReason: FinishReason; readonly usage: Usage }
   /** The request failed; nothing after this. Never turned into a success. */
   | { readonly type: 'failed'; readonly error: TesseraError };

@@ -43,23 +43,41 @@ export interface LimitedFields {
 /** The first field that breaks a limit, or null. Cheap: linear in the fields' sizes. */
 export function requestLimitViolation(fields: LimitedFields): LimitViolation | null {
   const L = REQUEST_LIMITS;
-  if (fields.topK > L.maxTopK) return { param: 'top_k', message: `\`top_k\` must be at most ${L.maxTopK}, got ${fields.topK}.` };
+  if (fields.topK > L.maxTopK)
+    return { param: 'top_k', message: `\`top_k\` must be at most ${L.maxTopK}, got ${fields.topK}.` };
   if (fields.stop.length > L.maxStopStrings) {
-    return { param: 'stop', message: `\`stop\` holds ${fields.stop.length} strings; at most ${L.maxStopStrings} are supported.` };
+    return {
+      param: 'stop',
+      message: `\`stop\` holds ${fields.stop.length} strings; at most ${L.maxStopStrings} are supported.`,
+    };
   }
   const long = fields.stop.findIndex((s) => s.length > L.maxStopChars);
   if (long >= 0) {
     const length = (fields.stop[long] as string).length;
-    return { param: 'stop', message: `\`stop\` string #${long + 1} has ${length} characters; at most ${L.maxStopChars} are supported.` };
+    return {
+      param: 'stop',
+      message: `\`stop\` string #${long + 1} has ${length} characters; at most ${L.maxStopChars} are supported.`,
+    };
   }
   if (fields.stopTokenIds.length > L.maxStopTokenIds) {
     const count = fields.stopTokenIds.length;
-    return { param: 'stop_token_ids', message: `\`stop_token_ids\` holds ${count} ids; at most ${L.maxStopTokenIds} are supported.` };
+    return {
+      param: 'stop_token_ids',
+      message: `\`stop_token_ids\` holds ${count} ids; at most ${L.maxStopTokenIds} are supported.`,
+    };
   }
   const broken = fields.stop.findIndex((s) => LONE_SURROGATE.test(s));
-  if (broken >= 0) return { param: 'stop', message: `\`stop\` string #${broken + 1} holds a lone UTF-16 surrogate, which UTF-8 cannot carry.` };
+  if (broken >= 0)
+    return {
+      param: 'stop',
+      message: `\`stop\` string #${broken + 1} holds a lone UTF-16 surrogate, which UTF-8 cannot carry.`,
+    };
   const big = fields.stopTokenIds.find((id) => id > L.maxTokenId);
-  if (big !== undefined) return { param: 'stop_token_ids', message: `\`stop_token_ids\` holds ${big}; token ids are at most ${L.maxTokenId}.` };
+  if (big !== undefined)
+    return {
+      param: 'stop_token_ids',
+      message: `\`stop_token_ids\` holds ${big}; token ids are at most ${L.maxTokenId}.`,
+    };
   return null;
 }
 

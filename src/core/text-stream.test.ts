@@ -7,7 +7,10 @@ function pieces(list: readonly string[]): Detokenizer {
   return { push: (id) => list[id] ?? '', flush: () => '' };
 }
 
-function run(list: readonly string[], stops: readonly string[]): { sent: string[]; stoppedAt: number | null; end: string } {
+function run(
+  list: readonly string[],
+  stops: readonly string[],
+): { sent: string[]; stoppedAt: number | null; end: string } {
   const stream = new TextStream(pieces(list), stops);
   const sent: string[] = [];
   for (let i = 0; i < list.length; i++) {

@@ -34,7 +34,8 @@ describe('q8_0 and q4_0', () => {
     for (let b = 0; b < 8; b++) {
       const block = values.subarray(b * 32, b * 32 + 32);
       const step = Math.max(...block.map(Math.abs)) / 127;
-      for (let j = 0; j < 32; j++) expect(Math.abs(out[b * 32 + j]! - block[j]!)).toBeLessThanOrEqual(step * 0.51 + 1e-6);
+      for (let j = 0; j < 32; j++)
+        expect(Math.abs(out[b * 32 + j]! - block[j]!)).toBeLessThanOrEqual(step * 0.51 + 1e-6);
     }
   });
 

@@ -53,7 +53,13 @@ export function byteSize(dtype: WeightDType, count: number): number {
 }
 
 /** Decode `count` weights starting at weight index `first` of `data` into out[0..count). */
-export function dequantize(dtype: WeightDType, data: Uint8Array, first: number, count: number, out: Float32Array): void {
+export function dequantize(
+  dtype: WeightDType,
+  data: Uint8Array,
+  first: number,
+  count: number,
+  out: Float32Array,
+): void {
   const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
   const bits = new Float32Bits();
   switch (dtype) {

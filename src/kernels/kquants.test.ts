@@ -133,7 +133,8 @@ describe('K-quant quantization (gen-model)', () => {
       const block = [...values.subarray(s * sub, (s + 1) * sub)];
       const range = type === 'q6_k' ? 2 * Math.max(...block.map(Math.abs)) : Math.max(...block) - Math.min(0, ...block);
       // 6-bit scales and mins (against the super-block's largest) add up to ~half a step more.
-      for (let j = 0; j < sub; j++) expect(Math.abs(out[s * sub + j]! - block[j]!)).toBeLessThanOrEqual((range / levels) * 1.5 + 1e-3);
+      for (let j = 0; j < sub; j++)
+        expect(Math.abs(out[s * sub + j]! - block[j]!)).toBeLessThanOrEqual((range / levels) * 1.5 + 1e-3);
     }
     const rms = Math.sqrt(values.reduce((a, v, i) => a + (v - out[i]!) ** 2, 0) / values.length);
     expect(rms).toBeLessThan(type === 'q4_k' ? 0.15 : 0.06);

@@ -92,7 +92,13 @@ export function decodeKBlock(dtype: KQuant, data: Uint8Array, block: number, out
 }
 
 /** Exact dequantization of `numBlocks` super-blocks from `firstBlock` into out (ggml's dequantize_row_*). */
-export function dequantizeK(dtype: KQuant, data: Uint8Array, firstBlock: number, numBlocks: number, out: Float32Array): void {
+export function dequantizeK(
+  dtype: KQuant,
+  data: Uint8Array,
+  firstBlock: number,
+  numBlocks: number,
+  out: Float32Array,
+): void {
   const blk = newKBlock();
   const sub = K_SUB_BLOCK[dtype];
   for (let b = 0; b < numBlocks; b++) {

@@ -110,6 +110,14 @@ export interface OpKernels {
    * Write K and V rows for numTokens tokens at positions [startPos, startPos + numTokens)
    * into the pages of pageTable for one layer. k, v: [numTokens, numKvHeads * headDim].
    */
-  writeKv(kv: PagedKvView, layer: number, pageTable: Int32Array, startPos: number, numTokens: number, k: Float32Array, v: Float32Array): void;
+  writeKv(
+    kv: PagedKvView,
+    layer: number,
+    pageTable: Int32Array,
+    startPos: number,
+    numTokens: number,
+    k: Float32Array,
+    v: Float32Array,
+  ): void;
   attention(kv: PagedKvView, args: AttentionArgs): void;
 }

@@ -44,7 +44,9 @@ async function lastLogits(engine: Engine, promptIds: readonly number[]): Promise
   const allocated = engine.pool.ledger.allocate(Math.ceil(promptIds.length / engine.pool.pageSize), owner);
   if (allocated.kind !== 'allocated') throw new Error('pool');
   try {
-    const [result] = await engine.runner.step([{ ...owner, tags: allocated.tags, tokens: [...promptIds], startPos: 0, wantLogits: true }]);
+    const [result] = await engine.runner.step([
+      { ...owner, tags: allocated.tags, tokens: [...promptIds], startPos: 0, wantLogits: true },
+    ]);
     if (result?.kind !== 'logits') throw new Error(`no logits: ${result?.kind}`);
     return result.logits.slice();
   } finally {
@@ -59,16 +61,19 @@ describe('models/austen against its reference logits', () => {
     expect(reference.cases.length).toBeGreaterThan(0);
   });
 
-  it.each(['default', 'deterministic'])('%s kernels: logits within 1e-2 and 32 greedy ids equal, for every case', async (kernels) => {
-    const engine = engines.get(kernels)!;
-    for (const c of reference.cases) {
-      const logits = await lastLogits(engine, c.prompt_ids);
-      expect(logits).toHaveLength(c.last_logits.length);
-      const maxDiff = Math.max(...c.last_logits.map((v, i) => Math.abs(v - logits[i]!)));
-      expect(maxDiff, c.name).toBeLessThanOrEqual(reference.tolerance.max_abs_logit_diff);
-      const sampling = samplingParams({ maxTokens: c.greedy_ids.length, ignoreEos: true });
-      const { outputs } = await generate(engine.runner, [{ promptIds: c.prompt_ids, sampling }]);
-      expect(outputs[0]!.ids, c.name).toEqual(c.greedy_ids);
-    }
-  });
+  it.each(['default', 'deterministic'])(
+    '%s kernels: logits within 1e-2 and 32 greedy ids equal, for every case',
+    async (kernels) => {
+      const engine = engines.get(kernels)!;
+      for (const c of reference.cases) {
+        const logits = await lastLogits(engine, c.prompt_ids);
+        expect(logits).toHaveLength(c.last_logits.length);
+        const maxDiff = Math.max(...c.last_logits.map((v, i) => Math.abs(v - logits[i]!)));
+        expect(maxDiff, c.name).toBeLessThanOrEqual(reference.tolerance.max_abs_logit_diff);
+        const sampling = samplingParams({ maxTokens: c.greedy_ids.length, ignoreEos: true });
+        const { outputs } = await generate(engine.runner, [{ promptIds: c.prompt_ids, sampling }]);
+        expect(outputs[0]!.ids, c.name).toEqual(c.greedy_ids);
+      }
+    },
+  );
 });

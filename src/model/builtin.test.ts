@@ -37,7 +37,10 @@ describe('builtin:tiny', () => {
 
   it('ends complete, once, when two loads start at the same time, leaving no temporary files', async () => {
     const cacheDir = join(root, 'race');
-    const [a, b] = await Promise.all([loadModel('builtin:tiny', { cacheDir }), loadModel('builtin:tiny', { cacheDir })]);
+    const [a, b] = await Promise.all([
+      loadModel('builtin:tiny', { cacheDir }),
+      loadModel('builtin:tiny', { cacheDir }),
+    ]);
     expect(a.source.path).toBe(b.source.path);
     expect(await readdir(join(cacheDir, 'models'))).toEqual(['builtin-tiny-v1']);
     expect(a.tensors.size).toBe(b.tensors.size);
@@ -52,17 +55,22 @@ describe('other built-in names', () => {
   it('builtin:austen is models/austen/ in the package, or a clear error when it is missing', async () => {
     const fake = join(root, 'package');
     await expect(resolveBuiltinModel('builtin:austen', { packageRoot: fake })).rejects.toThrow(
-      new ModelLoadError(join(fake, 'models', 'austen'), 'builtin:austen is not installed: this package has no models/austen/ model (config.json missing)'),
+      new ModelLoadError(
+        join(fake, 'models', 'austen'),
+        'builtin:austen is not installed: this package has no models/austen/ model (config.json missing)',
+      ),
     );
   });
 
   it('an unknown name lists the known ones', async () => {
-    await expect(resolveBuiltinModel('builtin:huge', {})).rejects.toThrow('builtin:huge: unknown built-in model (known: builtin:tiny, builtin:austen)');
+    await expect(resolveBuiltinModel('builtin:huge', {})).rejects.toThrow(
+      'builtin:huge: unknown built-in model (known: builtin:tiny, builtin:austen)',
+    );
   });
 });
 
 describe('packageRoot', () => {
-  it('finds the directory holding Tessera\'s package.json, from src/ as from dist/', () => {
+  it("finds the directory holding Tessera's package.json, from src/ as from dist/", () => {
     const expected = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
     expect(packageRoot()).toBe(expected);
     expect(JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')).name).toBe('tessera');

@@ -36,17 +36,27 @@ export async function resolveBuiltinModel(spec: string, options: Partial<Builtin
   const name = spec.slice('builtin:'.length);
   switch (name) {
     case 'tiny':
-      if (options.cacheDir === undefined) throw new ConfigError(`${spec} needs a cache directory to generate into (TESSERA_HOME)`);
-      return ensureBuiltinTiny({ cacheDir: options.cacheDir, ...(options.onProgress ? { onProgress: options.onProgress } : {}) });
+      if (options.cacheDir === undefined)
+        throw new ConfigError(`${spec} needs a cache directory to generate into (TESSERA_HOME)`);
+      return ensureBuiltinTiny({
+        cacheDir: options.cacheDir,
+        ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+      });
     case 'austen': {
       const dir = join(options.packageRoot ?? packageRoot(), 'models', 'austen');
       if (!(await exists(join(dir, 'config.json')))) {
-        throw new ModelLoadError(dir, `${spec} is not installed: this package has no models/austen/ model (config.json missing)`);
+        throw new ModelLoadError(
+          dir,
+          `${spec} is not installed: this package has no models/austen/ model (config.json missing)`,
+        );
       }
       return dir;
     }
     default:
-      throw new ModelLoadError(spec, `unknown built-in model (known: ${BUILTIN_MODELS.map((m) => `builtin:${m}`).join(', ')})`);
+      throw new ModelLoadError(
+        spec,
+        `unknown built-in model (known: ${BUILTIN_MODELS.map((m) => `builtin:${m}`).join(', ')})`,
+      );
   }
 }
 
@@ -62,7 +72,11 @@ async function ensureBuiltinTiny(options: BuiltinOptions): Promise<string> {
   const temp = await mkdtemp(join(parent, `.builtin-tiny-v${BUILTIN_TINY_VERSION}.tmp-`));
   try {
     await genModel({
-      preset: 'tiny', format: 'hf', out: temp, seed: BUILTIN_TINY_SEED, dtype: 'f32',
+      preset: 'tiny',
+      format: 'hf',
+      out: temp,
+      seed: BUILTIN_TINY_SEED,
+      dtype: 'f32',
       ...(options.onProgress ? { onProgress: options.onProgress } : {}),
     });
     await rename(temp, final);

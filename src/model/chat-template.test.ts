@@ -24,12 +24,16 @@ describe('chat templates', () => {
     expect(t.source).toBe('default-chatml');
     expect(t.text).toBe(DEFAULT_CHAT_TEMPLATE);
     expect(t.render([{ role: 'user', content: 'Hi' }])).toBe('<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n');
-    expect(t.render([{ role: 'user', content: 'Hi' }], { addGenerationPrompt: false })).toBe('<|im_start|>user\nHi<|im_end|>\n');
+    expect(t.render([{ role: 'user', content: 'Hi' }], { addGenerationPrompt: false })).toBe(
+      '<|im_start|>user\nHi<|im_end|>\n',
+    );
   });
 
   it('reports a template that does not parse as a ModelLoadError naming the file', () => {
     expect(() => createChatTemplate('{% for %}', specials, FILE)).toThrow(ModelLoadError);
-    expect(() => createChatTemplate('{% for %}', specials, FILE)).toThrow(/^\/m\/tokenizer_config.json: chat template does not parse: /);
+    expect(() => createChatTemplate('{% for %}', specials, FILE)).toThrow(
+      /^\/m\/tokenizer_config.json: chat template does not parse: /,
+    );
   });
 
   it("reports the template's own raise_exception as an InvalidRequestError on messages", () => {
@@ -42,11 +46,21 @@ describe('chat templates', () => {
     }
     expect(caught).toBeInstanceOf(InvalidRequestError);
     expect((caught as InvalidRequestError).param).toBe('messages');
-    expect((caught as Error).message).toBe("the model's chat template failed on these messages: unknown role: narrator");
+    expect((caught as Error).message).toBe(
+      "the model's chat template failed on these messages: unknown role: narrator",
+    );
   });
 
   it('picks the "default" template from a list of named templates', () => {
-    expect(pickChatTemplate([{ name: 'tool_use', template: 'T' }, { name: 'default', template: 'D' }], FILE)).toBe('D');
+    expect(
+      pickChatTemplate(
+        [
+          { name: 'tool_use', template: 'T' },
+          { name: 'default', template: 'D' },
+        ],
+        FILE,
+      ),
+    ).toBe('D');
     expect(pickChatTemplate(undefined, FILE)).toBeNull();
     expect(() => pickChatTemplate(42, FILE)).toThrow(`${FILE}: chat_template must be a string`);
   });

@@ -6,7 +6,14 @@
 // encode it with addSpecialTokens: false. This file must never tokenize.
 import { Template } from '@huggingface/jinja';
 import { InvalidRequestError, ModelLoadError } from '../core/index.js';
-import { hermesMessages, templateKnowsTools, templateMessage, templateTools, type ToolCallText, type ToolSpec } from './tool-prompt.js';
+import {
+  hermesMessages,
+  templateKnowsTools,
+  templateMessage,
+  templateTools,
+  type ToolCallText,
+  type ToolSpec,
+} from './tool-prompt.js';
 
 export interface ChatMessage {
   readonly role: string;
@@ -48,7 +55,11 @@ export function createChatTemplate(text: string | null, specials: SpecialTokenTe
   try {
     template = new Template(templateText);
   } catch (error) {
-    throw new ModelLoadError(file, `chat template does not parse: ${error instanceof Error ? error.message : String(error)}`, error);
+    throw new ModelLoadError(
+      file,
+      `chat template does not parse: ${error instanceof Error ? error.message : String(error)}`,
+      error,
+    );
   }
   return {
     source,
@@ -79,7 +90,9 @@ export function pickChatTemplate(value: unknown, file: string): string | null {
   if (value === undefined || value === null) return null;
   if (typeof value === 'string') return value;
   if (Array.isArray(value)) {
-    const named = value.find((t: unknown) => typeof t === 'object' && t !== null && (t as { name?: unknown }).name === 'default');
+    const named = value.find(
+      (t: unknown) => typeof t === 'object' && t !== null && (t as { name?: unknown }).name === 'default',
+    );
     const template = (named as { template?: unknown } | undefined)?.template;
     if (typeof template === 'string') return template;
   }

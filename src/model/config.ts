@@ -76,7 +76,14 @@ export function hasQkNorm(config: Pick<ModelConfig, 'arch'>): boolean {
 /** Throws one ModelLoadError naming `file` if the config is not internally consistent. */
 export function validateConfig(config: ModelConfig, file: string): ModelConfig {
   const positive: (keyof ModelConfig)[] = [
-    'vocabSize', 'hiddenSize', 'intermediateSize', 'numLayers', 'numHeads', 'numKvHeads', 'headDim', 'maxPositionEmbeddings',
+    'vocabSize',
+    'hiddenSize',
+    'intermediateSize',
+    'numLayers',
+    'numHeads',
+    'numKvHeads',
+    'headDim',
+    'maxPositionEmbeddings',
   ];
   for (const key of positive) {
     const value = config[key];
@@ -85,7 +92,10 @@ export function validateConfig(config: ModelConfig, file: string): ModelConfig {
     }
   }
   if (config.numHeads % config.numKvHeads !== 0) {
-    throw new ModelLoadError(file, `numHeads (${config.numHeads}) is not a multiple of numKvHeads (${config.numKvHeads})`);
+    throw new ModelLoadError(
+      file,
+      `numHeads (${config.numHeads}) is not a multiple of numKvHeads (${config.numKvHeads})`,
+    );
   }
   if (config.headDim % 2 !== 0) throw new ModelLoadError(file, `headDim must be even for RoPE, got ${config.headDim}`);
   if (!(config.rmsNormEps > 0)) throw new ModelLoadError(file, `rmsNormEps must be > 0, got ${config.rmsNormEps}`);
@@ -108,14 +118,18 @@ function validateRopeScaling(scaling: RopeScaling, headDim: number, file: string
     case 'dynamic':
     case 'llama3':
     case 'yarn':
-      if (!(scaling.factor > 0)) throw new ModelLoadError(file, `rope scaling factor must be > 0, got ${scaling.factor}`);
+      if (!(scaling.factor > 0))
+        throw new ModelLoadError(file, `rope scaling factor must be > 0, got ${scaling.factor}`);
       if (scaling.type === 'llama3' && !(scaling.highFreqFactor > scaling.lowFreqFactor)) {
         throw new ModelLoadError(file, `llama3 rope scaling needs high_freq_factor > low_freq_factor`);
       }
       return;
     case 'freq-factors':
       if (scaling.factors.length !== headDim / 2) {
-        throw new ModelLoadError(file, `rope_freqs has ${scaling.factors.length} factors, expected headDim/2 = ${headDim / 2}`);
+        throw new ModelLoadError(
+          file,
+          `rope_freqs has ${scaling.factors.length} factors, expected headDim/2 = ${headDim / 2}`,
+        );
       }
       return;
   }

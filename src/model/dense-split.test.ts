@@ -8,7 +8,10 @@ function spy(): DenseKernels & { prepared: string[]; ran: number } {
   const inner = createRefDense();
   const names = new Map<DenseWeight, string>();
   const s = {
-    name: inner.name, batchInvariant: inner.batchInvariant, prepared: [] as string[], ran: 0,
+    name: inner.name,
+    batchInvariant: inner.batchInvariant,
+    prepared: [] as string[],
+    ran: 0,
     async prepare(w: HostTensor) {
       const p = await inner.prepare(w);
       names.set(p, w.name);
@@ -25,7 +28,13 @@ function spy(): DenseKernels & { prepared: string[]; ran: number } {
 }
 
 const weight = (name: string, rows: number, cols: number, dtype: 'f32' | 'q4_0' = 'f32'): HostTensor => ({
-  name, dtype, shape: [rows, cols], data: quantize(dtype, Float32Array.from({ length: rows * cols }, (_, i) => (i % 7) - 3)),
+  name,
+  dtype,
+  shape: [rows, cols],
+  data: quantize(
+    dtype,
+    Float32Array.from({ length: rows * cols }, (_, i) => (i % 7) - 3),
+  ),
 });
 
 describe('SizeSplitDense', () => {
@@ -46,6 +55,8 @@ describe('SizeSplitDense', () => {
 
   it('refuses a weight it did not prepare', async () => {
     const other = await createRefDense().prepare(weight('x', 4, 4));
-    await expect(async () => new SizeSplitDense(spy(), spy(), 1).matmul(other, new Float32Array(4), 1)).rejects.toThrow(InvariantError);
+    await expect(async () => new SizeSplitDense(spy(), spy(), 1).matmul(other, new Float32Array(4), 1)).rejects.toThrow(
+      InvariantError,
+    );
   });
 });

@@ -25,7 +25,10 @@ export class SizeSplitDense implements DenseKernels {
   }
 
   async prepare(weight: HostTensor): Promise<DenseWeight> {
-    const bytes = byteSize(weight.dtype, weight.shape.reduce((a, b) => a * b, 1));
+    const bytes = byteSize(
+      weight.dtype,
+      weight.shape.reduce((a, b) => a * b, 1),
+    );
     const backend = bytes <= this.#maxSmallBytes ? this.#small : this.#large;
     const prepared = await backend.prepare(weight);
     this.#owner.set(prepared, backend);

@@ -9,10 +9,20 @@ import { randomModel } from './random-model.js';
 /** The tiny preset's shape with a small vocabulary, so the reference kernels stay quick. */
 const CONFIG: ModelConfig = { ...PRESET_CONFIGS.tiny, vocabSize: 512 };
 const MODEL = randomModel(CONFIG, 11);
-const PROMPTS = [[1, 45, 300, 7, 99], [1, 8, 8, 8], [1, 200, 201, 202, 203, 204, 205], [1, 500]];
+const PROMPTS = [
+  [1, 45, 300, 7, 99],
+  [1, 8, 8, 8],
+  [1, 200, 201, 202, 203, 204, 205],
+  [1, 500],
+];
 
 /** Logits of every greedy step of one request running beside `others` (prefilled, then decoding along). */
-async function greedyLogits(engine: Engine, prompt: readonly number[], steps: number, others: readonly (readonly number[])[] = []): Promise<Float32Array[]> {
+async function greedyLogits(
+  engine: Engine,
+  prompt: readonly number[],
+  steps: number,
+  others: readonly (readonly number[])[] = [],
+): Promise<Float32Array[]> {
   const { pool, runner } = engine;
   const requests = [prompt, ...others].map((tokens, i) => {
     const owner = { rid: asRequestId(`r${i}`), tenant: DEFAULT_TENANT };
@@ -23,7 +33,9 @@ async function greedyLogits(engine: Engine, prompt: readonly number[], steps: nu
   const out: Float32Array[] = [];
   try {
     for (let step = 0; step < steps; step++) {
-      const results = await runner.step(requests.map((r) => ({ ...r.owner, tags: r.tags, tokens: r.next, startPos: r.pos, wantLogits: true })));
+      const results = await runner.step(
+        requests.map((r) => ({ ...r.owner, tags: r.tags, tokens: r.next, startPos: r.pos, wantLogits: true })),
+      );
       results.forEach((result, i) => {
         if (result.kind !== 'logits') throw new Error(result.kind);
         const r = requests[i]!;
@@ -55,7 +67,11 @@ afterAll(async () => {
 describe('createEngine', () => {
   it('picks ort + wasm by default, wasm + wasm when deterministic, ref + ref for checking', () => {
     expect([fast.kernels.dense, fast.kernels.ops, fast.kernels.batchInvariant]).toEqual(['ort', 'wasm', false]);
-    expect([deterministic.kernels.dense, deterministic.kernels.ops, deterministic.kernels.batchInvariant]).toEqual(['wasm', 'wasm', true]);
+    expect([deterministic.kernels.dense, deterministic.kernels.ops, deterministic.kernels.batchInvariant]).toEqual([
+      'wasm',
+      'wasm',
+      true,
+    ]);
     expect([ref.kernels.dense, ref.kernels.ops]).toEqual(['ref', 'ref']);
     expect(fast.weightBytesPerToken).toBe(4 * (4 * (128 * 128 * 2 + 2 * 64 * 128 + 3 * 128 * 384) + 512 * 128));
     expect(fast.prepareMs).toBeGreaterThan(0);
@@ -72,17 +88,23 @@ describe('createEngine', () => {
     }
   });
 
-  it('deterministic: a request\'s logits are bit-identical alone and beside three others', async () => {
+  it("deterministic: a request's logits are bit-identical alone and beside three others", async () => {
     const alone = await greedyLogits(deterministic, PROMPTS[0]!, 5);
     const together = await greedyLogits(deterministic, PROMPTS[0]!, 5, PROMPTS.slice(1));
-    together.forEach((logits, step) => expect(Buffer.from(logits.buffer).equals(Buffer.from(alone[step]!.buffer))).toBe(true));
+    together.forEach((logits, step) =>
+      expect(Buffer.from(logits.buffer).equals(Buffer.from(alone[step]!.buffer))).toBe(true),
+    );
   });
 });
 
 describe('generate', () => {
   it('is reproducible for a seed, differs for another, and greedy does not depend on the seed', async () => {
     const run = async (temperature: number, seed: number) =>
-      (await generate(fast.runner, [{ promptIds: PROMPTS[0]!, sampling: samplingParams({ maxTokens: 12, temperature, seed, ignoreEos: true }) }])).outputs[0]!.ids;
+      (
+        await generate(fast.runner, [
+          { promptIds: PROMPTS[0]!, sampling: samplingParams({ maxTokens: 12, temperature, seed, ignoreEos: true }) },
+        ])
+      ).outputs[0]!.ids;
     expect(await run(1, 3)).toEqual(await run(1, 3));
     expect(await run(1, 3)).not.toEqual(await run(1, 4));
     expect(await run(0, 3)).toEqual(await run(0, 4));
@@ -95,14 +117,19 @@ describe('generate', () => {
     expect(outputs[0]!.ids).toHaveLength(10);
     const stopAt = outputs[0]!.ids[3]!;
     const firstStop = outputs[0]!.ids.indexOf(stopAt);
-    const stopped = await generate(fast.runner, [{ promptIds: PROMPTS[1]!, sampling: { ...sampling, stopTokenIds: [stopAt] } }]);
+    const stopped = await generate(fast.runner, [
+      { promptIds: PROMPTS[1]!, sampling: { ...sampling, stopTokenIds: [stopAt] } },
+    ]);
     expect(stopped.outputs[0]).toEqual({ ids: outputs[0]!.ids.slice(0, firstStop), finishReason: 'stop' });
     expect(fast.pool.ledger.numFree).toBe(32);
   });
 
   it('runs several requests in lockstep with the same greedy output as one by one (reference kernels)', async () => {
     const sampling = samplingParams({ maxTokens: 6, ignoreEos: true });
-    const together = await generate(ref.runner, PROMPTS.map((promptIds) => ({ promptIds, sampling })));
+    const together = await generate(
+      ref.runner,
+      PROMPTS.map((promptIds) => ({ promptIds, sampling })),
+    );
     for (const [i, promptIds] of PROMPTS.entries()) {
       expect((await generate(ref.runner, [{ promptIds, sampling }])).outputs[0]).toEqual(together.outputs[i]);
     }
@@ -112,8 +139,12 @@ describe('generate', () => {
   it('refuses prompts outside the vocabulary or beyond the context, and a pool too small, with ConfigError', async () => {
     const sampling = samplingParams({ maxTokens: 4 });
     await expect(generate(fast.runner, [{ promptIds: [1, 512], sampling }])).rejects.toThrow(ConfigError);
-    await expect(generate(fast.runner, [{ promptIds: [1], sampling: { ...sampling, maxTokens: 4096 } }])).rejects.toThrow(/exceed the model's 4096 positions/);
-    await expect(generate(fast.runner, [{ promptIds: [1], sampling: { ...sampling, maxTokens: 1000 } }])).rejects.toThrow(/32 free pages; this request needs 63/);
+    await expect(
+      generate(fast.runner, [{ promptIds: [1], sampling: { ...sampling, maxTokens: 4096 } }]),
+    ).rejects.toThrow(/exceed the model's 4096 positions/);
+    await expect(
+      generate(fast.runner, [{ promptIds: [1], sampling: { ...sampling, maxTokens: 1000 } }]),
+    ).rejects.toThrow(/32 free pages; this request needs 63/);
     expect(fast.pool.ledger.numFree).toBe(32);
   });
 });

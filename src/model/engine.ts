@@ -12,7 +12,16 @@
 // files (loadModel did) or choose a pool size (the caller did: --kv-pages, --kv-memory).
 import { availableParallelism } from 'node:os';
 import { assert, NO_FAULTS, type FaultSet } from '../core/index.js';
-import { createOrtDense, createRefDense, createRefOps, createWasmDense, createWasmOps, loadWasmRuntime, type DenseKernels, type OpKernels } from '../kernels/index.js';
+import {
+  createOrtDense,
+  createRefDense,
+  createRefOps,
+  createWasmDense,
+  createWasmOps,
+  loadWasmRuntime,
+  type DenseKernels,
+  type OpKernels,
+} from '../kernels/index.js';
 import { PagePool, floatsPerPage, type KvShape } from '../pages/index.js';
 import type { ModelConfig } from './config.js';
 import type { LoadedModel } from './load.js';
@@ -87,12 +96,18 @@ export async function createEngine(model: ModelWeights, options: EngineOptions):
     const kvData = ops.allocF32(shape.numPages * floatsPerPage(shape));
     const pool = new PagePool({ kv: { ...shape, data: kvData }, faults: options.faults ?? NO_FAULTS });
     const runner = new ModelRunner({
-      config, weights, dense, ops, pool,
+      config,
+      weights,
+      dense,
+      ops,
+      pool,
       maxStepTokens: options.maxStepTokens ?? DEFAULT_MAX_STEP_TOKENS,
       maxStepLogits: options.maxStepLogits ?? DEFAULT_MAX_STEP_LOGITS,
     });
     return {
-      config, pool, runner,
+      config,
+      pool,
+      runner,
       kernels: { dense: dense.name, ops: ops.name, batchInvariant: dense.batchInvariant, threads },
       prepareMs: now() - started,
       weightBytesPerToken: weights.bytesPerToken,
@@ -105,11 +120,22 @@ export async function createEngine(model: ModelWeights, options: EngineOptions):
 }
 
 /** The kernels `createEngine` runs with (also the engine thread's, engine-thread-main.ts). */
-export async function createKernels(choice: 'fast' | 'ref', deterministic: boolean, threads: number): Promise<{ dense: DenseKernels; ops: OpKernels }> {
+export async function createKernels(
+  choice: 'fast' | 'ref',
+  deterministic: boolean,
+  threads: number,
+): Promise<{ dense: DenseKernels; ops: OpKernels }> {
   if (choice === 'ref') return { dense: createRefDense(), ops: createRefOps() };
   const runtime = await loadWasmRuntime();
   const ops = await createWasmOps({ runtime });
   if (deterministic) return { dense: await createWasmDense({ runtime, threads }), ops };
   if (threads === 1) return { dense: await createOrtDense({ threads }), ops };
-  return { dense: new SizeSplitDense(await createOrtDense({ threads: 1 }), await createOrtDense({ threads }), ORT_SINGLE_THREAD_BYTES), ops };
+  return {
+    dense: new SizeSplitDense(
+      await createOrtDense({ threads: 1 }),
+      await createOrtDense({ threads }),
+      ORT_SINGLE_THREAD_BYTES,
+    ),
+    ops,
+  };
 }

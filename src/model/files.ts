@@ -49,7 +49,10 @@ export async function readWholeFile(path: string): Promise<Buffer> {
   try {
     const size = (await handle.stat()).size;
     if (size > bufferConstants.MAX_LENGTH) {
-      throw new ModelLoadError(path, `is ${size} bytes; one file may hold at most ${bufferConstants.MAX_LENGTH} bytes (shard it)`);
+      throw new ModelLoadError(
+        path,
+        `is ${size} bytes; one file may hold at most ${bufferConstants.MAX_LENGTH} bytes (shard it)`,
+      );
     }
     const buffer = Buffer.allocUnsafeSlow(size);
     let at = 0;

@@ -11,7 +11,12 @@ const SMALL: GenOverrides = { hiddenSize: 64, headDim: 16, intermediateSize: 128
 let root: string;
 let hf: LoadedModel;
 
-async function load(name: string, format: 'hf' | 'gguf', seed: number, dtype: 'f32' | 'f16' = 'f32'): Promise<LoadedModel> {
+async function load(
+  name: string,
+  format: 'hf' | 'gguf',
+  seed: number,
+  dtype: 'f32' | 'f16' = 'f32',
+): Promise<LoadedModel> {
   const out = join(root, format === 'gguf' ? `${name}.gguf` : name);
   await genModel({ preset: 'tiny', format, out, seed, dtype, overrides: SMALL });
   return loadModel(out);

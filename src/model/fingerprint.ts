@@ -14,8 +14,20 @@ import type { LoadedModel } from './load.js';
 /** The config fields the forward pass reads (not token ids, names or the context length). */
 function computeConfig(c: ModelConfig): unknown {
   return [
-    c.arch, c.vocabSize, c.hiddenSize, c.intermediateSize, c.numLayers, c.numHeads, c.numKvHeads, c.headDim,
-    c.rmsNormEps, c.ropeTheta, c.ropeScaling, c.slidingWindow, c.tieWordEmbeddings, c.attentionBias,
+    c.arch,
+    c.vocabSize,
+    c.hiddenSize,
+    c.intermediateSize,
+    c.numLayers,
+    c.numHeads,
+    c.numKvHeads,
+    c.headDim,
+    c.rmsNormEps,
+    c.ropeTheta,
+    c.ropeScaling,
+    c.slidingWindow,
+    c.tieWordEmbeddings,
+    c.attentionBias,
   ];
 }
 

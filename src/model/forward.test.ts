@@ -16,11 +16,22 @@ import { EMBED, FINAL_NORM, LM_HEAD, layerName } from './tensor-names.js';
 import { prepareWeights } from './weights-prepared.js';
 
 const BASE: ModelConfig = {
-  ...PRESET_CONFIGS.tiny, vocabSize: 80, hiddenSize: 48, intermediateSize: 96, numLayers: 2, numHeads: 6, numKvHeads: 2, headDim: 8,
+  ...PRESET_CONFIGS.tiny,
+  vocabSize: 80,
+  hiddenSize: 48,
+  intermediateSize: 96,
+  numLayers: 2,
+  numHeads: 6,
+  numKvHeads: 2,
+  headDim: 8,
 };
 
 /** Logits [vocab] after the last token of `tokens`, the slow and obvious way. */
-function naiveLogits(config: ModelConfig, tensors: ReadonlyMap<string, HostTensor>, tokens: readonly number[]): Float64Array {
+function naiveLogits(
+  config: ModelConfig,
+  tensors: ReadonlyMap<string, HostTensor>,
+  tokens: readonly number[],
+): Float64Array {
   const W = (name: string) => Float64Array.from(tensorToF32(tensors.get(name)!));
   const { hiddenSize: d, numHeads: H, numKvHeads: Hkv, headDim: hd, intermediateSize: ff, rmsNormEps: eps } = config;
   const matvec = (w: Float64Array, x: Float64Array, rows: number) =>
@@ -68,7 +79,8 @@ function naiveLogits(config: ModelConfig, tensors: ReadonlyMap<string, HostTenso
         const max = Math.max(...scores);
         const e = scores.map((s) => Math.exp(s - max));
         const sum = e.reduce((a, b) => a + b, 0);
-        for (let p = 0; p <= t; p++) for (let i = 0; i < hd; i++) att[h * hd + i] += (e[p]! / sum) * vs[p]![g * hd + i]!;
+        for (let p = 0; p <= t; p++)
+          for (let i = 0; i < hd; i++) att[h * hd + i] += (e[p]! / sum) * vs[p]![g * hd + i]!;
       }
       const h1 = add(x, matvec(W(n('self_attn.o_proj.weight')), att, d));
       const m = rmsNorm(h1, W(n('post_attention_layernorm.weight')));
@@ -83,18 +95,39 @@ function naiveLogits(config: ModelConfig, tensors: ReadonlyMap<string, HostTenso
 }
 
 /** Tessera's logits after each token, fed one prefill chunk then single-token decode steps. */
-async function pagedLogits(config: ModelConfig, tensors: ReadonlyMap<string, HostTensor>, tokens: readonly number[], prefill: number): Promise<Float32Array[]> {
+async function pagedLogits(
+  config: ModelConfig,
+  tensors: ReadonlyMap<string, HostTensor>,
+  tokens: readonly number[],
+  prefill: number,
+): Promise<Float32Array[]> {
   const dense = createRefDense();
   const ops = createRefOps();
-  const pool = PagePool.create({ numPages: 8, pageSize: 3, numLayers: config.numLayers, numKvHeads: config.numKvHeads, headDim: config.headDim });
-  const runner = new ModelRunner({ config, weights: await prepareWeights(config, tensors, dense, ops), dense, ops, pool, maxStepTokens: 16, maxStepLogits: 2 });
+  const pool = PagePool.create({
+    numPages: 8,
+    pageSize: 3,
+    numLayers: config.numLayers,
+    numKvHeads: config.numKvHeads,
+    headDim: config.headDim,
+  });
+  const runner = new ModelRunner({
+    config,
+    weights: await prepareWeights(config, tensors, dense, ops),
+    dense,
+    ops,
+    pool,
+    maxStepTokens: 16,
+    maxStepLogits: 2,
+  });
   const owner = { rid: asRequestId('r'), tenant: asTenantId('t') };
   const allocated = pool.ledger.allocate(8, owner);
   if (allocated.kind !== 'allocated') throw new Error('pool');
   const out: Float32Array[] = [];
-  for (let at = 0; at < tokens.length; ) {
+  for (let at = 0; at < tokens.length;) {
     const n = at === 0 ? prefill : 1;
-    const [result] = await runner.step([{ ...owner, tags: allocated.tags, tokens: tokens.slice(at, at + n), startPos: at, wantLogits: true }]);
+    const [result] = await runner.step([
+      { ...owner, tags: allocated.tags, tokens: tokens.slice(at, at + n), startPos: at, wantLogits: true },
+    ]);
     if (result?.kind !== 'logits') throw new Error(`no logits: ${result?.kind}`);
     out.push(result.logits.slice());
     at += n;
@@ -104,8 +137,14 @@ async function pagedLogits(config: ModelConfig, tensors: ReadonlyMap<string, Hos
 
 const CASES: [string, Partial<ModelConfig>][] = [
   ['llama, GQA 6/2, untied', {}],
-  ['qwen2: q/k/v biases, tied embeddings, theta 1e6', { arch: 'qwen2', attentionBias: true, tieWordEmbeddings: true, ropeTheta: 1e6 }],
-  ['mistral, multi-head (6/6), linear RoPE scaling x2', { arch: 'mistral', numKvHeads: 6, ropeScaling: { type: 'linear', factor: 2 } }],
+  [
+    'qwen2: q/k/v biases, tied embeddings, theta 1e6',
+    { arch: 'qwen2', attentionBias: true, tieWordEmbeddings: true, ropeTheta: 1e6 },
+  ],
+  [
+    'mistral, multi-head (6/6), linear RoPE scaling x2',
+    { arch: 'mistral', numKvHeads: 6, ropeScaling: { type: 'linear', factor: 2 } },
+  ],
 ];
 
 describe('forward() against a naive transformer', () => {

@@ -56,11 +56,15 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
   const kvDim = numKvHeads * headDim;
   const T = batch.numTokens;
   const R = batch.logitRows.length;
-  assert(T > 0 && T <= a.maxTokens && R <= a.maxLogitRows, () => `forward: ${T} tokens / ${R} logit rows exceed the activations (${a.maxTokens} / ${a.maxLogitRows})`);
+  assert(
+    T > 0 && T <= a.maxTokens && R <= a.maxLogitRows,
+    () => `forward: ${T} tokens / ${R} logit rows exceed the activations (${a.maxTokens} / ${a.maxLogitRows})`,
+  );
   const attentionShape = { numHeads, numKvHeads, headDim, scale: 1 / Math.sqrt(headDim) };
 
   // Embedding: x[t] = embed[token t]                                      x: [T, d]
-  for (let t = 0; t < T; t++) dequantize(w.embed.dtype, w.embed.data, a.tokens[t]! * d, d, a.x.subarray(t * d, (t + 1) * d));
+  for (let t = 0; t < T; t++)
+    dequantize(w.embed.dtype, w.embed.data, a.tokens[t]! * d, d, a.x.subarray(t * d, (t + 1) * d));
 
   for (let layer = 0; layer < config.numLayers; layer++) {
     const lw = w.layers[layer]!;
@@ -78,8 +82,13 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
       const rows = (buf: Float32Array, width: number) => buf.subarray(s.row * width, (s.row + s.numTokens) * width);
       ops.writeKv(kv, layer, s.pageTable, s.startPos, s.numTokens, rows(a.k, kvDim), rows(a.v, kvDim));
       ops.attention(kv, {
-        layer, shape: attentionShape, q: rows(a.q, qDim), out: rows(a.att, qDim), //  att: [T, qDim]
-        numTokens: s.numTokens, startPos: s.startPos, pageTable: s.pageTable,
+        layer,
+        shape: attentionShape,
+        q: rows(a.q, qDim),
+        out: rows(a.att, qDim), //  att: [T, qDim]
+        numTokens: s.numTokens,
+        startPos: s.startPos,
+        pageTable: s.pageTable,
       });
     }
     await dense.matmul(lw.o, a.att, T, a.proj); //                          proj: [T, d]
@@ -135,8 +144,13 @@ function rope(m: ForwardModel, batch: ForwardBatch, x: Float32Array, numHeads: n
   for (const s of batch.seqs) {
     const { invFreq, attentionFactor } = s.rope ?? m.rope;
     m.ops.rope({
-      x: x.subarray(s.row * width, (s.row + s.numTokens) * width), numTokens: s.numTokens, numHeads, headDim,
-      positions: positions.subarray(s.row, s.row + s.numTokens), invFreq, attentionFactor,
+      x: x.subarray(s.row * width, (s.row + s.numTokens) * width),
+      numTokens: s.numTokens,
+      numHeads,
+      headDim,
+      positions: positions.subarray(s.row, s.row + s.numTokens),
+      invFreq,
+      attentionFactor,
     });
   }
 }

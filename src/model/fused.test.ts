@@ -15,10 +15,20 @@ describe("Phi-3's fused projections", () => {
   it('split into q/k/v and gate/up as zero-copy row views of the fused bytes, dtype kept', () => {
     const qkv = fused('model.layers.0.self_attn.qkv_proj.weight', 384);
     const gateUp = fused('model.layers.0.mlp.gate_up_proj.weight', 768);
-    const out = splitFused(new Map([[qkv.name, qkv], [gateUp.name, gateUp]]), config, 'f');
+    const out = splitFused(
+      new Map([
+        [qkv.name, qkv],
+        [gateUp.name, gateUp],
+      ]),
+      config,
+      'f',
+    );
     expect([...out.keys()].sort()).toEqual([
-      'model.layers.0.mlp.gate_proj.weight', 'model.layers.0.mlp.up_proj.weight',
-      'model.layers.0.self_attn.k_proj.weight', 'model.layers.0.self_attn.q_proj.weight', 'model.layers.0.self_attn.v_proj.weight',
+      'model.layers.0.mlp.gate_proj.weight',
+      'model.layers.0.mlp.up_proj.weight',
+      'model.layers.0.self_attn.k_proj.weight',
+      'model.layers.0.self_attn.q_proj.weight',
+      'model.layers.0.self_attn.v_proj.weight',
     ]);
     const k = out.get('model.layers.0.self_attn.k_proj.weight')!;
     expect(k).toMatchObject({ dtype: 'q8_0', shape: [128, 128] });

@@ -18,7 +18,11 @@ export const FUSED_QKV = 'self_attn.qkv_proj.weight';
 export const FUSED_GATE_UP = 'mlp.gate_up_proj.weight';
 
 /** `found` with each fused tensor replaced by its parts (unchanged for other archs). */
-export function splitFused(found: ReadonlyMap<string, HostTensor>, config: ModelConfig, file: string): ReadonlyMap<string, HostTensor> {
+export function splitFused(
+  found: ReadonlyMap<string, HostTensor>,
+  config: ModelConfig,
+  file: string,
+): ReadonlyMap<string, HostTensor> {
   if (!hasFusedProjections(config)) return found;
   const out = new Map(found);
   const qDim = config.numHeads * config.headDim;
@@ -26,26 +30,44 @@ export function splitFused(found: ReadonlyMap<string, HostTensor>, config: Model
   const ff = config.intermediateSize;
   for (let i = 0; i < config.numLayers; i++) {
     split(out, layerName(i, FUSED_QKV), file, [
-      [layerName(i, 'self_attn.q_proj.weight'), qDim], [layerName(i, 'self_attn.k_proj.weight'), kvDim], [layerName(i, 'self_attn.v_proj.weight'), kvDim],
+      [layerName(i, 'self_attn.q_proj.weight'), qDim],
+      [layerName(i, 'self_attn.k_proj.weight'), kvDim],
+      [layerName(i, 'self_attn.v_proj.weight'), kvDim],
     ]);
-    split(out, layerName(i, FUSED_GATE_UP), file, [[layerName(i, 'mlp.gate_proj.weight'), ff], [layerName(i, 'mlp.up_proj.weight'), ff]]);
+    split(out, layerName(i, FUSED_GATE_UP), file, [
+      [layerName(i, 'mlp.gate_proj.weight'), ff],
+      [layerName(i, 'mlp.up_proj.weight'), ff],
+    ]);
   }
   return out;
 }
 
-function split(tensors: Map<string, HostTensor>, name: string, file: string, parts: readonly (readonly [string, number])[]): void {
+function split(
+  tensors: Map<string, HostTensor>,
+  name: string,
+  file: string,
+  parts: readonly (readonly [string, number])[],
+): void {
   const t = tensors.get(name);
   if (t === undefined) return; // checkTensors names the missing parts
   const rows = parts.reduce((a, [, r]) => a + r, 0);
   if (t.shape.length !== 2 || t.shape[0] !== rows) {
-    throw new ModelLoadError(file, `tensor ${name} has shape [${t.shape.join(', ')}] but the config implies [${rows}, ${t.shape[1] ?? '?'}]`);
+    throw new ModelLoadError(
+      file,
+      `tensor ${name} has shape [${t.shape.join(', ')}] but the config implies [${rows}, ${t.shape[1] ?? '?'}]`,
+    );
   }
   const cols = t.shape[1]!;
   const rowBytes = byteSize(t.dtype, cols);
   tensors.delete(name);
   let row = 0;
   for (const [part, n] of parts) {
-    tensors.set(part, { name: part, dtype: t.dtype, shape: [n, cols], data: t.data.subarray(row * rowBytes, (row + n) * rowBytes) });
+    tensors.set(part, {
+      name: part,
+      dtype: t.dtype,
+      shape: [n, cols],
+      data: t.data.subarray(row * rowBytes, (row + n) * rowBytes),
+    });
     row += n;
   }
 }

@@ -7,7 +7,9 @@ import { expectedTensors } from './tensor-names.js';
 
 const config = validateConfig({ ...PRESET_CONFIGS.m100, numLayers: 8 }, 'test');
 const dtypes = (mix: 'q4_k_m' | 'q5_k_m' | 'q6_k'): Record<string, string> =>
-  Object.fromEntries([...expectedTensors(config)].map(([name, shape]) => [name, tensorDtype(config, mix, name, shape)]));
+  Object.fromEntries(
+    [...expectedTensors(config)].map(([name, shape]) => [name, tensorDtype(config, mix, name, shape)]),
+  );
 
 describe("gen-model's K-quant mixes follow llama.cpp's llama_tensor_get_type", () => {
   it('use_more_bits picks the first and last eighth and every third layer between (8 layers: 0, 3, 6, 7)', () => {
@@ -20,8 +22,10 @@ describe("gen-model's K-quant mixes follow llama.cpp's llama_tensor_get_type", (
     expect(t['lm_head.weight']).toBe('q6_k');
     expect(t['model.embed_tokens.weight']).toBe('q4_k');
     expect(t['model.norm.weight']).toBe('f32');
-    const layer = (i: number) => ['q_proj', 'k_proj', 'v_proj', 'o_proj'].map((p) => t[`model.layers.${i}.self_attn.${p}.weight`])
-      .concat(['gate_proj', 'up_proj', 'down_proj'].map((p) => t[`model.layers.${i}.mlp.${p}.weight`]));
+    const layer = (i: number) =>
+      ['q_proj', 'k_proj', 'v_proj', 'o_proj']
+        .map((p) => t[`model.layers.${i}.self_attn.${p}.weight`])
+        .concat(['gate_proj', 'up_proj', 'down_proj'].map((p) => t[`model.layers.${i}.mlp.${p}.weight`]));
     expect(layer(0)).toEqual(['q4_k', 'q4_k', 'q6_k', 'q4_k', 'q4_k', 'q4_k', 'q6_k']);
     expect(layer(1)).toEqual(['q4_k', 'q4_k', 'q4_k', 'q4_k', 'q4_k', 'q4_k', 'q4_k']);
     expect(layer(3)).toEqual(layer(0));
@@ -31,7 +35,13 @@ describe("gen-model's K-quant mixes follow llama.cpp's llama_tensor_get_type", (
   it('q5_k_m uses Q5_K as its base, q6_k Q6_K for every matrix', () => {
     expect(dtypes('q5_k_m')['model.layers.1.mlp.up_proj.weight']).toBe('q5_k');
     expect(dtypes('q5_k_m')['model.layers.7.mlp.down_proj.weight']).toBe('q6_k');
-    expect(new Set(Object.entries(dtypes('q6_k')).filter(([n]) => !n.endsWith('norm.weight')).map(([, d]) => d))).toEqual(new Set(['q6_k']));
+    expect(
+      new Set(
+        Object.entries(dtypes('q6_k'))
+          .filter(([n]) => !n.endsWith('norm.weight'))
+          .map(([, d]) => d),
+      ),
+    ).toEqual(new Set(['q6_k']));
   });
 
   it('falls back to Q8_0 for a matrix whose rows are not whole 256-weight super-blocks', () => {
@@ -48,6 +58,8 @@ describe("gen-model's K-quant mixes follow llama.cpp's llama_tensor_get_type", (
   });
 
   it('refuses a K-quant mix for a Hugging Face directory', () => {
-    expect(() => checkGenOptions({ preset: 'tiny', format: 'hf', out: '/tmp/x', dtype: 'q4_k_m' })).toThrow(/--dtype q4_k_m is not supported with --format hf: safetensors holds f32, f16 or bf16/);
+    expect(() => checkGenOptions({ preset: 'tiny', format: 'hf', out: '/tmp/x', dtype: 'q4_k_m' })).toThrow(
+      /--dtype q4_k_m is not supported with --format hf: safetensors holds f32, f16 or bf16/,
+    );
   });
 });

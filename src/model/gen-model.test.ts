@@ -29,7 +29,10 @@ describe('generated weights', () => {
     const mean = (v: Float32Array): number => v.reduce((s, x) => s + x, 0) / v.length;
     const c = PRESET_CONFIGS.tiny;
     expect(std(generateTensor(c, 'model.embed_tokens.weight', [1000, 128], 1))).toBeCloseTo(1, 1);
-    expect(std(generateTensor(c, 'model.layers.0.mlp.down_proj.weight', [128, 384], 1)) * Math.sqrt(384)).toBeCloseTo(1, 1);
+    expect(std(generateTensor(c, 'model.layers.0.mlp.down_proj.weight', [128, 384], 1)) * Math.sqrt(384)).toBeCloseTo(
+      1,
+      1,
+    );
     expect(std(generateTensor(c, 'lm_head.weight', [1000, 128], 1)) * Math.sqrt(128)).toBeCloseTo(8, 0);
     const norm = generateTensor(c, 'model.norm.weight', [128], 1);
     expect(mean(norm)).toBeCloseTo(1, 1);
@@ -38,7 +41,14 @@ describe('generated weights', () => {
 
   it('are written byte-identically by two runs with one seed, with progress up to the total', async () => {
     const progress: GenProgress[] = [];
-    const options = (out: string): GenModelOptions => ({ preset: 'tiny', format: 'gguf', out, seed: 9, dtype: 'q8_0', overrides: SMALL });
+    const options = (out: string): GenModelOptions => ({
+      preset: 'tiny',
+      format: 'gguf',
+      out,
+      seed: 9,
+      dtype: 'q8_0',
+      overrides: SMALL,
+    });
     await genModel({ ...options(join(root, 'a.gguf')), onProgress: (p) => progress.push(p) });
     await genModel(options(join(root, 'b.gguf')));
     expect(Buffer.compare(await readFile(join(root, 'a.gguf')), await readFile(join(root, 'b.gguf')))).toBe(0);
@@ -57,9 +67,17 @@ describe('the GGUF gen-model writes', () => {
     expect(meta.str('tokenizer.ggml.model')).toBe('llama');
     expect(meta.optStrings('tokenizer.ggml.tokens')!.length).toBe(32000);
     expect(meta.optNumbers('tokenizer.ggml.token_type')!.slice(0, 5)).toEqual([2, 3, 3, 6, 6]);
-    expect([meta.int('tokenizer.ggml.bos_token_id'), meta.int('tokenizer.ggml.eos_token_id'), meta.optBool('tokenizer.ggml.add_bos_token')]).toEqual([1, 2, true]);
+    expect([
+      meta.int('tokenizer.ggml.bos_token_id'),
+      meta.int('tokenizer.ggml.eos_token_id'),
+      meta.optBool('tokenizer.ggml.add_bos_token'),
+    ]).toEqual([1, 2, true]);
     expect(meta.str('tokenizer.chat_template')).toContain('[INST]');
-    expect([meta.int('general.file_type'), meta.int('llama.attention.head_count_kv'), meta.int('llama.rope.dimension_count')]).toEqual([2, 2, 16]);
+    expect([
+      meta.int('general.file_type'),
+      meta.int('llama.attention.head_count_kv'),
+      meta.int('llama.rope.dimension_count'),
+    ]).toEqual([2, 2, 16]);
   });
 });
 
@@ -79,14 +97,22 @@ describe('gen-model options', () => {
     expect(configError({ ...base, dtype: 'q4_0' })).toBe(
       '--dtype q4_0 is not supported with --format hf: safetensors holds f32, f16 or bf16 (use --format gguf for q8_0/q4_0)',
     );
-    expect(configError({ ...base, format: 'gguf', out: '/tmp/model' })).toBe('--out must name a .gguf file for --format gguf, got /tmp/model');
-    expect(configError({ ...base, preset: 'huge' as never })).toBe('unknown preset "huge" (choose tiny or m100 or qwen3-tiny or phi3-tiny or llama-1b)');
+    expect(configError({ ...base, format: 'gguf', out: '/tmp/model' })).toBe(
+      '--out must name a .gguf file for --format gguf, got /tmp/model',
+    );
+    expect(configError({ ...base, preset: 'huge' as never })).toBe(
+      'unknown preset "huge" (choose tiny or m100 or qwen3-tiny or phi3-tiny or llama-1b)',
+    );
     expect(configError({ ...base, seed: -1 })).toContain('--seed must be an integer');
   });
 
   it('refuse overrides that make an inconsistent model', async () => {
-    await expect(genModel({ ...base, out: join(root, 'bad'), overrides: { numKvHeads: 3 } })).rejects.toThrow(ConfigError);
-    await expect(genModel({ ...base, out: join(root, 'bad'), overrides: { numKvHeads: 3 } })).rejects.toThrow('numHeads (4) is not a multiple of numKvHeads (3)');
+    await expect(genModel({ ...base, out: join(root, 'bad'), overrides: { numKvHeads: 3 } })).rejects.toThrow(
+      ConfigError,
+    );
+    await expect(genModel({ ...base, out: join(root, 'bad'), overrides: { numKvHeads: 3 } })).rejects.toThrow(
+      'numHeads (4) is not a multiple of numKvHeads (3)',
+    );
     await expect(stat(join(root, 'bad'))).rejects.toThrow();
   });
 });

@@ -40,7 +40,18 @@ export interface GenModelOptions {
 
 /** The fields of a preset a test may change (arch, vocabulary and RoPE stay the preset's). */
 export type GenOverrides = Partial<
-  Pick<ModelConfig, 'hiddenSize' | 'intermediateSize' | 'numLayers' | 'numHeads' | 'numKvHeads' | 'headDim' | 'maxPositionEmbeddings' | 'ropeTheta' | 'tieWordEmbeddings'>
+  Pick<
+    ModelConfig,
+    | 'hiddenSize'
+    | 'intermediateSize'
+    | 'numLayers'
+    | 'numHeads'
+    | 'numKvHeads'
+    | 'headDim'
+    | 'maxPositionEmbeddings'
+    | 'ropeTheta'
+    | 'tieWordEmbeddings'
+  >
 >;
 
 export interface GenModelResult {
@@ -54,7 +65,11 @@ export interface GenModelResult {
 export { GEN_CHAT_TEMPLATE } from './gen-vocab.js';
 
 const HF_CLASS: Readonly<Record<ModelConfig['arch'], string>> = {
-  llama: 'LlamaForCausalLM', mistral: 'MistralForCausalLM', qwen2: 'Qwen2ForCausalLM', qwen3: 'Qwen3ForCausalLM', phi3: 'Phi3ForCausalLM',
+  llama: 'LlamaForCausalLM',
+  mistral: 'MistralForCausalLM',
+  qwen2: 'Qwen2ForCausalLM',
+  qwen3: 'Qwen3ForCausalLM',
+  phi3: 'Phi3ForCausalLM',
 };
 const HF_DTYPES: readonly GenDType[] = ['f32', 'f16', 'bf16'];
 const TORCH_DTYPE: Readonly<Partial<Record<GenDType, string>>> = { f32: 'float32', f16: 'float16', bf16: 'bfloat16' };
@@ -65,12 +80,17 @@ export function checkGenOptions(options: GenModelOptions): void {
   }
   const dtype = options.dtype ?? 'f32';
   if (options.format === 'hf' && !HF_DTYPES.includes(dtype)) {
-    throw new ConfigError(`--dtype ${dtype} is not supported with --format hf: safetensors holds f32, f16 or bf16 (use --format gguf for q8_0/q4_0)`);
+    throw new ConfigError(
+      `--dtype ${dtype} is not supported with --format hf: safetensors holds f32, f16 or bf16 (use --format gguf for q8_0/q4_0)`,
+    );
   }
   if (options.format === 'gguf' && !options.out.endsWith('.gguf')) {
     throw new ConfigError(`--out must name a .gguf file for --format gguf, got ${options.out}`);
   }
-  if (options.seed !== undefined && !(Number.isSafeInteger(options.seed) && options.seed >= 0 && options.seed < 2 ** 32)) {
+  if (
+    options.seed !== undefined &&
+    !(Number.isSafeInteger(options.seed) && options.seed >= 0 && options.seed < 2 ** 32)
+  ) {
     throw new ConfigError(`--seed must be an integer in [0, 2^32), got ${options.seed}`);
   }
 }
@@ -106,9 +126,17 @@ interface TensorSpec {
 }
 
 /** The tensors to write: canonical ones, with Phi-3's q/k/v and gate/up fused as its files hold them. */
-function tensorSpecs(config: ModelConfig, dtypeOf: (name: string, shape: readonly number[]) => WeightDType): TensorSpec[] {
+function tensorSpecs(
+  config: ModelConfig,
+  dtypeOf: (name: string, shape: readonly number[]) => WeightDType,
+): TensorSpec[] {
   const expected = [...expectedTensors(config)];
-  const single = (name: string, shape: readonly number[]): TensorSpec => ({ name, shape, dtype: dtypeOf(name, shape), parts: [[name, shape]] });
+  const single = (name: string, shape: readonly number[]): TensorSpec => ({
+    name,
+    shape,
+    dtype: dtypeOf(name, shape),
+    parts: [[name, shape]],
+  });
   if (!hasFusedProjections(config)) return expected.map(([name, shape]) => single(name, shape));
   const shapes = new Map(expected);
   const out: TensorSpec[] = [];
@@ -116,7 +144,8 @@ function tensorSpecs(config: ModelConfig, dtypeOf: (name: string, shape: readonl
     const m = /^(model\.layers\.\d+\.)(?:self_attn\.([qkv])_proj|mlp\.(gate|up)_proj)\.weight$/.exec(name);
     if (m === null) out.push(single(name, shape));
     else if (m[2] === 'q' || m[3] === 'gate') {
-      const suffixes = m[2] === 'q' ? ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj'] : ['mlp.gate_proj', 'mlp.up_proj'];
+      const suffixes =
+        m[2] === 'q' ? ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj'] : ['mlp.gate_proj', 'mlp.up_proj'];
       const parts = suffixes.map((s) => [`${m[1]}${s}.weight`, shapes.get(`${m[1]}${s}.weight`)!] as const);
       const fused = `${m[1]}${m[2] === 'q' ? FUSED_QKV : FUSED_GATE_UP}`;
       const fusedShape = [parts.reduce((a, [, s]) => a + s[0]!, 0), shape[1]!];
@@ -153,8 +182,16 @@ function ggufName(name: string): string {
   return m !== null ? `blk.${m[1]}.ffn_up.weight` : hfToGgufName(name);
 }
 
-function progress(options: GenModelOptions, specs: readonly { name: string; shape: readonly number[]; dtype: WeightDType }[]) {
-  const sizes = specs.map((s) => byteSize(s.dtype, s.shape.reduce((a, b) => a * b, 1)));
+function progress(
+  options: GenModelOptions,
+  specs: readonly { name: string; shape: readonly number[]; dtype: WeightDType }[],
+) {
+  const sizes = specs.map((s) =>
+    byteSize(
+      s.dtype,
+      s.shape.reduce((a, b) => a * b, 1),
+    ),
+  );
   const totalBytes = sizes.reduce((a, b) => a + b, 0);
   let doneBytes = 0;
   return (index: number): void => {
@@ -169,18 +206,25 @@ async function writeHf(config: ModelConfig, options: GenModelOptions): Promise<s
   const dir = options.out;
   await mkdir(dir, { recursive: true });
   const tokenizer = await hfTokenizerFiles(config);
-  const files = ['config.json', 'tokenizer.json', 'tokenizer_config.json', 'model.safetensors'].map((f) => join(dir, f));
+  const files = ['config.json', 'tokenizer.json', 'tokenizer_config.json', 'model.safetensors'].map((f) =>
+    join(dir, f),
+  );
   await writeFile(files[0]!, `${JSON.stringify(hfConfigJson(config, dtype, seed, options.preset), null, 2)}\n`);
   await writeFile(files[1]!, tokenizer.tokenizerJson);
   await writeFile(files[2]!, tokenizer.tokenizerConfig);
   const specs = tensorSpecs(config, () => dtype as WeightDType); // checkGenOptions: f32, f16 or bf16
   const done = progress(options, specs);
-  await writeSafetensorsFile(files[3]!, specs, (i) => {
-    const spec = specs[i]!;
-    const data = quantize(spec.dtype, generateSpec(config, spec, seed));
-    done(i);
-    return data;
-  }, { format: 'pt', generator: `tessera gen-model --preset ${options.preset} --seed ${seed}` });
+  await writeSafetensorsFile(
+    files[3]!,
+    specs,
+    (i) => {
+      const spec = specs[i]!;
+      const data = quantize(spec.dtype, generateSpec(config, spec, seed));
+      done(i);
+      return data;
+    },
+    { format: 'pt', generator: `tessera gen-model --preset ${options.preset} --seed ${seed}` },
+  );
   return files;
 }
 
@@ -240,12 +284,22 @@ async function writeGguf(config: ModelConfig, options: GenModelOptions): Promise
   // llama.cpp keeps 1-D tensors (norms) in f32 whatever the file type; K-quant mixes: gen-mix.ts.
   const specs = tensorSpecs(config, (name, shape) => tensorDtype(config, dtype, name, shape));
   const done = progress(options, specs);
-  const ggufSpecs = specs.map((s) => ({ name: ggufName(s.name), shape: s.shape, ggmlType: GGML_TYPE_OF_DTYPE[s.dtype] }));
+  const ggufSpecs = specs.map((s) => ({
+    name: ggufName(s.name),
+    shape: s.shape,
+    ggmlType: GGML_TYPE_OF_DTYPE[s.dtype],
+  }));
   await writeGgufFile(options.out, metadata, ggufSpecs, (i) => {
     const spec = specs[i]!;
     const values = generateSpec(config, spec, seed);
     const permuted = config.arch === 'llama' || config.arch === 'mistral'; // llama.cpp's converter: not qwen2/3
-    const heads = !permuted ? 0 : spec.name.endsWith('q_proj.weight') ? config.numHeads : spec.name.endsWith('k_proj.weight') ? config.numKvHeads : 0;
+    const heads = !permuted
+      ? 0
+      : spec.name.endsWith('q_proj.weight')
+        ? config.numHeads
+        : spec.name.endsWith('k_proj.weight')
+          ? config.numKvHeads
+          : 0;
     const f32 = { name: spec.name, dtype: 'f32' as const, shape: spec.shape, data: new Uint8Array(values.buffer) };
     const ordered = heads > 0 ? permuteRopeRows(f32, heads, 'hf-to-gguf').data : f32.data;
     const data = quantize(spec.dtype, new Float32Array(ordered.buffer, ordered.byteOffset, ordered.byteLength / 4));

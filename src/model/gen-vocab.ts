@@ -11,7 +11,7 @@ import { QWEN3_SPECIALS, ggufBpeVocab, readQwen3Vocab } from './qwen3-vocab.js';
 
 /** A Llama 2 chat-style template for gen-model's llama models (they ship none of their own). */
 export const GEN_CHAT_TEMPLATE =
-  "{{ bos_token }}{% for message in messages %}" +
+  '{{ bos_token }}{% for message in messages %}' +
   "{% if message['role'] == 'system' %}{{ '<<SYS>>\\n' + message['content'] + '\\n<</SYS>>\\n\\n' }}" +
   "{% elif message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}" +
   "{% elif message['role'] == 'assistant' %}{{ ' ' + message['content'] + eos_token }}" +
@@ -19,10 +19,15 @@ export const GEN_CHAT_TEMPLATE =
 
 const usesQwen3Vocab = (config: ModelConfig): boolean => config.arch === 'qwen3';
 
-export async function hfTokenizerFiles(config: ModelConfig): Promise<{ tokenizerJson: string; tokenizerConfig: string }> {
+export async function hfTokenizerFiles(
+  config: ModelConfig,
+): Promise<{ tokenizerJson: string; tokenizerConfig: string }> {
   if (usesQwen3Vocab(config)) {
     const vocab = await readQwen3Vocab();
-    return { tokenizerJson: vocab.tokenizerJsonText, tokenizerConfig: `${JSON.stringify(vocab.tokenizerConfig, null, 2)}\n` };
+    return {
+      tokenizerJson: vocab.tokenizerJsonText,
+      tokenizerConfig: `${JSON.stringify(vocab.tokenizerConfig, null, 2)}\n`,
+    };
   }
   const vocab = await readLlama2Vocab();
   return {
@@ -34,7 +39,11 @@ export async function hfTokenizerFiles(config: ModelConfig): Promise<{ tokenizer
 export async function ggufTokenizerMetadata(config: ModelConfig): Promise<[string, GgufValue][]> {
   if (usesQwen3Vocab(config)) {
     const vocab = await readQwen3Vocab();
-    const v = ggufBpeVocab(parseJsonObject(vocab.tokenizerJsonText, 'tokenizer.json'), config.vocabSize, 'tokenizer.json');
+    const v = ggufBpeVocab(
+      parseJsonObject(vocab.tokenizerJsonText, 'tokenizer.json'),
+      config.vocabSize,
+      'tokenizer.json',
+    );
     const template = vocab.tokenizerConfig['chat_template'];
     return [
       ['tokenizer.ggml.model', gguf.str('gpt2')],

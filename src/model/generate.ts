@@ -12,7 +12,15 @@
 //   4. its pages are freed, whatever happened
 // A failed page check ends the whole call with its PageCheckError. Stop strings are not
 // applied here (they are a text matter for the API layer). One call at a time per runner.
-import { assert, asRequestId, ConfigError, DEFAULT_TENANT, type BatchItem, type SamplingParams, type Tag } from '../core/index.js';
+import {
+  assert,
+  asRequestId,
+  ConfigError,
+  DEFAULT_TENANT,
+  type BatchItem,
+  type SamplingParams,
+  type Tag,
+} from '../core/index.js';
 import { pagesFor } from '../pages/index.js';
 import type { ModelRunner } from './runner.js';
 import { Sampler } from './sampler.js';
@@ -68,17 +76,32 @@ export async function generate(
       const positions = input.promptIds.length + input.sampling.maxTokens;
       if (input.promptIds.length === 0) throw new ConfigError('a prompt needs at least one token');
       const outside = input.promptIds.find((id) => !(Number.isInteger(id) && id >= 0 && id < config.vocabSize));
-      if (outside !== undefined) throw new ConfigError(`prompt token ${outside} is outside the vocabulary (0..${config.vocabSize - 1})`);
+      if (outside !== undefined)
+        throw new ConfigError(`prompt token ${outside} is outside the vocabulary (0..${config.vocabSize - 1})`);
       if (positions > runner.maxPositions) {
-        throw new ConfigError(`${input.promptIds.length} prompt tokens + ${input.sampling.maxTokens} new tokens exceed the model's ${runner.maxPositions} positions`);
+        throw new ConfigError(
+          `${input.promptIds.length} prompt tokens + ${input.sampling.maxTokens} new tokens exceed the model's ${runner.maxPositions} positions`,
+        );
       }
       const owner = { rid: asRequestId(`generate-${i}`), tenant: DEFAULT_TENANT };
       const allocated = pool.ledger.allocate(pagesFor(positions, pool.pageSize), owner);
       if (allocated.kind === 'out-of-pages') {
-        throw new ConfigError(`the KV pool has ${allocated.numFree} free pages; this request needs ${allocated.numRequested}`);
+        throw new ConfigError(
+          `the KV pool has ${allocated.numFree} free pages; this request needs ${allocated.numRequested}`,
+        );
       }
-      const stopIds = new Set([...input.sampling.stopTokenIds, ...(input.sampling.ignoreEos ? [] : config.eosTokenIds)]);
-      live.push({ input, item: { ...owner, tags: allocated.tags }, output: { ids: [], finishReason: null }, stopIds, numComputed: 0, lastToken: -1 });
+      const stopIds = new Set([
+        ...input.sampling.stopTokenIds,
+        ...(input.sampling.ignoreEos ? [] : config.eosTokenIds),
+      ]);
+      live.push({
+        input,
+        item: { ...owner, tags: allocated.tags },
+        output: { ids: [], finishReason: null },
+        stopIds,
+        numComputed: 0,
+        lastToken: -1,
+      });
     }
 
     // 2. Prefill, chunk by chunk; output token 0 from the last chunk's logits.
@@ -103,7 +126,12 @@ export async function generate(
     for (;;) {
       const active = live.filter((r) => r.output.finishReason === null);
       if (active.length === 0) break;
-      const items: BatchItem[] = active.map((r) => ({ ...r.item, tokens: [r.lastToken], startPos: r.numComputed, wantLogits: true }));
+      const items: BatchItem[] = active.map((r) => ({
+        ...r.item,
+        tokens: [r.lastToken],
+        startPos: r.numComputed,
+        wantLogits: true,
+      }));
       const results = await runner.step(items);
       numDecodeSteps++;
       for (const [j, r] of active.entries()) {

@@ -10,14 +10,22 @@ import { GgufMeta } from './gguf-meta.js';
 import { ggufTensorBytes, type GgufFile } from './gguf-reader.js';
 import { yarnMscale } from './rope.js';
 
-const GGUF_ARCHS: Readonly<Record<string, ModelArch>> = { llama: 'llama', qwen2: 'qwen2', qwen3: 'qwen3', phi3: 'phi3' };
+const GGUF_ARCHS: Readonly<Record<string, ModelArch>> = {
+  llama: 'llama',
+  qwen2: 'qwen2',
+  qwen3: 'qwen3',
+  phi3: 'phi3',
+};
 
 export function ggufArch(g: GgufFile): ModelArch {
   const name = new GgufMeta(g).optStr('general.architecture');
   const arch = name === null ? undefined : GGUF_ARCHS[name];
   if (arch === undefined) {
     const seen = name === null ? 'no general.architecture key' : `general.architecture "${name}"`;
-    throw new ModelLoadError(g.file, `unknown architecture: ${seen} (Tessera reads GGUF llama, qwen2, qwen3 and phi3; Mistral 7B GGUFs say "llama")`);
+    throw new ModelLoadError(
+      g.file,
+      `unknown architecture: ${seen} (Tessera reads GGUF llama, qwen2, qwen3 and phi3; Mistral 7B GGUFs say "llama")`,
+    );
   }
   return arch;
 }
@@ -31,7 +39,10 @@ export function configFromGguf(g: GgufFile): ModelConfig {
   const headDim = meta.optInt(key('attention.key_length')) ?? hiddenSize / numHeads;
   const ropeDims = meta.optInt(key('rope.dimension_count'));
   if (ropeDims !== null && ropeDims !== headDim) {
-    throw new ModelLoadError(g.file, `${key('rope.dimension_count')} = ${ropeDims} but head dim is ${headDim}: partial RoPE is not supported`);
+    throw new ModelLoadError(
+      g.file,
+      `${key('rope.dimension_count')} = ${ropeDims} but head dim is ${headDim}: partial RoPE is not supported`,
+    );
   }
   const embed = g.tensors.find((t) => t.name === 'token_embd.weight');
   if (embed === undefined) throw new ModelLoadError(g.file, 'missing tensor token_embd.weight');
@@ -65,7 +76,8 @@ function ggufRopeScaling(g: GgufFile, meta: GgufMeta, key: (k: string) => string
   const freqs = g.tensors.find((t) => t.name === 'rope_freqs.weight');
   if (freqs !== undefined) {
     const dtype = dtypeOfGgmlType(freqs.ggmlType);
-    if (dtype !== 'f32' && dtype !== 'f16') throw new ModelLoadError(g.file, `rope_freqs.weight has type ${ggmlTypeName(freqs.ggmlType)}`);
+    if (dtype !== 'f32' && dtype !== 'f16')
+      throw new ModelLoadError(g.file, `rope_freqs.weight has type ${ggmlTypeName(freqs.ggmlType)}`);
     const n = freqs.shape[0]!;
     const out = new Float32Array(n);
     dequantize(dtype, ggufTensorBytes(g, freqs), 0, n, out);
@@ -74,14 +86,19 @@ function ggufRopeScaling(g: GgufFile, meta: GgufMeta, key: (k: string) => string
   const type = meta.optStr(key('rope.scaling.type')) ?? 'none';
   const factor = meta.optNum(key('rope.scaling.factor')) ?? meta.optNum(key('rope.scale_linear'));
   const original = meta.optInt(key('rope.scaling.original_context_length')) ?? context;
-  if (type === 'none' && factor !== null && factor !== 1 && meta.has(key('rope.scale_linear'))) return { type: 'linear', factor };
+  if (type === 'none' && factor !== null && factor !== 1 && meta.has(key('rope.scale_linear')))
+    return { type: 'linear', factor };
   switch (type) {
     case 'none':
       return { type: 'none' };
     case 'linear':
       return factor === null || factor === 1 ? { type: 'none' } : { type: 'linear', factor };
     case 'yarn': {
-      if (factor === null) throw new ModelLoadError(g.file, `${key('rope.scaling.type')} is yarn but ${key('rope.scaling.factor')} is missing`);
+      if (factor === null)
+        throw new ModelLoadError(
+          g.file,
+          `${key('rope.scaling.type')} is yarn but ${key('rope.scaling.factor')} is missing`,
+        );
       // llama.cpp multiplies its attn_factor (default 1) by YaRN's mscale for the factor.
       const attnFactor = meta.optNum(key('rope.scaling.attn_factor')) ?? 1;
       return {

@@ -36,7 +36,8 @@ export class GgufMeta {
   optInt(key: string): number | null {
     const v = this.#values.get(key);
     if (v === undefined) return null;
-    if (v.type === 'array' || v.type === 'string' || v.type === 'bool' || v.type === 'f32' || v.type === 'f64') throw this.#wrong(key, 'an integer', v);
+    if (v.type === 'array' || v.type === 'string' || v.type === 'bool' || v.type === 'f32' || v.type === 'f64')
+      throw this.#wrong(key, 'an integer', v);
     return this.#toInt(key, v.value);
   }
 
@@ -65,20 +66,26 @@ export class GgufMeta {
   }
 
   optNumbers(key: string): number[] | null {
-    const items = this.#array(key, ['u8', 'i8', 'u16', 'i16', 'u32', 'i32', 'f32', 'f64', 'u64', 'i64'], 'an array of numbers');
+    const items = this.#array(
+      key,
+      ['u8', 'i8', 'u16', 'i16', 'u32', 'i32', 'f32', 'f64', 'u64', 'i64'],
+      'an array of numbers',
+    );
     return items === null ? null : items.map((x) => (typeof x === 'bigint' ? this.#toInt(key, x) : (x as number)));
   }
 
   #array(key: string, itemTypes: readonly string[], expected: string): readonly GgufScalar[] | null {
     const v = this.#values.get(key);
     if (v === undefined) return null;
-    if (v.type !== 'array' || v.itemType === 'array' || !itemTypes.includes(v.itemType)) throw this.#wrong(key, expected, v);
+    if (v.type !== 'array' || v.itemType === 'array' || !itemTypes.includes(v.itemType))
+      throw this.#wrong(key, expected, v);
     return v.items as readonly GgufScalar[];
   }
 
   #toInt(key: string, value: GgufScalar): number {
     const n = typeof value === 'bigint' ? Number(value) : (value as number);
-    if (!Number.isSafeInteger(n)) throw new ModelLoadError(this.file, `metadata ${key} = ${String(value)} is out of range`);
+    if (!Number.isSafeInteger(n))
+      throw new ModelLoadError(this.file, `metadata ${key} = ${String(value)} is out of range`);
     return n;
   }
 

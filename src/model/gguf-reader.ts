@@ -4,8 +4,17 @@
 // It hands out zero-copy views of tensor bytes; it must never copy or convert tensor data.
 import { ModelLoadError } from '../core/index.js';
 import {
-  GGML_BLOCK, GGML_MAX_DIMS, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_SCALAR_TYPES, GGUF_TYPE_CODE, alignUp, ggmlTypeName,
-  type GgufScalar, type GgufScalarType, type GgufValue,
+  GGML_BLOCK,
+  GGML_MAX_DIMS,
+  GGUF_DEFAULT_ALIGNMENT,
+  GGUF_MAGIC,
+  GGUF_SCALAR_TYPES,
+  GGUF_TYPE_CODE,
+  alignUp,
+  ggmlTypeName,
+  type GgufScalar,
+  type GgufScalarType,
+  type GgufValue,
 } from './gguf-format.js';
 
 export interface GgufTensorInfo {
@@ -35,10 +44,23 @@ export interface GgufFile {
 const MIN_KV_BYTES = 8 + 4 + 1;
 const MIN_TENSOR_INFO_BYTES = 8 + 4 + 8 + 4 + 8;
 const SCALAR_BYTES: Readonly<Record<GgufScalarType, number>> = {
-  u8: 1, i8: 1, u16: 2, i16: 2, u32: 4, i32: 4, f32: 4, bool: 1, string: 8, u64: 8, i64: 8, f64: 8,
+  u8: 1,
+  i8: 1,
+  u16: 2,
+  i16: 2,
+  u32: 4,
+  i32: 4,
+  f32: 4,
+  bool: 1,
+  string: 8,
+  u64: 8,
+  i64: 8,
+  f64: 8,
 };
 
-const SCALAR_BY_CODE: ReadonlyMap<number, GgufScalarType> = new Map(GGUF_SCALAR_TYPES.map((t) => [GGUF_TYPE_CODE[t], t]));
+const SCALAR_BY_CODE: ReadonlyMap<number, GgufScalarType> = new Map(
+  GGUF_SCALAR_TYPES.map((t) => [GGUF_TYPE_CODE[t], t]),
+);
 
 export function readGguf(bytes: Uint8Array, file: string): GgufFile {
   const c = new Cursor(bytes, file);
@@ -63,7 +85,8 @@ export function readGguf(bytes: Uint8Array, file: string): GgufFile {
   for (let i = 0; i < tensorCount; i++) {
     const name = c.string(`tensor name #${i}`);
     const nDims = c.u32(`dimension count of ${name}`);
-    if (nDims < 1 || nDims > GGML_MAX_DIMS) throw new ModelLoadError(file, `tensor ${name} has ${nDims} dimensions (1..${GGML_MAX_DIMS} allowed)`);
+    if (nDims < 1 || nDims > GGML_MAX_DIMS)
+      throw new ModelLoadError(file, `tensor ${name} has ${nDims} dimensions (1..${GGML_MAX_DIMS} allowed)`);
     const ne: number[] = [];
     for (let d = 0; d < nDims; d++) ne.push(c.u64Number(`ne[${d}] of ${name}`));
     const ggmlType = c.u32(`type of ${name}`);
@@ -75,7 +98,8 @@ export function readGguf(bytes: Uint8Array, file: string): GgufFile {
   const tensors = infos.map((info): GgufTensorInfo => {
     if (seen.has(info.name)) throw new ModelLoadError(file, `tensor ${info.name} appears twice`);
     seen.add(info.name);
-    if (info.offset % alignment !== 0) throw new ModelLoadError(file, `tensor ${info.name} offset ${info.offset} is not aligned to ${alignment}`);
+    if (info.offset % alignment !== 0)
+      throw new ModelLoadError(file, `tensor ${info.name} offset ${info.offset} is not aligned to ${alignment}`);
     const byteLength = tensorByteLength(info.ne, info.ggmlType, info.name, file);
     const fileOffset = dataOffset + info.offset;
     if (byteLength !== null && fileOffset + byteLength > bytes.byteLength) {
@@ -84,7 +108,14 @@ export function readGguf(bytes: Uint8Array, file: string): GgufFile {
         `truncated: tensor ${info.name} needs bytes ${fileOffset}..${fileOffset + byteLength} but the file has ${bytes.byteLength} bytes`,
       );
     }
-    return { name: info.name, ggmlType: info.ggmlType, ne: info.ne, shape: [...info.ne].reverse(), fileOffset, byteLength };
+    return {
+      name: info.name,
+      ggmlType: info.ggmlType,
+      ne: info.ne,
+      shape: [...info.ne].reverse(),
+      fileOffset,
+      byteLength,
+    };
   });
   return { file, version, alignment, metadata, tensors, dataOffset, bytes };
 }
@@ -92,7 +123,10 @@ export function readGguf(bytes: Uint8Array, file: string): GgufFile {
 /** The bytes of one tensor, zero-copy. */
 export function ggufTensorBytes(gguf: GgufFile, info: GgufTensorInfo): Uint8Array {
   if (info.byteLength === null) {
-    throw new ModelLoadError(gguf.file, `tensor ${info.name} has type ${ggmlTypeName(info.ggmlType)}, which Tessera cannot read`);
+    throw new ModelLoadError(
+      gguf.file,
+      `tensor ${info.name} has type ${ggmlTypeName(info.ggmlType)}, which Tessera cannot read`,
+    );
   }
   return gguf.bytes.subarray(info.fileOffset, info.fileOffset + info.byteLength);
 }
@@ -101,19 +135,26 @@ function readAlignment(metadata: ReadonlyMap<string, GgufValue>, file: string): 
   const v = metadata.get('general.alignment');
   if (v === undefined) return GGUF_DEFAULT_ALIGNMENT;
   if (v.type !== 'u32' || typeof v.value !== 'number' || v.value === 0 || (v.value & (v.value - 1)) !== 0) {
-    throw new ModelLoadError(file, `general.alignment must be a power-of-two u32, got ${JSON.stringify(v.type === 'array' ? v.type : v.value)}`);
+    throw new ModelLoadError(
+      file,
+      `general.alignment must be a power-of-two u32, got ${JSON.stringify(v.type === 'array' ? v.type : v.value)}`,
+    );
   }
   return v.value;
 }
 
 function tensorByteLength(ne: readonly number[], ggmlType: number, name: string, file: string): number | null {
   const count = ne.reduce((a, b) => a * b, 1);
-  if (!Number.isSafeInteger(count)) throw new ModelLoadError(file, `tensor ${name} has an impossible shape [${ne.join(', ')}]`);
+  if (!Number.isSafeInteger(count))
+    throw new ModelLoadError(file, `tensor ${name} has an impossible shape [${ne.join(', ')}]`);
   const block = GGML_BLOCK[ggmlType];
   if (block === undefined) return null;
   const [perBlock, blockBytes] = block;
   if (ne[0]! % perBlock !== 0) {
-    throw new ModelLoadError(file, `tensor ${name}: ne[0] = ${ne[0]} is not a multiple of the ${ggmlTypeName(ggmlType)} block size ${perBlock}`);
+    throw new ModelLoadError(
+      file,
+      `tensor ${name}: ne[0] = ${ne[0]} is not a multiple of the ${ggmlTypeName(ggmlType)} block size ${perBlock}`,
+    );
   }
   return (count / perBlock) * blockBytes;
 }
@@ -134,7 +175,10 @@ class Cursor {
   #need(n: number, what: string): number {
     const at = this.position;
     if (at + n > this.#bytes.byteLength) {
-      throw new ModelLoadError(this.#file, `truncated: ${what} at byte ${at} runs past the end of the file (${this.#bytes.byteLength} bytes)`);
+      throw new ModelLoadError(
+        this.#file,
+        `truncated: ${what} at byte ${at} runs past the end of the file (${this.#bytes.byteLength} bytes)`,
+      );
     }
     this.position += n;
     return at;
@@ -150,7 +194,8 @@ class Cursor {
 
   u64Number(what: string): number {
     const v = this.u64(what);
-    if (v > BigInt(Number.MAX_SAFE_INTEGER)) throw new ModelLoadError(this.#file, `${what} is ${v}, far beyond the file size`);
+    if (v > BigInt(Number.MAX_SAFE_INTEGER))
+      throw new ModelLoadError(this.#file, `${what} is ${v}, far beyond the file size`);
     return Number(v);
   }
 
@@ -197,25 +242,38 @@ class Cursor {
   scalar(type: GgufScalarType, key: string): GgufScalar {
     const v = this.#view;
     switch (type) {
-      case 'u8': return v.getUint8(this.#need(1, key));
-      case 'i8': return v.getInt8(this.#need(1, key));
-      case 'u16': return v.getUint16(this.#need(2, key), true);
-      case 'i16': return v.getInt16(this.#need(2, key), true);
-      case 'u32': return v.getUint32(this.#need(4, key), true);
-      case 'i32': return v.getInt32(this.#need(4, key), true);
-      case 'f32': return v.getFloat32(this.#need(4, key), true);
-      case 'bool': return v.getUint8(this.#need(1, key)) !== 0;
-      case 'string': return this.string(key);
-      case 'u64': return v.getBigUint64(this.#need(8, key), true);
-      case 'i64': return v.getBigInt64(this.#need(8, key), true);
-      case 'f64': return v.getFloat64(this.#need(8, key), true);
+      case 'u8':
+        return v.getUint8(this.#need(1, key));
+      case 'i8':
+        return v.getInt8(this.#need(1, key));
+      case 'u16':
+        return v.getUint16(this.#need(2, key), true);
+      case 'i16':
+        return v.getInt16(this.#need(2, key), true);
+      case 'u32':
+        return v.getUint32(this.#need(4, key), true);
+      case 'i32':
+        return v.getInt32(this.#need(4, key), true);
+      case 'f32':
+        return v.getFloat32(this.#need(4, key), true);
+      case 'bool':
+        return v.getUint8(this.#need(1, key)) !== 0;
+      case 'string':
+        return this.string(key);
+      case 'u64':
+        return v.getBigUint64(this.#need(8, key), true);
+      case 'i64':
+        return v.getBigInt64(this.#need(8, key), true);
+      case 'f64':
+        return v.getFloat64(this.#need(8, key), true);
     }
   }
 
   #scalarType(code: number, key: string, allowArray: boolean): GgufScalarType | 'array' {
     if (code === GGUF_TYPE_CODE.array && allowArray) return 'array';
     const type = SCALAR_BY_CODE.get(code);
-    if (type === undefined) throw new ModelLoadError(this.#file, `corrupt header: metadata ${key} has unknown value type ${code}`);
+    if (type === undefined)
+      throw new ModelLoadError(this.#file, `corrupt header: metadata ${key} has unknown value type ${code}`);
     return type;
   }
 }

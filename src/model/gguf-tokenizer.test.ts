@@ -25,9 +25,12 @@ describe("GGUF 'llama' tokenizer (SentencePiece BPE with byte fallback)", () => 
     hf = createTokenizer({ tokenizerJson: hfJson, tokenizerConfig: vocab.tokenizerConfig, file: 'tokenizer.json' });
     const v = ggufVocabFromTokenizerJson(hfJson, 'tokenizer.json');
     metadata = [
-      ['tokenizer.ggml.model', gguf.str('llama')], ['tokenizer.ggml.tokens', gguf.strings(v.tokens)],
-      ['tokenizer.ggml.scores', gguf.f32s(v.scores)], ['tokenizer.ggml.token_type', gguf.i32s(v.tokenTypes)],
-      ['tokenizer.ggml.bos_token_id', gguf.u32(v.bosTokenId)], ['tokenizer.ggml.eos_token_id', gguf.u32(v.eosTokenId)],
+      ['tokenizer.ggml.model', gguf.str('llama')],
+      ['tokenizer.ggml.tokens', gguf.strings(v.tokens)],
+      ['tokenizer.ggml.scores', gguf.f32s(v.scores)],
+      ['tokenizer.ggml.token_type', gguf.i32s(v.tokenTypes)],
+      ['tokenizer.ggml.bos_token_id', gguf.u32(v.bosTokenId)],
+      ['tokenizer.ggml.eos_token_id', gguf.u32(v.eosTokenId)],
       ['tokenizer.ggml.unknown_token_id', gguf.u32(v.unknownTokenId)],
     ];
     fromGguf = ggufTokenizer(metadata);
@@ -43,7 +46,15 @@ describe("GGUF 'llama' tokenizer (SentencePiece BPE with byte fallback)", () => 
   });
 
   it('encodes and decodes as the tokenizer.json it came from', () => {
-    for (const text of ['Hello world', ' Hello  world\n\nfoo', 'héllo 😀 日本語', '   x', 'tab\tand\r\nCRLF', '<s>hi</s>', 'emoji 🤖🧠 and 数学']) {
+    for (const text of [
+      'Hello world',
+      ' Hello  world\n\nfoo',
+      'héllo 😀 日本語',
+      '   x',
+      'tab\tand\r\nCRLF',
+      '<s>hi</s>',
+      'emoji 🤖🧠 and 数学',
+    ]) {
       expect(fromGguf.encode(text)).toEqual(hf.encode(text));
       expect(fromGguf.encode(text, { addSpecialTokens: false })).toEqual(hf.encode(text, { addSpecialTokens: false }));
       const ids = hf.encode(text);
@@ -56,7 +67,9 @@ describe("GGUF 'llama' tokenizer (SentencePiece BPE with byte fallback)", () => 
     const noBos = ggufTokenizer([...metadata, ['tokenizer.ggml.add_bos_token', gguf.bool(false)]]);
     expect(noBos.encode('Hello')).toEqual(hf.encode('Hello', { addSpecialTokens: false }));
     const noPrefix = ggufTokenizer([...metadata, ['tokenizer.ggml.add_space_prefix', gguf.bool(false)]]);
-    expect(noPrefix.encode('Hello', { addSpecialTokens: false })).not.toEqual(hf.encode('Hello', { addSpecialTokens: false }));
+    expect(noPrefix.encode('Hello', { addSpecialTokens: false })).not.toEqual(
+      hf.encode('Hello', { addSpecialTokens: false }),
+    );
     expect(noPrefix.decode(noPrefix.encode(' Hello', { addSpecialTokens: false }))).toBe(' Hello');
   });
 });
@@ -65,8 +78,18 @@ describe('sentencePieceMerges', () => {
   it('ranks merges by the score of the merged piece, then by the ids of the halves; by id without scores', () => {
     const tokens = ['a', 'b', 'c', 'ab', 'bc', 'abc'];
     const vocab = Object.fromEntries(tokens.map((t, i) => [t, i]));
-    expect(sentencePieceMerges(vocab, tokens, [0, 0, 0, -5, -1, -3])).toEqual([['b', 'c'], ['a', 'bc'], ['ab', 'c'], ['a', 'b']]);
-    expect(sentencePieceMerges(vocab, tokens, null)).toEqual([['a', 'b'], ['b', 'c'], ['a', 'bc'], ['ab', 'c']]);
+    expect(sentencePieceMerges(vocab, tokens, [0, 0, 0, -5, -1, -3])).toEqual([
+      ['b', 'c'],
+      ['a', 'bc'],
+      ['ab', 'c'],
+      ['a', 'b'],
+    ]);
+    expect(sentencePieceMerges(vocab, tokens, null)).toEqual([
+      ['a', 'b'],
+      ['b', 'c'],
+      ['a', 'bc'],
+      ['ab', 'c'],
+    ]);
   });
 });
 
@@ -82,9 +105,12 @@ describe("GGUF 'gpt2' tokenizer (byte-level BPE)", () => {
   const tokens = [...bytes, 'Ġt', 'he', 'Ġthe', '<|end|>'];
   const types = [...tokens.map(() => 1).slice(0, -1), 3];
   const base: [string, GgufValue][] = [
-    ['tokenizer.ggml.model', gguf.str('gpt2')], ['tokenizer.ggml.pre', gguf.str('qwen2')],
-    ['tokenizer.ggml.tokens', gguf.strings(tokens)], ['tokenizer.ggml.token_type', gguf.i32s(types)],
-    ['tokenizer.ggml.merges', gguf.strings(['Ġ t', 'h e', 'Ġt he'])], ['tokenizer.ggml.eos_token_id', gguf.u32(259)],
+    ['tokenizer.ggml.model', gguf.str('gpt2')],
+    ['tokenizer.ggml.pre', gguf.str('qwen2')],
+    ['tokenizer.ggml.tokens', gguf.strings(tokens)],
+    ['tokenizer.ggml.token_type', gguf.i32s(types)],
+    ['tokenizer.ggml.merges', gguf.strings(['Ġ t', 'h e', 'Ġt he'])],
+    ['tokenizer.ggml.eos_token_id', gguf.u32(259)],
   ];
 
   it('merges byte-level pieces, keeps special tokens whole and round-trips any text', () => {
@@ -98,12 +124,23 @@ describe("GGUF 'gpt2' tokenizer (byte-level BPE)", () => {
   });
 
   it('rejects what it cannot build, naming the file and the key', () => {
-    expect(() => ggufTokenizer(base.map(([k, v]): [string, GgufValue] => [k, k === 'tokenizer.ggml.pre' ? gguf.str('falcon') : v])))
-      .toThrow(`${FILE}: tokenizer.ggml.pre "falcon" is not supported`);
-    expect(() => ggufTokenizer(base.filter(([k]) => k !== 'tokenizer.ggml.merges'))).toThrow(`${FILE}: tokenizer.ggml.merges is missing`);
-    expect(() => ggufTokenizer([['tokenizer.ggml.model', gguf.str('bert')], ['tokenizer.ggml.tokens', gguf.strings(['a'])]]))
-      .toThrow(`${FILE}: tokenizer.ggml.model "bert" is not supported`);
+    expect(() =>
+      ggufTokenizer(
+        base.map(([k, v]): [string, GgufValue] => [k, k === 'tokenizer.ggml.pre' ? gguf.str('falcon') : v]),
+      ),
+    ).toThrow(`${FILE}: tokenizer.ggml.pre "falcon" is not supported`);
+    expect(() => ggufTokenizer(base.filter(([k]) => k !== 'tokenizer.ggml.merges'))).toThrow(
+      `${FILE}: tokenizer.ggml.merges is missing`,
+    );
+    expect(() =>
+      ggufTokenizer([
+        ['tokenizer.ggml.model', gguf.str('bert')],
+        ['tokenizer.ggml.tokens', gguf.strings(['a'])],
+      ]),
+    ).toThrow(`${FILE}: tokenizer.ggml.model "bert" is not supported`);
     expect(() => ggufTokenizer([])).toThrow(`${FILE}: no embedded tokenizer`);
-    expect(() => ggufTokenizer([...base, ['tokenizer.ggml.token_type', gguf.i32s([1])]])).toThrow('token_type has 1 entries for 260 tokens');
+    expect(() => ggufTokenizer([...base, ['tokenizer.ggml.token_type', gguf.i32s([1])]])).toThrow(
+      'token_type has 1 entries for 260 tokens',
+    );
   });
 });

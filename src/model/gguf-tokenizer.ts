@@ -30,10 +30,14 @@ export function ggufTokenizerJson(g: GgufFile): GgufTokenizerJson {
   const model = meta.optStr('tokenizer.ggml.model');
   if (model === null) throw new ModelLoadError(g.file, 'no embedded tokenizer (tokenizer.ggml.model is missing)');
   const tokens = meta.optStrings('tokenizer.ggml.tokens');
-  if (tokens === null || tokens.length === 0) throw new ModelLoadError(g.file, 'tokenizer.ggml.tokens is missing or empty');
+  if (tokens === null || tokens.length === 0)
+    throw new ModelLoadError(g.file, 'tokenizer.ggml.tokens is missing or empty');
   const types = meta.optNumbers('tokenizer.ggml.token_type');
   if (types !== null && types.length !== tokens.length) {
-    throw new ModelLoadError(g.file, `tokenizer.ggml.token_type has ${types.length} entries for ${tokens.length} tokens`);
+    throw new ModelLoadError(
+      g.file,
+      `tokenizer.ggml.token_type has ${types.length} entries for ${tokens.length} tokens`,
+    );
   }
   const vocab: Record<string, number> = Object.create(null) as Record<string, number>;
   tokens.forEach((t, id) => {
@@ -42,7 +46,8 @@ export function ggufTokenizerJson(g: GgufFile): GgufTokenizerJson {
   const idText = (key: string): string | null => {
     const id = meta.optInt(key);
     if (id === null) return null;
-    if (id < 0 || id >= tokens.length) throw new ModelLoadError(g.file, `${key} = ${id} is outside the vocabulary of ${tokens.length}`);
+    if (id < 0 || id >= tokens.length)
+      throw new ModelLoadError(g.file, `${key} = ${id} is outside the vocabulary of ${tokens.length}`);
     return tokens[id]!;
   };
   const bos = idText('tokenizer.ggml.bos_token_id');
@@ -59,7 +64,10 @@ export function ggufTokenizerJson(g: GgufFile): GgufTokenizerJson {
     case 'llama': {
       const scores = meta.optNumbers('tokenizer.ggml.scores');
       if (scores !== null && scores.length !== tokens.length) {
-        throw new ModelLoadError(g.file, `tokenizer.ggml.scores has ${scores.length} entries for ${tokens.length} tokens`);
+        throw new ModelLoadError(
+          g.file,
+          `tokenizer.ggml.scores has ${scores.length} entries for ${tokens.length} tokens`,
+        );
       }
       const addBos = meta.optBool('tokenizer.ggml.add_bos_token') ?? true;
       const addEos = meta.optBool('tokenizer.ggml.add_eos_token') ?? false;
@@ -108,9 +116,10 @@ export function ggufTokenizerJson(g: GgufFile): GgufTokenizerJson {
     }
     case 'gpt2': {
       const merges = meta.optStrings('tokenizer.ggml.merges');
-      if (merges === null) throw new ModelLoadError(g.file, "tokenizer.ggml.merges is missing (needed by the 'gpt2' tokenizer)");
+      if (merges === null)
+        throw new ModelLoadError(g.file, "tokenizer.ggml.merges is missing (needed by the 'gpt2' tokenizer)");
       const pre = meta.optStr('tokenizer.ggml.pre') ?? 'default';
-      const addBos = meta.optBool('tokenizer.ggml.add_bos_token') ?? (pre !== 'qwen2');
+      const addBos = meta.optBool('tokenizer.ggml.add_bos_token') ?? pre !== 'qwen2';
       const tokenizerJson = {
         version: '1.0',
         added_tokens: addedTokens,
@@ -138,7 +147,10 @@ export function ggufTokenizerJson(g: GgufFile): GgufTokenizerJson {
       return { tokenizerJson, tokenizerConfig };
     }
     default:
-      throw new ModelLoadError(g.file, `tokenizer.ggml.model "${model}" is not supported (Tessera reads 'llama' and 'gpt2')`);
+      throw new ModelLoadError(
+        g.file,
+        `tokenizer.ggml.model "${model}" is not supported (Tessera reads 'llama' and 'gpt2')`,
+      );
   }
 }
 
@@ -149,12 +161,20 @@ function splitMerge(merge: string, file: string): [string, string] {
 }
 
 function byteLevelPreTokenizer(pre: string, file: string): JsonObject {
-  const byteLevel = (useRegex: boolean): JsonObject => ({ type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: useRegex });
+  const byteLevel = (useRegex: boolean): JsonObject => ({
+    type: 'ByteLevel',
+    add_prefix_space: false,
+    trim_offsets: true,
+    use_regex: useRegex,
+  });
   const regex = PRE_TOKENIZER_REGEX[pre];
   if (regex !== undefined) {
     return {
       type: 'Sequence',
-      pretokenizers: [{ type: 'Split', pattern: { Regex: regex }, behavior: 'Isolated', invert: false }, byteLevel(false)],
+      pretokenizers: [
+        { type: 'Split', pattern: { Regex: regex }, behavior: 'Isolated', invert: false },
+        byteLevel(false),
+      ],
     };
   }
   switch (pre) {
@@ -164,14 +184,21 @@ function byteLevelPreTokenizer(pre: string, file: string): JsonObject {
     case 'smollm':
       return { type: 'Sequence', pretokenizers: [{ type: 'Digits', individual_digits: true }, byteLevel(true)] };
     default:
-      throw new ModelLoadError(file, `tokenizer.ggml.pre "${pre}" is not supported (llama-bpe, qwen2, smollm, gpt2, default)`);
+      throw new ModelLoadError(
+        file,
+        `tokenizer.ggml.pre "${pre}" is not supported (llama-bpe, qwen2, smollm, gpt2, default)`,
+      );
   }
 }
 
 function templateProcessing(bos: string | null, eos: string | null, tokens: readonly string[]): JsonObject {
   const ends = [bos, eos].filter((t): t is string => t !== null);
   const special = (id: string): JsonObject => ({ SpecialToken: { id, type_id: 0 } });
-  const single = [...(bos !== null ? [special(bos)] : []), { Sequence: { id: 'A', type_id: 0 } }, ...(eos !== null ? [special(eos)] : [])];
+  const single = [
+    ...(bos !== null ? [special(bos)] : []),
+    { Sequence: { id: 'A', type_id: 0 } },
+    ...(eos !== null ? [special(eos)] : []),
+  ];
   return {
     type: 'TemplateProcessing',
     single,

@@ -21,10 +21,14 @@ export function loadGgufWeights(g: GgufFile, config: ModelConfig): Map<string, H
     // Phi-3's ffn_up holds gate | up (fused.ts splits it).
     const phi3GateUp = hasFusedProjections(config) ? /^blk\.(\d+)\.ffn_up\.weight$/.exec(info.name) : null;
     const name = phi3GateUp !== null ? layerName(Number(phi3GateUp[1]), FUSED_GATE_UP) : ggufToHfName(info.name);
-    if (name === null) throw new ModelLoadError(g.file, `unexpected tensor ${info.name}: not part of a ${config.arch} model`);
+    if (name === null)
+      throw new ModelLoadError(g.file, `unexpected tensor ${info.name}: not part of a ${config.arch} model`);
     const dtype = dtypeOfGgmlType(info.ggmlType);
     if (dtype === null) {
-      throw new ModelLoadError(g.file, `tensor ${info.name} has type ${ggmlTypeName(info.ggmlType)}; Tessera loads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K`);
+      throw new ModelLoadError(
+        g.file,
+        `tensor ${info.name} has type ${ggmlTypeName(info.ggmlType)}; Tessera loads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K`,
+      );
     }
     raw.set(name, { name, dtype, shape: info.shape, data: ggufTensorBytes(g, info) });
   }
@@ -32,8 +36,10 @@ export function loadGgufWeights(g: GgufFile, config: ModelConfig): Map<string, H
   if (config.arch !== 'llama' && config.arch !== 'mistral') return tensors;
   // llama.cpp's converter permuted Q and K (and their biases, if any) for GGML's rope.
   for (const [name, t] of tensors) {
-    if (/\.self_attn\.q_proj\.(weight|bias)$/.test(name)) tensors.set(name, permuteRopeRows(t, config.numHeads, 'gguf-to-hf'));
-    if (/\.self_attn\.k_proj\.(weight|bias)$/.test(name)) tensors.set(name, permuteRopeRows(t, config.numKvHeads, 'gguf-to-hf'));
+    if (/\.self_attn\.q_proj\.(weight|bias)$/.test(name))
+      tensors.set(name, permuteRopeRows(t, config.numHeads, 'gguf-to-hf'));
+    if (/\.self_attn\.k_proj\.(weight|bias)$/.test(name))
+      tensors.set(name, permuteRopeRows(t, config.numKvHeads, 'gguf-to-hf'));
   }
   return tensors;
 }

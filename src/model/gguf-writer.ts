@@ -4,8 +4,15 @@
 import { open } from 'node:fs/promises';
 import { assert } from '../core/index.js';
 import {
-  GGML_BLOCK, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_TYPE_CODE, alignUp, ggmlTypeName,
-  type GgufScalar, type GgufScalarType, type GgufValue,
+  GGML_BLOCK,
+  GGUF_DEFAULT_ALIGNMENT,
+  GGUF_MAGIC,
+  GGUF_TYPE_CODE,
+  alignUp,
+  ggmlTypeName,
+  type GgufScalar,
+  type GgufScalarType,
+  type GgufValue,
 } from './gguf-format.js';
 
 export interface GgufTensorSpec {
@@ -32,9 +39,15 @@ export function specByteLength(spec: GgufTensorSpec): number {
 }
 
 /** Lay out a GGUF file: header bytes (padded to the alignment) and each tensor's offset. */
-export function layoutGguf(metadata: ReadonlyArray<readonly [string, GgufValue]>, tensors: readonly GgufTensorSpec[]): GgufLayout {
+export function layoutGguf(
+  metadata: ReadonlyArray<readonly [string, GgufValue]>,
+  tensors: readonly GgufTensorSpec[],
+): GgufLayout {
   const alignmentValue = metadata.find(([k]) => k === 'general.alignment')?.[1];
-  const alignment = alignmentValue !== undefined && alignmentValue.type === 'u32' ? Number(alignmentValue.value) : GGUF_DEFAULT_ALIGNMENT;
+  const alignment =
+    alignmentValue !== undefined && alignmentValue.type === 'u32'
+      ? Number(alignmentValue.value)
+      : GGUF_DEFAULT_ALIGNMENT;
   const w = new ByteWriter();
   w.u32(GGUF_MAGIC);
   w.u32(3);
@@ -71,7 +84,10 @@ export function encodeGguf(
   const out = new Uint8Array(layout.totalBytes);
   out.set(layout.header, 0);
   tensors.forEach((t, i) => {
-    assert(t.data.byteLength === layout.byteLengths[i], `${t.name}: ${t.data.byteLength} bytes given, ${layout.byteLengths[i]} expected`);
+    assert(
+      t.data.byteLength === layout.byteLengths[i],
+      `${t.name}: ${t.data.byteLength} bytes given, ${layout.byteLengths[i]} expected`,
+    );
     out.set(t.data, layout.header.byteLength + layout.offsets[i]!);
   });
   return out;
@@ -90,7 +106,10 @@ export async function writeGgufFile(
     await handle.write(layout.header, 0, layout.header.byteLength, 0);
     for (let i = 0; i < tensors.length; i++) {
       const data = await dataOf(i);
-      assert(data.byteLength === layout.byteLengths[i], `${tensors[i]!.name}: ${data.byteLength} bytes given, ${layout.byteLengths[i]} expected`);
+      assert(
+        data.byteLength === layout.byteLengths[i],
+        `${tensors[i]!.name}: ${data.byteLength} bytes given, ${layout.byteLengths[i]} expected`,
+      );
       await handle.write(data, 0, data.byteLength, layout.header.byteLength + layout.offsets[i]!);
     }
     await handle.truncate(layout.totalBytes);
@@ -172,18 +191,64 @@ class ByteWriter {
   scalar(type: GgufScalarType, v: GgufScalar): void {
     const d = (): DataView => this.#view;
     switch (type) {
-      case 'u8': { const at = this.#reserve(1); d().setUint8(at, Number(v)); return; }
-      case 'i8': { const at = this.#reserve(1); d().setInt8(at, Number(v)); return; }
-      case 'u16': { const at = this.#reserve(2); d().setUint16(at, Number(v), true); return; }
-      case 'i16': { const at = this.#reserve(2); d().setInt16(at, Number(v), true); return; }
-      case 'u32': { const at = this.#reserve(4); d().setUint32(at, Number(v), true); return; }
-      case 'i32': { const at = this.#reserve(4); d().setInt32(at, Number(v), true); return; }
-      case 'f32': { const at = this.#reserve(4); d().setFloat32(at, Number(v), true); return; }
-      case 'bool': { const at = this.#reserve(1); d().setUint8(at, v ? 1 : 0); return; }
-      case 'string': this.string(String(v)); return;
-      case 'u64': { const at = this.#reserve(8); d().setBigUint64(at, BigInt(v), true); return; }
-      case 'i64': { const at = this.#reserve(8); d().setBigInt64(at, BigInt(v), true); return; }
-      case 'f64': { const at = this.#reserve(8); d().setFloat64(at, Number(v), true); return; }
+      case 'u8': {
+        const at = this.#reserve(1);
+        d().setUint8(at, Number(v));
+        return;
+      }
+      case 'i8': {
+        const at = this.#reserve(1);
+        d().setInt8(at, Number(v));
+        return;
+      }
+      case 'u16': {
+        const at = this.#reserve(2);
+        d().setUint16(at, Number(v), true);
+        return;
+      }
+      case 'i16': {
+        const at = this.#reserve(2);
+        d().setInt16(at, Number(v), true);
+        return;
+      }
+      case 'u32': {
+        const at = this.#reserve(4);
+        d().setUint32(at, Number(v), true);
+        return;
+      }
+      case 'i32': {
+        const at = this.#reserve(4);
+        d().setInt32(at, Number(v), true);
+        return;
+      }
+      case 'f32': {
+        const at = this.#reserve(4);
+        d().setFloat32(at, Number(v), true);
+        return;
+      }
+      case 'bool': {
+        const at = this.#reserve(1);
+        d().setUint8(at, v ? 1 : 0);
+        return;
+      }
+      case 'string':
+        this.string(String(v));
+        return;
+      case 'u64': {
+        const at = this.#reserve(8);
+        d().setBigUint64(at, BigInt(v), true);
+        return;
+      }
+      case 'i64': {
+        const at = this.#reserve(8);
+        d().setBigInt64(at, BigInt(v), true);
+        return;
+      }
+      case 'f64': {
+        const at = this.#reserve(8);
+        d().setFloat64(at, Number(v), true);
+        return;
+      }
     }
   }
 

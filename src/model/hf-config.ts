@@ -15,7 +15,13 @@ const ARCH_BY_CLASS: Readonly<Record<string, ModelArch>> = {
 };
 
 /** transformers' default max_position_embeddings per model_type. */
-const DEFAULT_CONTEXT: Readonly<Record<ModelArch, number>> = { llama: 2048, mistral: 131072, qwen2: 32768, qwen3: 40960, phi3: 4096 };
+const DEFAULT_CONTEXT: Readonly<Record<ModelArch, number>> = {
+  llama: 2048,
+  mistral: 131072,
+  qwen2: 32768,
+  qwen3: 40960,
+  phi3: 4096,
+};
 
 export function configFromHf(json: JsonObject, file: string): ModelConfig {
   const f = new JsonFields(json, file);
@@ -59,14 +65,23 @@ function hfArch(f: JsonFields, file: string): ModelArch {
   const classes = f.raw('architectures');
   const firstClass = Array.isArray(classes) && typeof classes[0] === 'string' ? classes[0] : null;
   if (modelType !== null && (MODEL_ARCHS as readonly string[]).includes(modelType)) return modelType as ModelArch;
-  if (modelType === null && firstClass !== null && ARCH_BY_CLASS[firstClass] !== undefined) return ARCH_BY_CLASS[firstClass]!;
-  const seen = modelType !== null ? `model_type "${modelType}"` : firstClass !== null ? `architectures ["${firstClass}"]` : 'no model_type or architectures';
+  if (modelType === null && firstClass !== null && ARCH_BY_CLASS[firstClass] !== undefined)
+    return ARCH_BY_CLASS[firstClass]!;
+  const seen =
+    modelType !== null
+      ? `model_type "${modelType}"`
+      : firstClass !== null
+        ? `architectures ["${firstClass}"]`
+        : 'no model_type or architectures';
   throw new ModelLoadError(file, `unknown architecture: ${seen} (Tessera supports ${MODEL_ARCHS.join(', ')})`);
 }
 
 function derivedHeadDim(hiddenSize: number, numHeads: number, file: string): number {
   if (numHeads <= 0 || hiddenSize % numHeads !== 0) {
-    throw new ModelLoadError(file, `hidden_size ${hiddenSize} is not a multiple of num_attention_heads ${numHeads}, and head_dim is not given`);
+    throw new ModelLoadError(
+      file,
+      `hidden_size ${hiddenSize} is not a multiple of num_attention_heads ${numHeads}, and head_dim is not given`,
+    );
   }
   return hiddenSize / numHeads;
 }
@@ -117,6 +132,9 @@ export function ropeScalingFromHf(rope: JsonFields | null, maxPositionEmbeddings
         truncate: rope.bool('truncate', true),
       };
     default:
-      throw new ModelLoadError(file, `rope scaling type "${kind}" is not supported (supported: linear, dynamic, llama3, yarn)`);
+      throw new ModelLoadError(
+        file,
+        `rope scaling type "${kind}" is not supported (supported: linear, dynamic, llama3, yarn)`,
+      );
   }
 }

@@ -27,8 +27,13 @@ export async function loadHfWeights(dir: string, config: ModelConfig): Promise<H
     const st = readSafetensors(await readWholeFile(singlePath), singlePath);
     return { tensors: checkTensors(st.tensors, config, singlePath), files: [singlePath] };
   }
-  const other = (await exists(join(dir, 'pytorch_model.bin'))) ? ' (pytorch_model.bin is not supported: convert it to safetensors)' : '';
-  throw new ModelLoadError(singlePath, `missing weight file: expected ${SAFETENSORS_FILE} or ${SAFETENSORS_INDEX_FILE}${other}`);
+  const other = (await exists(join(dir, 'pytorch_model.bin')))
+    ? ' (pytorch_model.bin is not supported: convert it to safetensors)'
+    : '';
+  throw new ModelLoadError(
+    singlePath,
+    `missing weight file: expected ${SAFETENSORS_FILE} or ${SAFETENSORS_INDEX_FILE}${other}`,
+  );
 }
 
 async function loadSharded(dir: string, indexPath: string, config: ModelConfig): Promise<HfWeights> {
@@ -38,7 +43,10 @@ async function loadSharded(dir: string, indexPath: string, config: ModelConfig):
   const shards = new Map<string, string[]>();
   for (const [tensor, shard] of Object.entries(weightMap)) {
     if (typeof shard !== 'string' || shard.includes('/') || shard.includes('\\') || shard.startsWith('.')) {
-      throw new ModelLoadError(indexPath, `weight_map entry for ${tensor} is not a plain file name: ${JSON.stringify(shard)}`);
+      throw new ModelLoadError(
+        indexPath,
+        `weight_map entry for ${tensor} is not a plain file name: ${JSON.stringify(shard)}`,
+      );
     }
     shards.set(shard, [...(shards.get(shard) ?? []), tensor]);
   }
@@ -47,10 +55,15 @@ async function loadSharded(dir: string, indexPath: string, config: ModelConfig):
   const files: string[] = [];
   for (const [shard, names] of [...shards].sort(([a], [b]) => a.localeCompare(b))) {
     const path = join(dir, shard);
-    if (!(await exists(path))) throw new ModelLoadError(path, `missing weight file (listed in ${SAFETENSORS_INDEX_FILE})`);
+    if (!(await exists(path)))
+      throw new ModelLoadError(path, `missing weight file (listed in ${SAFETENSORS_INDEX_FILE})`);
     const st = readSafetensors(await readWholeFile(path), path);
     for (const name of names) {
-      if (!st.tensors.has(name)) throw new ModelLoadError(path, `tensor ${name} is listed for this shard in ${SAFETENSORS_INDEX_FILE} but missing from it`);
+      if (!st.tensors.has(name))
+        throw new ModelLoadError(
+          path,
+          `tensor ${name} is listed for this shard in ${SAFETENSORS_INDEX_FILE} but missing from it`,
+        );
     }
     for (const [name, tensor] of st.tensors) {
       if (all.has(name)) throw new ModelLoadError(path, `tensor ${name} appears in more than one shard`);

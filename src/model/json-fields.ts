@@ -15,7 +15,11 @@ export function parseJsonObject(text: string, file: string): JsonObject {
   try {
     value = JSON.parse(text);
   } catch (error) {
-    throw new ModelLoadError(file, `is not valid JSON (${error instanceof Error ? error.message : String(error)})`, error);
+    throw new ModelLoadError(
+      file,
+      `is not valid JSON (${error instanceof Error ? error.message : String(error)})`,
+      error,
+    );
   }
   if (!isJsonObject(value)) throw new ModelLoadError(file, 'must contain a JSON object');
   return value;
@@ -90,7 +94,8 @@ export class JsonFields {
     const value = this.#obj[key];
     const list = Array.isArray(value) ? value : [value];
     for (const item of list) {
-      if (typeof item !== 'number' || !Number.isSafeInteger(item)) throw this.#wrong(key, 'an integer or a list of integers', value);
+      if (typeof item !== 'number' || !Number.isSafeInteger(item))
+        throw this.#wrong(key, 'an integer or a list of integers', value);
     }
     return list as number[];
   }
@@ -109,6 +114,9 @@ export class JsonFields {
   }
 
   #wrong(key: string, expected: string, value: unknown): ModelLoadError {
-    return new ModelLoadError(this.#file, `field "${this.#prefix}${key}" must be ${expected}, got ${JSON.stringify(value)}`);
+    return new ModelLoadError(
+      this.#file,
+      `field "${this.#prefix}${key}" must be ${expected}, got ${JSON.stringify(value)}`,
+    );
   }
 }

@@ -65,7 +65,12 @@ describe('a tiny GGUF from gen-model in llama.cpp', () => {
     const stds: number[] = [];
     for (let step = 0; step < 16; step++) {
       const items = input.map((t, i) =>
-        i < input.length - 1 ? t : ([t, { generateNext: { probabilities: true, options: { temperature: 1, topK: 0, topP: 1, minP: 0 } } }] as const),
+        i < input.length - 1
+          ? t
+          : ([
+              t,
+              { generateNext: { probabilities: true, options: { temperature: 1, topK: 0, topP: 1, minP: 0 } } },
+            ] as const),
       );
       const results = await sequence.controlledEvaluate(items as never);
       const probabilities = [...results.at(-1)!.next!.probabilities!.entries()].sort((a, b) => b[1] - a[1]);

@@ -35,7 +35,12 @@ export async function readLlama2Vocab(): Promise<Llama2Vocab> {
 /** A SentencePiece-BPE tokenizer.json (with byte fallback) in GGUF's 'llama' tokenizer form. */
 export function ggufVocabFromTokenizerJson(tokenizerJson: JsonObject, file: string): GgufVocab {
   const model = tokenizerJson['model'];
-  if (!isJsonObject(model) || model['type'] !== 'BPE' || !isJsonObject(model['vocab']) || !Array.isArray(model['merges'])) {
+  if (
+    !isJsonObject(model) ||
+    model['type'] !== 'BPE' ||
+    !isJsonObject(model['vocab']) ||
+    !Array.isArray(model['merges'])
+  ) {
     throw new ModelLoadError(file, 'expected a BPE tokenizer.json with vocab and merges');
   }
   const vocab = model['vocab'] as Readonly<Record<string, number>>;
@@ -49,7 +54,8 @@ export function ggufVocabFromTokenizerJson(tokenizerJson: JsonObject, file: stri
   });
   const special = new Map<number, string>();
   for (const added of (tokenizerJson['added_tokens'] as unknown[] | undefined) ?? []) {
-    if (isJsonObject(added) && added['special'] === true) special.set(added['id'] as number, added['content'] as string);
+    if (isJsonObject(added) && added['special'] === true)
+      special.set(added['id'] as number, added['content'] as string);
   }
   const unk = typeof model['unk_token'] === 'string' ? vocab[model['unk_token']] : undefined;
   const idOf = (piece: string): number => {

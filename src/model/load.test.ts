@@ -17,7 +17,12 @@ let root: string;
 let hf: LoadedModel;
 let gg: LoadedModel;
 
-async function gen(name: string, format: 'hf' | 'gguf', dtype: 'f32' | 'f16' | 'bf16' | 'q8_0' | 'q4_0' = 'f32', overrides?: GenOverrides): Promise<string> {
+async function gen(
+  name: string,
+  format: 'hf' | 'gguf',
+  dtype: 'f32' | 'f16' | 'bf16' | 'q8_0' | 'q4_0' = 'f32',
+  overrides?: GenOverrides,
+): Promise<string> {
   const out = join(root, format === 'gguf' ? `${name}.gguf` : name);
   await genModel({ preset: 'tiny', format, out, seed: SEED, dtype, ...(overrides ? { overrides } : {}) });
   return out;
@@ -37,7 +42,8 @@ async function loadError(path: string): Promise<ModelLoadError> {
 async function hfCopy(name: string): Promise<string> {
   const dir = join(root, name);
   await mkdir(dir);
-  for (const f of ['config.json', 'tokenizer.json', 'tokenizer_config.json', 'model.safetensors']) await copyFile(join(root, 'hf', f), join(dir, f));
+  for (const f of ['config.json', 'tokenizer.json', 'tokenizer_config.json', 'model.safetensors'])
+    await copyFile(join(root, 'hf', f), join(dir, f));
   return dir;
 }
 
@@ -63,8 +69,9 @@ describe('the HF and GGUF files of one seed', () => {
       expect([u.dtype, u.shape]).toEqual([t.dtype, t.shape]);
       expect(Buffer.compare(u.data, t.data), name).toBe(0);
     }
-    expect(tensorToF32(hf.tensors.get('model.layers.1.self_attn.k_proj.weight')!))
-      .toEqual(generateTensor(PRESET_CONFIGS.tiny, 'model.layers.1.self_attn.k_proj.weight', [64, 128], SEED));
+    expect(tensorToF32(hf.tensors.get('model.layers.1.self_attn.k_proj.weight')!)).toEqual(
+      generateTensor(PRESET_CONFIGS.tiny, 'model.layers.1.self_attn.k_proj.weight', [64, 128], SEED),
+    );
   });
 
   it('give the same tokenizer and chat template', () => {
@@ -85,7 +92,9 @@ describe('weight types', () => {
     expect(a.tensors.get(q)!.dtype).toBe('f16');
     const norm = 'model.layers.0.input_layernorm.weight';
     expect([a.tensors.get(norm)!.dtype, b.tensors.get(norm)!.dtype]).toEqual(['f16', 'f32']);
-    expect(tensorToF32(a.tensors.get(norm)!)).toEqual(tensorToF32(b.tensors.get(norm)!).map((v) => f16ToF32(f32ToF16(v))));
+    expect(tensorToF32(a.tensors.get(norm)!)).toEqual(
+      tensorToF32(b.tensors.get(norm)!).map((v) => f16ToF32(f32ToF16(v))),
+    );
   });
 
   it('bf16 (HF) holds the rounded generated values', async () => {
@@ -98,7 +107,11 @@ describe('weight types', () => {
 
   it.each(['q8_0', 'q4_0'] as const)('%s (GGUF) stays quantized, rows un-permuted whole', async (dtype) => {
     const m = await loadModel(await gen(dtype, 'gguf', dtype, SMALL));
-    for (const name of ['model.layers.0.self_attn.q_proj.weight', 'model.layers.0.self_attn.k_proj.weight', 'model.embed_tokens.weight']) {
+    for (const name of [
+      'model.layers.0.self_attn.q_proj.weight',
+      'model.layers.0.self_attn.k_proj.weight',
+      'model.embed_tokens.weight',
+    ]) {
       const t = m.tensors.get(name)!;
       expect(t.dtype).toBe(dtype);
       expect(Buffer.compare(t.data, quantize(dtype, generateTensor(m.config, name, t.shape, SEED))), name).toBe(0);
@@ -136,7 +149,10 @@ describe('sharded safetensors', () => {
 
   it('loads the same tensors as the single file', async () => {
     const m = await loadModel(await shard('sharded'));
-    expect(m.source.files.map((f) => basename(f))).toEqual(['model-00001-of-00002.safetensors', 'model-00002-of-00002.safetensors']);
+    expect(m.source.files.map((f) => basename(f))).toEqual([
+      'model-00001-of-00002.safetensors',
+      'model-00002-of-00002.safetensors',
+    ]);
     for (const [name, t] of hf.tensors) expect(Buffer.compare(m.tensors.get(name)!.data, t.data)).toBe(0);
   });
 
@@ -158,7 +174,9 @@ describe('sharded safetensors', () => {
 
 describe('bad input is one ModelLoadError naming the file and the problem', () => {
   it('a path that does not exist', async () => {
-    expect((await loadError(join(root, 'nope'))).message).toBe(`${join(root, 'nope')}: not found: expected a Hugging Face model directory or a .gguf file`);
+    expect((await loadError(join(root, 'nope'))).message).toBe(
+      `${join(root, 'nope')}: not found: expected a Hugging Face model directory or a .gguf file`,
+    );
   });
 
   it('a directory without config.json', async () => {
@@ -169,7 +187,9 @@ describe('bad input is one ModelLoadError naming the file and the problem', () =
 
   it('a weight file instead of its directory, and a directory without tokenizer.json', async () => {
     const file = join(root, 'hf', 'model.safetensors');
-    expect((await loadError(file)).message).toBe(`${file}: is one file of a Hugging Face model: pass the directory that holds it`);
+    expect((await loadError(file)).message).toBe(
+      `${file}: is one file of a Hugging Face model: pass the directory that holds it`,
+    );
     const dir = await hfCopy('no-tokenizer');
     await rm(join(dir, 'tokenizer.json'));
     expect((await loadError(dir)).message).toBe(
@@ -181,7 +201,9 @@ describe('bad input is one ModelLoadError naming the file and the problem', () =
     const dir = await hfCopy('no-weights');
     await rm(join(dir, 'model.safetensors'));
     const e = await loadError(dir);
-    expect(e.message).toBe(`${join(dir, 'model.safetensors')}: missing weight file: expected model.safetensors or model.safetensors.index.json`);
+    expect(e.message).toBe(
+      `${join(dir, 'model.safetensors')}: missing weight file: expected model.safetensors or model.safetensors.index.json`,
+    );
   });
 
   it('a truncated weight file', async () => {
@@ -190,14 +212,21 @@ describe('bad input is one ModelLoadError naming the file and the problem', () =
     await writeFile(join(dir, 'model.safetensors'), bytes.subarray(0, bytes.byteLength - 1000));
     const e = await loadError(dir);
     expect(e.file).toBe(join(dir, 'model.safetensors'));
-    expect(e.message).toMatch(/truncated: tensor lm_head.weight needs data bytes \d+\.\.\d+ but the file holds \d+ bytes of data/);
+    expect(e.message).toMatch(
+      /truncated: tensor lm_head.weight needs data bytes \d+\.\.\d+ but the file holds \d+ bytes of data/,
+    );
   });
 
   it('an unknown architecture', async () => {
     const dir = await hfCopy('unknown-arch');
     const config = JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'));
-    await writeFile(join(dir, 'config.json'), JSON.stringify({ ...config, model_type: 'gemma2', architectures: ['Gemma2ForCausalLM'] }));
-    expect((await loadError(dir)).message).toBe(`${join(dir, 'config.json')}: unknown architecture: model_type "gemma2" (Tessera supports llama, mistral, qwen2, qwen3, phi3)`);
+    await writeFile(
+      join(dir, 'config.json'),
+      JSON.stringify({ ...config, model_type: 'gemma2', architectures: ['Gemma2ForCausalLM'] }),
+    );
+    expect((await loadError(dir)).message).toBe(
+      `${join(dir, 'config.json')}: unknown architecture: model_type "gemma2" (Tessera supports llama, mistral, qwen2, qwen3, phi3)`,
+    );
   });
 
   it('a tensor shape that does not match the config', async () => {
@@ -212,12 +241,32 @@ describe('bad input is one ModelLoadError naming the file and the problem', () =
   it('a GGUF with a bad magic, a bad version, or cut short', async () => {
     const good = await readFile(join(root, 'tiny.gguf'));
     const cases: [string, Uint8Array, string | RegExp][] = [
-      ['magic.gguf', Buffer.concat([Buffer.from('GGJT'), good.subarray(4)]), 'not a GGUF file: bad magic "GGJT" (expected "GGUF")'],
-      ['version.gguf', Buffer.concat([good.subarray(0, 4), Buffer.from([9, 0, 0, 0]), good.subarray(8)]), 'unsupported GGUF version 9'],
-      ['counts.gguf', Buffer.concat([good.subarray(0, 8), Buffer.from([0, 0, 0, 0, 0, 0, 1, 0]), good.subarray(16)]), /corrupt header: tensor count at byte 8 is 281474976710656/],
+      [
+        'magic.gguf',
+        Buffer.concat([Buffer.from('GGJT'), good.subarray(4)]),
+        'not a GGUF file: bad magic "GGJT" (expected "GGUF")',
+      ],
+      [
+        'version.gguf',
+        Buffer.concat([good.subarray(0, 4), Buffer.from([9, 0, 0, 0]), good.subarray(8)]),
+        'unsupported GGUF version 9',
+      ],
+      [
+        'counts.gguf',
+        Buffer.concat([good.subarray(0, 8), Buffer.from([0, 0, 0, 0, 0, 0, 1, 0]), good.subarray(16)]),
+        /corrupt header: tensor count at byte 8 is 281474976710656/,
+      ],
       ['cut.gguf', good.subarray(0, good.byteLength - 5000), /truncated: tensor output.weight needs bytes/],
-      ['header-cut.gguf', good.subarray(0, 1000), 'corrupt header: tensor count at byte 8 is 39, which needs at least 1248 bytes, but only 984 follow'],
-      ['vocab-cut.gguf', good.subarray(0, 200_000), /corrupt header: item count of tokenizer.ggml.tokens at byte \d+ is 32000/],
+      [
+        'header-cut.gguf',
+        good.subarray(0, 1000),
+        'corrupt header: tensor count at byte 8 is 39, which needs at least 1248 bytes, but only 984 follow',
+      ],
+      [
+        'vocab-cut.gguf',
+        good.subarray(0, 200_000),
+        /corrupt header: item count of tokenizer.ggml.tokens at byte \d+ is 32000/,
+      ],
     ];
     for (const [name, bytes, message] of cases) {
       const path = join(root, name);

@@ -12,7 +12,14 @@ import type { HostTensor } from '../kernels/index.js';
 import { resolveBuiltinModel, type BuiltinOptions } from './builtin.js';
 import { createChatTemplate, pickChatTemplate, type ChatTemplate } from './chat-template.js';
 import type { ModelConfig } from './config.js';
-import { exists, isDirectory, readJsonFile, readOptionalJsonFile, readOptionalTextFile, readWholeFile } from './files.js';
+import {
+  exists,
+  isDirectory,
+  readJsonFile,
+  readOptionalJsonFile,
+  readOptionalTextFile,
+  readWholeFile,
+} from './files.js';
 import { configFromGguf } from './gguf-config.js';
 import { GgufMeta } from './gguf-meta.js';
 import { readGguf } from './gguf-reader.js';
@@ -73,7 +80,8 @@ async function load(spec: string, options: LoadOptions, withWeights: boolean): P
 
 async function loadHfDirectory(spec: string, dir: string, withWeights: boolean): Promise<ModelInfo | LoadedModel> {
   const configPath = join(dir, 'config.json');
-  if (!(await exists(configPath))) throw new ModelLoadError(configPath, 'file not found: a Hugging Face model directory needs config.json');
+  if (!(await exists(configPath)))
+    throw new ModelLoadError(configPath, 'file not found: a Hugging Face model directory needs config.json');
   const parsed = configFromHf(await readJsonFile(configPath), configPath);
   const generationPath = join(dir, 'generation_config.json');
   const generation = await readOptionalJsonFile(generationPath);
@@ -81,7 +89,10 @@ async function loadHfDirectory(spec: string, dir: string, withWeights: boolean):
 
   const tokenizerPath = join(dir, 'tokenizer.json');
   if (!(await exists(tokenizerPath))) {
-    throw new ModelLoadError(tokenizerPath, 'file not found: Tessera needs tokenizer.json (tokenizer.model alone is not supported)');
+    throw new ModelLoadError(
+      tokenizerPath,
+      'file not found: Tessera needs tokenizer.json (tokenizer.model alone is not supported)',
+    );
   }
   const tokenizerConfigPath = join(dir, 'tokenizer_config.json');
   const tokenizerConfig = (await readOptionalJsonFile(tokenizerConfigPath)) ?? {};
@@ -94,11 +105,18 @@ async function loadHfDirectory(spec: string, dir: string, withWeights: boolean):
   });
   const config = withTokenizer(parsed, tokenizer, tokenizerPath);
   const templateText =
-    pickChatTemplate(tokenizerConfig['chat_template'], tokenizerConfigPath) ?? (await readOptionalTextFile(join(dir, 'chat_template.jinja')));
+    pickChatTemplate(tokenizerConfig['chat_template'], tokenizerConfigPath) ??
+    (await readOptionalTextFile(join(dir, 'chat_template.jinja')));
   const chatTemplate = createChatTemplate(templateText, tokenizer, tokenizerConfigPath);
   if (!withWeights) return { config, tokenizer, chatTemplate, source: { format: 'hf', spec, path: dir, files: [] } };
   const weights = await loadHfWeights(dir, config);
-  return { config, tensors: weights.tensors, tokenizer, chatTemplate, source: { format: 'hf', spec, path: dir, files: weights.files } };
+  return {
+    config,
+    tensors: weights.tensors,
+    tokenizer,
+    chatTemplate,
+    source: { format: 'hf', spec, path: dir, files: weights.files },
+  };
 }
 
 async function loadGgufFile(spec: string, file: string, withWeights: boolean): Promise<ModelInfo | LoadedModel> {
@@ -116,13 +134,18 @@ async function loadGgufFile(spec: string, file: string, withWeights: boolean): P
   const config = withTokenizer(parsed, tokenizer, file);
   const chatTemplate = createChatTemplate(new GgufMeta(g).optStr('tokenizer.chat_template'), tokenizer, file);
   const source = { format: 'gguf', spec, path: file, files: [file] } as const;
-  return tensors === null ? { config, tokenizer, chatTemplate, source } : { config, tensors, tokenizer, chatTemplate, source };
+  return tensors === null
+    ? { config, tokenizer, chatTemplate, source }
+    : { config, tensors, tokenizer, chatTemplate, source };
 }
 
 /** The config's special ids, completed from the tokenizer; the tokenizer must fit the embedding. */
 function withTokenizer(config: ModelConfig, tokenizer: Tokenizer, file: string): ModelConfig {
   if (tokenizer.vocabSize > config.vocabSize) {
-    throw new ModelLoadError(file, `the tokenizer has ${tokenizer.vocabSize} tokens but the model embeds only ${config.vocabSize}`);
+    throw new ModelLoadError(
+      file,
+      `the tokenizer has ${tokenizer.vocabSize} tokens but the model embeds only ${config.vocabSize}`,
+    );
   }
   return {
     ...config,

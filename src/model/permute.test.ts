@@ -27,7 +27,9 @@ describe('permuteRopeRows', () => {
     expect(permuteRopeRows(permuteRopeRows(t, 3, 'hf-to-gguf'), 3, 'gguf-to-hf').data).toEqual(t.data);
     const bias = rowIds(16, 1);
     const b = { ...bias, shape: [16] };
-    expect(rowsOf(permuteRopeRows(b, 2, 'hf-to-gguf'), 1)).toEqual([0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15]);
+    expect(rowsOf(permuteRopeRows(b, 2, 'hf-to-gguf'), 1)).toEqual([
+      0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15,
+    ]);
   });
 
   it('moves q4_0 and q8_0 rows whole: permuting then quantizing equals quantizing then permuting', () => {

@@ -20,9 +20,22 @@ const LLAMA2_SPECIALS = { bosTokenId: 1, eosTokenIds: [2] } as const;
 export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
   /** ~9M parameters, most of them the two 32000-row embeddings; GQA 4 query / 2 KV heads. */
   tiny: {
-    arch: 'llama', vocabSize: 32000, hiddenSize: 128, intermediateSize: 384, numLayers: 4,
-    numHeads: 4, numKvHeads: 2, headDim: 32, rmsNormEps: 1e-5, ropeTheta: 10000, ropeScaling: { type: 'none' },
-    maxPositionEmbeddings: 4096, slidingWindow: null, tieWordEmbeddings: false, attentionBias: false, ...LLAMA2_SPECIALS,
+    arch: 'llama',
+    vocabSize: 32000,
+    hiddenSize: 128,
+    intermediateSize: 384,
+    numLayers: 4,
+    numHeads: 4,
+    numKvHeads: 2,
+    headDim: 32,
+    rmsNormEps: 1e-5,
+    ropeTheta: 10000,
+    ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 4096,
+    slidingWindow: null,
+    tieWordEmbeddings: false,
+    attentionBias: false,
+    ...LLAMA2_SPECIALS,
   },
   /**
    * ~110M parameters: dim 768, 12 layers, 12 query / 4 KV heads, untied embeddings. (Tied
@@ -30,9 +43,22 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
    * still in the residual stream, scores itself highly through the shared matrix.)
    */
   m100: {
-    arch: 'llama', vocabSize: 32000, hiddenSize: 768, intermediateSize: 1536, numLayers: 12,
-    numHeads: 12, numKvHeads: 4, headDim: 64, rmsNormEps: 1e-5, ropeTheta: 10000, ropeScaling: { type: 'none' },
-    maxPositionEmbeddings: 4096, slidingWindow: null, tieWordEmbeddings: false, attentionBias: false, ...LLAMA2_SPECIALS,
+    arch: 'llama',
+    vocabSize: 32000,
+    hiddenSize: 768,
+    intermediateSize: 1536,
+    numLayers: 12,
+    numHeads: 12,
+    numKvHeads: 4,
+    headDim: 64,
+    rmsNormEps: 1e-5,
+    ropeTheta: 10000,
+    ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 4096,
+    slidingWindow: null,
+    tieWordEmbeddings: false,
+    attentionBias: false,
+    ...LLAMA2_SPECIALS,
   },
   /**
    * Qwen3's shape in miniature: per-head q/k RMSNorm, head dim 64 with 4 heads over a 128-wide
@@ -40,25 +66,64 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
    * tokenizer and vocabulary size (gen-vocab.ts); <|endoftext|> / <|im_end|> as in Qwen3's config.
    */
   'qwen3-tiny': {
-    arch: 'qwen3', vocabSize: 151936, hiddenSize: 128, intermediateSize: 384, numLayers: 4,
-    numHeads: 4, numKvHeads: 2, headDim: 64, rmsNormEps: 1e-6, ropeTheta: 1000000, ropeScaling: { type: 'none' },
-    maxPositionEmbeddings: 4096, slidingWindow: null, tieWordEmbeddings: false, attentionBias: false,
-    bosTokenId: 151643, eosTokenIds: [151645],
+    arch: 'qwen3',
+    vocabSize: 151936,
+    hiddenSize: 128,
+    intermediateSize: 384,
+    numLayers: 4,
+    numHeads: 4,
+    numKvHeads: 2,
+    headDim: 64,
+    rmsNormEps: 1e-6,
+    ropeTheta: 1000000,
+    ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 4096,
+    slidingWindow: null,
+    tieWordEmbeddings: false,
+    attentionBias: false,
+    bosTokenId: 151643,
+    eosTokenIds: [151645],
   },
   /**
    * Llama-3.2-1B's shape (dim 2048, 16 layers, 32 query / 8 KV heads, ff 8192, tied embeddings,
    * RoPE base 500000) over the Llama 2 vocabulary: ~1.0B parameters, for bench:decode.
    */
   'llama-1b': {
-    arch: 'llama', vocabSize: 32000, hiddenSize: 2048, intermediateSize: 8192, numLayers: 16,
-    numHeads: 32, numKvHeads: 8, headDim: 64, rmsNormEps: 1e-5, ropeTheta: 500000, ropeScaling: { type: 'none' },
-    maxPositionEmbeddings: 8192, slidingWindow: null, tieWordEmbeddings: true, attentionBias: false, ...LLAMA2_SPECIALS,
+    arch: 'llama',
+    vocabSize: 32000,
+    hiddenSize: 2048,
+    intermediateSize: 8192,
+    numLayers: 16,
+    numHeads: 32,
+    numKvHeads: 8,
+    headDim: 64,
+    rmsNormEps: 1e-5,
+    ropeTheta: 500000,
+    ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 8192,
+    slidingWindow: null,
+    tieWordEmbeddings: true,
+    attentionBias: false,
+    ...LLAMA2_SPECIALS,
   },
   /** Phi-3's shape in miniature: fused qkv and gate_up in its files, full multi-head attention, Llama 2 vocabulary. */
   'phi3-tiny': {
-    arch: 'phi3', vocabSize: 32000, hiddenSize: 128, intermediateSize: 384, numLayers: 4,
-    numHeads: 4, numKvHeads: 4, headDim: 32, rmsNormEps: 1e-5, ropeTheta: 10000, ropeScaling: { type: 'none' },
-    maxPositionEmbeddings: 4096, slidingWindow: null, tieWordEmbeddings: false, attentionBias: false, ...LLAMA2_SPECIALS,
+    arch: 'phi3',
+    vocabSize: 32000,
+    hiddenSize: 128,
+    intermediateSize: 384,
+    numLayers: 4,
+    numHeads: 4,
+    numKvHeads: 4,
+    headDim: 32,
+    rmsNormEps: 1e-5,
+    ropeTheta: 10000,
+    ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 4096,
+    slidingWindow: null,
+    tieWordEmbeddings: false,
+    attentionBias: false,
+    ...LLAMA2_SPECIALS,
   },
 };
 
@@ -86,7 +151,12 @@ function initStd(config: ModelConfig, name: string): number {
 }
 
 /** The f32 values of one tensor (HF layout), the same for a given (config, name, seed). */
-export function generateTensor(config: ModelConfig, name: string, shape: readonly number[], seed: number): Float32Array {
+export function generateTensor(
+  config: ModelConfig,
+  name: string,
+  shape: readonly number[],
+  seed: number,
+): Float32Array {
   const rng = new Rng((nameHash(name) ^ Math.imul(seed >>> 0, 0x9e3779b1)) >>> 0);
   const out = new Float32Array(shape.reduce((a, b) => a * b, 1));
   if (shape.length === 1 && name.endsWith('norm.weight')) {

@@ -36,7 +36,12 @@ export interface GgufBpeVocab {
 /** A byte-level BPE tokenizer.json in GGUF's 'gpt2' form, padded to `vocabSize` ids. */
 export function ggufBpeVocab(tokenizerJson: JsonObject, vocabSize: number, file: string): GgufBpeVocab {
   const model = tokenizerJson['model'];
-  if (!isJsonObject(model) || model['type'] !== 'BPE' || !isJsonObject(model['vocab']) || !Array.isArray(model['merges'])) {
+  if (
+    !isJsonObject(model) ||
+    model['type'] !== 'BPE' ||
+    !isJsonObject(model['vocab']) ||
+    !Array.isArray(model['merges'])
+  ) {
     throw new ModelLoadError(file, 'expected a BPE tokenizer.json with vocab and merges');
   }
   const tokens: string[] = [];
@@ -50,7 +55,8 @@ export function ggufBpeVocab(tokenizerJson: JsonObject, vocabSize: number, file:
     tokens[added['id']] = added['content'];
     tokenTypes[added['id']] = added['special'] === true ? TOKEN_TYPE.control : TOKEN_TYPE.userDefined;
   }
-  if (tokens.length > vocabSize) throw new ModelLoadError(file, `${tokens.length} tokens do not fit a vocabulary of ${vocabSize}`);
+  if (tokens.length > vocabSize)
+    throw new ModelLoadError(file, `${tokens.length} tokens do not fit a vocabulary of ${vocabSize}`);
   for (let id = 0; id < vocabSize; id++) {
     if (tokens[id] !== undefined) continue;
     tokens[id] = `[PAD${id}]`;

@@ -7,7 +7,11 @@ import { generateTensor } from './presets.js';
 import { expectedTensors } from './tensor-names.js';
 
 /** Every tensor `config` requires, drawn as gen-model draws them; matrices in `dtype` (default f32), vectors in f32. */
-export function randomModel(config: ModelConfig, seed: number, dtype: WeightDType = 'f32'): { config: ModelConfig; tensors: Map<string, HostTensor> } {
+export function randomModel(
+  config: ModelConfig,
+  seed: number,
+  dtype: WeightDType = 'f32',
+): { config: ModelConfig; tensors: Map<string, HostTensor> } {
   validateConfig(config, 'randomModel');
   const tensors = new Map<string, HostTensor>();
   for (const [name, shape] of expectedTensors(config)) {

@@ -41,7 +41,13 @@ describe('ropeTable', () => {
     // original 1000, low 1, high 4, factor 8: low-frequency wavelength 1000, high 250.
     // wavelengths 2pi/f = 6.28, 62.8 (< 250: kept), 628.3 (blend), 6283 (> 1000: f / 8).
     // blend: s = (1000 * 0.01 / 2pi - 1) / 3 = 0.19718313; (1 - s) * 0.01 / 8 + s * 0.01 = 0.0029753524
-    const scaling: RopeScaling = { type: 'llama3', factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 1000 };
+    const scaling: RopeScaling = {
+      type: 'llama3',
+      factor: 8,
+      lowFreqFactor: 1,
+      highFreqFactor: 4,
+      originalMaxPositionEmbeddings: 1000,
+    };
     expectClose(table(8, scaling).invFreq, [1, 0.1, 0.0029753524, 0.000125]);
     expect(table(8, scaling).attentionFactor).toBe(1);
   });
@@ -50,14 +56,24 @@ describe('ropeTable', () => {
     // correction dims for beta 32 and 1 over 1000 tokens: 0.697 -> floor 0 and 2.202 -> ceil 3.
     // ramp [0, 1/3, 2/3, 1]; f * (1 - ramp) + f / 4 * ramp = [1, 0.075, 0.005, 0.00025]
     const yarn: RopeScaling = {
-      type: 'yarn', factor: 4, originalMaxPositionEmbeddings: 1000, betaFast: 32, betaSlow: 1,
-      attentionFactor: null, mscale: null, mscaleAllDim: null, truncate: true,
+      type: 'yarn',
+      factor: 4,
+      originalMaxPositionEmbeddings: 1000,
+      betaFast: 32,
+      betaSlow: 1,
+      attentionFactor: null,
+      mscale: null,
+      mscaleAllDim: null,
+      truncate: true,
     };
     const t = table(8, yarn);
     expectClose(t.invFreq, [1, 0.075, 0.005, 0.00025]);
     expect(t.attentionFactor).toBeCloseTo(0.1 * Math.log(4) + 1, 12); // 1.138629
     expect(table(8, { ...yarn, attentionFactor: 0.5 }).attentionFactor).toBe(0.5);
     // mscale / mscale_all_dim (DeepSeek style): (0.1 * 2 * ln 4 + 1) / (0.1 * 1 * ln 4 + 1)
-    expect(table(8, { ...yarn, mscale: 2, mscaleAllDim: 1 }).attentionFactor).toBeCloseTo((0.2 * Math.log(4) + 1) / (0.1 * Math.log(4) + 1), 12);
+    expect(table(8, { ...yarn, mscale: 2, mscaleAllDim: 1 }).attentionFactor).toBeCloseTo(
+      (0.2 * Math.log(4) + 1) / (0.1 * Math.log(4) + 1),
+      12,
+    );
   });
 });

@@ -37,13 +37,20 @@ export function ropeTable(config: RopeConfig, seqLen = 0): RopeTable {
     case 'none':
       return table(baseInvFreq(headDim, ropeTheta), 1);
     case 'linear':
-      return table(baseInvFreq(headDim, ropeTheta).map((f) => f / scaling.factor), 1);
+      return table(
+        baseInvFreq(headDim, ropeTheta).map((f) => f / scaling.factor),
+        1,
+      );
     case 'freq-factors':
-      return table(baseInvFreq(headDim, ropeTheta).map((f, i) => f / scaling.factors[i]!), 1);
+      return table(
+        baseInvFreq(headDim, ropeTheta).map((f, i) => f / scaling.factors[i]!),
+        1,
+      );
     case 'dynamic': {
       const original = scaling.originalMaxPositionEmbeddings;
       if (seqLen <= original) return table(baseInvFreq(headDim, ropeTheta), 1);
-      const base = ropeTheta * ((scaling.factor * seqLen) / original - (scaling.factor - 1)) ** (headDim / (headDim - 2));
+      const base =
+        ropeTheta * ((scaling.factor * seqLen) / original - (scaling.factor - 1)) ** (headDim / (headDim - 2));
       return table(baseInvFreq(headDim, base), 1);
     }
     case 'llama3':

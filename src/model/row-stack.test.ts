@@ -21,7 +21,12 @@ describe('RowStack: row groups of different dtypes, one matmul', () => {
       dequantize(p.dtype, p.data, 0, p.shape[0]! * 256, f32.subarray(at));
       at += p.shape[0]! * 256;
     }
-    const whole = await dense.prepare({ name: 'f32', dtype: 'f32', shape: [15, 256], data: new Uint8Array(f32.buffer) });
+    const whole = await dense.prepare({
+      name: 'f32',
+      dtype: 'f32',
+      shape: [15, 256],
+      data: new Uint8Array(f32.buffer),
+    });
     const x = Float32Array.from({ length: m * 256 }, () => rng.normal());
     const out = new Float32Array(m * 15);
     await matmulRows(dense, stack, x, m, out);

@@ -13,7 +13,10 @@ export class RowStack implements DenseWeight {
   readonly dtype: WeightDType;
 
   constructor(readonly parts: readonly DenseWeight[]) {
-    assert(parts.length > 1 && parts.every((p) => p.cols === parts[0]!.cols), 'RowStack: two or more groups with one column count');
+    assert(
+      parts.length > 1 && parts.every((p) => p.cols === parts[0]!.cols),
+      'RowStack: two or more groups with one column count',
+    );
     this.rows = parts.reduce((a, p) => a + p.rows, 0);
     this.cols = parts[0]!.cols;
     this.dtype = parts[0]!.dtype;
@@ -21,7 +24,13 @@ export class RowStack implements DenseWeight {
 }
 
 /** out[m, rows] = x[m, cols] · Wᵀ for a plain weight or a RowStack. */
-export async function matmulRows(dense: DenseKernels, weight: DenseWeight, x: Float32Array, m: number, out: Float32Array): Promise<void> {
+export async function matmulRows(
+  dense: DenseKernels,
+  weight: DenseWeight,
+  x: Float32Array,
+  m: number,
+  out: Float32Array,
+): Promise<void> {
   if (!(weight instanceof RowStack)) {
     await dense.matmul(weight, x, m, out);
     return;

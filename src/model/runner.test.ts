@@ -1,5 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { asRequestId, asTenantId, FaultSet, InvariantError, NO_FAULTS, PageCheckError, type BatchItem, type FaultSet as Faults, type Tag } from '../core/index.js';
+import {
+  asRequestId,
+  asTenantId,
+  FaultSet,
+  InvariantError,
+  NO_FAULTS,
+  PageCheckError,
+  type BatchItem,
+  type FaultSet as Faults,
+  type Tag,
+} from '../core/index.js';
 import { createRefDense, createRefOps } from '../kernels/index.js';
 import { PagePool } from '../pages/index.js';
 import type { ModelConfig } from './config.js';
@@ -10,7 +20,14 @@ import { prepareWeights } from './weights-prepared.js';
 
 /** 2 layers, GQA 4/2, a 96-token vocabulary: tiny enough for the reference kernels. */
 const CONFIG: ModelConfig = {
-  ...PRESET_CONFIGS.tiny, vocabSize: 96, hiddenSize: 32, intermediateSize: 64, numLayers: 2, numHeads: 4, numKvHeads: 2, headDim: 8,
+  ...PRESET_CONFIGS.tiny,
+  vocabSize: 96,
+  hiddenSize: 32,
+  intermediateSize: 64,
+  numLayers: 2,
+  numHeads: 4,
+  numKvHeads: 2,
+  headDim: 8,
 };
 const PAGE_SIZE = 4;
 
@@ -19,8 +36,20 @@ async function setup(numPages: number, faults: Faults = NO_FAULTS): Promise<{ ru
   const dense = createRefDense();
   const ops = createRefOps();
   const weights = await prepareWeights(CONFIG, tensors, dense, ops);
-  const pool = PagePool.create({ numPages, pageSize: PAGE_SIZE, numLayers: CONFIG.numLayers, numKvHeads: CONFIG.numKvHeads, headDim: CONFIG.headDim }, faults);
-  return { runner: new ModelRunner({ config: CONFIG, weights, dense, ops, pool, maxStepTokens: 32, maxStepLogits: 4 }), pool };
+  const pool = PagePool.create(
+    {
+      numPages,
+      pageSize: PAGE_SIZE,
+      numLayers: CONFIG.numLayers,
+      numKvHeads: CONFIG.numKvHeads,
+      headDim: CONFIG.headDim,
+    },
+    faults,
+  );
+  return {
+    runner: new ModelRunner({ config: CONFIG, weights, dense, ops, pool, maxStepTokens: 32, maxStepLogits: 4 }),
+    pool,
+  };
 }
 
 const who = (rid: string, tenant = 't1') => ({ rid: asRequestId(rid), tenant: asTenantId(tenant) });
@@ -31,7 +60,13 @@ function allocate(pool: PagePool, owner: ReturnType<typeof who>, numPages: numbe
   return result.tags;
 }
 
-function item(owner: ReturnType<typeof who>, tags: readonly Tag[], tokens: number[], startPos: number, wantLogits = true): BatchItem {
+function item(
+  owner: ReturnType<typeof who>,
+  tags: readonly Tag[],
+  tokens: number[],
+  startPos: number,
+  wantLogits = true,
+): BatchItem {
   return { ...owner, tags, tokens, startPos, wantLogits };
 }
 
@@ -71,7 +106,7 @@ describe('the incident: request B is handed pages request A filled and freed, an
     expect(pool.stampOf(tagsB[1]!.page)).toEqual({ epoch: tagsA[1]!.epoch, filledSlots: 3 });
   });
 
-  it('negative control: with skip-page-check, B gets logits computed from A\'s data, unlike a clean run of its own prompt', async () => {
+  it("negative control: with skip-page-check, B gets logits computed from A's data, unlike a clean run of its own prompt", async () => {
     const { result, aLogits } = await replay(new FaultSet(['skip-page-check']));
     const leaked = logitsOf(result);
     expect(leaked).toEqual(aLogits); // B's "answer" is A's continuation: the leak
@@ -148,7 +183,10 @@ describe('ModelRunner.step', () => {
     const [a, b] = [who('a'), who('b', 't2')];
     const [tagsA, tagsB] = [allocate(pool, a, 2), allocate(pool, b, 2)];
     const together = await runner.step([item(a, tagsA, PROMPT_A, 0), item(b, tagsB, PROMPT_B.slice(0, 3), 0)]);
-    for (const [owner, prompt, logits] of [[a, PROMPT_A, together[0]], [b, PROMPT_B.slice(0, 3), together[1]]] as const) {
+    for (const [owner, prompt, logits] of [
+      [a, PROMPT_A, together[0]],
+      [b, PROMPT_B.slice(0, 3), together[1]],
+    ] as const) {
       const alone = await setup(8);
       const [single] = await alone.runner.step([item(owner, allocate(alone.pool, owner, 2), [...prompt], 0)]);
       expect(logitsOf(logits)).toEqual(logitsOf(single));

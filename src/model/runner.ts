@@ -15,7 +15,14 @@
 // It must never read or write a page before both checks passed for its item, run two steps at
 // once (the activations are shared), or hand out logits that outlive the next step (they are
 // views into the runner's buffers: sample before stepping again).
-import { assert, isPageCheckError, type BatchItem, type PageCheckError, type RequestId, type Tag } from '../core/index.js';
+import {
+  assert,
+  isPageCheckError,
+  type BatchItem,
+  type PageCheckError,
+  type RequestId,
+  type Tag,
+} from '../core/index.js';
 import type { DenseKernels, OpKernels } from '../kernels/index.js';
 import type { PagePool } from '../pages/index.js';
 import { allocateActivations, type Activations } from './activations.js';
@@ -85,9 +92,19 @@ export class LocalForward implements ForwardExec {
 
 /** A local forward pass's model and activations, sized for steps of maxStepTokens / maxStepLogits. */
 export function localForward(o: ModelRunnerOptions): LocalForward {
-  const model: ForwardModel = { config: o.config, weights: o.weights, rope: ropeTable(o.config), dense: o.dense, ops: o.ops, kv: o.pool.kv };
+  const model: ForwardModel = {
+    config: o.config,
+    weights: o.weights,
+    rope: ropeTable(o.config),
+    dense: o.dense,
+    ops: o.ops,
+    kv: o.pool.kv,
+  };
   const allocDense = o.dense.name === 'ort' ? (n: number) => new Float32Array(n) : (n: number) => o.ops.allocF32(n);
-  return new LocalForward(model, allocateActivations(o.config, o.maxStepTokens, o.maxStepLogits, allocDense, (n) => o.ops.allocF32(n)));
+  return new LocalForward(
+    model,
+    allocateActivations(o.config, o.maxStepTokens, o.maxStepLogits, allocDense, (n) => o.ops.allocF32(n)),
+  );
 }
 
 export interface RunnerStats {
@@ -117,10 +134,17 @@ export class ModelRunner {
     const kv = pool.kv;
     assert(
       kv.numLayers === config.numLayers && kv.numKvHeads === config.numKvHeads && kv.headDim === config.headDim,
-      () => `the KV pool's shape (${kv.numLayers} layers x ${kv.numKvHeads} heads x ${kv.headDim}) does not fit the model`,
+      () =>
+        `the KV pool's shape (${kv.numLayers} layers x ${kv.numKvHeads} heads x ${kv.headDim}) does not fit the model`,
     );
-    assert(Number.isInteger(o.maxStepTokens) && o.maxStepTokens > 0, () => `maxStepTokens must be a positive integer, got ${o.maxStepTokens}`);
-    assert(Number.isInteger(o.maxStepLogits) && o.maxStepLogits > 0, () => `maxStepLogits must be a positive integer, got ${o.maxStepLogits}`);
+    assert(
+      Number.isInteger(o.maxStepTokens) && o.maxStepTokens > 0,
+      () => `maxStepTokens must be a positive integer, got ${o.maxStepTokens}`,
+    );
+    assert(
+      Number.isInteger(o.maxStepLogits) && o.maxStepLogits > 0,
+      () => `maxStepLogits must be a positive integer, got ${o.maxStepLogits}`,
+    );
     this.config = config;
     this.pool = pool;
     // Attention has no window: a Mistral model with one runs only within it, where it is exact.
@@ -165,9 +189,18 @@ export class ModelRunner {
       const item = items[i]!;
       const n = item.tokens.length;
       const end = item.startPos + n;
-      assert(n > 0 && Number.isInteger(item.startPos) && item.startPos >= 0, () => `${item.rid}: an item needs tokens and a start position >= 0`);
-      assert(end <= this.maxPositions, () => `${item.rid}: position ${end - 1} is beyond the model's ${this.maxPositions} positions`);
-      assert(item.tags.length * pageSize >= end, () => `${item.rid}: ${item.tags.length} pages cannot hold ${end} positions`);
+      assert(
+        n > 0 && Number.isInteger(item.startPos) && item.startPos >= 0,
+        () => `${item.rid}: an item needs tokens and a start position >= 0`,
+      );
+      assert(
+        end <= this.maxPositions,
+        () => `${item.rid}: position ${end - 1} is beyond the model's ${this.maxPositions} positions`,
+      );
+      assert(
+        item.tags.length * pageSize >= end,
+        () => `${item.rid}: ${item.tags.length} pages cannot hold ${end} positions`,
+      );
       const failure = this.#check(item, end);
       if (failure !== undefined) {
         results[i] = { kind: 'failed', rid: item.rid, error: failure };
@@ -180,14 +213,20 @@ export class ModelRunner {
       numTablePages += numPages;
       for (let t = 0; t < n; t++) {
         const token = item.tokens[t]!;
-        assert(Number.isInteger(token) && token >= 0 && token < config.vocabSize, () => `${item.rid}: token ${token} is outside the vocabulary`);
+        assert(
+          Number.isInteger(token) && token >= 0 && token < config.vocabSize,
+          () => `${item.rid}: token ${token} is outside the vocabulary`,
+        );
         exec.tokens[numTokens + t] = token;
         exec.positions[numTokens + t] = item.startPos + t;
       }
       const rope = ropeDependsOnLength(config) ? ropeTable(config, end) : null;
       seqs.push({ row: numTokens, numTokens: n, startPos: item.startPos, pageTable, rope });
       if (item.wantLogits) {
-        assert(logitRows.length < this.maxStepLogits, () => `a step of more than ${this.maxStepLogits} items wanting logits`);
+        assert(
+          logitRows.length < this.maxStepLogits,
+          () => `a step of more than ${this.maxStepLogits} items wanting logits`,
+        );
         logitRows.push(numTokens + n - 1);
         logitItems.push(i);
       }
@@ -208,7 +247,9 @@ export class ModelRunner {
       for (let i = 0; i < items.length; i++) if (results[i] === undefined) this.#stampWritten(items[i]!);
       // 5. Results.
       const V = config.vocabSize;
-      logitItems.forEach((i, r) => (results[i] = { kind: 'logits', rid: items[i]!.rid, logits: logits.subarray(r * V, (r + 1) * V) }));
+      logitItems.forEach(
+        (i, r) => (results[i] = { kind: 'logits', rid: items[i]!.rid, logits: logits.subarray(r * V, (r + 1) * V) }),
+      );
       for (let i = 0; i < items.length; i++) results[i] ??= { kind: 'computed', rid: items[i]!.rid };
     }
     this.#numSteps++;

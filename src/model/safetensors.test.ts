@@ -5,7 +5,10 @@ import { encodeSafetensors, readSafetensors } from './safetensors.js';
 
 const FILE = '/models/x/model.safetensors';
 const tensor = (name: string, dtype: 'f32' | 'f16' | 'bf16', shape: number[], values: number[]): HostTensor => ({
-  name, dtype, shape, data: quantize(dtype, Float32Array.from(values)),
+  name,
+  dtype,
+  shape,
+  data: quantize(dtype, Float32Array.from(values)),
 });
 
 function withHeader(header: object, dataBytes = 0): Uint8Array {
@@ -29,7 +32,11 @@ function expectLoadError(bytes: Uint8Array, message: string): void {
 
 describe('safetensors', () => {
   it('round-trips F32, F16 and BF16 tensors with metadata, data 8-byte aligned', () => {
-    const tensors = [tensor('a', 'f32', [2, 2], [1, 2, 3, 4]), tensor('b', 'f16', [3], [0.5, -1, 2]), tensor('c', 'bf16', [1], [3])];
+    const tensors = [
+      tensor('a', 'f32', [2, 2], [1, 2, 3, 4]),
+      tensor('b', 'f16', [3], [0.5, -1, 2]),
+      tensor('c', 'bf16', [1], [3]),
+    ];
     const bytes = encodeSafetensors(tensors, { format: 'pt' });
     const st = readSafetensors(bytes, FILE);
     expect(st.metadata).toEqual({ format: 'pt' });
@@ -37,7 +44,8 @@ describe('safetensors', () => {
     expect(st.tensors.get('a')!.data.byteOffset % 8).toBe(0);
   });
 
-  it('rejects a file too short for a header', () => expectLoadError(new Uint8Array(5), 'truncated: 5 bytes, too short for a safetensors header'));
+  it('rejects a file too short for a header', () =>
+    expectLoadError(new Uint8Array(5), 'truncated: 5 bytes, too short for a safetensors header'));
 
   it('rejects a header longer than the file', () => {
     const bytes = withHeader({});
@@ -53,14 +61,29 @@ describe('safetensors', () => {
   });
 
   it('rejects unsupported dtypes, bad shapes and offsets, and sizes that do not match', () => {
-    expectLoadError(withHeader({ a: { dtype: 'I64', shape: [1], data_offsets: [0, 8] } }, 8), 'tensor a has dtype "I64" (Tessera reads F32, F16, BF16)');
-    expectLoadError(withHeader({ a: { dtype: 'F32', shape: [-1], data_offsets: [0, 4] } }, 4), 'tensor a has a bad shape [-1]');
-    expectLoadError(withHeader({ a: { dtype: 'F32', shape: [1], data_offsets: [4, 0] } }, 4), 'tensor a has bad data_offsets [4,0]');
-    expectLoadError(withHeader({ a: { dtype: 'F32', shape: [2], data_offsets: [0, 4] } }, 4), 'tensor a: 4 bytes for f32 [2] (expected 8)');
+    expectLoadError(
+      withHeader({ a: { dtype: 'I64', shape: [1], data_offsets: [0, 8] } }, 8),
+      'tensor a has dtype "I64" (Tessera reads F32, F16, BF16)',
+    );
+    expectLoadError(
+      withHeader({ a: { dtype: 'F32', shape: [-1], data_offsets: [0, 4] } }, 4),
+      'tensor a has a bad shape [-1]',
+    );
+    expectLoadError(
+      withHeader({ a: { dtype: 'F32', shape: [1], data_offsets: [4, 0] } }, 4),
+      'tensor a has bad data_offsets [4,0]',
+    );
+    expectLoadError(
+      withHeader({ a: { dtype: 'F32', shape: [2], data_offsets: [0, 4] } }, 4),
+      'tensor a: 4 bytes for f32 [2] (expected 8)',
+    );
   });
 
   it('names a tensor cut off by a truncated file', () => {
     const bytes = encodeSafetensors([tensor('a', 'f32', [4], [1, 2, 3, 4]), tensor('b', 'f32', [4], [1, 2, 3, 4])]);
-    expectLoadError(bytes.subarray(0, bytes.byteLength - 1), 'truncated: tensor b needs data bytes 16..32 but the file holds 31 bytes of data');
+    expectLoadError(
+      bytes.subarray(0, bytes.byteLength - 1),
+      'truncated: tensor b needs data bytes 16..32 but the file holds 31 bytes of data',
+    );
   });
 });

@@ -23,11 +23,15 @@ export interface SafetensorsFile {
 }
 
 export function readSafetensors(bytes: Uint8Array, file: string): SafetensorsFile {
-  if (bytes.byteLength < 8) throw new ModelLoadError(file, `truncated: ${bytes.byteLength} bytes, too short for a safetensors header`);
+  if (bytes.byteLength < 8)
+    throw new ModelLoadError(file, `truncated: ${bytes.byteLength} bytes, too short for a safetensors header`);
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const headerBytes = view.getBigUint64(0, true);
   if (headerBytes > BigInt(bytes.byteLength - 8)) {
-    throw new ModelLoadError(file, `truncated or corrupt: header claims ${headerBytes} bytes but the file has ${bytes.byteLength}`);
+    throw new ModelLoadError(
+      file,
+      `truncated or corrupt: header claims ${headerBytes} bytes but the file has ${bytes.byteLength}`,
+    );
   }
   const dataStart = 8 + Number(headerBytes);
   let header: unknown;
@@ -48,22 +52,35 @@ export function readSafetensors(bytes: Uint8Array, file: string): SafetensorsFil
     const { dtype, shape, begin, end } = parseEntry(name, entry, file);
     const count = shape.reduce((a, b) => a * b, 1);
     if (end - begin !== count * BYTES_OF[dtype]!) {
-      throw new ModelLoadError(file, `tensor ${name}: ${end - begin} bytes for ${dtype} [${shape.join(', ')}] (expected ${count * BYTES_OF[dtype]!})`);
+      throw new ModelLoadError(
+        file,
+        `tensor ${name}: ${end - begin} bytes for ${dtype} [${shape.join(', ')}] (expected ${count * BYTES_OF[dtype]!})`,
+      );
     }
     if (end > dataBytes) {
-      throw new ModelLoadError(file, `truncated: tensor ${name} needs data bytes ${begin}..${end} but the file holds ${dataBytes} bytes of data`);
+      throw new ModelLoadError(
+        file,
+        `truncated: tensor ${name} needs data bytes ${begin}..${end} but the file holds ${dataBytes} bytes of data`,
+      );
     }
     tensors.set(name, { name, dtype, shape, data: bytes.subarray(dataStart + begin, dataStart + end) });
   }
   return { file, tensors, metadata };
 }
 
-function parseEntry(name: string, entry: unknown, file: string): { dtype: WeightDType; shape: number[]; begin: number; end: number } {
+function parseEntry(
+  name: string,
+  entry: unknown,
+  file: string,
+): { dtype: WeightDType; shape: number[]; begin: number; end: number } {
   if (!isJsonObject(entry)) throw new ModelLoadError(file, `corrupt header entry for ${name}`);
   const dtypeName = entry['dtype'];
   const dtype = typeof dtypeName === 'string' ? DTYPE_OF[dtypeName] : undefined;
   if (dtype === undefined) {
-    throw new ModelLoadError(file, `tensor ${name} has dtype ${JSON.stringify(dtypeName)} (Tessera reads F32, F16, BF16)`);
+    throw new ModelLoadError(
+      file,
+      `tensor ${name} has dtype ${JSON.stringify(dtypeName)} (Tessera reads F32, F16, BF16)`,
+    );
   }
   const shape = entry['shape'];
   const offsets = entry['data_offsets'];
@@ -90,7 +107,10 @@ export interface SafetensorsLayout {
 }
 
 /** Header bytes (padded with spaces to 8 bytes, so f32 data stays aligned) and data offsets. */
-export function layoutSafetensors(specs: readonly SafetensorsSpec[], metadata: Readonly<Record<string, string>> = {}): SafetensorsLayout {
+export function layoutSafetensors(
+  specs: readonly SafetensorsSpec[],
+  metadata: Readonly<Record<string, string>> = {},
+): SafetensorsLayout {
   const header: Record<string, unknown> = { __metadata__: metadata };
   const offsets: number[] = [];
   const byteLengths: number[] = [];
@@ -113,7 +133,10 @@ export function layoutSafetensors(specs: readonly SafetensorsSpec[], metadata: R
   return { header: out, offsets, byteLengths, totalBytes: out.byteLength + at };
 }
 
-export function encodeSafetensors(tensors: readonly HostTensor[], metadata: Readonly<Record<string, string>> = {}): Uint8Array {
+export function encodeSafetensors(
+  tensors: readonly HostTensor[],
+  metadata: Readonly<Record<string, string>> = {},
+): Uint8Array {
   const layout = layoutSafetensors(tensors, metadata);
   const out = new Uint8Array(layout.totalBytes);
   out.set(layout.header, 0);
@@ -137,7 +160,10 @@ export async function writeSafetensorsFile(
     await handle.write(layout.header, 0, layout.header.byteLength, 0);
     for (let i = 0; i < specs.length; i++) {
       const data = await dataOf(i);
-      assert(data.byteLength === layout.byteLengths[i], `${specs[i]!.name}: ${data.byteLength} bytes given, ${layout.byteLengths[i]} expected`);
+      assert(
+        data.byteLength === layout.byteLengths[i],
+        `${specs[i]!.name}: ${data.byteLength} bytes given, ${layout.byteLengths[i]} expected`,
+      );
       await handle.write(data, 0, data.byteLength, layout.header.byteLength + layout.offsets[i]!);
     }
   } finally {

@@ -8,7 +8,8 @@ describe('Sampler with a vanishing temperature', () => {
   it('samples the argmax for temperatures below 1e-5, down to the smallest double', () => {
     const logits = new Float32Array([0.5, 3, -1, 2.9]);
     for (const temperature of [Number.MIN_VALUE, 4e-323, 1e-200, 1e-38, 9e-6]) {
-      for (let step = 0; step < 5; step++) expect(new Sampler(4).sample(logits, { temperature, topP: 1, topK: 0, seed: step }, step)).toBe(1);
+      for (let step = 0; step < 5; step++)
+        expect(new Sampler(4).sample(logits, { temperature, topP: 1, topK: 0, seed: step }, step)).toBe(1);
     }
     expect(GREEDY_BELOW_TEMPERATURE).toBe(1e-5);
   });

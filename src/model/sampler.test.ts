@@ -31,12 +31,19 @@ describe('Sampler', () => {
 
   it('is greedy at temperature 0, whatever the seed and step', () => {
     const s = new Sampler(4);
-    for (let step = 0; step < 20; step++) expect(s.sample(logits, choice({ temperature: 0, seed: step }), step)).toBe(3);
+    for (let step = 0; step < 20; step++)
+      expect(s.sample(logits, choice({ temperature: 0, seed: step }), step)).toBe(3);
   });
 
   it('draws from softmax(logits / T) with frequencies near the probabilities', () => {
     const counts = histogram(new Sampler(4), logits, choice({}), 20_000);
-    for (const [id, p] of [[0, 0.1], [1, 0.2], [2, 0.3], [3, 0.4]] as const) expect(counts.get(id)! / 20_000).toBeCloseTo(p, 1);
+    for (const [id, p] of [
+      [0, 0.1],
+      [1, 0.2],
+      [2, 0.3],
+      [3, 0.4],
+    ] as const)
+      expect(counts.get(id)! / 20_000).toBeCloseTo(p, 1);
   });
 
   it('a high temperature flattens the distribution, a low one sharpens it', () => {
@@ -76,7 +83,9 @@ describe('Sampler', () => {
     const decodeNode = new Sampler(4);
     const split = [prefillNode, ...Array.from({ length: 15 }, (_, i) => decodeNode.sample(logits, params, i + 1))];
     expect(split).toEqual(together);
-    const otherSeed = Array.from({ length: 16 }, (_, step) => new Sampler(4).sample(logits, { ...params, seed: 1235 }, step));
+    const otherSeed = Array.from({ length: 16 }, (_, step) =>
+      new Sampler(4).sample(logits, { ...params, seed: 1235 }, step),
+    );
     expect(otherSeed).not.toEqual(together);
   });
 
@@ -99,7 +108,7 @@ describe('Sampler', () => {
   });
 });
 
-describe('Sampler: presence and frequency penalties on the request\'s own output', () => {
+describe("Sampler: presence and frequency penalties on the request's own output", () => {
   const logits = Float32Array.of(5, 4.5, 4, 0);
 
   it('lower each previous token by presence once and by frequency per occurrence, before argmax', () => {
@@ -143,7 +152,7 @@ describe('Sampler: presence and frequency penalties on the request\'s own output
   });
 });
 
-describe('Sampler.logprobsOf: the model\'s own distribution at a position', () => {
+describe("Sampler.logprobsOf: the model's own distribution at a position", () => {
   it('gives log-softmax of the logits for the token and the top N, most likely first, lower id first on ties', () => {
     const s = new Sampler(5);
     const logits = Float32Array.of(1, 3, 2, 3, NaN);
@@ -162,7 +171,10 @@ describe('Sampler.logprobsOf: the model\'s own distribution at a position', () =
     const token = s.sample(logits, { ...choice({ temperature: 0 }), frequencyPenalty: 2 }, 1, [0]);
     expect(token).toBe(1);
     const probs = [...logits].map((v) => Math.exp(v));
-    expect(s.logprobsOf(logits, token, 1)).toEqual({ logprob: expect.closeTo(Math.log(probs[1]! / probs.reduce((a, b) => a + b)), 6), top: [{ id: 0, logprob: expect.closeTo(Math.log(probs[0]! / probs.reduce((a, b) => a + b)), 6) }] });
+    expect(s.logprobsOf(logits, token, 1)).toEqual({
+      logprob: expect.closeTo(Math.log(probs[1]! / probs.reduce((a, b) => a + b)), 6),
+      top: [{ id: 0, logprob: expect.closeTo(Math.log(probs[0]! / probs.reduce((a, b) => a + b)), 6) }],
+    });
   });
 
   it('finds the same top N as a full sort on a large vocabulary', () => {

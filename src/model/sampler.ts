@@ -13,12 +13,21 @@
 //
 // It must never allocate per call (scratch is per Sampler, sized to the vocabulary), use
 // Math.random(), or change the logits it is given.
-import { assert, InvariantError, uniformAt, usesPenalties, type SamplingParams, type TokenLogprob, type TopLogprob } from '../core/index.js';
+import {
+  assert,
+  InvariantError,
+  uniformAt,
+  usesPenalties,
+  type SamplingParams,
+  type TokenLogprob,
+  type TopLogprob,
+} from '../core/index.js';
 
 /** Temperatures below this sample greedily (vLLM's _SAMPLING_EPS). */
 export const GREEDY_BELOW_TEMPERATURE = 1e-5;
 
-export type SamplingChoice = Pick<SamplingParams, 'temperature' | 'topK' | 'topP' | 'seed'> & Partial<Pick<SamplingParams, 'presencePenalty' | 'frequencyPenalty'>>;
+export type SamplingChoice = Pick<SamplingParams, 'temperature' | 'topK' | 'topP' | 'seed'> &
+  Partial<Pick<SamplingParams, 'presencePenalty' | 'frequencyPenalty'>>;
 
 /** The lowest id among the largest logits. NaN logits are never chosen. */
 export function argmax(logits: Float32Array): number {
@@ -71,8 +80,17 @@ export class Sampler {
    * The token for output position `stepIndex` (0 for a request's first generated token);
    * `previous`: the request's output tokens so far (read only when it asks for penalties).
    */
-  sample(logits: Float32Array, params: SamplingChoice, stepIndex: number, previous: readonly number[] = [], mask?: Int32Array): number {
-    assert(logits.length === this.vocabSize, () => `Sampler: ${logits.length} logits for a vocabulary of ${this.vocabSize}`);
+  sample(
+    logits: Float32Array,
+    params: SamplingChoice,
+    stepIndex: number,
+    previous: readonly number[] = [],
+    mask?: Int32Array,
+  ): number {
+    assert(
+      logits.length === this.vocabSize,
+      () => `Sampler: ${logits.length} logits for a vocabulary of ${this.vocabSize}`,
+    );
     const allowed = mask === undefined ? logits : this.#applyMask(logits, mask);
     return this.#choose(this.#penalize(allowed, params, previous), params, stepIndex);
   }
@@ -86,7 +104,8 @@ export class Sampler {
       const bits = mask[word]!;
       if (bits === -1) continue; // all 32 allowed
       const end = Math.min(numIds, word * 32 + 32);
-      if (bits === 0) out.fill(-Infinity, word * 32, end); // none allowed: the common word under a grammar
+      if (bits === 0)
+        out.fill(-Infinity, word * 32, end); // none allowed: the common word under a grammar
       else for (let id = word * 32; id < end; id++) if (((bits >>> (id & 31)) & 1) === 0) out[id] = -Infinity;
     }
     out.fill(-Infinity, numIds);
@@ -100,10 +119,14 @@ export class Sampler {
   #penalize(logits: Float32Array, params: SamplingChoice, previous: readonly number[]): Float32Array {
     const presence = params.presencePenalty ?? 0;
     const frequency = params.frequencyPenalty ?? 0;
-    if (previous.length === 0 || !usesPenalties({ presencePenalty: presence, frequencyPenalty: frequency })) return logits;
+    if (previous.length === 0 || !usesPenalties({ presencePenalty: presence, frequencyPenalty: frequency }))
+      return logits;
     const counts = this.#counts;
     for (const id of previous) {
-      assert(Number.isInteger(id) && id >= 0 && id < this.vocabSize, () => `Sampler: previous token ${id} outside a vocabulary of ${this.vocabSize}`);
+      assert(
+        Number.isInteger(id) && id >= 0 && id < this.vocabSize,
+        () => `Sampler: previous token ${id} outside a vocabulary of ${this.vocabSize}`,
+      );
       counts[id]!++;
     }
     const out = this.#penalized;
@@ -123,7 +146,10 @@ export class Sampler {
    * most likely first (the lower id first on ties). NaN logits count as impossible.
    */
   logprobsOf(logits: Float32Array, token: number, topN: number): TokenLogprob {
-    assert(logits.length === this.vocabSize && Number.isInteger(token) && token >= 0 && token < this.vocabSize, () => `Sampler: logprobs of token ${token} over ${logits.length} logits`);
+    assert(
+      logits.length === this.vocabSize && Number.isInteger(token) && token >= 0 && token < this.vocabSize,
+      () => `Sampler: logprobs of token ${token} over ${logits.length} logits`,
+    );
     assert(Number.isInteger(topN) && topN >= 0, () => `Sampler: bad top-logprobs count ${topN}`);
     const max = logits[argmax(logits)]!;
     let sum = 0;
@@ -155,7 +181,10 @@ export class Sampler {
     // Below GREEDY_BELOW_TEMPERATURE 1/T overflows (5e-324 -> Infinity, then NaN probabilities):
     // greedy, as vLLM does below 1e-5. Such a request crashed the whole worker before.
     if (params.temperature < GREEDY_BELOW_TEMPERATURE) return argmax(logits);
-    assert(params.temperature > 0 && params.topP > 0 && params.topP <= 1 && params.topK >= 0, () => `Sampler: bad parameters ${JSON.stringify(params)}`);
+    assert(
+      params.temperature > 0 && params.topP > 0 && params.topP <= 1 && params.topK >= 0,
+      () => `Sampler: bad parameters ${JSON.stringify(params)}`,
+    );
     const max = logits[argmax(logits)]!;
     const weights = this.#weights;
     const invT = 1 / params.temperature;

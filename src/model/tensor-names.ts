@@ -64,15 +64,22 @@ export function checkTensors(
   const out = new Map<string, HostTensor>();
   for (const [name, shape] of expected) {
     const t = found.get(name);
-    if (t === undefined) throw new ModelLoadError(file, `missing tensor ${name} (shape [${shape.join(', ')}] expected from the config)`);
+    if (t === undefined)
+      throw new ModelLoadError(file, `missing tensor ${name} (shape [${shape.join(', ')}] expected from the config)`);
     if (t.shape.length !== shape.length || t.shape.some((n, i) => n !== shape[i])) {
-      throw new ModelLoadError(fileOf.get(name) ?? file, `tensor ${name} has shape [${t.shape.join(', ')}] but the config implies [${shape.join(', ')}]`);
+      throw new ModelLoadError(
+        fileOf.get(name) ?? file,
+        `tensor ${name} has shape [${t.shape.join(', ')}] but the config implies [${shape.join(', ')}]`,
+      );
     }
     out.set(name, t);
   }
   for (const name of found.keys()) {
     if (!expected.has(name) && !isIgnorable(name, config)) {
-      throw new ModelLoadError(fileOf.get(name) ?? file, `unexpected tensor ${name}: not part of a ${config.arch} model with this config`);
+      throw new ModelLoadError(
+        fileOf.get(name) ?? file,
+        `unexpected tensor ${name}: not part of a ${config.arch} model with this config`,
+      );
     }
   }
   return out;

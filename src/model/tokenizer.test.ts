@@ -32,7 +32,13 @@ function stream(ids: readonly number[], options: Parameters<Tokenizer['createDet
 
 describe('the llama2-vocabulary tokenizer', () => {
   it('knows its specials and size', () => {
-    expect([tokenizer.vocabSize, tokenizer.bosTokenId, tokenizer.eosTokenIds, tokenizer.bosToken, tokenizer.eosToken]).toEqual([32000, 1, [2], '<s>', '</s>']);
+    expect([
+      tokenizer.vocabSize,
+      tokenizer.bosTokenId,
+      tokenizer.eosTokenIds,
+      tokenizer.bosToken,
+      tokenizer.eosToken,
+    ]).toEqual([32000, 1, [2], '<s>', '</s>']);
     expect(tokenizer.tokenPiece(22557)).toBe('\u2581Hello');
     expect(tokenizer.tokenPiece(32000)).toBeNull();
   });
@@ -75,7 +81,9 @@ describe('the incremental detokenizer', () => {
     for (let trial = 0; trial < 200; trial++) {
       // Mostly byte tokens (3..258) so that incomplete and invalid UTF-8 is common.
       const ids = Array.from({ length: 1 + rng.int(12) }, () => (rng.chance(0.6) ? 3 + rng.int(256) : rng.int(32000)));
-      expect(stream(ids, { skipSpecialTokens: true }).join('')).toBe(tokenizer.decode(ids, { skipSpecialTokens: true }));
+      expect(stream(ids, { skipSpecialTokens: true }).join('')).toBe(
+        tokenizer.decode(ids, { skipSpecialTokens: true }),
+      );
     }
   });
 
@@ -96,9 +104,11 @@ describe('the incremental detokenizer', () => {
 
 describe('createTokenizer', () => {
   it('turns a malformed tokenizer.json into a ModelLoadError naming the file', () => {
-    expect(() => createTokenizer({ tokenizerJson: { model: { type: 'Nope' } }, tokenizerConfig: {}, file: '/m/tokenizer.json' }))
-      .toThrow(ModelLoadError);
-    expect(() => createTokenizer({ tokenizerJson: { model: { type: 'Nope' } }, tokenizerConfig: {}, file: '/m/tokenizer.json' }))
-      .toThrow(/^\/m\/tokenizer.json: cannot build the tokenizer: /);
+    expect(() =>
+      createTokenizer({ tokenizerJson: { model: { type: 'Nope' } }, tokenizerConfig: {}, file: '/m/tokenizer.json' }),
+    ).toThrow(ModelLoadError);
+    expect(() =>
+      createTokenizer({ tokenizerJson: { model: { type: 'Nope' } }, tokenizerConfig: {}, file: '/m/tokenizer.json' }),
+    ).toThrow(/^\/m\/tokenizer.json: cannot build the tokenizer: /);
   });
 });

@@ -54,7 +54,10 @@ const DETOKENIZER_CONTEXT_IDS = 5;
 interface LenmlTokenizer {
   encode(text: string, options: { add_special_tokens: boolean }): number[];
   decode(ids: number[], options: { skip_special_tokens: boolean }): string;
-  readonly model: { readonly vocab: readonly (string | undefined)[]; readonly tokens_to_ids: ReadonlyMap<string, number> };
+  readonly model: {
+    readonly vocab: readonly (string | undefined)[];
+    readonly tokens_to_ids: ReadonlyMap<string, number>;
+  };
   readonly bos_token: string | null;
   readonly eos_token: string | null;
 }
@@ -94,7 +97,8 @@ class HfTokenizer implements Tokenizer {
   constructor(inner: LenmlTokenizer, extraEos: readonly number[], fallbackBos: number | null) {
     this.#inner = inner;
     this.vocabSize = inner.model.vocab.length;
-    const idOf = (token: string | null): number | null => (token === null ? null : (inner.model.tokens_to_ids.get(token) ?? null));
+    const idOf = (token: string | null): number | null =>
+      token === null ? null : (inner.model.tokens_to_ids.get(token) ?? null);
     this.bosTokenId = idOf(inner.bos_token) ?? fallbackBos;
     const eos = idOf(inner.eos_token);
     this.eosTokenIds = [...new Set([...(eos === null ? [] : [eos]), ...extraEos])];

@@ -13,7 +13,14 @@
 // Matrices of one group with different dtypes (llama.cpp's K-quant mixes: Q4_K q/k, Q6_K v) are
 // stacked by runs of one dtype, each run prepared on its own (row-stack.ts): none is widened.
 import { assert } from '../core/index.js';
-import { byteSize, type DenseKernels, type DenseWeight, type HostTensor, type OpKernels, type WeightDType } from '../kernels/index.js';
+import {
+  byteSize,
+  type DenseKernels,
+  type DenseWeight,
+  type HostTensor,
+  type OpKernels,
+  type WeightDType,
+} from '../kernels/index.js';
 import { hasQkNorm, type ModelConfig } from './config.js';
 import { tensorToF32 } from './host-tensor.js';
 import { RowStack } from './row-stack.js';
@@ -119,7 +126,10 @@ export async function prepareWeights(
 export function stackRows(name: string, parts: readonly HostTensor[]): HostTensor {
   assert(parts.length > 0, 'stackRows: no parts');
   const cols = parts[0]!.shape[1]!;
-  assert(parts.every((p) => p.shape.length === 2 && p.shape[1] === cols), () => `${name}: stacked matrices must share their column count`);
+  assert(
+    parts.every((p) => p.shape.length === 2 && p.shape[1] === cols),
+    () => `${name}: stacked matrices must share their column count`,
+  );
   if (parts.length === 1) return parts[0]!;
   const rows = parts.reduce((a, p) => a + p.shape[0]!, 0);
   const sameDtype = parts.every((p) => p.dtype === parts[0]!.dtype);

@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { InvariantError } from '../core/index.js';
-import { kvBytesPerPage, kvBytesPerToken, kvBytesPerTokenPerLayer, pagesFor, pagesInBytes, tokensIn } from './arithmetic.js';
+import {
+  kvBytesPerPage,
+  kvBytesPerToken,
+  kvBytesPerTokenPerLayer,
+  pagesFor,
+  pagesInBytes,
+  tokensIn,
+} from './arithmetic.js';
 
 describe('KV arithmetic', () => {
   it('costs a Llama-2-7B token 512 KiB in f16 (32 layers, 32 KV heads of 128)', () => {
@@ -32,6 +39,8 @@ describe('KV arithmetic', () => {
     expect(() => pagesFor(-1, 16)).toThrow(InvariantError);
     expect(() => pagesFor(10, 0)).toThrow(InvariantError);
     expect(() => pagesFor(1.5, 16)).toThrow(InvariantError);
-    expect(() => kvBytesPerToken({ numLayers: 0, numKvHeads: 1, headDim: 1, bytesPerElement: 4 })).toThrow(InvariantError);
+    expect(() => kvBytesPerToken({ numLayers: 0, numKvHeads: 1, headDim: 1, bytesPerElement: 4 })).toThrow(
+      InvariantError,
+    );
   });
 });

@@ -40,7 +40,8 @@ export class FreeQueue {
   /** The pages in the order they will be handed out. */
   toArray(): PageId[] {
     const pages: PageId[] = [];
-    for (let i = 0; i < this.#length; i++) pages.push(asPageId(this.#ring[(this.#head + i) % this.#ring.length] as number));
+    for (let i = 0; i < this.#length; i++)
+      pages.push(asPageId(this.#ring[(this.#head + i) % this.#ring.length] as number));
     return pages;
   }
 }

@@ -1,7 +1,16 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { asPageId, InvariantError } from '../core/index.js';
-import { createKvView, floatsPerPage, gatherSlots, scatterSlots, scatterSlotsPiece, slotRangeBytes, type KvShape, type PagedKvView } from './kv-layout.js';
+import {
+  createKvView,
+  floatsPerPage,
+  gatherSlots,
+  scatterSlots,
+  scatterSlotsPiece,
+  slotRangeBytes,
+  type KvShape,
+  type PagedKvView,
+} from './kv-layout.js';
 
 const SHAPE: KvShape = { numPages: 5, pageSize: 4, numLayers: 3, numKvHeads: 2, headDim: 3 };
 const KV_DIM = 6;
@@ -19,7 +28,10 @@ function referenceGather(view: PagedKvView, page: number, firstSlot: number, num
   for (let layer = 0; layer < view.numLayers; layer++) {
     for (let kv = 0; kv < 2; kv++) {
       for (let slot = firstSlot; slot < firstSlot + numSlots; slot++) {
-        for (let i = 0; i < KV_DIM; i++) out.push(view.data[(((page * view.numLayers + layer) * 2 + kv) * view.pageSize + slot) * KV_DIM + i] as number);
+        for (let i = 0; i < KV_DIM; i++)
+          out.push(
+            view.data[(((page * view.numLayers + layer) * 2 + kv) * view.pageSize + slot) * KV_DIM + i] as number,
+          );
       }
     }
   }
@@ -96,13 +108,18 @@ describe('kv layout', () => {
 
 describe('kv layout: scattering a payload piece by piece', () => {
   /** A payload of `numBytes` distinct-looking bytes (never all zero, so a missed byte shows). */
-  const payloadOf = (numBytes: number): Uint8Array => Uint8Array.from({ length: numBytes }, (_, i) => ((i * 131 + 7) % 251) + 1);
+  const payloadOf = (numBytes: number): Uint8Array =>
+    Uint8Array.from({ length: numBytes }, (_, i) => ((i * 131 + 7) % 251) + 1);
 
   it('lands pieces cut at any boundaries, in any order, exactly as scatterSlots lands the whole payload', () => {
     fc.assert(
       fc.property(
         fc.integer({ min: 0, max: SHAPE.numPages - 1 }),
-        fc.integer({ min: 0, max: SHAPE.pageSize - 1 }).chain((firstSlot) => fc.tuple(fc.constant(firstSlot), fc.integer({ min: 1, max: SHAPE.pageSize - firstSlot }))),
+        fc
+          .integer({ min: 0, max: SHAPE.pageSize - 1 })
+          .chain((firstSlot) =>
+            fc.tuple(fc.constant(firstSlot), fc.integer({ min: 1, max: SHAPE.pageSize - firstSlot })),
+          ),
         fc.array(fc.nat(), { maxLength: 12 }),
         fc.boolean(),
         (page, [firstSlot, numSlots], rawCuts, reversed) => {
@@ -113,7 +130,8 @@ describe('kv layout: scattering a payload piece by piece', () => {
           const points = [0, ...cuts.filter((c) => c > 0), payload.length];
           const pieces = points.slice(1).map((end, i) => [points[i] as number, end] as const);
           const view = createKvView(SHAPE);
-          for (const [from, to] of reversed ? pieces.reverse() : pieces) scatterSlotsPiece(view, asPageId(page), firstSlot, numSlots, from, payload.subarray(from, to));
+          for (const [from, to] of reversed ? pieces.reverse() : pieces)
+            scatterSlotsPiece(view, asPageId(page), firstSlot, numSlots, from, payload.subarray(from, to));
           expect(view.data).toEqual(reference.data);
         },
       ),
@@ -146,7 +164,9 @@ describe('kv layout: scattering a payload piece by piece', () => {
 
   it('refuses a piece that runs past the payload, or a range outside the page', () => {
     const view = createKvView(SHAPE);
-    expect(() => scatterSlotsPiece(view, asPageId(0), 0, 1, 140, new Uint8Array(5))).toThrow(/piece \[140, 145\) lies outside a payload of 144 bytes/);
+    expect(() => scatterSlotsPiece(view, asPageId(0), 0, 1, 140, new Uint8Array(5))).toThrow(
+      /piece \[140, 145\) lies outside a payload of 144 bytes/,
+    );
     expect(() => scatterSlotsPiece(view, asPageId(0), 0, 1, -1, new Uint8Array(1))).toThrow(InvariantError);
     expect(() => scatterSlotsPiece(view, asPageId(0), 3, 2, 0, new Uint8Array(1))).toThrow(InvariantError);
     expect(view.data.every((x) => x === 0)).toBe(true);

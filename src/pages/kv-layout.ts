@@ -78,9 +78,16 @@ export function createKvView(shape: KvShape, data?: Float32Array): PagedKvView {
 }
 
 function assertSlotRange(view: KvShape, page: PageId, firstSlot: number, numSlots: number): void {
-  assert(Number.isInteger(page) && page >= 0 && page < view.numPages, () => `page ${page} is outside the pool (0..${view.numPages - 1})`);
   assert(
-    Number.isInteger(firstSlot) && Number.isInteger(numSlots) && firstSlot >= 0 && numSlots >= 0 && firstSlot + numSlots <= view.pageSize,
+    Number.isInteger(page) && page >= 0 && page < view.numPages,
+    () => `page ${page} is outside the pool (0..${view.numPages - 1})`,
+  );
+  assert(
+    Number.isInteger(firstSlot) &&
+      Number.isInteger(numSlots) &&
+      firstSlot >= 0 &&
+      numSlots >= 0 &&
+      firstSlot + numSlots <= view.pageSize,
     () => `slot range [${firstSlot}, ${firstSlot + numSlots}) is outside a page of ${view.pageSize} slots`,
   );
 }
@@ -103,11 +110,20 @@ function pageBytes(view: PagedKvView, page: PageId): Uint8Array {
  * prefix). Pass one on hot paths: a fresh megabyte-sized buffer per page costs ~20x the copy
  * itself (page faults on new memory), measured on m100 pages.
  */
-export function gatherSlots(view: PagedKvView, page: PageId, firstSlot: number, numSlots: number, into?: Uint8Array): Uint8Array {
+export function gatherSlots(
+  view: PagedKvView,
+  page: PageId,
+  firstSlot: number,
+  numSlots: number,
+  into?: Uint8Array,
+): Uint8Array {
   assertSlotRange(view, page, firstSlot, numSlots);
   const bytes = pageBytes(view, page);
   const numBytes = slotRangeBytes(view, numSlots);
-  assert(into === undefined || into.length >= numBytes, () => `gather of ${numSlots} slots needs ${numBytes} bytes, the buffer has ${into?.length}`);
+  assert(
+    into === undefined || into.length >= numBytes,
+    () => `gather of ${numSlots} slots needs ${numBytes} bytes, the buffer has ${into?.length}`,
+  );
   const out = into === undefined ? new Uint8Array(numBytes) : into.subarray(0, numBytes);
   if (firstSlot === 0 && numSlots === view.pageSize) {
     out.set(bytes);
@@ -131,12 +147,20 @@ export function gatherSlots(view: PagedKvView, page: PageId, firstSlot: number, 
  * places in the page. Pieces at any boundaries, written in any order, leave the page exactly
  * as scatterSlots of the whole payload does.
  */
-export function scatterSlotsPiece(view: PagedKvView, page: PageId, firstSlot: number, numSlots: number, payloadOffset: number, piece: Uint8Array): void {
+export function scatterSlotsPiece(
+  view: PagedKvView,
+  page: PageId,
+  firstSlot: number,
+  numSlots: number,
+  payloadOffset: number,
+  piece: Uint8Array,
+): void {
   assertSlotRange(view, page, firstSlot, numSlots);
   const total = slotRangeBytes(view, numSlots);
   assert(
     Number.isInteger(payloadOffset) && payloadOffset >= 0 && payloadOffset + piece.length <= total,
-    () => `piece [${payloadOffset}, ${payloadOffset + piece.length}) lies outside a payload of ${total} bytes (${numSlots} slots)`,
+    () =>
+      `piece [${payloadOffset}, ${payloadOffset + piece.length}) lies outside a payload of ${total} bytes (${numSlots} slots)`,
   );
   const target = pageBytes(view, page);
   if (firstSlot === 0 && numSlots === view.pageSize) {
@@ -157,7 +181,13 @@ export function scatterSlotsPiece(view: PagedKvView, page: PageId, firstSlot: nu
 }
 
 /** The inverse of gatherSlots: write `bytes` (any alignment) into slots of one page. */
-export function scatterSlots(view: PagedKvView, page: PageId, firstSlot: number, numSlots: number, bytes: Uint8Array): void {
+export function scatterSlots(
+  view: PagedKvView,
+  page: PageId,
+  firstSlot: number,
+  numSlots: number,
+  bytes: Uint8Array,
+): void {
   assertSlotRange(view, page, firstSlot, numSlots);
   const expected = slotRangeBytes(view, numSlots);
   assert(bytes.length === expected, () => `scatter of ${numSlots} slots needs ${expected} bytes, got ${bytes.length}`);

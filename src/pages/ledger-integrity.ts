@@ -29,16 +29,26 @@ export function checkLedgerIntegrity(s: LedgerSnapshot): void {
   s.entries.forEach((e, page) => {
     assert(e.page === page, () => `ledger page ${page} records itself as page ${e.page}`);
     counts[e.state]++;
-    assert(Number.isSafeInteger(e.epoch) && e.epoch >= 0 && e.epoch <= s.lastEpoch, () => `ledger page ${page} has epoch ${e.epoch} outside 0..${s.lastEpoch}`);
+    assert(
+      Number.isSafeInteger(e.epoch) && e.epoch >= 0 && e.epoch <= s.lastEpoch,
+      () => `ledger page ${page} has epoch ${e.epoch} outside 0..${s.lastEpoch}`,
+    );
     assert(e.state === 'free' || e.epoch > 0, () => `ledger page ${page} is ${e.state} with epoch 0`);
     if (e.epoch > 0) {
       assert(!epochs.has(e.epoch), () => `ledger page ${page} shares epoch ${e.epoch} with another page`);
       epochs.add(e.epoch);
     }
-    if (e.state === 'cached') assert(new Set(e.readers).size === e.readers.length, () => `ledger page ${page} lists a reader twice: ${e.readers.join(', ')}`);
+    if (e.state === 'cached')
+      assert(
+        new Set(e.readers).size === e.readers.length,
+        () => `ledger page ${page} lists a reader twice: ${e.readers.join(', ')}`,
+      );
   });
   for (const state of PAGE_STATES) {
-    assert(counts[state] === s.counts[state], () => `ledger counts ${s.counts[state]} ${state} pages, found ${counts[state]}`);
+    assert(
+      counts[state] === s.counts[state],
+      () => `ledger counts ${s.counts[state]} ${state} pages, found ${counts[state]}`,
+    );
   }
   const total = PAGE_STATES.reduce((sum, state) => sum + counts[state], 0);
   assert(total === s.numPages, () => `ledger states add up to ${total} pages, the pool has ${s.numPages}`);
@@ -47,7 +57,10 @@ export function checkLedgerIntegrity(s: LedgerSnapshot): void {
     assert(!onFreeList.has(page), () => `page ${page} is on the free list twice`);
     onFreeList.add(page);
     const e = s.entries[page];
-    assert(e !== undefined && e.state === 'free', () => `page ${page} is on the free list but is ${e === undefined ? 'outside the pool' : describeEntry(e)}`);
+    assert(
+      e !== undefined && e.state === 'free',
+      () => `page ${page} is on the free list but is ${e === undefined ? 'outside the pool' : describeEntry(e)}`,
+    );
   }
   assert(onFreeList.size === counts.free, () => `free list holds ${onFreeList.size} pages, ${counts.free} are free`);
 }

@@ -78,7 +78,9 @@ describe('PageLedger refuses misuse and changes nothing', () => {
     const ledger = new PageLedger(11);
     const a = tagsOf(ledger.allocate(2, A));
     const b = tagsOf(ledger.allocate(2, B));
-    expect(() => ledger.free([a[0] as Tag, b[0] as Tag], A)).toThrow(/free: page 2 is not allocated to a \(tenant t1\); it is allocated to b/);
+    expect(() => ledger.free([a[0] as Tag, b[0] as Tag], A)).toThrow(
+      /free: page 2 is not allocated to a \(tenant t1\); it is allocated to b/,
+    );
     expect(ledger.entry(asPageId(0))).toMatchObject({ state: 'allocated', rid: 'a' });
     expect(ledger.entry(asPageId(2))).toMatchObject({ state: 'allocated', rid: 'b' });
     // Same rid, other tenant: still not the owner.
@@ -182,13 +184,43 @@ describe('ledger integrity', () => {
   });
 
   it.each([
-    ['a page on the free list twice', (s: LedgerSnapshot) => ({ ...s, freeList: [...s.freeList, asPageId(2)] }), /on the free list twice/],
-    ['a free page missing from the free list', (s: LedgerSnapshot) => ({ ...s, freeList: s.freeList.slice(1) }), /free list holds 1 pages, 2 are free/],
-    ['an allocated page on the free list', (s: LedgerSnapshot) => ({ ...s, freeList: [...s.freeList, asPageId(1)] }), /on the free list but is allocated/],
-    ['counts that disagree', (s: LedgerSnapshot) => ({ ...s, counts: { ...s.counts, free: 3 } }), /counts 3 free pages, found 2/],
-    ['two pages with one epoch', (s: LedgerSnapshot) => ({ ...s, entries: s.entries.map((e) => (e.page === 1 ? { ...e, epoch: asEpoch(1) } : e)) }), /shares epoch 1/],
+    [
+      'a page on the free list twice',
+      (s: LedgerSnapshot) => ({ ...s, freeList: [...s.freeList, asPageId(2)] }),
+      /on the free list twice/,
+    ],
+    [
+      'a free page missing from the free list',
+      (s: LedgerSnapshot) => ({ ...s, freeList: s.freeList.slice(1) }),
+      /free list holds 1 pages, 2 are free/,
+    ],
+    [
+      'an allocated page on the free list',
+      (s: LedgerSnapshot) => ({ ...s, freeList: [...s.freeList, asPageId(1)] }),
+      /on the free list but is allocated/,
+    ],
+    [
+      'counts that disagree',
+      (s: LedgerSnapshot) => ({ ...s, counts: { ...s.counts, free: 3 } }),
+      /counts 3 free pages, found 2/,
+    ],
+    [
+      'two pages with one epoch',
+      (s: LedgerSnapshot) => ({
+        ...s,
+        entries: s.entries.map((e) => (e.page === 1 ? { ...e, epoch: asEpoch(1) } : e)),
+      }),
+      /shares epoch 1/,
+    ],
     ['an epoch from the future', (s: LedgerSnapshot) => ({ ...s, lastEpoch: 1 }), /epoch 2 outside 0..1/],
-    ['a reader listed twice', (s: LedgerSnapshot) => ({ ...s, entries: s.entries.map((e) => (e.state === 'cached' ? { ...e, readers: [B.rid, B.rid] } : e)) }), /reader twice/],
+    [
+      'a reader listed twice',
+      (s: LedgerSnapshot) => ({
+        ...s,
+        entries: s.entries.map((e) => (e.state === 'cached' ? { ...e, readers: [B.rid, B.rid] } : e)),
+      }),
+      /reader twice/,
+    ],
   ])('throws on %s', (_what, corrupt, message) => {
     expect(() => checkLedgerIntegrity(corrupt(snapshot()))).toThrow(message);
   });

@@ -28,7 +28,15 @@
 //
 // Free-list order is FIFO (see free-queue.ts): a fresh pool hands out 0, 1, 2, ...; a freed
 // page goes to the back, behind every page that was already free.
-import { assert, asEpoch, InvariantError, type PageCounts, type PageId, type RequestId, type Tag } from '../core/index.js';
+import {
+  assert,
+  asEpoch,
+  InvariantError,
+  type PageCounts,
+  type PageId,
+  type RequestId,
+  type Tag,
+} from '../core/index.js';
 import { FreeQueue } from './free-queue.js';
 import { checkLedgerIntegrity } from './ledger-integrity.js';
 import {
@@ -54,7 +62,8 @@ export class PageLedger {
   constructor(numPages: number) {
     assert(Number.isSafeInteger(numPages) && numPages > 0, () => `a pool needs at least one page, got ${numPages}`);
     this.numPages = numPages;
-    for (let page = 0; page < numPages; page++) this.#entries.push({ state: 'free', page: page as PageId, epoch: asEpoch(0) });
+    for (let page = 0; page < numPages; page++)
+      this.#entries.push({ state: 'free', page: page as PageId, epoch: asEpoch(0) });
     this.#free = new FreeQueue(numPages);
     this.#counts.free = numPages;
   }
@@ -76,7 +85,8 @@ export class PageLedger {
   /** Hands out numPages pages from the front of the free list, each with a new epoch. */
   allocate(numPages: number, owner: Owner): AllocateResult {
     assertCount(numPages);
-    if (numPages > this.#free.length) return { kind: 'out-of-pages', numRequested: numPages, numFree: this.#free.length };
+    if (numPages > this.#free.length)
+      return { kind: 'out-of-pages', numRequested: numPages, numFree: this.#free.length };
     assert(this.#lastEpoch + numPages <= Number.MAX_SAFE_INTEGER, 'epoch counter exhausted');
     const tags: Tag[] = [];
     for (let i = 0; i < numPages; i++) {
@@ -95,17 +105,33 @@ export class PageLedger {
 
   /** allocated (to owner) -> quarantined: a peer may still write these pages. */
   quarantine(tags: readonly Tag[], owner: Owner): void {
-    this.#transition('quarantine', tags, holds(owner, 'allocated'), (e) => ({ state: 'quarantined', page: e.page, epoch: e.epoch, rid: owner.rid, tenant: owner.tenant }));
+    this.#transition('quarantine', tags, holds(owner, 'allocated'), (e) => ({
+      state: 'quarantined',
+      page: e.page,
+      epoch: e.epoch,
+      rid: owner.rid,
+      tenant: owner.tenant,
+    }));
   }
 
   /** quarantined (for owner) -> free, once the peer acknowledged the abort or its connection closed. */
   release(tags: readonly Tag[], owner: Owner): void {
-    this.#transition('release', tags, holds(owner, 'quarantined'), (e) => ({ state: 'free', page: e.page, epoch: e.epoch }));
+    this.#transition('release', tags, holds(owner, 'quarantined'), (e) => ({
+      state: 'free',
+      page: e.page,
+      epoch: e.epoch,
+    }));
   }
 
   /** allocated (to owner) -> cached for owner's tenant, with no readers. The epoch is kept: the data is that epoch's. */
   cache(tags: readonly Tag[], owner: Owner): void {
-    this.#transition('cache', tags, holds(owner, 'allocated'), (e) => ({ state: 'cached', page: e.page, epoch: e.epoch, tenant: owner.tenant, readers: [] }));
+    this.#transition('cache', tags, holds(owner, 'allocated'), (e) => ({
+      state: 'cached',
+      page: e.page,
+      epoch: e.epoch,
+      tenant: owner.tenant,
+      readers: [],
+    }));
   }
 
   /** Adds `reader` to the readers of cached pages of its own tenant. */
@@ -125,7 +151,12 @@ export class PageLedger {
 
   /** Drops `reader`'s reference to cached pages. */
   unref(tags: readonly Tag[], reader: Owner): void {
-    this.#transition('unref', tags, isReader(reader), (e) => withReaders(e, readersOf(e).filter((rid) => rid !== reader.rid)));
+    this.#transition('unref', tags, isReader(reader), (e) =>
+      withReaders(
+        e,
+        readersOf(e).filter((rid) => rid !== reader.rid),
+      ),
+    );
   }
 
   /** cached, with no readers -> free (prefix-cache eviction). */
@@ -133,7 +164,12 @@ export class PageLedger {
     this.#transition(
       'uncache',
       tags,
-      (e) => (e.state !== 'cached' ? 'is not cached' : e.readers.length > 0 ? `still has readers ${e.readers.join(', ')}` : undefined),
+      (e) =>
+        e.state !== 'cached'
+          ? 'is not cached'
+          : e.readers.length > 0
+            ? `still has readers ${e.readers.join(', ')}`
+            : undefined,
       (e) => ({ state: 'free', page: e.page, epoch: e.epoch }),
     );
   }
@@ -146,7 +182,13 @@ export class PageLedger {
       'relinquish',
       tags,
       (e) => (e.state === 'cached' ? reader(e) : allocated(e)),
-      (e) => (e.state === 'cached' ? withReaders(e, readersOf(e).filter((rid) => rid !== owner.rid)) : { state: 'free', page: e.page, epoch: e.epoch }),
+      (e) =>
+        e.state === 'cached'
+          ? withReaders(
+              e,
+              readersOf(e).filter((rid) => rid !== owner.rid),
+            )
+          : { state: 'free', page: e.page, epoch: e.epoch },
     );
   }
 
@@ -190,7 +232,8 @@ export class PageLedger {
 
   #entryOf(page: PageId, verb: string): PageEntry {
     const e = this.#entries[page];
-    if (!Number.isInteger(page) || e === undefined) throw new InvariantError(`${verb}: page ${page} is outside the pool (0..${this.numPages - 1})`);
+    if (!Number.isInteger(page) || e === undefined)
+      throw new InvariantError(`${verb}: page ${page} is outside the pool (0..${this.numPages - 1})`);
     return e;
   }
 
@@ -201,7 +244,9 @@ export class PageLedger {
       const e = this.#entryOf(tag.page, verb);
       if (seen.has(tag.page)) throw new InvariantError(`${verb}: page ${tag.page} appears twice in one call`);
       seen.add(tag.page);
-      const why = refusal(e) ?? (e.epoch !== tag.epoch ? `has epoch ${e.epoch}, not the tag's ${tag.epoch} (stale tag)` : undefined);
+      const why =
+        refusal(e) ??
+        (e.epoch !== tag.epoch ? `has epoch ${e.epoch}, not the tag's ${tag.epoch} (stale tag)` : undefined);
       if (why !== undefined) throw new InvariantError(`${verb}: page ${tag.page} ${why}; it is ${describeEntry(e)}`);
     }
     for (const tag of tags) this.#set(next(this.#entries[tag.page] as PageEntry));
@@ -217,15 +262,24 @@ export class PageLedger {
 }
 
 function assertCount(numPages: number): void {
-  assert(Number.isSafeInteger(numPages) && numPages >= 0, () => `page count must be a non-negative integer, got ${numPages}`);
+  assert(
+    Number.isSafeInteger(numPages) && numPages >= 0,
+    () => `page count must be a non-negative integer, got ${numPages}`,
+  );
 }
 
 function holds(owner: Owner, state: 'allocated' | 'quarantined'): Refusal {
-  return (e) => (e.state === state && e.rid === owner.rid && e.tenant === owner.tenant ? undefined : `is not ${state} to ${describeOwner(owner)}`);
+  return (e) =>
+    e.state === state && e.rid === owner.rid && e.tenant === owner.tenant
+      ? undefined
+      : `is not ${state} to ${describeOwner(owner)}`;
 }
 
 function isReader(reader: Owner): Refusal {
-  return (e) => (e.state === 'cached' && e.tenant === reader.tenant && e.readers.includes(reader.rid) ? undefined : `is not a cached page referenced by ${describeOwner(reader)}`);
+  return (e) =>
+    e.state === 'cached' && e.tenant === reader.tenant && e.readers.includes(reader.rid)
+      ? undefined
+      : `is not a cached page referenced by ${describeOwner(reader)}`;
 }
 
 function readersOf(e: PageEntry): readonly RequestId[] {

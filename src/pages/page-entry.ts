@@ -1,6 +1,14 @@
 // The vocabulary of the ledger: page states, one entry per page, owners, allocation results.
 // Owns: types and how an entry is described in messages. Must never hold mutable state.
-import { assertNever, type Epoch, type PageCounts, type PageId, type RequestId, type Tag, type TenantId } from '../core/index.js';
+import {
+  assertNever,
+  type Epoch,
+  type PageCounts,
+  type PageId,
+  type RequestId,
+  type Tag,
+  type TenantId,
+} from '../core/index.js';
 
 /** Who holds pages: one request of one tenant. Readers and writers of pages are owners too. */
 export interface Owner {
@@ -15,15 +23,33 @@ export interface Owner {
 export type PageEntry =
   | { readonly state: 'free'; readonly page: PageId; readonly epoch: Epoch }
   /** Owned by one request, which may write it. */
-  | { readonly state: 'allocated'; readonly page: PageId; readonly epoch: Epoch; readonly rid: RequestId; readonly tenant: TenantId }
+  | {
+      readonly state: 'allocated';
+      readonly page: PageId;
+      readonly epoch: Epoch;
+      readonly rid: RequestId;
+      readonly tenant: TenantId;
+    }
   /**
    * Held by the prefix cache for `tenant`; read-only. `readers` are the requests (all of
    * `tenant`) holding a reference; the reference count is readers.length. Only an
    * unreferenced cached page may be evicted.
    */
-  | { readonly state: 'cached'; readonly page: PageId; readonly epoch: Epoch; readonly tenant: TenantId; readonly readers: readonly RequestId[] }
+  | {
+      readonly state: 'cached';
+      readonly page: PageId;
+      readonly epoch: Epoch;
+      readonly tenant: TenantId;
+      readonly readers: readonly RequestId[];
+    }
   /** Owned by a request whose peer may still write into it; freed only by release(). */
-  | { readonly state: 'quarantined'; readonly page: PageId; readonly epoch: Epoch; readonly rid: RequestId; readonly tenant: TenantId };
+  | {
+      readonly state: 'quarantined';
+      readonly page: PageId;
+      readonly epoch: Epoch;
+      readonly rid: RequestId;
+      readonly tenant: TenantId;
+    };
 
 /** An expected shortage is a value; misuse (a negative count, ...) throws. */
 export type AllocateResult =

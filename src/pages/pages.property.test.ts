@@ -30,7 +30,12 @@ type Action =
   | { kind: 'write-check'; writer: number; tag: number };
 
 /** Prompts start with one of a few shared prefixes, so prefix-cache hits (and cross-tenant near misses) are common. */
-const PREFIXES: readonly (readonly number[])[] = [[], [1, 1, 1, 1], [1, 1, 1, 1, 2, 2, 2, 2], [3, 3, 3, 3, 3, 3, 3, 3, 3]];
+const PREFIXES: readonly (readonly number[])[] = [
+  [],
+  [1, 1, 1, 1],
+  [1, 1, 1, 1, 2, 2, 2, 2],
+  [3, 3, 3, 3, 3, 3, 3, 3, 3],
+];
 
 const who = fc.nat(50);
 const actionArb: fc.Arbitrary<Action> = fc.oneof(
@@ -45,13 +50,27 @@ const actionArb: fc.Arbitrary<Action> = fc.oneof(
   },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('compute' as const), who }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('finish' as const), who }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('grow' as const), who, numPages: fc.integer({ min: 1, max: 3 }) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('write' as const), who, index: fc.nat(5), slots: fc.integer({ min: 0, max: PAGE_SIZE }) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constant('grow' as const), who, numPages: fc.integer({ min: 1, max: 3 }) }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('write' as const),
+      who,
+      index: fc.nat(5),
+      slots: fc.integer({ min: 0, max: PAGE_SIZE }),
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('free' as const), who }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('quarantine' as const), who }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('release' as const), who }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('abandon' as const), who }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('evict' as const), numPages: fc.integer({ min: 0, max: 4 }) }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constant('evict' as const), numPages: fc.integer({ min: 0, max: 4 }) }),
+  },
   {
     weight: 4,
     arbitrary: fc.record({
@@ -107,7 +126,10 @@ const zeroStats = (): Stats => ({ hits: 0, cached: 0, evicted: 0, readsPassed: 0
 
 /** Runs one sequence; throws (failing the property) on any disagreement or broken invariant. */
 function run(actions: readonly Action[], faults: FaultSet, stats: Stats = zeroStats()): void {
-  const pool = PagePool.create({ numPages: NUM_PAGES, pageSize: PAGE_SIZE, numLayers: 1, numKvHeads: 1, headDim: 2 }, faults);
+  const pool = PagePool.create(
+    { numPages: NUM_PAGES, pageSize: PAGE_SIZE, numLayers: 1, numKvHeads: 1, headDim: 2 },
+    faults,
+  );
   const { ledger } = pool;
   const cache = new PrefixCache({ pool, faults });
   const reqs: Req[] = [];
@@ -130,7 +152,15 @@ function run(actions: readonly Action[], faults: FaultSet, stats: Stats = zeroSt
         const hit = cache.match(owner, tokens.slice(0, -1));
         if (hit.numTokens > 0) stats.hits++;
         seenTags.push(...hit.tags);
-        reqs.push({ owner, tokens, status: 'live', referenced: [...hit.tags], allocated: [], quarantined: [], filled: new Map() });
+        reqs.push({
+          owner,
+          tokens,
+          status: 'live',
+          referenced: [...hit.tags],
+          allocated: [],
+          quarantined: [],
+          filled: new Map(),
+        });
         break;
       }
       case 'compute': {
@@ -145,7 +175,10 @@ function run(actions: readonly Action[], faults: FaultSet, stats: Stats = zeroSt
         }
         tableOf(r).forEach((tag, i) => {
           if (i < r.referenced.length) return;
-          const filled = Math.max(r.filled.get(tagKey(tag)) ?? 0, Math.min(PAGE_SIZE, Math.max(0, r.tokens.length - i * PAGE_SIZE)));
+          const filled = Math.max(
+            r.filled.get(tagKey(tag)) ?? 0,
+            Math.min(PAGE_SIZE, Math.max(0, r.tokens.length - i * PAGE_SIZE)),
+          );
           pool.checkWrite(r.owner, [tag]);
           pool.stamp(tag, filled);
           r.filled.set(tagKey(tag), filled);
@@ -202,7 +235,8 @@ function run(actions: readonly Action[], faults: FaultSet, stats: Stats = zeroSt
         const r = pick(byStatus('live'), action.who);
         if (r === undefined) break;
         const table = tableOf(r);
-        if (action.kind === 'finish') stats.cached += cache.insert(r.owner, r.tokens.slice(0, table.length * PAGE_SIZE), table);
+        if (action.kind === 'finish')
+          stats.cached += cache.insert(r.owner, r.tokens.slice(0, table.length * PAGE_SIZE), table);
         else ledger.relinquish(table, r.owner);
         r.allocated = [];
         r.referenced = [];
@@ -218,7 +252,10 @@ function run(actions: readonly Action[], faults: FaultSet, stats: Stats = zeroSt
         if (r === undefined || tag === undefined) break;
         const reader = action.otherTenant ? { rid: r.owner.rid, tenant: asTenantId('t9') } : r.owner;
         const expected = mayRead(reader, r, tag, action.numSlots);
-        expect(outcome(() => pool.checkRead(reader, [tag], action.numSlots)), `read ${JSON.stringify(tag)} by ${reader.rid}/${reader.tenant}`).toBe(expected);
+        expect(
+          outcome(() => pool.checkRead(reader, [tag], action.numSlots)),
+          `read ${JSON.stringify(tag)} by ${reader.rid}/${reader.tenant}`,
+        ).toBe(expected);
         if (expected) stats.readsPassed++;
         else stats.readsRefused++;
         break;
@@ -228,7 +265,9 @@ function run(actions: readonly Action[], faults: FaultSet, stats: Stats = zeroSt
         if (r === undefined) break;
         const table = tableOf(r);
         const numSlots = Math.min(action.numSlots, table.length * PAGE_SIZE);
-        const expected = table.slice(0, pagesFor(numSlots, PAGE_SIZE)).every((tag, i) => mayRead(r.owner, r, tag, Math.min(PAGE_SIZE, numSlots - i * PAGE_SIZE)));
+        const expected = table
+          .slice(0, pagesFor(numSlots, PAGE_SIZE))
+          .every((tag, i) => mayRead(r.owner, r, tag, Math.min(PAGE_SIZE, numSlots - i * PAGE_SIZE)));
         expect(outcome(() => pool.checkRead(r.owner, table, numSlots))).toBe(expected);
         break;
       }
@@ -277,7 +316,8 @@ function run(actions: readonly Action[], faults: FaultSet, stats: Stats = zeroSt
 function agree(found: unknown, expected: unknown, what: string): void {
   const canonical = (x: unknown): string =>
     JSON.stringify(Array.isArray(x) ? [...(x as Tag[])].sort((a, b) => a.page - b.page || a.epoch - b.epoch) : x);
-  if (canonical(found) !== canonical(expected)) throw new Error(`${what}: ledger has ${canonical(found)}, model has ${canonical(expected)}`);
+  if (canonical(found) !== canonical(expected))
+    throw new Error(`${what}: ledger has ${canonical(found)}, model has ${canonical(expected)}`);
 }
 
 /** 400 in `npm test`; PAGES_PROPERTY_RUNS=100000 for a long exploration. A failure prints its seed and path. */

@@ -259,6 +259,8 @@ describe('PagePool construction', () => {
   it('refuses storage of the wrong size and a ledger of another size', () => {
     expect(() => new PagePool({ kv: { ...SHAPE, data: new Float32Array(10) } })).toThrow(/needs 352/);
     const pool = PagePool.create(SHAPE, NO_FAULTS);
-    expect(() => new PagePool({ kv: pool.kv, ledger: PagePool.create({ ...SHAPE, numPages: 3 }).ledger })).toThrow(/ledger has 3 pages/);
+    expect(() => new PagePool({ kv: pool.kv, ledger: PagePool.create({ ...SHAPE, numPages: 3 }).ledger })).toThrow(
+      /ledger has 3 pages/,
+    );
   });
 });

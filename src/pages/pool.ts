@@ -19,9 +19,28 @@
 // thread that runs the forward pass (lend/unlend, by the runner). Ledger and stamps never leave
 // the main thread; page data written by anyone else (scatterSlots*: a landing) into a lent page
 // is refused with an InvariantError before any byte moves. `skip-lend-check` lets it through.
-import { InvariantError, assert, asEpoch, NO_FAULTS, PageCheckError, type Epoch, type FaultSet, type PageCheckFailure, type PageId, type Tag } from '../core/index.js';
+import {
+  InvariantError,
+  assert,
+  asEpoch,
+  NO_FAULTS,
+  PageCheckError,
+  type Epoch,
+  type FaultSet,
+  type PageCheckFailure,
+  type PageId,
+  type Tag,
+} from '../core/index.js';
 import { pagesFor } from './arithmetic.js';
-import { createKvView, gatherSlots, scatterSlots, scatterSlotsPiece, slotRangeBytes, type KvShape, type PagedKvView } from './kv-layout.js';
+import {
+  createKvView,
+  gatherSlots,
+  scatterSlots,
+  scatterSlotsPiece,
+  slotRangeBytes,
+  type KvShape,
+  type PagedKvView,
+} from './kv-layout.js';
 import { PageLedger } from './ledger.js';
 import { describeEntry, type Owner } from './page-entry.js';
 import { ownershipFailure, type Access } from './page-checks.js';
@@ -59,7 +78,10 @@ export class PagePool {
   constructor(options: PagePoolOptions) {
     this.kv = createKvView(options.kv, options.kv.data);
     this.ledger = options.ledger ?? new PageLedger(this.kv.numPages);
-    assert(this.ledger.numPages === this.kv.numPages, () => `ledger has ${this.ledger.numPages} pages, KV storage ${this.kv.numPages}`);
+    assert(
+      this.ledger.numPages === this.kv.numPages,
+      () => `ledger has ${this.ledger.numPages} pages, KV storage ${this.kv.numPages}`,
+    );
     this.pageSize = this.kv.pageSize;
     this.#stampEpoch = new Float64Array(this.kv.numPages);
     this.#stampFilled = new Uint32Array(this.kv.numPages);
@@ -87,7 +109,9 @@ export class PagePool {
 
   #refuseLent(page: PageId): void {
     if (this.#lent[page] !== 0 && !this.#skipLendCheck) {
-      throw new InvariantError(`page ${page} is lent to the step in flight: nothing else may write it until the step returns`);
+      throw new InvariantError(
+        `page ${page} is lent to the step in flight: nothing else may write it until the step returns`,
+      );
     }
   }
 
@@ -104,14 +128,18 @@ export class PagePool {
     const e = this.ledger.entry(tag.page);
     assert(
       e.state === 'allocated' && e.epoch === tag.epoch,
-      () => `stamp: page ${tag.page} is ${describeEntry(e)}, not allocated in epoch ${tag.epoch}; writers pass checkWrite first`,
+      () =>
+        `stamp: page ${tag.page} is ${describeEntry(e)}, not allocated in epoch ${tag.epoch}; writers pass checkWrite first`,
     );
     assert(
       Number.isInteger(filledSlots) && filledSlots >= 0 && filledSlots <= this.pageSize,
       () => `stamp: ${filledSlots} filled slots on a page of ${this.pageSize}`,
     );
     const current = this.#stampEpoch[tag.page] === tag.epoch ? (this.#stampFilled[tag.page] as number) : 0;
-    assert(filledSlots >= current, () => `stamp: page ${tag.page} would shrink from ${current} to ${filledSlots} filled slots in epoch ${tag.epoch}`);
+    assert(
+      filledSlots >= current,
+      () => `stamp: page ${tag.page} would shrink from ${current} to ${filledSlots} filled slots in epoch ${tag.epoch}`,
+    );
     this.#stampEpoch[tag.page] = tag.epoch;
     this.#stampFilled[tag.page] = filledSlots;
   }
@@ -142,7 +170,10 @@ export class PagePool {
     if (this.#skipChecks) return;
     assert(Number.isInteger(numSlots) && numSlots >= 0, () => `checkRead: ${numSlots} slots`);
     const numPages = pagesFor(numSlots, this.pageSize);
-    assert(tags.length >= numPages, () => `checkRead: a page table of ${tags.length} pages cannot hold ${numSlots} slots`);
+    assert(
+      tags.length >= numPages,
+      () => `checkRead: a page table of ${tags.length} pages cannot hold ${numSlots} slots`,
+    );
     for (let i = 0; i < numPages; i++) {
       const tag = tags[i] as Tag;
       this.#checkOwnership(reader, tag, 'read');
@@ -194,7 +225,10 @@ export class PagePool {
     for (let page = 0; page < this.kv.numPages; page++) {
       const e = this.ledger.entry(page as PageId);
       const stampEpoch = this.#stampEpoch[page] as number;
-      assert((this.#stampFilled[page] as number) <= this.pageSize, () => `page ${page} is stamped with ${this.#stampFilled[page]} slots, more than a page`);
+      assert(
+        (this.#stampFilled[page] as number) <= this.pageSize,
+        () => `page ${page} is stamped with ${this.#stampFilled[page]} slots, more than a page`,
+      );
       assert(stampEpoch <= e.epoch, () => `page ${page} is stamped in epoch ${stampEpoch}, but is ${describeEntry(e)}`);
     }
   }
@@ -202,11 +236,19 @@ export class PagePool {
   #checkOwnership(who: Owner, tag: Tag, access: Access): void {
     if (!Number.isInteger(tag.page) || tag.page < 0 || tag.page >= this.kv.numPages) {
       // A tag from a peer may name any number: refuse it like any other page that is not ours.
-      this.#fail(tag.page, 'not-allocated', `${access} check failed on page ${tag.page}: outside the pool (0..${this.kv.numPages - 1})`);
+      this.#fail(
+        tag.page,
+        'not-allocated',
+        `${access} check failed on page ${tag.page}: outside the pool (0..${this.kv.numPages - 1})`,
+      );
     }
     const fault = ownershipFailure(this.ledger.entry(tag.page), tag, who, access);
     if (fault !== undefined) {
-      this.#fail(tag.page, fault.failure, `${access} check failed (${fault.failure}) on page ${tag.page}: expected ${fault.expected}, found ${fault.found}`);
+      this.#fail(
+        tag.page,
+        fault.failure,
+        `${access} check failed (${fault.failure}) on page ${tag.page}: expected ${fault.expected}, found ${fault.found}`,
+      );
     }
   }
 

@@ -15,7 +15,8 @@ const D = owner('d', 't1');
 const E = owner('e', 't1');
 
 /** Token ids start, start + 1, ..., numTokens of them. */
-const tokensFrom = (start: number, numTokens: number): number[] => Array.from({ length: numTokens }, (_, i) => start + i);
+const tokensFrom = (start: number, numTokens: number): number[] =>
+  Array.from({ length: numTokens }, (_, i) => start + i);
 const pagesOf = (tags: readonly Tag[]): number[] => tags.map((t) => t.page);
 
 function setup(faults = NO_FAULTS): { pool: PagePool; cache: PrefixCache } {
@@ -27,7 +28,13 @@ function setup(faults = NO_FAULTS): { pool: PagePool; cache: PrefixCache } {
  * What the scheduler does for one request until it finishes: reuse the cached prefix, allocate
  * pages for the rest, write (stamp) every token. Returns the page table.
  */
-function compute(pool: PagePool, cache: PrefixCache, who: Owner, tokens: readonly number[], filled = tokens.length): Tag[] {
+function compute(
+  pool: PagePool,
+  cache: PrefixCache,
+  who: Owner,
+  tokens: readonly number[],
+  filled = tokens.length,
+): Tag[] {
   const hit = cache.match(who, tokens.slice(0, -1));
   const result = cache.allocate(pagesFor(tokens.length, PAGE_SIZE) - hit.tags.length, who);
   if (result.kind !== 'allocated') throw new Error('out of pages');
@@ -54,7 +61,13 @@ describe('PrefixCache insert', () => {
     const table = serve(pool, cache, A, tokensFrom(100, 10));
     expect(pagesOf(table)).toEqual([0, 1, 2]);
     expect(pool.ledger.counts()).toEqual({ free: 9, allocated: 0, cached: 2, quarantined: 0 });
-    expect(pool.ledger.entry(table[0]!.page)).toEqual({ state: 'cached', page: 0, epoch: 1, tenant: 't1', readers: [] });
+    expect(pool.ledger.entry(table[0]!.page)).toEqual({
+      state: 'cached',
+      page: 0,
+      epoch: 1,
+      tenant: 't1',
+      readers: [],
+    });
     expect(pool.ledger.freeList()).toEqual([3, 4, 5, 6, 7, 8, 9, 10, 2]);
   });
 

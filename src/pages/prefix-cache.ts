@@ -173,7 +173,9 @@ export class PrefixCache {
     assert(Number.isSafeInteger(numPages) && numPages >= 0, () => `evict: ${numPages} pages`);
     const evicted: PageId[] = [];
     if (numPages === 0) return evicted;
-    const heap = new MinHeap<PageNode>((a, b) => a.lastUsed < b.lastUsed || (a.lastUsed === b.lastUsed && a.tag.page < b.tag.page));
+    const heap = new MinHeap<PageNode>(
+      (a, b) => a.lastUsed < b.lastUsed || (a.lastUsed === b.lastUsed && a.tag.page < b.tag.page),
+    );
     for (const node of this.#nodes.values()) if (this.#isEvictableLeaf(node)) heap.push(node);
     while (evicted.length < numPages) {
       const node = heap.pop();
@@ -225,20 +227,35 @@ export class PrefixCache {
           const where = `prefix cache page ${node.tag.page}`;
           assert(node.key === key && node.parent === parent, () => `${where} is filed under the wrong key or parent`);
           assert(this.#nodes.get(node.tag.page) === node, () => `${where} is missing from the page index`);
-          assert(e.state === 'cached' && e.epoch === node.tag.epoch, () => `${where} (epoch ${node.tag.epoch}) is ${describeEntry(e)}`);
-          assert(e.state === 'cached' && (root.key === EVERY_TENANT || e.tenant === root.key), () => `${where} sits under tenant ${String(root.key)} but is ${describeEntry(e)}`);
-          assert(this.#pool.isWritten(node.tag, this.#pageSize), () => `${where} is not stamped full in epoch ${node.tag.epoch}`);
+          assert(
+            e.state === 'cached' && e.epoch === node.tag.epoch,
+            () => `${where} (epoch ${node.tag.epoch}) is ${describeEntry(e)}`,
+          );
+          assert(
+            e.state === 'cached' && (root.key === EVERY_TENANT || e.tenant === root.key),
+            () => `${where} sits under tenant ${String(root.key)} but is ${describeEntry(e)}`,
+          );
+          assert(
+            this.#pool.isWritten(node.tag, this.#pageSize),
+            () => `${where} is not stamped full in epoch ${node.tag.epoch}`,
+          );
           if (parent.kind === 'page') {
             const parentEntry = this.#ledger.entry(parent.tag.page);
             const parentReaders = parentEntry.state === 'cached' ? parentEntry.readers : [];
-            assert(e.state === 'cached' && e.readers.every((rid) => parentReaders.includes(rid)), () => `${where} has a reader that does not read its parent page ${parent.tag.page}`);
+            assert(
+              e.state === 'cached' && e.readers.every((rid) => parentReaders.includes(rid)),
+              () => `${where} has a reader that does not read its parent page ${parent.tag.page}`,
+            );
           }
           numNodes++;
           stack.push(node);
         }
       }
     }
-    assert(numNodes === this.#nodes.size, () => `prefix cache tree holds ${numNodes} pages, its index ${this.#nodes.size}`);
+    assert(
+      numNodes === this.#nodes.size,
+      () => `prefix cache tree holds ${numNodes} pages, its index ${this.#nodes.size}`,
+    );
     const numCached = this.#ledger.counts().cached;
     assert(numCached === numNodes, () => `ledger has ${numCached} cached pages, the prefix cache ${numNodes}`);
   }
@@ -282,7 +299,11 @@ export class PrefixCache {
         e.epoch === tag.epoch &&
         ((e.state === 'allocated' && e.rid === owner.rid && e.tenant === owner.tenant) ||
           (e.state === 'cached' && e.tenant === owner.tenant && e.readers.includes(owner.rid)));
-      assert(held, () => `insert: page ${tag.page} (epoch ${tag.epoch}) is not held by ${describeOwner(owner)}; it is ${describeEntry(e)}`);
+      assert(
+        held,
+        () =>
+          `insert: page ${tag.page} (epoch ${tag.epoch}) is not held by ${describeOwner(owner)}; it is ${describeEntry(e)}`,
+      );
     }
   }
 }

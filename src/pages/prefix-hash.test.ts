@@ -24,14 +24,17 @@ function serve(pool: PagePool, cache: PrefixCache, who: Owner, tokens: readonly 
 }
 
 describe('prefix block hashes: what a prefill reports is what the router computes', () => {
-  it('the cache\'s report holds exactly the chained hashes of its cached pages, per tenant', () => {
+  it("the cache's report holds exactly the chained hashes of its cached pages, per tenant", () => {
     const pool = PagePool.create({ numPages: 16, pageSize: PAGE_SIZE, numLayers: 1, numKvHeads: 1, headDim: 1 });
     const cache = new PrefixCache({ pool });
     serve(pool, cache, owner('a', 't1'), tokensFrom(100, 10)); // 2 full pages cached
     serve(pool, cache, owner('b', 't1'), [...tokensFrom(100, 8), ...tokensFrom(500, 5)]); // shares 2, adds 1
     serve(pool, cache, owner('c', 't2'), tokensFrom(100, 10)); // same tokens, other tenant
     const report = cache.blockHashReport(100);
-    const t1 = new Set([...blockHashes('t1', tokensFrom(100, 10), PAGE_SIZE), ...blockHashes('t1', [...tokensFrom(100, 8), ...tokensFrom(500, 5)], PAGE_SIZE)]);
+    const t1 = new Set([
+      ...blockHashes('t1', tokensFrom(100, 10), PAGE_SIZE),
+      ...blockHashes('t1', [...tokensFrom(100, 8), ...tokensFrom(500, 5)], PAGE_SIZE),
+    ]);
     expect(new Set(report.get('t1'))).toEqual(t1);
     expect(t1.size).toBe(3);
     expect(new Set(report.get('t2'))).toEqual(new Set(blockHashes('t2', tokensFrom(100, 10), PAGE_SIZE)));

@@ -19,7 +19,12 @@ export function nextBlockHash(parent: string, pageKey: string): string {
 }
 
 /** The chained hashes of the first full pages of tokens (at most maxBlocks), for tenant. */
-export function blockHashes(tenant: string, tokens: readonly number[], pageSize: number, maxBlocks = Infinity): string[] {
+export function blockHashes(
+  tenant: string,
+  tokens: readonly number[],
+  pageSize: number,
+  maxBlocks = Infinity,
+): string[] {
   const out: string[] = [];
   let h = prefixSeedHash(tenant);
   for (let i = 0; i < Math.min(Math.floor(tokens.length / pageSize), maxBlocks); i++) {

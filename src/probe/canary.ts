@@ -179,9 +179,10 @@ export async function canary(ctx: CheckContext): Promise<CheckOutput> {
     .map((r) => r.record.id);
   if (match.verdict === 'finding') {
     findings.push({
-      what: `B's outputs carry A's canaries: ${match.exactHits.length} marker word(s) verbatim, ` +
+      what:
+        `B's outputs carry A's canaries: ${match.exactHits.length} marker word(s) verbatim, ` +
         `${match.ngramHits} canary trigrams against ${match.decoyNgramHits} decoy trigrams (p ` +
-          `${match.ngramP.toExponential(1)})`,
+        `${match.ngramP.toExponential(1)})`,
       requests: carrying.length > 0 ? carrying : served.map((r) => r.record.id),
     });
   }

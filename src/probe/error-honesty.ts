@@ -115,9 +115,10 @@ export async function errorHonesty(ctx: CheckContext): Promise<CheckOutput> {
   else if (distinct(long.answers) === 1) {
     tailVerdict = 'finding';
     findings.push({
-      what: `a ${longTokens}-token prompt got HTTP 200, but ${TAIL_VARIANTS} variants differing only in their ` +
+      what:
+        `a ${longTokens}-token prompt got HTTP 200, but ${TAIL_VARIANTS} variants differing only in their ` +
         `last ${TAIL_TOKENS} tokens got the same answer: the server did not read the whole prompt (served a ` +
-          `truncated copy?)`,
+        `truncated copy?)`,
       requests: long.ids,
     });
   } else tailVerdict = 'clean';

@@ -93,9 +93,10 @@ export async function prefixTiming(ctx: CheckContext): Promise<CheckOutput> {
     firstFailure !== undefined && firstFailure.arm === 'cross' && firstFailure.after >= 2
       ? [
           {
-            what: `B's repeat of A's prompt failed (HTTP ${firstFailure.status ?? 'none'}: ` +
+            what:
+              `B's repeat of A's prompt failed (HTTP ${firstFailure.status ?? 'none'}: ` +
               `${firstFailure.message}) after ${firstFailure.after} requests of the same length succeeded: the ` +
-                `server treats A's prompt differently for B`,
+              `server treats A's prompt differently for B`,
             requests: [firstFailure.id],
           },
         ]
@@ -120,7 +121,8 @@ export async function prefixTiming(ctx: CheckContext): Promise<CheckOutput> {
     ...(crossSignal
       ? [
           {
-            what: `B's TTFT on A's prompts is lower than on fresh prompts: KS D+ ${cross.statistic.toFixed(2)}, ` +
+            what:
+              `B's TTFT on A's prompts is lower than on fresh prompts: KS D+ ${cross.statistic.toFixed(2)}, ` +
               `p ${cross.pValue.toExponential(2)} (a prefix cache shared across tenants)`,
             requests: ids.cross,
           },

@@ -37,13 +37,13 @@ function section(r: CheckResult): string {
       : `<ul>${r.findings.map((f) => `<li>${escapeHtml(f.what)} <small>(requests ${escapeHtml(f.requests.slice(0, 20).join(', '))}${f.requests.length > 20 ? ', ...' : ''})</small></li>`).join('')}</ul>`;
   return (
     `<section class="check" id="${r.check}"><h2>${escapeHtml(r.check)}: <span ` +
-      `class="${r.status}">${r.status}</span></h2>` +
+    `class="${r.status}">${r.status}</span></h2>` +
     `<p>${escapeHtml(r.summary)}</p><p><small>${r.numRequests} requests (budget ${r.budgetRequests}), ` +
-      `${(r.wallMs / 1000).toFixed(1)} s</small></p>` +
+    `${(r.wallMs / 1000).toFixed(1)} s</small></p>` +
     findings +
     `<div class="plots">${r.plots.map(renderPlot).join('')}</div>` +
     `<details><summary>figures</summary><pre>${escapeHtml(JSON.stringify(r.figures, null, 2))}</pre>` +
-      `</details></section>`
+    `</details></section>`
   );
 }
 
@@ -58,10 +58,10 @@ function requestRows(report: ProbeReport): string {
     .map(
       (r) =>
         `<tr><td>${r.id}</td><td>${escapeHtml(r.check)}</td><td>${r.tenant}</td><td>${escapeHtml(r.purpose)}` +
-          `</td><td>${escapeHtml(prompt(r.body))}</td>` +
+        `</td><td>${escapeHtml(prompt(r.body))}</td>` +
         `<td>${r.status ?? escapeHtml(r.error ?? 'none')}</td>` +
-          `<td>${r.ttftMs === undefined ? '' : r.ttftMs.toFixed(1)}</td>` +
-            `<td>${r.totalMs === undefined ? '' : r.totalMs.toFixed(1)}</td>` +
+        `<td>${r.ttftMs === undefined ? '' : r.ttftMs.toFixed(1)}</td>` +
+        `<td>${r.totalMs === undefined ? '' : r.totalMs.toFixed(1)}</td>` +
         `<td>${escapeHtml((r.texts ?? []).join(' | ').slice(0, 120))}</td></tr>`,
     )
     .join('');
@@ -72,24 +72,24 @@ export function renderHtml(report: ProbeReport): string {
     .map(
       (r) =>
         `<tr><td><a href="#${r.check}">${escapeHtml(r.check)}</a></td><td ` +
-          `class="${r.status}">${r.status}</td><td>${r.numRequests}/${r.budgetRequests}</td>` +
-            `<td>${escapeHtml(r.summary)}</td></tr>`,
+        `class="${r.status}">${r.status}</td><td>${r.numRequests}/${r.budgetRequests}</td>` +
+        `<td>${escapeHtml(r.summary)}</td></tr>`,
     )
     .join('');
   const s = report.server;
   return (
     `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>tessera probe: ` +
-      `${escapeHtml(report.baseUrl)}</title><style>${CSS}</style></head><body>` +
+    `${escapeHtml(report.baseUrl)}</title><style>${CSS}</style></head><body>` +
     `<h1>tessera probe of ${escapeHtml(report.baseUrl)}</h1>` +
     `<p>Model <b>${escapeHtml(s.model)}</b>, context ${s.contextLength} ` +
-      `tokens${s.poolLimit === null ? '' : `, admits prompts up to ${s.poolLimit} tokens`}. ` +
+    `tokens${s.poolLimit === null ? '' : `, admits prompts up to ${s.poolLimit} tokens`}. ` +
     `${s.sameKey ? 'One API key given twice: the server has no tenants to tell apart.' : 'Two tenants (two API keys).'} Started ${escapeHtml(report.startedAt)}, seed ${report.options.seed}, budget ${report.options.budget}.</p>` +
     `<p class="verdict v${report.exitCode}">${VERDICT[report.exitCode]}</p>` +
     `<table><tr><th>check</th><th>verdict</th><th>requests</th><th>evidence</th></tr>${rows}</table>` +
     report.results.map(section).join('') +
     `<h2>Every request (${report.requests.length})</h2><details><summary>show</summary><table><tr><th>#</th>` +
-      `<th>check</th><th>tenant</th><th>purpose</th><th>prompt</th><th>status</th><th>TTFT ms</th><th>total ms` +
-        `</th><th>text</th></tr>${requestRows(report)}</table></details>` +
+    `<th>check</th><th>tenant</th><th>purpose</th><th>prompt</th><th>status</th><th>TTFT ms</th><th>total ms` +
+    `</th><th>text</th></tr>${requestRows(report)}</table></details>` +
     `</body></html>\n`
   );
 }

@@ -23,7 +23,7 @@ export function verdictTable(report: ProbeReport): string {
     r.findings.map(
       (f) =>
         `  ${r.check}: ${f.what} (requests ` +
-          `${f.requests.slice(0, 8).join(', ')}${f.requests.length > 8 ? ', ...' : ''})`,
+        `${f.requests.slice(0, 8).join(', ')}${f.requests.length > 8 ? ', ...' : ''})`,
     ),
   );
   return [
@@ -45,6 +45,7 @@ export function verdictTable(report: ProbeReport): string {
 export function progressLine(check: string, done: number, total: number): string {
   const width = 20;
   const filled = total === 0 ? width : Math.min(width, Math.round((done / total) * width));
-  return `${check.padEnd(17)} [${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ` +
-    `${String(done).padStart(3)}/${total}`;
+  return (
+    `${check.padEnd(17)} [${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ` + `${String(done).padStart(3)}/${total}`
+  );
 }

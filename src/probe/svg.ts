@@ -26,7 +26,7 @@ function niceTicks(lo: number, hi: number, count: number): number[] {
 function frame(title: string, kind: string, body: string, height = H): string {
   return (
     `<svg class="plot" data-kind="${kind}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${W} ${height}" ` +
-      `width="${W}" height="${height}" role="img" aria-label="${escapeHtml(title)}">` +
+    `width="${W}" height="${height}" role="img" aria-label="${escapeHtml(title)}">` +
     `<text x="${W / 2}" y="16" text-anchor="middle" class="title">${escapeHtml(title)}</text>${body}</svg>`
   );
 }
@@ -48,9 +48,11 @@ function ecdf(title: string, unit: string, series: readonly Series[]): string {
       `<line class="grid" x1="${M.left}" x2="${W - M.right}" y1="${y(p).toFixed(1)}" y2="${y(p).toFixed(1)}"/>` +
       `<text class="tick" x="${M.left - 6}" y="${(y(p) + 4).toFixed(1)}" text-anchor="end">${p}</text>`;
   }
-  body += `<text class="axis" x="${(M.left + W - M.right) / 2}" y="${H - 6}" ` +
+  body +=
+    `<text class="axis" x="${(M.left + W - M.right) / 2}" y="${H - 6}" ` +
     `text-anchor="middle">${escapeHtml(unit)}</text>`;
-  body += `<text class="axis" x="14" y="${(M.top + H - M.bottom) / 2}" text-anchor="middle" ` +
+  body +=
+    `<text class="axis" x="14" y="${(M.top + H - M.bottom) / 2}" text-anchor="middle" ` +
     `transform="rotate(-90 14 ${(M.top + H - M.bottom) / 2})">fraction of samples</text>`;
   series.forEach((s, i) => {
     const sorted = [...s.values].sort((a, b) => a - b);
@@ -58,7 +60,8 @@ function ecdf(title: string, unit: string, series: readonly Series[]): string {
     sorted.forEach((v, k) => (d += ` H${x(v).toFixed(1)} V${y((k + 1) / sorted.length).toFixed(1)}`));
     d += ` H${x(hi).toFixed(1)}`;
     const color = COLORS[i % COLORS.length] as string;
-    body += `<path class="series" data-series="${escapeHtml(s.name)}" data-n="${sorted.length}" d="${d}" ` +
+    body +=
+      `<path class="series" data-series="${escapeHtml(s.name)}" data-n="${sorted.length}" d="${d}" ` +
       `fill="none" stroke="${color}" stroke-width="2"/>`;
     const lx = M.left + (i % 2) * 250;
     const ly = H + 8 + Math.floor(i / 2) * 16;
@@ -85,14 +88,15 @@ function bars(title: string, unit: string, items: readonly { label: string; valu
     // A zero still draws a hairline, so an empty bar is visibly "0", not missing.
     body +=
       `<rect class="bar" data-value="${b.value}" x="${x0.toFixed(1)}" ` +
-        `y="${(y(b.value) - (b.value === 0 ? 1 : 0)).toFixed(1)}" width="${(slot * 0.6).toFixed(1)}" ` +
-          `height="${Math.max(1, height).toFixed(1)}" fill="${COLORS[i % COLORS.length] as string}"/>` +
+      `y="${(y(b.value) - (b.value === 0 ? 1 : 0)).toFixed(1)}" width="${(slot * 0.6).toFixed(1)}" ` +
+      `height="${Math.max(1, height).toFixed(1)}" fill="${COLORS[i % COLORS.length] as string}"/>` +
       `<text class="tick" x="${(x0 + slot * 0.3).toFixed(1)}" y="${(y(b.value) - 5).toFixed(1)}" ` +
-        `text-anchor="middle">${b.value}</text>` +
+      `text-anchor="middle">${b.value}</text>` +
       `<text class="legend" x="${(x0 + slot * 0.3).toFixed(1)}" y="${H - M.bottom + 14}" ` +
-        `text-anchor="middle">${escapeHtml(b.label)}</text>`;
+      `text-anchor="middle">${escapeHtml(b.label)}</text>`;
   });
-  body += `<text class="axis" x="14" y="${(M.top + H - M.bottom) / 2}" text-anchor="middle" ` +
+  body +=
+    `<text class="axis" x="14" y="${(M.top + H - M.bottom) / 2}" text-anchor="middle" ` +
     `transform="rotate(-90 14 ${(M.top + H - M.bottom) / 2})">${escapeHtml(unit)}</text>`;
   return frame(title, 'bars', body);
 }

@@ -24,11 +24,19 @@ async function workerEntry(w: WorkerEntry, adminKey: string | null, timeoutMs: n
   const base = { url: w.url, role: w.role, state: w.state };
   if (adminKey === null) return { ...base, view: null, error: 'the dashboard is off (no admin key)' };
   try {
-    const response = await fetch(`${w.url}/dashboard/state`, { headers: { authorization: `Bearer ${adminKey}` }, signal: AbortSignal.timeout(timeoutMs) });
-    if (response.status !== 200) return { ...base, view: null, error: `GET ${w.url}/dashboard/state answered ${response.status}` };
+    const response = await fetch(`${w.url}/dashboard/state`, {
+      headers: { authorization: `Bearer ${adminKey}` },
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    if (response.status !== 200)
+      return { ...base, view: null, error: `GET ${w.url}/dashboard/state answered ${response.status}` };
     const view = (await response.json()) as DashboardView;
     return { ...base, view, error: null };
   } catch (error) {
-    return { ...base, view: null, error: `GET ${w.url}/dashboard/state: ${error instanceof Error ? error.message : String(error)}` };
+    return {
+      ...base,
+      view: null,
+      error: `GET ${w.url}/dashboard/state: ${error instanceof Error ? error.message : String(error)}`,
+    };
   }
 }

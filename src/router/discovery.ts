@@ -28,7 +28,10 @@ export type ResolveA = (name: string) => Promise<string[]>;
 export function parseDnsTarget(value: string, role: WorkerRole, flag: string): DnsTarget {
   const match = /^([A-Za-z0-9.-]+):(\d{1,5})$/.exec(value);
   const port = Number(match?.[2]);
-  if (match === null || !(port > 0 && port < 65536)) throw new ConfigError(`${flag} must be NAME:PORT (a DNS name with one A record per worker, and their HTTP port), got "${value}"`);
+  if (match === null || !(port > 0 && port < 65536))
+    throw new ConfigError(
+      `${flag} must be NAME:PORT (a DNS name with one A record per worker, and their HTTP port), got "${value}"`,
+    );
   return { role, name: match[1] as string, port };
 }
 
@@ -39,7 +42,8 @@ export function joinCheck(entry: WorkerEntry, admitted: readonly WorkerEntry[]):
   for (const other of admitted) {
     const theirs = other.limits;
     if (theirs === undefined) continue;
-    if (theirs.model !== mine.model) return `its model fingerprint ${mine.model} differs from ${other.url}'s ${theirs.model}`;
+    if (theirs.model !== mine.model)
+      return `its model fingerprint ${mine.model} differs from ${other.url}'s ${theirs.model}`;
     if (theirs.pageSize !== mine.pageSize || theirs.kvBytesPerToken !== mine.kvBytesPerToken) {
       return `its KV layout (page ${mine.pageSize} tokens, ${mine.kvBytesPerToken} bytes per token) differs from ${other.url}'s (page ${theirs.pageSize}, ${theirs.kvBytesPerToken})`;
     }
@@ -104,7 +108,9 @@ export class Discovery {
       addresses = await this.#o.resolve(target.name);
     } catch (error) {
       this.#stats.lookupFailures++;
-      this.#o.log(`DNS ${target.name}: ${error instanceof Error ? error.message : String(error)}; keeping its ${this.#current.get(target)?.size ?? 0} workers`);
+      this.#o.log(
+        `DNS ${target.name}: ${error instanceof Error ? error.message : String(error)}; keeping its ${this.#current.get(target)?.size ?? 0} workers`,
+      );
       return;
     }
     const next = new Set(addresses.map((ip) => `http://${ip}:${target.port}`));

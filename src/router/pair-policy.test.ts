@@ -4,18 +4,37 @@ import type { ClientRequest } from '../transfer/index.js';
 import { clusterAdmission, pickPair, type WorkerView } from './pair-policy.js';
 
 const MODEL = 'a11ce5a11ce5a11c';
-const limits = (contextLength: number, numPages: number, pageSize = 16, kvBytesPerToken = 2048, model = MODEL) => ({ contextLength, numPages, pageSize, kvBytesPerToken, model });
+const limits = (contextLength: number, numPages: number, pageSize = 16, kvBytesPerToken = 2048, model = MODEL) => ({
+  contextLength,
+  numPages,
+  pageSize,
+  kvBytesPerToken,
+  model,
+});
 const worker = (address: string, role: 'prefill' | 'decode', over: Partial<WorkerView> = {}): WorkerView => ({
-  url: `http://${address}`, role, address, up: true, limits: limits(512, 64), inFlight: 0, freePages: 64, ...over,
+  url: `http://${address}`,
+  role,
+  address,
+  up: true,
+  limits: limits(512, 64),
+  inFlight: 0,
+  freePages: 64,
+  ...over,
 });
 const request = (numPromptTokens: number, maxTokens: number): ClientRequest => ({
-  rid: asRequestId('r'), tenant: asTenantId('t'), tokens: Array.from({ length: numPromptTokens }, (_, i) => i + 3), sampling: samplingParams({ maxTokens }),
+  rid: asRequestId('r'),
+  tenant: asTenantId('t'),
+  tokens: Array.from({ length: numPromptTokens }, (_, i) => i + 3),
+  sampling: samplingParams({ maxTokens }),
 });
 
 describe('cluster admission', () => {
-  it('refuses a prompt that fits decode but not any prefill, with the prefill\'s own reason', () => {
+  it("refuses a prompt that fits decode but not any prefill, with the prefill's own reason", () => {
     const workers = [worker('p', 'prefill', { limits: limits(128, 8) }), worker('d', 'decode')];
-    expect(clusterAdmission(150, 10, workers)).toMatchObject({ code: 'context_length_exceeded', message: expect.stringMatching(/128 tokens/) });
+    expect(clusterAdmission(150, 10, workers)).toMatchObject({
+      code: 'context_length_exceeded',
+      message: expect.stringMatching(/128 tokens/),
+    });
     expect(clusterAdmission(100, 10, workers)).toBeUndefined();
   });
 
@@ -26,8 +45,12 @@ describe('cluster admission', () => {
   });
 
   it('judges workers that are down by what they last reported (they may come back), and none it never heard from', () => {
-    expect(clusterAdmission(150, 10, [worker('p', 'prefill', { up: false, limits: limits(128, 8) }), worker('d', 'decode')])).toMatchObject({ code: 'context_length_exceeded' });
-    expect(clusterAdmission(150, 10, [worker('p', 'prefill', { limits: undefined }), worker('d', 'decode')])).toBeUndefined();
+    expect(
+      clusterAdmission(150, 10, [worker('p', 'prefill', { up: false, limits: limits(128, 8) }), worker('d', 'decode')]),
+    ).toMatchObject({ code: 'context_length_exceeded' });
+    expect(
+      clusterAdmission(150, 10, [worker('p', 'prefill', { limits: undefined }), worker('d', 'decode')]),
+    ).toBeUndefined();
   });
 
   it('says the cluster is misconfigured when no fitting pair shares a page geometry', () => {
@@ -37,41 +60,71 @@ describe('cluster admission', () => {
 
   it('says the cluster is misconfigured when no fitting pair serves the same model (by fingerprint), and not when one does', () => {
     const other = limits(512, 64, 16, 2048, 'b0bb1eb0bb1eb0bb');
-    expect(clusterAdmission(10, 10, [worker('p', 'prefill', { limits: other }), worker('d', 'decode')])).toMatchObject({ code: 'config_invalid', message: expect.stringMatching(/same model/) });
-    expect(clusterAdmission(10, 10, [worker('p', 'prefill', { limits: other }), worker('d', 'decode'), worker('d2', 'decode', { limits: other })])).toBeUndefined();
+    expect(clusterAdmission(10, 10, [worker('p', 'prefill', { limits: other }), worker('d', 'decode')])).toMatchObject({
+      code: 'config_invalid',
+      message: expect.stringMatching(/same model/),
+    });
+    expect(
+      clusterAdmission(10, 10, [
+        worker('p', 'prefill', { limits: other }),
+        worker('d', 'decode'),
+        worker('d2', 'decode', { limits: other }),
+      ]),
+    ).toBeUndefined();
   });
 });
 
 describe('pickPair', () => {
   it('takes the least loaded prefill and decode, then the one with most free pages, then the address', () => {
     const workers = [
-      worker('p1', 'prefill', { inFlight: 2 }), worker('p2', 'prefill', { inFlight: 1, freePages: 10 }), worker('p3', 'prefill', { inFlight: 1, freePages: 20 }),
-      worker('d1', 'decode', { inFlight: 0 }), worker('d2', 'decode', { inFlight: 0 }),
+      worker('p1', 'prefill', { inFlight: 2 }),
+      worker('p2', 'prefill', { inFlight: 1, freePages: 10 }),
+      worker('p3', 'prefill', { inFlight: 1, freePages: 20 }),
+      worker('d1', 'decode', { inFlight: 0 }),
+      worker('d2', 'decode', { inFlight: 0 }),
     ];
     expect(pickPair(request(10, 10), { prefills: [] }, workers)).toEqual({ prefill: 'p3', decode: 'd1' });
   });
 
   it('skips workers that are down, unknown, to be avoided (a failed prefill), or too small for the request', () => {
     const workers = [
-      worker('p1', 'prefill', { up: false }), worker('p2', 'prefill'), worker('p3', 'prefill', { limits: limits(64, 4) }), worker('p4', 'prefill', { address: undefined }),
-      worker('d1', 'decode', { limits: limits(64, 4) }), worker('d2', 'decode', { inFlight: 5 }),
+      worker('p1', 'prefill', { up: false }),
+      worker('p2', 'prefill'),
+      worker('p3', 'prefill', { limits: limits(64, 4) }),
+      worker('p4', 'prefill', { address: undefined }),
+      worker('d1', 'decode', { limits: limits(64, 4) }),
+      worker('d2', 'decode', { inFlight: 5 }),
     ];
     expect(pickPair(request(100, 10), { prefills: [] }, workers)).toEqual({ prefill: 'p2', decode: 'd2' });
     expect(pickPair(request(100, 10), { prefills: ['p2'] }, workers)).toBeUndefined();
     // skip-admission on the router: limits are not looked at here (each node still checks its own).
-    expect(pickPair(request(100, 10), { prefills: ['p2'] }, workers, { admission: false, model: true })).toEqual({ prefill: 'p3', decode: 'd1' });
+    expect(pickPair(request(100, 10), { prefills: ['p2'] }, workers, { admission: false, model: true })).toEqual({
+      prefill: 'p3',
+      decode: 'd1',
+    });
   });
 
   it('pairs only pages of the same geometry', () => {
-    const workers = [worker('p1', 'prefill', { limits: limits(512, 64, 32) }), worker('p2', 'prefill', { inFlight: 3 }), worker('d1', 'decode')];
+    const workers = [
+      worker('p1', 'prefill', { limits: limits(512, 64, 32) }),
+      worker('p2', 'prefill', { inFlight: 3 }),
+      worker('d1', 'decode'),
+    ];
     expect(pickPair(request(10, 10), { prefills: [] }, workers)).toEqual({ prefill: 'p2', decode: 'd1' });
   });
 
   it('pairs only workers serving the same model: a less loaded prefill of another model is passed over', () => {
-    const workers = [worker('p1', 'prefill', { limits: limits(512, 64, 16, 2048, 'b0bb1eb0bb1eb0bb') }), worker('p2', 'prefill', { inFlight: 3 }), worker('d1', 'decode')];
+    const workers = [
+      worker('p1', 'prefill', { limits: limits(512, 64, 16, 2048, 'b0bb1eb0bb1eb0bb') }),
+      worker('p2', 'prefill', { inFlight: 3 }),
+      worker('d1', 'decode'),
+    ];
     expect(pickPair(request(10, 10), { prefills: [] }, workers)).toEqual({ prefill: 'p2', decode: 'd1' });
     expect(pickPair(request(10, 10), { prefills: ['p2'] }, workers)).toBeUndefined();
     // skip-model-check on the router: fingerprints are not compared here (decode still compares KvDone's).
-    expect(pickPair(request(10, 10), { prefills: [] }, workers, { admission: true, model: false })).toEqual({ prefill: 'p1', decode: 'd1' });
+    expect(pickPair(request(10, 10), { prefills: [] }, workers, { admission: true, model: false })).toEqual({
+      prefill: 'p1',
+      decode: 'd1',
+    });
   });
 });

@@ -56,8 +56,14 @@ const compatible = (p: WorkerLimits, d: WorkerLimits, checks: PolicyChecks): boo
  * undefined. Workers that never reported their limits are not judged (the request then waits
  * for pickPair, which finds no pair and says `overloaded`).
  */
-export function clusterAdmission(numPromptTokens: number, maxTokens: number, workers: readonly WorkerView[], checks: PolicyChecks = ALL_CHECKS): TesseraError | undefined {
-  const known = (role: WorkerRole) => workers.filter((w): w is WorkerView & { limits: WorkerLimits } => w.role === role && w.limits !== undefined);
+export function clusterAdmission(
+  numPromptTokens: number,
+  maxTokens: number,
+  workers: readonly WorkerView[],
+  checks: PolicyChecks = ALL_CHECKS,
+): TesseraError | undefined {
+  const known = (role: WorkerRole) =>
+    workers.filter((w): w is WorkerView & { limits: WorkerLimits } => w.role === role && w.limits !== undefined);
   const prefills = known('prefill');
   const decodes = known('decode');
   if (prefills.length === 0 || decodes.length === 0) return undefined;
@@ -68,7 +74,10 @@ export function clusterAdmission(numPromptTokens: number, maxTokens: number, wor
   const okDecodes = decodes.filter((w) => refusal(w) === undefined);
   if (okDecodes.length === 0) return refusal(decodes[0] as WorkerView & { limits: WorkerLimits });
   if (!okPrefills.some((p) => okDecodes.some((d) => compatible(p.limits, d.limits, checks)))) {
-    return new TesseraError('config_invalid', 'no prefill worker that fits this request serves the same model (by fingerprint) with the same page size and KV shape as a decode worker that fits it; the cluster is misconfigured');
+    return new TesseraError(
+      'config_invalid',
+      'no prefill worker that fits this request serves the same model (by fingerprint) with the same page size and KV shape as a decode worker that fits it; the cluster is misconfigured',
+    );
   }
   return undefined;
 }
@@ -82,12 +91,20 @@ function byLoad(a: WorkerView, b: WorkerView): number {
  * The least loaded compatible pair that is up and admits the request, or undefined.
  * `checks`: all of them, but for the router's fault points (PolicyChecks).
  */
-export function pickPair(request: ClientRequest, avoid: { readonly prefills: readonly PeerId[] }, workers: readonly WorkerView[], checks: PolicyChecks = ALL_CHECKS): Pair | undefined {
+export function pickPair(
+  request: ClientRequest,
+  avoid: { readonly prefills: readonly PeerId[] },
+  workers: readonly WorkerView[],
+  checks: PolicyChecks = ALL_CHECKS,
+): Pair | undefined {
   const { length: numPromptTokens } = request.tokens;
   const { maxTokens } = request.sampling;
   const usable = (role: WorkerRole) =>
     workers
-      .filter((w): w is WorkerView & { limits: WorkerLimits; address: string } => w.role === role && w.up && w.limits !== undefined && w.address !== undefined)
+      .filter(
+        (w): w is WorkerView & { limits: WorkerLimits; address: string } =>
+          w.role === role && w.up && w.limits !== undefined && w.address !== undefined,
+      )
       .filter((w) => !checks.admission || admissionError(w.limits, role, numPromptTokens, maxTokens) === undefined)
       .sort(byLoad);
   const decodes = usable('decode');

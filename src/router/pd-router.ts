@@ -85,7 +85,12 @@ export interface PdRouterOptions {
   /** Where the router says what it saw (a worker's host lost, workers joining and leaving). */
   readonly log?: (line: string) => void;
   /** Workers named by DNS (re-resolved every intervalMs; default resolver: the system's). */
-  readonly dns?: { readonly targets: readonly DnsTarget[]; readonly intervalMs: number; readonly resolve?: ResolveA; readonly log?: (line: string) => void };
+  readonly dns?: {
+    readonly targets: readonly DnsTarget[];
+    readonly intervalMs: number;
+    readonly resolve?: ResolveA;
+    readonly log?: (line: string) => void;
+  };
 }
 
 /** One client request while it lives: its stream, the machine rid of its current submission. */
@@ -143,25 +148,49 @@ export class PdRouter {
       fetchTimeoutMs: options.fetchTimeoutMs ?? 2000,
       inFlightOn: (address) => this.machine.inFlightOn(address),
       vet: async (entry, admitted) =>
-        options.faults.has('skip-join-check') ? undefined : joinCheck(entry, admitted) ?? (await probeClusterSecret(entry.address as string, `${this.nodeId}-probe`, options.clusterSecret, options.fetchTimeoutMs ?? 2000)),
+        options.faults.has('skip-join-check')
+          ? undefined
+          : (joinCheck(entry, admitted) ??
+            (await probeClusterSecret(
+              entry.address as string,
+              `${this.nodeId}-probe`,
+              options.clusterSecret,
+              options.fetchTimeoutMs ?? 2000,
+            ))),
       // A stalled worker (SIGSTOP, a wedged host, a host whose link is down) holds its requests
       // until a 600 s timeout otherwise: once it is marked down (within MAX_SLOW_POLLS polls,
       // about 3-5 s by default) its connection is closed, so requests before their first token
       // retry on another pair and the rest fail at once with the reason.
       onDown: (entry) => this.#onDown(entry.address, entry.lastError),
       onRemoved: (entry) => {
-        if (entry.address !== undefined && this.registry.byAddress(entry.address) === undefined) this.#transport.closePeer(entry.address, 'the worker left the cluster');
+        if (entry.address !== undefined && this.registry.byAddress(entry.address) === undefined)
+          this.#transport.closePeer(entry.address, 'the worker left the cluster');
       },
     });
     const dns = options.dns;
-    this.#discovery = dns === undefined || dns.targets.length === 0 ? undefined : new Discovery({
-      targets: dns.targets, intervalMs: dns.intervalMs, registry: this.registry, resolve: dns.resolve ?? systemResolveA(options.fetchTimeoutMs ?? 2000), log: dns.log ?? options.log ?? (() => undefined),
-    });
+    this.#discovery =
+      dns === undefined || dns.targets.length === 0
+        ? undefined
+        : new Discovery({
+            targets: dns.targets,
+            intervalMs: dns.intervalMs,
+            registry: this.registry,
+            resolve: dns.resolve ?? systemResolveA(options.fetchTimeoutMs ?? 2000),
+            log: dns.log ?? options.log ?? (() => undefined),
+          });
     this.#metrics = new RouterMetrics(this.registry);
     this.#queue = new WaitQueue(options.waitQueue ?? DEFAULT_WAIT_QUEUE);
-    const checks: PolicyChecks = { admission: !options.faults.has('skip-admission'), model: !options.faults.has('skip-model-check') };
+    const checks: PolicyChecks = {
+      admission: !options.faults.has('skip-admission'),
+      model: !options.faults.has('skip-model-check'),
+    };
     this.#checks = checks;
-    this.#routing = new PrefixRouting(this.registry, checks, options.routing ?? 'prefix', options.faults.has('share-prefix-index-across-tenants'));
+    this.#routing = new PrefixRouting(
+      this.registry,
+      checks,
+      options.routing ?? 'prefix',
+      options.faults.has('share-prefix-index-across-tenants'),
+    );
     this.machine = new RouterMachine({
       node: this.nodeId,
       contextLength: options.contextLength,
@@ -204,7 +233,11 @@ export class PdRouter {
 
   generate(request: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent> {
     const { rid } = request;
-    const stream = new ClientStream(this.#o.textStream(request.promptTokens, request.sampling.stop), request.promptTokens.length, () => this.#gone(rid));
+    const stream = new ClientStream(
+      this.#o.textStream(request.promptTokens, request.sampling.stop),
+      request.promptTokens.length,
+      () => this.#gone(rid),
+    );
     let refusal = this.#closed
       ? new TesseraError('overloaded', 'The router is shutting down.')
       : this.#o.faults.has('skip-admission')
@@ -213,7 +246,9 @@ export class PdRouter {
     let tokens = request.promptTokens;
     if (refusal?.code === 'pool_too_small' && this.#o.faults.has('admit-over-pool')) {
       // Test-only (see FAULT_NAMES): keep the head of the prompt that the smallest pool holds beside max_tokens.
-      const poolTokens = Math.min(...this.#views().flatMap((v) => (v.limits === undefined ? [] : [v.limits.numPages * v.limits.pageSize])));
+      const poolTokens = Math.min(
+        ...this.#views().flatMap((v) => (v.limits === undefined ? [] : [v.limits.numPages * v.limits.pageSize])),
+      );
       tokens = tokens.slice(0, Math.max(1, poolTokens - request.sampling.maxTokens));
       refusal = undefined;
     }
@@ -224,10 +259,19 @@ export class PdRouter {
     // The listener goes when the request ends: a signal shared by n choices must not collect them.
     const onAbort = (): void => this.#gone(rid);
     signal.addEventListener('abort', onAbort, { once: true });
-    const live: Live = { request: { ...request, promptTokens: tokens }, stream, machineRid: rid, submissions: 0, waitingSinceMs: undefined, queued: false, detach: () => signal.removeEventListener('abort', onAbort) };
+    const live: Live = {
+      request: { ...request, promptTokens: tokens },
+      stream,
+      machineRid: rid,
+      submissions: 0,
+      waitingSinceMs: undefined,
+      queued: false,
+      detach: () => signal.removeEventListener('abort', onAbort),
+    };
     this.#live.set(rid, live);
     // Those already waiting go first.
-    if (this.#queue.size > 0) this.#wait(live, new TesseraError('overloaded', 'requests are waiting for room on the cluster'));
+    if (this.#queue.size > 0)
+      this.#wait(live, new TesseraError('overloaded', 'requests are waiting for room on the cluster'));
     else this.#submit(live);
     if (signal.aborted) this.#gone(rid);
     return stream;
@@ -241,9 +285,25 @@ export class PdRouter {
         model: this.modelName,
         node: this.nodeId,
         contextLength: this.contextLength,
-        workers: this.registry.entries.map((e) => ({ url: e.url, role: e.role, state: e.state, source: e.source, draining: e.draining, address: e.address ?? null, modelFingerprint: e.limits?.model ?? null, inFlight: this.registry.inFlight(e), pages: e.pages ?? null, ...(e.lastError === undefined ? {} : { error: e.lastError }) })),
+        workers: this.registry.entries.map((e) => ({
+          url: e.url,
+          role: e.role,
+          state: e.state,
+          source: e.source,
+          draining: e.draining,
+          address: e.address ?? null,
+          modelFingerprint: e.limits?.model ?? null,
+          inFlight: this.registry.inFlight(e),
+          pages: e.pages ?? null,
+          ...(e.lastError === undefined ? {} : { error: e.lastError }),
+        })),
         requests: { live: this.#live.size, attempts: this.machine.attemptsByState() },
-        queue: { waiting: this.#queue.size, ...this.#queueStats, maxWaiting: this.#queue.options.maxWaiting, maxWaitMs: this.#queue.options.maxWaitMs },
+        queue: {
+          waiting: this.#queue.size,
+          ...this.#queueStats,
+          maxWaiting: this.#queue.options.maxWaiting,
+          maxWaitMs: this.#queue.options.maxWaitMs,
+        },
         idle: this.#live.size === 0 && this.machine.numActive === 0,
         stats: this.machine.stats(),
         routing: this.#routing.report(),
@@ -264,13 +324,22 @@ export class PdRouter {
       tagMismatchesTotal += e.totals.tagMismatches;
     }
     const byState = this.machine.attemptsByState();
-    return { kvPages, requestsRunning: (byState['Prefilling'] ?? 0) + (byState['Streaming'] ?? 0), requestsWaiting: byState['Reserving'] ?? 0, tagMismatchesTotal };
+    return {
+      kvPages,
+      requestsRunning: (byState['Prefilling'] ?? 0) + (byState['Streaming'] ?? 0),
+      requestsWaiting: byState['Reserving'] ?? 0,
+      tagMismatchesTotal,
+    };
   }
 
   /** The operator's cluster map (admin-only /dashboard): each worker's own map, and the pairs in flight. */
   pageMap(): Promise<ClusterPageMap> {
     return clusterPageMap({
-      node: this.nodeId, workers: this.registry.entries, pairs: this.machine.inFlight(), adminKey: this.#o.adminKey ?? null, timeoutMs: this.#o.fetchTimeoutMs ?? 2000,
+      node: this.nodeId,
+      workers: this.registry.entries,
+      pairs: this.machine.inFlight(),
+      adminKey: this.#o.adminKey ?? null,
+      timeoutMs: this.#o.fetchTimeoutMs ?? 2000,
     });
   }
 
@@ -293,7 +362,8 @@ export class PdRouter {
 
   /** A worker was marked down: close its connection (unless the test-only ignore-host-loss), so attempts on it end now. */
   #onDown(address: string | undefined, why: string | undefined): void {
-    if (address === undefined || this.#o.faults.has('ignore-host-loss') || !this.#transport.isConnected(address)) return;
+    if (address === undefined || this.#o.faults.has('ignore-host-loss') || !this.#transport.isConnected(address))
+      return;
     this.#o.log?.(`${address} marked down (${why ?? 'no answer'}): closing its connection`);
     this.#transport.closePeer(address, `the router marked ${address} down (${why ?? 'no answer'})`);
   }
@@ -362,7 +432,9 @@ export class PdRouter {
     for (const { item } of this.#queue.expired(Date.now())) {
       this.#queueStats.timedOut++;
       this.#end(item);
-      item.stream.failed(new TesseraError('overloaded', `no room on the cluster within ${this.#queue.options.maxWaitMs} ms`));
+      item.stream.failed(
+        new TesseraError('overloaded', `no room on the cluster within ${this.#queue.options.maxWaitMs} ms`),
+      );
     }
     this.#admitNext();
     if (this.#queue.size > 0 && !this.#closed) this.#queueTimer = setTimeout(() => this.#onQueueTimer(), WAIT_RETRY_MS);
@@ -404,7 +476,8 @@ export class PdRouter {
         this.#byMachine.delete(effect.rid);
         if (live === undefined) return this.#admitNext(); // the client left; its slot and pages came back
         const { outcome } = effect;
-        if (!outcome.ok && outcome.error.code === 'overloaded' && live.stream.numTokens === 0) return this.#wait(live, outcome.error);
+        if (!outcome.ok && outcome.error.code === 'overloaded' && live.stream.numTokens === 0)
+          return this.#wait(live, outcome.error);
         this.#end(live);
         if (outcome.ok) live.stream.finished(outcome.finishReason, outcome.cachedTokens ?? 0);
         else live.stream.failed(outcome.error);

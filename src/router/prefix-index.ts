@@ -61,15 +61,26 @@ export function matchedBlocks(view: PrefixView | undefined, tenant: string, hash
  * it; else 'load'. Only the prompt without its last token can hit (a step computes at least one).
  */
 export function choosePrefill(
-  tenant: string, tokens: readonly number[], pageSize: number, candidates: readonly PrefillCandidate[], bound = LOAD_BOUND, acrossTenants = false,
+  tenant: string,
+  tokens: readonly number[],
+  pageSize: number,
+  candidates: readonly PrefillCandidate[],
+  bound = LOAD_BOUND,
+  acrossTenants = false,
 ): PrefillChoice {
   if (candidates.length === 0) return { by: 'load', reason: 'no-candidate' };
   const prompt = tokens.slice(0, Math.max(0, tokens.length - 1));
   const hashes = blockHashes(tenant, prompt, pageSize);
   // The fault share-prefix-index-across-tenants: match every tenant's blocks (llm-d-router PR #1494's bug).
   const matched = (c: PrefillCandidate): number =>
-    !acrossTenants ? matchedBlocks(c.prefix, tenant, hashes)
-      : Math.max(0, ...[...(c.prefix?.tenants.keys() ?? [])].map((t) => matchedBlocks(c.prefix, t, blockHashes(t, prompt, pageSize))));
+    !acrossTenants
+      ? matchedBlocks(c.prefix, tenant, hashes)
+      : Math.max(
+          0,
+          ...[...(c.prefix?.tenants.keys() ?? [])].map((t) =>
+            matchedBlocks(c.prefix, t, blockHashes(t, prompt, pageSize)),
+          ),
+        );
   let best: PrefillCandidate | undefined;
   let bestBlocks = 0;
   for (const c of candidates) {

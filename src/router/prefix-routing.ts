@@ -44,13 +44,26 @@ export class PrefixRouting {
       const candidates = this.#registry.entries
         .filter(
           (e): e is WorkerEntry & { address: string } =>
-            e.role === 'prefill' && e.address !== undefined && e.state === 'up' && e.admitted && !e.draining && !avoid.prefills.includes(e.address),
+            e.role === 'prefill' &&
+            e.address !== undefined &&
+            e.state === 'up' &&
+            e.admitted &&
+            !e.draining &&
+            !avoid.prefills.includes(e.address),
         )
         .map((e) => ({ ...e, inFlight: this.#registry.inFlight(e) }));
       const pageSize = candidates[0]?.limits?.pageSize ?? 0;
-      const choice = pageSize > 0 ? choosePrefill(request.tenant, request.tokens, pageSize, candidates, LOAD_BOUND, this.#acrossTenants) : ({ by: 'load', reason: 'no-candidate' } as const);
+      const choice =
+        pageSize > 0
+          ? choosePrefill(request.tenant, request.tokens, pageSize, candidates, LOAD_BOUND, this.#acrossTenants)
+          : ({ by: 'load', reason: 'no-candidate' } as const);
       if (choice.by === 'prefix') {
-        const pair = pickPair(request, avoid, views.filter((v) => v.role === 'decode' || v.address === choice.address), this.#checks);
+        const pair = pickPair(
+          request,
+          avoid,
+          views.filter((v) => v.role === 'decode' || v.address === choice.address),
+          this.#checks,
+        );
         if (pair !== undefined) {
           this.#stats.byPrefix++;
           const total = candidates.reduce((sum, c) => sum + c.inFlight, 0) + 1;
@@ -75,7 +88,12 @@ export class PrefixRouting {
       .filter((e) => e.role === 'prefill' && e.prefix !== undefined)
       .map((e) => {
         const p = e.prefix as NonNullable<WorkerEntry['prefix']>;
-        return { url: e.url, lookupTokens: p.lookupTokens, hitTokens: p.hitTokens, hitRate: p.lookupTokens === 0 ? 0 : p.hitTokens / p.lookupTokens };
+        return {
+          url: e.url,
+          lookupTokens: p.lookupTokens,
+          hitTokens: p.hitTokens,
+          hitRate: p.lookupTokens === 0 ? 0 : p.hitTokens / p.lookupTokens,
+        };
       });
     return { ...this.#stats, loadReasons: { ...this.#stats.loadReasons }, workers };
   }

@@ -5,7 +5,15 @@ import { createServer, type Server } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MAX_SLOW_POLLS, WorkerRegistry } from './workers.js';
 
-const HEALTH = { role: 'decode', address: '127.0.0.1:9', contextLength: 64, pageSize: 16, kvPages: 8, kvBytesPerToken: 64, modelFingerprint: 'a11ce5a11ce5a11c' };
+const HEALTH = {
+  role: 'decode',
+  address: '127.0.0.1:9',
+  contextLength: 64,
+  pageSize: 16,
+  kvPages: 8,
+  kvBytesPerToken: 64,
+  modelFingerprint: 'a11ce5a11ce5a11c',
+};
 
 /** How long a slow worker takes to answer /health: past the registry's fetch timeout. */
 const SLOW_MS = 2500;
@@ -25,7 +33,10 @@ afterEach(async () => {
 async function fakeWorker(): Promise<FakeWorker> {
   const fake = { delayMs: 0 } as FakeWorker;
   const server = createServer((_req, res) => {
-    setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(HEALTH)), fake.delayMs);
+    setTimeout(
+      () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(HEALTH)),
+      fake.delayMs,
+    );
   });
   servers.push(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -117,7 +128,12 @@ describe('WorkerRegistry health polling', () => {
     });
     servers.push(counting);
     await new Promise<void>((resolve) => counting.listen(0, '127.0.0.1', resolve));
-    const r = new WorkerRegistry({ prefills: [], decodes: [`http://127.0.0.1:${(counting.address() as { port: number }).port}`], pollIntervalMs: 60_000, fetchTimeoutMs: 1000 });
+    const r = new WorkerRegistry({
+      prefills: [],
+      decodes: [`http://127.0.0.1:${(counting.address() as { port: number }).port}`],
+      pollIntervalMs: 60_000,
+      fetchTimeoutMs: 1000,
+    });
     await Promise.all([r.pollAll(), r.pollAll(), r.pollAll()]);
     expect(requests).toBe(1);
   });

@@ -76,7 +76,10 @@ export class WorkerRegistry {
 
   constructor(options: WorkerRegistryOptions) {
     this.#o = options;
-    this.#entries = [...options.prefills.map((u) => newEntry(u, 'prefill', 'static')), ...options.decodes.map((u) => newEntry(u, 'decode', 'static'))];
+    this.#entries = [
+      ...options.prefills.map((u) => newEntry(u, 'prefill', 'static')),
+      ...options.decodes.map((u) => newEntry(u, 'decode', 'static')),
+    ];
   }
 
   /** A worker that joined (DNS): polled at once, paired only once its join checks pass. A draining one comes back. */
@@ -143,7 +146,13 @@ export class WorkerRegistry {
   /** Each worker as the pair policy sees it; `inFlight` is the router machine's count of its attempts there. */
   views(): WorkerView[] {
     return this.#entries.map((e) => ({
-      url: e.url, role: e.role, address: e.address, up: usable(e), limits: e.limits, inFlight: this.inFlight(e), freePages: (e.pages?.free ?? 0) + (e.pages?.cached ?? 0),
+      url: e.url,
+      role: e.role,
+      address: e.address,
+      up: usable(e),
+      limits: e.limits,
+      inFlight: this.inFlight(e),
+      freePages: (e.pages?.free ?? 0) + (e.pages?.cached ?? 0),
     }));
   }
 
@@ -212,7 +221,10 @@ export class WorkerRegistry {
     e.totals = report.totals;
     e.prefix = parsePrefixReport(body['prefixCache']);
     if (status === 200 && !e.admitted && this.#o.vet !== undefined) {
-      const why = await this.#o.vet(e, this.#entries.filter((x) => x !== e && x.admitted && x.limits !== undefined));
+      const why = await this.#o.vet(
+        e,
+        this.#entries.filter((x) => x !== e && x.admitted && x.limits !== undefined),
+      );
       if (why !== undefined) {
         e.state = 'misconfigured';
         e.lastError = `not admitted: ${why}`;
@@ -229,9 +241,20 @@ const usable = (e: WorkerEntry): boolean => e.state === 'up' && e.admitted && !e
 
 function newEntry(url: string, role: WorkerRole, source: 'static' | 'dns'): WorkerEntry {
   return {
-    url: url.replace(/\/+$/, ''), role, state: 'unknown', address: undefined, limits: undefined, pages: undefined,
-    totals: { transferBytes: 0, checksumFailures: 0, tagMismatches: 0 }, lastError: undefined, slowPolls: 0, polling: false,
-    source, admitted: source === 'static', draining: false, prefix: undefined,
+    url: url.replace(/\/+$/, ''),
+    role,
+    state: 'unknown',
+    address: undefined,
+    limits: undefined,
+    pages: undefined,
+    totals: { transferBytes: 0, checksumFailures: 0, tagMismatches: 0 },
+    lastError: undefined,
+    slowPolls: 0,
+    polling: false,
+    source,
+    admitted: source === 'static',
+    draining: false,
+    prefix: undefined,
   };
 }
 
@@ -245,14 +268,22 @@ interface Report {
 /** A worker's /health body, checked; a string says what is wrong with it. */
 function parseReport(body: Record<string, unknown>, role: WorkerRole): Report | string {
   if (body['role'] !== role) return `it is a ${String(body['role'])} worker, but was given to the router as --${role}`;
-  const num = (value: unknown): number | undefined => (typeof value === 'number' && Number.isFinite(value) ? value : undefined);
+  const num = (value: unknown): number | undefined =>
+    typeof value === 'number' && Number.isFinite(value) ? value : undefined;
   const address = body['address'];
   const contextLength = num(body['contextLength']);
   const pageSize = num(body['pageSize']);
   const numPages = num(body['kvPages']);
   const kvBytesPerToken = num(body['kvBytesPerToken']);
   const model = body['modelFingerprint'];
-  if (typeof address !== 'string' || contextLength === undefined || pageSize === undefined || numPages === undefined || kvBytesPerToken === undefined || typeof model !== 'string') {
+  if (
+    typeof address !== 'string' ||
+    contextLength === undefined ||
+    pageSize === undefined ||
+    numPages === undefined ||
+    kvBytesPerToken === undefined ||
+    typeof model !== 'string'
+  ) {
     return 'it does not report address, contextLength, pageSize, kvPages, kvBytesPerToken and modelFingerprint (is it a Tessera PD worker of this version?)';
   }
   const transfer = (body['transfer'] ?? {}) as Record<string, unknown>;

@@ -24,7 +24,11 @@ describe('admission at the context length (L = 64, pool of 20 pages = 80 tokens)
       const { h, result } = at(n);
       expect(result).toEqual({ kind: 'admitted' });
       h.runUntilDone();
-      expect(h.ended.get(asRequestId('r'))).toMatchObject({ kind: 'finished', finishReason: 'length', usage: { completionTokens: 8 } });
+      expect(h.ended.get(asRequestId('r'))).toMatchObject({
+        kind: 'finished',
+        finishReason: 'length',
+        usage: { completionTokens: 8 },
+      });
     }
   });
 
@@ -33,7 +37,9 @@ describe('admission at the context length (L = 64, pool of 20 pages = 80 tokens)
     expect(result.kind).toBe('rejected');
     if (result.kind !== 'rejected') return;
     expect(result.error.code).toBe('context_length_exceeded');
-    expect(result.error.message).toMatch(/maximum context length is 64 tokens\. However, you requested 65 tokens \(57 in the messages, 8 in the completion\)/);
+    expect(result.error.message).toMatch(
+      /maximum context length is 64 tokens\. However, you requested 65 tokens \(57 in the messages, 8 in the completion\)/,
+    );
     h.step();
     expect(ledgerUntouched(h)).toBe(true);
     expect(h.scheduler.numWaiting).toBe(0);
@@ -58,7 +64,9 @@ describe('admission at the pool (11 pages of 4 = 44 tokens, context 64: a miscon
     const { h, result } = at('colocated', 41, 4);
     expect(result).toMatchObject({ kind: 'rejected', error: { code: 'pool_too_small' } });
     if (result.kind !== 'rejected') return;
-    expect(result.error.message).toMatch(/pool holds 44 tokens \(11 pages of 4\), but this request needs 45 tokens \(12 pages\) for 41 prompt tokens \+ 4 completion tokens/);
+    expect(result.error.message).toMatch(
+      /pool holds 44 tokens \(11 pages of 4\), but this request needs 45 tokens \(12 pages\) for 41 prompt tokens \+ 4 completion tokens/,
+    );
     h.step();
     expect(ledgerUntouched(h)).toBe(true);
   });
@@ -102,7 +110,10 @@ describe('negative control: the fault skip-admission', () => {
     const context = new SchedulerHarness({ contextLength: 64, numPages: 40, faults: SKIP_ADMISSION });
     expect(context.admit('c', 't', range(0, 60), 10).kind).toBe('admitted');
     context.runUntilDone(100);
-    expect(context.ended.get(asRequestId('c'))).toMatchObject({ kind: 'failed', error: { code: 'context_length_exceeded' } });
+    expect(context.ended.get(asRequestId('c'))).toMatchObject({
+      kind: 'failed',
+      error: { code: 'context_length_exceeded' },
+    });
     for (const h of [pool, context]) expect(h.pool.ledger.counts()).toMatchObject({ allocated: 0, quarantined: 0 });
   });
 });

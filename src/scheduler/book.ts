@@ -18,7 +18,14 @@ import {
 import type { QuarantineRecord } from './integrity.js';
 import type { PageOps } from './page-ops.js';
 import { TenantQueues } from './queue.js';
-import { computedTokens, numOutputTokens, tagsOf, type PageTable, type RequestState, type SchedRequest } from './request-state.js';
+import {
+  computedTokens,
+  numOutputTokens,
+  tagsOf,
+  type PageTable,
+  type RequestState,
+  type SchedRequest,
+} from './request-state.js';
 import type { Role, SchedulerEvent } from './types.js';
 
 export class RequestBook {
@@ -82,13 +89,30 @@ export class RequestBook {
    * A token sampled for r: its `token` event (left out with emit 'silent': decode's first token,
    * which prefill sampled and the DecodeMachine sends itself), and its end when it is one.
    */
-  onSampled(r: SchedRequest, table: PageTable, token: number, logprob?: TokenLogprob, emit: 'emit' | 'silent' = 'emit'): SchedulerEvent[] {
+  onSampled(
+    r: SchedRequest,
+    table: PageTable,
+    token: number,
+    logprob?: TokenLogprob,
+    emit: 'emit' | 'silent' = 'emit',
+  ): SchedulerEvent[] {
     if (this.#role === 'prefill') {
       this.setState(r, { kind: 'held', table, firstToken: token });
-      return [{ kind: 'prefilled', rid: r.rid, firstToken: token, ...(logprob === undefined ? {} : { firstLogprob: logprob }), tags: [...table.tags], numTokens: table.numComputed, ...(r.numCachedTokens > 0 ? { numCachedTokens: r.numCachedTokens } : {}) }];
+      return [
+        {
+          kind: 'prefilled',
+          rid: r.rid,
+          firstToken: token,
+          ...(logprob === undefined ? {} : { firstLogprob: logprob }),
+          tags: [...table.tags],
+          numTokens: table.numComputed,
+          ...(r.numCachedTokens > 0 ? { numCachedTokens: r.numCachedTokens } : {}),
+        },
+      ];
     }
     r.tokens.push(token);
-    const events: SchedulerEvent[] = emit === 'silent' ? [] : [{ kind: 'token', rid: r.rid, token, ...(logprob === undefined ? {} : { logprob }) }];
+    const events: SchedulerEvent[] =
+      emit === 'silent' ? [] : [{ kind: 'token', rid: r.rid, token, ...(logprob === undefined ? {} : { logprob }) }];
     if (r.stopTokenIds.has(token)) events.push(this.finish(r, 'stop'));
     else if (numOutputTokens(r) >= r.maxTokens) events.push(this.finish(r, 'length'));
     else this.setState(r, { kind: 'decoding', table });

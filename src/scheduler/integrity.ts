@@ -56,7 +56,10 @@ export function checkSchedulerIntegrity(s: SchedulerSnapshot): void {
 
   for (const [rid, r] of s.requests) {
     assert(r.rid === rid, () => `request ${r.rid} is filed under ${rid}`);
-    assert(r.tokens.length <= r.numPromptTokens + r.maxTokens, () => `${rid} has ${r.tokens.length} tokens, more than prompt + max_tokens`);
+    assert(
+      r.tokens.length <= r.numPromptTokens + r.maxTokens,
+      () => `${rid} has ${r.tokens.length} tokens, more than prompt + max_tokens`,
+    );
     const inStep = s.inFlight?.has(rid) === true;
     let seenOwnPage = false;
     for (const tag of tagsOf(r.state)) {
@@ -65,7 +68,8 @@ export function checkSchedulerIntegrity(s: SchedulerSnapshot): void {
         assert(!seenOwnPage, () => `${rid} reads cached page ${tag.page} after a page of its own`);
         assert(
           e.tenant === r.tenant && e.epoch === tag.epoch && e.readers.includes(rid),
-          () => `${rid} (tenant ${r.tenant}) reads page ${tag.page} (epoch ${tag.epoch}), but it is ${describeEntry(e)}`,
+          () =>
+            `${rid} (tenant ${r.tenant}) reads page ${tag.page} (epoch ${tag.epoch}), but it is ${describeEntry(e)}`,
         );
         const list = readers.get(tag.page) ?? [];
         assert(!list.includes(rid), () => `${rid} lists page ${tag.page} twice`);
@@ -78,7 +82,10 @@ export function checkSchedulerIntegrity(s: SchedulerSnapshot): void {
     checkState(s, r, inStep, pageSize);
   }
   for (const [rid, q] of s.quarantined) {
-    assert(q.owner.rid === rid && !s.requests.has(rid), () => `quarantine record ${rid} is misfiled or the request still lives`);
+    assert(
+      q.owner.rid === rid && !s.requests.has(rid),
+      () => `quarantine record ${rid} is misfiled or the request still lives`,
+    );
     for (const tag of q.tags) claimOwn(q.owner, tag, 'quarantined');
   }
   for (let page = 0; page < ledger.numPages; page++) {
@@ -88,11 +95,17 @@ export function checkSchedulerIntegrity(s: SchedulerSnapshot): void {
         break;
       case 'allocated':
       case 'quarantined':
-        assert(owners.get(page) === e.rid, () => `page ${page} is ${describeEntry(e)}, but no request of this scheduler holds it (a leak)`);
+        assert(
+          owners.get(page) === e.rid,
+          () => `page ${page} is ${describeEntry(e)}, but no request of this scheduler holds it (a leak)`,
+        );
         break;
       case 'cached': {
         const list = readers.get(page) ?? [];
-        assert(list.length === e.readers.length, () => `page ${page} is ${describeEntry(e)}, but ${list.length} request table(s) read it`);
+        assert(
+          list.length === e.readers.length,
+          () => `page ${page} is ${describeEntry(e)}, but ${list.length} request table(s) read it`,
+        );
         break;
       }
       default:
@@ -113,17 +126,26 @@ function checkState(s: SchedulerSnapshot, r: SchedRequest, inStep: boolean, page
       assert(!inStep, () => `waiting ${r.rid} is in the step being run`);
       return;
     case 'receiving':
-      assert(tags.length === pagesFor(r.numPromptTokens, pageSize), () => `receiving ${r.rid} holds ${tags.length} pages for ${r.numPromptTokens} prompt tokens`);
+      assert(
+        tags.length === pagesFor(r.numPromptTokens, pageSize),
+        () => `receiving ${r.rid} holds ${tags.length} pages for ${r.numPromptTokens} prompt tokens`,
+      );
       assert(!inStep, () => `receiving ${r.rid} is in the step being run`);
       return; // a peer is writing: nothing is computed yet, nothing is read
     case 'prefilling':
       assert(numComputed < r.tokens.length, () => `prefilling ${r.rid} has computed all its ${r.tokens.length} tokens`);
       break;
     case 'decoding':
-      assert(numComputed === r.tokens.length - 1, () => `decoding ${r.rid} computed ${numComputed} of ${r.tokens.length} tokens`);
+      assert(
+        numComputed === r.tokens.length - 1,
+        () => `decoding ${r.rid} computed ${numComputed} of ${r.tokens.length} tokens`,
+      );
       break;
     case 'held':
-      assert(numComputed === r.numPromptTokens && r.tokens.length === r.numPromptTokens, () => `held ${r.rid} computed ${numComputed} of ${r.numPromptTokens} prompt tokens`);
+      assert(
+        numComputed === r.numPromptTokens && r.tokens.length === r.numPromptTokens,
+        () => `held ${r.rid} computed ${numComputed} of ${r.numPromptTokens} prompt tokens`,
+      );
       assert(!inStep, () => `held ${r.rid} is in the step being run`);
       break;
     case 'ending':
@@ -140,7 +162,11 @@ function checkState(s: SchedulerSnapshot, r: SchedRequest, inStep: boolean, page
   for (let i = 0; i < needed; i++) {
     const tag = tags[i] as Tag;
     const slots = slotsOfPage(i, numComputed, pageSize);
-    assert(s.pool.isWritten(tag, slots), () => `${r.rid} counts ${slots} slot(s) of page ${tag.page} (epoch ${tag.epoch}) as computed, but its stamp is ${JSON.stringify(s.pool.stampOf(tag.page))}`);
+    assert(
+      s.pool.isWritten(tag, slots),
+      () =>
+        `${r.rid} counts ${slots} slot(s) of page ${tag.page} (epoch ${tag.epoch}) as computed, but its stamp is ${JSON.stringify(s.pool.stampOf(tag.page))}`,
+    );
   }
 }
 
@@ -155,17 +181,27 @@ function checkSets(s: SchedulerSnapshot): void {
     if (kind === 'prefilling' || kind === 'decoding') numRunning++;
     if (kind === 'receiving') numReceiving++;
     if (kind === 'waiting') numWaiting++;
-    assert(running.has(r) === (kind === 'prefilling' || kind === 'decoding'), () => `${r.rid} is ${kind} but ${running.has(r) ? 'is' : 'is not'} in the running set`);
+    assert(
+      running.has(r) === (kind === 'prefilling' || kind === 'decoding'),
+      () => `${r.rid} is ${kind} but ${running.has(r) ? 'is' : 'is not'} in the running set`,
+    );
   }
-  assert(numRunning === s.running.length, () => `running set holds ${s.running.length}, ${numRunning} requests are running`);
+  assert(
+    numRunning === s.running.length,
+    () => `running set holds ${s.running.length}, ${numRunning} requests are running`,
+  );
   assert(
     numRunning + numReceiving <= s.maxRunningRequests,
     () => `${numRunning} running + ${numReceiving} receiving requests, the limit is ${s.maxRunningRequests}`,
   );
   assert(s.waiting.length === numWaiting, () => `queues hold ${s.waiting.length} requests, ${numWaiting} are waiting`);
-  for (const r of s.waiting) assert(s.requests.get(r.rid) === r && r.state.kind === 'waiting', () => `queued ${r.rid} is not a waiting request`);
+  for (const r of s.waiting)
+    assert(s.requests.get(r.rid) === r && r.state.kind === 'waiting', () => `queued ${r.rid} is not a waiting request`);
   for (const rid of s.inFlight?.keys() ?? []) {
     const kind = s.requests.get(rid)?.state.kind;
-    assert(kind === 'prefilling' || kind === 'decoding' || kind === 'ending', () => `${rid} is in the step being run but is ${kind ?? 'gone'}`);
+    assert(
+      kind === 'prefilling' || kind === 'decoding' || kind === 'ending',
+      () => `${rid} is in the step being run but is ${kind ?? 'gone'}`,
+    );
   }
 }

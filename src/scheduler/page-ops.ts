@@ -34,7 +34,8 @@ export class PageOps {
 
   /** numPages fresh pages for owner, evicting cached pages if that makes it fit; undefined when it cannot. */
   allocate(numPages: number, owner: Owner): readonly Tag[] | undefined {
-    const result = this.#cache === undefined ? this.#pool.ledger.allocate(numPages, owner) : this.#cache.allocate(numPages, owner);
+    const result =
+      this.#cache === undefined ? this.#pool.ledger.allocate(numPages, owner) : this.#cache.allocate(numPages, owner);
     return result.kind === 'allocated' ? result.tags : undefined;
   }
 

@@ -24,7 +24,14 @@
 //
 // Backstops, reachable only when admission was skipped (fault `skip-admission`): a request longer
 // than the context, or one that is alone and still cannot grow, fails here instead of looping.
-import { assert, assertNever, InvariantError, type BatchItem, type RequestId, type TesseraError } from '../core/index.js';
+import {
+  assert,
+  assertNever,
+  InvariantError,
+  type BatchItem,
+  type RequestId,
+  type TesseraError,
+} from '../core/index.js';
 import { admissionError, pagesFor } from '../pages/index.js';
 import type { PageOps } from './page-ops.js';
 import type { TenantQueues } from './queue.js';
@@ -185,8 +192,18 @@ function itemOf(ctx: PlanContext, r: SchedRequest, numTokens: number): BatchItem
   const table = runningTable(r);
   const startPos = table.numComputed;
   const end = startPos + numTokens;
-  assert(table.tags.length === pagesFor(end, ctx.pageSize), () => `${r.rid}: ${table.tags.length} pages for ${end} positions`);
-  return { rid: r.rid, tenant: r.tenant, tokens: r.tokens.slice(startPos, end), startPos, tags: [...table.tags], wantLogits: end === r.tokens.length };
+  assert(
+    table.tags.length === pagesFor(end, ctx.pageSize),
+    () => `${r.rid}: ${table.tags.length} pages for ${end} positions`,
+  );
+  return {
+    rid: r.rid,
+    tenant: r.tenant,
+    tokens: r.tokens.slice(startPos, end),
+    startPos,
+    tags: [...table.tags],
+    wantLogits: end === r.tokens.length,
+  };
 }
 
 /**
@@ -200,4 +217,3 @@ function refusal(ctx: PlanContext, r: SchedRequest): TesseraError {
     new InvariantError(`${r.rid} cannot run on this node, yet admission would accept it`)
   );
 }
-

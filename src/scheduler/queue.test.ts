@@ -12,7 +12,15 @@ const drain = (queues: TenantQueues<Queued>): string[] => {
 describe('TenantQueues', () => {
   it('serves tenants in turn, and each tenant first come first served', () => {
     const queues = new TenantQueues<Queued>();
-    for (const [rid, tenant] of [['a1', 'A'], ['a2', 'A'], ['a3', 'A'], ['b1', 'B'], ['c1', 'C'], ['b2', 'B']] as const) queues.push(q(rid, tenant));
+    for (const [rid, tenant] of [
+      ['a1', 'A'],
+      ['a2', 'A'],
+      ['a3', 'A'],
+      ['b1', 'B'],
+      ['c1', 'C'],
+      ['b2', 'B'],
+    ] as const)
+      queues.push(q(rid, tenant));
     expect(queues.toArray().map((x) => x.rid)).toEqual(['a1', 'b1', 'c1', 'a2', 'b2', 'a3']);
     expect(drain(queues)).toEqual(['a1', 'b1', 'c1', 'a2', 'b2', 'a3']);
     queues.checkIntegrity();
@@ -37,7 +45,12 @@ describe('TenantQueues', () => {
 
   it('removes a request anywhere, dropping the turn of a tenant left with none', () => {
     const queues = new TenantQueues<Queued>();
-    for (const [rid, tenant] of [['a1', 'A'], ['b1', 'B'], ['a2', 'A']] as const) queues.push(q(rid, tenant));
+    for (const [rid, tenant] of [
+      ['a1', 'A'],
+      ['b1', 'B'],
+      ['a2', 'A'],
+    ] as const)
+      queues.push(q(rid, tenant));
     expect(queues.remove(asRequestId('b1'))).toBe(true);
     expect(queues.remove(asRequestId('b1'))).toBe(false);
     queues.checkIntegrity();

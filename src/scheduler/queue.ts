@@ -91,11 +91,17 @@ export class TenantQueues<T extends Queued> {
   /** Every tenant with a queue has exactly one turn, and the sizes add up. Throws InvariantError. */
   checkIntegrity(): void {
     assert(new Set(this.#turns).size === this.#turns.length, () => `a tenant has two turns: ${this.#turns.join(', ')}`);
-    assert(this.#turns.length === this.#queues.size, () => `${this.#turns.length} turns for ${this.#queues.size} tenant queues`);
+    assert(
+      this.#turns.length === this.#queues.size,
+      () => `${this.#turns.length} turns for ${this.#queues.size} tenant queues`,
+    );
     let size = 0;
     for (const [tenant, queue] of this.#queues) {
       assert(queue.length > 0 && this.#turns.includes(tenant), () => `tenant ${tenant} has an empty queue or no turn`);
-      assert(queue.every((item) => item.tenant === tenant), () => `tenant ${tenant}'s queue holds another tenant's request`);
+      assert(
+        queue.every((item) => item.tenant === tenant),
+        () => `tenant ${tenant}'s queue holds another tenant's request`,
+      );
       size += queue.length;
     }
     assert(size === this.#size, () => `queues hold ${size} requests, the count says ${this.#size}`);

@@ -4,7 +4,8 @@ import { SchedulerHarness } from '../../test/sim/scheduler-runner.js';
 
 const rid = asRequestId;
 const range = (start: number, n: number): number[] => Array.from({ length: n }, (_, i) => start + i);
-const brief = (h: SchedulerHarness): string[] => h.step().plan.items.map((i) => `${i.rid}@${i.startPos}+${i.tokens.length}${i.wantLogits ? '!' : ''}`);
+const brief = (h: SchedulerHarness): string[] =>
+  h.step().plan.items.map((i) => `${i.rid}@${i.startPos}+${i.tokens.length}${i.wantLogits ? '!' : ''}`);
 
 describe('prefill role', () => {
   it('prefills in chunks, samples the first token, then holds the pages (no decode) until release', () => {
@@ -46,13 +47,20 @@ describe('prefill role', () => {
 });
 
 describe('decode role', () => {
-  const decodeNode = (faults = NO_FAULTS) => new SchedulerHarness({ role: 'decode', faults, numPages: 8, maxRunningRequests: 2 });
+  const decodeNode = (faults = NO_FAULTS) =>
+    new SchedulerHarness({ role: 'decode', faults, numPages: 8, maxRunningRequests: 2 });
 
   it('reserves pages for the prompt, and after the transfer decodes from the first token at startPos = prompt length', () => {
     const h = decodeNode();
     const prompt = range(100, 6);
     const reserved = h.scheduler.reserve(h.request('a', 't1', prompt, 4));
-    expect(reserved).toEqual({ kind: 'reserved', tags: [{ page: 0, epoch: 1 }, { page: 1, epoch: 2 }] });
+    expect(reserved).toEqual({
+      kind: 'reserved',
+      tags: [
+        { page: 0, epoch: 1 },
+        { page: 1, epoch: 2 },
+      ],
+    });
     if (reserved.kind !== 'reserved') return;
     expect([h.scheduler.numReceiving, h.scheduler.numRunning]).toEqual([1, 0]);
     expect(brief(h)).toEqual([]); // receiving pages are never read
@@ -63,17 +71,27 @@ describe('decode role', () => {
     const first = h.step().plan.items[0];
     expect(first).toMatchObject({ rid: 'a', startPos: 6, tokens: [777], wantLogits: true });
     h.runUntilDone();
-    expect(h.ended.get(rid('a'))).toMatchObject({ kind: 'finished', finishReason: 'length', usage: { promptTokens: 6, completionTokens: 4 } });
+    expect(h.ended.get(rid('a'))).toMatchObject({
+      kind: 'finished',
+      finishReason: 'length',
+      usage: { promptTokens: 6, completionTokens: 4 },
+    });
     expect(h.runner.contentViolations).toEqual([]);
   });
 
   it('refuses a reservation that can never fit (prompt + max_tokens), or that finds the node full, with no page allocated', () => {
     const h = decodeNode();
-    expect(h.scheduler.reserve(h.request('big', 't1', range(0, 20), 13))).toMatchObject({ kind: 'rejected', error: { code: 'pool_too_small' } });
+    expect(h.scheduler.reserve(h.request('big', 't1', range(0, 20), 13))).toMatchObject({
+      kind: 'rejected',
+      error: { code: 'pool_too_small' },
+    });
     expect(h.pool.ledger.lastEpoch).toBe(0);
     expect(h.scheduler.reserve(h.request('a', 't1', range(0, 4), 4)).kind).toBe('reserved');
     expect(h.scheduler.reserve(h.request('b', 't1', range(0, 4), 4)).kind).toBe('reserved');
-    expect(h.scheduler.reserve(h.request('c', 't1', range(0, 4), 4))).toMatchObject({ kind: 'rejected', error: { code: 'overloaded' } });
+    expect(h.scheduler.reserve(h.request('c', 't1', range(0, 4), 4))).toMatchObject({
+      kind: 'rejected',
+      error: { code: 'overloaded' },
+    });
     expect(h.pool.ledger.counts().allocated).toBe(2);
   });
 
@@ -84,15 +102,26 @@ describe('decode role', () => {
     if (reserved.kind !== 'reserved') throw new Error('not reserved');
     h.transfer('a', 't1', reserved.tags, prompt, 4); // one page written; KvDone claims all 10
     const started = h.scheduler.startDecode(rid('a'), 1);
-    expect(started).toMatchObject({ kind: 'started', events: [{ kind: 'failed', rid: 'a', error: { code: 'transfer_failed' } }] });
-    if (started.kind === 'started') expect(String(started.events[0]?.kind === 'failed' && started.events[0].error.message)).toMatch(/page 1 \(page 1, epoch 2\) should hold 4 slot\(s\), its stamp says 0/);
+    expect(started).toMatchObject({
+      kind: 'started',
+      events: [{ kind: 'failed', rid: 'a', error: { code: 'transfer_failed' } }],
+    });
+    if (started.kind === 'started')
+      expect(String(started.events[0]?.kind === 'failed' && started.events[0].error.message)).toMatch(
+        /page 1 \(page 1, epoch 2\) should hold 4 slot\(s\), its stamp says 0/,
+      );
     h.scheduler.checkIntegrity();
     expect(brief(h)).toEqual([]);
     expect(h.pool.ledger.counts()).toMatchObject({ allocated: 0, free: 8 });
   });
 
   it('negative control: with skip-page-check (coverage and read checks off) the same request decodes from stale pages', () => {
-    const h = new SchedulerHarness({ role: 'decode', faults: new FaultSet(['skip-page-check']), numPages: 8, maxRunningRequests: 8 });
+    const h = new SchedulerHarness({
+      role: 'decode',
+      faults: new FaultSet(['skip-page-check']),
+      numPages: 8,
+      maxRunningRequests: 8,
+    });
     // An earlier request leaves its K/V in pages 0-2, then goes away (pages not zeroed).
     const earlier = h.scheduler.reserve(h.request('old', 't2', range(900, 12), 4));
     if (earlier.kind !== 'reserved') throw new Error('not reserved');
@@ -116,12 +145,19 @@ describe('decode role', () => {
     const h = decodeNode();
     const reserved = h.scheduler.reserve(h.request('a', 't1', range(100, 6), 4));
     expect(reserved.kind).toBe('reserved');
-    expect(h.scheduler.abort(rid('a'), 'peer-may-write')).toEqual({ kind: 'aborted', was: 'receiving', pages: 'after-peer' });
+    expect(h.scheduler.abort(rid('a'), 'peer-may-write')).toEqual({
+      kind: 'aborted',
+      was: 'receiving',
+      pages: 'after-peer',
+    });
     h.scheduler.checkIntegrity();
     expect(h.pool.ledger.counts()).toMatchObject({ quarantined: 2, free: 6 });
     expect([h.scheduler.numQuarantined, h.scheduler.isIdle]).toEqual([1, false]);
     expect(h.scheduler.abort(rid('a'), 'peer-may-write')).toEqual({ kind: 'not-found' });
-    expect(h.scheduler.reserve(h.request('a', 't1', [1], 1))).toMatchObject({ kind: 'rejected', error: { code: 'invalid_request' } });
+    expect(h.scheduler.reserve(h.request('a', 't1', [1], 1))).toMatchObject({
+      kind: 'rejected',
+      error: { code: 'invalid_request' },
+    });
     expect(h.scheduler.release(rid('a'))).toEqual({ kind: 'released', numPages: 2 });
     h.scheduler.checkIntegrity();
     expect(h.pool.ledger.counts()).toMatchObject({ quarantined: 0, free: 8 });
@@ -156,7 +192,9 @@ describe('decode role', () => {
     for (let i = 0; i < 40 && h.scheduler.numRunning + h.scheduler.numWaiting > 0; i++) {
       const { plan } = h.step();
       preempted.push(...plan.preempted);
-      prefills.push(...plan.items.filter((item) => item.tokens.length > 1 || item.startPos === 0).map((item) => item.rid));
+      prefills.push(
+        ...plan.items.filter((item) => item.tokens.length > 1 || item.startPos === 0).map((item) => item.rid),
+      );
     }
     expect(preempted).toEqual([]); // nothing went back to a queue
     expect(prefills).toEqual([]); // nothing was ever recomputed from placeholders

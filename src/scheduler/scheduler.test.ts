@@ -6,7 +6,8 @@ import type { SchedulerEvent, StepResult } from './index.js';
 const rid = asRequestId;
 const range = (start: number, n: number): number[] => Array.from({ length: n }, (_, i) => start + i);
 const pagesOf = (item: BatchItem | undefined): number[] => (item?.tags ?? []).map((t) => t.page);
-const brief = (items: readonly BatchItem[]): string[] => items.map((i) => `${i.rid}@${i.startPos}+${i.tokens.length}${i.wantLogits ? '!' : ''}`);
+const brief = (items: readonly BatchItem[]): string[] =>
+  items.map((i) => `${i.rid}@${i.startPos}+${i.tokens.length}${i.wantLogits ? '!' : ''}`);
 const tokensOf = (events: readonly SchedulerEvent[], who: string): number[] =>
   events.flatMap((e) => (e.kind === 'token' && e.rid === who ? [e.token] : []));
 
@@ -30,7 +31,11 @@ describe('chunked prefill and decode', () => {
     expect(plans.map((i) => pagesOf(i).length)).toEqual([1, 2, 2, 2, 2, 3]);
     const outputs = h.outputOf('a');
     expect(plans.slice(1).map((i) => i?.tokens[0])).toEqual(outputs.slice(0, 5));
-    expect(h.ended.get(rid('a'))).toMatchObject({ kind: 'finished', finishReason: 'length', usage: { promptTokens: 4, completionTokens: 6, cachedTokens: 0 } });
+    expect(h.ended.get(rid('a'))).toMatchObject({
+      kind: 'finished',
+      finishReason: 'length',
+      usage: { promptTokens: 4, completionTokens: 6, cachedTokens: 0 },
+    });
   });
 
   it('on finish, caches the full pages of prompt and output in the tenant prefix cache and frees the partial tail', () => {
@@ -85,9 +90,17 @@ describe('finishing', () => {
     h.admit('a', 't1', range(100, 5), 10, { stopTokenIds: [stop] });
     h.admit('b', 't1', range(200, 5), 3);
     h.runUntilDone();
-    expect(h.ended.get(rid('a'))).toMatchObject({ kind: 'finished', finishReason: 'stop', usage: { completionTokens: 2 } });
+    expect(h.ended.get(rid('a'))).toMatchObject({
+      kind: 'finished',
+      finishReason: 'stop',
+      usage: { completionTokens: 2 },
+    });
     expect(h.outputOf('a').at(-1)).toBe(stop);
-    expect(h.ended.get(rid('b'))).toMatchObject({ kind: 'finished', finishReason: 'length', usage: { completionTokens: 3 } });
+    expect(h.ended.get(rid('b'))).toMatchObject({
+      kind: 'finished',
+      finishReason: 'length',
+      usage: { completionTokens: 3 },
+    });
   });
 
   it("the model's EOS ids stop a request unless its sampling says ignoreEos", () => {
@@ -108,7 +121,15 @@ describe('finishing', () => {
     h.step();
     h.step();
     const result = h.scheduler.finish(rid('a'), 'stop');
-    expect(result).toEqual({ kind: 'finished', event: { kind: 'finished', rid: 'a', finishReason: 'stop', usage: { promptTokens: 8, completionTokens: 2, cachedTokens: 0 } } });
+    expect(result).toEqual({
+      kind: 'finished',
+      event: {
+        kind: 'finished',
+        rid: 'a',
+        finishReason: 'stop',
+        usage: { promptTokens: 8, completionTokens: 2, cachedTokens: 0 },
+      },
+    });
     h.scheduler.checkIntegrity();
     expect(h.pool.ledger.counts()).toEqual({ free: 9, allocated: 0, cached: 2, quarantined: 0 });
     expect(h.scheduler.finish(rid('a'), 'stop')).toEqual({ kind: 'not-found' });
@@ -121,7 +142,13 @@ describe('finishing', () => {
     h.admit('b', 't1', range(200, 8), 4);
     const plan = h.scheduler.schedule();
     const results: StepResult[] = h.runner.run(plan.items).map((r) =>
-      r.rid === 'a' ? { kind: 'failed', rid: r.rid, error: new PageCheckError(plan.items[0]!.tags[0]!.page, 'stamp-epoch', 'test') } : r,
+      r.rid === 'a'
+        ? {
+            kind: 'failed',
+            rid: r.rid,
+            error: new PageCheckError(plan.items[0]!.tags[0]!.page, 'stamp-epoch', 'test'),
+          }
+        : r,
     );
     const events = h.scheduler.complete(results);
     expect(events.map((e) => `${e.kind}:${e.rid}`)).toEqual(['failed:a', 'token:b']);
@@ -144,7 +171,12 @@ describe('preemption by recompute', () => {
     expect(crossing.preempted).toEqual(['b']);
     expect(brief(crossing.items)).toEqual(['a@8+1!']);
     expect(pagesOf(crossing.items[0])).toEqual([0, 1, 2]);
-    expect(h.scheduler.view(rid('b'))).toMatchObject({ state: 'waiting', numComputed: 0, numOutputTokens: 3, tags: [] });
+    expect(h.scheduler.view(rid('b'))).toMatchObject({
+      state: 'waiting',
+      numComputed: 0,
+      numOutputTokens: 3,
+      tags: [],
+    });
     h.runUntilDone();
     for (const who of ['a', 'b']) {
       const expected = range(6, 7).map((pos) => h.runner.sample(rid(who), pos));
@@ -171,7 +203,10 @@ describe('preemption by recompute', () => {
     expect(h.pool.ledger.counts()).toEqual({ free: 1, allocated: 0, cached: 5, quarantined: 0 });
     expect(brief(h.step().plan.items)).toEqual(['b@8+5!']); // a hit on pages 3 and 4
     h.runUntilDone();
-    expect(h.ended.get(rid('b'))).toMatchObject({ finishReason: 'length', usage: { cachedTokens: 8, completionTokens: 12 } });
+    expect(h.ended.get(rid('b'))).toMatchObject({
+      finishReason: 'length',
+      usage: { cachedTokens: 8, completionTokens: 12 },
+    });
     expect(h.outputOf('b')).toEqual(range(9, 12).map((pos) => h.runner.sample(rid('b'), pos)));
     expect(h.runner.contentViolations).toEqual([]);
   });
@@ -195,7 +230,8 @@ describe('aborts', () => {
     expect(h.scheduler.abort(rid('b'))).toEqual({ kind: 'aborted', was: 'prefilling', pages: 'now' });
     expect(h.scheduler.abort(rid('a'))).toEqual({ kind: 'aborted', was: 'decoding', pages: 'now' });
     h.scheduler.checkIntegrity();
-    for (const x of ['a', 'b', 'w']) expect(h.pool.ledger.pagesOf(rid(x))).toEqual({ allocated: [], quarantined: [], referenced: [] });
+    for (const x of ['a', 'b', 'w'])
+      expect(h.pool.ledger.pagesOf(rid(x))).toEqual({ allocated: [], quarantined: [], referenced: [] });
     expect(h.pool.ledger.counts().free).toBe(11);
     expect(h.scheduler.isIdle).toBe(true);
   });
@@ -263,8 +299,14 @@ describe('fairness', () => {
     const h = new SchedulerHarness();
     h.admit('a', 't', [1, 2], 1);
     expect(h.admit('a', 't', [1, 2], 1)).toMatchObject({ kind: 'rejected', error: { code: 'invalid_request' } });
-    expect(h.admit('b', 't', [], 1)).toMatchObject({ kind: 'rejected', error: { code: 'invalid_request', param: 'prompt' } });
-    expect(h.admit('c', 't', [1], 0)).toMatchObject({ kind: 'rejected', error: { code: 'invalid_request', param: 'max_tokens' } });
+    expect(h.admit('b', 't', [], 1)).toMatchObject({
+      kind: 'rejected',
+      error: { code: 'invalid_request', param: 'prompt' },
+    });
+    expect(h.admit('c', 't', [1], 0)).toMatchObject({
+      kind: 'rejected',
+      error: { code: 'invalid_request', param: 'max_tokens' },
+    });
   });
 });
 
@@ -284,6 +326,8 @@ describe('checkIntegrity catches the scheduler and the ledger disagreeing', () =
     expect(() => h.scheduler.checkIntegrity()).toThrow(/a holds page 1 \(epoch 2\) as allocated, but it is free/);
     const other = new SchedulerHarness();
     other.pool.ledger.allocate(1, { rid: rid('ghost'), tenant: h.request('g', 't1', [1], 1).tenant });
-    expect(() => other.scheduler.checkIntegrity()).toThrow(/page 0 is allocated to ghost .* no request of this scheduler holds it \(a leak\)/);
+    expect(() => other.scheduler.checkIntegrity()).toThrow(
+      /page 0 is allocated to ghost .* no request of this scheduler holds it \(a leak\)/,
+    );
   });
 });

@@ -29,7 +29,14 @@ import {
   type RequestId,
   type Tag,
 } from '../core/index.js';
-import { admissionError, pagesFor, requestShapeError, type AdmissionLimits, type PagePool, type PrefixCache } from '../pages/index.js';
+import {
+  admissionError,
+  pagesFor,
+  requestShapeError,
+  type AdmissionLimits,
+  type PagePool,
+  type PrefixCache,
+} from '../pages/index.js';
 import { finishedEvent, RequestBook } from './book.js';
 import { checkSchedulerIntegrity } from './integrity.js';
 import { PageOps } from './page-ops.js';
@@ -67,13 +74,15 @@ export class Scheduler {
   constructor(options: SchedulerOptions) {
     const { pool, pageSize, contextLength, maxRunningRequests, chunkedPrefillSize, maxWaiting } = options;
     const positive = (value: number, name: string): void => {
-      if (!Number.isSafeInteger(value) || value < 1) throw new ConfigError(`${name} must be a positive integer, got ${value}`);
+      if (!Number.isSafeInteger(value) || value < 1)
+        throw new ConfigError(`${name} must be a positive integer, got ${value}`);
     };
     positive(contextLength, 'contextLength');
     positive(maxRunningRequests, 'maxRunningRequests');
     positive(chunkedPrefillSize, 'chunkedPrefillSize');
     positive(maxWaiting, 'maxWaiting');
-    if (pageSize !== pool.pageSize) throw new ConfigError(`pageSize is ${pageSize}, but the pool's pages hold ${pool.pageSize} tokens`);
+    if (pageSize !== pool.pageSize)
+      throw new ConfigError(`pageSize is ${pageSize}, but the pool's pages hold ${pool.pageSize} tokens`);
     if (chunkedPrefillSize < maxRunningRequests) {
       throw new ConfigError(
         `chunkedPrefillSize (${chunkedPrefillSize}) must be at least maxRunningRequests (${maxRunningRequests}), so every running request can decode in every step`,
@@ -159,17 +168,30 @@ export class Scheduler {
     if (refusal !== undefined) return { kind: 'rejected', error: refusal };
     const numReserved = this.#book.running.length + this.numReceiving;
     if (numReserved >= this.#options.maxRunningRequests) {
-      return { kind: 'rejected', error: overloaded(`${numReserved} requests are running or receiving, the limit is ${this.#options.maxRunningRequests}`) };
+      return {
+        kind: 'rejected',
+        error: overloaded(
+          `${numReserved} requests are running or receiving, the limit is ${this.#options.maxRunningRequests}`,
+        ),
+      };
     }
     const need = pagesFor(request.promptTokens.length, this.#pool.pageSize);
     // A decode node never recomputes, so a request it preempted would fail mid-stream: it takes a
     // request only when the pages its output may still need, and every taken one's, are there too.
-    const growth = this.#options.reserveOutputPages === true ? pagesFor(request.promptTokens.length + request.sampling.maxTokens, this.#pool.pageSize) - need : 0;
+    const growth =
+      this.#options.reserveOutputPages === true
+        ? pagesFor(request.promptTokens.length + request.sampling.maxTokens, this.#pool.pageSize) - need
+        : 0;
     const owed = this.#options.reserveOutputPages === true ? this.#pagesOwed() : 0;
     const room = this.#pages.available(need + growth + owed);
     const tags = room >= need + growth + owed ? this.#pages.allocate(need, request) : undefined;
     if (tags === undefined) {
-      return { kind: 'rejected', error: overloaded(`no room for ${need} KV pages now (+${growth} for its output, ${owed} owed to running requests; ${room} free)`) };
+      return {
+        kind: 'rejected',
+        error: overloaded(
+          `no room for ${need} KV pages now (+${growth} for its output, ${owed} owed to running requests; ${room} free)`,
+        ),
+      };
     }
     this.#book.add(request, { kind: 'receiving', tags: [...tags] });
     return { kind: 'reserved', tags };
@@ -197,7 +219,9 @@ export class Scheduler {
     if (r === undefined) return { kind: 'not-found' };
     if (r.state.kind !== 'receiving') throw new InvariantError(`startDecode: ${rid} is ${r.state.kind}, not receiving`);
     const tags = r.state.tags;
-    const uncovered = this.#options.faults.has('skip-page-check') ? undefined : this.#firstUncovered(tags, r.numPromptTokens);
+    const uncovered = this.#options.faults.has('skip-page-check')
+      ? undefined
+      : this.#firstUncovered(tags, r.numPromptTokens);
     if (uncovered !== undefined) {
       const slots = slotsOfPage(uncovered, r.numPromptTokens, this.#pool.pageSize);
       const tag = tags[uncovered] as Tag;
@@ -251,7 +275,10 @@ export class Scheduler {
   complete(results: readonly StepResult[]): SchedulerEvent[] {
     const inFlight = this.#inFlight;
     assert(inFlight !== undefined, 'complete() without a step in flight');
-    assert(results.length === inFlight.size && new Set(results.map((x) => x.rid)).size === results.length, () => `complete(): ${results.length} results for ${inFlight.size} items`);
+    assert(
+      results.length === inFlight.size && new Set(results.map((x) => x.rid)).size === results.length,
+      () => `complete(): ${results.length} results for ${inFlight.size} items`,
+    );
     this.#inFlight = undefined;
     const events: SchedulerEvent[] = [];
     for (const result of results) {
@@ -340,7 +367,8 @@ export class Scheduler {
     if (numQuarantined !== undefined) return { kind: 'released', numPages: numQuarantined };
     const r = this.#book.requests.get(rid);
     if (r === undefined) return { kind: 'not-found' };
-    if (r.state.kind !== 'held') throw new InvariantError(`release: ${rid} is ${r.state.kind}, not held or quarantined`);
+    if (r.state.kind !== 'held')
+      throw new InvariantError(`release: ${rid} is ${r.state.kind}, not held or quarantined`);
     return { kind: 'released', numPages: this.#book.releaseHeld(r) };
   }
 
@@ -370,16 +398,25 @@ export class Scheduler {
   }
 
   #limits(): AdmissionLimits {
-    return { contextLength: this.#options.contextLength, pageSize: this.#pool.pageSize, numPages: this.#pages.numPages };
+    return {
+      contextLength: this.#options.contextLength,
+      pageSize: this.#pool.pageSize,
+      numPages: this.#pages.numPages,
+    };
   }
 
   #overloaded(): TesseraError | undefined {
     const max = this.#options.maxWaiting;
-    return this.#book.waiting.size >= max ? overloaded(`${this.#book.waiting.size} requests are waiting, the limit is ${max}`) : undefined;
+    return this.#book.waiting.size >= max
+      ? overloaded(`${this.#book.waiting.size} requests are waiting, the limit is ${max}`)
+      : undefined;
   }
 
   #apply(r: SchedRequest, table: PageTable, item: BatchItem, result: StepResult): SchedulerEvent[] {
-    assert(item.startPos === table.numComputed, () => `${r.rid}: the item started at ${item.startPos}, the table is at ${table.numComputed}`);
+    assert(
+      item.startPos === table.numComputed,
+      () => `${r.rid}: the item started at ${item.startPos}, the table is at ${table.numComputed}`,
+    );
     switch (result.kind) {
       case 'failed':
         return [this.#book.fail(r, result.error)];
@@ -415,4 +452,3 @@ function preemptedOnDecode(rid: RequestId): TesseraError {
 function overloaded(why: string): TesseraError {
   return new TesseraError('overloaded', `This node is overloaded (${why}); please retry later.`);
 }
-

@@ -2,7 +2,16 @@
 // back, and what the scheduler tells the worker. Plain data; no behaviour.
 // Must never: carry a clock, a socket or anything the runner could use to reach pages other
 // than through the tags of a BatchItem.
-import type { BatchItem, FaultSet, FinishReason, RequestId, Tag, TesseraError, TokenLogprob, Usage } from '../core/index.js';
+import type {
+  BatchItem,
+  FaultSet,
+  FinishReason,
+  RequestId,
+  Tag,
+  TesseraError,
+  TokenLogprob,
+  Usage,
+} from '../core/index.js';
 import type { PagePool, PrefixCache } from '../pages/index.js';
 
 /**
@@ -70,7 +79,15 @@ export type SchedulerEvent =
    * Prefill role: the prompt's K/V are in `tags` (positions [0, numTokens)) and the first token
    * was sampled. The pages stay held until release(rid) (decode's Ack) or abort(rid).
    */
-  | { readonly kind: 'prefilled'; readonly rid: RequestId; readonly firstToken: number; readonly firstLogprob?: TokenLogprob; readonly tags: readonly Tag[]; readonly numTokens: number; /** Prompt tokens the prefix cache supplied. */ readonly numCachedTokens?: number };
+  | {
+      readonly kind: 'prefilled';
+      readonly rid: RequestId;
+      readonly firstToken: number;
+      readonly firstLogprob?: TokenLogprob;
+      readonly tags: readonly Tag[];
+      readonly numTokens: number;
+      /** Prompt tokens the prefix cache supplied. */ readonly numCachedTokens?: number;
+    };
 
 export type AdmitResult = { readonly kind: 'admitted' } | { readonly kind: 'rejected'; readonly error: TesseraError };
 
@@ -79,7 +96,8 @@ export type ReserveResult =
   | { readonly kind: 'rejected'; readonly error: TesseraError };
 
 /** Decode role: the transfer is done; the events are an end, if the first token ended it (no token event). */
-export type StartDecodeResult = { readonly kind: 'started'; readonly events: readonly SchedulerEvent[] } | { readonly kind: 'not-found' };
+export type StartDecodeResult =
+  { readonly kind: 'started'; readonly events: readonly SchedulerEvent[] } | { readonly kind: 'not-found' };
 
 export type AbortResult =
   | {
@@ -98,7 +116,8 @@ export type AbortResult =
 
 export type ReleaseResult = { readonly kind: 'released'; readonly numPages: number } | { readonly kind: 'not-found' };
 
-export type FinishResult = { readonly kind: 'finished'; readonly event: SchedulerEvent } | { readonly kind: 'not-found' };
+export type FinishResult =
+  { readonly kind: 'finished'; readonly event: SchedulerEvent } | { readonly kind: 'not-found' };
 
 export const REQUEST_STATE_KINDS = ['waiting', 'prefilling', 'decoding', 'receiving', 'held', 'ending'] as const;
 export type RequestStateKind = (typeof REQUEST_STATE_KINDS)[number];

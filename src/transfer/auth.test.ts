@@ -8,7 +8,14 @@ const nonce = (b: number) => new Uint8Array(32).fill(b);
 
 /** Runs a handshake between two sides over perfect pipes; returns each side's verified peer or its error. */
 function handshake(dialer: Partial<HandshakeOptions>, acceptor: Partial<HandshakeOptions>) {
-  const d = new Handshake({ secret: SECRET, nodeId: 'router', role: 'dialer', nonce: nonce(1), expectPeer: 'd0', ...dialer });
+  const d = new Handshake({
+    secret: SECRET,
+    nodeId: 'router',
+    role: 'dialer',
+    nonce: nonce(1),
+    expectPeer: 'd0',
+    ...dialer,
+  });
   const a = new Handshake({ secret: SECRET, nodeId: 'd0', role: 'acceptor', nonce: nonce(2), ...acceptor });
   const toA = [d.start()];
   const toD = [a.start()];
@@ -51,12 +58,16 @@ describe('channel authentication', () => {
 
   it('refuses a message before the handshake, a proof before a hello, an echoed nonce', () => {
     const a = () => new Handshake({ secret: SECRET, nodeId: 'd0', role: 'acceptor', nonce: nonce(2) });
-    expect(() => a().receive(decodeAnyFrame(encodeFrame({ type: 'Ack', rid: asRequestId('r') })))).toThrow(/Ack message before the handshake/);
+    expect(() => a().receive(decodeAnyFrame(encodeFrame({ type: 'Ack', rid: asRequestId('r') })))).toThrow(
+      /Ack message before the handshake/,
+    );
     const proof = handshake({}, {}); // a valid run, for shape only
     expect(proof.dialer).toBe('d0');
     const h = a();
     expect(() => h.receive({ kind: 'proof', proof: { mac: '0'.repeat(64) } })).toThrow(/Proof before the Hello/);
-    expect(() => a().receive({ kind: 'hello', hello: { nodeId: 'x', nonce: '02'.repeat(32) } })).toThrow(/echoed our nonce/);
+    expect(() => a().receive({ kind: 'hello', hello: { nodeId: 'x', nonce: '02'.repeat(32) } })).toThrow(
+      /echoed our nonce/,
+    );
   });
 
   it('refuses a reflected proof: the peer sending back our own proof', () => {
@@ -69,7 +80,9 @@ describe('channel authentication', () => {
   });
 
   it('refuses to start with a short secret', () => {
-    expect(() => new Handshake({ secret: 'short', nodeId: 'n', role: 'dialer', nonce: nonce(1) })).toThrow(/at least 16/);
+    expect(() => new Handshake({ secret: 'short', nodeId: 'n', role: 'dialer', nonce: nonce(1) })).toThrow(
+      /at least 16/,
+    );
     try {
       new Handshake({ secret: 'short', nodeId: 'n', role: 'dialer', nonce: nonce(1) });
     } catch (error) {

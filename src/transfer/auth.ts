@@ -48,7 +48,10 @@ export type HandshakeStep = { readonly send: readonly Uint8Array[]; readonly pee
 
 export function checkSecret(secret: string | Uint8Array): Uint8Array {
   const bytes = typeof secret === 'string' ? new TextEncoder().encode(secret) : secret;
-  if (bytes.length < MIN_SECRET_BYTES) throw new ConfigError(`the cluster secret has ${bytes.length} bytes; it needs at least ${MIN_SECRET_BYTES} (tessera up makes one)`);
+  if (bytes.length < MIN_SECRET_BYTES)
+    throw new ConfigError(
+      `the cluster secret has ${bytes.length} bytes; it needs at least ${MIN_SECRET_BYTES} (tessera up makes one)`,
+    );
   return bytes;
 }
 
@@ -63,7 +66,8 @@ export class Handshake {
 
   constructor(options: HandshakeOptions) {
     this.#secret = checkSecret(options.secret);
-    if (options.nonce.length !== NONCE_BYTES) throw new ConfigError(`a handshake nonce has ${NONCE_BYTES} bytes, got ${options.nonce.length}`);
+    if (options.nonce.length !== NONCE_BYTES)
+      throw new ConfigError(`a handshake nonce has ${NONCE_BYTES} bytes, got ${options.nonce.length}`);
     this.#nodeId = options.nodeId;
     this.#role = options.role;
     this.#nonce = Buffer.from(options.nonce).toString('hex');
@@ -89,7 +93,8 @@ export class Handshake {
       case 'hello': {
         if (this.#peer !== undefined) throw new AuthError('a second Hello');
         const { nodeId, nonce } = frame.hello;
-        if (this.#expectPeer !== undefined && nodeId !== this.#expectPeer) throw new AuthError(`dialed ${this.#expectPeer}, but the peer says it is ${nodeId}`);
+        if (this.#expectPeer !== undefined && nodeId !== this.#expectPeer)
+          throw new AuthError(`dialed ${this.#expectPeer}, but the peer says it is ${nodeId}`);
         if (nonce === this.#nonce) throw new AuthError('the peer echoed our nonce');
         this.#peer = { id: nodeId, nonce };
         return { send: [encodeHandshake({ proof: { mac: this.#mac(this.#role) } })], peer: undefined };
@@ -98,7 +103,8 @@ export class Handshake {
         if (this.#peer === undefined) throw new AuthError('a Proof before the Hello');
         const expected = Buffer.from(this.#mac(this.#role === 'dialer' ? 'acceptor' : 'dialer'), 'hex');
         const actual = Buffer.from(frame.proof.mac, 'hex');
-        if (actual.length !== expected.length || !timingSafeEqual(actual, expected)) throw new AuthError(`${this.#peer.id} does not hold the cluster secret`);
+        if (actual.length !== expected.length || !timingSafeEqual(actual, expected))
+          throw new AuthError(`${this.#peer.id} does not hold the cluster secret`);
         this.#verified = true;
         return { send: [], peer: this.#peer.id };
       }
@@ -110,7 +116,10 @@ export class Handshake {
   #mac(prover: HandshakeRole): string {
     const peer = this.#peer as { readonly id: string; readonly nonce: string };
     const [dialerId, acceptorId] = this.#role === 'dialer' ? [this.#nodeId, peer.id] : [peer.id, this.#nodeId];
-    const [dialerNonce, acceptorNonce] = this.#role === 'dialer' ? [this.#nonce, peer.nonce] : [peer.nonce, this.#nonce];
-    return createHmac('sha256', this.#secret).update(['tessera-auth-v1', prover, dialerId, acceptorId, dialerNonce, acceptorNonce].join('\n')).digest('hex');
+    const [dialerNonce, acceptorNonce] =
+      this.#role === 'dialer' ? [this.#nonce, peer.nonce] : [peer.nonce, this.#nonce];
+    return createHmac('sha256', this.#secret)
+      .update(['tessera-auth-v1', prover, dialerId, acceptorId, dialerNonce, acceptorNonce].join('\n'))
+      .digest('hex');
   }
 }

@@ -17,19 +17,32 @@ export const isCodecError = (e: unknown): e is CodecError => e instanceof CodecE
 export type Check<T> = (value: unknown, path: string) => T;
 
 function fail(path: string, what: string, value: unknown): never {
-  const shown = typeof value === 'string' ? JSON.stringify(value.slice(0, 40)) : Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value === 'object' ? 'an object' : String(value);
+  const shown =
+    typeof value === 'string'
+      ? JSON.stringify(value.slice(0, 40))
+      : Array.isArray(value)
+        ? 'an array'
+        : value === null
+          ? 'null'
+          : typeof value === 'object'
+            ? 'an object'
+            : String(value);
   throw new CodecError(`${path} must be ${what}, got ${shown}`);
 }
 
 export const int =
   (min: number, max: number): Check<number> =>
   (v, path) =>
-    typeof v === 'number' && Number.isSafeInteger(v) && v >= min && v <= max ? v : fail(path, `an integer in [${min}, ${max}]`, v);
+    typeof v === 'number' && Number.isSafeInteger(v) && v >= min && v <= max
+      ? v
+      : fail(path, `an integer in [${min}, ${max}]`, v);
 
 export const finite =
   (min: number, max: number): Check<number> =>
   (v, path) =>
-    typeof v === 'number' && Number.isFinite(v) && v >= min && v <= max ? v : fail(path, `a number in [${min}, ${max}]`, v);
+    typeof v === 'number' && Number.isFinite(v) && v >= min && v <= max
+      ? v
+      : fail(path, `a number in [${min}, ${max}]`, v);
 
 /** null, or what `check` accepts. */
 export const nullable =
@@ -42,7 +55,8 @@ export const bool: Check<boolean> = (v, path) => (typeof v === 'boolean' ? v : f
 export const str =
   (maxLength: number, pattern?: RegExp, minLength = 0): Check<string> =>
   (v, path) => {
-    if (typeof v !== 'string' || v.length < minLength || v.length > maxLength) return fail(path, `a string of ${minLength}..${maxLength} characters`, v);
+    if (typeof v !== 'string' || v.length < minLength || v.length > maxLength)
+      return fail(path, `a string of ${minLength}..${maxLength} characters`, v);
     if (pattern !== undefined && !pattern.test(v)) return fail(path, `a string matching ${pattern.source}`, v);
     return v;
   };
@@ -50,7 +64,9 @@ export const str =
 export const oneOf =
   <T extends string>(values: readonly T[]): Check<T> =>
   (v, path) =>
-    typeof v === 'string' && (values as readonly string[]).includes(v) ? (v as T) : fail(path, `one of ${values.join(', ')}`, v);
+    typeof v === 'string' && (values as readonly string[]).includes(v)
+      ? (v as T)
+      : fail(path, `one of ${values.join(', ')}`, v);
 
 export const array =
   <T>(item: Check<T>, maxLength: number): Check<T[]> =>
@@ -68,7 +84,9 @@ export function object<T extends object>(shape: { readonly [K in keyof T]: Check
     if (typeof v !== 'object' || v === null || Array.isArray(v)) return fail(path, 'an object', v);
     const record = v as Record<string, unknown>;
     const present = Object.keys(record);
-    for (const key of present) if (!Object.hasOwn(shape, key)) throw new CodecError(`${path} has an unknown field ${JSON.stringify(key.slice(0, 40))}`);
+    for (const key of present)
+      if (!Object.hasOwn(shape, key))
+        throw new CodecError(`${path} has an unknown field ${JSON.stringify(key.slice(0, 40))}`);
     const out = {} as T;
     for (const key of keys) {
       if (!Object.hasOwn(record, key)) throw new CodecError(`${path}.${key} is missing`);
@@ -120,16 +138,21 @@ export function objectWithOptional<T extends object>(
     const extra: Record<string, unknown> = {};
     for (const key of Object.keys(record)) (Object.hasOwn(optional, key) ? extra : rest)[key] = record[key];
     const out = required(rest, path);
-    for (const [key, value] of Object.entries(extra)) out[key] = (optional[key] as Check<unknown>)(value, `${path}.${key}`);
+    for (const [key, value] of Object.entries(extra))
+      out[key] = (optional[key] as Check<unknown>)(value, `${path}.${key}`);
     return out as T;
   };
 }
 
 /** A tagged union: the `kind` field picks the shape. */
-export function tagged<T extends { readonly kind: string }>(shapes: { readonly [K in T['kind']]: Check<Extract<T, { kind: K }>> }): Check<T> {
+export function tagged<T extends { readonly kind: string }>(shapes: {
+  readonly [K in T['kind']]: Check<Extract<T, { kind: K }>>;
+}): Check<T> {
   return (v, path) => {
-    const kind = typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>)['kind'] : undefined;
-    if (typeof kind !== 'string' || !Object.hasOwn(shapes, kind)) return fail(path, `an object with kind one of ${Object.keys(shapes).join(', ')}`, v);
+    const kind =
+      typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>)['kind'] : undefined;
+    if (typeof kind !== 'string' || !Object.hasOwn(shapes, kind))
+      return fail(path, `an object with kind one of ${Object.keys(shapes).join(', ')}`, v);
     return (shapes as Record<string, Check<T>>)[kind]!(v, path);
   };
 }

@@ -12,12 +12,54 @@ const tag = { page: asPageId(3), epoch: asEpoch(17) };
 const D16 = '0123456789abcdef';
 
 const EXAMPLES: Message[] = [
-  { type: 'Reserve', rid, tenant, promptTokens: 7, promptDigest: D16, sampling: samplingParams({ maxTokens: 5, stop: ['\n'], temperature: 0.7, topP: 0.9, seed: -3 }), prefillAddress: '127.0.0.1:7001' },
-  { type: 'Reserved', rid, tags: [tag, { page: asPageId(0), epoch: asEpoch(1) }], pageSize: 16, dataAddress: '127.0.0.1:7002' },
+  {
+    type: 'Reserve',
+    rid,
+    tenant,
+    promptTokens: 7,
+    promptDigest: D16,
+    sampling: samplingParams({ maxTokens: 5, stop: ['\n'], temperature: 0.7, topP: 0.9, seed: -3 }),
+    prefillAddress: '127.0.0.1:7001',
+  },
+  {
+    type: 'Reserved',
+    rid,
+    tags: [tag, { page: asPageId(0), epoch: asEpoch(1) }],
+    pageSize: 16,
+    dataAddress: '127.0.0.1:7002',
+  },
   { type: 'Rejected', rid, code: 'pool_too_small', message: 'too long: 900 > 512' },
-  { type: 'Prefill', rid, tenant, tokens: [1, 2, 3], sampling: samplingParams(), decodeAddress: '[::1]:7002', tags: [tag], pageSize: 16 },
-  { type: 'KvChunk', rid, seq: 4, tag, firstSlot: 2, numSlots: 3, checksum: D16, payload: new Uint8Array([1, 2, 3, 4, 5, 250]) },
-  { type: 'KvDone', rid, numChunks: 5, tokensCovered: 7, digest: D16, promptDigest: D16, model: D16, firstToken: 31999, firstLogprobs: [] },
+  {
+    type: 'Prefill',
+    rid,
+    tenant,
+    tokens: [1, 2, 3],
+    sampling: samplingParams(),
+    decodeAddress: '[::1]:7002',
+    tags: [tag],
+    pageSize: 16,
+  },
+  {
+    type: 'KvChunk',
+    rid,
+    seq: 4,
+    tag,
+    firstSlot: 2,
+    numSlots: 3,
+    checksum: D16,
+    payload: new Uint8Array([1, 2, 3, 4, 5, 250]),
+  },
+  {
+    type: 'KvDone',
+    rid,
+    numChunks: 5,
+    tokensCovered: 7,
+    digest: D16,
+    promptDigest: D16,
+    model: D16,
+    firstToken: 31999,
+    firstLogprobs: [],
+  },
   { type: 'Ack', rid },
   { type: 'Tokens', rid, offset: 3, ids: [9, 8, 7], logprobs: [] },
   { type: 'Finished', rid, finishReason: 'stop', promptTokens: 7, completionTokens: 4 },
@@ -90,7 +132,11 @@ describe('codec: strict validation of incoming frames', () => {
     ['a negative count', { ...ok, offset: -1 }, /offset must be an integer/],
     ['a fraction', { ...ok, ids: [1.5] }, /ids\[0\] must be an integer/],
     ['a request id with a space', { ...ok, rid: 'r 1' }, /rid must be a string matching/],
-    ['a prototype key', JSON.parse('{"rid":"r1","offset":0,"ids":[1],"__proto__":{"x":1}}'), /unknown field "__proto__"/],
+    [
+      'a prototype key',
+      JSON.parse('{"rid":"r1","offset":0,"ids":[1],"__proto__":{"x":1}}'),
+      /unknown field "__proto__"/,
+    ],
   ])('refuses %s', (_what, header, pattern) => {
     expectCodecError(() => decodeFrame(rawFrame('Tokens', header)), pattern);
   });
@@ -101,8 +147,24 @@ describe('codec: strict validation of incoming frames', () => {
     const badUtf8 = rawFrame('Ack', '{"rid":"r1"}');
     badUtf8[11] = 0xff;
     expectCodecError(() => decodeFrame(badUtf8), /not UTF-8 JSON/);
-    expectCodecError(() => decodeFrame(rawFrame('Ack', { rid: 'r1' }, new Uint8Array([1]))), /only KvChunk has a payload/);
-    expectCodecError(() => decodeFrame(rawFrame('KvChunk', { rid: 'r1', seq: 0, tag: { page: 0, epoch: 1 }, firstSlot: 0, numSlots: 1, checksum: D16 })), /without payload/);
+    expectCodecError(
+      () => decodeFrame(rawFrame('Ack', { rid: 'r1' }, new Uint8Array([1]))),
+      /only KvChunk has a payload/,
+    );
+    expectCodecError(
+      () =>
+        decodeFrame(
+          rawFrame('KvChunk', {
+            rid: 'r1',
+            seq: 0,
+            tag: { page: 0, epoch: 1 },
+            firstSlot: 0,
+            numSlots: 1,
+            checksum: D16,
+          }),
+        ),
+      /without payload/,
+    );
   });
 
   it('refuses a frame over the size limit from its length prefix alone, before buffering it', () => {
@@ -112,7 +174,12 @@ describe('codec: strict validation of incoming frames', () => {
   });
 
   it('refuses a handshake frame where a message is expected', () => {
-    const hello = new Handshake({ secret: 'a-cluster-secret-of-32-bytes!!!!', nodeId: 'n1', role: 'dialer', nonce: new Uint8Array(32) }).start();
+    const hello = new Handshake({
+      secret: 'a-cluster-secret-of-32-bytes!!!!',
+      nodeId: 'n1',
+      role: 'dialer',
+      nonce: new Uint8Array(32),
+    }).start();
     expect(decodeAnyFrame(hello).kind).toBe('hello');
     expectCodecError(() => decodeFrame(hello), /unexpected hello frame/);
   });
@@ -122,7 +189,10 @@ describe('codec: fuzzing', () => {
   it('random bytes never throw anything but a CodecError', () => {
     fc.assert(
       fc.property(fc.uint8Array({ maxLength: 300 }), (bytes) => {
-        for (const f of [() => decodeAnyFrame(bytes), () => new FrameReader(256).push(bytes).map((x) => decodeAnyFrame(x))]) {
+        for (const f of [
+          () => decodeAnyFrame(bytes),
+          () => new FrameReader(256).push(bytes).map((x) => decodeAnyFrame(x)),
+        ]) {
           try {
             f();
           } catch (error) {
@@ -137,28 +207,64 @@ describe('codec: fuzzing', () => {
   it('a valid frame with any bytes changed decodes to a valid message or fails with a CodecError', () => {
     const frames = EXAMPLES.map(encodeFrame);
     fc.assert(
-      fc.property(fc.nat(frames.length - 1), fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { minLength: 1, maxLength: 4 }), (which, edits) => {
-        const frame = (frames[which] as Uint8Array).slice();
-        for (const [at, value] of edits) frame[at % frame.length] = value;
-        try {
-          const m = decodeFrame(frame);
-          expect(MESSAGE_TYPES).toContain(m.type);
-          expect(decodeFrame(encodeFrame(m))).toEqual(m);
-        } catch (error) {
-          if (!isCodecError(error)) throw error;
-        }
-      }),
+      fc.property(
+        fc.nat(frames.length - 1),
+        fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { minLength: 1, maxLength: 4 }),
+        (which, edits) => {
+          const frame = (frames[which] as Uint8Array).slice();
+          for (const [at, value] of edits) frame[at % frame.length] = value;
+          try {
+            const m = decodeFrame(frame);
+            expect(MESSAGE_TYPES).toContain(m.type);
+            expect(decodeFrame(encodeFrame(m))).toEqual(m);
+          } catch (error) {
+            if (!isCodecError(error)) throw error;
+          }
+        },
+      ),
       { numRuns: 3000 },
     );
   });
 
   it('generated messages round-trip', () => {
     const ridArb = fc.stringMatching(/^[A-Za-z0-9._:~-]{1,40}$/).map(asRequestId);
-    const tagArb = fc.record({ page: fc.nat(1 << 20).map(asPageId), epoch: fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }).map(asEpoch) });
+    const tagArb = fc.record({
+      page: fc.nat(1 << 20).map(asPageId),
+      epoch: fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }).map(asEpoch),
+    });
     const messageArb: fc.Arbitrary<Message> = fc.oneof(
-      fc.record({ type: fc.constant('Tokens' as const), rid: ridArb, offset: fc.nat(), ids: fc.array(fc.nat(0x7fffffff)), logprobs: fc.array(fc.record({ logprob: fc.double({ min: -9999, max: 0, noNaN: true }).map((x) => x + 0), top: fc.array(fc.record({ id: fc.nat(0x7fffffff), logprob: fc.double({ min: -9999, max: 0, noNaN: true }).map((x) => x + 0) }), { maxLength: 20 }) }), { maxLength: 4 }) }),
-      fc.record({ type: fc.constant('Reserved' as const), rid: ridArb, tags: fc.array(tagArb), pageSize: fc.integer({ min: 1, max: 1 << 16 }), dataAddress: fc.constantFrom('h:1', '127.0.0.1:80') }),
-      fc.record({ type: fc.constant('Failed' as const), rid: ridArb, code: fc.constantFrom('timeout' as const, 'internal' as const), message: fc.string({ maxLength: 200 }) }),
+      fc.record({
+        type: fc.constant('Tokens' as const),
+        rid: ridArb,
+        offset: fc.nat(),
+        ids: fc.array(fc.nat(0x7fffffff)),
+        logprobs: fc.array(
+          fc.record({
+            logprob: fc.double({ min: -9999, max: 0, noNaN: true }).map((x) => x + 0),
+            top: fc.array(
+              fc.record({
+                id: fc.nat(0x7fffffff),
+                logprob: fc.double({ min: -9999, max: 0, noNaN: true }).map((x) => x + 0),
+              }),
+              { maxLength: 20 },
+            ),
+          }),
+          { maxLength: 4 },
+        ),
+      }),
+      fc.record({
+        type: fc.constant('Reserved' as const),
+        rid: ridArb,
+        tags: fc.array(tagArb),
+        pageSize: fc.integer({ min: 1, max: 1 << 16 }),
+        dataAddress: fc.constantFrom('h:1', '127.0.0.1:80'),
+      }),
+      fc.record({
+        type: fc.constant('Failed' as const),
+        rid: ridArb,
+        code: fc.constantFrom('timeout' as const, 'internal' as const),
+        message: fc.string({ maxLength: 200 }),
+      }),
       fc.record({
         type: fc.constant('KvChunk' as const),
         rid: ridArb,

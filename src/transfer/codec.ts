@@ -13,8 +13,38 @@
 //   10      h     header       UTF-8 JSON: the message's fields except `type` and `payload`
 //   10+h    n     payload      raw bytes, KvChunk only (n >= 1); no base64, no copy on send
 import { Buffer } from 'node:buffer';
-import { MAX_SCHEMA_CHARS, MAX_TOP_LOGPROBS, REQUEST_LIMITS, type ConstraintSpec, type RequestId, type SamplingParams, type Tag, type TenantId, type TokenLogprob } from '../core/index.js';
-import { ADDRESS_PATTERN, array, bool, CodecError, errorCode, finite, HEX16, HEX64, int, nullable, object, objectWithOptional, oneOf, RID_PATTERN, str, tagged, TENANT_PATTERN, U31, type Check } from './codec-fields.js';
+import {
+  MAX_SCHEMA_CHARS,
+  MAX_TOP_LOGPROBS,
+  REQUEST_LIMITS,
+  type ConstraintSpec,
+  type RequestId,
+  type SamplingParams,
+  type Tag,
+  type TenantId,
+  type TokenLogprob,
+} from '../core/index.js';
+import {
+  ADDRESS_PATTERN,
+  array,
+  bool,
+  CodecError,
+  errorCode,
+  finite,
+  HEX16,
+  HEX64,
+  int,
+  nullable,
+  object,
+  objectWithOptional,
+  oneOf,
+  RID_PATTERN,
+  str,
+  tagged,
+  TENANT_PATTERN,
+  U31,
+  type Check,
+} from './codec-fields.js';
 import type { KvChunk, Message, MessageType } from './messages.js';
 
 export const CODEC_VERSION = 1;
@@ -22,7 +52,20 @@ export const HEAD_BYTES = 10;
 /** Default limit: a KvChunk carries one page's slot range (a few MiB for real models); a Prefill 1M tokens of JSON. */
 export const DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024;
 
-export const MESSAGE_TYPES = ['Reserve', 'Reserved', 'Rejected', 'Prefill', 'KvChunk', 'KvDone', 'Ack', 'Tokens', 'Finished', 'Failed', 'Abort', 'AbortAck'] as const satisfies readonly MessageType[];
+export const MESSAGE_TYPES = [
+  'Reserve',
+  'Reserved',
+  'Rejected',
+  'Prefill',
+  'KvChunk',
+  'KvDone',
+  'Ack',
+  'Tokens',
+  'Finished',
+  'Failed',
+  'Abort',
+  'AbortAck',
+] as const satisfies readonly MessageType[];
 /** The kind byte of a KvChunk frame (frame-stream.ts streams their payloads). */
 export const KV_CHUNK_KIND = MESSAGE_TYPES.indexOf('KvChunk') + 1;
 const KIND_HELLO = 64;
@@ -37,7 +80,10 @@ export interface Proof {
   readonly mac: string;
 }
 
-export type Frame = { readonly kind: 'message'; readonly message: Message } | { readonly kind: 'hello'; readonly hello: Hello } | { readonly kind: 'proof'; readonly proof: Proof };
+export type Frame =
+  | { readonly kind: 'message'; readonly message: Message }
+  | { readonly kind: 'hello'; readonly hello: Hello }
+  | { readonly kind: 'proof'; readonly proof: Proof };
 
 const MAX_ITEMS = 1 << 24;
 const rid = str(128, RID_PATTERN, 1) as Check<RequestId>;
@@ -54,22 +100,28 @@ const constraint = tagged<ConstraintSpec>({
   json_object: object({ kind: oneOf(['json_object'] as const) }),
   json_schema: object({ kind: oneOf(['json_schema'] as const), schema: str(MAX_SCHEMA_CHARS, undefined, 1) }),
 });
-const sampling: Check<SamplingParams> = objectWithOptional<SamplingParams>({
-  maxTokens: int(1, U31),
-  temperature: finite(0, 1e6),
-  topP: finite(Number.MIN_VALUE, 1),
-  topK: int(0, REQUEST_LIMITS.maxTopK),
-  seed: int(Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER),
-  stop: array(str(REQUEST_LIMITS.maxStopChars), REQUEST_LIMITS.maxStopStrings),
-  stopTokenIds: array(int(0, REQUEST_LIMITS.maxTokenId), REQUEST_LIMITS.maxStopTokenIds),
-  ignoreEos: bool,
-  presencePenalty: finite(-2, 2),
-  frequencyPenalty: finite(-2, 2),
-  logprobs: nullable(int(0, MAX_TOP_LOGPROBS)),
-}, { constraint });
+const sampling: Check<SamplingParams> = objectWithOptional<SamplingParams>(
+  {
+    maxTokens: int(1, U31),
+    temperature: finite(0, 1e6),
+    topP: finite(Number.MIN_VALUE, 1),
+    topK: int(0, REQUEST_LIMITS.maxTopK),
+    seed: int(Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER),
+    stop: array(str(REQUEST_LIMITS.maxStopChars), REQUEST_LIMITS.maxStopStrings),
+    stopTokenIds: array(int(0, REQUEST_LIMITS.maxTokenId), REQUEST_LIMITS.maxStopTokenIds),
+    ignoreEos: bool,
+    presencePenalty: finite(-2, 2),
+    frequencyPenalty: finite(-2, 2),
+    logprobs: nullable(int(0, MAX_TOP_LOGPROBS)),
+  },
+  { constraint },
+);
 /** A log-probability as the sampler reports it: in [MIN_LOGPROB, 0] (src/model's floor, -9999). */
 const logprob = finite(-9999, 0);
-const tokenLogprob: Check<TokenLogprob> = object<TokenLogprob>({ logprob, top: array(object({ id: tokenId, logprob }), MAX_TOP_LOGPROBS) });
+const tokenLogprob: Check<TokenLogprob> = object<TokenLogprob>({
+  logprob,
+  top: array(object({ id: tokenId, logprob }), MAX_TOP_LOGPROBS),
+});
 const tokenLogprobs = array(tokenLogprob, MAX_ITEMS);
 
 type Fields<T extends Message> = Omit<T, 'type' | 'payload'>;
@@ -79,14 +131,40 @@ const SCHEMAS: Schemas = {
   Reserve: object({ rid, tenant, promptTokens: int(1, U31), promptDigest: digest, sampling, prefillAddress: address }),
   Reserved: object({ rid, tags, pageSize: int(1, 1 << 16), dataAddress: address }),
   Rejected: object({ rid, code: errorCode, message }),
-  Prefill: object({ rid, tenant, tokens: array(tokenId, MAX_ITEMS), sampling, decodeAddress: address, tags, pageSize: int(1, 1 << 16) }),
+  Prefill: object({
+    rid,
+    tenant,
+    tokens: array(tokenId, MAX_ITEMS),
+    sampling,
+    decodeAddress: address,
+    tags,
+    pageSize: int(1, 1 << 16),
+  }),
   KvChunk: object({ rid, seq: count, tag, firstSlot: int(0, 1 << 16), numSlots: int(1, 1 << 16), checksum: digest }),
-  KvDone: objectWithOptional({ rid, numChunks: count, tokensCovered: count, digest, promptDigest: digest, model: digest, firstToken: tokenId, firstLogprobs: array(tokenLogprob, 1) }, { cachedTokens: count }),
+  KvDone: objectWithOptional(
+    {
+      rid,
+      numChunks: count,
+      tokensCovered: count,
+      digest,
+      promptDigest: digest,
+      model: digest,
+      firstToken: tokenId,
+      firstLogprobs: array(tokenLogprob, 1),
+    },
+    { cachedTokens: count },
+  ),
   Ack: object({ rid }),
   Tokens: object({ rid, offset: count, ids: array(tokenId, MAX_ITEMS), logprobs: tokenLogprobs }),
-  Finished: objectWithOptional({ rid, finishReason: oneOf(['stop', 'length'] as const), promptTokens: count, completionTokens: count }, { cachedTokens: count }),
+  Finished: objectWithOptional(
+    { rid, finishReason: oneOf(['stop', 'length'] as const), promptTokens: count, completionTokens: count },
+    { cachedTokens: count },
+  ),
   Failed: object({ rid, code: errorCode, message }),
-  Abort: object({ rid, reason: oneOf(['client-disconnect', 'router', 'prefill-failed', 'decode-failed', 'timeout', 'shutdown'] as const) }),
+  Abort: object({
+    rid,
+    reason: oneOf(['client-disconnect', 'router', 'prefill-failed', 'decode-failed', 'timeout', 'shutdown'] as const),
+  }),
   AbortAck: object({ rid }),
 };
 const HELLO = object<Hello>({ nodeId: address, nonce: str(64, HEX64, 64) });
@@ -130,7 +208,9 @@ export function encodeFrame(m: Message): Uint8Array {
 }
 
 export function encodeHandshake(frame: { readonly hello: Hello } | { readonly proof: Proof }): Uint8Array {
-  return 'hello' in frame ? head(KIND_HELLO, utf8.encode(JSON.stringify(frame.hello)), 0) : head(KIND_PROOF, utf8.encode(JSON.stringify(frame.proof)), 0);
+  return 'hello' in frame
+    ? head(KIND_HELLO, utf8.encode(JSON.stringify(frame.hello)), 0)
+    : head(KIND_PROOF, utf8.encode(JSON.stringify(frame.proof)), 0);
 }
 
 /**
@@ -139,20 +219,26 @@ export function encodeHandshake(frame: { readonly hello: Hello } | { readonly pr
  */
 export function decodeAnyFrame(bytes: Uint8Array, maxFrameBytes = DEFAULT_MAX_FRAME_BYTES): Frame {
   if (!(bytes instanceof Uint8Array)) throw new CodecError('not bytes');
-  if (bytes.length < HEAD_BYTES) throw new CodecError(`${bytes.length} bytes is shorter than a frame head (${HEAD_BYTES})`);
+  if (bytes.length < HEAD_BYTES)
+    throw new CodecError(`${bytes.length} bytes is shorter than a frame head (${HEAD_BYTES})`);
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const frameLength = view.getUint32(0);
-  if (frameLength + 4 > maxFrameBytes) throw new CodecError(`frame of ${frameLength + 4} bytes exceeds the limit of ${maxFrameBytes}`);
-  if (frameLength + 4 !== bytes.length) throw new CodecError(`length prefix says ${frameLength + 4} bytes, the frame has ${bytes.length}`);
+  if (frameLength + 4 > maxFrameBytes)
+    throw new CodecError(`frame of ${frameLength + 4} bytes exceeds the limit of ${maxFrameBytes}`);
+  if (frameLength + 4 !== bytes.length)
+    throw new CodecError(`length prefix says ${frameLength + 4} bytes, the frame has ${bytes.length}`);
   if (bytes[4] !== CODEC_VERSION) throw new CodecError(`version ${bytes[4]}, this node speaks ${CODEC_VERSION}`);
   const kind = bytes[5] as number;
   const headerLength = view.getUint32(6);
-  if (headerLength > bytes.length - HEAD_BYTES) throw new CodecError(`header of ${headerLength} bytes overruns the frame`);
+  if (headerLength > bytes.length - HEAD_BYTES)
+    throw new CodecError(`header of ${headerLength} bytes overruns the frame`);
   const payload = bytes.subarray(HEAD_BYTES + headerLength);
   const header = parseHeader(bytes.subarray(HEAD_BYTES, HEAD_BYTES + headerLength));
   if (kind === KIND_HELLO || kind === KIND_PROOF) {
     if (payload.length > 0) throw new CodecError('a handshake frame carries no payload');
-    return kind === KIND_HELLO ? { kind: 'hello', hello: HELLO(header, 'Hello') } : { kind: 'proof', proof: PROOF(header, 'Proof') };
+    return kind === KIND_HELLO
+      ? { kind: 'hello', hello: HELLO(header, 'Hello') }
+      : { kind: 'proof', proof: PROOF(header, 'Proof') };
   }
   const type = MESSAGE_TYPES[kind - 1];
   if (type === undefined) throw new CodecError(`unknown frame kind ${kind}`);
@@ -161,7 +247,8 @@ export function decodeAnyFrame(bytes: Uint8Array, maxFrameBytes = DEFAULT_MAX_FR
     if (payload.length === 0) throw new CodecError('KvChunk without payload');
     return { kind: 'message', message: { type, ...fields, payload } as Message };
   }
-  if (payload.length > 0) throw new CodecError(`${type} carries ${payload.length} payload bytes; only KvChunk has a payload`);
+  if (payload.length > 0)
+    throw new CodecError(`${type} carries ${payload.length} payload bytes; only KvChunk has a payload`);
   return { kind: 'message', message: { type, ...fields } as Message };
 }
 
@@ -188,7 +275,8 @@ export function decodeChunkHeader(header: Uint8Array): Omit<KvChunk, 'type' | 'p
  * undefined: the connection closes.
  */
 export function refusableRequest(bytes: Uint8Array): RequestId | undefined {
-  if (bytes.length < HEAD_BYTES || bytes[4] !== CODEC_VERSION || bytes[5] !== MESSAGE_TYPES.indexOf('Reserve') + 1) return undefined;
+  if (bytes.length < HEAD_BYTES || bytes[4] !== CODEC_VERSION || bytes[5] !== MESSAGE_TYPES.indexOf('Reserve') + 1)
+    return undefined;
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const headerLength = view.getUint32(6);
   if (view.getUint32(0) + 4 !== bytes.length || headerLength !== bytes.length - HEAD_BYTES) return undefined;
@@ -208,7 +296,10 @@ function parseHeader(bytes: Uint8Array): unknown {
     text = utf8Strict.decode(bytes);
     value = JSON.parse(text);
   } catch (error) {
-    throw new CodecError(`header is not UTF-8 JSON (${error instanceof Error ? error.message.slice(0, 80) : 'unparseable'})`, error);
+    throw new CodecError(
+      `header is not UTF-8 JSON (${error instanceof Error ? error.message.slice(0, 80) : 'unparseable'})`,
+      error,
+    );
   }
   return value;
 }
@@ -267,8 +358,10 @@ export class FrameReader {
   /** The prefix is complete: check it, then a buffer for the whole frame with the prefix in it. */
   #start(): Uint8Array {
     const p = this.#prefix;
-    const total = (((p[0] as number) << 24) >>> 0) + ((p[1] as number) << 16) + ((p[2] as number) << 8) + (p[3] as number) + 4;
-    if (total > this.#maxFrameBytes) throw new CodecError(`frame of ${total} bytes exceeds the limit of ${this.#maxFrameBytes}`);
+    const total =
+      (((p[0] as number) << 24) >>> 0) + ((p[1] as number) << 16) + ((p[2] as number) << 8) + (p[3] as number) + 4;
+    if (total > this.#maxFrameBytes)
+      throw new CodecError(`frame of ${total} bytes exceeds the limit of ${this.#maxFrameBytes}`);
     if (total < HEAD_BYTES) throw new CodecError(`length prefix ${total - 4} is shorter than a frame head`);
     const frame = allocUninitialized(total);
     frame.set(p, 0);

@@ -24,7 +24,10 @@ import type { TransferDigest } from './digests.js';
 import type { KvChunkHead, KvDone } from './messages.js';
 
 export type ChunkVerdict =
-  | { readonly kind: 'write'; /** Index of the page in rid's page table; -1 only when skip-tag-check let a foreign tag through. */ readonly index: number }
+  | {
+      readonly kind: 'write';
+      /** Index of the page in rid's page table; -1 only when skip-tag-check let a foreign tag through. */ readonly index: number;
+    }
   | { readonly kind: 'drop'; readonly why: string }
   | { readonly kind: 'fail'; readonly error: TransferError };
 
@@ -41,9 +44,14 @@ export function checkChunkHead(pool: PagePool, r: ReceivingRequest, m: KvChunkHe
   let index = r.tags.findIndex((t) => sameTag(t, m.tag));
   if (faults.has('skip-tag-check')) {
     // The negative control: the frame's tag is believed. Even so, nothing is written outside the pool.
-    if (!Number.isInteger(m.tag.page) || m.tag.page < 0 || m.tag.page >= pool.ledger.numPages) return { kind: 'drop', why: `tag: page ${m.tag.page} is outside the pool` };
+    if (!Number.isInteger(m.tag.page) || m.tag.page < 0 || m.tag.page >= pool.ledger.numPages)
+      return { kind: 'drop', why: `tag: page ${m.tag.page} is outside the pool` };
   } else {
-    if (index < 0) return { kind: 'drop', why: `tag: page ${m.tag.page} epoch ${m.tag.epoch} is not in ${r.owner.rid}'s page table` };
+    if (index < 0)
+      return {
+        kind: 'drop',
+        why: `tag: page ${m.tag.page} epoch ${m.tag.epoch} is not in ${r.owner.rid}'s page table`,
+      };
     try {
       pool.checkWrite(r.owner, [m.tag]);
     } catch (error) {
@@ -51,18 +59,26 @@ export function checkChunkHead(pool: PagePool, r: ReceivingRequest, m: KvChunkHe
       throw error;
     }
   }
-  const fail = (message: string): ChunkVerdict => ({ kind: 'fail', error: new TransferError(`${r.owner.rid}: ${message}`) });
-  if (m.numSlots < 1 || m.firstSlot + m.numSlots > pageSize) return fail(`KvChunk slots [${m.firstSlot}, ${m.firstSlot + m.numSlots}) do not fit a page of ${pageSize}`);
+  const fail = (message: string): ChunkVerdict => ({
+    kind: 'fail',
+    error: new TransferError(`${r.owner.rid}: ${message}`),
+  });
+  if (m.numSlots < 1 || m.firstSlot + m.numSlots > pageSize)
+    return fail(`KvChunk slots [${m.firstSlot}, ${m.firstSlot + m.numSlots}) do not fit a page of ${pageSize}`);
   if (index >= 0 && index * pageSize + m.firstSlot + m.numSlots > r.promptTokens) {
-    return fail(`KvChunk for page ${index} slots [${m.firstSlot}, ${m.firstSlot + m.numSlots}) lies beyond the prompt's ${r.promptTokens} tokens`);
+    return fail(
+      `KvChunk for page ${index} slots [${m.firstSlot}, ${m.firstSlot + m.numSlots}) lies beyond the prompt's ${r.promptTokens} tokens`,
+    );
   }
   if (m.seq !== r.nextSeq) return fail(`KvChunk seq ${m.seq} where ${r.nextSeq} was expected (a gap or a repeat)`);
   const numBytes = pool.slotRangeBytes(m.numSlots);
-  if (m.payloadBytes !== numBytes) return fail(`KvChunk of ${m.numSlots} slots carries ${m.payloadBytes} bytes, not ${numBytes}`);
+  if (m.payloadBytes !== numBytes)
+    return fail(`KvChunk of ${m.numSlots} slots carries ${m.payloadBytes} bytes, not ${numBytes}`);
   if (index >= 0) {
     const stamp = pool.stampOf(m.tag.page);
     const filled = stamp.epoch === m.tag.epoch ? stamp.filledSlots : 0;
-    if (m.firstSlot !== filled) return fail(`KvChunk for page ${index} starts at slot ${m.firstSlot}, but slots [0, ${filled}) are written`);
+    if (m.firstSlot !== filled)
+      return fail(`KvChunk for page ${index} starts at slot ${m.firstSlot}, but slots [0, ${filled}) are written`);
   }
   return { kind: 'write', index };
 }
@@ -71,9 +87,15 @@ export function checkChunkHead(pool: PagePool, r: ReceivingRequest, m: KvChunkHe
  * Check 6, once the whole payload has landed: undefined when `actual` (the checksum of what
  * arrived; undefined when skip-checksum did not compute one) is what the header says.
  */
-export function checkChecksum(r: ReceivingRequest, m: KvChunkHead, actual: string | undefined): TransferError | undefined {
+export function checkChecksum(
+  r: ReceivingRequest,
+  m: KvChunkHead,
+  actual: string | undefined,
+): TransferError | undefined {
   if (actual === undefined || actual === m.checksum) return undefined;
-  return new TransferError(`${r.owner.rid}: KvChunk seq ${m.seq} checksum mismatch: frame says ${m.checksum}, payload hashes to ${actual}`);
+  return new TransferError(
+    `${r.owner.rid}: KvChunk seq ${m.seq} checksum mismatch: frame says ${m.checksum}, payload hashes to ${actual}`,
+  );
 }
 
 export interface DoneRequest extends ReceivingRequest {
@@ -82,20 +104,36 @@ export interface DoneRequest extends ReceivingRequest {
 }
 
 /** undefined when decode may start; else why the transfer fails closed. */
-export function checkDone(host: { readonly pool: PagePool; readonly model: string }, r: DoneRequest, m: KvDone, faults: FaultSet): { readonly error: TransferError; readonly checksum: boolean } | undefined {
+export function checkDone(
+  host: { readonly pool: PagePool; readonly model: string },
+  r: DoneRequest,
+  m: KvDone,
+  faults: FaultSet,
+): { readonly error: TransferError; readonly checksum: boolean } | undefined {
   const { pool } = host;
-  const fail = (message: string, checksum = false) => ({ error: new TransferError(`${r.owner.rid}: ${message}`), checksum });
+  const fail = (message: string, checksum = false) => ({
+    error: new TransferError(`${r.owner.rid}: ${message}`),
+    checksum,
+  });
   if (m.numChunks !== r.nextSeq) return fail(`KvDone says ${m.numChunks} chunks were sent, ${r.nextSeq} arrived`);
-  if (m.promptDigest !== r.promptDigest) return fail(`KvDone's prompt digest ${m.promptDigest} is not the router's ${r.promptDigest}`);
+  if (m.promptDigest !== r.promptDigest)
+    return fail(`KvDone's prompt digest ${m.promptDigest} is not the router's ${r.promptDigest}`);
   if (m.model !== host.model && !faults.has('skip-model-check')) {
-    return fail(`KvDone comes from a prefill serving another model (fingerprint ${m.model}; this decode serves ${host.model}): the cluster is misconfigured`);
+    return fail(
+      `KvDone comes from a prefill serving another model (fingerprint ${m.model}; this decode serves ${host.model}): the cluster is misconfigured`,
+    );
   }
   const digest = r.digest.hex();
-  if (m.digest !== digest) return fail(`transfer digest mismatch: KvDone says ${m.digest}, the chunks received give ${digest}`, true);
-  if (m.tokensCovered !== r.promptTokens) return fail(`KvDone claims ${m.tokensCovered} tokens covered, the prompt has ${r.promptTokens}`);
+  if (m.digest !== digest)
+    return fail(`transfer digest mismatch: KvDone says ${m.digest}, the chunks received give ${digest}`, true);
+  if (m.tokensCovered !== r.promptTokens)
+    return fail(`KvDone claims ${m.tokensCovered} tokens covered, the prompt has ${r.promptTokens}`);
   if (faults.has('skip-page-check')) return undefined; // the negative control: trust the sender's claim
   const covered = stampCoverage(pool, r.tags, r.promptTokens);
-  if (covered < r.promptTokens) return fail(`decode's stamps cover ${covered} of the prompt's ${r.promptTokens} tokens (the sender claimed ${m.tokensCovered})`);
+  if (covered < r.promptTokens)
+    return fail(
+      `decode's stamps cover ${covered} of the prompt's ${r.promptTokens} tokens (the sender claimed ${m.tokensCovered})`,
+    );
   try {
     pool.checkRead(r.owner, r.tags, r.promptTokens);
   } catch (error) {
@@ -123,5 +161,9 @@ export function stampCoverage(pool: PagePool, tags: readonly Tag[], promptTokens
 export function mayStamp(pool: PagePool, tag: Tag, filledSlots: number): boolean {
   const e = pool.ledger.entry(tag.page);
   const stamp = pool.stampOf(tag.page);
-  return e.state === 'allocated' && e.epoch === tag.epoch && filledSlots >= (stamp.epoch === tag.epoch ? stamp.filledSlots : 0);
+  return (
+    e.state === 'allocated' &&
+    e.epoch === tag.epoch &&
+    filledSlots >= (stamp.epoch === tag.epoch ? stamp.filledSlots : 0)
+  );
 }

@@ -5,7 +5,17 @@
 // verified slots, and nothing is stamped before the checksum verifies.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { asEpoch, asPageId, asRequestId, asTenantId, FaultSet, samplingParams, type FaultName, type PageId, type Tag } from '../core/index.js';
+import {
+  asEpoch,
+  asPageId,
+  asRequestId,
+  asTenantId,
+  FaultSet,
+  samplingParams,
+  type FaultName,
+  type PageId,
+  type Tag,
+} from '../core/index.js';
 import { createKvView, PagePool, type KvShape } from '../pages/index.js';
 import { DecodeMachine } from './decode-machine.js';
 import type { DecodeEffect, DecodeInput } from './decode-types.js';
@@ -31,15 +41,30 @@ class CheckedPool extends PagePool {
   readonly violations: string[] = [];
   numPieces = 0;
 
-  override scatterSlotsPiece(page: PageId, firstSlot: number, numSlots: number, payloadOffset: number, piece: Uint8Array): void {
+  override scatterSlotsPiece(
+    page: PageId,
+    firstSlot: number,
+    numSlots: number,
+    payloadOffset: number,
+    piece: Uint8Array,
+  ): void {
     this.numPieces++;
     const e = this.ledger.entry(page);
     const want = this.receiving;
-    if (want === undefined || want.tag.page !== page || e.state !== 'allocated' || e.rid !== want.rid || e.epoch !== want.tag.epoch) {
-      this.violations.push(`piece landed in page ${page} (${e.state}${e.state === 'allocated' ? ` to ${e.rid} epoch ${e.epoch}` : ''}) while receiving ${JSON.stringify(want)}`);
+    if (
+      want === undefined ||
+      want.tag.page !== page ||
+      e.state !== 'allocated' ||
+      e.rid !== want.rid ||
+      e.epoch !== want.tag.epoch
+    ) {
+      this.violations.push(
+        `piece landed in page ${page} (${e.state}${e.state === 'allocated' ? ` to ${e.rid} epoch ${e.epoch}` : ''}) while receiving ${JSON.stringify(want)}`,
+      );
     }
     const stamp = this.stampOf(page);
-    if (stamp.epoch === e.epoch && firstSlot < stamp.filledSlots) this.violations.push(`piece landed over verified slots [${firstSlot}, ${stamp.filledSlots}) of page ${page}`);
+    if (stamp.epoch === e.epoch && firstSlot < stamp.filledSlots)
+      this.violations.push(`piece landed over verified slots [${firstSlot}, ${stamp.filledSlots}) of page ${page}`);
     super.scatterSlotsPiece(page, firstSlot, numSlots, payloadOffset, piece);
   }
 }
@@ -48,20 +73,42 @@ function setup(faultNames: FaultName[] = [], numPages = SHAPE.numPages) {
   const faults = new FaultSet(faultNames);
   const pool = new CheckedPool({ kv: createKvView({ ...SHAPE, numPages }), faults });
   const trace: TraceEvent[] = [];
-  const m = new DecodeMachine({ node: 'd0', host: new LedgerDecodeHost({ pool, model: '5eed5eed5eed5eed', contextLength: 64, faults }), faults, trace: { emit: (e) => trace.push(e) } });
+  const m = new DecodeMachine({
+    node: 'd0',
+    host: new LedgerDecodeHost({ pool, model: '5eed5eed5eed5eed', contextLength: 64, faults }),
+    faults,
+    trace: { emit: (e) => trace.push(e) },
+  });
   const step = (input: DecodeInput): DecodeEffect[] => m.handle(0, input);
   const recv = (from: string, message: Message) => step({ kind: 'received', from, message });
   const reserve = (rid: string, prefill = P): Tag[] => {
-    const effects = recv(R, { type: 'Reserve', rid: asRequestId(rid), tenant: asTenantId('t0'), promptTokens: TOKENS.length, promptDigest: promptDigest(TOKENS), sampling: samplingParams({ maxTokens: 2 }), prefillAddress: prefill });
+    const effects = recv(R, {
+      type: 'Reserve',
+      rid: asRequestId(rid),
+      tenant: asTenantId('t0'),
+      promptTokens: TOKENS.length,
+      promptDigest: promptDigest(TOKENS),
+      sampling: samplingParams({ maxTokens: 2 }),
+      prefillAddress: prefill,
+    });
     const reply = sent(effects, R)[0];
     return reply?.type === 'Reserved' ? [...reply.tags] : [];
   };
   /** Delivers a KvChunk as the transport does when it streams: header, pieces cut at `cuts`, end. */
-  const stream = (from: string, c: KvChunk, cuts: readonly number[] = [], between?: (pieceIndex: number) => void): DecodeEffect[] => {
+  const stream = (
+    from: string,
+    c: KvChunk,
+    cuts: readonly number[] = [],
+    between?: (pieceIndex: number) => void,
+  ): DecodeEffect[] => {
     const { payload, ...fields } = c;
     pool.receiving = { rid: c.rid, tag: c.tag };
     const effects = step({ kind: 'chunkBegin', from, head: { ...fields, payloadBytes: payload.length } });
-    const points = [0, ...[...new Set(cuts)].filter((x) => x > 0 && x < payload.length).sort((a, b) => a - b), payload.length];
+    const points = [
+      0,
+      ...[...new Set(cuts)].filter((x) => x > 0 && x < payload.length).sort((a, b) => a - b),
+      payload.length,
+    ];
     for (let i = 1; i < points.length; i++) {
       if (i > 1) between?.(i - 1);
       effects.push(...step({ kind: 'chunkPiece', from, bytes: payload.subarray(points[i - 1], points[i]) }));
@@ -84,7 +131,9 @@ function sent(effects: readonly DecodeEffect[], to: string): Message[] {
 /** What an honest prefill sends for rid into dstTags: chunks of CHUNK_SLOTS slots of KV made from (rid, position). */
 function frames(rid: string, dstTags: readonly Tag[]): { chunks: KvChunk[]; done: KvDone } {
   const src = PagePool.create({ ...SHAPE, numPages: 3 });
-  src.kv.data.forEach((_, i) => (src.kv.data[i] = ((i * 2654435761 + rid.length * 97 + rid.charCodeAt(rid.length - 1)) % 100_003) + 1));
+  src.kv.data.forEach(
+    (_, i) => (src.kv.data[i] = ((i * 2654435761 + rid.length * 97 + rid.charCodeAt(rid.length - 1)) % 100_003) + 1),
+  );
   const digest = new TransferDigest();
   const chunks: KvChunk[] = [];
   for (let pos = 0, seq = 0; pos < TOKENS.length; seq++) {
@@ -98,12 +147,32 @@ function frames(rid: string, dstTags: readonly Tag[]): { chunks: KvChunk[]; done
     chunks.push({ type: 'KvChunk', ...header, checksum, payload });
     pos += numSlots;
   }
-  return { chunks, done: { type: 'KvDone', rid: asRequestId(rid), numChunks: chunks.length, tokensCovered: TOKENS.length, digest: digest.hex(), promptDigest: promptDigest(TOKENS), model: '5eed5eed5eed5eed', firstToken: 42, firstLogprobs: [] } };
+  return {
+    chunks,
+    done: {
+      type: 'KvDone',
+      rid: asRequestId(rid),
+      numChunks: chunks.length,
+      tokensCovered: TOKENS.length,
+      digest: digest.hex(),
+      promptDigest: promptDigest(TOKENS),
+      model: '5eed5eed5eed5eed',
+      firstToken: 42,
+      firstLogprobs: [],
+    },
+  };
 }
 
 /** Everything a run leaves behind that the two delivery paths must agree on. */
 function outcome(d: ReturnType<typeof setup>, effects: readonly DecodeEffect[]) {
-  return { effects, trace: d.trace, bytes: Buffer.from(d.poolBytes()).toString('base64'), stamps: Array.from({ length: d.pool.ledger.numPages }, (_, p) => d.pool.stampOf(asPageId(p))), stats: d.m.stats(), ledger: d.pool.ledger.counts() };
+  return {
+    effects,
+    trace: d.trace,
+    bytes: Buffer.from(d.poolBytes()).toString('base64'),
+    stamps: Array.from({ length: d.pool.ledger.numPages }, (_, p) => d.pool.stampOf(asPageId(p))),
+    stats: d.m.stats(),
+    ledger: d.pool.ledger.counts(),
+  };
 }
 
 describe('DecodeMachine: a KvChunk in pieces lands exactly as the whole frame does', () => {
@@ -115,13 +184,19 @@ describe('DecodeMachine: a KvChunk in pieces lands exactly as the whole frame do
     expect(refEffects).toContainEqual(expect.objectContaining({ kind: 'startDecoding', rid: 'r1' }));
     const want = outcome(reference, refEffects);
     fc.assert(
-      fc.property(fc.array(fc.array(fc.nat(chunks[0]?.payload.length ?? 1), { maxLength: 6 }), { minLength: chunks.length, maxLength: chunks.length }), (cutsPerChunk) => {
-        const d = setup();
-        d.reserve('r1');
-        const effects = [...chunks.flatMap((c, i) => d.stream(P, c, cutsPerChunk[i])), ...d.recv(P, done)];
-        expect(outcome(d, effects)).toEqual(want);
-        expect(d.pool.violations).toEqual([]);
-      }),
+      fc.property(
+        fc.array(fc.array(fc.nat(chunks[0]?.payload.length ?? 1), { maxLength: 6 }), {
+          minLength: chunks.length,
+          maxLength: chunks.length,
+        }),
+        (cutsPerChunk) => {
+          const d = setup();
+          d.reserve('r1');
+          const effects = [...chunks.flatMap((c, i) => d.stream(P, c, cutsPerChunk[i])), ...d.recv(P, done)];
+          expect(outcome(d, effects)).toEqual(want);
+          expect(d.pool.violations).toEqual([]);
+        },
+      ),
       { numRuns: 200 },
     );
   });
@@ -163,7 +238,9 @@ describe('DecodeMachine: a KvChunk in pieces lands exactly as the whole frame do
       d.step({ kind: 'chunkEnd', from: 'p1' });
       d.step({ kind: 'chunkEnd', from: 'p0' });
     });
-    const started = [...d.recv('p0', one.done), ...d.recv('p1', two.done)].flatMap((e) => (e.kind === 'startDecoding' ? [e.rid] : []));
+    const started = [...d.recv('p0', one.done), ...d.recv('p1', two.done)].flatMap((e) =>
+      e.kind === 'startDecoding' ? [e.rid] : [],
+    );
     expect(started).toEqual(['r1', 'r2']);
     expect(d.m.stats().checksumFailures).toBe(0);
   });
@@ -180,16 +257,30 @@ describe('DecodeMachine: a corrupted piece fails the transfer closed', () => {
       const bad = chunks[1] as KvChunk;
       const payload = bad.payload.slice();
       payload[150] = (payload[150] as number) ^ 0x04; // inside the second of three pieces
-      const effects = [...d.stream(P, { ...bad, payload }, [100, 200]), ...chunks.slice(2).flatMap((c) => d.stream(P, c)), ...d.recv(P, done)];
+      const effects = [
+        ...d.stream(P, { ...bad, payload }, [100, 200]),
+        ...chunks.slice(2).flatMap((c) => d.stream(P, c)),
+        ...d.recv(P, done),
+      ];
       const decoded = effects.some((e) => e.kind === 'startDecoding');
       expect(decoded).toBe(faults.length > 0); // the negative control decodes corrupted KV
       if (faults.length > 0) continue;
       expect(d.m.stats().checksumFailures).toBe(1);
-      expect(sent(effects, R)).toEqual([expect.objectContaining({ type: 'Failed', code: 'transfer_failed', message: expect.stringContaining('checksum mismatch') })]);
+      expect(sent(effects, R)).toEqual([
+        expect.objectContaining({
+          type: 'Failed',
+          code: 'transfer_failed',
+          message: expect.stringContaining('checksum mismatch'),
+        }),
+      ]);
       expect(sent(effects, P)).toEqual([{ type: 'Abort', rid: 'r1', reason: 'decode-failed' }]);
       expect(d.pool.stampOf((tags[0] as Tag).page)).toEqual({ epoch: (tags[0] as Tag).epoch, filledSlots: 2 }); // chunk 0 only
       expect(d.pool.ledger.counts().quarantined).toBe(3);
-      expect(d.trace.filter((e) => e.kind === 'page' && (e.action === 'write' || e.action === 'stamp')).map((e) => (e.kind === 'page' ? e.action : ''))).toEqual(['write', 'stamp']);
+      expect(
+        d.trace
+          .filter((e) => e.kind === 'page' && (e.action === 'write' || e.action === 'stamp'))
+          .map((e) => (e.kind === 'page' ? e.action : '')),
+      ).toEqual(['write', 'stamp']);
     }
   });
 });
@@ -206,11 +297,28 @@ describe('DecodeMachine: a frame whose header fails a check never touches the po
   const resign = (c: KvChunk): KvChunk => ({ ...c, checksum: chunkChecksum(c, c.payload) });
 
   it.each([
-    ['a tag of a page that is not the request\'s', 'drop', (c: KvChunk) => resign({ ...c, tag: { page: asPageId(7), epoch: asEpoch(1) } })],
-    ['a tag of its own page in a stale epoch', 'drop', (c: KvChunk, tags: Tag[]) => resign({ ...c, tag: { ...(tags[0] as Tag), epoch: asEpoch(((tags[0] as Tag).epoch as number) - 1) } })],
+    [
+      "a tag of a page that is not the request's",
+      'drop',
+      (c: KvChunk) => resign({ ...c, tag: { page: asPageId(7), epoch: asEpoch(1) } }),
+    ],
+    [
+      'a tag of its own page in a stale epoch',
+      'drop',
+      (c: KvChunk, tags: Tag[]) =>
+        resign({ ...c, tag: { ...(tags[0] as Tag), epoch: asEpoch(((tags[0] as Tag).epoch as number) - 1) } }),
+    ],
     ['a gap in seq', 'fail', (c: KvChunk) => resign({ ...c, seq: 2 })],
-    ['a slot range past the prompt', 'fail', (c: KvChunk, tags: Tag[]) => resign({ ...c, tag: tags[2] as Tag, firstSlot: 2, seq: 1 })],
-    ['a payload that is not the slot range\'s size', 'fail', (c: KvChunk) => resign({ ...c, payload: c.payload.subarray(0, 100) })],
+    [
+      'a slot range past the prompt',
+      'fail',
+      (c: KvChunk, tags: Tag[]) => resign({ ...c, tag: tags[2] as Tag, firstSlot: 2, seq: 1 }),
+    ],
+    [
+      "a payload that is not the slot range's size",
+      'fail',
+      (c: KvChunk) => resign({ ...c, payload: c.payload.subarray(0, 100) }),
+    ],
     ['a range over slots already verified', 'fail', (c: KvChunk) => resign({ ...c, firstSlot: 1 })],
   ] as const)('%s (%s)', (_what, verdict, spoil) => {
     const { d, tags, next } = started();
@@ -220,11 +328,12 @@ describe('DecodeMachine: a frame whose header fails a check never touches the po
     expect(d.poolBytes()).toEqual(before);
     expect(d.pool.numPieces).toBe(pieces);
     expect(d.m.stats().framesWritten).toBe(1);
-    if (verdict === 'drop') expect(d.trace.at(-1)).toMatchObject({ kind: 'drop', message: 'KvChunk', why: expect.stringMatching(/^tag: /) });
+    if (verdict === 'drop')
+      expect(d.trace.at(-1)).toMatchObject({ kind: 'drop', message: 'KvChunk', why: expect.stringMatching(/^tag: /) });
     else expect(sent(effects, R)).toEqual([expect.objectContaining({ type: 'Failed', code: 'transfer_failed' })]);
   });
 
-  it('negative control: with skip-tag-check, the frame for a page that is not the request\'s lands in it', () => {
+  it("negative control: with skip-tag-check, the frame for a page that is not the request's lands in it", () => {
     const { d, next } = started(['skip-tag-check']);
     const before = d.poolBytes();
     d.stream(P, resign({ ...next, tag: { page: asPageId(7), epoch: asEpoch(1) } }), [64, 128]);
@@ -244,7 +353,16 @@ describe('DecodeMachine: every piece lands only in a page held for the frame, ov
     const { chunks, done } = frames('r2', tags);
     d.stream(P, chunks[0] as KvChunk, [50]);
     const late = frames('r1', old).chunks[1] as KvChunk;
-    d.stream(P, { ...late, rid: asRequestId('r2'), seq: 1, checksum: chunkChecksum({ ...late, rid: asRequestId('r2'), seq: 1 }, late.payload) }, [10, 90]);
+    d.stream(
+      P,
+      {
+        ...late,
+        rid: asRequestId('r2'),
+        seq: 1,
+        checksum: chunkChecksum({ ...late, rid: asRequestId('r2'), seq: 1 }, late.payload),
+      },
+      [10, 90],
+    );
     for (const c of chunks.slice(1)) d.stream(P, c, [33]);
     d.recv(P, done);
     return d;
@@ -258,7 +376,11 @@ describe('DecodeMachine: every piece lands only in a page held for the frame, ov
 
   it('negative control: with skip-tag-check the replayed frame lands in a page not held for it in its epoch, and the instrumented pool sees it', () => {
     const d = replay(['skip-tag-check']);
-    expect(d.pool.violations).toEqual(expect.arrayContaining([expect.stringMatching(/piece landed in page \d+ \(allocated to r2 epoch \d+\) while receiving .*"epoch":1/)]));
+    expect(d.pool.violations).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/piece landed in page \d+ \(allocated to r2 epoch \d+\) while receiving .*"epoch":1/),
+      ]),
+    );
   });
 });
 

@@ -51,7 +51,10 @@ export class LandingChunk {
   land(pool: PagePool, piece: Uint8Array): void {
     if (this.#stopped !== undefined) return;
     const { tag, firstSlot, numSlots, payloadBytes } = this.head;
-    assert(this.#landedBytes + piece.length <= payloadBytes, () => `KvChunk piece overruns its payload of ${payloadBytes} bytes: the frame stream broke its contract`);
+    assert(
+      this.#landedBytes + piece.length <= payloadBytes,
+      () => `KvChunk piece overruns its payload of ${payloadBytes} bytes: the frame stream broke its contract`,
+    );
     if (this.#recheckTag && !isHeldFor(pool, this.request, tag)) {
       try {
         pool.checkWrite(this.request.owner, [tag]); // says why (or lets it through under skip-page-check)
@@ -70,10 +73,19 @@ export class LandingChunk {
    * is stamped, the transfer fails closed), or 'stamped': verified, its slots stamped (traced
    * as the page's write and stamp).
    */
-  finish(pool: PagePool, tracer: Tracer): { readonly kind: 'stopped'; readonly why: string } | { readonly kind: 'mismatch'; readonly error: TransferError } | { readonly kind: 'stamped' } {
+  finish(
+    pool: PagePool,
+    tracer: Tracer,
+  ):
+    | { readonly kind: 'stopped'; readonly why: string }
+    | { readonly kind: 'mismatch'; readonly error: TransferError }
+    | { readonly kind: 'stamped' } {
     if (this.#stopped !== undefined) return { kind: 'stopped', why: this.#stopped };
     const { request: r, head: m } = this;
-    assert(this.#landedBytes === m.payloadBytes, () => `KvChunk ended after ${this.#landedBytes} of ${m.payloadBytes} payload bytes`);
+    assert(
+      this.#landedBytes === m.payloadBytes,
+      () => `KvChunk ended after ${this.#landedBytes} of ${m.payloadBytes} payload bytes`,
+    );
     const error = checkChecksum(r, m, this.#hasher?.hex());
     if (error !== undefined) return { kind: 'mismatch', error };
     tracer.page(r.rid, 'write', [m.tag]);

@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { asEpoch, asPageId, asRequestId, asTenantId, FaultSet, samplingParams, type FaultName, type Tag } from '../core/index.js';
+import {
+  asEpoch,
+  asPageId,
+  asRequestId,
+  asTenantId,
+  FaultSet,
+  samplingParams,
+  type FaultName,
+  type Tag,
+} from '../core/index.js';
 import type { PagePool } from '../pages/index.js';
 import { firstForeignPosition, makePool, owner, PAGE_SIZE, writePositions } from '../../test/sim/transfer/kit.js';
 import { DecodeMachine } from './decode-machine.js';
@@ -18,7 +27,12 @@ function setup(options: { numPages?: number; faults?: FaultName[]; contextLength
   const faults = new FaultSet(options.faults ?? []);
   const pool = makePool(options.numPages ?? 8, faults);
   const host = new LedgerDecodeHost({ pool, model: MODEL, contextLength: options.contextLength ?? 64, faults });
-  const m = new DecodeMachine({ node: 'd0', host, faults, timeouts: { kvStartMs: 100, frameMs: 50, abortAckMs: 20, abortRetries: 2 } });
+  const m = new DecodeMachine({
+    node: 'd0',
+    host,
+    faults,
+    timeouts: { kvStartMs: 100, frameMs: 50, abortAckMs: 20, abortRetries: 2 },
+  });
   let now = 0;
   const step = (input: Parameters<DecodeMachine['handle']>[1], at = now): DecodeEffect[] => {
     now = at;
@@ -26,7 +40,15 @@ function setup(options: { numPages?: number; faults?: FaultName[]; contextLength
   };
   const recv = (from: string, message: Message, at?: number) => step({ kind: 'received', from, message }, at);
   const reserve = (rid: string, tokens = TOKENS, maxTokens = 4) => {
-    const effects = recv(R, { type: 'Reserve', rid: asRequestId(rid), tenant: asTenantId('t0'), promptTokens: tokens.length, promptDigest: promptDigest(tokens), sampling: samplingParams({ maxTokens }), prefillAddress: P });
+    const effects = recv(R, {
+      type: 'Reserve',
+      rid: asRequestId(rid),
+      tenant: asTenantId('t0'),
+      promptTokens: tokens.length,
+      promptDigest: promptDigest(tokens),
+      sampling: samplingParams({ maxTokens }),
+      prefillAddress: P,
+    });
     const reply = sent(effects, R)[0];
     return { effects, reply, tags: reply?.type === 'Reserved' ? reply.tags : [] };
   };
@@ -56,7 +78,17 @@ function frames(rid: string, dstTags: readonly Tag[], numTokens: number, tokens 
     chunks.push({ type: 'KvChunk', ...header, checksum, payload });
     pos += numSlots;
   }
-  const done: KvDone = { type: 'KvDone', rid: asRequestId(rid), numChunks: chunks.length, tokensCovered: tokens.length, digest: digest.hex(), promptDigest: promptDigest(tokens), model: MODEL, firstToken: 42, firstLogprobs: [] };
+  const done: KvDone = {
+    type: 'KvDone',
+    rid: asRequestId(rid),
+    numChunks: chunks.length,
+    tokensCovered: tokens.length,
+    digest: digest.hex(),
+    promptDigest: promptDigest(tokens),
+    model: MODEL,
+    firstToken: 42,
+    firstLogprobs: [],
+  };
   return { chunks, done };
 }
 
@@ -69,15 +101,22 @@ describe('DecodeMachine: the happy path', () => {
     const d = setup();
     const { reply, tags } = d.reserve('r1');
     expect(reply).toMatchObject({ type: 'Reserved', pageSize: PAGE_SIZE, dataAddress: 'd0' });
-    expect(tags).toEqual([{ page: 0, epoch: 1 }, { page: 1, epoch: 2 }]);
+    expect(tags).toEqual([
+      { page: 0, epoch: 1 },
+      { page: 1, epoch: 2 },
+    ]);
     const { chunks, done } = frames('r1', tags, 6);
     for (const c of chunks) expect(d.recv(P, c)).toEqual([]);
     expect(d.m.stateOf(asRequestId('r1'))).toBe('Receiving');
     const effects = d.recv(P, done);
     expect(sent(effects, P)).toEqual([{ type: 'Ack', rid: 'r1' }]);
-    expect(effects).toContainEqual(expect.objectContaining({ kind: 'startDecoding', rid: 'r1', tags, promptTokens: 6, firstToken: 42 }));
+    expect(effects).toContainEqual(
+      expect.objectContaining({ kind: 'startDecoding', rid: 'r1', tags, promptTokens: 6, firstToken: 42 }),
+    );
     expect(firstForeignPosition(d.pool, 'r1', tags, 6)).toBe(-1);
-    expect(sent(d.step({ kind: 'decodeTokens', rid: asRequestId('r1'), ids: [7, 8], logprobs: [] }), R)).toEqual([{ type: 'Tokens', rid: 'r1', offset: 0, ids: [42, 7, 8], logprobs: [] }]);
+    expect(sent(d.step({ kind: 'decodeTokens', rid: asRequestId('r1'), ids: [7, 8], logprobs: [] }), R)).toEqual([
+      { type: 'Tokens', rid: 'r1', offset: 0, ids: [42, 7, 8], logprobs: [] },
+    ]);
     expect(sent(d.step({ kind: 'decodeFinished', rid: asRequestId('r1'), finishReason: 'length' }), R)).toEqual([
       { type: 'Finished', rid: 'r1', finishReason: 'length', promptTokens: 6, completionTokens: 3 },
     ]);
@@ -86,7 +125,7 @@ describe('DecodeMachine: the happy path', () => {
 });
 
 describe('DecodeMachine: the transfer time is an explicit field, not read off the trace', () => {
-  it('startDecoding carries the time from the first landed frame to KvDone, on the machine\'s clock', () => {
+  it("startDecoding carries the time from the first landed frame to KvDone, on the machine's clock", () => {
     const d = setup();
     const { tags } = d.reserve('r1');
     const { chunks, done } = frames('r1', tags, 6);
@@ -113,14 +152,16 @@ describe('DecodeMachine: admission before any allocation', () => {
 
   it('remembers an Abort that overtook its Reserve, and allocates nothing for the late Reserve', () => {
     const d = setup();
-    expect(sent(d.recv(R, { type: 'Abort', rid: asRequestId('r1'), reason: 'client-disconnect' }), R)).toEqual([{ type: 'AbortAck', rid: 'r1' }]);
+    expect(sent(d.recv(R, { type: 'Abort', rid: asRequestId('r1'), reason: 'client-disconnect' }), R)).toEqual([
+      { type: 'AbortAck', rid: 'r1' },
+    ]);
     expect(d.reserve('r1').effects).toEqual([]);
     expect(counts(d.pool).free).toBe(8);
   });
 });
 
 describe('DecodeMachine: every frame is checked', () => {
-  it('drops a frame whose tag names a page in an epoch that is not the request\'s (a late frame of a reused page)', () => {
+  it("drops a frame whose tag names a page in an epoch that is not the request's (a late frame of a reused page)", () => {
     for (const faults of [[], ['skip-tag-check']] as FaultName[][]) {
       const d = setup({ numPages: 2, faults });
       const first = d.reserve('r1', TOKENS, 2);
@@ -133,7 +174,13 @@ describe('DecodeMachine: every frame is checked', () => {
       const own = frames('r2', tags, 6).chunks[0] as KvChunk;
       d.recv(P, own);
       const stale = frames('r1', first.tags, 6).chunks[1] as KvChunk;
-      const replay: KvChunk = { ...stale, rid: asRequestId('r2'), seq: 1, tag: { page: asPageId(0), epoch: asEpoch(1) }, firstSlot: 0 };
+      const replay: KvChunk = {
+        ...stale,
+        rid: asRequestId('r2'),
+        seq: 1,
+        tag: { page: asPageId(0), epoch: asEpoch(1) },
+        firstSlot: 0,
+      };
       const replayed = { ...replay, checksum: chunkChecksum(replay, replay.payload) };
       d.recv(P, replayed);
       const overwritten = firstForeignPosition(d.pool, 'r2', tags, 4) >= 0;
@@ -172,7 +219,9 @@ describe('DecodeMachine: every frame is checked', () => {
     const d = setup();
     const { tags } = d.reserve('r1');
     const effects = pick(frames('r1', tags, 6).chunks).flatMap((c) => d.recv(P, c));
-    expect(sent(effects, R)).toEqual([expect.objectContaining({ type: 'Failed', message: expect.stringContaining('seq') })]);
+    expect(sent(effects, R)).toEqual([
+      expect.objectContaining({ type: 'Failed', message: expect.stringContaining('seq') }),
+    ]);
     expect(d.m.stateOf(asRequestId('r1'))).toBe('Aborting');
   });
 
@@ -199,12 +248,26 @@ describe('DecodeMachine: coverage comes from its own stamps (the incident)', () 
       const { tags } = d.reserve('r1', TOKENS, 2);
       const { chunks } = frames('r1', tags, 6);
       d.recv(P, chunks[0] as KvChunk); // placeholder-done: page 0 only ...
-      const done: KvDone = { type: 'KvDone', rid: asRequestId('r1'), numChunks: 1, tokensCovered: 6, digest: digestOf([chunks[0] as KvChunk]), promptDigest: promptDigest(TOKENS), model: MODEL, firstToken: 1, firstLogprobs: [] };
+      const done: KvDone = {
+        type: 'KvDone',
+        rid: asRequestId('r1'),
+        numChunks: 1,
+        tokensCovered: 6,
+        digest: digestOf([chunks[0] as KvChunk]),
+        promptDigest: promptDigest(TOKENS),
+        model: MODEL,
+        firstToken: 1,
+        firstLogprobs: [],
+      };
       const effects = d.recv(P, done); // ... claiming all 6 tokens
       const started = effects.some((e) => e.kind === 'startDecoding');
       expect(started).toBe(faults.length > 0);
-      if (started) expect(firstForeignPosition(d.pool, 'r1', tags, 6)).toBe(4); // the decoder would read old's data
-      else expect(sent(effects, R)).toEqual([expect.objectContaining({ type: 'Failed', message: expect.stringContaining('stamps cover 4 of') })]);
+      if (started)
+        expect(firstForeignPosition(d.pool, 'r1', tags, 6)).toBe(4); // the decoder would read old's data
+      else
+        expect(sent(effects, R)).toEqual([
+          expect.objectContaining({ type: 'Failed', message: expect.stringContaining('stamps cover 4 of') }),
+        ]);
     }
   });
 });
@@ -220,7 +283,13 @@ describe('DecodeMachine: KV computed by another model is never decoded', () => {
       const started = effects.some((e) => e.kind === 'startDecoding');
       expect(started).toBe(faults.length > 0);
       if (!started) {
-        expect(sent(effects, R)).toEqual([expect.objectContaining({ type: 'Failed', code: 'transfer_failed', message: expect.stringMatching(/another model .*this decode serves 5eed5eed5eed5eed/) })]);
+        expect(sent(effects, R)).toEqual([
+          expect.objectContaining({
+            type: 'Failed',
+            code: 'transfer_failed',
+            message: expect.stringMatching(/another model .*this decode serves 5eed5eed5eed5eed/),
+          }),
+        ]);
         expect(sent(effects, P)).not.toContainEqual({ type: 'Ack', rid: 'r1' });
       }
     }
@@ -234,7 +303,7 @@ function digestOf(chunks: readonly KvChunk[]): string {
 }
 
 describe('DecodeMachine: aborts are acknowledged, pages a writer may write are quarantined', () => {
-  it('quarantines on Abort, acks the router, tells the writer, and releases on the writer\'s AbortAck', () => {
+  it("quarantines on Abort, acks the router, tells the writer, and releases on the writer's AbortAck", () => {
     const d = setup();
     const { tags } = d.reserve('r1');
     d.recv(P, frames('r1', tags, 6).chunks[0] as KvChunk);
@@ -268,13 +337,15 @@ describe('DecodeMachine: aborts are acknowledged, pages a writer may write are q
     expect(d.m.wakeAtMs()).toBe(20);
     expect(sent(d.step({ kind: 'tick' }, 20), P)).toEqual([{ type: 'Abort', rid: 'r1', reason: 'decode-failed' }]);
     expect(sent(d.step({ kind: 'tick' }, 40), P)).toHaveLength(1);
-    expect(d.step({ kind: 'tick' }, 60)).toEqual([{ kind: 'closePeer', peer: P, reason: expect.stringContaining('no AbortAck') }]);
+    expect(d.step({ kind: 'tick' }, 60)).toEqual([
+      { kind: 'closePeer', peer: P, reason: expect.stringContaining('no AbortAck') },
+    ]);
     expect(counts(d.pool).quarantined).toBe(2);
     d.step({ kind: 'closed', peer: P, reason: 'declared dead' }, 61);
     expect(counts(d.pool)).toMatchObject({ quarantined: 0, free: 8 });
   });
 
-  it('frees at once when the writer\'s connection closes mid-transfer, and tells the router', () => {
+  it("frees at once when the writer's connection closes mid-transfer, and tells the router", () => {
     const d = setup();
     const { tags } = d.reserve('r1');
     d.recv(P, frames('r1', tags, 6).chunks[0] as KvChunk);
@@ -301,7 +372,13 @@ describe('DecodeMachine: aborts are acknowledged, pages a writer may write are q
     const d = setup();
     d.reserve('r1');
     const effects = d.step({ kind: 'tick' }, 100);
-    expect(sent(effects, R)).toEqual([expect.objectContaining({ type: 'Failed', code: 'timeout', message: expect.stringContaining('timed out after 100 ms') })]);
+    expect(sent(effects, R)).toEqual([
+      expect.objectContaining({
+        type: 'Failed',
+        code: 'timeout',
+        message: expect.stringContaining('timed out after 100 ms'),
+      }),
+    ]);
     expect(counts(d.pool).quarantined).toBe(2);
   });
 

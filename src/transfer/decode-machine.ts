@@ -26,14 +26,43 @@
 //     | Rejected         |      fail / abort / timeout                     | abort, failure
 //     v                  v               v                                 v
 //   Released <------ (writer gave up) Aborting --AbortAck / close--> Released
-import { AbortedError, assertNever, NO_FAULTS, TimeoutError, TransferError, type FaultSet, type QuarantineView, type RequestId, type TesseraError, type TokenLogprob, type TransferView } from '../core/index.js';
+import {
+  AbortedError,
+  assertNever,
+  NO_FAULTS,
+  TimeoutError,
+  TransferError,
+  type FaultSet,
+  type QuarantineView,
+  type RequestId,
+  type TesseraError,
+  type TokenLogprob,
+  type TransferView,
+} from '../core/index.js';
 import type { Owner } from '../pages/index.js';
 import { checkChunkHead, checkDone } from './decode-checks.js';
 import { ChunkIntake, LandingChunk } from './decode-landing.js';
-import type { Active, DecodeEffect, DecodeInput, DecodeMachineOptions, DecodeState, DecodeStats, Tombstone } from './decode-types.js';
+import type {
+  Active,
+  DecodeEffect,
+  DecodeInput,
+  DecodeMachineOptions,
+  DecodeState,
+  DecodeStats,
+  Tombstone,
+} from './decode-types.js';
 import { TransferDigest } from './digests.js';
 import type { DecodeHost } from './hosts.js';
-import { DEFAULT_TIMEOUTS, deadline, earliest, Outbox, Tracer, type Machine, type PeerId, type Timeouts } from './machine.js';
+import {
+  DEFAULT_TIMEOUTS,
+  deadline,
+  earliest,
+  Outbox,
+  Tracer,
+  type Machine,
+  type PeerId,
+  type Timeouts,
+} from './machine.js';
 import { Tombstones } from './tombstones.js';
 import type { AbortReason, FinishReason, KvChunk, KvChunkHead, KvDone, Message, Reserve } from './messages.js';
 import { NO_TRACE } from './trace.js';
@@ -48,7 +77,19 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   readonly #ended = new Tombstones<Tombstone>();
   readonly #connected = new Set<PeerId>();
   readonly #intake: ChunkIntake;
-  readonly #stats: DecodeStats = { reserved: 0, rejected: 0, transfersVerified: 0, transfersFailed: 0, framesWritten: 0, framesDropped: 0, checksumFailures: 0, bytesWritten: 0, abortsByState: {}, writersDeclaredDead: 0, writersNeverConnected: 0 };
+  readonly #stats: DecodeStats = {
+    reserved: 0,
+    rejected: 0,
+    transfersVerified: 0,
+    transfersFailed: 0,
+    framesWritten: 0,
+    framesDropped: 0,
+    checksumFailures: 0,
+    bytesWritten: 0,
+    abortsByState: {},
+    writersDeclaredDead: 0,
+    writersNeverConnected: 0,
+  };
   #out!: Outbox<DecodeEffect>;
   #now = 0;
 
@@ -58,7 +99,10 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     this.#timeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
     this.#faults = options.faults ?? NO_FAULTS;
     this.#tracer = new Tracer(options.trace ?? NO_TRACE, options.node, 'decode');
-    this.#intake = new ChunkIntake(options.host.pool, (r) => this.#active.get(r.rid) === r && (r.state === 'AwaitingKv' || r.state === 'Receiving'));
+    this.#intake = new ChunkIntake(
+      options.host.pool,
+      (r) => this.#active.get(r.rid) === r && (r.state === 'AwaitingKv' || r.state === 'Receiving'),
+    );
   }
 
   handle(nowMs: number, input: DecodeInput): DecodeEffect[] {
@@ -72,7 +116,8 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     switch (input.kind) {
       case 'connected':
         this.#connected.add(input.peer);
-        for (const r of this.#active.values()) if (r.state === 'Aborting' && r.writer === input.peer) this.#tellWriter(r);
+        for (const r of this.#active.values())
+          if (r.state === 'Aborting' && r.writer === input.peer) this.#tellWriter(r);
         break;
       case 'received':
         this.#connected.add(input.from);
@@ -132,7 +177,8 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
       if (r.state === 'Decoding') continue;
       const base = { rid: r.rid, tenant: r.owner.tenant, numPages: r.tags.length };
       transfers.push({ ...base, phase: r.state, peer: r.writer, numTokens: r.promptTokens, bytes: r.bytes });
-      if (r.pages === 'quarantined') quarantined.push({ ...base, reason: r.abortWhy ?? 'aborted', waitingFor: r.writer });
+      if (r.pages === 'quarantined')
+        quarantined.push({ ...base, reason: r.abortWhy ?? 'aborted', waitingFor: r.writer });
     }
     return { transfers, quarantined };
   }
@@ -202,7 +248,13 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     };
     this.#active.set(m.rid, r);
     this.#tracer.state(m.rid, 'Idle', 'AwaitingKv');
-    this.#out.send(from, { type: 'Reserved', rid: m.rid, tags: verdict.tags, pageSize: this.#host.pool.pageSize, dataAddress: this.node });
+    this.#out.send(from, {
+      type: 'Reserved',
+      rid: m.rid,
+      tags: verdict.tags,
+      pageSize: this.#host.pool.pageSize,
+      dataAddress: this.node,
+    });
   }
 
   #onFrame(from: PeerId, m: KvChunk | KvDone): void {
@@ -300,7 +352,16 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     this.#goto(r, 'Decoding');
     this.#out.send(r.writer, { type: 'Ack', rid: r.rid });
     const transferMs = r.firstFrameAtMs === undefined ? null : this.#now - r.firstFrameAtMs;
-    this.#out.push({ kind: 'startDecoding', rid: r.rid, owner: r.owner, tags: r.tags, promptTokens: r.promptTokens, firstToken: m.firstToken, sampling: r.sampling, transferMs });
+    this.#out.push({
+      kind: 'startDecoding',
+      rid: r.rid,
+      owner: r.owner,
+      tags: r.tags,
+      promptTokens: r.promptTokens,
+      firstToken: m.firstToken,
+      sampling: r.sampling,
+      transferMs,
+    });
   }
 
   #onAbort(from: PeerId, rid: RequestId, reason: AbortReason): void {
@@ -310,7 +371,8 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
       if (!this.#ended.has(rid)) this.#bury(rid, 'Idle', 'Released', undefined, false);
       return this.#ackAbort(from, rid);
     }
-    if (from !== r.router) return this.#drop(rid, 'Abort', `peer: ${from} is not ${r.router}, the router of this request`);
+    if (from !== r.router)
+      return this.#drop(rid, 'Abort', `peer: ${from} is not ${r.router}, the router of this request`);
     switch (r.state) {
       case 'AwaitingKv':
       case 'Receiving':
@@ -333,7 +395,8 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   #onAbortAck(from: PeerId, rid: RequestId): void {
     const r = this.#active.get(rid);
     if (r === undefined) return this.#drop(rid, 'AbortAck', this.#ended.has(rid) ? 'state' : 'unknown request');
-    if (from !== r.writer) return this.#drop(rid, 'AbortAck', `peer: ${from} is not ${r.writer}, the prefill named in Reserve`);
+    if (from !== r.writer)
+      return this.#drop(rid, 'AbortAck', `peer: ${from} is not ${r.writer}, the prefill named in Reserve`);
     switch (r.state) {
       case 'Aborting':
         // The writer promises it will never write rid's pages again.
@@ -371,7 +434,9 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
         this.#countAbort(r);
         this.#stats.transfersFailed++;
         this.#giveBack(r);
-        const error = new TransferError(`${r.rid}: the connection to prefill ${peer} closed during the transfer (${reason})`);
+        const error = new TransferError(
+          `${r.rid}: the connection to prefill ${peer} closed during the transfer (${reason})`,
+        );
         this.#out.send(r.router, { type: 'Failed', rid: r.rid, code: error.code, message: error.message });
       } else if (r.writer === peer && r.state === 'Aborting') {
         this.#giveBack(r);
@@ -380,7 +445,11 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
         this.#abortTransfer(r);
       } else if (r.router === peer && r.state === 'Decoding') {
         this.#countAbort(r);
-        this.#out.push({ kind: 'stopDecoding', rid: r.rid, error: new AbortedError(`the router's connection closed (${reason})`) });
+        this.#out.push({
+          kind: 'stopDecoding',
+          rid: r.rid,
+          error: new AbortedError(`the router's connection closed (${reason})`),
+        });
         this.#end(r, 'Released');
       }
     }
@@ -416,7 +485,11 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     r.declaredDead = true;
     this.#stats.writersDeclaredDead++;
     if (!this.#connected.has(r.writer)) this.#stats.writersNeverConnected++;
-    this.#out.push({ kind: 'closePeer', peer: r.writer, reason: `no AbortAck for ${r.rid} after ${r.abortRetries + 1} Aborts` });
+    this.#out.push({
+      kind: 'closePeer',
+      peer: r.writer,
+      reason: `no AbortAck for ${r.rid} after ${r.abortRetries + 1} Aborts`,
+    });
   }
 
   #onTokens(rid: RequestId, ids: readonly number[], logprobs: readonly TokenLogprob[]): void {
@@ -435,12 +508,25 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     }
     if (r.tokensSent === 0) this.#sendTokens(r, [], []);
     this.#end(r, 'Finished');
-    this.#out.send(r.router, { type: 'Finished', rid, finishReason: finishReason ?? 'stop', promptTokens: r.promptTokens, completionTokens: r.tokensSent, ...(r.cachedTokens > 0 ? { cachedTokens: r.cachedTokens } : {}) });
+    this.#out.send(r.router, {
+      type: 'Finished',
+      rid,
+      finishReason: finishReason ?? 'stop',
+      promptTokens: r.promptTokens,
+      completionTokens: r.tokensSent,
+      ...(r.cachedTokens > 0 ? { cachedTokens: r.cachedTokens } : {}),
+    });
   }
 
   /** `logprobs`: one per id when the request asked for them (KvDone's first token's go first). */
   #sendTokens(r: Active, ids: readonly number[], logprobs: readonly TokenLogprob[]): void {
-    const [all, allLogprobs] = r.tokensSent === 0 ? [[r.firstToken, ...ids], [...r.firstLogprobs, ...logprobs]] : [ids, logprobs];
+    const [all, allLogprobs] =
+      r.tokensSent === 0
+        ? [
+            [r.firstToken, ...ids],
+            [...r.firstLogprobs, ...logprobs],
+          ]
+        : [ids, logprobs];
     if (all.length === 0) return;
     this.#out.send(r.router, { type: 'Tokens', rid: r.rid, offset: r.tokensSent, ids: all, logprobs: allLogprobs });
     r.tokensSent += all.length;
@@ -513,7 +599,13 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     this.#bury(r.rid, r.state, to, r.writer, owed);
   }
 
-  #bury(rid: RequestId, from: string, to: 'Finished' | 'Released', writer: PeerId | undefined, abortOwed: boolean): void {
+  #bury(
+    rid: RequestId,
+    from: string,
+    to: 'Finished' | 'Released',
+    writer: PeerId | undefined,
+    abortOwed: boolean,
+  ): void {
     this.#tracer.state(rid, from, to);
     this.#ended.set(rid, { state: to, writer, abortOwed, expiresAtMs: this.#now + this.#timeouts.tombstoneMs });
   }

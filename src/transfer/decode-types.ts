@@ -15,7 +15,12 @@ export type DecodeInput =
   | NetworkInput
   | ChunkInput
   /** The decoder produced these tokens for rid (the machine sends KvDone's first token before them). */
-  | { readonly kind: 'decodeTokens'; readonly rid: RequestId; readonly ids: readonly number[]; /** One per id when asked for; else empty. */ readonly logprobs: readonly TokenLogprob[] }
+  | {
+      readonly kind: 'decodeTokens';
+      readonly rid: RequestId;
+      readonly ids: readonly number[];
+      /** One per id when asked for; else empty. */ readonly logprobs: readonly TokenLogprob[];
+    }
   /** The decoder ended rid normally and gave its pages back. */
   | { readonly kind: 'decodeFinished'; readonly rid: RequestId; readonly finishReason: FinishReason }
   /** The decoder ended rid with an error (a page check, out of pages, ...) and gave its pages back. */

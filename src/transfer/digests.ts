@@ -26,7 +26,9 @@ export interface ChunkHeader {
 }
 
 function chunkSeed(header: ChunkHeader): bigint {
-  return xxh64(`${header.rid}|${header.seq}|${header.tag.page}|${header.tag.epoch}|${header.firstSlot}|${header.numSlots}`);
+  return xxh64(
+    `${header.rid}|${header.seq}|${header.tag.page}|${header.tag.epoch}|${header.firstSlot}|${header.numSlots}`,
+  );
 }
 
 export function chunkChecksum(header: ChunkHeader, payload: Uint8Array): string {

@@ -30,7 +30,11 @@ const MESSAGES: Message[] = [
   { type: 'AbortAck', rid },
 ];
 
-type Event = { readonly kind: 'frame'; readonly message: Message } | { readonly kind: 'begin'; readonly head: KvChunkHead } | { readonly kind: 'piece'; readonly bytes: Uint8Array } | { readonly kind: 'end' };
+type Event =
+  | { readonly kind: 'frame'; readonly message: Message }
+  | { readonly kind: 'begin'; readonly head: KvChunkHead }
+  | { readonly kind: 'piece'; readonly bytes: Uint8Array }
+  | { readonly kind: 'end' };
 
 /** A FrameStream that records what it hands on (pieces copied, as they are only lent). */
 function recorder(streamChunks: boolean, maxFrameBytes?: number) {
@@ -87,7 +91,9 @@ describe('FrameStream: the same frames as FrameReader, KvChunk payloads in piece
         const { stream, events } = recorder(true);
         feed(stream, wire, cuts);
         expect(reassemble(events)).toEqual(MESSAGES);
-        expect(events.filter((e) => e.kind === 'frame').map((e) => (e.kind === 'frame' ? e.message.type : ''))).toEqual(['Ack', 'Tokens', 'AbortAck']);
+        expect(events.filter((e) => e.kind === 'frame').map((e) => (e.kind === 'frame' ? e.message.type : ''))).toEqual(
+          ['Ack', 'Tokens', 'AbortAck'],
+        );
         expect(stream.atFrameBoundary).toBe(true);
       }),
       { numRuns: 300 },
@@ -109,7 +115,12 @@ describe('FrameStream: the same frames as FrameReader, KvChunk payloads in piece
   it('lends pieces as views into the pushed buffer: no copy of the payload', () => {
     const frame = encodeFrame(MESSAGES[2] as Message);
     const seen: Uint8Array[] = [];
-    const stream = new FrameStream({ frame: () => undefined, chunkBegin: () => undefined, chunkPiece: (bytes) => seen.push(bytes), chunkEnd: () => undefined });
+    const stream = new FrameStream({
+      frame: () => undefined,
+      chunkBegin: () => undefined,
+      chunkPiece: (bytes) => seen.push(bytes),
+      chunkEnd: () => undefined,
+    });
     stream.streamChunks = true;
     stream.push(frame);
     expect(seen).toHaveLength(1);
@@ -132,7 +143,7 @@ describe('FrameStream: the same frames as FrameReader, KvChunk payloads in piece
   });
 });
 
-describe('FrameStream: the codec\'s refusals, before any payload byte', () => {
+describe("FrameStream: the codec's refusals, before any payload byte", () => {
   it('refuses a frame over the size limit from its length prefix alone', () => {
     const { stream, events } = recorder(true, 1024);
     expect(() => stream.push(new Uint8Array([0, 0, 0x10, 0]))).toThrow(/exceeds the limit of 1024/);
@@ -162,31 +173,36 @@ describe('FrameStream: the codec\'s refusals, before any payload byte', () => {
   it('a KvChunk with any bytes after its length prefix changed: the same message as decodeFrame, or a CodecError before any piece', () => {
     const frames = [chunk(0, 1), chunk(1, 64), { type: 'Ack', rid } as Message].map(encodeFrame);
     fc.assert(
-      fc.property(fc.nat(frames.length - 1), fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { minLength: 1, maxLength: 4 }), fc.nat(), (which, edits, cut) => {
-        const frame = (frames[which] as Uint8Array).slice();
-        for (const [at, value] of edits) frame[4 + (at % (frame.length - 4))] = value;
-        let reference: Message | undefined;
-        try {
-          reference = decodeFrame(frame);
-        } catch (error) {
-          if (!isCodecError(error)) throw error;
-        }
-        const { stream, events } = recorder(true);
-        let refused = false;
-        try {
-          feed(stream, frame, [cut % frame.length]);
-        } catch (error) {
-          if (!isCodecError(error)) throw error;
-          refused = true;
-        }
-        if (reference === undefined) {
-          expect(refused).toBe(true);
-          expect(events.filter((e) => e.kind === 'piece' || e.kind === 'end')).toEqual([]);
-        } else {
-          expect(refused).toBe(false);
-          expect(reassemble(events)).toEqual([reference]);
-        }
-      }),
+      fc.property(
+        fc.nat(frames.length - 1),
+        fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { minLength: 1, maxLength: 4 }),
+        fc.nat(),
+        (which, edits, cut) => {
+          const frame = (frames[which] as Uint8Array).slice();
+          for (const [at, value] of edits) frame[4 + (at % (frame.length - 4))] = value;
+          let reference: Message | undefined;
+          try {
+            reference = decodeFrame(frame);
+          } catch (error) {
+            if (!isCodecError(error)) throw error;
+          }
+          const { stream, events } = recorder(true);
+          let refused = false;
+          try {
+            feed(stream, frame, [cut % frame.length]);
+          } catch (error) {
+            if (!isCodecError(error)) throw error;
+            refused = true;
+          }
+          if (reference === undefined) {
+            expect(refused).toBe(true);
+            expect(events.filter((e) => e.kind === 'piece' || e.kind === 'end')).toEqual([]);
+          } else {
+            expect(refused).toBe(false);
+            expect(reassemble(events)).toEqual([reference]);
+          }
+        },
+      ),
       { numRuns: 3000 },
     );
   });

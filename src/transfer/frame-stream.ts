@@ -117,8 +117,10 @@ export class FrameStream {
   /** The length prefix is in: the frame's whole length, checked before any of it is buffered. */
   #checkPrefix(): number {
     const h = this.#head;
-    const total = (((h[0] as number) << 24) >>> 0) + ((h[1] as number) << 16) + ((h[2] as number) << 8) + (h[3] as number) + 4;
-    if (total > this.#maxFrameBytes) throw new CodecError(`frame of ${total} bytes exceeds the limit of ${this.#maxFrameBytes}`);
+    const total =
+      (((h[0] as number) << 24) >>> 0) + ((h[1] as number) << 16) + ((h[2] as number) << 8) + (h[3] as number) + 4;
+    if (total > this.#maxFrameBytes)
+      throw new CodecError(`frame of ${total} bytes exceeds the limit of ${this.#maxFrameBytes}`);
     if (total < HEAD_BYTES) throw new CodecError(`length prefix ${total - 4} is shorter than a frame head`);
     return total;
   }
@@ -128,8 +130,10 @@ export class FrameStream {
     const h = this.#head;
     if (this.#headHave === HEAD_BYTES && h[5] === KV_CHUNK_KIND) {
       if (h[4] !== CODEC_VERSION) throw new CodecError(`version ${h[4]}, this node speaks ${CODEC_VERSION}`);
-      const headerLength = (((h[6] as number) << 24) >>> 0) + ((h[7] as number) << 16) + ((h[8] as number) << 8) + (h[9] as number);
-      if (headerLength > this.#total - HEAD_BYTES) throw new CodecError(`header of ${headerLength} bytes overruns the frame`);
+      const headerLength =
+        (((h[6] as number) << 24) >>> 0) + ((h[7] as number) << 16) + ((h[8] as number) << 8) + (h[9] as number);
+      if (headerLength > this.#total - HEAD_BYTES)
+        throw new CodecError(`header of ${headerLength} bytes overruns the frame`);
       if (headerLength === this.#total - HEAD_BYTES) throw new CodecError('KvChunk without payload');
       this.#header = new Uint8Array(headerLength);
       this.#headerHave = 0;

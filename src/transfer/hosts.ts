@@ -10,13 +10,7 @@
 //   DecodeHost.reserve -> scheduler.reserve    free -> abort(rid, no peer)    quarantine ->
 //   abort(rid, peer may write)    release -> release(rid)     (effect startDecoding -> startDecode)
 //   PrefillHost.admit -> scheduler.admit       stop -> abort(rid)            release -> release(rid)
-import {
-  NO_FAULTS,
-  TesseraError,
-  type FaultSet,
-  type SamplingParams,
-  type Tag,
-} from '../core/index.js';
+import { NO_FAULTS, TesseraError, type FaultSet, type SamplingParams, type Tag } from '../core/index.js';
 import { admissionError, pagesFor, type Owner, type PagePool } from '../pages/index.js';
 
 export type ReserveVerdict =
@@ -88,14 +82,23 @@ export class LedgerDecodeHost implements DecodeHost {
   }
 
   reserve(owner: Owner, promptTokens: number, sampling: SamplingParams): ReserveVerdict {
-    const limits = { contextLength: this.#contextLength, pageSize: this.pool.pageSize, numPages: this.pool.ledger.numPages };
-    const verdict = this.#skipAdmission ? undefined : admissionError(limits, 'decode', promptTokens, sampling.maxTokens);
+    const limits = {
+      contextLength: this.#contextLength,
+      pageSize: this.pool.pageSize,
+      numPages: this.pool.ledger.numPages,
+    };
+    const verdict = this.#skipAdmission
+      ? undefined
+      : admissionError(limits, 'decode', promptTokens, sampling.maxTokens);
     if (verdict !== undefined) return { kind: 'rejected', error: verdict };
     const result = this.pool.ledger.allocate(pagesFor(promptTokens, this.pool.pageSize), owner);
     if (result.kind === 'out-of-pages') {
       return {
         kind: 'rejected',
-        error: new TesseraError('overloaded', `decode pool busy: ${result.numRequested} pages needed, ${result.numFree} free; try again later`),
+        error: new TesseraError(
+          'overloaded',
+          `decode pool busy: ${result.numRequested} pages needed, ${result.numFree} free; try again later`,
+        ),
       };
     }
     return { kind: 'reserved', tags: result.tags };

@@ -11,11 +11,25 @@ const TOKENS = [5, 6, 7, 8, 9, 10];
 
 function decode() {
   const faults = new FaultSet();
-  const host = new LedgerDecodeHost({ pool: makePool(8, faults), model: '5eed5eed5eed5eed', contextLength: 64, faults });
+  const host = new LedgerDecodeHost({
+    pool: makePool(8, faults),
+    model: '5eed5eed5eed5eed',
+    contextLength: 64,
+    faults,
+  });
   const m = new DecodeMachine({ node: 'd0', host, faults });
   m.handle(0, {
-    kind: 'received', from: 'router',
-    message: { type: 'Reserve', rid: asRequestId('r1'), tenant: asTenantId('acme'), promptTokens: TOKENS.length, promptDigest: promptDigest(TOKENS), sampling: samplingParams({ maxTokens: 4 }), prefillAddress: 'p0' },
+    kind: 'received',
+    from: 'router',
+    message: {
+      type: 'Reserve',
+      rid: asRequestId('r1'),
+      tenant: asTenantId('acme'),
+      promptTokens: TOKENS.length,
+      promptDigest: promptDigest(TOKENS),
+      sampling: samplingParams({ maxTokens: 4 }),
+      prefillAddress: 'p0',
+    },
   });
   return m;
 }
@@ -28,13 +42,25 @@ describe('DecodeMachine.inFlight', () => {
     });
   });
 
-  it('after the router\'s Abort: the pages are quarantined, with why, until the writer\'s AbortAck', () => {
+  it("after the router's Abort: the pages are quarantined, with why, until the writer's AbortAck", () => {
     const m = decode();
     m.handle(1, { kind: 'connected', peer: 'p0' });
-    m.handle(2, { kind: 'received', from: 'router', message: { type: 'Abort', rid: asRequestId('r1'), reason: 'client-disconnect' } });
+    m.handle(2, {
+      kind: 'received',
+      from: 'router',
+      message: { type: 'Abort', rid: asRequestId('r1'), reason: 'client-disconnect' },
+    });
     expect(m.inFlight()).toEqual({
       transfers: [{ rid: 'r1', tenant: 'acme', phase: 'Aborting', peer: 'p0', numPages: 2, numTokens: 6, bytes: 0 }],
-      quarantined: [{ rid: 'r1', tenant: 'acme', numPages: 2, reason: 'Abort from the router (client-disconnect)', waitingFor: 'p0' }],
+      quarantined: [
+        {
+          rid: 'r1',
+          tenant: 'acme',
+          numPages: 2,
+          reason: 'Abort from the router (client-disconnect)',
+          waitingFor: 'p0',
+        },
+      ],
     });
     m.handle(3, { kind: 'received', from: 'p0', message: { type: 'AbortAck', rid: asRequestId('r1') } });
     expect(m.inFlight()).toEqual({ transfers: [], quarantined: [] });

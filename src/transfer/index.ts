@@ -5,13 +5,50 @@
 export type * from './messages.js';
 export type * from './trace.js';
 export { NO_TRACE } from './trace.js';
-export { DEFAULT_TIMEOUTS, type ChunkInput, type Machine, type NetworkEffect, type NetworkInput, type PeerId, type Timeouts } from './machine.js';
-export { ChunkHasher, chunkChecksum, promptDigest, TransferDigest, DIGEST_PATTERN, type ChunkHeader } from './digests.js';
-export { LedgerDecodeHost, type AdmitVerdict, type DecodeHost, type LedgerDecodeHostOptions, type PrefillHost, type ReserveVerdict } from './hosts.js';
+export {
+  DEFAULT_TIMEOUTS,
+  type ChunkInput,
+  type Machine,
+  type NetworkEffect,
+  type NetworkInput,
+  type PeerId,
+  type Timeouts,
+} from './machine.js';
+export {
+  ChunkHasher,
+  chunkChecksum,
+  promptDigest,
+  TransferDigest,
+  DIGEST_PATTERN,
+  type ChunkHeader,
+} from './digests.js';
+export {
+  LedgerDecodeHost,
+  type AdmitVerdict,
+  type DecodeHost,
+  type LedgerDecodeHostOptions,
+  type PrefillHost,
+  type ReserveVerdict,
+} from './hosts.js';
 export { stampCoverage } from './decode-checks.js';
 export { DecodeMachine } from './decode-machine.js';
-export { DECODE_STATES, type DecodeEffect, type DecodeInput, type DecodeMachineOptions, type DecodeState, type DecodeStats } from './decode-types.js';
-export { PREFILL_STATES, PrefillMachine, type PrefillEffect, type PrefillInput, type PrefillMachineOptions, type PrefillState, type PrefillStats } from './prefill-machine.js';
+export {
+  DECODE_STATES,
+  type DecodeEffect,
+  type DecodeInput,
+  type DecodeMachineOptions,
+  type DecodeState,
+  type DecodeStats,
+} from './decode-types.js';
+export {
+  PREFILL_STATES,
+  PrefillMachine,
+  type PrefillEffect,
+  type PrefillInput,
+  type PrefillMachineOptions,
+  type PrefillState,
+  type PrefillStats,
+} from './prefill-machine.js';
 export {
   ROUTER_STATES,
   RouterMachine,
@@ -40,8 +77,22 @@ export {
   type Hello,
   type Proof,
 } from './codec.js';
-export { AuthError, Handshake, isAuthError, checkSecret, MIN_SECRET_BYTES, type HandshakeOptions, type HandshakeRole } from './auth.js';
-export type { ChunkHandlers, Transport, TransportHandlers, TransportOptions, TransportStats } from './transports/types.js';
+export {
+  AuthError,
+  Handshake,
+  isAuthError,
+  checkSecret,
+  MIN_SECRET_BYTES,
+  type HandshakeOptions,
+  type HandshakeRole,
+} from './auth.js';
+export type {
+  ChunkHandlers,
+  Transport,
+  TransportHandlers,
+  TransportOptions,
+  TransportStats,
+} from './transports/types.js';
 export { FrameStream, type FrameSink } from './frame-stream.js';
 export { TcpTransport, parseAddress, type TcpListenOptions } from './transports/tcp.js';
 export { probeClusterSecret } from './transports/probe.js';

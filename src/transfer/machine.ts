@@ -131,7 +131,14 @@ export class Tracer {
 
   page(rid: string, action: PageAction, pages: readonly { page: number; epoch: number }[]): void {
     if (pages.length === 0) return;
-    this.#emit({ kind: 'page', node: this.#node, role: this.#role, rid, action, pages: pages.map((t) => ({ page: t.page, epoch: t.epoch })) });
+    this.#emit({
+      kind: 'page',
+      node: this.#node,
+      role: this.#role,
+      rid,
+      action,
+      pages: pages.map((t) => ({ page: t.page, epoch: t.epoch })),
+    });
   }
 
   close(peer: PeerId): void {
@@ -139,7 +146,11 @@ export class Tracer {
   }
 
   outcome(rid: string, outcome: 'success' | 'error', code?: string): void {
-    this.#emit(code === undefined ? { kind: 'outcome', node: this.#node, role: this.#role, rid, outcome } : { kind: 'outcome', node: this.#node, role: this.#role, rid, outcome, code });
+    this.#emit(
+      code === undefined
+        ? { kind: 'outcome', node: this.#node, role: this.#role, rid, outcome }
+        : { kind: 'outcome', node: this.#node, role: this.#role, rid, outcome, code },
+    );
   }
 }
 

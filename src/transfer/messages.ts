@@ -26,13 +26,7 @@
 import type { ErrorCode, RequestId, SamplingParams, Tag, TenantId, TokenLogprob } from '../core/index.js';
 
 /** Why a request is being aborted, and by whom; carried for metrics ("aborts by phase"). */
-export type AbortReason =
-  | 'client-disconnect'
-  | 'router'
-  | 'prefill-failed'
-  | 'decode-failed'
-  | 'timeout'
-  | 'shutdown';
+export type AbortReason = 'client-disconnect' | 'router' | 'prefill-failed' | 'decode-failed' | 'timeout' | 'shutdown';
 
 export interface Reserve {
   readonly type: 'Reserve';
@@ -165,17 +159,6 @@ export interface AbortAck {
 }
 
 export type Message =
-  | Reserve
-  | Reserved
-  | Rejected
-  | Prefill
-  | KvChunk
-  | KvDone
-  | Ack
-  | Tokens
-  | Finished
-  | Failed
-  | Abort
-  | AbortAck;
+  Reserve | Reserved | Rejected | Prefill | KvChunk | KvDone | Ack | Tokens | Finished | Failed | Abort | AbortAck;
 
 export type MessageType = Message['type'];

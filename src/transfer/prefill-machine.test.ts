@@ -1,5 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { AdmissionError, asRequestId, asTenantId, FaultSet, samplingParams, TesseraError, type FaultName, type RequestId, type Tag } from '../core/index.js';
+import {
+  AdmissionError,
+  asRequestId,
+  asTenantId,
+  FaultSet,
+  samplingParams,
+  TesseraError,
+  type FaultName,
+  type RequestId,
+  type Tag,
+} from '../core/index.js';
 import { pagesFor, type Owner, type PagePool } from '../pages/index.js';
 import { firstForeignPosition, makePool, PAGE_SIZE, writePositions } from '../../test/sim/transfer/kit.js';
 import { DecodeMachine } from './decode-machine.js';
@@ -23,7 +33,8 @@ class TestHost implements PrefillHost {
   constructor(readonly pool: PagePool) {}
   admit(who: Owner, tokens: readonly number[]): AdmitVerdict {
     const numPages = pagesFor(tokens.length, this.pool.pageSize);
-    if (numPages > this.pool.ledger.numPages) return { kind: 'rejected', error: new AdmissionError('pool_too_small', `needs ${numPages} pages`) };
+    if (numPages > this.pool.ledger.numPages)
+      return { kind: 'rejected', error: new AdmissionError('pool_too_small', `needs ${numPages} pages`) };
     const result = this.pool.ledger.allocate(numPages, who);
     if (result.kind !== 'allocated') return { kind: 'rejected', error: new TesseraError('overloaded', 'busy') };
     this.tags.set(who.rid, result.tags);
@@ -46,17 +57,51 @@ function setup(options: { faults?: FaultName[]; numPages?: number } = {}) {
   const host = new TestHost(pool);
   const p = new PrefillMachine({ node: P, host, faults, timeouts: { ackMs: 30 } });
   const dpool = makePool(8);
-  const d = new DecodeMachine({ node: D, host: new LedgerDecodeHost({ pool: dpool, model: '5eed5eed5eed5eed', contextLength: 64 }) });
+  const d = new DecodeMachine({
+    node: D,
+    host: new LedgerDecodeHost({ pool: dpool, model: '5eed5eed5eed5eed', contextLength: 64 }),
+  });
   const rid = asRequestId('r1');
   const who = { rid, tenant: asTenantId('t0') };
-  const reserved = d.handle(0, { kind: 'received', from: R, message: { type: 'Reserve', rid, tenant: who.tenant, promptTokens: 6, promptDigest: promptDigest(TOKENS), sampling: samplingParams({ maxTokens: 2 }), prefillAddress: P } });
+  const reserved = d.handle(0, {
+    kind: 'received',
+    from: R,
+    message: {
+      type: 'Reserve',
+      rid,
+      tenant: who.tenant,
+      promptTokens: 6,
+      promptDigest: promptDigest(TOKENS),
+      sampling: samplingParams({ maxTokens: 2 }),
+      prefillAddress: P,
+    },
+  });
   const dstTags = (sent(reserved, R)[0] as Extract<Message, { type: 'Reserved' }>).tags;
-  const prefill = () => p.handle(0, { kind: 'received', from: R, message: { type: 'Prefill', rid, tenant: who.tenant, tokens: TOKENS, sampling: samplingParams({ maxTokens: 2 }), decodeAddress: D, tags: dstTags, pageSize: PAGE_SIZE } });
+  const prefill = () =>
+    p.handle(0, {
+      kind: 'received',
+      from: R,
+      message: {
+        type: 'Prefill',
+        rid,
+        tenant: who.tenant,
+        tokens: TOKENS,
+        sampling: samplingParams({ maxTokens: 2 }),
+        decodeAddress: D,
+        tags: dstTags,
+        pageSize: PAGE_SIZE,
+      },
+    });
   /** The worker computes positions [from, to) and reports them. */
   const compute = (from: number, to: number, done = false) => {
     const tags = host.tags.get(rid) as readonly Tag[];
     writePositions(pool, who, tags, from, to);
-    return p.handle(0, done ? { kind: 'computeDone', rid, tags, firstToken: 42, firstLogprobs: [] } : { kind: 'computed', rid, numTokens: to, tags });
+    return p.handle(
+      0,
+      done
+        ? { kind: 'computeDone', rid, tags, firstToken: 42, firstLogprobs: [] }
+        : { kind: 'computed', rid, numTokens: to, tags },
+    );
   };
   /** Deliver P's messages for D to D, and D's replies for P back to P. */
   const deliver = (effects: readonly NetworkEffect[]): DecodeEffect[] => {
@@ -78,9 +123,13 @@ describe('PrefillMachine', () => {
     expect(s.prefill()).toEqual([]);
     expect(s.pool.ledger.counts().allocated).toBe(2);
     const first = s.compute(0, 3);
-    expect(sent(first, D).map((m) => m.type === 'KvChunk' && [m.seq, m.tag.page, m.firstSlot, m.numSlots])).toEqual([[0, 0, 0, 3]]);
+    expect(sent(first, D).map((m) => m.type === 'KvChunk' && [m.seq, m.tag.page, m.firstSlot, m.numSlots])).toEqual([
+      [0, 0, 0, 3],
+    ]);
     const last = s.compute(3, 6, true);
-    expect(sent(last, D).map((m) => (m.type === 'KvChunk' ? [m.seq, m.tag.page, m.firstSlot, m.numSlots] : m.type))).toEqual([[1, 0, 3, 1], [2, 1, 0, 2], 'KvDone']);
+    expect(
+      sent(last, D).map((m) => (m.type === 'KvChunk' ? [m.seq, m.tag.page, m.firstSlot, m.numSlots] : m.type)),
+    ).toEqual([[1, 0, 3, 1], [2, 1, 0, 2], 'KvDone']);
     const decoded = [...s.deliver(first), ...s.deliver(last)];
     expect(decoded).toContainEqual(expect.objectContaining({ kind: 'startDecoding', firstToken: 42 }));
     expect(firstForeignPosition(s.dpool, 'r1', s.dstTags, 6)).toBe(-1);
@@ -108,7 +157,9 @@ describe('PrefillMachine', () => {
     expect(sent(effects, D).at(-1)).toMatchObject({ type: 'KvDone', tokensCovered: 6 });
     const decoded = s.deliver(effects);
     expect(decoded.some((e) => e.kind === 'startDecoding')).toBe(false);
-    expect(sent(decoded, R)).toEqual([expect.objectContaining({ type: 'Failed', message: expect.stringContaining('stamps cover 4 of') })]);
+    expect(sent(decoded, R)).toEqual([
+      expect.objectContaining({ type: 'Failed', message: expect.stringContaining('stamps cover 4 of') }),
+    ]);
   });
 
   it('corrupt-chunk flips a bit after the checksum; decode fails the transfer closed', () => {
@@ -125,12 +176,25 @@ describe('PrefillMachine', () => {
       s.prefill();
       s.compute(0, 3);
       s.host.stopping = true;
-      expect(s.p.handle(0, { kind: 'received', from: R, message: { type: 'Abort', rid: s.rid, reason: 'client-disconnect' } })).toEqual([]);
+      expect(
+        s.p.handle(0, {
+          kind: 'received',
+          from: R,
+          message: { type: 'Abort', rid: s.rid, reason: 'client-disconnect' },
+        }),
+      ).toEqual([]);
       expect(s.p.stateOf(s.rid)).toBe('Aborting');
       s.host.release({ rid: s.rid, tenant: asTenantId('t0') }); // the step ended: the pages are back
       const acks = s.p.handle(0, { kind: 'computeStopped', rid: s.rid });
       expect(s.p.stateOf(s.rid)).toBe('Aborted');
-      expect(acks.map((e) => e.kind === 'send' && [e.to, e.message.type])).toEqual(faults.length === 0 ? [[D, 'AbortAck'], [R, 'AbortAck']] : []);
+      expect(acks.map((e) => e.kind === 'send' && [e.to, e.message.type])).toEqual(
+        faults.length === 0
+          ? [
+              [D, 'AbortAck'],
+              [R, 'AbortAck'],
+            ]
+          : [],
+      );
     }
   });
 

@@ -20,11 +20,35 @@
 //     |                  |   \ (stopping)              |
 //     | Rejected         |    Aborting --stopped--+    | Abort / D closed
 //     +------------------+------------------------+----+---------------------> Aborted
-import { assert, assertNever, isPageCheckError, NO_FAULTS, TransferError, type FaultSet, type RequestId, type Tag, type TesseraError, type TokenLogprob, type TransferView } from '../core/index.js';
+import {
+  assert,
+  assertNever,
+  isPageCheckError,
+  NO_FAULTS,
+  TransferError,
+  type FaultSet,
+  type RequestId,
+  type Tag,
+  type TesseraError,
+  type TokenLogprob,
+  type TransferView,
+} from '../core/index.js';
 import { pagesFor, type Owner } from '../pages/index.js';
 import { chunkChecksum, promptDigest, TransferDigest } from './digests.js';
 import type { PrefillHost } from './hosts.js';
-import { DEFAULT_TIMEOUTS, deadline, earliest, Outbox, Tracer, type Deadline, type Machine, type NetworkEffect, type NetworkInput, type PeerId, type Timeouts } from './machine.js';
+import {
+  DEFAULT_TIMEOUTS,
+  deadline,
+  earliest,
+  Outbox,
+  Tracer,
+  type Deadline,
+  type Machine,
+  type NetworkEffect,
+  type NetworkInput,
+  type PeerId,
+  type Timeouts,
+} from './machine.js';
 import { Tombstones } from './tombstones.js';
 import type { Message, Prefill } from './messages.js';
 import { NO_TRACE, type TraceSink } from './trace.js';
@@ -37,7 +61,14 @@ export type PrefillInput =
   /** Positions [0, numTokens) of rid's prompt are computed and stamped in `tags` (this node's page table). */
   | { readonly kind: 'computed'; readonly rid: RequestId; readonly numTokens: number; readonly tags: readonly Tag[] }
   /** The whole prompt is computed into `tags`; firstToken was sampled from its last position. */
-  | { readonly kind: 'computeDone'; readonly rid: RequestId; readonly tags: readonly Tag[]; readonly firstToken: number; /** Its log-probabilities, when asked for; else empty. */ readonly firstLogprobs: readonly TokenLogprob[]; /** Prompt tokens from prefill's prefix cache (for usage). */ readonly cachedTokens?: number }
+  | {
+      readonly kind: 'computeDone';
+      readonly rid: RequestId;
+      readonly tags: readonly Tag[];
+      readonly firstToken: number;
+      /** Its log-probabilities, when asked for; else empty. */ readonly firstLogprobs: readonly TokenLogprob[];
+      /** Prompt tokens from prefill's prefix cache (for usage). */ readonly cachedTokens?: number;
+    }
   /** The compute failed; its pages are back. */
   | { readonly kind: 'computeFailed'; readonly rid: RequestId; readonly error: TesseraError }
   /** After host.stop() said 'stopping': the step ended and the pages are back. */
@@ -96,7 +127,15 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
   readonly #tracer: Tracer;
   readonly #active = new Map<RequestId, Active>();
   readonly #ended = new Tombstones<Tombstone>();
-  readonly #stats: PrefillStats = { admitted: 0, rejected: 0, chunksSent: 0, bytesSent: 0, transfersAcked: 0, ackTimeouts: 0, abortsByState: {} };
+  readonly #stats: PrefillStats = {
+    admitted: 0,
+    rejected: 0,
+    chunksSent: 0,
+    bytesSent: 0,
+    transfersAcked: 0,
+    ackTimeouts: 0,
+    abortsByState: {},
+  };
   #out!: Outbox<PrefillEffect>;
   #now = 0;
 
@@ -128,7 +167,14 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
         this.#onComputed(input.rid, input.numTokens, input.tags, undefined);
         break;
       case 'computeDone':
-        this.#onComputed(input.rid, undefined, input.tags, input.firstToken, input.firstLogprobs, input.cachedTokens ?? 0);
+        this.#onComputed(
+          input.rid,
+          undefined,
+          input.tags,
+          input.firstToken,
+          input.firstLogprobs,
+          input.cachedTokens ?? 0,
+        );
         break;
       case 'computeFailed':
         this.#onComputeEnded(input.rid, input.error);
@@ -161,7 +207,13 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
   /** The transfers in flight from here (the operator's page map). */
   inFlight(): TransferView[] {
     return [...this.#active.values()].map((r) => ({
-      rid: r.rid, tenant: r.owner.tenant, phase: r.state, peer: r.decode, numPages: r.dstTags.length, numTokens: r.numTokens, bytes: r.sentBytes,
+      rid: r.rid,
+      tenant: r.owner.tenant,
+      phase: r.state,
+      peer: r.decode,
+      numPages: r.dstTags.length,
+      numTokens: r.numTokens,
+      bytes: r.sentBytes,
     }));
   }
 
@@ -172,7 +224,12 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
         return this.#onPrefill(from, m);
       case 'Ack': {
         const r = this.#active.get(m.rid);
-        if (r === undefined || r.state !== 'AwaitingAck') return this.#tracer.drop(m.rid, m.type, r === undefined && !this.#ended.has(m.rid) ? 'unknown request' : 'state');
+        if (r === undefined || r.state !== 'AwaitingAck')
+          return this.#tracer.drop(
+            m.rid,
+            m.type,
+            r === undefined && !this.#ended.has(m.rid) ? 'unknown request' : 'state',
+          );
         if (from !== r.decode) return this.#tracer.drop(m.rid, m.type, `peer: ${from} is not ${r.decode}`);
         this.#stats.transfersAcked++;
         this.#host.release(r.owner);
@@ -201,9 +258,13 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
     const pageSize = this.#host.pool.pageSize;
     let error: TesseraError | undefined;
     if (m.pageSize !== pageSize) {
-      error = new TransferError(`${m.rid}: decode pages hold ${m.pageSize} slots, this prefill's ${pageSize}; the cluster's page sizes must match`);
+      error = new TransferError(
+        `${m.rid}: decode pages hold ${m.pageSize} slots, this prefill's ${pageSize}; the cluster's page sizes must match`,
+      );
     } else if (m.tags.length !== pagesFor(m.tokens.length, pageSize)) {
-      error = new TransferError(`${m.rid}: ${m.tags.length} destination tags for a prompt of ${m.tokens.length} tokens in pages of ${pageSize}`);
+      error = new TransferError(
+        `${m.rid}: ${m.tags.length} destination tags for a prompt of ${m.tokens.length} tokens in pages of ${pageSize}`,
+      );
     } else {
       const verdict = this.#host.admit(owner, m.tokens, m.sampling);
       if (verdict.kind === 'rejected') error = verdict.error;
@@ -237,18 +298,39 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
     this.#tracer.state(m.rid, 'Idle', 'Computing');
   }
 
-  #onComputed(rid: RequestId, numTokens: number | undefined, tags: readonly Tag[], firstToken: number | undefined, firstLogprobs: readonly TokenLogprob[] = [], cachedTokens = 0): void {
+  #onComputed(
+    rid: RequestId,
+    numTokens: number | undefined,
+    tags: readonly Tag[],
+    firstToken: number | undefined,
+    firstLogprobs: readonly TokenLogprob[] = [],
+    cachedTokens = 0,
+  ): void {
     const r = this.#active.get(rid);
     if (r === undefined) return;
     if (r.state === 'Aborting' && firstToken !== undefined) return this.#onComputeEnded(rid, undefined); // the step ended instead of stopping
     if (r.state !== 'Computing') return;
     const upTo = numTokens ?? r.numTokens;
-    assert(Number.isInteger(upTo) && upTo >= r.sentTokens && upTo <= r.numTokens, () => `${rid}: computed(${upTo}) after ${r.sentTokens} of ${r.numTokens} tokens`);
+    assert(
+      Number.isInteger(upTo) && upTo >= r.sentTokens && upTo <= r.numTokens,
+      () => `${rid}: computed(${upTo}) after ${r.sentTokens} of ${r.numTokens} tokens`,
+    );
     // placeholder-done (the incident): only the first page is ever sent, the whole prompt is claimed.
     const limit = this.#faults.has('placeholder-done') ? Math.min(upTo, this.#host.pool.pageSize) : upTo;
     if (!this.#sendChunks(r, limit, tags)) return;
     if (firstToken === undefined) return;
-    this.#out.send(r.decode, { type: 'KvDone', rid, numChunks: r.seq, tokensCovered: r.numTokens, digest: r.digest.hex(), promptDigest: r.promptDigest, model: this.#host.model, firstToken, firstLogprobs, ...(cachedTokens > 0 ? { cachedTokens } : {}) });
+    this.#out.send(r.decode, {
+      type: 'KvDone',
+      rid,
+      numChunks: r.seq,
+      tokensCovered: r.numTokens,
+      digest: r.digest.hex(),
+      promptDigest: r.promptDigest,
+      model: this.#host.model,
+      firstToken,
+      firstLogprobs,
+      ...(cachedTokens > 0 ? { cachedTokens } : {}),
+    });
     this.#goto(r, 'AwaitingAck');
     r.wait = deadline(this.#now, this.#timeouts.ackMs, `Ack from ${r.decode}`);
   }
@@ -261,7 +343,10 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
       pool.checkRead(r.owner, tags, limit);
     } catch (error) {
       if (!isPageCheckError(error)) throw error;
-      this.#failWhileComputing(r, new TransferError(`${r.rid}: prefill's own page check failed before sending: ${error.message}`, error));
+      this.#failWhileComputing(
+        r,
+        new TransferError(`${r.rid}: prefill's own page check failed before sending: ${error.message}`, error),
+      );
       return false;
     }
     const pageSize = pool.pageSize;
@@ -294,7 +379,8 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
       if (!this.#ended.has(rid)) this.#bury(rid, 'Idle', 'Aborted');
       return this.#ackAbort(from, rid);
     }
-    if (from !== r.router && from !== r.decode) return this.#tracer.drop(rid, 'Abort', `peer: ${from} is neither the router nor the decode of ${rid}`);
+    if (from !== r.router && from !== r.decode)
+      return this.#tracer.drop(rid, 'Abort', `peer: ${from} is neither the router nor the decode of ${rid}`);
     r.ackTo.add(from);
     switch (r.state) {
       case 'Computing':
@@ -319,7 +405,10 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
         // that sent nothing yet goes on over the next connection.
         if (r.state === 'Computing' && r.seq === 0) continue;
         if (r.state === 'Computing') {
-          this.#failWhileComputing(r, new TransferError(`${r.rid}: the connection to decode ${peer} closed during the transfer (${reason})`));
+          this.#failWhileComputing(
+            r,
+            new TransferError(`${r.rid}: the connection to decode ${peer} closed during the transfer (${reason})`),
+          );
         } else if (r.state === 'AwaitingAck') {
           this.#countAbort(r);
           this.#host.release(r.owner);

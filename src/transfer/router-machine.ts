@@ -20,10 +20,36 @@
 //   maxAttempts attempts. The client sees one outcome, traced under the deciding attempt's rid.
 // Load and metrics are explicit: inFlightOn(peer) and attemptsByState() count live attempts, and
 // the `transferTimed` effect reports Prefill-to-first-tokens; none of it is read off the trace.
-import { AbortedError, assertNever, InvariantError, TesseraError, TimeoutError, TransferError, asRequestId, type ErrorCode, type PairView, type RequestId, type SamplingParams, type TenantId, type TokenLogprob } from '../core/index.js';
+import {
+  AbortedError,
+  assertNever,
+  InvariantError,
+  TesseraError,
+  TimeoutError,
+  TransferError,
+  asRequestId,
+  type ErrorCode,
+  type PairView,
+  type RequestId,
+  type SamplingParams,
+  type TenantId,
+  type TokenLogprob,
+} from '../core/index.js';
 import { contextLengthError, requestShapeError } from '../pages/index.js';
 import { promptDigest } from './digests.js';
-import { DEFAULT_TIMEOUTS, deadline, earliest, Outbox, Tracer, type Deadline, type Machine, type NetworkEffect, type NetworkInput, type PeerId, type Timeouts } from './machine.js';
+import {
+  DEFAULT_TIMEOUTS,
+  deadline,
+  earliest,
+  Outbox,
+  Tracer,
+  type Deadline,
+  type Machine,
+  type NetworkEffect,
+  type NetworkInput,
+  type PeerId,
+  type Timeouts,
+} from './machine.js';
 import { Tombstones } from './tombstones.js';
 import type { AbortReason, FinishReason, Message } from './messages.js';
 import { NO_TRACE, type TraceSink } from './trace.js';
@@ -53,12 +79,24 @@ export type RouterInput =
   | { readonly kind: 'clientGone'; readonly rid: RequestId };
 
 export type ClientOutcome =
-  | { readonly ok: true; readonly attempt: RequestId; readonly finishReason: FinishReason; readonly promptTokens: number; readonly completionTokens: number; readonly cachedTokens?: number }
+  | {
+      readonly ok: true;
+      readonly attempt: RequestId;
+      readonly finishReason: FinishReason;
+      readonly promptTokens: number;
+      readonly completionTokens: number;
+      readonly cachedTokens?: number;
+    }
   | { readonly ok: false; readonly error: TesseraError };
 
 export type RouterEffect =
   | NetworkEffect
-  | { readonly kind: 'clientTokens'; readonly rid: RequestId; readonly ids: readonly number[]; readonly logprobs: readonly TokenLogprob[] }
+  | {
+      readonly kind: 'clientTokens';
+      readonly rid: RequestId;
+      readonly ids: readonly number[];
+      readonly logprobs: readonly TokenLogprob[];
+    }
   /** The one and only outcome of a client request. */
   | { readonly kind: 'clientOutcome'; readonly rid: RequestId; readonly outcome: ClientOutcome }
   /** A metric, not a decision: an attempt's first tokens arrived `ms` after its Prefill was sent (client rid). */
@@ -107,7 +145,13 @@ interface Attempt {
   prefillSentMs: number | undefined;
 }
 
-const RETRYABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>(['overloaded', 'transfer_failed', 'internal', 'timeout', 'kv_page_check_failed']);
+const RETRYABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  'overloaded',
+  'transfer_failed',
+  'internal',
+  'timeout',
+  'kv_page_check_failed',
+]);
 
 export class RouterMachine implements Machine<RouterInput, RouterEffect> {
   readonly node: PeerId;
@@ -121,7 +165,15 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
   readonly #ended = new Tombstones<{ readonly state: 'Succeeded' | 'Failed'; readonly expiresAtMs: number }>();
   /** Live attempts per worker (either side of the pair): the load the pair policy balances. */
   readonly #inFlight = new Map<PeerId, number>();
-  readonly #stats: RouterStats = { submitted: 0, succeeded: 0, failed: 0, retries: 0, cancelTimeouts: 0, failuresByCode: {}, abortsByState: {} };
+  readonly #stats: RouterStats = {
+    submitted: 0,
+    succeeded: 0,
+    failed: 0,
+    retries: 0,
+    cancelTimeouts: 0,
+    failuresByCode: {},
+    abortsByState: {},
+  };
   #out!: Outbox<RouterEffect>;
   #now = 0;
 
@@ -144,7 +196,8 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
         break;
       case 'clientGone': {
         const a = this.#clients.get(input.rid)?.current;
-        if (a !== undefined && a.state !== 'Cancelling') this.#cancel(a, new AbortedError('the client disconnected'), 'client-disconnect');
+        if (a !== undefined && a.state !== 'Cancelling')
+          this.#cancel(a, new AbortedError('the client disconnected'), 'client-disconnect');
         break;
       }
       case 'connected':
@@ -180,12 +233,21 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
   /** The attempts in flight and their pairs (the operator's page map). */
   inFlight(): PairView[] {
     return [...this.#attempts.values()].map((a) => ({
-      rid: a.rid, tenant: a.client.request.tenant, phase: a.state, prefill: a.pair.prefill, decode: a.pair.decode, tokensForwarded: a.tokensForwarded,
+      rid: a.rid,
+      tenant: a.client.request.tenant,
+      phase: a.state,
+      prefill: a.pair.prefill,
+      decode: a.pair.decode,
+      tokensForwarded: a.tokensForwarded,
     }));
   }
 
   stats(): RouterStats {
-    return { ...this.#stats, failuresByCode: { ...this.#stats.failuresByCode }, abortsByState: { ...this.#stats.abortsByState } };
+    return {
+      ...this.#stats,
+      failuresByCode: { ...this.#stats.failuresByCode },
+      abortsByState: { ...this.#stats.abortsByState },
+    };
   }
 
   /** Attempts live on `peer` (as the prefill or the decode of their pair), from Reserve until the attempt ends. */
@@ -205,13 +267,23 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
       throw new InvariantError(`submit: request id ${request.rid} is already in use`);
     }
     this.#stats.submitted++;
-    const client: Client = { request, digest: promptDigest(request.tokens), triedPrefills: [], attempts: 0, current: undefined, decided: false };
+    const client: Client = {
+      request,
+      digest: promptDigest(request.tokens),
+      triedPrefills: [],
+      attempts: 0,
+      current: undefined,
+      decided: false,
+    };
     this.#clients.set(request.rid, client);
     const { length: numPromptTokens } = request.tokens;
     const { maxTokens } = request.sampling;
-    let refusal = requestShapeError(numPromptTokens, maxTokens) ?? contextLengthError(this.#contextLength, numPromptTokens, maxTokens);
+    let refusal =
+      requestShapeError(numPromptTokens, maxTokens) ??
+      contextLengthError(this.#contextLength, numPromptTokens, maxTokens);
     const pair = refusal === undefined ? this.#pickPair(request, { prefills: [] }) : undefined;
-    if (refusal === undefined && pair === undefined) refusal = new TesseraError('overloaded', 'no prefill/decode pair is available; try again later');
+    if (refusal === undefined && pair === undefined)
+      refusal = new TesseraError('overloaded', 'no prefill/decode pair is available; try again later');
     if (refusal !== undefined || pair === undefined) {
       this.#tracer.state(request.rid, 'Idle', 'Failed');
       this.#ended.set(request.rid, { state: 'Failed', expiresAtMs: this.#now + this.#timeouts.tombstoneMs });
@@ -232,7 +304,15 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
     this.#addLoad(pair, +1);
     this.#tracer.state(rid, 'Idle', 'Reserving');
     const { tenant, tokens, sampling } = client.request;
-    this.#out.send(pair.decode, { type: 'Reserve', rid, tenant, promptTokens: tokens.length, promptDigest: client.digest, sampling, prefillAddress: pair.prefill });
+    this.#out.send(pair.decode, {
+      type: 'Reserve',
+      rid,
+      tenant,
+      promptTokens: tokens.length,
+      promptDigest: client.digest,
+      sampling,
+      prefillAddress: pair.prefill,
+    });
   }
 
   #onMessage(from: PeerId, m: Message): void {
@@ -241,26 +321,47 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
     if (a === undefined) return this.#tracer.drop(m.rid, m.type, this.#ended.has(m.rid) ? 'state' : 'unknown request');
     const fromDecode = from === a.pair.decode;
     const fromPrefill = from === a.pair.prefill;
-    if (!fromDecode && !fromPrefill) return this.#tracer.drop(m.rid, m.type, `peer: ${from} is not in the pair of ${m.rid}`);
+    if (!fromDecode && !fromPrefill)
+      return this.#tracer.drop(m.rid, m.type, `peer: ${from} is not in the pair of ${m.rid}`);
     const drop = (): void => this.#tracer.drop(m.rid, m.type, 'state');
     switch (m.type) {
       case 'Reserved': {
         if (!fromDecode || a.state !== 'Reserving') return drop();
         this.#goto(a, 'Prefilling');
-        a.wait = deadline(this.#now, this.#timeouts.prefillMs, `the first token (prefill on ${a.pair.prefill}, KV transfer to ${a.pair.decode})`);
+        a.wait = deadline(
+          this.#now,
+          this.#timeouts.prefillMs,
+          `the first token (prefill on ${a.pair.prefill}, KV transfer to ${a.pair.decode})`,
+        );
         const { tenant, tokens, sampling } = a.client.request;
         a.prefillSentMs = this.#now;
-        this.#out.send(a.pair.prefill, { type: 'Prefill', rid: a.rid, tenant, tokens, sampling, decodeAddress: m.dataAddress, tags: m.tags, pageSize: m.pageSize });
+        this.#out.send(a.pair.prefill, {
+          type: 'Prefill',
+          rid: a.rid,
+          tenant,
+          tokens,
+          sampling,
+          decodeAddress: m.dataAddress,
+          tags: m.tags,
+          pageSize: m.pageSize,
+        });
         return;
       }
       case 'Rejected':
         if (fromDecode && a.state === 'Reserving') return this.#fail(a, new TesseraError(m.code, m.message));
-        if (fromPrefill && a.state === 'Prefilling') return this.#retryOrFail(a, new TesseraError(m.code, m.message), m.code === 'overloaded', false);
+        if (fromPrefill && a.state === 'Prefilling')
+          return this.#retryOrFail(a, new TesseraError(m.code, m.message), m.code === 'overloaded', false);
         return drop();
       case 'Tokens':
         if (!fromDecode || (a.state !== 'Prefilling' && a.state !== 'Streaming')) return drop();
         if (m.offset !== a.tokensForwarded) {
-          return this.#cancel(a, new TransferError(`${a.rid}: Tokens at offset ${m.offset}, but ${a.tokensForwarded} tokens were forwarded (lost, repeated or reordered)`), 'router');
+          return this.#cancel(
+            a,
+            new TransferError(
+              `${a.rid}: Tokens at offset ${m.offset}, but ${a.tokensForwarded} tokens were forwarded (lost, repeated or reordered)`,
+            ),
+            'router',
+          );
         }
         if (a.state === 'Prefilling' && a.prefillSentMs !== undefined) {
           this.#out.push({ kind: 'transferTimed', rid: a.client.request.rid, ms: this.#now - a.prefillSentMs });
@@ -273,14 +374,28 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
       case 'Finished':
         if (!fromDecode || a.state !== 'Streaming') return drop();
         if (m.completionTokens !== a.tokensForwarded || m.promptTokens !== a.client.request.tokens.length) {
-          return this.#cancel(a, new TransferError(`${a.rid}: Finished reports ${m.promptTokens} + ${m.completionTokens} tokens, the router saw ${a.client.request.tokens.length} + ${a.tokensForwarded}`), 'router');
+          return this.#cancel(
+            a,
+            new TransferError(
+              `${a.rid}: Finished reports ${m.promptTokens} + ${m.completionTokens} tokens, the router saw ${a.client.request.tokens.length} + ${a.tokensForwarded}`,
+            ),
+            'router',
+          );
         }
         this.#end(a, 'Succeeded');
         this.#stats.succeeded++;
-        return this.#decide(a.client, a.rid, { ok: true, attempt: a.rid, finishReason: m.finishReason, promptTokens: m.promptTokens, completionTokens: m.completionTokens, ...(m.cachedTokens === undefined ? {} : { cachedTokens: m.cachedTokens }) });
+        return this.#decide(a.client, a.rid, {
+          ok: true,
+          attempt: a.rid,
+          finishReason: m.finishReason,
+          promptTokens: m.promptTokens,
+          completionTokens: m.completionTokens,
+          ...(m.cachedTokens === undefined ? {} : { cachedTokens: m.cachedTokens }),
+        });
       case 'Failed':
         if (a.state === 'Cancelling') return drop();
-        if (fromPrefill && a.state === 'Prefilling') return this.#retryOrFail(a, new TesseraError(m.code, m.message), RETRYABLE.has(m.code), false);
+        if (fromPrefill && a.state === 'Prefilling')
+          return this.#retryOrFail(a, new TesseraError(m.code, m.message), RETRYABLE.has(m.code), false);
         if (fromDecode && a.state === 'Prefilling') {
           // Decode gave the transfer up before any token (a bad frame, its writer's connection
           // closed, a wait ran out): a prefill-side failure like the prefill's own Failed, which
@@ -311,12 +426,18 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
       if (a.pair.decode === peer) {
         if (a.state === 'Cancelling') this.#end(a, 'Failed');
         else {
-          if (a.state === 'Prefilling') this.#out.send(a.pair.prefill, { type: 'Abort', rid: a.rid, reason: 'decode-failed' });
+          if (a.state === 'Prefilling')
+            this.#out.send(a.pair.prefill, { type: 'Abort', rid: a.rid, reason: 'decode-failed' });
           this.#fail(a, new TransferError(`${a.rid}: the connection to decode ${peer} closed (${reason})`));
         }
       } else if (a.pair.prefill === peer && a.state === 'Prefilling') {
         // The prefill may never have seen the Prefill: Abort decode, so its reservation does not wait for kvStartMs.
-        this.#retryOrFail(a, new TransferError(`${a.rid}: the connection to prefill ${peer} closed (${reason})`), true, true);
+        this.#retryOrFail(
+          a,
+          new TransferError(`${a.rid}: the connection to prefill ${peer} closed (${reason})`),
+          true,
+          true,
+        );
       }
     }
   }
@@ -338,7 +459,10 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
    */
   #retryOrFail(a: Attempt, error: TesseraError, retryable: boolean, abortDecode: boolean): void {
     const client = a.client;
-    const pair = retryable && client.attempts < this.#maxAttempts ? this.#pickPair(client.request, { prefills: client.triedPrefills }) : undefined;
+    const pair =
+      retryable && client.attempts < this.#maxAttempts
+        ? this.#pickPair(client.request, { prefills: client.triedPrefills })
+        : undefined;
     if (pair === undefined) return abortDecode ? this.#cancel(a, error, 'prefill-failed') : this.#fail(a, error);
     this.#stats.retries++;
     if (abortDecode) this.#abandon(a, 'prefill-failed');
@@ -358,7 +482,8 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
     this.#goto(a, 'Cancelling');
     a.wait = deadline(this.#now, this.#timeouts.cancelMs, `AbortAck from ${a.pair.decode}`);
     this.#out.send(a.pair.decode, { type: 'Abort', rid: a.rid, reason });
-    if (wasPrefilling && reason !== 'prefill-failed') this.#out.send(a.pair.prefill, { type: 'Abort', rid: a.rid, reason });
+    if (wasPrefilling && reason !== 'prefill-failed')
+      this.#out.send(a.pair.prefill, { type: 'Abort', rid: a.rid, reason });
   }
 
   #fail(a: Attempt, error: TesseraError): void {
@@ -398,5 +523,4 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
       else this.#inFlight.set(peer, n);
     }
   }
-
 }

@@ -16,30 +16,65 @@ import type { MessageType } from './messages.js';
 
 export type Role = 'router' | 'prefill' | 'decode';
 
-export type PageAction =
-  | 'allocate'
-  | 'write'
-  | 'stamp'
-  | 'read'
-  | 'free'
-  | 'quarantine'
-  | 'release';
+export type PageAction = 'allocate' | 'write' | 'stamp' | 'read' | 'free' | 'quarantine' | 'release';
 
 export type TraceEvent =
   /** `node` put `message` on the wire to `peer`. */
-  | { readonly kind: 'send'; readonly node: string; readonly role: Role; readonly rid: string; readonly message: MessageType; readonly peer: string }
+  | {
+      readonly kind: 'send';
+      readonly node: string;
+      readonly role: Role;
+      readonly rid: string;
+      readonly message: MessageType;
+      readonly peer: string;
+    }
   /** `node` took `message` from `peer` off the wire (before deciding to accept or drop it). */
-  | { readonly kind: 'recv'; readonly node: string; readonly role: Role; readonly rid: string; readonly message: MessageType; readonly peer: string }
+  | {
+      readonly kind: 'recv';
+      readonly node: string;
+      readonly role: Role;
+      readonly rid: string;
+      readonly message: MessageType;
+      readonly peer: string;
+    }
   /** `node` dropped a received message; `why` says which check refused it. */
-  | { readonly kind: 'drop'; readonly node: string; readonly role: Role; readonly rid: string; readonly message: MessageType; readonly why: string }
+  | {
+      readonly kind: 'drop';
+      readonly node: string;
+      readonly role: Role;
+      readonly rid: string;
+      readonly message: MessageType;
+      readonly why: string;
+    }
   /** The per-request state machine on `node` moved from `from` to `to`. */
-  | { readonly kind: 'state'; readonly node: string; readonly role: Role; readonly rid: string; readonly from: string; readonly to: string }
+  | {
+      readonly kind: 'state';
+      readonly node: string;
+      readonly role: Role;
+      readonly rid: string;
+      readonly from: string;
+      readonly to: string;
+    }
   /** A ledger or data-plane action on pages of `node`, each page with the epoch involved. */
-  | { readonly kind: 'page'; readonly node: string; readonly role: Role; readonly rid: string; readonly action: PageAction; readonly pages: readonly { page: number; epoch: number }[] }
+  | {
+      readonly kind: 'page';
+      readonly node: string;
+      readonly role: Role;
+      readonly rid: string;
+      readonly action: PageAction;
+      readonly pages: readonly { page: number; epoch: number }[];
+    }
   /** The peer connection between `node` and `peer` closed (crash, reset, shutdown). */
   | { readonly kind: 'close'; readonly node: string; readonly role: Role; readonly peer: string }
   /** What the client was finally told for rid: success (HTTP 200 with tokens) or an error code. */
-  | { readonly kind: 'outcome'; readonly node: string; readonly role: Role; readonly rid: string; readonly outcome: 'success' | 'error'; readonly code?: string };
+  | {
+      readonly kind: 'outcome';
+      readonly node: string;
+      readonly role: Role;
+      readonly rid: string;
+      readonly outcome: 'success' | 'error';
+      readonly code?: string;
+    };
 
 /** Where state machines put their events; a no-op sink in production unless tracing is on. */
 export interface TraceSink {

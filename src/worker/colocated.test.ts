@@ -2,7 +2,17 @@
 // events and text, stop strings, admission before allocation, aborts in every phase, a reader
 // that leaves, integrity after every step, and a runner bug.
 import { afterEach, describe, expect, it } from 'vitest';
-import { asRequestId, DEFAULT_TENANT, isAbortedError, isAdmissionError, isInvariantError, NO_FAULTS, samplingParams, type GenerateEvent, type SamplingParams } from '../core/index.js';
+import {
+  asRequestId,
+  DEFAULT_TENANT,
+  isAbortedError,
+  isAdmissionError,
+  isInvariantError,
+  NO_FAULTS,
+  samplingParams,
+  type GenerateEvent,
+  type SamplingParams,
+} from '../core/index.js';
 import { ColocatedWorker } from './colocated.js';
 import { argmaxSampler, EOS, fakePool, FakeRunner, fakeTokenizer, tok } from './testing/fake-engine.js';
 
@@ -12,13 +22,26 @@ afterEach(async () => {
   workers = [];
 });
 
-function setup(o: { numPages?: number; contextLength?: number; checkEveryStep?: boolean; onFatal?: (e: unknown) => void } = {}) {
+function setup(
+  o: { numPages?: number; contextLength?: number; checkEveryStep?: boolean; onFatal?: (e: unknown) => void } = {},
+) {
   const pool = fakePool(o.numPages ?? 16);
   const runner = new FakeRunner(pool);
   const worker = new ColocatedWorker({
-    modelName: 'fake', root: 'fake', contextLength: o.contextLength ?? 40, pool, runner, sampler: argmaxSampler, tokenizer: fakeTokenizer,
-    eosTokenIds: [EOS], maxRunningRequests: 4, chunkedPrefillSize: 8, maxWaiting: 16, faults: NO_FAULTS,
-    checkEveryStep: o.checkEveryStep ?? true, ...(o.onFatal ? { onFatal: o.onFatal } : {}),
+    modelName: 'fake',
+    root: 'fake',
+    contextLength: o.contextLength ?? 40,
+    pool,
+    runner,
+    sampler: argmaxSampler,
+    tokenizer: fakeTokenizer,
+    eosTokenIds: [EOS],
+    maxRunningRequests: 4,
+    chunkedPrefillSize: 8,
+    maxWaiting: 16,
+    faults: NO_FAULTS,
+    checkEveryStep: o.checkEveryStep ?? true,
+    ...(o.onFatal ? { onFatal: o.onFatal } : {}),
   });
   workers.push(worker);
   return { pool, runner, worker };
@@ -26,7 +49,12 @@ function setup(o: { numPages?: number; contextLength?: number; checkEveryStep?: 
 
 let nextId = 0;
 function request(prompt: string, sampling: Partial<SamplingParams>) {
-  return { rid: asRequestId(`r${nextId++}`), tenant: DEFAULT_TENANT, promptTokens: [...prompt].map(tok), sampling: samplingParams(sampling) };
+  return {
+    rid: asRequestId(`r${nextId++}`),
+    tenant: DEFAULT_TENANT,
+    promptTokens: [...prompt].map(tok),
+    sampling: samplingParams(sampling),
+  };
 }
 
 async function collect(iterable: AsyncIterable<GenerateEvent>): Promise<GenerateEvent[]> {
@@ -44,29 +72,45 @@ describe('ColocatedWorker', () => {
     const events = await collect(worker.generate(request('abcde', { maxTokens: 6 }), new AbortController().signal));
     expect(textOf(events)).toBe('fghijk');
     expect(idsOf(events)).toEqual([...'fghijk'].map(tok));
-    expect(events.at(-1)).toEqual({ type: 'finished', finishReason: 'length', usage: { promptTokens: 5, completionTokens: 6, cachedTokens: 0 } });
+    expect(events.at(-1)).toEqual({
+      type: 'finished',
+      finishReason: 'length',
+      usage: { promptTokens: 5, completionTokens: 6, cachedTokens: 0 },
+    });
     expect((await worker.stats()).kvPages.allocated).toBe(0);
   });
 
   it('ends at a stop string split across tokens, never sending it or what follows', async () => {
     const { worker } = setup();
-    const events = await collect(worker.generate(request('a', { maxTokens: 20, stop: ['zz', 'ef'] }), new AbortController().signal));
+    const events = await collect(
+      worker.generate(request('a', { maxTokens: 20, stop: ['zz', 'ef'] }), new AbortController().signal),
+    );
     // "bcd" is safe; "e" could start "ef" and is held back; "f" completes the match.
     expect(textOf(events)).toBe('bcd');
     expect(events.at(-1)).toMatchObject({ type: 'finished', finishReason: 'stop', usage: { completionTokens: 5 } });
-    expect(events.filter((e) => e.type === 'tokens').map((e) => (e as { text: string }).text)).toEqual(['b', 'c', 'd', '', '']);
+    expect(events.filter((e) => e.type === 'tokens').map((e) => (e as { text: string }).text)).toEqual([
+      'b',
+      'c',
+      'd',
+      '',
+      '',
+    ]);
   });
 
   it('sends held-back text that turned out not to be a stop string', async () => {
     const { worker } = setup();
-    const events = await collect(worker.generate(request('a', { maxTokens: 3, stop: ['dx'] }), new AbortController().signal));
+    const events = await collect(
+      worker.generate(request('a', { maxTokens: 3, stop: ['dx'] }), new AbortController().signal),
+    );
     expect(textOf(events)).toBe('bcd');
     expect(events.at(-1)).toMatchObject({ type: 'finished', finishReason: 'length' });
   });
 
   it('a stop string that completes on the last token still ends as stop', async () => {
     const { worker } = setup();
-    const events = await collect(worker.generate(request('a', { maxTokens: 3, stop: ['cd'] }), new AbortController().signal));
+    const events = await collect(
+      worker.generate(request('a', { maxTokens: 3, stop: ['cd'] }), new AbortController().signal),
+    );
     expect(textOf(events)).toBe('b');
     expect(events.at(-1)).toMatchObject({ type: 'finished', finishReason: 'stop', usage: { completionTokens: 3 } });
   });
@@ -83,7 +127,9 @@ describe('ColocatedWorker', () => {
     const { worker, pool } = setup({ numPages: 2, contextLength: 40 }); // 8 tokens of pool
     const events = await collect(worker.generate(request('abcd', { maxTokens: 5 }), new AbortController().signal));
     expect(events).toHaveLength(1);
-    expect(events[0]?.type === 'failed' && isAdmissionError(events[0].error) && events[0].error.code).toBe('pool_too_small');
+    expect(events[0]?.type === 'failed' && isAdmissionError(events[0].error) && events[0].error.code).toBe(
+      'pool_too_small',
+    );
     expect(pool.ledger.lastEpoch).toBe(0); // no page was ever allocated
     const fits = await collect(worker.generate(request('abcd', { maxTokens: 4 }), new AbortController().signal));
     expect(fits.at(-1)).toMatchObject({ type: 'finished' });
@@ -109,7 +155,10 @@ describe('ColocatedWorker', () => {
 
   it('aborts a request whose reader stops reading, and keeps serving others', async () => {
     const { worker, pool } = setup();
-    for await (const event of worker.generate(request('a', { maxTokens: 30, ignoreEos: true }), new AbortController().signal)) {
+    for await (const event of worker.generate(
+      request('a', { maxTokens: 30, ignoreEos: true }),
+      new AbortController().signal,
+    )) {
       expect(event.type).toBe('tokens');
       break;
     }
@@ -121,7 +170,11 @@ describe('ColocatedWorker', () => {
 
   it('checks integrity after every step when asked to', async () => {
     const { worker } = setup({ checkEveryStep: true });
-    await Promise.all([0, 1, 2].map(() => collect(worker.generate(request('abcdefghij', { maxTokens: 5 }), new AbortController().signal))));
+    await Promise.all(
+      [0, 1, 2].map(() =>
+        collect(worker.generate(request('abcdefghij', { maxTokens: 5 }), new AbortController().signal)),
+      ),
+    );
     const detail = (await worker.health()).detail;
     expect(detail['steps']).toBeGreaterThan(3);
     expect(detail['integrityChecksAfterStep']).toBe(detail['steps']);

@@ -43,7 +43,10 @@ import { constraintFor, prepareConstraints } from './constraints.js';
 
 /** What the worker needs of a tokenizer (src/model's Tokenizer, structurally). */
 export interface WorkerTokenizer {
-  createDetokenizer(options: { readonly contextIds?: readonly number[]; readonly skipSpecialTokens?: boolean }): Detokenizer;
+  createDetokenizer(options: {
+    readonly contextIds?: readonly number[];
+    readonly skipSpecialTokens?: boolean;
+  }): Detokenizer;
 }
 
 export interface ColocatedWorkerOptions {
@@ -142,7 +145,10 @@ export class ColocatedWorker {
     }
     const onAbort = (): void => this.#abort(request.rid, abortedBy(signal));
     signal.addEventListener('abort', onAbort, { once: true });
-    const detokenizer = this.#o.tokenizer.createDetokenizer({ contextIds: request.promptTokens, skipSpecialTokens: true });
+    const detokenizer = this.#o.tokenizer.createDetokenizer({
+      contextIds: request.promptTokens,
+      skipSpecialTokens: true,
+    });
     this.#live.set(request.rid, {
       request,
       output: new TextOutput(channel, new TextStream(detokenizer, request.sampling.stop)),
@@ -180,8 +186,15 @@ export class ColocatedWorker {
   /** The operator's page map (admin-only /dashboard). */
   async pageMap(): Promise<NodePageMap> {
     return nodePageMap({
-      role: 'colocated', node: 'colocated', pool: this.pool, loop: this.#loop.stats, running: this.scheduler.numRunning, waiting: this.scheduler.numWaiting,
-      transfers: [], quarantined: [], totals: { 'tag mismatches': this.pool.numCheckFailures },
+      role: 'colocated',
+      node: 'colocated',
+      pool: this.pool,
+      loop: this.#loop.stats,
+      running: this.scheduler.numRunning,
+      waiting: this.scheduler.numWaiting,
+      transfers: [],
+      quarantined: [],
+      totals: { 'tag mismatches': this.pool.numCheckFailures },
     });
   }
 
@@ -243,7 +256,8 @@ export class ColocatedWorker {
     // A stop string matched at `token`: the text before it is out; end the request as stopped.
     const finish = this.scheduler.finish(rid, 'stop');
     // not-found: it ends in this same batch of events; its `finished` comes next and says 'stop'.
-    if (finish.kind === 'finished' && finish.event.kind === 'finished') this.#end(rid, live).finished('stop', finish.event.usage);
+    if (finish.kind === 'finished' && finish.event.kind === 'finished')
+      this.#end(rid, live).finished('stop', finish.event.usage);
   }
 
   /** The request leaves the live set; its output takes the terminal event. */
@@ -257,7 +271,11 @@ export class ColocatedWorker {
   #onFatal(error: unknown): void {
     const failure = new InvariantError('the worker stopped after an internal error', error);
     for (const [rid, live] of [...this.#live]) this.#end(rid, live).failed(failure);
-    (this.#o.onFatal ?? ((e: unknown) => process.stderr.write(`tessera worker: fatal: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`)))(error);
+    (
+      this.#o.onFatal ??
+      ((e: unknown) =>
+        process.stderr.write(`tessera worker: fatal: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`))
+    )(error);
   }
 }
 

@@ -25,10 +25,35 @@
 // an event of that plan), so nothing of it is ever computed from placeholders.
 // Trace: besides the machine's events, the worker emits `read` of the transferred pages at each
 // decode step and `free` when the request ends (trace.ts).
-import { assertNever, InvariantError, syncAborts, TesseraError, type BackendHealth, type BackendStats, type GenerateEvent, type NodePageMap, type PdMetricsSink, type GenerateRequest, type RequestId, type SamplingParams, type Tag, type BatchItem } from '../core/index.js';
+import {
+  assertNever,
+  InvariantError,
+  syncAborts,
+  TesseraError,
+  type BackendHealth,
+  type BackendStats,
+  type GenerateEvent,
+  type NodePageMap,
+  type PdMetricsSink,
+  type GenerateRequest,
+  type RequestId,
+  type SamplingParams,
+  type Tag,
+  type BatchItem,
+} from '../core/index.js';
 import type { Owner, PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
-import { DecodeMachine, MachineDriver, NO_TRACE, type DecodeEffect, type DecodeHost, type DecodeInput, type ReserveVerdict, type TraceSink, type Transport } from '../transfer/index.js';
+import {
+  DecodeMachine,
+  MachineDriver,
+  NO_TRACE,
+  type DecodeEffect,
+  type DecodeHost,
+  type DecodeInput,
+  type ReserveVerdict,
+  type TraceSink,
+  type Transport,
+} from '../transfer/index.js';
 import type { TokenConstraint } from '../grammar/index.js';
 import { constraintFor, prepareConstraints } from './constraints.js';
 import { EngineLoop } from './engine-loop.js';
@@ -92,7 +117,13 @@ export class DecodeWorker {
         this.#loop.wake();
       },
     };
-    this.machine = new DecodeMachine({ node: transport.nodeId, host, faults, trace: this.#trace, ...(options.timeouts ? { timeouts: options.timeouts } : {}) });
+    this.machine = new DecodeMachine({
+      node: transport.nodeId,
+      host,
+      faults,
+      trace: this.#trace,
+      ...(options.timeouts ? { timeouts: options.timeouts } : {}),
+    });
     this.#role.machine = this.machine;
     this.#driver = new MachineDriver<DecodeInput, DecodeEffect>(this.machine, (effect) => this.#carryOut(effect));
     this.#loop = new EngineLoop({
@@ -138,7 +169,11 @@ export class DecodeWorker {
   }
 
   async health(): Promise<BackendHealth> {
-    const own = { receiving: this.scheduler.numReceiving, quarantined: this.scheduler.numQuarantined, preempted: this.scheduler.numPreemptions };
+    const own = {
+      receiving: this.scheduler.numReceiving,
+      quarantined: this.scheduler.numQuarantined,
+      preempted: this.scheduler.numPreemptions,
+    };
     return this.#role.health(this.#loop, this.scheduler, this.pool, this.isIdle, own);
   }
 
@@ -159,11 +194,22 @@ export class DecodeWorker {
     const s = this.machine.stats();
     const { transfers, quarantined } = this.machine.inFlight();
     return nodePageMap({
-      role: 'decode', node: this.address, pool: this.pool, loop: this.#loop.stats, running: this.scheduler.numRunning,
-      waiting: this.scheduler.numReceiving + this.scheduler.numWaiting, transfers, quarantined,
+      role: 'decode',
+      node: this.address,
+      pool: this.pool,
+      loop: this.#loop.stats,
+      running: this.scheduler.numRunning,
+      waiting: this.scheduler.numReceiving + this.scheduler.numWaiting,
+      transfers,
+      quarantined,
       totals: {
-        'transfers verified': s.transfersVerified, 'transfers failed': s.transfersFailed, 'checksum failures': s.checksumFailures,
-        'frames dropped': s.framesDropped, 'tag mismatches': this.pool.numCheckFailures, preempted: this.scheduler.numPreemptions, ...abortTotals(s.abortsByState),
+        'transfers verified': s.transfersVerified,
+        'transfers failed': s.transfersFailed,
+        'checksum failures': s.checksumFailures,
+        'frames dropped': s.framesDropped,
+        'tag mismatches': this.pool.numCheckFailures,
+        preempted: this.scheduler.numPreemptions,
+        ...abortTotals(s.abortsByState),
       },
     });
   }
@@ -184,7 +230,12 @@ export class DecodeWorker {
     if (constraint instanceof TesseraError) return { kind: 'rejected', error: constraint };
     constraint?.dispose();
     // Placeholders for the prompt's ids: only their number matters here (see the top of the file).
-    const request: GenerateRequest = { rid: owner.rid, tenant: owner.tenant, promptTokens: new Array<number>(promptTokens).fill(0), sampling };
+    const request: GenerateRequest = {
+      rid: owner.rid,
+      tenant: owner.tenant,
+      promptTokens: new Array<number>(promptTokens).fill(0),
+      sampling,
+    };
     return this.scheduler.reserve(request);
   }
 
@@ -196,11 +247,20 @@ export class DecodeWorker {
       case 'startDecoding': {
         if (effect.transferMs !== null) this.#role.metrics?.observeTransferSeconds(effect.transferMs / 1000);
         const constraint = constraintFor({ sampling: effect.sampling }, this.#role.options.grammar);
-        if (constraint instanceof TesseraError) throw new InvariantError(`startDecoding: ${effect.rid}'s constraint was accepted at Reserve: ${constraint.message}`);
+        if (constraint instanceof TesseraError)
+          throw new InvariantError(
+            `startDecoding: ${effect.rid}'s constraint was accepted at Reserve: ${constraint.message}`,
+          );
         constraint?.accept(effect.firstToken); // prefill sampled it under the first mask
-        this.#decoding.set(effect.rid, { owner: effect.owner, sampling: effect.sampling, tags: effect.tags, ...(constraint === undefined ? {} : { constraint }) });
+        this.#decoding.set(effect.rid, {
+          owner: effect.owner,
+          sampling: effect.sampling,
+          tags: effect.tags,
+          ...(constraint === undefined ? {} : { constraint }),
+        });
         const result = this.scheduler.startDecode(effect.rid, effect.firstToken);
-        if (result.kind === 'not-found') throw new InvariantError(`startDecoding: the scheduler does not know ${effect.rid}`);
+        if (result.kind === 'not-found')
+          throw new InvariantError(`startDecoding: the scheduler does not know ${effect.rid}`);
         this.#onEvents(result.events);
         this.#loop.wake();
         return;
@@ -222,7 +282,12 @@ export class DecodeWorker {
       switch (event.kind) {
         case 'token': // every one the engine sampled here (the first, KvDone's, the machine sends itself)
           d.constraint?.accept(event.token);
-          this.#driver.handle({ kind: 'decodeTokens', rid: event.rid, ids: [event.token], logprobs: event.logprob === undefined ? [] : [event.logprob] });
+          this.#driver.handle({
+            kind: 'decodeTokens',
+            rid: event.rid,
+            ids: [event.token],
+            logprobs: event.logprob === undefined ? [] : [event.logprob],
+          });
           break;
         case 'finished':
           this.#end(event.rid);
@@ -249,7 +314,14 @@ export class DecodeWorker {
         if (this.scheduler.view(item.rid)?.state === 'ending') skip.add(item);
         continue;
       }
-      this.#trace.emit({ kind: 'page', node: this.address, role: 'decode', rid: item.rid, action: 'read', pages: d.tags.map((t) => ({ page: t.page, epoch: t.epoch })) });
+      this.#trace.emit({
+        kind: 'page',
+        node: this.address,
+        role: 'decode',
+        rid: item.rid,
+        action: 'read',
+        pages: d.tags.map((t) => ({ page: t.page, epoch: t.epoch })),
+      });
     }
     return skip;
   }
@@ -260,7 +332,14 @@ export class DecodeWorker {
     if (d === undefined) return;
     this.#decoding.delete(rid);
     d.constraint?.dispose();
-    this.#trace.emit({ kind: 'page', node: this.address, role: 'decode', rid, action: 'free', pages: d.tags.map((t) => ({ page: t.page, epoch: t.epoch })) });
+    this.#trace.emit({
+      kind: 'page',
+      node: this.address,
+      role: 'decode',
+      rid,
+      action: 'free',
+      pages: d.tags.map((t) => ({ page: t.page, epoch: t.epoch })),
+    });
   }
 
   #onFatal(error: unknown): void {

@@ -171,7 +171,10 @@ export class EngineLoop {
     this.#lastStepMs = this.#now() - started;
     this.#stepMsTotal += this.#lastStepMs;
     this.#numItemsStepped += plan.items.length;
-    budget?.observe(plan.items.reduce((sum, item) => sum + item.tokens.length, 0), this.#lastStepMs);
+    budget?.observe(
+      plan.items.reduce((sum, item) => sum + item.tokens.length, 0),
+      this.#lastStepMs,
+    );
     const results = toStepResults(outputs, o.sampler, o.samplingOf, o.faults);
     this.#numTokensSampled += results.filter((r) => r.kind === 'sampled').length;
     const events = o.scheduler.complete(results);

@@ -1,7 +1,14 @@
 // Layer 3: the step loop of each worker role and the timers it owns. colocated: one process,
 // one pool (`tessera serve`); engine-loop.ts is the loop every role shares.
 export { ColocatedWorker, type ColocatedWorkerOptions, type WorkerTokenizer } from './colocated.js';
-export { EngineLoop, stepBudgetOf, type EngineLoopOptions, type EngineLoopStats, type MaxStepMs, type StepRunner } from './engine-loop.js';
+export {
+  EngineLoop,
+  stepBudgetOf,
+  type EngineLoopOptions,
+  type EngineLoopStats,
+  type MaxStepMs,
+  type StepRunner,
+} from './engine-loop.js';
 export { toStepResults, type SamplingState, type TokenSampler } from './step-results.js';
 export { PrefillWorker } from './prefill-worker.js';
 export { DecodeWorker } from './decode-worker.js';

@@ -5,16 +5,48 @@ import { asRequestId, asTenantId } from '../core/index.js';
 import { PagePool } from '../pages/index.js';
 import { abortTotals, nodePageMap } from './page-map.js';
 
-const LOOP = { numSteps: 4, numStepChecks: 0, numIdleChecks: 1, numTokensSampled: 9, stepCost: null, lastStepMs: 2, stepMsTotal: 12.5, numItemsStepped: 10, fatal: null };
+const LOOP = {
+  numSteps: 4,
+  numStepChecks: 0,
+  numIdleChecks: 1,
+  numTokensSampled: 9,
+  stepCost: null,
+  lastStepMs: 2,
+  stepMsTotal: 12.5,
+  numItemsStepped: 10,
+  fatal: null,
+};
 
 function parts(pool: PagePool) {
-  return { role: 'decode' as const, node: 'd1', pool, loop: LOOP, running: 1, waiting: 2, transfers: [], quarantined: [], totals: { x: 1 } };
+  return {
+    role: 'decode' as const,
+    node: 'd1',
+    pool,
+    loop: LOOP,
+    running: 1,
+    waiting: 2,
+    transfers: [],
+    quarantined: [],
+    totals: { x: 1 },
+  };
 }
 
 describe('nodePageMap', () => {
   it('a fresh pool: every page free, epoch 0, no holder', () => {
-    const map = nodePageMap(parts(PagePool.create({ numPages: 8, pageSize: 4, numLayers: 1, numKvHeads: 1, headDim: 2 })));
-    expect(map).toMatchObject({ kind: 'node', role: 'decode', node: 'd1', numPages: 8, pageSize: 4, states: 'ffffffff', holders: [], running: 1, waiting: 2 });
+    const map = nodePageMap(
+      parts(PagePool.create({ numPages: 8, pageSize: 4, numLayers: 1, numKvHeads: 1, headDim: 2 })),
+    );
+    expect(map).toMatchObject({
+      kind: 'node',
+      role: 'decode',
+      node: 'd1',
+      numPages: 8,
+      pageSize: 4,
+      states: 'ffffffff',
+      holders: [],
+      running: 1,
+      waiting: 2,
+    });
     expect(map.epochs).toEqual([0, 0, 0, 0, 0, 0, 0, 0]);
     expect(map.holderOf).toEqual([null, null, null, null, null, null, null, null]);
     expect(map.loop).toEqual({ numSteps: 4, numTokensSampled: 9, stepMsTotal: 12.5, numItemsStepped: 10 });

@@ -3,7 +3,16 @@
 // totals) and the step loop's counters. Every role's `pageMap()` calls `nodePageMap`.
 // Owner thread: it reads the ledger on the thread that owns it (the one that runs the loop and the
 // machines), synchronously, so the snapshot is one consistent moment. Must never change anything.
-import { assertNever, type NodePageMap, type PageHolder, type PageId, type PageLetter, type PageState, type QuarantineView, type TransferView } from '../core/index.js';
+import {
+  assertNever,
+  type NodePageMap,
+  type PageHolder,
+  type PageId,
+  type PageLetter,
+  type PageState,
+  type QuarantineView,
+  type TransferView,
+} from '../core/index.js';
 import type { PagePool } from '../pages/index.js';
 import type { EngineLoopStats } from './engine-loop.js';
 
@@ -70,7 +79,12 @@ export function nodePageMap(p: NodePageMapParts): NodePageMap {
     quarantined: p.quarantined,
     running: p.running,
     waiting: p.waiting,
-    loop: { numSteps: p.loop.numSteps, numTokensSampled: p.loop.numTokensSampled, stepMsTotal: p.loop.stepMsTotal, numItemsStepped: p.loop.numItemsStepped },
+    loop: {
+      numSteps: p.loop.numSteps,
+      numTokensSampled: p.loop.numTokensSampled,
+      stepMsTotal: p.loop.stepMsTotal,
+      numItemsStepped: p.loop.numItemsStepped,
+    },
     totals: p.totals,
   };
 }

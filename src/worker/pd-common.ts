@@ -43,7 +43,9 @@ export interface PdWorkerOptions {
 
 /** A client that asks a PD worker to generate: 400, it should ask the router. */
 export function notForClients(role: 'prefill' | 'decode'): AsyncIterable<GenerateEvent> {
-  const error = new InvalidRequestError(`this is a ${role} worker of a disaggregated cluster; send requests to the router (tessera router / tessera up)`);
+  const error = new InvalidRequestError(
+    `this is a ${role} worker of a disaggregated cluster; send requests to the router (tessera router / tessera up)`,
+  );
   return (async function* () {
     yield { type: 'failed', error } satisfies GenerateEvent;
   })();

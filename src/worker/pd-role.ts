@@ -5,7 +5,15 @@
 // Must never: decide anything about a request (the machines and the scheduler do), or poll: the
 // drain wakes on the machine's effects (a request ends with one) and on its deadline.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { InvariantError, TesseraError, TotalsMirror, assertNever, type BackendHealth, type BackendStats, type PdMetricsSink } from '../core/index.js';
+import {
+  InvariantError,
+  TesseraError,
+  TotalsMirror,
+  assertNever,
+  type BackendHealth,
+  type BackendStats,
+  type PdMetricsSink,
+} from '../core/index.js';
 import type { PagePool } from '../pages/index.js';
 import type { Scheduler } from '../scheduler/index.js';
 import {

@@ -22,10 +22,32 @@
 // safe at any time (an abort of an item in flight is deferred to complete()), and the machine
 // reads pages only on `computed`/`computeDone`, which the worker sends after a step.
 // Must never: send a byte for a prompt this node refused, or report progress it did not compute.
-import { InvariantError, syncAborts, TesseraError, assertNever, type BackendHealth, type BackendStats, type GenerateEvent, type NodePageMap, type PdMetricsSink, type GenerateRequest, type RequestId, type SamplingParams, type Tag } from '../core/index.js';
+import {
+  InvariantError,
+  syncAborts,
+  TesseraError,
+  assertNever,
+  type BackendHealth,
+  type BackendStats,
+  type GenerateEvent,
+  type NodePageMap,
+  type PdMetricsSink,
+  type GenerateRequest,
+  type RequestId,
+  type SamplingParams,
+  type Tag,
+} from '../core/index.js';
 import type { Owner, PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
-import { MachineDriver, PrefillMachine, type AdmitVerdict, type PrefillHost, type PrefillInput, type PrefillEffect, type Transport } from '../transfer/index.js';
+import {
+  MachineDriver,
+  PrefillMachine,
+  type AdmitVerdict,
+  type PrefillHost,
+  type PrefillInput,
+  type PrefillEffect,
+  type Transport,
+} from '../transfer/index.js';
 import type { TokenConstraint } from '../grammar/index.js';
 import { constraintFor, prepareConstraints } from './constraints.js';
 import { EngineLoop } from './engine-loop.js';
@@ -77,10 +99,24 @@ export class PrefillWorker {
     this.pool = pool;
     this.transport = transport;
     this.scheduler = schedulerFor('prefill', options);
-    const host: PrefillHost = { pool, model: options.modelFingerprint, admit: (o, t, s) => this.#admit(o, t, s), stop: (o) => this.#stop(o), release: (o) => this.#release(o) };
-    this.machine = new PrefillMachine({ node: transport.nodeId, host, faults, ...(options.timeouts ? { timeouts: options.timeouts } : {}), ...(options.trace ? { trace: options.trace } : {}) });
+    const host: PrefillHost = {
+      pool,
+      model: options.modelFingerprint,
+      admit: (o, t, s) => this.#admit(o, t, s),
+      stop: (o) => this.#stop(o),
+      release: (o) => this.#release(o),
+    };
+    this.machine = new PrefillMachine({
+      node: transport.nodeId,
+      host,
+      faults,
+      ...(options.timeouts ? { timeouts: options.timeouts } : {}),
+      ...(options.trace ? { trace: options.trace } : {}),
+    });
     this.#role.machine = this.machine;
-    this.#driver = new MachineDriver<PrefillInput, PrefillEffect>(this.machine, (effect) => this.#role.carryOut(effect));
+    this.#driver = new MachineDriver<PrefillInput, PrefillEffect>(this.machine, (effect) =>
+      this.#role.carryOut(effect),
+    );
     this.#loop = new EngineLoop({
       scheduler: this.scheduler,
       runner: new HookedRunner(options.runner, { before: () => new Set(), after: () => this.#afterStep() }),
@@ -89,7 +125,12 @@ export class PrefillWorker {
         const job = this.#jobs.get(rid);
         if (job === undefined) return undefined;
         const { constraint } = job;
-        return { params: job.sampling, numOutputTokens: 0, outputTokens: () => [], ...(constraint === undefined ? {} : { mask: () => constraint.mask() }) };
+        return {
+          params: job.sampling,
+          numOutputTokens: 0,
+          outputTokens: () => [],
+          ...(constraint === undefined ? {} : { mask: () => constraint.mask() }),
+        };
       },
       prepareSampling: (items) => prepareConstraints(items, (rid) => this.#jobs.get(rid)?.constraint),
       onEvents: (events) => this.#onEvents(events),
@@ -122,7 +163,11 @@ export class PrefillWorker {
   }
 
   async health(): Promise<BackendHealth> {
-    return this.#role.health(this.#loop, this.scheduler, this.pool, this.isIdle, { waiting: this.scheduler.numWaiting, held: this.scheduler.numHeld, ...prefixReport(this.scheduler.prefixCache) });
+    return this.#role.health(this.#loop, this.scheduler, this.pool, this.isIdle, {
+      waiting: this.scheduler.numWaiting,
+      held: this.scheduler.numHeld,
+      ...prefixReport(this.scheduler.prefixCache),
+    });
   }
 
   async stats(): Promise<BackendStats> {
@@ -140,9 +185,22 @@ export class PrefillWorker {
   async pageMap(): Promise<NodePageMap> {
     const s = this.machine.stats();
     return nodePageMap({
-      role: 'prefill', node: this.address, pool: this.pool, loop: this.#loop.stats, running: this.scheduler.numRunning, waiting: this.scheduler.numWaiting,
-      transfers: this.machine.inFlight(), quarantined: [],
-      totals: { admitted: s.admitted, rejected: s.rejected, 'transfers acked': s.transfersAcked, 'ack timeouts': s.ackTimeouts, 'tag mismatches': this.pool.numCheckFailures, ...abortTotals(s.abortsByState) },
+      role: 'prefill',
+      node: this.address,
+      pool: this.pool,
+      loop: this.#loop.stats,
+      running: this.scheduler.numRunning,
+      waiting: this.scheduler.numWaiting,
+      transfers: this.machine.inFlight(),
+      quarantined: [],
+      totals: {
+        admitted: s.admitted,
+        rejected: s.rejected,
+        'transfers acked': s.transfersAcked,
+        'ack timeouts': s.ackTimeouts,
+        'tag mismatches': this.pool.numCheckFailures,
+        ...abortTotals(s.abortsByState),
+      },
     });
   }
 
@@ -164,7 +222,12 @@ export class PrefillWorker {
       constraint?.dispose();
       return verdict;
     }
-    this.#jobs.set(owner.rid, { sampling, reported: 0, stopping: false, ...(constraint === undefined ? {} : { constraint }) });
+    this.#jobs.set(owner.rid, {
+      sampling,
+      reported: 0,
+      stopping: false,
+      ...(constraint === undefined ? {} : { constraint }),
+    });
     this.#loop.wake();
     return { kind: 'admitted' };
   }
@@ -201,7 +264,14 @@ export class PrefillWorker {
           if (job === undefined) continue;
           job.reported = event.numTokens;
           job.constraint?.dispose(); // its one token is sampled; decode rebuilds the state from it
-          this.#driver.handle({ kind: 'computeDone', rid: event.rid, tags: event.tags, firstToken: event.firstToken, firstLogprobs: event.firstLogprob === undefined ? [] : [event.firstLogprob], cachedTokens: event.numCachedTokens ?? 0 });
+          this.#driver.handle({
+            kind: 'computeDone',
+            rid: event.rid,
+            tags: event.tags,
+            firstToken: event.firstToken,
+            firstLogprobs: event.firstLogprob === undefined ? [] : [event.firstLogprob],
+            cachedTokens: event.numCachedTokens ?? 0,
+          });
           break;
         }
         case 'failed':

@@ -36,28 +36,58 @@ describe('toStepResults', () => {
     expect(out[0]?.kind).toBe('failed');
   });
 
-  it('hands the sampler the request\'s previous output only when it asks for penalties', () => {
+  it("hands the sampler the request's previous output only when it asks for penalties", () => {
     const seen: (readonly number[])[] = [];
-    const recording = { sample: (_l: Float32Array, _p: unknown, _i: number, previous: readonly number[]) => (seen.push(previous), 0), logprobsOf: argmaxSampler.logprobsOf };
+    const recording = {
+      sample: (_l: Float32Array, _p: unknown, _i: number, previous: readonly number[]) => (seen.push(previous), 0),
+      logprobsOf: argmaxSampler.logprobsOf,
+    };
     const asked: string[] = [];
-    const withOutput = (params: ReturnType<typeof samplingParams>) => (r: RequestId) => ({ params, numOutputTokens: 2, outputTokens: () => (asked.push(r), [3, 3]) });
+    const withOutput = (params: ReturnType<typeof samplingParams>) => (r: RequestId) => ({
+      params,
+      numOutputTokens: 2,
+      outputTokens: () => (asked.push(r), [3, 3]),
+    });
     toStepResults(results, recording, withOutput(samplingParams()), NO_FAULTS);
     toStepResults(results, recording, withOutput(samplingParams({ frequencyPenalty: 0.5 })), NO_FAULTS);
     expect(seen).toEqual([[], [], [3, 3], [3, 3]]);
     expect(asked).toEqual(['a', 'c']);
   });
 
-  it('attaches the sampled token\'s log-probabilities only for a request that asked, with as many alternatives as it asked', () => {
-    const asked = (n: number | null) => () => ({ params: samplingParams({ logprobs: n }), numOutputTokens: 0, outputTokens: () => [] });
+  it("attaches the sampled token's log-probabilities only for a request that asked, with as many alternatives as it asked", () => {
+    const asked = (n: number | null) => () => ({
+      params: samplingParams({ logprobs: n }),
+      numOutputTokens: 0,
+      outputTokens: () => [],
+    });
     const plain = toStepResults(results.slice(0, 1), argmaxSampler, asked(null), NO_FAULTS)[0];
     expect(plain).toEqual({ kind: 'sampled', rid: 'a', token: 1 });
     const withTop = toStepResults(results.slice(0, 1), argmaxSampler, asked(2), NO_FAULTS)[0];
     const z = Math.log(Math.E + 7);
-    expect(withTop).toEqual({ kind: 'sampled', rid: 'a', token: 1, logprob: { logprob: expect.closeTo(1 - z, 6), top: [{ id: 1, logprob: expect.closeTo(1 - z, 6) }, { id: 0, logprob: expect.closeTo(-z, 6) }] } });
+    expect(withTop).toEqual({
+      kind: 'sampled',
+      rid: 'a',
+      token: 1,
+      logprob: {
+        logprob: expect.closeTo(1 - z, 6),
+        top: [
+          { id: 1, logprob: expect.closeTo(1 - z, 6) },
+          { id: 0, logprob: expect.closeTo(-z, 6) },
+        ],
+      },
+    });
   });
 
   it('fails only the item whose logits cannot be sampled', () => {
-    const throwing = { logprobsOf: argmaxSampler.logprobsOf, sample: (logits: Float32Array) => (logits[5] === 1 ? argmaxSampler.sample(logits, samplingParams(), 0, []) : (() => { throw new Error('no finite logit'); })()) };
+    const throwing = {
+      logprobsOf: argmaxSampler.logprobsOf,
+      sample: (logits: Float32Array) =>
+        logits[5] === 1
+          ? argmaxSampler.sample(logits, samplingParams(), 0, [])
+          : (() => {
+              throw new Error('no finite logit');
+            })(),
+    };
     const out = toStepResults(results, throwing, state, NO_FAULTS);
     expect(out.map((r) => r.kind)).toEqual(['failed', 'computed', 'sampled']);
   });

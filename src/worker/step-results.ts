@@ -3,13 +3,29 @@
 // Must never sample one request's token from another request's logits — except under the
 // `swap-batch-rows` fault point, the negative control of the non-interference test, which
 // hands every logits row to its neighbour exactly as a misaligned batch would.
-import { AbortedError, assertNever, isTesseraError, InvariantError, usesPenalties, type FaultSet, type RequestId, type SamplingParams, type TokenLogprob } from '../core/index.js';
+import {
+  AbortedError,
+  assertNever,
+  isTesseraError,
+  InvariantError,
+  usesPenalties,
+  type FaultSet,
+  type RequestId,
+  type SamplingParams,
+  type TokenLogprob,
+} from '../core/index.js';
 import type { ItemResult } from '../model/index.js';
 import type { StepResult } from '../scheduler/index.js';
 
 /** What samples one token (src/model's Sampler, structurally). */
 export interface TokenSampler {
-  sample(logits: Float32Array, params: SamplingParams, stepIndex: number, previous: readonly number[], mask?: Int32Array): number;
+  sample(
+    logits: Float32Array,
+    params: SamplingParams,
+    stepIndex: number,
+    previous: readonly number[],
+    mask?: Int32Array,
+  ): number;
   /** `token`'s log-probability and the topN most likely tokens', from the logits as the model gave them. */
   logprobsOf(logits: Float32Array, token: number, topN: number): TokenLogprob;
 }
@@ -44,13 +60,25 @@ export function toStepResults(
         const logits = swap ? (logitsRows[(row + 1) % logitsRows.length] as Float32Array) : result.logits;
         row++;
         const state = stateOf(result.rid);
-        if (state === undefined) return { kind: 'failed', rid: result.rid, error: new AbortedError('the request ended while its step ran') };
+        if (state === undefined)
+          return { kind: 'failed', rid: result.rid, error: new AbortedError('the request ended while its step ran') };
         try {
           const previous = usesPenalties(state.params) ? state.outputTokens() : [];
           const mask = state.mask?.(); // throws when the grammar failed or refused an earlier token
-          const token = sampler.sample(logits, state.params, state.numOutputTokens, previous, faults.has('skip-token-mask') ? undefined : mask);
+          const token = sampler.sample(
+            logits,
+            state.params,
+            state.numOutputTokens,
+            previous,
+            faults.has('skip-token-mask') ? undefined : mask,
+          );
           const topN = state.params.logprobs;
-          return { kind: 'sampled', rid: result.rid, token, ...(topN === null ? {} : { logprob: sampler.logprobsOf(logits, token, topN) }) };
+          return {
+            kind: 'sampled',
+            rid: result.rid,
+            token,
+            ...(topN === null ? {} : { logprob: sampler.logprobsOf(logits, token, topN) }),
+          };
         } catch (error) {
           // E.g. logits with no finite value: this request fails, its neighbours go on.
           const failure = isTesseraError(error) ? error : new InvariantError(`sampling ${result.rid} failed`, error);

@@ -18,7 +18,10 @@ function expectRefusedAt(trace: TraceEvent[], bad: TraceEvent, why: RegExp): voi
 /** r1 reserved pages 0 and 1 in epoch 1, one chunk landed; then the client went away. */
 function abortedMidTransfer(): TraceEvent[] {
   return [
-    ...reserveAndPrefill('r1', [[0, 1], [1, 1]]),
+    ...reserveAndPrefill('r1', [
+      [0, 1],
+      [1, 1],
+    ]),
     ...chunk('r1', [0, 1], true),
     p0.send('r1', 'KvChunk', 'd0'), // the second chunk is in flight
     router.state('r1', 'Prefilling', 'Cancelling'),
@@ -60,9 +63,12 @@ describe('checkTrace accepts what the model allows', () => {
     expect(checkTrace([...abortedAndReleased(), ...happyPath('r2', 2)], { complete: true })).toEqual({ ok: true });
   });
 
-  it('a prefill crash: decode frees the pages when the writer\'s connection closes', () => {
+  it("a prefill crash: decode frees the pages when the writer's connection closes", () => {
     const trace = [
-      ...reserveAndPrefill('r1', [[0, 1], [1, 1]]),
+      ...reserveAndPrefill('r1', [
+        [0, 1],
+        [1, 1],
+      ]),
       ...chunk('r1', [0, 1], true),
       d0.close('p0'),
       d0.page('r1', 'free', [0, 1], [1, 1]),
@@ -77,7 +83,11 @@ describe('checkTrace accepts what the model allows', () => {
 
   it('admission: prefill rejects a prompt that does not fit, decode gives its reservation back on the unsolicited AbortAck', () => {
     const trace = [
-      ...reserveAndPrefill('r1', [[0, 1], [1, 1], [2, 1]]).slice(0, -1),
+      ...reserveAndPrefill('r1', [
+        [0, 1],
+        [1, 1],
+        [2, 1],
+      ]).slice(0, -1),
       p0.state('r1', 'Idle', 'Aborted'),
       p0.send('r1', 'Rejected', 'router'),
       p0.send('r1', 'AbortAck', 'd0'),
@@ -94,8 +104,17 @@ describe('checkTrace accepts what the model allows', () => {
 
 describe('checkTrace refuses what the model forbids', () => {
   it('(a) a read of a page in a stale epoch', () => {
-    const tags: [number, number][] = [[0, 2], [1, 2]];
-    const trace = [...happyPath('r1', 1), ...reserveAndPrefill('r2', tags), ...chunk('r2', [0, 2], true), ...chunk('r2', [1, 2], false), ...done('r2')];
+    const tags: [number, number][] = [
+      [0, 2],
+      [1, 2],
+    ];
+    const trace = [
+      ...happyPath('r1', 1),
+      ...reserveAndPrefill('r2', tags),
+      ...chunk('r2', [0, 2], true),
+      ...chunk('r2', [1, 2], false),
+      ...done('r2'),
+    ];
     const bad = d0.page('r2', 'read', [0, 2], [1, 1]); // page 1 with r1's tag
     expectRefusedAt([...trace, bad, ...decodeAndSucceed('r2', tags)], bad, /epoch 2/);
   });
@@ -129,7 +148,10 @@ describe('checkTrace refuses what the model forbids', () => {
 
   it('(c) a late write into a page that was freed and given to another request', () => {
     const trace = [
-      ...reserveAndPrefill('r1', [[0, 1], [1, 1]]),
+      ...reserveAndPrefill('r1', [
+        [0, 1],
+        [1, 1],
+      ]),
       ...chunk('r1', [0, 1], true),
       p0.send('r1', 'KvChunk', 'd0'), // lands only after the page was reused
       d0.close('p0'),
@@ -143,13 +165,32 @@ describe('checkTrace refuses what the model forbids', () => {
   });
 
   it('decode starting before coverage: KvDone overtook a chunk (or the placeholder claimed it)', () => {
-    const trace = [...reserveAndPrefill('r1', [[0, 1], [1, 1]]), ...chunk('r1', [0, 1], true), p0.send('r1', 'KvDone', 'd0'), p0.state('r1', 'Computing', 'AwaitingAck'), d0.recv('r1', 'KvDone', 'p0')];
+    const trace = [
+      ...reserveAndPrefill('r1', [
+        [0, 1],
+        [1, 1],
+      ]),
+      ...chunk('r1', [0, 1], true),
+      p0.send('r1', 'KvDone', 'd0'),
+      p0.state('r1', 'Computing', 'AwaitingAck'),
+      d0.recv('r1', 'KvDone', 'p0'),
+    ];
     const bad = d0.state('r1', 'Receiving', 'Decoding');
     expectRefusedAt([...trace, bad], bad, /without full coverage: page 1@1 carries a stamp of epoch 0/);
   });
 
-  it('decode starting on stale pages: the stamps are from the previous owner\'s epoch', () => {
-    const trace = [...happyPath('r1', 1), ...reserveAndPrefill('r2', [[0, 2], [1, 2]]), ...chunk('r2', [0, 2], true), p0.send('r2', 'KvDone', 'd0'), p0.state('r2', 'Computing', 'AwaitingAck'), d0.recv('r2', 'KvDone', 'p0')];
+  it("decode starting on stale pages: the stamps are from the previous owner's epoch", () => {
+    const trace = [
+      ...happyPath('r1', 1),
+      ...reserveAndPrefill('r2', [
+        [0, 2],
+        [1, 2],
+      ]),
+      ...chunk('r2', [0, 2], true),
+      p0.send('r2', 'KvDone', 'd0'),
+      p0.state('r2', 'Computing', 'AwaitingAck'),
+      d0.recv('r2', 'KvDone', 'p0'),
+    ];
     const bad = d0.state('r2', 'Receiving', 'Decoding');
     expectRefusedAt([...trace, bad], bad, /page 1@2 carries a stamp of epoch 1/);
   });
@@ -167,7 +208,11 @@ describe('checkTrace refuses what the model forbids', () => {
     const busy = d0.page('r2', 'allocate', [0, 2]);
     expectRefusedAt([d0.page('r1', 'allocate', [0, 1]), busy], busy, /allocated for r1/);
     const reused = p0.page('r2', 'allocate', [0, 1]); // prefill's own pool: frees need no ack
-    expectRefusedAt([p0.page('r1', 'allocate', [0, 1]), p0.page('r1', 'free', [0, 1]), reused], reused, /reuses epoch 1/);
+    expectRefusedAt(
+      [p0.page('r1', 'allocate', [0, 1]), p0.page('r1', 'free', [0, 1]), reused],
+      reused,
+      /reuses epoch 1/,
+    );
     const second = router.outcome('r1', 'error');
     expectRefusedAt([...happyPath('r1', 1), second], second, /second outcome/);
   });

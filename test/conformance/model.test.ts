@@ -21,7 +21,10 @@ describe('runs of the correct model', () => {
         expect(output, `seed ${seed}: the model itself failed`).not.toMatch(/assertion violated|invalid end state/);
         const events = modelTrace(output);
         const result = checkTrace(events, { complete: true, writerOf: modelWriterOf() });
-        expect(result, `seed ${seed}: ${result.ok ? '' : `${result.reason} at event ${result.index}: ${JSON.stringify(result.event)}`}`).toEqual({ ok: true });
+        expect(
+          result,
+          `seed ${seed}: ${result.ok ? '' : `${result.reason} at event ${result.index}: ${JSON.stringify(result.event)}`}`,
+        ).toEqual({ ok: true });
         count(events, seen);
       }
       // Not vacuous: the runs went through the paths the checker guards.
@@ -57,7 +60,10 @@ describe('counterexamples of the mutants', () => {
   }
 });
 
-function count(events: readonly TraceEvent[], seen: Record<'success' | 'error' | 'quarantine' | 'release' | 'close' | 'drop', number>): void {
+function count(
+  events: readonly TraceEvent[],
+  seen: Record<'success' | 'error' | 'quarantine' | 'release' | 'close' | 'drop', number>,
+): void {
   for (const e of events) {
     if (e.kind === 'outcome') seen[e.outcome]++;
     else if (e.kind === 'page' && (e.action === 'quarantine' || e.action === 'release')) seen[e.action]++;

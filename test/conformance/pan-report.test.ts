@@ -50,7 +50,15 @@ State-vector 212 byte, depth reached 99, errors: 0
 describe('parsePan', () => {
   it('reads a passing exhaustive run: states, transitions, memory, no errors, complete', () => {
     const r = parsePan(PASSED);
-    expect(r).toMatchObject({ errors: 0, statesStored: 8584139, transitions: 42507553, depthReached: 76, memoryMb: 1818.107, complete: true, violation: undefined });
+    expect(r).toMatchObject({
+      errors: 0,
+      statesStored: 8584139,
+      transitions: 42507553,
+      depthReached: 76,
+      memoryMb: 1818.107,
+      complete: true,
+      violation: undefined,
+    });
   });
 
   it('reads a counterexample: the message, its depth, an incomplete search', () => {

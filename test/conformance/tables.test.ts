@@ -4,11 +4,22 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { DROP_REASONS, EDGES, MESSAGES, OUTCOMES, PAGE_ACTIONS, PAGE_STATES, ROLES, STATES } from '../../spec/conformance/tables.js';
+import {
+  DROP_REASONS,
+  EDGES,
+  MESSAGES,
+  OUTCOMES,
+  PAGE_ACTIONS,
+  PAGE_STATES,
+  ROLES,
+  STATES,
+} from '../../spec/conformance/tables.js';
 import { MODEL, MODEL_PARTS } from '../../spec/scripts/pan.mjs';
 
 /** The whole model: tessera.pml and the files it includes. */
-const pml = [MODEL, ...readdirSync(MODEL_PARTS).map((f) => join(MODEL_PARTS, f))].map((f) => readFileSync(f, 'utf8')).join('\n');
+const pml = [MODEL, ...readdirSync(MODEL_PARTS).map((f) => join(MODEL_PARTS, f))]
+  .map((f) => readFileSync(f, 'utf8'))
+  .join('\n');
 
 /** `#define <prefix><Name> <n>` lines, as names indexed by n. */
 function defines(prefix: string): string[] {
@@ -26,7 +37,10 @@ function edges(macro: string, prefix: string): [string, string][] {
   const start = pml.indexOf(`#define ${macro}(a, b)`);
   expect(start, `${macro} in tessera.pml`).toBeGreaterThanOrEqual(0);
   const body = pml.slice(start, pml.indexOf('\n#define', start + 1));
-  return [...body.matchAll(new RegExp(`EDGE\\(a, b, ${prefix}(\\w+), ${prefix}(\\w+)\\)`, 'g'))].map((m) => [m[1] as string, m[2] as string]);
+  return [...body.matchAll(new RegExp(`EDGE\\(a, b, ${prefix}(\\w+), ${prefix}(\\w+)\\)`, 'g'))].map((m) => [
+    m[1] as string,
+    m[2] as string,
+  ]);
 }
 
 describe('the conformance tables and the Promela model', () => {

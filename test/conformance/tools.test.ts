@@ -23,7 +23,11 @@ describe('the formal model on a machine without its tools', () => {
   });
 
   it('a simulation started anyway fails with the same advice, not "failed (null)"', () => {
-    const r = runBare(['--input-type=module', '-e', "import('./spec/scripts/pan.mjs').then((m) => m.simulate({ seed: 1 })).catch((e) => { console.error(e.message); process.exit(3); })"]);
+    const r = runBare([
+      '--input-type=module',
+      '-e',
+      "import('./spec/scripts/pan.mjs').then((m) => m.simulate({ seed: 1 })).catch((e) => { console.error(e.message); process.exit(3); })",
+    ]);
     expect(r.status).toBe(3);
     expect(r.stderr).toContain("'spin' is not installed (apt-get install -y spin)");
     expect(r.stderr).not.toMatch(/failed \(null\)/);

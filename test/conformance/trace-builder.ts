@@ -4,9 +4,30 @@ import type { MessageType, PageAction, Role, TraceEvent } from '../../src/transf
 
 export function node(name: string, role: Role) {
   return {
-    send: (rid: string, message: MessageType, peer: string): TraceEvent => ({ kind: 'send', node: name, role, rid, message, peer }),
-    recv: (rid: string, message: MessageType, peer: string): TraceEvent => ({ kind: 'recv', node: name, role, rid, message, peer }),
-    drop: (rid: string, message: MessageType, why = 'state'): TraceEvent => ({ kind: 'drop', node: name, role, rid, message, why }),
+    send: (rid: string, message: MessageType, peer: string): TraceEvent => ({
+      kind: 'send',
+      node: name,
+      role,
+      rid,
+      message,
+      peer,
+    }),
+    recv: (rid: string, message: MessageType, peer: string): TraceEvent => ({
+      kind: 'recv',
+      node: name,
+      role,
+      rid,
+      message,
+      peer,
+    }),
+    drop: (rid: string, message: MessageType, why = 'state'): TraceEvent => ({
+      kind: 'drop',
+      node: name,
+      role,
+      rid,
+      message,
+      why,
+    }),
     state: (rid: string, from: string, to: string): TraceEvent => ({ kind: 'state', node: name, role, rid, from, to }),
     page: (rid: string, action: PageAction, ...tags: [page: number, epoch: number][]): TraceEvent => ({
       kind: 'page',
@@ -18,7 +39,9 @@ export function node(name: string, role: Role) {
     }),
     close: (peer: string): TraceEvent => ({ kind: 'close', node: name, role, peer }),
     outcome: (rid: string, outcome: 'success' | 'error', code?: string): TraceEvent =>
-      code === undefined ? { kind: 'outcome', node: name, role, rid, outcome } : { kind: 'outcome', node: name, role, rid, outcome, code },
+      code === undefined
+        ? { kind: 'outcome', node: name, role, rid, outcome }
+        : { kind: 'outcome', node: name, role, rid, outcome, code },
   };
 }
 

@@ -75,8 +75,14 @@ describe('the austen tokenizer as @lenml/tokenizers loads it', () => {
   });
 
   it('round-trips any well-formed unicode string (property)', () => {
-    fc.assert(fc.property(fc.string({ unit: 'binary', maxLength: 64 }), (text) => roundTrip(text) === text), { numRuns: 300, seed: 6 });
-    fc.assert(fc.property(fc.string({ unit: 'grapheme', maxLength: 32 }), (text) => roundTrip(text) === text), { numRuns: 300, seed: 7 });
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary', maxLength: 64 }), (text) => roundTrip(text) === text),
+      { numRuns: 300, seed: 6 },
+    );
+    fc.assert(
+      fc.property(fc.string({ unit: 'grapheme', maxLength: 32 }), (text) => roundTrip(text) === text),
+      { numRuns: 300, seed: 7 },
+    );
   });
 
   it('turns the literal text of a special token into that token (callers must escape user text if that matters)', () => {
@@ -94,7 +100,14 @@ describe('the austen tokenizer as @lenml/tokenizers loads it', () => {
 describe('reference-logits.json against the tokenizer', () => {
   const reference = readJson('reference-logits.json') as {
     format: string;
-    cases: { name: string; prompt: string; prompt_ids: number[]; greedy_ids: number[]; greedy_text: string; last_logits: number[] }[];
+    cases: {
+      name: string;
+      prompt: string;
+      prompt_ids: number[];
+      greedy_ids: number[];
+      greedy_text: string;
+      last_logits: number[];
+    }[];
   };
 
   it('is the documented format with at least three cases', () => {
@@ -102,11 +115,14 @@ describe('reference-logits.json against the tokenizer', () => {
     expect(reference.cases.length).toBeGreaterThanOrEqual(3);
   });
 
-  it.each(reference.cases.map((c) => [c.name, c]))('%s: prompt_ids are encode(prompt) and greedy_text is decode(greedy_ids)', (_, c) => {
-    expect(tokenizer.encode(c.prompt)).toEqual(c.prompt_ids);
-    expect(c.greedy_ids).toHaveLength(32);
-    expect(tokenizer.decode(c.greedy_ids)).toBe(c.greedy_text);
-    expect(c.last_logits).toHaveLength(config.vocab_size);
-    expect(c.last_logits.every((x) => Number.isFinite(x))).toBe(true);
-  });
+  it.each(reference.cases.map((c) => [c.name, c]))(
+    '%s: prompt_ids are encode(prompt) and greedy_text is decode(greedy_ids)',
+    (_, c) => {
+      expect(tokenizer.encode(c.prompt)).toEqual(c.prompt_ids);
+      expect(c.greedy_ids).toHaveLength(32);
+      expect(tokenizer.decode(c.greedy_ids)).toBe(c.greedy_text);
+      expect(c.last_logits).toHaveLength(config.vocab_size);
+      expect(c.last_logits.every((x) => Number.isFinite(x))).toBe(true);
+    },
+  );
 });

@@ -17,7 +17,7 @@ afterAll(async () => {
 });
 
 describe('tessera serve under 2,500 fuzzed requests', () => {
-  it('answers every one in OpenAI\'s shape, none with a 5xx, and leaks no page', async () => {
+  it("answers every one in OpenAI's shape, none with a 5xx, and leaks no page", async () => {
     const report = await fuzzHttp(server.url, { count: 2500, seed: 1717, concurrency: 8 });
     process.stdout.write(`fuzz serve: ${JSON.stringify(report.byStatus)}\n`);
     expect(report.bad.slice(0, 10)).toEqual([]);

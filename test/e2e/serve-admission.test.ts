@@ -4,7 +4,16 @@
 // (and its negative control, `skip-startup-check`); `tessera plan`; refusals of bad settings.
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kvPages, promptIds, runCli, startServer, testHome, waitUntil, writeJson, type Server } from './support/process.js';
+import {
+  kvPages,
+  promptIds,
+  runCli,
+  startServer,
+  testHome,
+  waitUntil,
+  writeJson,
+  type Server,
+} from './support/process.js';
 
 let home: Awaited<ReturnType<typeof testHome>>;
 beforeAll(async () => {
@@ -22,7 +31,13 @@ async function boundary(server: Server, total: number) {
   const before = await kvPages(server.url);
   const outcome = await server
     .client()
-    .completions.create({ model: MODEL, prompt: promptIds(10, 5000 + total), max_tokens: total - 10, temperature: 0, ignore_eos: true } as never)
+    .completions.create({
+      model: MODEL,
+      prompt: promptIds(10, 5000 + total),
+      max_tokens: total - 10,
+      temperature: 0,
+      ignore_eos: true,
+    } as never)
     .then((r) => ({ status: 200, usage: (r as OpenAI.Completion).usage, error: undefined }))
     .catch((error: unknown) => {
       if (!(error instanceof OpenAI.APIError)) throw error;
@@ -52,7 +67,11 @@ describe('admission at the context length (L = 64)', () => {
   it('refuses L+1 with 400 context_length_exceeded and allocates nothing', async () => {
     const { outcome, before, after } = await boundary(server, 65);
     expect(outcome.status).toBe(400);
-    expect(outcome.error).toMatchObject({ code: 'context_length_exceeded', type: 'invalid_request_error', param: 'max_tokens' });
+    expect(outcome.error).toMatchObject({
+      code: 'context_length_exceeded',
+      type: 'invalid_request_error',
+      param: 'max_tokens',
+    });
     expect(outcome.error?.message).toMatch(/maximum context length is 64 tokens.*you requested 65 tokens/);
     expect(after).toEqual(before);
     expect(after.allocated).toBe(0);
@@ -63,7 +82,10 @@ describe('admission at the pool (64 tokens) on a node whose context (256) exceed
   // Only reachable with the start-up check skipped: the second line of defence on its own.
   let server: Server;
   beforeAll(async () => {
-    server = await startServer(['--context-length', '256', '--kv-pages', '4'], home.dir, { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'skip-startup-check' });
+    server = await startServer(['--context-length', '256', '--kv-pages', '4'], home.dir, {
+      TESSERA_ALLOW_FAULTS: '1',
+      TESSERA_FAULT: 'skip-startup-check',
+    });
   });
   afterAll(async () => {
     await server?.stop();
@@ -71,7 +93,9 @@ describe('admission at the pool (64 tokens) on a node whose context (256) exceed
 
   it('says at start-up that the check was skipped', () => {
     expect(server.stderr()).toMatch(/FAULT POINTS ARMED.*skip-startup-check/);
-    expect(server.stderr()).toMatch(/start-up check skipped.*context length 256 tokens does not fit the KV pool: 64 tokens/);
+    expect(server.stderr()).toMatch(
+      /start-up check skipped.*context length 256 tokens does not fit the KV pool: 64 tokens/,
+    );
   });
 
   it('serves L-1 and L tokens of pool in full', async () => {
@@ -86,7 +110,9 @@ describe('admission at the pool (64 tokens) on a node whose context (256) exceed
     const { outcome, before, after } = await boundary(server, 65);
     expect(outcome.status).toBe(400);
     expect(outcome.error).toMatchObject({ code: 'pool_too_small', type: 'invalid_request_error' });
-    expect(outcome.error?.message).toMatch(/KV pool holds 64 tokens \(4 pages of 16\), but this request needs 65 tokens/);
+    expect(outcome.error?.message).toMatch(
+      /KV pool holds 64 tokens \(4 pages of 16\), but this request needs 65 tokens/,
+    );
     expect(after).toEqual(before);
   });
 });
@@ -103,14 +129,19 @@ describe('the start-up check', () => {
     expect(exited.stdout).not.toMatch(/listening/);
   });
 
-  it('refuses the model\'s own context length on a pool sized by memory, naming --kv-memory', async () => {
+  it("refuses the model's own context length on a pool sized by memory, naming --kv-memory", async () => {
     const exited = await runCli(['serve', '--port', '0', '--kv-memory', '4MiB'], home.dir);
     expect(exited.code).toBe(2);
-    expect(exited.stderr).toMatch(/context length 4096 tokens does not fit the KV pool: 2048 tokens \(128 pages of 16\)\. Raise --kv-memory to at least 8MiB/);
+    expect(exited.stderr).toMatch(
+      /context length 4096 tokens does not fit the KV pool: 2048 tokens \(128 pages of 16\)\. Raise --kv-memory to at least 8MiB/,
+    );
   });
 
   it('negative control: with skip-startup-check the same node starts and listens', async () => {
-    const server = await startServer(tooSmall, home.dir, { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'skip-startup-check' });
+    const server = await startServer(tooSmall, home.dir, {
+      TESSERA_ALLOW_FAULTS: '1',
+      TESSERA_FAULT: 'skip-startup-check',
+    });
     const stopped = await server.stop();
     expect(stopped, JSON.stringify(stopped)).toMatchObject({ code: 0 }); // not 2: the check is what refused above
   });
@@ -128,7 +159,7 @@ describe('tessera plan', () => {
     expect(r.stdout).toMatch(/fits\s+yes: the pool holds 16 requests of the full context length/);
   });
 
-  it('exits 2 with the start-up check\'s message when it does not fit', async () => {
+  it("exits 2 with the start-up check's message when it does not fit", async () => {
     const r = await runCli(['plan', '--model', MODEL, ...tooSmall], home.dir);
     expect(r.code).toBe(2);
     expect(r.stdout).toMatch(/fits\s+NO: the context needs 256 pages, the pool has 128/);
@@ -141,7 +172,10 @@ describe('bad settings refuse to start (exit 2)', () => {
     const unarmed = await runCli(['serve', '--port', '0'], home.dir, { TESSERA_FAULT: 'skip-startup-check' });
     expect(unarmed.code).toBe(2);
     expect(unarmed.stderr).toMatch(/not armed.*TESSERA_ALLOW_FAULTS=1/);
-    const unknown = await runCli(['serve', '--port', '0'], home.dir, { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'no-such-fault' });
+    const unknown = await runCli(['serve', '--port', '0'], home.dir, {
+      TESSERA_ALLOW_FAULTS: '1',
+      TESSERA_FAULT: 'no-such-fault',
+    });
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toMatch(/unknown fault point "no-such-fault"/);
     const keys = await writeJson(home.dir, 'bad-keys.json', ['not', 'an', 'object']);

@@ -19,7 +19,11 @@ afterAll(async () => {
 });
 
 async function post(path: string, body: string | Uint8Array, method = 'POST'): Promise<{ status: number; json: any }> {
-  const response = await fetch(`${server.url}${path}`, { method, headers: { 'content-type': 'application/json' }, body: method === 'GET' ? null : body });
+  const response = await fetch(`${server.url}${path}`, {
+    method,
+    headers: { 'content-type': 'application/json' },
+    body: method === 'GET' ? null : body,
+  });
   const text = await response.text();
   return { status: response.status, json: text === '' ? undefined : JSON.parse(text) };
 }
@@ -33,11 +37,14 @@ function oversizePost(declared: boolean): Promise<{ status: number; body: string
   const { hostname, port } = new URL(server.url);
   return new Promise((resolve, reject) => {
     setTimeout(() => reject(new Error('no answer to an oversize body within 20 s')), 20_000).unref();
-    const req = request({ hostname, port, method: 'POST', path: '/v1/completions', headers: declared ? { 'content-length': total } : {} }, (res) => {
-      let body = '';
-      res.on('data', (d: Buffer) => (body += d.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
+    const req = request(
+      { hostname, port, method: 'POST', path: '/v1/completions', headers: declared ? { 'content-length': total } : {} },
+      (res) => {
+        let body = '';
+        res.on('data', (d: Buffer) => (body += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
     req.on('error', () => undefined); // EPIPE/ECONNRESET after the answer: expected
     if (declared) {
       // The declared length alone is refused: send the headers and wait for the answer.
@@ -64,22 +71,108 @@ async function goodRequestSucceeds(): Promise<void> {
 }
 
 const json = (value: unknown): string => JSON.stringify(value);
-const CASES: readonly { name: string; path?: string; method?: string; body: string | Uint8Array; status: number; code: string; param?: string | null }[] = [
+const CASES: readonly {
+  name: string;
+  path?: string;
+  method?: string;
+  body: string | Uint8Array;
+  status: number;
+  code: string;
+  param?: string | null;
+}[] = [
   { name: 'malformed JSON', body: '{"prompt": "x", ', status: 400, code: 'invalid_request' },
   { name: 'a JSON array body', body: '[1, 2]', status: 400, code: 'invalid_request' },
-  { name: 'max_tokens of the wrong type', body: json({ prompt: 'x', max_tokens: 'ten' }), status: 400, code: 'invalid_request', param: 'max_tokens' },
-  { name: 'a prompt of the wrong type', body: json({ prompt: 42, max_tokens: 1 }), status: 400, code: 'invalid_request', param: 'prompt' },
-  { name: 'temperature of the wrong type', body: json({ prompt: 'x', temperature: 'hot' }), status: 400, code: 'invalid_request', param: 'temperature' },
-  { name: 'negative max_tokens', body: json({ prompt: 'x', max_tokens: -1 }), status: 400, code: 'invalid_request', param: 'max_tokens' },
-  { name: 'zero max_tokens', body: json({ prompt: 'x', max_tokens: 0 }), status: 400, code: 'invalid_request', param: 'max_tokens' },
-  { name: 'huge max_tokens', body: json({ prompt: 'x', max_tokens: 1e15 }), status: 400, code: 'context_length_exceeded', param: 'max_tokens' },
-  { name: 'an empty text prompt', body: json({ prompt: '', max_tokens: 1 }), status: 400, code: 'invalid_request', param: 'prompt' },
-  { name: 'an empty token prompt', body: json({ prompt: [], max_tokens: 1 }), status: 400, code: 'invalid_request', param: 'prompt' },
-  { name: 'empty chat messages', path: '/v1/chat/completions', body: json({ messages: [], max_tokens: 1 }), status: 400, code: 'invalid_request', param: 'messages' },
-  { name: 'an out-of-vocabulary token id', body: json({ prompt: [1, 99999999], max_tokens: 1 }), status: 400, code: 'invalid_request', param: 'prompt' },
-  { name: 'invalid UTF-8', body: Uint8Array.from([...Buffer.from('{"prompt": "'), 0xff, 0xfe, ...Buffer.from('", "max_tokens": 1}')]), status: 400, code: 'invalid_request' },
-  { name: 'an unknown model', body: json({ model: 'gpt-4o', prompt: 'x', max_tokens: 1 }), status: 404, code: 'model_not_found', param: 'model' },
-  { name: 'an unsupported parameter', body: json({ prompt: 'x', max_tokens: 1, echo: true }), status: 400, code: 'invalid_request', param: 'echo' },
+  {
+    name: 'max_tokens of the wrong type',
+    body: json({ prompt: 'x', max_tokens: 'ten' }),
+    status: 400,
+    code: 'invalid_request',
+    param: 'max_tokens',
+  },
+  {
+    name: 'a prompt of the wrong type',
+    body: json({ prompt: 42, max_tokens: 1 }),
+    status: 400,
+    code: 'invalid_request',
+    param: 'prompt',
+  },
+  {
+    name: 'temperature of the wrong type',
+    body: json({ prompt: 'x', temperature: 'hot' }),
+    status: 400,
+    code: 'invalid_request',
+    param: 'temperature',
+  },
+  {
+    name: 'negative max_tokens',
+    body: json({ prompt: 'x', max_tokens: -1 }),
+    status: 400,
+    code: 'invalid_request',
+    param: 'max_tokens',
+  },
+  {
+    name: 'zero max_tokens',
+    body: json({ prompt: 'x', max_tokens: 0 }),
+    status: 400,
+    code: 'invalid_request',
+    param: 'max_tokens',
+  },
+  {
+    name: 'huge max_tokens',
+    body: json({ prompt: 'x', max_tokens: 1e15 }),
+    status: 400,
+    code: 'context_length_exceeded',
+    param: 'max_tokens',
+  },
+  {
+    name: 'an empty text prompt',
+    body: json({ prompt: '', max_tokens: 1 }),
+    status: 400,
+    code: 'invalid_request',
+    param: 'prompt',
+  },
+  {
+    name: 'an empty token prompt',
+    body: json({ prompt: [], max_tokens: 1 }),
+    status: 400,
+    code: 'invalid_request',
+    param: 'prompt',
+  },
+  {
+    name: 'empty chat messages',
+    path: '/v1/chat/completions',
+    body: json({ messages: [], max_tokens: 1 }),
+    status: 400,
+    code: 'invalid_request',
+    param: 'messages',
+  },
+  {
+    name: 'an out-of-vocabulary token id',
+    body: json({ prompt: [1, 99999999], max_tokens: 1 }),
+    status: 400,
+    code: 'invalid_request',
+    param: 'prompt',
+  },
+  {
+    name: 'invalid UTF-8',
+    body: Uint8Array.from([...Buffer.from('{"prompt": "'), 0xff, 0xfe, ...Buffer.from('", "max_tokens": 1}')]),
+    status: 400,
+    code: 'invalid_request',
+  },
+  {
+    name: 'an unknown model',
+    body: json({ model: 'gpt-4o', prompt: 'x', max_tokens: 1 }),
+    status: 404,
+    code: 'model_not_found',
+    param: 'model',
+  },
+  {
+    name: 'an unsupported parameter',
+    body: json({ prompt: 'x', max_tokens: 1, echo: true }),
+    status: 400,
+    code: 'invalid_request',
+    param: 'echo',
+  },
   { name: 'an unknown route', path: '/v1/engines', body: '{}', status: 404, code: 'route_not_found' },
   { name: 'a wrong method', path: '/v1/completions', method: 'GET', body: '', status: 405, code: 'method_not_allowed' },
 ];

@@ -13,8 +13,25 @@ import { promptIds, startServer, testHome, writeJson, type Server } from './supp
 
 let home: Awaited<ReturnType<typeof testHome>>;
 let keysFile: string;
-const ARGS = ['--deterministic', '--context-length', '512', '--kv-pages', '192', '--max-running-requests', '16', '--chunked-prefill-size', '128'];
-const TARGET = { model: 'builtin:tiny', prompt: promptIds(40, 11000), max_tokens: 32, temperature: 0, ignore_eos: true, return_token_ids: true };
+const ARGS = [
+  '--deterministic',
+  '--context-length',
+  '512',
+  '--kv-pages',
+  '192',
+  '--max-running-requests',
+  '16',
+  '--chunked-prefill-size',
+  '128',
+];
+const TARGET = {
+  model: 'builtin:tiny',
+  prompt: promptIds(40, 11000),
+  max_tokens: 32,
+  temperature: 0,
+  ignore_eos: true,
+  return_token_ids: true,
+};
 
 beforeAll(async () => {
   home = await testHome();
@@ -30,8 +47,16 @@ interface Output {
   readonly completionTokens: number;
 }
 
-async function streamed(client: OpenAI, body: object, signal?: AbortSignal, onChunk?: (n: number) => void): Promise<Output> {
-  const stream = (await client.completions.create({ ...body, stream: true, stream_options: { include_usage: true } } as never, signal ? { signal } : {})) as unknown as AsyncIterable<OpenAI.Completion>;
+async function streamed(
+  client: OpenAI,
+  body: object,
+  signal?: AbortSignal,
+  onChunk?: (n: number) => void,
+): Promise<Output> {
+  const stream = (await client.completions.create(
+    { ...body, stream: true, stream_options: { include_usage: true } } as never,
+    signal ? { signal } : {},
+  )) as unknown as AsyncIterable<OpenAI.Completion>;
   const ids: number[] = [];
   let text = '';
   let completionTokens = 0;
@@ -105,7 +130,10 @@ describe('negative control: swap-batch-rows', () => {
   beforeAll(async () => {
     [good, faulty] = await Promise.all([
       startServer(['--api-keys', keysFile, ...ARGS], home.dir),
-      startServer(['--api-keys', keysFile, ...ARGS], home.dir, { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'swap-batch-rows' }),
+      startServer(['--api-keys', keysFile, ...ARGS], home.dir, {
+        TESSERA_ALLOW_FAULTS: '1',
+        TESSERA_FAULT: 'swap-batch-rows',
+      }),
     ]);
   });
   afterAll(async () => {

@@ -5,7 +5,16 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Rng } from '../../src/core/index.js';
-import { health, kvPages, promptIds, scrape, startServer, testHome, waitUntil, type Server } from './support/process.js';
+import {
+  health,
+  kvPages,
+  promptIds,
+  scrape,
+  startServer,
+  testHome,
+  waitUntil,
+  type Server,
+} from './support/process.js';
 
 let home: Awaited<ReturnType<typeof testHome>>;
 let server: Server;
@@ -14,7 +23,16 @@ const NUM_PAGES = 40;
 beforeAll(async () => {
   home = await testHome();
   server = await startServer(
-    ['--context-length', '320', '--kv-pages', String(NUM_PAGES), '--max-running-requests', '8', '--chunked-prefill-size', '64'],
+    [
+      '--context-length',
+      '320',
+      '--kv-pages',
+      String(NUM_PAGES),
+      '--max-running-requests',
+      '8',
+      '--chunked-prefill-size',
+      '64',
+    ],
     home.dir,
     { TESSERA_CHECK_EVERY_STEP: '1' },
   );
@@ -47,7 +65,9 @@ async function oneRequest(client: OpenAI, rng: Rng, i: number): Promise<Fate> {
       return 'finished';
     }
     let n = 0;
-    for await (const _ of (await client.completions.create({ ...body, stream: true } as never, { signal: controller.signal })) as unknown as AsyncIterable<unknown>) {
+    for await (const _ of (await client.completions.create({ ...body, stream: true } as never, {
+      signal: controller.signal,
+    })) as unknown as AsyncIterable<unknown>) {
       if (++n >= abortAfterChunks) controller.abort();
     }
     return 'finished';
@@ -62,7 +82,9 @@ describe('a burst with random client disconnects', () => {
   it('leaves every page free or cached once idle, with integrity checked after every step', async () => {
     const rng = new Rng(7);
     const client = server.client();
-    const fates = await Promise.all(Array.from({ length: 40 }, (_, i) => oneRequest(client, new Rng(rng.nextU32()), i)));
+    const fates = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => oneRequest(client, new Rng(rng.nextU32()), i)),
+    );
     expect(fates.filter((f) => f === 'aborted').length).toBeGreaterThan(5);
     expect(fates.filter((f) => f === 'finished').length).toBeGreaterThan(5);
 

@@ -25,11 +25,23 @@ describe('tessera serve through the openai client', () => {
   it('lists the served model with its root and context length', async () => {
     const list = await client.models.list();
     expect(list.data).toHaveLength(1);
-    expect(list.data[0]).toMatchObject({ id: MODEL, object: 'model', owned_by: 'tessera', root: MODEL, max_model_len: 256 });
+    expect(list.data[0]).toMatchObject({
+      id: MODEL,
+      object: 'model',
+      owned_by: 'tessera',
+      root: MODEL,
+      max_model_len: 256,
+    });
   });
 
   it('completes a text prompt with exactly max_tokens tokens and usage', async () => {
-    const r = await client.completions.create({ model: MODEL, prompt: 'Once upon a time', max_tokens: 12, temperature: 0, ignore_eos: true } as never);
+    const r = await client.completions.create({
+      model: MODEL,
+      prompt: 'Once upon a time',
+      max_tokens: 12,
+      temperature: 0,
+      ignore_eos: true,
+    } as never);
     expect(r.object).toBe('text_completion');
     expect(r.choices[0]?.finish_reason).toBe('length');
     expect(r.choices[0]?.text.length).toBeGreaterThan(0);
@@ -40,7 +52,11 @@ describe('tessera serve through the openai client', () => {
   it('streams the same greedy text as the non-streamed answer, then usage with include_usage', async () => {
     const body = { model: MODEL, prompt: promptIds(20), max_tokens: 16, temperature: 0, ignore_eos: true };
     const whole = await client.completions.create(body as never);
-    const stream = await client.completions.create({ ...body, stream: true, stream_options: { include_usage: true } } as never);
+    const stream = await client.completions.create({
+      ...body,
+      stream: true,
+      stream_options: { include_usage: true },
+    } as never);
     let text = '';
     const finishes: (string | null)[] = [];
     let usage: OpenAI.CompletionUsage | null | undefined;
@@ -57,7 +73,15 @@ describe('tessera serve through the openai client', () => {
   });
 
   it('gives the same sampled text for the same seed', async () => {
-    const body = { model: MODEL, prompt: 'The sea', max_tokens: 10, temperature: 1, top_p: 0.9, seed: 1234, ignore_eos: true };
+    const body = {
+      model: MODEL,
+      prompt: 'The sea',
+      max_tokens: 10,
+      temperature: 1,
+      top_p: 0.9,
+      seed: 1234,
+      ignore_eos: true,
+    };
     const a = await client.completions.create(body as never);
     const b = await client.completions.create(body as never);
     expect((a as OpenAI.Completion).choices[0]?.text).toBe((b as OpenAI.Completion).choices[0]?.text);
@@ -75,18 +99,36 @@ describe('tessera serve through the openai client', () => {
 
   it('answers several prompts in one request, each as it answers alone', async () => {
     const body = { model: MODEL, max_tokens: 6, temperature: 0, ignore_eos: true };
-    const alone = await Promise.all(['The sea', 'A ship'].map(async (prompt) => ((await client.completions.create({ ...body, prompt } as never)) as OpenAI.Completion).choices[0]?.text));
-    const batch = (await client.completions.create({ ...body, prompt: ['The sea', 'A ship'] } as never)) as OpenAI.Completion;
+    const alone = await Promise.all(
+      ['The sea', 'A ship'].map(
+        async (prompt) =>
+          ((await client.completions.create({ ...body, prompt } as never)) as OpenAI.Completion).choices[0]?.text,
+      ),
+    );
+    const batch = (await client.completions.create({
+      ...body,
+      prompt: ['The sea', 'A ship'],
+    } as never)) as OpenAI.Completion;
     expect(batch.choices.map((c) => c.text)).toEqual(alone);
   });
 
   it('answers chat, streamed and not, through the chat template', async () => {
-    const messages = [{ role: 'system' as const, content: 'Be brief.' }, { role: 'user' as const, content: 'Hello!' }];
+    const messages = [
+      { role: 'system' as const, content: 'Be brief.' },
+      { role: 'user' as const, content: 'Hello!' },
+    ];
     const r = await client.chat.completions.create({ model: MODEL, messages, max_tokens: 8, temperature: 0 });
     expect(r.object).toBe('chat.completion');
     expect(r.choices[0]?.message.role).toBe('assistant');
     expect(r.usage?.prompt_tokens).toBeGreaterThan(5);
-    const stream = await client.chat.completions.create({ model: MODEL, messages, max_tokens: 8, temperature: 0, stream: true, stream_options: { include_usage: true } });
+    const stream = await client.chat.completions.create({
+      model: MODEL,
+      messages,
+      max_tokens: 8,
+      temperature: 0,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     let content = '';
     let roles = 0;
     let last: OpenAI.ChatCompletionChunk | undefined;
@@ -98,9 +140,14 @@ describe('tessera serve through the openai client', () => {
     expect(roles).toBe(1);
     expect(content).toBe(r.choices[0]?.message.content);
     // Same prompt and completion; the second request found the first one's full pages cached.
-    expect(last?.usage).toMatchObject({ prompt_tokens: r.usage?.prompt_tokens, completion_tokens: r.usage?.completion_tokens });
+    expect(last?.usage).toMatchObject({
+      prompt_tokens: r.usage?.prompt_tokens,
+      completion_tokens: r.usage?.completion_tokens,
+    });
     expect(r.usage?.prompt_tokens_details?.cached_tokens).toBe(0);
-    expect(last?.usage?.prompt_tokens_details?.cached_tokens).toBe(16 * Math.floor(((r.usage?.prompt_tokens ?? 0) - 1) / 16));
+    expect(last?.usage?.prompt_tokens_details?.cached_tokens).toBe(
+      16 * Math.floor(((r.usage?.prompt_tokens ?? 0) - 1) / 16),
+    );
   });
 
   it('ends at a stop string, withholding it and all after it, with finish_reason stop', async () => {
@@ -115,7 +162,11 @@ describe('tessera serve through the openai client', () => {
       let text = '';
       let finish: string | null | undefined;
       if (stream) {
-        for await (const chunk of (await client.completions.create({ ...body, stop, stream: true } as never)) as unknown as AsyncIterable<OpenAI.Completion>) {
+        for await (const chunk of (await client.completions.create({
+          ...body,
+          stop,
+          stream: true,
+        } as never)) as unknown as AsyncIterable<OpenAI.Completion>) {
           text += chunk.choices[0]?.text ?? '';
           finish = chunk.choices[0]?.finish_reason ?? finish;
         }
@@ -132,7 +183,12 @@ describe('tessera serve through the openai client', () => {
   it('reports errors the SDK parses: 400 with code and param, 404 for an unknown model', async () => {
     const tooLong = client.completions.create({ model: MODEL, prompt: promptIds(200), max_tokens: 57 });
     await expect(tooLong).rejects.toBeInstanceOf(OpenAI.BadRequestError);
-    await expect(tooLong).rejects.toMatchObject({ status: 400, code: 'context_length_exceeded', param: 'max_tokens', type: 'invalid_request_error' });
+    await expect(tooLong).rejects.toMatchObject({
+      status: 400,
+      code: 'context_length_exceeded',
+      param: 'max_tokens',
+      type: 'invalid_request_error',
+    });
     const unknown = client.completions.create({ model: 'gpt-4', prompt: 'x', max_tokens: 1 });
     await expect(unknown).rejects.toBeInstanceOf(OpenAI.NotFoundError);
     await expect(unknown).rejects.toMatchObject({ status: 404, code: 'model_not_found', param: 'model' });
@@ -148,7 +204,15 @@ describe('tessera serve through the openai client', () => {
   });
 
   it('shuts down on SIGTERM after letting an in-flight stream finish: exit 0', async () => {
-    const stream = (await client.completions.create({ model: MODEL, prompt: promptIds(8, 4000), max_tokens: 48, temperature: 0, ignore_eos: true, stream: true, stream_options: { include_usage: true } } as never)) as unknown as AsyncIterable<OpenAI.Completion>;
+    const stream = (await client.completions.create({
+      model: MODEL,
+      prompt: promptIds(8, 4000),
+      max_tokens: 48,
+      temperature: 0,
+      ignore_eos: true,
+      stream: true,
+      stream_options: { include_usage: true },
+    } as never)) as unknown as AsyncIterable<OpenAI.Completion>;
     let stopped: ReturnType<Server['stop']> | undefined;
     let usage: OpenAI.CompletionUsage | null | undefined;
     for await (const chunk of stream) {

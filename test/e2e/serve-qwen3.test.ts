@@ -36,8 +36,15 @@ describe('tessera serve with a Qwen3 tokenizer and chat template, through the op
   it("renders chat with Qwen3's template: the prompt is <|im_start|>system ... <|im_start|>assistant", async () => {
     const rendered = model.chatTemplate.render(MESSAGES);
     expect(model.chatTemplate.source).toBe('model');
-    expect(rendered).toBe('<|im_start|>system\nYou are brief.<|im_end|>\n<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\n');
-    const r = await client.chat.completions.create({ model: (await client.models.list()).data[0]!.id, messages: [...MESSAGES], max_tokens: 8, temperature: 0 });
+    expect(rendered).toBe(
+      '<|im_start|>system\nYou are brief.<|im_end|>\n<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\n',
+    );
+    const r = await client.chat.completions.create({
+      model: (await client.models.list()).data[0]!.id,
+      messages: [...MESSAGES],
+      max_tokens: 8,
+      temperature: 0,
+    });
     expect(r.usage?.prompt_tokens).toBe(model.tokenizer.encode(rendered, { addSpecialTokens: false }).length);
     expect(r.choices[0]?.message.role).toBe('assistant');
     expect(r.usage?.completion_tokens).toBeGreaterThan(0);
@@ -48,7 +55,8 @@ describe('tessera serve with a Qwen3 tokenizer and chat template, through the op
     const body = { model: id, messages: [...MESSAGES], max_tokens: 12, temperature: 0 };
     const whole = await client.chat.completions.create(body);
     let text = '';
-    for await (const chunk of await client.chat.completions.create({ ...body, stream: true })) text += chunk.choices[0]?.delta.content ?? '';
+    for await (const chunk of await client.chat.completions.create({ ...body, stream: true }))
+      text += chunk.choices[0]?.delta.content ?? '';
     expect(text).toBe(whole.choices[0]?.message.content);
     expect(text.length).toBeGreaterThan(0);
   });

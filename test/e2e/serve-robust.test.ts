@@ -18,7 +18,9 @@ const CAP = 40;
 
 beforeAll(async () => {
   home = await testHome();
-  server = await startServer(['--context-length', '512'], home.dir, { TESSERA_HTTP_LIMITS: `idleMs=1000,maxConnections=${CAP}` });
+  server = await startServer(['--context-length', '512'], home.dir, {
+    TESSERA_HTTP_LIMITS: `idleMs=1000,maxConnections=${CAP}`,
+  });
 });
 afterAll(async () => {
   await server?.stop();
@@ -33,7 +35,10 @@ function raw(bytes: string, timeoutMs = 10_000): Promise<{ text: string; closedA
     const started = Date.now();
     const socket = connect({ host: '127.0.0.1', port: port() });
     let text = '';
-    const timer = setTimeout(() => (socket.destroy(), reject(new Error(`no close within ${timeoutMs} ms; got ${JSON.stringify(text)}`))), timeoutMs);
+    const timer = setTimeout(
+      () => (socket.destroy(), reject(new Error(`no close within ${timeoutMs} ms; got ${JSON.stringify(text)}`))),
+      timeoutMs,
+    );
     socket.on('data', (d) => (text += d.toString()));
     socket.on('error', () => undefined);
     socket.on('close', () => (clearTimeout(timer), resolve({ text, closedAfterMs: Date.now() - started })));
@@ -41,7 +46,10 @@ function raw(bytes: string, timeoutMs = 10_000): Promise<{ text: string; closedA
   });
 }
 
-function parseResponse(text: string): { status: number; body: { error?: { message: string; type: string; code: string; param: unknown } } } {
+function parseResponse(text: string): {
+  status: number;
+  body: { error?: { message: string; type: string; code: string; param: unknown } };
+} {
   const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1]);
   const body = text.slice(text.indexOf('\r\n\r\n') + 4);
   return { status, body: JSON.parse(body) as never };
@@ -50,15 +58,35 @@ function parseResponse(text: string): { status: number; body: { error?: { messag
 describe('tessera serve under a hostile client', () => {
   it('answers framing errors with an OpenAI-shaped 4xx body', async () => {
     const cases: [string, string, number, string][] = [
-      ['a bad Content-Length', 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n', 400, 'bad_framing'],
-      ['Content-Length and chunked', 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n', 400, 'bad_framing'],
+      [
+        'a bad Content-Length',
+        'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n',
+        400,
+        'bad_framing',
+      ],
+      [
+        'Content-Length and chunked',
+        'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n',
+        400,
+        'bad_framing',
+      ],
       ['a bad header line', 'GET /health HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n', 400, 'bad_framing'],
-      ['oversized headers', `GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 431, 'headers_too_large'],
+      [
+        'oversized headers',
+        `GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
+        431,
+        'headers_too_large',
+      ],
     ];
     for (const [name, request, status, code] of cases) {
       const answer = parseResponse((await raw(request)).text);
       expect([name, answer.status]).toEqual([name, status]);
-      expect(answer.body.error).toMatchObject({ code, type: 'invalid_request_error', param: null, message: expect.any(String) });
+      expect(answer.body.error).toMatchObject({
+        code,
+        type: 'invalid_request_error',
+        param: null,
+        message: expect.any(String),
+      });
     }
   });
 
@@ -67,7 +95,10 @@ describe('tessera serve under a hostile client', () => {
     expect(silent.text).toBe('');
     expect(silent.closedAfterMs).toBeLessThan(5_000); // idleMs 1 s (and Node's 1 s check interval)
     const idle: Socket[] = [];
-    const opened = Array.from({ length: CAP }, () => new Promise<void>((resolve) => idle.push(connect({ host: '127.0.0.1', port: port() }, resolve))));
+    const opened = Array.from(
+      { length: CAP },
+      () => new Promise<void>((resolve) => idle.push(connect({ host: '127.0.0.1', port: port() }, resolve))),
+    );
     await Promise.all(opened);
     for (const s of idle) s.on('error', () => undefined);
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -75,15 +106,25 @@ describe('tessera serve under a hostile client', () => {
     expect(refused.status).toBe(503);
     expect(refused.body.error).toMatchObject({ code: 'overloaded', type: 'overloaded_error' });
     // The idle ones are cut after idleMs; then everyone is served again.
-    await Promise.all(idle.map((s) => new Promise((resolve) => (s.destroyed ? resolve(undefined) : s.once('close', resolve)))));
+    await Promise.all(
+      idle.map((s) => new Promise((resolve) => (s.destroyed ? resolve(undefined) : s.once('close', resolve)))),
+    );
     expect((await fetch(`${server.url}/health`)).status).toBe(200);
   });
 
   it('refuses a request past a wire limit with a 400 naming the field', async () => {
     const client = server.client();
-    const ask = (extra: Record<string, unknown>) => client.completions.create({ model: 'builtin:tiny', prompt: 'hello', max_tokens: 2, ...extra } as never);
-    for (const [extra, param] of [[{ top_k: 2 ** 31 }, 'top_k'], [{ stop: ['x'.repeat(1025)] }, 'stop'], [{ stop_token_ids: new Array(1025).fill(1) }, 'stop_token_ids']] as const) {
-      const error = await ask(extra).then(() => undefined, (e: unknown) => e);
+    const ask = (extra: Record<string, unknown>) =>
+      client.completions.create({ model: 'builtin:tiny', prompt: 'hello', max_tokens: 2, ...extra } as never);
+    for (const [extra, param] of [
+      [{ top_k: 2 ** 31 }, 'top_k'],
+      [{ stop: ['x'.repeat(1025)] }, 'stop'],
+      [{ stop_token_ids: new Array(1025).fill(1) }, 'stop_token_ids'],
+    ] as const) {
+      const error = await ask(extra).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(error).toBeInstanceOf(OpenAI.BadRequestError);
       expect((error as InstanceType<typeof OpenAI.BadRequestError>).param).toBe(param);
     }
@@ -91,12 +132,23 @@ describe('tessera serve under a hostile client', () => {
 
   it('refuses a prompt that cannot fit from its length alone, and a body past the derived limit with a 413', async () => {
     const client = server.client();
-    const error = await client.completions.create({ model: 'builtin:tiny', prompt: 'the cat sat on the mat '.repeat(190_000), max_tokens: 1 }).then(() => undefined, (e: unknown) => e);
+    const error = await client.completions
+      .create({ model: 'builtin:tiny', prompt: 'the cat sat on the mat '.repeat(190_000), max_tokens: 1 })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     expect(error).toBeInstanceOf(OpenAI.BadRequestError);
     expect((error as InstanceType<typeof OpenAI.BadRequestError>).code).toBe('context_length_exceeded');
     expect((error as Error).message).toMatch(/your prompt is \d+ bytes long/);
     // The declared length alone is refused (the body need not be sent).
-    const huge = parseResponse((await raw(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${24 << 20}\r\n\r\n{"prompt":"`)).text);
+    const huge = parseResponse(
+      (
+        await raw(
+          `POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${24 << 20}\r\n\r\n{"prompt":"`,
+        )
+      ).text,
+    );
     expect(huge.status).toBe(413);
     expect(huge.body.error?.code).toBe('body_too_large');
   });
@@ -105,7 +157,11 @@ describe('tessera serve under a hostile client', () => {
     const client = server.client();
     const one = await client.completions.create({ model: 'builtin:tiny', prompt: 'pages', max_tokens: 4, n: 16 });
     expect(one.choices).toHaveLength(16);
-    await Promise.all(Array.from({ length: 12 }, (_, i) => client.completions.create({ model: 'builtin:tiny', prompt: `p${i}`, max_tokens: 4 })));
+    await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        client.completions.create({ model: 'builtin:tiny', prompt: `p${i}`, max_tokens: 4 }),
+      ),
+    );
     expect(server.stderr()).not.toMatch(/MaxListenersExceededWarning/);
   });
 });

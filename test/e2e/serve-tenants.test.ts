@@ -20,7 +20,9 @@ afterAll(async () => {
 
 /** cached_tokens of a greedy request for `prompt` sent with `key`. */
 async function cachedTokens(server: Server, key: string, prompt: number[]): Promise<number> {
-  const r = (await server.client(key).completions.create({ model: 'builtin:tiny', prompt, max_tokens: 2, temperature: 0 })) as OpenAI.Completion;
+  const r = (await server
+    .client(key)
+    .completions.create({ model: 'builtin:tiny', prompt, max_tokens: 2, temperature: 0 })) as OpenAI.Completion;
   return r.usage?.prompt_tokens_details?.cached_tokens ?? Number.NaN;
 }
 
@@ -34,10 +36,16 @@ describe('a server with --api-keys', () => {
   });
 
   it('answers 401 without a key or with an unknown one, in the OpenAI error shape', async () => {
-    const none = await fetch(`${server.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"prompt":"x","max_tokens":1}' });
+    const none = await fetch(`${server.url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"prompt":"x","max_tokens":1}',
+    });
     expect(none.status).toBe(401);
     expect(await none.json()).toMatchObject({ error: { type: 'invalid_request_error', code: 'invalid_api_key' } });
-    await expect(server.client('sk-mallory').completions.create({ model: 'builtin:tiny', prompt: 'x', max_tokens: 1 })).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
+    await expect(
+      server.client('sk-mallory').completions.create({ model: 'builtin:tiny', prompt: 'x', max_tokens: 1 }),
+    ).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
     await expect(server.client('sk-mallory').models.list()).rejects.toMatchObject({ status: 401 });
   });
 
@@ -58,13 +66,16 @@ describe('a server with --api-keys', () => {
 describe('negative control: share-prefix-across-tenants', () => {
   let server: Server;
   beforeAll(async () => {
-    server = await startServer(['--api-keys', keysFile, ...ARGS], home.dir, { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'share-prefix-across-tenants' });
+    server = await startServer(['--api-keys', keysFile, ...ARGS], home.dir, {
+      TESSERA_ALLOW_FAULTS: '1',
+      TESSERA_FAULT: 'share-prefix-across-tenants',
+    });
   });
   afterAll(async () => {
     await server?.stop();
   });
 
-  it('the other tenant\'s lookup crosses tenants: no clean miss (the ledger refuses the reference, the worker stops, exit 1)', async () => {
+  it("the other tenant's lookup crosses tenants: no clean miss (the ledger refuses the reference, the worker stops, exit 1)", async () => {
     const prompt = promptIds(70, 9000);
     expect(await cachedTokens(server, 'sk-alice-1', prompt)).toBe(0);
     const bob = cachedTokens(server, 'sk-bob', prompt);

@@ -31,11 +31,20 @@ export class LlamaCpp {
    * `steps` steps from `promptIds`: the prompt, then each step's argmax fed back — or, with
    * `teacher`, teacher[i] fed at step i + 1 whatever the argmax was.
    */
-  async trace(modelPath: string, promptIds: readonly number[], steps: number, teacher?: readonly number[]): Promise<StepTrace> {
+  async trace(
+    modelPath: string,
+    promptIds: readonly number[],
+    steps: number,
+    teacher?: readonly number[],
+  ): Promise<StepTrace> {
     const model = await this.llama.loadModel({ modelPath });
     const context = await model.createContext({
-      contextSize: 256, sequences: 1, threads: 1, flashAttention: false,
-      experimentalKvCacheKeyType: 'F32', experimentalKvCacheValueType: 'F32',
+      contextSize: 256,
+      sequences: 1,
+      threads: 1,
+      flashAttention: false,
+      experimentalKvCacheKeyType: 'F32',
+      experimentalKvCacheValueType: 'F32',
     });
     try {
       const sequence = context.getSequence();
@@ -46,7 +55,12 @@ export class LlamaCpp {
       for (let step = 0; step < steps; step++) {
         const last = input.length - 1;
         const items = input.map((t, i) =>
-          i < last ? t : ([t, { generateNext: { probabilities: true, options: { temperature: 1, topK: 0, topP: 1, minP: 0 } } }] as const),
+          i < last
+            ? t
+            : ([
+                t,
+                { generateNext: { probabilities: true, options: { temperature: 1, topK: 0, topP: 1, minP: 0 } } },
+              ] as const),
         );
         const results = await sequence.controlledEvaluate(items as never);
         const probabilities = results.at(-1)!.next!.probabilities!;
@@ -73,11 +87,16 @@ export class LlamaCpp {
 }
 
 /** The same trace from a Tessera engine, driving its runner one step at a time. */
-export async function tesseraTrace(engine: Engine, promptIds: readonly number[], steps: number, teacher?: readonly number[]): Promise<StepTrace> {
+export async function tesseraTrace(
+  engine: Engine,
+  promptIds: readonly number[],
+  steps: number,
+  teacher?: readonly number[],
+): Promise<StepTrace> {
   const { pool, runner } = engine;
   const owner = { rid: asRequestId('trace'), tenant: DEFAULT_TENANT };
   const allocated = pool.ledger.allocate(Math.ceil((promptIds.length + steps) / pool.pageSize), owner);
-  if (allocated.kind !== 'allocated') throw new Error('the test engine\'s pool is too small');
+  if (allocated.kind !== 'allocated') throw new Error("the test engine's pool is too small");
   try {
     const ids: number[] = [];
     const margins: number[] = [];
@@ -85,7 +104,9 @@ export async function tesseraTrace(engine: Engine, promptIds: readonly number[],
     let input = [...promptIds];
     let pos = 0;
     for (let step = 0; step < steps; step++) {
-      const [result] = await runner.step([{ ...owner, tags: allocated.tags, tokens: input, startPos: pos, wantLogits: true }]);
+      const [result] = await runner.step([
+        { ...owner, tags: allocated.tags, tokens: input, startPos: pos, wantLogits: true },
+      ]);
       if (result?.kind !== 'logits') throw new Error(`step ${step}: ${result?.kind}`);
       pos += input.length;
       const lp = logSoftmax(result.logits);
@@ -144,7 +165,8 @@ export function maxLogProbDiff(ours: Float64Array, theirs: Float64Array): { maxD
 /** Pearson correlation of two vectors over the entries where both are finite. */
 export function correlation(x: Float64Array, y: Float64Array): number {
   const pairs: [number, number][] = [];
-  for (let i = 0; i < Math.min(x.length, y.length); i++) if (Number.isFinite(x[i]) && Number.isFinite(y[i])) pairs.push([x[i]!, y[i]!]);
+  for (let i = 0; i < Math.min(x.length, y.length); i++)
+    if (Number.isFinite(x[i]) && Number.isFinite(y[i])) pairs.push([x[i]!, y[i]!]);
   const mean = (k: 0 | 1) => pairs.reduce((s, p) => s + p[k], 0) / pairs.length;
   const [mx, my] = [mean(0), mean(1)];
   let sxy = 0;

@@ -14,7 +14,14 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Rng } from '../../src/core/index.js';
 import { f32ToF16 } from '../../src/kernels/index.js';
-import { createEngine, genModel, loadModel, type Engine, type GenDType, type GenOverrides } from '../../src/model/index.js';
+import {
+  createEngine,
+  genModel,
+  loadModel,
+  type Engine,
+  type GenDType,
+  type GenOverrides,
+} from '../../src/model/index.js';
 import { ggufVocabFromTokenizerJson, readLlama2Vocab } from '../../src/model/llama2-vocab.js';
 import { correlation, LlamaCpp, maxLogProbDiff, tesseraTrace } from './drivers.js';
 
@@ -22,7 +29,14 @@ import { correlation, LlamaCpp, maxLogProbDiff, tesseraTrace } from './drivers.j
 const PROMPT = [1, 450, 4996, 17354, 1701, 29916, 432, 17204, 975, 278, 17366, 11203];
 const STEPS = 32;
 /** Rows of whole 256-weight super-blocks; 8 layers so Q4_K_M promotes some (0, 3, 6, 7) and not others. */
-const K_SHAPE: GenOverrides = { hiddenSize: 256, numHeads: 4, numKvHeads: 2, headDim: 64, intermediateSize: 768, numLayers: 8 };
+const K_SHAPE: GenOverrides = {
+  hiddenSize: 256,
+  numHeads: 4,
+  numKvHeads: 2,
+  headDim: 64,
+  intermediateSize: 768,
+  numLayers: 8,
+};
 
 let root: string;
 let llamaCpp: LlamaCpp;
@@ -46,7 +60,9 @@ async function compare(path: string, label: string): Promise<void> {
   const agree = ours.ids.filter((id, i) => id === theirs.ids[i]).length;
   const r = correlation(ours.firstLogProbs, theirs.firstLogProbs);
   const { maxDiff } = maxLogProbDiff(ours.firstLogProbs, theirs.firstLogProbs);
-  console.log(`${label}: top-1 agrees on ${agree}/${STEPS} steps; first-step correlation ${r.toFixed(5)}, max |logit diff| ${maxDiff.toFixed(3)}`);
+  console.log(
+    `${label}: top-1 agrees on ${agree}/${STEPS} steps; first-step correlation ${r.toFixed(5)}, max |logit diff| ${maxDiff.toFixed(3)}`,
+  );
   expect(agree).toBeGreaterThanOrEqual(29);
   expect(r).toBeGreaterThan(0.99);
   expect(new Set(theirs.ids).size).toBeGreaterThan(4); // a real continuation, not one token repeated
@@ -124,7 +140,13 @@ class Bytes {
 }
 
 /** gguf_type codes: UINT32 4, INT32 5, FLOAT32 6, BOOL 7, STRING 8, ARRAY 9. */
-type Kv = [string, 'u32', number] | [string, 'f32', number] | [string, 'str', string] | [string, 'strs', string[]] | [string, 'f32s', number[]] | [string, 'i32s', number[]];
+type Kv =
+  | [string, 'u32', number]
+  | [string, 'f32', number]
+  | [string, 'str', string]
+  | [string, 'strs', string[]]
+  | [string, 'f32s', number[]]
+  | [string, 'i32s', number[]];
 
 function writeKv(w: Bytes, [key, type, value]: Kv): void {
   w.str(key);
@@ -135,12 +157,31 @@ function writeKv(w: Bytes, [key, type, value]: Kv): void {
     for (const v of items) write(v as never);
   };
   switch (type) {
-    case 'u32': w.u32(4); w.u32(value); return;
-    case 'f32': w.u32(6); w.f32(value); return;
-    case 'str': w.u32(8); w.str(value); return;
-    case 'strs': array(8, value, (v: string) => w.str(v)); return;
-    case 'f32s': array(6, value, (v: number) => w.f32(v)); return;
-    case 'i32s': array(5, value, (v: number) => { const b = new Uint8Array(4); new DataView(b.buffer).setInt32(0, v, true); w.push(b); }); return;
+    case 'u32':
+      w.u32(4);
+      w.u32(value);
+      return;
+    case 'f32':
+      w.u32(6);
+      w.f32(value);
+      return;
+    case 'str':
+      w.u32(8);
+      w.str(value);
+      return;
+    case 'strs':
+      array(8, value, (v: string) => w.str(v));
+      return;
+    case 'f32s':
+      array(6, value, (v: number) => w.f32(v));
+      return;
+    case 'i32s':
+      array(5, value, (v: number) => {
+        const b = new Uint8Array(4);
+        new DataView(b.buffer).setInt32(0, v, true);
+        w.push(b);
+      });
+      return;
   }
 }
 
@@ -230,7 +271,9 @@ async function handMadeGguf(): Promise<Uint8Array> {
   w.u64(kvs.length);
   for (const kv of kvs) writeKv(w, kv);
   const data: Uint8Array[] = tensors.map(([, type, ne, std]) =>
-    type === GGML.F32 ? new Uint8Array(new Float32Array(ne[0]!).fill(1).buffer) : randomKTensor(rng, type, ne[1]!, ne[0]!, std),
+    type === GGML.F32
+      ? new Uint8Array(new Float32Array(ne[0]!).fill(1).buffer)
+      : randomKTensor(rng, type, ne[1]!, ne[0]!, std),
   );
   let offset = 0;
   tensors.forEach(([name, type, ne], i) => {

@@ -20,7 +20,14 @@ const STEPS = 64;
 const SEED = 3;
 
 /** A second GQA shape: 6 query heads over 2 KV heads (tiny has 4 over 2), 3 layers, head dim 32. */
-const GQA_6_2: GenOverrides = { hiddenSize: 192, numHeads: 6, numKvHeads: 2, headDim: 32, intermediateSize: 512, numLayers: 3 };
+const GQA_6_2: GenOverrides = {
+  hiddenSize: 192,
+  numHeads: 6,
+  numKvHeads: 2,
+  headDim: 32,
+  intermediateSize: 512,
+  numLayers: 3,
+};
 
 let root: string;
 let llamaCpp: LlamaCpp;
@@ -57,7 +64,9 @@ describe('f32 GGUF: Tessera and llama.cpp', () => {
     const theirs = await llamaCpp.trace(path, PROMPT, STEPS);
     const ours = await tesseraTrace(await engineFor(path), PROMPT, STEPS);
     const { maxDiff, numCompared } = maxLogProbDiff(ours.firstLogProbs, theirs.firstLogProbs);
-    console.log(`${name}: max |logit diff| ${maxDiff.toExponential(2)} over ${numCompared} tokens; smallest greedy margin ${Math.min(...theirs.margins).toFixed(3)}`);
+    console.log(
+      `${name}: max |logit diff| ${maxDiff.toExponential(2)} over ${numCompared} tokens; smallest greedy margin ${Math.min(...theirs.margins).toFixed(3)}`,
+    );
     expect(numCompared).toBeGreaterThan(30_000);
     expect(maxDiff).toBeLessThan(1e-3);
     expect(ours.ids).toEqual(theirs.ids);
@@ -66,17 +75,22 @@ describe('f32 GGUF: Tessera and llama.cpp', () => {
 });
 
 describe('quantized GGUF: Tessera and llama.cpp, loosely', () => {
-  it.each(['q8_0', 'q4_0'] as const)('%s: top-1 agrees on at least 29 of 32 teacher-forced steps, first-step log-probabilities correlate > 0.99', async (dtype) => {
-    const path = await gguf(`tiny-${dtype}`, dtype);
-    const theirs = await llamaCpp.trace(path, PROMPT, 32);
-    const ours = await tesseraTrace(await engineFor(path), PROMPT, 32, theirs.ids);
-    const agree = ours.ids.filter((id, i) => id === theirs.ids[i]).length;
-    const r = correlation(ours.firstLogProbs, theirs.firstLogProbs);
-    const { maxDiff } = maxLogProbDiff(ours.firstLogProbs, theirs.firstLogProbs);
-    console.log(`${dtype}: top-1 agrees on ${agree}/32 steps; first-step correlation ${r.toFixed(5)}, max |logit diff| ${maxDiff.toFixed(3)}`);
-    expect(agree).toBeGreaterThanOrEqual(29);
-    expect(r).toBeGreaterThan(0.99);
-  });
+  it.each(['q8_0', 'q4_0'] as const)(
+    '%s: top-1 agrees on at least 29 of 32 teacher-forced steps, first-step log-probabilities correlate > 0.99',
+    async (dtype) => {
+      const path = await gguf(`tiny-${dtype}`, dtype);
+      const theirs = await llamaCpp.trace(path, PROMPT, 32);
+      const ours = await tesseraTrace(await engineFor(path), PROMPT, 32, theirs.ids);
+      const agree = ours.ids.filter((id, i) => id === theirs.ids[i]).length;
+      const r = correlation(ours.firstLogProbs, theirs.firstLogProbs);
+      const { maxDiff } = maxLogProbDiff(ours.firstLogProbs, theirs.firstLogProbs);
+      console.log(
+        `${dtype}: top-1 agrees on ${agree}/32 steps; first-step correlation ${r.toFixed(5)}, max |logit diff| ${maxDiff.toFixed(3)}`,
+      );
+      expect(agree).toBeGreaterThanOrEqual(29);
+      expect(r).toBeGreaterThan(0.99);
+    },
+  );
 });
 
 describe('one seed, two formats', () => {

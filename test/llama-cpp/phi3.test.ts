@@ -45,7 +45,9 @@ describe('phi3: Tessera and llama.cpp', () => {
     const theirs = await llamaCpp.trace(path, PROMPT, STEPS);
     const ours = await tesseraTrace(await engineFor(path), PROMPT, STEPS);
     const { maxDiff, numCompared } = maxLogProbDiff(ours.firstLogProbs, theirs.firstLogProbs);
-    console.log(`phi3-tiny: max |logit diff| ${maxDiff.toExponential(2)} over ${numCompared} tokens; smallest greedy margin ${Math.min(...theirs.margins).toFixed(3)}`);
+    console.log(
+      `phi3-tiny: max |logit diff| ${maxDiff.toExponential(2)} over ${numCompared} tokens; smallest greedy margin ${Math.min(...theirs.margins).toFixed(3)}`,
+    );
     expect(numCompared).toBeGreaterThan(30_000);
     expect(maxDiff).toBeLessThan(1e-3);
     expect(ours.ids).toEqual(theirs.ids);

@@ -49,14 +49,19 @@ describe('qwen3: Tessera and llama.cpp', () => {
     const model = await loadModel(path);
     expect(model.config.arch).toBe('qwen3');
     const theirModel = await llamaCpp.llama.loadModel({ modelPath: path });
-    for (const text of TEXTS) expect([...theirModel.tokenize(text, true)], text).toEqual(model.tokenizer.encode(text, { addSpecialTokens: false }));
+    for (const text of TEXTS)
+      expect([...theirModel.tokenize(text, true)], text).toEqual(
+        model.tokenizer.encode(text, { addSpecialTokens: false }),
+      );
     await theirModel.dispose();
     PROMPT = model.tokenizer.encode(TEXTS[0]!);
     const theirs = await llamaCpp.trace(path, PROMPT, STEPS);
     reference = theirs;
     const ours = await tesseraTrace(await engineFor(path), PROMPT, STEPS);
     const { maxDiff, numCompared } = maxLogProbDiff(ours.firstLogProbs, theirs.firstLogProbs);
-    console.log(`qwen3-tiny: max |logit diff| ${maxDiff.toExponential(2)} over ${numCompared} tokens; smallest greedy margin ${Math.min(...theirs.margins).toFixed(3)}`);
+    console.log(
+      `qwen3-tiny: max |logit diff| ${maxDiff.toExponential(2)} over ${numCompared} tokens; smallest greedy margin ${Math.min(...theirs.margins).toFixed(3)}`,
+    );
     expect(numCompared).toBeGreaterThan(30_000);
     expect(maxDiff).toBeLessThan(1e-3);
     expect(ours.ids).toEqual(theirs.ids);

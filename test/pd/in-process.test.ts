@@ -8,10 +8,26 @@
 // prompt is being computed returns every page on both nodes.
 import { afterEach, describe, expect, it } from 'vitest';
 import { createApiServer, type ApiServer } from '../../src/api/index.js';
-import { asRequestId, DEFAULT_TENANT, NO_FAULTS, samplingParams, TextStream, type GenerateEvent, type SamplingParams } from '../../src/core/index.js';
+import {
+  asRequestId,
+  DEFAULT_TENANT,
+  NO_FAULTS,
+  samplingParams,
+  TextStream,
+  type GenerateEvent,
+  type SamplingParams,
+} from '../../src/core/index.js';
 import { PdRouter } from '../../src/router/index.js';
 import { DecodeWorker, PrefillWorker } from '../../src/worker/index.js';
-import { argmaxSampler, EOS, fakePool, FakeRunner, fakeTokenizer, tok, VOCAB_SIZE } from '../../src/worker/testing/fake-engine.js';
+import {
+  argmaxSampler,
+  EOS,
+  fakePool,
+  FakeRunner,
+  fakeTokenizer,
+  tok,
+  VOCAB_SIZE,
+} from '../../src/worker/testing/fake-engine.js';
 
 const SECRET = 'in-process-cluster-secret-0123456789';
 const codec = { vocabSize: VOCAB_SIZE, encode: () => [], renderChat: () => '', tokenText: () => '' };
@@ -36,24 +52,55 @@ async function cluster(o: { decodePages: number; prefillPages?: number; decodeMo
     throw e;
   };
   const common = {
-    modelName: 'fake', root: 'fake', modelFingerprint: 'fa4efa4efa4efa4e', contextLength: 40, sampler: argmaxSampler, eosTokenIds: [EOS], maxRunningRequests: 4, chunkedPrefillSize: 8, maxWaiting: 16,
-    faults: NO_FAULTS, checkEveryStep: true, clusterHost: '127.0.0.1', clusterPort: 0, clusterSecret: SECRET, onFatal: fatal,
+    modelName: 'fake',
+    root: 'fake',
+    modelFingerprint: 'fa4efa4efa4efa4e',
+    contextLength: 40,
+    sampler: argmaxSampler,
+    eosTokenIds: [EOS],
+    maxRunningRequests: 4,
+    chunkedPrefillSize: 8,
+    maxWaiting: 16,
+    faults: NO_FAULTS,
+    checkEveryStep: true,
+    clusterHost: '127.0.0.1',
+    clusterPort: 0,
+    clusterSecret: SECRET,
+    onFatal: fatal,
   };
   const pPool = fakePool(o.prefillPages ?? 32);
   const dPool = fakePool(o.decodePages);
   const prefillRunner = new FakeRunner(pPool);
   const decodeRunner = new FakeRunner(dPool);
   const prefill = await PrefillWorker.start({ ...common, pool: pPool, runner: prefillRunner });
-  const decode = await DecodeWorker.start({ ...common, pool: dPool, runner: decodeRunner, ...(o.decodeModel === undefined ? {} : { modelFingerprint: o.decodeModel }) });
-  const apis: ApiServer[] = [createApiServer({ backend: prefill, codec, seed: 1 }), createApiServer({ backend: decode, codec, seed: 2 })];
+  const decode = await DecodeWorker.start({
+    ...common,
+    pool: dPool,
+    runner: decodeRunner,
+    ...(o.decodeModel === undefined ? {} : { modelFingerprint: o.decodeModel }),
+  });
+  const apis: ApiServer[] = [
+    createApiServer({ backend: prefill, codec, seed: 1 }),
+    createApiServer({ backend: decode, codec, seed: 2 }),
+  ];
   const [p, d] = await Promise.all(apis.map((a) => a.listen(0, '127.0.0.1')));
   const router = new PdRouter({
-    modelName: 'fake', root: 'fake', contextLength: 40, prefills: [`http://127.0.0.1:${p?.port}`], decodes: [`http://127.0.0.1:${d?.port}`], clusterSecret: SECRET,
-    textStream: (_prompt, stops) => new TextStream(fakeTokenizer.createDetokenizer({}), stops), faults: NO_FAULTS,
+    modelName: 'fake',
+    root: 'fake',
+    contextLength: 40,
+    prefills: [`http://127.0.0.1:${p?.port}`],
+    decodes: [`http://127.0.0.1:${d?.port}`],
+    clusterSecret: SECRET,
+    textStream: (_prompt, stops) => new TextStream(fakeTokenizer.createDetokenizer({}), stops),
+    faults: NO_FAULTS,
   });
   await router.start();
   const c: Cluster = {
-    router, prefill, decode, prefillRunner, decodeRunner,
+    router,
+    prefill,
+    decode,
+    prefillRunner,
+    decodeRunner,
     close: async () => {
       await router.close(1_000);
       await Promise.all(apis.map((a) => a.close()));
@@ -65,7 +112,12 @@ async function cluster(o: { decodePages: number; prefillPages?: number; decodeMo
 }
 
 let nextId = 0;
-const request = (prompt: string, sampling: Partial<SamplingParams>) => ({ rid: asRequestId(`q${nextId++}`), tenant: DEFAULT_TENANT, promptTokens: [...prompt].map(tok), sampling: samplingParams(sampling) });
+const request = (prompt: string, sampling: Partial<SamplingParams>) => ({
+  rid: asRequestId(`q${nextId++}`),
+  tenant: DEFAULT_TENANT,
+  promptTokens: [...prompt].map(tok),
+  sampling: samplingParams(sampling),
+});
 
 async function collect(events: AsyncIterable<GenerateEvent>): Promise<GenerateEvent[]> {
   const all: GenerateEvent[] = [];
@@ -75,7 +127,8 @@ async function collect(events: AsyncIterable<GenerateEvent>): Promise<GenerateEv
 const textOf = (events: readonly GenerateEvent[]) => events.map((e) => (e.type === 'tokens' ? e.text : '')).join('');
 
 async function idle(c: Cluster): Promise<void> {
-  for (let i = 0; i < 400 && !(c.prefill.isIdle && c.decode.isIdle && c.router.machine.numActive === 0); i++) await new Promise((r) => setTimeout(r, 5));
+  for (let i = 0; i < 400 && !(c.prefill.isIdle && c.decode.isIdle && c.router.machine.numActive === 0); i++)
+    await new Promise((r) => setTimeout(r, 5));
   expect([c.prefill.isIdle, c.decode.isIdle, c.router.machine.numActive]).toEqual([true, true, 0]);
   expect(c.decode.pool.ledger.counts()).toMatchObject({ allocated: 0, quarantined: 0 });
   expect(c.prefill.pool.ledger.counts()).toMatchObject({ allocated: 0, quarantined: 0 });
@@ -84,17 +137,30 @@ async function idle(c: Cluster): Promise<void> {
 describe('prefill worker -> decode worker -> router, in one process', () => {
   it('generates what the model says, the first token from prefill and the rest from decode, with usage', async () => {
     const c = await cluster({ decodePages: 16 });
-    const events = await collect(c.router.generate(request('abcdefghij', { maxTokens: 6 }), new AbortController().signal));
+    const events = await collect(
+      c.router.generate(request('abcdefghij', { maxTokens: 6 }), new AbortController().signal),
+    );
     expect(textOf(events)).toBe('klmnop');
-    expect(events.at(-1)).toEqual({ type: 'finished', finishReason: 'length', usage: { promptTokens: 10, completionTokens: 6, cachedTokens: 0 } });
+    expect(events.at(-1)).toEqual({
+      type: 'finished',
+      finishReason: 'length',
+      usage: { promptTokens: 10, completionTokens: 6, cachedTokens: 0 },
+    });
     expect(c.prefill.machine.stats()).toMatchObject({ chunksSent: 3, transfersAcked: 1 }); // pages of 4: [0,4) [4,8) [8,10)
     await idle(c);
   });
 
   it('refuses to pair a prefill and a decode that serve different models: an honest error, no page allocated, no byte sent', async () => {
     const c = await cluster({ decodePages: 16, decodeModel: 'd1ffd1ffd1ffd1ff' });
-    const events = await collect(c.router.generate(request('abcdefghij', { maxTokens: 6 }), new AbortController().signal));
-    expect(events).toEqual([{ type: 'failed', error: expect.objectContaining({ code: 'config_invalid', message: expect.stringMatching(/same model/) }) }]);
+    const events = await collect(
+      c.router.generate(request('abcdefghij', { maxTokens: 6 }), new AbortController().signal),
+    );
+    expect(events).toEqual([
+      {
+        type: 'failed',
+        error: expect.objectContaining({ code: 'config_invalid', message: expect.stringMatching(/same model/) }),
+      },
+    ]);
     expect((await c.decode.health()).detail['modelFingerprint']).toBe('d1ffd1ffd1ffd1ff');
     expect(c.decode.machine.stats()).toMatchObject({ reserved: 0 });
     expect(c.prefill.machine.stats()).toMatchObject({ admitted: 0, chunksSent: 0 });
@@ -103,7 +169,9 @@ describe('prefill worker -> decode worker -> router, in one process', () => {
 
   it('ends a request at a stop string as finished, and aborts the rest through the protocol', async () => {
     const c = await cluster({ decodePages: 16 });
-    const events = await collect(c.router.generate(request('abc', { maxTokens: 20, stop: ['gh'] }), new AbortController().signal));
+    const events = await collect(
+      c.router.generate(request('abc', { maxTokens: 20, stop: ['gh'] }), new AbortController().signal),
+    );
     expect(textOf(events)).toBe('def');
     expect(events.at(-1)).toMatchObject({ type: 'finished', finishReason: 'stop' });
     await idle(c);

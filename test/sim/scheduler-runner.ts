@@ -20,7 +20,14 @@ import {
   type TenantId,
 } from '../../src/core/index.js';
 import { kvOffset, PagePool, PrefixCache } from '../../src/pages/index.js';
-import { Scheduler, type AdmitResult, type Role, type SchedulerEvent, type StepPlan, type StepResult } from '../../src/scheduler/index.js';
+import {
+  Scheduler,
+  type AdmitResult,
+  type Role,
+  type SchedulerEvent,
+  type StepPlan,
+  type StepResult,
+} from '../../src/scheduler/index.js';
 
 export interface FakeRunnerOptions {
   readonly pool: PagePool;
@@ -76,13 +83,16 @@ export class FakeRunner {
     for (let pos = 0; pos < item.startPos; pos++) {
       const [k, v] = this.#read(item.tags, pos);
       if (k !== expected[pos] || v !== code) {
-        this.contentViolations.push(`${item.rid} read (${k}, ${v}) at position ${pos}, expected (${expected[pos]}, ${code})`);
+        this.contentViolations.push(
+          `${item.rid} read (${k}, ${v}) at position ${pos}, expected (${expected[pos]}, ${code})`,
+        );
         break;
       }
     }
     item.tokens.forEach((token, i) => {
       const pos = item.startPos + i;
-      if (token !== expected[pos]) this.contentViolations.push(`${item.rid} was fed token ${token} at position ${pos}, expected ${expected[pos]}`);
+      if (token !== expected[pos])
+        this.contentViolations.push(`${item.rid} was fed token ${token} at position ${pos}, expected ${expected[pos]}`);
       this.#write(item.tags, pos, token, code);
     });
     const first = Math.floor(item.startPos / pageSize);
@@ -91,7 +101,9 @@ export class FakeRunner {
       if (this.#o.forgetLastStamp === true && i === last) continue;
       pool.stamp(item.tags[i] as Tag, Math.min(pageSize, end - i * pageSize));
     }
-    return item.wantLogits ? { kind: 'sampled', rid: item.rid, token: this.sample(item.rid, end) } : { kind: 'computed', rid: item.rid };
+    return item.wantLogits
+      ? { kind: 'sampled', rid: item.rid, token: this.sample(item.rid, end) }
+      : { kind: 'computed', rid: item.rid };
   }
 
   /** Writes K/V of positions [0, tokens.length) as the runner would (no checks, no stamps: the caller does those). */
@@ -164,7 +176,10 @@ export class SchedulerHarness {
   constructor(o: HarnessOptions = {}) {
     const faults = o.faults ?? NO_FAULTS;
     const pageSize = o.pageSize ?? 4;
-    this.pool = PagePool.create({ numPages: o.numPages ?? 11, pageSize, numLayers: 1, numKvHeads: 1, headDim: 1 }, faults);
+    this.pool = PagePool.create(
+      { numPages: o.numPages ?? 11, pageSize, numLayers: 1, numKvHeads: 1, headDim: 1 },
+      faults,
+    );
     this.cache = o.cache === false ? undefined : new PrefixCache({ pool: this.pool, faults });
     this.scheduler = new Scheduler({
       role: o.role ?? 'colocated',
@@ -187,11 +202,28 @@ export class SchedulerHarness {
     });
   }
 
-  request(rid: string, tenant: string, prompt: readonly number[], maxTokens: number, sampling: Partial<SamplingParams> = {}): GenerateRequest {
-    return { rid: asRequestId(rid), tenant: asTenantId(tenant), promptTokens: prompt, sampling: samplingParams({ maxTokens, ...sampling }) };
+  request(
+    rid: string,
+    tenant: string,
+    prompt: readonly number[],
+    maxTokens: number,
+    sampling: Partial<SamplingParams> = {},
+  ): GenerateRequest {
+    return {
+      rid: asRequestId(rid),
+      tenant: asTenantId(tenant),
+      promptTokens: prompt,
+      sampling: samplingParams({ maxTokens, ...sampling }),
+    };
   }
 
-  admit(rid: string, tenant: string, prompt: readonly number[], maxTokens: number, sampling: Partial<SamplingParams> = {}): AdmitResult {
+  admit(
+    rid: string,
+    tenant: string,
+    prompt: readonly number[],
+    maxTokens: number,
+    sampling: Partial<SamplingParams> = {},
+  ): AdmitResult {
     const result = this.scheduler.admit(this.request(rid, tenant, prompt, maxTokens, sampling));
     if (result.kind === 'admitted') this.known.set(asRequestId(rid), [...prompt]);
     return result;
@@ -220,13 +252,20 @@ export class SchedulerHarness {
   }
 
   /** What a peer's transfer does on a decode node: write and stamp positions [0, numTokens) of the prompt. */
-  transfer(rid: string, tenant: string, tags: readonly Tag[], prompt: readonly number[], numTokens = prompt.length): void {
+  transfer(
+    rid: string,
+    tenant: string,
+    tags: readonly Tag[],
+    prompt: readonly number[],
+    numTokens = prompt.length,
+  ): void {
     const who = { rid: asRequestId(rid), tenant: asTenantId(tenant) };
     const pageSize = this.pool.pageSize;
     this.known.set(who.rid, [...prompt]);
     this.pool.checkWrite(who, tags.slice(0, Math.ceil(numTokens / pageSize)));
     this.runner.writeFor(who.tenant, tags, prompt.slice(0, numTokens));
-    for (let i = 0; i * pageSize < numTokens; i++) this.pool.stamp(tags[i] as Tag, Math.min(pageSize, numTokens - i * pageSize));
+    for (let i = 0; i * pageSize < numTokens; i++)
+      this.pool.stamp(tags[i] as Tag, Math.min(pageSize, numTokens - i * pageSize));
   }
 
   outputOf(rid: string): number[] {

@@ -15,7 +15,12 @@ import { SchedulerHarness } from './scheduler-runner.js';
 const NUM_PAGES = 11;
 const PAGE_SIZE = 4;
 const TENANTS = ['t0', 't1', 't2'];
-const PREFIXES: readonly (readonly number[])[] = [[], [7, 7, 7, 7], [7, 7, 7, 7, 8, 8, 8, 8], [9, 9, 9, 9, 9, 9, 9, 9, 9]];
+const PREFIXES: readonly (readonly number[])[] = [
+  [],
+  [7, 7, 7, 7],
+  [7, 7, 7, 7, 8, 8, 8, 8],
+  [9, 9, 9, 9, 9, 9, 9, 9, 9],
+];
 const VOCAB = 40;
 
 interface SimOptions {
@@ -62,8 +67,18 @@ function simulate(o: SimOptions): Stats {
   });
   const s = h.scheduler;
   const stats: Stats = {
-    admitted: 0, rejected: {}, finished: 0, unexpectedFailures: [], placeholderTransfers: 0,
-    aborted: {}, abortedInFlight: 0, preempted: 0, cacheHits: 0, steps: 0, items: 0, tokens: 0,
+    admitted: 0,
+    rejected: {},
+    finished: 0,
+    unexpectedFailures: [],
+    placeholderTransfers: 0,
+    aborted: {},
+    abortedInFlight: 0,
+    preempted: 0,
+    cacheHits: 0,
+    steps: 0,
+    items: 0,
+    tokens: 0,
   };
   const live = new Set<RequestId>();
   const prompts = new Map<RequestId, { tenant: string; prompt: number[]; tags: readonly Tag[] }>();
@@ -85,7 +100,8 @@ function simulate(o: SimOptions): Stats {
           break;
         case 'failed':
           // A decode node fails the request it would preempt (it cannot recompute): expected there.
-          if (o.role === 'decode' && e.error.code === 'overloaded' && /would have had to preempt/.test(e.error.message)) stats.preempted++;
+          if (o.role === 'decode' && e.error.code === 'overloaded' && /would have had to preempt/.test(e.error.message))
+            stats.preempted++;
           else if (!cutShort.has(e.rid)) stats.unexpectedFailures.push(`${e.rid}: ${e.error.message}`);
           live.delete(e.rid);
           break;
@@ -102,11 +118,17 @@ function simulate(o: SimOptions): Stats {
     const rid = `r${next++}` as RequestId;
     const tenant = rng.pick(TENANTS);
     const long = rng.chance(0.3);
-    const prompt = [...rng.pick(PREFIXES), ...Array.from({ length: long ? 15 + rng.int(30) : 1 + rng.int(6) }, () => 10 + rng.int(VOCAB - 10))];
+    const prompt = [
+      ...rng.pick(PREFIXES),
+      ...Array.from({ length: long ? 15 + rng.int(30) : 1 + rng.int(6) }, () => 10 + rng.int(VOCAB - 10)),
+    ];
     const maxTokens = 1 + rng.int(long ? 12 : 20);
     const stopTokenIds = rng.chance(0.3) ? [rng.int(VOCAB)] : [];
     const epochBefore = h.pool.ledger.lastEpoch;
-    const result = o.role === 'decode' ? s.reserve(h.request(rid, tenant, prompt, maxTokens, { stopTokenIds })) : h.admit(rid, tenant, prompt, maxTokens, { stopTokenIds });
+    const result =
+      o.role === 'decode'
+        ? s.reserve(h.request(rid, tenant, prompt, maxTokens, { stopTokenIds }))
+        : h.admit(rid, tenant, prompt, maxTokens, { stopTokenIds });
     if (result.kind === 'rejected') {
       stats.rejected[result.error.code] = (stats.rejected[result.error.code] ?? 0) + 1;
       expect(h.pool.ledger.lastEpoch, `seed ${o.seed}: a refused request allocated pages`).toBe(epochBefore);
@@ -219,11 +241,22 @@ describe('scheduler simulation (11 pages of 4 slots)', () => {
         const stats = simulate({ role, seed, numSteps: STEPS });
         expect(stats.unexpectedFailures, `seed ${seed}`).toEqual([]);
         expect(stats.admitted).toBeGreaterThan(100);
-        for (const key of ['admitted', 'finished', 'preempted', 'cacheHits', 'abortedInFlight', 'placeholderTransfers', 'steps', 'tokens'] as const) {
+        for (const key of [
+          'admitted',
+          'finished',
+          'preempted',
+          'cacheHits',
+          'abortedInFlight',
+          'placeholderTransfers',
+          'steps',
+          'tokens',
+        ] as const) {
           totals[key] = (totals[key] ?? 0) + stats[key];
         }
-        for (const [code, n] of Object.entries(stats.rejected)) totals[`rejected:${code}`] = (totals[`rejected:${code}`] ?? 0) + n;
-        for (const [state, n] of Object.entries(stats.aborted)) totals[`aborted:${state}`] = (totals[`aborted:${state}`] ?? 0) + n;
+        for (const [code, n] of Object.entries(stats.rejected))
+          totals[`rejected:${code}`] = (totals[`rejected:${code}`] ?? 0) + n;
+        for (const [state, n] of Object.entries(stats.aborted))
+          totals[`aborted:${state}`] = (totals[`aborted:${state}`] ?? 0) + n;
       }
       console.log(`scheduler sim ${role}: ${JSON.stringify(totals)}`);
       // The simulation exercises what it claims to.
@@ -246,8 +279,8 @@ describe('scheduler simulation (11 pages of 4 slots)', () => {
   });
 
   it('negative control: with share-prefix-across-tenants, the first cross-tenant cache hit is refused by the ledger', () => {
-    expect(() => simulate({ role: 'colocated', seed: 1, numSteps: 1000, faults: new FaultSet(['share-prefix-across-tenants']) })).toThrow(
-      /is not cached for tenant/,
-    );
+    expect(() =>
+      simulate({ role: 'colocated', seed: 1, numSteps: 1000, faults: new FaultSet(['share-prefix-across-tenants']) }),
+    ).toThrow(/is not cached for tenant/);
   });
 });

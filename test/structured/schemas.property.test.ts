@@ -41,14 +41,12 @@ const schema: fc.Arbitrary<Schema> = fc.letrec<{ node: Schema; object: Schema }>
   object: fc
     .uniqueArray(fc.tuple(key, tie('node')), { minLength: 1, maxLength: 3, selector: ([k]) => k })
     .chain((props) =>
-      fc
-        .subarray(props.map(([k]) => k))
-        .map((required) => ({
-          type: 'object',
-          properties: Object.fromEntries(props),
-          required,
-          additionalProperties: false,
-        })),
+      fc.subarray(props.map(([k]) => k)).map((required) => ({
+        type: 'object',
+        properties: Object.fromEntries(props),
+        required,
+        additionalProperties: false,
+      })),
     ),
 })).object;
 

@@ -22,12 +22,19 @@ mkdirSync(join(WORK, 'ids'), { recursive: true });
 
 const started = Date.now();
 // Recorded so the model card can show the shipped tokenizer.json is the one that made the ids.
-const stats = { tokenizerJsonSha256: createHash('sha256').update(readFileSync(join(dir, 'tokenizer.json'))).digest('hex') };
+const stats = {
+  tokenizerJsonSha256: createHash('sha256')
+    .update(readFileSync(join(dir, 'tokenizer.json')))
+    .digest('hex'),
+};
 for (const split of ['train', 'heldout']) {
   const ids = [];
   let chars = 0;
   for (const book of [...new Set(units.map((u) => u.book))]) {
-    const text = units.filter((u) => u.book === book && u.split === split).map((u) => u.text).join('\n\n');
+    const text = units
+      .filter((u) => u.book === book && u.split === split)
+      .map((u) => u.text)
+      .join('\n\n');
     if (text === '') continue;
     const bookIds = tokenizer.encode(text, { add_special_tokens: false });
     const back = tokenizer.decode(bookIds);
@@ -41,4 +48,7 @@ for (const split of ['train', 'heldout']) {
   stats[split] = { tokens: ids.length, chars, charsPerToken: +(chars / ids.length).toFixed(3) };
 }
 writeFileSync(join(WORK, 'ids', 'stats.json'), JSON.stringify(stats, null, 2) + '\n');
-console.log(JSON.stringify(stats), `in ${((Date.now() - started) / 1000).toFixed(1)} s; every book round-trips exactly`);
+console.log(
+  JSON.stringify(stats),
+  `in ${((Date.now() - started) / 1000).toFixed(1)} s; every book round-trips exactly`,
+);

@@ -34,9 +34,14 @@ function reflow(lines) {
   const flush = () => {
     if (current.length === 0) return;
     const verbatim = current.some((line) => /^\s/.test(line));
-    paragraphs.push(verbatim
-      ? current.map((line) => line.trimEnd()).join('\n')
-      : current.map((line) => line.trim()).join(' ').replace(/ {2,}/g, ' '));
+    paragraphs.push(
+      verbatim
+        ? current.map((line) => line.trimEnd()).join('\n')
+        : current
+            .map((line) => line.trim())
+            .join(' ')
+            .replace(/ {2,}/g, ' '),
+    );
     current = [];
   };
   for (const line of lines) {
@@ -86,4 +91,9 @@ for (const split of ['train', 'heldout']) {
   writeFileSync(join(WORK, `${split}.txt`), list.map((u) => u.text).join('\n\n') + '\n');
   console.log(`${split.padEnd(8)} ${String(list.length).padStart(4)} units ${String(chars(list)).padStart(9)} chars`);
 }
-console.log('held out:', count('heldout').map((u) => `${u.book}:${u.heading}`).join(', '));
+console.log(
+  'held out:',
+  count('heldout')
+    .map((u) => `${u.book}:${u.heading}`)
+    .join(', '),
+);

@@ -81,21 +81,31 @@ function train(texts, numTokens) {
     let best = -1;
     let bestCount = 0;
     for (const [k, c] of pairCount) {
-      if (c > bestCount || (c === bestCount && c > 0 && k < best)) { best = k; bestCount = c; }
+      if (c > bestCount || (c === bestCount && c > 0 && k < best)) {
+        best = k;
+        bestCount = c;
+      }
     }
     if (bestCount < 2) break; // nothing left worth merging
     const a = Math.floor(best / 65536);
     const b = best % 65536;
     const text = vocab[a] + vocab[b];
     let id = idOf.get(text);
-    if (id === undefined) { id = vocab.length; vocab.push(text); idOf.set(text, id); }
+    if (id === undefined) {
+      id = vocab.length;
+      vocab.push(text);
+      idOf.set(text, id);
+    }
     merges.push([vocab[a], vocab[b]]);
     for (const w of pairWords.get(best) ?? []) {
       addPairs(w, -1);
       const s = words[w];
       const out = [];
       for (let i = 0; i < s.length; i++) {
-        if (i + 1 < s.length && s[i] === a && s[i + 1] === b) { out.push(id); i++; } else out.push(s[i]);
+        if (i + 1 < s.length && s[i] === a && s[i + 1] === b) {
+          out.push(id);
+          i++;
+        } else out.push(s[i]);
       }
       words[w] = out;
       addPairs(w, 1);
@@ -108,7 +118,13 @@ function train(texts, numTokens) {
 
 function tokenizerJson(vocab, merges) {
   const specials = SPECIALS.map((content, i) => ({
-    id: vocab.length + i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true,
+    id: vocab.length + i,
+    content,
+    single_word: false,
+    lstrip: false,
+    rstrip: false,
+    normalized: false,
+    special: true,
   }));
   const vocabObject = Object.fromEntries([...vocab, ...SPECIALS].map((t, i) => [t, i]));
   const bosId = specials[0].id;
@@ -123,15 +139,23 @@ function tokenizerJson(vocab, merges) {
       type: 'TemplateProcessing',
       single: [{ SpecialToken: { id: BOS, type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }],
       pair: [
-        { SpecialToken: { id: BOS, type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } },
-        { SpecialToken: { id: BOS, type_id: 1 } }, { Sequence: { id: 'B', type_id: 1 } },
+        { SpecialToken: { id: BOS, type_id: 0 } },
+        { Sequence: { id: 'A', type_id: 0 } },
+        { SpecialToken: { id: BOS, type_id: 1 } },
+        { Sequence: { id: 'B', type_id: 1 } },
       ],
       special_tokens: { [BOS]: { id: BOS, ids: [bosId], tokens: [BOS] } },
     },
     decoder: { type: 'ByteLevel', add_prefix_space: true, trim_offsets: true, use_regex: true },
     model: {
-      type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null,
-      fuse_unk: false, byte_fallback: false, ignore_merges: false,
+      type: 'BPE',
+      dropout: null,
+      unk_token: null,
+      continuing_subword_prefix: null,
+      end_of_word_suffix: null,
+      fuse_unk: false,
+      byte_fallback: false,
+      ignore_merges: false,
       vocab: vocabObject,
       merges: merges.map(([a, b]) => `${a} ${b}`),
     },
@@ -139,9 +163,19 @@ function tokenizerJson(vocab, merges) {
 }
 
 function tokenizerConfig(vocab) {
-  const decoder = Object.fromEntries(SPECIALS.map((content, i) => [String(vocab.length + i), {
-    content, lstrip: false, normalized: false, rstrip: false, single_word: false, special: true,
-  }]));
+  const decoder = Object.fromEntries(
+    SPECIALS.map((content, i) => [
+      String(vocab.length + i),
+      {
+        content,
+        lstrip: false,
+        normalized: false,
+        rstrip: false,
+        single_word: false,
+        special: true,
+      },
+    ]),
+  );
   return {
     tokenizer_class: 'PreTrainedTokenizerFast',
     bos_token: BOS,
@@ -164,10 +198,21 @@ function tokenizerConfig(vocab) {
 
 const { units } = JSON.parse(readFileSync(join(WORK, 'corpus.json'), 'utf8'));
 const started = Date.now();
-const { vocab, merges } = train(units.filter((u) => u.split === 'train').map((u) => u.text), VOCAB_SIZE - SPECIALS.length);
+const { vocab, merges } = train(
+  units.filter((u) => u.split === 'train').map((u) => u.text),
+  VOCAB_SIZE - SPECIALS.length,
+);
 const out = join(WORK, 'tokenizer');
 mkdirSync(out, { recursive: true });
 writeFileSync(join(out, 'tokenizer.json'), JSON.stringify(tokenizerJson(vocab, merges), null, 1) + '\n');
 writeFileSync(join(out, 'tokenizer_config.json'), JSON.stringify(tokenizerConfig(vocab), null, 2) + '\n');
-console.log(`${vocab.length} + ${SPECIALS.length} tokens, ${merges.length} merges in ${((Date.now() - started) / 1000).toFixed(1)} s`);
-console.log('last merges:', merges.slice(-8).map((m) => m.join('+')).join(' '));
+console.log(
+  `${vocab.length} + ${SPECIALS.length} tokens, ${merges.length} merges in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+);
+console.log(
+  'last merges:',
+  merges
+    .slice(-8)
+    .map((m) => m.join('+'))
+    .join(' '),
+);

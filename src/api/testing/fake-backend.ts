@@ -2,7 +2,15 @@
 // answers from a script, a PromptCodec with one token per code point, and a manual clock.
 // Must never be wired into a real server (src/cli uses the worker or the router).
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
-import { AbortedError, type GenerateEvent, type GenerateRequest, type PageCounts, type PageMap, type TesseraError, type TokenLogprob } from '../../core/index.js';
+import {
+  AbortedError,
+  type GenerateEvent,
+  type GenerateRequest,
+  type PageCounts,
+  type PageMap,
+  type TesseraError,
+  type TokenLogprob,
+} from '../../core/index.js';
 import type { Backend, BackendHealth, BackendStats, PromptCodec } from '../backend.js';
 import type { Clock } from '../clock.js';
 
@@ -48,9 +56,21 @@ export class FakeBackend implements Backend {
   async pageMap(): Promise<PageMap> {
     const numPages = Object.values(this.statsSnapshot.kvPages).reduce((a, b) => a + b, 0);
     return {
-      kind: 'node', role: 'colocated', node: 'fake', pageSize: 16, numPages, states: 'f'.repeat(numPages), epochs: new Array<number>(numPages).fill(0),
-      holderOf: new Array<null>(numPages).fill(null), holders: [], transfers: [], quarantined: [], running: 0, waiting: 0,
-      loop: { numSteps: 0, numTokensSampled: 0, stepMsTotal: 0, numItemsStepped: 0 }, totals: {},
+      kind: 'node',
+      role: 'colocated',
+      node: 'fake',
+      pageSize: 16,
+      numPages,
+      states: 'f'.repeat(numPages),
+      epochs: new Array<number>(numPages).fill(0),
+      holderOf: new Array<null>(numPages).fill(null),
+      holders: [],
+      transfers: [],
+      quarantined: [],
+      running: 0,
+      waiting: 0,
+      loop: { numSteps: 0, numTokensSampled: 0, stepMsTotal: 0, numItemsStepped: 0 },
+      totals: {},
     };
   }
 
@@ -102,7 +122,11 @@ export function wordScript(options: WordScriptOptions = {}): FakeScript {
  * With sampling.logprobs = N: the token's log-probability -0.25 * (step + 1), and N alternatives
  * (the token itself first, then ids 200, 201, ... at -5, -6, ...).
  */
-export function fakeLogprobs(request: GenerateRequest, id: number, step: number): { logprobs?: readonly TokenLogprob[] } {
+export function fakeLogprobs(
+  request: GenerateRequest,
+  id: number,
+  step: number,
+): { logprobs?: readonly TokenLogprob[] } {
   const n = request.sampling.logprobs;
   if (n === null) return {};
   const logprob = -0.25 * (step + 1);
@@ -110,15 +134,27 @@ export function fakeLogprobs(request: GenerateRequest, id: number, step: number)
   return { logprobs: [{ logprob, top }] };
 }
 
-function finished(finishReason: 'stop' | 'length', request: GenerateRequest, completionTokens: number, cachedTokens: number): GenerateEvent {
-  return { type: 'finished', finishReason, usage: { promptTokens: request.promptTokens.length, completionTokens, cachedTokens } };
+function finished(
+  finishReason: 'stop' | 'length',
+  request: GenerateRequest,
+  completionTokens: number,
+  cachedTokens: number,
+): GenerateEvent {
+  return {
+    type: 'finished',
+    finishReason,
+    usage: { promptTokens: request.promptTokens.length, completionTokens, cachedTokens },
+  };
 }
 
 /** Yields `numTokens` tokens of the word script, then fails with `error`. 0: fails first. */
 export function failingScript(numTokens: number, error: TesseraError): FakeScript {
   return async function* (request, signal) {
     let i = 0;
-    for await (const event of wordScript()({ ...request, sampling: { ...request.sampling, maxTokens: 1000 } }, signal)) {
+    for await (const event of wordScript()(
+      { ...request, sampling: { ...request.sampling, maxTokens: 1000 } },
+      signal,
+    )) {
       if (i++ === numTokens) break;
       yield event;
     }
@@ -130,7 +166,10 @@ export function failingScript(numTokens: number, error: TesseraError): FakeScrip
 export function throwingScript(numTokens: number, error: unknown): FakeScript {
   return async function* (request, signal) {
     let i = 0;
-    for await (const event of wordScript()({ ...request, sampling: { ...request.sampling, maxTokens: 1000 } }, signal)) {
+    for await (const event of wordScript()(
+      { ...request, sampling: { ...request.sampling, maxTokens: 1000 } },
+      signal,
+    )) {
       if (i++ === numTokens) break;
       yield event;
     }
@@ -141,7 +180,8 @@ export function throwingScript(numTokens: number, error: unknown): FakeScript {
 /** Yields `numTokens` tokens, then waits for the abort and ends with an AbortedError. */
 export function untilAbortScript(numTokens: number, onStarted?: () => void): FakeScript {
   return async function* (request, signal) {
-    for (let i = 0; i < numTokens; i++) yield { type: 'tokens', ids: [100 + i], text: FAKE_WORDS[i % FAKE_WORDS.length] as string };
+    for (let i = 0; i < numTokens; i++)
+      yield { type: 'tokens', ids: [100 + i], text: FAKE_WORDS[i % FAKE_WORDS.length] as string };
     onStarted?.();
     if (!signal.aborted) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
     yield { type: 'failed', error: new AbortedError(`aborted after ${numTokens} tokens of ${request.rid}`) };

@@ -13,7 +13,10 @@ export interface TestServer {
 }
 
 export async function startTestServer(
-  options: Omit<Partial<ApiServerOptions>, 'backend'> & { readonly backend?: FakeBackend; readonly contextLength?: number } = {},
+  options: Omit<Partial<ApiServerOptions>, 'backend'> & {
+    readonly backend?: FakeBackend;
+    readonly contextLength?: number;
+  } = {},
 ): Promise<TestServer> {
   const backend = options.backend ?? new FakeBackend({ contextLength: options.contextLength ?? 64 });
   const server = createApiServer({ codec: fakeCodec, seed: 42, drainTimeoutMs: 2_000, ...options, backend });
@@ -45,8 +48,13 @@ export async function send(
   body?: unknown,
   headers: Record<string, string> = {},
 ): Promise<RawResponse> {
-  const payload = body === undefined || typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body);
-  const response = await fetch(`${url}${path}`, { method, headers: { 'content-type': 'application/json', ...headers }, body: payload as string | Uint8Array | undefined });
+  const payload =
+    body === undefined || typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body);
+  const response = await fetch(`${url}${path}`, {
+    method,
+    headers: { 'content-type': 'application/json', ...headers },
+    body: payload as string | Uint8Array | undefined,
+  });
   const text = await response.text();
   let json: unknown;
   try {

@@ -15,23 +15,54 @@ const run = runMain;
 describe('tessera gen-model', () => {
   it('writes a tiny GGUF, reports parameters and file sizes, with plain progress lines off a TTY', async () => {
     const out = join(root, 'tiny.gguf');
-    const r = await run(['gen-model', '--preset', 'tiny', '--format', 'gguf', '--out', out, '--seed', '4', '--dtype', 'q4_0']);
+    const r = await run([
+      'gen-model',
+      '--preset',
+      'tiny',
+      '--format',
+      'gguf',
+      '--out',
+      out,
+      '--seed',
+      '4',
+      '--dtype',
+      'q4_0',
+    ]);
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(new RegExp(`^wrote tiny \\(8,979,584 parameters, q4_0, seed 4\\) to ${out} in [\\d.]+ s\\n  ${out}  [\\d.]+ MB\\n$`));
+    expect(r.stdout).toMatch(
+      new RegExp(
+        `^wrote tiny \\(8,979,584 parameters, q4_0, seed 4\\) to ${out} in [\\d.]+ s\\n  ${out}  [\\d.]+ MB\\n$`,
+      ),
+    );
     expect(r.stderr.trim().split('\n').at(-1)).toMatch(/^gen-model: 100% \(/);
     expect((await stat(out)).size).toBeGreaterThan(4_000_000);
   });
 
   it('exits 2 with a clear message for q4_0 in a Hugging Face directory', async () => {
-    const r = await run(['gen-model', '--preset', 'tiny', '--format', 'hf', '--out', join(root, 'hf'), '--dtype', 'q4_0']);
+    const r = await run([
+      'gen-model',
+      '--preset',
+      'tiny',
+      '--format',
+      'hf',
+      '--out',
+      join(root, 'hf'),
+      '--dtype',
+      'q4_0',
+    ]);
     expect(r.code).toBe(2);
-    expect(r.stderr).toBe('tessera: --dtype q4_0 is not supported with --format hf: safetensors holds f32, f16 or bf16 (use --format gguf for q8_0/q4_0)\n');
+    expect(r.stderr).toBe(
+      'tessera: --dtype q4_0 is not supported with --format hf: safetensors holds f32, f16 or bf16 (use --format gguf for q8_0/q4_0)\n',
+    );
     await expect(stat(join(root, 'hf'))).rejects.toThrow();
   });
 
   it('exits 2 for an unknown preset or format', async () => {
     const r = await run(['gen-model', '--preset', 'huge', '--format', 'hf', '--out', join(root, 'x')]);
-    expect([r.code, r.stderr]).toEqual([2, 'tessera: --preset must be one of tiny, m100, qwen3-tiny, phi3-tiny, llama-1b, got "huge"\n']);
+    expect([r.code, r.stderr]).toEqual([
+      2,
+      'tessera: --preset must be one of tiny, m100, qwen3-tiny, phi3-tiny, llama-1b, got "huge"\n',
+    ]);
     const f = await run(['gen-model', '--preset', 'tiny', '--format', 'onnx', '--out', join(root, 'x')]);
     expect([f.code, f.stderr]).toEqual([2, 'tessera: --format must be one of hf, gguf, got "onnx"\n']);
   });

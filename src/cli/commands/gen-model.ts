@@ -20,12 +20,18 @@ interface GenModelFlags {
 export function registerGenModel(program: Command): void {
   program
     .command('gen-model')
-    .description('write a deterministic random-weight Llama model (Hugging Face directory or GGUF file) for tests, demos and benchmarks')
+    .description(
+      'write a deterministic random-weight Llama model (Hugging Face directory or GGUF file) for tests, demos and benchmarks',
+    )
     .requiredOption('--preset <name>', `model size: ${GEN_PRESETS.join(' | ')}`)
     .requiredOption('--format <format>', `hf (a directory) | gguf (one .gguf file)`)
     .requiredOption('--out <path>', 'a directory for hf, a .gguf file for gguf')
     .option('--seed <n>', 'random seed: the same seed gives the same weights in both formats', '0')
-    .option('--dtype <dtype>', `weight type: ${DTYPES.join(' | ')} (q8_0, q4_0 and the K-quant mixes q4_k_m, q5_k_m, q6_k as llama.cpp makes them: gguf only)`, 'f32')
+    .option(
+      '--dtype <dtype>',
+      `weight type: ${DTYPES.join(' | ')} (q8_0, q4_0 and the K-quant mixes q4_k_m, q5_k_m, q6_k as llama.cpp makes them: gguf only)`,
+      'f32',
+    )
     .action(async (flags: GenModelFlags) => {
       const preset = pick(flags.preset, GEN_PRESETS, '--preset');
       const format = pick(flags.format, FORMATS, '--format');
@@ -33,16 +39,26 @@ export function registerGenModel(program: Command): void {
       if (!/^\d+$/.test(flags.seed)) throw new ConfigError(`--seed must be a non-negative integer, got ${flags.seed}`);
       const started = performance.now();
       const display = progressDisplay(process.stderr);
-      const result = await genModel({ preset, format, dtype, out: flags.out, seed: Number(flags.seed), onProgress: display.update });
+      const result = await genModel({
+        preset,
+        format,
+        dtype,
+        out: flags.out,
+        seed: Number(flags.seed),
+        onProgress: display.update,
+      });
       display.done();
       const seconds = ((performance.now() - started) / 1000).toFixed(1);
-      process.stdout.write(`wrote ${preset} (${result.parameters.toLocaleString('en-US')} parameters, ${dtype}, seed ${flags.seed}) to ${result.path} in ${seconds} s\n`);
+      process.stdout.write(
+        `wrote ${preset} (${result.parameters.toLocaleString('en-US')} parameters, ${dtype}, seed ${flags.seed}) to ${result.path} in ${seconds} s\n`,
+      );
       for (const file of result.files) process.stdout.write(`  ${file}  ${formatBytes((await stat(file)).size)}\n`);
     });
 }
 
 function pick<T extends string>(value: string, allowed: readonly T[], flag: string): T {
-  if (!(allowed as readonly string[]).includes(value)) throw new ConfigError(`${flag} must be one of ${allowed.join(', ')}, got "${value}"`);
+  if (!(allowed as readonly string[]).includes(value))
+    throw new ConfigError(`${flag} must be one of ${allowed.join(', ')}, got "${value}"`);
   return value as T;
 }
 
@@ -67,7 +83,9 @@ export function progressDisplay(stream: NodeJS.WriteStream): ProgressDisplay {
       if (stream.isTTY) {
         const filled = Math.round(fraction * width);
         const bar = `${'#'.repeat(filled)}${'.'.repeat(width - filled)}`;
-        stream.write(`\r[${bar}] ${String(percent).padStart(3)}%  ${formatBytes(p.doneBytes)} / ${formatBytes(p.totalBytes)}  ${p.tensor}\x1b[K`);
+        stream.write(
+          `\r[${bar}] ${String(percent).padStart(3)}%  ${formatBytes(p.doneBytes)} / ${formatBytes(p.totalBytes)}  ${p.tensor}\x1b[K`,
+        );
         drawn = true;
         return;
       }

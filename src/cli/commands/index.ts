@@ -10,4 +10,12 @@ import { registerUp } from './up.js';
 
 export type RegisterCommand = (program: Command) => void;
 
-export const COMMANDS: readonly RegisterCommand[] = [registerGenModel, registerRun, registerServe, registerPlan, registerRouter, registerUp, registerProbe];
+export const COMMANDS: readonly RegisterCommand[] = [
+  registerGenModel,
+  registerRun,
+  registerServe,
+  registerPlan,
+  registerRouter,
+  registerUp,
+  registerProbe,
+];

@@ -15,12 +15,14 @@ type PlanFlags = Pick<ServeFlags, 'model' | 'kvPages' | 'kvMemory' | 'pageSize' 
 export function registerPlan(program: Command): void {
   program
     .command('plan')
-    .description('print the KV pool arithmetic for a model and pool size; exit 2 when the context length does not fit the pool')
+    .description(
+      'print the KV pool arithmetic for a model and pool size; exit 2 when the context length does not fit the pool',
+    )
     .option('--model <spec>', `a Hugging Face directory, a .gguf file, or builtin:NAME (default ${DEFAULT_MODEL})`)
     .option('--kv-pages <n>', 'KV pool size in pages')
     .option('--kv-memory <size>', 'KV pool size in memory, e.g. 512MiB or 2GiB (default: as `tessera serve`)')
     .option('--page-size <n>', `tokens per KV page (default ${DEFAULT_PAGE_SIZE})`)
-    .option('--context-length <n>', 'largest prompt + max_tokens per request (default: the model\'s)')
+    .option('--context-length <n>', "largest prompt + max_tokens per request (default: the model's)")
     .action(async (flags: PlanFlags) => {
       const spec = flags.model ?? DEFAULT_MODEL;
       const pool = parsePoolFlags(flags);
@@ -42,12 +44,27 @@ export function renderPlan(spec: string, plan: PoolPlan): string {
         ? `--kv-memory ${formatBytes(plan.size.bytes)} / ${b(plan.bytesPerPage)} per page, rounded down`
         : `default: room for ${plan.numPages / plan.contextPages} requests of the full context length`;
   const rows: [string, string][] = [
-    ['model', `${spec}: ${shape.numLayers} layers, ${shape.numKvHeads} KV heads x ${shape.headDim} head dim, KV stored as f32 (${shape.bytesPerElement} B)`],
-    ['KV per token per layer', `${b(plan.bytesPerTokenPerLayer)} = 2 (K and V) x ${shape.numKvHeads} heads x ${shape.headDim} x ${shape.bytesPerElement} B`],
-    ['KV per token', `${b(plan.bytesPerToken)} = ${formatCount(plan.bytesPerTokenPerLayer)} B x ${shape.numLayers} layers`],
+    [
+      'model',
+      `${spec}: ${shape.numLayers} layers, ${shape.numKvHeads} KV heads x ${shape.headDim} head dim, KV stored as f32 (${shape.bytesPerElement} B)`,
+    ],
+    [
+      'KV per token per layer',
+      `${b(plan.bytesPerTokenPerLayer)} = 2 (K and V) x ${shape.numKvHeads} heads x ${shape.headDim} x ${shape.bytesPerElement} B`,
+    ],
+    [
+      'KV per token',
+      `${b(plan.bytesPerToken)} = ${formatCount(plan.bytesPerTokenPerLayer)} B x ${shape.numLayers} layers`,
+    ],
     ['KV per page', `${b(plan.bytesPerPage)} = ${formatCount(plan.bytesPerToken)} B x ${plan.pageSize} tokens`],
-    ['pool', `${formatCount(plan.numPages)} pages = ${formatCount(plan.poolTokens)} tokens = ${b(plan.poolBytes)}  (${sizedBy})`],
-    ['context length', `${formatCount(plan.contextLength)} tokens (${plan.contextFrom === 'flag' ? '--context-length' : 'the model\'s'}) = ${formatCount(plan.contextPages)} pages`],
+    [
+      'pool',
+      `${formatCount(plan.numPages)} pages = ${formatCount(plan.poolTokens)} tokens = ${b(plan.poolBytes)}  (${sizedBy})`,
+    ],
+    [
+      'context length',
+      `${formatCount(plan.contextLength)} tokens (${plan.contextFrom === 'flag' ? '--context-length' : "the model's"}) = ${formatCount(plan.contextPages)} pages`,
+    ],
     ['fits', fitLine(plan)],
   ];
   const width = Math.max(...rows.map(([k]) => k.length));

@@ -17,7 +17,14 @@ import { parseDnsTarget, PdRouter } from '../../router/index.js';
 import { ADMIN_KEY_HELP, parseAdminKey, withAdminKey, type AdminKeyFlags } from '../config-admin.js';
 import { loadApiKeys } from '../config-api-keys.js';
 import { faultsFromEnv, tesseraHome } from '../config-env.js';
-import { clusterSecret, collect, parseWorkerUrl, timeoutsFromEnv, traceDirFromEnv, type RouterFlags } from '../config-pd.js';
+import {
+  clusterSecret,
+  collect,
+  parseWorkerUrl,
+  timeoutsFromEnv,
+  traceDirFromEnv,
+  type RouterFlags,
+} from '../config-pd.js';
 import { parseCount } from '../config-values.js';
 import { DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT } from '../config.js';
 import { TraceFile } from '../trace-file.js';
@@ -31,21 +38,40 @@ export function registerRouter(program: Command): void {
   program
     .command('router')
     .description('serve the OpenAI-compatible API in front of prefill and decode workers (disaggregated serving)')
-    .option('--prefill <url>', 'a prefill worker\'s HTTP URL (repeat for more)', collect, [])
-    .option('--decode <url>', 'a decode worker\'s HTTP URL (repeat for more)', collect, [])
-    .option('--prefill-dns <name:port>', 'prefill workers by DNS: one A record per worker, re-resolved (repeat for more)', collect, [])
-    .option('--decode-dns <name:port>', 'decode workers by DNS: one A record per worker, re-resolved (repeat for more)', collect, [])
+    .option('--prefill <url>', "a prefill worker's HTTP URL (repeat for more)", collect, [])
+    .option('--decode <url>', "a decode worker's HTTP URL (repeat for more)", collect, [])
+    .option(
+      '--prefill-dns <name:port>',
+      'prefill workers by DNS: one A record per worker, re-resolved (repeat for more)',
+      collect,
+      [],
+    )
+    .option(
+      '--decode-dns <name:port>',
+      'decode workers by DNS: one A record per worker, re-resolved (repeat for more)',
+      collect,
+      [],
+    )
     .option('--dns-interval <ms>', 'how often DNS names are re-resolved (default 5000)')
-    .option('--routing <policy>', 'prefix (default): the prefill holding the longest cached prefix for the tenant, within 1.5x the mean load; load: least loaded')
+    .option(
+      '--routing <policy>',
+      'prefix (default): the prefill holding the longest cached prefix for the tenant, within 1.5x the mean load; load: least loaded',
+    )
     .option('--model <spec>', `the model the workers serve: its tokenizer and chat template (default ${DEFAULT_MODEL})`)
     .option('--served-model-name <name>', 'the model name clients pass (default: the --model value)')
     .option('--host <host>', `address to listen on (default ${DEFAULT_HOST})`)
     .option('--port <n>', `port to listen on; 0 picks a free one (default ${DEFAULT_PORT})`)
-    .option('--context-length <n>', 'largest prompt + max_tokens per request (default: the model\'s); each worker re-checks its own')
+    .option(
+      '--context-length <n>',
+      "largest prompt + max_tokens per request (default: the model's); each worker re-checks its own",
+    )
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant; requests without a valid key get 401')
     .option('--admin-key <key>', ADMIN_KEY_HELP)
     .option('--cors-origin <origin>', 'answer browsers from this origin (CORS; * for any); default: no CORS headers')
-    .option('--cluster-secret <secret>', 'the secret shared by the router and its workers (default: $TESSERA_CLUSTER_SECRET)')
+    .option(
+      '--cluster-secret <secret>',
+      'the secret shared by the router and its workers (default: $TESSERA_CLUSTER_SECRET)',
+    )
     .action(async (flags: RouterFlags & AdminKeyFlags & DnsFlags) => {
       process.exitCode = await runRouter(flags);
     });
@@ -62,12 +88,19 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
   const env = process.env;
   const log = (line: string): void => void process.stderr.write(`tessera router: ${line}\n`);
   if (flags.prefill.length + flags.prefillDns.length === 0 || flags.decode.length + flags.decodeDns.length === 0) {
-    throw new ConfigError('give at least one --prefill URL (or --prefill-dns NAME:PORT) and one --decode URL (or --decode-dns NAME:PORT)');
+    throw new ConfigError(
+      'give at least one --prefill URL (or --prefill-dns NAME:PORT) and one --decode URL (or --decode-dns NAME:PORT)',
+    );
   }
-  const dnsTargets = [...flags.prefillDns.map((v) => parseDnsTarget(v, 'prefill', '--prefill-dns')), ...flags.decodeDns.map((v) => parseDnsTarget(v, 'decode', '--decode-dns'))];
+  const dnsTargets = [
+    ...flags.prefillDns.map((v) => parseDnsTarget(v, 'prefill', '--prefill-dns')),
+    ...flags.decodeDns.map((v) => parseDnsTarget(v, 'decode', '--decode-dns')),
+  ];
   const routing = flags.routing ?? 'prefix';
-  if (routing !== 'prefix' && routing !== 'load') throw new ConfigError(`--routing must be prefix or load, got "${routing}"`);
-  const dnsIntervalMs = flags.dnsInterval === undefined ? 5000 : parseCount(flags.dnsInterval, '--dns-interval', 100, 3_600_000);
+  if (routing !== 'prefix' && routing !== 'load')
+    throw new ConfigError(`--routing must be prefix or load, got "${routing}"`);
+  const dnsIntervalMs =
+    flags.dnsInterval === undefined ? 5000 : parseCount(flags.dnsInterval, '--dns-interval', 100, 3_600_000);
   const prefills = flags.prefill.map((u) => parseWorkerUrl(u, '--prefill'));
   const decodes = flags.decode.map((u) => parseWorkerUrl(u, '--decode'));
   const secret = clusterSecret(flags.clusterSecret, env);
@@ -86,7 +119,8 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
   const model = await loadModelInfo(modelSpec, { cacheDir: tesseraHome(env), onProgress: display.update });
   display.done();
   const maxContext = Math.min(model.config.maxPositionEmbeddings, model.config.slidingWindow ?? Infinity);
-  const contextLength = flags.contextLength === undefined ? maxContext : parseCount(flags.contextLength, '--context-length', 1, maxContext);
+  const contextLength =
+    flags.contextLength === undefined ? maxContext : parseCount(flags.contextLength, '--context-length', 1, maxContext);
   const trace = traceDir === null ? undefined : new TraceFile(traceDir, 'router');
   const router = new PdRouter({
     modelName: flags.servedModelName ?? modelSpec,
@@ -95,7 +129,8 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
     prefills,
     decodes,
     clusterSecret: secret,
-    textStream: (promptTokens, stops) => new TextStream(model.tokenizer.createDetokenizer({ contextIds: promptTokens, skipSpecialTokens: true }), stops),
+    textStream: (promptTokens, stops) =>
+      new TextStream(model.tokenizer.createDetokenizer({ contextIds: promptTokens, skipSpecialTokens: true }), stops),
     timeouts,
     faults,
     adminKey,
@@ -105,7 +140,10 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
     ...(trace === undefined ? {} : { trace, onWriter: (rid: string, prefill: string) => trace.writer(rid, prefill) }),
   });
   await router.start();
-  for (const w of router.registry.entries) log(`${w.role} ${w.url}: ${w.state}${w.address === undefined ? '' : ` (cluster ${w.address})`}${w.lastError === undefined ? '' : ` - ${w.lastError}`}`);
+  for (const w of router.registry.entries)
+    log(
+      `${w.role} ${w.url}: ${w.state}${w.address === undefined ? '' : ` (cluster ${w.address})`}${w.lastError === undefined ? '' : ` - ${w.lastError}`}`,
+    );
   const api = createApiServer({
     backend: router,
     codec: promptCodecOf(model.tokenizer, model.chatTemplate),
@@ -115,7 +153,10 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
     faults,
     drainTimeoutMs: DRAIN_MS,
     httpLimits: httpLimitsFromEnv(env),
-    metricsHooks: [(registry) => router.attachMetrics(pdMetrics(registry)), (registry) => routingMetrics(registry, () => router.routingReport())],
+    metricsHooks: [
+      (registry) => router.attachMetrics(pdMetrics(registry)),
+      (registry) => routingMetrics(registry, () => router.routingReport()),
+    ],
     dashboard: { adminKey, plan: [] },
     grammar: grammarFor(model),
     ...corsOption(flags),

@@ -27,7 +27,19 @@ interface RunJson {
 
 describe('tessera run', () => {
   it('--prompt-ids are used exactly as given; --json prints ids, text, tokensPerSecond and timing', async () => {
-    const r = await run(['run', '--model', modelPath, '--prompt-ids', '450, 4996,17354', '--max-tokens', '8', '--ignore-eos', '--json', '--threads', '1']);
+    const r = await run([
+      'run',
+      '--model',
+      modelPath,
+      '--prompt-ids',
+      '450, 4996,17354',
+      '--max-tokens',
+      '8',
+      '--ignore-eos',
+      '--json',
+      '--threads',
+      '1',
+    ]);
     expect([r.code, r.stderr]).toEqual([0, '']);
     const result = JSON.parse(r.stdout) as RunJson;
     expect(result.promptIds).toEqual([450, 4996, 17354]);
@@ -40,7 +52,23 @@ describe('tessera run', () => {
   });
 
   it('--prompt is tokenized with BOS; greedy output does not depend on the seed, sampling does', async () => {
-    const ask = async (...extra: string[]) => JSON.parse((await run(['run', '--model', modelPath, '--prompt', 'Once upon a time', '--max-tokens', '6', '--ignore-eos', '--json', ...extra])).stdout) as RunJson;
+    const ask = async (...extra: string[]) =>
+      JSON.parse(
+        (
+          await run([
+            'run',
+            '--model',
+            modelPath,
+            '--prompt',
+            'Once upon a time',
+            '--max-tokens',
+            '6',
+            '--ignore-eos',
+            '--json',
+            ...extra,
+          ])
+        ).stdout,
+      ) as RunJson;
     const greedy = await ask('--seed', '1');
     expect(greedy.promptIds[0]).toBe(1);
     expect((await ask('--seed', '2')).ids).toEqual(greedy.ids);
@@ -53,7 +81,9 @@ describe('tessera run', () => {
     const r = await run(['run', '--model', modelPath, '--prompt', 'Hello', '--max-tokens', '4', '--ignore-eos']);
     expect(r.code).toBe(0);
     expect(r.stdout.length).toBeGreaterThan(1);
-    expect(r.stderr).toMatch(/4 tokens \(length\) at [\d.]+ tokens\/s; prompt \d+ tokens in \d+ ms; model loaded in \d+ ms, prepared for ort\+wasm kernels/);
+    expect(r.stderr).toMatch(
+      /4 tokens \(length\) at [\d.]+ tokens\/s; prompt \d+ tokens in \d+ ms; model loaded in \d+ ms, prepared for ort\+wasm kernels/,
+    );
   });
 
   it('defaults to builtin:austen, the shipped model, which speaks English', async () => {
@@ -69,10 +99,22 @@ describe('tessera run', () => {
     const saved = process.env['TESSERA_HOME'];
     process.env['TESSERA_HOME'] = join(root, 'home');
     try {
-      const r = await run(['run', '--model', 'builtin:tiny', '--prompt-ids', '1,2,3', '--max-tokens', '2', '--json', '--ignore-eos']);
+      const r = await run([
+        'run',
+        '--model',
+        'builtin:tiny',
+        '--prompt-ids',
+        '1,2,3',
+        '--max-tokens',
+        '2',
+        '--json',
+        '--ignore-eos',
+      ]);
       expect(r.code).toBe(0);
       expect((JSON.parse(r.stdout) as RunJson).ids).toHaveLength(2);
-      expect((await loadModel('builtin:tiny', { cacheDir: join(root, 'home') })).source.path).toContain(join(root, 'home'));
+      expect((await loadModel('builtin:tiny', { cacheDir: join(root, 'home') })).source.path).toContain(
+        join(root, 'home'),
+      );
     } finally {
       if (saved === undefined) delete process.env['TESSERA_HOME'];
       else process.env['TESSERA_HOME'] = saved;
@@ -88,7 +130,10 @@ describe('tessera run', () => {
     [['--prompt', 'x', '--temperature', 'hot'], '--temperature must be a number, got "hot"'],
     [['--prompt', 'x', '--max-tokens', '0'], '--max-tokens must be an integer >= 1, got "0"'],
     [['--prompt', 'x', '--kernels', 'gpu'], '--kernels must be fast or ref, got "gpu"'],
-    [['--prompt-ids', '1,2', '--max-tokens', '4095'], "2 prompt tokens + --max-tokens 4095 exceed the model's context of 4096 tokens"],
+    [
+      ['--prompt-ids', '1,2', '--max-tokens', '4095'],
+      "2 prompt tokens + --max-tokens 4095 exceed the model's context of 4096 tokens",
+    ],
   ])('exits 2 with one clear line for bad flags: %j', async (flags, message) => {
     const r = await run(['run', '--model', modelPath, ...flags]);
     expect([r.code, r.stderr]).toEqual([2, `tessera: ${message}\n`]);

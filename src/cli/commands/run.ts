@@ -35,7 +35,7 @@ export function registerRun(program: Command): void {
     .command('run')
     .description('generate a continuation of one prompt and print it')
     .option('--model <spec>', 'a Hugging Face directory, a .gguf file, or builtin:NAME', DEFAULT_MODEL)
-    .option('--prompt <text>', 'prompt text, tokenized with the model\'s tokenizer (BOS as its config says)')
+    .option('--prompt <text>', "prompt text, tokenized with the model's tokenizer (BOS as its config says)")
     .option('--prompt-ids <ids>', 'prompt token ids, comma-separated, used exactly as given (no BOS added)')
     .option('--max-tokens <n>', 'most tokens to generate', '64')
     .option('--temperature <t>', '0 for greedy (argmax)', '0')
@@ -54,36 +54,59 @@ export function registerRun(program: Command): void {
 
 async function runCommand(flags: RunFlags): Promise<void> {
   const sampling = parseSampling(flags);
-  const kernels = flags.kernels === 'fast' || flags.kernels === 'ref' ? flags.kernels : fail(`--kernels must be fast or ref, got "${flags.kernels}"`);
+  const kernels =
+    flags.kernels === 'fast' || flags.kernels === 'ref'
+      ? flags.kernels
+      : fail(`--kernels must be fast or ref, got "${flags.kernels}"`);
   const threads = flags.threads === undefined ? undefined : integer(flags.threads, '--threads', 1);
-  if ((flags.prompt === undefined) === (flags.promptIds === undefined)) fail('give exactly one of --prompt TEXT or --prompt-ids 1,2,3');
+  if ((flags.prompt === undefined) === (flags.promptIds === undefined))
+    fail('give exactly one of --prompt TEXT or --prompt-ids 1,2,3');
 
   const loadStart = performance.now();
   const display = flags.json ? undefined : progressDisplay(process.stderr);
-  const model = await loadModel(flags.model, { cacheDir: tesseraHome(process.env), ...(display ? { onProgress: display.update } : {}) });
+  const model = await loadModel(flags.model, {
+    cacheDir: tesseraHome(process.env),
+    ...(display ? { onProgress: display.update } : {}),
+  });
   display?.done();
   const loadMs = performance.now() - loadStart;
-  const promptIds = flags.promptIds !== undefined ? parseIds(flags.promptIds, model) : model.tokenizer.encode(flags.prompt!);
+  const promptIds =
+    flags.promptIds !== undefined ? parseIds(flags.promptIds, model) : model.tokenizer.encode(flags.prompt!);
   if (promptIds.length === 0) fail('the prompt is empty');
   const positions = promptIds.length + sampling.maxTokens;
   if (positions > model.config.maxPositionEmbeddings) {
-    fail(`${promptIds.length} prompt tokens + --max-tokens ${sampling.maxTokens} exceed the model's context of ${model.config.maxPositionEmbeddings} tokens`);
+    fail(
+      `${promptIds.length} prompt tokens + --max-tokens ${sampling.maxTokens} exceed the model's context of ${model.config.maxPositionEmbeddings} tokens`,
+    );
   }
 
   const engine = await createEngine(model, {
-    kernels, deterministic: flags.deterministic === true, kvPages: pagesFor(positions, DEFAULT_PAGE_SIZE), ...(threads ? { threads } : {}),
+    kernels,
+    deterministic: flags.deterministic === true,
+    kvPages: pagesFor(positions, DEFAULT_PAGE_SIZE),
+    ...(threads ? { threads } : {}),
   });
   try {
     const detokenizer = model.tokenizer.createDetokenizer({ contextIds: promptIds, skipSpecialTokens: true });
-    const onToken = flags.json ? undefined : (_: number, token: number) => process.stdout.write(detokenizer.push(token));
+    const onToken = flags.json
+      ? undefined
+      : (_: number, token: number) => process.stdout.write(detokenizer.push(token));
     const { outputs, timing } = await generate(engine.runner, [{ promptIds, sampling }], onToken ? { onToken } : {});
     const { ids, finishReason } = outputs[0]!;
     const seconds = (ms: number) => ms / 1000;
-    const tokensPerSecond = timing.numDecodeTokens > 0 ? timing.numDecodeTokens / seconds(timing.decodeMs) : ids.length / seconds(timing.prefillMs);
+    const tokensPerSecond =
+      timing.numDecodeTokens > 0
+        ? timing.numDecodeTokens / seconds(timing.decodeMs)
+        : ids.length / seconds(timing.prefillMs);
     if (flags.json) {
       const text = model.tokenizer.decode(ids, { skipSpecialTokens: true });
       const result = {
-        model: model.source.spec, promptIds, ids, text, finishReason, tokensPerSecond,
+        model: model.source.spec,
+        promptIds,
+        ids,
+        text,
+        finishReason,
+        tokensPerSecond,
         promptTokensPerSecond: promptIds.length / seconds(timing.prefillMs),
         timing: { loadMs: loadMs, prepareMs: engine.prepareMs, prefillMs: timing.prefillMs, decodeMs: timing.decodeMs },
         kernels: engine.kernels,
@@ -128,14 +151,17 @@ function parseIds(text: string, model: LoadedModel): number[] {
   return parts.map((part) => {
     if (!/^\d+$/.test(part)) fail(`--prompt-ids must be comma-separated token ids, got "${text}"`);
     const id = Number(part);
-    if (id >= model.config.vocabSize) fail(`--prompt-ids: token ${id} is outside the vocabulary (0..${model.config.vocabSize - 1})`);
+    if (id >= model.config.vocabSize)
+      fail(`--prompt-ids: token ${id} is outside the vocabulary (0..${model.config.vocabSize - 1})`);
     return id;
   });
 }
 
 function integer(text: string, flag: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
   if (!/^\d+$/.test(text.trim()) || Number(text) < min || Number(text) > max) {
-    fail(`${flag} must be an integer${max < Number.MAX_SAFE_INTEGER ? ` in [${min}, ${max}]` : ` >= ${min}`}, got "${text}"`);
+    fail(
+      `${flag} must be an integer${max < Number.MAX_SAFE_INTEGER ? ` in [${min}, ${max}]` : ` >= ${min}`}, got "${text}"`,
+    );
   }
   return Number(text);
 }

@@ -29,7 +29,8 @@ const DRAIN_MS = 5_000;
 
 export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey: string | null): Promise<number> {
   const log = (line: string): void => void process.stderr.write(`tessera ${pd.role}: ${line}\n`);
-  if (config.apiKeysFile !== null) throw new ConfigError('--api-keys belongs to the router (clients never talk to a prefill or decode worker)');
+  if (config.apiKeysFile !== null)
+    throw new ConfigError('--api-keys belongs to the router (clients never talk to a prefill or decode worker)');
   if (config.faults.size > 0) log(`FAULT POINTS ARMED (tests only): ${config.faults.names().join(', ')}`);
   const { plan, model, engine, kernels } = await startEngine(config, log);
   const trace = pd.traceDir === null ? undefined : new TraceFile(pd.traceDir, pd.role);
@@ -58,7 +59,9 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey:
     healthDetail: { kernels, deterministic: config.deterministic, faults: config.faults.names() },
     grammar: grammarFor(model),
     onFatal: (error: unknown) => {
-      log(`worker stopped on an internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+      log(
+        `worker stopped on an internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
+      );
       fatal();
     },
   };

@@ -19,7 +19,15 @@ import { corsOption, grammarFor } from '../grammar-for.js';
 import { DEFAULT_POOL_CONTEXTS, type PoolPlan } from '../config-pool.js';
 import { formatBytes } from '../config-values.js';
 import {
-  DEFAULT_CHUNKED_PREFILL_SIZE, DEFAULT_HOST, DEFAULT_MAX_RUNNING_REQUESTS, DEFAULT_MODEL, DEFAULT_PAGE_SIZE, DEFAULT_PORT, parseServeConfig, type ServeConfig, type ServeFlags,
+  DEFAULT_CHUNKED_PREFILL_SIZE,
+  DEFAULT_HOST,
+  DEFAULT_MAX_RUNNING_REQUESTS,
+  DEFAULT_MODEL,
+  DEFAULT_PAGE_SIZE,
+  DEFAULT_PORT,
+  parseServeConfig,
+  type ServeConfig,
+  type ServeFlags,
 } from '../config.js';
 import { DEFAULT_DATA_HOST, parsePdWorkerConfig, parseRole, type PdServeFlags } from '../config-pd.js';
 import { ADMIN_KEY_HELP, parseAdminKey, type AdminKeyFlags } from '../config-admin.js';
@@ -38,31 +46,62 @@ export function registerServe(program: Command): void {
     .option('--served-model-name <name>', 'the model name clients pass (default: the --model value)')
     .option('--host <host>', `address to listen on (default ${DEFAULT_HOST})`)
     .option('--port <n>', `port to listen on; 0 picks a free one (default ${DEFAULT_PORT})`)
-    .option('--context-length <n>', 'largest prompt + max_tokens per request (default: the model\'s)')
+    .option('--context-length <n>', "largest prompt + max_tokens per request (default: the model's)")
     .option('--kv-pages <n>', 'KV pool size in pages')
-    .option('--kv-memory <size>', `KV pool size in memory, e.g. 512MiB or 2GiB (default: room for ${DEFAULT_POOL_CONTEXTS} requests of the full context length)`)
+    .option(
+      '--kv-memory <size>',
+      `KV pool size in memory, e.g. 512MiB or 2GiB (default: room for ${DEFAULT_POOL_CONTEXTS} requests of the full context length)`,
+    )
     .option('--page-size <n>', `tokens per KV page (default ${DEFAULT_PAGE_SIZE})`)
-    .option('--max-running-requests <n>', `most requests prefilling or decoding at once (default ${DEFAULT_MAX_RUNNING_REQUESTS})`)
-    .option('--chunked-prefill-size <n>', `most tokens in one step; longer prompts are prefilled in chunks (default ${DEFAULT_CHUNKED_PREFILL_SIZE})`)
-    .option('--max-step-ms <ms>', 'time budget of a step with running decodes: prefill is chunked to fit; auto (default: twice the decodes\' own step time), off, or ms')
+    .option(
+      '--max-running-requests <n>',
+      `most requests prefilling or decoding at once (default ${DEFAULT_MAX_RUNNING_REQUESTS})`,
+    )
+    .option(
+      '--chunked-prefill-size <n>',
+      `most tokens in one step; longer prompts are prefilled in chunks (default ${DEFAULT_CHUNKED_PREFILL_SIZE})`,
+    )
+    .option(
+      '--max-step-ms <ms>',
+      "time budget of a step with running decodes: prefill is chunked to fit; auto (default: twice the decodes' own step time), off, or ms",
+    )
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant; requests without a valid key get 401')
     .option('--cors-origin <origin>', 'answer browsers from this origin (CORS; * for any); default: no CORS headers')
-    .option('--deterministic', 'batch-invariant kernels: a greedy request\'s output does not depend on what runs beside it')
-    .option('--role <role>', 'colocated (default), or prefill / decode: one worker of a disaggregated cluster (see `tessera router`, `tessera up`)')
-    .option('--data-host <host>', `prefill/decode: the internal listener for the router and peer workers (default ${DEFAULT_DATA_HOST})`)
+    .option(
+      '--deterministic',
+      "batch-invariant kernels: a greedy request's output does not depend on what runs beside it",
+    )
+    .option(
+      '--role <role>',
+      'colocated (default), or prefill / decode: one worker of a disaggregated cluster (see `tessera router`, `tessera up`)',
+    )
+    .option(
+      '--data-host <host>',
+      `prefill/decode: the internal listener for the router and peer workers (default ${DEFAULT_DATA_HOST})`,
+    )
     .option('--data-port <n>', 'prefill/decode: its port; 0 picks a free one (default 0; /health reports it)')
-    .option('--cluster-secret <secret>', 'prefill/decode: the secret shared by the cluster (default: $TESSERA_CLUSTER_SECRET)')
+    .option(
+      '--cluster-secret <secret>',
+      'prefill/decode: the secret shared by the cluster (default: $TESSERA_CLUSTER_SECRET)',
+    )
     .option('--admin-key <key>', ADMIN_KEY_HELP)
     .action(async (flags: ServeFlags & PdServeFlags & AdminKeyFlags) => {
       const role = parseRole(flags);
       const config = parseServeConfig(flags, process.env);
       const adminKey = parseAdminKey(flags, process.env);
-      process.exitCode = role === 'colocated' ? await serve(config, adminKey, corsOption(flags)) : await servePd(config, parsePdWorkerConfig(role, flags, process.env), adminKey);
+      process.exitCode =
+        role === 'colocated'
+          ? await serve(config, adminKey, corsOption(flags))
+          : await servePd(config, parsePdWorkerConfig(role, flags, process.env), adminKey);
     });
 }
 
 /** Runs until a signal (exit code 0) or a fatal worker error (1). */
-async function serve(config: ServeConfig, adminKey: string | null, cors: { readonly corsOrigin?: string } = {}): Promise<number> {
+async function serve(
+  config: ServeConfig,
+  adminKey: string | null,
+  cors: { readonly corsOrigin?: string } = {},
+): Promise<number> {
   const log = (line: string): void => void process.stderr.write(`tessera: ${line}\n`);
   if (config.faults.size > 0) log(`FAULT POINTS ARMED (tests only): ${config.faults.names().join(', ')}`);
   const apiKeys = config.apiKeysFile === null ? undefined : await loadApiKeys(config.apiKeysFile);
@@ -88,9 +127,17 @@ async function serve(config: ServeConfig, adminKey: string | null, cors: { reado
     maxWaiting: config.maxWaiting,
     faults: config.faults,
     checkEveryStep: config.checkEveryStep,
-    healthDetail: { kernels, deterministic: config.deterministic, kvPages: plan.numPages, pageSize: plan.pageSize, contextLength: plan.contextLength },
+    healthDetail: {
+      kernels,
+      deterministic: config.deterministic,
+      kvPages: plan.numPages,
+      pageSize: plan.pageSize,
+      contextLength: plan.contextLength,
+    },
     onFatal: (error) => {
-      log(`worker stopped on an internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+      log(
+        `worker stopped on an internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
+      );
       fatal(error);
     },
   });

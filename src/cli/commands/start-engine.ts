@@ -31,16 +31,19 @@ export async function startEngine(config: ServeConfig, log: (line: string) => vo
   const model = await loadModelInfo(config.model, { cacheDir: config.home, onProgress: display.update });
   display.done();
   log('loading the weights on the engine thread');
-  const engine = await createThreadedEngine({
-    spec: config.model,
-    cacheDir: config.home,
-    deterministic: config.deterministic,
-    kvPages: plan.numPages,
-    pageSize: plan.pageSize,
-    maxStepTokens: config.chunkedPrefillSize,
-    maxStepLogits: config.maxRunningRequests,
-    faults: config.faults,
-  }, availableParallelism());
+  const engine = await createThreadedEngine(
+    {
+      spec: config.model,
+      cacheDir: config.home,
+      deterministic: config.deterministic,
+      kvPages: plan.numPages,
+      pageSize: plan.pageSize,
+      maxStepTokens: config.chunkedPrefillSize,
+      maxStepLogits: config.maxRunningRequests,
+      faults: config.faults,
+    },
+    availableParallelism(),
+  );
   const kernels = `${engine.kernels.dense} dense + ${engine.kernels.ops} ops${engine.kernels.batchInvariant ? ', batch-invariant' : ''}`;
   return { plan, model, engine, kernels };
 }

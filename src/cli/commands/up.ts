@@ -53,14 +53,16 @@ interface UpFlags {
 export function registerUp(program: Command): void {
   program
     .command('up')
-    .description('start a local disaggregated cluster: a router and N prefill + M decode workers on loopback (Ctrl-C stops all of it)')
+    .description(
+      'start a local disaggregated cluster: a router and N prefill + M decode workers on loopback (Ctrl-C stops all of it)',
+    )
     .option('--prefill <n>', 'prefill workers (default 1)')
     .option('--decode <n>', 'decode workers (default 1)')
     .option('--host <host>', `the router's address (default ${DEFAULT_HOST}); workers always listen on 127.0.0.1`)
     .option('--port <n>', `the router's port; 0 picks a free one (default ${DEFAULT_PORT})`)
     .option('--model <spec>', `a Hugging Face directory, a .gguf file, or builtin:NAME (default ${DEFAULT_MODEL})`)
     .option('--served-model-name <name>', 'the model name clients pass (default: the --model value)')
-    .option('--context-length <n>', 'largest prompt + max_tokens per request (default: the model\'s)')
+    .option('--context-length <n>', "largest prompt + max_tokens per request (default: the model's)")
     .option('--kv-pages <n>', 'KV pool size in pages, for every worker')
     .option('--kv-memory <size>', 'KV pool size in memory, for every worker (default: as `tessera serve`)')
     .option('--prefill-kv-pages <n>', 'KV pool size of the prefill workers (pools may differ)')
@@ -69,7 +71,10 @@ export function registerUp(program: Command): void {
     .option('--max-running-requests <n>', 'most requests prefilling or decoding at once, per worker')
     .option('--chunked-prefill-size <n>', 'most tokens in one step, per worker')
     .option('--max-step-ms <ms>', 'time budget of a step with running decodes, per worker (auto, off, or ms)')
-    .option('--cpus <pins>', 'pin roles to CPUs with taskset, e.g. prefill=0,decode=1,router=0 (CPUS like 0, 2-3 or 0+2)')
+    .option(
+      '--cpus <pins>',
+      'pin roles to CPUs with taskset, e.g. prefill=0,decode=1,router=0 (CPUS like 0, 2-3 or 0+2)',
+    )
     .option('--deterministic', 'batch-invariant kernels on every worker')
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant (checked by the router)')
     .option('--admin-key <key>', `${ADMIN_KEY_HELP}; given to every child through its environment`)
@@ -83,7 +88,9 @@ async function up(flags: UpFlags): Promise<number> {
   const numPrefill = flags.prefill === undefined ? 1 : parseCount(flags.prefill, '--prefill', 1, 64);
   const numDecode = flags.decode === undefined ? 1 : parseCount(flags.decode, '--decode', 1, 64);
   if (flags.kvMemory !== undefined && (flags.kvPages ?? flags.prefillKvPages ?? flags.decodeKvPages) !== undefined) {
-    throw new ConfigError('give --kv-memory or page counts (--kv-pages, --prefill-kv-pages, --decode-kv-pages), not both');
+    throw new ConfigError(
+      'give --kv-memory or page counts (--kv-pages, --prefill-kv-pages, --decode-kv-pages), not both',
+    );
   }
   const pins = parseCpuPins(flags.cpus);
   const model = flags.model ?? DEFAULT_MODEL;
@@ -92,20 +99,42 @@ async function up(flags: UpFlags): Promise<number> {
   const secret = process.env['TESSERA_CLUSTER_SECRET'] ?? randomBytes(32).toString('hex');
   const adminKey = parseAdminKey(flags, process.env);
   const env: NodeJS.ProcessEnv = {
-    ...process.env, TESSERA_CLUSTER_SECRET: secret, TESSERA_SUPERVISED: '1', TESSERA_HOME: home, ...(adminKey === null ? {} : { [ADMIN_KEY_ENV]: adminKey }),
+    ...process.env,
+    TESSERA_CLUSTER_SECRET: secret,
+    TESSERA_SUPERVISED: '1',
+    TESSERA_HOME: home,
+    ...(adminKey === null ? {} : { [ADMIN_KEY_ENV]: adminKey }),
   };
   const bin = join(packageRoot(), 'bin', 'tessera.js');
   const forward = (line: string): void => void process.stderr.write(`${line}\n`);
   const opt = (name: string, value: string | undefined): string[] => (value === undefined ? [] : [name, value]);
   const common = [
-    '--model', model, ...opt('--served-model-name', flags.servedModelName), ...opt('--context-length', flags.contextLength), ...opt('--page-size', flags.pageSize),
-    ...opt('--max-running-requests', flags.maxRunningRequests), ...opt('--chunked-prefill-size', flags.chunkedPrefillSize), ...opt('--kv-memory', flags.kvMemory),
+    '--model',
+    model,
+    ...opt('--served-model-name', flags.servedModelName),
+    ...opt('--context-length', flags.contextLength),
+    ...opt('--page-size', flags.pageSize),
+    ...opt('--max-running-requests', flags.maxRunningRequests),
+    ...opt('--chunked-prefill-size', flags.chunkedPrefillSize),
+    ...opt('--kv-memory', flags.kvMemory),
     ...opt('--max-step-ms', flags.maxStepMs),
     ...(flags.deterministic === true ? ['--deterministic'] : []),
   ];
   const workerArgs = (role: 'prefill' | 'decode'): string[] => {
     const pages = (role === 'prefill' ? flags.prefillKvPages : flags.decodeKvPages) ?? flags.kvPages;
-    return ['serve', '--role', role, '--host', '127.0.0.1', '--port', '0', '--data-port', '0', ...common, ...opt('--kv-pages', pages)];
+    return [
+      'serve',
+      '--role',
+      role,
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '0',
+      '--data-port',
+      '0',
+      ...common,
+      ...opt('--kv-pages', pages),
+    ];
   };
 
   const children: SupervisedChild[] = [];
@@ -128,8 +157,13 @@ async function up(flags: UpFlags): Promise<number> {
       const again = ready && name !== 'router' ? restartArgs.get(name) : undefined;
       const count = nextRestartCount(restarts.get(name) ?? -1, Date.now() - startedAt);
       const wait = restartDelayMs(count);
-      const next = !ready ? ' during start-up' : name === 'router' ? ': stopping the cluster'
-        : again === undefined ? '; the router routes around it' : `; restarting it in ${wait} ms (restart ${count + 1} in a row); the router routes around it meanwhile`;
+      const next = !ready
+        ? ' during start-up'
+        : name === 'router'
+          ? ': stopping the cluster'
+          : again === undefined
+            ? '; the router routes around it'
+            : `; restarting it in ${wait} ms (restart ${count + 1} in a row); the router routes around it meanwhile`;
       log(`${name} (pid ${child.pid}) exited (${describeExit(e)})${next}`);
       if (name === 'router') routerDied?.();
       if (again === undefined) return;
@@ -162,8 +196,12 @@ async function up(flags: UpFlags): Promise<number> {
     const listening = await Promise.race([
       Promise.all(
         workers.map(async (w) => {
-          const url = (await w.child.waitFor(/listening on (http:\/\/\S+)/, 'its HTTP address', START_TIMEOUT_MS))[1] as string;
-          const cluster = (await w.child.waitFor(/cluster listener on (\S+)/, 'its cluster address', 1_000))[1] as string;
+          const url = (
+            await w.child.waitFor(/listening on (http:\/\/\S+)/, 'its HTTP address', START_TIMEOUT_MS)
+          )[1] as string;
+          const cluster = (
+            await w.child.waitFor(/cluster listener on (\S+)/, 'its cluster address', 1_000)
+          )[1] as string;
           return { ...w, url, cluster };
         }),
       ),
@@ -173,15 +211,30 @@ async function up(flags: UpFlags): Promise<number> {
     for (const w of listening) {
       const port = new URL(w.url).port;
       const dataPort = w.cluster.slice(w.cluster.lastIndexOf(':') + 1);
-      restartArgs.set(w.name, workerArgs(w.role).map((a, i, all) => (all[i - 1] === '--port' ? port : all[i - 1] === '--data-port' ? dataPort : a)));
+      restartArgs.set(
+        w.name,
+        workerArgs(w.role).map((a, i, all) =>
+          all[i - 1] === '--port' ? port : all[i - 1] === '--data-port' ? dataPort : a,
+        ),
+      );
     }
     const routerArgs = [
-      'router', '--host', flags.host ?? DEFAULT_HOST, '--port', flags.port ?? String(DEFAULT_PORT), '--model', model,
-      ...opt('--served-model-name', flags.servedModelName), ...opt('--context-length', flags.contextLength), ...opt('--api-keys', flags.apiKeys),
+      'router',
+      '--host',
+      flags.host ?? DEFAULT_HOST,
+      '--port',
+      flags.port ?? String(DEFAULT_PORT),
+      '--model',
+      model,
+      ...opt('--served-model-name', flags.servedModelName),
+      ...opt('--context-length', flags.contextLength),
+      ...opt('--api-keys', flags.apiKeys),
       ...listening.flatMap((w) => [`--${w.role}`, w.url]),
     ];
     const router = startChild('router', routerArgs);
-    const routerUrl = (await router.waitFor(/listening on (http:\/\/\S+)/, 'its HTTP address', START_TIMEOUT_MS))[1] as string;
+    const routerUrl = (
+      await router.waitFor(/listening on (http:\/\/\S+)/, 'its HTTP address', START_TIMEOUT_MS)
+    )[1] as string;
     await waitHealthy(routerUrl, READY_TIMEOUT_MS);
     ready = true;
     const lines = [
@@ -189,7 +242,9 @@ async function up(flags: UpFlags): Promise<number> {
       `${'router'.padEnd(10)} http: ${routerUrl}  pid ${router.pid}`,
       ...(adminKey === null ? [] : [`${'dashboard'.padEnd(10)} ${routerUrl}/dashboard?key=<the admin key>`]),
     ];
-    process.stdout.write(`${lines.map((l) => `tessera up: ${l}`).join('\n')}\ntessera: listening on ${routerUrl} (OpenAI API at ${routerUrl}/v1; Ctrl-C stops the cluster)\n`);
+    process.stdout.write(
+      `${lines.map((l) => `tessera up: ${l}`).join('\n')}\ntessera: listening on ${routerUrl} (OpenAI API at ${routerUrl}/v1; Ctrl-C stops the cluster)\n`,
+    );
   } catch (error) {
     log(`start-up failed: ${error instanceof Error ? error.message : String(error)}`);
     await stopAll();

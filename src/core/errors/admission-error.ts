@@ -6,11 +6,7 @@ import { TesseraError } from './tessera-error.js';
  */
 export class AdmissionError extends TesseraError {
   override name = 'AdmissionError' as const;
-  constructor(
-    code: 'context_length_exceeded' | 'pool_too_small',
-    message: string,
-    param?: string,
-  ) {
+  constructor(code: 'context_length_exceeded' | 'pool_too_small', message: string, param?: string) {
     super(code, message, { param });
   }
 }

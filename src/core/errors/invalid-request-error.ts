@@ -8,5 +8,4 @@ export class InvalidRequestError extends TesseraError {
   }
 }
 
-export const isInvalidRequestError = (e: unknown): e is InvalidRequestError =>
-  e instanceof InvalidRequestError;
+export const isInvalidRequestError = (e: unknown): e is InvalidRequestError => e instanceof InvalidRequestError;

@@ -8,7 +8,16 @@
 import { Rng } from '../../core/index.js';
 import { RefDense } from '../ref/dense.js';
 import type { DenseKernels, WeightDType } from '../types.js';
-import { type KernelCase, dotMagnitudes, expectBitwiseEqual, expectThrows, expectWithin, randomF32, randomWeight, weightValues } from './support.js';
+import {
+  type KernelCase,
+  dotMagnitudes,
+  expectBitwiseEqual,
+  expectThrows,
+  expectWithin,
+  randomF32,
+  randomWeight,
+  weightValues,
+} from './support.js';
 
 export const DENSE_RELATIVE_TOLERANCE = 1e-5;
 
@@ -16,11 +25,26 @@ const FLOAT_DTYPES: readonly WeightDType[] = ['f32', 'f16', 'bf16'];
 const BLOCK_DTYPES: readonly WeightDType[] = ['q8_0', 'q4_0', 'q4_k', 'q5_k', 'q6_k'];
 const K_DTYPES: readonly WeightDType[] = ['q4_k', 'q5_k', 'q6_k'];
 /** [rows, cols]: odd sizes, cols not a multiple of 4 or 16 for float types. */
-const FLOAT_SHAPES: readonly (readonly [number, number])[] = [[1, 1], [7, 13], [33, 50], [64, 67], [130, 96]];
+const FLOAT_SHAPES: readonly (readonly [number, number])[] = [
+  [1, 1],
+  [7, 13],
+  [33, 50],
+  [64, 67],
+  [130, 96],
+];
 /** Block types need cols % 32 === 0. */
-const BLOCK_SHAPES: readonly (readonly [number, number])[] = [[1, 32], [9, 32], [33, 96], [70, 160]];
+const BLOCK_SHAPES: readonly (readonly [number, number])[] = [
+  [1, 32],
+  [9, 32],
+  [33, 96],
+  [70, 160],
+];
 /** K-quants need cols % 256 === 0. */
-const K_SHAPES: readonly (readonly [number, number])[] = [[1, 256], [9, 512], [33, 768]];
+const K_SHAPES: readonly (readonly [number, number])[] = [
+  [1, 256],
+  [9, 512],
+  [33, 768],
+];
 const BATCH_SIZES = [1, 3, 16];
 
 export interface DenseCaseOptions {
@@ -32,7 +56,15 @@ function toleranceFor(dtype: WeightDType, options: DenseCaseOptions): number {
   return BLOCK_DTYPES.includes(dtype) ? (options.blockTolerance ?? DENSE_RELATIVE_TOLERANCE) : DENSE_RELATIVE_TOLERANCE;
 }
 
-async function expectCloseToRef(backend: DenseKernels, dtype: WeightDType, rows: number, cols: number, m: number, seed: number, tolerance: number): Promise<void> {
+async function expectCloseToRef(
+  backend: DenseKernels,
+  dtype: WeightDType,
+  rows: number,
+  cols: number,
+  m: number,
+  seed: number,
+  tolerance: number,
+): Promise<void> {
   const rng = new Rng(seed);
   const weight = randomWeight(rng, dtype, rows, cols);
   const x = randomF32(rng, m * cols);
@@ -41,7 +73,13 @@ async function expectCloseToRef(backend: DenseKernels, dtype: WeightDType, rows:
   const actual = await backend.matmul(await backend.prepare(weight), x, m);
   if (actual.length !== m * rows) throw new Error(`expected ${m * rows} outputs, got ${actual.length}`);
   const magnitude = dotMagnitudes(x, m, weightValues(weight), rows, cols);
-  expectWithin(`${dtype} [${rows}x${cols}] m=${m}`, actual, expected, m * rows, (i) => tolerance * magnitude[i]! + 1e-12);
+  expectWithin(
+    `${dtype} [${rows}x${cols}] m=${m}`,
+    actual,
+    expected,
+    m * rows,
+    (i) => tolerance * magnitude[i]! + 1e-12,
+  );
 }
 
 export function denseCases(options: DenseCaseOptions = {}): KernelCase<DenseKernels>[] {
@@ -54,7 +92,8 @@ export function denseCases(options: DenseCaseOptions = {}): KernelCase<DenseKern
       cases.push({
         name: `${dtype}: matches the reference for shapes ${shapes.map(([r, c]) => `${r}x${c}`).join(', ')} at m = ${m}`,
         async run(backend) {
-          for (const [rows, cols] of shapes) await expectCloseToRef(backend, dtype, rows, cols, m, caseSeed * 31 + rows, toleranceFor(dtype, options));
+          for (const [rows, cols] of shapes)
+            await expectCloseToRef(backend, dtype, rows, cols, m, caseSeed * 31 + rows, toleranceFor(dtype, options));
         },
       });
     }
@@ -86,7 +125,13 @@ export function denseCases(options: DenseCaseOptions = {}): KernelCase<DenseKern
       const expected = await ref.matmul(await ref.prepare(weight), x, 2);
       const magnitude = dotMagnitudes(x, 2, weightValues(weight), 6, 64);
       const tolerance = toleranceFor('q4_0', options);
-      expectWithin('m=2 of a 4-row x', await backend.matmul(prepared, x, 2), expected, 12, (i) => tolerance * magnitude[i]! + 1e-12);
+      expectWithin(
+        'm=2 of a 4-row x',
+        await backend.matmul(prepared, x, 2),
+        expected,
+        12,
+        (i) => tolerance * magnitude[i]! + 1e-12,
+      );
     },
   });
 
@@ -95,9 +140,13 @@ export function denseCases(options: DenseCaseOptions = {}): KernelCase<DenseKern
     async run(backend) {
       const weight = randomWeight(new Rng(5), 'q8_0', 4, 64);
       await expectThrows('truncated q8_0', () => backend.prepare({ ...weight, data: weight.data.subarray(1) }));
-      await expectThrows('q4_0 with cols % 32 != 0', () => backend.prepare({ ...weight, dtype: 'q4_0', shape: [4, 48], data: new Uint8Array(4 * 27) }));
+      await expectThrows('q4_0 with cols % 32 != 0', () =>
+        backend.prepare({ ...weight, dtype: 'q4_0', shape: [4, 48], data: new Uint8Array(4 * 27) }),
+      );
       // 2 rows of 128 are one super-block of bytes, but a K-quant row must be whole super-blocks.
-      await expectThrows('q4_k with cols % 256 != 0', () => backend.prepare({ ...weight, dtype: 'q4_k', shape: [2, 128], data: new Uint8Array(144) }));
+      await expectThrows('q4_k with cols % 256 != 0', () =>
+        backend.prepare({ ...weight, dtype: 'q4_k', shape: [2, 128], data: new Uint8Array(144) }),
+      );
     },
   });
   return cases;
@@ -117,7 +166,12 @@ export function batchInvarianceCases(): KernelCase<DenseKernels>[] {
         const alone = await backend.matmul(weight, x.subarray(i * cols, (i + 1) * cols), 1);
         expectBitwiseEqual(`${dtype} row ${i}`, alone, batch.subarray(i * rows), rows);
         const inThree = await backend.matmul(weight, x.subarray(i * cols), Math.min(3, 16 - i));
-        expectBitwiseEqual(`${dtype} row ${i} in a batch of ${Math.min(3, 16 - i)}`, inThree, batch.subarray(i * rows), rows);
+        expectBitwiseEqual(
+          `${dtype} row ${i} in a batch of ${Math.min(3, 16 - i)}`,
+          inThree,
+          batch.subarray(i * rows),
+          rows,
+        );
       }
     },
   }));

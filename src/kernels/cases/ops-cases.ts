@@ -22,7 +22,16 @@ interface AttentionSetup {
   readonly numTokens: number;
 }
 
-function setup(label: string, numHeads: number, numKvHeads: number, headDim: number, pageSize: number, pageTable: number[], startPos: number, numTokens: number): AttentionSetup {
+function setup(
+  label: string,
+  numHeads: number,
+  numKvHeads: number,
+  headDim: number,
+  pageSize: number,
+  pageTable: number[],
+  startPos: number,
+  numTokens: number,
+): AttentionSetup {
   const shape = { numHeads, numKvHeads, headDim, scale: 1 / Math.sqrt(headDim) };
   return { label, shape, pageSize, numPages: Math.max(...pageTable) + 3, pageTable, startPos, numTokens };
 }
@@ -39,19 +48,47 @@ const LAYER = 1;
 
 /** A NaN-poisoned pool for `s`, with K and V written for positions [0, startPos + numTokens) of LAYER. */
 function filledPool(backend: OpKernels, s: AttentionSetup, seed: number): PagedKvView {
-  const geometry = { numLayers: NUM_LAYERS, pageSize: s.pageSize, numKvHeads: s.shape.numKvHeads, headDim: s.shape.headDim };
+  const geometry = {
+    numLayers: NUM_LAYERS,
+    pageSize: s.pageSize,
+    numKvHeads: s.shape.numKvHeads,
+    headDim: s.shape.headDim,
+  };
   const data = backend.allocF32(s.numPages * pageElements(geometry)).fill(NaN);
   const kv = { ...geometry, data, numPages: s.numPages };
   const endPos = s.startPos + s.numTokens;
   const kvDim = s.shape.numKvHeads * s.shape.headDim;
   const rng = new Rng(seed);
-  backend.writeKv(kv, LAYER, Int32Array.from(s.pageTable), 0, endPos, randomF32(rng, endPos * kvDim), randomF32(rng, endPos * kvDim));
+  backend.writeKv(
+    kv,
+    LAYER,
+    Int32Array.from(s.pageTable),
+    0,
+    endPos,
+    randomF32(rng, endPos * kvDim),
+    randomF32(rng, endPos * kvDim),
+  );
   return kv;
 }
 
-function runAttention(backend: OpKernels, kv: PagedKvView, s: AttentionSetup, q: Float32Array, startPos: number, numTokens: number): Float32Array {
+function runAttention(
+  backend: OpKernels,
+  kv: PagedKvView,
+  s: AttentionSetup,
+  q: Float32Array,
+  startPos: number,
+  numTokens: number,
+): Float32Array {
   const out = new Float32Array(numTokens * s.shape.numHeads * s.shape.headDim);
-  backend.attention(kv, { layer: LAYER, shape: s.shape, q, out, numTokens, startPos, pageTable: Int32Array.from(s.pageTable) });
+  backend.attention(kv, {
+    layer: LAYER,
+    shape: s.shape,
+    q,
+    out,
+    numTokens,
+    startPos,
+    pageTable: Int32Array.from(s.pageTable),
+  });
   return out;
 }
 
@@ -66,7 +103,13 @@ function attentionCases(): KernelCase<OpKernels>[] {
           const ref = new RefOps();
           const expected = runAttention(ref, filledPool(ref, s, 300 + n), s, q, s.startPos, s.numTokens);
           const actual = runAttention(backend, filledPool(backend, s, 300 + n), s, q, s.startPos, s.numTokens);
-          expectWithin(`attention ${s.label}`, actual, expected, actual.length, (i) => OPS_RELATIVE_TOLERANCE * (Math.abs(expected[i]!) + 1));
+          expectWithin(
+            `attention ${s.label}`,
+            actual,
+            expected,
+            actual.length,
+            (i) => OPS_RELATIVE_TOLERANCE * (Math.abs(expected[i]!) + 1),
+          );
         },
       },
       {
@@ -98,7 +141,13 @@ function rowCases(): KernelCase<OpKernels>[] {
             new RefOps().rmsNorm(x, weight, 1e-5, m, dim, expected);
             const out = new Float32Array(m * dim);
             backend.rmsNorm(x, weight, 1e-5, m, dim, out);
-            expectWithin(`rmsNorm ${m}x${dim}`, out, expected, m * dim, (i) => OPS_RELATIVE_TOLERANCE * Math.abs(expected[i]!) + 1e-6);
+            expectWithin(
+              `rmsNorm ${m}x${dim}`,
+              out,
+              expected,
+              m * dim,
+              (i) => OPS_RELATIVE_TOLERANCE * Math.abs(expected[i]!) + 1e-6,
+            );
             const inPlace = x.slice();
             backend.rmsNorm(inPlace, weight, 1e-5, m, dim, inPlace);
             expectBitwiseEqual(`rmsNorm ${m}x${dim} in place`, inPlace, out, m * dim);
@@ -124,7 +173,12 @@ function rowCases(): KernelCase<OpKernels>[] {
     {
       name: 'rope matches the reference for headDim 2, 6, 64, 128, far positions and an attention factor',
       run(backend) {
-        for (const [headDim, theta, factor] of [[2, 10000, 1], [6, 10000, 1], [64, 10000, 1], [128, 500000, 0.8]] as const) {
+        for (const [headDim, theta, factor] of [
+          [2, 10000, 1],
+          [6, 10000, 1],
+          [64, 10000, 1],
+          [128, 500000, 0.8],
+        ] as const) {
           const numTokens = 3;
           const numHeads = 4;
           const x = randomF32(rng, numTokens * numHeads * headDim);
@@ -134,7 +188,13 @@ function rowCases(): KernelCase<OpKernels>[] {
           new RefOps().rope({ x: expected, numTokens, numHeads, headDim, positions, invFreq, attentionFactor: factor });
           const actual = x.slice();
           backend.rope({ x: actual, numTokens, numHeads, headDim, positions, invFreq, attentionFactor: factor });
-          expectWithin(`rope headDim ${headDim}`, actual, expected, x.length, (i) => OPS_RELATIVE_TOLERANCE * (Math.abs(expected[i]!) + 1));
+          expectWithin(
+            `rope headDim ${headDim}`,
+            actual,
+            expected,
+            x.length,
+            (i) => OPS_RELATIVE_TOLERANCE * (Math.abs(expected[i]!) + 1),
+          );
         }
       },
     },
@@ -149,7 +209,13 @@ function rowCases(): KernelCase<OpKernels>[] {
           new RefOps().siluMul(gate, up, expected, n);
           const out = new Float32Array(n);
           backend.siluMul(gate, up, out, n);
-          expectWithin(`siluMul n=${n}`, out, expected, n, (i) => OPS_RELATIVE_TOLERANCE * Math.abs(expected[i]!) + 1e-6);
+          expectWithin(
+            `siluMul n=${n}`,
+            out,
+            expected,
+            n,
+            (i) => OPS_RELATIVE_TOLERANCE * Math.abs(expected[i]!) + 1e-6,
+          );
         }
       },
     },
@@ -209,7 +275,8 @@ function writeKvCases(): KernelCase<OpKernels>[] {
         // Spot-check the layout itself: position 9 = page 9, slot 1; K of layer 1, KV head 1, element 2.
         const at = (((9 * 3 + 1) * 2 + 0) * 4 + 1) * 6 + 1 * 3 + 2;
         if (actual[at] !== k[(9 - 3) * 6 + 5]) throw new Error('position 9 is not in page 9, slot 1');
-        if (actual.filter((x) => !Number.isNaN(x)).length !== 2 * 7 * 6) throw new Error('writeKv wrote more than 7 tokens of K and V');
+        if (actual.filter((x) => !Number.isNaN(x)).length !== 2 * 7 * 6)
+          throw new Error('writeKv wrote more than 7 tokens of K and V');
       },
     },
   ];
@@ -224,15 +291,47 @@ function refusalCases(): KernelCase<OpKernels>[] {
         const kv = filledPool(backend, s, 700);
         const qDim = s.shape.numHeads * s.shape.headDim;
         const attend = (pageTable: number[], startPos: number, numTokens: number) => () =>
-          backend.attention(kv, { layer: LAYER, shape: s.shape, q: new Float32Array(numTokens * qDim), out: new Float32Array(numTokens * qDim), numTokens, startPos, pageTable: Int32Array.from(pageTable) });
+          backend.attention(kv, {
+            layer: LAYER,
+            shape: s.shape,
+            q: new Float32Array(numTokens * qDim),
+            out: new Float32Array(numTokens * qDim),
+            numTokens,
+            startPos,
+            pageTable: Int32Array.from(pageTable),
+          });
         await expectThrows('page id past the pool', attend([5, 2, s.numPages], 0, 10));
         await expectThrows('negative page id', attend([5, -1, 9], 0, 10));
         await expectThrows('page table shorter than the positions', attend([5, 2], 0, 10));
-        await expectThrows('layer past the pool', () => backend.attention(kv, { layer: NUM_LAYERS, shape: s.shape, q: new Float32Array(qDim), out: new Float32Array(qDim), numTokens: 1, startPos: 0, pageTable: Int32Array.from([5]) }));
+        await expectThrows('layer past the pool', () =>
+          backend.attention(kv, {
+            layer: NUM_LAYERS,
+            shape: s.shape,
+            q: new Float32Array(qDim),
+            out: new Float32Array(qDim),
+            numTokens: 1,
+            startPos: 0,
+            pageTable: Int32Array.from([5]),
+          }),
+        );
         const kvDim = s.shape.numKvHeads * s.shape.headDim;
-        await expectThrows('writeKv past the page table', () => backend.writeKv(kv, LAYER, Int32Array.from([5, 2, 9]), 10, 3, new Float32Array(3 * kvDim), new Float32Array(3 * kvDim)));
-        await expectThrows('rmsNorm into a short out', () => backend.rmsNorm(new Float32Array(8), new Float32Array(4), 1e-5, 2, 4, new Float32Array(7)));
-        await expectThrows('siluMul past its inputs', () => backend.siluMul(new Float32Array(4), new Float32Array(3), new Float32Array(4), 4));
+        await expectThrows('writeKv past the page table', () =>
+          backend.writeKv(
+            kv,
+            LAYER,
+            Int32Array.from([5, 2, 9]),
+            10,
+            3,
+            new Float32Array(3 * kvDim),
+            new Float32Array(3 * kvDim),
+          ),
+        );
+        await expectThrows('rmsNorm into a short out', () =>
+          backend.rmsNorm(new Float32Array(8), new Float32Array(4), 1e-5, 2, 4, new Float32Array(7)),
+        );
+        await expectThrows('siluMul past its inputs', () =>
+          backend.siluMul(new Float32Array(4), new Float32Array(3), new Float32Array(4), 4),
+        );
       },
     },
   ];

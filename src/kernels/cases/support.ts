@@ -17,7 +17,12 @@ export function randomF32(rng: Rng, length: number, scale = 1): Float32Array {
 
 /** A [rows, cols] weight in `dtype` from normal values (quantized like a model writer would). */
 export function randomWeight(rng: Rng, dtype: WeightDType, rows: number, cols: number, scale = 0.05): HostTensor {
-  return { name: `w.${dtype}.${rows}x${cols}`, dtype, shape: [rows, cols], data: quantize(dtype, randomF32(rng, rows * cols, scale)) };
+  return {
+    name: `w.${dtype}.${rows}x${cols}`,
+    dtype,
+    shape: [rows, cols],
+    data: quantize(dtype, randomF32(rng, rows * cols, scale)),
+  };
 }
 
 /** The weight's values as f32 (exact), row-major. */
@@ -44,13 +49,20 @@ export function dotMagnitudes(x: Float32Array, m: number, w: Float32Array, rows:
  * Throws unless |actual[i] - expected[i]| <= bound(i) for every i < length, and both are
  * finite (a NaN anywhere, e.g. from reading a poisoned page, fails).
  */
-export function expectWithin(what: string, actual: Float32Array, expected: Float32Array, length: number, bound: (i: number) => number): void {
+export function expectWithin(
+  what: string,
+  actual: Float32Array,
+  expected: Float32Array,
+  length: number,
+  bound: (i: number) => number,
+): void {
   for (let i = 0; i < length; i++) {
     const a = actual[i]!;
     const e = expected[i]!;
     if (!Number.isFinite(a) || !Number.isFinite(e)) throw new Error(`${what}: element ${i} is ${a}, expected ${e}`);
     const ratio = Math.abs(a - e) / bound(i);
-    if (!(ratio <= 1)) throw new Error(`${what}: element ${i} is ${a}, expected ${e} (error ${Math.abs(a - e)} > bound ${bound(i)})`);
+    if (!(ratio <= 1))
+      throw new Error(`${what}: element ${i} is ${a}, expected ${e} (error ${Math.abs(a - e)} > bound ${bound(i)})`);
   }
   if (length === 0) throw new Error(`${what}: nothing compared`);
 }

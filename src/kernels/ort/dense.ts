@@ -64,31 +64,42 @@ export function denseModel(weight: HostTensor, activationPrecision: 'int8' | 'f3
       const values = new Float32Array(rows * cols);
       dequantize(weight.dtype, weight.data, 0, rows * cols, values);
       initializers = [{ name: 'W', dataType: OnnxDataType.FLOAT, dims: [rows, cols], raw: bytesOf(values) }];
-      nodes = [{ opType: 'Gemm', name: 'dense', inputs: ['x', 'W'], outputs: ['y'], attributes: [{ kind: 'int', name: 'transB', value: 1 }] }];
+      nodes = [
+        {
+          opType: 'Gemm',
+          name: 'dense',
+          inputs: ['x', 'W'],
+          outputs: ['y'],
+          attributes: [{ kind: 'int', name: 'transB', value: 1 }],
+        },
+      ];
       break;
     }
     case 'q4_0':
     case 'q8_0': {
-      const packed = weight.dtype === 'q4_0' ? repackQ4_0(weight.data, rows, cols) : repackQ8_0(weight.data, rows, cols);
+      const packed =
+        weight.dtype === 'q4_0' ? repackQ4_0(weight.data, rows, cols) : repackQ8_0(weight.data, rows, cols);
       const blob = (32 * packed.bits) / 8;
       initializers = [
         { name: 'B', dataType: OnnxDataType.UINT8, dims: [rows, cols / 32, blob], raw: packed.blocks },
         { name: 'scales', dataType: OnnxDataType.FLOAT, dims: [(rows * cols) / 32], raw: bytesOf(packed.scales) },
       ];
-      nodes = [{
-        opType: 'MatMulNBits',
-        domain: 'com.microsoft',
-        name: 'dense',
-        inputs: ['x', 'B', 'scales'],
-        outputs: ['y'],
-        attributes: [
-          { kind: 'int', name: 'K', value: cols },
-          { kind: 'int', name: 'N', value: rows },
-          { kind: 'int', name: 'bits', value: packed.bits },
-          { kind: 'int', name: 'block_size', value: 32 },
-          { kind: 'int', name: 'accuracy_level', value: activationPrecision === 'int8' ? 4 : 0 },
-        ],
-      }];
+      nodes = [
+        {
+          opType: 'MatMulNBits',
+          domain: 'com.microsoft',
+          name: 'dense',
+          inputs: ['x', 'B', 'scales'],
+          outputs: ['y'],
+          attributes: [
+            { kind: 'int', name: 'K', value: cols },
+            { kind: 'int', name: 'N', value: rows },
+            { kind: 'int', name: 'bits', value: packed.bits },
+            { kind: 'int', name: 'block_size', value: 32 },
+            { kind: 'int', name: 'accuracy_level', value: activationPrecision === 'int8' ? 4 : 0 },
+          ],
+        },
+      ];
       break;
     }
     case 'q4_k':
@@ -109,11 +120,21 @@ export function denseModel(weight: HostTensor, activationPrecision: 'int8' | 'f3
 }
 
 /** MatMulNBits on the repacked K-quant, plus y += blockSums(x) · Cᵀ where repack-k.ts needs it. */
-function kQuantGraph(weight: HostTensor, rows: number, cols: number, activationPrecision: 'int8' | 'f32'): { nodes: OnnxNode[]; initializers: OnnxTensor[] } {
+function kQuantGraph(
+  weight: HostTensor,
+  rows: number,
+  cols: number,
+  activationPrecision: 'int8' | 'f32',
+): { nodes: OnnxNode[]; initializers: OnnxTensor[] } {
   const packed = repackK(weight.dtype as 'q4_k' | 'q5_k' | 'q6_k', weight.data, rows, cols);
   const perBlock = cols / packed.blockSize;
   const initializers: OnnxTensor[] = [
-    { name: 'B', dataType: OnnxDataType.UINT8, dims: [rows, perBlock, (packed.blockSize * packed.bits) / 8], raw: packed.blocks },
+    {
+      name: 'B',
+      dataType: OnnxDataType.UINT8,
+      dims: [rows, perBlock, (packed.blockSize * packed.bits) / 8],
+      raw: packed.blocks,
+    },
     { name: 'scales', dataType: OnnxDataType.FLOAT, dims: [rows * perBlock], raw: bytesOf(packed.scales) },
   ];
   const main: OnnxNode = {
@@ -131,7 +152,8 @@ function kQuantGraph(weight: HostTensor, rows: number, cols: number, activationP
     ],
   };
   if (packed.correction === null) return { nodes: [main], initializers };
-  const int64s = (values: readonly number[]): Uint8Array => new Uint8Array(BigInt64Array.from(values.map(BigInt)).buffer);
+  const int64s = (values: readonly number[]): Uint8Array =>
+    new Uint8Array(BigInt64Array.from(values.map(BigInt)).buffer);
   initializers.push(
     { name: 'C', dataType: OnnxDataType.FLOAT, dims: [rows, cols / 32], raw: bytesOf(packed.correction) },
     { name: 'blockShape', dataType: OnnxDataType.INT64, dims: [3], raw: int64s([-1, cols / 32, 32]) },
@@ -142,8 +164,20 @@ function kQuantGraph(weight: HostTensor, rows: number, cols: number, activationP
     nodes: [
       main,
       { opType: 'Reshape', name: 'blocks', inputs: ['x', 'blockShape'], outputs: ['xb'] },
-      { opType: 'ReduceSum', name: 'blockSums', inputs: ['xb', 'lastAxis'], outputs: ['xs'], attributes: [{ kind: 'int', name: 'keepdims', value: 0 }] },
-      { opType: 'Gemm', name: 'mins', inputs: ['xs', 'C'], outputs: ['y1'], attributes: [{ kind: 'int', name: 'transB', value: 1 }] },
+      {
+        opType: 'ReduceSum',
+        name: 'blockSums',
+        inputs: ['xb', 'lastAxis'],
+        outputs: ['xs'],
+        attributes: [{ kind: 'int', name: 'keepdims', value: 0 }],
+      },
+      {
+        opType: 'Gemm',
+        name: 'mins',
+        inputs: ['xs', 'C'],
+        outputs: ['y1'],
+        attributes: [{ kind: 'int', name: 'transB', value: 1 }],
+      },
       { opType: 'Add', name: 'sum', inputs: ['y0', 'y1'], outputs: ['y'] },
     ],
   };
@@ -158,7 +192,10 @@ export class OrtDense implements DenseKernels {
 
   constructor(options: OrtDenseOptions = {}) {
     const threads = options.threads ?? 1;
-    assert(Number.isInteger(threads) && threads >= 1, () => `OrtDense: threads must be a positive integer, got ${threads}`);
+    assert(
+      Number.isInteger(threads) && threads >= 1,
+      () => `OrtDense: threads must be a positive integer, got ${threads}`,
+    );
     this.#activationPrecision = options.activationPrecision ?? 'int8';
     this.#options = {
       intraOpNumThreads: threads,
@@ -171,13 +208,19 @@ export class OrtDense implements DenseKernels {
 
   async prepare(weight: HostTensor): Promise<DenseWeight> {
     const { rows, cols } = checkWeight(weight);
-    const session = await ort.InferenceSession.create(encodeModel(denseModel(weight, this.#activationPrecision)), this.#options);
+    const session = await ort.InferenceSession.create(
+      encodeModel(denseModel(weight, this.#activationPrecision)),
+      this.#options,
+    );
     this.#sessions.add(session);
     return new OrtWeight(rows, cols, weight.dtype, session);
   }
 
   async matmul(weight: DenseWeight, x: Float32Array, m: number, out?: Float32Array): Promise<Float32Array> {
-    assert(weight instanceof OrtWeight && this.#sessions.has(weight.session), 'OrtDense.matmul: weight was not prepared by this OrtDense');
+    assert(
+      weight instanceof OrtWeight && this.#sessions.has(weight.session),
+      'OrtDense.matmul: weight was not prepared by this OrtDense',
+    );
     const { rows, cols } = weight;
     checkMatmul(rows, cols, x, m, out);
     if (m === 0) return out ?? new Float32Array(0);

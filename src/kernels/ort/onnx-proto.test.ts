@@ -7,8 +7,26 @@ describe('encodeModel', () => {
     irVersion: 8,
     opsets: [{ domain: '', version: 17 }],
     graphName: 'g',
-    nodes: [{ opType: 'Gemm', name: 'dense', inputs: ['x', 'W'], outputs: ['y'], attributes: [{ kind: 'int', name: 'transB', value: 1 }, { kind: 'float', name: 'alpha', value: 2 }] }],
-    initializers: [{ name: 'W', dataType: OnnxDataType.FLOAT, dims: [3, 2], raw: new Uint8Array(Float32Array.from([1, 0, 0, 1, 1, 1]).buffer) }],
+    nodes: [
+      {
+        opType: 'Gemm',
+        name: 'dense',
+        inputs: ['x', 'W'],
+        outputs: ['y'],
+        attributes: [
+          { kind: 'int', name: 'transB', value: 1 },
+          { kind: 'float', name: 'alpha', value: 2 },
+        ],
+      },
+    ],
+    initializers: [
+      {
+        name: 'W',
+        dataType: OnnxDataType.FLOAT,
+        dims: [3, 2],
+        raw: new Uint8Array(Float32Array.from([1, 0, 0, 1, 1, 1]).buffer),
+      },
+    ],
     inputs: [{ name: 'x', dataType: OnnxDataType.FLOAT, dims: ['m', 2] }],
     outputs: [{ name: 'y', dataType: OnnxDataType.FLOAT, dims: ['m', 3] }],
   });
@@ -32,7 +50,17 @@ describe('encodeModel', () => {
 
   it('refuses negative integer attributes instead of mis-encoding them', () => {
     expect(() =>
-      encodeModel({ irVersion: 8, opsets: [], graphName: 'g', nodes: [{ opType: 'X', name: 'n', inputs: [], outputs: [], attributes: [{ kind: 'int', name: 'a', value: -1 }] }], initializers: [], inputs: [], outputs: [] }),
+      encodeModel({
+        irVersion: 8,
+        opsets: [],
+        graphName: 'g',
+        nodes: [
+          { opType: 'X', name: 'n', inputs: [], outputs: [], attributes: [{ kind: 'int', name: 'a', value: -1 }] },
+        ],
+        initializers: [],
+        inputs: [],
+        outputs: [],
+      }),
     ).toThrow(/non-negative/);
   });
 });

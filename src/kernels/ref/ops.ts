@@ -57,7 +57,15 @@ export class RefOps implements OpKernels {
     for (let i = 0; i < n; i++) x[i] = x[i]! + y[i]!;
   }
 
-  writeKv(kv: PagedKvView, layer: number, pageTable: Int32Array, startPos: number, numTokens: number, k: Float32Array, v: Float32Array): void {
+  writeKv(
+    kv: PagedKvView,
+    layer: number,
+    pageTable: Int32Array,
+    startPos: number,
+    numTokens: number,
+    k: Float32Array,
+    v: Float32Array,
+  ): void {
     checkWriteKv(kv, layer, pageTable, startPos, numTokens, k, v);
     const kvDim = kv.numKvHeads * kv.headDim;
     for (let t = 0; t < numTokens; t++) {
@@ -83,7 +91,8 @@ export class RefOps implements OpKernels {
         const qAt = (t * numHeads + h) * headDim;
         let max = -Infinity;
         for (let p = 0; p < numPositions; p++) {
-          const kAt = kvIndex(kv, pageTable[Math.floor(p / kv.pageSize)]!, layer, 0, p % kv.pageSize) + kvHead * headDim;
+          const kAt =
+            kvIndex(kv, pageTable[Math.floor(p / kv.pageSize)]!, layer, 0, p % kv.pageSize) + kvHead * headDim;
           let dot = 0;
           for (let i = 0; i < headDim; i++) dot += q[qAt + i]! * kv.data[kAt + i]!;
           scores[p] = dot * scale;
@@ -97,7 +106,8 @@ export class RefOps implements OpKernels {
         for (let i = 0; i < headDim; i++) {
           let acc = 0;
           for (let p = 0; p < numPositions; p++) {
-            const vAt = kvIndex(kv, pageTable[Math.floor(p / kv.pageSize)]!, layer, 1, p % kv.pageSize) + kvHead * headDim;
+            const vAt =
+              kvIndex(kv, pageTable[Math.floor(p / kv.pageSize)]!, layer, 1, p % kv.pageSize) + kvHead * headDim;
             acc += scores[p]! * kv.data[vAt + i]!;
           }
           out[qAt + i] = acc / sum;

@@ -25,7 +25,8 @@ describe('the ops case suite itself (negative controls)', () => {
 
   it('fails every attention case for a backend that reads a page outside the page table', async () => {
     expect(attentionCases.length).toBeGreaterThan(0);
-    for (const c of attentionCases) await expect(Promise.resolve().then(() => c.run(new ReadsForeignPage()))).rejects.toThrow(/is NaN|expected/);
+    for (const c of attentionCases)
+      await expect(Promise.resolve().then(() => c.run(new ReadsForeignPage()))).rejects.toThrow(/is NaN|expected/);
   });
 });
 
@@ -40,6 +41,7 @@ class BatchVariant extends RefDense {
 
 describe('the dense case suite itself (negative controls)', () => {
   it('fails the batch-invariance cases for a backend whose rows change by one ulp inside a batch', async () => {
-    for (const c of batchInvarianceCases()) await expect(Promise.resolve().then(() => c.run(new BatchVariant()))).rejects.toThrow(/differs/);
+    for (const c of batchInvarianceCases())
+      await expect(Promise.resolve().then(() => c.run(new BatchVariant()))).rejects.toThrow(/differs/);
   });
 });

@@ -13,7 +13,13 @@ export interface PreparedK {
   readonly correctionPtr: number;
 }
 
-export function prepareK(rt: WasmRuntime, dtype: 'q4_k' | 'q5_k', data: Uint8Array, rows: number, cols: number): PreparedK {
+export function prepareK(
+  rt: WasmRuntime,
+  dtype: 'q4_k' | 'q5_k',
+  data: Uint8Array,
+  rows: number,
+  cols: number,
+): PreparedK {
   const numBlocks = (rows * cols) / 32;
   const four = dtype === 'q4_k';
   const payload = four ? 16 : 32;
@@ -41,7 +47,15 @@ export function prepareK(rt: WasmRuntime, dtype: 'q4_k' | 'q5_k', data: Uint8Arr
 }
 
 /** y[m, rows] += blockSums(x)[m, cols/32] · Cᵀ, with y at yp and x at xp in the runtime's memory. */
-export function addCorrection(rt: WasmRuntime, correctionPtr: number, xp: number, yp: number, m: number, rows: number, cols: number): void {
+export function addCorrection(
+  rt: WasmRuntime,
+  correctionPtr: number,
+  xp: number,
+  yp: number,
+  m: number,
+  rows: number,
+  cols: number,
+): void {
   const nb = cols / 32;
   const sumsPtr = rt.scratch('dense-k-sums', m * nb * 4);
   const outPtr = rt.scratch('dense-k-out', m * rows * 4);

@@ -113,7 +113,10 @@ export class WasmDense implements DenseKernels {
 
   /** matmul without the promise, for callers that run on the wasm memory directly. */
   matmulSync(weight: DenseWeight, x: Float32Array, m: number, out?: Float32Array): Float32Array {
-    assert(weight instanceof WasmWeight && weight.runtime === this.runtime, 'WasmDense.matmul: weight was not prepared by this WasmDense');
+    assert(
+      weight instanceof WasmWeight && weight.runtime === this.runtime,
+      'WasmDense.matmul: weight was not prepared by this WasmDense',
+    );
     const { rows, cols } = weight;
     checkMatmul(rows, cols, x, m, out);
     const y = out ?? new Float32Array(m * rows);
@@ -122,7 +125,19 @@ export class WasmDense implements DenseKernels {
     const xp = rt.input('dense-x', x, m * cols);
     const yp = rt.owns(y) ? y.byteOffset : rt.scratch('dense-y', m * rows * 4);
     const scratchBytes = 8 * cols * 4 + 64; // a few decoded weight rows
-    const args = (r0: number, r1: number, scratch: number): MatmulArgs => [kindOf(weight.dtype), weight.ptr, weight.scalesPtr, xp, yp, m, rows, cols, r0, r1, scratch];
+    const args = (r0: number, r1: number, scratch: number): MatmulArgs => [
+      kindOf(weight.dtype),
+      weight.ptr,
+      weight.scalesPtr,
+      xp,
+      yp,
+      m,
+      rows,
+      cols,
+      r0,
+      r1,
+      scratch,
+    ];
     const threads = this.#workers === undefined || m * rows * cols < MIN_PARALLEL_MACS ? 1 : this.#workers.count + 1;
     if (threads === 1) {
       rt.kernels.matmul(...args(0, rows, rt.scratch('dense-rows', scratchBytes)));
@@ -130,8 +145,11 @@ export class WasmDense implements DenseKernels {
       // Contiguous row ranges, multiples of 8 rows (whole tiles), the calling thread takes the first.
       const chunk = Math.ceil(rows / threads / 8) * 8;
       const jobs: MatmulArgs[] = [];
-      for (let t = 1; t < threads && t * chunk < rows; t++) jobs.push(args(t * chunk, Math.min(rows, (t + 1) * chunk), rt.scratch(`dense-rows-${t}`, scratchBytes)));
-      this.#workers!.run(jobs, () => rt.kernels.matmul(...args(0, Math.min(rows, chunk), rt.scratch('dense-rows', scratchBytes))));
+      for (let t = 1; t < threads && t * chunk < rows; t++)
+        jobs.push(args(t * chunk, Math.min(rows, (t + 1) * chunk), rt.scratch(`dense-rows-${t}`, scratchBytes)));
+      this.#workers!.run(jobs, () =>
+        rt.kernels.matmul(...args(0, Math.min(rows, chunk), rt.scratch('dense-rows', scratchBytes))),
+      );
     }
     if (weight.correctionPtr !== 0) addCorrection(rt, weight.correctionPtr, xp, yp, m, rows, cols);
     rt.output(yp, y, m * rows);
@@ -146,6 +164,9 @@ export class WasmDense implements DenseKernels {
 export async function createWasmDense(options: WasmDenseOptions = {}): Promise<WasmDense> {
   const runtime = options.runtime ?? (await WasmRuntime.load(options));
   const threads = options.threads ?? 1;
-  assert(Number.isInteger(threads) && threads >= 1, () => `WasmDense: threads must be a positive integer, got ${threads}`);
+  assert(
+    Number.isInteger(threads) && threads >= 1,
+    () => `WasmDense: threads must be a positive integer, got ${threads}`,
+  );
   return new WasmDense(runtime, threads > 1 ? await DenseWorkers.start(runtime, threads - 1) : undefined);
 }

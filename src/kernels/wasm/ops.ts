@@ -38,7 +38,16 @@ export class WasmOps implements OpKernels {
     const xp = rt.input('a', x, n);
     const positions = rt.input('b', args.positions, numTokens);
     const invFreq = rt.input('c', args.invFreq, headDim / 2);
-    rt.kernels.rope(xp, numTokens, numHeads, headDim, positions, invFreq, args.attentionFactor, rt.scratch('d', headDim * 4));
+    rt.kernels.rope(
+      xp,
+      numTokens,
+      numHeads,
+      headDim,
+      positions,
+      invFreq,
+      args.attentionFactor,
+      rt.scratch('d', headDim * 4),
+    );
     rt.output(xp, x, n);
   }
 
@@ -60,7 +69,15 @@ export class WasmOps implements OpKernels {
     rt.output(xp, x, n);
   }
 
-  writeKv(kv: PagedKvView, layer: number, pageTable: Int32Array, startPos: number, numTokens: number, k: Float32Array, v: Float32Array): void {
+  writeKv(
+    kv: PagedKvView,
+    layer: number,
+    pageTable: Int32Array,
+    startPos: number,
+    numTokens: number,
+    k: Float32Array,
+    v: Float32Array,
+  ): void {
     checkWriteKv(kv, layer, pageTable, startPos, numTokens, k, v);
     // A row copy per token: memcpy speed already, no wasm call needed.
     const kvDim = kv.numKvHeads * kv.headDim;
@@ -84,8 +101,20 @@ export class WasmOps implements OpKernels {
     const op = rt.owns(args.out) ? args.out.byteOffset : rt.scratch('c', n * 4);
     const pageTable = rt.input('b', args.pageTable, Math.ceil(endPos / kv.pageSize));
     rt.kernels.attention(
-      kv.data.byteOffset, kv.numLayers, kv.pageSize, kv.numKvHeads, kv.headDim, args.layer,
-      pageTable, qp, op, numTokens, startPos, shape.numHeads, shape.scale, rt.scratch('d', (endPos + 4) * 4),
+      kv.data.byteOffset,
+      kv.numLayers,
+      kv.pageSize,
+      kv.numKvHeads,
+      kv.headDim,
+      args.layer,
+      pageTable,
+      qp,
+      op,
+      numTokens,
+      startPos,
+      shape.numHeads,
+      shape.scale,
+      rt.scratch('d', (endPos + 4) * 4),
     );
     rt.output(op, args.out, n);
   }

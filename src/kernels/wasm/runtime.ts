@@ -17,15 +17,48 @@ export const MAX_WASM_MEMORY_BYTES = 4 * 1024 ** 3;
 
 export interface KernelExports {
   heapBase(): number;
-  matmul(kind: number, w: number, scales: number, x: number, y: number, m: number, rows: number, cols: number, r0: number, r1: number, scratch: number): void;
+  matmul(
+    kind: number,
+    w: number,
+    scales: number,
+    x: number,
+    y: number,
+    m: number,
+    rows: number,
+    cols: number,
+    r0: number,
+    r1: number,
+    scratch: number,
+  ): void;
   rmsNorm(x: number, weight: number, eps: number, m: number, dim: number, out: number): void;
-  rope(x: number, numTokens: number, numHeads: number, headDim: number, positions: number, invFreq: number, attentionFactor: number, table: number): void;
+  rope(
+    x: number,
+    numTokens: number,
+    numHeads: number,
+    headDim: number,
+    positions: number,
+    invFreq: number,
+    attentionFactor: number,
+    table: number,
+  ): void;
   siluMul(gate: number, up: number, out: number, n: number): void;
   addInPlace(x: number, y: number, n: number): void;
   sumF32(data: number, n: number): number;
   attention(
-    pool: number, numLayers: number, pageSize: number, numKvHeads: number, headDim: number, layer: number,
-    pageTable: number, q: number, out: number, numTokens: number, startPos: number, numHeads: number, scale: number, scores: number,
+    pool: number,
+    numLayers: number,
+    pageSize: number,
+    numKvHeads: number,
+    headDim: number,
+    layer: number,
+    pageTable: number,
+    q: number,
+    out: number,
+    numTokens: number,
+    startPos: number,
+    numHeads: number,
+    scale: number,
+    scores: number,
   ): void;
 }
 
@@ -58,7 +91,10 @@ export class WasmRuntime {
 
   static async load(options: WasmRuntimeOptions = {}): Promise<WasmRuntime> {
     const maxMemoryBytes = options.maxMemoryBytes ?? MAX_WASM_MEMORY_BYTES;
-    assert(maxMemoryBytes >= PAGE_BYTES && maxMemoryBytes <= MAX_WASM_MEMORY_BYTES, () => `wasm memory maximum ${maxMemoryBytes} outside [64 KiB, 4 GiB]`);
+    assert(
+      maxMemoryBytes >= PAGE_BYTES && maxMemoryBytes <= MAX_WASM_MEMORY_BYTES,
+      () => `wasm memory maximum ${maxMemoryBytes} outside [64 KiB, 4 GiB]`,
+    );
     const wasm = webAssembly();
     const module = await wasm.compile(readFileSync(findKernelsWasm()));
     const memory = new wasm.Memory({ initial: 1, maximum: Math.floor(maxMemoryBytes / PAGE_BYTES), shared: true });

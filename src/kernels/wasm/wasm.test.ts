@@ -89,7 +89,15 @@ describe('WasmRuntime', () => {
   it('refuses attention over a pool that is not in its memory', () => {
     const ops = new WasmOps(runtime);
     const kv = { data: new Float32Array(64), numPages: 2, pageSize: 2, numLayers: 1, numKvHeads: 1, headDim: 8 };
-    const args = { layer: 0, shape: { numHeads: 1, numKvHeads: 1, headDim: 8, scale: 1 }, q: new Float32Array(8), out: new Float32Array(8), numTokens: 1, startPos: 0, pageTable: Int32Array.from([0]) };
+    const args = {
+      layer: 0,
+      shape: { numHeads: 1, numKvHeads: 1, headDim: 8, scale: 1 },
+      q: new Float32Array(8),
+      out: new Float32Array(8),
+      numTokens: 1,
+      startPos: 0,
+      pageTable: Int32Array.from([0]),
+    };
     expect(() => ops.attention(kv, args)).toThrow(/KV pool must be allocated/);
   });
 });

@@ -19,7 +19,19 @@ const STATUS = 13;
 /** The longest one matmul may take before the caller gives up on a worker. */
 const WAIT_TIMEOUT_MS = 60_000;
 
-export type MatmulArgs = readonly [kind: number, w: number, scales: number, x: number, y: number, m: number, rows: number, cols: number, r0: number, r1: number, scratch: number];
+export type MatmulArgs = readonly [
+  kind: number,
+  w: number,
+  scales: number,
+  x: number,
+  y: number,
+  m: number,
+  rows: number,
+  cols: number,
+  r0: number,
+  r1: number,
+  scratch: number,
+];
 
 // CommonJS source of each worker, run with `eval: true` (works from src/ and dist/ alike).
 const WORKER_SOURCE = `
@@ -58,7 +70,14 @@ export class DenseWorkers {
   /** Start `count` workers on `runtime`'s memory; resolves once every one is ready. */
   static async start(runtime: WasmRuntime, count: number): Promise<DenseWorkers> {
     const control = new SharedArrayBuffer(count * SLOT_INTS * 4);
-    const workers = Array.from({ length: count }, (_, index) => new Worker(WORKER_SOURCE, { eval: true, workerData: { module: runtime.module, memory: runtime.memory, control, index } }));
+    const workers = Array.from(
+      { length: count },
+      (_, index) =>
+        new Worker(WORKER_SOURCE, {
+          eval: true,
+          workerData: { module: runtime.module, memory: runtime.memory, control, index },
+        }),
+    );
     await Promise.all(
       workers.map(
         (w) =>
@@ -82,7 +101,8 @@ export class DenseWorkers {
    */
   run(jobs: readonly MatmulArgs[], own: () => void): void {
     if (this.#closed) throw new InvariantError('DenseWorkers.run after close');
-    if (jobs.length > this.#workers.length) throw new InvariantError(`${jobs.length} jobs for ${this.#workers.length} workers`);
+    if (jobs.length > this.#workers.length)
+      throw new InvariantError(`${jobs.length} jobs for ${this.#workers.length} workers`);
     const seq = ++this.#seq;
     jobs.forEach((args, i) => {
       const base = i * SLOT_INTS;
@@ -94,8 +114,13 @@ export class DenseWorkers {
     jobs.forEach((_, i) => {
       const base = i * SLOT_INTS;
       const deadline = Date.now() + WAIT_TIMEOUT_MS;
-      for (let done = Atomics.load(this.#control, base + DONE); done !== seq; done = Atomics.load(this.#control, base + DONE)) {
-        if (Date.now() > deadline) throw new InvariantError(`dense worker ${i} did not finish within ${WAIT_TIMEOUT_MS} ms`);
+      for (
+        let done = Atomics.load(this.#control, base + DONE);
+        done !== seq;
+        done = Atomics.load(this.#control, base + DONE)
+      ) {
+        if (Date.now() > deadline)
+          throw new InvariantError(`dense worker ${i} did not finish within ${WAIT_TIMEOUT_MS} ms`);
         Atomics.wait(this.#control, base + DONE, done, 1000);
       }
       if (this.#control[base + STATUS] !== 0) throw new InvariantError(`dense worker ${i}: the wasm kernel failed`);

@@ -76,11 +76,20 @@ export class Connection {
       },
       Math.min(HANDSHAKE_MAX_FRAME_BYTES, options.maxFrameBytes),
     );
-    this.#handshake = new Handshake({ secret: options.secret, nodeId: options.nodeId, role: options.role, nonce: options.nonce, expectPeer: options.expectPeer });
+    this.#handshake = new Handshake({
+      secret: options.secret,
+      nodeId: options.nodeId,
+      role: options.role,
+      nonce: options.nonce,
+      expectPeer: options.expectPeer,
+    });
     pipe.onData((bytes) => this.#onData(bytes));
     pipe.onClose((reason) => this.#onPipeClosed(reason));
     pipe.onDrain(() => this.#drained());
-    this.#timer = setTimeout(() => this.close(`no authentication within ${options.handshakeTimeoutMs} ms`), options.handshakeTimeoutMs);
+    this.#timer = setTimeout(
+      () => this.close(`no authentication within ${options.handshakeTimeoutMs} ms`),
+      options.handshakeTimeoutMs,
+    );
     pipe.write([this.#handshake.start()]);
   }
 
@@ -138,7 +147,9 @@ export class Connection {
         // A Reserve that breaks one request's rules fails that request alone (codec.ts).
         const rid = isCodecError(error) ? refusableRequest(frame) : undefined;
         if (rid === undefined || !isCodecError(error)) throw error;
-        this.#pipe.write(encodeFrameParts({ type: 'Rejected', rid, code: 'invalid_request', message: error.message.slice(0, 4096) }));
+        this.#pipe.write(
+          encodeFrameParts({ type: 'Rejected', rid, code: 'invalid_request', message: error.message.slice(0, 4096) }),
+        );
         return;
       }
       this.#options.onMessage(this, message);

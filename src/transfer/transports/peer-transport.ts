@@ -46,10 +46,18 @@ export class PeerTransport implements Transport {
   admits(source: string): boolean {
     const perSource = this.#options.maxUnauthenticatedPerSource ?? DEFAULT_MAX_UNAUTHENTICATED_PER_SOURCE;
     const total = this.#options.maxUnauthenticated ?? DEFAULT_MAX_UNAUTHENTICATED;
-    const kind = this.#accepting.size >= total ? 'node-cap' : (this.#acceptingBySource.get(source) ?? 0) >= perSource ? 'source-cap' : undefined;
+    const kind =
+      this.#accepting.size >= total
+        ? 'node-cap'
+        : (this.#acceptingBySource.get(source) ?? 0) >= perSource
+          ? 'source-cap'
+          : undefined;
     if (kind === undefined) return true;
     this.#stats.refusedAtCap++;
-    const why = kind === 'node-cap' ? `${total} connections are authenticating` : `${perSource} connections from it are authenticating`;
+    const why =
+      kind === 'node-cap'
+        ? `${total} connections are authenticating`
+        : `${perSource} connections from it are authenticating`;
     this.#refusals.refused(kind, source, why, Date.now());
     return false;
   }
@@ -168,6 +176,7 @@ export class PeerTransport implements Transport {
       this.#byPeer.delete(peer);
       this.#options.handlers.closed(peer, reason);
     }
-    if (this.#accepting.size === 0 && [...this.#byPeer.values()].every((x) => x.isClosed)) for (const resolve of this.#allClosed.splice(0)) resolve();
+    if (this.#accepting.size === 0 && [...this.#byPeer.values()].every((x) => x.isClosed))
+      for (const resolve of this.#allClosed.splice(0)) resolve();
   }
 }

@@ -12,7 +12,12 @@ import { Connection } from './connection.js';
 import { parseAddress, socketPipe } from './tcp.js';
 
 /** Resolves undefined once `address` proved the secret, else why not (refused, wrong secret, timeout). */
-export function probeClusterSecret(address: string, probeId: string, secret: string | Uint8Array, timeoutMs: number): Promise<string | undefined> {
+export function probeClusterSecret(
+  address: string,
+  probeId: string,
+  secret: string | Uint8Array,
+  timeoutMs: number,
+): Promise<string | undefined> {
   return new Promise((resolve) => {
     let settled = false;
     const settle = (why: string | undefined): void => {

@@ -25,7 +25,10 @@ export class RefusalLog {
       last.heldBack++;
       return;
     }
-    const more = last !== undefined && last.heldBack > 0 ? ` (and ${last.heldBack} more like it in the last ${Math.round((nowMs - last.atMs) / 1000)} s)` : '';
+    const more =
+      last !== undefined && last.heldBack > 0
+        ? ` (and ${last.heldBack} more like it in the last ${Math.round((nowMs - last.atMs) / 1000)} s)`
+        : '';
     this.#last.set(kind, { atMs: nowMs, heldBack: 0 });
     this.#write(`cluster listener: refused ${source.slice(0, 64)} [${kind}]: ${reason.slice(0, 200)}${more}`);
   }

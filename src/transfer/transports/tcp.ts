@@ -83,7 +83,12 @@ function acceptedPipe(accepted: Socket): Pipe {
   internals._handle = null;
   accepted.destroy();
   const reads = new ReadBuffer();
-  const options: SocketConstructorOpts & { handle: unknown; onread: OnReadOpts } = { handle, readable: true, writable: true, onread: reads.onread };
+  const options: SocketConstructorOpts & { handle: unknown; onread: OnReadOpts } = {
+    handle,
+    readable: true,
+    writable: true,
+    onread: reads.onread,
+  };
   return socketPipe(new Socket(options), reads);
 }
 
@@ -104,7 +109,10 @@ export function socketPipe(socket: Socket, reads?: ReadBuffer): Pipe {
     },
     onData: (callback) => {
       if (reads !== undefined) reads.onData(callback);
-      else socket.on('data', (bytes: Buffer) => callback(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)));
+      else
+        socket.on('data', (bytes: Buffer) =>
+          callback(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength)),
+        );
     },
     onClose: (callback) => socket.once('close', () => callback(reason ?? 'connection closed by the peer')),
     onDrain: (callback) => socket.on('drain', callback),
@@ -123,7 +131,8 @@ export function socketPipe(socket: Socket, reads?: ReadBuffer): Pipe {
 export function parseAddress(address: string): { readonly host: string; readonly port: number } {
   const match = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(address);
   const port = Number(match?.[3]);
-  if (match === null || !(port > 0 && port < 65536)) throw new ConfigError(`${JSON.stringify(address)} is not a host:port address`);
+  if (match === null || !(port > 0 && port < 65536))
+    throw new ConfigError(`${JSON.stringify(address)} is not a host:port address`);
   return { host: match[1] ?? (match[2] as string), port };
 }
 
@@ -178,7 +187,8 @@ export class TcpTransport extends PeerTransport {
 
   override async close(): Promise<void> {
     const closing = super.close();
-    if (this.#server !== undefined) await new Promise<void>((resolve) => (this.#server as Server).close(() => resolve()));
+    if (this.#server !== undefined)
+      await new Promise<void>((resolve) => (this.#server as Server).close(() => resolve()));
     await closing;
   }
 }

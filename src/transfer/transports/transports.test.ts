@@ -46,7 +46,10 @@ class Recorder {
   until(test: () => boolean, what: string): Promise<void> {
     if (test()) return Promise.resolve();
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}; saw ${JSON.stringify(this.events)}`)), 5000);
+      const timer = setTimeout(
+        () => reject(new Error(`timed out waiting for ${what}; saw ${JSON.stringify(this.events)}`)),
+        5000,
+      );
       this.#waiters.push({ test, resolve: () => (clearTimeout(timer), resolve()) });
     });
   }
@@ -78,7 +81,13 @@ function memoryHarness(): Harness {
   let n = 0;
   const make = (dial: boolean, secret = SECRET, streamed = false, limits: Limits = {}): Node => {
     const recorder = new Recorder();
-    const transport = net.listen({ nodeId: `mem-${n++}:1`, secret, handlers: streamed ? { ...recorder.handlers, chunks: recorder.chunks } : recorder.handlers, dial, ...limits });
+    const transport = net.listen({
+      nodeId: `mem-${n++}:1`,
+      secret,
+      handlers: streamed ? { ...recorder.handlers, chunks: recorder.chunks } : recorder.handlers,
+      dial,
+      ...limits,
+    });
     all.push(transport);
     return { transport, recorder };
   };
@@ -96,13 +105,23 @@ function tcpHarness(): Harness {
   return {
     node: async ({ dial, secret, streamed, limits }) => {
       const recorder = new Recorder();
-      const transport = await TcpTransport.listen({ secret: secret ?? SECRET, handlers: streamed ? { ...recorder.handlers, chunks: recorder.chunks } : recorder.handlers, dial, ...limits });
+      const transport = await TcpTransport.listen({
+        secret: secret ?? SECRET,
+        handlers: streamed ? { ...recorder.handlers, chunks: recorder.chunks } : recorder.handlers,
+        dial,
+        ...limits,
+      });
       all.push(transport);
       return { transport, recorder };
     },
     client: ({ secret }) => {
       const recorder = new Recorder();
-      const transport = TcpTransport.client({ nodeId: `router-${n++}`, secret: secret ?? SECRET, handlers: recorder.handlers, dial: true });
+      const transport = TcpTransport.client({
+        nodeId: `router-${n++}`,
+        secret: secret ?? SECRET,
+        handlers: recorder.handlers,
+        dial: true,
+      });
       all.push(transport);
       return { transport, recorder };
     },
@@ -155,12 +174,17 @@ describe.each([
     for (let i = 0; i < 200; i++) router.transport.send(decode.transport.nodeId, ack(i));
     await decode.recorder.until(() => decode.recorder.messages.length === 200, '200 messages');
     expect(decode.recorder.events[0]).toBe(`connected ${router.transport.nodeId}`);
-    expect(decode.recorder.messages.map((m) => (m.message.type === 'Tokens' ? m.message.offset : -1))).toEqual([...Array(200).keys()]);
+    expect(decode.recorder.messages.map((m) => (m.message.type === 'Tokens' ? m.message.offset : -1))).toEqual([
+      ...Array(200).keys(),
+    ]);
     expect(new Set(decode.recorder.messages.map((m) => m.from))).toEqual(new Set([router.transport.nodeId]));
     // decode does not dial: it answers on the connection the router opened.
     decode.transport.send(router.transport.nodeId, { type: 'AbortAck', rid });
     await router.recorder.untilEvent(/message .* AbortAck/);
-    expect(router.recorder.events).toEqual([`connected ${decode.transport.nodeId}`, `message ${decode.transport.nodeId} AbortAck`]);
+    expect(router.recorder.events).toEqual([
+      `connected ${decode.transport.nodeId}`,
+      `message ${decode.transport.nodeId} AbortAck`,
+    ]);
   });
 
   it('carries a KvChunk payload of several MiB intact, and reports backpressure draining', async () => {
@@ -168,7 +192,16 @@ describe.each([
     const decode = await h.node({ dial: false });
     const prefill = await h.node({ dial: true });
     const payload = new Uint8Array(6 * 1024 * 1024).map((_, i) => (i * 7) & 0xff);
-    const chunk: Message = { type: 'KvChunk', rid, seq: 0, tag: { page: asPageId(1), epoch: asEpoch(2) }, firstSlot: 0, numSlots: 4, checksum: '0123456789abcdef', payload };
+    const chunk: Message = {
+      type: 'KvChunk',
+      rid,
+      seq: 0,
+      tag: { page: asPageId(1), epoch: asEpoch(2) },
+      firstSlot: 0,
+      numSlots: 4,
+      checksum: '0123456789abcdef',
+      payload,
+    };
     prefill.transport.send(decode.transport.nodeId, chunk);
     await prefill.transport.whenDrained(decode.transport.nodeId);
     await decode.recorder.until(() => decode.recorder.messages.length === 1, 'the chunk');
@@ -182,13 +215,29 @@ describe.each([
     const decode = await h.node({ dial: false, streamed: true });
     const prefill = await h.node({ dial: true });
     const payload = new Uint8Array(6 * 1024 * 1024).map((_, i) => (i * 7) & 0xff);
-    const chunk: Message = { type: 'KvChunk', rid, seq: 0, tag: { page: asPageId(1), epoch: asEpoch(2) }, firstSlot: 0, numSlots: 4, checksum: '0123456789abcdef', payload };
+    const chunk: Message = {
+      type: 'KvChunk',
+      rid,
+      seq: 0,
+      tag: { page: asPageId(1), epoch: asEpoch(2) },
+      firstSlot: 0,
+      numSlots: 4,
+      checksum: '0123456789abcdef',
+      payload,
+    };
     prefill.transport.send(decode.transport.nodeId, ack(0));
     prefill.transport.send(decode.transport.nodeId, chunk);
     prefill.transport.send(decode.transport.nodeId, ack(1));
     await decode.recorder.until(() => decode.recorder.messages.length === 2, 'the chunk and both messages');
     const from = prefill.transport.nodeId;
-    expect(decode.recorder.events).toEqual([`connected ${from}`, `message ${from} Tokens`, `begin ${from} 0`, 'piece', `end ${from}`, `message ${from} Tokens`]);
+    expect(decode.recorder.events).toEqual([
+      `connected ${from}`,
+      `message ${from} Tokens`,
+      `begin ${from} 0`,
+      'piece',
+      `end ${from}`,
+      `message ${from} Tokens`,
+    ]);
     const { payload: _, ...fields } = chunk;
     expect(decode.recorder.heads).toEqual([{ ...fields, payloadBytes: payload.length }]);
     expect(Buffer.compare(Buffer.concat(decode.recorder.pieces), payload)).toBe(0);
@@ -201,23 +250,52 @@ describe.each([
     const pipe = h.raw(decode.transport.nodeId);
     const closed = new Promise<string>((resolve) => pipe.onClose(resolve));
     await authenticate(pipe, 'prefill-9:1');
-    const good = encodeFrame({ type: 'KvChunk', rid, seq: 0, tag: { page: asPageId(1), epoch: asEpoch(2) }, firstSlot: 0, numSlots: 1, checksum: '0123456789abcdef', payload: new Uint8Array(64).fill(1) });
-    const bad = encodeFrame({ type: 'KvChunk', rid, seq: 1, tag: { page: asPageId(1), epoch: asEpoch(2) }, firstSlot: 0, numSlots: 1, checksum: '0123456789abcdeX', payload: new Uint8Array(64).fill(2) });
+    const good = encodeFrame({
+      type: 'KvChunk',
+      rid,
+      seq: 0,
+      tag: { page: asPageId(1), epoch: asEpoch(2) },
+      firstSlot: 0,
+      numSlots: 1,
+      checksum: '0123456789abcdef',
+      payload: new Uint8Array(64).fill(1),
+    });
+    const bad = encodeFrame({
+      type: 'KvChunk',
+      rid,
+      seq: 1,
+      tag: { page: asPageId(1), epoch: asEpoch(2) },
+      firstSlot: 0,
+      numSlots: 1,
+      checksum: '0123456789abcdeX',
+      payload: new Uint8Array(64).fill(2),
+    });
     pipe.write([good, bad]);
     await closed;
     await decode.recorder.untilEvent(/closed prefill-9:1: malformed frame: KvChunk.checksum must be a string matching/);
-    expect(decode.recorder.events.map((e) => e.replace(/: .*/, ''))).toEqual(['connected prefill-9:1', 'begin prefill-9:1 0', 'piece', 'end prefill-9:1', 'closed prefill-9:1']);
+    expect(decode.recorder.events.map((e) => e.replace(/: .*/, ''))).toEqual([
+      'connected prefill-9:1',
+      'begin prefill-9:1 0',
+      'piece',
+      'end prefill-9:1',
+      'closed prefill-9:1',
+    ]);
     expect(decode.recorder.pieces.every((p) => p.every((b) => b === 1))).toBe(true);
     expect(decode.transport.stats().malformed).toBe(1);
   });
 
-  it('answers a Reserve whose fields break one request\'s rules with Rejected for that rid alone; the connection carries on', async () => {
+  it("answers a Reserve whose fields break one request's rules with Rejected for that rid alone; the connection carries on", async () => {
     h = makeHarness();
     const decode = await h.node({ dial: false });
     const router = h.client({});
     const reserve = (id: string, sampling: Partial<SamplingParams>): Message => ({
-      type: 'Reserve', rid: asRequestId(id), tenant: asTenantId('alice'), promptTokens: 3, promptDigest: '0123456789abcdef',
-      sampling: samplingParams({ maxTokens: 4, ...sampling }), prefillAddress: '127.0.0.1:9',
+      type: 'Reserve',
+      rid: asRequestId(id),
+      tenant: asTenantId('alice'),
+      promptTokens: 3,
+      promptDigest: '0123456789abcdef',
+      sampling: samplingParams({ maxTokens: 4, ...sampling }),
+      prefillAddress: '127.0.0.1:9',
     });
     router.transport.send(decode.transport.nodeId, reserve('good-1', {}));
     router.transport.send(decode.transport.nodeId, reserve('bad-1', { topK: 2 ** 31 }));
@@ -226,7 +304,13 @@ describe.each([
     await decode.recorder.until(() => decode.recorder.messages.length === 2, 'both good Reserves');
     await router.recorder.until(() => router.recorder.messages.length === 2, 'two Rejected');
     expect(decode.recorder.messages.map((m) => (m.message as { rid: string }).rid)).toEqual(['good-1', 'good-2']);
-    expect(router.recorder.messages.map((m) => [m.message.type, (m.message as { rid: string }).rid, (m.message as { code?: string }).code])).toEqual([
+    expect(
+      router.recorder.messages.map((m) => [
+        m.message.type,
+        (m.message as { rid: string }).rid,
+        (m.message as { code?: string }).code,
+      ]),
+    ).toEqual([
       ['Rejected', 'bad-1', 'invalid_request'],
       ['Rejected', 'bad-2', 'invalid_request'],
     ]);
@@ -247,14 +331,19 @@ describe.each([
     pipe.write([prefix]);
     await closed;
     for (let i = 0; i < 200 && lines.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
-    expect(lines[0]).toMatch(/refused .* \[malformed\]: malformed frame: frame of 1048580 bytes exceeds the limit of 4096/);
+    expect(lines[0]).toMatch(
+      /refused .* \[malformed\]: malformed frame: frame of 1048580 bytes exceeds the limit of 4096/,
+    );
     expect(decode.transport.stats()).toMatchObject({ refused: 1, malformed: 1 });
   });
 
   it('caps connections still authenticating, per source and per node; refusals are counted and logged once per class per window', async () => {
     h = makeHarness();
     const lines: string[] = [];
-    const decode = await h.node({ dial: false, limits: { maxUnauthenticated: 3, maxUnauthenticatedPerSource: 2, log: (line) => lines.push(line) } });
+    const decode = await h.node({
+      dial: false,
+      limits: { maxUnauthenticated: 3, maxUnauthenticatedPerSource: 2, log: (line) => lines.push(line) },
+    });
     // Six silent strangers from one source: two are let in (to wait out their handshake), four refused at once.
     const pipes = Array.from({ length: 6 }, () => h.raw(decode.transport.nodeId));
     const open = new Set(pipes);
@@ -268,7 +357,8 @@ describe.each([
     expect(lines[0]).toMatch(/\[source-cap\]: 2 connections from it are authenticating/);
     // Once they go, a peer that proves the secret is served.
     for (const p of open) p.destroy('test');
-    for (let i = 0; i < 500 && decode.transport.stats().refused < 2; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    for (let i = 0; i < 500 && decode.transport.stats().refused < 2; i++)
+      await new Promise((resolve) => setTimeout(resolve, 10));
     await authenticate(h.raw(decode.transport.nodeId), 'prefill-7:1');
     expect(decode.transport.stats().refusedAtCap).toBe(4);
   });
@@ -279,7 +369,13 @@ describe.each([
     const intruder = h.client({ secret: 'not-the-cluster-secret-at-all!!!' });
     intruder.transport.send(decode.transport.nodeId, { type: 'Abort', rid, reason: 'router' });
     await intruder.recorder.untilEvent(/closed/);
-    expect(intruder.recorder.events).toEqual([expect.stringMatching(new RegExp(`closed ${decode.transport.nodeId.replace(/[[\].]/g, '\\$&')}: .*(does not hold the cluster secret|closed by the peer)`))]);
+    expect(intruder.recorder.events).toEqual([
+      expect.stringMatching(
+        new RegExp(
+          `closed ${decode.transport.nodeId.replace(/[[\].]/g, '\\$&')}: .*(does not hold the cluster secret|closed by the peer)`,
+        ),
+      ),
+    ]);
     await decode.recorder.until(() => decode.transport.stats().refused === 1, 'the refusal');
     expect(decode.recorder.events).toEqual([]);
   });
@@ -287,7 +383,10 @@ describe.each([
   it('closes a connection that sends garbage or a message before authenticating, without crashing', async () => {
     h = makeHarness();
     const decode = await h.node({ dial: false });
-    for (const bytes of [new Uint8Array([0, 0, 0, 12, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9]), encodeFrame({ type: 'Ack', rid })]) {
+    for (const bytes of [
+      new Uint8Array([0, 0, 0, 12, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9]),
+      encodeFrame({ type: 'Ack', rid }),
+    ]) {
       const pipe = h.raw(decode.transport.nodeId);
       const closed = new Promise<string>((resolve) => pipe.onClose(resolve));
       pipe.onData(() => {}); // read, so the close is seen

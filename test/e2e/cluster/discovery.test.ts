@@ -13,7 +13,16 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allIdle, detail, greedyIds, promptIds, testHome, waitUntil } from '../pd/support.js';
 import { startDnsmasq, type Dns } from './dnsmasq.js';
-import { createLan, namespacesUnavailable, routerWorkers, startRouterOn, startWorkerOn, type HostRouter, type HostWorker, type Lan } from './support.js';
+import {
+  createLan,
+  namespacesUnavailable,
+  routerWorkers,
+  startRouterOn,
+  startWorkerOn,
+  type HostRouter,
+  type HostWorker,
+  type Lan,
+} from './support.js';
 
 const unavailable = namespacesUnavailable();
 if (unavailable !== undefined) console.warn(`\n!!! SKIPPING test/e2e/cluster/discovery.test.ts: ${unavailable}\n`);
@@ -53,10 +62,23 @@ beforeAll(async () => {
   routerHost.resolveVia(dns.ip);
   const uncheckedHost = l.host('unchecked');
   uncheckedHost.resolveVia(dns.ip);
-  const dnsArgs = ['--prefill-dns', `${P}:${PORT}`, '--decode-dns', `${D}:${PORT}`, '--dns-interval', '300', '--context-length', '512'];
+  const dnsArgs = [
+    '--prefill-dns',
+    `${P}:${PORT}`,
+    '--decode-dns',
+    `${D}:${PORT}`,
+    '--dns-interval',
+    '300',
+    '--context-length',
+    '512',
+  ];
   [router, unchecked] = await Promise.all([
     startRouterOn(routerHost, { args: dnsArgs, waitForUp: 2 }, home.dir),
-    startRouterOn(uncheckedHost, { args: dnsArgs, waitForUp: 2, env: { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'skip-join-check' } }, home.dir),
+    startRouterOn(
+      uncheckedHost,
+      { args: dnsArgs, waitForUp: 2, env: { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'skip-join-check' } },
+      home.dir,
+    ),
   ]);
   procs.push(router, unchecked);
 });
@@ -89,58 +111,82 @@ function load(concurrency: number) {
 
 const steps = async (w: HostWorker): Promise<number> => Number((await detail(w))['steps']);
 
-describe.skipIf(unavailable !== undefined)('workers found by DNS (dnsmasq), joining and leaving a running cluster', () => {
-  it('starts from DNS alone: the router pairs the workers its names resolve to', async () => {
-    const ws = await routerWorkers(router);
-    expect(ws.map((w) => [w.url, w.state]).sort()).toEqual([[d1.url, 'up'], [p1.url, 'up']].sort());
-    expect(await greedyIds(router.client(), promptIds(30, 1), 4)).toHaveLength(4);
-  });
-
-  it('a prefill added to DNS under load takes requests; bad joiners are never paired', async () => {
-    const l = load(3);
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    const added = Date.now();
-    await dns?.set({ [P]: [p1.host.ip, p2.host.ip, pSecret.host.ip, pLayout.host.ip], [D]: [d1.host.ip] });
-    await waitUntil('p2 to take a request', async () => (await steps(p2)) > 0, 30_000);
-    const joinMs = Date.now() - added;
-    await waitUntil('the bad joiners to be judged', async () => {
+describe.skipIf(unavailable !== undefined)(
+  'workers found by DNS (dnsmasq), joining and leaving a running cluster',
+  () => {
+    it('starts from DNS alone: the router pairs the workers its names resolve to', async () => {
       const ws = await routerWorkers(router);
-      return [pSecret, pLayout].every((b) => ws.find((w) => w.url === b.url)?.state === 'misconfigured');
-    }, 30_000);
-    await new Promise((resolve) => setTimeout(resolve, 1000));
-    const outcomes = await l.stop();
-    console.log(`[measured under contention] join: p2 took its first request ${joinMs} ms after the DNS change (re-resolve every 300 ms); ${outcomes.length} requests under load`);
-    expect(outcomes.filter((o) => !o.ok)).toEqual([]);
-    const ws = (await routerWorkers(router)) as unknown as { url: string; error?: string }[];
-    expect(ws.find((w) => w.url === pSecret.url)?.error).toMatch(/does not hold the cluster secret/);
-    expect(ws.find((w) => w.url === pLayout.url)?.error).toMatch(/KV layout/);
-    expect(await steps(pSecret)).toBe(0);
-    expect(await steps(pLayout)).toBe(0);
-    // Negative control: a router with skip-join-check takes both bad joiners as up (pairable).
-    const loose = await routerWorkers(unchecked);
-    expect([pSecret, pLayout].map((b) => loose.find((w) => w.url === b.url)?.state)).toEqual(['up', 'up']);
-  });
+      expect(ws.map((w) => [w.url, w.state]).sort()).toEqual(
+        [
+          [d1.url, 'up'],
+          [p1.url, 'up'],
+        ].sort(),
+      );
+      expect(await greedyIds(router.client(), promptIds(30, 1), 4)).toHaveLength(4);
+    });
 
-  it('a prefill removed from DNS under load is drained: zero failed requests, then it leaves; added back, it is used again', async () => {
-    const l = load(3);
-    await new Promise((resolve) => setTimeout(resolve, 800));
-    const removed = Date.now();
-    await dns?.set({ [P]: [p2.host.ip], [D]: [d1.host.ip] });
-    await waitUntil('p1 to leave the router\'s registry', async () => !(await routerWorkers(router)).some((w) => w.url === p1.url), 30_000);
-    const drainMs = Date.now() - removed;
-    const stepsAfterDrain = await steps(p1);
-    await new Promise((resolve) => setTimeout(resolve, 1500));
-    const outcomes = await l.stop();
-    console.log(`[measured under contention] drain: p1 left the registry ${drainMs} ms after the DNS change; ${outcomes.length} requests, ${outcomes.filter((o) => !o.ok).length} failed`);
-    expect(outcomes.filter((o) => !o.ok)).toEqual([]);
-    expect(await steps(p1)).toBe(stepsAfterDrain); // nothing new reached it
-    await allIdle([p1, p2, d1]);
+    it('a prefill added to DNS under load takes requests; bad joiners are never paired', async () => {
+      const l = load(3);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const added = Date.now();
+      await dns?.set({ [P]: [p1.host.ip, p2.host.ip, pSecret.host.ip, pLayout.host.ip], [D]: [d1.host.ip] });
+      await waitUntil('p2 to take a request', async () => (await steps(p2)) > 0, 30_000);
+      const joinMs = Date.now() - added;
+      await waitUntil(
+        'the bad joiners to be judged',
+        async () => {
+          const ws = await routerWorkers(router);
+          return [pSecret, pLayout].every((b) => ws.find((w) => w.url === b.url)?.state === 'misconfigured');
+        },
+        30_000,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      const outcomes = await l.stop();
+      console.log(
+        `[measured under contention] join: p2 took its first request ${joinMs} ms after the DNS change (re-resolve every 300 ms); ${outcomes.length} requests under load`,
+      );
+      expect(outcomes.filter((o) => !o.ok)).toEqual([]);
+      const ws = (await routerWorkers(router)) as unknown as { url: string; error?: string }[];
+      expect(ws.find((w) => w.url === pSecret.url)?.error).toMatch(/does not hold the cluster secret/);
+      expect(ws.find((w) => w.url === pLayout.url)?.error).toMatch(/KV layout/);
+      expect(await steps(pSecret)).toBe(0);
+      expect(await steps(pLayout)).toBe(0);
+      // Negative control: a router with skip-join-check takes both bad joiners as up (pairable).
+      const loose = await routerWorkers(unchecked);
+      expect([pSecret, pLayout].map((b) => loose.find((w) => w.url === b.url)?.state)).toEqual(['up', 'up']);
+    });
 
-    await dns?.set({ [P]: [p1.host.ip, p2.host.ip], [D]: [d1.host.ip] });
-    const before = await steps(p1);
-    await waitUntil('p1 to be paired again', async () => {
-      await greedyIds(router.client(), promptIds(20, Date.now() % 1000), 2);
-      return (await steps(p1)) > before;
-    }, 30_000);
-  });
-});
+    it('a prefill removed from DNS under load is drained: zero failed requests, then it leaves; added back, it is used again', async () => {
+      const l = load(3);
+      await new Promise((resolve) => setTimeout(resolve, 800));
+      const removed = Date.now();
+      await dns?.set({ [P]: [p2.host.ip], [D]: [d1.host.ip] });
+      await waitUntil(
+        "p1 to leave the router's registry",
+        async () => !(await routerWorkers(router)).some((w) => w.url === p1.url),
+        30_000,
+      );
+      const drainMs = Date.now() - removed;
+      const stepsAfterDrain = await steps(p1);
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      const outcomes = await l.stop();
+      console.log(
+        `[measured under contention] drain: p1 left the registry ${drainMs} ms after the DNS change; ${outcomes.length} requests, ${outcomes.filter((o) => !o.ok).length} failed`,
+      );
+      expect(outcomes.filter((o) => !o.ok)).toEqual([]);
+      expect(await steps(p1)).toBe(stepsAfterDrain); // nothing new reached it
+      await allIdle([p1, p2, d1]);
+
+      await dns?.set({ [P]: [p1.host.ip, p2.host.ip], [D]: [d1.host.ip] });
+      const before = await steps(p1);
+      await waitUntil(
+        'p1 to be paired again',
+        async () => {
+          await greedyIds(router.client(), promptIds(20, Date.now() % 1000), 2);
+          return (await steps(p1)) > before;
+        },
+        30_000,
+      );
+    });
+  },
+);

@@ -17,8 +17,21 @@ export async function startDnsmasq(host: Host, dir: string): Promise<Dns> {
   const file = join(dir, 'cluster.hosts');
   writeFileSync(file, '');
   const args = [
-    ...host.wrap.slice(1), 'dnsmasq', '--keep-in-foreground', '--conf-file=/dev/null', '--no-resolv', '--no-hosts', '--no-negcache',
-    `--addn-hosts=${file}`, '--local=/tessera.test/', `--listen-address=${host.ip}`, '--bind-interfaces', '--port=53', '--user=root', '--pid-file=', '--log-facility=-',
+    ...host.wrap.slice(1),
+    'dnsmasq',
+    '--keep-in-foreground',
+    '--conf-file=/dev/null',
+    '--no-resolv',
+    '--no-hosts',
+    '--no-negcache',
+    `--addn-hosts=${file}`,
+    '--local=/tessera.test/',
+    `--listen-address=${host.ip}`,
+    '--bind-interfaces',
+    '--port=53',
+    '--user=root',
+    '--pid-file=',
+    '--log-facility=-',
   ];
   const child: ChildProcess = spawn(host.wrap[0] as string, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';

@@ -18,7 +18,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allIdle, detail, greedyIds, health, promptIds, testHome, waitUntil } from '../pd/support.js';
 import type { TransferView } from '../../../src/core/index.js';
 import { ADMIN_KEY } from '../support/process.js';
-import { createLan, namespacesUnavailable, routerWorkers, startRouterOn, startWorkerOn, type HostRouter, type HostWorker, type Lan } from './support.js';
+import {
+  createLan,
+  namespacesUnavailable,
+  routerWorkers,
+  startRouterOn,
+  startWorkerOn,
+  type HostRouter,
+  type HostWorker,
+  type Lan,
+} from './support.js';
 
 const unavailable = namespacesUnavailable();
 if (unavailable !== undefined) console.warn(`\n!!! SKIPPING test/e2e/cluster/host-loss.test.ts: ${unavailable}\n`);
@@ -45,8 +54,21 @@ beforeAll(async () => {
   ]);
   procs.push(p1, p2, d1);
   [router, unguarded] = await Promise.all([
-    startRouterOn(l.host('router'), { prefills: [p1, p2], decodes: [d1], args: ['--context-length', '2048'], env: ENV }, home.dir),
-    startRouterOn(l.host('unguarded'), { prefills: [p2], decodes: [d1], args: ['--context-length', '2048'], env: { ...ENV, TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'ignore-host-loss' } }, home.dir),
+    startRouterOn(
+      l.host('router'),
+      { prefills: [p1, p2], decodes: [d1], args: ['--context-length', '2048'], env: ENV },
+      home.dir,
+    ),
+    startRouterOn(
+      l.host('unguarded'),
+      {
+        prefills: [p2],
+        decodes: [d1],
+        args: ['--context-length', '2048'],
+        env: { ...ENV, TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'ignore-host-loss' },
+      },
+      home.dir,
+    ),
   ]);
   procs.push(router, unguarded);
 });
@@ -65,31 +87,53 @@ async function transfersFrom(decode: HostWorker, writer: HostWorker): Promise<Tr
 
 describe.skipIf(unavailable !== undefined)('a host lost mid-transfer (link down)', () => {
   it('is detected within the bound; its request is retried before the first token; no page stays held; it rejoins', async () => {
-    const control = greedyIds(unguarded.client(), promptIds(1500, 7373), 6).then(() => 'served', (e: unknown) => `failed: ${String(e)}`);
+    const control = greedyIds(unguarded.client(), promptIds(1500, 7373), 6).then(
+      () => 'served',
+      (e: unknown) => `failed: ${String(e)}`,
+    );
     let controlRid = '';
-    await waitUntil('the control to be mid-transfer from p2 to d1', async () => {
-      controlRid = (await transfersFrom(d1, p2)).find((t) => t.phase === 'Receiving' && t.bytes > 0)?.rid ?? '';
-      return controlRid !== '';
-    }, 60_000);
-    const requests = [0, 1].map(() => greedyIds(router.client(), promptIds(1500, 9191), 6).then((ids) => ({ ids, at: Date.now() })));
-    await waitUntil('p2 to hold the router\'s request behind the control, still mid-transfer', async () =>
-      Number((await detail(p2))['active']) >= 2 &&
-      ((await routerWorkers(router)).find((w) => w.url === p2.url)?.inFlight ?? 0) >= 1 &&
-      (await transfersFrom(d1, p2)).some((t) => t.rid === controlRid && t.phase === 'Receiving'), 60_000);
+    await waitUntil(
+      'the control to be mid-transfer from p2 to d1',
+      async () => {
+        controlRid = (await transfersFrom(d1, p2)).find((t) => t.phase === 'Receiving' && t.bytes > 0)?.rid ?? '';
+        return controlRid !== '';
+      },
+      60_000,
+    );
+    const requests = [0, 1].map(() =>
+      greedyIds(router.client(), promptIds(1500, 9191), 6).then((ids) => ({ ids, at: Date.now() })),
+    );
+    await waitUntil(
+      "p2 to hold the router's request behind the control, still mid-transfer",
+      async () =>
+        Number((await detail(p2))['active']) >= 2 &&
+        ((await routerWorkers(router)).find((w) => w.url === p2.url)?.inFlight ?? 0) >= 1 &&
+        (await transfersFrom(d1, p2)).some((t) => t.rid === controlRid && t.phase === 'Receiving'),
+      60_000,
+    );
     const down = Date.now();
     p2.host.linkDown();
-    await waitUntil('the router to see p2 down', async () => (await routerWorkers(router)).find((w) => w.url === p2.url)?.state === 'down', 30_000);
+    await waitUntil(
+      'the router to see p2 down',
+      async () => (await routerWorkers(router)).find((w) => w.url === p2.url)?.state === 'down',
+      30_000,
+    );
     const detectedMs = Date.now() - down;
     const [a, b] = await Promise.all(requests);
     const servedMs = Math.max(a.at, b.at) - down;
-    console.log(`[measured under contention] host loss: seen down ${detectedMs} ms after link down; both requests served ${servedMs} ms after it`);
+    console.log(
+      `[measured under contention] host loss: seen down ${detectedMs} ms after link down; both requests served ${servedMs} ms after it`,
+    );
     expect(detectedMs).toBeLessThan(DETECTION_BOUND_MS + 2_000);
     expect(a.ids).toHaveLength(6);
     expect(b.ids).toEqual(a.ids);
     // Negative control: the unguarded router still waits on the lost host.
-    const controlState = await Promise.race([control, new Promise((resolve) => setTimeout(() => resolve('still waiting'), 2_000))]);
+    const controlState = await Promise.race([
+      control,
+      new Promise((resolve) => setTimeout(() => resolve('still waiting'), 2_000)),
+    ]);
     expect(controlState).toBe('still waiting');
-    expect(((await health(unguarded.url)).body['idle'])).toBe(false);
+    expect((await health(unguarded.url)).body['idle']).toBe(false);
     // The guarded router's first attempt on d1 was aborted: its pages stay quarantined until the lost writer
     // is declared dead (abortAckMs x (1 + abortRetries)), which also fails the control's reservation from the
     // same writer: an honest error for the control's client, and every page on the surviving hosts comes back.
@@ -98,12 +142,20 @@ describe.skipIf(unavailable !== undefined)('a host lost mid-transfer (link down)
     expect(await control).toMatch(/^failed: Error: 5\d\d/);
 
     p2.host.linkUp();
-    await waitUntil('the router to see p2 up again', async () => (await routerWorkers(router)).find((w) => w.url === p2.url)?.state === 'up', 30_000);
+    await waitUntil(
+      'the router to see p2 up again',
+      async () => (await routerWorkers(router)).find((w) => w.url === p2.url)?.state === 'up',
+      30_000,
+    );
     await allIdle([p1, p2, d1], 30_000);
     const before = Number((await detail(p2))['steps']);
-    await waitUntil('p2 to take requests again', async () => {
-      await Promise.all([0, 1].map((i) => greedyIds(router.client(), promptIds(30, Date.now() % 997 + i), 2)));
-      return Number((await detail(p2))['steps']) > before;
-    }, 30_000);
+    await waitUntil(
+      'p2 to take requests again',
+      async () => {
+        await Promise.all([0, 1].map((i) => greedyIds(router.client(), promptIds(30, (Date.now() % 997) + i), 2)));
+        return Number((await detail(p2))['steps']) > before;
+      },
+      30_000,
+    );
   });
 });

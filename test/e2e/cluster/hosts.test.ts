@@ -13,7 +13,16 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allIdle, detail, greedyIds, health, promptIds, testHome, waitUntil } from '../pd/support.js';
-import { createLan, namespacesUnavailable, startRouterOn, startServeOn, startWorkerOn, type HostRouter, type HostWorker, type Lan } from './support.js';
+import {
+  createLan,
+  namespacesUnavailable,
+  startRouterOn,
+  startServeOn,
+  startWorkerOn,
+  type HostRouter,
+  type HostWorker,
+  type Lan,
+} from './support.js';
 
 const unavailable = namespacesUnavailable();
 if (unavailable !== undefined) console.warn(`\n!!! SKIPPING test/e2e/cluster/hosts.test.ts: ${unavailable}\n`);
@@ -21,13 +30,27 @@ if (unavailable !== undefined) console.warn(`\n!!! SKIPPING test/e2e/cluster/hos
 let home: Awaited<ReturnType<typeof testHome>>;
 let lan: Lan | undefined;
 const procs: { stop(): Promise<unknown> }[] = [];
-let p1: HostWorker, p2: HostWorker, pBad: HostWorker, d1: HostWorker, d2: HostWorker, dSkip: HostWorker, dSmall: HostWorker;
+let p1: HostWorker,
+  p2: HostWorker,
+  pBad: HostWorker,
+  d1: HostWorker,
+  d2: HostWorker,
+  dSkip: HostWorker,
+  dSmall: HostWorker;
 let main: HostRouter, bad: HostRouter, control: HostRouter, asym: HostRouter;
 let serve: Awaited<ReturnType<typeof startServeOn>>;
 
 const ARGS = ['--context-length', '2048', '--kv-pages', '160', '--chunked-prefill-size', '32', '--deterministic'];
 // Decode pools hold a retried 1,500-token request twice: its first reservation stays quarantined until the dead writer is declared dead.
-const DECODE_ARGS = ['--context-length', '2048', '--kv-pages', '256', '--chunked-prefill-size', '32', '--deterministic'];
+const DECODE_ARGS = [
+  '--context-length',
+  '2048',
+  '--kv-pages',
+  '256',
+  '--chunked-prefill-size',
+  '32',
+  '--deterministic',
+];
 const SMALL = ['--context-length', '128', '--kv-pages', '8', '--deterministic'];
 const faults = (names: string) => ({ TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: names });
 const ENV = { TESSERA_PD_TIMEOUTS: 'abortAckMs=1500,abortRetries=1' };
@@ -48,11 +71,23 @@ beforeAll(async () => {
     startWorkerOn(h('dsmall'), 'decode', SMALL, home.dir, ENV),
   ]);
   procs.push(...workers);
-  [p1, p2, pBad, d1, d2, dSkip, dSmall] = workers as [HostWorker, HostWorker, HostWorker, HostWorker, HostWorker, HostWorker, HostWorker];
+  [p1, p2, pBad, d1, d2, dSkip, dSmall] = workers as [
+    HostWorker,
+    HostWorker,
+    HostWorker,
+    HostWorker,
+    HostWorker,
+    HostWorker,
+    HostWorker,
+  ];
   serve = await startServeOn(h('colo'), ['--context-length', '2048', '--kv-pages', '160', '--deterministic'], home.dir);
   procs.push(serve);
   [main, bad, control, asym] = await Promise.all([
-    startRouterOn(h('rmain'), { prefills: [p1, p2], decodes: [d1, d2], args: ['--context-length', '2048'], env: ENV }, home.dir),
+    startRouterOn(
+      h('rmain'),
+      { prefills: [p1, p2], decodes: [d1, d2], args: ['--context-length', '2048'], env: ENV },
+      home.dir,
+    ),
     startRouterOn(h('rbad'), { prefills: [pBad], decodes: [d2] }, home.dir),
     startRouterOn(h('rctl'), { prefills: [pBad], decodes: [dSkip] }, home.dir),
     startRouterOn(h('rasym'), { prefills: [p1], decodes: [dSmall] }, home.dir),
@@ -80,8 +115,12 @@ describe.skipIf(unavailable !== undefined)('PD across network-namespace hosts', 
     expect(main.url).not.toMatch(/127\.0\.0\.1/);
   });
 
-  it('transparency: the cluster\'s greedy tokens equal tessera serve\'s', async () => {
-    for (const [n, first] of [[5, 11], [40, 300], [130, 777]] as const) {
+  it("transparency: the cluster's greedy tokens equal tessera serve's", async () => {
+    for (const [n, first] of [
+      [5, 11],
+      [40, 300],
+      [130, 777],
+    ] as const) {
       const prompt = promptIds(n, first);
       expect(await greedyIds(main.client(), prompt, 12)).toEqual(await greedyIds(serve.client(), prompt, 12));
     }
@@ -89,7 +128,10 @@ describe.skipIf(unavailable !== undefined)('PD across network-namespace hosts', 
 
   it('the incident fault fails closed across hosts; its negative control leaks', async () => {
     const prompt = promptIds(40, 3000);
-    const error = await bad.client().completions.create({ model: 'builtin:tiny', prompt, max_tokens: 8 }).catch((e: unknown) => e);
+    const error = await bad
+      .client()
+      .completions.create({ model: 'builtin:tiny', prompt, max_tokens: 8 })
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.APIError);
     expect((error as InstanceType<typeof OpenAI.APIError>).status).toBe(502);
     expect(String((error as Error).message)).toMatch(/stamps cover 16 of the prompt's 40 tokens/);
@@ -103,7 +145,10 @@ describe.skipIf(unavailable !== undefined)('PD across network-namespace hosts', 
 
   it('asymmetric admission: fits the prefill, not the decode -> 400 before any Reserve', async () => {
     const before = await Promise.all([p1, dSmall].map(async (w) => (await detail(w))['lastEpoch']));
-    const error = await asym.client().completions.create({ model: 'builtin:tiny', prompt: promptIds(200, 5), max_tokens: 4 }).catch((e: unknown) => e);
+    const error = await asym
+      .client()
+      .completions.create({ model: 'builtin:tiny', prompt: promptIds(200, 5), max_tokens: 4 })
+      .catch((e: unknown) => e);
     expect((error as InstanceType<typeof OpenAI.APIError>).status).toBe(400);
     const after = await Promise.all([p1, dSmall].map(async (w) => (await detail(w))['lastEpoch']));
     expect(after).toEqual(before);
@@ -112,7 +157,16 @@ describe.skipIf(unavailable !== undefined)('PD across network-namespace hosts', 
 
   it('a client that disconnects mid-stream: every page on every host comes back', async () => {
     const controller = new AbortController();
-    const stream = await main.client().completions.create({ model: 'builtin:tiny', prompt: promptIds(50, 123), max_tokens: 1900, ignore_eos: true, stream: true } as never, { signal: controller.signal });
+    const stream = await main.client().completions.create(
+      {
+        model: 'builtin:tiny',
+        prompt: promptIds(50, 123),
+        max_tokens: 1900,
+        ignore_eos: true,
+        stream: true,
+      } as never,
+      { signal: controller.signal },
+    );
     let n = 0;
     const ended = await (async () => {
       for await (const _ of stream as unknown as AsyncIterable<unknown>) if (++n === 3) controller.abort();
@@ -123,7 +177,7 @@ describe.skipIf(unavailable !== undefined)('PD across network-namespace hosts', 
     await allIdle([p1, p2, d1, d2]);
   });
 
-  it('kill -9 of a prefill host\'s process mid-transfer: retried on the other host, same tokens', async () => {
+  it("kill -9 of a prefill host's process mid-transfer: retried on the other host, same tokens", async () => {
     const prompt = promptIds(1500, 4242);
     const requests = [0, 1].map(() => greedyIds(main.client(), prompt, 6));
     await waitUntil('p2 to be prefilling', async () => Number((await detail(p2))['active']) > 0, 60_000);
@@ -135,8 +189,14 @@ describe.skipIf(unavailable !== undefined)('PD across network-namespace hosts', 
     await allIdle([p1, d1, d2]);
   });
 
-  it('kill -9 of a decode host\'s process mid-stream: an error, never a clean end; the survivor serves on', async () => {
-    const stream = await main.client().completions.create({ model: 'builtin:tiny', prompt: promptIds(30, 55), max_tokens: 1900, ignore_eos: true, stream: true } as never);
+  it("kill -9 of a decode host's process mid-stream: an error, never a clean end; the survivor serves on", async () => {
+    const stream = await main.client().completions.create({
+      model: 'builtin:tiny',
+      prompt: promptIds(30, 55),
+      max_tokens: 1900,
+      ignore_eos: true,
+      stream: true,
+    } as never);
     let killed: HostWorker | undefined;
     const ended = await (async () => {
       for await (const _ of stream as unknown as AsyncIterable<unknown>) {
@@ -154,8 +214,14 @@ describe.skipIf(unavailable !== undefined)('PD across network-namespace hosts', 
     await killed?.exited;
     const survivor = alive([d1, d2]);
     expect(survivor).toHaveLength(1);
-    await waitUntil('the router to see the dead decode down', async () =>
-      ((await health(main.url)).body['workers'] as { url: string; state: string }[]).find((w) => w.url === killed?.url)?.state === 'down', 30_000);
+    await waitUntil(
+      'the router to see the dead decode down',
+      async () =>
+        ((await health(main.url)).body['workers'] as { url: string; state: string }[]).find(
+          (w) => w.url === killed?.url,
+        )?.state === 'down',
+      30_000,
+    );
     expect(await greedyIds(main.client(), promptIds(20, 31), 4)).toHaveLength(4);
     await allIdle([p1, ...survivor]);
   });

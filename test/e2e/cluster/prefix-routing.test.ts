@@ -11,7 +11,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeJson } from '../support/process.js';
 import { detail, greedyIds, health, promptIds, scrape, testHome, waitUntil } from '../pd/support.js';
-import { createLan, namespacesUnavailable, startRouterOn, startWorkerOn, type HostRouter, type HostWorker, type Lan } from './support.js';
+import {
+  createLan,
+  namespacesUnavailable,
+  startRouterOn,
+  startWorkerOn,
+  type HostRouter,
+  type HostWorker,
+  type Lan,
+} from './support.js';
 
 const unavailable = namespacesUnavailable();
 if (unavailable !== undefined) console.warn(`\n!!! SKIPPING test/e2e/cluster/prefix-routing.test.ts: ${unavailable}\n`);
@@ -38,11 +46,30 @@ beforeAll(async () => {
   procs.push(p1, p2, d1);
   const keys = await writeJson(home.dir, 'keys.json', KEYS);
   [router, loadOnly, leaky] = await Promise.all([
-    startRouterOn(l.host('router'), { prefills: [p1, p2], decodes: [d1], args: ['--api-keys', keys, '--context-length', '1024'] }, home.dir),
-    startRouterOn(l.host('loadonly'), { prefills: [p1, p2], decodes: [d1], args: ['--api-keys', keys, '--context-length', '1024', '--routing', 'load'] }, home.dir),
-    startRouterOn(l.host('leaky'), {
-      prefills: [p1, p2], decodes: [d1], args: ['--api-keys', keys, '--context-length', '1024'], env: { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'share-prefix-index-across-tenants' },
-    }, home.dir),
+    startRouterOn(
+      l.host('router'),
+      { prefills: [p1, p2], decodes: [d1], args: ['--api-keys', keys, '--context-length', '1024'] },
+      home.dir,
+    ),
+    startRouterOn(
+      l.host('loadonly'),
+      {
+        prefills: [p1, p2],
+        decodes: [d1],
+        args: ['--api-keys', keys, '--context-length', '1024', '--routing', 'load'],
+      },
+      home.dir,
+    ),
+    startRouterOn(
+      l.host('leaky'),
+      {
+        prefills: [p1, p2],
+        decodes: [d1],
+        args: ['--api-keys', keys, '--context-length', '1024'],
+        env: { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'share-prefix-index-across-tenants' },
+      },
+      home.dir,
+    ),
   ]);
   procs.push(router, loadOnly, leaky);
 });
@@ -59,19 +86,24 @@ interface Routing {
   workers: { url: string; hitTokens: number; lookupTokens: number }[];
 }
 const routing = async (r: HostRouter): Promise<Routing> => (await health(r.url)).body['routing'] as Routing;
-const hits = async (w: HostWorker): Promise<number> => ((await detail(w))['prefixCache'] as { hitTokens: number }).hitTokens;
+const hits = async (w: HostWorker): Promise<number> =>
+  ((await detail(w))['prefixCache'] as { hitTokens: number }).hitTokens;
 /** Waits until the router has polled a report in which some prefill holds tenant's hashes. */
 const reported = (r: HostRouter, w: HostWorker[]) =>
-  waitUntil('the prefills\' reports to reach the router', async () => {
-    const ws = (await routing(r)).workers;
-    const mine = await Promise.all(w.map(async (x) => (await detail(x))['prefixCache'] as { lookupTokens: number }));
-    return w.every((x, i) => ws.find((y) => y.url === x.url)?.lookupTokens === mine[i]?.lookupTokens);
-  }, 10_000);
+  waitUntil(
+    "the prefills' reports to reach the router",
+    async () => {
+      const ws = (await routing(r)).workers;
+      const mine = await Promise.all(w.map(async (x) => (await detail(x))['prefixCache'] as { lookupTokens: number }));
+      return w.every((x, i) => ws.find((y) => y.url === x.url)?.lookupTokens === mine[i]?.lookupTokens);
+    },
+    10_000,
+  );
 
 describe.skipIf(unavailable !== undefined)('prefix-aware routing, keyed by tenant', () => {
   const SYSTEM = promptIds(160, 4000); // 10 full pages
 
-  it('a tenant\'s repeated prefix goes to the prefill that cached it, turn after turn', async () => {
+  it("a tenant's repeated prefix goes to the prefill that cached it, turn after turn", async () => {
     await greedyIds(router.client('sk-a'), SYSTEM, 4);
     await reported(router, [p1, p2]);
     let conversation = [...SYSTEM];
@@ -90,7 +122,7 @@ describe.skipIf(unavailable !== undefined)('prefix-aware routing, keyed by tenan
     }
   });
 
-  it('tenant b\'s identical prompt is never routed by tenant a\'s prefix, and finds nothing cached', async () => {
+  it("tenant b's identical prompt is never routed by tenant a's prefix, and finds nothing cached", async () => {
     await reported(router, [p1, p2]);
     const before = await routing(router);
     const hitsBefore = await Promise.all([p1, p2].map(hits));
@@ -104,7 +136,7 @@ describe.skipIf(unavailable !== undefined)('prefix-aware routing, keyed by tenan
     expect((await routing(router)).byPrefix).toBe(after.byPrefix + 1);
   });
 
-  it('negative control: with share-prefix-index-across-tenants, tenant c\'s identical prompt routes by another tenant\'s prefix', async () => {
+  it("negative control: with share-prefix-index-across-tenants, tenant c's identical prompt routes by another tenant's prefix", async () => {
     await reported(leaky, [p1, p2]);
     const before = await routing(leaky);
     await greedyIds(leaky.client('sk-c'), [...SYSTEM, ...promptIds(20, 50)], 4);
@@ -118,7 +150,7 @@ describe.skipIf(unavailable !== undefined)('prefix-aware routing, keyed by tenan
     expect(r.byLoad).toBeGreaterThanOrEqual(3);
   });
 
-  it('/metrics: routed by prefix vs by load, and each prefill\'s hit rate', async () => {
+  it("/metrics: routed by prefix vs by load, and each prefill's hit rate", async () => {
     const m = await scrape(router.url);
     const r = await routing(router);
     expect(m.get('tessera_router_routed_requests{by="prefix"}')).toBe(r.byPrefix);
@@ -129,6 +161,8 @@ describe.skipIf(unavailable !== undefined)('prefix-aware routing, keyed by tenan
       expect(ratio).toBeGreaterThanOrEqual(0);
       expect(ratio).toBeLessThanOrEqual(1);
     }
-    expect(Math.max(...[p1, p2].map((w) => m.get(`tessera_prefix_cache_hit_tokens{worker="${w.url}"}`) as number))).toBeGreaterThan(0);
+    expect(
+      Math.max(...[p1, p2].map((w) => m.get(`tessera_prefix_cache_hit_tokens{worker="${w.url}"}`) as number)),
+    ).toBeGreaterThan(0);
   });
 });

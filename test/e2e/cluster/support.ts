@@ -17,18 +17,39 @@ export interface HostRouter extends Router {
 }
 
 /** `tessera serve --role <role>` inside host, on host.ip (HTTP and cluster ports picked by the OS). */
-export async function startWorkerOn(host: Host, role: 'prefill' | 'decode', args: readonly string[], home: string, env: Record<string, string> = {}): Promise<HostWorker> {
-  const p = spawnTessera(host.name, ['serve', '--role', role, '--host', host.ip, '--port', '0', '--data-host', host.ip, '--data-port', '0', ...args], home, { TESSERA_CLUSTER_SECRET: SECRET, ...env }, host.wrap);
+export async function startWorkerOn(
+  host: Host,
+  role: 'prefill' | 'decode',
+  args: readonly string[],
+  home: string,
+  env: Record<string, string> = {},
+): Promise<HostWorker> {
+  const p = spawnTessera(
+    host.name,
+    ['serve', '--role', role, '--host', host.ip, '--port', '0', '--data-host', host.ip, '--data-port', '0', ...args],
+    home,
+    { TESSERA_CLUSTER_SECRET: SECRET, ...env },
+    host.wrap,
+  );
   const url = (await p.waitFor(/listening on (http:\/\/[\d.]+:\d+)/))[1] as string;
   const address = (await p.waitFor(/cluster listener on ([\d.]+:\d+)/))[1] as string;
   return { ...p, url, address, host };
 }
 
 /** `tessera serve` (co-located) inside host, on host.ip. */
-export async function startServeOn(host: Host, args: readonly string[], home: string, env: Record<string, string> = {}): Promise<Proc & { url: string; client(apiKey?: string): OpenAI }> {
+export async function startServeOn(
+  host: Host,
+  args: readonly string[],
+  home: string,
+  env: Record<string, string> = {},
+): Promise<Proc & { url: string; client(apiKey?: string): OpenAI }> {
   const p = spawnTessera(host.name, ['serve', '--host', host.ip, '--port', '0', ...args], home, env, host.wrap);
   const url = (await p.waitFor(/listening on (http:\/\/[\d.]+:\d+)/))[1] as string;
-  return { ...p, url, client: (apiKey = 'none') => new OpenAI({ baseURL: `${url}/v1`, apiKey, maxRetries: 0, timeout: 120_000 }) };
+  return {
+    ...p,
+    url,
+    client: (apiKey = 'none') => new OpenAI({ baseURL: `${url}/v1`, apiKey, maxRetries: 0, timeout: 120_000 }),
+  };
 }
 
 export interface RouterOn {
@@ -45,18 +66,38 @@ export interface RouterOn {
 export async function startRouterOn(host: Host, o: RouterOn, home: string): Promise<HostRouter> {
   const prefills = o.prefills ?? [];
   const decodes = o.decodes ?? [];
-  const args = ['router', '--host', host.ip, '--port', '0', ...prefills.flatMap((w) => ['--prefill', w.url]), ...decodes.flatMap((w) => ['--decode', w.url]), ...(o.args ?? [])];
+  const args = [
+    'router',
+    '--host',
+    host.ip,
+    '--port',
+    '0',
+    ...prefills.flatMap((w) => ['--prefill', w.url]),
+    ...decodes.flatMap((w) => ['--decode', w.url]),
+    ...(o.args ?? []),
+  ];
   const p = spawnTessera(host.name, args, home, { TESSERA_CLUSTER_SECRET: SECRET, ...(o.env ?? {}) }, host.wrap);
   const url = (await p.waitFor(/listening on (http:\/\/[\d.]+:\d+)/))[1] as string;
   const want = o.waitForUp ?? prefills.length + decodes.length;
-  await waitUntil(`${host.name}'s workers to be up`, async () => {
-    const h = await health(url);
-    return (h.body['workers'] as { state: string }[]).filter((w) => w.state === 'up').length >= want;
-  }, 60_000);
-  return { ...p, url, host, client: (apiKey = 'none') => new OpenAI({ baseURL: `${url}/v1`, apiKey, maxRetries: 0, timeout: 120_000 }) };
+  await waitUntil(
+    `${host.name}'s workers to be up`,
+    async () => {
+      const h = await health(url);
+      return (h.body['workers'] as { state: string }[]).filter((w) => w.state === 'up').length >= want;
+    },
+    60_000,
+  );
+  return {
+    ...p,
+    url,
+    host,
+    client: (apiKey = 'none') => new OpenAI({ baseURL: `${url}/v1`, apiKey, maxRetries: 0, timeout: 120_000 }),
+  };
 }
 
 /** The router's /health `workers` list. */
-export async function routerWorkers(router: { url: string }): Promise<{ url: string; role: string; state: string; address: string | null; inFlight: number }[]> {
+export async function routerWorkers(router: {
+  url: string;
+}): Promise<{ url: string; role: string; state: string; address: string | null; inFlight: number }[]> {
   return (await health(router.url)).body['workers'] as never;
 }

@@ -14,7 +14,21 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  allIdle, conformance, detail, greedyIds, health, kvPages, promptIds, readTraces, ridsOf, startRouter, startWorker, testHome, waitUntil, type Router, type Worker,
+  allIdle,
+  conformance,
+  detail,
+  greedyIds,
+  health,
+  kvPages,
+  promptIds,
+  readTraces,
+  ridsOf,
+  startRouter,
+  startWorker,
+  testHome,
+  waitUntil,
+  type Router,
+  type Worker,
 } from './support.js';
 
 let home: Awaited<ReturnType<typeof testHome>>;
@@ -64,22 +78,43 @@ interface Observed {
 async function abortWhileWriterFrozen(router: Router, prefill: Worker, decode: Worker): Promise<Observed> {
   await greedyIds(router.client(), promptIds(8, 1), 2); // the prefill has a connection to decode
   const deadBefore = (await detail(decode)).transfer['writersDeclaredDead'] as number;
-  const abortsBefore = Object.values((await detail(decode)).transfer['abortsByState'] as unknown as Record<string, number>).reduce((a, b) => a + b, 0);
+  const abortsBefore = Object.values(
+    (await detail(decode)).transfer['abortsByState'] as unknown as Record<string, number>,
+  ).reduce((a, b) => a + b, 0);
   prefill.signal('SIGSTOP');
   const controller = new AbortController();
-  const client = router.client().completions.create({ model: 'builtin:tiny', prompt: promptIds(100, 77), max_tokens: 20 }, { signal: controller.signal }).catch((e: unknown) => e);
-  await waitUntil('the router to be prefilling', async () => ((await health(router.url)).body['requests'] as { attempts: Record<string, number> }).attempts['Prefilling'] === 1);
+  const client = router
+    .client()
+    .completions.create(
+      { model: 'builtin:tiny', prompt: promptIds(100, 77), max_tokens: 20 },
+      { signal: controller.signal },
+    )
+    .catch((e: unknown) => e);
+  await waitUntil(
+    'the router to be prefilling',
+    async () =>
+      ((await health(router.url)).body['requests'] as { attempts: Record<string, number> }).attempts['Prefilling'] ===
+      1,
+  );
   controller.abort();
   expect(await client).toBeInstanceOf(OpenAI.APIUserAbortError);
   // Once decode has aborted the transfer, its pages are quarantined (the defence) or already free.
-  const aborted = async () => Object.values((await detail(decode)).transfer['abortsByState'] as unknown as Record<string, number>).reduce((a, b) => a + b, 0);
+  const aborted = async () =>
+    Object.values((await detail(decode)).transfer['abortsByState'] as unknown as Record<string, number>).reduce(
+      (a, b) => a + b,
+      0,
+    );
   await waitUntil('decode to abort the transfer', async () => (await aborted()) > abortsBefore);
   const maxQuarantined = (await kvPages(decode.url)).quarantined;
   prefill.signal('SIGCONT');
   await allIdle([prefill, decode], 20_000);
   const node = String((await health(router.url)).body['node']);
   const rids = [...ridsOf(await readTraces(traceDir), node)];
-  return { maxQuarantined, declaredDead: ((await detail(decode)).transfer['writersDeclaredDead'] as number) - deadBefore, rid: rids.at(-1) as string };
+  return {
+    maxQuarantined,
+    declaredDead: ((await detail(decode)).transfer['writersDeclaredDead'] as number) - deadBefore,
+    rid: rids.at(-1) as string,
+  };
 }
 
 /** What the defences promise; a fault that breaks one makes this throw. */
@@ -94,7 +129,7 @@ async function traceOf(o: Observed) {
 }
 
 describe('aborts are acknowledged, and pages a peer may still write wait for it', () => {
-  it('clean: quarantined until the writer\'s AbortAck, then released; the trace conforms', async () => {
+  it("clean: quarantined until the writer's AbortAck, then released; the trace conforms", async () => {
     const o = await abortWhileWriterFrozen(rClean, pGood, dClean);
     expectDeferredRelease(o);
     expect(await traceOf(o)).toEqual(expect.objectContaining({ ok: true }));

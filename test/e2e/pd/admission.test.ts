@@ -14,7 +14,20 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { asRequestId, asTenantId, samplingParams } from '../../../src/core/index.js';
 import { TcpTransport, type Message } from '../../../src/transfer/index.js';
-import { allIdle, detail, greedyIds, promptIds, SECRET, startRouter, startWorker, testHome, transferBytes, waitUntil, type Router, type Worker } from './support.js';
+import {
+  allIdle,
+  detail,
+  greedyIds,
+  promptIds,
+  SECRET,
+  startRouter,
+  startWorker,
+  testHome,
+  transferBytes,
+  waitUntil,
+  type Router,
+  type Worker,
+} from './support.js';
 
 let home: Awaited<ReturnType<typeof testHome>>;
 const procs: { stop(): Promise<unknown> }[] = [];
@@ -36,7 +49,10 @@ beforeAll(async () => {
   [rPSmall, rDSmall, rUnchecked] = await Promise.all([
     startRouter('r-p-small', [pSmall], [dBig], [], home.dir),
     startRouter('r-d-small', [pBig], [dSmall], [], home.dir),
-    startRouter('r-unchecked', [pSmall], [dBig], [], home.dir, { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'skip-admission' }),
+    startRouter('r-unchecked', [pSmall], [dBig], [], home.dir, {
+      TESSERA_ALLOW_FAULTS: '1',
+      TESSERA_FAULT: 'skip-admission',
+    }),
   ]);
   procs.push(rPSmall, rDSmall, rUnchecked);
 });
@@ -53,13 +69,24 @@ interface Footprint {
 
 async function footprint(w: Worker): Promise<Footprint> {
   const d = await detail(w);
-  const f = { lastEpoch: d['lastEpoch'] as number, bytes: (d.transfer['bytesSent'] ?? 0) + (d.transfer['bytesWritten'] ?? 0), metricBytes: await transferBytes(w.url) };
+  const f = {
+    lastEpoch: d['lastEpoch'] as number,
+    bytes: (d.transfer['bytesSent'] ?? 0) + (d.transfer['bytesWritten'] ?? 0),
+    metricBytes: await transferBytes(w.url),
+  };
   expect(Object.values(f).every(Number.isFinite)).toBe(true); // every figure is really there
   return f;
 }
 
-async function refusal(router: Router, numPromptTokens: number, maxTokens: number): Promise<InstanceType<typeof OpenAI.APIError>> {
-  const e = await router.client().completions.create({ model: 'builtin:tiny', prompt: promptIds(numPromptTokens, 500), max_tokens: maxTokens }).catch((x: unknown) => x);
+async function refusal(
+  router: Router,
+  numPromptTokens: number,
+  maxTokens: number,
+): Promise<InstanceType<typeof OpenAI.APIError>> {
+  const e = await router
+    .client()
+    .completions.create({ model: 'builtin:tiny', prompt: promptIds(numPromptTokens, 500), max_tokens: maxTokens })
+    .catch((x: unknown) => x);
   expect(e).toBeInstanceOf(OpenAI.APIError);
   return e as InstanceType<typeof OpenAI.APIError>;
 }
@@ -87,10 +114,12 @@ describe('admission across asymmetric nodes', () => {
     expect(await greedyIds(rDSmall.client(), promptIds(60, 2), 60)).toHaveLength(60);
     await allIdle([pSmall, pBig, dSmall, dBig]);
     // 100 and 60 prompt tokens at 2 KiB per token, sent by each prefill and written by each decode.
-    expect(await Promise.all([pSmall, dBig, pBig, dSmall].map((w) => transferBytes(w.url)))).toEqual([100, 100, 60, 60].map((n) => n * 2048));
+    expect(await Promise.all([pSmall, dBig, pBig, dSmall].map((w) => transferBytes(w.url)))).toEqual(
+      [100, 100, 60, 60].map((n) => n * 2048),
+    );
   });
 
-  it('negative control: without the router\'s check, the prefill still refuses (400), but decode had already allocated pages', async () => {
+  it("negative control: without the router's check, the prefill still refuses (400), but decode had already allocated pages", async () => {
     const before = await footprint(dBig);
     const e = await refusal(rUnchecked, 150, 10);
     expect(e.status).toBe(400);
@@ -113,18 +142,39 @@ describe('the cluster channel proves the secret', () => {
       setTimeout(() => (socket.destroy(), resolve(false)), 10_000);
     });
     expect(closed).toBe(true);
-    await waitUntil('the refusal to be counted', async () => ((await detail(dBig)).transport['refused'] as number) === before + 1);
+    await waitUntil(
+      'the refusal to be counted',
+      async () => ((await detail(dBig)).transport['refused'] as number) === before + 1,
+    );
   });
 
   it('refuses a peer with a wrong secret before any message, and answers one with the right secret', async () => {
     const before = await detail(dBig);
     const reserve = (rid: string): Message => ({
-      type: 'Reserve', rid: asRequestId(rid), tenant: asTenantId('t'), promptTokens: 4, promptDigest: '0'.repeat(16), sampling: samplingParams({ maxTokens: 2 }), prefillAddress: pSmall.address, // connected to d-big by now: it acknowledges our Abort at once
+      type: 'Reserve',
+      rid: asRequestId(rid),
+      tenant: asTenantId('t'),
+      promptTokens: 4,
+      promptDigest: '0'.repeat(16),
+      sampling: samplingParams({ maxTokens: 2 }),
+      prefillAddress: pSmall.address, // connected to d-big by now: it acknowledges our Abort at once
     });
-    const talk = async (secret: string, message: Message): Promise<{ received: Message[]; closed: string | undefined }> => {
+    const talk = async (
+      secret: string,
+      message: Message,
+    ): Promise<{ received: Message[]; closed: string | undefined }> => {
       const received: Message[] = [];
       let closed: string | undefined;
-      const t = TcpTransport.client({ nodeId: `e2e-${secret.length}`, secret, dial: true, handlers: { connected: () => undefined, message: (_f, m) => received.push(m), closed: (_p, reason) => (closed = reason) } });
+      const t = TcpTransport.client({
+        nodeId: `e2e-${secret.length}`,
+        secret,
+        dial: true,
+        handlers: {
+          connected: () => undefined,
+          message: (_f, m) => received.push(m),
+          closed: (_p, reason) => (closed = reason),
+        },
+      });
       t.send(dBig.address, message);
       await waitUntil('an answer or a close', async () => received.length > 0 || closed !== undefined, 10_000);
       if (received.length > 0) t.send(dBig.address, { type: 'Abort', rid: message.rid, reason: 'router' });

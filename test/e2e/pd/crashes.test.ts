@@ -15,7 +15,22 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  allIdle, conformance, detail, greedyIds, health, kvPages, promptIds, readTraces, routerSeesUp, scrape, startRouter, startWorker, testHome, waitUntil, type Router, type Worker,
+  allIdle,
+  conformance,
+  detail,
+  greedyIds,
+  health,
+  kvPages,
+  promptIds,
+  readTraces,
+  routerSeesUp,
+  scrape,
+  startRouter,
+  startWorker,
+  testHome,
+  waitUntil,
+  type Router,
+  type Worker,
 } from './support.js';
 import { writeJson } from '../support/process.js';
 
@@ -38,7 +53,11 @@ beforeAll(async () => {
   home = await testHome();
   traceDir = await mkdtemp(join(home.dir, 'trace-'));
   // A writer that never connected to a decode cannot be told to stop: decode waits abortAckMs x (1 + abortRetries) before it declares it dead.
-  const env = { TESSERA_TRACE_DIR: traceDir, TESSERA_CHECK_EVERY_STEP: '1', TESSERA_PD_TIMEOUTS: 'abortAckMs=1500,abortRetries=1' };
+  const env = {
+    TESSERA_TRACE_DIR: traceDir,
+    TESSERA_CHECK_EVERY_STEP: '1',
+    TESSERA_PD_TIMEOUTS: 'abortAckMs=1500,abortRetries=1',
+  };
   const workers = await Promise.all([
     startWorker('p1', 'prefill', ARGS, home.dir, env),
     startWorker('p2', 'prefill', ARGS, home.dir, env),
@@ -48,7 +67,14 @@ beforeAll(async () => {
   procs.push(...workers);
   prefills = workers.slice(0, 2);
   decodes = workers.slice(2);
-  router = await startRouter('router', prefills, decodes, ['--context-length', '2048', '--api-keys', await writeJson(home.dir, 'keys.json', KEYS)], home.dir, env);
+  router = await startRouter(
+    'router',
+    prefills,
+    decodes,
+    ['--context-length', '2048', '--api-keys', await writeJson(home.dir, 'keys.json', KEYS)],
+    home.dir,
+    env,
+  );
   procs.push(router);
   reference = await greedyIds(router.client('sk-a'), LONG, 8);
 });
@@ -58,15 +84,22 @@ afterAll(async () => {
 });
 
 const alive = (ws: Worker[]) => ws.filter((w) => w.child.exitCode === null && w.child.signalCode === null);
-const attempts = async (): Promise<Record<string, number>> => ((await health(router.url)).body['requests'] as { attempts: Record<string, number> }).attempts;
-const aborts = async (phase: string): Promise<number> => (await scrape(router.url)).get(`tessera_aborts_total{phase="${phase}"}`) ?? 0;
+const attempts = async (): Promise<Record<string, number>> =>
+  ((await health(router.url)).body['requests'] as { attempts: Record<string, number> }).attempts;
+const aborts = async (phase: string): Promise<number> =>
+  (await scrape(router.url)).get(`tessera_aborts_total{phase="${phase}"}`) ?? 0;
 
 /** Starts a streamed request that the test aborts; resolves how it ended. */
 function leavingClient(prompt: readonly number[], maxTokens: number, onChunk?: (n: number, abort: () => void) => void) {
   const controller = new AbortController();
   const done = (async () => {
     let n = 0;
-    const stream = (await router.client('sk-a').completions.create({ model: 'builtin:tiny', prompt: [...prompt], max_tokens: maxTokens, ignore_eos: true, stream: true } as never, { signal: controller.signal })) as unknown as AsyncIterable<unknown>;
+    const stream = (await router
+      .client('sk-a')
+      .completions.create(
+        { model: 'builtin:tiny', prompt: [...prompt], max_tokens: maxTokens, ignore_eos: true, stream: true } as never,
+        { signal: controller.signal },
+      )) as unknown as AsyncIterable<unknown>;
     for await (const _ of stream) onChunk?.(++n, () => controller.abort());
     return controller.signal.aborted ? 'aborted' : 'finished';
   })().catch((e: unknown) => (e instanceof OpenAI.APIUserAbortError || controller.signal.aborted ? 'aborted' : e));
@@ -95,7 +128,11 @@ describe('client disconnects in every phase', () => {
 
   it('while prefilling (prefills frozen): decode quarantines its pages until the prefill acknowledges', async () => {
     const before = await aborts('prefilling');
-    const dead = async () => (await Promise.all(decodes.map(async (d) => (await detail(d)).transfer['writersDeclaredDead'] as number))).reduce((a, b) => a + b, 0);
+    const dead = async () =>
+      (await Promise.all(decodes.map(async (d) => (await detail(d)).transfer['writersDeclaredDead'] as number))).reduce(
+        (a, b) => a + b,
+        0,
+      );
     const deadBefore = await dead();
     prefills.forEach((p) => p.signal('SIGSTOP'));
     const client = leavingClient(promptIds(300, 2), 20);
@@ -116,7 +153,16 @@ describe('client disconnects in every phase', () => {
   it('mid-transfer (some frames written): the transfer is aborted, never cut, every page back', async () => {
     const base = await Promise.all(decodes.map(async (d) => (await detail(d)).transfer['framesWritten'] as number));
     const client = leavingClient(LONG_2, 20);
-    await waitUntil('the first frames to land', async () => (await Promise.all(decodes.map(async (d, i) => ((await detail(d)).transfer['framesWritten'] as number) > (base[i] as number)))).some(Boolean), 30_000);
+    await waitUntil(
+      'the first frames to land',
+      async () =>
+        (
+          await Promise.all(
+            decodes.map(async (d, i) => ((await detail(d)).transfer['framesWritten'] as number) > (base[i] as number)),
+          )
+        ).some(Boolean),
+      30_000,
+    );
     prefills.forEach((p) => p.signal('SIGSTOP'));
     const receiving = await Promise.all(decodes.map(async (d) => (await detail(d))['receiving'] as number));
     expect(receiving.reduce((a, b) => a + b, 0)).toBe(1);
@@ -139,7 +185,16 @@ describe('kill -9', () => {
   it('of a prefill mid-transfer: the router retries on the other prefill, and the client gets the same tokens', async () => {
     const base = await Promise.all(decodes.map(async (d) => (await detail(d)).transfer['framesWritten'] as number));
     const answer = greedyIds(router.client('sk-b'), LONG, 8);
-    await waitUntil('the first frames to land', async () => (await Promise.all(decodes.map(async (d, i) => ((await detail(d)).transfer['framesWritten'] as number) > (base[i] as number)))).some(Boolean), 30_000);
+    await waitUntil(
+      'the first frames to land',
+      async () =>
+        (
+          await Promise.all(
+            decodes.map(async (d, i) => ((await detail(d)).transfer['framesWritten'] as number) > (base[i] as number)),
+          )
+        ).some(Boolean),
+      30_000,
+    );
     prefills.forEach((p) => p.signal('SIGSTOP')); // hold the transfer half done
     const receiving = await Promise.all(decodes.map(async (d) => (await detail(d))['receiving'] as number));
     expect(receiving.reduce((a, b) => a + b, 0)).toBe(1);

@@ -38,7 +38,26 @@ beforeAll(async () => {
   // so the held requests wait for it instead of failing (ARCHITECTURE's invariant 15 is tested in
   // test/e2e/pd/stall.test.ts and test/e2e/cluster/host-loss.test.ts, not here).
   const hold = { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'ignore-host-loss' };
-  cluster = spawnTessera('up', ['up', '--port', '0', '--decode', '2', '--context-length', '512', '--prefill-kv-pages', '128', '--decode-kv-pages', '256', '--api-keys', keys], home.dir, { TESSERA_ADMIN_KEY: ADMIN, ...hold });
+  cluster = spawnTessera(
+    'up',
+    [
+      'up',
+      '--port',
+      '0',
+      '--decode',
+      '2',
+      '--context-length',
+      '512',
+      '--prefill-kv-pages',
+      '128',
+      '--decode-kv-pages',
+      '256',
+      '--api-keys',
+      keys,
+    ],
+    home.dir,
+    { TESSERA_ADMIN_KEY: ADMIN, ...hold },
+  );
   // Two co-located `tessera serve`: one without an admin key (no dashboard), one with.
   const colocated = ['--context-length', '256', '--kv-pages', '32'];
   [routerUrl, ...servers] = await Promise.all([
@@ -46,8 +65,19 @@ beforeAll(async () => {
     startServer(colocated, home.dir, { TESSERA_ADMIN_KEY: '' }),
     startServer(colocated, home.dir, { TESSERA_ADMIN_KEY: ADMIN }),
   ]);
-  workers = [...cluster.stdout().matchAll(/tessera up: ((?:prefill|decode)-\d+)\s+http: (\S+)\s+cluster: (\S+)/g)].map((m) => ({ name: m[1] as string, role: (m[1] as string).split('-')[0] as string, url: m[2] as string, address: m[3] as string }));
-  browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
+  workers = [...cluster.stdout().matchAll(/tessera up: ((?:prefill|decode)-\d+)\s+http: (\S+)\s+cluster: (\S+)/g)].map(
+    (m) => ({
+      name: m[1] as string,
+      role: (m[1] as string).split('-')[0] as string,
+      url: m[2] as string,
+      address: m[3] as string,
+    }),
+  );
+  browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+  });
   page = await browser.newPage();
   await page.setViewport({ width: 1280, height: 900, deviceScaleFactor: 1 });
   page.on('console', (m) => void (m.type() === 'error' && consoleErrors.push(m.text())));
@@ -59,13 +89,20 @@ afterAll(async () => {
   await home?.remove();
 });
 
-const client = (key: keyof typeof KEYS) => new OpenAI({ baseURL: `${routerUrl}/v1`, apiKey: key, maxRetries: 0, timeout: 120_000 });
+const client = (key: keyof typeof KEYS) =>
+  new OpenAI({ baseURL: `${routerUrl}/v1`, apiKey: key, maxRetries: 0, timeout: 120_000 });
 
 /** The counts a node's card shows (what the page drew, read from its cells). */
 async function onScreen(address: string): Promise<Counts & { cells: number }> {
   return page.$eval(`section[data-node="${address}"]`, (card) => {
     const n = (s: string): number => card.querySelectorAll(`.grid .cell.s-${s}`).length;
-    return { cells: card.querySelectorAll('.grid .cell').length, free: n('f'), allocated: n('a'), cached: n('c'), quarantined: n('q') };
+    return {
+      cells: card.querySelectorAll('.grid .cell').length,
+      free: n('f'),
+      allocated: n('a'),
+      cached: n('c'),
+      quarantined: n('q'),
+    };
   });
 }
 
@@ -75,17 +112,22 @@ async function nextUpdates(count: number): Promise<void> {
   await page.waitForFunction(`Number(document.body.dataset.updates ?? '0') >= ${now + count}`, { timeout: 10_000 });
 }
 
-const same = (a: Counts, b: Counts): boolean => a.free === b.free && a.allocated === b.allocated && a.cached === b.cached && a.quarantined === b.quarantined;
+const same = (a: Counts, b: Counts): boolean =>
+  a.free === b.free && a.allocated === b.allocated && a.cached === b.cached && a.quarantined === b.quarantined;
 
 describe('the dashboard of `tessera serve`', () => {
   it('does not exist without an admin key (404), is 401 without the key, and maps the pool with it', async () => {
     const [off, on] = servers as [Server, Server];
     for (const path of ['/dashboard', '/dashboard/state']) {
       expect((await fetch(`${off.url}${path}`)).status).toBe(404);
-      expect((await fetch(`${off.url}${path}?key=${ADMIN}`, { headers: { authorization: `Bearer ${ADMIN}` } })).status).toBe(404);
+      expect(
+        (await fetch(`${off.url}${path}?key=${ADMIN}`, { headers: { authorization: `Bearer ${ADMIN}` } })).status,
+      ).toBe(404);
       expect((await fetch(`${on.url}${path}`)).status).toBe(401);
     }
-    const view = (await (await fetch(`${on.url}/dashboard/state`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()) as { map: { kind: string; role: string; numPages: number; states: string }; plan: string[] };
+    const view = (await (
+      await fetch(`${on.url}/dashboard/state`, { headers: { authorization: `Bearer ${ADMIN}` } })
+    ).json()) as { map: { kind: string; role: string; numPages: number; states: string }; plan: string[] };
     expect(view.map).toMatchObject({ kind: 'node', role: 'colocated', numPages: 32, states: 'f'.repeat(32) });
     expect(view.plan.some((line) => /^pool\s+32 pages/.test(line))).toBe(true);
     const tab = await browser.newPage();
@@ -110,7 +152,8 @@ describe('the dashboard of `tessera up`', () => {
 
   it('shows one cell per page of every node, its counts equal /metrics while requests run, and the pages come back when they end', async () => {
     await page.goto(`${routerUrl}/dashboard?key=${ADMIN}`);
-    for (const w of workers) await page.waitForSelector(`section[data-node="${w.address}"] .grid .cell`, { timeout: 15_000 });
+    for (const w of workers)
+      await page.waitForSelector(`section[data-node="${w.address}"] .grid .cell`, { timeout: 15_000 });
     for (const w of workers) {
       const body = (await (await fetch(`${w.url}/health`)).json()) as { kvPages: number };
       expect((await onScreen(w.address)).cells).toBe(body.kvPages);
@@ -118,11 +161,13 @@ describe('the dashboard of `tessera up`', () => {
 
     // A refused request appears under the failures by code, and in the last failures since the page opened.
     const refused = await fetch(`${routerUrl}/v1/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer key-globex' }, body: JSON.stringify({ model: 'builtin:tiny', prompt: 'hi', max_tokens: 100_000 }),
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer key-globex' },
+      body: JSON.stringify({ model: 'builtin:tiny', prompt: 'hi', max_tokens: 100_000 }),
     });
     expect(refused.status).toBe(400);
     await page.waitForFunction(
-      "[...document.querySelectorAll('section[data-node=\"router\"] .panel')].filter((p) => /context_length_exceeded/.test(p.textContent)).length === 2",
+      '[...document.querySelectorAll(\'section[data-node="router"] .panel\')].filter((p) => /context_length_exceeded/.test(p.textContent)).length === 2',
       { timeout: 10_000 },
     );
 
@@ -132,8 +177,16 @@ describe('the dashboard of `tessera up`', () => {
     const generate = async (i: number): Promise<void> => {
       running++;
       try {
-        const body = { model: 'builtin:tiny', prompt: `Request ${i}: ${'the pages of the pool '.repeat(4 + (i % 9) * 2)}`, max_tokens: 300, stream: true, ignore_eos: true };
-        const stream = (await client(tenants[i % 3] as keyof typeof KEYS).completions.create(body as never)) as unknown as AsyncIterable<unknown>;
+        const body = {
+          model: 'builtin:tiny',
+          prompt: `Request ${i}: ${'the pages of the pool '.repeat(4 + (i % 9) * 2)}`,
+          max_tokens: 300,
+          stream: true,
+          ignore_eos: true,
+        };
+        const stream = (await client(tenants[i % 3] as keyof typeof KEYS).completions.create(
+          body as never,
+        )) as unknown as AsyncIterable<unknown>;
         for await (const _chunk of stream) void _chunk;
       } finally {
         running--;
@@ -152,7 +205,9 @@ describe('the dashboard of `tessera up`', () => {
     const target = process.env['DASHBOARD_SCREENSHOT'];
     // A page that changes owner flashes; hovering a page shows its epoch.
     await page.waitForSelector('.grid .cell.flash', { timeout: 10_000 });
-    await page.hover(`section[data-node="${workers.find((w) => w.role === 'decode')?.address}"] .grid .cell[data-page="0"]`);
+    await page.hover(
+      `section[data-node="${workers.find((w) => w.role === 'decode')?.address}"] .grid .cell[data-page="0"]`,
+    );
     expect(await page.$eval('#tip', (t) => t.textContent ?? '')).toMatch(/page 0.*epoch \d+/);
     // While they decode, pages move every few tokens; a node whose pages hold still for a moment is compared.
     for (let round = 0; round < 6 && running > 0; round++) {
@@ -184,8 +239,18 @@ describe('the dashboard of `tessera up`', () => {
       }
       // The held requests are transfers in flight on screen: AwaitingKv on a decode, Prefilling on the router.
       await nextUpdates(2);
-      expect(await page.$$eval('section[data-node] .panel td', (tds) => tds.filter((td) => td.textContent === 'AwaitingKv').length)).toBeGreaterThanOrEqual(3);
-      expect(await page.$$eval('section[data-node="router"] td', (tds) => tds.filter((td) => td.textContent === 'Prefilling').length)).toBeGreaterThanOrEqual(3);
+      expect(
+        await page.$$eval(
+          'section[data-node] .panel td',
+          (tds) => tds.filter((td) => td.textContent === 'AwaitingKv').length,
+        ),
+      ).toBeGreaterThanOrEqual(3);
+      expect(
+        await page.$$eval(
+          'section[data-node="router"] td',
+          (tds) => tds.filter((td) => td.textContent === 'Prefilling').length,
+        ),
+      ).toBeGreaterThanOrEqual(3);
     } finally {
       process.kill(prefillPid, 'SIGCONT');
     }
@@ -194,7 +259,10 @@ describe('the dashboard of `tessera up`', () => {
     expect([...matched.values()].some((c) => c.allocated > 0)).toBe(true);
 
     // Ended: on screen every page of every node is free or cached again.
-    await page.waitForFunction("document.querySelectorAll('section[data-node] .grid .cell.s-a, section[data-node] .grid .cell.s-q').length === 0", { timeout: 20_000 });
+    await page.waitForFunction(
+      "document.querySelectorAll('section[data-node] .grid .cell.s-a, section[data-node] .grid .cell.s-q').length === 0",
+      { timeout: 20_000 },
+    );
     for (const w of workers) {
       const screen = await onScreen(w.address);
       expect(screen.free + screen.cached).toBe(screen.cells);
@@ -203,14 +271,21 @@ describe('the dashboard of `tessera up`', () => {
     // The router's card lists every worker; the charts drew; nothing went to the console.
     const routerCard = await page.$eval('section[data-node="router"]', (c) => c.textContent ?? '');
     for (const w of workers) expect(routerCard).toContain(w.url);
-    expect(await page.$$eval('.chart svg path', (ps) => ps.filter((p) => (p.getAttribute('d') ?? '').startsWith('M')).length)).toBeGreaterThan(0);
+    expect(
+      await page.$$eval(
+        '.chart svg path',
+        (ps) => ps.filter((p) => (p.getAttribute('d') ?? '').startsWith('M')).length,
+      ),
+    ).toBeGreaterThan(0);
     expect(consoleErrors).toEqual([]);
   }, 90_000);
 });
 
 describe('the Grafana board', () => {
-  it('queries only metrics that the cluster\'s /metrics expose', async () => {
-    const board = JSON.parse(await readFile(join(ROOT, 'deploy', 'grafana', 'tessera-pd.json'), 'utf8')) as { panels: { type: string; targets?: { expr: string }[] }[] };
+  it("queries only metrics that the cluster's /metrics expose", async () => {
+    const board = JSON.parse(await readFile(join(ROOT, 'deploy', 'grafana', 'tessera-pd.json'), 'utf8')) as {
+      panels: { type: string; targets?: { expr: string }[] }[];
+    };
     const exprs = board.panels.filter((p) => p.type !== 'row').flatMap((p) => (p.targets ?? []).map((t) => t.expr));
     expect(board.panels.filter((p) => p.type !== 'row').every((p) => (p.targets ?? []).length > 0)).toBe(true);
     const exposed = new Set<string>();
@@ -227,8 +302,16 @@ describe('the Grafana board', () => {
     expect(named.size).toBeGreaterThanOrEqual(10);
     expect([...named].filter((n) => !exposed.has(n))).toEqual([]);
     // The panels an operator of a PD cluster needs, by the metric behind each.
-    for (const needed of ['tessera_time_to_first_token_seconds_bucket', 'tessera_inter_token_latency_seconds_bucket', 'tessera_kv_pages', 'tessera_kv_transfer_bytes_total',
-      'tessera_kv_transfer_seconds_bucket', 'tessera_kv_transfer_checksum_failures_total', 'tessera_kv_tag_mismatches_total', 'tessera_aborts_total']) {
+    for (const needed of [
+      'tessera_time_to_first_token_seconds_bucket',
+      'tessera_inter_token_latency_seconds_bucket',
+      'tessera_kv_pages',
+      'tessera_kv_transfer_bytes_total',
+      'tessera_kv_transfer_seconds_bucket',
+      'tessera_kv_transfer_checksum_failures_total',
+      'tessera_kv_tag_mismatches_total',
+      'tessera_aborts_total',
+    ]) {
       expect(named).toContain(needed);
     }
   });

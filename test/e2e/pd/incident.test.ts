@@ -13,7 +13,20 @@ import { mkdtemp } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  allIdle, conformance, detail, greedyIds, health, promptIds, readTraces, ridsOf, scrape, startRouter, startWorker, testHome, type Router, type Worker,
+  allIdle,
+  conformance,
+  detail,
+  greedyIds,
+  health,
+  promptIds,
+  readTraces,
+  ridsOf,
+  scrape,
+  startRouter,
+  startWorker,
+  testHome,
+  type Router,
+  type Worker,
 } from './support.js';
 
 let home: Awaited<ReturnType<typeof testHome>>;
@@ -59,7 +72,9 @@ describe('the placeholder bug (placeholder-done) over real processes', () => {
   it('fails closed: HTTP 5xx and not one token, streamed or not; every page comes back', async () => {
     const before = (await detail(dClean)).transfer;
     const client = bad.client();
-    const error = await client.completions.create({ model: 'builtin:tiny', prompt: PROMPT, max_tokens: 8 }).catch((e: unknown) => e);
+    const error = await client.completions
+      .create({ model: 'builtin:tiny', prompt: PROMPT, max_tokens: 8 })
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.APIError);
     expect((error as InstanceType<typeof OpenAI.APIError>).status).toBe(502);
     expect(String((error as Error).message)).toMatch(/stamps cover 16 of the prompt's 40 tokens/);
@@ -67,7 +82,13 @@ describe('the placeholder bug (placeholder-done) over real processes', () => {
     // Streamed: the status is held until the first token, so the failure is still a 502, with no chunk before it.
     let chunks = 0;
     const streamed = await (async () => {
-      for await (const _ of await client.completions.create({ model: 'builtin:tiny', prompt: PROMPT, max_tokens: 8, stream: true })) chunks++;
+      for await (const _ of await client.completions.create({
+        model: 'builtin:tiny',
+        prompt: PROMPT,
+        max_tokens: 8,
+        stream: true,
+      }))
+        chunks++;
     })().catch((e: unknown) => e);
     expect((streamed as InstanceType<typeof OpenAI.APIError>).status).toBe(502);
     expect(chunks).toBe(0);
@@ -92,8 +113,16 @@ describe('the placeholder bug (placeholder-done) over real processes', () => {
     const before = (await detail(dClean)).transfer;
     const client = corrupt.client();
     const statuses: number[] = [];
-    for (const [n, first] of [[3, 1], [16, 50], [17, 90], [40, 300], [100, 900]] as const) {
-      const e = await client.completions.create({ model: 'builtin:tiny', prompt: promptIds(n, first), max_tokens: 4 }).catch((x: unknown) => x);
+    for (const [n, first] of [
+      [3, 1],
+      [16, 50],
+      [17, 90],
+      [40, 300],
+      [100, 900],
+    ] as const) {
+      const e = await client.completions
+        .create({ model: 'builtin:tiny', prompt: promptIds(n, first), max_tokens: 4 })
+        .catch((x: unknown) => x);
       statuses.push((e as InstanceType<typeof OpenAI.APIError>).status ?? 200);
     }
     expect(statuses).toEqual([502, 502, 502, 502, 502]);
@@ -106,7 +135,7 @@ describe('the placeholder bug (placeholder-done) over real processes', () => {
     await allIdle([pCorrupt, pGood, dClean].map((w) => ({ url: w.url, name: w.name })));
   });
 
-  it('the clean paths\' traces conform to the protocol model; the negative control\'s does not', async () => {
+  it("the clean paths' traces conform to the protocol model; the negative control's does not", async () => {
     await allIdle([pBad, pGood, pCorrupt, dClean, dSkip].map((w) => ({ url: w.url, name: w.name })));
     const traces = await readTraces(traceDir);
     const routers = await Promise.all([bad, ref, corrupt].map(async (r) => String((await health(r.url)).body['node'])));
@@ -117,9 +146,13 @@ describe('the placeholder bug (placeholder-done) over real processes', () => {
     expect(clean.numEvents).toBeGreaterThan(200);
 
     // d-skip and r-control trace into their own directory; p-bad's events for their requests are in the main one.
-    const controlRids = new Set((await readTraces(controlTraceDir)).events.flatMap((e) => (e.kind === 'close' ? [] : [e.rid])));
+    const controlRids = new Set(
+      (await readTraces(controlTraceDir)).events.flatMap((e) => (e.kind === 'close' ? [] : [e.rid])),
+    );
     const verdict = conformance(await readTraces(traceDir, controlTraceDir), controlRids, false);
     expect(verdict.ok).toBe(false);
-    expect(verdict).toMatchObject({ reason: expect.stringMatching(/without full coverage|stamp says epoch|not written for/) });
+    expect(verdict).toMatchObject({
+      reason: expect.stringMatching(/without full coverage|stamp says epoch|not written for/),
+    });
   });
 });

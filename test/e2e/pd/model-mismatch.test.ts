@@ -12,7 +12,16 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { genModel } from '../../../src/model/index.js';
-import { detail, greedyIds, promptIds, startRouter, startWorker, testHome, type Router, type Worker } from './support.js';
+import {
+  detail,
+  greedyIds,
+  promptIds,
+  startRouter,
+  startWorker,
+  testHome,
+  type Router,
+  type Worker,
+} from './support.js';
 
 let home: Awaited<ReturnType<typeof testHome>>;
 const procs: { stop(): Promise<unknown> }[] = [];
@@ -59,18 +68,26 @@ describe('a prefill and a decode serving different models', () => {
     const before = await Promise.all([detail(prefill), detail(decode)]);
     const answer = checked.client().completions.create({ model: 'builtin:tiny', prompt: PROMPT, max_tokens: 4 });
     await expect(answer).rejects.toBeInstanceOf(OpenAI.InternalServerError);
-    await expect(answer).rejects.toMatchObject({ status: 500, code: 'config_invalid', message: expect.stringMatching(/same model/) });
+    await expect(answer).rejects.toMatchObject({
+      status: 500,
+      code: 'config_invalid',
+      message: expect.stringMatching(/same model/),
+    });
     const after = await Promise.all([detail(prefill), detail(decode)]);
     expect(after.map((d) => d['lastEpoch'])).toEqual(before.map((d) => d['lastEpoch']));
     expect(after[1]?.transfer['bytesWritten']).toBe(before[1]?.transfer['bytesWritten']);
   });
 
-  it('paired anyway (the router\'s check off), fail at decode\'s KvDone check: 502, no token', async () => {
+  it("paired anyway (the router's check off), fail at decode's KvDone check: 502, no token", async () => {
     const answer = decodeChecks.client().completions.create({ model: 'builtin:tiny', prompt: PROMPT, max_tokens: 4 });
-    await expect(answer).rejects.toMatchObject({ status: 502, code: 'transfer_failed', message: expect.stringMatching(/another model/) });
+    await expect(answer).rejects.toMatchObject({
+      status: 502,
+      code: 'transfer_failed',
+      message: expect.stringMatching(/another model/),
+    });
   });
 
-  it('negative control: with both checks off, the client gets 200 with tokens from another model\'s KV', async () => {
+  it("negative control: with both checks off, the client gets 200 with tokens from another model's KV", async () => {
     const mixed = await greedyIds(noChecks.client(), PROMPT, 8);
     const right = await greedyIds(consistent.client(), PROMPT, 8);
     expect(mixed).toHaveLength(8);

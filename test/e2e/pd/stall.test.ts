@@ -14,7 +14,13 @@ let router: Router;
 beforeAll(async () => {
   home = await testHome();
   const args = ['--context-length', '512'];
-  [prefills, decode] = await Promise.all([Promise.all([startWorker('prefill-a', 'prefill', args, home.dir), startWorker('prefill-b', 'prefill', args, home.dir)]), startWorker('decode', 'decode', args, home.dir)]);
+  [prefills, decode] = await Promise.all([
+    Promise.all([
+      startWorker('prefill-a', 'prefill', args, home.dir),
+      startWorker('prefill-b', 'prefill', args, home.dir),
+    ]),
+    startWorker('decode', 'decode', args, home.dir),
+  ]);
   router = await startRouter('router', prefills, [decode], ['--context-length', '512'], home.dir);
 });
 afterAll(async () => {
@@ -29,15 +35,31 @@ describe('a stalled prefill worker', () => {
     const client = router.client();
     // Warm up: the router holds an authenticated connection to each prefill (a frozen worker's
     // handshake would otherwise time out after 5 s, which already made the router retry).
-    const warm = (i: number) => client.completions.create({ model: 'builtin:tiny', prompt: promptIds(40, 50 + i), max_tokens: 2, temperature: 0 });
+    const warm = (i: number) =>
+      client.completions.create({
+        model: 'builtin:tiny',
+        prompt: promptIds(40, 50 + i),
+        max_tokens: 2,
+        temperature: 0,
+      });
     await Promise.all(Array.from({ length: 8 }, (_, i) => warm(i)));
     expect((await detail(frozen)).transfer).toBeDefined();
     await allIdle([...prefills, decode]);
     frozen.signal('SIGSTOP');
     const started = Date.now();
     // Sent before the router notices: least-loaded pairing gives the frozen worker its share.
-    const requests = Array.from({ length: 8 }, (_, i) => client.completions.create({ model: 'builtin:tiny', prompt: promptIds(40, 500 + i), max_tokens: 6, temperature: 0 }).then((r) => r.choices[0]?.finish_reason, (e: unknown) => String(e)));
-    const outcomes = await Promise.race([Promise.all(requests), new Promise<string>((resolve) => setTimeout(() => resolve('still waiting after 25 s'), 25_000))]);
+    const requests = Array.from({ length: 8 }, (_, i) =>
+      client.completions
+        .create({ model: 'builtin:tiny', prompt: promptIds(40, 500 + i), max_tokens: 6, temperature: 0 })
+        .then(
+          (r) => r.choices[0]?.finish_reason,
+          (e: unknown) => String(e),
+        ),
+    );
+    const outcomes = await Promise.race([
+      Promise.all(requests),
+      new Promise<string>((resolve) => setTimeout(() => resolve('still waiting after 25 s'), 25_000)),
+    ]);
     const seconds = (Date.now() - started) / 1000;
     expect(outcomes).toEqual(new Array(8).fill('length'));
     process.stdout.write(`stalled prefill: 8 requests done in ${seconds.toFixed(1)} s with it frozen\n`);

@@ -32,19 +32,40 @@ export interface Proc {
 
 function cleanEnv(home: string, env: Record<string, string>): NodeJS.ProcessEnv {
   const clean = { ...process.env };
-  for (const key of ['TESSERA_FAULT', 'TESSERA_ALLOW_FAULTS', 'TESSERA_CHECK_EVERY_STEP', 'TESSERA_CLUSTER_SECRET', 'TESSERA_TRACE_DIR', 'TESSERA_PD_TIMEOUTS', 'TESSERA_SUPERVISED']) delete clean[key];
+  for (const key of [
+    'TESSERA_FAULT',
+    'TESSERA_ALLOW_FAULTS',
+    'TESSERA_CHECK_EVERY_STEP',
+    'TESSERA_CLUSTER_SECRET',
+    'TESSERA_TRACE_DIR',
+    'TESSERA_PD_TIMEOUTS',
+    'TESSERA_SUPERVISED',
+  ])
+    delete clean[key];
   return { ...clean, TESSERA_HOME: home, TESSERA_ADMIN_KEY: ADMIN_KEY, ...env };
 }
 
 /** `wrap`: a command prefix to run it under (e.g. `ip netns exec NS`, which execs node in place: same pid). */
-export function spawnTessera(name: string, args: readonly string[], home: string, env: Record<string, string> = {}, wrap: readonly string[] = []): Proc {
+export function spawnTessera(
+  name: string,
+  args: readonly string[],
+  home: string,
+  env: Record<string, string> = {},
+  wrap: readonly string[] = [],
+): Proc {
   const argv = [...wrap.slice(1), ...(wrap.length > 0 ? [process.execPath] : []), BIN, ...withTestModel(args)];
-  const child = spawn(wrap[0] ?? process.execPath, argv, { cwd: ROOT, env: cleanEnv(home, env), stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(wrap[0] ?? process.execPath, argv, {
+    cwd: ROOT,
+    env: cleanEnv(home, env),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  );
   let stopping: Promise<{ code: number | null; signal: NodeJS.Signals | null }> | undefined;
   return {
     name,
@@ -55,7 +76,10 @@ export function spawnTessera(name: string, args: readonly string[], home: string
     exited,
     waitFor: (pattern, timeoutMs = 120_000) =>
       new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`${name}: no ${pattern} within ${timeoutMs} ms\n${stderr}`)), timeoutMs);
+        const timer = setTimeout(
+          () => reject(new Error(`${name}: no ${pattern} within ${timeoutMs} ms\n${stderr}`)),
+          timeoutMs,
+        );
         const check = (): void => {
           const match = pattern.exec(stdout);
           if (match !== null) {
@@ -95,8 +119,19 @@ export interface Worker extends Proc {
 }
 
 /** `tessera serve --role <role>` on free ports; resolves once it listens. */
-export async function startWorker(name: string, role: 'prefill' | 'decode', args: readonly string[], home: string, env: Record<string, string> = {}): Promise<Worker> {
-  const p = spawnTessera(name, ['serve', '--role', role, '--host', '127.0.0.1', '--port', '0', '--data-port', '0', ...args], home, { TESSERA_CLUSTER_SECRET: SECRET, ...env });
+export async function startWorker(
+  name: string,
+  role: 'prefill' | 'decode',
+  args: readonly string[],
+  home: string,
+  env: Record<string, string> = {},
+): Promise<Worker> {
+  const p = spawnTessera(
+    name,
+    ['serve', '--role', role, '--host', '127.0.0.1', '--port', '0', '--data-port', '0', ...args],
+    home,
+    { TESSERA_CLUSTER_SECRET: SECRET, ...env },
+  );
   const url = (await p.waitFor(/listening on (http:\/\/[\d.]+:\d+)/))[1] as string;
   const address = (await p.waitFor(/cluster listener on ([\d.]+:\d+)/))[1] as string;
   return { ...p, url, address };
@@ -109,21 +144,52 @@ export interface Router extends Proc {
 }
 
 /** `tessera router` over the given workers; resolves once it listens and every worker is up. */
-export async function startRouter(name: string, prefills: readonly Worker[], decodes: readonly Worker[], args: readonly string[], home: string, env: Record<string, string> = {}): Promise<Router> {
-  const p = spawnTessera(name, ['router', '--host', '127.0.0.1', '--port', '0', ...prefills.flatMap((w) => ['--prefill', w.url]), ...decodes.flatMap((w) => ['--decode', w.url]), ...args], home, {
-    TESSERA_CLUSTER_SECRET: SECRET,
-    ...env,
-  });
+export async function startRouter(
+  name: string,
+  prefills: readonly Worker[],
+  decodes: readonly Worker[],
+  args: readonly string[],
+  home: string,
+  env: Record<string, string> = {},
+): Promise<Router> {
+  const p = spawnTessera(
+    name,
+    [
+      'router',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '0',
+      ...prefills.flatMap((w) => ['--prefill', w.url]),
+      ...decodes.flatMap((w) => ['--decode', w.url]),
+      ...args,
+    ],
+    home,
+    {
+      TESSERA_CLUSTER_SECRET: SECRET,
+      ...env,
+    },
+  );
   const url = (await p.waitFor(/listening on (http:\/\/[\d.]+:\d+)/))[1] as string;
   await waitUntil(`${name}'s workers to be up`, async () => {
     const h = await health(url);
     return (h.body['workers'] as { state: string }[]).every((w) => w.state === 'up');
   });
-  return { ...p, url, client: (apiKey = 'none') => new OpenAI({ baseURL: `${url}/v1`, apiKey, maxRetries: 0, timeout: 120_000 }) };
+  return {
+    ...p,
+    url,
+    client: (apiKey = 'none') => new OpenAI({ baseURL: `${url}/v1`, apiKey, maxRetries: 0, timeout: 120_000 }),
+  };
 }
 
 /** A worker's /health detail. */
-export async function detail(w: { url: string }): Promise<Record<string, unknown> & { transfer: Record<string, number>; pages: Record<string, number>; transport: Record<string, number> }> {
+export async function detail(w: { url: string }): Promise<
+  Record<string, unknown> & {
+    transfer: Record<string, number>;
+    pages: Record<string, number>;
+    transport: Record<string, number>;
+  }
+> {
   return (await health(w.url)).body as never;
 }
 
@@ -137,13 +203,17 @@ export async function routerSeesUp(router: { url: string }, alive: readonly { ur
 
 /** Waits until every worker is idle and holds only free or cached pages. */
 export async function allIdle(workers: readonly { url: string; name: string }[], timeoutMs = 30_000): Promise<void> {
-  await waitUntil(`${workers.map((w) => w.name).join(', ')} to be idle`, async () => {
-    for (const w of workers) {
-      const d = await detail(w);
-      if (d['idle'] !== true || d.pages['allocated'] !== 0 || d.pages['quarantined'] !== 0) return false;
-    }
-    return true;
-  }, timeoutMs);
+  await waitUntil(
+    `${workers.map((w) => w.name).join(', ')} to be idle`,
+    async () => {
+      for (const w of workers) {
+        const d = await detail(w);
+        if (d['idle'] !== true || d.pages['allocated'] !== 0 || d.pages['quarantined'] !== 0) return false;
+      }
+      return true;
+    },
+    timeoutMs,
+  );
 }
 
 /** tessera_kv_transfer_bytes_total of a server's /metrics. */
@@ -168,26 +238,46 @@ export async function readTraces(...dirs: string[]): Promise<Traces> {
   const files: TraceLine[][] = [];
   for (const dir of dirs) {
     for (const file of (await readdir(dir)).filter((f) => f.endsWith('.jsonl'))) {
-      files.push((await readFile(join(dir, file), 'utf8')).split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as TraceLine));
+      files.push(
+        (await readFile(join(dir, file), 'utf8'))
+          .split('\n')
+          .filter((line) => line !== '')
+          .map((line) => JSON.parse(line) as TraceLine),
+      );
     }
   }
   const inFlight = new Map<string, number>(); // sends taken minus recvs taken, per (from, to, rid, message)
   const key = (from: string, to: string, rid: string, message: string) => JSON.stringify([from, to, rid, message]);
-  const ready = (l: TraceLine) => l.e?.kind !== 'recv' || (inFlight.get(key(l.e.peer, l.e.node, l.e.rid, l.e.message)) ?? 0) > 0;
+  const ready = (l: TraceLine) =>
+    l.e?.kind !== 'recv' || (inFlight.get(key(l.e.peer, l.e.node, l.e.rid, l.e.message)) ?? 0) > 0;
   const merged: TraceLine[] = [];
   const at = files.map(() => 0);
   for (;;) {
     const heads = files.flatMap((f, i) => ((at[i] as number) < f.length ? [i] : []));
     if (heads.length === 0) break;
-    const earliest = (candidates: number[]) => candidates.reduce((a, b) => (((files[b] as TraceLine[])[at[b] as number] as TraceLine).t < ((files[a] as TraceLine[])[at[a] as number] as TraceLine).t ? b : a));
+    const earliest = (candidates: number[]) =>
+      candidates.reduce((a, b) =>
+        ((files[b] as TraceLine[])[at[b] as number] as TraceLine).t <
+        ((files[a] as TraceLine[])[at[a] as number] as TraceLine).t
+          ? b
+          : a,
+      );
     const readyHeads = heads.filter((i) => ready((files[i] as TraceLine[])[at[i] as number] as TraceLine));
     const i = earliest(readyHeads.length > 0 ? readyHeads : heads); // none ready: a recv whose send is in no file
     const line = (files[i] as TraceLine[])[at[i] as number] as TraceLine;
     at[i] = (at[i] as number) + 1;
     merged.push(line);
     const e = line.e;
-    if (e?.kind === 'send') inFlight.set(key(e.node, e.peer, e.rid, e.message), (inFlight.get(key(e.node, e.peer, e.rid, e.message)) ?? 0) + 1);
-    if (e?.kind === 'recv') inFlight.set(key(e.peer, e.node, e.rid, e.message), (inFlight.get(key(e.peer, e.node, e.rid, e.message)) ?? 0) - 1);
+    if (e?.kind === 'send')
+      inFlight.set(
+        key(e.node, e.peer, e.rid, e.message),
+        (inFlight.get(key(e.node, e.peer, e.rid, e.message)) ?? 0) + 1,
+      );
+    if (e?.kind === 'recv')
+      inFlight.set(
+        key(e.peer, e.node, e.rid, e.message),
+        (inFlight.get(key(e.peer, e.node, e.rid, e.message)) ?? 0) - 1,
+      );
   }
   const writers = new Map<string, string>();
   for (const l of merged) if (l.writer !== undefined) writers.set(l.writer.rid, l.writer.prefill);
@@ -195,8 +285,13 @@ export async function readTraces(...dirs: string[]): Promise<Traces> {
 }
 
 /** The trace restricted to some requests (and every connection close), checked against the model. */
-export function conformance(traces: Traces, rids: ReadonlySet<string> | undefined, complete: boolean): CheckResult & { numEvents: number } {
-  const events = rids === undefined ? traces.events : traces.events.filter((e) => e.kind === 'close' || rids.has(e.rid));
+export function conformance(
+  traces: Traces,
+  rids: ReadonlySet<string> | undefined,
+  complete: boolean,
+): CheckResult & { numEvents: number } {
+  const events =
+    rids === undefined ? traces.events : traces.events.filter((e) => e.kind === 'close' || rids.has(e.rid));
   return { ...checkTrace(events, { complete, writerOf: (rid) => traces.writers.get(rid) }), numEvents: events.length };
 }
 
@@ -207,8 +302,17 @@ export function ridsOf(traces: Traces, routerNode: string): Set<string> {
 
 /** Completion token ids of a greedy request (vLLM's return_token_ids). */
 export async function greedyIds(client: OpenAI, prompt: readonly number[], maxTokens: number): Promise<number[]> {
-  const body = { model: 'builtin:tiny', prompt: [...prompt], max_tokens: maxTokens, temperature: 0, ignore_eos: true, return_token_ids: true };
-  const response = (await client.completions.create(body as never)) as unknown as { choices: { token_ids: number[] }[] };
+  const body = {
+    model: 'builtin:tiny',
+    prompt: [...prompt],
+    max_tokens: maxTokens,
+    temperature: 0,
+    ignore_eos: true,
+    return_token_ids: true,
+  };
+  const response = (await client.completions.create(body as never)) as unknown as {
+    choices: { token_ids: number[] }[];
+  };
   return response.choices[0]?.token_ids ?? [];
 }
 

@@ -24,10 +24,17 @@ beforeAll(async () => {
   home = await testHome();
   const keys = join(home.dir, 'keys.json');
   await writeFile(keys, JSON.stringify({ [KEY]: 'alice' }));
-  cluster = spawnTessera('up', ['up', '--port', '0', '--context-length', '512', '--decode-kv-pages', '96', '--api-keys', keys], home.dir);
+  cluster = spawnTessera(
+    'up',
+    ['up', '--port', '0', '--context-length', '512', '--decode-kv-pages', '96', '--api-keys', keys],
+    home.dir,
+  );
   routerUrl = (await cluster.waitFor(/router +http: (http:\/\/[\d.]+:\d+)/))[1] as string;
   await cluster.waitFor(/listening on/);
-  workers = ['prefill-1', 'decode-1'].map((name) => ({ name, url: new RegExp(`${name} +http: (http://[\\d.]+:\\d+)`).exec(cluster.stdout())?.[1] as string }));
+  workers = ['prefill-1', 'decode-1'].map((name) => ({
+    name,
+    url: new RegExp(`${name} +http: (http://[\\d.]+:\\d+)`).exec(cluster.stdout())?.[1] as string,
+  }));
 });
 afterAll(async () => {
   await cluster?.stop();
@@ -39,8 +46,16 @@ const client = () => new OpenAI({ baseURL: `${routerUrl}/v1`, apiKey: KEY, maxRe
 describe('tessera up under hostile and heavy load', () => {
   it('refuses requests past a wire limit alone, with a 400 naming the field; the others all finish', async () => {
     const c = client();
-    const good = Array.from({ length: 30 }, (_, i) => c.completions.create({ model: 'builtin:tiny', prompt: promptIds(20, 100 + i), max_tokens: 8, temperature: 0 }));
-    const bad = ([[{ top_k: 2 ** 31 }, 'top_k'], [{ stop: ['y'.repeat(1025)] }, 'stop'], [{ stop_token_ids: new Array(1025).fill(2) }, 'stop_token_ids']] as const).map(([extra, param]) =>
+    const good = Array.from({ length: 30 }, (_, i) =>
+      c.completions.create({ model: 'builtin:tiny', prompt: promptIds(20, 100 + i), max_tokens: 8, temperature: 0 }),
+    );
+    const bad = (
+      [
+        [{ top_k: 2 ** 31 }, 'top_k'],
+        [{ stop: ['y'.repeat(1025)] }, 'stop'],
+        [{ stop_token_ids: new Array(1025).fill(2) }, 'stop_token_ids'],
+      ] as const
+    ).map(([extra, param]) =>
       c.completions.create({ model: 'builtin:tiny', prompt: 'hello', max_tokens: 4, ...extra } as never).then(
         () => `accepted past the ${param} limit`,
         (e: unknown) => (e instanceof OpenAI.BadRequestError ? e.param : String(e)),
@@ -54,7 +69,12 @@ describe('tessera up under hostile and heavy load', () => {
   });
 
   it('serves n = 64 choices on an idle cluster', async () => {
-    const r = await client().completions.create({ model: 'builtin:tiny', prompt: promptIds(10, 7), max_tokens: 4, n: 64 });
+    const r = await client().completions.create({
+      model: 'builtin:tiny',
+      prompt: promptIds(10, 7),
+      max_tokens: 4,
+      n: 64,
+    });
     expect(r.choices).toHaveLength(64);
     expect(new Set(r.choices.map((ch) => ch.index)).size).toBe(64);
   });
@@ -63,18 +83,37 @@ describe('tessera up under hostile and heavy load', () => {
     const c = client();
     const started = Date.now();
     const results = await Promise.all(
-      Array.from({ length: 24 }, (_, i) => c.completions.create({ model: 'builtin:tiny', prompt: promptIds(250, 3000 + i * 11), max_tokens: 16, ignore_eos: true } as never).then(() => 'ok', (e: unknown) => String(e))),
+      Array.from({ length: 24 }, (_, i) =>
+        c.completions
+          .create({
+            model: 'builtin:tiny',
+            prompt: promptIds(250, 3000 + i * 11),
+            max_tokens: 16,
+            ignore_eos: true,
+          } as never)
+          .then(
+            () => 'ok',
+            (e: unknown) => String(e),
+          ),
+      ),
     );
     const seconds = (Date.now() - started) / 1000;
     expect(results.filter((r) => r !== 'ok')).toEqual([]);
     const queue = ((await detail({ url: routerUrl })) as Record<string, unknown>)['queue'] as Record<string, number>;
-    process.stdout.write(`PD burst: 24 x 250-token prompts in ${seconds.toFixed(1)} s, ${queue['waited']} waited, ${queue['timedOut']} timed out\n`);
+    process.stdout.write(
+      `PD burst: 24 x 250-token prompts in ${seconds.toFixed(1)} s, ${queue['waited']} waited, ${queue['timedOut']} timed out\n`,
+    );
     expect(queue).toMatchObject({ waiting: 0, timedOut: 0 });
-    expect((await scrape(routerUrl)).get('tessera_router_queue_wait_seconds_count')).toBeGreaterThanOrEqual(queue['waited'] ?? 0);
+    expect((await scrape(routerUrl)).get('tessera_router_queue_wait_seconds_count')).toBeGreaterThanOrEqual(
+      queue['waited'] ?? 0,
+    );
   });
 
   it('tells strangers and tenants only whether it is up; the admin key sees the workers', async () => {
-    const as = async (key: string | undefined) => (await (await fetch(`${routerUrl}/health`, key === undefined ? {} : { headers: { authorization: `Bearer ${key}` } })).json()) as Record<string, unknown>;
+    const as = async (key: string | undefined) =>
+      (await (
+        await fetch(`${routerUrl}/health`, key === undefined ? {} : { headers: { authorization: `Bearer ${key}` } })
+      ).json()) as Record<string, unknown>;
     expect(await as(undefined)).toEqual({ status: 'ok' });
     expect(await as(KEY)).toEqual({ status: 'ok' });
     expect((await as(ADMIN_KEY))['workers']).toHaveLength(2);

@@ -7,7 +7,17 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type Server } from '../support/process.js';
-import { greedyIds, health, isGone, promptIds, scrape, spawnTessera, testHome, waitUntil, type Proc } from './support.js';
+import {
+  greedyIds,
+  health,
+  isGone,
+  promptIds,
+  scrape,
+  spawnTessera,
+  testHome,
+  waitUntil,
+  type Proc,
+} from './support.js';
 
 let home: Awaited<ReturnType<typeof testHome>>;
 let cluster: Proc;
@@ -18,7 +28,10 @@ const POOL = ['--context-length', '512', '--kv-pages', '96', '--chunked-prefill-
 beforeAll(async () => {
   home = await testHome();
   cluster = spawnTessera('up', ['up', '--port', '0', ...POOL], home.dir);
-  [colocated, routerUrl] = await Promise.all([startServer(POOL, home.dir), cluster.waitFor(/listening on (http:\/\/[\d.]+:\d+)/).then((m) => m[1] as string)]);
+  [colocated, routerUrl] = await Promise.all([
+    startServer(POOL, home.dir),
+    cluster.waitFor(/listening on (http:\/\/[\d.]+:\d+)/).then((m) => m[1] as string),
+  ]);
 });
 afterAll(async () => {
   await Promise.all([cluster?.stop(), colocated?.stop()]);
@@ -31,7 +44,11 @@ describe('tessera up', () => {
   it('is transparent: greedy token ids through the cluster equal co-located serving, bit for bit', async () => {
     const pd = client(routerUrl);
     const co = colocated.client();
-    for (const [length, first] of [[5, 100], [40, 2000], [150, 4000]] as const) {
+    for (const [length, first] of [
+      [5, 100],
+      [40, 2000],
+      [150, 4000],
+    ] as const) {
       const prompt = promptIds(length, first);
       const [viaPd, viaColocated] = [await greedyIds(pd, prompt, 24), await greedyIds(co, prompt, 24)];
       expect(viaPd).toHaveLength(24);
@@ -39,11 +56,22 @@ describe('tessera up', () => {
     }
     // A chat request (templated and tokenized by the router) and a streamed one say the same.
     const messages = [{ role: 'user' as const, content: 'Tell me about pages.' }];
-    const chat = async (c: OpenAI) => (await c.chat.completions.create({ model: 'builtin:tiny', messages, max_tokens: 16, temperature: 0 })).choices[0]?.message.content;
+    const chat = async (c: OpenAI) =>
+      (await c.chat.completions.create({ model: 'builtin:tiny', messages, max_tokens: 16, temperature: 0 })).choices[0]
+        ?.message.content;
     expect(await chat(pd)).toBe(await chat(co));
     let streamed = '';
-    const body = { model: 'builtin:tiny', prompt: promptIds(70, 9000), max_tokens: 20, temperature: 0, ignore_eos: true };
-    for await (const chunk of (await pd.completions.create({ ...body, stream: true } as never)) as unknown as AsyncIterable<OpenAI.Completion>) {
+    const body = {
+      model: 'builtin:tiny',
+      prompt: promptIds(70, 9000),
+      max_tokens: 20,
+      temperature: 0,
+      ignore_eos: true,
+    };
+    for await (const chunk of (await pd.completions.create({
+      ...body,
+      stream: true,
+    } as never)) as unknown as AsyncIterable<OpenAI.Completion>) {
       streamed += chunk.choices[0]?.text ?? '';
     }
     const whole = await co.completions.create(body as never);

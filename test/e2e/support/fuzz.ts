@@ -11,9 +11,23 @@ export interface FuzzReport {
   readonly bad: string[];
 }
 
-const num = fc.oneof(fc.integer({ min: -3, max: 8 }), fc.constantFrom(0, 1, 2 ** 31, 2 ** 53, -1, 1e300, 0.5), fc.double({ noNaN: true }));
-const text = fc.oneof(fc.string({ maxLength: 12 }), fc.constantFrom('', 'hello', '\u0000', '\ud800', 'x'.repeat(1030), '😀'.repeat(3)));
-const anyValue = fc.oneof(num, text, fc.boolean(), fc.constant(null), fc.array(fc.integer({ min: -1, max: 40_000 }), { maxLength: 6 }), fc.constant({}));
+const num = fc.oneof(
+  fc.integer({ min: -3, max: 8 }),
+  fc.constantFrom(0, 1, 2 ** 31, 2 ** 53, -1, 1e300, 0.5),
+  fc.double({ noNaN: true }),
+);
+const text = fc.oneof(
+  fc.string({ maxLength: 12 }),
+  fc.constantFrom('', 'hello', '\u0000', '\ud800', 'x'.repeat(1030), '😀'.repeat(3)),
+);
+const anyValue = fc.oneof(
+  num,
+  text,
+  fc.boolean(),
+  fc.constant(null),
+  fc.array(fc.integer({ min: -1, max: 40_000 }), { maxLength: 6 }),
+  fc.constant({}),
+);
 const small = fc.integer({ min: 1, max: 4 });
 
 const common = {
@@ -34,11 +48,32 @@ const common = {
   best_of: anyValue,
 };
 const completion = fc.record(
-  { ...common, prompt: fc.oneof(text, fc.array(fc.integer({ min: 0, max: 31_000 }), { minLength: 1, maxLength: 40 }), fc.array(text, { maxLength: 3 }), anyValue) },
+  {
+    ...common,
+    prompt: fc.oneof(
+      text,
+      fc.array(fc.integer({ min: 0, max: 31_000 }), { minLength: 1, maxLength: 40 }),
+      fc.array(text, { maxLength: 3 }),
+      anyValue,
+    ),
+  },
   { requiredKeys: [] },
 );
-const message = fc.record({ role: fc.oneof(fc.constantFrom('user', 'system', 'assistant', 'developer'), text), content: fc.oneof(text, anyValue) }, { requiredKeys: [] });
-const chat = fc.record({ ...common, messages: fc.oneof(fc.array(message, { maxLength: 3 }), anyValue), max_completion_tokens: fc.oneof(small, anyValue) }, { requiredKeys: [] });
+const message = fc.record(
+  {
+    role: fc.oneof(fc.constantFrom('user', 'system', 'assistant', 'developer'), text),
+    content: fc.oneof(text, anyValue),
+  },
+  { requiredKeys: [] },
+);
+const chat = fc.record(
+  {
+    ...common,
+    messages: fc.oneof(fc.array(message, { maxLength: 3 }), anyValue),
+    max_completion_tokens: fc.oneof(small, anyValue),
+  },
+  { requiredKeys: [] },
+);
 
 type Case =
   | { readonly kind: 'json'; readonly path: string; readonly method: string; readonly body: unknown }
@@ -58,7 +93,10 @@ const RAW = [
 const valid = fc.record(
   {
     model: fc.constant('builtin:tiny'),
-    prompt: fc.oneof(fc.string({ minLength: 1, maxLength: 20 }), fc.array(fc.integer({ min: 3, max: 30_000 }), { minLength: 1, maxLength: 30 })),
+    prompt: fc.oneof(
+      fc.string({ minLength: 1, maxLength: 20 }),
+      fc.array(fc.integer({ min: 3, max: 30_000 }), { minLength: 1, maxLength: 30 }),
+    ),
     max_tokens: small,
     temperature: fc.double({ min: 0, max: 2, noNaN: true }),
     top_k: fc.integer({ min: -1, max: 50 }),
@@ -72,28 +110,63 @@ const valid = fc.record(
 );
 
 const cases: fc.Arbitrary<Case> = fc.oneof(
-  { weight: 3, arbitrary: valid.map((body) => ({ kind: 'json' as const, path: '/v1/completions', method: 'POST', body })) },
-  { weight: 5, arbitrary: completion.map((body) => ({ kind: 'json' as const, path: '/v1/completions', method: 'POST', body })) },
-  { weight: 3, arbitrary: chat.map((body) => ({ kind: 'json' as const, path: '/v1/chat/completions', method: 'POST', body })) },
-  { weight: 1, arbitrary: fc.record({ path: fc.constantFrom('/v1/models', '/health', '/nope', '/v1/completions'), method: fc.constantFrom('GET', 'POST', 'DELETE'), body: anyValue }).map((c) => ({ kind: 'json' as const, ...c })) },
-  { weight: 1, arbitrary: fc.uint8Array({ maxLength: 64 }).map((bytes) => ({ kind: 'bytes' as const, path: '/v1/completions', bytes })) },
+  {
+    weight: 3,
+    arbitrary: valid.map((body) => ({ kind: 'json' as const, path: '/v1/completions', method: 'POST', body })),
+  },
+  {
+    weight: 5,
+    arbitrary: completion.map((body) => ({ kind: 'json' as const, path: '/v1/completions', method: 'POST', body })),
+  },
+  {
+    weight: 3,
+    arbitrary: chat.map((body) => ({ kind: 'json' as const, path: '/v1/chat/completions', method: 'POST', body })),
+  },
+  {
+    weight: 1,
+    arbitrary: fc
+      .record({
+        path: fc.constantFrom('/v1/models', '/health', '/nope', '/v1/completions'),
+        method: fc.constantFrom('GET', 'POST', 'DELETE'),
+        body: anyValue,
+      })
+      .map((c) => ({ kind: 'json' as const, ...c })),
+  },
+  {
+    weight: 1,
+    arbitrary: fc
+      .uint8Array({ maxLength: 64 })
+      .map((bytes) => ({ kind: 'bytes' as const, path: '/v1/completions', bytes })),
+  },
   { weight: 1, arbitrary: fc.constantFrom(...RAW).map((request) => ({ kind: 'raw' as const, request })) },
 );
 
 function isErrorShape(v: unknown): boolean {
   const e = (v as { error?: Record<string, unknown> } | null)?.error;
-  return typeof e === 'object' && e !== null && typeof e['message'] === 'string' && typeof e['type'] === 'string' && typeof e['code'] === 'string' && (e['param'] === null || typeof e['param'] === 'string');
+  return (
+    typeof e === 'object' &&
+    e !== null &&
+    typeof e['message'] === 'string' &&
+    typeof e['type'] === 'string' &&
+    typeof e['code'] === 'string' &&
+    (e['param'] === null || typeof e['param'] === 'string')
+  );
 }
 
 /** What is wrong with one answer, or null. */
 function judge(status: number, contentType: string, text: string): string | null {
   if (status >= 500) return `${status}: ${text.slice(0, 200)}`;
   if (contentType.startsWith('text/event-stream')) {
-    const events = text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6));
-    if (events.at(-1) !== '[DONE]' && !events.some((e) => e.startsWith('{"error"'))) return `a stream without [DONE]: ${text.slice(-200)}`;
+    const events = text
+      .split('\n')
+      .filter((l) => l.startsWith('data: '))
+      .map((l) => l.slice(6));
+    if (events.at(-1) !== '[DONE]' && !events.some((e) => e.startsWith('{"error"')))
+      return `a stream without [DONE]: ${text.slice(-200)}`;
     for (const e of events.filter((x) => x !== '[DONE]')) {
       const v = JSON.parse(e) as Record<string, unknown>;
-      if (!Array.isArray(v['choices']) && !isErrorShape(v)) return `a stream event outside the shape: ${e.slice(0, 200)}`;
+      if (!Array.isArray(v['choices']) && !isErrorShape(v))
+        return `a stream event outside the shape: ${e.slice(0, 200)}`;
     }
     return null;
   }
@@ -125,16 +198,34 @@ function rawExchange(url: string, request: string): Promise<{ status: number; co
   });
 }
 
-async function send(url: string, c: Case, auth: string | undefined): Promise<{ status: number; contentType: string; text: string }> {
+async function send(
+  url: string,
+  c: Case,
+  auth: string | undefined,
+): Promise<{ status: number; contentType: string; text: string }> {
   if (c.kind === 'raw') return rawExchange(url, c.request);
-  const headers: Record<string, string> = { 'content-type': 'application/json', ...(auth === undefined ? {} : { authorization: `Bearer ${auth}` }) };
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    ...(auth === undefined ? {} : { authorization: `Bearer ${auth}` }),
+  };
   const body = c.kind === 'bytes' ? c.bytes : c.method === 'GET' ? undefined : JSON.stringify(c.body);
-  const response = await fetch(`${url}${c.path}`, { method: c.kind === 'bytes' ? 'POST' : c.method, headers, ...(body === undefined ? {} : { body }) });
-  return { status: response.status, contentType: response.headers.get('content-type') ?? '', text: await response.text() };
+  const response = await fetch(`${url}${c.path}`, {
+    method: c.kind === 'bytes' ? 'POST' : c.method,
+    headers,
+    ...(body === undefined ? {} : { body }),
+  });
+  return {
+    status: response.status,
+    contentType: response.headers.get('content-type') ?? '',
+    text: await response.text(),
+  };
 }
 
 /** Sends `count` fuzzed requests, `concurrency` at a time; seeded, so a failure replays. */
-export async function fuzzHttp(url: string, o: { count: number; seed: number; concurrency: number; apiKey?: string }): Promise<FuzzReport> {
+export async function fuzzHttp(
+  url: string,
+  o: { count: number; seed: number; concurrency: number; apiKey?: string },
+): Promise<FuzzReport> {
   const all = fc.sample(cases, { numRuns: o.count, seed: o.seed });
   const byStatus: Record<string, number> = {};
   const bad: string[] = [];

@@ -95,7 +95,9 @@ function freeSubnet(after: number): number {
 function claimSubnet(bridge: string): number {
   for (let k = freeSubnet(10 + (process.pid % 200)); ; k = freeSubnet(k >= 250 ? 10 : k + 1)) {
     ip('addr', 'add', `10.213.${k}.1/24`, 'dev', bridge);
-    const holders = ip('-4', '-o', 'addr', 'show').split('\n').filter((line) => line.includes(` 10.213.${k}.`));
+    const holders = ip('-4', '-o', 'addr', 'show')
+      .split('\n')
+      .filter((line) => line.includes(` 10.213.${k}.`));
     if (holders.length === 1) return k;
     ip('addr', 'del', `10.213.${k}.1/24`, 'dev', bridge);
   }

@@ -54,9 +54,18 @@ function baseEnv(home: string, env: Record<string, string>): NodeJS.ProcessEnv {
 }
 
 /** Runs a command to its end (it must end within timeoutMs). */
-export function runCli(args: readonly string[], home: string, env: Record<string, string> = {}, timeoutMs = 60_000): Promise<Exited> {
+export function runCli(
+  args: readonly string[],
+  home: string,
+  env: Record<string, string> = {},
+  timeoutMs = 60_000,
+): Promise<Exited> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...withTestModel(args)], { cwd: ROOT, env: baseEnv(home, env), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [BIN, ...withTestModel(args)], {
+      cwd: ROOT,
+      env: baseEnv(home, env),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -87,12 +96,21 @@ export interface Server {
 }
 
 /** Starts `tessera serve --host 127.0.0.1 --port 0 ...args` and waits until it listens. */
-export async function startServer(args: readonly string[], home: string, env: Record<string, string> = {}, timeoutMs = 90_000): Promise<Server> {
-  const child = spawn(process.execPath, [BIN, ...withTestModel(['serve', '--host', '127.0.0.1', '--port', '0', ...args])], {
-    cwd: ROOT,
-    env: baseEnv(home, env),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+export async function startServer(
+  args: readonly string[],
+  home: string,
+  env: Record<string, string> = {},
+  timeoutMs = 90_000,
+): Promise<Server> {
+  const child = spawn(
+    process.execPath,
+    [BIN, ...withTestModel(['serve', '--host', '127.0.0.1', '--port', '0', ...args])],
+    {
+      cwd: ROOT,
+      env: baseEnv(home, env),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let stdout = '';
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
@@ -100,7 +118,10 @@ export async function startServer(args: readonly string[], home: string, env: Re
     child.on('exit', (code, signal) => child.on('close', () => resolve({ code, signal, stdout, stderr })));
   });
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the server did not start within ${timeoutMs} ms\n${stderr}`)), timeoutMs);
+    const timer = setTimeout(
+      () => reject(new Error(`the server did not start within ${timeoutMs} ms\n${stderr}`)),
+      timeoutMs,
+    );
     child.stdout?.on('data', (d: Buffer) => {
       stdout += d.toString();
       const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(stdout);

@@ -15,7 +15,17 @@
 //          message that never comes is a bug there, not the network's doing).
 // At the end: every request has an outcome (unless the router crashed), every machine is idle,
 // every page of every live node is free.
-import { FaultSet, NO_FAULTS, Rng, TesseraError, asRequestId, asTenantId, samplingParams, type RequestId, type Tag } from '../../../src/core/index.js';
+import {
+  FaultSet,
+  NO_FAULTS,
+  Rng,
+  TesseraError,
+  asRequestId,
+  asTenantId,
+  samplingParams,
+  type RequestId,
+  type Tag,
+} from '../../../src/core/index.js';
 import { PagePool } from '../../../src/pages/index.js';
 import {
   DecodeMachine,
@@ -61,7 +71,18 @@ export interface SeedResult {
   readonly writers: ReadonlyMap<string, string>;
 }
 
-const TIMEOUTS: Partial<Timeouts> = { reserveMs: 300, prefillMs: 3000, tokenMs: 400, cancelMs: 400, kvStartMs: 3000, frameMs: 400, abortAckMs: 150, abortRetries: 2, ackMs: 400, tombstoneMs: 20_000 };
+const TIMEOUTS: Partial<Timeouts> = {
+  reserveMs: 300,
+  prefillMs: 3000,
+  tokenMs: 400,
+  cancelMs: 400,
+  kvStartMs: 3000,
+  frameMs: 400,
+  abortAckMs: 150,
+  abortRetries: 2,
+  ackMs: 400,
+  tombstoneMs: 20_000,
+};
 const MAX_EVENTS = 200_000;
 
 type SimEvent =
@@ -76,8 +97,21 @@ type SimEvent =
 
 type Node =
   | { readonly role: 'router'; readonly id: PeerId; readonly machine: RouterMachine; tickAt: number | undefined }
-  | { readonly role: 'prefill'; readonly id: PeerId; readonly machine: PrefillMachine; readonly host: SimPrefillHost; tickAt: number | undefined }
-  | { readonly role: 'decode'; readonly id: PeerId; readonly machine: DecodeMachine; readonly pool: PagePool; readonly jobs: Map<RequestId, DecodeJob>; tickAt: number | undefined };
+  | {
+      readonly role: 'prefill';
+      readonly id: PeerId;
+      readonly machine: PrefillMachine;
+      readonly host: SimPrefillHost;
+      tickAt: number | undefined;
+    }
+  | {
+      readonly role: 'decode';
+      readonly id: PeerId;
+      readonly machine: DecodeMachine;
+      readonly pool: PagePool;
+      readonly jobs: Map<RequestId, DecodeJob>;
+      tickAt: number | undefined;
+    };
 
 interface Client {
   readonly rid: RequestId;
@@ -114,9 +148,19 @@ class SimRun {
     this.#faults = options.faults ?? NO_FAULTS;
     this.#chaos = options.chaos ?? this.#rng.chance(1 / 3);
     const numDecodes = 1 + this.#rng.int(2);
-    const roles = new Map<PeerId, 'router' | 'prefill' | 'decode'>([['router', 'router'], ['p0', 'prefill'], ['p1', 'prefill']]);
+    const roles = new Map<PeerId, 'router' | 'prefill' | 'decode'>([
+      ['router', 'router'],
+      ['p0', 'prefill'],
+      ['p1', 'prefill'],
+    ]);
     for (let i = 0; i < numDecodes; i++) roles.set(`d${i}`, 'decode');
-    this.#net = new SimNetwork(this.#rng, this.#queue as EventQueue<unknown>, { chaos: this.#chaos, dropP: 0.02, dupP: 0.02, reorderP: 0.05, maxLatencyMs: 2 }, roles, this.#injected);
+    this.#net = new SimNetwork(
+      this.#rng,
+      this.#queue as EventQueue<unknown>,
+      { chaos: this.#chaos, dropP: 0.02, dupP: 0.02, reorderP: 0.05, maxLatencyMs: 2 },
+      roles,
+      this.#injected,
+    );
     if (options.badTags ?? this.#rng.chance(0.05)) this.#net.tamper = (m, to) => this.#tamper(m, to);
     this.#build(roles);
     this.#workload();
@@ -137,17 +181,45 @@ class SimRun {
       const decodes = [...roles.keys()].filter((n) => n.startsWith('d'));
       return prefills.length === 0 ? undefined : { prefill: this.#rng.pick(prefills), decode: this.#rng.pick(decodes) };
     };
-    this.#nodes.set('router', { role: 'router', id: 'router', machine: new RouterMachine({ node: 'router', contextLength: 44, pickPair, timeouts: TIMEOUTS, trace: this.#sink() }), tickAt: undefined });
+    this.#nodes.set('router', {
+      role: 'router',
+      id: 'router',
+      machine: new RouterMachine({
+        node: 'router',
+        contextLength: 44,
+        pickPair,
+        timeouts: TIMEOUTS,
+        trace: this.#sink(),
+      }),
+      tickAt: undefined,
+    });
     for (const id of ['p0', 'p1']) {
       const pool = PagePool.create(shape(4 + this.#rng.int(7)), faults);
-      const host = new SimPrefillHost(pool, 24 + this.#rng.int(24), { scheduleCompute: (rid) => this.#queue.push(this.#now + this.#rng.nextFloat() * 2, { kind: 'computeStart', node: id, rid }), violation: (m) => this.#violation(`${id}: ${m}`) });
-      this.#nodes.set(id, { role: 'prefill', id, machine: new PrefillMachine({ node: id, host, faults, timeouts: TIMEOUTS, trace: this.#sink() }), host, tickAt: undefined });
+      const host = new SimPrefillHost(pool, 24 + this.#rng.int(24), {
+        scheduleCompute: (rid) =>
+          this.#queue.push(this.#now + this.#rng.nextFloat() * 2, { kind: 'computeStart', node: id, rid }),
+        violation: (m) => this.#violation(`${id}: ${m}`),
+      });
+      this.#nodes.set(id, {
+        role: 'prefill',
+        id,
+        machine: new PrefillMachine({ node: id, host, faults, timeouts: TIMEOUTS, trace: this.#sink() }),
+        host,
+        tickAt: undefined,
+      });
     }
     for (const [id, role] of roles) {
       if (role !== 'decode') continue;
       const pool = PagePool.create(shape(5 + this.#rng.int(8)), faults);
       const host = new LedgerDecodeHost({ pool, model: SIM_MODEL, contextLength: 24 + this.#rng.int(24), faults });
-      this.#nodes.set(id, { role: 'decode', id, machine: new DecodeMachine({ node: id, host, faults, timeouts: TIMEOUTS, trace: this.#sink() }), pool, jobs: new Map(), tickAt: undefined });
+      this.#nodes.set(id, {
+        role: 'decode',
+        id,
+        machine: new DecodeMachine({ node: id, host, faults, timeouts: TIMEOUTS, trace: this.#sink() }),
+        pool,
+        jobs: new Map(),
+        tickAt: undefined,
+      });
     }
   }
 
@@ -167,7 +239,8 @@ class SimRun {
       const node = r < 0.6 ? rng.pick(['p0', 'p1']) : r < 0.9 ? 'd0' : 'router';
       this.#queue.push(rng.nextFloat() * 100, { kind: 'crash', node });
     }
-    if (rng.chance(0.2)) for (let i = 0, n = 1 + rng.int(2); i < n; i++) this.#queue.push(rng.nextFloat() * 100, { kind: 'reset' });
+    if (rng.chance(0.2))
+      for (let i = 0, n = 1 + rng.int(2); i < n; i++) this.#queue.push(rng.nextFloat() * 100, { kind: 'reset' });
   }
 
   /** A router bug: prefill gets a stale epoch, or another page, as one destination tag. */
@@ -176,7 +249,10 @@ class SimRun {
     this.#count('bad-tags');
     const i = this.#rng.int(m.tags.length);
     const t = m.tags[i] as Tag;
-    const bad = { page: t.epoch > 1 && this.#rng.chance(0.5) ? t.page : ((t.page + 1) as Tag['page']), epoch: (t.epoch > 1 ? t.epoch - 1 : t.epoch) as Tag['epoch'] };
+    const bad = {
+      page: t.epoch > 1 && this.#rng.chance(0.5) ? t.page : ((t.page + 1) as Tag['page']),
+      epoch: (t.epoch > 1 ? t.epoch - 1 : t.epoch) as Tag['epoch'],
+    };
     void to;
     return { ...m, tags: m.tags.map((x, j) => (j === i ? bad : x)) };
   }
@@ -188,18 +264,28 @@ class SimRun {
   #onTrace(e: TraceEvent): void {
     this.#trace.push(e);
     if (e.kind === 'send' && (e.message === 'Failed' || e.message === 'Rejected')) this.#doomed.add(e.rid);
-    if (e.kind === 'state' && (e.to === 'Aborting' || e.to === 'Cancelling') && e.role !== 'prefill') this.#doomed.add(e.rid);
-    if (e.kind === 'outcome' && e.outcome === 'success' && this.#doomed.has(e.rid)) this.#violation(`router reported success for ${e.rid}, which a node failed, rejected or aborted`);
+    if (e.kind === 'state' && (e.to === 'Aborting' || e.to === 'Cancelling') && e.role !== 'prefill')
+      this.#doomed.add(e.rid);
+    if (e.kind === 'outcome' && e.outcome === 'success' && this.#doomed.has(e.rid))
+      this.#violation(`router reported success for ${e.rid}, which a node failed, rejected or aborted`);
     if (e.kind !== 'page' || e.role !== 'decode') return;
     const node = this.#nodes.get(e.node);
     if (node?.role !== 'decode') return;
     for (const p of e.pages) {
       const entry = node.pool.ledger.entry(p.page as Tag['page']);
       if (e.action === 'write' && !(entry.state === 'allocated' && entry.rid === e.rid && entry.epoch === p.epoch)) {
-        this.#violation(`${e.node} wrote a KvChunk of ${e.rid} into page ${p.page} (frame epoch ${p.epoch}), which the ledger does not hold for it: ${entry.state} epoch ${entry.epoch}`);
+        this.#violation(
+          `${e.node} wrote a KvChunk of ${e.rid} into page ${p.page} (frame epoch ${p.epoch}), which the ledger does not hold for it: ${entry.state} epoch ${entry.epoch}`,
+        );
       }
-      if ((e.action === 'free' || e.action === 'release') && !this.#chaos && this.#net.writeInFlight(e.node, p.page, p.epoch)) {
-        this.#violation(`${e.node} freed page ${p.page} epoch ${p.epoch} of ${e.rid} while a KvChunk to it is still in flight`);
+      if (
+        (e.action === 'free' || e.action === 'release') &&
+        !this.#chaos &&
+        this.#net.writeInFlight(e.node, p.page, p.epoch)
+      ) {
+        this.#violation(
+          `${e.node} freed page ${p.page} epoch ${p.epoch} of ${e.rid} while a KvChunk to it is still in flight`,
+        );
       }
     }
   }
@@ -226,13 +312,26 @@ class SimRun {
     let succeeded = 0;
     for (const c of this.#clients) if (c.outcome?.ok === true) succeeded++;
     let checksumFailures = 0;
-    for (const n of this.#nodes.values()) if (n.role === 'decode') checksumFailures += n.machine.stats().checksumFailures;
+    for (const n of this.#nodes.values())
+      if (n.role === 'decode') checksumFailures += n.machine.stats().checksumFailures;
     const outcomes: Record<string, number> = {};
     for (const c of this.#clients) {
       const code = c.outcome === undefined ? 'none' : c.outcome.ok ? 'success' : c.outcome.error.code;
       outcomes[code] = (outcomes[code] ?? 0) + 1;
     }
-    return { seed: this.#seed, chaos: this.#chaos, violations: this.#violations, trace: this.#trace, injected: this.#injected, succeeded, failed: this.#clients.length - succeeded, events: this.#events, checksumFailures, outcomes, writers: this.#writers };
+    return {
+      seed: this.#seed,
+      chaos: this.#chaos,
+      violations: this.#violations,
+      trace: this.#trace,
+      injected: this.#injected,
+      succeeded,
+      failed: this.#clients.length - succeeded,
+      events: this.#events,
+      checksumFailures,
+      outcomes,
+      writers: this.#writers,
+    };
   }
 
   #dispatch(ev: SimEvent): void {
@@ -241,7 +340,8 @@ class SimRun {
         if (this.#net.accept(ev)) this.#apply(ev.to, { kind: 'received', from: ev.from, message: ev.message });
         return;
       case 'connected':
-        if (this.#net.accept(ev) && !this.#net.isCrashed(ev.node)) this.#apply(ev.node, { kind: 'connected', peer: ev.peer });
+        if (this.#net.accept(ev) && !this.#net.isCrashed(ev.node))
+          this.#apply(ev.node, { kind: 'connected', peer: ev.peer });
         return;
       case 'closed':
         if (!this.#net.accept(ev) || this.#net.isCrashed(ev.node)) return;
@@ -262,7 +362,15 @@ class SimRun {
         return this.#decode(ev.node, ev.job);
       case 'submit': {
         const c = this.#clients[ev.index] as Client;
-        this.#apply('router', { kind: 'submit', request: { rid: c.rid, tenant: asTenantId('t0'), tokens: c.tokens, sampling: samplingParams({ maxTokens: c.maxTokens }) } });
+        this.#apply('router', {
+          kind: 'submit',
+          request: {
+            rid: c.rid,
+            tenant: asTenantId('t0'),
+            tokens: c.tokens,
+            sampling: samplingParams({ maxTokens: c.maxTokens }),
+          },
+        });
         return;
       }
       case 'clientGone':
@@ -284,7 +392,8 @@ class SimRun {
     const node = this.#nodes.get(id);
     if (node?.role !== 'prefill' || this.#net.isCrashed(id)) return;
     if (kind === 'computeStart') {
-      if (node.host.startStep(rid) !== undefined) this.#queue.push(this.#now + 0.5 + this.#rng.nextFloat() * 5, { kind: 'computeEnd', node: id, rid });
+      if (node.host.startStep(rid) !== undefined)
+        this.#queue.push(this.#now + 0.5 + this.#rng.nextFloat() * 5, { kind: 'computeEnd', node: id, rid });
       return;
     }
     const fail = this.#rng.chance(0.02);
@@ -293,7 +402,11 @@ class SimRun {
     if (result.kind === 'stopped') return this.#apply(id, { kind: 'computeStopped', rid });
     if (result.kind === 'failed') {
       this.#count('compute-failure');
-      return this.#apply(id, { kind: 'computeFailed', rid, error: new TesseraError('internal', 'injected compute failure') });
+      return this.#apply(id, {
+        kind: 'computeFailed',
+        rid,
+        error: new TesseraError('internal', 'injected compute failure'),
+      });
     }
     const { job, firstToken } = result;
     if (firstToken === undefined) {
@@ -311,12 +424,24 @@ class SimRun {
     if (this.#rng.chance(0.02)) {
       this.#count('decode-failure');
       this.#endDecode(node, job);
-      return this.#apply(id, { kind: 'decodeFailed', rid, error: new TesseraError('internal', 'injected decode failure') });
+      return this.#apply(id, {
+        kind: 'decodeFailed',
+        rid,
+        error: new TesseraError('internal', 'injected decode failure'),
+      });
     }
     const step = decodeStep(node.pool, job, {
       scheduleCompute: () => {},
       violation: (m) => this.#violation(`${id}: ${m}`),
-      read: (tags) => this.#onTrace({ kind: 'page', node: id, role: 'decode', rid, action: 'read', pages: tags.map((t) => ({ page: t.page, epoch: t.epoch })) }),
+      read: (tags) =>
+        this.#onTrace({
+          kind: 'page',
+          node: id,
+          role: 'decode',
+          rid,
+          action: 'read',
+          pages: tags.map((t) => ({ page: t.page, epoch: t.epoch })),
+        }),
     });
     if (step.kind === 'failed') {
       this.#endDecode(node, job);
@@ -333,10 +458,23 @@ class SimRun {
   #endDecode(node: Extract<Node, { role: 'decode' }>, job: DecodeJob): void {
     node.jobs.delete(job.owner.rid);
     node.pool.ledger.free(job.tags, job.owner);
-    this.#onTrace({ kind: 'page', node: node.id, role: 'decode', rid: job.owner.rid, action: 'free', pages: job.tags.map((t) => ({ page: t.page, epoch: t.epoch })) });
+    this.#onTrace({
+      kind: 'page',
+      node: node.id,
+      role: 'decode',
+      rid: job.owner.rid,
+      action: 'free',
+      pages: job.tags.map((t) => ({ page: t.page, epoch: t.epoch })),
+    });
   }
 
-  #apply(id: PeerId, input: Parameters<RouterMachine['handle']>[1] | Parameters<PrefillMachine['handle']>[1] | Parameters<DecodeMachine['handle']>[1]): void {
+  #apply(
+    id: PeerId,
+    input:
+      | Parameters<RouterMachine['handle']>[1]
+      | Parameters<PrefillMachine['handle']>[1]
+      | Parameters<DecodeMachine['handle']>[1],
+  ): void {
     const node = this.#nodes.get(id) as Node;
     if (this.#net.isCrashed(id)) return;
     const effects: (RouterEffect | DecodeEffect)[] =
@@ -371,14 +509,25 @@ class SimRun {
         if (c.outcome !== undefined) return this.#violation(`a second outcome for ${e.rid}`);
         c.outcome = e.outcome;
         if (e.outcome.ok) {
-          const want = Array.from({ length: c.maxTokens }, (_, step) => expectedToken(e.outcome.ok ? e.outcome.attempt : c.rid, c.tokens.length, step));
-          if (JSON.stringify(c.received) !== JSON.stringify(want)) this.#violation(`${e.rid} succeeded with tokens ${JSON.stringify(c.received)}, its own KV gives ${JSON.stringify(want)}`);
+          const want = Array.from({ length: c.maxTokens }, (_, step) =>
+            expectedToken(e.outcome.ok ? e.outcome.attempt : c.rid, c.tokens.length, step),
+          );
+          if (JSON.stringify(c.received) !== JSON.stringify(want))
+            this.#violation(
+              `${e.rid} succeeded with tokens ${JSON.stringify(c.received)}, its own KV gives ${JSON.stringify(want)}`,
+            );
         }
         return;
       }
       case 'startDecoding': {
         if (node.role !== 'decode') return;
-        const job: DecodeJob = { owner: e.owner, tags: e.tags, promptTokens: e.promptTokens, maxTokens: e.sampling.maxTokens, produced: 1 };
+        const job: DecodeJob = {
+          owner: e.owner,
+          tags: e.tags,
+          promptTokens: e.promptTokens,
+          maxTokens: e.sampling.maxTokens,
+          produced: 1,
+        };
         node.jobs.set(e.rid, job);
         this.#queue.push(this.#now + this.#rng.nextFloat() * 2, { kind: 'decodeStep', node: node.id, job });
         return;
@@ -398,20 +547,31 @@ class SimRun {
 
   #checkEnd(): void {
     const routerUp = !this.#net.isCrashed('router');
-    for (const c of this.#clients) if (routerUp && c.outcome === undefined) this.#violation(`${c.rid} never got an outcome`);
+    for (const c of this.#clients)
+      if (routerUp && c.outcome === undefined) this.#violation(`${c.rid} never got an outcome`);
     for (const n of this.#nodes.values()) {
       if (this.#net.isCrashed(n.id)) continue;
-      if (n.machine.numActive > 0) this.#violation(`${n.id} still has ${n.machine.numActive} request(s) in progress at the end`);
+      if (n.machine.numActive > 0)
+        this.#violation(`${n.id} still has ${n.machine.numActive} request(s) in progress at the end`);
       if (n.role === 'router') {
-        if (!this.#chaos && this.#clients.some((c) => c.outcome?.ok === false && c.outcome.error.code === 'timeout')) this.#violation('a wait timed out on a TCP network (a message that should have come never came)');
-        if (!this.#chaos && n.machine.stats().cancelTimeouts > 0) this.#violation('decode never acknowledged a router Abort on a TCP network');
+        if (!this.#chaos && this.#clients.some((c) => c.outcome?.ok === false && c.outcome.error.code === 'timeout'))
+          this.#violation('a wait timed out on a TCP network (a message that should have come never came)');
+        if (!this.#chaos && n.machine.stats().cancelTimeouts > 0)
+          this.#violation('decode never acknowledged a router Abort on a TCP network');
         continue;
       }
       const pool = n.role === 'prefill' ? n.host.pool : n.pool;
       const counts = pool.ledger.counts();
-      if (counts.free !== pool.ledger.numPages) this.#violation(`${n.id} ends with pages not free: ${JSON.stringify(counts)}`);
+      if (counts.free !== pool.ledger.numPages)
+        this.#violation(`${n.id} ends with pages not free: ${JSON.stringify(counts)}`);
       const stats = n.role === 'decode' ? n.machine.stats() : undefined;
-      if (stats !== undefined && !this.#chaos && stats.writersDeclaredDead > stats.writersNeverConnected && !this.#net.isCrashed('p0') && !this.#net.isCrashed('p1')) {
+      if (
+        stats !== undefined &&
+        !this.#chaos &&
+        stats.writersDeclaredDead > stats.writersNeverConnected &&
+        !this.#net.isCrashed('p0') &&
+        !this.#net.isCrashed('p1')
+      ) {
         this.#violation(`${n.id} declared a live prefill dead: an Abort was never acknowledged on a TCP network`);
       }
     }

@@ -8,7 +8,11 @@ import type { TraceEvent } from '../../../src/transfer/index.js';
  * everything ended — only for runs without a crash (the checker counts a crashed decode's
  * pages, which nobody frees, as left over).
  */
-export function conformanceProblems(trace: readonly TraceEvent[], complete: boolean, writers: ReadonlyMap<string, string>): string[] {
+export function conformanceProblems(
+  trace: readonly TraceEvent[],
+  complete: boolean,
+  writers: ReadonlyMap<string, string>,
+): string[] {
   const result = checkTrace(trace, { complete, writerOf: (rid) => writers.get(rid) });
   return result.ok ? [] : [`conformance: event ${result.index} ${JSON.stringify(result.event)}: ${result.reason}`];
 }

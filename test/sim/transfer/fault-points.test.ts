@@ -9,7 +9,13 @@ import { describeSummary, runSeeds } from './seeds.js';
 const SEEDS = Array.from({ length: 300 }, (_, i) => 100_000 + i);
 
 function run(faults: FaultName[], options: { chaos?: boolean; badTags?: boolean; stopAtFirst?: boolean } = {}) {
-  const summary = runSeeds(SEEDS, { faults: new FaultSet(faults), chaos: options.chaos ?? false, badTags: options.badTags, stopAtFirst: options.stopAtFirst, label: faults.join('+') || 'none' });
+  const summary = runSeeds(SEEDS, {
+    faults: new FaultSet(faults),
+    chaos: options.chaos ?? false,
+    badTags: options.badTags,
+    stopAtFirst: options.stopAtFirst,
+    label: faults.join('+') || 'none',
+  });
   console.log(describeSummary(faults.join('+') || 'no fault points', summary));
   return summary;
 }
@@ -17,13 +23,13 @@ function run(faults: FaultName[], options: { chaos?: boolean; badTags?: boolean;
 const firstViolation = (s: ReturnType<typeof run>) => s.failures[0]?.violations[0] ?? '';
 
 describe('the incident: placeholder-done', () => {
-  it('is refused by decode\'s own stamps: requests fail honestly, nothing stale is read', () => {
+  it("is refused by decode's own stamps: requests fail honestly, nothing stale is read", () => {
     const s = run(['placeholder-done']);
     expect(s.failures).toEqual([]);
     expect(s.outcomes['transfer_failed']).toBeGreaterThan(50);
   });
 
-  it('negative control: with skip-page-check too, a decoder reads another request\'s KV and the simulation fails', () => {
+  it("negative control: with skip-page-check too, a decoder reads another request's KV and the simulation fails", () => {
     const s = run(['placeholder-done', 'skip-page-check'], { stopAtFirst: true });
     expect(firstViolation(s)).toMatch(/KV leak|succeeded with tokens/);
   });

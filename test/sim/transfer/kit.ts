@@ -1,7 +1,14 @@
 // Fake but checkable KV: every slot's values are derived from (request, position), so a reader
 // can tell whether the bytes in a page were written for it. Used by src/transfer's unit tests
 // and by the transfer simulation. Tiny pools: 1 layer, 1 KV head of dim 2, pages of 4 slots.
-import { asRequestId, asTenantId, NO_FAULTS, type FaultSet, type RequestId, type Tag } from '../../../src/core/index.js';
+import {
+  asRequestId,
+  asTenantId,
+  NO_FAULTS,
+  type FaultSet,
+  type RequestId,
+  type Tag,
+} from '../../../src/core/index.js';
 import { kvOffset, PagePool, type KvShape, type Owner } from '../../../src/pages/index.js';
 
 export const PAGE_SIZE = 4;
@@ -28,7 +35,8 @@ function hash32(text: string): number {
 
 /** The value of element i of (layer, kv) at position pos of request `key`: exact in f32 (< 2^24), never 0. */
 export function kvValue(key: number, pos: number, layer: number, kv: number, i: number): number {
-  let h = Math.imul(key ^ Math.imul(pos + 1, 0x9e3779b1), 0x85ebca6b) ^ Math.imul(layer * 4 + kv * 2 + i + 1, 0xc2b2ae35);
+  let h =
+    Math.imul(key ^ Math.imul(pos + 1, 0x9e3779b1), 0x85ebca6b) ^ Math.imul(layer * 4 + kv * 2 + i + 1, 0xc2b2ae35);
   h ^= h >>> 15;
   return ((h >>> 0) % 0xfffffe) + 1;
 }
@@ -58,7 +66,12 @@ export function writePositions(pool: PagePool, who: Owner, tags: readonly Tag[],
  * The first position in [0, numTokens) whose bytes in `tags` were not written for `rid`, or -1.
  * Reads the pool directly (no ledger or stamp check): this is the ground truth a check must match.
  */
-export function firstForeignPosition(pool: PagePool, rid: RequestId | string, tags: readonly Tag[], numTokens: number): number {
+export function firstForeignPosition(
+  pool: PagePool,
+  rid: RequestId | string,
+  tags: readonly Tag[],
+  numTokens: number,
+): number {
   const key = contentKey(rid);
   for (let pos = 0; pos < numTokens; pos++) {
     const tag = tags[Math.floor(pos / PAGE_SIZE)];

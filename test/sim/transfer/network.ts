@@ -24,8 +24,21 @@ export interface NetworkConfig {
 }
 
 export type NetEvent =
-  | { readonly kind: 'deliver'; readonly channel: Channel; readonly to: PeerId; readonly from: PeerId; readonly message: Message; readonly inflightKey: string | undefined }
-  | { readonly kind: 'closed'; readonly node: PeerId; readonly peer: PeerId; readonly channel: Channel; readonly reason: string }
+  | {
+      readonly kind: 'deliver';
+      readonly channel: Channel;
+      readonly to: PeerId;
+      readonly from: PeerId;
+      readonly message: Message;
+      readonly inflightKey: string | undefined;
+    }
+  | {
+      readonly kind: 'closed';
+      readonly node: PeerId;
+      readonly peer: PeerId;
+      readonly channel: Channel;
+      readonly reason: string;
+    }
   | { readonly kind: 'connected'; readonly node: PeerId; readonly peer: PeerId; readonly channel: Channel };
 
 export interface Channel {
@@ -58,7 +71,13 @@ export class SimNetwork {
   #nextId = 1;
   tamper: ((message: Message, to: PeerId) => Message) | undefined;
 
-  constructor(rng: Rng, queue: EventQueue<NetEvent | unknown>, config: NetworkConfig, roles: ReadonlyMap<PeerId, Role>, faults: FaultCounts) {
+  constructor(
+    rng: Rng,
+    queue: EventQueue<NetEvent | unknown>,
+    config: NetworkConfig,
+    roles: ReadonlyMap<PeerId, Role>,
+    faults: FaultCounts,
+  ) {
     this.#rng = rng;
     this.#queue = queue;
     this.#config = config;
@@ -99,8 +118,16 @@ export class SimNetwork {
     }
     const wire = this.tamper === undefined ? message : this.tamper(message, to);
     const copy = decodeFrame(encodeFrame(wire)); // the real codec, and no shared buffers
-    const key = copy.type === 'KvChunk' && this.#roles.get(to) === 'decode' ? `${to}|${copy.tag.page}|${copy.tag.epoch}` : undefined;
-    const copies = this.#config.chaos && this.#rng.chance(this.#config.dropP) ? (this.#count('drop'), 0) : this.#config.chaos && this.#rng.chance(this.#config.dupP) ? (this.#count('duplicate'), 2) : 1;
+    const key =
+      copy.type === 'KvChunk' && this.#roles.get(to) === 'decode'
+        ? `${to}|${copy.tag.page}|${copy.tag.epoch}`
+        : undefined;
+    const copies =
+      this.#config.chaos && this.#rng.chance(this.#config.dropP)
+        ? (this.#count('drop'), 0)
+        : this.#config.chaos && this.#rng.chance(this.#config.dupP)
+          ? (this.#count('duplicate'), 2)
+          : 1;
     for (let i = 0; i < copies; i++) {
       let at = now + this.#latency();
       if (this.#config.chaos && this.#rng.chance(this.#config.reorderP)) {
@@ -122,9 +149,25 @@ export class SimNetwork {
     const old = this.#channels.get(this.#key(from, to));
     if (old !== undefined) {
       // The acceptor learns of the old connection's end before it sees the new one.
-      for (const end of [old.a, old.b]) if (!old.noticed.has(end)) this.#queue.push(now, { kind: 'closed', node: end, peer: end === old.a ? old.b : old.a, channel: old, reason: 'replaced by a new connection' });
+      for (const end of [old.a, old.b])
+        if (!old.noticed.has(end))
+          this.#queue.push(now, {
+            kind: 'closed',
+            node: end,
+            peer: end === old.a ? old.b : old.a,
+            channel: old,
+            reason: 'replaced by a new connection',
+          });
     }
-    const ch: Channel = { id: this.#nextId++, a: from, b: to, open: true, noticed: new Set(), lastAt: new Map(), inflight: [] };
+    const ch: Channel = {
+      id: this.#nextId++,
+      a: from,
+      b: to,
+      open: true,
+      noticed: new Set(),
+      lastAt: new Map(),
+      inflight: [],
+    };
     this.#channels.set(this.#key(from, to), ch);
     if (this.#crashed.has(to)) {
       this.#break(now, ch, 'connection refused');
@@ -138,7 +181,8 @@ export class SimNetwork {
 
   /** The event was popped: is it still deliverable? Updates in-flight counts. */
   accept(event: NetEvent): boolean {
-    if (event.kind !== 'deliver') return event.kind === 'closed' ? !event.channel.noticed.has(event.node) : event.channel.open;
+    if (event.kind !== 'deliver')
+      return event.kind === 'closed' ? !event.channel.noticed.has(event.node) : event.channel.open;
     if (!event.channel.open) return false;
     if (event.inflightKey !== undefined) {
       this.inflight.set(event.inflightKey, (this.inflight.get(event.inflightKey) ?? 1) - 1);
@@ -158,12 +202,21 @@ export class SimNetwork {
     ch.open = false;
     for (const key of ch.inflight) this.inflight.set(key, (this.inflight.get(key) ?? 1) - 1);
     ch.inflight.length = 0;
-    for (const [end, peer] of [[ch.a, ch.b], [ch.b, ch.a]] as const) {
+    for (const [end, peer] of [
+      [ch.a, ch.b],
+      [ch.b, ch.a],
+    ] as const) {
       if (this.#crashed.has(end)) {
         ch.noticed.add(end);
         continue;
       }
-      this.#queue.push(end === promptly ? now : now + this.#latency() * 3, { kind: 'closed', node: end, peer, channel: ch, reason });
+      this.#queue.push(end === promptly ? now : now + this.#latency() * 3, {
+        kind: 'closed',
+        node: end,
+        peer,
+        channel: ch,
+        reason,
+      });
     }
   }
 
@@ -171,7 +224,15 @@ export class SimNetwork {
   closePeer(now: number, node: PeerId, peer: PeerId, reason: string): void {
     const ch = this.#channels.get(this.#key(node, peer));
     if (ch !== undefined && ch.open) return this.#break(now, ch, reason, node);
-    const dead: Channel = { id: this.#nextId++, a: node, b: peer, open: false, noticed: new Set(), lastAt: new Map(), inflight: [] };
+    const dead: Channel = {
+      id: this.#nextId++,
+      a: node,
+      b: peer,
+      open: false,
+      noticed: new Set(),
+      lastAt: new Map(),
+      inflight: [],
+    };
     this.#queue.push(now, { kind: 'closed', node, peer, channel: dead, reason });
   }
 
@@ -186,7 +247,8 @@ export class SimNetwork {
   crash(now: number, node: PeerId): void {
     this.#count(`crash-${this.#roles.get(node)}`);
     this.#crashed.add(node);
-    for (const ch of this.#channels.values()) if (ch.a === node || ch.b === node) this.#break(now, ch, `${node} crashed`);
+    for (const ch of this.#channels.values())
+      if (ch.a === node || ch.b === node) this.#break(now, ch, `${node} crashed`);
   }
 
   /** A KvChunk to (decode node, page, epoch) is on an open connection. */

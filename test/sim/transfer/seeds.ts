@@ -23,7 +23,12 @@ export interface Summary {
   readonly outcomes: Record<string, number>;
   /** Traces replayed through spec/conformance's checkTrace (0 while it does not exist). */
   readonly conformanceChecked: number;
-  readonly failures: { readonly seed: number; readonly violations: readonly string[]; readonly repro: string; readonly traceFile: string }[];
+  readonly failures: {
+    readonly seed: number;
+    readonly violations: readonly string[];
+    readonly repro: string;
+    readonly traceFile: string;
+  }[];
 }
 
 export const NUM_SHARDS = 2;
@@ -38,7 +43,17 @@ export function shardSeeds(shard: number): number[] {
   return seeds;
 }
 
-export function runSeeds(seeds: readonly number[], options: { readonly faults?: FaultSet; readonly chaos?: boolean; readonly badTags?: boolean; readonly stopAtFirst?: boolean; readonly label?: string; readonly conformance?: boolean } = {}): Summary {
+export function runSeeds(
+  seeds: readonly number[],
+  options: {
+    readonly faults?: FaultSet;
+    readonly chaos?: boolean;
+    readonly badTags?: boolean;
+    readonly stopAtFirst?: boolean;
+    readonly label?: string;
+    readonly conformance?: boolean;
+  } = {},
+): Summary {
   const start = performance.now();
   const injected: Record<string, number> = {};
   const outcomes: Record<string, number> = {};
@@ -54,7 +69,9 @@ export function runSeeds(seeds: readonly number[], options: { readonly faults?: 
     const r: SeedResult = runSeed({ seed, faults: options.faults, chaos: options.chaos, badTags: options.badTags });
     ran++;
     if (options.conformance === true && r.violations.length === 0) {
-      r.violations.push(...conformanceProblems(r.trace, !Object.keys(r.injected).some((k) => k.startsWith('crash')), r.writers));
+      r.violations.push(
+        ...conformanceProblems(r.trace, !Object.keys(r.injected).some((k) => k.startsWith('crash')), r.writers),
+      );
       conformanceChecked++;
     }
     if (r.chaos) chaos++;
@@ -66,14 +83,34 @@ export function runSeeds(seeds: readonly number[], options: { readonly faults?: 
     for (const [k, v] of Object.entries(r.outcomes)) outcomes[k] = (outcomes[k] ?? 0) + v;
     if (r.violations.length > 0) {
       const faults = options.faults?.names() ?? [];
-      const env = (faults.length > 0 ? `SIM_FAULTS=${faults.join(',')} ` : '') + (options.chaos === undefined ? '' : `SIM_CHAOS=${options.chaos ? 1 : 0} `) + (options.badTags === undefined ? '' : `SIM_BAD_TAGS=${options.badTags ? 1 : 0} `);
+      const env =
+        (faults.length > 0 ? `SIM_FAULTS=${faults.join(',')} ` : '') +
+        (options.chaos === undefined ? '' : `SIM_CHAOS=${options.chaos ? 1 : 0} `) +
+        (options.badTags === undefined ? '' : `SIM_BAD_TAGS=${options.badTags ? 1 : 0} `);
       const traceFile = join(tmpdir(), `tessera-sim-${options.label ?? 'transfer'}-${seed}.jsonl`);
       writeFileSync(traceFile, r.trace.map((e) => JSON.stringify(e)).join('\n') + '\n');
-      failures.push({ seed, violations: r.violations, repro: `${env}SIM_SEED=${seed} npx vitest run test/sim/transfer`, traceFile });
+      failures.push({
+        seed,
+        violations: r.violations,
+        repro: `${env}SIM_SEED=${seed} npx vitest run test/sim/transfer`,
+        traceFile,
+      });
       if (options.stopAtFirst === true || failures.length >= 5) break;
     }
   }
-  return { seeds: ran, seconds: (performance.now() - start) / 1000, chaos, events, succeeded, failed, checksumFailures, injected, outcomes, conformanceChecked, failures };
+  return {
+    seeds: ran,
+    seconds: (performance.now() - start) / 1000,
+    chaos,
+    events,
+    succeeded,
+    failed,
+    checksumFailures,
+    injected,
+    outcomes,
+    conformanceChecked,
+    failures,
+  };
 }
 
 export function describeSummary(label: string, s: Summary): string {
@@ -86,6 +123,8 @@ export function describeSummary(label: string, s: Summary): string {
   return (
     `[sim ${label}] ${s.seeds} seeds in ${s.seconds.toFixed(1)} s (${(s.seeds / s.seconds).toFixed(0)} seeds/s, ${s.events} events), ` +
     `${s.chaos} chaos runs; ${s.conformanceChecked} traces replayed through spec/conformance; requests: ${s.succeeded} succeeded, ${s.failed} failed honestly (${list(s.outcomes)}); checksum failures ${s.checksumFailures}; faults injected: ${faults}` +
-    s.failures.map((f) => `\n  FAILED seed ${f.seed}: ${f.violations[0]}\n    reproduce: ${f.repro}\n    trace: ${f.traceFile}`).join('')
+    s.failures
+      .map((f) => `\n  FAILED seed ${f.seed}: ${f.violations[0]}\n    reproduce: ${f.repro}\n    trace: ${f.traceFile}`)
+      .join('')
   );
 }

@@ -2,7 +2,13 @@
 // into its pool (each slot's bytes derived from (rid, position)), and a decoder that, before
 // every step, runs the real page check and then compares what it reads with the ground truth.
 // Both do to the pool exactly what real workers do: checkWrite, write, stamp; checkRead, read.
-import { isPageCheckError, TesseraError, type RequestId, type SamplingParams, type Tag } from '../../../src/core/index.js';
+import {
+  isPageCheckError,
+  TesseraError,
+  type RequestId,
+  type SamplingParams,
+  type Tag,
+} from '../../../src/core/index.js';
 import { admissionError, pagesFor, type Owner, type PagePool } from '../../../src/pages/index.js';
 import type { AdmitVerdict, PrefillHost } from '../../../src/transfer/index.js';
 import { firstForeignPosition, tokenFromPages, writePositions } from './kit.js';
@@ -37,13 +43,26 @@ export class SimPrefillHost implements PrefillHost {
   ) {}
 
   admit(owner: Owner, tokens: readonly number[], sampling: SamplingParams): AdmitVerdict {
-    const limits = { contextLength: this.contextLength, pageSize: this.pool.pageSize, numPages: this.pool.ledger.numPages };
+    const limits = {
+      contextLength: this.contextLength,
+      pageSize: this.pool.pageSize,
+      numPages: this.pool.ledger.numPages,
+    };
     const refusal = admissionError(limits, 'prefill', tokens.length, sampling.maxTokens);
     if (refusal !== undefined) return { kind: 'rejected', error: refusal };
     const numPages = pagesFor(tokens.length, this.pool.pageSize);
     const result = this.pool.ledger.allocate(numPages, owner);
-    if (result.kind === 'out-of-pages') return { kind: 'rejected', error: new TesseraError('overloaded', 'prefill pool busy') };
-    this.jobs.set(owner.rid, { owner, tags: result.tags, numTokens: tokens.length, pos: 0, stepInFlight: false, stopping: false, done: false });
+    if (result.kind === 'out-of-pages')
+      return { kind: 'rejected', error: new TesseraError('overloaded', 'prefill pool busy') };
+    this.jobs.set(owner.rid, {
+      owner,
+      tags: result.tags,
+      numTokens: tokens.length,
+      pos: 0,
+      stepInFlight: false,
+      stopping: false,
+      done: false,
+    });
     this.hooks.scheduleCompute(owner.rid);
     return { kind: 'admitted' };
   }
@@ -62,7 +81,8 @@ export class SimPrefillHost implements PrefillHost {
   release(owner: Owner): void {
     const job = this.jobs.get(owner.rid);
     if (job === undefined) return this.hooks.violation(`prefill released ${owner.rid}, which holds no pages`);
-    if (job.stepInFlight) this.hooks.violation(`prefill released ${owner.rid}'s pages while a compute step still writes them`);
+    if (job.stepInFlight)
+      this.hooks.violation(`prefill released ${owner.rid}'s pages while a compute step still writes them`);
     this.#free(job);
   }
 
@@ -80,7 +100,15 @@ export class SimPrefillHost implements PrefillHost {
   }
 
   /** The step ends: 'stopped' (an abort came meanwhile; pages now back), 'failed', or the new position. */
-  endStep(rid: RequestId, numTokens: number, fail: boolean): { kind: 'stopped' } | { kind: 'failed' } | { kind: 'progress'; job: ComputeJob; firstToken: number | undefined } | undefined {
+  endStep(
+    rid: RequestId,
+    numTokens: number,
+    fail: boolean,
+  ):
+    | { kind: 'stopped' }
+    | { kind: 'failed' }
+    | { kind: 'progress'; job: ComputeJob; firstToken: number | undefined }
+    | undefined {
     const job = this.jobs.get(rid);
     if (job === undefined || !job.stepInFlight) return undefined;
     job.stepInFlight = false;
@@ -121,7 +149,11 @@ export type DecodeStepResult =
   | { readonly kind: 'failed'; readonly error: TesseraError };
 
 /** One decode step: the page check, the ground-truth comparison, then a token from what was read. */
-export function decodeStep(pool: PagePool, job: DecodeJob, hooks: WorkerHooks & { read(tags: readonly Tag[]): void }): DecodeStepResult {
+export function decodeStep(
+  pool: PagePool,
+  job: DecodeJob,
+  hooks: WorkerHooks & { read(tags: readonly Tag[]): void },
+): DecodeStepResult {
   try {
     pool.checkRead(job.owner, job.tags, job.promptTokens);
   } catch (error) {
@@ -130,7 +162,10 @@ export function decodeStep(pool: PagePool, job: DecodeJob, hooks: WorkerHooks & 
   }
   hooks.read(job.tags.slice(0, pagesFor(job.promptTokens, pool.pageSize)));
   const foreign = firstForeignPosition(pool, job.owner.rid, job.tags, job.promptTokens);
-  if (foreign >= 0) hooks.violation(`decode read ${job.owner.rid}'s position ${foreign} from a page not written for it in its epoch (a KV leak: stale, foreign or corrupted bytes)`);
+  if (foreign >= 0)
+    hooks.violation(
+      `decode read ${job.owner.rid}'s position ${foreign} from a page not written for it in its epoch (a KV leak: stale, foreign or corrupted bytes)`,
+    );
   if (job.produced >= job.maxTokens) return { kind: 'finished' };
   const id = tokenFromPages(pool, job.tags, job.promptTokens, job.produced);
   job.produced++;
