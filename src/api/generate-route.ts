@@ -9,7 +9,7 @@
 // Every path ends with exactly one counted outcome. Must never call the back end for a request
 // that failed any of steps 1-4, and never take the tenant from anything but step 1.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { AbortedError, type ConstraintSpec, type FaultSet, type SamplingParams } from '../core/index.js';
+import { type ConstraintSpec, type FaultSet, type SamplingParams } from '../core/index.js';
 import type { GrammarEngine } from '../grammar/index.js';
 import type { TenantAuth } from './auth.js';
 import type { Backend, PromptCodec } from './backend.js';
@@ -27,6 +27,7 @@ import { runGenerate } from './run-generate.js';
 import type { Endpoint } from './shapes.js';
 import { validateChat } from './validate-chat.js';
 import { validateCompletion } from './validate-completion.js';
+import { clientAbort } from './client-abort.js';
 
 export interface GenerateContext {
   readonly backend: Backend;
@@ -131,18 +132,7 @@ async function generate(
   }
 
   // The client may leave at any point from here: abort the back end's work for it.
-  const controller = new AbortController();
-  let gone = false;
-  const onClose = (): void => {
-    if (res.writableFinished) return;
-    gone = true;
-    controller.abort(new AbortedError('client disconnected'));
-  };
-  const onShutdown = (): void => controller.abort(new AbortedError('server shutting down'));
-  res.on('close', onClose);
-  ctx.shutdown.addEventListener('abort', onShutdown, { once: true });
-  if (ctx.shutdown.aborted) onShutdown();
-  if (res.destroyed) onClose();
+  const client = clientAbort(res, ctx.shutdown);
   try {
     // Choice p * n + i: prompt p, its own rid, and seed + i (so the choices differ when sampling,
     // and a seeded request gives the same choices every time).
@@ -176,13 +166,12 @@ async function generate(
         arrivedMs,
       },
       res,
-      controller.signal,
-      () => gone,
+      client.signal,
+      client.gone,
       ctx,
     );
   } finally {
-    res.off('close', onClose);
-    ctx.shutdown.removeEventListener('abort', onShutdown);
+    client.detach();
   }
 }
 

@@ -10,7 +10,7 @@
 //   4. a failure before the stream: its real status; after: an error event, no completion
 // Must never call the back end for a request that failed step 1, nor answer 200 for a failure.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { AbortedError, isTesseraError, type GenerateEvent, type SamplingParams } from '../core/index.js';
+import { isTesseraError, type GenerateEvent, type SamplingParams } from '../core/index.js';
 import { checkConstraint } from './constraint-check.js';
 import { problem, problemOf, type Problem } from './errors.js';
 import type { GenerateContext } from './generate-route.js';
@@ -23,6 +23,7 @@ import { outputItems, responseObject, ResponseEvents, responseStatus, type Respo
 import { SseStream } from './sse.js';
 import { parseAnswer, StreamingAnswer } from './tool-output.js';
 import { readTools, shownTools, toolConstraint } from './tools.js';
+import { clientAbort } from './client-abort.js';
 
 export async function handleResponses(req: IncomingMessage, res: ServerResponse, ctx: GenerateContext): Promise<void> {
   let outcome: Outcome = 'internal';
@@ -122,29 +123,18 @@ async function respond(req: IncomingMessage, res: ServerResponse, ctx: GenerateC
     echo,
   };
 
-  const controller = new AbortController();
-  let gone = false;
-  const onClose = (): void => {
-    if (res.writableFinished) return;
-    gone = true;
-    controller.abort(new AbortedError('client disconnected'));
-  };
-  const onShutdown = (): void => controller.abort(new AbortedError('server shutting down'));
-  res.on('close', onClose);
-  ctx.shutdown.addEventListener('abort', onShutdown, { once: true });
-  if (ctx.shutdown.aborted) onShutdown();
+  const client = clientAbort(res, ctx.shutdown);
   try {
     const events = ctx.backend.generate(
       { rid, tenant: auth.tenant, promptTokens: tokens.value, sampling: withConstraint },
-      controller.signal,
+      client.signal,
     );
     const outcome = params.stream
       ? await stream(events, res, head, tools, ctx)
       : await whole(events, res, head, tools, ctx);
-    return gone ? 'aborted' : outcome;
+    return client.gone() ? 'aborted' : outcome;
   } finally {
-    res.off('close', onClose);
-    ctx.shutdown.removeEventListener('abort', onShutdown);
+    client.detach();
   }
 }
 
