@@ -176,7 +176,7 @@ async function generate(
 }
 
 function parseCompletion(body: unknown, ctx: GenerateContext): Validated<Parsed> {
-  const call = validateCompletion(body);
+  const call = validateCompletion(body, ctx.faults);
   if (call.kind === 'bad') return call;
   const { params, prompts: texts, addSpecialTokens } = call.value;
   const unknownModel = checkModel(params, ctx.backend);
@@ -199,7 +199,7 @@ function parseCompletion(body: unknown, ctx: GenerateContext): Validated<Parsed>
 }
 
 function parseChat(body: unknown, ctx: GenerateContext): Validated<Parsed> {
-  const call = validateChat(body);
+  const call = validateChat(body, ctx.faults);
   if (call.kind === 'bad') return call;
   const { params, messages } = call.value;
   const unknownModel = checkModel(params, ctx.backend);

@@ -8,6 +8,7 @@
 // is silent, not idle), or write raw bytes into a response that has begun.
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
+import { NO_FAULTS, type FaultSet } from '../core/index.js';
 import { errorBody, httpStatusOf, problem, type Problem } from './errors.js';
 
 export interface HttpLimits {
@@ -60,8 +61,16 @@ export function rawProblemResponse(p: Problem): string {
   return `HTTP/1.1 ${status} ${REASONS[status] ?? 'Error'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`;
 }
 
-/** Applies `limits` to `server`. Returns the number of open connections, for tests and health. */
-export function guardHttpServer(server: Server, limits: HttpLimits): { readonly openConnections: () => number } {
+/**
+ * Applies `limits` to `server`. Returns the number of open connections, for tests and health.
+ * `skip-http-guard` (test-only) applies nothing: Node's defaults, as before this guard.
+ */
+export function guardHttpServer(
+  server: Server,
+  limits: HttpLimits,
+  faults: FaultSet = NO_FAULTS,
+): { readonly openConnections: () => number } {
+  if (faults.has('skip-http-guard')) return { openConnections: () => 0 };
   server.headersTimeout = limits.headersMs;
   server.requestTimeout = limits.requestMs;
   const open = new Set<Socket>();

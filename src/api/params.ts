@@ -7,8 +7,10 @@ import {
   InvalidRequestError,
   isInvalidRequestError,
   MAX_TOP_LOGPROBS,
+  NO_FAULTS,
   REQUEST_LIMITS,
   requestLimitViolation,
+  type FaultSet,
 } from '../core/index.js';
 import { problem, type Problem } from './errors.js';
 
@@ -177,12 +179,13 @@ export function readCommon(
   body: JsonObject,
   maxTokensKeys: readonly string[],
   style: 'completion' | 'chat',
+  faults: FaultSet = NO_FAULTS,
 ): CommonParams {
   rejectUnsupported(body);
   const stream = optionalBool(body, 'stream') ?? false;
   const params = readFields(body, maxTokensKeys, style, stream);
   // The limits the wire shares (core/limits.ts): a request decode's codec would refuse is a 400 here.
-  const overLimit = requestLimitViolation(params);
+  const overLimit = faults.has('skip-request-limits') ? null : requestLimitViolation(params);
   if (overLimit !== null) throw new InvalidRequestError(overLimit.message, overLimit.param);
   return params;
 }

@@ -68,7 +68,7 @@ async function respond(req: IncomingMessage, res: ServerResponse, ctx: GenerateC
 
   const call = validating(() => ({
     messages: readResponsesMessages(value),
-    params: readCommon(value, ['max_output_tokens'], 'chat'),
+    params: readCommon(value, ['max_output_tokens'], 'chat', ctx.faults),
     tools: readTools(value, 'responses'),
     format: readTextFormat(value),
   }));

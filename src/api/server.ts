@@ -96,7 +96,10 @@ class HttpApiServer implements ApiServer {
           `tessera api: ${message}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
         ));
     // The body limit follows from the context length (prompt-bound.ts), under the configured one.
+    const faults = options.faults ?? NO_FAULTS;
+    const unbound = faults.has('skip-prompt-bound'); // test-only: the limits as they were before the bound
     const promptBytes = maxPromptBytes(options.backend.contextLength, longestTokenBytes(options.codec));
+    const bodyCeiling = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.#ctx = {
       backend: options.backend,
       codec: options.codec,
@@ -104,9 +107,9 @@ class HttpApiServer implements ApiServer {
       metrics: this.metrics,
       clock,
       ids: new RequestIds(options.seed),
-      faults: options.faults ?? NO_FAULTS,
-      maxBodyBytes: bodyLimitFor(promptBytes, options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES),
-      maxPromptBytes: promptBytes,
+      faults,
+      maxBodyBytes: unbound ? bodyCeiling : bodyLimitFor(promptBytes, bodyCeiling),
+      maxPromptBytes: unbound ? Number.POSITIVE_INFINITY : promptBytes,
       oversizeGraceMs: 5_000,
       shutdown: this.#shutdown.signal,
       startedUnixSeconds: clock.unixSeconds(),
@@ -115,7 +118,7 @@ class HttpApiServer implements ApiServer {
       ...(options.grammar === undefined ? {} : { grammar: options.grammar }),
     };
     this.#server = createServer((req, res) => this.#onRequest(req, res));
-    guardHttpServer(this.#server, { ...DEFAULT_HTTP_LIMITS, ...options.httpLimits });
+    guardHttpServer(this.#server, { ...DEFAULT_HTTP_LIMITS, ...options.httpLimits }, faults);
   }
 
   get numInFlight(): number {

@@ -1,6 +1,6 @@
 // Body of POST /v1/chat/completions -> a validated ChatCall, or the 400 that names the field.
 // Must never render the template or tokenize: this is shape checking only.
-import { InvalidRequestError } from '../core/index.js';
+import { InvalidRequestError, NO_FAULTS, type FaultSet } from '../core/index.js';
 import type { ChatMessage } from './backend.js';
 import { readToolCallId, readToolCalls } from './tool-messages.js';
 import {
@@ -24,13 +24,14 @@ export interface ChatCall {
   readonly addSpecialTokens: boolean;
 }
 
-export function validateChat(body: unknown): Validated<ChatCall> {
+/** `faults`: only `skip-request-limits` is looked at (params.ts). */
+export function validateChat(body: unknown, faults: FaultSet = NO_FAULTS): Validated<ChatCall> {
   return validating(() => {
     if (!isObject(body))
       throw new InvalidRequestError(`The request body must be a JSON object, got ${describe(body)}.`);
     return {
       // OpenAI deprecated max_tokens for max_completion_tokens; when both are given the new one wins, as in vLLM.
-      params: readCommon(body, ['max_completion_tokens', 'max_tokens'], 'chat'),
+      params: readCommon(body, ['max_completion_tokens', 'max_tokens'], 'chat', faults),
       messages: readMessages(body),
       addGenerationPrompt: optionalBool(body, 'add_generation_prompt') ?? true,
       addSpecialTokens: optionalBool(body, 'add_special_tokens') ?? false,

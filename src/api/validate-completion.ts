@@ -1,6 +1,6 @@
 // Body of POST /v1/completions -> a validated CompletionCall, or the 400 that names the field.
 // Must never tokenize or touch the back end: this is shape checking only.
-import { InvalidRequestError } from '../core/index.js';
+import { InvalidRequestError, NO_FAULTS, type FaultSet } from '../core/index.js';
 import {
   describe,
   field,
@@ -24,12 +24,13 @@ export interface CompletionCall {
   readonly addSpecialTokens: boolean;
 }
 
-export function validateCompletion(body: unknown): Validated<CompletionCall> {
+/** `faults`: only `skip-request-limits` is looked at (params.ts). */
+export function validateCompletion(body: unknown, faults: FaultSet = NO_FAULTS): Validated<CompletionCall> {
   return validating(() => {
     if (!isObject(body))
       throw new InvalidRequestError(`The request body must be a JSON object, got ${describe(body)}.`);
     return {
-      params: readCommon(body, ['max_tokens'], 'completion'),
+      params: readCommon(body, ['max_tokens'], 'completion', faults),
       prompts: readPrompts(body),
       addSpecialTokens: optionalBool(body, 'add_special_tokens') ?? true,
     };

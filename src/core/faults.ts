@@ -48,6 +48,22 @@ export const FAULT_NAMES = [
   'ignore-host-loss',
   /** The router's prefix index matches a request against every tenant's cached blocks, not only its own tenant's. */
   'share-prefix-index-across-tenants',
+  /** The API skips the limits it shares with the wire (core/limits.ts): it accepts top_k >= 2^31, a stop string over 1024 characters, more than 1024 stop_token_ids. */
+  'skip-request-limits',
+  /** A Reserve frame that breaks one request's rules closes the connection other requests share, instead of being Rejected alone. */
+  'close-on-bad-reserve',
+  /** Cluster listeners take unauthenticated connections without a cap (per node, per source), each with its 1 MiB read buffer at once and a handshake frame up to the 64 MiB frame limit. */
+  'lift-preauth-limits',
+  /** The HTTP listener runs on Node's defaults: no idle timeout, no connection cap, Node's empty 400/431 for framing errors. */
+  'skip-http-guard',
+  /** A text prompt is tokenized whatever its length in bytes (no refusal from its length alone; the body limit is the configured one). */
+  'skip-prompt-bound',
+  /** The router counts health polls that timed out because its own event loop was stalled (one long router step marks every worker down). */
+  'count-stalled-polls',
+  /** The router answers an `overloaded` that came before the first token at once (503) instead of queueing the request for room. */
+  'no-pd-wait-queue',
+  /** Decode reserves pages for the prompt alone, not for the whole output, before the 200 (a started stream may end `overloaded`). */
+  'skip-output-reservation',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

@@ -146,6 +146,7 @@ export class PdRouter {
       decodes: options.decodes,
       pollIntervalMs: options.pollIntervalMs ?? 1000,
       fetchTimeoutMs: options.fetchTimeoutMs ?? 2000,
+      faults: options.faults,
       inFlightOn: (address) => this.machine.inFlightOn(address),
       vet: async (entry, admitted) =>
         options.faults.has('skip-join-check')
@@ -402,7 +403,8 @@ export class PdRouter {
     const unavailable = this.registry.unavailable();
     if (live.waitingSinceMs === undefined && unavailable === undefined) this.#queueStats.waited++;
     live.waitingSinceMs = since;
-    if (unavailable === undefined && !this.#closed && this.#queue.park(live, since, now, live.submissions > 0)) {
+    const queues = !this.#o.faults.has('no-pd-wait-queue'); // test-only: the 503 at once of before the queue
+    if (unavailable === undefined && queues && !this.#closed && this.#queue.park(live, since, now, live.submissions > 0)) {
       live.queued = true;
       this.#queueTimer ??= setTimeout(() => this.#onQueueTimer(), WAIT_RETRY_MS);
       return;

@@ -8,7 +8,7 @@
 // pairs; removed once the router has nothing in flight on it). Must never: wait on a worker without a timeout, trust a worker whose role is not the
 // one it was given as (it is `misconfigured` and never used), or throw for a worker's answer.
 import { clearInterval, setInterval } from 'node:timers';
-import type { PageCounts } from '../core/index.js';
+import { NO_FAULTS, type FaultSet, type PageCounts } from '../core/index.js';
 import type { WorkerLimits, WorkerRole, WorkerView } from './pair-policy.js';
 import { parsePrefixReport, type PrefixView } from './prefix-index.js';
 
@@ -59,6 +59,8 @@ export interface WorkerRegistryOptions {
   readonly decodes: readonly string[];
   readonly pollIntervalMs: number;
   readonly fetchTimeoutMs: number;
+  /** Test-only: `count-stalled-polls` counts the polls a stall of this process made late. Default none. */
+  readonly faults?: FaultSet;
   /** The router machine's count of live attempts on a worker (the load the pair policy balances). */
   readonly inFlightOn?: (address: string) => number;
   /** The join checks of a worker that was added (not static), after each answer until it passes: why not, or undefined. */
@@ -200,7 +202,8 @@ export class WorkerRegistry {
       // A poll that ended far past its timeout timed out because this process was busy (a long
       // tokenization, a GC), not the worker: it counts neither way, or one slow router step
       // would mark every worker down at once.
-      if (performance.now() - startedMs > this.#o.fetchTimeoutMs + ownStallMs(this.#o.fetchTimeoutMs)) return;
+      const late = performance.now() - startedMs > this.#o.fetchTimeoutMs + ownStallMs(this.#o.fetchTimeoutMs);
+      if (late && !(this.#o.faults ?? NO_FAULTS).has('count-stalled-polls')) return;
       const slow = error instanceof Error && error.name === 'TimeoutError';
       e.slowPolls = slow ? e.slowPolls + 1 : MAX_SLOW_POLLS;
       const wasUp = e.state === 'up';

@@ -178,11 +178,12 @@ export class Scheduler {
     const need = pagesFor(request.promptTokens.length, this.#pool.pageSize);
     // A decode node never recomputes, so a request it preempted would fail mid-stream: it takes a
     // request only when the pages its output may still need, and every taken one's, are there too.
-    const growth =
-      this.#options.reserveOutputPages === true
-        ? pagesFor(request.promptTokens.length + request.sampling.maxTokens, this.#pool.pageSize) - need
-        : 0;
-    const owed = this.#options.reserveOutputPages === true ? this.#pagesOwed() : 0;
+    // (`skip-output-reservation`, test-only: the prompt's pages alone, as before.)
+    const whole = this.#options.reserveOutputPages === true && !this.#options.faults.has('skip-output-reservation');
+    const growth = whole
+      ? pagesFor(request.promptTokens.length + request.sampling.maxTokens, this.#pool.pageSize) - need
+      : 0;
+    const owed = whole ? this.#pagesOwed() : 0;
     const room = this.#pages.available(need + growth + owed);
     const tags = room >= need + growth + owed ? this.#pages.allocate(need, request) : undefined;
     if (tags === undefined) {

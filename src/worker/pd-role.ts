@@ -55,6 +55,7 @@ export async function listenCluster(
     port: o.clusterPort,
     secret: o.clusterSecret,
     dial,
+    faults: o.faults,
     handlers: {
       connected: (peer) => late.handlers?.connected(peer),
       message: (from, message) => late.handlers?.message(from, message),

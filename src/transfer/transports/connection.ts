@@ -8,6 +8,7 @@
 // KvChunk payloads go to `chunks` in pieces as they arrive when the node gives chunk handlers
 // (frame-stream.ts); every other frame, and every frame for a node without them, whole.
 import { setTimeout, clearTimeout } from 'node:timers';
+import type { FaultSet } from '../../core/index.js';
 import { AuthError, Handshake, type HandshakeRole } from '../auth.js';
 import { decodeAnyFrame, decodeFrame, encodeFrameParts, refusableRequest } from '../codec.js';
 import { isCodecError } from '../codec-fields.js';
@@ -30,6 +31,8 @@ export interface ConnectionOptions {
   readonly expectPeer?: string;
   readonly maxFrameBytes: number;
   readonly handshakeTimeoutMs: number;
+  /** `close-on-bad-reserve`: no Rejected for a bad Reserve, the connection closes; `lift-preauth-limits`: no small handshake frame bound. */
+  readonly faults: FaultSet;
   readonly onAuthenticated: (connection: Connection, peer: string) => void;
   readonly onMessage: (connection: Connection, message: Message) => void;
   /** KvChunks from the authenticated peer as they arrive (a piece is valid only during the call); absent: whole messages. */
@@ -50,6 +53,8 @@ export class Connection {
   #closeReason: string | undefined;
   #malformed = false;
   readonly #timer: ReturnType<typeof setTimeout>;
+  /** The largest frame before the peer authenticated. */
+  readonly #handshakeMaxFrameBytes: number;
 
   constructor(pipe: Pipe, options: ConnectionOptions) {
     this.role = options.role;
@@ -58,6 +63,9 @@ export class Connection {
     // The stream yields chunk events only once #authenticated turned streaming on, which it does
     // only when chunks are given; none go on after close.
     const { chunks } = options;
+    this.#handshakeMaxFrameBytes = options.faults.has('lift-preauth-limits')
+      ? options.maxFrameBytes
+      : Math.min(HANDSHAKE_MAX_FRAME_BYTES, options.maxFrameBytes);
     this.#stream = new FrameStream(
       {
         frame: (bytes) => this.#onFrame(bytes),
@@ -74,7 +82,7 @@ export class Connection {
           if (peer !== undefined) chunks?.end(peer);
         },
       },
-      Math.min(HANDSHAKE_MAX_FRAME_BYTES, options.maxFrameBytes),
+      this.#handshakeMaxFrameBytes,
     );
     this.#handshake = new Handshake({
       secret: options.secret,
@@ -145,7 +153,8 @@ export class Connection {
         message = decodeFrame(frame, this.#options.maxFrameBytes);
       } catch (error) {
         // A Reserve that breaks one request's rules fails that request alone (codec.ts).
-        const rid = isCodecError(error) ? refusableRequest(frame) : undefined;
+        const refusable = isCodecError(error) && !this.#options.faults.has('close-on-bad-reserve');
+        const rid = refusable ? refusableRequest(frame) : undefined;
         if (rid === undefined || !isCodecError(error)) throw error;
         this.#pipe.write(
           encodeFrameParts({ type: 'Rejected', rid, code: 'invalid_request', message: error.message.slice(0, 4096) }),
@@ -155,7 +164,7 @@ export class Connection {
       this.#options.onMessage(this, message);
       return;
     }
-    const step = this.#handshake.receive(decodeAnyFrame(frame, HANDSHAKE_MAX_FRAME_BYTES));
+    const step = this.#handshake.receive(decodeAnyFrame(frame, this.#handshakeMaxFrameBytes));
     if (step.send.length > 0) this.#pipe.write(step.send);
     if (step.peer !== undefined) this.#authenticated(step.peer);
   }

@@ -4,6 +4,7 @@
 // Must never: call a handler re-entrantly from send()/closePeer(), report `closed` for a
 // connection that never authenticated and was not ours to dial, or keep two connections to one peer.
 import { randomBytes } from 'node:crypto';
+import { NO_FAULTS, type FaultSet } from '../../core/index.js';
 import { DEFAULT_MAX_FRAME_BYTES } from '../codec.js';
 import type { PeerId } from '../machine.js';
 import type { Message } from '../messages.js';
@@ -29,12 +30,14 @@ export class PeerTransport implements Transport {
   readonly #stats: TransportStats = { refused: 0, undeliverable: 0, malformed: 0, refusedAtCap: 0 };
   readonly #refusals: RefusalLog;
   readonly #allClosed: (() => void)[] = [];
+  readonly #faults: FaultSet;
   #shutDown = false;
 
   constructor(options: TransportOptions, dialPipe: ((peer: PeerId) => Pipe) | undefined) {
     checkSecret(options.secret);
     this.nodeId = options.nodeId;
     this.#options = options;
+    this.#faults = options.faults ?? NO_FAULTS;
     this.#dialPipe = options.dial ? dialPipe : undefined;
     this.#refusals = new RefusalLog(options.log ?? ((line) => process.stderr.write(`${line}\n`)));
   }
@@ -44,6 +47,7 @@ export class PeerTransport implements Transport {
    * authenticating (per node, per source). False counts and logs the refusal: close it at once.
    */
   admits(source: string): boolean {
+    if (this.#faults.has('lift-preauth-limits')) return true;
     const perSource = this.#options.maxUnauthenticatedPerSource ?? DEFAULT_MAX_UNAUTHENTICATED_PER_SOURCE;
     const total = this.#options.maxUnauthenticated ?? DEFAULT_MAX_UNAUTHENTICATED;
     const kind =
@@ -125,6 +129,7 @@ export class PeerTransport implements Transport {
       expectPeer,
       maxFrameBytes: this.#options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
       handshakeTimeoutMs: this.#options.handshakeTimeoutMs ?? 5000,
+      faults: this.#faults,
       onAuthenticated: (c, peer) => this.#onAuthenticated(c, peer),
       onMessage: (c, m) => {
         if (c.peer !== undefined) this.#options.handlers.message(c.peer, m);

@@ -6,6 +6,7 @@
 // or throw (every failure is the resolved reason).
 import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
+import { NO_FAULTS } from '../../core/index.js';
 import { NONCE_BYTES } from '../auth.js';
 import { DEFAULT_MAX_FRAME_BYTES } from '../codec.js';
 import { Connection } from './connection.js';
@@ -41,6 +42,7 @@ export function probeClusterSecret(
       expectPeer: address,
       maxFrameBytes: DEFAULT_MAX_FRAME_BYTES,
       handshakeTimeoutMs: timeoutMs,
+      faults: NO_FAULTS,
       onAuthenticated: (c) => {
         settle(undefined);
         c.close('probe done');

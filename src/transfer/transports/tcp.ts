@@ -38,8 +38,15 @@ const HANDSHAKE_READ_BUFFER_BYTES = 4096;
  */
 class ReadBuffer {
   readonly #callbacks: ((bytes: Uint8Array) => void)[] = [];
-  #small: Uint8Array | undefined = new Uint8Array(HANDSHAKE_READ_BUFFER_BYTES);
+  #small: Uint8Array | undefined;
   #large: Uint8Array | undefined;
+
+  /** `largeAtOnce`: the full buffer before authentication (test-only, `lift-preauth-limits`). */
+  constructor(largeAtOnce = false) {
+    if (largeAtOnce) this.#large = new Uint8Array(READ_BUFFER_BYTES);
+    else this.#small = new Uint8Array(HANDSHAKE_READ_BUFFER_BYTES);
+  }
+
   readonly onread: OnReadOpts = {
     buffer: () => this.#large ?? (this.#small as Uint8Array),
     callback: (numBytes, buffer) => {
@@ -73,7 +80,7 @@ function dialPipe(host: string, port: number): Pipe {
  * which closes nothing and only settles the server's connection count. Where that handle is not
  * there (another runtime), the accepted socket reads as usual, through 'data' events.
  */
-function acceptedPipe(accepted: Socket): Pipe {
+function acceptedPipe(accepted: Socket, largeAtOnce: boolean): Pipe {
   const internals = accepted as unknown as { _handle: unknown };
   const handle = internals._handle;
   if (handle === null || typeof handle !== 'object') {
@@ -82,7 +89,7 @@ function acceptedPipe(accepted: Socket): Pipe {
   }
   internals._handle = null;
   accepted.destroy();
-  const reads = new ReadBuffer();
+  const reads = new ReadBuffer(largeAtOnce);
   const options: SocketConstructorOpts & { handle: unknown; onread: OnReadOpts } = {
     handle,
     readable: true,
@@ -174,7 +181,8 @@ export class TcpTransport extends PeerTransport {
     server.on('connection', (socket) => {
       // Refused at a cap before its handle moves (and before any read buffer exists).
       const source = socket.remoteAddress ?? 'unknown';
-      if (transport.admits(source)) transport.accept(acceptedPipe(socket), source);
+      const lifted = options.faults?.has('lift-preauth-limits') === true;
+      if (transport.admits(source)) transport.accept(acceptedPipe(socket, lifted), source);
       else socket.destroy();
     });
     return transport;

@@ -2,7 +2,16 @@
 import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { asEpoch, asPageId, asRequestId, asTenantId, samplingParams, type SamplingParams } from '../../core/index.js';
+import {
+  asEpoch,
+  asPageId,
+  asRequestId,
+  asTenantId,
+  FaultSet,
+  NO_FAULTS,
+  samplingParams,
+  type SamplingParams,
+} from '../../core/index.js';
 import { Handshake } from '../auth.js';
 import { decodeAnyFrame, encodeFrame, FrameReader } from '../codec.js';
 import type { KvChunkHead, Message } from '../messages.js';
@@ -64,7 +73,11 @@ interface Node {
 }
 
 /** The pre-authentication limits of a listening node, and where it logs refusals. */
-type Limits = Pick<TransportOptions, 'maxUnauthenticated' | 'maxUnauthenticatedPerSource' | 'log'>;
+type Limits = Pick<TransportOptions, 'maxUnauthenticated' | 'maxUnauthenticatedPerSource' | 'log' | 'faults'>;
+
+/** Negative controls: the defence of a test switched off. */
+const CLOSE_ON_BAD_RESERVE = new FaultSet(['close-on-bad-reserve']);
+const LIFT_PREAUTH_LIMITS = new FaultSet(['lift-preauth-limits']);
 
 interface Harness {
   /** A listening node; dials when `dial`; takes KvChunks in pieces when `streamed`. */
@@ -132,6 +145,8 @@ function tcpHarness(): Harness {
     cleanup: async () => void (await Promise.all(all.map((t) => t.close()))),
   };
 }
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 const rid = asRequestId('r1');
 const ack = (i: number): Message => ({ type: 'Tokens', rid, offset: i, ids: [i], logprobs: [] });
@@ -284,9 +299,18 @@ describe.each([
     expect(decode.transport.stats().malformed).toBe(1);
   });
 
-  it("answers a Reserve whose fields break one request's rules with Rejected for that rid alone; the connection carries on", async () => {
+  /**
+   * Two good and two bad Reserves (top_k 2^31, a 1025-character stop string) on one connection:
+   * what decode delivered, what the router got back, and whether the connection closed.
+   */
+  async function badReserves(faults: FaultSet): Promise<{
+    delivered: string[];
+    answered: (string | undefined)[][];
+    closed: boolean;
+    malformed: number;
+  }> {
     h = makeHarness();
-    const decode = await h.node({ dial: false });
+    const decode = await h.node({ dial: false, limits: { faults, log: () => undefined } });
     const router = h.client({});
     const reserve = (id: string, sampling: Partial<SamplingParams>): Message => ({
       type: 'Reserve',
@@ -301,21 +325,39 @@ describe.each([
     router.transport.send(decode.transport.nodeId, reserve('bad-1', { topK: 2 ** 31 }));
     router.transport.send(decode.transport.nodeId, reserve('bad-2', { stop: ['x'.repeat(1025)] }));
     router.transport.send(decode.transport.nodeId, reserve('good-2', {}));
-    await decode.recorder.until(() => decode.recorder.messages.length === 2, 'both good Reserves');
-    await router.recorder.until(() => router.recorder.messages.length === 2, 'two Rejected');
-    expect(decode.recorder.messages.map((m) => (m.message as { rid: string }).rid)).toEqual(['good-1', 'good-2']);
-    expect(
-      router.recorder.messages.map((m) => [
+    const closed = (): boolean => router.recorder.events.some((e) => e.startsWith('closed'));
+    await router.recorder.until(
+      () => closed() || (router.recorder.messages.length === 2 && decode.recorder.messages.length === 2),
+      'two Rejected and both good Reserves, or the close',
+    );
+    for (let i = 0; i < 100 && closed() && decode.transport.stats().malformed === 0; i++) await sleep(10);
+    return {
+      delivered: decode.recorder.messages.map((m) => (m.message as { rid: string }).rid),
+      answered: router.recorder.messages.map((m) => [
         m.message.type,
         (m.message as { rid: string }).rid,
         (m.message as { code?: string }).code,
       ]),
-    ).toEqual([
-      ['Rejected', 'bad-1', 'invalid_request'],
-      ['Rejected', 'bad-2', 'invalid_request'],
-    ]);
-    expect(router.recorder.events.some((e) => e.startsWith('closed'))).toBe(false);
-    expect(decode.transport.stats().malformed).toBe(0);
+      closed: closed(),
+      malformed: decode.transport.stats().malformed,
+    };
+  }
+
+  it("answers a Reserve whose fields break one request's rules with Rejected for that rid alone; the connection carries on", async () => {
+    expect(await badReserves(NO_FAULTS)).toEqual({
+      delivered: ['good-1', 'good-2'],
+      answered: [
+        ['Rejected', 'bad-1', 'invalid_request'],
+        ['Rejected', 'bad-2', 'invalid_request'],
+      ],
+      closed: false,
+      malformed: 0,
+    });
+  });
+
+  it('negative control: with close-on-bad-reserve the bad Reserve closes the connection the good ones share', async () => {
+    const outcome = await badReserves(CLOSE_ON_BAD_RESERVE);
+    expect(outcome).toMatchObject({ delivered: ['good-1'], answered: [], closed: true, malformed: 1 });
   });
 
   it('refuses a handshake frame over 4 KiB from its length prefix, before buffering it, and logs the refusal', async () => {
@@ -330,37 +372,89 @@ describe.each([
     prefix.set([1, 64], 4);
     pipe.write([prefix]);
     await closed;
-    for (let i = 0; i < 200 && lines.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    for (let i = 0; i < 200 && lines.length === 0; i++) await sleep(10);
     expect(lines[0]).toMatch(
       /refused .* \[malformed\]: malformed frame: frame of 1048580 bytes exceeds the limit of 4096/,
     );
     expect(decode.transport.stats()).toMatchObject({ refused: 1, malformed: 1 });
   });
 
-  it('caps connections still authenticating, per source and per node; refusals are counted and logged once per class per window', async () => {
+  /**
+   * A stranger's Hello padded to 64 KiB (valid JSON, trailing spaces): 'refused' when the node
+   * closed on its length prefix, 'answered' when it buffered all of it and sent its Proof back.
+   */
+  async function paddedHello(faults: FaultSet): Promise<string> {
+    h = makeHarness();
+    const decode = await h.node({ dial: false, limits: { faults, log: () => undefined } });
+    const pipe = h.raw(decode.transport.nodeId);
+    const header = new TextEncoder().encode(
+      JSON.stringify({ nodeId: 'stranger-1:1', nonce: 'ab'.repeat(32) }) + ' '.repeat(64 * 1024),
+    );
+    const frame = new Uint8Array(10 + header.length);
+    const view = new DataView(frame.buffer);
+    view.setUint32(0, frame.length - 4);
+    frame.set([1, 64], 4);
+    view.setUint32(6, header.length);
+    frame.set(header, 10);
+    const reader = new FrameReader();
+    let frames = 0;
+    return new Promise<string>((resolve) => {
+      pipe.onData((bytes) => {
+        frames += reader.push(bytes).length; // the node's Hello, then its Proof once it took ours
+        if (frames >= 2) resolve('answered');
+      });
+      pipe.onClose((reason) => resolve(`refused (${reason})`));
+      pipe.write([frame]);
+    }).finally(() => pipe.destroy('test done'));
+  }
+
+  it('buffers no handshake frame over 4 KiB, even a well-formed one', async () => {
+    expect(await paddedHello(NO_FAULTS)).toMatch(/^refused/);
+  });
+
+  it('negative control: with lift-preauth-limits a stranger makes the node buffer a 64 KiB handshake frame', async () => {
+    expect(await paddedHello(LIFT_PREAUTH_LIMITS)).toBe('answered');
+  });
+
+  /**
+   * Six silent strangers from one source against caps of 3 per node and 2 per source: how many
+   * the node holds once each has been answered (its Hello) or refused (closed), and the refusals.
+   */
+  async function silentStrangers(faults: FaultSet) {
     h = makeHarness();
     const lines: string[] = [];
     const decode = await h.node({
       dial: false,
-      limits: { maxUnauthenticated: 3, maxUnauthenticatedPerSource: 2, log: (line) => lines.push(line) },
+      limits: { maxUnauthenticated: 3, maxUnauthenticatedPerSource: 2, log: (line) => lines.push(line), faults },
     });
-    // Six silent strangers from one source: two are let in (to wait out their handshake), four refused at once.
     const pipes = Array.from({ length: 6 }, () => h.raw(decode.transport.nodeId));
     const open = new Set(pipes);
+    const settled = new Set<Pipe>();
     for (const p of pipes) {
-      p.onData(() => undefined);
-      p.onClose(() => open.delete(p));
+      p.onData(() => settled.add(p));
+      p.onClose(() => (open.delete(p), settled.add(p)));
     }
-    for (let i = 0; i < 500 && open.size > 2; i++) await new Promise((resolve) => setTimeout(resolve, 10));
-    expect([open.size, decode.transport.stats().refusedAtCap]).toEqual([2, 4]);
+    for (let i = 0; i < 500 && settled.size < pipes.length; i++) await sleep(10);
+    return { held: open.size, refusedAtCap: decode.transport.stats().refusedAtCap, lines, decode, open };
+  }
+
+  it('caps connections still authenticating, per source and per node; refusals are counted and logged once per class per window', async () => {
+    // Two are let in (to wait out their handshake), four refused at once.
+    const { held, refusedAtCap, lines, decode, open } = await silentStrangers(NO_FAULTS);
+    expect([held, refusedAtCap]).toEqual([2, 4]);
     expect(lines).toHaveLength(1); // four refusals of one class: one line in the window
     expect(lines[0]).toMatch(/\[source-cap\]: 2 connections from it are authenticating/);
     // Once they go, a peer that proves the secret is served.
     for (const p of open) p.destroy('test');
-    for (let i = 0; i < 500 && decode.transport.stats().refused < 2; i++)
-      await new Promise((resolve) => setTimeout(resolve, 10));
+    for (let i = 0; i < 500 && decode.transport.stats().refused < 2; i++) await sleep(10);
     await authenticate(h.raw(decode.transport.nodeId), 'prefill-7:1');
     expect(decode.transport.stats().refusedAtCap).toBe(4);
+  });
+
+  it('negative control: with lift-preauth-limits all six silent strangers are held', async () => {
+    const { held, refusedAtCap, open } = await silentStrangers(LIFT_PREAUTH_LIMITS);
+    for (const p of open) p.destroy('test');
+    expect([held, refusedAtCap]).toEqual([6, 0]);
   });
 
   it('refuses a peer with the wrong secret: nothing is delivered, the dialer sees the close', async () => {
@@ -433,5 +527,41 @@ describe.each([
     router.transport.send(goneId, ack(0));
     await router.recorder.untilEvent(/closed/);
     expect(router.recorder.events).toHaveLength(1);
+  });
+});
+
+describe('tcp transport: read buffers before authentication', () => {
+  /**
+   * MiB of ArrayBuffers that 100 silent strangers cost a listener (caps raised past 100, so the
+   * buffers are measured, not the caps), once each has been answered with the node's Hello.
+   */
+  async function arrayBufferMiBFor100Strangers(faults: FaultSet): Promise<number> {
+    const node = await TcpTransport.listen({
+      secret: SECRET,
+      handlers: new Recorder().handlers,
+      dial: false,
+      maxUnauthenticated: 200,
+      maxUnauthenticatedPerSource: 200,
+      faults,
+      log: () => undefined,
+    });
+    const { host, port } = parseAddress(node.nodeId);
+    const before = process.memoryUsage().arrayBuffers;
+    const sockets = Array.from({ length: 100 }, () => connect({ host, port }));
+    await Promise.all(
+      sockets.map((s) => new Promise((resolve) => (s.once('data', resolve), s.once('error', resolve)))),
+    );
+    const grown = (process.memoryUsage().arrayBuffers - before) / 2 ** 20;
+    for (const s of sockets) s.destroy();
+    await node.close();
+    return grown;
+  }
+
+  it('gives a stranger a 4 KiB read buffer, not 1 MiB: 100 silent connections cost well under 100 MiB', async () => {
+    expect(await arrayBufferMiBFor100Strangers(NO_FAULTS)).toBeLessThan(16);
+  });
+
+  it('negative control: with lift-preauth-limits each of them holds a 1 MiB read buffer from the start', async () => {
+    expect(await arrayBufferMiBFor100Strangers(LIFT_PREAUTH_LIMITS)).toBeGreaterThan(50); // 100 MiB less what a collection freed meanwhile
   });
 });

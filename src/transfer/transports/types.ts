@@ -2,6 +2,7 @@
 // as protocol inputs. One connection per peer pair carries every request between them.
 // Must never: deliver a message from a peer that has not proved the cluster secret, deliver
 // after it reported the connection closed (until a new `connected`), or reorder messages.
+import type { FaultSet } from '../../core/index.js';
 import type { KvChunkHead, Message } from '../messages.js';
 import type { PeerId } from '../machine.js';
 
@@ -54,6 +55,8 @@ export interface TransportOptions {
   readonly maxUnauthenticatedPerSource?: number;
   /** Where refusals are logged (rate-limited, refusal-log.ts). Default: stderr. */
   readonly log?: (line: string) => void;
+  /** Test-only fault points (`close-on-bad-reserve`, `lift-preauth-limits`). Default none. */
+  readonly faults?: FaultSet;
 }
 
 export interface TransportStats {
