@@ -3,12 +3,14 @@
 // strings around 1024 characters, up to 1100 stop token ids, odd tenants) and runs them through
 // the API's own steps (validateCompletion, core's requestLimitViolation, planSampling); each
 // accepted one, encoded as the Reserve and Prefill the router sends, must decode to itself.
-// The negative control: the same bodies with the limits raised past the codec's fail it.
+// The negative control: fault `skip-request-limits` (the API skips core's limits) makes the same
+// property fail; and past each limit the codec refuses what the API would then accept.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   asRequestId,
   asTenantId,
+  FaultSet,
   NO_FAULTS,
   REQUEST_LIMITS,
   requestLimitViolation,
@@ -50,12 +52,12 @@ const body = fc.record(
 const tenant = fc.oneof(fc.string({ minLength: 0, maxLength: 260 }), fc.string({ unit: 'binary', maxLength: 300 }));
 
 /** The API's steps for one body: the sampling it would send, or null where it answers 400. */
-function acceptedSampling(json: unknown, checkLimits: boolean): SamplingParams | null {
+function acceptedSampling(json: unknown, checkLimits: boolean, faults = NO_FAULTS): SamplingParams | null {
   // (validateCompletion checks the limits itself; checking again shows which rule refused.)
-  const call = validateCompletion(json);
+  const call = validateCompletion(json, faults);
   if (call.kind === 'bad') return null;
   if (checkLimits && requestLimitViolation(call.value.params) !== null) return null;
-  const ctx = { contextLength: CONTEXT, vocabSize: VOCAB, faults: NO_FAULTS, drawSeed: () => 7, promptParam: 'prompt' };
+  const ctx = { contextLength: CONTEXT, vocabSize: VOCAB, faults, drawSeed: () => 7, promptParam: 'prompt' };
   const planned = planSampling(3, call.value.params, ctx);
   return planned.kind === 'ok' ? planned.value : null;
 }
@@ -90,16 +92,22 @@ function roundTrips(sampling: SamplingParams, tenantName: string): boolean {
   }
 }
 
+/** The property: every body the API accepts (with `faults`), with every tenant the CLI accepts, round-trips. */
+const acceptedRoundTrips = (faults: FaultSet) =>
+  fc.property(body, tenant, (json, name) => {
+    const sampling = acceptedSampling(json, false, faults);
+    const tenantName = tenantNameProblem(name) === null ? name : 'fallback';
+    return sampling === null || roundTrips(sampling, tenantName);
+  });
+
 describe('the API and the wire share one validation', () => {
   it('every request the API accepts, with every tenant the CLI accepts, round-trips through the codec', () => {
-    fc.assert(
-      fc.property(body, tenant, (json, name) => {
-        const sampling = acceptedSampling(json, true);
-        const tenantName = tenantNameProblem(name) === null ? name : 'fallback';
-        if (sampling !== null) expect(roundTrips(sampling, tenantName)).toBe(true);
-      }),
-      { numRuns: 400, seed: 17 },
-    );
+    fc.assert(acceptedRoundTrips(NO_FAULTS), { numRuns: 400, seed: 17 });
+  });
+
+  it('negative control: with skip-request-limits the same property fails (the API accepts what the codec refuses)', () => {
+    const run = fc.check(acceptedRoundTrips(new FaultSet(['skip-request-limits'])), { numRuns: 400, seed: 17 });
+    expect(run.failed).toBe(true);
   });
 
   it('a tenant name the CLI refuses is one the codec refuses, and the other way round', () => {
