@@ -3,6 +3,7 @@
 // MAX_SLOW_POLLS polls in a row time out.
 import { createServer, type Server } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
+import { FaultSet, NO_FAULTS } from '../core/index.js';
 import { MAX_SLOW_POLLS, WorkerRegistry } from './workers.js';
 
 const HEALTH = {
@@ -76,21 +77,33 @@ describe('WorkerRegistry health polling', () => {
     expect(entry.lastError).toMatch(/health/);
   });
 
-  it('does not count polls that timed out because the router itself was stalled (a long step): the worker stays up', async () => {
+  /**
+   * A worker that answers at once, and a router whose own event loop is blocked past the poll's
+   * timeout + 2 s during each of MAX_SLOW_POLLS polls: the worker's state and slow polls after.
+   */
+  async function afterRouterStalls(faults: FaultSet): Promise<[string, number]> {
     const w = await fakeWorker();
-    const r = registry(w.url);
+    const r = new WorkerRegistry({ prefills: [], decodes: [w.url], pollIntervalMs: 60_000, fetchTimeoutMs: 1000, faults });
     await r.pollAll();
     const entry = r.entries[0]!;
     for (let i = 0; i < MAX_SLOW_POLLS; i++) {
       const poll = r.pollAll();
-      const until = Date.now() + 3_000; // the router's event loop busy past timeout + 2 s
+      const until = Date.now() + 3_200; // the router's event loop busy past timeout + 2 s (workers.ts, ownStallMs)
       while (Date.now() < until) {
         // spin
       }
       await poll;
     }
+    return [entry.state, entry.slowPolls];
+  }
+
+  it('does not count polls that timed out because the router itself was stalled (a long step): the worker stays up', async () => {
     // Before, each of these counted as a timed-out poll and the worker went down with the router's stall.
-    expect([entry.state, entry.slowPolls]).toEqual(['up', 0]);
+    expect(await afterRouterStalls(NO_FAULTS)).toEqual(['up', 0]);
+  });
+
+  it('negative control: with count-stalled-polls the router marks a healthy worker down for its own stalls', async () => {
+    expect(await afterRouterStalls(new FaultSet(['count-stalled-polls']))).toEqual(['down', MAX_SLOW_POLLS]);
   });
 
   it('marks a worker that refuses connections down at once', async () => {
