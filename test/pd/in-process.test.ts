@@ -11,6 +11,7 @@ import { createApiServer, type ApiServer } from '../../src/api/index.js';
 import {
   asRequestId,
   DEFAULT_TENANT,
+  FaultSet,
   NO_FAULTS,
   samplingParams,
   TextStream,
@@ -47,7 +48,12 @@ afterEach(async () => {
   open = [];
 });
 
-async function cluster(o: { decodePages: number; prefillPages?: number; decodeModel?: string }): Promise<Cluster> {
+async function cluster(o: {
+  decodePages: number;
+  prefillPages?: number;
+  decodeModel?: string;
+  faults?: FaultSet;
+}): Promise<Cluster> {
   const fatal = (e: unknown): void => {
     throw e;
   };
@@ -61,7 +67,7 @@ async function cluster(o: { decodePages: number; prefillPages?: number; decodeMo
     maxRunningRequests: 4,
     chunkedPrefillSize: 8,
     maxWaiting: 16,
-    faults: NO_FAULTS,
+    faults: o.faults ?? NO_FAULTS,
     checkEveryStep: true,
     clusterHost: '127.0.0.1',
     clusterPort: 0,
@@ -92,7 +98,7 @@ async function cluster(o: { decodePages: number; prefillPages?: number; decodeMo
     decodes: [`http://127.0.0.1:${d?.port}`],
     clusterSecret: SECRET,
     textStream: (_prompt, stops) => new TextStream(fakeTokenizer.createDetokenizer({}), stops),
-    faults: NO_FAULTS,
+    faults: o.faults ?? NO_FAULTS,
   });
   await router.start();
   const c: Cluster = {
@@ -178,20 +184,46 @@ describe('prefill worker -> decode worker -> router, in one process', () => {
     expect(c.router.machine.stats().abortsByState).toEqual({ Streaming: 1 });
   });
 
+  /**
+   * 6 decode pages of 4: two prompts of 4 with 12 tokens of output need 4 pages each, so they
+   * cannot both run to the end (they collide at their 9th token). How each ended (its last
+   * event, with the error's code and whether tokens came first), and decode's preemptions.
+   */
+  async function twoThatDoNotFitTogether(faults: FaultSet): Promise<{ ends: string[]; preempted: unknown }> {
+    const c = await cluster({ decodePages: 6, faults });
+    const first = collect(c.router.generate(request('abcd', { maxTokens: 12 }), new AbortController().signal));
+    const second = collect(c.router.generate(request('bcde', { maxTokens: 12 }), new AbortController().signal));
+    const ends = (await Promise.all([first, second])).map((events) => {
+      const last = events.at(-1);
+      const tokens = events.some((e) => e.type === 'tokens') ? 'after tokens' : 'before any token';
+      return last?.type === 'failed' ? `failed ${last.error.code} ${tokens}` : `${last?.type} ${textOf(events)}`;
+    });
+    const preempted = (await c.decode.health()).detail['preempted'];
+    return { ends, preempted };
+  }
+
   it('never starts a stream decode could not finish: the second request waits for room, then both finish, none preempted', async () => {
-    // 5 pages of 4: two prompts of 8 with 8 tokens of output need 4 pages each; before, decode
-    // reserved both prompts and then preempted one mid-stream (an `overloaded` error after its
-    // first token). Now decode refuses the second Reserve, the router queues it, and retries
-    // once the first has finished.
-    const c = await cluster({ decodePages: 5 });
-    const first = collect(c.router.generate(request('abcdefgh', { maxTokens: 8 }), new AbortController().signal));
-    const second = collect(c.router.generate(request('bcdefghi', { maxTokens: 8 }), new AbortController().signal));
-    const [a, b] = await Promise.all([first, second]);
-    expect([a.at(-1)?.type, b.at(-1)?.type]).toEqual(['finished', 'finished']);
-    expect([textOf(a), textOf(b)]).toEqual(['ijklmnop', 'jklmnopq']);
-    expect((await c.decode.health()).detail['preempted']).toBe(0);
+    // Before, decode reserved both prompts and then preempted one mid-stream (an `overloaded`
+    // error after its first token). Now decode refuses the second Reserve, the router queues it,
+    // and retries once the first has finished.
+    expect(await twoThatDoNotFitTogether(NO_FAULTS)).toEqual({
+      ends: ['finished efghijklmnop', 'finished fghijklmnopq'],
+      preempted: 0,
+    });
+    const c = open[0] as Cluster;
     expect((await c.router.health()).detail['queue']).toMatchObject({ waiting: 0, waited: 1, timedOut: 0 });
     await idle(c);
+  });
+
+  it('negative control: with no-pd-wait-queue the request decode has no room for gets overloaded (a 503) at once', async () => {
+    const { ends } = await twoThatDoNotFitTogether(new FaultSet(['no-pd-wait-queue']));
+    expect(ends).toEqual(['finished efghijklmnop', 'failed overloaded before any token']);
+  });
+
+  it('negative control: with skip-output-reservation decode takes both, and one fails mid-stream', async () => {
+    const { ends, preempted } = await twoThatDoNotFitTogether(new FaultSet(['skip-output-reservation']));
+    expect(ends.filter((e) => e.startsWith('failed overloaded after tokens'))).toHaveLength(1);
+    expect(preempted).toBe(1);
   });
 
   it('returns every page on both nodes when the client leaves while its prompt is being computed', async () => {
