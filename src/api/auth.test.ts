@@ -2,7 +2,7 @@
 // are configured, DEFAULT_TENANT for everyone when they are not.
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_TENANT, asTenantId } from '../core/index.js';
+import { DEFAULT_TENANT, FaultSet, NO_FAULTS, asTenantId } from '../core/index.js';
 import { send, startTestServer, type TestServer } from './testing/harness.js';
 
 const KEYS = new Map([
@@ -58,6 +58,34 @@ describe('with API keys', () => {
   it('leaves /health and /metrics open', async () => {
     expect((await send(t.url, 'GET', '/health')).status).toBe(200);
     expect((await send(t.url, 'GET', '/metrics')).text).toContain('tessera_requests_total{outcome="unauthorized"} 2');
+  });
+});
+
+describe("/health's detail with API keys", () => {
+  /** What /health says to a stranger, a tenant and the admin key holder: its detail, or only its status. */
+  async function healthSays(faults: FaultSet): Promise<string[]> {
+    const t = await startTestServer({ apiKeys: KEYS, adminKey: 'key-admin', faults });
+    try {
+      const as = async (key: string | undefined) => {
+        const r = await send(t.url, 'GET', '/health', undefined, key === undefined ? {} : { authorization: `Bearer ${key}` });
+        return `${r.status} ${Object.keys(r.json as object).join(',')}`;
+      };
+      return [await as(undefined), await as('key-alice'), await as('key-admin')];
+    } finally {
+      await t.close();
+    }
+  }
+
+  it('tells a stranger and a tenant only whether it is up; the admin key sees the detail', async () => {
+    expect(await healthSays(NO_FAULTS)).toEqual(['200 status', '200 status', '200 status,backend']);
+  });
+
+  it('negative control: with open-health everyone sees the detail', async () => {
+    expect(await healthSays(new FaultSet(['open-health']))).toEqual([
+      '200 status,backend',
+      '200 status,backend',
+      '200 status,backend',
+    ]);
   });
 });
 

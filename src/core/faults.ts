@@ -64,6 +64,8 @@ export const FAULT_NAMES = [
   'no-pd-wait-queue',
   /** Decode reserves pages for the prompt alone, not for the whole output, before the 200 (a started stream may end `overloaded`). */
   'skip-output-reservation',
+  /** With API keys, /health tells anyone its detail (a router's workers, their internal addresses and loads), not only the admin key. */
+  'open-health',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];
