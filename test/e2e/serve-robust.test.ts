@@ -7,6 +7,8 @@
 //   - n = 16 choices and 12 concurrent requests raise no MaxListenersExceededWarning;
 //   - a 4 MiB prompt is refused from its length alone, before tokenization (it froze the
 //     server for minutes before: bench/robust.mjs), and a 24 MiB body gets a 413.
+// Negative controls at the end: a second `serve` with skip-http-guard, skip-request-limits and
+// skip-prompt-bound (armed through TESSERA_FAULT, as a deployment would be) fails the same checks.
 import { connect, type Socket } from 'node:net';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -27,13 +29,13 @@ afterAll(async () => {
   await home?.remove();
 });
 
-const port = (): number => Number(new URL(server.url).port);
+const port = (of: Server = server): number => Number(new URL(of.url).port);
 
 /** Opens a raw connection, writes `bytes`, resolves with everything the server sent until it closed. */
-function raw(bytes: string, timeoutMs = 10_000): Promise<{ text: string; closedAfterMs: number }> {
+function raw(bytes: string, timeoutMs = 10_000, to: Server = server): Promise<{ text: string; closedAfterMs: number }> {
   return new Promise((resolve, reject) => {
     const started = Date.now();
-    const socket = connect({ host: '127.0.0.1', port: port() });
+    const socket = connect({ host: '127.0.0.1', port: port(to) });
     let text = '';
     const timer = setTimeout(
       () => (socket.destroy(), reject(new Error(`no close within ${timeoutMs} ms; got ${JSON.stringify(text)}`))),
@@ -163,5 +165,52 @@ describe('tessera serve under a hostile client', () => {
       ),
     );
     expect(server.stderr()).not.toMatch(/MaxListenersExceededWarning/);
+  });
+});
+
+describe('negative controls: `serve` with skip-http-guard, skip-request-limits and skip-prompt-bound', () => {
+  let faulty: Server;
+  beforeAll(async () => {
+    faulty = await startServer(['--context-length', '512'], home.dir, {
+      TESSERA_HTTP_LIMITS: `idleMs=1000,maxConnections=${CAP}`,
+      TESSERA_ALLOW_FAULTS: '1',
+      TESSERA_FAULT: 'skip-http-guard,skip-request-limits,skip-prompt-bound',
+    });
+  });
+  afterAll(async () => {
+    await faulty?.stop();
+  });
+  const badLength = 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n';
+  /** How a 200 KB prompt (past the byte bound of context 512) is refused: from its length, or after tokenizing it. */
+  const overlong = async (to: Server): Promise<string> => {
+    const error = await to
+      .client()
+      .completions.create({ model: 'builtin:tiny', prompt: 'a '.repeat(100_000), max_tokens: 1 })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    return /your prompt is \d+ bytes long/.test(String((error as Error | undefined)?.message))
+      ? 'from its length'
+      : 'after tokenizing';
+  };
+
+  it("a framing error gets Node's empty 400, not an OpenAI body", async () => {
+    expect(parseResponse((await raw(badLength)).text).body.error?.code).toBe('bad_framing');
+    const { text } = await raw(badLength, 10_000, faulty);
+    expect(text).toMatch(/^HTTP\/1\.1 400/);
+    expect(() => parseResponse(text)).toThrow(); // no JSON body
+  });
+
+  it('a request past a wire limit is accepted (top_k = 2^31)', async () => {
+    const r = await faulty
+      .client()
+      .completions.create({ model: 'builtin:tiny', prompt: 'hello', max_tokens: 2, top_k: 2 ** 31 } as never);
+    expect(r.choices).toHaveLength(1);
+  });
+
+  it('a prompt past the byte bound is tokenized before it is refused', async () => {
+    expect(await overlong(server)).toBe('from its length');
+    expect(await overlong(faulty)).toBe('after tokenizing');
   });
 });
