@@ -67,7 +67,13 @@ describe("/health's detail with API keys", () => {
     const t = await startTestServer({ apiKeys: KEYS, adminKey: 'key-admin', faults });
     try {
       const as = async (key: string | undefined) => {
-        const r = await send(t.url, 'GET', '/health', undefined, key === undefined ? {} : { authorization: `Bearer ${key}` });
+        const r = await send(
+          t.url,
+          'GET',
+          '/health',
+          undefined,
+          key === undefined ? {} : { authorization: `Bearer ${key}` },
+        );
         return `${r.status} ${Object.keys(r.json as object).join(',')}`;
       };
       return [await as(undefined), await as('key-alice'), await as('key-admin')];

@@ -63,7 +63,9 @@ function summary(text: string): string {
 /** The three checks against one server: a bad Content-Length, a silent client, one client past the cap. */
 async function hostileClients(faults: FaultSet): Promise<Record<string, string>> {
   const port = await guarded(faults);
-  const framing = summary(await exchange(port, 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n'));
+  const framing = summary(
+    await exchange(port, 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n'),
+  );
   const idle = summary(await exchange(port, ''));
   const held = await Promise.all(
     Array.from(

@@ -404,7 +404,12 @@ export class PdRouter {
     if (live.waitingSinceMs === undefined && unavailable === undefined) this.#queueStats.waited++;
     live.waitingSinceMs = since;
     const queues = !this.#o.faults.has('no-pd-wait-queue'); // test-only: the 503 at once of before the queue
-    if (unavailable === undefined && queues && !this.#closed && this.#queue.park(live, since, now, live.submissions > 0)) {
+    if (
+      unavailable === undefined &&
+      queues &&
+      !this.#closed &&
+      this.#queue.park(live, since, now, live.submissions > 0)
+    ) {
       live.queued = true;
       this.#queueTimer ??= setTimeout(() => this.#onQueueTimer(), WAIT_RETRY_MS);
       return;

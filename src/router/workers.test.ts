@@ -83,7 +83,13 @@ describe('WorkerRegistry health polling', () => {
    */
   async function afterRouterStalls(faults: FaultSet): Promise<[string, number]> {
     const w = await fakeWorker();
-    const r = new WorkerRegistry({ prefills: [], decodes: [w.url], pollIntervalMs: 60_000, fetchTimeoutMs: 1000, faults });
+    const r = new WorkerRegistry({
+      prefills: [],
+      decodes: [w.url],
+      pollIntervalMs: 60_000,
+      fetchTimeoutMs: 1000,
+      faults,
+    });
     await r.pollAll();
     const entry = r.entries[0]!;
     for (let i = 0; i < MAX_SLOW_POLLS; i++) {

@@ -49,12 +49,10 @@ const client = (url = routerUrl) => new OpenAI({ baseURL: `${url}/v1`, apiKey: K
 async function wireLimitRound(url: string): Promise<{ bad: unknown[]; goodFinished: number }> {
   const c = client(url);
   const good = Array.from({ length: 30 }, (_, i) =>
-    c.completions
-      .create({ model: 'builtin:tiny', prompt: promptIds(20, 100 + i), max_tokens: 8, temperature: 0 })
-      .then(
-        (r) => r.choices[0]?.finish_reason === 'length',
-        () => false,
-      ),
+    c.completions.create({ model: 'builtin:tiny', prompt: promptIds(20, 100 + i), max_tokens: 8, temperature: 0 }).then(
+      (r) => r.choices[0]?.finish_reason === 'length',
+      () => false,
+    ),
   );
   const bad = (
     [
@@ -78,7 +76,12 @@ async function burst(url: string): Promise<{ failures: string[]; seconds: number
   const results = await Promise.all(
     Array.from({ length: 24 }, (_, i) =>
       c.completions
-        .create({ model: 'builtin:tiny', prompt: promptIds(250, 3000 + i * 11), max_tokens: 16, ignore_eos: true } as never)
+        .create({
+          model: 'builtin:tiny',
+          prompt: promptIds(250, 3000 + i * 11),
+          max_tokens: 16,
+          ignore_eos: true,
+        } as never)
         .then(
           () => 'ok',
           (e: unknown) => String(e),
@@ -153,7 +156,9 @@ describe('negative control: `up` with skip-request-limits, close-on-bad-reserve 
 
   it('the requests past a wire limit reach decode, which closes the connection the others share', async () => {
     const { bad, goodFinished } = await wireLimitRound(faultyUrl);
-    process.stdout.write(`negative control: ${goodFinished} of 30 good requests finished; bad ones: ${JSON.stringify(bad)}\n`);
+    process.stdout.write(
+      `negative control: ${goodFinished} of 30 good requests finished; bad ones: ${JSON.stringify(bad)}\n`,
+    );
     expect(bad).not.toContain('top_k');
     expect(goodFinished).toBeLessThan(30); // the close failed requests that broke no rule
     const decode = await detail({ url: faultyDecode });
