@@ -48,6 +48,8 @@ export const FAULT_NAMES = [
   'ignore-host-loss',
   /** The router's prefix index matches a request against every tenant's cached blocks, not only its own tenant's. */
   'share-prefix-index-across-tenants',
+  /** A prefill reports the positions its step in flight is still writing as computed (their sends read unfinished slots). */
+  'send-in-flight',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];
