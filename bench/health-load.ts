@@ -59,7 +59,8 @@ async function pollHealth(until: () => boolean): Promise<number[]> {
 }
 
 const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'none', maxRetries: 0, timeout: 600_000 });
-const prompt = (i: number): number[] => Array.from({ length: INPUT_LEN }, (_, j) => 3 + ((j * 7919 + i * 131) % 31_000));
+const prompt = (i: number): number[] =>
+  Array.from({ length: INPUT_LEN }, (_, j) => 3 + ((j * 7919 + i * 131) % 31_000));
 try {
   await oneRequest(client, prompt(999), 8, performance.now()); // warm-up
   const idleUntil = performance.now() + IDLE_S * 1000;

@@ -24,7 +24,9 @@ const flag = (name: string): string | undefined => {
 };
 const BEFORE = flag('--before');
 if (BEFORE === undefined) {
-  process.stderr.write('bench:prefill-overlap: --before DIR (the package root of the build to compare with) is required\n');
+  process.stderr.write(
+    'bench:prefill-overlap: --before DIR (the package root of the build to compare with) is required\n',
+  );
   process.exit(2);
 }
 const ROUNDS = Number(flag('--rounds') ?? 2);
