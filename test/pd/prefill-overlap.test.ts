@@ -8,7 +8,7 @@
 // machine's page check before each send (stamps cover finished steps only) refuses it, and
 // `skip-page-check` on prefill is the negative control.
 import { afterEach, describe, expect, it } from 'vitest';
-import { createApiServer, type ApiServer } from '../api/index.js';
+import { createApiServer, type ApiServer } from '../../src/api/index.js';
 import {
   asRequestId,
   DEFAULT_TENANT,
@@ -20,13 +20,21 @@ import {
   type BatchItem,
   type GenerateEvent,
   type Tag,
-} from '../core/index.js';
-import type { ItemResult } from '../model/index.js';
-import { PagePool } from '../pages/index.js';
-import { PdRouter } from '../router/index.js';
-import type { StepRunner } from './engine-loop.js';
-import { DecodeWorker, PrefillWorker } from './index.js';
-import { argmaxSampler, EOS, fakePool, fakeTokenizer, nextToken, tok, VOCAB_SIZE } from './testing/fake-engine.js';
+} from '../../src/core/index.js';
+import type { ItemResult } from '../../src/model/index.js';
+import { PagePool } from '../../src/pages/index.js';
+import { PdRouter } from '../../src/router/index.js';
+import type { StepRunner } from '../../src/worker/index.js';
+import { DecodeWorker, PrefillWorker } from '../../src/worker/index.js';
+import {
+  argmaxSampler,
+  EOS,
+  fakePool,
+  fakeTokenizer,
+  nextToken,
+  tok,
+  VOCAB_SIZE,
+} from '../../src/worker/testing/fake-engine.js';
 
 const SECRET = 'prefill-overlap-cluster-secret-0123456789';
 const codec = { vocabSize: VOCAB_SIZE, encode: () => [], renderChat: () => '', tokenText: () => '' };
