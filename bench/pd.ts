@@ -7,7 +7,9 @@
 //
 //   node --import ./bench/lib/register-ts.mjs bench/pd.ts [--quick] [--chats 8] [--chat-len 150]
 //        [--chat-out 48] [--long-len 940] [--long-every-s 6] [--duration-s 30] [--model PATH]
-//        [--modes colocated,pd]
+//        [--modes colocated,pd] [--before DIR]
+// --before DIR: every mode runs twice in the same run, first on the build at DIR (a package root:
+// package.json, bin/, dist/) as `<mode>@before`, then on this one; the ratios are printed last.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus } from 'node:os';
@@ -31,6 +33,12 @@ const LONG_OUT = 16;
 const LONG_EVERY_S = Number(flag('--long-every-s') ?? 6);
 const DURATION_S = Number(flag('--duration-s') ?? (quick ? 15 : 30));
 const MODES = (flag('--modes') ?? 'colocated,pd').split(',') as ('colocated' | 'pd')[];
+const BEFORE = flag('--before');
+/** Each run: a mode on a build (BEFORE's, then this one). */
+const RUNS = MODES.flatMap((mode) => [
+  ...(BEFORE === undefined ? [] : [{ mode, label: `${mode}@before`, root: BEFORE }]),
+  { mode, label: mode, root: '.' },
+]);
 /** The SLO goodput counts against (stated in the output): a chat meets it with both. */
 const SLO = { ttftMs: 2000, tpotMs: 150 };
 
@@ -39,8 +47,10 @@ interface Server {
   readonly child: ChildProcess;
 }
 
-function start(argv: string[]): Promise<Server> {
-  const child = spawn(process.execPath, ['bin/tessera.js', ...argv], { stdio: ['ignore', 'pipe', 'inherit'] });
+function start(root: string, argv: string[]): Promise<Server> {
+  const child = spawn(process.execPath, [join(root, 'bin', 'tessera.js'), ...argv], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   let out = '';
   return new Promise((resolve, reject) => {
     child.on('exit', (code) => reject(new Error(`tessera ${argv[0]} exited with code ${code} before listening`)));
@@ -52,12 +62,12 @@ function start(argv: string[]): Promise<Server> {
   });
 }
 
-async function startMode(mode: 'colocated' | 'pd', model: string): Promise<Server> {
+async function startMode(mode: 'colocated' | 'pd', model: string, root: string): Promise<Server> {
   const common = ['--model', model, '--served-model-name', 'm100', '--port', '0', '--max-running-requests', '32'];
-  if (mode === 'colocated') return start(['serve', ...common]);
+  if (mode === 'colocated') return start(root, ['serve', ...common]);
   const n = availableParallelism();
   const pins = n >= 2 ? ['--cpus', `prefill=0,decode=${n >= 3 ? '1-' + (n - 1) : '1'},router=0`] : [];
-  return start(['up', ...common, ...pins]);
+  return start(root, ['up', ...common, ...pins]);
 }
 
 interface Phase {
@@ -126,8 +136,9 @@ console.log(
 );
 const results: Record<string, unknown> = {};
 const series: Series[] = [];
-for (const mode of MODES) {
-  const server = await startMode(mode, model);
+const ratios: Record<string, number> = {};
+for (const { mode, label, root } of RUNS) {
+  const server = await startMode(mode, model, root);
   try {
     const rng = new Rng(0);
     const t0 = performance.now();
@@ -145,15 +156,16 @@ for (const mode of MODES) {
       chatsWithLong: summary(mixed.chats, mixed.durationS),
       long: summary(mixed.long, mixed.durationS),
     };
-    results[mode] = r;
-    series.push({ label: `${mode}, chats alone`, itl: alone.chats.flatMap((x) => x.itlMs), points: [] });
+    results[label] = r;
+    series.push({ label: `${label}, chats alone`, itl: alone.chats.flatMap((x) => x.itlMs), points: [] });
     series.push({
-      label: `${mode}, with long prompts`,
+      label: `${label}, with long prompts`,
       itl: mixed.chats.flatMap((x) => x.itlMs),
       points: mixed.chats.flatMap((x) => x.itlAt),
     });
     const ratio = r.chatsWithLong.itlMs.p99 / Math.max(1e-9, r.chatsAlone.itlMs.median);
-    console.log(`\n== ${mode}`);
+    ratios[label] = ratio;
+    console.log(`\n== ${label}`);
     for (const [name, s] of Object.entries(r)) {
       console.log(
         `${name.padEnd(14)} n=${String(s.completed).padStart(4)}  TTFT mean/p50/p99 ${s.ttftMs.mean.toFixed(0)}/${s.ttftMs.median.toFixed(0)}/${s.ttftMs.p99.toFixed(0)} ms  ` +
@@ -165,6 +177,13 @@ for (const mode of MODES) {
   } finally {
     server.child.kill('SIGTERM');
     await new Promise((resolve) => server.child.once('exit', resolve));
+  }
+}
+if (BEFORE !== undefined) {
+  console.log(`\nthe same run, this build against ${BEFORE} (chats' ITL p99 with long prompts / ITL median alone):`);
+  for (const mode of MODES) {
+    const [b, a] = [ratios[`${mode}@before`] ?? NaN, ratios[mode] ?? NaN];
+    console.log(`${mode.padEnd(10)} before ${b.toFixed(2)}x  after ${a.toFixed(2)}x`);
   }
 }
 const stamp = new Date().toISOString().replace(/[:.]/g, '-');

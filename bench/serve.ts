@@ -7,6 +7,12 @@
 //
 //   node --import ./bench/lib/register-ts.mjs bench/serve.ts [--quick] [--concurrency 1,4,16]
 //        [--input-len 128] [--output-len 64] [--prompts-per-client 4] [--model PATH] [--deterministic]
+//        [--against-decode]
+// --against-decode: after the server has stopped, the same process measures bench:decode's figure
+// for the same model and lengths (the engine in this process, 16 prompts of --input-len decoding
+// --output-len tokens each, decode tokens/s over decode time, best of 3) and prints serve's
+// concurrency-16 throughput beside it: the output token throughput (prefill and request turnover
+// included) and the decode rate (16 / median TPOT), each as a fraction of the decode figure.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
@@ -14,7 +20,8 @@ import { availableParallelism, cpus, homedir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { Rng } from '../src/core/index.js';
-import { genModel } from '../src/model/index.js';
+import { createEngine, generate, genModel, loadModel } from '../src/model/index.js';
+import { samplingParams } from '../src/core/index.js';
 import { linePanelsSvg, svgPathFor } from './lib/svg-plot.js';
 
 const args = process.argv.slice(2);
@@ -28,6 +35,8 @@ const INPUT_LEN = Number(flag('--input-len') ?? (quick ? 32 : 128));
 const OUTPUT_LEN = Number(flag('--output-len') ?? (quick ? 16 : 64));
 const PROMPTS_PER_CLIENT = Number(flag('--prompts-per-client') ?? (quick ? 2 : 4));
 const DETERMINISTIC = args.includes('--deterministic');
+const AGAINST_DECODE = args.includes('--against-decode');
+const AGAINST_BATCH = 16;
 const HOME = process.env['TESSERA_HOME'] ?? join(homedir(), '.cache', 'tessera');
 
 async function m100(): Promise<string> {
@@ -200,7 +209,52 @@ try {
     print(level);
   }
 } finally {
+  const exited = new Promise((resolve) => server.child.once('exit', resolve));
   server.child.kill('SIGTERM');
+  await exited;
+}
+
+/** bench:decode's figure in this process: decode tok/s of AGAINST_BATCH requests, best of `runs`. */
+async function decodeFigure(runs = 3): Promise<number> {
+  const engine = await createEngine(await loadModel(model), {
+    kvPages: Math.ceil((AGAINST_BATCH * (INPUT_LEN + OUTPUT_LEN)) / 16) + 16,
+    threads: availableParallelism(),
+    deterministic: DETERMINISTIC,
+  });
+  const rng = new Rng(1);
+  const sampling = samplingParams({ maxTokens: OUTPUT_LEN, ignoreEos: true });
+  let best = 0;
+  try {
+    for (let r = 0; r <= runs; r++) {
+      const requests = Array.from({ length: AGAINST_BATCH }, () => ({
+        promptIds: Array.from({ length: INPUT_LEN }, () => 3 + rng.int(31_000)),
+        sampling,
+      }));
+      const { timing } = await generate(engine.runner, requests);
+      if (r > 0) best = Math.max(best, timing.numDecodeTokens / (timing.decodeMs / 1000)); // run 0 warms up
+    }
+  } finally {
+    await engine.dispose();
+  }
+  return best;
+}
+let against: { decodeTokensPerS: number; serveOutputShare: number; serveDecodeShare: number } | undefined;
+const level16 = levels.find((l) => l.concurrency === AGAINST_BATCH);
+if (AGAINST_DECODE && level16 !== undefined) {
+  const decodeTokensPerS = await decodeFigure();
+  const serveDecodeRate = AGAINST_BATCH / (level16.tpotMs.median / 1000);
+  against = {
+    decodeTokensPerS,
+    serveOutputShare: level16.outputThroughput / decodeTokensPerS,
+    serveDecodeShare: serveDecodeRate / decodeTokensPerS,
+  };
+  console.log(
+    `\nbench:decode's batch-${AGAINST_BATCH} figure, measured now in this process: ${decodeTokensPerS.toFixed(1)} tok/s\n` +
+      `serve at concurrency ${AGAINST_BATCH}: output ${level16.outputThroughput.toFixed(1)} tok/s = ${against.serveOutputShare.toFixed(2)}x of it; ` +
+      `decode rate (${AGAINST_BATCH} / median TPOT) ${serveDecodeRate.toFixed(1)} tok/s = ${against.serveDecodeShare.toFixed(2)}x (target >= 0.8x)`,
+  );
+} else if (AGAINST_DECODE) {
+  console.log(`\n--against-decode needs concurrency ${AGAINST_BATCH} in --concurrency`);
 }
 console.log('\nconcurrency  req/s   out tok/s  TTFT p50 (ms)  ITL p50 (ms)  ITL p99 (ms)');
 for (const l of levels) {
@@ -213,7 +267,7 @@ const out = join('bench', 'results', `serve-${new Date().toISOString().replace(/
 await mkdir(join('bench', 'results'), { recursive: true });
 await writeFile(
   out,
-  `${JSON.stringify({ model, kernels: server.kernels, deterministic: DETERMINISTIC, inputLen: INPUT_LEN, outputLen: OUTPUT_LEN, cpu: cpus()[0]?.model, threads: availableParallelism(), levels }, null, 2)}\n`,
+  `${JSON.stringify({ model, kernels: server.kernels, deterministic: DETERMINISTIC, inputLen: INPUT_LEN, outputLen: OUTPUT_LEN, cpu: cpus()[0]?.model, threads: availableParallelism(), levels, against: against ?? null }, null, 2)}\n`,
 );
 const byConcurrency = (y: (l: Level) => number) => levels.map((l) => ({ x: l.concurrency, y: y(l) }));
 await writeFile(

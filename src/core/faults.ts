@@ -66,6 +66,8 @@ export const FAULT_NAMES = [
   'skip-output-reservation',
   /** With API keys, /health tells anyone its detail (a router's workers, their internal addresses and loads), not only the admin key. */
   'open-health',
+  /** A prefill reports the positions its step in flight is still writing as computed (their sends read unfinished slots). */
+  'send-in-flight',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

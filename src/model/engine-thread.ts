@@ -16,6 +16,10 @@
 // Why a landing cannot need a lent page: it writes only pages of a request that is receiving,
 // and the scheduler plans only prefilling or decoding requests; the ledger gives each page one
 // owner. The lend check makes that argument a checked invariant, not a hope.
+// Reads beside a step are allowed: a prefill gathers the slots earlier steps finished (stamped
+// only after this thread replied) while the next step computes, and the step in flight writes
+// only from its items' start positions on, so a lent page's finished slots are read, never torn
+// (src/worker/prefill-worker.ts; `send-in-flight` is the negative control's bug).
 // It must never run two steps at once, or resolve a step before the thread replied.
 import { Worker } from 'node:worker_threads';
 import { assert, InvariantError, NO_FAULTS, type FaultSet } from '../core/index.js';

@@ -21,6 +21,14 @@ describe('the step cost model', () => {
     expect(fit?.msPerToken).toBeCloseTo(0.5, 6);
   });
 
+  it('keeps its last fit through a run of steps of one size (decodes only, between prompts)', () => {
+    const m = new StepCostModel(0.8);
+    for (const n of [8, 256]) m.observe(n, machine(n));
+    const fit = m.fit();
+    for (let i = 0; i < 200; i++) m.observe(8, machine(8));
+    expect(m.fit()).toEqual(fit);
+  });
+
   it('follows the machine when it slows down: older steps weigh less', () => {
     const m = new StepCostModel(0.8);
     for (const n of [8, 256, 8, 256]) m.observe(n, machine(n));
@@ -44,9 +52,14 @@ describe('the step budget', () => {
     return b;
   };
 
-  it('puts no cap on a step without decodes, nor before it can predict', () => {
+  it('puts no cap on a step without decodes; before it can predict, a cautious one beside decodes', () => {
     expect(calibrated().prefillCap(0)).toBe(Infinity);
-    expect(new StepBudget().prefillCap(8)).toBe(Infinity);
+    expect(new StepBudget().prefillCap(0)).toBe(Infinity);
+    expect(new StepBudget().prefillCap(8)).toBe(32);
+    expect(new StepBudget({ uncalibratedPrefillTokens: 64 }).prefillCap(8)).toBe(64);
+    const b = new StepBudget();
+    for (let i = 0; i < 5; i++) b.observe(256, machine(256)); // full chunks only: still no slope
+    expect(b.prefillCap(8)).toBe(32);
   });
 
   it('with a fixed budget, caps prefill at what fits beside the decodes', () => {
@@ -70,6 +83,7 @@ describe('the step budget', () => {
     expect(() => new StepBudget({ maxStepMs: 0 })).toThrow(RangeError);
     expect(() => new StepBudget({ autoFactor: 0.5 })).toThrow(RangeError);
     expect(() => new StepBudget({ minPrefillTokens: 0 })).toThrow(RangeError);
+    expect(() => new StepBudget({ uncalibratedPrefillTokens: 1.5 })).toThrow(RangeError);
   });
 });
 

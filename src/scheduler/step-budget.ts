@@ -9,8 +9,12 @@
 //
 // The model: ms(step) = fixedMs + msPerToken * numTokens, a least-squares line over the recent
 // steps (each older step weighs `decay` times less), so it follows the machine's load. Until
-// the steps seen span two sizes the slope is unknown and there is no cap (the first mixed step
-// calibrates it; decode-only steps and chunk-only steps alone do not).
+// the steps seen span two sizes the slope is unknown, and prefill beside decodes gets a cautious
+// `uncalibratedPrefillTokens` (the first mixed step calibrates it; decode-only steps and
+// chunk-only steps alone do not). Measured on bench:pd, the cap used to be none at all here: a
+// server whose first steps were all full chunks put a 251-token chunk beside five decodes (a
+// 720 ms step, 10x their own). Once fitted, a later run of steps of one size (decodes only,
+// between prompts) keeps the last fit instead of forgetting it, for the same reason.
 //
 // The budget: `maxStepMs` when set; otherwise `autoFactor` x the predicted time of the step's
 // decodes alone, never under `minAutoMs`: prefill may at most double a decode step's time by
@@ -28,6 +32,8 @@ export interface StepBudgetOptions {
   readonly minPrefillTokens?: number;
   /** Weight kept by older steps per new one (default 0.95: about the last 20 steps count). */
   readonly decay?: number;
+  /** Prefill tokens beside decodes while the cost model has never fitted (default 32). */
+  readonly uncalibratedPrefillTokens?: number;
 }
 
 export interface StepCostFit {
@@ -43,6 +49,7 @@ export class StepCostModel {
   #y = 0;
   #xx = 0;
   #xy = 0;
+  #last: StepCostFit | undefined;
 
   constructor(decay = 0.95) {
     if (!(decay > 0 && decay <= 1)) throw new RangeError(`decay must be in (0, 1], got ${decay}`);
@@ -60,19 +67,23 @@ export class StepCostModel {
     this.#xy = this.#xy * d + numTokens * ms;
   }
 
-  /** The fitted line; undefined until the steps seen differ enough in size to give a slope. */
+  /**
+   * The fitted line; undefined until the steps seen differ enough in size to give a slope. When
+   * the recent steps stop differing (a run of decode-only steps), the last fit with a slope stands.
+   */
   fit(): StepCostFit | undefined {
     const w = this.#w;
     if (w === 0) return undefined;
     const meanX = this.#x / w;
     const varX = this.#xx / w - meanX * meanX;
-    // Steps of (nearly) one size only: the slope is unknown.
-    if (!(varX > Math.max(1, 0.01 * meanX * meanX))) return undefined;
+    // Steps of (nearly) one size only: the slope is unknown now.
+    if (!(varX > Math.max(1, 0.01 * meanX * meanX))) return this.#last;
     const meanY = this.#y / w;
     const slope = (this.#xy / w - meanX * meanY) / varX;
     // A step never gets cheaper with more tokens; noise may say so for a while.
     const msPerToken = Math.max(slope, 1e-6);
-    return { fixedMs: Math.max(0, meanY - msPerToken * meanX), msPerToken };
+    this.#last = { fixedMs: Math.max(0, meanY - msPerToken * meanX), msPerToken };
+    return this.#last;
   }
 }
 
@@ -88,12 +99,15 @@ export class StepBudget {
       minAutoMs: options.minAutoMs ?? 20,
       minPrefillTokens: options.minPrefillTokens ?? 16,
       decay: options.decay ?? 0.95,
+      uncalibratedPrefillTokens: options.uncalibratedPrefillTokens ?? 32,
     };
     if (o.maxStepMs !== undefined && !(o.maxStepMs > 0))
       throw new RangeError(`maxStepMs must be positive, got ${o.maxStepMs}`);
     if (!(o.autoFactor >= 1)) throw new RangeError(`autoFactor must be at least 1, got ${o.autoFactor}`);
-    if (!(Number.isInteger(o.minPrefillTokens) && o.minPrefillTokens >= 1)) {
-      throw new RangeError(`minPrefillTokens must be a positive integer, got ${o.minPrefillTokens}`);
+    for (const name of ['minPrefillTokens', 'uncalibratedPrefillTokens'] as const) {
+      if (!(Number.isInteger(o[name]) && o[name] >= 1)) {
+        throw new RangeError(`${name} must be a positive integer, got ${o[name]}`);
+      }
     }
     this.#o = o;
     this.model = new StepCostModel(o.decay);
@@ -114,13 +128,14 @@ export class StepBudget {
 
   /**
    * Most prefill tokens beside `numDecodes` decodes (one token each); Infinity with no decodes
-   * (nothing to protect: the whole chunk goes) or while the model cannot predict yet.
+   * (nothing to protect: the whole chunk goes); `uncalibratedPrefillTokens` while the model
+   * cannot predict yet (a mixed step of that size calibrates it).
    */
   prefillCap(numDecodes: number): number {
     if (numDecodes === 0) return Infinity;
     const fit = this.model.fit();
     const budget = this.budgetMs(numDecodes);
-    if (fit === undefined || budget === undefined) return Infinity;
+    if (fit === undefined || budget === undefined) return this.#o.uncalibratedPrefillTokens;
     const room = (budget - fit.fixedMs) / fit.msPerToken - numDecodes;
     return Math.max(this.#o.minPrefillTokens, Math.floor(room));
   }

@@ -5,12 +5,16 @@
 //   1. plan = scheduler.schedule(cap); plan.events (ends decided while planning) go out; cap is
 //      the step budget's prefill cap (scheduler/step-budget.ts), sized from measured steps
 //   2. results = await runner.step(plan.items)  (page checks, K/V writes, stamps, logits); the
-//      step's milliseconds (the `now` clock around it) go to the step budget's cost model
+//      step's milliseconds (the `now` clock around it) go to the step budget's cost model.
+//      Right after runner.step() was called (the forward pass is on the engine thread now) the
+//      role's `beside` runs: work that reads what earlier steps finished (a prefill's KvChunk
+//      sends) overlaps this step's compute instead of waiting between steps
 //   3. sample every item that wanted logits (step-results.ts), while its logits are valid
 //   4. events = scheduler.complete(results) go out to the role (onEvents), synchronously
 //   5. checkIntegrity() around the step when `checkEveryStep` (tests), else only when idle
 //   6. yield to the event loop (setImmediate), so HTTP, aborts and new requests get in
-// With nothing running or waiting it checks integrity once and sleeps until wake().
+// With nothing running or waiting it runs `beside` (nothing follows to overlap it with), checks
+// integrity once and sleeps until wake(); a turn that planned nothing runs `beside` too.
 //
 // A throw from the runner, the scheduler or an integrity check is a bug (a broken invariant):
 // the loop stops, calls onFatal, and does not step again. It must never run two steps at once
@@ -45,6 +49,14 @@ export interface EngineLoopOptions {
    * failure shows when its mask is asked for).
    */
   readonly prepareSampling?: (items: readonly BatchItem[]) => Promise<void>;
+  /**
+   * The role's work beside the step in flight, called once per turn right after runner.step()
+   * was called, or when no step follows (idle, or nothing planned). It sees the scheduler as of
+   * the last complete() plus the plan in flight: a request's numComputed counts finished steps
+   * only, and the stamps cover exactly those positions (the runner stamps after the step), so
+   * reading stamped slots never touches a slot the step in flight writes. Must not throw.
+   */
+  readonly beside?: () => void;
   /** How long to wait before planning again when requests wait but none could run (ms). */
   readonly stalledRetryMs?: number;
   /** The time budget of a step with decodes (--max-step-ms): ms, 'auto' (default) or 'off'. */
@@ -146,6 +158,7 @@ export class EngineLoop {
     const { scheduler } = this.#o;
     while (!this.#closing) {
       if (scheduler.numRunning + scheduler.numWaiting === 0) {
+        this.#o.beside?.();
         scheduler.checkIntegrity();
         this.#numIdleChecks++;
         await this.#sleepUntilWoken();
@@ -164,10 +177,15 @@ export class EngineLoop {
     const budget = this.#budget;
     const plan = o.scheduler.schedule(budget === undefined ? undefined : (n) => budget.prefillCap(n));
     if (plan.events.length > 0) o.onEvents(plan.events);
-    if (plan.items.length === 0) return false;
+    if (plan.items.length === 0) {
+      o.beside?.();
+      return false;
+    }
     if (o.checkEveryStep) o.scheduler.checkIntegrity(); // with the step in flight, too
     const started = this.#now();
-    const [outputs] = await Promise.all([o.runner.step(plan.items), o.prepareSampling?.(plan.items)]);
+    const stepping = Promise.all([o.runner.step(plan.items), o.prepareSampling?.(plan.items)]);
+    o.beside?.(); // the forward pass was handed over synchronously: this overlaps it
+    const [outputs] = await stepping;
     this.#lastStepMs = this.#now() - started;
     this.#stepMsTotal += this.#lastStepMs;
     this.#numItemsStepped += plan.items.length;

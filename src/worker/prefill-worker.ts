@@ -6,11 +6,12 @@
 // Life of a request on a prefill node (R = router, D = decode):
 //   1. R: Prefill -> machine -> host.admit -> scheduler.admit (this node's own limits: context
 //      length, pool): refused -> Rejected -> R before any page or byte
-//   2. the engine loop computes the prompt chunk by chunk; after every step the worker reports
-//      progress (`computed`: positions [0, n) stamped in these tags), the machine sends KvChunk
-//      frames for the new positions straight away (the transfer overlaps the compute)
-//   3. scheduler `prefilled` (the last chunk, first token sampled) -> `computeDone`: the last
-//      frames and KvDone -> D; the pages stay held
+//   2. the engine loop computes the prompt chunk by chunk; once step N is complete and step N+1
+//      is on the engine thread, the worker reports step N's progress (`computed`: positions
+//      [0, n) stamped in these tags) and the machine gathers, checksums and sends KvChunk frames
+//      for the new positions while step N+1 computes (the loop's `beside`)
+//   3. scheduler `prefilled` (the last chunk, first token sampled) -> `computeDone`, handed over
+//      the same way: the last frames and KvDone -> D; the pages stay held
 //   4. D: Ack -> host.release -> scheduler.release: the pages go to the prefix cache or free
 //   Abort / a lost connection: host.stop -> scheduler.abort; a step in flight still writes the
 //   pages: 'stopping', and `computeStopped` once the step is over -> AbortAck.
@@ -20,7 +21,16 @@
 //
 // Inputs are applied as they arrive, not only between steps: every scheduler verb used here is
 // safe at any time (an abort of an item in flight is deferred to complete()), and the machine
-// reads pages only on `computed`/`computeDone`, which the worker sends after a step.
+// reads pages only on `computed`/`computeDone`, which the worker sends beside the next step.
+//
+// Why a send never reads a slot the step in flight writes (docs/ARCHITECTURE.md, "Threads"):
+// the progress reported is the scheduler's numComputed, which counts finished steps only, read
+// after the next plan (so a request preempted by that plan reports nothing, and its tags are
+// the current ones); the step in flight writes this request's positions [numComputed, ...) and
+// other requests' own pages (the ledger gives a page one owner; cached pages are never written).
+// The machine's checkRead before every send makes it a checked invariant: the runner stamps a
+// slot only after the thread replied, so an unstamped (in-flight) slot fails the send honestly.
+// `send-in-flight` is that bug on purpose (progress up to the end of the step in flight).
 // Must never: send a byte for a prompt this node refused, or report progress it did not compute.
 import {
   InvariantError,
@@ -36,6 +46,7 @@ import {
   type RequestId,
   type SamplingParams,
   type Tag,
+  type BatchItem,
 } from '../core/index.js';
 import type { Owner, PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
@@ -81,6 +92,11 @@ export class PrefillWorker {
   readonly #loop: EngineLoop;
   readonly #driver: MachineDriver<PrefillInput, PrefillEffect>;
   readonly #jobs = new Map<RequestId, Job>();
+  /** Prompts whose last chunk finished: computeDone goes to the machine beside the next step. */
+  #done: Extract<PrefillInput, { kind: 'computeDone' }>[] = [];
+  /** The items of the step in flight (for `send-in-flight` only). */
+  #inFlight: readonly BatchItem[] = [];
+  readonly #sendInFlight: boolean;
 
   /** Listens on the cluster address (prefill dials decode to push frames; the router dials us), then starts the loop. */
   static async start(options: PdWorkerOptions): Promise<PrefillWorker> {
@@ -99,6 +115,7 @@ export class PrefillWorker {
     this.pool = pool;
     this.transport = transport;
     this.scheduler = schedulerFor('prefill', options);
+    this.#sendInFlight = faults.has('send-in-flight');
     const host: PrefillHost = {
       pool,
       model: options.modelFingerprint,
@@ -119,7 +136,14 @@ export class PrefillWorker {
     );
     this.#loop = new EngineLoop({
       scheduler: this.scheduler,
-      runner: new HookedRunner(options.runner, { before: () => new Set(), after: () => this.#afterStep() }),
+      runner: new HookedRunner(options.runner, {
+        before: (items) => {
+          this.#inFlight = items;
+          return new Set();
+        },
+        after: () => undefined,
+      }),
+      beside: () => this.#besideStep(),
       sampler: options.sampler,
       samplingOf: (rid) => {
         const job = this.#jobs.get(rid);
@@ -264,7 +288,7 @@ export class PrefillWorker {
           if (job === undefined) continue;
           job.reported = event.numTokens;
           job.constraint?.dispose(); // its one token is sampled; decode rebuilds the state from it
-          this.#driver.handle({
+          this.#done.push({
             kind: 'computeDone',
             rid: event.rid,
             tags: event.tags,
@@ -287,8 +311,16 @@ export class PrefillWorker {
     }
   }
 
-  /** After each step: stopped requests are let go; computed positions go out as frames. */
-  #afterStep(): void {
+  /**
+   * Beside the step in flight (or when none follows): stopped requests are let go; what earlier
+   * steps computed goes out as frames (the machine gathers and checksums it here, on the main
+   * thread, while the engine thread computes).
+   */
+  #besideStep(): void {
+    const done = this.#done;
+    this.#done = [];
+    for (const input of done) if (this.#jobs.has(input.rid)) this.#driver.handle(input);
+    const inFlight = this.#sendInFlight ? this.#inFlightEnds() : undefined;
     for (const [rid, job] of [...this.#jobs]) {
       const view = this.scheduler.view(rid);
       if (job.stopping) {
@@ -297,10 +329,20 @@ export class PrefillWorker {
         this.#driver.handle({ kind: 'computeStopped', rid });
         continue;
       }
-      if (view === undefined || view.state !== 'prefilling' || view.numComputed <= job.reported) continue;
-      job.reported = view.numComputed;
-      this.#driver.handle({ kind: 'computed', rid, numTokens: view.numComputed, tags: view.tags as readonly Tag[] });
+      if (view === undefined || view.state !== 'prefilling') continue;
+      // send-in-flight (the bug on purpose): claim the positions the step in flight is writing.
+      const numTokens = inFlight?.get(rid) ?? view.numComputed;
+      if (numTokens <= job.reported) continue;
+      job.reported = numTokens;
+      this.#driver.handle({ kind: 'computed', rid, numTokens, tags: view.tags as readonly Tag[] });
     }
+  }
+
+  /** Per request in the step in flight, the end of what it writes (only for `send-in-flight`). */
+  #inFlightEnds(): Map<RequestId, number> {
+    const ends = new Map<RequestId, number>();
+    for (const item of this.#inFlight) ends.set(item.rid, item.startPos + item.tokens.length);
+    return ends;
   }
 
   #onFatal(error: unknown): void {
