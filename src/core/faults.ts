@@ -48,6 +48,10 @@ export const FAULT_NAMES = [
   'ignore-host-loss',
   /** The router's prefix index matches a request against every tenant's cached blocks, not only its own tenant's. */
   'share-prefix-index-across-tenants',
+  /** The API renders chat templates and tokenizes prompts on the main thread (a long prompt stalls HTTP, SSE and /health). */
+  'inline-tokenize',
+  /** A tokenizer thread exits when it is asked to tokenize text holding TOKENIZER_CRASH_MARKER (its restart and the 500 it leaves). */
+  'crash-tokenizer-thread',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

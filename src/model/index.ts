@@ -94,3 +94,14 @@ export {
   type GenerateOutput,
   type GenerateTiming,
 } from './generate.js';
+export {
+  LONG_JOB_CHARS,
+  promptRecipeOf,
+  startTokenizerPool,
+  TOKENIZER_CRASH_MARKER,
+  TokenizerPool,
+  type PromptRecipe,
+  type TokenizeJob,
+  type TokenizerPoolOptions,
+  type TokenizerPoolStats,
+} from './tokenizer-pool.js';
