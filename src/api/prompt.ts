@@ -2,7 +2,13 @@
 // that runs before the back end is called (defence 2 at the front door; each node re-checks
 // against its own pool). Must never let a request whose prompt tokens + max_tokens exceed the
 // context length reach the back end, unless the `skip-admission` fault point is on (tests only).
-import { InvalidRequestError, isInvalidRequestError, isTesseraError, type FaultSet, type SamplingParams } from '../core/index.js';
+import {
+  InvalidRequestError,
+  isInvalidRequestError,
+  isTesseraError,
+  type FaultSet,
+  type SamplingParams,
+} from '../core/index.js';
 import { contextLengthError } from '../pages/index.js';
 import type { ChatMessage, PromptCodec, ToolFunction } from './backend.js';
 import { problem, problemOf } from './errors.js';
@@ -54,7 +60,8 @@ async function tokenized(run: () => Promise<readonly number[]>, param: string): 
   try {
     return { kind: 'ok', value: nonEmpty(await run(), param) };
   } catch (error) {
-    if (isInvalidRequestError(error)) return { kind: 'bad', problem: problem(error.code, error.message, error.param ?? null) };
+    if (isInvalidRequestError(error))
+      return { kind: 'bad', problem: problem(error.code, error.message, error.param ?? null) };
     if (isTesseraError(error) && error.code === 'overloaded') return { kind: 'bad', problem: problemOf(error) };
     throw error;
   }

@@ -77,7 +77,11 @@ const jobArb: fc.Arbitrary<TokenizeJob> = fc.oneof(
     kind: fc.constant('chat' as const),
     messages: fc.tuple(textArb, textArb).map(([ask, result]) => [
       { role: 'user', content: ask },
-      { role: 'assistant', content: '', toolCalls: [{ id: 'call_1', name: 'get_weather', arguments: '{"city":"Zürich"}' }] },
+      {
+        role: 'assistant',
+        content: '',
+        toolCalls: [{ id: 'call_1', name: 'get_weather', arguments: '{"city":"Zürich"}' }],
+      },
       { role: 'tool', content: result, toolCallId: 'call_1' },
     ]),
     addGenerationPrompt: fc.constant(true),
@@ -115,10 +119,17 @@ describe.each([
 
   it('give the inline ids for long prompts, run side by side', async () => {
     const jobs = Array.from({ length: 6 }, (_, i): TokenizeJob => {
-      const text = `Chapter ${i}. It is a truth universally acknowledged — 真実 🙂 <|im_end|> </s>\n`.repeat(60 + 40 * i);
+      const text = `Chapter ${i}. It is a truth universally acknowledged — 真実 🙂 <|im_end|> </s>\n`.repeat(
+        60 + 40 * i,
+      );
       return i % 2 === 0
         ? { kind: 'text', text, addSpecialTokens: true }
-        : { kind: 'chat', messages: [{ role: 'user', content: text }], addGenerationPrompt: true, addSpecialTokens: false };
+        : {
+            kind: 'chat',
+            messages: [{ role: 'user', content: text }],
+            addGenerationPrompt: true,
+            addSpecialTokens: false,
+          };
     });
     const threaded = await Promise.all(jobs.map((job) => pool.tokenize(job)));
     expect(threaded).toEqual(jobs.map((job) => inline(model(), job)));
@@ -127,7 +138,11 @@ describe.each([
 
 describe('the pool', () => {
   const recipe = () => promptRecipeOf(llama.tokenizer, llama.chatTemplate);
-  const long = (i: number): TokenizeJob => ({ kind: 'text', text: `${i} ${'word '.repeat(LONG_JOB_CHARS / 5)}`, addSpecialTokens: true });
+  const long = (i: number): TokenizeJob => ({
+    kind: 'text',
+    text: `${i} ${'word '.repeat(LONG_JOB_CHARS / 5)}`,
+    addSpecialTokens: true,
+  });
   const short = (i: number): TokenizeJob => ({ kind: 'text', text: `short prompt ${i}`, addSpecialTokens: true });
 
   /** Submits three long jobs, then twenty short ones; returns the order they were answered in. */

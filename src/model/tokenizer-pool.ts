@@ -214,7 +214,9 @@ export class TokenizerPool {
       worker.on('exit', (code) => {
         if (slot.worker !== worker) return;
         const why = lastError instanceof Error ? `: ${lastError.message}` : '';
-        reject(new TesseraError('internal', `a tokenizer thread stopped before it was ready (exit code ${code})${why}`));
+        reject(
+          new TesseraError('internal', `a tokenizer thread stopped before it was ready (exit code ${code})${why}`),
+        );
         this.#died(slot, code, why);
       });
     });

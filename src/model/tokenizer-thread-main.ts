@@ -52,7 +52,8 @@ port.on('message', (m: TokenizerThreadRequest) => {
     const ids = Int32Array.from(run(m.job));
     reply({ kind: 'done', id: m.id, ids }, [ids.buffer]);
   } catch (error) {
-    if (isInvalidRequestError(error)) reply({ kind: 'invalid', id: m.id, message: error.message, param: error.param ?? null });
+    if (isInvalidRequestError(error))
+      reply({ kind: 'invalid', id: m.id, message: error.message, param: error.param ?? null });
     else reply({ kind: 'failed', id: m.id, message: error instanceof Error ? error.message : String(error) });
   }
 });
