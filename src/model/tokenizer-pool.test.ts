@@ -22,15 +22,27 @@ import {
 let dir: string;
 let llama: ModelInfo;
 let qwen: ModelInfo;
+/** Two threads over each vocabulary, and one thread (a short queue, the crash fault armed) over Llama 2's. */
+let llamaPool: TokenizerPool;
+let qwenPool: TokenizerPool;
+let onePool: TokenizerPool;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'tessera-tokpool-'));
   llama = await loadModelInfo('builtin:tiny', { cacheDir: dir });
+  const recipe = promptRecipeOf(llama.tokenizer, llama.chatTemplate);
   const gguf = join(dir, 'qwen3-tiny.gguf');
-  await genModel({ preset: 'qwen3-tiny', format: 'gguf', out: gguf, seed: 1 });
-  qwen = await loadModelInfo(gguf);
-}, 60_000);
-afterAll(() => rm(dir, { recursive: true, force: true }));
+  [llamaPool, onePool, qwen] = await Promise.all([
+    startTokenizerPool(recipe, { numThreads: 2 }),
+    startTokenizerPool(recipe, { numThreads: 1, maxQueuedJobs: 24, faults: new FaultSet(['crash-tokenizer-thread']) }),
+    genModel({ preset: 'qwen3-tiny', format: 'gguf', out: gguf, seed: 1 }).then(() => loadModelInfo(gguf)),
+  ]);
+  qwenPool = await startTokenizerPool(promptRecipeOf(qwen.tokenizer, qwen.chatTemplate), { numThreads: 2 });
+}, 120_000);
+afterAll(async () => {
+  await Promise.all([llamaPool?.close(), onePool?.close(), qwenPool?.close()]);
+  await rm(dir, { recursive: true, force: true });
+});
 
 function inline(model: ModelInfo, job: TokenizeJob): number[] {
   if (job.kind === 'text') return model.tokenizer.encode(job.text, { addSpecialTokens: job.addSpecialTokens });
@@ -99,19 +111,13 @@ async function outcome(run: () => unknown): Promise<unknown> {
 }
 
 describe.each([
-  ['Llama 2 (builtin:tiny, tokenizer.json)', () => llama],
-  ['Qwen3 (GGUF, its own chat template)', () => qwen],
-])('tokenizer threads over %s', (_name, model) => {
-  let pool: TokenizerPool;
-  beforeAll(async () => {
-    pool = await startTokenizerPool(promptRecipeOf(model().tokenizer, model().chatTemplate), { numThreads: 2 });
-  });
-  afterAll(() => pool.close());
-
+  ['Llama 2 (builtin:tiny, tokenizer.json)', () => llama, () => llamaPool],
+  ['Qwen3 (GGUF, its own chat template)', () => qwen, () => qwenPool],
+])('tokenizer threads over %s', (_name, model, threads) => {
   it('give the inline ids (or the same refusal) for any text, chat and tools', async () => {
     await fc.assert(
       fc.asyncProperty(jobArb, async (job) => {
-        expect(await outcome(() => pool.tokenize(job))).toEqual(await outcome(() => inline(model(), job)));
+        expect(await outcome(() => threads().tokenize(job))).toEqual(await outcome(() => inline(model(), job)));
       }),
       { numRuns: 150, seed: 17 },
     );
@@ -131,13 +137,12 @@ describe.each([
             addSpecialTokens: false,
           };
     });
-    const threaded = await Promise.all(jobs.map((job) => pool.tokenize(job)));
+    const threaded = await Promise.all(jobs.map((job) => threads().tokenize(job)));
     expect(threaded).toEqual(jobs.map((job) => inline(model(), job)));
   });
 });
 
 describe('the pool', () => {
-  const recipe = () => promptRecipeOf(llama.tokenizer, llama.chatTemplate);
   const long = (i: number): TokenizeJob => ({
     kind: 'text',
     text: `${i} ${'word '.repeat(LONG_JOB_CHARS / 5)}`,
@@ -159,61 +164,38 @@ describe('the pool', () => {
     order.slice(0, order.indexOf('long 2')).filter((name) => name.startsWith('short')).length;
 
   it('answers short prompts while long ones hold the other thread', async () => {
-    const pool = await startTokenizerPool(recipe(), { numThreads: 2 });
-    try {
-      expect(shortsBeforeLastLong(await answerOrder(pool))).toBe(20);
-    } finally {
-      await pool.close();
-    }
+    expect(shortsBeforeLastLong(await answerOrder(llamaPool))).toBe(20);
   });
 
   it('(control) with one thread, short prompts wait behind the long ones', async () => {
-    const pool = await startTokenizerPool(recipe(), { numThreads: 1 });
-    try {
-      expect(shortsBeforeLastLong(await answerOrder(pool))).toBe(0);
-    } finally {
-      await pool.close();
-    }
+    expect(shortsBeforeLastLong(await answerOrder(onePool))).toBe(0);
   });
 
   it('refuses a job `overloaded` when the queue is full, without queueing it', async () => {
-    const pool = await startTokenizerPool(recipe(), { numThreads: 1, maxQueuedJobs: 2 });
-    try {
-      const held = [pool.tokenize(long(0)), pool.tokenize(long(1)), pool.tokenize(long(2))];
-      const refused = await pool.tokenize(short(0)).catch((error: unknown) => error);
-      expect(isTesseraError(refused) && refused.code).toBe('overloaded');
-      expect((await Promise.all(held)).length).toBe(3);
-    } finally {
-      await pool.close();
-    }
+    // One job on the thread, 24 waiting: the queue is full until an answer comes back (a later turn).
+    const held = Array.from({ length: 25 }, (_, i) => onePool.tokenize(short(i)));
+    const refused = await onePool.tokenize(short(25)).catch((error: unknown) => error);
+    expect(isTesseraError(refused) && refused.code).toBe('overloaded');
+    expect(await Promise.all(held)).toEqual(Array.from({ length: 25 }, (_, i) => inline(llama, short(i))));
   });
 
   it('fails only the prompt a dying thread held (`internal`), restarts the thread and goes on', async () => {
-    const pool = await startTokenizerPool(recipe(), {
-      numThreads: 1,
-      faults: new FaultSet(['crash-tokenizer-thread']),
-    });
-    try {
-      const crashing = pool.tokenize({ kind: 'text', text: `a ${TOKENIZER_CRASH_MARKER} b`, addSpecialTokens: true });
-      const queued = pool.tokenize(short(1));
-      const error = await crashing.catch((e: unknown) => e);
-      expect(isTesseraError(error) && error.code).toBe('internal');
-      expect(String(error)).toMatch(/tokenizer thread stopped \(exit code 70\).*restarted/);
-      expect(await queued).toEqual(inline(llama, short(1)));
-      expect(pool.stats.restarts).toBe(1);
-    } finally {
-      await pool.close();
-    }
+    const crashing = onePool.tokenize({ kind: 'text', text: `a ${TOKENIZER_CRASH_MARKER} b`, addSpecialTokens: true });
+    const queued = onePool.tokenize(short(1));
+    const error = await crashing.catch((e: unknown) => e);
+    expect(isTesseraError(error) && error.code).toBe('internal');
+    expect(String(error)).toMatch(/tokenizer thread stopped \(exit code 70\).*restarted/);
+    expect(await queued).toEqual(inline(llama, short(1)));
+    expect(onePool.stats.restarts).toBe(1);
   });
 
   it('on close, fails what waits or runs and ends every thread', async () => {
-    const pool = await startTokenizerPool(recipe(), { numThreads: 2 });
-    const running = pool.tokenize(long(0)).catch((e: unknown) => e);
-    await pool.close();
+    const running = llamaPool.tokenize(long(0)).catch((e: unknown) => e);
+    await llamaPool.close();
     const error = await running;
     expect(isTesseraError(error) && error.code).toBe('overloaded');
-    expect(pool.stats).toMatchObject({ numThreads: 0, busyThreads: 0, queuedJobs: 0 });
-    const after = await pool.tokenize(short(0)).catch((e: unknown) => e);
+    expect(llamaPool.stats).toMatchObject({ numThreads: 0, busyThreads: 0, queuedJobs: 0 });
+    const after = await llamaPool.tokenize(short(0)).catch((e: unknown) => e);
     expect(isTesseraError(after) && after.code).toBe('overloaded');
   });
 });
