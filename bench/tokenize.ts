@@ -4,28 +4,43 @@
 //      same bursts of BURST_PROMPTS chat prompts of BURST_BYTES to /tokenize at once, in alternating
 //      rounds (so both meet the same contention), while a /health poller measures the main thread:
 //      p50 / p99 / max /health latency and the burst's total time, with the ratios inline / threads.
+//      TARGET=up: the same against the router of `tessera up` (inline-tokenize armed in the whole cluster).
 //   2. In process: one prompt's latency inline vs through a tokenizer thread, by size (why text under
 //      INLINE_BELOW_CHARS stays inline).
 // Figures on a shared machine are under contention: read the ratios, measured side by side.
 import { INLINE_BELOW_CHARS } from '../src/api/index.js';
 import { loadModelInfo, promptRecipeOf, startTokenizerPool } from '../src/model/index.js';
-import { startServer, testHome, type Server } from '../test/e2e/support/process.js';
+import { spawnTessera } from '../test/e2e/pd/support.js';
+import { startServer, testHome } from '../test/e2e/support/process.js';
 import { burstPrompt, tokenizeBurst, type BurstResult } from '../test/e2e/support/tokenize-burst.js';
 
 const BURST_PROMPTS = Number(process.env['BURST_PROMPTS'] ?? 128);
 const BURST_BYTES = Number(process.env['BURST_BYTES'] ?? 6144);
 const ROUNDS = Number(process.env['ROUNDS'] ?? 3);
+const TARGET = process.env['TARGET'] === 'up' ? 'up' : 'serve';
 
 const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
 const f = (ms: number): string => `${ms.toFixed(1)} ms`.padStart(11);
 
+interface Target {
+  readonly url: string;
+  stop(): Promise<unknown>;
+}
+
+const INLINE_ENV = { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'inline-tokenize' };
+
+/** `tessera serve`, or (TARGET=up) the router of `tessera up`. */
+async function startTarget(home: string, env: Record<string, string>): Promise<Target> {
+  if (TARGET === 'serve') return startServer(['--context-length', '4096'], home, env);
+  const up = spawnTessera('up', ['up', '--port', '0', '--context-length', '4096', '--kv-pages', '256'], home, env);
+  const url = (await up.waitFor(/listening on (http:\/\/[\d.]+:\d+)/))[1] as string;
+  return { url, stop: () => up.stop() };
+}
+
 async function serverBursts(home: string): Promise<void> {
-  const servers: Record<'threads' | 'inline', Server> = {
-    threads: await startServer(['--context-length', '4096'], home),
-    inline: await startServer(['--context-length', '4096'], home, {
-      TESSERA_ALLOW_FAULTS: '1',
-      TESSERA_FAULT: 'inline-tokenize',
-    }),
+  const servers: Record<'threads' | 'inline', Target> = {
+    threads: await startTarget(home, {}),
+    inline: await startTarget(home, INLINE_ENV),
   };
   try {
     const results: Record<'threads' | 'inline', BurstResult[]> = { threads: [], inline: [] };
@@ -42,7 +57,9 @@ async function serverBursts(home: string): Promise<void> {
     }
     const pick = (mode: 'threads' | 'inline', get: (r: BurstResult) => number): number =>
       median(results[mode].map(get));
-    console.log(`\n${BURST_PROMPTS} x ${BURST_BYTES} B chat prompts to /tokenize, median of ${ROUNDS} rounds:`);
+    console.log(
+      `\n${BURST_PROMPTS} x ${BURST_BYTES} B chat prompts to /tokenize of ${TARGET}, median of ${ROUNDS} rounds:`,
+    );
     console.log('                    threads      inline   inline/threads');
     const row = (name: string, get: (r: BurstResult) => number): void => {
       const t = pick('threads', get);
