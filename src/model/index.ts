@@ -96,12 +96,9 @@ export {
 } from './generate.js';
 export {
   LONG_JOB_CHARS,
-  promptRecipeOf,
   startTokenizerPool,
-  TOKENIZER_CRASH_MARKER,
   TokenizerPool,
-  type PromptRecipe,
-  type TokenizeJob,
   type TokenizerPoolOptions,
   type TokenizerPoolStats,
 } from './tokenizer-pool.js';
+export { promptRecipeOf, TOKENIZER_CRASH_MARKER, type PromptRecipe, type TokenizeJob } from './tokenizer-messages.js';

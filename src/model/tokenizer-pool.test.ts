@@ -10,14 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FaultSet, isInvalidRequestError, isTesseraError } from '../core/index.js';
 import { genModel } from './gen-model.js';
 import { loadModelInfo, type ModelInfo } from './load.js';
-import {
-  LONG_JOB_CHARS,
-  promptRecipeOf,
-  startTokenizerPool,
-  TOKENIZER_CRASH_MARKER,
-  type TokenizeJob,
-  type TokenizerPool,
-} from './tokenizer-pool.js';
+import { promptRecipeOf, TOKENIZER_CRASH_MARKER, type TokenizeJob } from './tokenizer-messages.js';
+import { LONG_JOB_CHARS, startTokenizerPool, type TokenizerPool } from './tokenizer-pool.js';
 
 let dir: string;
 let llama: ModelInfo;

@@ -19,41 +19,17 @@
 // thread that is starting or holds a job does (an awaited job is never dropped by an exit).
 // It must never answer a job with ids from anything but the recipe's tokenizer and template.
 import { Worker } from 'node:worker_threads';
-import { InvalidRequestError, NO_FAULTS, TesseraError, type FaultName, type FaultSet } from '../core/index.js';
-import type { ChatMessage, ChatTemplate } from './chat-template.js';
-import type { Tokenizer } from './tokenizer.js';
-import type { ToolSpec } from './tool-prompt.js';
-
-/** Render (chat) and encode: what one request's prompt needs. */
-export type TokenizeJob =
-  | { readonly kind: 'text'; readonly text: string; readonly addSpecialTokens: boolean }
-  | {
-      readonly kind: 'chat';
-      readonly messages: readonly ChatMessage[];
-      readonly addGenerationPrompt: boolean;
-      readonly addSpecialTokens: boolean;
-      readonly tools?: readonly ToolSpec[];
-    };
-
-/** What a thread builds its tokenizer and template from (structured-clone safe). */
-export interface PromptRecipe {
-  /** TokenizerSources as JSON text: one copy to each thread, parsed there. */
-  readonly sourcesJson: string;
-  /** The model's template text, or null for Tessera's ChatML default. */
-  readonly chatTemplate: string | null;
-}
-
-export function promptRecipeOf(tokenizer: Tokenizer, template: ChatTemplate): PromptRecipe {
-  return {
-    sourcesJson: JSON.stringify(tokenizer.sources),
-    chatTemplate: template.source === 'model' ? template.text : null,
-  };
-}
+import { InvalidRequestError, NO_FAULTS, TesseraError, type FaultSet } from '../core/index.js';
+import type {
+  PromptRecipe,
+  TokenizeJob,
+  TokenizerThreadData,
+  TokenizerThreadReply,
+  TokenizerThreadRequest,
+} from './tokenizer-messages.js';
 
 /** Jobs with at least this much text (UTF-16 units) are long: thread 0 never takes them. */
 export const LONG_JOB_CHARS = 16 * 1024;
-/** A tokenizer thread exits on text holding this, when `crash-tokenizer-thread` is armed (tests only). */
-export const TOKENIZER_CRASH_MARKER = '<<tessera:crash-tokenizer-thread>>';
 
 export interface TokenizerPoolOptions {
   readonly numThreads: number;
@@ -63,20 +39,6 @@ export interface TokenizerPoolOptions {
   readonly maxQueuedChars?: number;
   readonly faults?: FaultSet;
 }
-
-/** workerData of a tokenizer thread. */
-export interface TokenizerThreadData {
-  readonly recipe: PromptRecipe;
-  readonly faults: readonly FaultName[];
-}
-
-export type TokenizerThreadRequest = { readonly kind: 'job'; readonly id: number; readonly job: TokenizeJob };
-
-export type TokenizerThreadReply =
-  | { readonly kind: 'ready' }
-  | { readonly kind: 'done'; readonly id: number; readonly ids: Int32Array }
-  | { readonly kind: 'invalid'; readonly id: number; readonly message: string; readonly param: string | null }
-  | { readonly kind: 'failed'; readonly id: number; readonly message: string };
 
 interface Pending {
   readonly id: number;
@@ -108,7 +70,12 @@ export interface TokenizerPoolStats {
 /** Starts the threads; resolves once every one has built its tokenizer. */
 export async function startTokenizerPool(recipe: PromptRecipe, options: TokenizerPoolOptions): Promise<TokenizerPool> {
   const pool = new TokenizerPool(recipe, options);
-  await pool.ready;
+  try {
+    await pool.ready;
+  } catch (error) {
+    await pool.close(); // no thread left starting again behind a failed start
+    throw error;
+  }
   return pool;
 }
 

@@ -17,7 +17,7 @@ import {
   type TokenizerThreadData,
   type TokenizerThreadReply,
   type TokenizerThreadRequest,
-} from './tokenizer-pool.js';
+} from './tokenizer-messages.js';
 
 const port = parentPort;
 assert(port !== null, 'tokenizer-thread-main.ts runs as a worker thread');
