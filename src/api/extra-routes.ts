@@ -91,7 +91,7 @@ export async function tokenize(req: IncomingMessage, res: ServerResponse, ctx: E
   if (field(body, 'messages') !== undefined) {
     const call = validateChat(body);
     if (call.kind === 'bad') return sendProblem(res, call.problem);
-    ids = chatTokens(call.value.messages, call.value, ctx.codec);
+    ids = await chatTokens(call.value.messages, call.value, ctx.tokenizer);
   } else {
     const prompt = field(body, 'prompt');
     if (typeof prompt !== 'string')
@@ -105,7 +105,7 @@ export async function tokenize(req: IncomingMessage, res: ServerResponse, ctx: E
       );
     const special = validating(() => optionalBool(body, 'add_special_tokens') ?? true);
     if (special.kind === 'bad') return sendProblem(res, special.problem);
-    ids = completionTokens({ kind: 'text', text: prompt }, special.value, ctx.codec);
+    ids = await completionTokens({ kind: 'text', text: prompt }, special.value, ctx.codec, ctx.tokenizer);
   }
   if (ids.kind === 'bad') return sendProblem(res, ids.problem);
   sendJson(res, 200, {

@@ -13,6 +13,7 @@ import { type ConstraintSpec, type FaultSet, type SamplingParams } from '../core
 import type { GrammarEngine } from '../grammar/index.js';
 import type { TenantAuth } from './auth.js';
 import type { Backend, PromptCodec } from './backend.js';
+import type { PromptTokenizer } from './prompt-tokenizer.js';
 import type { Clock } from './clock.js';
 import { requestConstraint } from './constraint-check.js';
 import { readTools, shownTools, type ToolPlan } from './tools.js';
@@ -32,6 +33,8 @@ import { clientAbort } from './client-abort.js';
 export interface GenerateContext {
   readonly backend: Backend;
   readonly codec: PromptCodec;
+  /** Renders and tokenizes prompts (off the main thread, but for short text: prompt-tokenizer.ts). */
+  readonly tokenizer: PromptTokenizer;
   readonly auth: TenantAuth;
   readonly metrics: ApiMetrics;
   readonly clock: Clock;
@@ -100,7 +103,7 @@ async function generate(
   const json = parseJson(body.bytes);
   if (json.kind === 'bad') return refuse(json.problem);
 
-  const parsed = endpoint === 'chat' ? parseChat(json.value, ctx) : parseCompletion(json.value, ctx);
+  const parsed = endpoint === 'chat' ? await parseChat(json.value, ctx) : await parseCompletion(json.value, ctx);
   if (parsed.kind === 'bad') return refuse(parsed.problem);
   const { params, prompts, tools } = parsed.value;
   const constrained = await requestConstraint(json.value, tools, ctx.grammar);
@@ -175,7 +178,7 @@ async function generate(
   }
 }
 
-function parseCompletion(body: unknown, ctx: GenerateContext): Validated<Parsed> {
+async function parseCompletion(body: unknown, ctx: GenerateContext): Promise<Validated<Parsed>> {
   const call = validateCompletion(body, ctx.faults);
   if (call.kind === 'bad') return call;
   const { params, prompts: texts, addSpecialTokens } = call.value;
@@ -191,14 +194,14 @@ function parseCompletion(body: unknown, ctx: GenerateContext): Validated<Parsed>
     if (tooLong !== null) return { kind: 'bad', problem: problem('context_length_exceeded', tooLong, 'prompt') };
   }
   for (const prompt of texts) {
-    const tokens = completionTokens(prompt, addSpecialTokens, ctx.codec);
+    const tokens = await completionTokens(prompt, addSpecialTokens, ctx.codec, ctx.tokenizer);
     if (tokens.kind === 'bad') return tokens;
     prompts.push(tokens.value);
   }
   return { kind: 'ok', value: { params, prompts } };
 }
 
-function parseChat(body: unknown, ctx: GenerateContext): Validated<Parsed> {
+async function parseChat(body: unknown, ctx: GenerateContext): Promise<Validated<Parsed>> {
   const call = validateChat(body, ctx.faults);
   if (call.kind === 'bad') return call;
   const { params, messages } = call.value;
@@ -210,7 +213,11 @@ function parseChat(body: unknown, ctx: GenerateContext): Validated<Parsed> {
   const plan = validating(() => readTools(body as JsonObject, 'chat'));
   if (plan.kind === 'bad') return plan;
   const shown = shownTools(plan.value);
-  const tokens = chatTokens(messages, { ...call.value, ...(shown === undefined ? {} : { tools: shown }) }, ctx.codec);
+  const tokens = await chatTokens(
+    messages,
+    { ...call.value, ...(shown === undefined ? {} : { tools: shown }) },
+    ctx.tokenizer,
+  );
   const tools = plan.value === undefined ? {} : { tools: plan.value };
   return tokens.kind === 'bad' ? tokens : { kind: 'ok', value: { params, prompts: [tokens.value], ...tools } };
 }

@@ -2,44 +2,69 @@
 // that runs before the back end is called (defence 2 at the front door; each node re-checks
 // against its own pool). Must never let a request whose prompt tokens + max_tokens exceed the
 // context length reach the back end, unless the `skip-admission` fault point is on (tests only).
-import { InvalidRequestError, type FaultSet, type SamplingParams } from '../core/index.js';
+import {
+  InvalidRequestError,
+  isInvalidRequestError,
+  isTesseraError,
+  type FaultSet,
+  type SamplingParams,
+} from '../core/index.js';
 import { contextLengthError } from '../pages/index.js';
 import type { ChatMessage, PromptCodec, ToolFunction } from './backend.js';
 import { problem, problemOf } from './errors.js';
 import { validating, type CommonParams, type Validated } from './params.js';
+import type { PromptTokenizer } from './prompt-tokenizer.js';
 import type { CompletionPrompt } from './validate-completion.js';
 
-export function completionTokens(
+export async function completionTokens(
   prompt: CompletionPrompt,
   addSpecialTokens: boolean,
   codec: PromptCodec,
-): Validated<readonly number[]> {
-  return validating(() => {
-    switch (prompt.kind) {
-      case 'text':
-        return nonEmpty(codec.encode(prompt.text, { addSpecialTokens }), 'prompt');
-      case 'tokens':
-        return checkIds(prompt.ids, codec.vocabSize, 'prompt');
-    }
-  });
+  tokenizer: PromptTokenizer,
+): Promise<Validated<readonly number[]>> {
+  switch (prompt.kind) {
+    case 'text':
+      return tokenized(() => tokenizer.tokenize({ kind: 'text', text: prompt.text, addSpecialTokens }), 'prompt');
+    case 'tokens':
+      return validating(() => checkIds(prompt.ids, codec.vocabSize, 'prompt'));
+  }
 }
 
-export function chatTokens(
+export async function chatTokens(
   messages: readonly ChatMessage[],
   options: {
     readonly addGenerationPrompt: boolean;
     readonly addSpecialTokens: boolean;
     readonly tools?: readonly ToolFunction[];
   },
-  codec: PromptCodec,
-): Validated<readonly number[]> {
-  return validating(() => {
-    const text = codec.renderChat(messages, {
-      addGenerationPrompt: options.addGenerationPrompt,
-      ...(options.tools === undefined ? {} : { tools: options.tools }),
-    });
-    return nonEmpty(codec.encode(text, { addSpecialTokens: options.addSpecialTokens }), 'messages');
-  });
+  tokenizer: PromptTokenizer,
+): Promise<Validated<readonly number[]>> {
+  return tokenized(
+    () =>
+      tokenizer.tokenize({
+        kind: 'chat',
+        messages,
+        addGenerationPrompt: options.addGenerationPrompt,
+        addSpecialTokens: options.addSpecialTokens,
+        ...(options.tools === undefined ? {} : { tools: options.tools }),
+      }),
+    'messages',
+  );
+}
+
+/**
+ * The ids, or the problem: a template's refusal (400) and a full tokenizer queue (503) are the
+ * request's answer; anything else (a thread that died on it, a bug) throws on to the server's 500.
+ */
+async function tokenized(run: () => Promise<readonly number[]>, param: string): Promise<Validated<readonly number[]>> {
+  try {
+    return { kind: 'ok', value: nonEmpty(await run(), param) };
+  } catch (error) {
+    if (isInvalidRequestError(error))
+      return { kind: 'bad', problem: problem(error.code, error.message, error.param ?? null) };
+    if (isTesseraError(error) && error.code === 'overloaded') return { kind: 'bad', problem: problemOf(error) };
+    throw error;
+  }
 }
 
 function nonEmpty(ids: readonly number[], param: string): readonly number[] {

@@ -79,10 +79,10 @@ async function respond(req: IncomingMessage, res: ServerResponse, ctx: GenerateC
   if (params.model !== null && params.model !== ctx.backend.modelName)
     return refuse(problem('model_not_found', `The model \`${params.model}\` does not exist.`, 'model'));
   const shown = shownTools(tools);
-  const tokens = chatTokens(
+  const tokens = await chatTokens(
     messages,
     { addGenerationPrompt: true, addSpecialTokens: false, ...(shown === undefined ? {} : { tools: shown }) },
-    ctx.codec,
+    ctx.tokenizer,
   );
   if (tokens.kind === 'bad') return refuse(tokens.problem);
   const spec = toolConstraint(tools) ?? format;

@@ -9,6 +9,7 @@ import { AbortedError, NO_FAULTS, type FaultSet, type TenantId } from '../core/i
 import type { GrammarEngine } from '../grammar/index.js';
 import { TenantAuth } from './auth.js';
 import type { Backend, PromptCodec } from './backend.js';
+import { inlineTokenizer, type PromptTokenizer } from './prompt-tokenizer.js';
 import { systemClock, type Clock } from './clock.js';
 import { DASHBOARD_OFF, type DashboardAccess } from './dashboard-route.js';
 import { problem, problemOf } from './errors.js';
@@ -25,6 +26,11 @@ export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
 export interface ApiServerOptions {
   readonly backend: Backend;
   readonly codec: PromptCodec;
+  /**
+   * Renders and tokenizes prompts: `offloadedTokenizer` over the tokenizer threads in every serving
+   * process (src/cli starts and closes them). Default: inline, on the main thread (tests of the API).
+   */
+  readonly tokenizer?: PromptTokenizer;
   /** Seeds request ids and the seeds drawn for requests that give none. Vary it per process. */
   readonly seed: number;
   /** API key -> tenant. Absent: no auth, every request is DEFAULT_TENANT. */
@@ -103,6 +109,7 @@ class HttpApiServer implements ApiServer {
     this.#ctx = {
       backend: options.backend,
       codec: options.codec,
+      tokenizer: options.tokenizer ?? inlineTokenizer(options.codec),
       auth: new TenantAuth(options.apiKeys, options.adminKey),
       metrics: this.metrics,
       clock,

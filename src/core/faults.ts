@@ -68,6 +68,10 @@ export const FAULT_NAMES = [
   'open-health',
   /** A prefill reports the positions its step in flight is still writing as computed (their sends read unfinished slots). */
   'send-in-flight',
+  /** The API renders chat templates and tokenizes prompts on the main thread (a long prompt stalls HTTP, SSE and /health). */
+  'inline-tokenize',
+  /** A tokenizer thread exits when it is asked to tokenize text holding TOKENIZER_CRASH_MARKER (its restart and the 500 it leaves). */
+  'crash-tokenizer-thread',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

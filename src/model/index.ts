@@ -94,3 +94,11 @@ export {
   type GenerateOutput,
   type GenerateTiming,
 } from './generate.js';
+export {
+  LONG_JOB_CHARS,
+  startTokenizerPool,
+  TokenizerPool,
+  type TokenizerPoolOptions,
+  type TokenizerPoolStats,
+} from './tokenizer-pool.js';
+export { promptRecipeOf, TOKENIZER_CRASH_MARKER, type PromptRecipe, type TokenizeJob } from './tokenizer-messages.js';

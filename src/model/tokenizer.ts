@@ -35,6 +35,8 @@ export interface IncrementalDetokenizer {
 }
 
 export interface Tokenizer {
+  /** What it was built from: a tokenizer thread builds the same one (tokenizer-pool.ts). */
+  readonly sources: TokenizerSources;
   readonly vocabSize: number;
   readonly bosTokenId: number | null;
   readonly eosTokenIds: readonly number[];
@@ -83,19 +85,23 @@ export function createTokenizer(sources: TokenizerSources): Tokenizer {
     const why = error instanceof Error ? error.message : String(error);
     throw new ModelLoadError(sources.file, `cannot build the tokenizer: ${why}`, error);
   }
-  return new HfTokenizer(inner, sources.extraEosTokenIds ?? [], sources.fallbackBosTokenId ?? null);
+  return new HfTokenizer(inner, sources);
 }
 
 class HfTokenizer implements Tokenizer {
   readonly #inner: LenmlTokenizer;
+  readonly sources: TokenizerSources;
   readonly vocabSize: number;
   readonly bosTokenId: number | null;
   readonly eosTokenIds: readonly number[];
   readonly bosToken: string | null;
   readonly eosToken: string | null;
 
-  constructor(inner: LenmlTokenizer, extraEos: readonly number[], fallbackBos: number | null) {
+  constructor(inner: LenmlTokenizer, sources: TokenizerSources) {
     this.#inner = inner;
+    this.sources = sources;
+    const extraEos = sources.extraEosTokenIds ?? [];
+    const fallbackBos = sources.fallbackBosTokenId ?? null;
     this.vocabSize = inner.model.vocab.length;
     const idOf = (token: string | null): number | null =>
       token === null ? null : (inner.model.tokens_to_ids.get(token) ?? null);

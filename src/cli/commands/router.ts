@@ -16,6 +16,7 @@ import { corsOption, grammarFor } from '../grammar-for.js';
 import { parseDnsTarget, PdRouter } from '../../router/index.js';
 import { ADMIN_KEY_HELP, parseAdminKey, withAdminKey, type AdminKeyFlags } from '../config-admin.js';
 import { loadApiKeys } from '../config-api-keys.js';
+import { startPromptTokenizing } from '../tokenizer-threads.js';
 import { faultsFromEnv, tesseraHome } from '../config-env.js';
 import {
   clusterSecret,
@@ -144,9 +145,12 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
     log(
       `${w.role} ${w.url}: ${w.state}${w.address === undefined ? '' : ` (cluster ${w.address})`}${w.lastError === undefined ? '' : ` - ${w.lastError}`}`,
     );
+  const codec = promptCodecOf(model.tokenizer, model.chatTemplate);
+  const tokenizing = await startPromptTokenizing(model, codec, faults);
   const api = createApiServer({
     backend: router,
-    codec: promptCodecOf(model.tokenizer, model.chatTemplate),
+    codec,
+    tokenizer: tokenizing.tokenizer,
     seed: randomInt(2 ** 31),
     ...(apiKeys === undefined ? {} : { apiKeys }),
     ...withAdminKey(adminKey),
@@ -167,9 +171,11 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
     `tessera: router for ${modelSpec} over ${prefills.length} prefill and ${decodes.length} decode workers${dnsTargets.length === 0 ? '' : ` and DNS ${dnsTargets.map((t) => `${t.role} ${t.name}:${t.port}`).join(', ')} (every ${dnsIntervalMs} ms)`}; context ${contextLength} tokens\n` +
       `tessera: listening on http://${address.host}:${address.port}${apiKeys === undefined ? '' : ` (${apiKeys.size} API keys)`}\n`,
   );
+  log(tokenizing.description);
   await stopped;
   log('shutting down');
   await api.close();
+  await tokenizing.close();
   await router.close(2_000);
   trace?.close();
   log('stopped');

@@ -23,6 +23,7 @@ import { TraceFile } from '../trace-file.js';
 import { stopRequested } from './lifecycle.js';
 import { renderPlan } from './plan.js';
 import { startEngine } from './start-engine.js';
+import { startPromptTokenizing } from '../tokenizer-threads.js';
 
 /** How long transfers in flight may finish after a stop request. */
 const DRAIN_MS = 5_000;
@@ -66,9 +67,13 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey:
     },
   };
   const worker = pd.role === 'prefill' ? await PrefillWorker.start(options) : await DecodeWorker.start(options);
+  // Clients never generate here, but /tokenize is served: one thread keeps it off the protocol's thread.
+  const codec = promptCodecOf(model.tokenizer, model.chatTemplate);
+  const tokenizing = await startPromptTokenizing(model, codec, config.faults, 1);
   const api = createApiServer({
     backend: worker,
-    codec: promptCodecOf(model.tokenizer, model.chatTemplate),
+    codec,
+    tokenizer: tokenizing.tokenizer,
     seed: randomInt(2 ** 31),
     faults: config.faults,
     drainTimeoutMs: 1_000,
@@ -88,6 +93,7 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey:
   const code = await Promise.race([stopped, failed]);
   log(code === 0 ? 'shutting down' : 'shutting down after a fatal error');
   await api.close();
+  await tokenizing.close();
   await worker.close(code === 0 ? DRAIN_MS : 0);
   await engine.dispose();
   trace?.close();

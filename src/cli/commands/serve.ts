@@ -34,6 +34,7 @@ import { ADMIN_KEY_HELP, parseAdminKey, type AdminKeyFlags } from '../config-adm
 import { renderPlan } from './plan.js';
 import { servePd } from './serve-pd.js';
 import { startEngine } from './start-engine.js';
+import { startPromptTokenizing } from '../tokenizer-threads.js';
 
 /** How long in-flight requests may run on after SIGINT/SIGTERM before they are aborted. */
 const DRAIN_TIMEOUT_MS = 10_000;
@@ -141,9 +142,12 @@ async function serve(
       fatal(error);
     },
   });
+  const codec = promptCodecOf(model.tokenizer, model.chatTemplate);
+  const tokenizing = await startPromptTokenizing(model, codec, config.faults);
   const api = createApiServer({
     backend: worker,
-    codec: promptCodecOf(model.tokenizer, model.chatTemplate),
+    codec,
+    tokenizer: tokenizing.tokenizer,
     seed: randomInt(2 ** 31),
     ...(apiKeys === undefined ? {} : { apiKeys }),
     faults: config.faults,
@@ -161,10 +165,12 @@ async function serve(
     `tessera: serving ${config.model} as "${config.servedModelName}" (${kernels}); ${describePool(plan)}\n` +
       `tessera: listening on http://${address.host}:${address.port}${apiKeys === undefined ? '' : ` (${apiKeys.size} API keys)`}\n`,
   );
+  log(tokenizing.description);
 
   const code = await Promise.race([stopped, failed]);
   log(code === 0 ? 'shutting down' : 'shutting down after a fatal error');
   await api.close();
+  await tokenizing.close();
   await worker.close();
   await engine.dispose();
   log('stopped');

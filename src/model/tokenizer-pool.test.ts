@@ -1,0 +1,195 @@
+// The tokenizer threads give the inline path's ids bit for bit (Llama 2's SentencePiece vocabulary
+// from builtin:tiny, Qwen3's byte-level BPE and chat template with tools from a GGUF), keep short
+// prompts moving past long ones, refuse a full queue, survive a thread that dies, and end on close.
+// Needs dist/ (`npm run build`): the threads run the built tokenizer-thread-main.js.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FaultSet, isInvalidRequestError, isTesseraError } from '../core/index.js';
+import { genModel } from './gen-model.js';
+import { loadModelInfo, type ModelInfo } from './load.js';
+import { promptRecipeOf, TOKENIZER_CRASH_MARKER, type TokenizeJob } from './tokenizer-messages.js';
+import { LONG_JOB_CHARS, startTokenizerPool, type TokenizerPool } from './tokenizer-pool.js';
+
+let dir: string;
+let llama: ModelInfo;
+let qwen: ModelInfo;
+/** Two threads over each vocabulary, and one thread (a short queue, the crash fault armed) over Llama 2's. */
+let llamaPool: TokenizerPool;
+let qwenPool: TokenizerPool;
+let onePool: TokenizerPool;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'tessera-tokpool-'));
+  llama = await loadModelInfo('builtin:tiny', { cacheDir: dir });
+  const recipe = promptRecipeOf(llama.tokenizer, llama.chatTemplate);
+  const gguf = join(dir, 'qwen3-tiny.gguf');
+  [llamaPool, onePool, qwen] = await Promise.all([
+    startTokenizerPool(recipe, { numThreads: 2 }),
+    startTokenizerPool(recipe, { numThreads: 1, maxQueuedJobs: 24, faults: new FaultSet(['crash-tokenizer-thread']) }),
+    genModel({ preset: 'qwen3-tiny', format: 'gguf', out: gguf, seed: 1 }).then(() => loadModelInfo(gguf)),
+  ]);
+  qwenPool = await startTokenizerPool(promptRecipeOf(qwen.tokenizer, qwen.chatTemplate), { numThreads: 2 });
+}, 120_000);
+afterAll(async () => {
+  await Promise.all([llamaPool?.close(), onePool?.close(), qwenPool?.close()]);
+  await rm(dir, { recursive: true, force: true });
+});
+
+function inline(model: ModelInfo, job: TokenizeJob): number[] {
+  if (job.kind === 'text') return model.tokenizer.encode(job.text, { addSpecialTokens: job.addSpecialTokens });
+  const text = model.chatTemplate.render(job.messages, {
+    addGenerationPrompt: job.addGenerationPrompt,
+    ...(job.tools === undefined ? {} : { tools: job.tools }),
+  });
+  return model.tokenizer.encode(text, { addSpecialTokens: job.addSpecialTokens });
+}
+
+const SPECIALS = ['<s>', '</s>', '<unk>', '<|im_start|>', '<|im_end|>', '<|endoftext|>', '<think>', '<tool_call>'];
+/** Text with multi-byte UTF-8 (2-, 3- and 4-byte, combining marks, emoji ZWJ), special tokens and odd spaces. */
+const textArb = fc
+  .array(
+    fc.oneof(
+      fc.string({ unit: 'grapheme', maxLength: 40 }),
+      fc.string({ unit: 'binary', maxLength: 20 }),
+      fc.constantFrom(...SPECIALS, ' ', '  ', '\n\n', '\t', 'é', 'e\u0301', '日本語', '🙂', '👩‍👩‍👧', '\u00a0', 'ﬁ'),
+    ),
+    { maxLength: 12 },
+  )
+  .map((parts) => parts.join(''));
+
+const TOOLS = [
+  {
+    name: 'get_weather',
+    description: 'Weather in a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  },
+];
+
+const jobArb: fc.Arbitrary<TokenizeJob> = fc.oneof(
+  fc.record({ kind: fc.constant('text' as const), text: textArb, addSpecialTokens: fc.boolean() }),
+  fc.record({
+    kind: fc.constant('chat' as const),
+    messages: fc.array(
+      fc.record({ role: fc.constantFrom('system', 'user', 'assistant'), content: textArb }, { noNullPrototype: true }),
+      { minLength: 1, maxLength: 4 },
+    ),
+    addGenerationPrompt: fc.boolean(),
+    addSpecialTokens: fc.boolean(),
+  }),
+  fc.record({
+    kind: fc.constant('chat' as const),
+    messages: fc.tuple(textArb, textArb).map(([ask, result]) => [
+      { role: 'user', content: ask },
+      {
+        role: 'assistant',
+        content: '',
+        toolCalls: [{ id: 'call_1', name: 'get_weather', arguments: '{"city":"Zürich"}' }],
+      },
+      { role: 'tool', content: result, toolCallId: 'call_1' },
+    ]),
+    addGenerationPrompt: fc.constant(true),
+    addSpecialTokens: fc.constant(false),
+    tools: fc.constant(TOOLS),
+  }),
+);
+
+async function outcome(run: () => unknown): Promise<unknown> {
+  try {
+    return { ids: await run() };
+  } catch (error) {
+    return { error: isInvalidRequestError(error) ? `invalid: ${error.message}` : String(error) };
+  }
+}
+
+describe.each([
+  ['Llama 2 (builtin:tiny, tokenizer.json)', () => llama, () => llamaPool],
+  ['Qwen3 (GGUF, its own chat template)', () => qwen, () => qwenPool],
+])('tokenizer threads over %s', (_name, model, threads) => {
+  it('give the inline ids (or the same refusal) for any text, chat and tools', async () => {
+    await fc.assert(
+      fc.asyncProperty(jobArb, async (job) => {
+        expect(await outcome(() => threads().tokenize(job))).toEqual(await outcome(() => inline(model(), job)));
+      }),
+      { numRuns: 150, seed: 17 },
+    );
+  });
+
+  it('give the inline ids for long prompts, run side by side', async () => {
+    const jobs = Array.from({ length: 6 }, (_, i): TokenizeJob => {
+      const text = `Chapter ${i}. It is a truth universally acknowledged — 真実 🙂 <|im_end|> </s>\n`.repeat(
+        60 + 40 * i,
+      );
+      return i % 2 === 0
+        ? { kind: 'text', text, addSpecialTokens: true }
+        : {
+            kind: 'chat',
+            messages: [{ role: 'user', content: text }],
+            addGenerationPrompt: true,
+            addSpecialTokens: false,
+          };
+    });
+    const threaded = await Promise.all(jobs.map((job) => threads().tokenize(job)));
+    expect(threaded).toEqual(jobs.map((job) => inline(model(), job)));
+  });
+});
+
+describe('the pool', () => {
+  const long = (i: number): TokenizeJob => ({
+    kind: 'text',
+    text: `${i} ${'word '.repeat(LONG_JOB_CHARS / 5)}`,
+    addSpecialTokens: true,
+  });
+  const short = (i: number): TokenizeJob => ({ kind: 'text', text: `short prompt ${i}`, addSpecialTokens: true });
+
+  /** Submits three long jobs, then twenty short ones; returns the order they were answered in. */
+  async function answerOrder(pool: TokenizerPool): Promise<string[]> {
+    const order: string[] = [];
+    const jobs = [
+      ...[0, 1, 2].map((i) => pool.tokenize(long(i)).then(() => order.push(`long ${i}`))),
+      ...Array.from({ length: 20 }, (_, i) => pool.tokenize(short(i)).then(() => order.push(`short ${i}`))),
+    ];
+    await Promise.all(jobs);
+    return order;
+  }
+  const shortsBeforeLastLong = (order: string[]) =>
+    order.slice(0, order.indexOf('long 2')).filter((name) => name.startsWith('short')).length;
+
+  it('answers short prompts while long ones hold the other thread', async () => {
+    expect(shortsBeforeLastLong(await answerOrder(llamaPool))).toBe(20);
+  });
+
+  it('(control) with one thread, short prompts wait behind the long ones', async () => {
+    expect(shortsBeforeLastLong(await answerOrder(onePool))).toBe(0);
+  });
+
+  it('refuses a job `overloaded` when the queue is full, without queueing it', async () => {
+    // One job on the thread, 24 waiting: the queue is full until an answer comes back (a later turn).
+    const held = Array.from({ length: 25 }, (_, i) => onePool.tokenize(short(i)));
+    const refused = await onePool.tokenize(short(25)).catch((error: unknown) => error);
+    expect(isTesseraError(refused) && refused.code).toBe('overloaded');
+    expect(await Promise.all(held)).toEqual(Array.from({ length: 25 }, (_, i) => inline(llama, short(i))));
+  });
+
+  it('fails only the prompt a dying thread held (`internal`), restarts the thread and goes on', async () => {
+    const crashing = onePool.tokenize({ kind: 'text', text: `a ${TOKENIZER_CRASH_MARKER} b`, addSpecialTokens: true });
+    const queued = onePool.tokenize(short(1));
+    const error = await crashing.catch((e: unknown) => e);
+    expect(isTesseraError(error) && error.code).toBe('internal');
+    expect(String(error)).toMatch(/tokenizer thread stopped \(exit code 70\).*restarted/);
+    expect(await queued).toEqual(inline(llama, short(1)));
+    expect(onePool.stats.restarts).toBe(1);
+  });
+
+  it('on close, fails what waits or runs and ends every thread', async () => {
+    const running = llamaPool.tokenize(long(0)).catch((e: unknown) => e);
+    await llamaPool.close();
+    const error = await running;
+    expect(isTesseraError(error) && error.code).toBe('overloaded');
+    expect(llamaPool.stats).toMatchObject({ numThreads: 0, busyThreads: 0, queuedJobs: 0 });
+    const after = await llamaPool.tokenize(short(0)).catch((e: unknown) => e);
+    expect(isTesseraError(after) && after.code).toBe('overloaded');
+  });
+});
