@@ -20,6 +20,7 @@ import {
   readOptionalTextFile,
   readWholeFile,
 } from './files.js';
+import { gemma3NormsFromHf } from './gemma3-config.js';
 import { configFromGguf } from './gguf-config.js';
 import { GgufMeta } from './gguf-meta.js';
 import { readGguf } from './gguf-reader.js';
@@ -112,7 +113,7 @@ async function loadHfDirectory(spec: string, dir: string, withWeights: boolean):
   const weights = await loadHfWeights(dir, config);
   return {
     config,
-    tensors: weights.tensors,
+    tensors: gemma3NormsFromHf(config, weights.tensors),
     tokenizer,
     chatTemplate,
     source: { format: 'hf', spec, path: dir, files: weights.files },
