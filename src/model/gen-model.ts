@@ -346,8 +346,9 @@ async function writeGguf(config: ModelConfig, options: GenModelOptions): Promise
 function gemma3Metadata(config: ModelConfig): [string, GgufValue][] {
   const g = config.gemma3;
   if (g === null) return [];
-  const period = g.localLayers.indexOf(false) + 1;
-  const periodic = period > 0 && g.localLayers.every((local, i) => local === i % period < period - 1);
+  const firstGlobal = g.localLayers.indexOf(false);
+  const period = firstGlobal < 0 ? config.numLayers + 1 : firstGlobal + 1; // every layer local: no global one
+  const periodic = g.localLayers.every((local, i) => local === i % period < period - 1);
   if (!periodic) throw new ConfigError('gemma3: GGUF needs every Nth layer global (one sliding_window_pattern)');
   const impliedScalar = config.numLayers === 62 ? config.hiddenSize / config.numHeads : config.headDim;
   if (g.queryPreAttnScalar !== impliedScalar)
