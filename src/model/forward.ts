@@ -117,7 +117,12 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
  * Copies each row of `src` ([T, sum of widths]) into the parts, in order, adding `bias` (one
  * value per column of src) when given: the fused projections' outputs, unfused.
  */
-export function splitRows(src: Float32Array, T: number, bias: Float32Array | null, ...parts: [Float32Array, number][]): void {
+export function splitRows(
+  src: Float32Array,
+  T: number,
+  bias: Float32Array | null,
+  ...parts: [Float32Array, number][]
+): void {
   let width = 0;
   for (const [, w] of parts) width += w;
   for (let t = 0; t < T; t++) {

@@ -64,7 +64,13 @@ describe('configFromHf for Gemma 3', () => {
   });
 
   it("reads transformers 5's layer_types and rope_parameters (full_attention with linear scaling, sliding_attention)", () => {
-    const { sliding_window_pattern: _p, rope_theta: _t, rope_local_base_freq: _l, rope_scaling: _s, ...rest } = gemma3_1b;
+    const {
+      sliding_window_pattern: _p,
+      rope_theta: _t,
+      rope_local_base_freq: _l,
+      rope_scaling: _s,
+      ...rest
+    } = gemma3_1b;
     const c = configFromHf(
       {
         ...rest,

@@ -34,7 +34,10 @@ export function localLayersFromPattern(numLayers: number, pattern: number): bool
 export function gemma3FromHf(f: JsonFields, numLayers: number, headDim: number, file: string): Gemma3Params {
   const act = f.optStr('hidden_activation') ?? f.str('hidden_act', 'gelu_pytorch_tanh');
   if (act !== 'gelu_pytorch_tanh' && act !== 'gelu_tanh')
-    throw new ModelLoadError(file, `hidden_activation "${act}" is not supported for gemma3 (Tessera runs gelu_pytorch_tanh)`);
+    throw new ModelLoadError(
+      file,
+      `hidden_activation "${act}" is not supported for gemma3 (Tessera runs gelu_pytorch_tanh)`,
+    );
   if (f.has('attn_logit_softcapping'))
     throw new ModelLoadError(file, 'attn_logit_softcapping is not supported (Gemma 3 has none; Gemma 2 did)');
   const types = f.raw('layer_types');
@@ -43,7 +46,10 @@ export function gemma3FromHf(f: JsonFields, numLayers: number, headDim: number, 
     localLayers = types.map((t) => {
       if (t === 'sliding_attention') return true;
       if (t === 'full_attention') return false;
-      throw new ModelLoadError(file, `layer_types holds ${JSON.stringify(t)} (expected sliding_attention or full_attention)`);
+      throw new ModelLoadError(
+        file,
+        `layer_types holds ${JSON.stringify(t)} (expected sliding_attention or full_attention)`,
+      );
     });
   } else {
     localLayers = localLayersFromPattern(numLayers, f.int('sliding_window_pattern', GEMMA3_DEFAULT_PATTERN));
@@ -66,7 +72,10 @@ export function gemma3GlobalRope(f: JsonFields): { theta: number; scaling: JsonF
   const rope = f.object('rope_parameters');
   const full = rope?.object('full_attention') ?? null;
   if (full !== null) return { theta: full.num('rope_theta', 1_000_000), scaling: full };
-  return { theta: rope?.optNum('rope_theta') ?? f.num('rope_theta', 1_000_000), scaling: rope ?? f.object('rope_scaling') };
+  return {
+    theta: rope?.optNum('rope_theta') ?? f.num('rope_theta', 1_000_000),
+    scaling: rope ?? f.object('rope_scaling'),
+  };
 }
 
 export function gemma3FromGguf(
@@ -79,7 +88,9 @@ export function gemma3FromGguf(
   const hasWindow = window !== null && window > 0;
   return {
     slidingWindow: hasWindow ? window : 1,
-    localLayers: hasWindow ? localLayersFromPattern(shape.numLayers, pattern) : new Array<boolean>(shape.numLayers).fill(false),
+    localLayers: hasWindow
+      ? localLayersFromPattern(shape.numLayers, pattern)
+      : new Array<boolean>(shape.numLayers).fill(false),
     ropeLocalTheta: meta.optNum(key('rope.freq_base_swa')) ?? DEFAULT_LOCAL_THETA,
     queryPreAttnScalar: shape.numLayers === 62 ? shape.hiddenSize / shape.numHeads : shape.headDim,
     finalLogitSoftcap: meta.optNum(key('final_logit_softcapping')),

@@ -86,7 +86,11 @@ export async function ggufTokenizerMetadata(config: ModelConfig): Promise<[strin
 
 async function gemma3TokenizerMetadata(config: ModelConfig): Promise<[string, GgufValue][]> {
   const vocab = await readGemma3Vocab();
-  const v = ggufGemma3Vocab(parseJsonObject(vocab.tokenizerJsonText, 'tokenizer.json'), config.vocabSize, 'tokenizer.json');
+  const v = ggufGemma3Vocab(
+    parseJsonObject(vocab.tokenizerJsonText, 'tokenizer.json'),
+    config.vocabSize,
+    'tokenizer.json',
+  );
   const template = vocab.tokenizerConfig['chat_template'];
   return [
     ['tokenizer.ggml.model', gguf.str('llama')],

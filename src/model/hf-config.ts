@@ -45,8 +45,7 @@ export function configFromHf(json: JsonObject, file: string): ModelConfig {
   const maxPositionEmbeddings = f.int('max_position_embeddings', DEFAULT_CONTEXT[arch]);
   const gemmaRope = arch === 'gemma3' ? gemma3GlobalRope(f) : null;
   const rope = gemmaRope !== null ? gemmaRope.scaling : f.object('rope_parameters');
-  const ropeTheta =
-    gemmaRope?.theta ?? (rope?.has('rope_theta') ? rope.num('rope_theta') : f.num('rope_theta', 10000));
+  const ropeTheta = gemmaRope?.theta ?? (rope?.has('rope_theta') ? rope.num('rope_theta') : f.num('rope_theta', 10000));
   const bos = f.optInt('bos_token_id');
   const numLayers = f.int('num_hidden_layers');
   const headDim = f.has('head_dim')
@@ -65,7 +64,11 @@ export function configFromHf(json: JsonObject, file: string): ModelConfig {
     headDim,
     rmsNormEps: f.num('rms_norm_eps', 1e-6),
     ropeTheta,
-    ropeScaling: ropeScalingFromHf(gemmaRope !== null ? rope : (rope ?? f.object('rope_scaling')), maxPositionEmbeddings, file),
+    ropeScaling: ropeScalingFromHf(
+      gemmaRope !== null ? rope : (rope ?? f.object('rope_scaling')),
+      maxPositionEmbeddings,
+      file,
+    ),
     maxPositionEmbeddings,
     slidingWindow: slidingWindow(f, arch),
     tieWordEmbeddings: f.bool('tie_word_embeddings', arch === 'gemma3'),
