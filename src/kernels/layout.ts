@@ -124,6 +124,10 @@ export function checkAttention(kv: PagedKvView, args: AttentionArgs): void {
     args.q.length >= numTokens * qDim && args.out.length >= numTokens * qDim,
     () => `attention: q/out need ${numTokens} x ${qDim} elements`,
   );
+  assert(
+    args.window === undefined || (Number.isSafeInteger(args.window) && args.window > 0),
+    () => `attention: bad window ${args.window}`,
+  );
   checkPageTable(kv, args.pageTable, startPos + numTokens);
 }
 

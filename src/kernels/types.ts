@@ -1,7 +1,7 @@
 // The kernel interfaces. Two families, each with several backends and one shared case suite
 // (src/kernels/cases/) that every backend runs:
 //   DenseKernels  y = x · Wᵀ for one weight matrix:   ref (plain TS), wasm (SIMD), ort (onnxruntime-node)
-//   OpKernels     norms, RoPE, SiLU, paged attention:  ref (plain TS), wasm (SIMD)
+//   OpKernels     norms, RoPE, SiLU/GELU, paged attention:  ref (plain TS), wasm (SIMD)
 // `ref` is the oracle: every fast kernel is tested against it.
 import type { PagedKvView } from '../core/index.js';
 
@@ -76,6 +76,11 @@ export interface AttentionArgs {
   readonly numTokens: number;
   readonly startPos: number;
   readonly pageTable: Int32Array;
+  /**
+   * Sliding window (Gemma 3's local layers): the query at position p attends only to positions
+   * [max(0, p - window + 1), p], and no slot before that is read. Absent: [0, p].
+   */
+  readonly window?: number;
 }
 
 export interface RopeArgs {
@@ -104,6 +109,8 @@ export interface OpKernels {
   rope(args: RopeArgs): void;
   /** out[i] = silu(gate[i]) * up[i] */
   siluMul(gate: Float32Array, up: Float32Array, out: Float32Array, n: number): void;
+  /** out[i] = gelu_tanh(gate[i]) * up[i] (GELU's tanh approximation, Gemma's gelu_pytorch_tanh) */
+  geluTanhMul(gate: Float32Array, up: Float32Array, out: Float32Array, n: number): void;
   /** x[i] += y[i] */
   addInPlace(x: Float32Array, y: Float32Array, n: number): void;
   /**

@@ -54,6 +54,7 @@ describe('configFromHf', () => {
       attentionBias: false,
       bosTokenId: 1,
       eosTokenIds: [2],
+      gemma3: null,
     });
   });
 
@@ -161,7 +162,7 @@ describe('configFromHf', () => {
 
   it('names the file and the value for an unknown architecture', () => {
     expect(loadError({ ...llama2, model_type: 'gemma2', architectures: ['Gemma2ForCausalLM'] }).message).toBe(
-      `${FILE}: unknown architecture: model_type "gemma2" (Tessera supports llama, mistral, qwen2, qwen3, phi3)`,
+      `${FILE}: unknown architecture: model_type "gemma2" (Tessera supports llama, mistral, qwen2, qwen3, phi3, gemma3)`,
     );
     expect(loadError({ ...llama2, model_type: undefined, architectures: ['FalconForCausalLM'] }).message).toContain(
       'architectures ["FalconForCausalLM"]',

@@ -1,10 +1,10 @@
 // The normalized model description every other part of Tessera reads: one shape for Llama 2/3,
-// TinyLlama, SmolLM, Mistral and Qwen2, whether it came from a Hugging Face config.json
+// TinyLlama, SmolLM, Mistral, Qwen2/3, Phi-3 and Gemma 3 (its extras in `gemma3`), whether it came from a Hugging Face config.json
 // (hf-config.ts) or GGUF metadata (gguf-config.ts). This file owns the type and its checks;
 // it must never read files or guess a value a model did not give (defaults live in the parsers).
 import { ModelLoadError } from '../core/index.js';
 
-export const MODEL_ARCHS = ['llama', 'mistral', 'qwen2', 'qwen3', 'phi3'] as const;
+export const MODEL_ARCHS = ['llama', 'mistral', 'qwen2', 'qwen3', 'phi3', 'gemma3'] as const;
 export type ModelArch = (typeof MODEL_ARCHS)[number];
 
 /**
@@ -43,6 +43,24 @@ export type RopeScaling =
     }
   | { readonly type: 'freq-factors'; readonly factors: readonly number[] };
 
+/**
+ * What Gemma 3 adds to a Llama-family layer (see forward-gemma3.ts): local layers attend to a
+ * sliding window of the last `slidingWindow` positions (their own included) with their own RoPE
+ * base; global layers attend to everything with `ropeTheta` and `ropeScaling`.
+ */
+export interface Gemma3Params {
+  /** Positions a local layer's query sees: p attends to [p - slidingWindow + 1, p]. */
+  readonly slidingWindow: number;
+  /** One entry per layer: true for a local (sliding-window) layer. */
+  readonly localLayers: readonly boolean[];
+  /** RoPE base of the local layers (no scaling): HF rope_local_base_freq, GGUF rope.freq_base_swa. */
+  readonly ropeLocalTheta: number;
+  /** Attention scores are scaled by queryPreAttnScalar^-1/2 (not headDim^-1/2). */
+  readonly queryPreAttnScalar: number;
+  /** logits = cap * tanh(logits / cap) after lm_head; null: none (Gemma 3 ships none). */
+  readonly finalLogitSoftcap: number | null;
+}
+
 export interface ModelConfig {
   readonly arch: ModelArch;
   readonly vocabSize: number;
@@ -66,11 +84,13 @@ export interface ModelConfig {
   readonly bosTokenId: number | null;
   /** Every id that ends generation (Llama 3.1 lists several). */
   readonly eosTokenIds: readonly number[];
+  /** Gemma 3's local/global layers, attention scale and softcap; null for every other arch. */
+  readonly gemma3: Gemma3Params | null;
 }
 
-/** Qwen3 RMS-normalizes each head of q and k (q_norm, k_norm over headDim) before RoPE. */
+/** Qwen3 and Gemma 3 RMS-normalize each head of q and k (q_norm, k_norm over headDim) before RoPE. */
 export function hasQkNorm(config: Pick<ModelConfig, 'arch'>): boolean {
-  return config.arch === 'qwen3';
+  return config.arch === 'qwen3' || config.arch === 'gemma3';
 }
 
 /** Throws one ModelLoadError naming `file` if the config is not internally consistent. */
@@ -107,7 +127,27 @@ export function validateConfig(config: ModelConfig, file: string): ModelConfig {
     if (!Number.isSafeInteger(id) || id < 0) throw new ModelLoadError(file, `bad special token id ${id}`);
   }
   validateRopeScaling(config.ropeScaling, config.headDim, file);
+  validateGemma3(config, file);
   return config;
+}
+
+function validateGemma3(config: ModelConfig, file: string): void {
+  const g = config.gemma3;
+  if ((g !== null) !== (config.arch === 'gemma3')) {
+    throw new ModelLoadError(file, `gemma3 parameters must be given exactly for arch gemma3 (arch ${config.arch})`);
+  }
+  if (g === null) return;
+  if (!(Number.isSafeInteger(g.slidingWindow) && g.slidingWindow > 0))
+    throw new ModelLoadError(file, `sliding window must be a positive integer, got ${g.slidingWindow}`);
+  if (g.localLayers.length !== config.numLayers)
+    throw new ModelLoadError(file, `${g.localLayers.length} layer types for ${config.numLayers} layers`);
+  if (!(g.ropeLocalTheta > 1)) throw new ModelLoadError(file, `local RoPE base must be > 1, got ${g.ropeLocalTheta}`);
+  if (!(g.queryPreAttnScalar > 0))
+    throw new ModelLoadError(file, `query_pre_attn_scalar must be > 0, got ${g.queryPreAttnScalar}`);
+  if (g.finalLogitSoftcap !== null && !(g.finalLogitSoftcap > 0))
+    throw new ModelLoadError(file, `final logit softcap must be > 0 or null, got ${g.finalLogitSoftcap}`);
+  if (config.ropeScaling.type === 'dynamic')
+    throw new ModelLoadError(file, 'dynamic RoPE scaling is not supported for gemma3');
 }
 
 function validateRopeScaling(scaling: RopeScaling, headDim: number, file: string): void {
@@ -142,6 +182,7 @@ export function countParameters(config: ModelConfig): number {
   const kvDim = numKvHeads * headDim;
   const attention = d * qDim + 2 * d * kvDim + qDim * d + (config.attentionBias ? qDim + 2 * kvDim : 0);
   const mlp = 3 * d * ff;
-  const perLayer = attention + mlp + 2 * d;
+  const norms = config.gemma3 !== null ? 4 * d + 2 * headDim : hasQkNorm(config) ? 2 * d + 2 * headDim : 2 * d;
+  const perLayer = attention + mlp + norms;
   return vocabSize * d * (config.tieWordEmbeddings ? 1 : 2) + numLayers * perLayer + d;
 }

@@ -15,7 +15,8 @@ import { allocateActivations } from './activations.js';
 import { createKernels } from './engine.js';
 import type { EngineThreadData, EngineThreadReply, EngineThreadStep } from './engine-thread.js';
 import { modelFingerprint } from './fingerprint.js';
-import { forward, type ForwardModel } from './forward.js';
+import type { ForwardModel } from './forward.js';
+import { forwardFor } from './forward-gemma3.js';
 import { loadModel } from './load.js';
 import { ropeTable } from './rope.js';
 import { prepareWeights } from './weights-prepared.js';
@@ -65,7 +66,7 @@ async function main(): Promise<void> {
     act.tokens.set(m.tokens);
     act.positions.set(m.positions);
     if (data.testStepDelayMs > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, data.testStepDelayMs);
-    forward(fm, { numTokens: m.numTokens, seqs: m.seqs, logitRows: m.logitRows }, act).then(
+    forwardFor(config)(fm, { numTokens: m.numTokens, seqs: m.seqs, logitRows: m.logitRows }, act).then(
       (logits) => {
         const out = logits.slice(0, m.logitRows.length * config.vocabSize);
         port.postMessage({ kind: 'done', logits: out } satisfies EngineThreadReply, [out.buffer]);

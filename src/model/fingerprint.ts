@@ -28,6 +28,7 @@ function computeConfig(c: ModelConfig): unknown {
     c.slidingWindow,
     c.tieWordEmbeddings,
     c.attentionBias,
+    ...(c.gemma3 === null ? [] : [c.gemma3]), // absent for other archs: their fingerprints stay as they were
   ];
 }
 

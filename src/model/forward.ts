@@ -1,4 +1,5 @@
-// The forward pass of a Llama-family model (llama, mistral, qwen2, qwen3, phi3) over a batch of sequences,
+// The forward pass of a Llama-family model (llama, mistral, qwen2, qwen3, phi3; Gemma 3's is
+// forward-gemma3.ts) over a batch of sequences,
 // top to bottom, in the spirit of llama2.c. Every sequence's tokens are rows of one [T, d]
 // matrix, so each weight is read once per step by one dense matmul, whatever the batch
 // (continuous batching); only RoPE positions, KV writes and attention are per sequence.
@@ -56,6 +57,7 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
   const kvDim = numKvHeads * headDim;
   const T = batch.numTokens;
   const R = batch.logitRows.length;
+  assert(config.gemma3 === null, 'forward: Gemma 3 runs forwardGemma3 (forward-gemma3.ts, forwardFor)');
   assert(
     T > 0 && T <= a.maxTokens && R <= a.maxLogitRows,
     () => `forward: ${T} tokens / ${R} logit rows exceed the activations (${a.maxTokens} / ${a.maxLogitRows})`,
@@ -115,7 +117,12 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
  * Copies each row of `src` ([T, sum of widths]) into the parts, in order, adding `bias` (one
  * value per column of src) when given: the fused projections' outputs, unfused.
  */
-function splitRows(src: Float32Array, T: number, bias: Float32Array | null, ...parts: [Float32Array, number][]): void {
+export function splitRows(
+  src: Float32Array,
+  T: number,
+  bias: Float32Array | null,
+  ...parts: [Float32Array, number][]
+): void {
   let width = 0;
   for (const [, w] of parts) width += w;
   for (let t = 0; t < T; t++) {

@@ -13,6 +13,7 @@ import { FILE_TYPE_OF_DTYPE, GGML_TYPE_OF_DTYPE, type GgufValue } from './gguf-f
 import { gguf, writeGgufFile } from './gguf-writer.js';
 import { ggufTokenizerMetadata, hfTokenizerFiles } from './gen-vocab.js';
 import { FUSED_GATE_UP, FUSED_QKV, hasFusedProjections } from './fused.js';
+import { gemma3NormMultiplier, isGemma3Norm, localLayersFromPattern } from './gemma3-config.js';
 import { permuteRopeRows } from './permute.js';
 import { GEN_PRESETS, PRESET_CONFIGS, generateTensor, type GenPreset } from './presets.js';
 import { writeSafetensorsFile } from './safetensors.js';
@@ -70,6 +71,7 @@ const HF_CLASS: Readonly<Record<ModelConfig['arch'], string>> = {
   qwen2: 'Qwen2ForCausalLM',
   qwen3: 'Qwen3ForCausalLM',
   phi3: 'Phi3ForCausalLM',
+  gemma3: 'Gemma3ForCausalLM',
 };
 const HF_DTYPES: readonly GenDType[] = ['f32', 'f16', 'bf16'];
 const TORCH_DTYPE: Readonly<Partial<Record<GenDType, string>>> = { f32: 'float32', f16: 'float16', bf16: 'bfloat16' };
@@ -98,7 +100,7 @@ export function checkGenOptions(options: GenModelOptions): void {
 export function genConfig(options: Pick<GenModelOptions, 'preset' | 'overrides' | 'dtype'>): ModelConfig {
   let config: ModelConfig;
   try {
-    config = validateConfig({ ...PRESET_CONFIGS[options.preset], ...options.overrides }, 'gen-model overrides');
+    config = validateConfig(withOverrides(PRESET_CONFIGS[options.preset], options.overrides), 'gen-model overrides');
   } catch (error) {
     throw new ConfigError(error instanceof Error ? error.message : String(error), error);
   }
@@ -108,6 +110,21 @@ export function genConfig(options: Pick<GenModelOptions, 'preset' | 'overrides' 
     throw new ConfigError(`${dtype} needs hidden, intermediate and attention sizes that are multiples of ${QK}`);
   }
   return config;
+}
+
+/** The preset with `overrides`; Gemma 3's layer pattern and attention scale follow the new shape. */
+function withOverrides(preset: ModelConfig, overrides: GenOverrides | undefined): ModelConfig {
+  const config = { ...preset, ...overrides };
+  if (config.gemma3 === null || overrides === undefined) return config;
+  const period = config.gemma3.localLayers.indexOf(false) + 1;
+  return {
+    ...config,
+    gemma3: {
+      ...config.gemma3,
+      localLayers: localLayersFromPattern(config.numLayers, period),
+      queryPreAttnScalar: config.headDim,
+    },
+  };
 }
 
 export async function genModel(options: GenModelOptions): Promise<GenModelResult> {
@@ -177,9 +194,9 @@ function ggufModelName(config: ModelConfig, preset: string): string {
 }
 
 /** llama.cpp's name; Phi-3's gate | up is its ffn_up. */
-function ggufName(name: string): string {
+function ggufName(name: string, arch: ModelConfig['arch']): string {
   const m = /^model\.layers\.(\d+)\.mlp\.gate_up_proj\.weight$/.exec(name);
-  return m !== null ? `blk.${m[1]}.ffn_up.weight` : hfToGgufName(name);
+  return m !== null ? `blk.${m[1]}.ffn_up.weight` : hfToGgufName(name, arch);
 }
 
 function progress(
@@ -229,9 +246,22 @@ async function writeHf(config: ModelConfig, options: GenModelOptions): Promise<s
 }
 
 function hfConfigJson(config: ModelConfig, dtype: GenDType, seed: number, preset: GenPreset): Record<string, unknown> {
+  const g = config.gemma3;
+  const gemma3 =
+    g === null
+      ? {}
+      : {
+          hidden_activation: 'gelu_pytorch_tanh',
+          query_pre_attn_scalar: g.queryPreAttnScalar,
+          sliding_window: g.slidingWindow,
+          layer_types: g.localLayers.map((local) => (local ? 'sliding_attention' : 'full_attention')),
+          rope_local_base_freq: g.ropeLocalTheta,
+          final_logit_softcapping: g.finalLogitSoftcap,
+          attn_logit_softcapping: null,
+        };
   return {
     architectures: [HF_CLASS[config.arch]],
-    model_type: config.arch,
+    model_type: config.arch === 'gemma3' ? 'gemma3_text' : config.arch,
     vocab_size: config.vocabSize,
     hidden_size: config.hiddenSize,
     intermediate_size: config.intermediateSize,
@@ -239,7 +269,7 @@ function hfConfigJson(config: ModelConfig, dtype: GenDType, seed: number, preset
     num_attention_heads: config.numHeads,
     num_key_value_heads: config.numKvHeads,
     head_dim: config.headDim,
-    hidden_act: 'silu',
+    ...(g === null ? { hidden_act: 'silu' } : gemma3),
     max_position_embeddings: config.maxPositionEmbeddings,
     rms_norm_eps: config.rmsNormEps,
     rope_theta: config.ropeTheta,
@@ -279,13 +309,14 @@ async function writeGguf(config: ModelConfig, options: GenModelOptions): Promise
     [`${a}.attention.head_count_kv`, gguf.u32(config.numKvHeads)],
     [`${a}.attention.layer_norm_rms_epsilon`, gguf.f32(config.rmsNormEps)],
     [`${a}.rope.freq_base`, gguf.f32(config.ropeTheta)],
+    ...gemma3Metadata(config),
     ...(await ggufTokenizerMetadata(config)),
   ];
   // llama.cpp keeps 1-D tensors (norms) in f32 whatever the file type; K-quant mixes: gen-mix.ts.
   const specs = tensorSpecs(config, (name, shape) => tensorDtype(config, dtype, name, shape));
   const done = progress(options, specs);
   const ggufSpecs = specs.map((s) => ({
-    name: ggufName(s.name),
+    name: ggufName(s.name, config.arch),
     shape: s.shape,
     ggmlType: GGML_TYPE_OF_DTYPE[s.dtype],
   }));
@@ -300,11 +331,34 @@ async function writeGguf(config: ModelConfig, options: GenModelOptions): Promise
         : spec.name.endsWith('k_proj.weight')
           ? config.numKvHeads
           : 0;
-    const f32 = { name: spec.name, dtype: 'f32' as const, shape: spec.shape, data: new Uint8Array(values.buffer) };
+    // llama.cpp's converter writes Gemma 3's norm weights w as the multiplier 1 + w.
+    const stored = isGemma3Norm(config, spec.name) ? gemma3NormMultiplier(values) : values;
+    const f32 = { name: spec.name, dtype: 'f32' as const, shape: spec.shape, data: new Uint8Array(stored.buffer) };
     const ordered = heads > 0 ? permuteRopeRows(f32, heads, 'hf-to-gguf').data : f32.data;
     const data = quantize(spec.dtype, new Float32Array(ordered.buffer, ordered.byteOffset, ordered.byteLength / 4));
     done(i);
     return data;
   });
   return [options.out];
+}
+
+/** Gemma 3's keys, named as llama.cpp reads them (gemma3-config.ts); its pattern of local layers must be periodic. */
+function gemma3Metadata(config: ModelConfig): [string, GgufValue][] {
+  const g = config.gemma3;
+  if (g === null) return [];
+  const firstGlobal = g.localLayers.indexOf(false);
+  const period = firstGlobal < 0 ? config.numLayers + 1 : firstGlobal + 1; // every layer local: no global one
+  const periodic = g.localLayers.every((local, i) => local === i % period < period - 1);
+  if (!periodic) throw new ConfigError('gemma3: GGUF needs every Nth layer global (one sliding_window_pattern)');
+  const impliedScalar = config.numLayers === 62 ? config.hiddenSize / config.numHeads : config.headDim;
+  if (g.queryPreAttnScalar !== impliedScalar)
+    throw new ConfigError(`gemma3: GGUF implies query_pre_attn_scalar ${impliedScalar}, not ${g.queryPreAttnScalar}`);
+  return [
+    ['gemma3.attention.sliding_window', gguf.u32(g.slidingWindow)],
+    ['gemma3.attention.sliding_window_pattern', gguf.u32(period)],
+    ['gemma3.rope.freq_base_swa', gguf.f32(g.ropeLocalTheta)],
+    ...(g.finalLogitSoftcap === null
+      ? []
+      : [['gemma3.final_logit_softcapping', gguf.f32(g.finalLogitSoftcap)] as [string, GgufValue]]),
+  ];
 }

@@ -1,10 +1,11 @@
 // GGUF metadata -> ModelConfig, for general.architecture "llama" (llama.cpp writes Llama 2/3,
-// TinyLlama, SmolLM and Mistral 7B as "llama") and "qwen2", reading the `<arch>.*` keys with
+// TinyLlama, SmolLM and Mistral 7B as "llama"), "qwen2", "qwen3", "phi3" and "gemma3", reading the `<arch>.*` keys with
 // llama.cpp's defaults. Llama 3 RoPE scaling arrives as a `rope_freqs.weight` tensor of
 // per-frequency divisors. It must never guess an architecture from tensor names.
 import { ModelLoadError } from '../core/index.js';
 import { dequantize } from '../kernels/index.js';
 import { validateConfig, type ModelArch, type ModelConfig, type RopeScaling } from './config.js';
+import { gemma3FromGguf } from './gemma3-config.js';
 import { dtypeOfGgmlType, ggmlTypeName } from './gguf-format.js';
 import { GgufMeta } from './gguf-meta.js';
 import { ggufTensorBytes, type GgufFile } from './gguf-reader.js';
@@ -15,6 +16,7 @@ const GGUF_ARCHS: Readonly<Record<string, ModelArch>> = {
   qwen2: 'qwen2',
   qwen3: 'qwen3',
   phi3: 'phi3',
+  gemma3: 'gemma3',
 };
 
 export function ggufArch(g: GgufFile): ModelArch {
@@ -24,7 +26,7 @@ export function ggufArch(g: GgufFile): ModelArch {
     const seen = name === null ? 'no general.architecture key' : `general.architecture "${name}"`;
     throw new ModelLoadError(
       g.file,
-      `unknown architecture: ${seen} (Tessera reads GGUF llama, qwen2, qwen3 and phi3; Mistral 7B GGUFs say "llama")`,
+      `unknown architecture: ${seen} (Tessera reads GGUF llama, qwen2, qwen3, phi3 and gemma3; Mistral 7B GGUFs say "llama")`,
     );
   }
   return arch;
@@ -50,12 +52,13 @@ export function configFromGguf(g: GgufFile): ModelConfig {
   const eos = ['tokenizer.ggml.eos_token_id', 'tokenizer.ggml.eot_token_id', 'tokenizer.ggml.eom_token_id']
     .map((k) => meta.optInt(k))
     .filter((id): id is number => id !== null);
+  const numLayers = meta.int(key('block_count'));
   const config: ModelConfig = {
     arch,
     vocabSize: meta.optInt(key('vocab_size')) ?? embed.shape[0]!,
     hiddenSize,
     intermediateSize: meta.int(key('feed_forward_length')),
-    numLayers: meta.int(key('block_count')),
+    numLayers,
     numHeads,
     numKvHeads: meta.optInt(key('attention.head_count_kv')) ?? numHeads,
     headDim,
@@ -68,6 +71,7 @@ export function configFromGguf(g: GgufFile): ModelConfig {
     attentionBias: arch === 'qwen2',
     bosTokenId: meta.optInt('tokenizer.ggml.bos_token_id'),
     eosTokenIds: [...new Set(eos)],
+    gemma3: arch === 'gemma3' ? gemma3FromGguf(meta, key, { numLayers, hiddenSize, numHeads, headDim }) : null,
   };
   return validateConfig(config, g.file);
 }

@@ -32,6 +32,7 @@ function miniConfig(arch: 'llama' | 'qwen2'): ModelConfig {
     attentionBias: arch === 'qwen2',
     bosTokenId: null,
     eosTokenIds: [],
+    gemma3: null,
   };
 }
 

@@ -1,7 +1,8 @@
 // The weights of a GGUF file as canonical (Hugging Face) tensors: names mapped from llama.cpp's,
 // shapes from ne reversed (same bytes: GGUF's ne = [in, out] is HF's [out, in] row-major), and
-// Llama/Mistral Q and K rows un-permuted back to rotate-half order (see permute.ts; Qwen2 and
-// Qwen3 files are not permuted). Zero-copy except for those Q/K tensors. It must never convert dtypes.
+// Llama/Mistral Q and K rows un-permuted back to rotate-half order (see permute.ts; Qwen2/3,
+// Phi-3 and Gemma 3 files are not permuted; Gemma 3's norms already hold 1 + w). Zero-copy except
+// for those Q/K tensors. It must never convert dtypes.
 import { ModelLoadError } from '../core/index.js';
 import type { HostTensor } from '../kernels/index.js';
 import type { ModelConfig } from './config.js';
@@ -20,7 +21,8 @@ export function loadGgufWeights(g: GgufFile, config: ModelConfig): Map<string, H
     if (CONFIG_TENSORS.has(info.name)) continue;
     // Phi-3's ffn_up holds gate | up (fused.ts splits it).
     const phi3GateUp = hasFusedProjections(config) ? /^blk\.(\d+)\.ffn_up\.weight$/.exec(info.name) : null;
-    const name = phi3GateUp !== null ? layerName(Number(phi3GateUp[1]), FUSED_GATE_UP) : ggufToHfName(info.name);
+    const name =
+      phi3GateUp !== null ? layerName(Number(phi3GateUp[1]), FUSED_GATE_UP) : ggufToHfName(info.name, config.arch);
     if (name === null)
       throw new ModelLoadError(g.file, `unexpected tensor ${info.name}: not part of a ${config.arch} model`);
     const dtype = dtypeOfGgmlType(info.ggmlType);

@@ -186,6 +186,7 @@ describe('configFromGguf', () => {
       attentionBias: false,
       bosTokenId: 1,
       eosTokenIds: [2, 7],
+      gemma3: null,
     });
   });
 

@@ -1,8 +1,11 @@
 // Hugging Face config.json -> ModelConfig, for LlamaForCausalLM (Llama 2/3, TinyLlama, SmolLM),
-// MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM (q/k norms), with transformers' defaults where a field is absent.
+// MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM (q/k norms), Phi3ForCausalLM and
+// Gemma3ForCausalLM (model_type gemma3_text; its extras in gemma3-config.ts), with transformers'
+// defaults where a field is absent.
 // It must never accept a feature it cannot run (another activation, o_proj/MLP bias, other
 // RoPE types): those are ModelLoadErrors naming the file, not silently wrong outputs.
 import { ModelLoadError } from '../core/index.js';
+import { gemma3FromHf, gemma3GlobalRope } from './gemma3-config.js';
 import { MODEL_ARCHS, validateConfig, type ModelArch, type ModelConfig, type RopeScaling } from './config.js';
 import { JsonFields, type JsonObject } from './json-fields.js';
 
@@ -12,7 +15,11 @@ const ARCH_BY_CLASS: Readonly<Record<string, ModelArch>> = {
   Qwen2ForCausalLM: 'qwen2',
   Qwen3ForCausalLM: 'qwen3',
   Phi3ForCausalLM: 'phi3',
+  Gemma3ForCausalLM: 'gemma3',
 };
+
+/** HF model_type values that name an arch by another word. */
+const ARCH_BY_MODEL_TYPE: Readonly<Record<string, ModelArch>> = { gemma3_text: 'gemma3' };
 
 /** transformers' default max_position_embeddings per model_type. */
 const DEFAULT_CONTEXT: Readonly<Record<ModelArch, number>> = {
@@ -21,6 +28,7 @@ const DEFAULT_CONTEXT: Readonly<Record<ModelArch, number>> = {
   qwen2: 32768,
   qwen3: 40960,
   phi3: 4096,
+  gemma3: 131072,
 };
 
 export function configFromHf(json: JsonObject, file: string): ModelConfig {
@@ -28,34 +36,46 @@ export function configFromHf(json: JsonObject, file: string): ModelConfig {
   const arch = hfArch(f, file);
   const numHeads = f.int('num_attention_heads');
   const hiddenSize = f.int('hidden_size');
-  const act = f.str('hidden_act', 'silu');
+  const act = arch === 'gemma3' ? 'silu' : f.str('hidden_act', 'silu'); // gemma3: gemma3FromHf checks
   if (act !== 'silu') throw new ModelLoadError(file, `hidden_act "${act}" is not supported (Tessera runs silu)`);
   if (f.bool('mlp_bias', false)) throw new ModelLoadError(file, 'mlp_bias=true is not supported');
   if (arch !== 'qwen2' && f.bool('attention_bias', false)) {
     throw new ModelLoadError(file, 'attention_bias=true (a bias on q/k/v/o) is not supported for llama/mistral');
   }
   const maxPositionEmbeddings = f.int('max_position_embeddings', DEFAULT_CONTEXT[arch]);
-  const rope = f.object('rope_parameters');
-  const ropeTheta = rope?.has('rope_theta') ? rope.num('rope_theta') : f.num('rope_theta', 10000);
+  const gemmaRope = arch === 'gemma3' ? gemma3GlobalRope(f) : null;
+  const rope = gemmaRope !== null ? gemmaRope.scaling : f.object('rope_parameters');
+  const ropeTheta = gemmaRope?.theta ?? (rope?.has('rope_theta') ? rope.num('rope_theta') : f.num('rope_theta', 10000));
   const bos = f.optInt('bos_token_id');
+  const numLayers = f.int('num_hidden_layers');
+  const headDim = f.has('head_dim')
+    ? f.int('head_dim')
+    : arch === 'gemma3'
+      ? 256
+      : derivedHeadDim(hiddenSize, numHeads, file);
   const config: ModelConfig = {
     arch,
     vocabSize: f.int('vocab_size'),
     hiddenSize,
     intermediateSize: f.int('intermediate_size'),
-    numLayers: f.int('num_hidden_layers'),
+    numLayers,
     numHeads,
     numKvHeads: f.int('num_key_value_heads', numHeads),
-    headDim: f.has('head_dim') ? f.int('head_dim') : derivedHeadDim(hiddenSize, numHeads, file),
+    headDim,
     rmsNormEps: f.num('rms_norm_eps', 1e-6),
     ropeTheta,
-    ropeScaling: ropeScalingFromHf(rope ?? f.object('rope_scaling'), maxPositionEmbeddings, file),
+    ropeScaling: ropeScalingFromHf(
+      gemmaRope !== null ? rope : (rope ?? f.object('rope_scaling')),
+      maxPositionEmbeddings,
+      file,
+    ),
     maxPositionEmbeddings,
     slidingWindow: slidingWindow(f, arch),
-    tieWordEmbeddings: f.bool('tie_word_embeddings', false),
+    tieWordEmbeddings: f.bool('tie_word_embeddings', arch === 'gemma3'),
     attentionBias: arch === 'qwen2',
     bosTokenId: bos,
     eosTokenIds: f.intList('eos_token_id'),
+    gemma3: arch === 'gemma3' ? gemma3FromHf(f, numLayers, headDim, file) : null,
   };
   return validateConfig(config, file);
 }
@@ -64,6 +84,12 @@ function hfArch(f: JsonFields, file: string): ModelArch {
   const modelType = f.optStr('model_type');
   const classes = f.raw('architectures');
   const firstClass = Array.isArray(classes) && typeof classes[0] === 'string' ? classes[0] : null;
+  if (modelType !== null && ARCH_BY_MODEL_TYPE[modelType] !== undefined) return ARCH_BY_MODEL_TYPE[modelType]!;
+  if (modelType === 'gemma3')
+    throw new ModelLoadError(
+      file,
+      'model_type "gemma3" is Gemma3ForConditionalGeneration (text and vision): Tessera reads the text-only gemma3_text',
+    );
   if (modelType !== null && (MODEL_ARCHS as readonly string[]).includes(modelType)) return modelType as ModelArch;
   if (modelType === null && firstClass !== null && ARCH_BY_CLASS[firstClass] !== undefined)
     return ARCH_BY_CLASS[firstClass]!;
@@ -89,6 +115,7 @@ function derivedHeadDim(hiddenSize: number, numHeads: number, file: string): num
 function slidingWindow(f: JsonFields, arch: ModelArch): number | null {
   switch (arch) {
     case 'llama':
+    case 'gemma3': // its window is per layer (Gemma3Params), not a cap on the context
       return null;
     case 'mistral':
     case 'phi3':

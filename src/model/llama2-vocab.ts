@@ -47,11 +47,6 @@ export function ggufVocabFromTokenizerJson(tokenizerJson: JsonObject, file: stri
   const tokens: string[] = [];
   for (const [piece, id] of Object.entries(vocab)) tokens[id] = piece;
   const merges = model['merges'] as unknown[];
-  const firstRank = new Map<string, number>();
-  merges.forEach((merge, rank) => {
-    const piece = Array.isArray(merge) ? merge.join('') : String(merge).replace(' ', '');
-    if (!firstRank.has(piece)) firstRank.set(piece, rank);
-  });
   const special = new Map<number, string>();
   for (const added of (tokenizerJson['added_tokens'] as unknown[] | undefined) ?? []) {
     if (isJsonObject(added) && added['special'] === true)
@@ -63,12 +58,7 @@ export function ggufVocabFromTokenizerJson(tokenizerJson: JsonObject, file: stri
     if (id === undefined) throw new ModelLoadError(file, `special token ${piece} is not in the vocabulary`);
     return id;
   };
-  const scores = tokens.map((piece, id) => {
-    if (special.has(id) || /^<0x[0-9A-F]{2}>$/.test(piece)) return 0;
-    const rank = firstRank.get(piece);
-    // Pieces no merge produces (single characters) never compete as merge results.
-    return rank === undefined ? -(merges.length + id) : -rank;
-  });
+  const scores = mergeRankScores(tokens, merges, (piece, id) => special.has(id) || /^<0x[0-9A-F]{2}>$/.test(piece));
   const tokenTypes = tokens.map((piece, id) => {
     if (id === unk) return TOKEN_TYPE.unknown;
     if (special.has(id)) return TOKEN_TYPE.control;
@@ -83,4 +73,26 @@ export function ggufVocabFromTokenizerJson(tokenizerJson: JsonObject, file: stri
     eosTokenId: idOf('</s>'),
     unknownTokenId: unk ?? 0,
   };
+}
+
+/**
+ * SentencePiece scores that rebuild a BPE tokenizer.json's merges: -(rank of the first merge that
+ * produces the piece); pieces no merge produces rank after every merge, by id; `unscored` ones 0.
+ */
+export function mergeRankScores(
+  tokens: readonly string[],
+  merges: readonly unknown[],
+  unscored: (piece: string, id: number) => boolean,
+): number[] {
+  const firstRank = new Map<string, number>();
+  merges.forEach((merge, rank) => {
+    const piece = Array.isArray(merge) ? merge.join('') : String(merge).replace(' ', '');
+    if (!firstRank.has(piece)) firstRank.set(piece, rank);
+  });
+  return tokens.map((piece, id) => {
+    if (unscored(piece, id)) return 0;
+    const rank = firstRank.get(piece);
+    // Pieces no merge produces (single characters) never compete as merge results.
+    return rank === undefined ? -(merges.length + id) : -rank;
+  });
 }

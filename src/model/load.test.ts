@@ -197,6 +197,25 @@ describe('bad input is one ModelLoadError naming the file and the problem', () =
     );
   });
 
+  it("drops added tokens past the embedding (Gemma 3 1B's <image_soft_token>), refuses a base vocabulary past it", async () => {
+    const dir = await hfCopy('added-past-embedding');
+    const json = JSON.parse(await readFile(join(dir, 'tokenizer.json'), 'utf8')) as {
+      added_tokens: object[];
+      model: { vocab: Record<string, number> };
+    };
+    const special = { single_word: false, lstrip: false, rstrip: false, normalized: false, special: true };
+    json.added_tokens.push({ ...special, id: 32000, content: '<image_soft_token>' });
+    await writeFile(join(dir, 'tokenizer.json'), JSON.stringify(json));
+    const model = await loadModel(dir);
+    expect(model.tokenizer.vocabSize).toBe(32000);
+    const ids = model.tokenizer.encode('a <image_soft_token>', { addSpecialTokens: false });
+    expect(ids.length).toBeGreaterThan(2);
+    expect(Math.max(...ids)).toBeLessThan(32000);
+    json.model.vocab['▁beyond'] = 32000;
+    await writeFile(join(dir, 'tokenizer.json'), JSON.stringify(json));
+    expect((await loadError(dir)).message).toMatch(/the tokenizer has 32001 tokens but the model embeds only 32000/);
+  });
+
   it('a missing weight file', async () => {
     const dir = await hfCopy('no-weights');
     await rm(join(dir, 'model.safetensors'));
@@ -225,7 +244,7 @@ describe('bad input is one ModelLoadError naming the file and the problem', () =
       JSON.stringify({ ...config, model_type: 'gemma2', architectures: ['Gemma2ForCausalLM'] }),
     );
     expect((await loadError(dir)).message).toBe(
-      `${join(dir, 'config.json')}: unknown architecture: model_type "gemma2" (Tessera supports llama, mistral, qwen2, qwen3, phi3)`,
+      `${join(dir, 'config.json')}: unknown architecture: model_type "gemma2" (Tessera supports llama, mistral, qwen2, qwen3, phi3, gemma3)`,
     );
   });
 

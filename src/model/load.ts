@@ -4,7 +4,8 @@
 //   2. a directory   -> Hugging Face: config.json, safetensors (single or sharded),
 //                       tokenizer.json + tokenizer_config.json (+ generation_config.json)
 //   3. a file        -> GGUF: metadata, tensors and the embedded tokenizer
-//   4. every tensor checked against the config; tokenizer and chat template built
+//   4. every tensor checked against the config; tokenizer and chat template built (added tokens
+//      past the embedding's rows dropped)
 // Every failure is one ModelLoadError naming the file and the problem. It never runs a model.
 import { join } from 'node:path';
 import { ModelLoadError } from '../core/index.js';
@@ -20,6 +21,7 @@ import {
   readOptionalTextFile,
   readWholeFile,
 } from './files.js';
+import { gemma3NormsFromHf } from './gemma3-config.js';
 import { configFromGguf } from './gguf-config.js';
 import { GgufMeta } from './gguf-meta.js';
 import { readGguf } from './gguf-reader.js';
@@ -27,7 +29,7 @@ import { ggufTokenizerJson } from './gguf-tokenizer.js';
 import { loadGgufWeights } from './gguf-weights.js';
 import { configFromHf } from './hf-config.js';
 import { loadHfWeights } from './hf-weights.js';
-import { JsonFields } from './json-fields.js';
+import { isJsonObject, JsonFields, type JsonObject } from './json-fields.js';
 import { createTokenizer, type Tokenizer } from './tokenizer.js';
 
 export interface ModelSource {
@@ -97,7 +99,7 @@ async function loadHfDirectory(spec: string, dir: string, withWeights: boolean):
   const tokenizerConfigPath = join(dir, 'tokenizer_config.json');
   const tokenizerConfig = (await readOptionalJsonFile(tokenizerConfigPath)) ?? {};
   const tokenizer = createTokenizer({
-    tokenizerJson: await readJsonFile(tokenizerPath),
+    tokenizerJson: addedTokensWithinEmbedding(await readJsonFile(tokenizerPath), parsed.vocabSize),
     tokenizerConfig,
     file: tokenizerPath,
     extraEosTokenIds: [...parsed.eosTokenIds, ...generationEos],
@@ -112,7 +114,7 @@ async function loadHfDirectory(spec: string, dir: string, withWeights: boolean):
   const weights = await loadHfWeights(dir, config);
   return {
     config,
-    tensors: weights.tensors,
+    tensors: gemma3NormsFromHf(config, weights.tensors),
     tokenizer,
     chatTemplate,
     source: { format: 'hf', spec, path: dir, files: weights.files },
@@ -137,6 +139,19 @@ async function loadGgufFile(spec: string, file: string, withWeights: boolean): P
   return tensors === null
     ? { config, tokenizer, chatTemplate, source }
     : { config, tensors, tokenizer, chatTemplate, source };
+}
+
+/**
+ * tokenizer.json without the added tokens whose ids lie past the embedding's rows: Gemma 3 1B's
+ * lists <image_soft_token> as 262144 over 262144 rows (a text-only model with the family's
+ * tokenizer). No such id could be embedded; without the entry its text tokenizes as ordinary
+ * pieces, as in llama.cpp's GGUF of the same model (its converter keeps the 262144 pieces).
+ */
+function addedTokensWithinEmbedding(tokenizerJson: JsonObject, vocabSize: number): JsonObject {
+  const added = tokenizerJson['added_tokens'];
+  if (!Array.isArray(added)) return tokenizerJson;
+  const within = added.filter((t) => !(isJsonObject(t) && typeof t['id'] === 'number' && t['id'] >= vocabSize));
+  return within.length === added.length ? tokenizerJson : { ...tokenizerJson, added_tokens: within };
 }
 
 /** The config's special ids, completed from the tokenizer; the tokenizer must fit the embedding. */

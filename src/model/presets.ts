@@ -10,9 +10,11 @@
 // This file must never do I/O.
 import { Rng } from '../core/index.js';
 import type { ModelConfig } from './config.js';
+import { GEMMA3_VOCAB_SIZE } from './gemma3-vocab.js';
+import { localLayersFromPattern } from './gemma3-config.js';
 import { EMBED, LM_HEAD } from './tensor-names.js';
 
-export const GEN_PRESETS = ['tiny', 'm100', 'qwen3-tiny', 'phi3-tiny', 'llama-1b'] as const;
+export const GEN_PRESETS = ['tiny', 'm100', 'qwen3-tiny', 'phi3-tiny', 'llama-1b', 'gemma3-tiny'] as const;
 export type GenPreset = (typeof GEN_PRESETS)[number];
 
 const LLAMA2_SPECIALS = { bosTokenId: 1, eosTokenIds: [2] } as const;
@@ -36,6 +38,7 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
     tieWordEmbeddings: false,
     attentionBias: false,
     ...LLAMA2_SPECIALS,
+    gemma3: null,
   },
   /**
    * ~110M parameters: dim 768, 12 layers, 12 query / 4 KV heads, untied embeddings. (Tied
@@ -59,6 +62,7 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
     tieWordEmbeddings: false,
     attentionBias: false,
     ...LLAMA2_SPECIALS,
+    gemma3: null,
   },
   /**
    * Qwen3's shape in miniature: per-head q/k RMSNorm, head dim 64 with 4 heads over a 128-wide
@@ -83,6 +87,7 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
     attentionBias: false,
     bosTokenId: 151643,
     eosTokenIds: [151645],
+    gemma3: null,
   },
   /**
    * Llama-3.2-1B's shape (dim 2048, 16 layers, 32 query / 8 KV heads, ff 8192, tied embeddings,
@@ -105,6 +110,7 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
     tieWordEmbeddings: true,
     attentionBias: false,
     ...LLAMA2_SPECIALS,
+    gemma3: null,
   },
   /** Phi-3's shape in miniature: fused qkv and gate_up in its files, full multi-head attention, Llama 2 vocabulary. */
   'phi3-tiny': {
@@ -124,6 +130,41 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
     tieWordEmbeddings: false,
     attentionBias: false,
     ...LLAMA2_SPECIALS,
+    gemma3: null,
+  },
+  /**
+   * Gemma 3's shape in miniature (Gemma-3-1B has 26 layers of 4 query / 1 KV heads of 256 over
+   * 1152): 7 layers, local ones with a 16-token window and RoPE base 10000 around a global one
+   * (layer 5, every 6th as in Gemma 3) with base 1e6; q/k norms; GELU-tanh; Gemma 3's real
+   * tokenizer (262144 pieces plus <image_soft_token>) over Gemma 3 4B's embedding of 262208 rows.
+   * query_pre_attn_scalar = head dim, as llama.cpp assumes for every size but 27B. Untied for
+   * the reason m100 is (Gemma ties its embeddings; `overrides` can tie them).
+   */
+  'gemma3-tiny': {
+    arch: 'gemma3',
+    vocabSize: GEMMA3_VOCAB_SIZE,
+    hiddenSize: 64,
+    intermediateSize: 256,
+    numLayers: 7,
+    numHeads: 4,
+    numKvHeads: 1,
+    headDim: 32,
+    rmsNormEps: 1e-6,
+    ropeTheta: 1000000,
+    ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 4096,
+    slidingWindow: null,
+    tieWordEmbeddings: false,
+    attentionBias: false,
+    bosTokenId: 2,
+    eosTokenIds: [1, 106],
+    gemma3: {
+      slidingWindow: 16,
+      localLayers: localLayersFromPattern(7, 6),
+      ropeLocalTheta: 10000,
+      queryPreAttnScalar: 32,
+      finalLogitSoftcap: null,
+    },
   },
 };
 
@@ -142,7 +183,8 @@ function nameHash(name: string): number {
 function initStd(config: ModelConfig, name: string): number {
   const d = config.hiddenSize;
   const logitScale = LOGIT_STD / Math.sqrt(d);
-  if (name === EMBED) return config.tieWordEmbeddings ? logitScale : 1;
+  // Gemma scales embeddings by sqrt(d): rows of std 1/sqrt(d) enter the residual at unit RMS.
+  if (name === EMBED) return config.tieWordEmbeddings ? logitScale : config.arch === 'gemma3' ? 1 / Math.sqrt(d) : 1;
   if (name === LM_HEAD) return logitScale;
   if (name.endsWith('o_proj.weight')) return 1 / Math.sqrt(config.numHeads * config.headDim);
   if (name.endsWith('down_proj.weight')) return 1 / Math.sqrt(config.intermediateSize);
@@ -150,7 +192,10 @@ function initStd(config: ModelConfig, name: string): number {
   return 1 / Math.sqrt(d);
 }
 
-/** The f32 values of one tensor (HF layout), the same for a given (config, name, seed). */
+/**
+ * The f32 values of one tensor (HF layout and convention: Gemma 3's norm weights w, applied as
+ * 1 + w, so jittered around 0), the same for a given (config, name, seed).
+ */
 export function generateTensor(
   config: ModelConfig,
   name: string,
@@ -160,7 +205,8 @@ export function generateTensor(
   const rng = new Rng((nameHash(name) ^ Math.imul(seed >>> 0, 0x9e3779b1)) >>> 0);
   const out = new Float32Array(shape.reduce((a, b) => a * b, 1));
   if (shape.length === 1 && name.endsWith('norm.weight')) {
-    for (let i = 0; i < out.length; i++) out[i] = 1 + NORM_JITTER * rng.normal();
+    const center = config.arch === 'gemma3' ? 0 : 1;
+    for (let i = 0; i < out.length; i++) out[i] = center + NORM_JITTER * rng.normal();
     return out;
   }
   const std = initStd(config, name);

@@ -3,6 +3,7 @@
 // odd shapes (biases, tied embeddings, tiny vocabularies) quickly. Never touches the disk.
 import { quantize, type HostTensor, type WeightDType } from '../kernels/index.js';
 import { validateConfig, type ModelConfig } from './config.js';
+import { gemma3NormMultiplier, isGemma3Norm } from './gemma3-config.js';
 import { generateTensor } from './presets.js';
 import { expectedTensors } from './tensor-names.js';
 
@@ -15,7 +16,8 @@ export function randomModel(
   validateConfig(config, 'randomModel');
   const tensors = new Map<string, HostTensor>();
   for (const [name, shape] of expectedTensors(config)) {
-    const values = generateTensor(config, name, shape, seed);
+    const drawn = generateTensor(config, name, shape, seed);
+    const values = isGemma3Norm(config, name) ? gemma3NormMultiplier(drawn) : drawn; // canonical: 1 + w
     const type = shape.length === 2 ? dtype : 'f32';
     tensors.set(name, { name, dtype: type, shape, data: quantize(type, values) });
   }

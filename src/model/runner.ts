@@ -27,7 +27,8 @@ import type { DenseKernels, OpKernels } from '../kernels/index.js';
 import type { PagePool } from '../pages/index.js';
 import { allocateActivations, type Activations } from './activations.js';
 import type { ModelConfig } from './config.js';
-import { forward, type ForwardBatch, type ForwardModel, type ForwardSeq } from './forward.js';
+import type { ForwardBatch, ForwardModel, ForwardSeq } from './forward.js';
+import { forwardFor } from './forward-gemma3.js';
 import { ropeDependsOnLength, ropeTable } from './rope.js';
 import type { PreparedWeights } from './weights-prepared.js';
 
@@ -86,7 +87,7 @@ export class LocalForward implements ForwardExec {
   }
 
   run(batch: ForwardBatch): Promise<Float32Array> {
-    return forward(this.#model, batch, this.#act);
+    return forwardFor(this.#model.config)(this.#model, batch, this.#act);
   }
 }
 

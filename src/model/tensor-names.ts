@@ -4,7 +4,7 @@
 // a tensor Tessera would silently ignore is one ModelLoadError naming the file.
 import { InvariantError, ModelLoadError } from '../core/index.js';
 import type { HostTensor } from '../kernels/index.js';
-import { hasQkNorm, type ModelConfig } from './config.js';
+import { hasQkNorm, type ModelArch, type ModelConfig } from './config.js';
 import { FUSED_QKV, splitFused } from './fused.js';
 
 export const EMBED = 'model.embed_tokens.weight';
@@ -34,7 +34,13 @@ export function expectedTensors(config: ModelConfig): Map<string, readonly numbe
       out.set(layerName(i, 'self_attn.k_norm.weight'), [headDim]);
     }
     out.set(layerName(i, 'self_attn.o_proj.weight'), [d, qDim]);
+    // Llama's post_attention_layernorm is the norm before the MLP; Gemma 3's is the norm of the
+    // attention output, and pre/post_feedforward_layernorm surround its MLP.
     out.set(layerName(i, 'post_attention_layernorm.weight'), [d]);
+    if (config.arch === 'gemma3') {
+      out.set(layerName(i, 'pre_feedforward_layernorm.weight'), [d]);
+      out.set(layerName(i, 'post_feedforward_layernorm.weight'), [d]);
+    }
     out.set(layerName(i, 'mlp.gate_proj.weight'), [ff, d]);
     out.set(layerName(i, 'mlp.up_proj.weight'), [ff, d]);
     out.set(layerName(i, 'mlp.down_proj.weight'), [d, ff]);
@@ -102,6 +108,15 @@ const GGUF_LAYER_SUFFIX: Readonly<Record<string, string>> = {
   'ffn_up.weight': 'mlp.up_proj.weight',
   'ffn_down.weight': 'mlp.down_proj.weight',
 };
+/** Gemma 3's layer names where llama.cpp's differ from Llama's meaning (ffn_norm is the pre-MLP norm). */
+const GGUF_LAYER_SUFFIX_GEMMA3: Readonly<Record<string, string>> = {
+  ...GGUF_LAYER_SUFFIX,
+  'post_attention_norm.weight': 'post_attention_layernorm.weight',
+  'ffn_norm.weight': 'pre_feedforward_layernorm.weight',
+  'post_ffw_norm.weight': 'post_feedforward_layernorm.weight',
+};
+const layerSuffixes = (arch: ModelArch): Readonly<Record<string, string>> =>
+  arch === 'gemma3' ? GGUF_LAYER_SUFFIX_GEMMA3 : GGUF_LAYER_SUFFIX;
 const GGUF_GLOBAL: Readonly<Record<string, string>> = {
   'token_embd.weight': EMBED,
   'output_norm.weight': FINAL_NORM,
@@ -109,21 +124,21 @@ const GGUF_GLOBAL: Readonly<Record<string, string>> = {
 };
 
 /** llama.cpp tensor name -> canonical name; null for names Tessera does not know. */
-export function ggufToHfName(name: string): string | null {
+export function ggufToHfName(name: string, arch: ModelArch = 'llama'): string | null {
   const global = GGUF_GLOBAL[name];
   if (global !== undefined) return global;
   const m = /^blk\.(\d+)\.(.+)$/.exec(name);
   if (m === null) return null;
-  const suffix = GGUF_LAYER_SUFFIX[m[2]!];
+  const suffix = layerSuffixes(arch)[m[2]!];
   return suffix === undefined ? null : layerName(Number(m[1]), suffix);
 }
 
 /** Canonical name -> llama.cpp tensor name. */
-export function hfToGgufName(name: string): string {
+export function hfToGgufName(name: string, arch: ModelArch = 'llama'): string {
   for (const [g, hf] of Object.entries(GGUF_GLOBAL)) if (hf === name) return g;
   const m = /^model\.layers\.(\d+)\.(.+)$/.exec(name);
   if (m !== null) {
-    for (const [g, hf] of Object.entries(GGUF_LAYER_SUFFIX)) if (hf === m[2]) return `blk.${m[1]}.${g}`;
+    for (const [g, hf] of Object.entries(layerSuffixes(arch))) if (hf === m[2]) return `blk.${m[1]}.${g}`;
   }
   throw new InvariantError(`no GGUF name for tensor ${name}`);
 }

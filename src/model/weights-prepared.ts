@@ -23,6 +23,7 @@ import {
 } from '../kernels/index.js';
 import { hasQkNorm, type ModelConfig } from './config.js';
 import { tensorToF32 } from './host-tensor.js';
+import { ropeTable, type RopeTable } from './rope.js';
 import { RowStack } from './row-stack.js';
 import { EMBED, FINAL_NORM, LM_HEAD, layerName } from './tensor-names.js';
 
@@ -33,13 +34,16 @@ export interface LayerWeights {
   readonly qkv: DenseWeight;
   /** [qDim + 2 kvDim], or null when the model has no attention bias (all but Qwen2). */
   readonly qkvBias: Float32Array | null;
-  /** [headDim] each: Qwen3's per-head RMSNorm of q and k before RoPE; null for other archs. */
+  /** [headDim] each: Qwen3's and Gemma 3's per-head RMSNorm of q and k before RoPE; null for other archs. */
   readonly qNorm: Float32Array | null;
   readonly kNorm: Float32Array | null;
   /** [d, qDim] */
   readonly o: DenseWeight;
-  /** [d] */
+  /** [d]: the norm before the MLP; Gemma 3's of the attention output (its post_attention_layernorm). */
   readonly postNorm: Float32Array;
+  /** [d] each: Gemma 3's norms before and after the MLP; null for other archs. */
+  readonly preFfnNorm: Float32Array | null;
+  readonly postFfnNorm: Float32Array | null;
   /** [2 ff, d] */
   readonly gateUp: DenseWeight;
   /** [d, ff] */
@@ -47,6 +51,8 @@ export interface LayerWeights {
 }
 
 export interface PreparedWeights {
+  /** Gemma 3's local layers' RoPE (base ropeLocalTheta, unscaled), built once; null for other archs. */
+  readonly ropeLocal: RopeTable | null;
   /** [vocab, d], as in the file: rows are decoded one token at a time. */
   readonly embed: HostTensor;
   readonly layers: readonly LayerWeights[];
@@ -113,13 +119,19 @@ export async function prepareWeights(
       kNorm: hasQkNorm(config) ? vector(n('self_attn.k_norm.weight')) : null,
       o: await matrix(n('self_attn.o_proj.weight'), [get(n('self_attn.o_proj.weight'))]),
       postNorm: vector(n('post_attention_layernorm.weight')),
+      preFfnNorm: config.gemma3 !== null ? vector(n('pre_feedforward_layernorm.weight')) : null,
+      postFfnNorm: config.gemma3 !== null ? vector(n('post_feedforward_layernorm.weight')) : null,
       gateUp: await matrix(n('mlp.gate_up'), [get(n('mlp.gate_proj.weight')), get(n('mlp.up_proj.weight'))]),
       down: await matrix(n('mlp.down_proj.weight'), [get(n('mlp.down_proj.weight'))]),
     });
   }
   const embed = get(EMBED);
   const lmHead = await matrix(LM_HEAD, [config.tieWordEmbeddings ? { ...embed, name: LM_HEAD } : get(LM_HEAD)]);
-  return { embed, layers, finalNorm: vector(FINAL_NORM), lmHead, bytesPerToken };
+  const ropeLocal =
+    config.gemma3 === null
+      ? null
+      : ropeTable({ headDim: config.headDim, ropeTheta: config.gemma3.ropeLocalTheta, ropeScaling: { type: 'none' } });
+  return { ropeLocal, embed, layers, finalNorm: vector(FINAL_NORM), lmHead, bytesPerToken };
 }
 
 /** One matrix whose rows are those of `parts` in order (all of `cols` columns). */

@@ -1,9 +1,10 @@
 // The shared case suite of OpKernels: every backend runs these (see its *.test.ts) against
 // RefOps, the oracle. Tolerance: |y - y_ref| <= 1e-5 * (|y_ref| + 1) for attention and RoPE,
-// 1e-5 * |y_ref| + 1e-6 for RMSNorm and SiLU·mul (f32 sums and a polynomial exp stay far
+// 1e-5 * |y_ref| + 1e-6 for RMSNorm, SiLU·mul and GELU·mul (f32 sums and a polynomial exp stay far
 // inside it); KV writes and adds are exact. KV pools are poisoned with NaN everywhere except the
 // slots written for the request, so a kernel that reads a page outside the page table, a slot
-// past the causal limit or another layer produces NaN and fails the comparison.
+// past the causal limit (or before a sliding window) or another layer produces NaN and fails the
+// comparison.
 import { Rng } from '../../core/index.js';
 import { pageElements } from '../layout.js';
 import { RefOps } from '../ref/ops.js';
@@ -20,6 +21,8 @@ interface AttentionSetup {
   readonly pageTable: readonly number[];
   readonly startPos: number;
   readonly numTokens: number;
+  /** A sliding window (Gemma 3's local layers); undefined: full causal attention. */
+  readonly window?: number;
 }
 
 function setup(
@@ -31,9 +34,11 @@ function setup(
   pageTable: number[],
   startPos: number,
   numTokens: number,
+  window?: number,
 ): AttentionSetup {
   const shape = { numHeads, numKvHeads, headDim, scale: 1 / Math.sqrt(headDim) };
-  return { label, shape, pageSize, numPages: Math.max(...pageTable) + 3, pageTable, startPos, numTokens };
+  const base = { label, shape, pageSize, numPages: Math.max(...pageTable) + 3, pageTable, startPos, numTokens };
+  return window === undefined ? base : { ...base, window };
 }
 
 const ATTENTION_SETUPS: readonly AttentionSetup[] = [
@@ -42,6 +47,9 @@ const ATTENTION_SETUPS: readonly AttentionSetup[] = [
   setup('chunk across pages, GQA 6/3, headDim 6', 6, 3, 6, 5, [7, 1, 4, 2], 11, 6),
   setup('chunk, GQA 12/4, headDim 64', 12, 4, 64, 16, [9, 3, 7, 1, 5], 60, 10),
   setup('one slot per page, 3 heads on 1 KV head', 3, 1, 4, 1, [4, 0, 3, 1, 2], 0, 5),
+  setup('window 7: decode, window starts mid-page', 4, 2, 8, 4, [6, 1, 8, 3, 0], 17, 1, 7),
+  setup('window 4 = page size: prefill from 0 across pages', 4, 1, 16, 4, [2, 5, 0, 7], 0, 13, 4),
+  setup('window 5: chunk, GQA 6/3, headDim 6', 6, 3, 6, 5, [7, 1, 4, 2], 11, 6, 5),
 ];
 const NUM_LAYERS = 2;
 const LAYER = 1;
@@ -68,6 +76,10 @@ function filledPool(backend: OpKernels, s: AttentionSetup, seed: number): PagedK
     randomF32(rng, endPos * kvDim),
     randomF32(rng, endPos * kvDim),
   );
+  // With a window, the positions no query of the call may see stay NaN: a kernel that reads one fails.
+  const unseen = s.window === undefined ? 0 : Math.max(0, s.startPos + 1 - s.window);
+  const nan = new Float32Array(unseen * kvDim).fill(NaN);
+  if (unseen > 0) backend.writeKv(kv, LAYER, Int32Array.from(s.pageTable), 0, unseen, nan, nan);
   return kv;
 }
 
@@ -88,6 +100,7 @@ function runAttention(
     numTokens,
     startPos,
     pageTable: Int32Array.from(s.pageTable),
+    ...(s.window === undefined ? {} : { window: s.window }),
   });
   return out;
 }
@@ -211,6 +224,27 @@ function rowCases(): KernelCase<OpKernels>[] {
           backend.siluMul(gate, up, out, n);
           expectWithin(
             `siluMul n=${n}`,
+            out,
+            expected,
+            n,
+            (i) => OPS_RELATIVE_TOLERANCE * Math.abs(expected[i]!) + 1e-6,
+          );
+        }
+      },
+    },
+    {
+      name: 'geluTanhMul matches the reference, including saturated inputs',
+      run(backend) {
+        for (const n of [1, 7, 1000]) {
+          const gate = randomF32(rng, n, 5);
+          gate.set([-100, 100, -20, 20, 0, -0.5, 3].slice(0, n));
+          const up = randomF32(rng, n);
+          const expected = new Float32Array(n);
+          new RefOps().geluTanhMul(gate, up, expected, n);
+          const out = new Float32Array(n);
+          backend.geluTanhMul(gate, up, out, n);
+          expectWithin(
+            `geluTanhMul n=${n}`,
             out,
             expected,
             n,

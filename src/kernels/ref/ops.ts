@@ -1,5 +1,6 @@
 // The reference operator kernels in plain TypeScript: RMSNorm, RoPE (rotate-half pairing),
-// SiLU·mul, residual add, KV writes into pages and paged causal attention with GQA. The oracle
+// SiLU·mul, GELU·mul, residual add, KV writes into pages and paged causal attention with GQA
+// (optionally over a sliding window). The oracle
 // for every fast OpKernels backend: sums in f64, results rounded to f32 once. Reads the KV pool
 // only through the page table it is given, and never checks ownership (the caller did).
 import { checkAttention, checkLengths, checkRope, checkWriteKv, kvIndex } from '../layout.js';
@@ -52,6 +53,15 @@ export class RefOps implements OpKernels {
     }
   }
 
+  geluTanhMul(gate: Float32Array, up: Float32Array, out: Float32Array, n: number): void {
+    checkLengths('geluTanhMul', n, gate, up, out);
+    const c = Math.sqrt(2 / Math.PI);
+    for (let i = 0; i < n; i++) {
+      const g = gate[i]!;
+      out[i] = 0.5 * g * (1 + Math.tanh(c * (g + 0.044715 * g * g * g))) * up[i]!;
+    }
+  }
+
   addInPlace(x: Float32Array, y: Float32Array, n: number): void {
     checkLengths('addInPlace', n, x, y);
     for (let i = 0; i < n; i++) x[i] = x[i]! + y[i]!;
@@ -86,11 +96,12 @@ export class RefOps implements OpKernels {
     const scores = new Float64Array(startPos + numTokens);
     for (let t = 0; t < numTokens; t++) {
       const numPositions = startPos + t + 1; // causal: positions [0, startPos + t]
+      const first = args.window === undefined ? 0 : Math.max(0, numPositions - args.window); // sliding window
       for (let h = 0; h < numHeads; h++) {
         const kvHead = Math.floor((h * numKvHeads) / numHeads);
         const qAt = (t * numHeads + h) * headDim;
         let max = -Infinity;
-        for (let p = 0; p < numPositions; p++) {
+        for (let p = first; p < numPositions; p++) {
           const kAt =
             kvIndex(kv, pageTable[Math.floor(p / kv.pageSize)]!, layer, 0, p % kv.pageSize) + kvHead * headDim;
           let dot = 0;
@@ -99,13 +110,13 @@ export class RefOps implements OpKernels {
           max = Math.max(max, scores[p]!);
         }
         let sum = 0;
-        for (let p = 0; p < numPositions; p++) {
+        for (let p = first; p < numPositions; p++) {
           scores[p] = Math.exp(scores[p]! - max);
           sum += scores[p]!;
         }
         for (let i = 0; i < headDim; i++) {
           let acc = 0;
-          for (let p = 0; p < numPositions; p++) {
+          for (let p = first; p < numPositions; p++) {
             const vAt =
               kvIndex(kv, pageTable[Math.floor(p / kv.pageSize)]!, layer, 1, p % kv.pageSize) + kvHead * headDim;
             acc += scores[p]! * kv.data[vAt + i]!;

@@ -13,10 +13,20 @@ describe('RefOps runs the ops case suite', () => {
   for (const c of opsCases()) it(c.name, () => c.run(createRefOps()));
 });
 
-/** Reads the pool's last page (never in any case's page table) in place of the request's first. */
+/** Reads the pool's last page (never in any case's page table) in place of the first page the call reads. */
 class ReadsForeignPage extends RefOps {
   override attention(kv: PagedKvView, args: AttentionArgs): void {
-    super.attention(kv, { ...args, pageTable: args.pageTable.map((page, i) => (i === 0 ? kv.numPages - 1 : page)) });
+    const firstRead = args.window === undefined ? 0 : Math.max(0, args.startPos + 1 - args.window);
+    const at = Math.floor(firstRead / kv.pageSize);
+    super.attention(kv, { ...args, pageTable: args.pageTable.map((page, i) => (i === at ? kv.numPages - 1 : page)) });
+  }
+}
+
+/** Attends to every position before the query, whatever the window. */
+class IgnoresWindow extends RefOps {
+  override attention(kv: PagedKvView, args: AttentionArgs): void {
+    const { window: _ignored, ...full } = args;
+    super.attention(kv, full);
   }
 }
 
@@ -27,6 +37,13 @@ describe('the ops case suite itself (negative controls)', () => {
     expect(attentionCases.length).toBeGreaterThan(0);
     for (const c of attentionCases)
       await expect(Promise.resolve().then(() => c.run(new ReadsForeignPage()))).rejects.toThrow(/is NaN|expected/);
+  });
+
+  it('fails every sliding-window attention case for a backend that reads before the window', async () => {
+    const windowed = attentionCases.filter((c) => c.name.includes('window'));
+    expect(windowed.length).toBe(3);
+    for (const c of windowed)
+      await expect(Promise.resolve().then(() => c.run(new IgnoresWindow()))).rejects.toThrow(/is NaN|expected/);
   });
 });
 

@@ -61,6 +61,16 @@ export class WasmOps implements OpKernels {
     rt.output(op, out, n);
   }
 
+  geluTanhMul(gate: Float32Array, up: Float32Array, out: Float32Array, n: number): void {
+    checkLengths('geluTanhMul', n, gate, up, out);
+    const rt = this.runtime;
+    const gp = rt.input('a', gate, n);
+    const up_ = rt.input('b', up, n);
+    const op = rt.owns(out) ? out.byteOffset : rt.scratch('c', n * 4);
+    rt.kernels.geluTanhMul(gp, up_, op, n);
+    rt.output(op, out, n);
+  }
+
   addInPlace(x: Float32Array, y: Float32Array, n: number): void {
     checkLengths('addInPlace', n, x, y);
     const rt = this.runtime;
@@ -115,6 +125,7 @@ export class WasmOps implements OpKernels {
       shape.numHeads,
       shape.scale,
       rt.scratch('d', (endPos + 4) * 4),
+      args.window ?? 0,
     );
     rt.output(op, args.out, n);
   }

@@ -42,6 +42,7 @@ export interface KernelExports {
     table: number,
   ): void;
   siluMul(gate: number, up: number, out: number, n: number): void;
+  geluTanhMul(gate: number, up: number, out: number, n: number): void;
   addInPlace(x: number, y: number, n: number): void;
   sumF32(data: number, n: number): number;
   attention(
@@ -59,6 +60,7 @@ export interface KernelExports {
     numHeads: number,
     scale: number,
     scores: number,
+    window: number,
   ): void;
 }
 

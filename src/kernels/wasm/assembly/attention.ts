@@ -1,5 +1,6 @@
 // Paged causal attention with GQA for one request in one layer. Reads K and V only through the
-// page table it is given and only positions [0, startPos + t] for query token t; it never
+// page table it is given and only positions [0, startPos + t] for query token t (with a sliding
+// window, only the last `window` of them); it never
 // checks ownership (the caller verified every page). Each (token, head) is computed by the same
 // arithmetic whatever numTokens is, so chunked prefill and decode give bit-identical outputs.
 //
@@ -105,12 +106,15 @@ function pageValues(w: usize, v: usize, vs: usize, count: i32, headDim: i32, out
 }
 
 /**
- * out[t, h] = softmax(scale * q[t, h] · K[0..startPos+t]) · V[0..startPos+t], with head h
- * reading KV head floor(h * numKvHeads / numHeads). scores: scratch of startPos + numTokens floats.
+ * out[t, h] = softmax(scale * q[t, h] · K[lo..startPos+t]) · V[lo..startPos+t], with head h
+ * reading KV head floor(h * numKvHeads / numHeads); lo = 0, or with window > 0 (a sliding
+ * window) max(0, startPos + t + 1 - window). scores: scratch of startPos + numTokens floats,
+ * indexed by position.
  */
 export function attention(
   pool: usize, numLayers: i32, pageSize: i32, numKvHeads: i32, headDim: i32, layer: i32,
   pageTable: usize, q: usize, out: usize, numTokens: i32, startPos: i32, numHeads: i32, scale: f32, scores: usize,
+  window: i32,
 ): void {
   const kvDim = numKvHeads * headDim;
   const rowBytes = <usize>kvDim << 2;
@@ -118,22 +122,26 @@ export function attention(
   const headBytes = <usize>headDim << 2;
   for (let t = 0; t < numTokens; t++) {
     const n = startPos + t + 1;
+    const lo = window > 0 ? max(0, n - window) : 0;
     const numPages = (n + pageSize - 1) / pageSize;
+    const firstPage = lo / pageSize;
     for (let h = 0; h < numHeads; h++) {
       const kvHeadAt = <usize>((h * numKvHeads) / numHeads) * headBytes;
       const qh = q + <usize>(t * numHeads + h) * headBytes;
       const oh = out + <usize>(t * numHeads + h) * headBytes;
-      for (let pi = 0; pi < numPages; pi++) {
+      for (let pi = firstPage; pi < numPages; pi++) {
         const page = <usize>load<i32>(pageTable + (<usize>pi << 2));
-        const k = pool + ((page * numLayers + layer) * 2) * planeBytes + kvHeadAt;
-        pageScores(qh, k, rowBytes, min(pageSize, n - pi * pageSize), headDim, scale, scores + (<usize>(pi * pageSize) << 2));
+        const from = max(lo, pi * pageSize); // first position read in this page
+        const k = pool + ((page * numLayers + layer) * 2) * planeBytes + kvHeadAt + <usize>(from - pi * pageSize) * rowBytes;
+        pageScores(qh, k, rowBytes, min((pi + 1) * pageSize, n) - from, headDim, scale, scores + (<usize>from << 2));
       }
-      const inverseSum = <f32>1 / softmaxNumerators(scores, n);
+      const inverseSum = <f32>1 / softmaxNumerators(scores + (<usize>lo << 2), n - lo);
       memory.fill(oh, 0, headBytes);
-      for (let pi = 0; pi < numPages; pi++) {
+      for (let pi = firstPage; pi < numPages; pi++) {
         const page = <usize>load<i32>(pageTable + (<usize>pi << 2));
-        const v = pool + ((page * numLayers + layer) * 2 + 1) * planeBytes + kvHeadAt;
-        pageValues(scores + (<usize>(pi * pageSize) << 2), v, rowBytes, min(pageSize, n - pi * pageSize), headDim, oh);
+        const from = max(lo, pi * pageSize);
+        const v = pool + ((page * numLayers + layer) * 2 + 1) * planeBytes + kvHeadAt + <usize>(from - pi * pageSize) * rowBytes;
+        pageValues(scores + (<usize>from << 2), v, rowBytes, min((pi + 1) * pageSize, n) - from, headDim, oh);
       }
       const iv = f32x4.splat(inverseSum);
       const n4 = <usize>(headDim & ~3) << 2;

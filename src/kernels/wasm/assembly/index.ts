@@ -2,7 +2,7 @@
 // Functions take byte offsets into the imported shared memory; the TS side (../runtime.ts)
 // owns every allocation. No static data, no managed objects: instances may share one memory.
 export { matmul } from './dense';
-export { rmsNorm, rope, siluMul, addInPlace, sumF32 } from './ops';
+export { rmsNorm, rope, siluMul, geluTanhMul, addInPlace, sumF32 } from './ops';
 export { attention } from './attention';
 
 export function heapBase(): usize {

@@ -73,6 +73,25 @@ export function siluMul(gate: usize, up: usize, out: usize, n: i32): void {
   }
 }
 
+@inline
+function geluTanhMul4(g: v128, u: v128): v128 {
+  // 0.5 g (1 + tanh(z)) = g * sigmoid(2 z), z = sqrt(2/pi) (g + 0.044715 g^3)
+  const g3 = f32x4.mul(f32x4.mul(g, g), g);
+  const z2 = f32x4.mul(f32x4.splat(<f32>1.5957691216057308), f32x4.add(g, f32x4.mul(f32x4.splat(<f32>0.044715), g3)));
+  const sigmoid = f32x4.div(f32x4.splat(1), f32x4.add(f32x4.splat(1), expF32x4(f32x4.neg(z2))));
+  return f32x4.mul(f32x4.mul(g, sigmoid), u);
+}
+
+/** out[i] = gelu_tanh(gate[i]) * up[i]; out may equal gate or up. */
+export function geluTanhMul(gate: usize, up: usize, out: usize, n: i32): void {
+  const bytes = <usize>n << 2;
+  const n4 = <usize>(n & ~3) << 2;
+  for (let o: usize = 0; o < n4; o += 16) v128.store(out + o, geluTanhMul4(v128.load(gate + o), v128.load(up + o)));
+  for (let o = n4; o < bytes; o += 4) {
+    store<f32>(out + o, f32x4.extract_lane(geluTanhMul4(f32x4.splat(load<f32>(gate + o)), f32x4.splat(load<f32>(up + o))), 0));
+  }
+}
+
 /** x[i] += y[i] */
 export function addInPlace(x: usize, y: usize, n: i32): void {
   const bytes = <usize>n << 2;
