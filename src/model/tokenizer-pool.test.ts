@@ -137,9 +137,22 @@ describe.each([
 });
 
 describe('the pool', () => {
+  // Long jobs of made-up words (the tokenizer's word cache cannot help), several times the long threshold, so
+  // each holds its thread for far longer than twenty short round trips take even on a loaded machine.
+  const madeUpWords = (seed: number, chars: number): string => {
+    const words: string[] = [];
+    let state = seed * 2654435761 + 1;
+    for (let length = 0; length < chars;) {
+      state = (state * 1103515245 + 12345) % 2147483648;
+      const word = state.toString(36);
+      words.push(word);
+      length += word.length + 1;
+    }
+    return words.join(' ');
+  };
   const long = (i: number): TokenizeJob => ({
     kind: 'text',
-    text: `${i} ${'word '.repeat(LONG_JOB_CHARS / 5)}`,
+    text: `${i} ${madeUpWords(i, 4 * LONG_JOB_CHARS)}`,
     addSpecialTokens: true,
   });
   const short = (i: number): TokenizeJob => ({ kind: 'text', text: `short prompt ${i}`, addSpecialTokens: true });
