@@ -451,7 +451,11 @@ export class PdRouter {
     switch (effect.kind) {
       case 'send':
         if (effect.message.type === 'Reserve') this.#o.onWriter?.(effect.message.rid, effect.message.prefillAddress);
-        if (effect.message.type === 'Prefill') this.#prefillOf.set(effect.message.rid.replace(/\.\d+$/, ''), effect.to);
+        if (effect.message.type === 'Prefill') {
+          // The machine says which submission this attempt is of (a retry's rid is not the submission's).
+          const submission = this.machine.clientOf(effect.message.rid);
+          if (submission !== undefined) this.#prefillOf.set(submission, effect.to);
+        }
         this.#transport.send(effect.to, effect.message);
         return;
       case 'closePeer':
