@@ -273,7 +273,8 @@ export class WorkerRegistry {
     e.prefix = parsePrefixReport(body['prefixCache']);
     // A static worker's first checks wait for the others' first answers (#vetStatic).
     if (status === 200 && !e.admitted && (e.source === 'dns' || this.#staticVetted) && !(await this.#vet(e))) return;
-    e.state = status === 200 ? 'up' : 'down';
+    // A static worker that answered before the join checks of all of them ran is not `up` yet.
+    e.state = status !== 200 ? 'down' : e.admitted ? 'up' : 'unknown';
     e.lastError = status === 200 ? undefined : `${e.url}/health answered ${status}`;
   }
 }
