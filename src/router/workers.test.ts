@@ -194,4 +194,29 @@ describe('WorkerRegistry join checks of static workers', () => {
     expect(r.entries[1]?.state).toBe('misconfigured');
     expect(r.views().map((v) => v.up)).toEqual([true, false]);
   });
+
+  it('checks a worker again when it comes back after it was down (another process may answer on its port)', async () => {
+    const reference = await fakeWorker(prefill('a11ce5a11ce5a11c'));
+    const first = await fakeWorker(prefill('a11ce5a11ce5a11c'));
+    const url = first.url;
+    const r = new WorkerRegistry({
+      prefills: [reference.url, url],
+      decodes: [],
+      pollIntervalMs: 60_000,
+      fetchTimeoutMs: 1000,
+      vet,
+    });
+    await r.start();
+    r.stop();
+    expect(r.entries.map((e) => e.state)).toEqual(['up', 'up']);
+    await first.close();
+    await r.pollAll();
+    expect(r.entries[1]?.state).toBe('down');
+    const other = createServer((_req, res) => res.writeHead(200).end(JSON.stringify(prefill('b0b0b0b0b0b0b0b0'))));
+    servers.push(other);
+    await new Promise<void>((resolve) => other.listen(Number(new URL(url).port), '127.0.0.1', resolve));
+    await r.pollAll();
+    expect(r.entries[1]?.state).toBe('misconfigured');
+    expect(r.entries[1]?.lastError).toMatch(/model fingerprint b0b0b0b0b0b0b0b0 differs/);
+  });
 });

@@ -228,6 +228,13 @@ export class WorkerRegistry {
     return (['prefill', 'decode'] as const).every((role) => this.#entries.some((e) => e.role === role && usable(e)));
   }
 
+  /** An `up` worker stopped answering: it is checked again before it is paired again (what answers next may be another process). */
+  #fell(e: WorkerEntry): void {
+    e.state = 'down';
+    if (this.#o.vet !== undefined) e.admitted = false;
+    this.#o.onDown?.(e);
+  }
+
   async #poll(e: WorkerEntry): Promise<void> {
     if (e.polling) return;
     e.polling = true;
@@ -256,7 +263,7 @@ export class WorkerRegistry {
       e.slowPolls = slow ? e.slowPolls + 1 : MAX_SLOW_POLLS;
       const wasUp = e.state === 'up';
       if (e.state !== 'misconfigured' && (e.state !== 'up' || e.slowPolls >= MAX_SLOW_POLLS)) e.state = 'down';
-      if (wasUp && e.state === 'down') this.#o.onDown?.(e);
+      if (wasUp && e.state === 'down') this.#fell(e);
       return;
     }
     e.slowPolls = 0;
@@ -274,6 +281,7 @@ export class WorkerRegistry {
     // A static worker's first checks wait for the others' first answers (#vetStatic).
     if (status === 200 && !e.admitted && (e.source === 'dns' || this.#staticVetted) && !(await this.#vet(e))) return;
     // A static worker that answered before the join checks of all of them ran is not `up` yet.
+    if (status !== 200 && e.state === 'up') this.#fell(e);
     e.state = status !== 200 ? 'down' : e.admitted ? 'up' : 'unknown';
     e.lastError = status === 200 ? undefined : `${e.url}/health answered ${status}`;
   }
