@@ -162,7 +162,8 @@ export class PdRouter {
           ));
         if (why !== this.#refused.get(entry.url)) {
           if (why !== undefined) this.#o.log?.(`${entry.role} ${entry.url} not admitted (never paired): ${why}`);
-          else if (this.#refused.has(entry.url)) this.#o.log?.(`${entry.role} ${entry.url} admitted: its checks pass now`);
+          else if (this.#refused.has(entry.url))
+            this.#o.log?.(`${entry.role} ${entry.url} admitted: its checks pass now`);
         }
         if (why === undefined) this.#refused.delete(entry.url);
         else this.#refused.set(entry.url, why);

@@ -26,7 +26,8 @@ import {
 } from './support.js';
 
 const unavailable = namespacesUnavailable();
-if (unavailable !== undefined) console.warn(`\n!!! SKIPPING test/e2e/cluster/decode-host-loss.test.ts: ${unavailable}\n`);
+if (unavailable !== undefined)
+  console.warn(`\n!!! SKIPPING test/e2e/cluster/decode-host-loss.test.ts: ${unavailable}\n`);
 
 const ARGS = ['--context-length', '1024', '--kv-pages', '256', '--deterministic'];
 const ENV = { TESSERA_PD_TIMEOUTS: 'abortAckMs=1500,abortRetries=1,ackMs=3000' };
@@ -89,7 +90,14 @@ interface Streamed {
 
 /** A streamed greedy completion; resolves how it ended (never throws). */
 function stream(client: OpenAI, prompt: readonly number[]): { live: Streamed; done: Promise<Streamed> } {
-  const live: Streamed = { rid: '', ids: [], chunks: 0, finishReason: null, outcome: { error: 'not ended' }, endedAt: 0 };
+  const live: Streamed = {
+    rid: '',
+    ids: [],
+    chunks: 0,
+    finishReason: null,
+    outcome: { error: 'not ended' },
+    endedAt: 0,
+  };
   const body = {
     model: 'builtin:tiny',
     prompt: [...prompt],

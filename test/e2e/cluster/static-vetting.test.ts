@@ -65,7 +65,11 @@ beforeAll(async () => {
     startRouterOn(l.host('router'), { ...on, args: ['--context-length', '512', '--api-keys', keys] }, home.dir),
     startRouterOn(
       l.host('unchecked'),
-      { ...on, args: ['--context-length', '512'], env: { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'skip-join-check' } },
+      {
+        ...on,
+        args: ['--context-length', '512'],
+        env: { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'skip-join-check' },
+      },
       home.dir,
     ),
   ]);
