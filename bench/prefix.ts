@@ -54,6 +54,8 @@ interface Result {
   readonly perWorker: number[];
   readonly ttfts: number[];
   readonly loadReasons: Record<string, number>;
+  /** The router's mean time per pick (ms). */
+  readonly pickMs: number;
   readonly ttftP50: number;
   readonly ttftP99: number;
   readonly byPrefix: number;
@@ -157,6 +159,8 @@ async function runCluster(
       byLoad: number;
       peakPrefixLoadOverMean: number;
       loadReasons: Record<string, number>;
+      picks?: number;
+      pickMs?: number;
     };
     const sum = (k: 'lookupTokens' | 'hitTokens') => stats.reduce((s, x) => s + x[k], 0);
     return {
@@ -166,6 +170,7 @@ async function runCluster(
       hitTokens: sum('hitTokens'),
       ttfts,
       loadReasons: routingReport.loadReasons,
+      pickMs: (routingReport.pickMs ?? Number.NaN) / (routingReport.picks ?? Number.NaN),
       perWorker: stats.map((s) => (s.lookupTokens === 0 ? 0 : s.hitTokens / s.lookupTokens)),
       ttftP50: quantile(ttfts, 0.5),
       ttftP99: quantile(ttfts, 0.99),
@@ -201,14 +206,14 @@ async function main(): Promise<void> {
     }
     const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
     process.stdout.write(
-      'cluster   hit rate  per prefill       TTFT p50   TTFT p99   by prefix  by load (why)            peak/mean (sampled, prefix picks)  failed\n',
+      'cluster   hit rate  per prefill       TTFT p50   TTFT p99   by prefix  by load (why)            peak/mean (sampled, prefix picks)  failed  pick\n',
     );
     for (const r of [single, ...rounds.flatMap((x) => [x.load, x.prefix])]) {
       const why = Object.entries(r.loadReasons)
         .map(([k, v]) => `${k} ${v}`)
         .join(', ');
       process.stdout.write(
-        `${r.name.padEnd(9)} ${pct(r.hitRate).padStart(8)}  ${r.perWorker.map(pct).join(' / ').padEnd(16)} ${r.ttftP50.toFixed(1).padStart(7)} ms ${r.ttftP99.toFixed(1).padStart(7)} ms ${String(r.byPrefix).padStart(10)} ${`${r.byLoad}${why === '' ? '' : ` (${why})`}`.padEnd(24)} ${r.peakOverMean.toFixed(2)}, ${r.routerPeak.toFixed(2)}  ${r.failed}\n`,
+        `${r.name.padEnd(9)} ${pct(r.hitRate).padStart(8)}  ${r.perWorker.map(pct).join(' / ').padEnd(16)} ${r.ttftP50.toFixed(1).padStart(7)} ms ${r.ttftP99.toFixed(1).padStart(7)} ms ${String(r.byPrefix).padStart(10)} ${`${r.byLoad}${why === '' ? '' : ` (${why})`}`.padEnd(24)} ${r.peakOverMean.toFixed(2)}, ${r.routerPeak.toFixed(2)}  ${String(r.failed).padStart(33)}  ${(r.pickMs * 1000).toFixed(0)} us\n`,
       );
     }
     for (const [i, { load, prefix }] of rounds.entries())
