@@ -9,8 +9,11 @@
 // from their /health), TTFT p50/p99 (streamed, time to the first chunk), requests routed by
 // prefix vs by load, and the peak prefill in-flight over the mean (sampled from the router's
 // /health, and the router's own peak for prefix picks). A benchmark: it asserts nothing.
+// --rounds N (default 2) runs load and prefix N times each, in the order load, prefix, prefix,
+// load, ... (so neither always runs first on a machine whose load drifts): TTFTs are pooled per
+// arm, and each round's ratio is printed too.
 //
-//   node --import ./bench/lib/register-ts.mjs bench/prefix.ts [--tenants 4] [--conversations 3]
+//   node --import ./bench/lib/register-ts.mjs bench/prefix.ts [--rounds 2] [--tenants 4] [--conversations 3]
 //        [--turns 4] [--system 256] [--user 32] [--reply 16] [--model builtin:tiny] [--vocab 31000] [--context 2048]
 //   e.g. the shipped demo model: --model builtin:austen --vocab 4000 --context 512 --system 160 --user 24
 import {
@@ -29,6 +32,7 @@ const flag = (name: string, fallback: number): number => {
   const i = args.indexOf(name);
   return i >= 0 ? Number(args[i + 1]) : fallback;
 };
+const ROUNDS = flag('--rounds', 2);
 const TENANTS = flag('--tenants', 4);
 const CONVERSATIONS = flag('--conversations', 3);
 const TURNS = flag('--turns', 4);
@@ -45,7 +49,13 @@ const POOL = ['--model', MODEL, '--context-length', CONTEXT, '--kv-pages', '1024
 interface Result {
   readonly name: string;
   readonly hitRate: number;
+  readonly lookupTokens: number;
+  readonly hitTokens: number;
   readonly perWorker: number[];
+  readonly ttfts: number[];
+  readonly loadReasons: Record<string, number>;
+  /** The router's mean time per pick (ms). */
+  readonly pickMs: number;
   readonly ttftP50: number;
   readonly ttftP99: number;
   readonly byPrefix: number;
@@ -148,11 +158,19 @@ async function runCluster(
       byPrefix: number;
       byLoad: number;
       peakPrefixLoadOverMean: number;
+      loadReasons: Record<string, number>;
+      picks?: number;
+      pickMs?: number;
     };
     const sum = (k: 'lookupTokens' | 'hitTokens') => stats.reduce((s, x) => s + x[k], 0);
     return {
       name,
       hitRate: sum('hitTokens') / sum('lookupTokens'),
+      lookupTokens: sum('lookupTokens'),
+      hitTokens: sum('hitTokens'),
+      ttfts,
+      loadReasons: routingReport.loadReasons,
+      pickMs: (routingReport.pickMs ?? Number.NaN) / (routingReport.picks ?? Number.NaN),
       perWorker: stats.map((s) => (s.lookupTokens === 0 ? 0 : s.hitTokens / s.lookupTokens)),
       ttftP50: quantile(ttfts, 0.5),
       ttftP99: quantile(ttfts, 0.99),
@@ -178,27 +196,47 @@ async function main(): Promise<void> {
     process.stdout.write(
       `bench:prefix  ${TENANTS} tenants x ${CONVERSATIONS} conversations x ${TURNS} turns; system ${SYSTEM}, user ${USER}, reply ${REPLY} tokens; ${MODEL}\n`,
     );
-    const results: Result[] = [];
-    for (const [name, n, routing] of [
-      ['single', 1, 'load'],
-      ['load', 2, 'load'],
-      ['prefix', 2, 'prefix'],
-    ] as const) {
-      results.push(await runCluster(name, n, routing, home.dir, keys));
+    const single = await runCluster('single', 1, 'load', home.dir, keys);
+    const rounds: { load: Result; prefix: Result }[] = [];
+    for (let r = 0; r < ROUNDS; r++) {
+      const order = r % 2 === 0 ? (['load', 'prefix'] as const) : (['prefix', 'load'] as const);
+      const got: Partial<Record<'load' | 'prefix', Result>> = {};
+      for (const routing of order) got[routing] = await runCluster(`${routing}${r + 1}`, 2, routing, home.dir, keys);
+      rounds.push(got as { load: Result; prefix: Result });
     }
-    const [single, load, prefix] = results as [Result, Result, Result];
     const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
     process.stdout.write(
-      'cluster   hit rate  per prefill       TTFT p50   TTFT p99   by prefix  by load  peak/mean (sampled, prefix picks)  failed\n',
+      'cluster   hit rate  per prefill       TTFT p50   TTFT p99   by prefix  by load (why)            peak/mean (sampled, prefix picks)  failed  pick\n',
     );
-    for (const r of results) {
+    for (const r of [single, ...rounds.flatMap((x) => [x.load, x.prefix])]) {
+      const why = Object.entries(r.loadReasons)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ');
       process.stdout.write(
-        `${r.name.padEnd(9)} ${pct(r.hitRate).padStart(8)}  ${r.perWorker.map(pct).join(' / ').padEnd(16)} ${r.ttftP50.toFixed(1).padStart(7)} ms ${r.ttftP99.toFixed(1).padStart(7)} ms ${String(r.byPrefix).padStart(10)} ${String(r.byLoad).padStart(8)}  ${r.peakOverMean.toFixed(2)}, ${r.routerPeak.toFixed(2)}  ${r.failed}\n`,
+        `${r.name.padEnd(9)} ${pct(r.hitRate).padStart(8)}  ${r.perWorker.map(pct).join(' / ').padEnd(16)} ${r.ttftP50.toFixed(1).padStart(7)} ms ${r.ttftP99.toFixed(1).padStart(7)} ms ${String(r.byPrefix).padStart(10)} ${`${r.byLoad}${why === '' ? '' : ` (${why})`}`.padEnd(24)} ${r.peakOverMean.toFixed(2)}, ${r.routerPeak.toFixed(2)}  ${String(r.failed).padStart(33)}  ${(r.pickMs * 1000).toFixed(0)} us\n`,
       );
     }
+    for (const [i, { load, prefix }] of rounds.entries())
+      process.stdout.write(
+        `round ${i + 1}: TTFT p50 prefix/load ${(prefix.ttftP50 / load.ttftP50).toFixed(3)}, p99 ${(prefix.ttftP99 / load.ttftP99).toFixed(3)}\n`,
+      );
+    const pooled = (arm: 'load' | 'prefix') => {
+      const rs = rounds.map((x) => x[arm]);
+      const ttfts = rs.flatMap((x) => x.ttfts);
+      const hit = rs.reduce((s, x) => s + x.hitTokens, 0) / rs.reduce((s, x) => s + x.lookupTokens, 0);
+      return {
+        p50: quantile(ttfts, 0.5),
+        p99: quantile(ttfts, 0.99),
+        hit,
+        peak: Math.max(...rs.map((x) => x.routerPeak)),
+      };
+    };
+    const load = pooled('load');
+    const prefix = pooled('prefix');
     process.stdout.write(
-      `prefix vs load: hit rate ${pct(prefix.hitRate)} vs ${pct(load.hitRate)} (single worker ${pct(single.hitRate)}; prefix/single ${(prefix.hitRate / single.hitRate).toFixed(3)}); ` +
-        `TTFT p50 ratio prefix/load ${(prefix.ttftP50 / load.ttftP50).toFixed(3)}, p99 ${(prefix.ttftP99 / load.ttftP99).toFixed(3)}\n`,
+      `prefix vs load over ${ROUNDS} rounds: hit rate ${pct(prefix.hit)} vs ${pct(load.hit)} (single worker ${pct(single.hitRate)}; prefix/single ${(prefix.hit / single.hitRate).toFixed(3)}); ` +
+        `TTFT p50 ratio prefix/load ${(prefix.p50 / load.p50).toFixed(3)}, p99 ${(prefix.p99 / load.p99).toFixed(3)}; ` +
+        `peak prefix-pick load/mean ${prefix.peak.toFixed(2)} (bound ${1.5})\n`,
     );
   } finally {
     await home.remove();

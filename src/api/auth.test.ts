@@ -59,6 +59,20 @@ describe('with API keys', () => {
     expect((await send(t.url, 'GET', '/health')).status).toBe(200);
     expect((await send(t.url, 'GET', '/metrics')).text).toContain('tessera_requests_total{outcome="unauthorized"} 2');
   });
+
+  it('answers a stranger only up or down on /health, and /health?probe=live 200 even when the back end is down', async () => {
+    expect(JSON.parse((await send(t.url, 'GET', '/health')).text)).toEqual({ status: 'ok' });
+    const healthy = t.backend.health;
+    t.backend.health = async () => ({ healthy: false, detail: { backend: 'fake', why: 'no workers' } });
+    try {
+      const down = await send(t.url, 'GET', '/health');
+      expect([down.status, JSON.parse(down.text)]).toEqual([503, { status: 'unhealthy' }]);
+      const live = await send(t.url, 'GET', '/health?probe=live');
+      expect([live.status, JSON.parse(live.text)]).toEqual([200, { status: 'alive' }]);
+    } finally {
+      t.backend.health = healthy;
+    }
+  });
 });
 
 describe("/health's detail with API keys", () => {

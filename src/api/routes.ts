@@ -76,6 +76,12 @@ async function models(req: IncomingMessage, res: ServerResponse, ctx: RouteConte
 }
 
 async function health(req: IncomingMessage, res: ServerResponse, ctx: RouteContext): Promise<void> {
+  // GET /health?probe=live (a liveness probe): the process answers at all; 200 whatever the back end's state
+  // (a router whose workers are all down is alive, only not ready), and no detail.
+  if (new URL(req.url ?? '/', 'http://probe').searchParams.get('probe') === 'live') {
+    sendJson(res, 200, { status: 'alive' });
+    return;
+  }
   const report = await ctx.backend.health();
   // With API keys, strangers learn only up or down (auth.ts seesDetail).
   const open = ctx.faults.has('open-health'); // test-only

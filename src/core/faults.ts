@@ -42,7 +42,7 @@ export const FAULT_NAMES = [
   'open-dashboard',
   /** Sample a structured-output request without its token mask (the grammar then refuses what the model picks). */
   'skip-token-mask',
-  /** The router pairs a worker that joined by DNS without its join checks (fingerprint, KV layout, cluster secret). */
+  /** The router pairs a worker, static or joined by DNS, without its join checks (fingerprint, KV layout, cluster secret). */
   'skip-join-check',
   /** The router leaves its connection to a lost host open (attempts on it wait out the protocol's timeouts). */
   'ignore-host-loss',

@@ -35,14 +35,17 @@ export function parseDnsTarget(value: string, role: WorkerRole, flag: string): D
   return { role, name: match[1] as string, port };
 }
 
-/** Why a worker that answered /health may not join the cluster yet, or undefined (its secret is checked apart). */
-export function joinCheck(entry: WorkerEntry, admitted: readonly WorkerEntry[]): string | undefined {
+/**
+ * Why a worker that answered /health may not join the cluster yet, or undefined (its secret is
+ * checked apart). `checkModel` false (the router's test-only skip-model-check): fingerprints are not compared.
+ */
+export function joinCheck(entry: WorkerEntry, admitted: readonly WorkerEntry[], checkModel = true): string | undefined {
   const mine = entry.limits;
   if (mine === undefined || entry.address === undefined) return 'it has not reported its limits and cluster address';
   for (const other of admitted) {
     const theirs = other.limits;
     if (theirs === undefined) continue;
-    if (theirs.model !== mine.model)
+    if (checkModel && theirs.model !== mine.model)
       return `its model fingerprint ${mine.model} differs from ${other.url}'s ${theirs.model}`;
     if (theirs.pageSize !== mine.pageSize || theirs.kvBytesPerToken !== mine.kvBytesPerToken) {
       return `its KV layout (page ${mine.pageSize} tokens, ${mine.kvBytesPerToken} bytes per token) differs from ${other.url}'s (page ${theirs.pageSize}, ${theirs.kvBytesPerToken})`;

@@ -134,6 +134,8 @@ export class PdRouter {
   /** Machine rid -> the prefill of its latest attempt: polled again when the request ends, so its cache report is fresh for the next turn. */
   readonly #prefillOf = new Map<string, PeerId>();
   #closed = false;
+  /** Workers whose join checks failed, and why (logged once per reason). */
+  readonly #refused = new Map<string, string>();
 
   constructor(options: PdRouterOptions) {
     this.#o = options;
@@ -148,16 +150,26 @@ export class PdRouter {
       fetchTimeoutMs: options.fetchTimeoutMs ?? 2000,
       faults: options.faults,
       inFlightOn: (address) => this.machine.inFlightOn(address),
-      vet: async (entry, admitted) =>
-        options.faults.has('skip-join-check')
-          ? undefined
-          : (joinCheck(entry, admitted) ??
-            (await probeClusterSecret(
-              entry.address as string,
-              `${this.nodeId}-probe`,
-              options.clusterSecret,
-              options.fetchTimeoutMs ?? 2000,
-            ))),
+      // Every worker, given by URL or found by DNS, is paired only once these pass (test-only: skip-join-check).
+      vet: async (entry, admitted) => {
+        if (options.faults.has('skip-join-check')) return undefined;
+        const why =
+          joinCheck(entry, admitted, !options.faults.has('skip-model-check')) ??
+          (await probeClusterSecret(
+            entry.address as string,
+            `${this.nodeId}-probe`,
+            options.clusterSecret,
+            options.fetchTimeoutMs ?? 2000,
+          ));
+        if (why !== this.#refused.get(entry.url)) {
+          if (why !== undefined) this.#o.log?.(`${entry.role} ${entry.url} not admitted (never paired): ${why}`);
+          else if (this.#refused.has(entry.url))
+            this.#o.log?.(`${entry.role} ${entry.url} admitted: its checks pass now`);
+        }
+        if (why === undefined) this.#refused.delete(entry.url);
+        else this.#refused.set(entry.url, why);
+        return why;
+      },
       // A stalled worker (SIGSTOP, a wedged host, a host whose link is down) holds its requests
       // until a 600 s timeout otherwise: once it is marked down (within MAX_SLOW_POLLS polls,
       // about 3-5 s by default) its connection is closed, so requests before their first token
@@ -458,7 +470,11 @@ export class PdRouter {
     switch (effect.kind) {
       case 'send':
         if (effect.message.type === 'Reserve') this.#o.onWriter?.(effect.message.rid, effect.message.prefillAddress);
-        if (effect.message.type === 'Prefill') this.#prefillOf.set(effect.message.rid.replace(/\.\d+$/, ''), effect.to);
+        if (effect.message.type === 'Prefill') {
+          // The machine says which submission this attempt is of (a retry's rid is not the submission's).
+          const submission = this.machine.clientOf(effect.message.rid);
+          if (submission !== undefined) this.#prefillOf.set(submission, effect.to);
+        }
         this.#transport.send(effect.to, effect.message);
         return;
       case 'closePeer':

@@ -21,6 +21,9 @@ export interface RoutingStats {
   loadReasons: Record<string, number>;
   /** The highest (in-flight after the pick) / (mean after the pick) of a prefix pick, with mean >= 1. */
   peakPrefixLoadOverMean: number;
+  /** Picks made, and the router's own time in them (hashing the prompt, matching the index, the pair policy). */
+  picks: number;
+  pickMs: number;
 }
 
 export class PrefixRouting {
@@ -35,10 +38,29 @@ export class PrefixRouting {
     this.#registry = registry;
     this.#acrossTenants = acrossTenants;
     this.#checks = checks;
-    this.#stats = { policy, loadBound: LOAD_BOUND, byPrefix: 0, byLoad: 0, loadReasons: {}, peakPrefixLoadOverMean: 0 };
+    this.#stats = {
+      policy,
+      loadBound: LOAD_BOUND,
+      byPrefix: 0,
+      byLoad: 0,
+      loadReasons: {},
+      peakPrefixLoadOverMean: 0,
+      picks: 0,
+      pickMs: 0,
+    };
   }
 
   pick(request: ClientRequest, avoid: { readonly prefills: readonly PeerId[] }): Pair | undefined {
+    const started = performance.now();
+    try {
+      return this.#pick(request, avoid);
+    } finally {
+      this.#stats.picks++;
+      this.#stats.pickMs += performance.now() - started;
+    }
+  }
+
+  #pick(request: ClientRequest, avoid: { readonly prefills: readonly PeerId[] }): Pair | undefined {
     const views = this.#registry.views();
     if (this.#stats.policy === 'prefix') {
       const candidates = this.#registry.entries

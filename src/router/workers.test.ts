@@ -4,6 +4,7 @@
 import { createServer, type Server } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FaultSet, NO_FAULTS } from '../core/index.js';
+import { joinCheck } from './discovery.js';
 import { MAX_SLOW_POLLS, WorkerRegistry } from './workers.js';
 
 const HEALTH = {
@@ -31,11 +32,11 @@ afterEach(async () => {
   await Promise.all(servers.splice(0).map((s) => new Promise((resolve) => s.close(resolve))));
 });
 
-async function fakeWorker(): Promise<FakeWorker> {
+async function fakeWorker(health: Record<string, unknown> = HEALTH): Promise<FakeWorker> {
   const fake = { delayMs: 0 } as FakeWorker;
   const server = createServer((_req, res) => {
     setTimeout(
-      () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(HEALTH)),
+      () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(health)),
       fake.delayMs,
     );
   });
@@ -155,5 +156,86 @@ describe('WorkerRegistry health polling', () => {
     });
     await Promise.all([r.pollAll(), r.pollAll(), r.pollAll()]);
     expect(requests).toBe(1);
+  });
+});
+
+describe('WorkerRegistry join checks of static workers', () => {
+  const vet = (e: Parameters<typeof joinCheck>[0], admitted: Parameters<typeof joinCheck>[1]) =>
+    Promise.resolve(joinCheck(e, admitted));
+  const prefill = (fingerprint: string, pageSize = 16) => ({
+    ...HEALTH,
+    role: 'prefill',
+    modelFingerprint: fingerprint,
+    pageSize,
+  });
+
+  it('vets every static worker; the layout most of them report is the reference, even when a wrong one is listed first', async () => {
+    const wrong = await fakeWorker(prefill('b0b0b0b0b0b0b0b0'));
+    const layout = await fakeWorker(prefill('a11ce5a11ce5a11c', 32));
+    const good = [await fakeWorker(prefill('a11ce5a11ce5a11c')), await fakeWorker(prefill('a11ce5a11ce5a11c'))];
+    const r = new WorkerRegistry({
+      prefills: [wrong.url, layout.url, ...good.map((w) => w.url)],
+      decodes: [],
+      pollIntervalMs: 60_000,
+      fetchTimeoutMs: 1000,
+      vet,
+    });
+    expect(r.views().some((v) => v.up)).toBe(false); // nothing is usable before its checks
+    await r.start();
+    r.stop();
+    const [w, l, g1, g2] = r.entries;
+    expect([w?.state, l?.state, g1?.state, g2?.state]).toEqual(['misconfigured', 'misconfigured', 'up', 'up']);
+    expect(w?.lastError).toMatch(/^not admitted: its model fingerprint b0b0b0b0b0b0b0b0 differs from http/);
+    expect(l?.lastError).toMatch(/^not admitted: its KV layout \(page 32 tokens/);
+    expect(r.views().map((v) => v.up)).toEqual([false, false, true, true]);
+  });
+
+  it('vets a static worker that was down at start once it answers, against those admitted', async () => {
+    const good = await fakeWorker(prefill('a11ce5a11ce5a11c'));
+    const late = await fakeWorker(prefill('b0b0b0b0b0b0b0b0'));
+    const lateUrl = late.url;
+    await late.close();
+    const r = new WorkerRegistry({
+      prefills: [good.url, lateUrl],
+      decodes: [],
+      pollIntervalMs: 60_000,
+      fetchTimeoutMs: 1000,
+      vet,
+    });
+    await r.start();
+    r.stop();
+    expect(r.entries.map((e) => e.state)).toEqual(['up', 'down']);
+    const port = Number(new URL(lateUrl).port);
+    const again = createServer((_req, res) => res.writeHead(200).end(JSON.stringify(prefill('b0b0b0b0b0b0b0b0'))));
+    servers.push(again);
+    await new Promise<void>((resolve) => again.listen(port, '127.0.0.1', resolve));
+    await r.pollAll();
+    expect(r.entries[1]?.state).toBe('misconfigured');
+    expect(r.views().map((v) => v.up)).toEqual([true, false]);
+  });
+
+  it('checks a worker again when it comes back after it was down (another process may answer on its port)', async () => {
+    const reference = await fakeWorker(prefill('a11ce5a11ce5a11c'));
+    const first = await fakeWorker(prefill('a11ce5a11ce5a11c'));
+    const url = first.url;
+    const r = new WorkerRegistry({
+      prefills: [reference.url, url],
+      decodes: [],
+      pollIntervalMs: 60_000,
+      fetchTimeoutMs: 1000,
+      vet,
+    });
+    await r.start();
+    r.stop();
+    expect(r.entries.map((e) => e.state)).toEqual(['up', 'up']);
+    await first.close();
+    await r.pollAll();
+    expect(r.entries[1]?.state).toBe('down');
+    const other = createServer((_req, res) => res.writeHead(200).end(JSON.stringify(prefill('b0b0b0b0b0b0b0b0'))));
+    servers.push(other);
+    await new Promise<void>((resolve) => other.listen(Number(new URL(url).port), '127.0.0.1', resolve));
+    await r.pollAll();
+    expect(r.entries[1]?.state).toBe('misconfigured');
+    expect(r.entries[1]?.lastError).toMatch(/model fingerprint b0b0b0b0b0b0b0b0 differs/);
   });
 });

@@ -4,7 +4,10 @@
 // connection is down at once; one that is only slow to answer (its event loop is inside a long
 // model step) stays up until MAX_SLOW_POLLS polls in a row have timed out.
 // Owns: per worker, whether it answers (`up`), what it last reported, and the router's own load
-// on it. Workers may join (add: from DNS, used only once `vet` passed) and leave (drain: no new
+// on it. Every worker, static or joined (add: from DNS), is used only once `vet` passed. The
+// static ones are vetted together after the first poll of all of them: the layout most of them
+// report (model fingerprint, page size, bytes per token; a tie goes to the one listed first) is
+// vetted first, so one wrong worker listed first cannot lock out the rest. Workers leave (drain: no new
 // pairs; removed once the router has nothing in flight on it). Must never: wait on a worker without a timeout, trust a worker whose role is not the
 // one it was given as (it is `misconfigured` and never used), or throw for a worker's answer.
 import { clearInterval, setInterval } from 'node:timers';
@@ -39,7 +42,7 @@ export interface WorkerEntry {
   polling: boolean;
   /** Given as a URL at start, or found by DNS (router/discovery.ts). */
   readonly source: 'static' | 'dns';
-  /** Passed the join checks (`vet`); static workers are admitted from the start. */
+  /** Passed the join checks (`vet`); without a `vet`, static workers are admitted from the start. */
   admitted: boolean;
   /** Leaving: no new pairs; removed once nothing is in flight on it. */
   draining: boolean;
@@ -63,7 +66,7 @@ export interface WorkerRegistryOptions {
   readonly faults?: FaultSet;
   /** The router machine's count of live attempts on a worker (the load the pair policy balances). */
   readonly inFlightOn?: (address: string) => number;
-  /** The join checks of a worker that was added (not static), after each answer until it passes: why not, or undefined. */
+  /** The join checks of every worker (static or added), after each answer until it passes: why not, or undefined. */
   readonly vet?: (entry: WorkerEntry, admitted: readonly WorkerEntry[]) => Promise<string | undefined>;
   /** An `up` worker stopped answering (MAX_SLOW_POLLS timed-out polls, or refused): called once per fall. */
   readonly onDown?: (entry: WorkerEntry) => void;
@@ -75,12 +78,16 @@ export class WorkerRegistry {
   readonly #entries: WorkerEntry[];
   readonly #o: WorkerRegistryOptions;
   #timer: ReturnType<typeof setInterval> | undefined;
+  /** Until the first poll of every static worker is in, their join checks wait (see #vetStatic). */
+  #staticVetted = false;
+  #staticVetting = false;
 
   constructor(options: WorkerRegistryOptions) {
     this.#o = options;
+    const admitted = options.vet === undefined;
     this.#entries = [
-      ...options.prefills.map((u) => newEntry(u, 'prefill', 'static')),
-      ...options.decodes.map((u) => newEntry(u, 'decode', 'static')),
+      ...options.prefills.map((u) => newEntry(u, 'prefill', 'static', admitted)),
+      ...options.decodes.map((u) => newEntry(u, 'decode', 'static', admitted)),
     ];
   }
 
@@ -91,7 +98,7 @@ export class WorkerRegistry {
       known.draining = false;
       return known;
     }
-    const e = newEntry(url, role, 'dns');
+    const e = newEntry(url, role, 'dns', false);
     this.#entries.push(e);
     void this.#poll(e);
     return e;
@@ -119,11 +126,55 @@ export class WorkerRegistry {
     return this.#entries;
   }
 
-  /** Polls now and then every pollIntervalMs. */
-  start(): Promise<void> {
+  /** Polls now and then every pollIntervalMs; the static workers that answered are vetted once all have. */
+  async start(): Promise<void> {
     this.#timer ??= setInterval(() => void this.pollAll(), this.#o.pollIntervalMs);
     this.#timer.unref();
-    return this.pollAll();
+    await this.pollAll();
+    await this.#vetStatic();
+  }
+
+  /**
+   * The first join checks of the static workers that answered, in the order that makes the most
+   * common layout the reference: its workers first (in the order given), then the rest, each
+   * checked against those admitted before it.
+   */
+  async #vetStatic(): Promise<void> {
+    if (this.#staticVetting) return;
+    this.#staticVetting = true;
+    const answered = this.#entries.filter((e) => e.source === 'static' && !e.admitted && e.limits !== undefined);
+    const key = (e: WorkerEntry): string => {
+      const l = e.limits as WorkerLimits;
+      return `${l.model}/${l.pageSize}/${l.kvBytesPerToken}`;
+    };
+    const count = new Map<string, number>();
+    for (const e of answered) count.set(key(e), (count.get(key(e)) ?? 0) + 1);
+    const most = Math.max(0, ...count.values());
+    const reference = answered.find((e) => count.get(key(e)) === most);
+    const ordered = [
+      ...answered.filter((e) => reference !== undefined && key(e) === key(reference)),
+      ...answered.filter((e) => reference === undefined || key(e) !== key(reference)),
+    ];
+    for (const e of ordered) if (e.state === 'up' || e.state === 'unknown') await this.#vet(e);
+    this.#staticVetted = true; // from now on, each is vetted after its own answer (one down at start: when it answers)
+  }
+
+  /** Runs the join checks of `e` against every admitted worker: admitted, or misconfigured with the reason. */
+  async #vet(e: WorkerEntry): Promise<boolean> {
+    if (e.admitted || this.#o.vet === undefined) return true;
+    const why = await this.#o.vet(
+      e,
+      this.#entries.filter((x) => x !== e && x.admitted && x.limits !== undefined),
+    );
+    if (why !== undefined) {
+      e.state = 'misconfigured';
+      e.lastError = `not admitted: ${why}`;
+      return false;
+    }
+    e.admitted = true;
+    e.state = 'up';
+    e.lastError = undefined;
+    return true;
   }
 
   stop(): void {
@@ -179,6 +230,13 @@ export class WorkerRegistry {
     return (['prefill', 'decode'] as const).every((role) => this.#entries.some((e) => e.role === role && usable(e)));
   }
 
+  /** An `up` worker stopped answering: it is checked again before it is paired again (what answers next may be another process). */
+  #fell(e: WorkerEntry): void {
+    e.state = 'down';
+    if (this.#o.vet !== undefined) e.admitted = false;
+    this.#o.onDown?.(e);
+  }
+
   async #poll(e: WorkerEntry): Promise<void> {
     if (e.polling) return;
     e.polling = true;
@@ -208,7 +266,7 @@ export class WorkerRegistry {
       e.slowPolls = slow ? e.slowPolls + 1 : MAX_SLOW_POLLS;
       const wasUp = e.state === 'up';
       if (e.state !== 'misconfigured' && (e.state !== 'up' || e.slowPolls >= MAX_SLOW_POLLS)) e.state = 'down';
-      if (wasUp && e.state === 'down') this.#o.onDown?.(e);
+      if (wasUp && e.state === 'down') this.#fell(e);
       return;
     }
     e.slowPolls = 0;
@@ -223,26 +281,18 @@ export class WorkerRegistry {
     e.pages = report.pages;
     e.totals = report.totals;
     e.prefix = parsePrefixReport(body['prefixCache']);
-    if (status === 200 && !e.admitted && this.#o.vet !== undefined) {
-      const why = await this.#o.vet(
-        e,
-        this.#entries.filter((x) => x !== e && x.admitted && x.limits !== undefined),
-      );
-      if (why !== undefined) {
-        e.state = 'misconfigured';
-        e.lastError = `not admitted: ${why}`;
-        return;
-      }
-      e.admitted = true;
-    }
-    e.state = status === 200 ? 'up' : 'down';
+    // A static worker's first checks wait for the others' first answers (#vetStatic).
+    if (status === 200 && !e.admitted && (e.source === 'dns' || this.#staticVetted) && !(await this.#vet(e))) return;
+    // A static worker that answered before the join checks of all of them ran is not `up` yet.
+    if (status !== 200 && e.state === 'up') this.#fell(e);
+    e.state = status !== 200 ? 'down' : e.admitted ? 'up' : 'unknown';
     e.lastError = status === 200 ? undefined : `${e.url}/health answered ${status}`;
   }
 }
 
 const usable = (e: WorkerEntry): boolean => e.state === 'up' && e.admitted && !e.draining;
 
-function newEntry(url: string, role: WorkerRole, source: 'static' | 'dns'): WorkerEntry {
+function newEntry(url: string, role: WorkerRole, source: 'static' | 'dns', admitted: boolean): WorkerEntry {
   return {
     url: url.replace(/\/+$/, ''),
     role,
@@ -255,7 +305,7 @@ function newEntry(url: string, role: WorkerRole, source: 'static' | 'dns'): Work
     slowPolls: 0,
     polling: false,
     source,
-    admitted: source === 'static',
+    admitted,
     draining: false,
     prefix: undefined,
   };

@@ -250,6 +250,11 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
     };
   }
 
+  /** The client request (its rid as submitted) that attempt `rid` belongs to, while the attempt lives. */
+  clientOf(rid: RequestId): RequestId | undefined {
+    return this.#attempts.get(rid)?.client.request.rid;
+  }
+
   /** Attempts live on `peer` (as the prefill or the decode of their pair), from Reserve until the attempt ends. */
   inFlightOn(peer: PeerId): number {
     return this.#inFlight.get(peer) ?? 0;

@@ -32,7 +32,7 @@ interface Container {
   }[];
   ports: { name: string; containerPort: number }[];
   readinessProbe: { httpGet?: { path: string; port: string } };
-  livenessProbe: { httpGet?: { path: string; port: string }; tcpSocket?: { port: string } };
+  livenessProbe: { httpGet?: { path: string; port: string } };
   resources: { requests: Record<string, string>; limits: Record<string, string> };
 }
 
@@ -117,7 +117,8 @@ describe('deploy/: Kubernetes manifests (kustomize)', () => {
         expect(c.env.find((e) => e.name === 'POD_IP')?.valueFrom?.fieldRef?.fieldPath).toBe('status.podIP');
         expect(c.livenessProbe.httpGet).toEqual({ path: '/health', port: 'http' });
       } else {
-        expect(c.livenessProbe.tcpSocket).toEqual({ port: 'http' }); // not /health: a router with no worker up is alive
+        // not plain /health (503 while no worker is up): a router with no worker up is alive, only not ready
+        expect(c.livenessProbe.httpGet).toEqual({ path: '/health?probe=live', port: 'http' });
       }
       expect(c.readinessProbe.httpGet).toEqual({ path: '/health', port: 'http' });
       expect(c.env.find((e) => e.name === 'TESSERA_CLUSTER_SECRET')?.valueFrom?.secretKeyRef).toEqual({

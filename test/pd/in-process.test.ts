@@ -6,7 +6,7 @@
 // rest is aborted through the protocol; a request that a decode node had to preempt fails with
 // an honest error instead of being recomputed from placeholders; a client that leaves while its
 // prompt is being computed returns every page on both nodes.
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createApiServer, type ApiServer } from '../../src/api/index.js';
 import {
   asRequestId,
@@ -239,5 +239,22 @@ describe('prefill worker -> decode worker -> router, in one process', () => {
     expect(await events).toEqual([{ type: 'failed', error: expect.objectContaining({ code: 'aborted' }) }]);
     await idle(c);
     expect(c.router.machine.stats().abortsByState).toEqual({ Prefilling: 1 });
+  });
+  it("re-polls the prefill of a request when it ends, found by the machine's own attempt map (a client rid ending in .<n> too)", async () => {
+    // The router asks the prefill for a fresh prefix-cache report once a request ends. It used to find
+    // that prefill by stripping /\.\d+$/ off the attempt's rid, which lost a client rid like `t.7`.
+    const c = await cluster({ decodePages: 16 });
+    const prefill = c.router.registry.entries.find((e) => e.role === 'prefill')?.address;
+    expect(prefill).toBeDefined();
+    const recheck = vi.spyOn(c.router.registry, 'recheck');
+    const events = await collect(
+      c.router.generate(
+        { ...request('abcdefghij', { maxTokens: 2 }), rid: asRequestId(`t${nextId++}.7`) },
+        new AbortController().signal,
+      ),
+    );
+    expect(events.at(-1)).toMatchObject({ type: 'finished' });
+    expect(recheck).toHaveBeenCalledWith(prefill);
+    await idle(c);
   });
 });

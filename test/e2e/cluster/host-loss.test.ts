@@ -15,7 +15,7 @@
 // connection (the writer sends on its next one), so a control still queued behind the router's request
 // on p2 would wait, holding d1's pages, until p2 came back.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { allIdle, detail, greedyIds, health, promptIds, testHome, waitUntil } from '../pd/support.js';
+import { allIdle, detail, greedyIds, promptIds, testHome, waitUntil } from '../pd/support.js';
 import type { TransferView } from '../../../src/core/index.js';
 import { ADMIN_KEY } from '../support/process.js';
 import {
@@ -87,10 +87,13 @@ async function transfersFrom(decode: HostWorker, writer: HostWorker): Promise<Tr
 
 describe.skipIf(unavailable !== undefined)('a host lost mid-transfer (link down)', () => {
   it('is detected within the bound; its request is retried before the first token; no page stays held; it rejoins', async () => {
-    const control = greedyIds(unguarded.client(), promptIds(1500, 7373), 6).then(
-      () => 'served',
-      (e: unknown) => `failed: ${String(e)}`,
-    );
+    let controlEndedAt = Number.POSITIVE_INFINITY;
+    const control = greedyIds(unguarded.client(), promptIds(1500, 7373), 6)
+      .then(
+        () => 'served',
+        (e: unknown) => `failed: ${String(e)}`,
+      )
+      .finally(() => (controlEndedAt = Date.now()));
     let controlRid = '';
     await waitUntil(
       'the control to be mid-transfer from p2 to d1',
@@ -127,19 +130,18 @@ describe.skipIf(unavailable !== undefined)('a host lost mid-transfer (link down)
     expect(detectedMs).toBeLessThan(DETECTION_BOUND_MS + 2_000);
     expect(a.ids).toHaveLength(6);
     expect(b.ids).toEqual(a.ids);
-    // Negative control: the unguarded router still waits on the lost host.
-    const controlState = await Promise.race([
-      control,
-      new Promise((resolve) => setTimeout(() => resolve('still waiting'), 2_000)),
-    ]);
-    expect(controlState).toBe('still waiting');
-    expect((await health(unguarded.url)).body['idle']).toBe(false);
+    // Negative control: the unguarded router was still waiting on the lost host when the guarded
+    // one had seen it down, and it ends only by the protocol's timeouts (below), never by the
+    // router's own verdict. (Comparing with when the guarded requests were served, or asking 2 s
+    // later, raced decode's writer-dead timeout when the retry was slow on a loaded machine.)
+    expect(controlEndedAt).toBeGreaterThan(down + detectedMs);
     // The guarded router's first attempt on d1 was aborted: its pages stay quarantined until the lost writer
     // is declared dead (abortAckMs x (1 + abortRetries)), which also fails the control's reservation from the
     // same writer: an honest error for the control's client, and every page on the surviving hosts comes back.
     await allIdle([p1, d1], 30_000);
     expect((await detail(d1)).transfer['writersDeclaredDead']).toBeGreaterThanOrEqual(1);
     expect(await control).toMatch(/^failed: Error: 5\d\d/);
+    expect(await control).not.toMatch(/marked .* down/); // the guarded router's requests on p2 ended by that verdict
 
     p2.host.linkUp();
     await waitUntil(

@@ -15,6 +15,7 @@ import { genModel } from '../../../src/model/index.js';
 import {
   detail,
   greedyIds,
+  health,
   promptIds,
   startRouter,
   startWorker,
@@ -75,6 +76,14 @@ describe('a prefill and a decode serving different models', () => {
     });
     const after = await Promise.all([detail(prefill), detail(decode)]);
     expect(after.map((d) => d['lastEpoch'])).toEqual(before.map((d) => d['lastEpoch']));
+    // and its join checks said so at start (the first listed is the reference on a tie): in /health and the log
+    const workers = (await health(checked.url)).body['workers'] as { role: string; state: string; error?: string }[];
+    expect(workers.map((w) => [w.role, w.state])).toEqual([
+      ['prefill', 'up'],
+      ['decode', 'misconfigured'],
+    ]);
+    expect(workers[1]?.error).toMatch(/^not admitted: its model fingerprint [0-9a-f]{16} differs from http/);
+    expect(checked.stderr()).toMatch(/decode http:\S+ not admitted \(never paired\): its model fingerprint/);
     expect(after[1]?.transfer['bytesWritten']).toBe(before[1]?.transfer['bytesWritten']);
   });
 

@@ -143,7 +143,7 @@ export interface Router extends Proc {
   client(apiKey?: string): OpenAI;
 }
 
-/** `tessera router` over the given workers; resolves once it listens and every worker is up. */
+/** `tessera router` over the given workers; resolves once it listens and every worker is up (or refused by its join checks: misconfigured). */
 export async function startRouter(
   name: string,
   prefills: readonly Worker[],
@@ -173,7 +173,7 @@ export async function startRouter(
   const url = (await p.waitFor(/listening on (http:\/\/[\d.]+:\d+)/))[1] as string;
   await waitUntil(`${name}'s workers to be up`, async () => {
     const h = await health(url);
-    return (h.body['workers'] as { state: string }[]).every((w) => w.state === 'up');
+    return (h.body['workers'] as { state: string }[]).every((w) => w.state === 'up' || w.state === 'misconfigured');
   });
   return {
     ...p,
