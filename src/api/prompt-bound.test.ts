@@ -22,16 +22,20 @@ afterEach(async () => {
 });
 
 /** How the server refuses a prompt one byte past the bound, and a body 1 MiB past the derived limit. */
-async function overlong(faults: FaultSet): Promise<{ prompt: string; body: string }> {
+async function overlong(faults: FaultSet): Promise<{ prompt: string; responses: string; body: string }> {
   t = await startTestServer({ contextLength: CONTEXT, faults });
-  const asked = await send(t.url, 'POST', '/v1/completions', { prompt: 'a'.repeat(PROMPT_BYTES + 1), max_tokens: 1 });
-  const fromLength = /your prompt is \d+ bytes long/.test(String(asked.json?.error?.message));
-  const prompt = `${asked.status} ${asked.json?.error?.code} ${fromLength ? 'from its length' : 'after tokenizing'}`;
+  const how = (asked: Awaited<ReturnType<typeof send>>): string => {
+    const fromLength = /your prompt is \d+ bytes long/.test(String(asked.json?.error?.message));
+    return `${asked.status} ${asked.json?.error?.code} ${fromLength ? 'from its length' : 'after tokenizing'}`;
+  };
+  const text = 'a'.repeat(PROMPT_BYTES + 1);
+  const prompt = how(await send(t.url, 'POST', '/v1/completions', { prompt: text, max_tokens: 1 }));
+  const responses = how(await send(t.url, 'POST', '/v1/responses', { input: text, max_output_tokens: 1 }));
   const big = await send(t.url, 'POST', '/v1/completions', {
     prompt: 'b'.repeat(BODY_LIMIT + (1 << 20)),
     max_tokens: 1,
   });
-  return { prompt, body: `${big.status} ${big.json?.error?.code}` };
+  return { prompt, responses, body: `${big.status} ${big.json?.error?.code}` };
 }
 
 describe('the prompt byte bound', () => {
@@ -39,6 +43,7 @@ describe('the prompt byte bound', () => {
     expect(BODY_LIMIT + (1 << 20)).toBeLessThan(DEFAULT_MAX_BODY_BYTES); // the derived limit is the one at work
     expect(await overlong(NO_FAULTS)).toEqual({
       prompt: '400 context_length_exceeded from its length',
+      responses: '400 context_length_exceeded from its length',
       body: '413 body_too_large',
     });
   });
@@ -46,6 +51,7 @@ describe('the prompt byte bound', () => {
   it('negative control: with skip-prompt-bound both are read and tokenized, refused only by their token count', async () => {
     expect(await overlong(new FaultSet(['skip-prompt-bound']))).toEqual({
       prompt: '400 context_length_exceeded after tokenizing',
+      responses: '400 context_length_exceeded after tokenizing',
       body: '400 context_length_exceeded',
     });
   });
