@@ -9,4 +9,7 @@ if (!existsSync(fileURLToPath(entry))) {
   process.exit(1);
 }
 const { main } = await import(entry.href);
-process.exitCode = await main(process.argv.slice(2));
+// Exit with the command's code once it returns: a thread or socket a failed start-up left
+// behind (the engine thread, tokenizer threads) must not keep the process alive. Writes to
+// pipes and files are synchronous on Linux, so nothing printed is lost.
+process.exit(await main(process.argv.slice(2)));

@@ -28,6 +28,11 @@ function reportError(error: unknown): number {
     process.stderr.write(`tessera: ${error.message}\n`);
     return 2;
   }
+  const listenFailure = listenFailureOf(error);
+  if (listenFailure !== null) {
+    process.stderr.write(`tessera: ${listenFailure}\n`);
+    return 2;
+  }
   if (isTesseraError(error)) {
     process.stderr.write(`tessera: ${error.message}\n`);
     if (process.env['TESSERA_DEBUG']) process.stderr.write(`${error.stack ?? ''}\n`);
@@ -37,4 +42,18 @@ function reportError(error: unknown): number {
     `tessera: unexpected error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
   );
   return 1;
+}
+
+/** A listener that could not bind (port taken, address not ours, no permission) is bad configuration: say which. */
+function listenFailureOf(error: unknown): string | null {
+  if (!(error instanceof Error)) return null;
+  const { code, syscall, address, port } = error as NodeJS.ErrnoException & { address?: string; port?: number };
+  if (syscall !== 'listen' && syscall !== 'bind') return null;
+  const where = `${address ?? '?'}${port === undefined ? '' : `:${port}`}`;
+  const why: Record<string, string> = {
+    EADDRINUSE: 'the address is already in use (another process listens there; pick another --port)',
+    EADDRNOTAVAIL: "the address is not one of this host's (check --host)",
+    EACCES: 'permission denied (ports below 1024 need privileges)',
+  };
+  return `cannot listen on ${where}: ${why[code ?? ''] ?? code ?? error.message}`;
 }

@@ -2,6 +2,7 @@
 // for the context length and for the pool, with the ledger (tessera_kv_pages) unchanged by a
 // refused request; the start-up check that refuses a node whose pool cannot hold its context
 // (and its negative control, `skip-startup-check`); `tessera plan`; refusals of bad settings.
+import { createServer, type AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -182,5 +183,21 @@ describe('bad settings refuse to start (exit 2)', () => {
     const badKeys = await runCli(['serve', '--port', '0', '--api-keys', keys], home.dir);
     expect(badKeys.code).toBe(2);
     expect(badKeys.stderr).toMatch(/--api-keys .*bad-keys.json: not a JSON object/);
+  });
+
+  it('a taken port: exit 2 naming the address, and the process ends (the engine and tokenizer threads do not hold it)', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const { port } = taken.address() as AddressInfo;
+    try {
+      const exited = await runCli(['serve', '--port', String(port)], home.dir);
+      expect(exited.code).toBe(2);
+      expect(exited.stderr).toMatch(
+        new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port}: the address is already in use`),
+      );
+      expect(exited.stdout).not.toMatch(/listening/);
+    } finally {
+      await new Promise((resolve) => taken.close(resolve));
+    }
   });
 });
