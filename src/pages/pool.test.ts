@@ -11,7 +11,7 @@ import {
   type PageCheckFailure,
   type Tag,
 } from '../core/index.js';
-import { floatsPerPage, type KvShape } from './kv-layout.js';
+import { elementsPerPage, type KvShape } from './kv-layout.js';
 import type { AllocateResult, Owner } from './page-entry.js';
 import { PagePool } from './pool.js';
 
@@ -30,7 +30,7 @@ function tagsOf(result: AllocateResult): Tag[] {
 /** Writes `value` into every float of the page and stamps it full, as a forward step would. */
 function fill(pool: PagePool, writer: Owner, tag: Tag, value: number): void {
   pool.checkWrite(writer, [tag]);
-  const perPage = floatsPerPage(pool.kv);
+  const perPage = elementsPerPage(pool.kv);
   pool.kv.data.fill(value, tag.page * perPage, (tag.page + 1) * perPage);
   pool.stamp(tag, pool.pageSize);
 }
@@ -257,7 +257,7 @@ describe('PagePool.stamp', () => {
 
 describe('PagePool construction', () => {
   it('refuses storage of the wrong size and a ledger of another size', () => {
-    expect(() => new PagePool({ kv: { ...SHAPE, data: new Float32Array(10) } })).toThrow(/needs 352/);
+    expect(() => new PagePool({ kv: { ...SHAPE, dtype: 'f32', data: new Float32Array(10) } })).toThrow(/needs 352/);
     const pool = PagePool.create(SHAPE, NO_FAULTS);
     expect(() => new PagePool({ kv: pool.kv, ledger: PagePool.create({ ...SHAPE, numPages: 3 }).ledger })).toThrow(
       /ledger has 3 pages/,

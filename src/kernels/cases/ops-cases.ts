@@ -3,8 +3,11 @@
 // 1e-5 * |y_ref| + 1e-6 for RMSNorm and SiLU·mul (f32 sums and a polynomial exp stay far
 // inside it); KV writes and adds are exact. KV pools are poisoned with NaN everywhere except the
 // slots written for the request, so a kernel that reads a page outside the page table, a slot
-// past the causal limit or another layer produces NaN and fails the comparison.
-import { Rng } from '../../core/index.js';
+// past the causal limit or another layer produces NaN and fails the comparison. Attention and
+// writeKv run over both KV dtypes: an f16 pool is poisoned with the f16 NaN 0x7e00, and its
+// K and V are rounded to f16 on write by both sides, so the oracle sees the same inputs.
+import { KV_DTYPES, Rng, type KvDtype } from '../../core/index.js';
+import { f16ToF32, f32ToF16 } from '../half.js';
 import { pageElements } from '../layout.js';
 import { RefOps } from '../ref/ops.js';
 import type { AttentionShape, OpKernels, PagedKvView } from '../types.js';
@@ -46,16 +49,36 @@ const ATTENTION_SETUPS: readonly AttentionSetup[] = [
 const NUM_LAYERS = 2;
 const LAYER = 1;
 
+/** The f16 bit pattern the f16 pools are poisoned with: a quiet NaN. */
+export const F16_NAN = 0x7e00;
+
+/** A pool of numPages pages of `geometry` from backend's memory, every element NaN. */
+export function poisonedPool(
+  backend: OpKernels,
+  dtype: KvDtype,
+  geometry: Omit<PagedKvView, 'data' | 'dtype' | 'numPages'>,
+  numPages: number,
+): PagedKvView {
+  const length = numPages * pageElements(geometry);
+  return dtype === 'f16'
+    ? { ...geometry, numPages, dtype, data: backend.allocU16(length).fill(F16_NAN) }
+    : { ...geometry, numPages, dtype, data: backend.allocF32(length).fill(NaN) };
+}
+
+/** The pool's elements as f32 (f16 promoted exactly). */
+export function poolValues(kv: PagedKvView): Float32Array {
+  return kv.dtype === 'f16' ? Float32Array.from(kv.data, f16ToF32) : kv.data;
+}
+
 /** A NaN-poisoned pool for `s`, with K and V written for positions [0, startPos + numTokens) of LAYER. */
-function filledPool(backend: OpKernels, s: AttentionSetup, seed: number): PagedKvView {
+function filledPool(backend: OpKernels, s: AttentionSetup, seed: number, dtype: KvDtype = 'f32'): PagedKvView {
   const geometry = {
     numLayers: NUM_LAYERS,
     pageSize: s.pageSize,
     numKvHeads: s.shape.numKvHeads,
     headDim: s.shape.headDim,
   };
-  const data = backend.allocF32(s.numPages * pageElements(geometry)).fill(NaN);
-  const kv = { ...geometry, data, numPages: s.numPages };
+  const kv = poisonedPool(backend, dtype, geometry, s.numPages);
   const endPos = s.startPos + s.numTokens;
   const kvDim = s.shape.numKvHeads * s.shape.headDim;
   const rng = new Rng(seed);
@@ -93,16 +116,21 @@ function runAttention(
 }
 
 function attentionCases(): KernelCase<OpKernels>[] {
+  return KV_DTYPES.flatMap((dtype) => attentionCasesOf(dtype));
+}
+
+function attentionCasesOf(dtype: KvDtype): KernelCase<OpKernels>[] {
+  const over = dtype === 'f32' ? '' : `, ${dtype} KV`;
   return ATTENTION_SETUPS.flatMap((s, n): KernelCase<OpKernels>[] => {
     const qDim = s.shape.numHeads * s.shape.headDim;
     const q = randomF32(new Rng(400 + n), s.numTokens * qDim);
     return [
       {
-        name: `attention (${s.label}) matches the reference and reads only the request's written slots`,
+        name: `attention (${s.label}${over}) matches the reference and reads only the request's written slots`,
         run(backend) {
           const ref = new RefOps();
-          const expected = runAttention(ref, filledPool(ref, s, 300 + n), s, q, s.startPos, s.numTokens);
-          const actual = runAttention(backend, filledPool(backend, s, 300 + n), s, q, s.startPos, s.numTokens);
+          const expected = runAttention(ref, filledPool(ref, s, 300 + n, dtype), s, q, s.startPos, s.numTokens);
+          const actual = runAttention(backend, filledPool(backend, s, 300 + n, dtype), s, q, s.startPos, s.numTokens);
           expectWithin(
             `attention ${s.label}`,
             actual,
@@ -113,9 +141,9 @@ function attentionCases(): KernelCase<OpKernels>[] {
         },
       },
       {
-        name: `attention (${s.label}): a token's output does not depend on how many tokens share the call`,
+        name: `attention (${s.label}${over}): a token's output does not depend on how many tokens share the call`,
         run(backend) {
-          const kv = filledPool(backend, s, 300 + n);
+          const kv = filledPool(backend, s, 300 + n, dtype);
           const together = runAttention(backend, kv, s, q, s.startPos, s.numTokens);
           for (let t = 0; t < s.numTokens; t++) {
             const alone = runAttention(backend, kv, s, q.subarray(t * qDim, (t + 1) * qDim), s.startPos + t, 1);
@@ -257,8 +285,8 @@ function rowCases(): KernelCase<OpKernels>[] {
 
 function writeKvCases(): KernelCase<OpKernels>[] {
   return [
-    {
-      name: 'writeKv writes exactly the slots of the given positions, through a scattered page table',
+    ...KV_DTYPES.map((dtype): KernelCase<OpKernels> => ({
+      name: `writeKv (${dtype} KV) writes exactly the slots of the given positions, through a scattered page table`,
       run(backend) {
         const geometry = { numLayers: 3, pageSize: 4, numKvHeads: 2, headDim: 3 };
         const numPages = 11;
@@ -267,16 +295,55 @@ function writeKvCases(): KernelCase<OpKernels>[] {
         const k = randomF32(rng, 7 * 6);
         const v = randomF32(rng, 7 * 6);
         const ref = new RefOps();
-        const expected = ref.allocF32(numPages * pageElements(geometry)).fill(NaN);
-        ref.writeKv({ ...geometry, numPages, data: expected }, 1, pageTable, 3, 7, k, v);
-        const actual = backend.allocF32(numPages * pageElements(geometry)).fill(NaN);
-        backend.writeKv({ ...geometry, numPages, data: actual }, 1, pageTable, 3, 7, k, v);
+        const expectedKv = poisonedPool(ref, dtype, geometry, numPages);
+        ref.writeKv(expectedKv, 1, pageTable, 3, 7, k, v);
+        const actualKv = poisonedPool(backend, dtype, geometry, numPages);
+        backend.writeKv(actualKv, 1, pageTable, 3, 7, k, v);
+        const [expected, actual] = [poolValues(expectedKv), poolValues(actualKv)];
         expectBitwiseEqual('pool after writeKv', actual, expected, expected.length);
         // Spot-check the layout itself: position 9 = page 9, slot 1; K of layer 1, KV head 1, element 2.
         const at = (((9 * 3 + 1) * 2 + 0) * 4 + 1) * 6 + 1 * 3 + 2;
-        if (actual[at] !== k[(9 - 3) * 6 + 5]) throw new Error('position 9 is not in page 9, slot 1');
+        const stored = dtype === 'f16' ? f16ToF32(f32ToF16(k[(9 - 3) * 6 + 5]!)) : k[(9 - 3) * 6 + 5];
+        if (actual[at] !== stored) throw new Error('position 9 is not in page 9, slot 1');
         if (actual.filter((x) => !Number.isNaN(x)).length !== 2 * 7 * 6)
           throw new Error('writeKv wrote more than 7 tokens of K and V');
+      },
+    })),
+    {
+      name: 'writeKv into an f16 pool rounds to nearest even exactly as half.ts, incl. subnormals, overflow, inf and nan',
+      run(backend) {
+        const geometry = { numLayers: 1, pageSize: 1, numKvHeads: 1, headDim: 64 };
+        const rng = new Rng(601);
+        const bits = new Uint32Array(64 * 64);
+        for (let i = 0; i < bits.length; i++) bits[i] = rng.nextU32();
+        // Edges: ties (even and odd), the largest half and just past it, subnormals, zero, inf, nan.
+        const edges = [0x3f801000, 0x3f803000, 0x477fe000, 0x477ff000, 0x477fefff, 0x33800000, 0x33000000];
+        edges.push(0x337fffff, 0x38800000, 0x387fc000, 0, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0x7f800001);
+        bits.set(edges);
+        const values = new Float32Array(bits.buffer);
+        const kv = poisonedPool(backend, 'f16', geometry, 64);
+        if (kv.dtype !== 'f16') throw new Error('unreachable');
+        backend.writeKv(
+          kv,
+          0,
+          Int32Array.from({ length: 64 }, (_, i) => i),
+          0,
+          64,
+          values,
+          values,
+        );
+        for (let t = 0; t < 64; t++) {
+          for (let i = 0; i < 64; i++) {
+            const x = values[t * 64 + i]!;
+            const want = f32ToF16(x);
+            const got = kv.data[t * 2 * 64 + i]!;
+            const same = got === want || (Number.isNaN(x) && (got & 0x7c00) === 0x7c00 && (got & 0x3ff) !== 0);
+            if (!same)
+              throw new Error(
+                `f32 ${x} (bits ${bits[t * 64 + i]!.toString(16)}) -> ${got.toString(16)}, want ${want.toString(16)}`,
+              );
+          }
+        }
       },
     },
   ];

@@ -60,6 +60,9 @@ export interface KernelExports {
     scale: number,
     scores: number,
   ): void;
+  /** attention over an f16 pool: the same arguments. */
+  attentionF16: KernelExports['attention'];
+  f32ToF16Row(src: number, dst: number, n: number): void;
 }
 
 export interface WasmRuntimeOptions {
@@ -126,6 +129,10 @@ export class WasmRuntime {
 
   f32(ptr: number, length: number): Float32Array {
     return new Float32Array(this.#buffer(), ptr, length);
+  }
+
+  u16(ptr: number, length: number): Uint16Array {
+    return new Uint16Array(this.#buffer(), ptr, length);
   }
 
   u8(ptr: number, length: number): Uint8Array {

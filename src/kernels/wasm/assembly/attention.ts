@@ -1,48 +1,64 @@
-// Paged causal attention with GQA for one request in one layer. Reads K and V only through the
-// page table it is given and only positions [0, startPos + t] for query token t; it never
-// checks ownership (the caller verified every page). Each (token, head) is computed by the same
-// arithmetic whatever numTokens is, so chunked prefill and decode give bit-identical outputs.
+// Paged causal attention with GQA for one request in one layer, over an f32 or an f16 KV pool
+// (T = f32 or u16: f16 bit patterns, promoted to f32 exactly as they are loaded; every sum is
+// f32 in both). Reads K and V only through the page table it is given and only positions
+// [0, startPos + t] for query token t; it never checks ownership (the caller verified every
+// page). Each (token, head) is computed by the same arithmetic whatever numTokens is, so
+// chunked prefill and decode give bit-identical outputs.
 //
-//   pool layout (page-major, see src/kernels/types.ts):
+//   pool layout (page-major, see src/pages/kv-layout.ts), e = sizeof<T>() bytes per element:
 //     pool[(((page * numLayers + layer) * 2 + kv) * pageSize + slot) * kvDim + i]
-import { expF32x4, hsum, hsum4 } from './simd';
+import { expF32x4, f16ToF32, f16x4ToF32, hsum, hsum4 } from './simd';
+
+/** Elements [i, i + 4) of a row of T as f32x4. */
+@inline
+function load4<T>(row: usize, i: usize): v128 {
+  if (sizeof<T>() == 2) return f16x4ToF32(v128.load16x4_u(row + (i << 1)));
+  return v128.load(row + (i << 2));
+}
+
+/** Element i of a row of T as f32. */
+@inline
+function load1<T>(row: usize, i: usize): f32 {
+  if (sizeof<T>() == 2) return f16ToF32(<u32>load<u16>(row + (i << 1)));
+  return load<f32>(row + (i << 2));
+}
 
 @inline
-function dotTail(q: usize, k: usize, from: usize, bytes: usize, s: f32): f32 {
-  for (let o = from; o < bytes; o += 4) s += load<f32>(q + o) * load<f32>(k + o);
+function dotTail<T>(q: usize, k: usize, from: usize, n: usize, s: f32): f32 {
+  for (let i = from; i < n; i++) s += load<f32>(q + (i << 2)) * load1<T>(k, i);
   return s;
 }
 
 /** scores[j] = scale * q·K[j] for the slots [0, count) of one page; K rows at stride ks bytes. */
-function pageScores(q: usize, k: usize, ks: usize, count: i32, headDim: i32, scale: f32, scores: usize): void {
-  const bytes = <usize>headDim << 2;
-  const n4 = <usize>(headDim & ~3) << 2;
+function pageScores<T>(q: usize, k: usize, ks: usize, count: i32, headDim: i32, scale: f32, scores: usize): void {
+  const n = <usize>headDim;
+  const n4 = <usize>(headDim & ~3);
   const sv = f32x4.splat(scale);
   let j = 0;
   for (; j + 4 <= count; j += 4) {
     const k0 = k + <usize>j * ks, k1 = k0 + ks, k2 = k1 + ks, k3 = k2 + ks;
     let a0 = f32x4.splat(0), a1 = a0, a2 = a0, a3 = a0;
-    for (let o: usize = 0; o < n4; o += 16) {
-      const qv = v128.load(q + o);
-      a0 = f32x4.add(a0, f32x4.mul(qv, v128.load(k0 + o)));
-      a1 = f32x4.add(a1, f32x4.mul(qv, v128.load(k1 + o)));
-      a2 = f32x4.add(a2, f32x4.mul(qv, v128.load(k2 + o)));
-      a3 = f32x4.add(a3, f32x4.mul(qv, v128.load(k3 + o)));
+    for (let i: usize = 0; i < n4; i += 4) {
+      const qv = v128.load(q + (i << 2));
+      a0 = f32x4.add(a0, f32x4.mul(qv, load4<T>(k0, i)));
+      a1 = f32x4.add(a1, f32x4.mul(qv, load4<T>(k1, i)));
+      a2 = f32x4.add(a2, f32x4.mul(qv, load4<T>(k2, i)));
+      a3 = f32x4.add(a3, f32x4.mul(qv, load4<T>(k3, i)));
     }
     let s = hsum4(a0, a1, a2, a3);
-    if (n4 < bytes) {
-      s = f32x4.replace_lane(s, 0, dotTail(q, k0, n4, bytes, f32x4.extract_lane(s, 0)));
-      s = f32x4.replace_lane(s, 1, dotTail(q, k1, n4, bytes, f32x4.extract_lane(s, 1)));
-      s = f32x4.replace_lane(s, 2, dotTail(q, k2, n4, bytes, f32x4.extract_lane(s, 2)));
-      s = f32x4.replace_lane(s, 3, dotTail(q, k3, n4, bytes, f32x4.extract_lane(s, 3)));
+    if (n4 < n) {
+      s = f32x4.replace_lane(s, 0, dotTail<T>(q, k0, n4, n, f32x4.extract_lane(s, 0)));
+      s = f32x4.replace_lane(s, 1, dotTail<T>(q, k1, n4, n, f32x4.extract_lane(s, 1)));
+      s = f32x4.replace_lane(s, 2, dotTail<T>(q, k2, n4, n, f32x4.extract_lane(s, 2)));
+      s = f32x4.replace_lane(s, 3, dotTail<T>(q, k3, n4, n, f32x4.extract_lane(s, 3)));
     }
     v128.store(scores + (<usize>j << 2), f32x4.mul(s, sv));
   }
   for (; j < count; j++) {
     const kj = k + <usize>j * ks;
     let a = f32x4.splat(0);
-    for (let o: usize = 0; o < n4; o += 16) a = f32x4.add(a, f32x4.mul(v128.load(q + o), v128.load(kj + o)));
-    store<f32>(scores + (<usize>j << 2), dotTail(q, kj, n4, bytes, hsum(a)) * scale);
+    for (let i: usize = 0; i < n4; i += 4) a = f32x4.add(a, f32x4.mul(v128.load(q + (i << 2)), load4<T>(kj, i)));
+    store<f32>(scores + (<usize>j << 2), dotTail<T>(q, kj, n4, n, hsum(a)) * scale);
   }
 }
 
@@ -70,37 +86,38 @@ function softmaxNumerators(scores: usize, n: i32): f32 {
 }
 
 /** out[0..headDim) += Σ_j w[j] * V[j] over one page's slots, in slot order; V rows at stride vs. */
-function pageValues(w: usize, v: usize, vs: usize, count: i32, headDim: i32, out: usize): void {
-  const n4 = <usize>(headDim & ~3) << 2;
-  let o: usize = 0;
-  for (; o + 128 <= n4; o += 128) {
-    const oo = out + o;
+function pageValues<T>(w: usize, v: usize, vs: usize, count: i32, headDim: i32, out: usize): void {
+  const n = <usize>headDim;
+  const n4 = <usize>(headDim & ~3);
+  let i: usize = 0;
+  for (; i + 32 <= n4; i += 32) {
+    const oo = out + (i << 2);
     let a0 = v128.load(oo), a1 = v128.load(oo, 16), a2 = v128.load(oo, 32), a3 = v128.load(oo, 48);
     let a4 = v128.load(oo, 64), a5 = v128.load(oo, 80), a6 = v128.load(oo, 96), a7 = v128.load(oo, 112);
     for (let j = 0; j < count; j++) {
       const wj = f32x4.splat(load<f32>(w + (<usize>j << 2)));
-      const vj = v + <usize>j * vs + o;
-      a0 = f32x4.add(a0, f32x4.mul(wj, v128.load(vj)));
-      a1 = f32x4.add(a1, f32x4.mul(wj, v128.load(vj, 16)));
-      a2 = f32x4.add(a2, f32x4.mul(wj, v128.load(vj, 32)));
-      a3 = f32x4.add(a3, f32x4.mul(wj, v128.load(vj, 48)));
-      a4 = f32x4.add(a4, f32x4.mul(wj, v128.load(vj, 64)));
-      a5 = f32x4.add(a5, f32x4.mul(wj, v128.load(vj, 80)));
-      a6 = f32x4.add(a6, f32x4.mul(wj, v128.load(vj, 96)));
-      a7 = f32x4.add(a7, f32x4.mul(wj, v128.load(vj, 112)));
+      const vj = v + <usize>j * vs;
+      a0 = f32x4.add(a0, f32x4.mul(wj, load4<T>(vj, i)));
+      a1 = f32x4.add(a1, f32x4.mul(wj, load4<T>(vj, i + 4)));
+      a2 = f32x4.add(a2, f32x4.mul(wj, load4<T>(vj, i + 8)));
+      a3 = f32x4.add(a3, f32x4.mul(wj, load4<T>(vj, i + 12)));
+      a4 = f32x4.add(a4, f32x4.mul(wj, load4<T>(vj, i + 16)));
+      a5 = f32x4.add(a5, f32x4.mul(wj, load4<T>(vj, i + 20)));
+      a6 = f32x4.add(a6, f32x4.mul(wj, load4<T>(vj, i + 24)));
+      a7 = f32x4.add(a7, f32x4.mul(wj, load4<T>(vj, i + 28)));
     }
     v128.store(oo, a0); v128.store(oo, a1, 16); v128.store(oo, a2, 32); v128.store(oo, a3, 48);
     v128.store(oo, a4, 64); v128.store(oo, a5, 80); v128.store(oo, a6, 96); v128.store(oo, a7, 112);
   }
-  for (; o < n4; o += 16) {
-    let a = v128.load(out + o);
-    for (let j = 0; j < count; j++) a = f32x4.add(a, f32x4.mul(f32x4.splat(load<f32>(w + (<usize>j << 2))), v128.load(v + <usize>j * vs + o)));
-    v128.store(out + o, a);
+  for (; i < n4; i += 4) {
+    let a = v128.load(out + (i << 2));
+    for (let j = 0; j < count; j++) a = f32x4.add(a, f32x4.mul(f32x4.splat(load<f32>(w + (<usize>j << 2))), load4<T>(v + <usize>j * vs, i)));
+    v128.store(out + (i << 2), a);
   }
-  for (; o < (<usize>headDim << 2); o += 4) {
-    let a = load<f32>(out + o);
-    for (let j = 0; j < count; j++) a += load<f32>(w + (<usize>j << 2)) * load<f32>(v + <usize>j * vs + o);
-    store<f32>(out + o, a);
+  for (; i < n; i++) {
+    let a = load<f32>(out + (i << 2));
+    for (let j = 0; j < count; j++) a += load<f32>(w + (<usize>j << 2)) * load1<T>(v + <usize>j * vs, i);
+    store<f32>(out + (i << 2), a);
   }
 }
 
@@ -108,32 +125,34 @@ function pageValues(w: usize, v: usize, vs: usize, count: i32, headDim: i32, out
  * out[t, h] = softmax(scale * q[t, h] · K[0..startPos+t]) · V[0..startPos+t], with head h
  * reading KV head floor(h * numKvHeads / numHeads). scores: scratch of startPos + numTokens floats.
  */
-export function attention(
+@inline
+function pagedAttention<T>(
   pool: usize, numLayers: i32, pageSize: i32, numKvHeads: i32, headDim: i32, layer: i32,
   pageTable: usize, q: usize, out: usize, numTokens: i32, startPos: i32, numHeads: i32, scale: f32, scores: usize,
 ): void {
   const kvDim = numKvHeads * headDim;
-  const rowBytes = <usize>kvDim << 2;
+  const rowBytes = <usize>kvDim * sizeof<T>();
   const planeBytes = <usize>pageSize * rowBytes; // one page's K (or V) of one layer
-  const headBytes = <usize>headDim << 2;
+  const headBytes = <usize>headDim << 2; // of q and out (f32)
+  const kvHeadBytes = <usize>headDim * sizeof<T>(); // of a K or V row
   for (let t = 0; t < numTokens; t++) {
     const n = startPos + t + 1;
     const numPages = (n + pageSize - 1) / pageSize;
     for (let h = 0; h < numHeads; h++) {
-      const kvHeadAt = <usize>((h * numKvHeads) / numHeads) * headBytes;
+      const kvHeadAt = <usize>((h * numKvHeads) / numHeads) * kvHeadBytes;
       const qh = q + <usize>(t * numHeads + h) * headBytes;
       const oh = out + <usize>(t * numHeads + h) * headBytes;
       for (let pi = 0; pi < numPages; pi++) {
         const page = <usize>load<i32>(pageTable + (<usize>pi << 2));
         const k = pool + ((page * numLayers + layer) * 2) * planeBytes + kvHeadAt;
-        pageScores(qh, k, rowBytes, min(pageSize, n - pi * pageSize), headDim, scale, scores + (<usize>(pi * pageSize) << 2));
+        pageScores<T>(qh, k, rowBytes, min(pageSize, n - pi * pageSize), headDim, scale, scores + (<usize>(pi * pageSize) << 2));
       }
       const inverseSum = <f32>1 / softmaxNumerators(scores, n);
       memory.fill(oh, 0, headBytes);
       for (let pi = 0; pi < numPages; pi++) {
         const page = <usize>load<i32>(pageTable + (<usize>pi << 2));
         const v = pool + ((page * numLayers + layer) * 2 + 1) * planeBytes + kvHeadAt;
-        pageValues(scores + (<usize>(pi * pageSize) << 2), v, rowBytes, min(pageSize, n - pi * pageSize), headDim, oh);
+        pageValues<T>(scores + (<usize>(pi * pageSize) << 2), v, rowBytes, min(pageSize, n - pi * pageSize), headDim, oh);
       }
       const iv = f32x4.splat(inverseSum);
       const n4 = <usize>(headDim & ~3) << 2;
@@ -141,4 +160,52 @@ export function attention(
       for (let o = n4; o < headBytes; o += 4) store<f32>(oh + o, load<f32>(oh + o) * inverseSum);
     }
   }
+}
+
+/** Attention over an f32 pool. */
+export function attention(
+  pool: usize, numLayers: i32, pageSize: i32, numKvHeads: i32, headDim: i32, layer: i32,
+  pageTable: usize, q: usize, out: usize, numTokens: i32, startPos: i32, numHeads: i32, scale: f32, scores: usize,
+): void {
+  pagedAttention<f32>(pool, numLayers, pageSize, numKvHeads, headDim, layer, pageTable, q, out, numTokens, startPos, numHeads, scale, scores);
+}
+
+/** Attention over an f16 pool (elements are half bit patterns). */
+export function attentionF16(
+  pool: usize, numLayers: i32, pageSize: i32, numKvHeads: i32, headDim: i32, layer: i32,
+  pageTable: usize, q: usize, out: usize, numTokens: i32, startPos: i32, numHeads: i32, scale: f32, scores: usize,
+): void {
+  pagedAttention<u16>(pool, numLayers, pageSize, numKvHeads, headDim, layer, pageTable, q, out, numTokens, startPos, numHeads, scale, scores);
+}
+
+/**
+ * dst[i] = the f16 nearest src[i] (ties to even; overflow to inf, nan stays nan), for i < n:
+ * what an f16 pool stores when K and V are written. The same rounding as src/kernels/half.ts.
+ */
+export function f32ToF16Row(src: usize, dst: usize, n: i32): void {
+  for (let i = 0; i < n; i++) store<u16>(dst + (<usize>i << 1), f32ToF16(load<u32>(src + (<usize>i << 2))));
+}
+
+@inline
+function f32ToF16(x: u32): u16 {
+  const sign = (x >>> 16) & 0x8000;
+  const exp = <i32>((x >>> 23) & 0xff);
+  let mant = x & 0x7fffff;
+  if (exp == 0xff) return <u16>(sign | 0x7c00 | (mant != 0 ? 0x200 : 0));
+  const e = exp - 127 + 15;
+  if (e >= 0x1f) return <u16>(sign | 0x7c00);
+  if (e <= 0) {
+    if (e < -10) return <u16>sign;
+    mant |= 0x800000;
+    const shift = <u32>(14 - e);
+    const half = <u32>1 << (shift - 1);
+    const rest = mant & ((<u32>1 << shift) - 1);
+    let h = mant >>> shift;
+    if (rest > half || (rest == half && (h & 1) == 1)) h += 1;
+    return <u16>(sign | h);
+  }
+  let h = (<u32>e << 10) | (mant >>> 13);
+  const rest = mant & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1) == 1)) h += 1;
+  return <u16>(sign | h);
 }
