@@ -199,6 +199,7 @@ describe.each([
       tag: { page: asPageId(1), epoch: asEpoch(2) },
       firstSlot: 0,
       numSlots: 4,
+      kvDtype: 'f32',
       checksum: '0123456789abcdef',
       payload,
     };
@@ -222,6 +223,7 @@ describe.each([
       tag: { page: asPageId(1), epoch: asEpoch(2) },
       firstSlot: 0,
       numSlots: 4,
+      kvDtype: 'f32',
       checksum: '0123456789abcdef',
       payload,
     };
@@ -257,6 +259,7 @@ describe.each([
       tag: { page: asPageId(1), epoch: asEpoch(2) },
       firstSlot: 0,
       numSlots: 1,
+      kvDtype: 'f32',
       checksum: '0123456789abcdef',
       payload: new Uint8Array(64).fill(1),
     });
@@ -267,6 +270,7 @@ describe.each([
       tag: { page: asPageId(1), epoch: asEpoch(2) },
       firstSlot: 0,
       numSlots: 1,
+      kvDtype: 'f32',
       checksum: '0123456789abcdeX',
       payload: new Uint8Array(64).fill(2),
     });
