@@ -137,23 +137,46 @@ export class WasmOps implements OpKernels {
     const qp = rt.input('a', args.q, n);
     const op = rt.owns(args.out) ? args.out.byteOffset : rt.scratch('c', n * 4);
     const pageTable = rt.input('b', args.pageTable, Math.ceil(endPos / kv.pageSize));
-    const kernel = kv.dtype === 'f16' ? rt.kernels.attentionF16 : rt.kernels.attention;
-    kernel(
-      kv.data.byteOffset,
-      kv.numLayers,
-      kv.pageSize,
-      kv.numKvHeads,
-      kv.headDim,
-      args.layer,
-      pageTable,
-      qp,
-      op,
-      numTokens,
-      startPos,
-      shape.numHeads,
-      shape.scale,
-      rt.scratch('d', (endPos + 4) * 4),
-    );
+    if (kv.dtype === 'f16') {
+      // One stretch of scores per query head of a KV head's group, its last float for 1 / sum.
+      const stride = Math.ceil((endPos + 5) / 4) * 4;
+      const group = Math.ceil(shape.numHeads / kv.numKvHeads);
+      rt.kernels.attentionF16(
+        kv.data.byteOffset,
+        kv.numLayers,
+        kv.pageSize,
+        kv.numKvHeads,
+        kv.headDim,
+        args.layer,
+        pageTable,
+        qp,
+        op,
+        numTokens,
+        startPos,
+        shape.numHeads,
+        shape.scale,
+        rt.scratch('d', group * stride * 4),
+        stride,
+        rt.scratch('e', kv.pageSize * kv.headDim * 4),
+      );
+    } else {
+      rt.kernels.attention(
+        kv.data.byteOffset,
+        kv.numLayers,
+        kv.pageSize,
+        kv.numKvHeads,
+        kv.headDim,
+        args.layer,
+        pageTable,
+        qp,
+        op,
+        numTokens,
+        startPos,
+        shape.numHeads,
+        shape.scale,
+        rt.scratch('d', (endPos + 4) * 4),
+      );
+    }
     rt.output(op, args.out, n);
   }
 }

@@ -60,8 +60,25 @@ export interface KernelExports {
     scale: number,
     scores: number,
   ): void;
-  /** attention over an f16 pool: the same arguments. */
-  attentionF16: KernelExports['attention'];
+  /** attention over an f16 pool: the same arguments, then the scores' stride per head and a rows scratch. */
+  attentionF16(
+    pool: number,
+    numLayers: number,
+    pageSize: number,
+    numKvHeads: number,
+    headDim: number,
+    layer: number,
+    pageTable: number,
+    q: number,
+    out: number,
+    numTokens: number,
+    startPos: number,
+    numHeads: number,
+    scale: number,
+    scores: number,
+    stride: number,
+    rows: number,
+  ): void;
   f32ToF16Row(src: number, dst: number, n: number): void;
 }
 

@@ -170,42 +170,117 @@ export function attention(
   pagedAttention<f32>(pool, numLayers, pageSize, numKvHeads, headDim, layer, pageTable, q, out, numTokens, startPos, numHeads, scale, scores);
 }
 
-/** Attention over an f16 pool (elements are half bit patterns). */
+/**
+ * Attention over an f16 pool (elements are half bit patterns). The same sums as pagedAttention
+ * for every (token, head), but each page's K and V rows of a KV head are promoted to f32 once
+ * (into `rows`, pageSize * headDim floats) and read by every query head of its group, so the
+ * conversion is paid once per KV head, not once per query head. scores: one stretch of
+ * `stride` floats per head of a group (stride >= startPos + numTokens, a multiple of 4).
+ */
 export function attentionF16(
   pool: usize, numLayers: i32, pageSize: i32, numKvHeads: i32, headDim: i32, layer: i32,
   pageTable: usize, q: usize, out: usize, numTokens: i32, startPos: i32, numHeads: i32, scale: f32, scores: usize,
+  stride: i32, rows: usize,
 ): void {
-  pagedAttention<u16>(pool, numLayers, pageSize, numKvHeads, headDim, layer, pageTable, q, out, numTokens, startPos, numHeads, scale, scores);
+  const kvDim = numKvHeads * headDim;
+  const rowBytes = <usize>kvDim << 1;
+  const planeBytes = <usize>pageSize * rowBytes;
+  const headBytes = <usize>headDim << 2;
+  const group = numHeads / numKvHeads;
+  const scoreBytes = <usize>stride << 2;
+  for (let t = 0; t < numTokens; t++) {
+    const n = startPos + t + 1;
+    const numPages = (n + pageSize - 1) / pageSize;
+    for (let g = 0; g < numKvHeads; g++) {
+      const kvHeadAt = (<usize>g * <usize>headDim) << 1;
+      // Heads h with floor(h * numKvHeads / numHeads) == g: [h0, h1).
+      const h0 = (g * numHeads + numKvHeads - 1) / numKvHeads;
+      const h1 = ((g + 1) * numHeads + numKvHeads - 1) / numKvHeads;
+      for (let pi = 0; pi < numPages; pi++) {
+        const page = <usize>load<i32>(pageTable + (<usize>pi << 2));
+        const count = min(pageSize, n - pi * pageSize);
+        promoteRows(pool + ((page * numLayers + layer) * 2) * planeBytes + kvHeadAt, rowBytes, count, headDim, rows);
+        for (let h = h0; h < h1; h++) {
+          const qh = q + <usize>(t * numHeads + h) * headBytes;
+          const sh = scores + <usize>(h - h0) * scoreBytes;
+          pageScores<f32>(qh, rows, headBytes, count, headDim, scale, sh + (<usize>(pi * pageSize) << 2));
+        }
+      }
+      for (let h = h0; h < h1; h++) {
+        const sh = scores + <usize>(h - h0) * scoreBytes;
+        store<f32>(sh + (<usize>(stride - 1) << 2), <f32>1 / softmaxNumerators(sh, n)); // the last float: 1 / sum
+        memory.fill(out + <usize>(t * numHeads + h) * headBytes, 0, headBytes);
+      }
+      for (let pi = 0; pi < numPages; pi++) {
+        const page = <usize>load<i32>(pageTable + (<usize>pi << 2));
+        const count = min(pageSize, n - pi * pageSize);
+        promoteRows(pool + ((page * numLayers + layer) * 2 + 1) * planeBytes + kvHeadAt, rowBytes, count, headDim, rows);
+        for (let h = h0; h < h1; h++) {
+          const sh = scores + <usize>(h - h0) * scoreBytes;
+          const oh = out + <usize>(t * numHeads + h) * headBytes;
+          pageValues<f32>(sh + (<usize>(pi * pageSize) << 2), rows, headBytes, count, headDim, oh);
+        }
+      }
+      for (let h = h0; h < h1; h++) {
+        const inverseSum = load<f32>(scores + <usize>(h - h0) * scoreBytes + (<usize>(stride - 1) << 2));
+        const oh = out + <usize>(t * numHeads + h) * headBytes;
+        const iv = f32x4.splat(inverseSum);
+        const n4 = <usize>(headDim & ~3) << 2;
+        for (let o: usize = 0; o < n4; o += 16) v128.store(oh + o, f32x4.mul(v128.load(oh + o), iv));
+        for (let o = n4; o < headBytes; o += 4) store<f32>(oh + o, load<f32>(oh + o) * inverseSum);
+      }
+    }
+  }
+}
+
+/** count rows of headDim halves (at stride rowBytes) -> count contiguous rows of headDim f32 at dst. */
+function promoteRows(src: usize, rowBytes: usize, count: i32, headDim: i32, dst: usize): void {
+  const n = <usize>headDim;
+  const n4 = <usize>(headDim & ~3);
+  for (let j = 0; j < count; j++) {
+    const from = src + <usize>j * rowBytes;
+    const to = dst + ((<usize>j * n) << 2);
+    let i: usize = 0;
+    for (; i < n4; i += 4) v128.store(to + (i << 2), load4<u16>(from, i));
+    for (; i < n; i++) store<f32>(to + (i << 2), load1<u16>(from, i));
+  }
 }
 
 /**
  * dst[i] = the f16 nearest src[i] (ties to even; overflow to inf, nan stays nan), for i < n:
- * what an f16 pool stores when K and V are written. The same rounding as src/kernels/half.ts.
+ * what an f16 pool stores when K and V are written; the rounding of src/kernels/half.ts, four
+ * lanes at a time (F. Giesen's float_to_half_fast3_rtne: every case computed, then selected).
  */
 export function f32ToF16Row(src: usize, dst: usize, n: i32): void {
-  for (let i = 0; i < n; i++) store<u16>(dst + (<usize>i << 1), f32ToF16(load<u32>(src + (<usize>i << 2))));
+  let i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const h = f32x4ToF16(v128.load(src + (<usize>i << 2)));
+    // The low two bytes of each lane, packed into the low 8 bytes.
+    const packed = v128.shuffle<u8>(h, h, 0, 1, 4, 5, 8, 9, 12, 13, 0, 1, 4, 5, 8, 9, 12, 13);
+    v128.store64_lane(dst + (<usize>i << 1), packed, 0);
+  }
+  for (; i < n; i++) {
+    const h = f32x4ToF16(v128.load32_zero(src + (<usize>i << 2)));
+    store<u16>(dst + (<usize>i << 1), <u16>i32x4.extract_lane(h, 0));
+  }
 }
 
+/** Four f32 -> four f16 bit patterns (in the low 16 bits of each i32 lane), round to nearest even. */
 @inline
-function f32ToF16(x: u32): u16 {
-  const sign = (x >>> 16) & 0x8000;
-  const exp = <i32>((x >>> 23) & 0xff);
-  let mant = x & 0x7fffff;
-  if (exp == 0xff) return <u16>(sign | 0x7c00 | (mant != 0 ? 0x200 : 0));
-  const e = exp - 127 + 15;
-  if (e >= 0x1f) return <u16>(sign | 0x7c00);
-  if (e <= 0) {
-    if (e < -10) return <u16>sign;
-    mant |= 0x800000;
-    const shift = <u32>(14 - e);
-    const half = <u32>1 << (shift - 1);
-    const rest = mant & ((<u32>1 << shift) - 1);
-    let h = mant >>> shift;
-    if (rest > half || (rest == half && (h & 1) == 1)) h += 1;
-    return <u16>(sign | h);
-  }
-  let h = (<u32>e << 10) | (mant >>> 13);
-  const rest = mant & 0x1fff;
-  if (rest > 0x1000 || (rest == 0x1000 && (h & 1) == 1)) h += 1;
-  return <u16>(sign | h);
+function f32x4ToF16(x: v128): v128 {
+  const sign = v128.and(x, i32x4.splat(0x80000000));
+  const f = v128.xor(x, sign);
+  // |x| >= 65520 (rounds past the largest half) or inf / nan.
+  const big = i32x4.ge_u(f, i32x4.splat((127 + 16) << 23));
+  const nan = i32x4.gt_u(f, i32x4.splat(255 << 23));
+  const special = v128.bitselect(i32x4.splat(0x7e00), i32x4.splat(0x7c00), nan);
+  // |x| < 2^-14: subnormal halves (and zero), rounded by the f32 adder.
+  const small = i32x4.lt_u(f, i32x4.splat(113 << 23));
+  const magic = i32x4.splat(((127 - 15) + (23 - 10) + 1) << 23);
+  const sub = i32x4.sub(f32x4.add(f, magic), magic);
+  // Normal halves: rebias the exponent, add the rounding bias (0xfff plus the odd bit), shift.
+  const odd = v128.and(i32x4.shr_u(f, 13), i32x4.splat(1));
+  const norm = i32x4.shr_u(i32x4.add(i32x4.add(f, i32x4.splat(((15 - 127) << 23) + 0xfff)), odd), 13);
+  const magnitude = v128.bitselect(special, v128.bitselect(sub, norm, small), big);
+  return v128.or(magnitude, i32x4.shr_u(sign, 16));
 }

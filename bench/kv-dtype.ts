@@ -1,0 +1,210 @@
+// KV dtype benchmark (`npm run bench:kv-dtype`): what `--kv-dtype f16` costs against f32 KV on
+// gen-model's models, measured side by side in one run.
+//   1. accuracy: greedy decoding with f32 KV, then the same sequences teacher-forced through an
+//      f16-KV engine: per step, whether the argmax agrees, and the largest logit difference
+//      (with the f32 top-1 margin where they disagree: a flip between near-ties, or not);
+//      short prompts and one long (~2k-token) context;
+//   2. speed: decode tokens/s at a ~2k-token context, batch 1 and 4, f32 KV vs f16 KV, rounds
+//      alternating between the two (best of each: other load only slows a run down).
+// Prints a table and writes bench/results/kv-dtype-<time>.json. Asserts nothing.
+//
+//   node --import ./bench/lib/register-ts.mjs bench/kv-dtype.ts [--quick] [--presets tiny,m100] [--context 2048]
+import { existsSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { availableParallelism, cpus, homedir } from 'node:os';
+import { join } from 'node:path';
+import { asRequestId, DEFAULT_TENANT, samplingParams, type KvDtype } from '../src/core/index.js';
+import {
+  argmax,
+  createEngine,
+  generate,
+  genModel,
+  loadModel,
+  type Engine,
+  type GenPreset,
+  type LoadedModel,
+} from '../src/model/index.js';
+import { pagesFor } from '../src/pages/index.js';
+
+const args = process.argv.slice(2);
+const flag = (name: string): string | undefined => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : undefined;
+};
+const quick = args.includes('--quick');
+const PRESETS = (flag('--presets') ?? 'tiny,m100').split(',') as GenPreset[];
+const CONTEXT = Number(flag('--context') ?? 2048);
+const NEW_TOKENS = quick ? 16 : 48;
+const NUM_PROMPTS = quick ? 2 : 8;
+const SPEED_TOKENS = quick ? 16 : 32;
+const ROUNDS = quick ? 1 : 3;
+const THREADS = availableParallelism();
+const PAGE_SIZE = 16;
+
+async function benchModel(preset: GenPreset): Promise<string> {
+  const dir = join(process.env['TESSERA_HOME'] ?? join(homedir(), '.cache', 'tessera'), 'bench');
+  const path = join(dir, `${preset}-f32-seed0.gguf`);
+  if (!existsSync(path)) {
+    process.stderr.write(`generating ${path} ...\n`);
+    await mkdir(dir, { recursive: true });
+    await genModel({ preset, format: 'gguf', out: path, seed: 0, dtype: 'f32' });
+  }
+  return path;
+}
+
+const prompt = (i: number, length: number): number[] => [
+  1,
+  ...Array.from({ length: length - 1 }, (_, j) => 300 + ((i * 7919 + j * 104729) % 31000)),
+];
+
+/** Per step of one sequence: the logits after the prompt and after each forced token (greedy when forced is empty). */
+async function stepLogits(
+  engine: Engine,
+  promptIds: number[],
+  numSteps: number,
+  forced: number[],
+): Promise<Float32Array[]> {
+  const { runner, pool } = engine;
+  const owner = { rid: asRequestId('kv-dtype'), tenant: DEFAULT_TENANT };
+  const a = pool.ledger.allocate(pagesFor(promptIds.length + numSteps, pool.pageSize), owner);
+  if (a.kind !== 'allocated') throw new Error('pool too small');
+  const out: Float32Array[] = [];
+  try {
+    let pos = 0;
+    let logits: Float32Array | undefined;
+    while (pos < promptIds.length) {
+      const tokens = promptIds.slice(pos, pos + runner.maxStepTokens);
+      const [r] = await runner.step([
+        { ...owner, tags: a.tags, tokens, startPos: pos, wantLogits: pos + tokens.length === promptIds.length },
+      ]);
+      if (r!.kind === 'failed') throw r!.error;
+      if (r!.kind === 'logits') logits = r!.logits.slice();
+      pos += tokens.length;
+    }
+    for (let s = 0; s < numSteps; s++) {
+      out.push(logits!);
+      const next = forced[s] ?? argmax(logits!);
+      const [r] = await runner.step([{ ...owner, tags: a.tags, tokens: [next], startPos: pos, wantLogits: true }]);
+      if (r!.kind !== 'logits') throw new Error(`step ${s}: ${r!.kind}`);
+      logits = r!.logits.slice();
+      pos++;
+    }
+  } finally {
+    pool.ledger.free(a.tags, owner);
+  }
+  return out;
+}
+
+interface Agreement {
+  readonly steps: number;
+  readonly argmaxAgree: number;
+  readonly maxAbsLogitDiff: number;
+  /** Largest f32 top-1 margin (top-1 minus top-2 logit) at a step where the argmax flipped. */
+  readonly maxFlipMargin: number;
+  readonly logitStd: number;
+}
+
+function compare(f32: Float32Array[], f16: Float32Array[]): Agreement {
+  let argmaxAgree = 0;
+  let maxAbsLogitDiff = 0;
+  let maxFlipMargin = 0;
+  let sum = 0;
+  let sumSquares = 0;
+  let n = 0;
+  for (let s = 0; s < f32.length; s++) {
+    const [a, b] = [f32[s]!, f16[s]!];
+    const top = argmax(a);
+    if (top === argmax(b)) argmaxAgree++;
+    else {
+      let second = -Infinity;
+      for (let i = 0; i < a.length; i++) if (i !== top) second = Math.max(second, a[i]!);
+      maxFlipMargin = Math.max(maxFlipMargin, a[top]! - second);
+    }
+    for (let i = 0; i < a.length; i++) {
+      maxAbsLogitDiff = Math.max(maxAbsLogitDiff, Math.abs(a[i]! - b[i]!));
+      sum += a[i]!;
+      sumSquares += a[i]! ** 2;
+      n++;
+    }
+  }
+  const logitStd = Math.sqrt(sumSquares / n - (sum / n) ** 2);
+  return { steps: f32.length, argmaxAgree, maxAbsLogitDiff, maxFlipMargin, logitStd };
+}
+
+function merge(xs: Agreement[]): Agreement {
+  return {
+    steps: xs.reduce((n, x) => n + x.steps, 0),
+    argmaxAgree: xs.reduce((n, x) => n + x.argmaxAgree, 0),
+    maxAbsLogitDiff: Math.max(...xs.map((x) => x.maxAbsLogitDiff)),
+    maxFlipMargin: Math.max(...xs.map((x) => x.maxFlipMargin)),
+    logitStd: xs.reduce((n, x) => n + x.logitStd, 0) / xs.length,
+  };
+}
+
+async function accuracy(engines: Record<KvDtype, Engine>, label: string, promptLength: number, count: number) {
+  const parts: Agreement[] = [];
+  let identical = 0;
+  for (let i = 0; i < count; i++) {
+    const p = prompt(i, promptLength);
+    const ref = await stepLogits(engines.f32, p, NEW_TOKENS, []);
+    const greedy = ref.map((l) => argmax(l));
+    const f16 = await stepLogits(engines.f16, p, NEW_TOKENS, greedy);
+    const free = (await stepLogits(engines.f16, p, NEW_TOKENS, [])).map((l) => argmax(l));
+    if (free.every((id, s) => id === greedy[s])) identical++;
+    parts.push(compare(ref, f16));
+  }
+  const m = merge(parts);
+  console.log(
+    `  ${label}: argmax agrees at ${m.argmaxAgree}/${m.steps} teacher-forced steps; free greedy runs identical ${identical}/${count}; ` +
+      `max |logit diff| ${m.maxAbsLogitDiff.toExponential(2)} (logit std ${m.logitStd.toFixed(2)}); largest margin flipped ${m.maxFlipMargin.toExponential(2)}`,
+  );
+  return { label, promptLength, ...m, freeRunsIdentical: identical, sequences: count };
+}
+
+async function decodeSpeed(engine: Engine, batch: number): Promise<number> {
+  const sampling = samplingParams({ maxTokens: SPEED_TOKENS, ignoreEos: true });
+  const inputs = Array.from({ length: batch }, (_, i) => ({ promptIds: prompt(100 + i, CONTEXT), sampling }));
+  const { timing } = await generate(engine.runner, inputs);
+  return timing.numDecodeTokens / (timing.decodeMs / 1000);
+}
+
+async function main(): Promise<void> {
+  console.log(
+    `KV dtype f16 vs f32, ${cpus()[0]?.model ?? 'cpu'} x${cpus().length} (load average ${(await import('node:os')).loadavg()[0]?.toFixed(1)})`,
+  );
+  const results: unknown[] = [];
+  for (const preset of PRESETS) {
+    const model: LoadedModel = await loadModel(await benchModel(preset));
+    const kvPages = 4 * pagesFor(CONTEXT + SPEED_TOKENS + NEW_TOKENS, PAGE_SIZE);
+    const engines = {
+      f32: await createEngine(model, { kvPages, pageSize: PAGE_SIZE, kvDtype: 'f32', threads: THREADS }),
+      f16: await createEngine(model, { kvPages, pageSize: PAGE_SIZE, kvDtype: 'f16', threads: THREADS }),
+    };
+    console.log(`${preset} (f32 weights):`);
+    const acc = [
+      await accuracy(engines, `${NUM_PROMPTS} prompts of 32 tokens + ${NEW_TOKENS}`, 32, NUM_PROMPTS),
+      await accuracy(engines, `1 prompt of ${CONTEXT - NEW_TOKENS} tokens + ${NEW_TOKENS}`, CONTEXT - NEW_TOKENS, 1),
+    ];
+    const speed: { batch: number; f32: number; f16: number; ratio: number }[] = [];
+    for (const batch of [1, 4]) {
+      let [best32, best16] = [0, 0];
+      for (let r = 0; r < ROUNDS; r++) {
+        best32 = Math.max(best32, await decodeSpeed(engines.f32, batch));
+        best16 = Math.max(best16, await decodeSpeed(engines.f16, batch));
+      }
+      speed.push({ batch, f32: best32, f16: best16, ratio: best16 / best32 });
+      console.log(
+        `  decode at ${CONTEXT}-token context, batch ${batch}: f32 KV ${best32.toFixed(1)} tok/s, f16 KV ${best16.toFixed(1)} tok/s = ${(best16 / best32).toFixed(2)}x`,
+      );
+    }
+    results.push({ preset, accuracy: acc, speed });
+    await engines.f32.dispose();
+    await engines.f16.dispose();
+  }
+  await mkdir(new URL('./results/', import.meta.url), { recursive: true });
+  const file = new URL(`./results/kv-dtype-${new Date().toISOString().replace(/[:.]/g, '-')}.json`, import.meta.url);
+  await writeFile(file, JSON.stringify({ context: CONTEXT, threads: THREADS, results }, null, 2));
+  console.log(`wrote ${file.pathname}`);
+}
+
+await main();
