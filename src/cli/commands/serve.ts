@@ -176,7 +176,7 @@ async function serve(
 function describePool(plan: PoolPlan): string {
   return (
     `context ${plan.contextLength} tokens; KV pool ${plan.poolTokens} tokens = ${plan.numPages} pages of ${plan.pageSize} ` +
-    `(${formatBytes(plan.poolBytes)})`
+    `(${formatBytes(plan.poolBytes)}, ${plan.kvDtype} KV)`
   );
 }
 
