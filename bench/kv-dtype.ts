@@ -32,7 +32,7 @@ const flag = (name: string): string | undefined => {
   return i >= 0 ? args[i + 1] : undefined;
 };
 const quick = args.includes('--quick');
-const PRESETS = (flag('--presets') ?? 'tiny,m100').split(',') as GenPreset[];
+const PRESETS = (flag('--presets') ?? 'austen,tiny,m100').split(',') as (GenPreset | 'austen')[];
 const CONTEXT = Number(flag('--context') ?? 2048);
 const NEW_TOKENS = quick ? 16 : 48;
 const NUM_PROMPTS = quick ? 2 : 8;
@@ -41,7 +41,21 @@ const ROUNDS = quick ? 2 : 5;
 const THREADS = availableParallelism();
 const PAGE_SIZE = 16;
 
-async function benchModel(preset: GenPreset): Promise<string> {
+/** Opening lines in the manner of the novels builtin:austen was trained on: real text for a trained model. */
+const TEXTS = [
+  'It is a truth universally acknowledged, that a single man in possession of a good fortune, must be in want of a wife.',
+  'Emma Woodhouse, handsome, clever, and rich, with a comfortable home and happy disposition, seemed to unite some of the best blessings of existence.',
+  'The family of Dashwood had long been settled in Sussex. Their estate was large, and their residence was at Norland Park.',
+  'Sir Walter Elliot, of Kellynch Hall, in Somersetshire, was a man who, for his own amusement, never took up any book but the Baronetage.',
+  'No one who had ever seen Catherine Morland in her infancy would have supposed her born to be an heroine.',
+  'About thirty years ago Miss Maria Ward, of Huntingdon, with only seven thousand pounds, had the good luck to captivate Sir Thomas Bertram.',
+  'Mr. Bennet was so odd a mixture of quick parts, sarcastic humour, reserve, and caprice, that the experience of three-and-twenty years had been insufficient.',
+  "She was the youngest of the two daughters of a most affectionate, indulgent father; and had, in consequence of her sister's marriage, been mistress of his house.",
+];
+
+/** A model to compare on: gen-model's preset (random weights, f32) or builtin:austen (trained). */
+async function benchModel(preset: GenPreset | 'austen'): Promise<string> {
+  if (preset === 'austen') return 'builtin:austen';
   const dir = join(process.env['TESSERA_HOME'] ?? join(homedir(), '.cache', 'tessera'), 'bench');
   const path = join(dir, `${preset}-f32-seed0.gguf`);
   if (!existsSync(path)) {
@@ -52,10 +66,20 @@ async function benchModel(preset: GenPreset): Promise<string> {
   return path;
 }
 
-const prompt = (i: number, length: number): number[] => [
+/** Prompt i of `length` tokens: for a model with a real tokenizer (austen), its text; else seeded ids. */
+let prompt = (i: number, length: number): number[] => [
   1,
   ...Array.from({ length: length - 1 }, (_, j) => 300 + ((i * 7919 + j * 104729) % 31000)),
 ];
+
+function textPrompts(model: LoadedModel): (i: number, length: number) => number[] {
+  const all = TEXTS.map((t) => model.tokenizer.encode(t));
+  return (i, length) => {
+    const ids: number[] = [];
+    for (let k = i; ids.length < length; k++) ids.push(...all[k % all.length]!);
+    return ids.slice(0, length);
+  };
+}
 
 /** Per step of one sequence: the logits after the prompt and after each forced token (greedy when forced is empty). */
 async function stepLogits(
@@ -171,16 +195,16 @@ const cpuMs = (): number => {
  * greedy decode steps further on (the context grows by SPEED_TOKENS per round) and returns
  * tokens/s by the wall clock and by this process's CPU time (less sensitive to other load).
  */
-async function decodeSession(engine: Engine, batch: number) {
+async function decodeSession(engine: Engine, batch: number, context: number) {
   const { runner, pool } = engine;
   const seqs = Array.from({ length: batch }, (_, i) => {
     const owner = { rid: asRequestId(`speed-${i}`), tenant: DEFAULT_TENANT };
-    const a = pool.ledger.allocate(pagesFor(CONTEXT + ROUNDS * SPEED_TOKENS + 1, pool.pageSize), owner);
+    const a = pool.ledger.allocate(pagesFor(context + ROUNDS * SPEED_TOKENS + 1, pool.pageSize), owner);
     if (a.kind !== 'allocated') throw new Error('pool too small');
     return { owner, tags: a.tags, pos: 0, last: 0 };
   });
   for (const [i, s] of seqs.entries()) {
-    const p = prompt(100 + i, CONTEXT);
+    const p = prompt(100 + i, context);
     while (s.pos < p.length) {
       const tokens = p.slice(s.pos, s.pos + runner.maxStepTokens);
       const [r] = await runner.step([
@@ -221,19 +245,24 @@ async function main(): Promise<void> {
   const results: unknown[] = [];
   for (const preset of PRESETS) {
     const model: LoadedModel = await loadModel(await benchModel(preset));
+    if (preset === 'austen') prompt = textPrompts(model);
+    const context = Math.min(CONTEXT, model.config.maxPositionEmbeddings - ROUNDS * SPEED_TOKENS - 1);
     const kvPages = 4 * pagesFor(CONTEXT + ROUNDS * SPEED_TOKENS + NEW_TOKENS + 1, PAGE_SIZE);
     const engines = {
       f32: await createEngine(model, { kvPages, pageSize: PAGE_SIZE, kvDtype: 'f32', threads: THREADS }),
       f16: await createEngine(model, { kvPages, pageSize: PAGE_SIZE, kvDtype: 'f16', threads: THREADS }),
     };
-    console.log(`${preset} (f32 weights):`);
+    console.log(`${preset === 'austen' ? 'builtin:austen (trained, f16 weights)' : `${preset} (random f32 weights)`}:`);
     const acc = [
       await accuracy(engines, `${NUM_PROMPTS} prompts of 32 tokens + ${NEW_TOKENS}`, 32, NUM_PROMPTS),
-      await accuracy(engines, `1 prompt of ${CONTEXT - NEW_TOKENS} tokens + ${NEW_TOKENS}`, CONTEXT - NEW_TOKENS, 1),
+      await accuracy(engines, `1 prompt of ${context - NEW_TOKENS} tokens + ${NEW_TOKENS}`, context - NEW_TOKENS, 1),
     ];
     const speed: unknown[] = [];
     for (const batch of [1, 4]) {
-      const sessions = { f32: await decodeSession(engines.f32, batch), f16: await decodeSession(engines.f16, batch) };
+      const sessions = {
+        f32: await decodeSession(engines.f32, batch, context),
+        f16: await decodeSession(engines.f16, batch, context),
+      };
       const runs: Record<KvDtype, { wall: number; cpu: number }[]> = { f32: [], f16: [] };
       for (let r = 0; r < ROUNDS; r++) {
         // Alternating, so drifting load hits both alike; the round's ratio compares neighbours.
@@ -246,12 +275,12 @@ async function main(): Promise<void> {
       const perRound = runs.f16.map((x, r) => x.wall / runs.f32[r]!.wall);
       speed.push({ batch, runs, perRoundWallRatio: perRound });
       console.log(
-        `  decode at ${CONTEXT}-token context, batch ${batch}: f32 KV ${best('f32', 'wall').toFixed(1)} tok/s, ` +
+        `  decode at ${context}-token context, batch ${batch}: f32 KV ${best('f32', 'wall').toFixed(1)} tok/s, ` +
           `f16 KV ${best('f16', 'wall').toFixed(1)} tok/s = ${(best('f16', 'wall') / best('f32', 'wall')).toFixed(2)}x (best of ${ROUNDS}; ` +
           `per round ${perRound.map((x) => x.toFixed(2)).join(', ')}); by CPU time ${(best('f16', 'cpu') / best('f32', 'cpu')).toFixed(2)}x`,
       );
     }
-    results.push({ preset, accuracy: acc, speed });
+    results.push({ preset, context, accuracy: acc, speed });
     await engines.f32.dispose();
     await engines.f16.dispose();
   }
