@@ -155,6 +155,37 @@ function attentionCasesOf(dtype: KvDtype): KernelCase<OpKernels>[] {
   });
 }
 
+function f16ReadCases(): KernelCase<OpKernels>[] {
+  return [
+    {
+      name: 'attention over an f16 pool promotes V exactly: subnormals, signed zeros, the largest half, inf and nan',
+      run(backend) {
+        const headDim = 64;
+        const geometry = { numLayers: 1, pageSize: 4, numKvHeads: 1, headDim };
+        const kv = poisonedPool(backend, 'f16', geometry, 2);
+        if (kv.dtype !== 'f16') throw new Error('unreachable');
+        const rng = new Rng(602);
+        const special = [0x0001, 0x03ff, 0x0200, 0x8001, 0x83ff, 0x0000, 0x8000, 0x0400, 0x3c00, 0x7bff, 0xfbff];
+        special.push(0x7c00, 0xfc00, 0x7e00, 0xfe01, 0x3555);
+        const v = Uint16Array.from({ length: headDim }, (_, i) => special[i] ?? rng.nextU32() & 0xffff);
+        // One position: softmax gives it weight 1, so out = V exactly (K only needs to be finite).
+        kv.data.fill(0x3c00, 0, headDim); // K of slot 0 of page 0: all ones
+        kv.data.set(v, 4 * headDim); // V of slot 0 of page 0
+        const out = new Float32Array(headDim);
+        const shape = { numHeads: 1, numKvHeads: 1, headDim, scale: 1 / 8 };
+        const q = new Float32Array(headDim).fill(0.5);
+        backend.attention(kv, { layer: 0, shape, q, out, numTokens: 1, startPos: 0, pageTable: Int32Array.from([0]) });
+        for (let i = 0; i < headDim; i++) {
+          const want = f16ToF32(v[i]!);
+          // -0 comes out as +0: the weighted sum starts from 0 (the same in every backend).
+          const ok = Number.isNaN(want) ? Number.isNaN(out[i]!) : out[i] === want;
+          if (!ok) throw new Error(`V element ${i} = half 0x${v[i]!.toString(16)}: got ${out[i]}, want ${want}`);
+        }
+      },
+    },
+  ];
+}
+
 function rowCases(): KernelCase<OpKernels>[] {
   const rng = new Rng(500);
   return [
@@ -405,5 +436,5 @@ function refusalCases(): KernelCase<OpKernels>[] {
 }
 
 export function opsCases(): KernelCase<OpKernels>[] {
-  return [...rowCases(), ...writeKvCases(), ...attentionCases(), ...refusalCases()];
+  return [...rowCases(), ...writeKvCases(), ...attentionCases(), ...f16ReadCases(), ...refusalCases()];
 }

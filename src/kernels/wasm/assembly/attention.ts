@@ -233,15 +233,30 @@ export function attentionF16(
   }
 }
 
-/** count rows of headDim halves (at stride rowBytes) -> count contiguous rows of headDim f32 at dst. */
+/**
+ * count rows of headDim halves (at stride rowBytes) -> count contiguous rows of headDim f32 at
+ * dst, exactly (subnormals, inf, nan). Eight halves at a time: the sign and the inf/nan exponent
+ * are worked out on the 16-bit lanes, the magnitude scaled by 2^112 on the 32-bit ones.
+ */
 function promoteRows(src: usize, rowBytes: usize, count: i32, headDim: i32, dst: usize): void {
   const n = <usize>headDim;
-  const n4 = <usize>(headDim & ~3);
+  const n8 = <usize>(headDim & ~7);
+  const scale = f32x4.splat(5.192296858534828e33); // 2^112
   for (let j = 0; j < count; j++) {
     const from = src + <usize>j * rowBytes;
     const to = dst + ((<usize>j * n) << 2);
     let i: usize = 0;
-    for (; i < n4; i += 4) v128.store(to + (i << 2), load4<u16>(from, i));
+    for (; i < n8; i += 8) {
+      const h = v128.load(from + (i << 1));
+      const a = v128.and(h, i16x8.splat(0x7fff));
+      const special = i16x8.gt_u(a, i16x8.splat(0x7bff)); // exponent 31: inf or nan
+      const high = v128.or(v128.and(h, i16x8.splat(<i16>0x8000)), v128.and(special, i16x8.splat(0x7f80)));
+      const lo = f32x4.mul(i32x4.shl(i32x4.extend_low_i16x8_u(a), 13), scale);
+      const hi = f32x4.mul(i32x4.shl(i32x4.extend_high_i16x8_u(a), 13), scale);
+      v128.store(to + (i << 2), v128.or(lo, i32x4.shl(i32x4.extend_low_i16x8_u(high), 16)));
+      v128.store(to + (i << 2), v128.or(hi, i32x4.shl(i32x4.extend_high_i16x8_u(high), 16)), 16);
+    }
+    for (; i + 4 <= n; i += 4) v128.store(to + (i << 2), load4<u16>(from, i));
     for (; i < n; i++) store<f32>(to + (i << 2), load1<u16>(from, i));
   }
 }
