@@ -9,7 +9,8 @@
 //      load only slows a run down), by the wall clock and by the process's CPU time.
 // Prints a table and writes bench/results/kv-dtype-<time>.json. Asserts nothing.
 //
-//   node --import ./bench/lib/register-ts.mjs bench/kv-dtype.ts [--quick] [--presets tiny,m100] [--context 2048]
+//   node --import ./bench/lib/register-ts.mjs bench/kv-dtype.ts [--quick] [--presets austen,tiny,m100] [--context 2048]
+//     [--batches 1,4] [--speed-only]
 import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus, homedir } from 'node:os';
@@ -39,6 +40,9 @@ const NUM_PROMPTS = quick ? 2 : 8;
 const SPEED_TOKENS = quick ? 16 : 32;
 const ROUNDS = quick ? 2 : 5;
 const THREADS = availableParallelism();
+const BATCHES = (flag('--batches') ?? '1,4').split(',').map(Number);
+/** --speed-only: skip the accuracy part (its numbers do not depend on the machine's load). */
+const SPEED_ONLY = args.includes('--speed-only');
 const PAGE_SIZE = 16;
 
 /** Opening lines in the manner of the novels builtin:austen was trained on: real text for a trained model. */
@@ -253,12 +257,19 @@ async function main(): Promise<void> {
       f16: await createEngine(model, { kvPages, pageSize: PAGE_SIZE, kvDtype: 'f16', threads: THREADS }),
     };
     console.log(`${preset === 'austen' ? 'builtin:austen (trained, f16 weights)' : `${preset} (random f32 weights)`}:`);
-    const acc = [
-      await accuracy(engines, `${NUM_PROMPTS} prompts of 32 tokens + ${NEW_TOKENS}`, 32, NUM_PROMPTS),
-      await accuracy(engines, `1 prompt of ${context - NEW_TOKENS} tokens + ${NEW_TOKENS}`, context - NEW_TOKENS, 1),
-    ];
+    const acc = SPEED_ONLY
+      ? []
+      : [
+          await accuracy(engines, `${NUM_PROMPTS} prompts of 32 tokens + ${NEW_TOKENS}`, 32, NUM_PROMPTS),
+          await accuracy(
+            engines,
+            `1 prompt of ${context - NEW_TOKENS} tokens + ${NEW_TOKENS}`,
+            context - NEW_TOKENS,
+            1,
+          ),
+        ];
     const speed: unknown[] = [];
-    for (const batch of [1, 4]) {
+    for (const batch of BATCHES) {
       const sessions = {
         f32: await decodeSession(engines.f32, batch, context),
         f16: await decodeSession(engines.f16, batch, context),

@@ -139,6 +139,9 @@ export class WasmOps implements OpKernels {
     const pageTable = rt.input('b', args.pageTable, Math.ceil(endPos / kv.pageSize));
     if (kv.dtype === 'f16') {
       // One stretch of scores per query head of a KV head's group, its last float for 1 / sum.
+      // The rows scratch starts 1088 bytes into its region: with it 64-byte aligned like the
+      // pool, the kernel's stores into it and its loads from the pool share low address bits
+      // (4 KiB aliasing is the likely cause); measured ~2x faster attention on austen's pool.
       const stride = Math.ceil((endPos + 5) / 4) * 4;
       const group = Math.ceil(shape.numHeads / kv.numKvHeads);
       rt.kernels.attentionF16(
@@ -157,7 +160,7 @@ export class WasmOps implements OpKernels {
         shape.scale,
         rt.scratch('d', group * stride * 4),
         stride,
-        rt.scratch('e', kv.pageSize * kv.headDim * 4),
+        rt.scratch('e', kv.pageSize * kv.headDim * 4 + 4096) + 1088,
       );
     } else {
       rt.kernels.attention(
