@@ -198,7 +198,12 @@ async function attentionSection(): Promise<void> {
     const q = Float32Array.from({ length: 512 * numHeads * headDim }, () => rng.normal());
     const cells: string[] = [];
     for (const [name, ops] of backends) {
-      const kv: PagedKvView = { ...geometry, numPages, data: ops.allocF32(numPages * pageElements(geometry)) };
+      const kv: PagedKvView = {
+        ...geometry,
+        numPages,
+        dtype: 'f32',
+        data: ops.allocF32(numPages * pageElements(geometry)),
+      };
       ops.writeKv(kv, 0, pageTable, 0, 512, k, v);
       const out = ops.allocF32(512 * numHeads * headDim);
       const shape = { numHeads, numKvHeads, headDim, scale: 1 / Math.sqrt(headDim) };

@@ -17,7 +17,7 @@
 import { createServer, Socket, type AddressInfo, type OnReadOpts, type SocketConstructorOpts } from 'node:net';
 import { Xxh64 } from '@node-rs/xxhash';
 import { NO_FAULTS } from '../src/core/index.js';
-import { floatsPerPage, PagePool, type KvShape } from '../src/pages/index.js';
+import { elementsPerPage, PagePool, type KvShape } from '../src/pages/index.js';
 import {
   DecodeMachine,
   LedgerDecodeHost,
@@ -52,7 +52,7 @@ async function raw(job: Job): Promise<void> {
   const hash = job.mode === 'hashed' || job.mode === 'landed' ? new Xxh64(1n) : undefined;
   const reuse = job.mode === 'reused' || job.mode === 'landed';
   const pool =
-    job.mode === 'landed' ? new Uint8Array(job.shape.numPages * floatsPerPage(job.shape) * 4).fill(0) : undefined; // as big as decode's, touched
+    job.mode === 'landed' ? new Uint8Array(job.shape.numPages * elementsPerPage(job.shape) * 4).fill(0) : undefined; // as big as decode's, touched
   let at = 0;
   const server = createServer({ pauseOnConnect: reuse }, (accepted) => {
     cpuFrom = process.cpuUsage();

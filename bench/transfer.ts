@@ -10,7 +10,10 @@
 // Beside them, in the same run, between the same two processes: a raw loopback socket pushing
 // the same bytes; the same reading into one reused buffer (as the transport reads); a raw socket
 // whose receiver hashes every byte as it arrives; one that also copies every byte into a pool
-// (the floor for a receiver that verifies and lands); and the checksum alone.
+// (the floor for a receiver that verifies and lands); and the checksum alone. The protocol rows
+// run for both KV dtypes (--kv-dtype f32 and f16) over the same prompts: f16 pages carry the same
+// tokens in half the bytes; the table after them gives bytes per token, bytes per transfer, pool
+// tokens per GiB and the measured transfer time per dtype.
 // Sender and receiver run in parallel, as a prefill and a decode node do; each row also gives
 // the CPU time of both ends (less noisy than wall time on a shared machine). Prints a table and
 // writes bench/results/transfer-<time>.json. Asserts nothing about speed (a benchmark, not a
@@ -30,10 +33,11 @@ import {
   asRequestId,
   asTenantId,
   samplingParams,
+  type KvDtype,
   type RequestId,
   type Tag,
 } from '../src/core/index.js';
-import { slotRangeBytes, type KvShape } from '../src/pages/index.js';
+import { kvBytesPerPage, pagesInBytes, slotRangeBytes, tokensIn, type KvShape } from '../src/pages/index.js';
 import { chunkChecksum, promptDigest, TcpTransport, TransferDigest, type Message } from '../src/transfer/index.js';
 
 const args = process.argv.slice(2);
@@ -46,6 +50,9 @@ const TOTAL_MIB = Number(flag('--mib') ?? (quick ? 256 : 1024));
 /** A page of a Llama-3-8B-like model (32 layers, 8 KV heads of 128, f32, 16 slots) is 4 MiB: 16 slots of 256 KiB. */
 const SHAPE_OF_PAGE = { pageSize: 16, numLayers: 32, numKvHeads: 8, headDim: 128 } as const;
 const SLOT_BYTES = slotRangeBytes({ numPages: 1, ...SHAPE_OF_PAGE }, 1);
+/** Bytes of one slot (token) in a pool of each KV dtype. */
+const slotBytesOf = (dtype: KvDtype): number => slotRangeBytes({ numPages: 1, ...SHAPE_OF_PAGE, dtype }, 1);
+const KV_DTYPES_RUN: readonly KvDtype[] = ['f32', 'f16'];
 const PAGE_BYTES = SHAPE_OF_PAGE.pageSize * SLOT_BYTES;
 const PAGES_PER_TRANSFER = 16;
 const ROUNDS = Number(flag('--rounds') ?? 3);
@@ -79,13 +86,15 @@ interface Done {
 
 async function receiver(
   mode: 'raw' | 'reused' | 'hashed' | 'landed' | 'protocol',
+  kvDtype: KvDtype = 'f32',
 ): Promise<{ port: number; done: Promise<Done>; child: ChildProcess }> {
   const profile = process.env['BENCH_PROFILE_DIR'];
   const execArgv =
     profile === undefined ? process.execArgv : [...process.execArgv, '--cpu-prof', `--cpu-prof-dir=${profile}`];
   const child = fork(RECEIVER, [], { execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const port = new Promise<number>((resolve) => child.once('message', (m: { port: number }) => resolve(m.port)));
-  child.send({ mode, totalBytes: TOTAL_BYTES, secret: SECRET, shape: SHAPE, numTransfers: NUM_TRANSFERS });
+  const shape: KvShape = { ...SHAPE, dtype: kvDtype };
+  child.send({ mode, totalBytes: TOTAL_BYTES, secret: SECRET, shape, numTransfers: NUM_TRANSFERS });
   const p = await port;
   const done = new Promise<Done>((resolve) => child.once('message', (m: Done) => resolve(m)));
   return { port: p, done, child };
@@ -125,8 +134,9 @@ async function raw(mode: 'raw' | 'reused' | 'hashed' | 'landed' = 'raw'): Promis
  * Plays router and prefill: per transfer, Reserve (the next one ahead), then frames of
  * slotsPerFrame slots into the reserved pages, then KvDone.
  */
-async function protocol(slotsPerFrame: number): Promise<Run> {
-  const r = await receiver('protocol');
+async function protocol(slotsPerFrame: number, kvDtype: KvDtype = 'f32'): Promise<Run> {
+  const r = await receiver('protocol', kvDtype);
+  const slotBytes = slotBytesOf(kvDtype);
   let connected!: () => void;
   const up = new Promise<void>((resolve) => (connected = resolve));
   const waiting = new Map<RequestId, (tags: readonly Tag[]) => void>();
@@ -170,8 +180,8 @@ async function protocol(slotsPerFrame: number): Promise<Run> {
     let seq = 0;
     for (const tag of tags) {
       for (let firstSlot = 0; firstSlot < SHAPE_OF_PAGE.pageSize; firstSlot += slotsPerFrame) {
-        const header = { rid, seq: seq++, tag, firstSlot, numSlots: slotsPerFrame };
-        const bytes = payload.subarray(0, slotsPerFrame * SLOT_BYTES);
+        const header = { rid, seq: seq++, tag, firstSlot, numSlots: slotsPerFrame, kvDtype };
+        const bytes = payload.subarray(0, slotsPerFrame * slotBytes);
         const checksum = chunkChecksum(header, bytes);
         digest.add(checksum);
         sender.send(peer, { type: 'KvChunk', ...header, checksum, payload: bytes });
@@ -204,6 +214,7 @@ function checksumOnly(): number {
     tag: { page: asPageId(0), epoch: asEpoch(1) },
     firstSlot: 0,
     numSlots: SHAPE_OF_PAGE.pageSize,
+    kvDtype: 'f32' as const,
   };
   const start = performance.now();
   for (let i = 0; i < TOTAL_BYTES / PAGE_BYTES; i++) chunkChecksum({ ...header, seq: i }, payload);
@@ -212,6 +223,10 @@ function checksumOnly(): number {
 
 const WHOLE = 'KV transfer, a page per frame';
 const PARTIAL = `KV transfer, ${PARTIAL_SLOTS}/${SHAPE_OF_PAGE.pageSize} page per frame`;
+const WHOLE_F16 = 'KV transfer f16 KV, a page per frame';
+const PARTIAL_F16 = `KV transfer f16 KV, ${PARTIAL_SLOTS}/${SHAPE_OF_PAGE.pageSize} page per frame`;
+/** Bytes the rows of each label move: the f16 rows carry the same tokens in half the bytes. */
+const bytesOfRow = (what: string): number => (what.includes('f16 KV') ? TOTAL_BYTES / 2 : TOTAL_BYTES);
 const RAW = 'raw socket';
 const REUSED = 'raw, one reused read buffer';
 const HASHED = 'raw + xxh64 on arrival';
@@ -227,7 +242,7 @@ async function main(): Promise<void> {
   const row = (what: string, round: number, r: Run) => ({
     what: `${what} (round ${round + 1})`,
     ms: r.ms,
-    gbps: gbps(TOTAL_BYTES, r.ms),
+    gbps: gbps(bytesOfRow(what), r.ms),
     senderCpuMs: r.senderCpuMs,
     receiverCpuMs: r.receiverCpuMs,
   });
@@ -238,6 +253,10 @@ async function main(): Promise<void> {
     if (whole.bad + partial.bad > 0)
       throw new Error(`${whole.bad + partial.bad} chunks or transfers failed on a clean loopback`);
     rows.push(row(RAW, round, rawRun), row(WHOLE, round, whole), row(PARTIAL, round, partial));
+    const whole16 = await protocol(SHAPE_OF_PAGE.pageSize, 'f16');
+    const partial16 = await protocol(PARTIAL_SLOTS, 'f16');
+    if (whole16.bad + partial16.bad > 0) throw new Error('f16 chunks or transfers failed on a clean loopback');
+    rows.push(row(WHOLE_F16, round, whole16), row(PARTIAL_F16, round, partial16));
     rows.push(
       row(REUSED, round, await raw('reused')),
       row(HASHED, round, await raw('hashed')),
@@ -276,6 +295,38 @@ async function main(): Promise<void> {
   console.log(
     `receiver CPU per GiB (medians): ${[RAW, REUSED, LANDED, WHOLE, PARTIAL].map((w) => `${w} ${cpuPerGiB(w).toFixed(0)} ms`).join('; ')}`,
   );
+  const medianMs = (what: string): number => median(of(what).map((r) => r.ms));
+  const transferTokens = PAGES_PER_TRANSFER * SHAPE_OF_PAGE.pageSize;
+  const kvDtypes = KV_DTYPES_RUN.map((dtype) => {
+    const shape = {
+      numLayers: SHAPE_OF_PAGE.numLayers,
+      numKvHeads: SHAPE_OF_PAGE.numKvHeads,
+      headDim: SHAPE_OF_PAGE.headDim,
+    };
+    const bytesPerPage = kvBytesPerPage({ ...shape, bytesPerElement: dtype === 'f16' ? 2 : 4 }, SHAPE_OF_PAGE.pageSize);
+    const [whole, partial] = dtype === 'f16' ? [WHOLE_F16, PARTIAL_F16] : [WHOLE, PARTIAL];
+    return {
+      dtype,
+      bytesPerToken: slotBytesOf(dtype),
+      transferBytes: transferTokens * slotBytesOf(dtype),
+      poolTokensPerGiB: tokensIn(pagesInBytes(2 ** 30, bytesPerPage), SHAPE_OF_PAGE.pageSize),
+      wholeMsPerTransfer: medianMs(whole) / NUM_TRANSFERS,
+      partialMsPerTransfer: medianMs(partial) / NUM_TRANSFERS,
+    };
+  });
+  console.log(`per KV dtype, transfers of ${transferTokens} tokens (medians; f16 moves the same tokens):`);
+  for (const k of kvDtypes)
+    console.log(
+      `  ${k.dtype}: ${k.bytesPerToken} B per token, ${(k.transferBytes / 2 ** 20).toFixed(0)} MiB per transfer, ` +
+        `${k.poolTokensPerGiB} pool tokens per GiB; ${k.wholeMsPerTransfer.toFixed(1)} ms per transfer (page frames), ` +
+        `${k.partialMsPerTransfer.toFixed(1)} ms (partial frames)`,
+    );
+  const [k32, k16] = kvDtypes as [(typeof kvDtypes)[0], (typeof kvDtypes)[0]];
+  console.log(
+    `  f16 / f32: bytes per token ${(k16.bytesPerToken / k32.bytesPerToken).toFixed(2)}, pool tokens per GiB ` +
+      `${(k16.poolTokensPerGiB / k32.poolTokensPerGiB).toFixed(2)}, time per transfer ${(k16.wholeMsPerTransfer / k32.wholeMsPerTransfer).toFixed(2)} (page frames), ` +
+      `${(k16.partialMsPerTransfer / k32.partialMsPerTransfer).toFixed(2)} (partial)`,
+  );
   await mkdir(new URL('./results/', import.meta.url), { recursive: true });
   const file = new URL(`./results/transfer-${new Date().toISOString().replace(/[:.]/g, '-')}.json`, import.meta.url);
   const cpu = Object.fromEntries([RAW, REUSED, HASHED, LANDED, WHOLE, PARTIAL].map((w) => [w, cpuPerGiB(w)]));
@@ -292,6 +343,7 @@ async function main(): Promise<void> {
         rows,
         ratios,
         receiverCpuMsPerGiB: cpu,
+        kvDtypes,
       },
       null,
       2,

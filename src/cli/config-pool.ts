@@ -4,7 +4,7 @@
 // Owns the pool arithmetic's inputs and the check's message; the sums are src/pages'.
 // Must never round in the pool's favour (pages that fit in memory round down) nor let a node
 // start whose context length needs more pages than its pool has.
-import { ConfigError } from '../core/index.js';
+import { ConfigError, kvBytesPerElement, type KvDtype } from '../core/index.js';
 import {
   kvBytesPerPage,
   kvBytesPerToken,
@@ -29,9 +29,6 @@ export type PoolSize =
  */
 export const DEFAULT_POOL_CONTEXTS = 4;
 
-/** The pool stores K and V as f32. */
-export const KV_BYTES_PER_ELEMENT = 4;
-
 /** What a model's config says about its KV (a subset of src/model's ModelConfig). */
 export interface KvModelShape {
   readonly numLayers: number;
@@ -44,6 +41,8 @@ export interface KvModelShape {
 
 export interface PoolPlan {
   readonly shape: KvElementShape;
+  /** How the pool stores K and V (--kv-dtype): every byte count below is in it. */
+  readonly kvDtype: KvDtype;
   readonly pageSize: number;
   readonly bytesPerTokenPerLayer: number;
   readonly bytesPerToken: number;
@@ -61,6 +60,8 @@ export interface PoolPlan {
 export interface PoolFlags {
   readonly size: PoolSize;
   readonly pageSize: number;
+  /** --kv-dtype: f32 or f16 elements in every page, stamp-covered slot and transfer. */
+  readonly kvDtype: KvDtype;
   /** null: the model's maxPositionEmbeddings. */
   readonly contextLength: number | null;
 }
@@ -71,7 +72,7 @@ export function planPool(model: KvModelShape, flags: PoolFlags): PoolPlan {
     numLayers: model.numLayers,
     numKvHeads: model.numKvHeads,
     headDim: model.headDim,
-    bytesPerElement: KV_BYTES_PER_ELEMENT,
+    bytesPerElement: kvBytesPerElement(flags.kvDtype),
   };
   const { pageSize } = flags;
   const window = model.slidingWindow ?? Infinity;
@@ -97,6 +98,7 @@ export function planPool(model: KvModelShape, flags: PoolFlags): PoolPlan {
   }
   return {
     shape,
+    kvDtype: flags.kvDtype,
     pageSize,
     bytesPerTokenPerLayer: kvBytesPerTokenPerLayer(shape),
     bytesPerToken: kvBytesPerToken(shape),

@@ -5,7 +5,7 @@ import { parseApiKeys } from './config-api-keys.js';
 import { faultsFromEnv, tesseraHome } from './config-env.js';
 import { planPool, startupCheckError } from './config-pool.js';
 import { parseSize } from './config-values.js';
-import { DEFAULT_MODEL, parseServeConfig } from './config.js';
+import { DEFAULT_KV_DTYPE, DEFAULT_MODEL, parseServeConfig } from './config.js';
 
 const tiny = { numLayers: 4, numKvHeads: 2, headDim: 32, maxPositionEmbeddings: 4096, slidingWindow: null };
 
@@ -31,7 +31,7 @@ describe('parseServeConfig', () => {
       home: '/h',
       checkEveryStep: false,
     });
-    expect(c.pool).toEqual({ size: { kind: 'default' }, pageSize: 16, contextLength: null });
+    expect(c.pool).toEqual({ size: { kind: 'default' }, pageSize: 16, kvDtype: DEFAULT_KV_DTYPE, contextLength: null });
     expect(c.faults.size).toBe(0);
   });
 
@@ -45,6 +45,7 @@ describe('parseServeConfig', () => {
         contextLength: '1024',
         kvMemory: '64MiB',
         pageSize: '32',
+        kvDtype: 'f16',
         maxRunningRequests: '8',
         chunkedPrefillSize: '64',
         apiKeys: 'k.json',
@@ -63,11 +64,19 @@ describe('parseServeConfig', () => {
       deterministic: true,
       checkEveryStep: true,
     });
-    expect(c.pool).toEqual({ size: { kind: 'memory', bytes: 64 * 1024 ** 2 }, pageSize: 32, contextLength: 1024 });
+    expect(c.pool).toEqual({
+      size: { kind: 'memory', bytes: 64 * 1024 ** 2 },
+      pageSize: 32,
+      kvDtype: 'f16',
+      contextLength: 1024,
+    });
   });
 
   it('refuses bad values, naming the flag', () => {
     expect(configError(() => parseServeConfig({ port: '80x' }, {}))).toMatch(/--port must be a whole number/);
+    expect(configError(() => parseServeConfig({ kvDtype: 'bf16' }, {}))).toBe(
+      "--kv-dtype must be one of f32, f16, got 'bf16'",
+    );
     expect(configError(() => parseServeConfig({ port: '70000' }, {}))).toMatch(/--port must be between 0 and 65535/);
     expect(configError(() => parseServeConfig({ kvPages: '0' }, {}))).toMatch(/--kv-pages/);
     expect(configError(() => parseServeConfig({ kvPages: '4', kvMemory: '1GiB' }, {}))).toMatch(
@@ -134,6 +143,7 @@ describe('the pool and the start-up check', () => {
     const plan = planPool(tiny, {
       size: { kind: 'memory', bytes: 4 * 1024 ** 2 + 100 },
       pageSize: 16,
+      kvDtype: 'f32',
       contextLength: null,
     });
     expect(plan).toMatchObject({
@@ -147,25 +157,43 @@ describe('the pool and the start-up check', () => {
     });
   });
 
+  it('speaks in the KV dtype: f16 halves the bytes per token and page and doubles the tokens in the same memory', () => {
+    const flags = { size: { kind: 'memory', bytes: 4 * 1024 ** 2 + 100 }, pageSize: 16, contextLength: null } as const;
+    const f32 = planPool(tiny, { ...flags, kvDtype: 'f32' });
+    const f16 = planPool(tiny, { ...flags, kvDtype: 'f16' });
+    expect(f16).toMatchObject({ kvDtype: 'f16', bytesPerTokenPerLayer: 256, bytesPerToken: 1024, bytesPerPage: 16384 });
+    expect(f16.poolTokens).toBe(2 * f32.poolTokens);
+    expect(f16.numPages).toBe(256);
+  });
+
   it('sizes the default pool for four full-length requests', () => {
-    expect(planPool(tiny, { size: { kind: 'default' }, pageSize: 16, contextLength: 1000 }).numPages).toBe(4 * 63);
+    expect(
+      planPool(tiny, { size: { kind: 'default' }, pageSize: 16, kvDtype: 'f32', contextLength: 1000 }).numPages,
+    ).toBe(4 * 63);
   });
 
   it('lets a pool that holds the context length start, exactly at the boundary', () => {
     expect(
-      startupCheckError(planPool(tiny, { size: { kind: 'pages', numPages: 64 }, pageSize: 16, contextLength: 1024 })),
+      startupCheckError(
+        planPool(tiny, { size: { kind: 'pages', numPages: 64 }, pageSize: 16, kvDtype: 'f32', contextLength: 1024 }),
+      ),
     ).toBeUndefined();
   });
 
   it('refuses a context one token longer than the pool, with both numbers in tokens and the fix', () => {
     const byPages = startupCheckError(
-      planPool(tiny, { size: { kind: 'pages', numPages: 64 }, pageSize: 16, contextLength: 1025 }),
+      planPool(tiny, { size: { kind: 'pages', numPages: 64 }, pageSize: 16, kvDtype: 'f32', contextLength: 1025 }),
     );
     expect(byPages?.message).toBe(
       'context length 1025 tokens does not fit the KV pool: 1024 tokens (64 pages of 16). Raise --kv-pages to at least 65 or lower --context-length to at most 1024.',
     );
     const byMemory = startupCheckError(
-      planPool(tiny, { size: { kind: 'memory', bytes: 4 * 1024 ** 2 }, pageSize: 16, contextLength: null }),
+      planPool(tiny, {
+        size: { kind: 'memory', bytes: 4 * 1024 ** 2 },
+        pageSize: 16,
+        kvDtype: 'f32',
+        contextLength: null,
+      }),
     );
     expect(byMemory?.message).toBe(
       'context length 4096 tokens does not fit the KV pool: 2048 tokens (128 pages of 16). Raise --kv-memory to at least 8MiB or lower --context-length to at most 2048.',
@@ -173,18 +201,25 @@ describe('the pool and the start-up check', () => {
   });
 
   it('refuses a context longer than the model was built for, and a pool of no page', () => {
-    expect(configError(() => planPool(tiny, { size: { kind: 'default' }, pageSize: 16, contextLength: 5000 }))).toMatch(
-      /exceeds the model's max_position_embeddings \(4096\)/,
-    );
     expect(
-      configError(() => planPool(tiny, { size: { kind: 'memory', bytes: 1000 }, pageSize: 16, contextLength: null })),
+      configError(() =>
+        planPool(tiny, { size: { kind: 'default' }, pageSize: 16, kvDtype: 'f32', contextLength: 5000 }),
+      ),
+    ).toMatch(/exceeds the model's max_position_embeddings \(4096\)/);
+    expect(
+      configError(() =>
+        planPool(tiny, { size: { kind: 'memory', bytes: 1000 }, pageSize: 16, kvDtype: 'f32', contextLength: null }),
+      ),
     ).toMatch(/would hold no page/);
     const windowed = { ...tiny, slidingWindow: 1024 };
-    expect(planPool(windowed, { size: { kind: 'default' }, pageSize: 16, contextLength: null }).contextLength).toBe(
-      1024,
-    );
     expect(
-      configError(() => planPool(windowed, { size: { kind: 'default' }, pageSize: 16, contextLength: 2048 })),
+      planPool(windowed, { size: { kind: 'default' }, pageSize: 16, kvDtype: 'f32', contextLength: null })
+        .contextLength,
+    ).toBe(1024);
+    expect(
+      configError(() =>
+        planPool(windowed, { size: { kind: 'default' }, pageSize: 16, kvDtype: 'f32', contextLength: 2048 }),
+      ),
     ).toMatch(/sliding window \(1024 tokens\)/);
   });
 });

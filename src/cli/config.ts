@@ -2,7 +2,7 @@
 // Commander hands every flag over as a string; this file turns them into checked values and
 // reads the environment through config-env.ts. Pure apart from its `env` argument: no I/O,
 // so every refusal (exit 2) is testable without a process.
-import { ConfigError, type FaultSet } from '../core/index.js';
+import { ConfigError, KV_DTYPES, type FaultSet, type KvDtype } from '../core/index.js';
 import { checkEveryStepFromEnv, faultsFromEnv, tesseraHome, type Env } from './config-env.js';
 import type { PoolFlags, PoolSize } from './config-pool.js';
 import { parseCount, parseSize } from './config-values.js';
@@ -16,6 +16,8 @@ export const DEFAULT_MODEL = 'builtin:austen';
 export const DEFAULT_HOST = '127.0.0.1';
 export const DEFAULT_PORT = 8000;
 export const DEFAULT_PAGE_SIZE = 16;
+/** How the KV pool stores K and V unless --kv-dtype says otherwise (see README: why this one). */
+export const DEFAULT_KV_DTYPE: KvDtype = 'f32';
 export const DEFAULT_MAX_RUNNING_REQUESTS = 32;
 /** Most tokens in one step (the engine's default too): a full prefill chunk is the longest inter-token gap it adds to running requests. */
 export const DEFAULT_CHUNKED_PREFILL_SIZE = 256;
@@ -31,6 +33,7 @@ export interface ServeFlags {
   readonly kvPages?: string;
   readonly kvMemory?: string;
   readonly pageSize?: string;
+  readonly kvDtype?: string;
   readonly maxRunningRequests?: string;
   readonly chunkedPrefillSize?: string;
   readonly maxStepMs?: string;
@@ -65,7 +68,7 @@ export interface ServeConfig {
 
 /** The pool flags shared by serve and plan. */
 export function parsePoolFlags(
-  flags: Pick<ServeFlags, 'kvPages' | 'kvMemory' | 'pageSize' | 'contextLength'>,
+  flags: Pick<ServeFlags, 'kvPages' | 'kvMemory' | 'pageSize' | 'kvDtype' | 'contextLength'>,
 ): PoolFlags {
   if (flags.kvPages !== undefined && flags.kvMemory !== undefined) {
     throw new ConfigError('give either --kv-pages or --kv-memory, not both');
@@ -79,9 +82,21 @@ export function parsePoolFlags(
   return {
     size,
     pageSize: flags.pageSize === undefined ? DEFAULT_PAGE_SIZE : parseCount(flags.pageSize, '--page-size', 1, 1024),
+    kvDtype: parseKvDtype(flags.kvDtype),
     contextLength: flags.contextLength === undefined ? null : parseCount(flags.contextLength, '--context-length'),
   };
 }
+
+/** --kv-dtype: f32 or f16 (default DEFAULT_KV_DTYPE). */
+export function parseKvDtype(value: string | undefined): KvDtype {
+  if (value === undefined) return DEFAULT_KV_DTYPE;
+  const dtype = KV_DTYPES.find((d) => d === value);
+  if (dtype === undefined) throw new ConfigError(`--kv-dtype must be one of ${KV_DTYPES.join(', ')}, got '${value}'`);
+  return dtype;
+}
+
+/** The --kv-dtype option's help, shared by serve, plan and up. */
+export const KV_DTYPE_HELP = `how the KV pool stores K and V: f32 or f16 (half the bytes per token; default ${DEFAULT_KV_DTYPE})`;
 
 export function parseServeConfig(flags: ServeFlags, env: Env): ServeConfig {
   const model = nonEmpty(flags.model ?? DEFAULT_MODEL, '--model');

@@ -13,7 +13,7 @@ export type * from './batch.js';
 export { EventChannel } from './event-channel.js';
 export { TextStream, type Detokenizer, type TextStep } from './text-stream.js';
 export { TextOutput } from './text-output.js';
-export type * from './kv-view.js';
+export * from './kv-view.js';
 export * from './telemetry.js';
 export * from './limits.js';
 export type * from './page-map.js';

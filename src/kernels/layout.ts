@@ -12,7 +12,7 @@ export function kvIndex(kv: PagedKvView, page: number, layer: number, which: 0 |
   return (((page * kv.numLayers + layer) * 2 + which) * kv.pageSize + slot) * kv.numKvHeads * kv.headDim;
 }
 
-/** Float32 elements one page takes across all layers, K and V. */
+/** Elements (f32 or f16) one page takes across all layers, K and V. */
 export function pageElements(kv: Pick<PagedKvView, 'numLayers' | 'pageSize' | 'numKvHeads' | 'headDim'>): number {
   return kv.numLayers * 2 * kv.pageSize * kv.numKvHeads * kv.headDim;
 }

@@ -43,7 +43,8 @@ export interface DenseKernels {
 }
 
 /**
- * The KV pool as kernels see it (core's PagedKvView): one Float32Array in page-major layout,
+ * The KV pool as kernels see it (core's PagedKvView): one Float32Array (f32) or Uint16Array
+ * (f16 bit patterns, `dtype: 'f16'`) in page-major layout,
  *
  *   data[(((page * numLayers + layer) * 2 + kv) * pageSize + slot) * kvDim + i]
  *     kv = 0 for K, 1 for V;  kvDim = numKvHeads * headDim
@@ -104,6 +105,8 @@ export interface OpKernels {
    * its linear memory). The KV pool is allocated once, at start-up, through this.
    */
   allocF32(length: number): Float32Array;
+  /** As allocF32, for 16-bit elements: an f16 KV pool's storage. */
+  allocU16(length: number): Uint16Array;
   /** out[r] = x[r] / rms(x[r]) * weight, for m rows of dim. */
   rmsNorm(x: Float32Array, weight: Float32Array, eps: number, m: number, dim: number, out: Float32Array): void;
   rope(args: RopeArgs): void;
@@ -116,6 +119,7 @@ export interface OpKernels {
   /**
    * Write K and V rows for numTokens tokens at positions [startPos, startPos + numTokens)
    * into the pages of pageTable for one layer. k, v: [numTokens, numKvHeads * headDim].
+   * An f16 pool stores each value rounded to the nearest f16 (ties to even), as half.ts does.
    */
   writeKv(
     kv: PagedKvView,

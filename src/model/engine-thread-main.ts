@@ -6,13 +6,12 @@
 // tables, or start a step before the previous one returned.
 //
 //   main -> thread   { kind: 'step', numTokens, tokens, positions, seqs, logitRows }
-//   thread -> main   { kind: 'ready', kv, kvByteOffset, kvLength, ... } once, then per step
+//   thread -> main   { kind: 'ready', kv, kvByteOffset, kvLength (elements), ... } once, then per step
 //                    { kind: 'done', logits } (transferred) | { kind: 'failed', message }
 import { parentPort, workerData } from 'node:worker_threads';
 import { assert } from '../core/index.js';
-import { floatsPerPage } from '../pages/index.js';
 import { allocateActivations } from './activations.js';
-import { createKernels } from './engine.js';
+import { allocKvView, createKernels } from './engine.js';
 import type { EngineThreadData, EngineThreadReply, EngineThreadStep } from './engine-thread.js';
 import { modelFingerprint } from './fingerprint.js';
 import type { ForwardModel } from './forward.js';
@@ -36,15 +35,17 @@ async function main(): Promise<void> {
     numLayers: config.numLayers,
     numKvHeads: config.numKvHeads,
     headDim: config.headDim,
+    dtype: data.kvDtype,
   };
-  const kv = ops.allocF32(shape.numPages * floatsPerPage(shape));
+  const kvView = allocKvView(ops, shape);
+  const kv = kvView.data;
   assert(
     kv.buffer instanceof SharedArrayBuffer,
     'the engine thread needs KV storage in shared memory (the wasm op kernels)',
   );
   const allocDense = dense.name === 'ort' ? (n: number) => new Float32Array(n) : (n: number) => ops.allocF32(n);
   const act = allocateActivations(config, data.maxStepTokens, data.maxStepLogits, allocDense, (n) => ops.allocF32(n));
-  const fm: ForwardModel = { config, weights, rope: ropeTable(config), dense, ops, kv: { ...shape, data: kv } };
+  const fm: ForwardModel = { config, weights, rope: ropeTable(config), dense, ops, kv: kvView };
   const ready: EngineThreadReply = {
     kind: 'ready',
     kv: kv.buffer,

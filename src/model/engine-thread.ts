@@ -22,8 +22,8 @@
 // (src/worker/prefill-worker.ts; `send-in-flight` is the negative control's bug).
 // It must never run two steps at once, or resolve a step before the thread replied.
 import { Worker } from 'node:worker_threads';
-import { assert, InvariantError, NO_FAULTS, type FaultSet } from '../core/index.js';
-import { PagePool } from '../pages/index.js';
+import { assert, InvariantError, NO_FAULTS, type FaultSet, type KvDtype } from '../core/index.js';
+import { PagePool, createKvView } from '../pages/index.js';
 import type { ModelConfig } from './config.js';
 import {
   DEFAULT_MAX_STEP_LOGITS,
@@ -42,6 +42,8 @@ export interface EngineThreadOptions {
   readonly deterministic?: boolean;
   readonly kvPages: number;
   readonly pageSize?: number;
+  /** How the pool stores K and V (default 'f32'). */
+  readonly kvDtype?: KvDtype;
   readonly maxStepTokens?: number;
   readonly maxStepLogits?: number;
   /** Threads per dense matmul (default: the thread's own choice, every core). */
@@ -61,6 +63,7 @@ export interface EngineThreadData {
   readonly deterministic: boolean;
   readonly kvPages: number;
   readonly pageSize: number;
+  readonly kvDtype: KvDtype;
   readonly maxStepTokens: number;
   readonly maxStepLogits: number;
   readonly threads: number;
@@ -103,6 +106,7 @@ export async function createThreadedEngine(o: EngineThreadOptions, threads: numb
     deterministic: o.deterministic === true,
     kvPages: o.kvPages,
     pageSize: o.pageSize ?? DEFAULT_PAGE_SIZE,
+    kvDtype: o.kvDtype ?? 'f32',
     maxStepTokens: o.maxStepTokens ?? DEFAULT_MAX_STEP_TOKENS,
     maxStepLogits: o.maxStepLogits ?? DEFAULT_MAX_STEP_LOGITS,
     threads,
@@ -112,15 +116,19 @@ export async function createThreadedEngine(o: EngineThreadOptions, threads: numb
   const exec = new ThreadForward(worker, data.maxStepTokens);
   const ready = await exec.ready;
   const { config } = ready;
-  const kv = new Float32Array(ready.kv, ready.kvByteOffset, ready.kvLength);
+  const kv =
+    data.kvDtype === 'f16'
+      ? new Uint16Array(ready.kv, ready.kvByteOffset, ready.kvLength)
+      : new Float32Array(ready.kv, ready.kvByteOffset, ready.kvLength);
   const shape = {
     numPages: data.kvPages,
     pageSize: data.pageSize,
     numLayers: config.numLayers,
     numKvHeads: config.numKvHeads,
     headDim: config.headDim,
+    dtype: data.kvDtype,
   };
-  const pool = new PagePool({ kv: { ...shape, data: kv }, faults: o.faults ?? NO_FAULTS });
+  const pool = new PagePool({ kv: createKvView(shape, kv), faults: o.faults ?? NO_FAULTS });
   const runner = new ModelRunner({
     config,
     pool,

@@ -11,7 +11,7 @@
 // `deterministic` trades speed for outputs that do not depend on the batch. It must never read
 // files (loadModel did) or choose a pool size (the caller did: --kv-pages, --kv-memory).
 import { availableParallelism } from 'node:os';
-import { assert, NO_FAULTS, type FaultSet } from '../core/index.js';
+import { assert, NO_FAULTS, type FaultSet, type KvDtype } from '../core/index.js';
 import {
   createOrtDense,
   createRefDense,
@@ -22,7 +22,7 @@ import {
   type DenseKernels,
   type OpKernels,
 } from '../kernels/index.js';
-import { PagePool, floatsPerPage, type KvShape } from '../pages/index.js';
+import { PagePool, createKvView, elementsPerPage, kvDtypeOf, type KvShape, type PagedKvView } from '../pages/index.js';
 import type { ModelConfig } from './config.js';
 import type { LoadedModel } from './load.js';
 import { ModelRunner } from './runner.js';
@@ -38,6 +38,8 @@ export interface EngineOptions {
   readonly kvPages: number;
   /** Token slots per page (default 16). */
   readonly pageSize?: number;
+  /** How the pool stores K and V (default 'f32'; `--kv-dtype`). */
+  readonly kvDtype?: KvDtype;
   /** Most tokens in one step (default 256): the largest prefill chunk. */
   readonly maxStepTokens?: number;
   /** Most requests wanting logits in one step (default 64): the largest decode batch. */
@@ -90,11 +92,11 @@ export async function createEngine(model: ModelWeights, options: EngineOptions):
     numLayers: config.numLayers,
     numKvHeads: config.numKvHeads,
     headDim: config.headDim,
+    dtype: options.kvDtype ?? 'f32',
   };
   try {
     const weights = await prepareWeights(config, model.tensors, dense, ops);
-    const kvData = ops.allocF32(shape.numPages * floatsPerPage(shape));
-    const pool = new PagePool({ kv: { ...shape, data: kvData }, faults: options.faults ?? NO_FAULTS });
+    const pool = new PagePool({ kv: allocKvView(ops, shape), faults: options.faults ?? NO_FAULTS });
     const runner = new ModelRunner({
       config,
       weights,
@@ -117,6 +119,12 @@ export async function createEngine(model: ModelWeights, options: EngineOptions):
     await dense.dispose();
     throw error;
   }
+}
+
+/** The KV pool's storage in the op kernels' memory (so attention reads it in place), zeroed. */
+export function allocKvView(ops: OpKernels, shape: KvShape): PagedKvView {
+  const length = shape.numPages * elementsPerPage(shape);
+  return createKvView(shape, kvDtypeOf(shape) === 'f16' ? ops.allocU16(length) : ops.allocF32(length));
 }
 
 /** The kernels `createEngine` runs with (also the engine thread's, engine-thread-main.ts). */

@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { asRequestId, asTenantId } from '../core/index.js';
 import { createRefDense, createRefOps, createWasmOps, type HostTensor, type OpKernels } from '../kernels/index.js';
-import { PagePool, floatsPerPage } from '../pages/index.js';
+import { PagePool, elementsPerPage } from '../pages/index.js';
 import type { ModelConfig } from './config.js';
 import { tensorToF32 } from './host-tensor.js';
 import { PRESET_CONFIGS } from './presets.js';
@@ -121,7 +121,9 @@ async function pagedLogits(config: ModelConfig, ops: OpKernels, tokens: readonly
   const { tensors } = randomModel(config, 9);
   const dense = createRefDense();
   const shape = { numPages: 8, pageSize: 2, numLayers: config.numLayers, numKvHeads: config.numKvHeads, headDim: 8 };
-  const pool = new PagePool({ kv: { ...shape, data: ops.allocF32(shape.numPages * floatsPerPage(shape)) } });
+  const pool = new PagePool({
+    kv: { ...shape, dtype: 'f32', data: ops.allocF32(shape.numPages * elementsPerPage(shape)) },
+  });
   const weights = await prepareWeights(config, tensors, dense, ops);
   const runner = new ModelRunner({ config, weights, dense, ops, pool, maxStepTokens: 16, maxStepLogits: 2 });
   const owner = { rid: asRequestId('r'), tenant: asTenantId('t') };

@@ -4,10 +4,12 @@ import {
   asTenantId,
   FaultSet,
   InvariantError,
+  KV_DTYPES,
   NO_FAULTS,
   PageCheckError,
   type BatchItem,
   type FaultSet as Faults,
+  type KvDtype,
   type Tag,
 } from '../core/index.js';
 import { createRefDense, createRefOps } from '../kernels/index.js';
@@ -31,7 +33,11 @@ const CONFIG: ModelConfig = {
 };
 const PAGE_SIZE = 4;
 
-async function setup(numPages: number, faults: Faults = NO_FAULTS): Promise<{ runner: ModelRunner; pool: PagePool }> {
+async function setup(
+  numPages: number,
+  faults: Faults = NO_FAULTS,
+  dtype: KvDtype = 'f32',
+): Promise<{ runner: ModelRunner; pool: PagePool }> {
   const { tensors } = randomModel(CONFIG, 5);
   const dense = createRefDense();
   const ops = createRefOps();
@@ -43,6 +49,7 @@ async function setup(numPages: number, faults: Faults = NO_FAULTS): Promise<{ ru
       numLayers: CONFIG.numLayers,
       numKvHeads: CONFIG.numKvHeads,
       headDim: CONFIG.headDim,
+      dtype,
     },
     faults,
   );
@@ -79,44 +86,48 @@ const PROMPT_A = [11, 22, 33, 44, 55, 66];
 const PROMPT_B = [70, 60, 50, 40, 30, 20];
 const NEXT = 7;
 
-describe('the incident: request B is handed pages request A filled and freed, and reads them without writing', () => {
-  /** A fills pages 0 and 1 and frees them; B gets the same pages and claims 6 positions are already there. */
-  async function replay(faults: Faults) {
-    const { runner, pool } = await setup(2, faults);
-    const a = who('a', 'tenant-a');
-    const tagsA = allocate(pool, a, 2);
-    const aLogits = logitsOf((await runner.step([item(a, tagsA, [...PROMPT_A, NEXT], 0)]))[0]);
-    pool.ledger.free(tagsA, a);
-    const b = who('b', 'tenant-b');
-    const tagsB = allocate(pool, b, 2);
-    const before = pool.kv.data.slice();
-    const [result] = await runner.step([item(b, tagsB, [NEXT], PROMPT_A.length)]);
-    return { result, aLogits, tagsA, tagsB, pool, runner, before };
-  }
+describe.each(KV_DTYPES)(
+  'the incident (%s KV): request B is handed pages request A filled and freed, and reads them without writing',
+  (dtype) => {
+    /** A fills pages 0 and 1 and frees them; B gets the same pages and claims 6 positions are already there. */
+    async function replay(faults: Faults) {
+      const { runner, pool } = await setup(2, faults, dtype);
+      const a = who('a', 'tenant-a');
+      const tagsA = allocate(pool, a, 2);
+      const aLogits = logitsOf((await runner.step([item(a, tagsA, [...PROMPT_A, NEXT], 0)]))[0]);
+      pool.ledger.free(tagsA, a);
+      const b = who('b', 'tenant-b');
+      const tagsB = allocate(pool, b, 2);
+      const before = pool.kv.data.slice();
+      const [result] = await runner.step([item(b, tagsB, [NEXT], PROMPT_A.length)]);
+      return { result, aLogits, tagsA, tagsB, pool, runner, before };
+    }
 
-  it('fails closed: PageCheckError on the stale page, a counter rises, nothing is read, written or stamped', async () => {
-    const { result, tagsA, tagsB, pool, runner, before } = await replay(NO_FAULTS);
-    expect(tagsB.map((t) => t.page)).toEqual(tagsA.map((t) => t.page)); // the very same pages, new epochs
-    expect(result?.kind).toBe('failed');
-    const error = (result as Extract<ItemResult, { kind: 'failed' }>).error;
-    expect(error).toBeInstanceOf(PageCheckError);
-    expect([error.page, error.failure]).toEqual([0, 'stamp-epoch']);
-    expect(runner.stats.numPageCheckFailures).toBe(1);
-    expect(pool.kv.data).toEqual(before);
-    expect(pool.stampOf(tagsB[1]!.page)).toEqual({ epoch: tagsA[1]!.epoch, filledSlots: 3 });
-  });
+    it('fails closed: PageCheckError on the stale page, a counter rises, nothing is read, written or stamped', async () => {
+      const { result, tagsA, tagsB, pool, runner, before } = await replay(NO_FAULTS);
+      expect(pool.kv.dtype).toBe(dtype);
+      expect(tagsB.map((t) => t.page)).toEqual(tagsA.map((t) => t.page)); // the very same pages, new epochs
+      expect(result?.kind).toBe('failed');
+      const error = (result as Extract<ItemResult, { kind: 'failed' }>).error;
+      expect(error).toBeInstanceOf(PageCheckError);
+      expect([error.page, error.failure]).toEqual([0, 'stamp-epoch']);
+      expect(runner.stats.numPageCheckFailures).toBe(1);
+      expect(pool.kv.data).toEqual(before);
+      expect(pool.stampOf(tagsB[1]!.page)).toEqual({ epoch: tagsA[1]!.epoch, filledSlots: 3 });
+    });
 
-  it("negative control: with skip-page-check, B gets logits computed from A's data, unlike a clean run of its own prompt", async () => {
-    const { result, aLogits } = await replay(new FaultSet(['skip-page-check']));
-    const leaked = logitsOf(result);
-    expect(leaked).toEqual(aLogits); // B's "answer" is A's continuation: the leak
+    it("negative control: with skip-page-check, B gets logits computed from A's data, unlike a clean run of its own prompt", async () => {
+      const { result, aLogits } = await replay(new FaultSet(['skip-page-check']));
+      const leaked = logitsOf(result);
+      expect(leaked).toEqual(aLogits); // B's "answer" is A's continuation: the leak
 
-    const clean = await setup(2);
-    const b = who('b', 'tenant-b');
-    const own = logitsOf((await clean.runner.step([item(b, allocate(clean.pool, b, 2), [...PROMPT_B, NEXT], 0)]))[0]);
-    expect(leaked).not.toEqual(own);
-  });
-});
+      const clean = await setup(2, NO_FAULTS, dtype);
+      const b = who('b', 'tenant-b');
+      const own = logitsOf((await clean.runner.step([item(b, allocate(clean.pool, b, 2), [...PROMPT_B, NEXT], 0)]))[0]);
+      expect(leaked).not.toEqual(own);
+    });
+  },
+);
 
 describe('ModelRunner.step', () => {
   it('drops only the item that fails its check; the others run as they would alone', async () => {

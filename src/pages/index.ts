@@ -10,13 +10,16 @@ export { PrefixCache, type PrefixCacheOptions, type PrefixMatch } from './prefix
 export { blockHashes, nextBlockHash, prefixSeedHash } from './prefix-hash.js';
 export {
   createKvView,
-  floatsPerPage,
+  elementsPerPage,
   gatherSlots,
   kvDimOf,
+  kvDtypeOf,
   kvOffset,
   scatterSlots,
   scatterSlotsPiece,
   slotRangeBytes,
+  type KvData,
+  type KvDtype,
   type KvShape,
   type PagedKvView,
 } from './kv-layout.js';

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { asPageId, InvariantError } from '../core/index.js';
 import {
   createKvView,
-  floatsPerPage,
+  elementsPerPage,
   gatherSlots,
   scatterSlots,
   scatterSlotsPiece,
@@ -42,7 +42,7 @@ const asFloats = (bytes: Uint8Array): number[] => [...new Float32Array(bytes.sli
 
 describe('kv layout', () => {
   it('sizes a page and a slot range', () => {
-    expect(floatsPerPage(SHAPE)).toBe(3 * 2 * 4 * 6);
+    expect(elementsPerPage(SHAPE)).toBe(3 * 2 * 4 * 6);
     expect(slotRangeBytes(SHAPE, 2)).toBe(3 * 2 * 2 * 6 * 4);
   });
 
@@ -84,7 +84,7 @@ describe('kv layout', () => {
     scatterSlots(view, asPageId(3), 1, 2, unaligned);
     expect(asFloats(gatherSlots(view, asPageId(3), 1, 2))).toEqual(referenceGather(source, 1, 1, 2));
     // Everything else stays zero: slots 0 and 3 of page 3, and every other page.
-    const written = view.data.reduce((n, x) => n + (x !== 0 ? 1 : 0), 0);
+    const written = [...view.data].filter((x) => x !== 0).length;
     expect(written).toBe(referenceGather(source, 1, 1, 2).filter((x) => x !== 0).length);
     expect(asFloats(gatherSlots(view, asPageId(3), 0, 1)).every((x) => x === 0)).toBe(true);
     expect(asFloats(gatherSlots(view, asPageId(3), 3, 1)).every((x) => x === 0)).toBe(true);
@@ -170,5 +170,32 @@ describe('kv layout: scattering a payload piece by piece', () => {
     expect(() => scatterSlotsPiece(view, asPageId(0), 0, 1, -1, new Uint8Array(1))).toThrow(InvariantError);
     expect(() => scatterSlotsPiece(view, asPageId(0), 3, 2, 0, new Uint8Array(1))).toThrow(InvariantError);
     expect(view.data.every((x) => x === 0)).toBe(true);
+  });
+});
+
+describe('kv layout of an f16 pool', () => {
+  const F16: KvShape = { ...SHAPE, dtype: 'f16' };
+
+  it('halves the bytes of a page and of a slot range; elements per page stay the same', () => {
+    expect(elementsPerPage(F16)).toBe(elementsPerPage(SHAPE));
+    expect(slotRangeBytes(F16, 2)).toBe(slotRangeBytes(SHAPE, 2) / 2);
+    expect(createKvView(F16).data).toBeInstanceOf(Uint16Array);
+  });
+
+  it('gathers and scatters 16-bit elements in the same layer, K/V, slot order', () => {
+    const view = createKvView(F16);
+    view.data.forEach((_, i) => (view.data[i] = i));
+    const bytes = gatherSlots(view, asPageId(2), 1, 2);
+    expect([...new Uint16Array(bytes.slice().buffer)]).toEqual(referenceGather(view, 2, 1, 2));
+    const target = createKvView(F16);
+    scatterSlots(target, asPageId(4), 1, 2, bytes);
+    expect(referenceGather(target, 4, 1, 2)).toEqual(referenceGather(view, 2, 1, 2));
+    scatterSlotsPiece(target, asPageId(3), 1, 2, 5, bytes.subarray(5, 17));
+    expect(new Uint8Array(gatherSlots(target, asPageId(3), 1, 2)).subarray(5, 17)).toEqual(bytes.subarray(5, 17));
+  });
+
+  it('refuses storage of the other element type', () => {
+    expect(() => createKvView(F16, new Float32Array(elementsPerPage(F16) * 5))).toThrow(/Uint16Array/);
+    expect(() => createKvView(SHAPE, new Uint16Array(elementsPerPage(SHAPE) * 5))).toThrow(/Float32Array/);
   });
 });

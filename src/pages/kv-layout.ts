@@ -8,40 +8,57 @@
 //
 //   data[(((page * numLayers + layer) * 2 + kv) * pageSize + slot) * kvDim + i]
 //        kv = 0 for K, 1 for V;  kvDim = numKvHeads * headDim
+//        one element: f32, or f16 (IEEE half bits) under --kv-dtype f16: e = 4 or 2 bytes
 //
 //   page p:  | layer 0        | layer 1        | ... | layer L-1      |
 //            | K[slots] V[slots] | K[slots] V[slots] | ...
-//            each K or V block is pageSize * kvDim floats, slot-major.
+//            each K or V block is pageSize * kvDim elements, slot-major.
 //
 // A slot range [firstSlot, firstSlot + numSlots) of one page is therefore 2 * numLayers
-// contiguous runs of numSlots * kvDim floats; a whole page is one contiguous run.
+// contiguous runs of numSlots * kvDim elements; a whole page is one contiguous run. Payloads
+// carry the pool's own elements (no conversion): both ends of a transfer store one dtype.
 //
 // The payload of a slot range (what gatherSlots returns, what a KvChunk carries) is those runs
 // back to back: byte offset o of the payload is run r = floor(o / runBytes) (layer r >> 1,
 // K for even r, V for odd r), byte o % runBytes of it. scatterSlotsPiece writes any piece
 // [o, o + n) of a payload by that rule, so a receiver can land a frame as it comes off the
 // wire; scatterSlots (the whole payload at once) is its reference.
-import { assert, type KvShape, type PagedKvView, type PageId } from '../core/index.js';
+import {
+  assert,
+  kvBytesPerElement,
+  type KvData,
+  type KvDtype,
+  type KvShape,
+  type PagedKvView,
+  type PageId,
+} from '../core/index.js';
 
-export type { KvShape, PagedKvView };
+export type { KvData, KvDtype, KvShape, PagedKvView };
 
-const BYTES_PER_FLOAT = 4;
+/** The shape's element type: 'f32' unless it says otherwise. */
+export function kvDtypeOf(shape: KvShape): KvDtype {
+  return shape.dtype ?? 'f32';
+}
 
-/** Gathered bytes are the pool's floats in host byte order; every platform Node 20 runs on here is little-endian. */
+function elementBytes(shape: KvShape): number {
+  return kvBytesPerElement(kvDtypeOf(shape));
+}
+
+/** Gathered bytes are the pool's elements in host byte order; every platform Node 20 runs on here is little-endian. */
 const HOST_IS_LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 
 export function kvDimOf(shape: KvShape): number {
   return shape.numKvHeads * shape.headDim;
 }
 
-/** Floats in one page (all layers, K and V). */
-export function floatsPerPage(shape: KvShape): number {
+/** Elements (f32 or f16) in one page (all layers, K and V). */
+export function elementsPerPage(shape: KvShape): number {
   return shape.numLayers * 2 * shape.pageSize * kvDimOf(shape);
 }
 
 /** Bytes that gatherSlots returns for numSlots slots of one page. */
 export function slotRangeBytes(shape: KvShape, numSlots: number): number {
-  return shape.numLayers * 2 * numSlots * kvDimOf(shape) * BYTES_PER_FLOAT;
+  return shape.numLayers * 2 * numSlots * kvDimOf(shape) * elementBytes(shape);
 }
 
 /** Index in `data` of element 0 of (page, layer, kv, slot). */
@@ -57,24 +74,42 @@ function assertShape(shape: KvShape): void {
 }
 
 /**
- * A view over `data` (e.g. from OpKernels.allocF32, so kernels read it without copying),
- * or over a fresh zeroed Float32Array when no data is given.
+ * A view over `data` (e.g. from OpKernels.allocF32 / allocU16, so kernels read it without
+ * copying), or over fresh zeroed storage when no data is given: a Float32Array for f32, a
+ * Uint16Array of half bit patterns for f16.
  */
-export function createKvView(shape: KvShape, data?: Float32Array): PagedKvView {
+export function createKvView(shape: KvShape, data?: KvData): PagedKvView {
   assertShape(shape);
   assert(HOST_IS_LITTLE_ENDIAN, 'the KV wire format assumes a little-endian host');
-  const length = shape.numPages * floatsPerPage(shape);
-  assert(Number.isSafeInteger(length), () => `KV pool of ${length} floats is too large`);
-  const storage = data ?? new Float32Array(length);
-  assert(storage.length === length, () => `KV pool storage has ${storage.length} floats, the shape needs ${length}`);
-  return {
-    data: storage,
+  const length = shape.numPages * elementsPerPage(shape);
+  assert(Number.isSafeInteger(length), () => `KV pool of ${length} elements is too large`);
+  const geometry = {
     numPages: shape.numPages,
     pageSize: shape.pageSize,
     numLayers: shape.numLayers,
     numKvHeads: shape.numKvHeads,
     headDim: shape.headDim,
   };
+  const dtype = kvDtypeOf(shape);
+  const check = (storage: KvData): void =>
+    assert(
+      storage.length === length,
+      () => `KV pool storage has ${storage.length} elements, the shape needs ${length}`,
+    );
+  switch (dtype) {
+    case 'f32': {
+      assert(data === undefined || data instanceof Float32Array, 'an f32 KV pool is stored in a Float32Array');
+      const storage = data ?? new Float32Array(length);
+      check(storage);
+      return { ...geometry, dtype, data: storage };
+    }
+    case 'f16': {
+      assert(data === undefined || data instanceof Uint16Array, 'an f16 KV pool is stored in a Uint16Array');
+      const storage = data ?? new Uint16Array(length);
+      check(storage);
+      return { ...geometry, dtype, data: storage };
+    }
+  }
 }
 
 function assertSlotRange(view: KvShape, page: PageId, firstSlot: number, numSlots: number): void {
@@ -97,13 +132,13 @@ function assertSlotRange(view: KvShape, page: PageId, firstSlot: number, numSlot
  * biggest Uint8Array, and a view made per call never outlives a replaced buffer.
  */
 function pageBytes(view: PagedKvView, page: PageId): Uint8Array {
-  const perPage = floatsPerPage(view) * BYTES_PER_FLOAT;
+  const perPage = elementsPerPage(view) * elementBytes(view);
   return new Uint8Array(view.data.buffer, view.data.byteOffset + page * perPage, perPage);
 }
 
 /**
  * Copy slots [firstSlot, firstSlot + numSlots) of one page out of the pool. Byte order:
- * for layer 0..L-1, K then V, slot by slot, kvDim little-endian f32 per slot — i.e. the pool's
+ * for layer 0..L-1, K then V, slot by slot, kvDim little-endian elements (f32 or f16) per slot — i.e. the pool's
  * own order restricted to the range, so a whole page is one copy.
  *
  * `into`: a buffer of at least slotRangeBytes(numSlots) bytes to copy into (the result is its
@@ -129,11 +164,11 @@ export function gatherSlots(
     out.set(bytes);
     return out;
   }
-  const runBytes = numSlots * kvDimOf(view) * BYTES_PER_FLOAT;
+  const runBytes = numSlots * kvDimOf(view) * elementBytes(view);
   let at = 0;
   for (let layer = 0; layer < view.numLayers; layer++) {
     for (const kv of [0, 1] as const) {
-      const start = kvOffset(view, 0, layer, kv, firstSlot) * BYTES_PER_FLOAT;
+      const start = kvOffset(view, 0, layer, kv, firstSlot) * elementBytes(view);
       out.set(bytes.subarray(start, start + runBytes), at);
       at += runBytes;
     }
@@ -167,14 +202,14 @@ export function scatterSlotsPiece(
     target.set(piece, payloadOffset);
     return;
   }
-  const runBytes = numSlots * kvDimOf(view) * BYTES_PER_FLOAT;
+  const runBytes = numSlots * kvDimOf(view) * elementBytes(view);
   let at = 0;
   while (at < piece.length) {
     const offset = payloadOffset + at;
     const run = Math.floor(offset / runBytes);
     const within = offset - run * runBytes;
     const take = Math.min(runBytes - within, piece.length - at);
-    const start = kvOffset(view, 0, run >> 1, (run & 1) as 0 | 1, firstSlot) * BYTES_PER_FLOAT + within;
+    const start = kvOffset(view, 0, run >> 1, (run & 1) as 0 | 1, firstSlot) * elementBytes(view) + within;
     target.set(at === 0 && take === piece.length ? piece : piece.subarray(at, at + take), start);
     at += take;
   }
@@ -196,11 +231,11 @@ export function scatterSlots(
     target.set(bytes);
     return;
   }
-  const runBytes = numSlots * kvDimOf(view) * BYTES_PER_FLOAT;
+  const runBytes = numSlots * kvDimOf(view) * elementBytes(view);
   let at = 0;
   for (let layer = 0; layer < view.numLayers; layer++) {
     for (const kv of [0, 1] as const) {
-      target.set(bytes.subarray(at, at + runBytes), kvOffset(view, 0, layer, kv, firstSlot) * BYTES_PER_FLOAT);
+      target.set(bytes.subarray(at, at + runBytes), kvOffset(view, 0, layer, kv, firstSlot) * elementBytes(view));
       at += runBytes;
     }
   }

@@ -6,12 +6,13 @@ import {
   asTenantId,
   FaultSet,
   InvariantError,
+  KV_DTYPES,
   NO_FAULTS,
   PageCheckError,
   type PageCheckFailure,
   type Tag,
 } from '../core/index.js';
-import { floatsPerPage, type KvShape } from './kv-layout.js';
+import { elementsPerPage, type KvShape } from './kv-layout.js';
 import type { AllocateResult, Owner } from './page-entry.js';
 import { PagePool } from './pool.js';
 
@@ -30,16 +31,18 @@ function tagsOf(result: AllocateResult): Tag[] {
 /** Writes `value` into every float of the page and stamps it full, as a forward step would. */
 function fill(pool: PagePool, writer: Owner, tag: Tag, value: number): void {
   pool.checkWrite(writer, [tag]);
-  const perPage = floatsPerPage(pool.kv);
+  const perPage = elementsPerPage(pool.kv);
   pool.kv.data.fill(value, tag.page * perPage, (tag.page + 1) * perPage);
   pool.stamp(tag, pool.pageSize);
 }
 
-/** What a reader would compute from: the page's floats, read only after the check passes. */
-function readPage(pool: PagePool, reader: Owner, tag: Tag, numSlots: number): Float32Array {
+/** What a reader would compute from: the page's elements (f32, or f16 bits), read only after the check passes. */
+function readPage(pool: PagePool, reader: Owner, tag: Tag, numSlots: number): Float32Array | Uint16Array {
   pool.checkRead(reader, [tag], numSlots);
   const bytes = pool.gatherSlots(tag.page, 0, numSlots);
-  return new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
+  return pool.kv.dtype === 'f16'
+    ? new Uint16Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 2)
+    : new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
 }
 
 function failureOf(action: () => unknown): PageCheckFailure | 'passed' {
@@ -56,7 +59,7 @@ interface StaleRead {
   readonly name: string;
   readonly failure: PageCheckFailure;
   /** Sets the scene in a pool with the given faults; returns the read that must not happen. */
-  readonly build: (pool: PagePool) => () => Float32Array;
+  readonly build: (pool: PagePool) => () => Float32Array | Uint16Array;
 }
 
 const STALE_READS: readonly StaleRead[] = [
@@ -154,9 +157,13 @@ const STALE_READS: readonly StaleRead[] = [
   },
 ];
 
-describe.each(STALE_READS)('reading $name', ({ failure, build }) => {
+// Every stale read, in a pool of each KV dtype: the checks do not depend on what a page stores.
+const STALE_READS_BY_DTYPE = KV_DTYPES.flatMap((dtype) => STALE_READS.map((r) => ({ ...r, dtype })));
+
+describe.each(STALE_READS_BY_DTYPE)('reading $name ($dtype KV)', ({ failure, build, dtype }) => {
   it(`fails closed with PageCheckError (${failure}) and reads nothing`, () => {
-    const pool = PagePool.create(SHAPE);
+    const pool = PagePool.create({ ...SHAPE, dtype });
+    expect(pool.kv.dtype).toBe(dtype);
     const read = build(pool);
     expect(failureOf(read)).toBe(failure);
     expect(pool.numCheckFailures).toBe(1);
@@ -164,7 +171,7 @@ describe.each(STALE_READS)('reading $name', ({ failure, build }) => {
   });
 
   it('goes through, returning the earlier data, when skip-page-check is on (negative control)', () => {
-    const pool = PagePool.create(SHAPE, SKIP_PAGE_CHECK);
+    const pool = PagePool.create({ ...SHAPE, dtype }, SKIP_PAGE_CHECK);
     const read = build(pool);
     expect(failureOf(read)).toBe('passed');
     expect([...read()].every((x) => x === CANARY)).toBe(true);
@@ -257,7 +264,7 @@ describe('PagePool.stamp', () => {
 
 describe('PagePool construction', () => {
   it('refuses storage of the wrong size and a ledger of another size', () => {
-    expect(() => new PagePool({ kv: { ...SHAPE, data: new Float32Array(10) } })).toThrow(/needs 352/);
+    expect(() => new PagePool({ kv: { ...SHAPE, dtype: 'f32', data: new Float32Array(10) } })).toThrow(/needs 352/);
     const pool = PagePool.create(SHAPE, NO_FAULTS);
     expect(() => new PagePool({ kv: pool.kv, ledger: PagePool.create({ ...SHAPE, numPages: 3 }).ledger })).toThrow(
       /ledger has 3 pages/,

@@ -47,8 +47,12 @@ export function joinCheck(entry: WorkerEntry, admitted: readonly WorkerEntry[], 
     if (theirs === undefined) continue;
     if (checkModel && theirs.model !== mine.model)
       return `its model fingerprint ${mine.model} differs from ${other.url}'s ${theirs.model}`;
-    if (theirs.pageSize !== mine.pageSize || theirs.kvBytesPerToken !== mine.kvBytesPerToken) {
-      return `its KV layout (page ${mine.pageSize} tokens, ${mine.kvBytesPerToken} bytes per token) differs from ${other.url}'s (page ${theirs.pageSize}, ${theirs.kvBytesPerToken})`;
+    if (
+      theirs.pageSize !== mine.pageSize ||
+      theirs.kvBytesPerToken !== mine.kvBytesPerToken ||
+      theirs.kvDtype !== mine.kvDtype
+    ) {
+      return `its KV layout (page ${mine.pageSize} tokens, ${mine.kvBytesPerToken} bytes per token, ${mine.kvDtype}) differs from ${other.url}'s (page ${theirs.pageSize}, ${theirs.kvBytesPerToken}, ${theirs.kvDtype})`;
     }
   }
   return undefined;

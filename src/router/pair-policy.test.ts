@@ -1,14 +1,22 @@
 import { describe, expect, it } from 'vitest';
-import { asRequestId, asTenantId, samplingParams } from '../core/index.js';
+import { asRequestId, asTenantId, samplingParams, type KvDtype } from '../core/index.js';
 import type { ClientRequest } from '../transfer/index.js';
 import { clusterAdmission, pickPair, type WorkerView } from './pair-policy.js';
 
 const MODEL = 'a11ce5a11ce5a11c';
-const limits = (contextLength: number, numPages: number, pageSize = 16, kvBytesPerToken = 2048, model = MODEL) => ({
+const limits = (
+  contextLength: number,
+  numPages: number,
+  pageSize = 16,
+  kvBytesPerToken = 2048,
+  model = MODEL,
+  kvDtype: KvDtype = 'f32',
+) => ({
   contextLength,
   numPages,
   pageSize,
   kvBytesPerToken,
+  kvDtype,
   model,
 });
 const worker = (address: string, role: 'prefill' | 'decode', over: Partial<WorkerView> = {}): WorkerView => ({
@@ -56,6 +64,19 @@ describe('cluster admission', () => {
   it('says the cluster is misconfigured when no fitting pair shares a page geometry', () => {
     const workers = [worker('p', 'prefill', { limits: limits(512, 64, 32) }), worker('d', 'decode')];
     expect(clusterAdmission(10, 10, workers)).toMatchObject({ code: 'config_invalid' });
+  });
+
+  it('never pairs nodes whose KV dtype differs, even at equal bytes per token (misconfigured), and pairs the equal ones', () => {
+    const f16 = limits(512, 64, 16, 2048, MODEL, 'f16');
+    const workers = [worker('p', 'prefill', { limits: f16 }), worker('d', 'decode')];
+    expect(clusterAdmission(10, 10, workers)).toMatchObject({
+      code: 'config_invalid',
+      message: expect.stringMatching(/KV dtype/),
+    });
+    expect(pickPair(request(10, 10), { prefills: [] }, workers)).toBeUndefined();
+    const both = [...workers, worker('d16', 'decode', { limits: f16 })];
+    expect(clusterAdmission(10, 10, both)).toBeUndefined();
+    expect(pickPair(request(10, 10), { prefills: [] }, both)).toEqual({ prefill: 'p', decode: 'd16' });
   });
 
   it('says the cluster is misconfigured when no fitting pair serves the same model (by fingerprint), and not when one does', () => {

@@ -4,11 +4,11 @@
 // Owns: cluster admission (the incident's first fault, refused before any Reserve: a prompt that
 // fits one side's pool but not the other's gets its 400 here, so no page is allocated and no
 // byte moves on either side), compatibility (a pair must serve the same model, by fingerprint,
-// with the same page geometry), and
+// with the same page geometry and KV dtype), and
 // the choice by load.
 // Must never: read a clock, a socket or randomness; pick a worker that is down, misconfigured,
 // in `avoid`, or whose own limits refuse the request (each node re-checks anyway).
-import { TesseraError } from '../core/index.js';
+import { TesseraError, type KvDtype } from '../core/index.js';
 import { admissionError } from '../pages/index.js';
 import type { ClientRequest, Pair, PeerId } from '../transfer/index.js';
 
@@ -21,6 +21,8 @@ export interface WorkerLimits {
   readonly numPages: number;
   /** Bytes of one token's K and V over all layers: equal on both sides of a transfer. */
   readonly kvBytesPerToken: number;
+  /** How it stores K and V (f32, f16): equal on both sides of a transfer (decode refuses a KvChunk of another). */
+  readonly kvDtype: KvDtype;
   /** The fingerprint of the model it serves: equal on both sides of a transfer (decode checks it in KvDone). */
   readonly model: string;
 }
@@ -49,7 +51,10 @@ export interface PolicyChecks {
 export const ALL_CHECKS: PolicyChecks = { admission: true, model: true };
 
 const compatible = (p: WorkerLimits, d: WorkerLimits, checks: PolicyChecks): boolean =>
-  (!checks.model || p.model === d.model) && p.pageSize === d.pageSize && p.kvBytesPerToken === d.kvBytesPerToken;
+  (!checks.model || p.model === d.model) &&
+  p.pageSize === d.pageSize &&
+  p.kvBytesPerToken === d.kvBytesPerToken &&
+  p.kvDtype === d.kvDtype;
 
 /**
  * Why no pair of this cluster could ever serve a prompt of numPromptTokens + maxTokens, or
@@ -76,7 +81,7 @@ export function clusterAdmission(
   if (!okPrefills.some((p) => okDecodes.some((d) => compatible(p.limits, d.limits, checks)))) {
     return new TesseraError(
       'config_invalid',
-      'no prefill worker that fits this request serves the same model (by fingerprint) with the same page size and KV shape as a decode worker that fits it; the cluster is misconfigured',
+      'no prefill worker that fits this request serves the same model (by fingerprint) with the same page size, KV shape and KV dtype as a decode worker that fits it; the cluster is misconfigured',
     );
   }
   return undefined;

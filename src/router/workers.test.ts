@@ -14,6 +14,7 @@ const HEALTH = {
   pageSize: 16,
   kvPages: 8,
   kvBytesPerToken: 64,
+  kvDtype: 'f32',
   modelFingerprint: 'a11ce5a11ce5a11c',
 };
 

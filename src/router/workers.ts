@@ -11,7 +11,7 @@
 // pairs; removed once the router has nothing in flight on it). Must never: wait on a worker without a timeout, trust a worker whose role is not the
 // one it was given as (it is `misconfigured` and never used), or throw for a worker's answer.
 import { clearInterval, setInterval } from 'node:timers';
-import { NO_FAULTS, type FaultSet, type PageCounts } from '../core/index.js';
+import { KV_DTYPES, NO_FAULTS, type FaultSet, type PageCounts } from '../core/index.js';
 import type { WorkerLimits, WorkerRole, WorkerView } from './pair-policy.js';
 import { parsePrefixReport, type PrefixView } from './prefix-index.js';
 
@@ -328,6 +328,7 @@ function parseReport(body: Record<string, unknown>, role: WorkerRole): Report | 
   const pageSize = num(body['pageSize']);
   const numPages = num(body['kvPages']);
   const kvBytesPerToken = num(body['kvBytesPerToken']);
+  const kvDtype = KV_DTYPES.find((d) => d === body['kvDtype']);
   const model = body['modelFingerprint'];
   if (
     typeof address !== 'string' ||
@@ -335,15 +336,16 @@ function parseReport(body: Record<string, unknown>, role: WorkerRole): Report | 
     pageSize === undefined ||
     numPages === undefined ||
     kvBytesPerToken === undefined ||
+    kvDtype === undefined ||
     typeof model !== 'string'
   ) {
-    return 'it does not report address, contextLength, pageSize, kvPages, kvBytesPerToken and modelFingerprint (is it a Tessera PD worker of this version?)';
+    return 'it does not report address, contextLength, pageSize, kvPages, kvBytesPerToken, kvDtype and modelFingerprint (is it a Tessera PD worker of this version?)';
   }
   const transfer = (body['transfer'] ?? {}) as Record<string, unknown>;
   const pages = body['pages'] as PageCounts | undefined;
   return {
     address,
-    limits: { contextLength, pageSize, numPages, kvBytesPerToken, model },
+    limits: { contextLength, pageSize, numPages, kvBytesPerToken, kvDtype, model },
     pages: typeof pages === 'object' && pages !== null ? pages : undefined,
     totals: {
       transferBytes: num(transfer['bytesWritten']) ?? 0,

@@ -14,6 +14,7 @@
 //   10+h    n     payload      raw bytes, KvChunk only (n >= 1); no base64, no copy on send
 import { Buffer } from 'node:buffer';
 import {
+  KV_DTYPES,
   MAX_SCHEMA_CHARS,
   MAX_TOP_LOGPROBS,
   REQUEST_LIMITS,
@@ -140,7 +141,15 @@ const SCHEMAS: Schemas = {
     tags,
     pageSize: int(1, 1 << 16),
   }),
-  KvChunk: object({ rid, seq: count, tag, firstSlot: int(0, 1 << 16), numSlots: int(1, 1 << 16), checksum: digest }),
+  KvChunk: object({
+    rid,
+    seq: count,
+    tag,
+    firstSlot: int(0, 1 << 16),
+    numSlots: int(1, 1 << 16),
+    kvDtype: oneOf(KV_DTYPES),
+    checksum: digest,
+  }),
   KvDone: objectWithOptional(
     {
       rid,

@@ -11,7 +11,7 @@
 //      its payload is read off the wire and discarded, never written)
 //   2. slot range inside the page and inside the prompt          -> else FAIL
 //   3. seq is the next one expected                               -> else FAIL (gap or repeat)
-//   4. payload size matches the slot range                        -> else FAIL
+//   4. KV dtype is decode's own, payload size matches the range    -> else FAIL (the dtype with its own message)
 //   5. the range starts where this epoch's stamp ends (in order)  -> else FAIL
 // then the payload lands, piece by piece, in those slots, which no stamp covers (decode-landing.ts);
 //   6. checksum over the payload matches                          -> else FAIL (nothing stamped)
@@ -71,6 +71,10 @@ export function checkChunkHead(pool: PagePool, r: ReceivingRequest, m: KvChunkHe
     );
   }
   if (m.seq !== r.nextSeq) return fail(`KvChunk seq ${m.seq} where ${r.nextSeq} was expected (a gap or a repeat)`);
+  if (m.kvDtype !== pool.kv.dtype)
+    return fail(
+      `KvChunk carries ${m.kvDtype} KV, but this decode stores ${pool.kv.dtype} (--kv-dtype differs between prefill and decode): the cluster is misconfigured`,
+    );
   const numBytes = pool.slotRangeBytes(m.numSlots);
   if (m.payloadBytes !== numBytes)
     return fail(`KvChunk of ${m.numSlots} slots carries ${m.payloadBytes} bytes, not ${numBytes}`);

@@ -140,7 +140,14 @@ function frames(rid: string, dstTags: readonly Tag[]): { chunks: KvChunk[]; done
     const index = Math.floor(pos / SHAPE.pageSize);
     const firstSlot = pos % SHAPE.pageSize;
     const numSlots = Math.min(CHUNK_SLOTS, TOKENS.length - pos);
-    const header = { rid: asRequestId(rid), seq, tag: dstTags[index] as Tag, firstSlot, numSlots };
+    const header = {
+      rid: asRequestId(rid),
+      seq,
+      tag: dstTags[index] as Tag,
+      firstSlot,
+      numSlots,
+      kvDtype: src.kv.dtype,
+    };
     const payload = src.gatherSlots(asPageId(index), firstSlot, numSlots);
     const checksum = chunkChecksum(header, payload);
     digest.add(checksum);

@@ -5,8 +5,11 @@ import {
   asRequestId,
   asTenantId,
   FaultSet,
+  KV_DTYPES,
+  NO_FAULTS,
   samplingParams,
   type FaultName,
+  type KvDtype,
   type Tag,
 } from '../core/index.js';
 import type { PagePool } from '../pages/index.js';
@@ -23,9 +26,9 @@ const R = 'router';
 const P = 'p0';
 const TOKENS = [5, 6, 7, 8, 9, 10]; // 6 tokens: page 0 full, page 1 holds 2 slots
 
-function setup(options: { numPages?: number; faults?: FaultName[]; contextLength?: number } = {}) {
+function setup(options: { numPages?: number; faults?: FaultName[]; contextLength?: number; dtype?: KvDtype } = {}) {
   const faults = new FaultSet(options.faults ?? []);
-  const pool = makePool(options.numPages ?? 8, faults);
+  const pool = makePool(options.numPages ?? 8, faults, options.dtype);
   const host = new LedgerDecodeHost({ pool, model: MODEL, contextLength: options.contextLength ?? 64, faults });
   const m = new DecodeMachine({
     node: 'd0',
@@ -60,8 +63,8 @@ function sent(effects: readonly DecodeEffect[], to: string): Message[] {
 }
 
 /** The frames an honest prefill sends for rid's first `numTokens` positions into `dstTags`. */
-function frames(rid: string, dstTags: readonly Tag[], numTokens: number, tokens = TOKENS) {
-  const src = makePool(8);
+function frames(rid: string, dstTags: readonly Tag[], numTokens: number, tokens = TOKENS, dtype: KvDtype = 'f32') {
+  const src = makePool(8, NO_FAULTS, dtype);
   const who = owner(rid);
   const alloc = src.ledger.allocate(Math.ceil(numTokens / PAGE_SIZE), who);
   if (alloc.kind !== 'allocated') throw new Error('source pool too small');
@@ -72,7 +75,14 @@ function frames(rid: string, dstTags: readonly Tag[], numTokens: number, tokens 
     const index = Math.floor(pos / PAGE_SIZE);
     const numSlots = Math.min(PAGE_SIZE, numTokens - pos);
     const payload = src.gatherSlots((alloc.tags[index] as Tag).page, 0, numSlots);
-    const header = { rid: asRequestId(rid), seq, tag: dstTags[index] as Tag, firstSlot: 0, numSlots };
+    const header = {
+      rid: asRequestId(rid),
+      seq,
+      tag: dstTags[index] as Tag,
+      firstSlot: 0,
+      numSlots,
+      kvDtype: src.kv.dtype,
+    };
     const checksum = chunkChecksum(header, payload);
     digest.add(checksum);
     chunks.push({ type: 'KvChunk', ...header, checksum, payload });
@@ -235,39 +245,73 @@ describe('DecodeMachine: every frame is checked', () => {
 });
 
 describe('DecodeMachine: coverage comes from its own stamps (the incident)', () => {
-  it('refuses KvDone that claims the whole prompt after only the first page; skip-page-check decodes stale pages', () => {
-    for (const faults of [[], ['skip-page-check']] as FaultName[][]) {
-      const d = setup({ numPages: 2, faults });
-      // An earlier request leaves its data in page 1 (pages are never zeroed).
-      const old = d.reserve('old', TOKENS, 2);
-      const full = frames('old', old.tags, 6);
-      for (const c of full.chunks) d.recv(P, c);
-      d.recv(P, full.done);
-      d.step({ kind: 'decodeFinished', rid: asRequestId('old'), finishReason: 'stop' });
-      d.pool.ledger.free(old.tags, owner('old')); // the decoder gives its pages back
-      const { tags } = d.reserve('r1', TOKENS, 2);
-      const { chunks } = frames('r1', tags, 6);
-      d.recv(P, chunks[0] as KvChunk); // placeholder-done: page 0 only ...
-      const done: KvDone = {
-        type: 'KvDone',
-        rid: asRequestId('r1'),
-        numChunks: 1,
-        tokensCovered: 6,
-        digest: digestOf([chunks[0] as KvChunk]),
-        promptDigest: promptDigest(TOKENS),
-        model: MODEL,
-        firstToken: 1,
-        firstLogprobs: [],
-      };
-      const effects = d.recv(P, done); // ... claiming all 6 tokens
-      const started = effects.some((e) => e.kind === 'startDecoding');
-      expect(started).toBe(faults.length > 0);
-      if (started)
-        expect(firstForeignPosition(d.pool, 'r1', tags, 6)).toBe(4); // the decoder would read old's data
-      else
-        expect(sent(effects, R)).toEqual([
-          expect.objectContaining({ type: 'Failed', message: expect.stringContaining('stamps cover 4 of') }),
-        ]);
+  it.each(KV_DTYPES)(
+    '%s KV: refuses KvDone that claims the whole prompt after only the first page; skip-page-check decodes stale pages',
+    (dtype) => {
+      for (const faults of [[], ['skip-page-check']] as FaultName[][]) {
+        const d = setup({ numPages: 2, faults, dtype });
+        expect(d.pool.kv.dtype).toBe(dtype);
+        // An earlier request leaves its data in page 1 (pages are never zeroed).
+        const old = d.reserve('old', TOKENS, 2);
+        const full = frames('old', old.tags, 6, TOKENS, dtype);
+        for (const c of full.chunks) d.recv(P, c);
+        d.recv(P, full.done);
+        d.step({ kind: 'decodeFinished', rid: asRequestId('old'), finishReason: 'stop' });
+        d.pool.ledger.free(old.tags, owner('old')); // the decoder gives its pages back
+        const { tags } = d.reserve('r1', TOKENS, 2);
+        const { chunks } = frames('r1', tags, 6, TOKENS, dtype);
+        d.recv(P, chunks[0] as KvChunk); // placeholder-done: page 0 only ...
+        const done: KvDone = {
+          type: 'KvDone',
+          rid: asRequestId('r1'),
+          numChunks: 1,
+          tokensCovered: 6,
+          digest: digestOf([chunks[0] as KvChunk]),
+          promptDigest: promptDigest(TOKENS),
+          model: MODEL,
+          firstToken: 1,
+          firstLogprobs: [],
+        };
+        const effects = d.recv(P, done); // ... claiming all 6 tokens
+        const started = effects.some((e) => e.kind === 'startDecoding');
+        expect(started).toBe(faults.length > 0);
+        if (started)
+          expect(firstForeignPosition(d.pool, 'r1', tags, 6)).toBe(4); // the decoder would read old's data
+        else
+          expect(sent(effects, R)).toEqual([
+            expect.objectContaining({ type: 'Failed', message: expect.stringContaining('stamps cover 4 of') }),
+          ]);
+      }
+    },
+  );
+});
+
+describe('DecodeMachine: KV stored in another dtype is never landed', () => {
+  it('fails the transfer closed on a KvChunk whose KV dtype is not its own, before a byte lands, with a clear error', () => {
+    for (const [mine, theirs] of [
+      ['f32', 'f16'],
+      ['f16', 'f32'],
+    ] as const) {
+      const d = setup({ dtype: mine });
+      const { tags } = d.reserve('r1');
+      const { chunks } = frames('r1', tags, 6, TOKENS, theirs);
+      const before = d.pool.kv.data.slice();
+      const effects = d.recv(P, chunks[0] as KvChunk);
+      expect(sent(effects, R)).toEqual([
+        expect.objectContaining({
+          type: 'Failed',
+          code: 'transfer_failed',
+          message: `r1: KvChunk carries ${theirs} KV, but this decode stores ${mine} (--kv-dtype differs between prefill and decode): the cluster is misconfigured`,
+        }),
+      ]);
+      expect(d.pool.kv.data).toEqual(before);
+      expect(d.pool.stampOf(tags[0]!.page).filledSlots).toBe(0);
+      // The same frames in its own dtype land and verify.
+      const own = setup({ dtype: mine });
+      const ownTags = own.reserve('r1').tags;
+      const honest = frames('r1', ownTags, 6, TOKENS, mine);
+      for (const c of honest.chunks) expect(own.recv(P, c)).toEqual([]);
+      expect(sent(own.recv(P, honest.done), P)).toEqual([{ type: 'Ack', rid: 'r1' }]);
     }
   });
 });

@@ -9,6 +9,7 @@ const header: ChunkHeader = {
   tag: { page: asPageId(2), epoch: asEpoch(9) },
   firstSlot: 4,
   numSlots: 2,
+  kvDtype: 'f32' as const,
 };
 
 describe('ChunkHasher: a chunk checksum over a payload fed in pieces', () => {

@@ -3,13 +3,13 @@
 // Must never: be used as a security boundary (xxh64 detects corruption, not forgery; channel
 // authentication is auth.ts's job).
 //
-//   chunk checksum  = xxh64(payload, seed = xxh64("rid|seq|page|epoch|firstSlot|numSlots"))
+//   chunk checksum  = xxh64(payload, seed = xxh64("rid|seq|page|epoch|firstSlot|numSlots|kvDtype"))
 //                     so a payload cannot be replayed under another header unnoticed;
 //                     ChunkHasher computes the same value piece by piece as the payload arrives;
 //   transfer digest = xxh64 over the chunk checksums, in seq order (what the receiver verified);
 //   prompt digest   = xxh64 over the prompt's token ids as little-endian u32.
 import { xxh64, Xxh64 } from '@node-rs/xxhash';
-import type { RequestId, Tag } from '../core/index.js';
+import type { KvDtype, RequestId, Tag } from '../core/index.js';
 
 export const DIGEST_PATTERN = /^[0-9a-f]{16}$/;
 
@@ -23,11 +23,12 @@ export interface ChunkHeader {
   readonly tag: Tag;
   readonly firstSlot: number;
   readonly numSlots: number;
+  readonly kvDtype: KvDtype;
 }
 
 function chunkSeed(header: ChunkHeader): bigint {
   return xxh64(
-    `${header.rid}|${header.seq}|${header.tag.page}|${header.tag.epoch}|${header.firstSlot}|${header.numSlots}`,
+    `${header.rid}|${header.seq}|${header.tag.page}|${header.tag.epoch}|${header.firstSlot}|${header.numSlots}|${header.kvDtype}`,
   );
 }
 

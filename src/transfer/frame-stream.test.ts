@@ -18,6 +18,7 @@ const chunk = (seq: number, numBytes: number): Message => ({
   tag: { page: asPageId(seq), epoch: asEpoch(seq + 1) },
   firstSlot: 0,
   numSlots: 1,
+  kvDtype: 'f32',
   checksum: D16,
   payload: Uint8Array.from({ length: numBytes }, (_, i) => (i * 7 + seq) & 0xff),
 });

@@ -23,7 +23,7 @@
 // A side that sent Abort keeps pages that a peer may still write *quarantined* until that
 // peer's AbortAck or the close of the peer's connection (deferred release).
 
-import type { ErrorCode, RequestId, SamplingParams, Tag, TenantId, TokenLogprob } from '../core/index.js';
+import type { ErrorCode, KvDtype, RequestId, SamplingParams, Tag, TenantId, TokenLogprob } from '../core/index.js';
 
 /** Why a request is being aborted, and by whom; carried for metrics ("aborts by phase"). */
 export type AbortReason = 'client-disconnect' | 'router' | 'prefill-failed' | 'decode-failed' | 'timeout' | 'shutdown';
@@ -82,6 +82,8 @@ export interface KvChunk {
   /** Slot range [firstSlot, firstSlot + numSlots) within the page, for every layer. */
   readonly firstSlot: number;
   readonly numSlots: number;
+  /** The element type of the payload (the sender's pool's): decode refuses one that is not its own. */
+  readonly kvDtype: KvDtype;
   /** xxh64 (16 hex digits) of the payload, seeded with a hash of (rid, seq, tag, slot range):
    *  a payload replayed under another header fails it. See digests.ts. */
   readonly checksum: string;

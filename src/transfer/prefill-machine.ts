@@ -355,7 +355,14 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
       const firstSlot = r.sentTokens % pageSize;
       const numSlots = Math.min(pageSize - firstSlot, limit - r.sentTokens);
       const payload = pool.gatherSlots((tags[index] as Tag).page, firstSlot, numSlots);
-      const header = { rid: r.rid, seq: r.seq, tag: r.dstTags[index] as Tag, firstSlot, numSlots };
+      const header = {
+        rid: r.rid,
+        seq: r.seq,
+        tag: r.dstTags[index] as Tag,
+        firstSlot,
+        numSlots,
+        kvDtype: pool.kv.dtype,
+      };
       const checksum = chunkChecksum(header, payload);
       if (this.#faults.has('corrupt-chunk') && r.seq === 0) {
         const bit = (r.rid.length * 31 + r.numTokens) % (payload.length * 8);

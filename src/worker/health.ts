@@ -11,6 +11,7 @@ export function poolHealth(pool: PagePool): Record<string, unknown> {
     pageSize: pool.pageSize,
     kvPages: pool.ledger.numPages,
     kvBytesPerToken: pool.slotRangeBytes(1),
+    kvDtype: pool.kv.dtype,
     pages: pool.ledger.counts(),
     lastEpoch: pool.ledger.lastEpoch,
     tagMismatches: pool.numCheckFailures,

@@ -106,7 +106,7 @@ const worker = (url: string, role: 'prefill' | 'decode'): WorkerView => ({
   role,
   address: url,
   up: true,
-  limits: { ...LIMITS, kvBytesPerToken: 8, model: 'm' },
+  limits: { ...LIMITS, kvBytesPerToken: 8, kvDtype: 'f32', model: 'm' },
   inFlight: 0,
   freePages: LIMITS.numPages,
 });

@@ -160,6 +160,19 @@ describe('tessera plan', () => {
     expect(r.stdout).toMatch(/fits\s+yes: the pool holds 16 requests of the full context length/);
   });
 
+  it('speaks in the KV dtype: --kv-dtype f16 halves the bytes per token and doubles the pool in the same memory', async () => {
+    const flags = ['--kv-memory', '64MiB', '--context-length', '2048'];
+    const r = await runCli(['plan', '--model', MODEL, ...flags, '--kv-dtype', 'f16'], home.dir);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/KV stored as f16 \(2 B\)/);
+    expect(r.stdout).toMatch(/KV per token per layer\s+256 B = 2 \(K and V\) x 2 heads x 32 x 2 B/);
+    expect(r.stdout).toMatch(/KV per token\s+1,024 B \(1 KiB\) = 256 B x 4 layers/);
+    expect(r.stdout).toMatch(/pool\s+4,096 pages = 65,536 tokens = 67,108,864 B \(64 MiB\)/);
+    const bad = await runCli(['plan', '--model', MODEL, ...flags, '--kv-dtype', 'q4'], home.dir);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--kv-dtype must be one of f32, f16, got 'q4'/);
+  });
+
   it("exits 2 with the start-up check's message when it does not fit", async () => {
     const r = await runCli(['plan', '--model', MODEL, ...tooSmall], home.dir);
     expect(r.code).toBe(2);

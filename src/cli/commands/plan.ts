@@ -7,10 +7,10 @@ import type { Command } from 'commander';
 import { readModelConfig } from '../config-model.js';
 import { planPool, startupCheckError, type PoolPlan } from '../config-pool.js';
 import { formatBytes, formatCount } from '../config-values.js';
-import { DEFAULT_MODEL, DEFAULT_PAGE_SIZE, parsePoolFlags, type ServeFlags } from '../config.js';
+import { DEFAULT_MODEL, DEFAULT_PAGE_SIZE, KV_DTYPE_HELP, parsePoolFlags, type ServeFlags } from '../config.js';
 import { tesseraHome } from '../config-env.js';
 
-type PlanFlags = Pick<ServeFlags, 'model' | 'kvPages' | 'kvMemory' | 'pageSize' | 'contextLength'>;
+type PlanFlags = Pick<ServeFlags, 'model' | 'kvPages' | 'kvMemory' | 'pageSize' | 'kvDtype' | 'contextLength'>;
 
 export function registerPlan(program: Command): void {
   program
@@ -22,6 +22,7 @@ export function registerPlan(program: Command): void {
     .option('--kv-pages <n>', 'KV pool size in pages')
     .option('--kv-memory <size>', 'KV pool size in memory, e.g. 512MiB or 2GiB (default: as `tessera serve`)')
     .option('--page-size <n>', `tokens per KV page (default ${DEFAULT_PAGE_SIZE})`)
+    .option('--kv-dtype <dtype>', KV_DTYPE_HELP)
     .option('--context-length <n>', "largest prompt + max_tokens per request (default: the model's)")
     .action(async (flags: PlanFlags) => {
       const spec = flags.model ?? DEFAULT_MODEL;
@@ -46,7 +47,7 @@ export function renderPlan(spec: string, plan: PoolPlan): string {
   const rows: [string, string][] = [
     [
       'model',
-      `${spec}: ${shape.numLayers} layers, ${shape.numKvHeads} KV heads x ${shape.headDim} head dim, KV stored as f32 (${shape.bytesPerElement} B)`,
+      `${spec}: ${shape.numLayers} layers, ${shape.numKvHeads} KV heads x ${shape.headDim} head dim, KV stored as ${plan.kvDtype} (${shape.bytesPerElement} B)`,
     ],
     [
       'KV per token per layer',

@@ -8,7 +8,7 @@ import type { Command } from 'commander';
 import { ConfigError, samplingParams, type SamplingParams } from '../../core/index.js';
 import { pagesFor } from '../../pages/index.js';
 import { createEngine, DEFAULT_PAGE_SIZE, generate, loadModel, type LoadedModel } from '../../model/index.js';
-import { DEFAULT_MODEL } from '../config.js';
+import { DEFAULT_MODEL, KV_DTYPE_HELP, parseKvDtype } from '../config.js';
 import { tesseraHome } from '../config-env.js';
 import { progressDisplay } from './gen-model.js';
 
@@ -27,6 +27,7 @@ interface RunFlags {
   ignoreEos?: boolean;
   kernels: string;
   threads?: string;
+  kvDtype?: string;
   json?: boolean;
 }
 
@@ -48,6 +49,7 @@ export function registerRun(program: Command): void {
     .option('--deterministic', 'batch-invariant kernels (slower; bit-identical whatever runs beside)')
     .option('--kernels <name>', 'fast | ref (plain TypeScript, slow: for checking)', 'fast')
     .option('--threads <n>', 'threads per matrix multiplication (default: every core)')
+    .option('--kv-dtype <dtype>', KV_DTYPE_HELP)
     .option('--json', 'print one JSON object: ids, text, tokensPerSecond, prompt ids, timing')
     .action(async (flags: RunFlags) => runCommand(flags));
 }
@@ -59,6 +61,7 @@ async function runCommand(flags: RunFlags): Promise<void> {
       ? flags.kernels
       : fail(`--kernels must be fast or ref, got "${flags.kernels}"`);
   const threads = flags.threads === undefined ? undefined : integer(flags.threads, '--threads', 1);
+  const kvDtype = parseKvDtype(flags.kvDtype);
   if ((flags.prompt === undefined) === (flags.promptIds === undefined))
     fail('give exactly one of --prompt TEXT or --prompt-ids 1,2,3');
 
@@ -84,6 +87,7 @@ async function runCommand(flags: RunFlags): Promise<void> {
     kernels,
     deterministic: flags.deterministic === true,
     kvPages: pagesFor(positions, DEFAULT_PAGE_SIZE),
+    kvDtype,
     ...(threads ? { threads } : {}),
   });
   try {

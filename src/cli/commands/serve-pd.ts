@@ -85,7 +85,7 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey:
   const address = await api.listen(config.port, config.host);
   process.stdout.write(
     `tessera: ${pd.role} worker for ${config.model} (${kernels}); context ${plan.contextLength} tokens; ` +
-      `KV pool ${plan.poolTokens} tokens = ${plan.numPages} pages of ${plan.pageSize} (${formatBytes(plan.poolBytes)})\n` +
+      `KV pool ${plan.poolTokens} tokens = ${plan.numPages} pages of ${plan.pageSize} (${formatBytes(plan.poolBytes)}, ${plan.kvDtype} KV)\n` +
       `tessera: cluster listener on ${worker.address}${trace === undefined ? '' : ` (trace: ${trace.path})`}\n` +
       `tessera: listening on http://${address.host}:${address.port}\n`,
   );

@@ -25,6 +25,7 @@ import {
   DEFAULT_MODEL,
   DEFAULT_PAGE_SIZE,
   DEFAULT_PORT,
+  KV_DTYPE_HELP,
   parseServeConfig,
   type ServeConfig,
   type ServeFlags,
@@ -54,6 +55,7 @@ export function registerServe(program: Command): void {
       `KV pool size in memory, e.g. 512MiB or 2GiB (default: room for ${DEFAULT_POOL_CONTEXTS} requests of the full context length)`,
     )
     .option('--page-size <n>', `tokens per KV page (default ${DEFAULT_PAGE_SIZE})`)
+    .option('--kv-dtype <dtype>', KV_DTYPE_HELP)
     .option(
       '--max-running-requests <n>',
       `most requests prefilling or decoding at once (default ${DEFAULT_MAX_RUNNING_REQUESTS})`,
@@ -180,7 +182,7 @@ async function serve(
 function describePool(plan: PoolPlan): string {
   return (
     `context ${plan.contextLength} tokens; KV pool ${plan.poolTokens} tokens = ${plan.numPages} pages of ${plan.pageSize} ` +
-    `(${formatBytes(plan.poolBytes)})`
+    `(${formatBytes(plan.poolBytes)}, ${plan.kvDtype} KV)`
   );
 }
 

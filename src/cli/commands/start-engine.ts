@@ -38,6 +38,7 @@ export async function startEngine(config: ServeConfig, log: (line: string) => vo
       deterministic: config.deterministic,
       kvPages: plan.numPages,
       pageSize: plan.pageSize,
+      kvDtype: plan.kvDtype,
       maxStepTokens: config.chunkedPrefillSize,
       maxStepLogits: config.maxRunningRequests,
       faults: config.faults,

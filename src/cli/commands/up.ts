@@ -18,7 +18,7 @@ import { isBuiltinSpec, packageRoot, resolveBuiltinModel } from '../../model/ind
 import { ADMIN_KEY_ENV, ADMIN_KEY_HELP, parseAdminKey } from '../config-admin.js';
 import { tesseraHome } from '../config-env.js';
 import { parseCount } from '../config-values.js';
-import { DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT } from '../config.js';
+import { DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT, KV_DTYPE_HELP, parseKvDtype } from '../config.js';
 import { delay, stopRequested } from './lifecycle.js';
 import { describeExit, SupervisedChild } from '../supervisor.js';
 import { parseCpuPins, pinnedCommand } from '../cpu-pinning.js';
@@ -41,6 +41,7 @@ interface UpFlags {
   readonly prefillKvPages?: string;
   readonly decodeKvPages?: string;
   readonly pageSize?: string;
+  readonly kvDtype?: string;
   readonly maxRunningRequests?: string;
   readonly chunkedPrefillSize?: string;
   readonly maxStepMs?: string;
@@ -68,6 +69,7 @@ export function registerUp(program: Command): void {
     .option('--prefill-kv-pages <n>', 'KV pool size of the prefill workers (pools may differ)')
     .option('--decode-kv-pages <n>', 'KV pool size of the decode workers')
     .option('--page-size <n>', 'tokens per KV page (the same on every worker)')
+    .option('--kv-dtype <dtype>', `${KV_DTYPE_HELP}; the same on every worker`)
     .option('--max-running-requests <n>', 'most requests prefilling or decoding at once, per worker')
     .option('--chunked-prefill-size <n>', 'most tokens in one step, per worker')
     .option('--max-step-ms <ms>', 'time budget of a step with running decodes, per worker (auto, off, or ms)')
@@ -92,6 +94,7 @@ async function up(flags: UpFlags): Promise<number> {
       'give --kv-memory or page counts (--kv-pages, --prefill-kv-pages, --decode-kv-pages), not both',
     );
   }
+  if (flags.kvDtype !== undefined) parseKvDtype(flags.kvDtype); // refused here, before any child starts
   const pins = parseCpuPins(flags.cpus);
   const model = flags.model ?? DEFAULT_MODEL;
   const home = tesseraHome(process.env);
@@ -114,6 +117,7 @@ async function up(flags: UpFlags): Promise<number> {
     ...opt('--served-model-name', flags.servedModelName),
     ...opt('--context-length', flags.contextLength),
     ...opt('--page-size', flags.pageSize),
+    ...opt('--kv-dtype', flags.kvDtype),
     ...opt('--max-running-requests', flags.maxRunningRequests),
     ...opt('--chunked-prefill-size', flags.chunkedPrefillSize),
     ...opt('--kv-memory', flags.kvMemory),

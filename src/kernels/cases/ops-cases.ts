@@ -4,8 +4,11 @@
 // inside it); KV writes and adds are exact. KV pools are poisoned with NaN everywhere except the
 // slots written for the request, so a kernel that reads a page outside the page table, a slot
 // past the causal limit (or before a sliding window) or another layer produces NaN and fails the
-// comparison.
-import { Rng } from '../../core/index.js';
+// comparison. Attention and writeKv run over both KV dtypes: an f16 pool is poisoned with the
+// f16 NaN 0x7e00, and its K and V are rounded to f16 on write by both sides, so the oracle sees
+// the same inputs.
+import { KV_DTYPES, Rng, type KvDtype } from '../../core/index.js';
+import { f16ToF32, f32ToF16 } from '../half.js';
 import { pageElements } from '../layout.js';
 import { RefOps } from '../ref/ops.js';
 import type { AttentionShape, OpKernels, PagedKvView } from '../types.js';
@@ -54,16 +57,36 @@ const ATTENTION_SETUPS: readonly AttentionSetup[] = [
 const NUM_LAYERS = 2;
 const LAYER = 1;
 
+/** The f16 bit pattern the f16 pools are poisoned with: a quiet NaN. */
+export const F16_NAN = 0x7e00;
+
+/** A pool of numPages pages of `geometry` from backend's memory, every element NaN. */
+export function poisonedPool(
+  backend: OpKernels,
+  dtype: KvDtype,
+  geometry: Omit<PagedKvView, 'data' | 'dtype' | 'numPages'>,
+  numPages: number,
+): PagedKvView {
+  const length = numPages * pageElements(geometry);
+  return dtype === 'f16'
+    ? { ...geometry, numPages, dtype, data: backend.allocU16(length).fill(F16_NAN) }
+    : { ...geometry, numPages, dtype, data: backend.allocF32(length).fill(NaN) };
+}
+
+/** The pool's elements as f32 (f16 promoted exactly). */
+export function poolValues(kv: PagedKvView): Float32Array {
+  return kv.dtype === 'f16' ? Float32Array.from(kv.data, f16ToF32) : kv.data;
+}
+
 /** A NaN-poisoned pool for `s`, with K and V written for positions [0, startPos + numTokens) of LAYER. */
-function filledPool(backend: OpKernels, s: AttentionSetup, seed: number): PagedKvView {
+function filledPool(backend: OpKernels, s: AttentionSetup, seed: number, dtype: KvDtype = 'f32'): PagedKvView {
   const geometry = {
     numLayers: NUM_LAYERS,
     pageSize: s.pageSize,
     numKvHeads: s.shape.numKvHeads,
     headDim: s.shape.headDim,
   };
-  const data = backend.allocF32(s.numPages * pageElements(geometry)).fill(NaN);
-  const kv = { ...geometry, data, numPages: s.numPages };
+  const kv = poisonedPool(backend, dtype, geometry, s.numPages);
   const endPos = s.startPos + s.numTokens;
   const kvDim = s.shape.numKvHeads * s.shape.headDim;
   const rng = new Rng(seed);
@@ -106,16 +129,21 @@ function runAttention(
 }
 
 function attentionCases(): KernelCase<OpKernels>[] {
+  return KV_DTYPES.flatMap((dtype) => attentionCasesOf(dtype));
+}
+
+function attentionCasesOf(dtype: KvDtype): KernelCase<OpKernels>[] {
+  const over = dtype === 'f32' ? '' : `, ${dtype} KV`;
   return ATTENTION_SETUPS.flatMap((s, n): KernelCase<OpKernels>[] => {
     const qDim = s.shape.numHeads * s.shape.headDim;
     const q = randomF32(new Rng(400 + n), s.numTokens * qDim);
     return [
       {
-        name: `attention (${s.label}) matches the reference and reads only the request's written slots`,
+        name: `attention (${s.label}${over}) matches the reference and reads only the request's written slots`,
         run(backend) {
           const ref = new RefOps();
-          const expected = runAttention(ref, filledPool(ref, s, 300 + n), s, q, s.startPos, s.numTokens);
-          const actual = runAttention(backend, filledPool(backend, s, 300 + n), s, q, s.startPos, s.numTokens);
+          const expected = runAttention(ref, filledPool(ref, s, 300 + n, dtype), s, q, s.startPos, s.numTokens);
+          const actual = runAttention(backend, filledPool(backend, s, 300 + n, dtype), s, q, s.startPos, s.numTokens);
           expectWithin(
             `attention ${s.label}`,
             actual,
@@ -126,9 +154,9 @@ function attentionCases(): KernelCase<OpKernels>[] {
         },
       },
       {
-        name: `attention (${s.label}): a token's output does not depend on how many tokens share the call`,
+        name: `attention (${s.label}${over}): a token's output does not depend on how many tokens share the call`,
         run(backend) {
-          const kv = filledPool(backend, s, 300 + n);
+          const kv = filledPool(backend, s, 300 + n, dtype);
           const together = runAttention(backend, kv, s, q, s.startPos, s.numTokens);
           for (let t = 0; t < s.numTokens; t++) {
             const alone = runAttention(backend, kv, s, q.subarray(t * qDim, (t + 1) * qDim), s.startPos + t, 1);
@@ -138,6 +166,37 @@ function attentionCases(): KernelCase<OpKernels>[] {
       },
     ];
   });
+}
+
+function f16ReadCases(): KernelCase<OpKernels>[] {
+  return [
+    {
+      name: 'attention over an f16 pool promotes V exactly: subnormals, signed zeros, the largest half, inf and nan',
+      run(backend) {
+        const headDim = 64;
+        const geometry = { numLayers: 1, pageSize: 4, numKvHeads: 1, headDim };
+        const kv = poisonedPool(backend, 'f16', geometry, 2);
+        if (kv.dtype !== 'f16') throw new Error('unreachable');
+        const rng = new Rng(602);
+        const special = [0x0001, 0x03ff, 0x0200, 0x8001, 0x83ff, 0x0000, 0x8000, 0x0400, 0x3c00, 0x7bff, 0xfbff];
+        special.push(0x7c00, 0xfc00, 0x7e00, 0xfe01, 0x3555);
+        const v = Uint16Array.from({ length: headDim }, (_, i) => special[i] ?? rng.nextU32() & 0xffff);
+        // One position: softmax gives it weight 1, so out = V exactly (K only needs to be finite).
+        kv.data.fill(0x3c00, 0, headDim); // K of slot 0 of page 0: all ones
+        kv.data.set(v, 4 * headDim); // V of slot 0 of page 0
+        const out = new Float32Array(headDim);
+        const shape = { numHeads: 1, numKvHeads: 1, headDim, scale: 1 / 8 };
+        const q = new Float32Array(headDim).fill(0.5);
+        backend.attention(kv, { layer: 0, shape, q, out, numTokens: 1, startPos: 0, pageTable: Int32Array.from([0]) });
+        for (let i = 0; i < headDim; i++) {
+          const want = f16ToF32(v[i]!);
+          // -0 comes out as +0: the weighted sum starts from 0 (the same in every backend).
+          const ok = Number.isNaN(want) ? Number.isNaN(out[i]!) : out[i] === want;
+          if (!ok) throw new Error(`V element ${i} = half 0x${v[i]!.toString(16)}: got ${out[i]}, want ${want}`);
+        }
+      },
+    },
+  ];
 }
 
 function rowCases(): KernelCase<OpKernels>[] {
@@ -291,8 +350,8 @@ function rowCases(): KernelCase<OpKernels>[] {
 
 function writeKvCases(): KernelCase<OpKernels>[] {
   return [
-    {
-      name: 'writeKv writes exactly the slots of the given positions, through a scattered page table',
+    ...KV_DTYPES.map((dtype): KernelCase<OpKernels> => ({
+      name: `writeKv (${dtype} KV) writes exactly the slots of the given positions, through a scattered page table`,
       run(backend) {
         const geometry = { numLayers: 3, pageSize: 4, numKvHeads: 2, headDim: 3 };
         const numPages = 11;
@@ -301,16 +360,55 @@ function writeKvCases(): KernelCase<OpKernels>[] {
         const k = randomF32(rng, 7 * 6);
         const v = randomF32(rng, 7 * 6);
         const ref = new RefOps();
-        const expected = ref.allocF32(numPages * pageElements(geometry)).fill(NaN);
-        ref.writeKv({ ...geometry, numPages, data: expected }, 1, pageTable, 3, 7, k, v);
-        const actual = backend.allocF32(numPages * pageElements(geometry)).fill(NaN);
-        backend.writeKv({ ...geometry, numPages, data: actual }, 1, pageTable, 3, 7, k, v);
+        const expectedKv = poisonedPool(ref, dtype, geometry, numPages);
+        ref.writeKv(expectedKv, 1, pageTable, 3, 7, k, v);
+        const actualKv = poisonedPool(backend, dtype, geometry, numPages);
+        backend.writeKv(actualKv, 1, pageTable, 3, 7, k, v);
+        const [expected, actual] = [poolValues(expectedKv), poolValues(actualKv)];
         expectBitwiseEqual('pool after writeKv', actual, expected, expected.length);
         // Spot-check the layout itself: position 9 = page 9, slot 1; K of layer 1, KV head 1, element 2.
         const at = (((9 * 3 + 1) * 2 + 0) * 4 + 1) * 6 + 1 * 3 + 2;
-        if (actual[at] !== k[(9 - 3) * 6 + 5]) throw new Error('position 9 is not in page 9, slot 1');
+        const stored = dtype === 'f16' ? f16ToF32(f32ToF16(k[(9 - 3) * 6 + 5]!)) : k[(9 - 3) * 6 + 5];
+        if (actual[at] !== stored) throw new Error('position 9 is not in page 9, slot 1');
         if (actual.filter((x) => !Number.isNaN(x)).length !== 2 * 7 * 6)
           throw new Error('writeKv wrote more than 7 tokens of K and V');
+      },
+    })),
+    {
+      name: 'writeKv into an f16 pool rounds to nearest even exactly as half.ts, incl. subnormals, overflow, inf and nan',
+      run(backend) {
+        const geometry = { numLayers: 1, pageSize: 1, numKvHeads: 1, headDim: 64 };
+        const rng = new Rng(601);
+        const bits = new Uint32Array(64 * 64);
+        for (let i = 0; i < bits.length; i++) bits[i] = rng.nextU32();
+        // Edges: ties (even and odd), the largest half and just past it, subnormals, zero, inf, nan.
+        const edges = [0x3f801000, 0x3f803000, 0x477fe000, 0x477ff000, 0x477fefff, 0x33800000, 0x33000000];
+        edges.push(0x337fffff, 0x38800000, 0x387fc000, 0, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0x7f800001);
+        bits.set(edges);
+        const values = new Float32Array(bits.buffer);
+        const kv = poisonedPool(backend, 'f16', geometry, 64);
+        if (kv.dtype !== 'f16') throw new Error('unreachable');
+        backend.writeKv(
+          kv,
+          0,
+          Int32Array.from({ length: 64 }, (_, i) => i),
+          0,
+          64,
+          values,
+          values,
+        );
+        for (let t = 0; t < 64; t++) {
+          for (let i = 0; i < 64; i++) {
+            const x = values[t * 64 + i]!;
+            const want = f32ToF16(x);
+            const got = kv.data[t * 2 * 64 + i]!;
+            const same = got === want || (Number.isNaN(x) && (got & 0x7c00) === 0x7c00 && (got & 0x3ff) !== 0);
+            if (!same)
+              throw new Error(
+                `f32 ${x} (bits ${bits[t * 64 + i]!.toString(16)}) -> ${got.toString(16)}, want ${want.toString(16)}`,
+              );
+          }
+        }
       },
     },
   ];
@@ -372,5 +470,5 @@ function refusalCases(): KernelCase<OpKernels>[] {
 }
 
 export function opsCases(): KernelCase<OpKernels>[] {
-  return [...rowCases(), ...writeKvCases(), ...attentionCases(), ...refusalCases()];
+  return [...rowCases(), ...writeKvCases(), ...attentionCases(), ...f16ReadCases(), ...refusalCases()];
 }

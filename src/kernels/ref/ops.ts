@@ -2,7 +2,9 @@
 // SiLU·mul, GELU·mul, residual add, KV writes into pages and paged causal attention with GQA
 // (optionally over a sliding window). The oracle
 // for every fast OpKernels backend: sums in f64, results rounded to f32 once. Reads the KV pool
-// only through the page table it is given, and never checks ownership (the caller did).
+// only through the page table it is given, and never checks ownership (the caller did). An f16
+// pool: writes round to the nearest half (half.ts), reads promote it exactly.
+import { f16ToF32, f32ToF16, Float32Bits } from '../half.js';
 import { checkAttention, checkLengths, checkRope, checkWriteKv, kvIndex } from '../layout.js';
 import type { AttentionArgs, OpKernels, PagedKvView, RopeArgs } from '../types.js';
 
@@ -11,6 +13,10 @@ export class RefOps implements OpKernels {
 
   allocF32(length: number): Float32Array {
     return new Float32Array(length);
+  }
+
+  allocU16(length: number): Uint16Array {
+    return new Uint16Array(length);
   }
 
   rmsNorm(x: Float32Array, weight: Float32Array, eps: number, m: number, dim: number, out: Float32Array): void {
@@ -78,13 +84,15 @@ export class RefOps implements OpKernels {
   ): void {
     checkWriteKv(kv, layer, pageTable, startPos, numTokens, k, v);
     const kvDim = kv.numKvHeads * kv.headDim;
+    const bits = new Float32Bits();
+    const store = kv.dtype === 'f16' ? (x: number) => f32ToF16(x, bits) : (x: number) => x;
     for (let t = 0; t < numTokens; t++) {
       const pos = startPos + t;
       const page = pageTable[Math.floor(pos / kv.pageSize)]!;
       const slot = pos % kv.pageSize;
       for (let i = 0; i < kvDim; i++) {
-        kv.data[kvIndex(kv, page, layer, 0, slot) + i] = k[t * kvDim + i]!;
-        kv.data[kvIndex(kv, page, layer, 1, slot) + i] = v[t * kvDim + i]!;
+        kv.data[kvIndex(kv, page, layer, 0, slot) + i] = store(k[t * kvDim + i]!);
+        kv.data[kvIndex(kv, page, layer, 1, slot) + i] = store(v[t * kvDim + i]!);
       }
     }
   }
@@ -94,6 +102,8 @@ export class RefOps implements OpKernels {
     const { layer, q, out, numTokens, startPos, pageTable } = args;
     const { numHeads, numKvHeads, headDim, scale } = args.shape;
     const scores = new Float64Array(startPos + numTokens);
+    const data = kv.data;
+    const at = kv.dtype === 'f16' ? (i: number) => f16ToF32(data[i]!) : (i: number) => data[i]!;
     for (let t = 0; t < numTokens; t++) {
       const numPositions = startPos + t + 1; // causal: positions [0, startPos + t]
       const first = args.window === undefined ? 0 : Math.max(0, numPositions - args.window); // sliding window
@@ -105,7 +115,7 @@ export class RefOps implements OpKernels {
           const kAt =
             kvIndex(kv, pageTable[Math.floor(p / kv.pageSize)]!, layer, 0, p % kv.pageSize) + kvHead * headDim;
           let dot = 0;
-          for (let i = 0; i < headDim; i++) dot += q[qAt + i]! * kv.data[kAt + i]!;
+          for (let i = 0; i < headDim; i++) dot += q[qAt + i]! * at(kAt + i);
           scores[p] = dot * scale;
           max = Math.max(max, scores[p]!);
         }
@@ -119,7 +129,7 @@ export class RefOps implements OpKernels {
           for (let p = first; p < numPositions; p++) {
             const vAt =
               kvIndex(kv, pageTable[Math.floor(p / kv.pageSize)]!, layer, 1, p % kv.pageSize) + kvHead * headDim;
-            acc += scores[p]! * kv.data[vAt + i]!;
+            acc += scores[p]! * at(vAt + i);
           }
           out[qAt + i] = acc / sum;
         }

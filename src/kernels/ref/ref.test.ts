@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { batchInvarianceCases, denseCases } from '../cases/dense-cases.js';
-import { opsCases } from '../cases/ops-cases.js';
+import { KV_DTYPES, Rng } from '../../core/index.js';
+import { opsCases, poisonedPool } from '../cases/ops-cases.js';
+import { f16ToF32, f32ToF16 } from '../half.js';
 import type { AttentionArgs, DenseWeight, PagedKvView } from '../types.js';
 import { RefDense, createRefDense } from './dense.js';
 import { RefOps, createRefOps } from './ops.js';
@@ -41,7 +43,7 @@ describe('the ops case suite itself (negative controls)', () => {
 
   it('fails every sliding-window attention case for a backend that reads before the window', async () => {
     const windowed = attentionCases.filter((c) => c.name.includes('window'));
-    expect(windowed.length).toBe(3);
+    expect(windowed.length).toBe(3 * KV_DTYPES.length); // three windowed setups, over each KV dtype
     for (const c of windowed)
       await expect(Promise.resolve().then(() => c.run(new IgnoresWindow()))).rejects.toThrow(/is NaN|expected/);
   });
@@ -60,5 +62,28 @@ describe('the dense case suite itself (negative controls)', () => {
   it('fails the batch-invariance cases for a backend whose rows change by one ulp inside a batch', async () => {
     for (const c of batchInvarianceCases())
       await expect(Promise.resolve().then(() => c.run(new BatchVariant()))).rejects.toThrow(/differs/);
+  });
+});
+
+describe('RefOps over an f16 KV pool (the oracle of the f16 kernels)', () => {
+  it('gives the f32 pool its bits back when every K and V value is a half: reads promote exactly', () => {
+    const ref = new RefOps();
+    const geometry = { numLayers: 1, pageSize: 4, numKvHeads: 2, headDim: 8 };
+    const rng = new Rng(9);
+    // Values that are exact halves, so the f16 pool loses nothing on write.
+    const halves = (n: number) => Float32Array.from({ length: n }, () => f16ToF32(f32ToF16(rng.normal())));
+    const [k, v] = [halves(10 * 16), halves(10 * 16)];
+    const q = halves(2 * 4 * 8);
+    const pageTable = Int32Array.from([2, 0, 1]);
+    const outs = (['f32', 'f16'] as const).map((dtype) => {
+      const kv = poisonedPool(ref, dtype, geometry, 3);
+      ref.writeKv(kv, 0, pageTable, 0, 10, k, v);
+      const out = new Float32Array(2 * 4 * 8);
+      const shape = { numHeads: 4, numKvHeads: 2, headDim: 8, scale: 1 / Math.sqrt(8) };
+      ref.attention(kv, { layer: 0, shape, q, out, numTokens: 2, startPos: 8, pageTable });
+      return out;
+    });
+    expect(outs[1]).toEqual(outs[0]);
+    expect(outs[0]!.every((x) => Number.isFinite(x))).toBe(true);
   });
 });

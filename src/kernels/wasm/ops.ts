@@ -1,6 +1,7 @@
 // OpKernels on the WebAssembly SIMD kernels. Arrays from allocF32 (views into the runtime's
 // memory, like the KV pool) are used in place; any other array is copied into scratch and
-// results copied back. The KV pool must be such a view: attention never copies the pool.
+// results copied back. The KV pool must be such a view: attention never copies the pool. An f16
+// pool (allocU16) is written through the kernels' f32 -> f16 rounding and read by attentionF16.
 import { assert } from '../../core/index.js';
 import { checkAttention, checkLengths, checkRope, checkWriteKv, kvIndex } from '../layout.js';
 import type { AttentionArgs, OpKernels, PagedKvView, RopeArgs } from '../types.js';
@@ -16,6 +17,10 @@ export class WasmOps implements OpKernels {
 
   allocF32(length: number): Float32Array {
     return this.runtime.f32(this.runtime.alloc(length * 4), length);
+  }
+
+  allocU16(length: number): Uint16Array {
+    return this.runtime.u16(this.runtime.alloc(length * 2), length);
   }
 
   rmsNorm(x: Float32Array, weight: Float32Array, eps: number, m: number, dim: number, out: Float32Array): void {
@@ -89,8 +94,12 @@ export class WasmOps implements OpKernels {
     v: Float32Array,
   ): void {
     checkWriteKv(kv, layer, pageTable, startPos, numTokens, k, v);
-    // A row copy per token: memcpy speed already, no wasm call needed.
     const kvDim = kv.numKvHeads * kv.headDim;
+    if (kv.dtype === 'f16') {
+      this.#writeKvF16(kv, layer, pageTable, startPos, numTokens, k, v);
+      return;
+    }
+    // A row copy per token: memcpy speed already, no wasm call needed.
     for (let t = 0; t < numTokens; t++) {
       const pos = startPos + t;
       const page = pageTable[Math.floor(pos / kv.pageSize)]!;
@@ -100,33 +109,89 @@ export class WasmOps implements OpKernels {
     }
   }
 
+  /** Rounds each row to f16 in the kernels, straight into its slot (the pool is wasm memory). */
+  #writeKvF16(
+    kv: PagedKvView & { readonly dtype: 'f16' },
+    layer: number,
+    pageTable: Int32Array,
+    startPos: number,
+    numTokens: number,
+    k: Float32Array,
+    v: Float32Array,
+  ): void {
+    const rt = this.runtime;
+    assert(rt.owns(kv.data), 'WasmOps.writeKv: an f16 KV pool must be allocated with allocU16 of the same runtime');
+    const kvDim = kv.numKvHeads * kv.headDim;
+    const kp = rt.input('a', k, numTokens * kvDim);
+    const vp = rt.input('b', v, numTokens * kvDim);
+    const base = kv.data.byteOffset;
+    for (let t = 0; t < numTokens; t++) {
+      const pos = startPos + t;
+      const page = pageTable[Math.floor(pos / kv.pageSize)]!;
+      const slot = pos % kv.pageSize;
+      rt.kernels.f32ToF16Row(kp + t * kvDim * 4, base + kvIndex(kv, page, layer, 0, slot) * 2, kvDim);
+      rt.kernels.f32ToF16Row(vp + t * kvDim * 4, base + kvIndex(kv, page, layer, 1, slot) * 2, kvDim);
+    }
+  }
+
   attention(kv: PagedKvView, args: AttentionArgs): void {
     checkAttention(kv, args);
     const rt = this.runtime;
-    assert(rt.owns(kv.data), 'WasmOps.attention: the KV pool must be allocated with allocF32 of the same runtime');
+    assert(
+      rt.owns(kv.data),
+      'WasmOps.attention: the KV pool must be allocated with allocF32 (f16: allocU16) of the same runtime',
+    );
     const { numTokens, startPos, shape } = args;
     const endPos = startPos + numTokens;
     const n = numTokens * shape.numHeads * shape.headDim;
     const qp = rt.input('a', args.q, n);
     const op = rt.owns(args.out) ? args.out.byteOffset : rt.scratch('c', n * 4);
     const pageTable = rt.input('b', args.pageTable, Math.ceil(endPos / kv.pageSize));
-    rt.kernels.attention(
-      kv.data.byteOffset,
-      kv.numLayers,
-      kv.pageSize,
-      kv.numKvHeads,
-      kv.headDim,
-      args.layer,
-      pageTable,
-      qp,
-      op,
-      numTokens,
-      startPos,
-      shape.numHeads,
-      shape.scale,
-      rt.scratch('d', (endPos + 4) * 4),
-      args.window ?? 0,
-    );
+    if (kv.dtype === 'f16') {
+      // One stretch of scores per query head of a KV head's group, its last float for 1 / sum.
+      // The rows scratch starts 1088 bytes into its region: with it 64-byte aligned like the
+      // pool, the kernel's stores into it and its loads from the pool share low address bits
+      // (4 KiB aliasing is the likely cause); measured ~2x faster attention on austen's pool.
+      const stride = Math.ceil((endPos + 5) / 4) * 4;
+      const group = Math.ceil(shape.numHeads / kv.numKvHeads);
+      rt.kernels.attentionF16(
+        kv.data.byteOffset,
+        kv.numLayers,
+        kv.pageSize,
+        kv.numKvHeads,
+        kv.headDim,
+        args.layer,
+        pageTable,
+        qp,
+        op,
+        numTokens,
+        startPos,
+        shape.numHeads,
+        shape.scale,
+        rt.scratch('d', group * stride * 4),
+        stride,
+        rt.scratch('e', kv.pageSize * kv.headDim * 4 + 4096) + 1088,
+        args.window ?? 0,
+      );
+    } else {
+      rt.kernels.attention(
+        kv.data.byteOffset,
+        kv.numLayers,
+        kv.pageSize,
+        kv.numKvHeads,
+        kv.headDim,
+        args.layer,
+        pageTable,
+        qp,
+        op,
+        numTokens,
+        startPos,
+        shape.numHeads,
+        shape.scale,
+        rt.scratch('d', (endPos + 4) * 4),
+        args.window ?? 0,
+      );
+    }
     rt.output(op, args.out, n);
   }
 }

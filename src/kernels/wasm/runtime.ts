@@ -62,6 +62,27 @@ export interface KernelExports {
     scores: number,
     window: number,
   ): void;
+  /** attention over an f16 pool: the same arguments, then the scores' stride per head, a rows scratch and the window. */
+  attentionF16(
+    pool: number,
+    numLayers: number,
+    pageSize: number,
+    numKvHeads: number,
+    headDim: number,
+    layer: number,
+    pageTable: number,
+    q: number,
+    out: number,
+    numTokens: number,
+    startPos: number,
+    numHeads: number,
+    scale: number,
+    scores: number,
+    stride: number,
+    rows: number,
+    window: number,
+  ): void;
+  f32ToF16Row(src: number, dst: number, n: number): void;
 }
 
 export interface WasmRuntimeOptions {
@@ -128,6 +149,10 @@ export class WasmRuntime {
 
   f32(ptr: number, length: number): Float32Array {
     return new Float32Array(this.#buffer(), ptr, length);
+  }
+
+  u16(ptr: number, length: number): Uint16Array {
+    return new Uint16Array(this.#buffer(), ptr, length);
   }
 
   u8(ptr: number, length: number): Uint8Array {

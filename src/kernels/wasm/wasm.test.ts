@@ -88,7 +88,15 @@ describe('WasmRuntime', () => {
 
   it('refuses attention over a pool that is not in its memory', () => {
     const ops = new WasmOps(runtime);
-    const kv = { data: new Float32Array(64), numPages: 2, pageSize: 2, numLayers: 1, numKvHeads: 1, headDim: 8 };
+    const kv = {
+      dtype: 'f32' as const,
+      data: new Float32Array(64),
+      numPages: 2,
+      pageSize: 2,
+      numLayers: 1,
+      numKvHeads: 1,
+      headDim: 8,
+    };
     const args = {
       layer: 0,
       shape: { numHeads: 1, numKvHeads: 1, headDim: 8, scale: 1 },

@@ -214,6 +214,7 @@ describe.each([
       tag: { page: asPageId(1), epoch: asEpoch(2) },
       firstSlot: 0,
       numSlots: 4,
+      kvDtype: 'f32',
       checksum: '0123456789abcdef',
       payload,
     };
@@ -237,6 +238,7 @@ describe.each([
       tag: { page: asPageId(1), epoch: asEpoch(2) },
       firstSlot: 0,
       numSlots: 4,
+      kvDtype: 'f32',
       checksum: '0123456789abcdef',
       payload,
     };
@@ -272,6 +274,7 @@ describe.each([
       tag: { page: asPageId(1), epoch: asEpoch(2) },
       firstSlot: 0,
       numSlots: 1,
+      kvDtype: 'f32',
       checksum: '0123456789abcdef',
       payload: new Uint8Array(64).fill(1),
     });
@@ -282,6 +285,7 @@ describe.each([
       tag: { page: asPageId(1), epoch: asEpoch(2) },
       firstSlot: 0,
       numSlots: 1,
+      kvDtype: 'f32',
       checksum: '0123456789abcdeX',
       payload: new Uint8Array(64).fill(2),
     });

@@ -1,11 +1,14 @@
 // Fake but checkable KV: every slot's values are derived from (request, position), so a reader
 // can tell whether the bytes in a page were written for it. Used by src/transfer's unit tests
-// and by the transfer simulation. Tiny pools: 1 layer, 1 KV head of dim 2, pages of 4 slots.
+// and by the transfer simulation. Tiny pools: 1 layer, 1 KV head of dim 2, pages of 4 slots, in
+// either KV dtype (an f16 pool holds each value folded into a non-zero 16-bit element: the
+// transfer moves elements as bytes and never does arithmetic on them).
 import {
   asRequestId,
   asTenantId,
   NO_FAULTS,
   type FaultSet,
+  type KvDtype,
   type RequestId,
   type Tag,
 } from '../../../src/core/index.js';
@@ -15,12 +18,17 @@ export const PAGE_SIZE = 4;
 const NUM_LAYERS = 1;
 const KV_DIM = 2;
 
-export function shape(numPages: number): KvShape {
-  return { numPages, pageSize: PAGE_SIZE, numLayers: NUM_LAYERS, numKvHeads: 1, headDim: KV_DIM };
+export function shape(numPages: number, dtype: KvDtype = 'f32'): KvShape {
+  return { numPages, pageSize: PAGE_SIZE, numLayers: NUM_LAYERS, numKvHeads: 1, headDim: KV_DIM, dtype };
 }
 
-export function makePool(numPages: number, faults: FaultSet = NO_FAULTS): PagePool {
-  return PagePool.create(shape(numPages), faults);
+export function makePool(numPages: number, faults: FaultSet = NO_FAULTS, dtype: KvDtype = 'f32'): PagePool {
+  return PagePool.create(shape(numPages, dtype), faults);
+}
+
+/** kvValue as an element of a pool of `dtype`: itself in f32, folded into 1..0xffff in f16. */
+function stored(dtype: KvDtype, value: number): number {
+  return dtype === 'f16' ? ((value - 1) % 0xffff) + 1 : value;
 }
 
 export function owner(rid: string, tenant = 't0'): Owner {
@@ -55,7 +63,7 @@ export function writePositions(pool: PagePool, who: Owner, tags: readonly Tag[],
     for (let layer = 0; layer < NUM_LAYERS; layer++) {
       for (const kv of [0, 1] as const) {
         const at = kvOffset(pool.kv, tag.page, layer, kv, slot);
-        for (let i = 0; i < KV_DIM; i++) pool.kv.data[at + i] = kvValue(key, pos, layer, kv, i);
+        for (let i = 0; i < KV_DIM; i++) pool.kv.data[at + i] = stored(pool.kv.dtype, kvValue(key, pos, layer, kv, i));
       }
     }
     pool.stamp(tag, slot + 1);
@@ -79,7 +87,8 @@ export function firstForeignPosition(
     for (let layer = 0; layer < NUM_LAYERS; layer++) {
       for (const kv of [0, 1] as const) {
         const at = kvOffset(pool.kv, tag.page, layer, kv, pos % PAGE_SIZE);
-        for (let i = 0; i < KV_DIM; i++) if (pool.kv.data[at + i] !== kvValue(key, pos, layer, kv, i)) return pos;
+        for (let i = 0; i < KV_DIM; i++)
+          if (pool.kv.data[at + i] !== stored(pool.kv.dtype, kvValue(key, pos, layer, kv, i))) return pos;
       }
     }
   }
@@ -98,9 +107,15 @@ export function tokenFromPages(pool: PagePool, tags: readonly Tag[], numTokens: 
 }
 
 /** The token tokenFromPages gives when the pages hold rid's own KV. */
-export function expectedToken(rid: RequestId | string, numTokens: number, step: number): number {
+export function expectedToken(
+  rid: RequestId | string,
+  numTokens: number,
+  step: number,
+  dtype: KvDtype = 'f32',
+): number {
   const key = contentKey(rid);
   let h = 0x12345 + step;
-  for (let pos = 0; pos < numTokens; pos++) h = Math.imul(h ^ kvValue(key, pos, 0, 0, 0), 0x01000193) >>> 0;
+  for (let pos = 0; pos < numTokens; pos++)
+    h = Math.imul(h ^ stored(dtype, kvValue(key, pos, 0, 0, 0)), 0x01000193) >>> 0;
   return h % 32000;
 }

@@ -1,49 +1,65 @@
-// Paged causal attention with GQA for one request in one layer. Reads K and V only through the
-// page table it is given and only positions [0, startPos + t] for query token t (with a sliding
-// window, only the last `window` of them); it never
-// checks ownership (the caller verified every page). Each (token, head) is computed by the same
-// arithmetic whatever numTokens is, so chunked prefill and decode give bit-identical outputs.
+// Paged causal attention with GQA for one request in one layer, over an f32 or an f16 KV pool
+// (T = f32 or u16: f16 bit patterns, promoted to f32 exactly as they are loaded; every sum is
+// f32 in both). Reads K and V only through the page table it is given and only positions
+// [0, startPos + t] for query token t (with a sliding
+// window, only the last `window` of them); it never checks ownership (the caller verified every
+// page). Each (token, head) is computed by the same arithmetic whatever numTokens is, so
+// chunked prefill and decode give bit-identical outputs.
 //
-//   pool layout (page-major, see src/kernels/types.ts):
+//   pool layout (page-major, see src/pages/kv-layout.ts), e = sizeof<T>() bytes per element:
 //     pool[(((page * numLayers + layer) * 2 + kv) * pageSize + slot) * kvDim + i]
-import { expF32x4, hsum, hsum4 } from './simd';
+import { expF32x4, f16ToF32, f16x4ToF32, hsum, hsum4 } from './simd';
+
+/** Elements [i, i + 4) of a row of T as f32x4. */
+@inline
+function load4<T>(row: usize, i: usize): v128 {
+  if (sizeof<T>() == 2) return f16x4ToF32(v128.load16x4_u(row + (i << 1)));
+  return v128.load(row + (i << 2));
+}
+
+/** Element i of a row of T as f32. */
+@inline
+function load1<T>(row: usize, i: usize): f32 {
+  if (sizeof<T>() == 2) return f16ToF32(<u32>load<u16>(row + (i << 1)));
+  return load<f32>(row + (i << 2));
+}
 
 @inline
-function dotTail(q: usize, k: usize, from: usize, bytes: usize, s: f32): f32 {
-  for (let o = from; o < bytes; o += 4) s += load<f32>(q + o) * load<f32>(k + o);
+function dotTail<T>(q: usize, k: usize, from: usize, n: usize, s: f32): f32 {
+  for (let i = from; i < n; i++) s += load<f32>(q + (i << 2)) * load1<T>(k, i);
   return s;
 }
 
 /** scores[j] = scale * q·K[j] for the slots [0, count) of one page; K rows at stride ks bytes. */
-function pageScores(q: usize, k: usize, ks: usize, count: i32, headDim: i32, scale: f32, scores: usize): void {
-  const bytes = <usize>headDim << 2;
-  const n4 = <usize>(headDim & ~3) << 2;
+function pageScores<T>(q: usize, k: usize, ks: usize, count: i32, headDim: i32, scale: f32, scores: usize): void {
+  const n = <usize>headDim;
+  const n4 = <usize>(headDim & ~3);
   const sv = f32x4.splat(scale);
   let j = 0;
   for (; j + 4 <= count; j += 4) {
     const k0 = k + <usize>j * ks, k1 = k0 + ks, k2 = k1 + ks, k3 = k2 + ks;
     let a0 = f32x4.splat(0), a1 = a0, a2 = a0, a3 = a0;
-    for (let o: usize = 0; o < n4; o += 16) {
-      const qv = v128.load(q + o);
-      a0 = f32x4.add(a0, f32x4.mul(qv, v128.load(k0 + o)));
-      a1 = f32x4.add(a1, f32x4.mul(qv, v128.load(k1 + o)));
-      a2 = f32x4.add(a2, f32x4.mul(qv, v128.load(k2 + o)));
-      a3 = f32x4.add(a3, f32x4.mul(qv, v128.load(k3 + o)));
+    for (let i: usize = 0; i < n4; i += 4) {
+      const qv = v128.load(q + (i << 2));
+      a0 = f32x4.add(a0, f32x4.mul(qv, load4<T>(k0, i)));
+      a1 = f32x4.add(a1, f32x4.mul(qv, load4<T>(k1, i)));
+      a2 = f32x4.add(a2, f32x4.mul(qv, load4<T>(k2, i)));
+      a3 = f32x4.add(a3, f32x4.mul(qv, load4<T>(k3, i)));
     }
     let s = hsum4(a0, a1, a2, a3);
-    if (n4 < bytes) {
-      s = f32x4.replace_lane(s, 0, dotTail(q, k0, n4, bytes, f32x4.extract_lane(s, 0)));
-      s = f32x4.replace_lane(s, 1, dotTail(q, k1, n4, bytes, f32x4.extract_lane(s, 1)));
-      s = f32x4.replace_lane(s, 2, dotTail(q, k2, n4, bytes, f32x4.extract_lane(s, 2)));
-      s = f32x4.replace_lane(s, 3, dotTail(q, k3, n4, bytes, f32x4.extract_lane(s, 3)));
+    if (n4 < n) {
+      s = f32x4.replace_lane(s, 0, dotTail<T>(q, k0, n4, n, f32x4.extract_lane(s, 0)));
+      s = f32x4.replace_lane(s, 1, dotTail<T>(q, k1, n4, n, f32x4.extract_lane(s, 1)));
+      s = f32x4.replace_lane(s, 2, dotTail<T>(q, k2, n4, n, f32x4.extract_lane(s, 2)));
+      s = f32x4.replace_lane(s, 3, dotTail<T>(q, k3, n4, n, f32x4.extract_lane(s, 3)));
     }
     v128.store(scores + (<usize>j << 2), f32x4.mul(s, sv));
   }
   for (; j < count; j++) {
     const kj = k + <usize>j * ks;
     let a = f32x4.splat(0);
-    for (let o: usize = 0; o < n4; o += 16) a = f32x4.add(a, f32x4.mul(v128.load(q + o), v128.load(kj + o)));
-    store<f32>(scores + (<usize>j << 2), dotTail(q, kj, n4, bytes, hsum(a)) * scale);
+    for (let i: usize = 0; i < n4; i += 4) a = f32x4.add(a, f32x4.mul(v128.load(q + (i << 2)), load4<T>(kj, i)));
+    store<f32>(scores + (<usize>j << 2), dotTail<T>(q, kj, n4, n, hsum(a)) * scale);
   }
 }
 
@@ -71,37 +87,38 @@ function softmaxNumerators(scores: usize, n: i32): f32 {
 }
 
 /** out[0..headDim) += Σ_j w[j] * V[j] over one page's slots, in slot order; V rows at stride vs. */
-function pageValues(w: usize, v: usize, vs: usize, count: i32, headDim: i32, out: usize): void {
-  const n4 = <usize>(headDim & ~3) << 2;
-  let o: usize = 0;
-  for (; o + 128 <= n4; o += 128) {
-    const oo = out + o;
+function pageValues<T>(w: usize, v: usize, vs: usize, count: i32, headDim: i32, out: usize): void {
+  const n = <usize>headDim;
+  const n4 = <usize>(headDim & ~3);
+  let i: usize = 0;
+  for (; i + 32 <= n4; i += 32) {
+    const oo = out + (i << 2);
     let a0 = v128.load(oo), a1 = v128.load(oo, 16), a2 = v128.load(oo, 32), a3 = v128.load(oo, 48);
     let a4 = v128.load(oo, 64), a5 = v128.load(oo, 80), a6 = v128.load(oo, 96), a7 = v128.load(oo, 112);
     for (let j = 0; j < count; j++) {
       const wj = f32x4.splat(load<f32>(w + (<usize>j << 2)));
-      const vj = v + <usize>j * vs + o;
-      a0 = f32x4.add(a0, f32x4.mul(wj, v128.load(vj)));
-      a1 = f32x4.add(a1, f32x4.mul(wj, v128.load(vj, 16)));
-      a2 = f32x4.add(a2, f32x4.mul(wj, v128.load(vj, 32)));
-      a3 = f32x4.add(a3, f32x4.mul(wj, v128.load(vj, 48)));
-      a4 = f32x4.add(a4, f32x4.mul(wj, v128.load(vj, 64)));
-      a5 = f32x4.add(a5, f32x4.mul(wj, v128.load(vj, 80)));
-      a6 = f32x4.add(a6, f32x4.mul(wj, v128.load(vj, 96)));
-      a7 = f32x4.add(a7, f32x4.mul(wj, v128.load(vj, 112)));
+      const vj = v + <usize>j * vs;
+      a0 = f32x4.add(a0, f32x4.mul(wj, load4<T>(vj, i)));
+      a1 = f32x4.add(a1, f32x4.mul(wj, load4<T>(vj, i + 4)));
+      a2 = f32x4.add(a2, f32x4.mul(wj, load4<T>(vj, i + 8)));
+      a3 = f32x4.add(a3, f32x4.mul(wj, load4<T>(vj, i + 12)));
+      a4 = f32x4.add(a4, f32x4.mul(wj, load4<T>(vj, i + 16)));
+      a5 = f32x4.add(a5, f32x4.mul(wj, load4<T>(vj, i + 20)));
+      a6 = f32x4.add(a6, f32x4.mul(wj, load4<T>(vj, i + 24)));
+      a7 = f32x4.add(a7, f32x4.mul(wj, load4<T>(vj, i + 28)));
     }
     v128.store(oo, a0); v128.store(oo, a1, 16); v128.store(oo, a2, 32); v128.store(oo, a3, 48);
     v128.store(oo, a4, 64); v128.store(oo, a5, 80); v128.store(oo, a6, 96); v128.store(oo, a7, 112);
   }
-  for (; o < n4; o += 16) {
-    let a = v128.load(out + o);
-    for (let j = 0; j < count; j++) a = f32x4.add(a, f32x4.mul(f32x4.splat(load<f32>(w + (<usize>j << 2))), v128.load(v + <usize>j * vs + o)));
-    v128.store(out + o, a);
+  for (; i < n4; i += 4) {
+    let a = v128.load(out + (i << 2));
+    for (let j = 0; j < count; j++) a = f32x4.add(a, f32x4.mul(f32x4.splat(load<f32>(w + (<usize>j << 2))), load4<T>(v + <usize>j * vs, i)));
+    v128.store(out + (i << 2), a);
   }
-  for (; o < (<usize>headDim << 2); o += 4) {
-    let a = load<f32>(out + o);
-    for (let j = 0; j < count; j++) a += load<f32>(w + (<usize>j << 2)) * load<f32>(v + <usize>j * vs + o);
-    store<f32>(out + o, a);
+  for (; i < n; i++) {
+    let a = load<f32>(out + (i << 2));
+    for (let j = 0; j < count; j++) a += load<f32>(w + (<usize>j << 2)) * load1<T>(v + <usize>j * vs, i);
+    store<f32>(out + (i << 2), a);
   }
 }
 
@@ -111,29 +128,31 @@ function pageValues(w: usize, v: usize, vs: usize, count: i32, headDim: i32, out
  * window) max(0, startPos + t + 1 - window). scores: scratch of startPos + numTokens floats,
  * indexed by position.
  */
-export function attention(
+@inline
+function pagedAttention<T>(
   pool: usize, numLayers: i32, pageSize: i32, numKvHeads: i32, headDim: i32, layer: i32,
   pageTable: usize, q: usize, out: usize, numTokens: i32, startPos: i32, numHeads: i32, scale: f32, scores: usize,
   window: i32,
 ): void {
   const kvDim = numKvHeads * headDim;
-  const rowBytes = <usize>kvDim << 2;
+  const rowBytes = <usize>kvDim * sizeof<T>();
   const planeBytes = <usize>pageSize * rowBytes; // one page's K (or V) of one layer
-  const headBytes = <usize>headDim << 2;
+  const headBytes = <usize>headDim << 2; // of q and out (f32)
+  const kvHeadBytes = <usize>headDim * sizeof<T>(); // of a K or V row
   for (let t = 0; t < numTokens; t++) {
     const n = startPos + t + 1;
     const lo = window > 0 ? max(0, n - window) : 0;
     const numPages = (n + pageSize - 1) / pageSize;
     const firstPage = lo / pageSize;
     for (let h = 0; h < numHeads; h++) {
-      const kvHeadAt = <usize>((h * numKvHeads) / numHeads) * headBytes;
+      const kvHeadAt = <usize>((h * numKvHeads) / numHeads) * kvHeadBytes;
       const qh = q + <usize>(t * numHeads + h) * headBytes;
       const oh = out + <usize>(t * numHeads + h) * headBytes;
       for (let pi = firstPage; pi < numPages; pi++) {
         const page = <usize>load<i32>(pageTable + (<usize>pi << 2));
         const from = max(lo, pi * pageSize); // first position read in this page
         const k = pool + ((page * numLayers + layer) * 2) * planeBytes + kvHeadAt + <usize>(from - pi * pageSize) * rowBytes;
-        pageScores(qh, k, rowBytes, min((pi + 1) * pageSize, n) - from, headDim, scale, scores + (<usize>from << 2));
+        pageScores<T>(qh, k, rowBytes, min((pi + 1) * pageSize, n) - from, headDim, scale, scores + (<usize>from << 2));
       }
       const inverseSum = <f32>1 / softmaxNumerators(scores + (<usize>lo << 2), n - lo);
       memory.fill(oh, 0, headBytes);
@@ -141,7 +160,7 @@ export function attention(
         const page = <usize>load<i32>(pageTable + (<usize>pi << 2));
         const from = max(lo, pi * pageSize);
         const v = pool + ((page * numLayers + layer) * 2 + 1) * planeBytes + kvHeadAt + <usize>(from - pi * pageSize) * rowBytes;
-        pageValues(scores + (<usize>from << 2), v, rowBytes, min((pi + 1) * pageSize, n) - from, headDim, oh);
+        pageValues<T>(scores + (<usize>from << 2), v, rowBytes, min((pi + 1) * pageSize, n) - from, headDim, oh);
       }
       const iv = f32x4.splat(inverseSum);
       const n4 = <usize>(headDim & ~3) << 2;
@@ -149,4 +168,161 @@ export function attention(
       for (let o = n4; o < headBytes; o += 4) store<f32>(oh + o, load<f32>(oh + o) * inverseSum);
     }
   }
+}
+
+/** Attention over an f32 pool (window 0: none). */
+export function attention(
+  pool: usize, numLayers: i32, pageSize: i32, numKvHeads: i32, headDim: i32, layer: i32,
+  pageTable: usize, q: usize, out: usize, numTokens: i32, startPos: i32, numHeads: i32, scale: f32, scores: usize,
+  window: i32,
+): void {
+  pagedAttention<f32>(pool, numLayers, pageSize, numKvHeads, headDim, layer, pageTable, q, out, numTokens, startPos, numHeads, scale, scores, window);
+}
+
+/**
+ * Attention over an f16 pool (elements are half bit patterns). The same sums as pagedAttention
+ * for every (token, head), but each page's K and V rows of a KV head are promoted to f32 once
+ * (into `rows`, pageSize * headDim floats) and read by every query head of its group, so the
+ * conversion is paid once per KV head, not once per query head. scores: one stretch of
+ * `stride` floats per head of a group (stride >= startPos + numTokens, a multiple of 4), indexed
+ * by position; with window > 0 only positions [max(0, n - window), n) are read.
+ */
+export function attentionF16(
+  pool: usize, numLayers: i32, pageSize: i32, numKvHeads: i32, headDim: i32, layer: i32,
+  pageTable: usize, q: usize, out: usize, numTokens: i32, startPos: i32, numHeads: i32, scale: f32, scores: usize,
+  stride: i32, rows: usize, window: i32,
+): void {
+  const kvDim = numKvHeads * headDim;
+  const rowBytes = <usize>kvDim << 1;
+  const planeBytes = <usize>pageSize * rowBytes;
+  const headBytes = <usize>headDim << 2;
+  const group = numHeads / numKvHeads;
+  const scoreBytes = <usize>stride << 2;
+  for (let t = 0; t < numTokens; t++) {
+    const n = startPos + t + 1;
+    const lo = window > 0 ? max(0, n - window) : 0;
+    const numPages = (n + pageSize - 1) / pageSize;
+    const firstPage = lo / pageSize;
+    for (let g = 0; g < numKvHeads; g++) {
+      const kvHeadAt = (<usize>g * <usize>headDim) << 1;
+      // Heads h with floor(h * numKvHeads / numHeads) == g: [h0, h1).
+      const h0 = (g * numHeads + numKvHeads - 1) / numKvHeads;
+      const h1 = ((g + 1) * numHeads + numKvHeads - 1) / numKvHeads;
+      for (let pi = firstPage; pi < numPages; pi++) {
+        const page = <usize>load<i32>(pageTable + (<usize>pi << 2));
+        const from = max(lo, pi * pageSize); // first position read in this page
+        const count = min((pi + 1) * pageSize, n) - from;
+        const k = pool + ((page * numLayers + layer) * 2) * planeBytes + kvHeadAt + <usize>(from - pi * pageSize) * rowBytes;
+        promoteRows(k, rowBytes, count, headDim, rows);
+        for (let h = h0; h < h1; h++) {
+          const qh = q + <usize>(t * numHeads + h) * headBytes;
+          const sh = scores + <usize>(h - h0) * scoreBytes;
+          pageScores<f32>(qh, rows, headBytes, count, headDim, scale, sh + (<usize>from << 2));
+        }
+      }
+      for (let h = h0; h < h1; h++) {
+        const sh = scores + <usize>(h - h0) * scoreBytes;
+        store<f32>(sh + (<usize>(stride - 1) << 2), <f32>1 / softmaxNumerators(sh + (<usize>lo << 2), n - lo)); // the last float: 1 / sum
+        memory.fill(out + <usize>(t * numHeads + h) * headBytes, 0, headBytes);
+      }
+      for (let pi = firstPage; pi < numPages; pi++) {
+        const page = <usize>load<i32>(pageTable + (<usize>pi << 2));
+        const from = max(lo, pi * pageSize);
+        const count = min((pi + 1) * pageSize, n) - from;
+        const v = pool + ((page * numLayers + layer) * 2 + 1) * planeBytes + kvHeadAt + <usize>(from - pi * pageSize) * rowBytes;
+        promoteRows(v, rowBytes, count, headDim, rows);
+        for (let h = h0; h < h1; h++) {
+          const sh = scores + <usize>(h - h0) * scoreBytes;
+          const oh = out + <usize>(t * numHeads + h) * headBytes;
+          pageValues<f32>(sh + (<usize>from << 2), rows, headBytes, count, headDim, oh);
+        }
+      }
+      for (let h = h0; h < h1; h++) {
+        const inverseSum = load<f32>(scores + <usize>(h - h0) * scoreBytes + (<usize>(stride - 1) << 2));
+        const oh = out + <usize>(t * numHeads + h) * headBytes;
+        const iv = f32x4.splat(inverseSum);
+        const n4 = <usize>(headDim & ~3) << 2;
+        for (let o: usize = 0; o < n4; o += 16) v128.store(oh + o, f32x4.mul(v128.load(oh + o), iv));
+        for (let o = n4; o < headBytes; o += 4) store<f32>(oh + o, load<f32>(oh + o) * inverseSum);
+      }
+    }
+  }
+}
+
+/**
+ * count rows of headDim halves (at stride rowBytes) -> count contiguous rows of headDim f32 at
+ * dst, exactly (subnormals, inf, nan), eight halves at a time and without a floating-point
+ * operation on a denormal (which costs x86 a slow microcode path: measured ~5x on austen's KV,
+ * where many values are tiny): normal halves are rebased by an integer add of the exponent bias
+ * (112, or 224 for inf / nan, worked out on the 16-bit lanes with the sign); subnormal halves
+ * are their mantissa converted to f32 times 2^-24.
+ */
+function promoteRows(src: usize, rowBytes: usize, count: i32, headDim: i32, dst: usize): void {
+  const n = <usize>headDim;
+  const n8 = <usize>(headDim & ~7);
+  const tiny = f32x4.splat(5.960464477539063e-8); // 2^-24
+  for (let j = 0; j < count; j++) {
+    const from = src + <usize>j * rowBytes;
+    const to = dst + ((<usize>j * n) << 2);
+    let i: usize = 0;
+    for (; i < n8; i += 8) {
+      const h = v128.load(from + (i << 1));
+      const a = v128.and(h, i16x8.splat(0x7fff));
+      const sub = i16x8.lt_u(a, i16x8.splat(0x0400)); // exponent 0: zero or subnormal
+      const special = i16x8.gt_u(a, i16x8.splat(0x7bff)); // exponent 31: inf or nan
+      const bias = i16x8.add(i16x8.splat(0x3800), v128.and(special, i16x8.splat(0x3800)));
+      const high = v128.or(v128.and(h, i16x8.splat(<i16>0x8000)), bias);
+      v128.store(to + (i << 2), promote4(i32x4.extend_low_i16x8_u(a), i32x4.extend_low_i16x8_u(high), i32x4.extend_low_i16x8_s(sub), tiny));
+      v128.store(to + (i << 2), promote4(i32x4.extend_high_i16x8_u(a), i32x4.extend_high_i16x8_u(high), i32x4.extend_high_i16x8_s(sub), tiny), 16);
+    }
+    for (; i + 4 <= n; i += 4) v128.store(to + (i << 2), load4<u16>(from, i));
+    for (; i < n; i++) store<f32>(to + (i << 2), load1<u16>(from, i));
+  }
+}
+
+/** Four halves' magnitudes a, their sign-and-bias high half-words, and their subnormal mask -> f32. */
+@inline
+function promote4(a: v128, high: v128, sub: v128, tiny: v128): v128 {
+  const normal = i32x4.add(i32x4.shl(a, 13), i32x4.shl(high, 16));
+  const subnormal = v128.or(f32x4.mul(f32x4.convert_i32x4_u(a), tiny), v128.and(normal, i32x4.splat(0x80000000)));
+  return v128.bitselect(subnormal, normal, sub);
+}
+
+/**
+ * dst[i] = the f16 nearest src[i] (ties to even; overflow to inf, nan stays nan), for i < n:
+ * what an f16 pool stores when K and V are written; the rounding of src/kernels/half.ts, four
+ * lanes at a time (F. Giesen's float_to_half_fast3_rtne: every case computed, then selected).
+ */
+export function f32ToF16Row(src: usize, dst: usize, n: i32): void {
+  let i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const h = f32x4ToF16(v128.load(src + (<usize>i << 2)));
+    // The low two bytes of each lane, packed into the low 8 bytes.
+    const packed = v128.shuffle<u8>(h, h, 0, 1, 4, 5, 8, 9, 12, 13, 0, 1, 4, 5, 8, 9, 12, 13);
+    v128.store64_lane(dst + (<usize>i << 1), packed, 0);
+  }
+  for (; i < n; i++) {
+    const h = f32x4ToF16(v128.load32_zero(src + (<usize>i << 2)));
+    store<u16>(dst + (<usize>i << 1), <u16>i32x4.extract_lane(h, 0));
+  }
+}
+
+/** Four f32 -> four f16 bit patterns (in the low 16 bits of each i32 lane), round to nearest even. */
+@inline
+function f32x4ToF16(x: v128): v128 {
+  const sign = v128.and(x, i32x4.splat(0x80000000));
+  const f = v128.xor(x, sign);
+  // |x| >= 65520 (rounds past the largest half) or inf / nan.
+  const big = i32x4.ge_u(f, i32x4.splat((127 + 16) << 23));
+  const nan = i32x4.gt_u(f, i32x4.splat(255 << 23));
+  const special = v128.bitselect(i32x4.splat(0x7e00), i32x4.splat(0x7c00), nan);
+  // |x| < 2^-14: subnormal halves (and zero), rounded by the f32 adder.
+  const small = i32x4.lt_u(f, i32x4.splat(113 << 23));
+  const magic = i32x4.splat(((127 - 15) + (23 - 10) + 1) << 23);
+  const sub = i32x4.sub(f32x4.add(f, magic), magic);
+  // Normal halves: rebias the exponent, add the rounding bias (0xfff plus the odd bit), shift.
+  const odd = v128.and(i32x4.shr_u(f, 13), i32x4.splat(1));
+  const norm = i32x4.shr_u(i32x4.add(i32x4.add(f, i32x4.splat(((15 - 127) << 23) + 0xfff)), odd), 13);
+  const magnitude = v128.bitselect(special, v128.bitselect(sub, norm, small), big);
+  return v128.or(magnitude, i32x4.shr_u(sign, 16));
 }
