@@ -272,7 +272,9 @@ console.log(
 console.log(
   ` all bandwidths measured in this run: ${bandwidths.map((b) => b.gbPerSecond.toFixed(1)).join(', ')} GB/s)`,
 );
-console.log('\n## Against the targets (quantized: batch 1 >= 1.0x and batch 16 >= 1.5x llama.cpp; f32/f16: batch 1 >= 90% of the bound)');
+console.log(
+  '\n## Against the targets (quantized: batch 1 >= 1.0x and batch 16 >= 1.5x llama.cpp; f32/f16: batch 1 >= 90% of the bound)',
+);
 for (const r of rows) {
   const llamaBest = Math.max(...Object.values(r.llamaCpp));
   const strict = (100 * r.tessera[1]! * r.weightMiB * 2 ** 20) / (bestBandwidth() * 1e9);

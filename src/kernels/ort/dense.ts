@@ -235,7 +235,11 @@ export class OrtDense implements DenseKernels {
     const feeds = { x: new ort.Tensor('float32', input, [m, cols]) };
     if (out !== undefined && out.buffer instanceof ArrayBuffer) {
       // onnxruntime writes straight into a preallocated output tensor.
-      weight.session.run(feeds, { y: new ort.Tensor('float32', out.subarray(0, m * rows), [m, rows]) }, this.#runOptions);
+      weight.session.run(
+        feeds,
+        { y: new ort.Tensor('float32', out.subarray(0, m * rows), [m, rows]) },
+        this.#runOptions,
+      );
       return out;
     }
     const y = (weight.session.run(feeds, { y: null }, this.#runOptions)['y'] as ort.Tensor).data as Float32Array;
