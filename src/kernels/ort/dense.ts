@@ -1,5 +1,8 @@
-// Dense matmul through onnxruntime-node: one InferenceSession per weight matrix, built at
-// prepare() from an ONNX model encoded in memory (onnx-proto.ts), with a symbolic batch dim m.
+// Dense matmul through onnxruntime-node: one session per weight matrix, built at prepare() from an
+// ONNX model encoded in memory (onnx-proto.ts), with a symbolic batch dim m. Sessions are the
+// package's native binding (onnxruntime-node/dist/binding.js, typed there), run synchronously:
+// the public InferenceSession.run defers every call to setImmediate and re-checks feeds and
+// wraps outputs in JS, ~4 µs a call, a few % of a batch-1 token at ~50 matmuls a token.
 //   f32            Gemm(x, W, transB = 1)
 //   f16, bf16      converted to f32 at load (2x the file's bytes in memory), then as f32
 //   q4_0, q8_0     com.microsoft MatMulNBits, bits = 4 / 8, block_size = 32: weights stay 4/8-bit
@@ -13,6 +16,7 @@
 // Not batch-invariant: onnxruntime picks kernels by m, so a row's bits may change with the
 // batch it is in (bench/kernels.ts measures it). Never used with --deterministic.
 import ort from 'onnxruntime-node';
+import { binding, initOrt, type Binding } from 'onnxruntime-node/dist/binding.js';
 import { assert } from '../../core/index.js';
 import { dequantize } from '../formats.js';
 import { checkMatmul, checkWeight } from '../layout.js';
@@ -39,7 +43,7 @@ class OrtWeight implements DenseWeight {
     readonly rows: number,
     readonly cols: number,
     readonly dtype: WeightDType,
-    readonly session: ort.InferenceSession,
+    readonly session: Binding.InferenceSession,
   ) {}
 }
 
@@ -188,7 +192,9 @@ export class OrtDense implements DenseKernels {
   readonly batchInvariant = false;
   readonly #options: ort.InferenceSession.SessionOptions;
   readonly #activationPrecision: 'int8' | 'f32';
-  readonly #sessions = new Set<ort.InferenceSession>();
+  readonly #sessions = new Set<Binding.InferenceSession>();
+  /** Run options for every call (none: the binding wants an object). */
+  readonly #runOptions: ort.InferenceSession.RunOptions = {};
 
   constructor(options: OrtDenseOptions = {}) {
     const threads = options.threads ?? 1;
@@ -208,10 +214,10 @@ export class OrtDense implements DenseKernels {
 
   async prepare(weight: HostTensor): Promise<DenseWeight> {
     const { rows, cols } = checkWeight(weight);
-    const session = await ort.InferenceSession.create(
-      encodeModel(denseModel(weight, this.#activationPrecision)),
-      this.#options,
-    );
+    initOrt();
+    const bytes = encodeModel(denseModel(weight, this.#activationPrecision));
+    const session = new binding.InferenceSession();
+    session.loadModel(bytes.buffer as ArrayBuffer, bytes.byteOffset, bytes.byteLength, this.#options);
     this.#sessions.add(session);
     return new OrtWeight(rows, cols, weight.dtype, session);
   }
@@ -229,10 +235,14 @@ export class OrtDense implements DenseKernels {
     const feeds = { x: new ort.Tensor('float32', input, [m, cols]) };
     if (out !== undefined && out.buffer instanceof ArrayBuffer) {
       // onnxruntime writes straight into a preallocated output tensor.
-      await weight.session.run(feeds, { y: new ort.Tensor('float32', out.subarray(0, m * rows), [m, rows]) });
+      weight.session.run(
+        feeds,
+        { y: new ort.Tensor('float32', out.subarray(0, m * rows), [m, rows]) },
+        this.#runOptions,
+      );
       return out;
     }
-    const y = (await weight.session.run(feeds))['y']!.data as Float32Array;
+    const y = (weight.session.run(feeds, { y: null }, this.#runOptions)['y'] as ort.Tensor).data as Float32Array;
     if (out === undefined) return y;
     out.set(y.subarray(0, m * rows));
     return out;
@@ -241,6 +251,6 @@ export class OrtDense implements DenseKernels {
   async dispose(): Promise<void> {
     const sessions = [...this.#sessions];
     this.#sessions.clear();
-    await Promise.all(sessions.map((s) => s.release()));
+    for (const s of sessions) s.dispose();
   }
 }
