@@ -3,7 +3,15 @@ import { describe, expect, it } from 'vitest';
 import { asEpoch, asPageId, asRequestId, asTenantId, samplingParams } from '../core/index.js';
 import { Handshake } from './auth.js';
 import { isCodecError } from './codec-fields.js';
-import { decodeAnyFrame, decodeFrame, encodeFrame, encodeFrameParts, FrameReader, MESSAGE_TYPES } from './codec.js';
+import {
+  CODEC_VERSION,
+  decodeAnyFrame,
+  decodeFrame,
+  encodeFrame,
+  encodeFrameParts,
+  FrameReader,
+  MESSAGE_TYPES,
+} from './codec.js';
 import type { Message } from './messages.js';
 
 const rid = asRequestId('r1.2');
@@ -75,7 +83,7 @@ function rawFrame(type: string, header: unknown, payload = new Uint8Array(0)): U
   const out = new Uint8Array(10 + json.length + payload.length);
   const view = new DataView(out.buffer);
   view.setUint32(0, 6 + json.length + payload.length);
-  out[4] = 1;
+  out[4] = CODEC_VERSION;
   out[5] = MESSAGE_TYPES.indexOf(type as (typeof MESSAGE_TYPES)[number]) + 1;
   view.setUint32(6, json.length);
   out.set(json, 10);

@@ -7,7 +7,7 @@
 //
 //   offset  size  field
 //   0       4     frameLength  u32 BE: bytes after this field = 6 + headerLength + payload
-//   4       1     version      1
+//   4       1     version      CODEC_VERSION (2)
 //   5       1     kind         1..12 a Message type (MESSAGE_TYPES order), 64 Hello, 65 Proof
 //   6       4     headerLength u32 BE
 //   10      h     header       UTF-8 JSON: the message's fields except `type` and `payload`
@@ -48,7 +48,8 @@ import {
 } from './codec-fields.js';
 import type { KvChunk, Message, MessageType } from './messages.js';
 
-export const CODEC_VERSION = 1;
+// 2: KvChunk carries kvDtype (f32 | f16), also in its checksum seed. A node of version 1 is refused at its Hello.
+export const CODEC_VERSION = 2;
 export const HEAD_BYTES = 10;
 /** Default limit: a KvChunk carries one page's slot range (a few MiB for real models); a Prefill 1M tokens of JSON. */
 export const DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024;

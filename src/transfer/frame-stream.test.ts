@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { asEpoch, asPageId, asRequestId } from '../core/index.js';
 import { isCodecError } from './codec-fields.js';
-import { decodeFrame, encodeFrame, FrameReader, MESSAGE_TYPES } from './codec.js';
+import { CODEC_VERSION, decodeFrame, encodeFrame, FrameReader, MESSAGE_TYPES } from './codec.js';
 import { FrameStream } from './frame-stream.js';
 import type { KvChunkHead, Message } from './messages.js';
 
@@ -159,8 +159,8 @@ describe("FrameStream: the codec's refusals, before any payload byte", () => {
     new DataView(noPayload.buffer).setUint32(0, 6 + headerLength);
     cases.push([noPayload, /without payload/]);
     const version = frame.slice();
-    version[4] = 2;
-    cases.push([version, /version 2/]);
+    version[4] = CODEC_VERSION + 1;
+    cases.push([version, new RegExp(`version ${CODEC_VERSION + 1}`)]);
     const overrun = frame.slice();
     new DataView(overrun.buffer).setUint32(6, headerLength + 5);
     cases.push([overrun, /overruns the frame/]);

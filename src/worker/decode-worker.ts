@@ -128,7 +128,7 @@ export class DecodeWorker {
     this.#driver = new MachineDriver<DecodeInput, DecodeEffect>(this.machine, (effect) => this.#carryOut(effect));
     this.#loop = new EngineLoop({
       scheduler: this.scheduler,
-      runner: new HookedRunner(options.runner, { before: (items) => this.#beforeStep(items), after: () => undefined }),
+      runner: new HookedRunner(options.runner, { before: (items) => this.#beforeStep(items) }),
       sampler: options.sampler,
       samplingOf: (rid) => {
         const d = this.#decoding.get(rid);

@@ -141,7 +141,6 @@ export class PrefillWorker {
           this.#inFlight = items;
           return new Set();
         },
-        after: () => undefined,
       }),
       beside: () => this.#besideStep(),
       sampler: options.sampler,

@@ -13,7 +13,7 @@ import {
   type SamplingParams,
 } from '../../core/index.js';
 import { Handshake } from '../auth.js';
-import { decodeAnyFrame, encodeFrame, FrameReader } from '../codec.js';
+import { CODEC_VERSION, decodeAnyFrame, encodeFrame, FrameReader } from '../codec.js';
 import type { KvChunkHead, Message } from '../messages.js';
 import { MemoryNetwork } from './memory.js';
 import type { Pipe } from './pipe.js';
@@ -373,7 +373,7 @@ describe.each([
     const closed = new Promise<string>((resolve) => pipe.onClose(resolve));
     const prefix = new Uint8Array(14);
     new DataView(prefix.buffer).setUint32(0, 1024 * 1024); // a 1 MiB "Hello" that never comes
-    prefix.set([1, 64], 4);
+    prefix.set([CODEC_VERSION, 64], 4);
     pipe.write([prefix]);
     await closed;
     for (let i = 0; i < 200 && lines.length === 0; i++) await sleep(10);
@@ -397,7 +397,7 @@ describe.each([
     const frame = new Uint8Array(10 + header.length);
     const view = new DataView(frame.buffer);
     view.setUint32(0, frame.length - 4);
-    frame.set([1, 64], 4);
+    frame.set([CODEC_VERSION, 64], 4);
     view.setUint32(6, header.length);
     frame.set(header, 10);
     const reader = new FrameReader();
