@@ -48,11 +48,17 @@ export const FAULT_NAMES = [
   'ignore-host-loss',
   /** The router's prefix index matches a request against every tenant's cached blocks, not only its own tenant's. */
   'share-prefix-index-across-tenants',
-  /** The API skips the limits it shares with the wire (core/limits.ts): it accepts top_k >= 2^31, a stop string over 1024 characters, more than 1024 stop_token_ids. */
+  /**
+   * The API skips the limits it shares with the wire (core/limits.ts): it accepts top_k >= 2^31, a stop string
+   * over 1024 characters, more than 1024 stop_token_ids.
+   */
   'skip-request-limits',
   /** A Reserve frame that breaks one request's rules closes the connection other requests share, instead of being Rejected alone. */
   'close-on-bad-reserve',
-  /** Cluster listeners take unauthenticated connections without a cap (per node, per source), each with its 1 MiB read buffer at once and a handshake frame up to the 64 MiB frame limit. */
+  /**
+   * Cluster listeners take unauthenticated connections without a cap (per node, per source), each with its 1 MiB
+   * read buffer at once and a handshake frame up to the 64 MiB frame limit.
+   */
   'lift-preauth-limits',
   /** The HTTP listener runs on Node's defaults: no idle timeout, no connection cap, Node's empty 400/431 for framing errors. */
   'skip-http-guard',
