@@ -1,6 +1,5 @@
 // One suite, run against every transport (memory and TCP): what a worker or router relies on.
-import { randomBytes } from 'node:crypto';
-import { connect } from 'node:net';
+// The limits before authentication have their own file (transports-preauth.test.ts).
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   asEpoch,
@@ -12,166 +11,18 @@ import {
   samplingParams,
   type SamplingParams,
 } from '../../core/index.js';
-import { Handshake } from '../auth.js';
-import { CODEC_VERSION, decodeAnyFrame, encodeFrame, FrameReader } from '../codec.js';
-import type { KvChunkHead, Message } from '../messages.js';
-import { MemoryNetwork } from './memory.js';
-import type { Pipe } from './pipe.js';
-import { parseAddress, socketPipe, TcpTransport } from './tcp.js';
-import type { Transport, TransportOptions } from './types.js';
-
-const SECRET = 'a-cluster-secret-of-32-bytes!!!!';
-
-/** Records every handler call of one node (with `streamed`, KvChunks arrive through chunk handlers). */
-class Recorder {
-  readonly events: string[] = [];
-  readonly messages: { from: string; message: Message }[] = [];
-  readonly heads: KvChunkHead[] = [];
-  readonly pieces: Uint8Array[] = [];
-  readonly #waiters: { test: () => boolean; resolve: () => void }[] = [];
-  readonly chunks = {
-    begin: (from: string, head: KvChunkHead) => {
-      this.heads.push(head);
-      this.#push(`begin ${from} ${head.seq}`);
-    },
-    piece: (_from: string, bytes: Uint8Array) => {
-      this.pieces.push(bytes.slice()); // lent for the call only
-      if (this.events.at(-1) !== 'piece') this.#push('piece');
-    },
-    end: (from: string) => this.#push(`end ${from}`),
-  };
-  readonly handlers = {
-    connected: (peer: string) => this.#push(`connected ${peer}`),
-    message: (from: string, message: Message) => {
-      this.messages.push({ from, message });
-      this.#push(`message ${from} ${message.type}`);
-    },
-    closed: (peer: string, reason: string) => this.#push(`closed ${peer}: ${reason}`),
-  };
-  #push(event: string): void {
-    this.events.push(event);
-    for (const w of [...this.#waiters]) if (w.test()) w.resolve();
-  }
-  until(test: () => boolean, what: string): Promise<void> {
-    if (test()) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new Error(`timed out waiting for ${what}; saw ${JSON.stringify(this.events)}`)),
-        5000,
-      );
-      this.#waiters.push({ test, resolve: () => (clearTimeout(timer), resolve()) });
-    });
-  }
-  untilEvent(pattern: RegExp): Promise<void> {
-    return this.until(() => this.events.some((e) => pattern.test(e)), String(pattern));
-  }
-}
-
-interface Node {
-  readonly transport: Transport;
-  readonly recorder: Recorder;
-}
-
-/** The pre-authentication limits of a listening node, and where it logs refusals. */
-type Limits = Pick<TransportOptions, 'maxUnauthenticated' | 'maxUnauthenticatedPerSource' | 'log' | 'faults'>;
-
-/** Negative controls: the defence of a test switched off. */
-const CLOSE_ON_BAD_RESERVE = new FaultSet(['close-on-bad-reserve']);
-const LIFT_PREAUTH_LIMITS = new FaultSet(['lift-preauth-limits']);
-
-interface Harness {
-  /** A listening node; dials when `dial`; takes KvChunks in pieces when `streamed`. */
-  node(options: { dial: boolean; secret?: string; streamed?: boolean; limits?: Limits }): Promise<Node>;
-  /** A node that only dials. */
-  client(options: { secret?: string }): Node;
-  raw(target: string): Pipe;
-  cleanup(): Promise<void>;
-}
-
-function memoryHarness(): Harness {
-  const net = new MemoryNetwork();
-  const all: Transport[] = [];
-  let n = 0;
-  const make = (dial: boolean, secret = SECRET, streamed = false, limits: Limits = {}): Node => {
-    const recorder = new Recorder();
-    const transport = net.listen({
-      nodeId: `mem-${n++}:1`,
-      secret,
-      handlers: streamed ? { ...recorder.handlers, chunks: recorder.chunks } : recorder.handlers,
-      dial,
-      ...limits,
-    });
-    all.push(transport);
-    return { transport, recorder };
-  };
-  return {
-    node: async ({ dial, secret, streamed, limits }) => make(dial, secret, streamed, limits),
-    client: ({ secret }) => make(true, secret),
-    raw: (target) => net.rawConnect(target),
-    cleanup: async () => void (await Promise.all(all.map((t) => t.close()))),
-  };
-}
-
-function tcpHarness(): Harness {
-  const all: Transport[] = [];
-  let n = 0;
-  return {
-    node: async ({ dial, secret, streamed, limits }) => {
-      const recorder = new Recorder();
-      const transport = await TcpTransport.listen({
-        secret: secret ?? SECRET,
-        handlers: streamed ? { ...recorder.handlers, chunks: recorder.chunks } : recorder.handlers,
-        dial,
-        ...limits,
-      });
-      all.push(transport);
-      return { transport, recorder };
-    },
-    client: ({ secret }) => {
-      const recorder = new Recorder();
-      const transport = TcpTransport.client({
-        nodeId: `router-${n++}`,
-        secret: secret ?? SECRET,
-        handlers: recorder.handlers,
-        dial: true,
-      });
-      all.push(transport);
-      return { transport, recorder };
-    },
-    raw: (target) => {
-      const { host, port } = parseAddress(target);
-      return socketPipe(connect({ host, port }));
-    },
-    cleanup: async () => void (await Promise.all(all.map((t) => t.close()))),
-  };
-}
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-const rid = asRequestId('r1');
-const ack = (i: number): Message => ({ type: 'Tokens', rid, offset: i, ids: [i], logprobs: [] });
-
-/** Proves the cluster secret over a raw pipe (as a dialer named nodeId); resolves once the peer accepted. */
-function authenticate(pipe: Pipe, nodeId: string): Promise<void> {
-  const handshake = new Handshake({ secret: SECRET, nodeId, role: 'dialer', nonce: randomBytes(32) });
-  const reader = new FrameReader();
-  let done = false;
-  return new Promise((resolve, reject) => {
-    pipe.onData((bytes) => {
-      if (done) return;
-      for (const frame of reader.push(bytes)) {
-        const step = handshake.receive(decodeAnyFrame(frame));
-        if (step.send.length > 0) pipe.write(step.send);
-        if (step.peer !== undefined) {
-          done = true;
-          resolve();
-        }
-      }
-    });
-    pipe.onClose((reason) => reject(new Error(reason)));
-    pipe.write([handshake.start()]);
-  });
-}
+import { encodeFrame } from '../codec.js';
+import type { Message } from '../messages.js';
+import {
+  ack,
+  authenticate,
+  CLOSE_ON_BAD_RESERVE,
+  memoryHarness,
+  rid,
+  sleep,
+  tcpHarness,
+  type Harness,
+} from './testing/harness.js';
 
 describe.each([
   ['memory', memoryHarness],
@@ -364,103 +215,6 @@ describe.each([
     expect(outcome).toMatchObject({ delivered: ['good-1'], answered: [], closed: true, malformed: 1 });
   });
 
-  it('refuses a handshake frame over 4 KiB from its length prefix, before buffering it, and logs the refusal', async () => {
-    h = makeHarness();
-    const lines: string[] = [];
-    const decode = await h.node({ dial: false, limits: { log: (line) => lines.push(line) } });
-    const pipe = h.raw(decode.transport.nodeId);
-    pipe.onData(() => undefined); // read (a paused TCP socket would not see the close)
-    const closed = new Promise<string>((resolve) => pipe.onClose(resolve));
-    const prefix = new Uint8Array(14);
-    new DataView(prefix.buffer).setUint32(0, 1024 * 1024); // a 1 MiB "Hello" that never comes
-    prefix.set([CODEC_VERSION, 64], 4);
-    pipe.write([prefix]);
-    await closed;
-    for (let i = 0; i < 200 && lines.length === 0; i++) await sleep(10);
-    expect(lines[0]).toMatch(
-      /refused .* \[malformed\]: malformed frame: frame of 1048580 bytes exceeds the limit of 4096/,
-    );
-    expect(decode.transport.stats()).toMatchObject({ refused: 1, malformed: 1 });
-  });
-
-  /**
-   * A stranger's Hello padded to 64 KiB (valid JSON, trailing spaces): 'refused' when the node
-   * closed on its length prefix, 'answered' when it buffered all of it and sent its Proof back.
-   */
-  async function paddedHello(faults: FaultSet): Promise<string> {
-    h = makeHarness();
-    const decode = await h.node({ dial: false, limits: { faults, log: () => undefined } });
-    const pipe = h.raw(decode.transport.nodeId);
-    const header = new TextEncoder().encode(
-      JSON.stringify({ nodeId: 'stranger-1:1', nonce: 'ab'.repeat(32) }) + ' '.repeat(64 * 1024),
-    );
-    const frame = new Uint8Array(10 + header.length);
-    const view = new DataView(frame.buffer);
-    view.setUint32(0, frame.length - 4);
-    frame.set([CODEC_VERSION, 64], 4);
-    view.setUint32(6, header.length);
-    frame.set(header, 10);
-    const reader = new FrameReader();
-    let frames = 0;
-    return new Promise<string>((resolve) => {
-      pipe.onData((bytes) => {
-        frames += reader.push(bytes).length; // the node's Hello, then its Proof once it took ours
-        if (frames >= 2) resolve('answered');
-      });
-      pipe.onClose((reason) => resolve(`refused (${reason})`));
-      pipe.write([frame]);
-    }).finally(() => pipe.destroy('test done'));
-  }
-
-  it('buffers no handshake frame over 4 KiB, even a well-formed one', async () => {
-    expect(await paddedHello(NO_FAULTS)).toMatch(/^refused/);
-  });
-
-  it('negative control: with lift-preauth-limits a stranger makes the node buffer a 64 KiB handshake frame', async () => {
-    expect(await paddedHello(LIFT_PREAUTH_LIMITS)).toBe('answered');
-  });
-
-  /**
-   * Six silent strangers from one source against caps of 3 per node and 2 per source: how many
-   * the node holds once each has been answered (its Hello) or refused (closed), and the refusals.
-   */
-  async function silentStrangers(faults: FaultSet) {
-    h = makeHarness();
-    const lines: string[] = [];
-    const decode = await h.node({
-      dial: false,
-      limits: { maxUnauthenticated: 3, maxUnauthenticatedPerSource: 2, log: (line) => lines.push(line), faults },
-    });
-    const pipes = Array.from({ length: 6 }, () => h.raw(decode.transport.nodeId));
-    const open = new Set(pipes);
-    const settled = new Set<Pipe>();
-    for (const p of pipes) {
-      p.onData(() => settled.add(p));
-      p.onClose(() => (open.delete(p), settled.add(p)));
-    }
-    for (let i = 0; i < 500 && settled.size < pipes.length; i++) await sleep(10);
-    return { held: open.size, refusedAtCap: decode.transport.stats().refusedAtCap, lines, decode, open };
-  }
-
-  it('caps connections still authenticating, per source and per node; refusals are counted and logged once per class per window', async () => {
-    // Two are let in (to wait out their handshake), four refused at once.
-    const { held, refusedAtCap, lines, decode, open } = await silentStrangers(NO_FAULTS);
-    expect([held, refusedAtCap]).toEqual([2, 4]);
-    expect(lines).toHaveLength(1); // four refusals of one class: one line in the window
-    expect(lines[0]).toMatch(/\[source-cap\]: 2 connections from it are authenticating/);
-    // Once they go, a peer that proves the secret is served.
-    for (const p of open) p.destroy('test');
-    for (let i = 0; i < 500 && decode.transport.stats().refused < 2; i++) await sleep(10);
-    await authenticate(h.raw(decode.transport.nodeId), 'prefill-7:1');
-    expect(decode.transport.stats().refusedAtCap).toBe(4);
-  });
-
-  it('negative control: with lift-preauth-limits all six silent strangers are held', async () => {
-    const { held, refusedAtCap, open } = await silentStrangers(LIFT_PREAUTH_LIMITS);
-    for (const p of open) p.destroy('test');
-    expect([held, refusedAtCap]).toEqual([6, 0]);
-  });
-
   it('refuses a peer with the wrong secret: nothing is delivered, the dialer sees the close', async () => {
     h = makeHarness();
     const decode = await h.node({ dial: false });
@@ -531,41 +285,5 @@ describe.each([
     router.transport.send(goneId, ack(0));
     await router.recorder.untilEvent(/closed/);
     expect(router.recorder.events).toHaveLength(1);
-  });
-});
-
-describe('tcp transport: read buffers before authentication', () => {
-  /**
-   * MiB of ArrayBuffers that 100 silent strangers cost a listener (caps raised past 100, so the
-   * buffers are measured, not the caps), once each has been answered with the node's Hello.
-   */
-  async function arrayBufferMiBFor100Strangers(faults: FaultSet): Promise<number> {
-    const node = await TcpTransport.listen({
-      secret: SECRET,
-      handlers: new Recorder().handlers,
-      dial: false,
-      maxUnauthenticated: 200,
-      maxUnauthenticatedPerSource: 200,
-      faults,
-      log: () => undefined,
-    });
-    const { host, port } = parseAddress(node.nodeId);
-    const before = process.memoryUsage().arrayBuffers;
-    const sockets = Array.from({ length: 100 }, () => connect({ host, port }));
-    await Promise.all(
-      sockets.map((s) => new Promise((resolve) => (s.once('data', resolve), s.once('error', resolve)))),
-    );
-    const grown = (process.memoryUsage().arrayBuffers - before) / 2 ** 20;
-    for (const s of sockets) s.destroy();
-    await node.close();
-    return grown;
-  }
-
-  it('gives a stranger a 4 KiB read buffer, not 1 MiB: 100 silent connections cost well under 100 MiB', async () => {
-    expect(await arrayBufferMiBFor100Strangers(NO_FAULTS)).toBeLessThan(16);
-  });
-
-  it('negative control: with lift-preauth-limits each of them holds a 1 MiB read buffer from the start', async () => {
-    expect(await arrayBufferMiBFor100Strangers(LIFT_PREAUTH_LIMITS)).toBeGreaterThan(50); // 100 MiB less what a collection freed meanwhile
   });
 });
