@@ -78,6 +78,8 @@ export const FAULT_NAMES = [
   'inline-tokenize',
   /** A tokenizer thread exits when it is asked to tokenize text holding TOKENIZER_CRASH_MARKER (its restart and the 500 it leaves). */
   'crash-tokenizer-thread',
+  /** Decode takes a KvChunk whatever KV dtype it says it carries (only the byte count then stands between layouts). */
+  'skip-kv-dtype-check',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

@@ -316,6 +316,18 @@ describe('DecodeMachine: KV stored in another dtype is never landed', () => {
   });
 });
 
+describe('DecodeMachine: KV stored in another dtype (negative control)', () => {
+  it('with skip-kv-dtype-check the f16 chunk is not refused for its dtype: only the byte count catches it, and says nothing of --kv-dtype', () => {
+    const d = setup({ dtype: 'f32', faults: ['skip-kv-dtype-check'] });
+    const { tags } = d.reserve('r1');
+    const { chunks } = frames('r1', tags, 6, TOKENS, 'f16');
+    const failed = sent(d.recv(P, chunks[0] as KvChunk), R);
+    expect(failed).toEqual([expect.objectContaining({ type: 'Failed', code: 'transfer_failed' })]);
+    expect(JSON.stringify(failed)).not.toMatch(/--kv-dtype/);
+    expect(JSON.stringify(failed)).toMatch(/carries \d+ bytes, not \d+/);
+  });
+});
+
 describe('DecodeMachine: KV computed by another model is never decoded', () => {
   it('fails a transfer whose KvDone carries another model fingerprint; skip-model-check decodes it', () => {
     for (const faults of [[], ['skip-model-check']] as FaultName[][]) {
