@@ -162,6 +162,8 @@ console.log(
 
 const llama = await startLlamaCpp();
 const rows: Row[] = [];
+/** The dense kernels the engines ran (engine.kernels.dense of the last one made). */
+let denseLabel = '?';
 for (const preset of PRESETS) {
   const newTokens = tokensOf(preset);
   for (const dtype of dtypesOf(preset)) {
@@ -169,6 +171,7 @@ for (const preset of PRESETS) {
     const model: LoadedModel = await loadModel(path);
     const kvPages = 16 * Math.ceil((LONG_CONTEXT + 1) / 16) + 16; // the page-check probe's 16 long contexts
     const engine = await createEngine(model, { kvPages, threads: THREADS });
+    denseLabel = engine.kernels.dense === 'native' ? 'native (onnxruntime for f32 and prefill)' : engine.kernels.dense;
     const extras = !quick && engine.weightBytesPerToken <= EXTRAS_MAX_BYTES;
     const theirs = await llama.loadModel({ modelPath: path });
     const adjacent = await measureReadBandwidth();
@@ -264,7 +267,7 @@ for (const r of rows) {
   );
 }
 console.log(
-  `(tessera: ${THREADS} threads, onnxruntime dense + wasm ops; det: --deterministic, wasm dense (small presets only); llama: node-llama-cpp, best median of ${LLAMA_THREADS.join(', ')} thread(s);`,
+  `(tessera: ${THREADS} threads, ${denseLabel} dense + wasm ops; det: --deterministic, wasm dense (small presets only); llama: node-llama-cpp, best median of ${LLAMA_THREADS.join(', ')} thread(s);`,
 );
 console.log(
   ` new tokens per request: ${PRESETS.map((p) => `${p} ${tokensOf(p)}`).join(', ')}; bound: bandwidth measured right before the model's runs / weight bytes per token as stored: the batch-1 ceiling;`,

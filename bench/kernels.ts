@@ -15,6 +15,8 @@ import {
   createWasmDense,
   createWasmOps,
   loadWasmRuntime,
+  NativeDense,
+  nativeAvailability,
   pageElements,
   quantize,
 } from '../src/kernels/index.js';
@@ -31,6 +33,9 @@ const dtypesAt = process.argv.indexOf('--dtypes');
 const DTYPES = (dtypesAt >= 0 ? process.argv[dtypesAt + 1]! : 'f32,q4_0').split(',') as WeightDType[];
 const BATCH = [1, 4, 16];
 const quick = process.argv.includes('--quick');
+const nativeFound = nativeAvailability();
+const native = 'addon' in nativeFound;
+const nativeWhy = 'why' in nativeFound ? nativeFound.why : '';
 
 /** Best time per call in ms over a few batches of calls lasting ~targetMs each. */
 async function time(fn: () => Promise<unknown> | unknown, targetMs = quick ? 40 : 150): Promise<number> {
@@ -62,7 +67,14 @@ async function denseSection(bandwidth: number): Promise<void> {
     ['ort t1', await createOrtDense({ threads: 1 })],
     ['ort t2', await createOrtDense({ threads: 2 })],
     ['ort t1 f32-act', await createOrtDense({ threads: 1, activationPrecision: 'f32' })],
+    ...(native
+      ? ([
+          ['native t1', new NativeDense({ threads: 1 })],
+          ['native t2', new NativeDense({ threads: 2, helperMinM: 1 })],
+        ] as [string, DenseKernels][])
+      : []),
   ];
+  if (!native) console.log(`(native kernels unavailable: ${nativeWhy})`);
   console.log('\n## Dense y = x·Wᵀ: µs per call | GFLOP/s | GB/s of weights (bound: %s GB/s)', bandwidth.toFixed(1));
   console.log(
     `${'dtype'.padEnd(6)}${'rows x cols'.padStart(12)}${pad('m', 4)}  ${backends.map(([n]) => n.padStart(26)).join('')}`,
@@ -103,7 +115,14 @@ async function batchVarianceSection(): Promise<void> {
     ['ort t1', await createOrtDense({ threads: 1 })],
     ['ort t2', await createOrtDense({ threads: 2 })],
     ['ort t1 f32-act', await createOrtDense({ threads: 1, activationPrecision: 'f32' })],
+    ...(native
+      ? ([
+          ['native t1', new NativeDense({ threads: 1 })],
+          ['native t2', new NativeDense({ threads: 2, helperMinM: 1 })],
+        ] as [string, DenseKernels][])
+      : []),
   ];
+  if (!native) console.log(`(native kernels unavailable: ${nativeWhy})`);
   for (const dtype of DTYPES) {
     for (const [rows, cols] of [
       [768, 768],

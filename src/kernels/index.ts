@@ -2,6 +2,7 @@
 //   ref/   plain TypeScript, the oracle          createRefDense(), createRefOps()
 //   wasm/  WebAssembly SIMD on a shared memory   loadWasmRuntime(), createWasmOps(), createWasmDense()
 //   ort/   onnxruntime-node, dense only          createOrtDense({ threads })
+//   native/ our C kernels (Node-API addon), dense  createNativeDense(), nativeAvailability()
 // Case suites every backend runs live in cases/ (test-only).
 export type * from './types.js';
 export * from './formats.js';
@@ -13,6 +14,7 @@ export { WasmRuntime, MAX_WASM_MEMORY_BYTES, type WasmRuntimeOptions } from './w
 export { WasmOps, createWasmOps } from './wasm/ops.js';
 export { WasmDense, createWasmDense, type WasmDenseOptions } from './wasm/dense.js';
 export type { OrtDense, OrtDenseOptions } from './ort/dense.js';
+export { NativeDense, nativeAvailability, type NativeDenseOptions } from './native/native.js';
 
 import type { OrtDense, OrtDenseOptions } from './ort/dense.js';
 import { WasmRuntime, type WasmRuntimeOptions } from './wasm/runtime.js';

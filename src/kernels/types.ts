@@ -28,7 +28,7 @@ export interface DenseWeight {
 }
 
 export interface DenseKernels {
-  readonly name: 'ref' | 'wasm' | 'ort';
+  readonly name: 'ref' | 'wasm' | 'ort' | 'native';
   /** True when each output row depends only on its input row, never on the batch size. */
   readonly batchInvariant: boolean;
   /** Copy or repack a weight for this backend. Quantized weights stay quantized. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { InvariantError } from '../core/index.js';
 import { createRefDense, quantize, type DenseKernels, type DenseWeight, type HostTensor } from '../kernels/index.js';
-import { SizeSplitDense } from './dense-split.js';
+import { BatchSplitDense, SizeSplitDense } from './dense-split.js';
 
 /** A reference backend that records which weights it prepared and ran. */
 function spy(): DenseKernels & { prepared: string[]; ran: number } {
@@ -58,5 +58,30 @@ describe('SizeSplitDense', () => {
     await expect(async () => new SizeSplitDense(spy(), spy(), 1).matmul(other, new Float32Array(4), 1)).rejects.toThrow(
       InvariantError,
     );
+  });
+});
+
+describe('BatchSplitDense', () => {
+  it('runs batches up to the dtype limit on the small backend and larger ones on the large one, preparing on both only where the small one is used', async () => {
+    const [small, large] = [spy(), spy()];
+    const split = new BatchSplitDense(small, large, (dtype) => (dtype === 'f32' ? 0 : 4));
+    const q = await split.prepare(weight('q', 8, 64, 'q4_0'));
+    const f = await split.prepare(weight('f', 8, 64));
+    expect([small.prepared, large.prepared]).toEqual([['q'], ['q', 'f']]);
+    const x = new Float32Array(5 * 64).fill(0.5);
+    const decode = await split.matmul(q, x, 4);
+    expect([small.ran, large.ran]).toEqual([1, 0]);
+    const prefill = await split.matmul(q, x, 5);
+    expect([small.ran, large.ran]).toEqual([1, 1]);
+    expect(prefill.subarray(0, 4 * 8)).toEqual(decode); // both are the reference here
+    await split.matmul(f, x, 1); // f32: never on the small backend
+    expect([small.ran, large.ran]).toEqual([1, 2]);
+  });
+
+  it('refuses a weight it did not prepare', async () => {
+    const other = await createRefDense().prepare(weight('x', 4, 4));
+    await expect(async () =>
+      new BatchSplitDense(spy(), spy(), () => 4).matmul(other, new Float32Array(4), 1),
+    ).rejects.toThrow(InvariantError);
   });
 });

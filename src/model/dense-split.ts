@@ -5,7 +5,7 @@
 // decode tokens/s at batch 1 with 1 thread below 1 MiB, no loss at batch 16). It must never
 // change a result's arithmetic beyond what each backend does alone.
 import { assert } from '../core/index.js';
-import { byteSize, type DenseKernels, type DenseWeight, type HostTensor } from '../kernels/index.js';
+import { byteSize, type DenseKernels, type DenseWeight, type HostTensor, type WeightDType } from '../kernels/index.js';
 
 export class SizeSplitDense implements DenseKernels {
   readonly name: DenseKernels['name'];
@@ -39,6 +39,52 @@ export class SizeSplitDense implements DenseKernels {
     const backend = this.#owner.get(weight);
     assert(backend !== undefined, 'SizeSplitDense.matmul: weight was not prepared here');
     return backend.matmul(weight, x, m, out);
+  }
+
+  async dispose(): Promise<void> {
+    await Promise.all([this.#small.dispose(), this.#large.dispose()]);
+  }
+}
+
+/**
+ * A DenseKernels that runs small batches (m <= maxSmallM: decode) on one backend and larger ones
+ * (prefill chunks) on another; every weight is prepared on both, so both keep a copy. Why: the
+ * native kernels (kernels/native) read block weights at ~2-2.5x onnxruntime's speed at m <= 16
+ * (bench/kernels.ts), while onnxruntime's tiled GEMM wins for prefill's hundreds of rows. A
+ * row's result may differ between the two (not batch-invariant); --deterministic never uses it.
+ */
+export class BatchSplitDense implements DenseKernels {
+  readonly name: DenseKernels['name'];
+  readonly batchInvariant = false;
+  readonly #small: DenseKernels;
+  readonly #large: DenseKernels;
+  readonly #maxSmallM: (dtype: WeightDType) => number;
+  readonly #pairs = new WeakMap<DenseWeight, { small: DenseWeight | null; large: DenseWeight; maxSmallM: number }>();
+
+  /** maxSmallM(dtype): the largest m run on `small` for weights of that dtype (0: never; then not prepared there). */
+  constructor(small: DenseKernels, large: DenseKernels, maxSmallM: (dtype: WeightDType) => number) {
+    this.name = small.name;
+    this.#small = small;
+    this.#large = large;
+    this.#maxSmallM = maxSmallM;
+  }
+
+  async prepare(weight: HostTensor): Promise<DenseWeight> {
+    const maxSmallM = this.#maxSmallM(weight.dtype);
+    assert(Number.isInteger(maxSmallM) && maxSmallM >= 0, 'BatchSplitDense: maxSmallM must be an integer >= 0');
+    const small = maxSmallM > 0 ? await this.#small.prepare(weight) : null;
+    const large = await this.#large.prepare(weight);
+    const handle: DenseWeight = { rows: large.rows, cols: large.cols, dtype: large.dtype };
+    this.#pairs.set(handle, { small, large, maxSmallM });
+    return handle;
+  }
+
+  matmul(weight: DenseWeight, x: Float32Array, m: number, out?: Float32Array): Promise<Float32Array> {
+    const pair = this.#pairs.get(weight);
+    assert(pair !== undefined, 'BatchSplitDense.matmul: weight was not prepared here');
+    return pair.small !== null && m <= pair.maxSmallM
+      ? this.#small.matmul(pair.small, x, m, out)
+      : this.#large.matmul(pair.large, x, m, out);
   }
 
   async dispose(): Promise<void> {

@@ -18,6 +18,7 @@ import type { ForwardModel } from './forward.js';
 import { forwardFor } from './forward-gemma3.js';
 import { loadModel } from './load.js';
 import { ropeTable } from './rope.js';
+import { denseOutputAlloc } from './runner.js';
 import { prepareWeights } from './weights-prepared.js';
 
 async function main(): Promise<void> {
@@ -43,8 +44,9 @@ async function main(): Promise<void> {
     kv.buffer instanceof SharedArrayBuffer,
     'the engine thread needs KV storage in shared memory (the wasm op kernels)',
   );
-  const allocDense = dense.name === 'ort' ? (n: number) => new Float32Array(n) : (n: number) => ops.allocF32(n);
-  const act = allocateActivations(config, data.maxStepTokens, data.maxStepLogits, allocDense, (n) => ops.allocF32(n));
+  const act = allocateActivations(config, data.maxStepTokens, data.maxStepLogits, denseOutputAlloc(dense, ops), (n) =>
+    ops.allocF32(n),
+  );
   const fm: ForwardModel = { config, weights, rope: ropeTable(config), dense, ops, kv: kvView };
   const ready: EngineThreadReply = {
     kind: 'ready',

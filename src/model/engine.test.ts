@@ -65,8 +65,8 @@ afterAll(async () => {
 });
 
 describe('createEngine', () => {
-  it('picks ort + wasm by default, wasm + wasm when deterministic, ref + ref for checking', () => {
-    expect([fast.kernels.dense, fast.kernels.ops, fast.kernels.batchInvariant]).toEqual(['ort', 'wasm', false]);
+  it('picks native (+ ort for prefill) + wasm by default, wasm + wasm when deterministic, ref + ref for checking', () => {
+    expect([fast.kernels.dense, fast.kernels.ops, fast.kernels.batchInvariant]).toEqual(['native', 'wasm', false]);
     expect([deterministic.kernels.dense, deterministic.kernels.ops, deterministic.kernels.batchInvariant]).toEqual([
       'wasm',
       'wasm',
@@ -75,6 +75,31 @@ describe('createEngine', () => {
     expect([ref.kernels.dense, ref.kernels.ops]).toEqual(['ref', 'ref']);
     expect(fast.weightBytesPerToken).toBe(4 * (4 * (128 * 128 * 2 + 2 * 64 * 128 + 3 * 128 * 384) + 512 * 128));
     expect(fast.prepareMs).toBeGreaterThan(0);
+  });
+
+  it('runs onnxruntime alone with TESSERA_DENSE=ort, and q4_0 weights agree with the native kernels to the int8 tolerance', async () => {
+    const q4 = randomModel(MODEL.config, 3, 'q4_0');
+    const native = await createEngine(q4, { kvPages: 32, threads: 1 });
+    process.env['TESSERA_DENSE'] = 'ort';
+    let ort: Engine;
+    try {
+      ort = await createEngine(q4, { kvPages: 32, threads: 1 });
+    } finally {
+      delete process.env['TESSERA_DENSE'];
+    }
+    try {
+      expect([native.kernels.dense, ort.kernels.dense]).toEqual(['native', 'ort']);
+      const a = await greedyLogits(native, PROMPTS[0]!, 4);
+      const b = await greedyLogits(ort, PROMPTS[0]!, 4);
+      a.forEach((logits, step) => {
+        const scale = Math.max(...b[step]!.map(Math.abs));
+        const maxDiff = Math.max(...logits.map((v, j) => Math.abs(v - b[step]![j]!)));
+        expect(maxDiff / scale, `step ${step}`).toBeLessThan(2e-2);
+      });
+    } finally {
+      await native.dispose();
+      await ort.dispose();
+    }
   });
 
   it('the fast kernels (default and deterministic) agree with the reference within 1e-3 over 6 greedy steps', async () => {

@@ -14,6 +14,8 @@ import { availableParallelism } from 'node:os';
 import { assert, NO_FAULTS, type FaultSet, type KvDtype } from '../core/index.js';
 import {
   createOrtDense,
+  NativeDense,
+  nativeAvailability,
   createRefDense,
   createRefOps,
   createWasmDense,
@@ -21,12 +23,13 @@ import {
   loadWasmRuntime,
   type DenseKernels,
   type OpKernels,
+  type WeightDType,
 } from '../kernels/index.js';
 import { PagePool, createKvView, elementsPerPage, kvDtypeOf, type KvShape, type PagedKvView } from '../pages/index.js';
 import type { ModelConfig } from './config.js';
 import type { LoadedModel } from './load.js';
 import { ModelRunner } from './runner.js';
-import { SizeSplitDense } from './dense-split.js';
+import { BatchSplitDense, SizeSplitDense } from './dense-split.js';
 import { prepareWeights } from './weights-prepared.js';
 
 export interface EngineOptions {
@@ -137,13 +140,39 @@ export async function createKernels(
   const runtime = await loadWasmRuntime();
   const ops = await createWasmOps({ runtime });
   if (deterministic) return { dense: await createWasmDense({ runtime, threads }), ops };
-  if (threads === 1) return { dense: await createOrtDense({ threads }), ops };
-  return {
-    dense: new SizeSplitDense(
-      await createOrtDense({ threads: 1 }),
-      await createOrtDense({ threads }),
-      ORT_SINGLE_THREAD_BYTES,
-    ),
-    ops,
-  };
+  const ort =
+    threads === 1
+      ? await createOrtDense({ threads })
+      : new SizeSplitDense(
+          await createOrtDense({ threads: 1 }),
+          await createOrtDense({ threads }),
+          ORT_SINGLE_THREAD_BYTES,
+        );
+  if (!useNativeDense()) return { dense: ort, ops };
+  return { dense: new BatchSplitDense(new NativeDense({ threads }), ort, nativeMaxM), ops };
 }
+
+/**
+ * Batches up to this many rows (decode) run on the native kernels, larger ones (prefill) on
+ * onnxruntime; f32 weights always on onnxruntime, whose f32 GEMM is as fast at m = 1 and faster
+ * above (bench/kernels.ts's native rows).
+ */
+export const NATIVE_MAX_M = 16;
+const nativeMaxM = (dtype: WeightDType): number => (dtype === 'f32' ? 0 : NATIVE_MAX_M);
+
+/**
+ * Whether decode-sized matmuls run on the native kernels: when the addon is built and this CPU
+ * runs it, unless TESSERA_DENSE=ort asks for onnxruntime alone. Says once, on stderr, why not
+ * when the addon is missing.
+ */
+export function useNativeDense(): boolean {
+  if (process.env['TESSERA_DENSE'] === 'ort') return false;
+  const found = nativeAvailability();
+  if ('addon' in found) return true;
+  if (!warnedNoNative) {
+    warnedNoNative = true;
+    process.stderr.write(`tessera: native dense kernels unavailable (${found.why}); using onnxruntime\n`);
+  }
+  return false;
+}
+let warnedNoNative = false;

@@ -101,11 +101,20 @@ export function localForward(o: ModelRunnerOptions): LocalForward {
     ops: o.ops,
     kv: o.pool.kv,
   };
-  const allocDense = o.dense.name === 'ort' ? (n: number) => new Float32Array(n) : (n: number) => o.ops.allocF32(n);
   return new LocalForward(
     model,
-    allocateActivations(o.config, o.maxStepTokens, o.maxStepLogits, allocDense, (n) => o.ops.allocF32(n)),
+    allocateActivations(o.config, o.maxStepTokens, o.maxStepLogits, denseOutputAlloc(o.dense, o.ops), (n) =>
+      o.ops.allocF32(n),
+    ),
   );
+}
+
+/**
+ * Where dense outputs live: onnxruntime (alone, or for prefill beside the native kernels) writes
+ * straight into ordinary ArrayBuffers only; the wasm dense kernels want views of their memory.
+ */
+export function denseOutputAlloc(dense: DenseKernels, ops: OpKernels): (n: number) => Float32Array {
+  return dense.name === 'ort' || dense.name === 'native' ? (n) => new Float32Array(n) : (n) => ops.allocF32(n);
 }
 
 export interface RunnerStats {

@@ -1,0 +1,693 @@
+// Tessera's native dense kernels: y[m, rows] = x[m, cols] . W^T for GGML block weights (q4_0,
+// q8_0, q4_K, q5_K, q6_K) and float weights (f32, f16, bf16) at small m, on x86-64 with AVX-512
+// (F, BW, VL, VNNI) and F16C. A Node-API addon, built by scripts/build-native.mjs; the
+// TypeScript side is native.ts. It never allocates from JS, never keeps a pointer into a JS
+// buffer past a call and never touches anything but the arrays it is given (and its per-thread
+// activation scratch).
+//
+// Block weights are repacked once, at prepare (repack()), into one layout per 256 weights (a
+// "super-block"): a header with the block's scale data, then 128 bytes of 4-bit codes, or 256
+// bytes of 8-bit codes for q8_0, then the high bits of 5/6-bit codes as bit masks:
+//
+//   codes, per group of 128 weights: 64 bytes; byte j holds code j in its low nibble and code
+//          64 + j in its high nibble (so one 64-byte load gives 2 x 64 codes in element order)
+//   q4_0   header: 8 x f16 d (one per 32)                     w = d * (code - 8)
+//   q8_0   header: 8 x f16 d; codes uint8 = int8 q + 128       w = d * (code - 128)
+//   q4_K   header: f16 d, f16 dmin, u8 sc[8], u8 m[8]          w = d*sc[j] * code - dmin*m[j]
+//   q5_K   as q4_K, then per group 2 x u64 masks: bit j = bit 4 of code j / of code 64 + j
+//   q6_K   header: f16 d, i8 sc[16]; per group 4 x u64 masks (bit 4 lo, bit 4 hi, bit 5 lo,
+//          bit 5 hi)                                          w = d*sc[j/16] * (code - 32)
+// Rows are padded with zero codes and zero scales to whole super-blocks.
+//
+// Activations are quantized per call like llama.cpp's q8_0: per 32 values d = max|x| / 127,
+// q = round-to-nearest-even(x / d), and per 16 values c = d * sum(q). Then for every block
+//   sum_k w_k x_k ~= S * dx * sum_k code_k q_k - T * c       (S: the code's scale, T: its offset)
+// with the integer sums from vpdpbusd (u8 codes x s8 q, exact in int32). Float sums: f32, a
+// fixed order per row, so a row's result does not depend on m or on the other rows.
+// Float weights: f32 FMA over the row (f16 and bf16 widened as they are loaded).
+#include <node_api.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum Kind { K_F32 = 0, K_F16 = 1, K_BF16 = 2, K_Q4_0 = 3, K_Q8_0 = 4, K_Q4_K = 5, K_Q5_K = 6, K_Q6_K = 7 };
+
+#define QK 256
+// Repacked bytes per super-block.
+static int superBytes(int kind) {
+  switch (kind) {
+    case K_Q4_0: return 16 + 128;
+    case K_Q8_0: return 16 + 256;
+    case K_Q4_K: return 20 + 128;
+    case K_Q5_K: return 20 + 128 + 32;
+    case K_Q6_K: return 18 + 128 + 64;
+    default: return 0;
+  }
+}
+static int isBlockKind(int kind) { return kind >= K_Q4_0 && kind <= K_Q6_K; }
+
+static uint16_t rd16(const uint8_t* p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+// ---------------------------------------------------------------- repacking (plain C)
+// Puts the 256 codes of one super-block (values < 64) into the layout above.
+static void putCodes(const uint8_t codes[256], int bits, uint8_t* dst) {
+  for (int g = 0; g < 2; g++) {
+    const uint8_t* c = codes + 128 * g;
+    uint8_t* q = dst + 64 * g;
+    for (int j = 0; j < 64; j++) q[j] = (c[j] & 15) | ((c[64 + j] & 15) << 4);
+  }
+  if (bits <= 4) return;
+  uint8_t* masks = dst + 128;
+  for (int g = 0; g < 2; g++) {
+    const uint8_t* c = codes + 128 * g;
+    int perGroup = bits == 5 ? 2 : 4;
+    for (int k = 0; k < perGroup; k++) {
+      int bit = 4 + k / 2, half = k % 2;
+      uint64_t mask = 0;
+      for (int j = 0; j < 64; j++)
+        if ((c[64 * half + j] >> bit) & 1) mask |= (uint64_t)1 << j;
+      memcpy(masks + 8 * (perGroup * g + k), &mask, 8);
+    }
+  }
+}
+
+static void scaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// One row: src in GGML's layout, dst in ours; cols a multiple of 32 (of 256 for K-quants).
+static void repackRow(int kind, const uint8_t* src, int cols, uint8_t* dst) {
+  int nsb = (cols + QK - 1) / QK, sb_bytes = superBytes(kind);
+  uint8_t codes[256];
+  memset(dst, 0, (size_t)nsb * sb_bytes);
+  for (int s = 0; s < nsb; s++) {
+    uint8_t* out = dst + (size_t)s * sb_bytes;
+    memset(codes, 0, sizeof codes);
+    if (kind == K_Q4_0 || kind == K_Q8_0) {
+      int blockBytes = kind == K_Q4_0 ? 18 : 34;
+      int first = s * 8, nb = cols / 32 - first < 8 ? cols / 32 - first : 8;
+      for (int b = 0; b < nb; b++) {
+        const uint8_t* blk = src + (size_t)(first + b) * blockBytes;
+        memcpy(out + 2 * b, blk, 2);
+        for (int j = 0; j < 32; j++) {
+          if (kind == K_Q4_0) codes[32 * b + j] = j < 16 ? blk[2 + j] & 15 : blk[2 + j - 16] >> 4;
+          else codes[32 * b + j] = (uint8_t)(blk[2 + j] ^ 0x80);
+        }
+      }
+      if (kind == K_Q4_0) putCodes(codes, 4, out + 16);
+      else memcpy(out + 16, codes, 256);
+    } else if (kind == K_Q4_K || kind == K_Q5_K) {
+      const uint8_t* blk = src + (size_t)s * (kind == K_Q4_K ? 144 : 176);
+      memcpy(out, blk, 4);  // d, dmin
+      for (int j = 0; j < 8; j++) scaleMinK4(j, blk + 4, out + 4 + j, out + 12 + j);
+      const uint8_t* qh = blk + 16;
+      const uint8_t* qs = blk + (kind == K_Q4_K ? 16 : 48);
+      for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) {
+          uint8_t lo = qs[32 * c + l] & 15, hi = qs[32 * c + l] >> 4;
+          if (kind == K_Q5_K) {
+            lo |= ((qh[l] >> (2 * c)) & 1) << 4;
+            hi |= ((qh[l] >> (2 * c + 1)) & 1) << 4;
+          }
+          codes[64 * c + l] = lo;
+          codes[64 * c + 32 + l] = hi;
+        }
+      putCodes(codes, kind == K_Q4_K ? 4 : 5, out + 20);
+    } else {  // K_Q6_K
+      const uint8_t* blk = src + (size_t)s * 210;
+      memcpy(out, blk + 208, 2);
+      memcpy(out + 2, blk + 192, 16);
+      for (int n = 0; n < 2; n++) {
+        const uint8_t* ql = blk + 64 * n;
+        const uint8_t* qh = blk + 128 + 32 * n;
+        for (int l = 0; l < 32; l++) {
+          codes[128 * n + l] = (ql[l] & 15) | (((qh[l] >> 0) & 3) << 4);
+          codes[128 * n + 32 + l] = (ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4);
+          codes[128 * n + 64 + l] = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
+          codes[128 * n + 96 + l] = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
+        }
+      }
+      putCodes(codes, 6, out + 18);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- AVX-512 kernels
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+#include <immintrin.h>
+
+#define MB_MAX 4
+
+// Per-thread activation scratch, grown as needed.
+static _Thread_local int8_t* sq;
+static _Thread_local float *sdx, *sc16;
+static _Thread_local size_t scap;
+
+static int ensureScratch(size_t kpad, int m) {
+  size_t need = kpad * (size_t)m;
+  if (need <= scap) return 1;
+  free(sq);
+  free(sdx);
+  free(sc16);
+  sq = aligned_alloc(64, need);
+  sdx = aligned_alloc(64, need / 16 * 4);
+  sc16 = aligned_alloc(64, need / 16 * 4);
+  if (!sq || !sdx || !sc16) {
+    scap = 0;
+    return 0;
+  }
+  scap = need;
+  return 1;
+}
+
+static inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+// q[kpad] int8, dx16[kpad/16] (d of the 32-block, per 16), c16[kpad/16] = d * sum of 16 q.
+static void quantizeRow(const float* x, int cols, int kpad, int8_t* q, float* dx16, float* c16) {
+  for (int b = 0; b < kpad / 32; b++) {
+    int at = 32 * b, n = cols - at;
+    if (n <= 0) {
+      memset(q + at, 0, 32);
+      dx16[2 * b] = dx16[2 * b + 1] = c16[2 * b] = c16[2 * b + 1] = 0;
+      continue;
+    }
+    __mmask16 m0 = n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
+    __mmask16 m1 = n >= 32 ? 0xFFFF : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1);
+    __m512 v0 = _mm512_maskz_loadu_ps(m0, x + at), v1 = _mm512_maskz_loadu_ps(m1, x + at + 16);
+    float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(id)));
+    __m512i i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(id)));
+    _mm_storeu_si128((__m128i*)(q + at), _mm512_cvtsepi32_epi8(i0));
+    _mm_storeu_si128((__m128i*)(q + at + 16), _mm512_cvtsepi32_epi8(i1));
+    dx16[2 * b] = dx16[2 * b + 1] = d;
+    c16[2 * b] = d * (float)_mm512_reduce_add_epi32(i0);
+    c16[2 * b + 1] = d * (float)_mm512_reduce_add_epi32(i1);
+  }
+}
+
+// Weight-side factors of one super-block: S16 (per 16 weights: the code's scale), T16 (offset).
+static inline void superFactors(int kind, const uint8_t* h, __m512* S, __m512* T) {
+  static const int32_t dup2[16] = {0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7};
+  __m512i idx = _mm512_loadu_si512(dup2);
+  if (kind == K_Q4_0 || kind == K_Q8_0) {
+    __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)h));
+    __m512 s = _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(d));
+    *S = s;
+    *T = _mm512_mul_ps(s, _mm512_set1_ps(kind == K_Q4_0 ? 8.0f : 128.0f));
+  } else if (kind == K_Q4_K || kind == K_Q5_K) {
+    float d = _cvtsh_ss(rd16(h)), dmin = _cvtsh_ss(rd16(h + 2));
+    __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(h + 4))));
+    __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(h + 12))));
+    *S = _mm512_mul_ps(_mm512_permutexvar_ps(idx, _mm512_castps256_ps512(sc)), _mm512_set1_ps(d));
+    *T = _mm512_mul_ps(_mm512_permutexvar_ps(idx, _mm512_castps256_ps512(mn)), _mm512_set1_ps(dmin));
+  } else {  // q6_K
+    float d = _cvtsh_ss(rd16(h));
+    __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(h + 2))));
+    *S = _mm512_mul_ps(sc, _mm512_set1_ps(d));
+    *T = _mm512_mul_ps(*S, _mm512_set1_ps(32.0f));
+  }
+}
+
+static const int32_t lanes4[4][16] = {
+    {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3},
+    {4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7},
+    {8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11},
+    {12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15},
+};
+
+// Rows [r0, r1) of a block weight for MB x rows at once (x quantized in q/dx16/c16 at stride kpad).
+static inline __attribute__((always_inline)) void blockRows(int kind, int MB, const uint8_t* w, int rows, int nsb,
+                                                             int kpad, int r0, int r1, const int8_t* q,
+                                                             const float* dx16, const float* c16, float* out,
+                                                             int outStride) {
+  const int sbBytes = superBytes(kind);
+  const int hdr = kind == K_Q4_0 || kind == K_Q8_0 ? 16 : kind == K_Q6_K ? 18 : 20;
+  const __m512i nib = _mm512_set1_epi8(15);
+  __m512i L[4];
+  for (int j = 0; j < 4; j++) L[j] = _mm512_loadu_si512(lanes4[j]);
+  (void)rows;
+  for (int r = r0; r < r1; r++) {
+    const uint8_t* row = w + (size_t)r * nsb * sbBytes;
+    __m512 acc[MB_MAX], corr[MB_MAX];
+    for (int i = 0; i < MB; i++) acc[i] = corr[i] = _mm512_setzero_ps();
+    for (int s = 0; s < nsb; s++) {
+      const uint8_t* sb = row + (size_t)s * sbBytes;
+      _mm_prefetch((const char*)sb + 4 * sbBytes, _MM_HINT_T0);
+      __m512 S, T, P[MB_MAX];
+      superFactors(kind, sb, &S, &T);
+      for (int i = 0; i < MB; i++) {
+        const float* d = dx16 + (size_t)i * (kpad / 16) + 16 * s;
+        const float* c = c16 + (size_t)i * (kpad / 16) + 16 * s;
+        P[i] = _mm512_mul_ps(S, _mm512_loadu_ps(d));
+        corr[i] = _mm512_fmadd_ps(T, _mm512_loadu_ps(c), corr[i]);
+      }
+      const uint8_t* codes = sb + hdr;
+      if (kind == K_Q8_0) {
+        for (int j = 0; j < 4; j++) {
+          __m512i v = _mm512_loadu_si512(codes + 64 * j);
+          for (int i = 0; i < MB; i++) {
+            __m512i xq = _mm512_loadu_si512(q + (size_t)i * kpad + 256 * s + 64 * j);
+            __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v, xq);
+            acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(L[j], P[i]), acc[i]);
+          }
+        }
+        continue;
+      }
+      const uint8_t* masks = codes + 128;
+      for (int g = 0; g < 2; g++) {
+        __m512i v = _mm512_loadu_si512(codes + 64 * g);
+        __m512i lo = _mm512_and_si512(v, nib);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+        if (kind == K_Q5_K) {
+          uint64_t mk[2];
+          memcpy(mk, masks + 16 * g, 16);
+          lo = _mm512_mask_add_epi8(lo, (__mmask64)mk[0], lo, _mm512_set1_epi8(16));
+          hi = _mm512_mask_add_epi8(hi, (__mmask64)mk[1], hi, _mm512_set1_epi8(16));
+        } else if (kind == K_Q6_K) {
+          uint64_t mk[4];
+          memcpy(mk, masks + 32 * g, 32);
+          lo = _mm512_mask_add_epi8(lo, (__mmask64)mk[0], lo, _mm512_set1_epi8(16));
+          hi = _mm512_mask_add_epi8(hi, (__mmask64)mk[1], hi, _mm512_set1_epi8(16));
+          lo = _mm512_mask_add_epi8(lo, (__mmask64)mk[2], lo, _mm512_set1_epi8(32));
+          hi = _mm512_mask_add_epi8(hi, (__mmask64)mk[3], hi, _mm512_set1_epi8(32));
+        }
+        for (int i = 0; i < MB; i++) {
+          const int8_t* xq = q + (size_t)i * kpad + 256 * s + 128 * g;
+          __m512i dlo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(xq));
+          __m512i dhi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, _mm512_loadu_si512(xq + 64));
+          acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dlo), _mm512_permutexvar_ps(L[2 * g], P[i]), acc[i]);
+          acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dhi), _mm512_permutexvar_ps(L[2 * g + 1], P[i]), acc[i]);
+        }
+      }
+    }
+    for (int i = 0; i < MB; i++) out[(size_t)i * outStride + r] = hsum512(acc[i]) - hsum512(corr[i]);
+  }
+}
+
+#define BLOCK_KINDS(MB)                                                                                 \
+  static void blockRows##MB(int kind, const uint8_t* w, int rows, int nsb, int kpad, int r0, int r1,  \
+                            const int8_t* q, const float* dx16, const float* c16, float* out, int os) { \
+    switch (kind) {                                                                                    \
+      case K_Q4_0: blockRows(K_Q4_0, MB, w, rows, nsb, kpad, r0, r1, q, dx16, c16, out, os); break;    \
+      case K_Q8_0: blockRows(K_Q8_0, MB, w, rows, nsb, kpad, r0, r1, q, dx16, c16, out, os); break;    \
+      case K_Q4_K: blockRows(K_Q4_K, MB, w, rows, nsb, kpad, r0, r1, q, dx16, c16, out, os); break;    \
+      case K_Q5_K: blockRows(K_Q5_K, MB, w, rows, nsb, kpad, r0, r1, q, dx16, c16, out, os); break;    \
+      default: blockRows(K_Q6_K, MB, w, rows, nsb, kpad, r0, r1, q, dx16, c16, out, os); break;        \
+    }                                                                                                  \
+  }
+BLOCK_KINDS(1)
+BLOCK_KINDS(2)
+BLOCK_KINDS(3)
+BLOCK_KINDS(4)
+
+static inline __attribute__((always_inline)) __m512 loadW(int kind, const void* w, size_t k, __mmask16 mask) {
+  if (kind == K_F32) return _mm512_maskz_loadu_ps(mask, (const float*)w + k);
+  __m256i h = _mm256_maskz_loadu_epi16(mask, (const uint16_t*)w + k);
+  if (kind == K_F16) return _mm512_cvtph_ps(h);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+static inline __attribute__((always_inline)) void floatRows(int kind, int MB, const uint8_t* w, int cols, int r0,
+                                                             int r1, const float* x, float* out, int outStride) {
+  const size_t elem = kind == K_F32 ? 4 : 2;
+  const int full = cols & ~31;
+  for (int r = r0; r < r1; r++) {
+    const uint8_t* row = w + (size_t)r * cols * elem;
+    __m512 a0[MB_MAX], a1[MB_MAX];
+    for (int i = 0; i < MB; i++) a0[i] = a1[i] = _mm512_setzero_ps();
+    int k = 0;
+    for (; k < full; k += 32) {
+      __m512 w0 = loadW(kind, row, k, 0xFFFF), w1 = loadW(kind, row, k + 16, 0xFFFF);
+      for (int i = 0; i < MB; i++) {
+        a0[i] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + (size_t)i * cols + k), a0[i]);
+        a1[i] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + (size_t)i * cols + k + 16), a1[i]);
+      }
+    }
+    for (; k < cols; k += 16) {
+      int n = cols - k;
+      __mmask16 mask = n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
+      __m512 w0 = loadW(kind, row, k, mask);
+      for (int i = 0; i < MB; i++)
+        a0[i] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(mask, x + (size_t)i * cols + k), a0[i]);
+    }
+    for (int i = 0; i < MB; i++) out[(size_t)i * outStride + r] = hsum512(_mm512_add_ps(a0[i], a1[i]));
+  }
+}
+
+#define FLOAT_KINDS(MB)                                                                                    \
+  static void floatRows##MB(int kind, const uint8_t* w, int cols, int r0, int r1, const float* x, float* out, \
+                            int os) {                                                                     \
+    if (kind == K_F32) floatRows(K_F32, MB, w, cols, r0, r1, x, out, os);                                 \
+    else if (kind == K_F16) floatRows(K_F16, MB, w, cols, r0, r1, x, out, os);                            \
+    else floatRows(K_BF16, MB, w, cols, r0, r1, x, out, os);                                              \
+  }
+FLOAT_KINDS(1)
+FLOAT_KINDS(2)
+FLOAT_KINDS(3)
+FLOAT_KINDS(4)
+
+// One matmul call: the weight, x and y, and (block kinds) x quantized into the caller's scratch.
+typedef struct {
+  int kind, rows, cols, m, nsb, kpad;
+  const uint8_t* w;
+  const float* x;
+  float* y;
+  const int8_t* q;
+  const float *dx16, *c16;
+} Job;
+
+// Quantizes x for a block kind into this thread's scratch; 0 when the scratch cannot be had.
+static int prepareJob(Job* j) {
+  if (!isBlockKind(j->kind)) return 1;
+  j->nsb = (j->cols + QK - 1) / QK;
+  j->kpad = j->nsb * QK;
+  if (!ensureScratch((size_t)j->kpad, j->m)) return 0;
+  for (int i = 0; i < j->m; i++)
+    quantizeRow(j->x + (size_t)i * j->cols, j->cols, j->kpad, sq + (size_t)i * j->kpad,
+                sdx + (size_t)i * (j->kpad / 16), sc16 + (size_t)i * (j->kpad / 16));
+  j->q = sq;
+  j->dx16 = sdx;
+  j->c16 = sc16;
+  return 1;
+}
+
+// y for every x row and weight rows [r0, r1).
+static void computeRows(const Job* j, int r0, int r1) {
+  int rows = j->rows, cols = j->cols, kind = j->kind;
+  for (int i0 = 0; i0 < j->m; i0 += MB_MAX) {
+    int mb = j->m - i0 < MB_MAX ? j->m - i0 : MB_MAX;
+    float* ys = j->y + (size_t)i0 * rows;
+    if (!isBlockKind(kind)) {
+      const float* xs = j->x + (size_t)i0 * cols;
+      switch (mb) {
+        case 1: floatRows1(kind, j->w, cols, r0, r1, xs, ys, rows); break;
+        case 2: floatRows2(kind, j->w, cols, r0, r1, xs, ys, rows); break;
+        case 3: floatRows3(kind, j->w, cols, r0, r1, xs, ys, rows); break;
+        default: floatRows4(kind, j->w, cols, r0, r1, xs, ys, rows); break;
+      }
+      continue;
+    }
+    int kpad = j->kpad, nsb = j->nsb;
+    const int8_t* q = j->q + (size_t)i0 * kpad;
+    const float* d = j->dx16 + (size_t)i0 * (kpad / 16);
+    const float* c = j->c16 + (size_t)i0 * (kpad / 16);
+    switch (mb) {
+      case 1: blockRows1(kind, j->w, rows, nsb, kpad, r0, r1, q, d, c, ys, rows); break;
+      case 2: blockRows2(kind, j->w, rows, nsb, kpad, r0, r1, q, d, c, ys, rows); break;
+      case 3: blockRows3(kind, j->w, rows, nsb, kpad, r0, r1, q, d, c, ys, rows); break;
+      default: blockRows4(kind, j->w, rows, nsb, kpad, r0, r1, q, d, c, ys, rows); break;
+    }
+  }
+}
+#pragma GCC pop_options
+
+// ---------------------------------------------------------------- helper threads
+// A call may share its rows with up to MAX_HELPERS persistent helper threads (setThreads). Rows
+// go in chunks handed out through one 64-bit ticket, seq (24 bits) | chunks (20) | next (20): a
+// thread takes chunk `next` by CAS on the whole ticket, so a helper that read the ticket of an
+// ended job fails its CAS (seq differs) and can only ever take a chunk of the job now posted,
+// whose `shared` fields were written before its ticket. The caller computes
+// chunks too and returns only after every chunk is done (`finished`), so it never waits on a
+// helper that is asleep: it does the work itself. Helpers spin for spinMicros after a job (the
+// next matmul of a decode step comes within microseconds), then sleep on a futex. One caller at
+// a time uses the helpers (a mutex, tried, never waited on); another runs alone. The set is one
+// per process, sized by the largest setThreads asked (native.ts); each call says whether it
+// wants them.
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_HELPERS 7
+#define CHUNK_BYTES (32 * 1024)
+static Job shared;
+static _Atomic uint64_t ticket;
+static atomic_int finished;
+static atomic_uint posted;  // futex word: bumped with every job
+static atomic_int sleepers;
+static atomic_int helpersWanted, helpersRunning;
+static atomic_long spinNanos = 100000;
+static pthread_mutex_t callerLock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t configLock = PTHREAD_MUTEX_INITIALIZER;
+static uint32_t jobSeq;
+
+static long nowNanos(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+static int chunkRows(const Job* j) {
+  size_t rowBytes = isBlockKind(j->kind) ? (size_t)((j->cols + QK - 1) / QK) * superBytes(j->kind)
+                                         : (size_t)j->cols * (j->kind == K_F32 ? 4 : 2);
+  size_t r = CHUNK_BYTES / (rowBytes ? rowBytes : 1);
+  return r < 4 ? 4 : (int)r;
+}
+
+// Takes and computes chunks of the current job until none is left to take.
+static void work(void) {
+  for (;;) {
+    uint64_t t = atomic_load_explicit(&ticket, memory_order_acquire);
+    uint32_t chunks = (uint32_t)(t >> 20) & 0xFFFFF, next = (uint32_t)t & 0xFFFFF;
+    if (next >= chunks) return;
+    if (!atomic_compare_exchange_weak_explicit(&ticket, &t, t + 1, memory_order_acq_rel, memory_order_acquire))
+      continue;
+    int per = chunkRows(&shared), r0 = (int)next * per, r1 = r0 + per > shared.rows ? shared.rows : r0 + per;
+    computeRows(&shared, r0, r1);
+    atomic_fetch_add_explicit(&finished, 1, memory_order_release);
+  }
+}
+
+static void* helperMain(void* arg) {
+  int index = (int)(intptr_t)arg;
+  unsigned seen = atomic_load(&posted);
+  for (;;) {
+    if (index >= atomic_load(&helpersWanted)) break;
+    long until = nowNanos() + atomic_load(&spinNanos);
+    unsigned now;
+    int spins = 0;
+    while ((now = atomic_load_explicit(&posted, memory_order_acquire)) == seen) {
+      __builtin_ia32_pause();
+      if (++spins % 64 == 0 && nowNanos() > until) {
+        atomic_fetch_add(&sleepers, 1);
+        if (atomic_load(&posted) == seen) syscall(SYS_futex, &posted, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+        atomic_fetch_sub(&sleepers, 1);
+        until = nowNanos() + atomic_load(&spinNanos);
+        if (index >= atomic_load(&helpersWanted)) goto out;
+      }
+    }
+    seen = now;
+    work();
+  }
+out:
+  atomic_fetch_sub(&helpersRunning, 1);
+  return NULL;
+}
+
+static void wakeAll(void) {
+  atomic_fetch_add(&posted, 1);
+  syscall(SYS_futex, &posted, FUTEX_WAKE_PRIVATE, MAX_HELPERS, NULL, NULL, 0);
+}
+
+// Helper threads: threads - 1 of them, spinning spinMicros after each job. 0 on failure.
+static int setThreads(int threads, long spinMicros) {
+  pthread_mutex_lock(&configLock);
+  pthread_mutex_lock(&callerLock);
+  atomic_store(&spinNanos, spinMicros * 1000);
+  int want = threads - 1 < 0 ? 0 : threads - 1 > MAX_HELPERS ? MAX_HELPERS : threads - 1;
+  // Stop every helper, then start `want` new ones (simple, and rare: once per engine).
+  atomic_store(&helpersWanted, 0);
+  while (atomic_load(&helpersRunning) > 0) {
+    wakeAll();
+    usleep(100);
+  }
+  int ok = 1;
+  atomic_store(&helpersWanted, want);
+  for (int i = 0; i < want; i++) {
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    atomic_fetch_add(&helpersRunning, 1);
+    if (pthread_create(&t, &attr, helperMain, (void*)(intptr_t)i) != 0) {
+      atomic_fetch_sub(&helpersRunning, 1);
+      atomic_store(&helpersWanted, i);
+      ok = 0;
+      pthread_attr_destroy(&attr);
+      break;
+    }
+    pthread_attr_destroy(&attr);
+  }
+  pthread_mutex_unlock(&callerLock);
+  pthread_mutex_unlock(&configLock);
+  return ok;
+}
+
+static int runJob(Job* j, int useHelpers) {
+  if (!prepareJob(j)) return 0;
+  int per = chunkRows(j), chunks = (j->rows + per - 1) / per;
+  if (!useHelpers || chunks < 2 || chunks > 0xFFFFF || atomic_load(&helpersWanted) == 0 || pthread_mutex_trylock(&callerLock) != 0) {
+    computeRows(j, 0, j->rows);
+    return 1;
+  }
+  shared = *j;
+  uint32_t seq = ++jobSeq & 0xFFFFFF;
+  atomic_store_explicit(&finished, 0, memory_order_relaxed);
+  atomic_store_explicit(&ticket, ((uint64_t)seq << 40) | ((uint64_t)chunks << 20), memory_order_release);
+  atomic_fetch_add_explicit(&posted, 1, memory_order_release);
+  if (atomic_load(&sleepers) > 0) syscall(SYS_futex, &posted, FUTEX_WAKE_PRIVATE, MAX_HELPERS, NULL, NULL, 0);
+  work();
+  while (atomic_load_explicit(&finished, memory_order_acquire) < chunks) __builtin_ia32_pause();
+  pthread_mutex_unlock(&callerLock);
+  return 1;
+}
+
+// ---------------------------------------------------------------- Node-API glue
+#define CHECK(call)                                                    \
+  do {                                                                 \
+    if ((call) != napi_ok) {                                           \
+      napi_throw_error(env, NULL, "tessera-native: " #call " failed"); \
+      return NULL;                                                     \
+    }                                                                  \
+  } while (0)
+
+static int cpuOk(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+         __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2");
+}
+
+static napi_value jsSupported(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value v;
+  CHECK(napi_get_boolean(env, cpuOk(), &v));
+  return v;
+}
+
+static int argInt(napi_env env, napi_value v, int* out) { return napi_get_value_int32(env, v, out) == napi_ok; }
+
+static int typedBytes(napi_env env, napi_value v, void** data, size_t* bytes) {
+  napi_typedarray_type type;
+  size_t length, offset;
+  napi_value ab;
+  if (napi_get_typedarray_info(env, v, &type, &length, data, &ab, &offset) != napi_ok) return 0;
+  size_t elem = type == napi_float32_array ? 4 : type == napi_uint16_array ? 2 : type == napi_uint8_array ? 1 : 0;
+  if (elem == 0) return 0;
+  *bytes = length * elem;
+  return 1;
+}
+
+// repackedBytes(kind, rows, cols): bytes of the repacked weight.
+static napi_value jsRepackedBytes(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3], result;
+  int kind, rows, cols;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc != 3 || !argInt(env, argv[0], &kind) || !argInt(env, argv[1], &rows) || !argInt(env, argv[2], &cols) ||
+      !isBlockKind(kind) || rows < 0 || cols <= 0) {
+    napi_throw_type_error(env, NULL, "repackedBytes(kind, rows, cols): bad arguments");
+    return NULL;
+  }
+  double bytes = (double)rows * ((cols + QK - 1) / QK) * superBytes(kind);
+  CHECK(napi_create_double(env, bytes, &result));
+  return result;
+}
+
+// repack(kind, src: Uint8Array, rows, cols, dst: Uint8Array)
+static napi_value jsRepack(napi_env env, napi_callback_info info) {
+  size_t argc = 5;
+  napi_value argv[5];
+  int kind, rows, cols;
+  void *src, *dst;
+  size_t srcBytes, dstBytes;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc != 5 || !argInt(env, argv[0], &kind) || !argInt(env, argv[2], &rows) || !argInt(env, argv[3], &cols) ||
+      !typedBytes(env, argv[1], &src, &srcBytes) || !typedBytes(env, argv[4], &dst, &dstBytes) ||
+      !isBlockKind(kind) || rows < 0 || cols <= 0) {
+    napi_throw_type_error(env, NULL, "repack(kind, src, rows, cols, dst): bad arguments");
+    return NULL;
+  }
+  int kquant = kind >= K_Q4_K;
+  if (cols % (kquant ? QK : 32) != 0) {
+    napi_throw_range_error(env, NULL, "repack: cols is not a multiple of the block size");
+    return NULL;
+  }
+  size_t srcRow = kquant ? (size_t)(cols / QK) * (kind == K_Q4_K ? 144 : kind == K_Q5_K ? 176 : 210)
+                         : (size_t)(cols / 32) * (kind == K_Q4_0 ? 18 : 34);
+  size_t dstRow = (size_t)((cols + QK - 1) / QK) * superBytes(kind);
+  if (srcBytes != srcRow * rows || dstBytes != dstRow * rows) {
+    napi_throw_range_error(env, NULL, "repack: src or dst has the wrong byte size");
+    return NULL;
+  }
+  for (int r = 0; r < rows; r++) repackRow(kind, (const uint8_t*)src + srcRow * r, cols, (uint8_t*)dst + dstRow * r);
+  return NULL;
+}
+
+// matmul(kind, w, rows, cols, x: Float32Array, m, y: Float32Array, helpers: 0 | 1):
+// y[m, rows] = x[m, cols] . W^T, with the helper threads when helpers is 1.
+static napi_value jsMatmul(napi_env env, napi_callback_info info) {
+  size_t argc = 8;
+  napi_value argv[8];
+  int kind, rows, cols, m, helpers;
+  void *w, *x, *y;
+  size_t wBytes, xBytes, yBytes;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc != 8 || !argInt(env, argv[7], &helpers) || !argInt(env, argv[0], &kind) || !argInt(env, argv[2], &rows) || !argInt(env, argv[3], &cols) ||
+      !argInt(env, argv[5], &m) || !typedBytes(env, argv[1], &w, &wBytes) || !typedBytes(env, argv[4], &x, &xBytes) ||
+      !typedBytes(env, argv[6], &y, &yBytes) || kind < 0 || kind > K_Q6_K || rows < 0 || cols <= 0 || m < 0) {
+    napi_throw_type_error(env, NULL, "matmul(kind, w, rows, cols, x, m, y, helpers): bad arguments");
+    return NULL;
+  }
+  size_t need = isBlockKind(kind) ? (size_t)rows * ((cols + QK - 1) / QK) * superBytes(kind)
+                                  : (size_t)rows * cols * (kind == K_F32 ? 4 : 2);
+  if (wBytes != need || xBytes < (size_t)m * cols * 4 || yBytes < (size_t)m * rows * 4) {
+    napi_throw_range_error(env, NULL, "matmul: w, x or y has the wrong byte size");
+    return NULL;
+  }
+  Job job = {.kind = kind, .rows = rows, .cols = cols, .m = m, .w = (const uint8_t*)w, .x = (const float*)x,
+             .y = (float*)y};
+  if (m > 0 && rows > 0 && !runJob(&job, helpers)) {
+    napi_throw_error(env, NULL, "matmul: out of memory for the activation scratch");
+    return NULL;
+  }
+  return NULL;
+}
+
+// setThreads(threads, spinMicros): threads - 1 helper threads, for calls that ask for them.
+static napi_value jsSetThreads(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2], result;
+  int threads, spin;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc != 2 || !argInt(env, argv[0], &threads) || !argInt(env, argv[1], &spin) || threads < 1 || spin < 0) {
+    napi_throw_type_error(env, NULL, "setThreads(threads >= 1, spinMicros >= 0): bad arguments");
+    return NULL;
+  }
+  CHECK(napi_get_boolean(env, setThreads(threads, spin), &result));
+  return result;
+}
+
+static napi_value init(napi_env env, napi_value exports) {
+  napi_property_descriptor props[] = {
+      {"supported", NULL, jsSupported, NULL, NULL, NULL, napi_default, NULL},
+      {"repackedBytes", NULL, jsRepackedBytes, NULL, NULL, NULL, napi_default, NULL},
+      {"repack", NULL, jsRepack, NULL, NULL, NULL, napi_default, NULL},
+      {"matmul", NULL, jsMatmul, NULL, NULL, NULL, napi_default, NULL},
+      {"setThreads", NULL, jsSetThreads, NULL, NULL, NULL, napi_default, NULL},
+  };
+  CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
+  return exports;
+}
+
+NAPI_MODULE_INIT() { return init(env, exports); }

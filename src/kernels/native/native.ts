@@ -1,0 +1,160 @@
+// Dense matmul through Tessera's own native kernels (dense.c, a Node-API addon built into
+// build/tessera-native.node by scripts/build-native.mjs): AVX-512 VNNI dot products straight on
+// GGML block weights (q4_0, q8_0, q4_K, q5_K, q6_K, repacked once at prepare and kept at their
+// own bit width) and on f32 / f16 / bf16 rows (f16 and bf16 stay 16-bit in memory). Activations
+// are quantized to int8 per 32 values, as llama.cpp does for its quantized dot products, so block
+// weights agree with the f32 reference to ~1e-3 of Σ|x·w| (dense-cases' int8 tolerance).
+// Synchronous: a call runs on the calling thread (the engine thread in every role), with the
+// addon's helper threads taking chunks of rows when threads > 1, and returns when all are done.
+// Each output row is computed by the same arithmetic whatever m is: batch-invariant.
+import { createRequire } from 'node:module';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { assert } from '../../core/index.js';
+import { checkMatmul, checkWeight } from '../layout.js';
+import type { DenseKernels, DenseWeight, HostTensor, WeightDType } from '../types.js';
+import { findPackageRoot } from '../wasm/locate.js';
+
+interface Addon {
+  supported(): boolean;
+  repackedBytes(kind: number, rows: number, cols: number): number;
+  repack(kind: number, src: Uint8Array, rows: number, cols: number, dst: Uint8Array): void;
+  matmul(
+    kind: number,
+    w: Uint8Array,
+    rows: number,
+    cols: number,
+    x: Float32Array,
+    m: number,
+    y: Float32Array,
+    helpers: 0 | 1,
+  ): void;
+  setThreads(threads: number, spinMicros: number): boolean;
+}
+
+export interface NativeDenseOptions {
+  /**
+   * Threads that share each call's rows: the calling thread and threads - 1 helper threads of
+   * the addon (default 1). The helpers are one set per process, as many as the largest
+   * NativeDense asked for; an instance with threads > 1 lets all of them take rows.
+   */
+  readonly threads?: number;
+  /** How long a helper spins for the next call before it sleeps (default 100 µs; the last NativeDense made sets it). */
+  readonly spinMicros?: number;
+  /**
+   * Calls with fewer x rows than this run on the calling thread alone (default 4). Batch-1
+   * decode is bound by memory, not arithmetic: a second thread bought nothing there on 2 cores
+   * and its spinning took the core the event loop and the attention kernels need (measured).
+   */
+  readonly helperMinM?: number;
+}
+
+const KIND: Readonly<Record<WeightDType, number>> = {
+  f32: 0,
+  f16: 1,
+  bf16: 2,
+  q4_0: 3,
+  q8_0: 4,
+  q4_k: 5,
+  q5_k: 6,
+  q6_k: 7,
+};
+const FLOAT_KINDS: readonly WeightDType[] = ['f32', 'f16', 'bf16'];
+
+let loaded: { addon: Addon } | { why: string } | undefined;
+/** Threads the addon's helper set serves now (helpers + 1); it only grows. */
+let helperThreads = 1;
+
+/** The addon, or why it cannot be used here (not built, failed to load, CPU without AVX-512 VNNI). */
+export function nativeAvailability(): { addon: Addon } | { why: string } {
+  if (loaded !== undefined) return loaded;
+  const path = join(findPackageRoot(), 'build', 'tessera-native.node');
+  if (!existsSync(path)) loaded = { why: `${path} is not built (no C compiler at \`npm run build\`?)` };
+  else {
+    try {
+      const addon = createRequire(import.meta.url)(path) as Addon;
+      loaded = addon.supported() ? { addon } : { why: 'this CPU lacks AVX-512 (F, BW, VL, VNNI) or F16C' };
+    } catch (cause) {
+      loaded = { why: `${path} failed to load: ${(cause as Error).message}` };
+    }
+  }
+  return loaded;
+}
+
+class NativeWeight implements DenseWeight {
+  constructor(
+    readonly rows: number,
+    readonly cols: number,
+    readonly dtype: WeightDType,
+    readonly kind: number,
+    /** The weight in dense.c's layout (block kinds) or as in the file (float kinds). */
+    readonly bytes: Uint8Array,
+    readonly owner: NativeDense,
+  ) {}
+}
+
+export class NativeDense implements DenseKernels {
+  readonly name = 'native' as const;
+  readonly batchInvariant = true;
+  readonly #addon: Addon;
+  readonly #useHelpers: boolean;
+  readonly #helperMinM: number;
+
+  constructor(options: NativeDenseOptions = {}) {
+    const found = nativeAvailability();
+    assert('addon' in found, () => `NativeDense: ${'why' in found ? found.why : ''}`);
+    const threads = options.threads ?? 1;
+    assert(Number.isInteger(threads) && threads >= 1, () => `NativeDense: threads must be a positive integer`);
+    this.#addon = found.addon;
+    this.#useHelpers = threads > 1;
+    this.#helperMinM = options.helperMinM ?? 4;
+    if (threads > 1 && threads > helperThreads) {
+      assert(this.#addon.setThreads(threads, options.spinMicros ?? 100), 'NativeDense: cannot start helper threads');
+      helperThreads = threads;
+    }
+  }
+
+  async prepare(weight: HostTensor): Promise<DenseWeight> {
+    return this.prepareSync(weight);
+  }
+
+  prepareSync(weight: HostTensor): NativeWeight {
+    const { rows, cols } = checkWeight(weight);
+    const kind = KIND[weight.dtype];
+    if (FLOAT_KINDS.includes(weight.dtype)) {
+      // The file's bytes, copied (aligned, and independent of the file buffer's lifetime).
+      return new NativeWeight(rows, cols, weight.dtype, kind, weight.data.slice(), this);
+    }
+    const bytes = new Uint8Array(this.#addon.repackedBytes(kind, rows, cols));
+    this.#addon.repack(kind, weight.data, rows, cols, bytes);
+    return new NativeWeight(rows, cols, weight.dtype, kind, bytes, this);
+  }
+
+  async matmul(weight: DenseWeight, x: Float32Array, m: number, out?: Float32Array): Promise<Float32Array> {
+    return this.matmulSync(weight, x, m, out);
+  }
+
+  matmulSync(weight: DenseWeight, x: Float32Array, m: number, out?: Float32Array): Float32Array {
+    assert(
+      weight instanceof NativeWeight && weight.owner === this,
+      'NativeDense.matmul: weight was not prepared by this NativeDense',
+    );
+    const { rows, cols } = weight;
+    checkMatmul(rows, cols, x, m, out);
+    const y = out ?? new Float32Array(m * rows);
+    if (m === 0) return y;
+    this.#addon.matmul(
+      weight.kind,
+      weight.bytes,
+      rows,
+      cols,
+      x,
+      m,
+      y,
+      this.#useHelpers && m >= this.#helperMinM ? 1 : 0,
+    );
+    return y;
+  }
+
+  async dispose(): Promise<void> {}
+}
