@@ -6,17 +6,21 @@
 // activation scratch).
 //
 // Block weights are repacked once, at prepare (repack()), into one layout per 256 weights (a
-// "super-block"): a header with the block's scale data, then 128 bytes of 4-bit codes, or 256
-// bytes of 8-bit codes for q8_0, then the high bits of 5/6-bit codes as bit masks:
+// "super-block"): a header with the block's scale data, then the codes, then the high bits of
+// 5/6-bit codes as bit masks. The codes of a super-block are four vectors V0..V3 of 64, in an
+// order chosen so that 32-bit lane k of every V_j holds codes of the 16-group k (elements
+// 16k .. 16k + 15): V_j[4k + b] = code[16k + 4j + b]. Four vpdpbusd into one accumulator then
+// leave each 16-group's whole integer sum in its own lane, scaled by one FMA per super-block.
+// Activations are quantized into the same order.
 //
-//   codes, per group of 128 weights: 64 bytes; byte j holds code j in its low nibble and code
-//          64 + j in its high nibble (so one 64-byte load gives 2 x 64 codes in element order)
+//   codes  4-bit: 128 bytes, V0 | V1 << 4 in the first 64, V2 | V3 << 4 in the next 64;
+//          8-bit (q8_0): V0, V1, V2, V3, 256 bytes
 //   q4_0   header: 8 x f16 d (one per 32)                     w = d * (code - 8)
 //   q8_0   header: 8 x f16 d; codes uint8 = int8 q + 128       w = d * (code - 128)
 //   q4_K   header: f16 d, f16 dmin, u8 sc[8], u8 m[8]          w = d*sc[j] * code - dmin*m[j]
-//   q5_K   as q4_K, then per group 2 x u64 masks: bit j = bit 4 of code j / of code 64 + j
-//   q6_K   header: f16 d, i8 sc[16]; per group 4 x u64 masks (bit 4 lo, bit 4 hi, bit 5 lo,
-//          bit 5 hi)                                          w = d*sc[j/16] * (code - 32)
+//   q5_K   as q4_K, then 4 x u64 masks: bit i of mask j = bit 4 of V_j[i]
+//   q6_K   header: f16 d, i8 sc[16]; 8 x u64 masks: bit 4 of V0..V3, then bit 5 of V0..V3
+//                                                             w = d*sc[j/16] * (code - 32)
 // Rows are padded with zero codes and zero scales to whole super-blocks.
 //
 // Activations are quantized per call like llama.cpp's q8_0: per 32 values d = max|x| / 127,
@@ -49,26 +53,29 @@ static int isBlockKind(int kind) { return kind >= K_Q4_0 && kind <= K_Q6_K; }
 static uint16_t rd16(const uint8_t* p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 
 // ---------------------------------------------------------------- repacking (plain C)
-// Puts the 256 codes of one super-block (values < 64) into the layout above.
+// Puts the 256 codes of one super-block (natural order, values < 64) into the layout above.
 static void putCodes(const uint8_t codes[256], int bits, uint8_t* dst) {
-  for (int g = 0; g < 2; g++) {
-    const uint8_t* c = codes + 128 * g;
-    uint8_t* q = dst + 64 * g;
-    for (int j = 0; j < 64; j++) q[j] = (c[j] & 15) | ((c[64 + j] & 15) << 4);
+  uint8_t v[4][64];
+  for (int j = 0; j < 4; j++)
+    for (int k = 0; k < 16; k++)
+      for (int b = 0; b < 4; b++) v[j][4 * k + b] = codes[16 * k + 4 * j + b];
+  if (bits == 8) {
+    for (int j = 0; j < 4; j++) memcpy(dst + 64 * j, v[j], 64);
+    return;
+  }
+  for (int i = 0; i < 64; i++) {
+    dst[i] = (v[0][i] & 15) | ((v[1][i] & 15) << 4);
+    dst[64 + i] = (v[2][i] & 15) | ((v[3][i] & 15) << 4);
   }
   if (bits <= 4) return;
   uint8_t* masks = dst + 128;
-  for (int g = 0; g < 2; g++) {
-    const uint8_t* c = codes + 128 * g;
-    int perGroup = bits == 5 ? 2 : 4;
-    for (int k = 0; k < perGroup; k++) {
-      int bit = 4 + k / 2, half = k % 2;
+  for (int bit = 4; bit < bits; bit++)
+    for (int j = 0; j < 4; j++) {
       uint64_t mask = 0;
-      for (int j = 0; j < 64; j++)
-        if ((c[64 * half + j] >> bit) & 1) mask |= (uint64_t)1 << j;
-      memcpy(masks + 8 * (perGroup * g + k), &mask, 8);
+      for (int i = 0; i < 64; i++)
+        if ((v[j][i] >> bit) & 1) mask |= (uint64_t)1 << i;
+      memcpy(masks + 8 * (4 * (bit - 4) + j), &mask, 8);
     }
-  }
 }
 
 static void scaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
@@ -100,8 +107,7 @@ static void repackRow(int kind, const uint8_t* src, int cols, uint8_t* dst) {
           else codes[32 * b + j] = (uint8_t)(blk[2 + j] ^ 0x80);
         }
       }
-      if (kind == K_Q4_0) putCodes(codes, 4, out + 16);
-      else memcpy(out + 16, codes, 256);
+      putCodes(codes, kind == K_Q4_0 ? 4 : 8, out + 16);
     } else if (kind == K_Q4_K || kind == K_Q5_K) {
       const uint8_t* blk = src + (size_t)s * (kind == K_Q4_K ? 144 : 176);
       memcpy(out, blk, 4);  // d, dmin
@@ -169,8 +175,8 @@ static int ensureScratch(size_t kpad, int m) {
 
 static inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
 
-// q[kpad] int8, dx16[kpad/16] (d of the 32-block, per 16), c16[kpad/16] = d * sum of 16 q.
-static void quantizeRow(const float* x, int cols, int kpad, int8_t* q, float* dx16, float* c16) {
+// q[kpad] int8 in element order, dx16, c16 as quantizeRow's.
+static void quantizeNatural(const float* x, int cols, int kpad, int8_t* q, float* dx16, float* c16) {
   for (int b = 0; b < kpad / 32; b++) {
     int at = 32 * b, n = cols - at;
     if (n <= 0) {
@@ -190,6 +196,33 @@ static void quantizeRow(const float* x, int cols, int kpad, int8_t* q, float* dx
     dx16[2 * b] = dx16[2 * b + 1] = d;
     c16[2 * b] = d * (float)_mm512_reduce_add_epi32(i0);
     c16[2 * b + 1] = d * (float)_mm512_reduce_add_epi32(i1);
+  }
+}
+
+// q[kpad] int8 (in the codes' order, per super-block), dx16[kpad/16] (d of the 32-block, per 16),
+// c16[kpad/16] = d * sum of the 16 q.
+static void quantizeRow(const float* x, int cols, int kpad, int8_t* q, float* dx16, float* c16) {
+  static const int32_t order[4][16] = {
+      {0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60},
+      {1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41, 45, 49, 53, 57, 61},
+      {2, 6, 10, 14, 18, 22, 26, 30, 34, 38, 42, 46, 50, 54, 58, 62},
+      {3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47, 51, 55, 59, 63},
+  };
+  quantizeNatural(x, cols, kpad, q, dx16, c16);
+  // Word w = 4k + j of a super-block (elements 16k + 4j ..) moves to word 16j + k.
+  for (int s = 0; s < kpad / QK; s++) {
+    int32_t* words = (int32_t*)(q + QK * s);
+    __m512i n0 = _mm512_loadu_si512(words), n1 = _mm512_loadu_si512(words + 16);
+    __m512i n2 = _mm512_loadu_si512(words + 32), n3 = _mm512_loadu_si512(words + 48);
+    for (int j = 0; j < 4; j++) {
+      // Output word 16j + k = input word 4k + j: k < 8 from n0 | n1, k >= 8 from n2 | n3 (the
+      // index's low 5 bits pick among the two it is given).
+      __m512i idx = _mm512_loadu_si512(order[j]);
+      __m512i lo = _mm512_permutex2var_epi32(n0, idx, n1);
+      __m512i hi = _mm512_permutex2var_epi32(n2, idx, n3);
+      __m512i v = _mm512_mask_blend_epi32(0xFF00, lo, hi);
+      _mm512_storeu_si512(words + 16 * j, v);  // n0..n3 hold the inputs: in place is safe
+    }
   }
 }
 
@@ -216,12 +249,6 @@ static inline void superFactors(int kind, const uint8_t* h, __m512* S, __m512* T
   }
 }
 
-static const int32_t lanes4[4][16] = {
-    {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3},
-    {4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7},
-    {8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11},
-    {12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15},
-};
 
 // Rows [r0, r1) of a block weight for MB x rows at once (x quantized in q/dx16/c16 at stride kpad).
 static inline __attribute__((always_inline)) void blockRows(int kind, int MB, const uint8_t* w, int rows, int nsb,
@@ -231,8 +258,6 @@ static inline __attribute__((always_inline)) void blockRows(int kind, int MB, co
   const int sbBytes = superBytes(kind);
   const int hdr = kind == K_Q4_0 || kind == K_Q8_0 ? 16 : kind == K_Q6_K ? 18 : 20;
   const __m512i nib = _mm512_set1_epi8(15);
-  __m512i L[4];
-  for (int j = 0; j < 4; j++) L[j] = _mm512_loadu_si512(lanes4[j]);
   (void)rows;
   for (int r = r0; r < r1; r++) {
     const uint8_t* row = w + (size_t)r * nsb * sbBytes;
@@ -250,42 +275,41 @@ static inline __attribute__((always_inline)) void blockRows(int kind, int MB, co
         corr[i] = _mm512_fmadd_ps(T, _mm512_loadu_ps(c), corr[i]);
       }
       const uint8_t* codes = sb + hdr;
+      __m512i v0, v1, v2, v3;
       if (kind == K_Q8_0) {
-        for (int j = 0; j < 4; j++) {
-          __m512i v = _mm512_loadu_si512(codes + 64 * j);
-          for (int i = 0; i < MB; i++) {
-            __m512i xq = _mm512_loadu_si512(q + (size_t)i * kpad + 256 * s + 64 * j);
-            __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v, xq);
-            acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(L[j], P[i]), acc[i]);
+        v0 = _mm512_loadu_si512(codes);
+        v1 = _mm512_loadu_si512(codes + 64);
+        v2 = _mm512_loadu_si512(codes + 128);
+        v3 = _mm512_loadu_si512(codes + 192);
+      } else {
+        __m512i a = _mm512_loadu_si512(codes), b = _mm512_loadu_si512(codes + 64);
+        v0 = _mm512_and_si512(a, nib);
+        v1 = _mm512_and_si512(_mm512_srli_epi16(a, 4), nib);
+        v2 = _mm512_and_si512(b, nib);
+        v3 = _mm512_and_si512(_mm512_srli_epi16(b, 4), nib);
+        if (kind == K_Q5_K || kind == K_Q6_K) {
+          uint64_t mk[8];
+          memcpy(mk, codes + 128, kind == K_Q5_K ? 32 : 64);
+          const __m512i b4 = _mm512_set1_epi8(16), b5 = _mm512_set1_epi8(32);
+          v0 = _mm512_mask_add_epi8(v0, (__mmask64)mk[0], v0, b4);
+          v1 = _mm512_mask_add_epi8(v1, (__mmask64)mk[1], v1, b4);
+          v2 = _mm512_mask_add_epi8(v2, (__mmask64)mk[2], v2, b4);
+          v3 = _mm512_mask_add_epi8(v3, (__mmask64)mk[3], v3, b4);
+          if (kind == K_Q6_K) {
+            v0 = _mm512_mask_add_epi8(v0, (__mmask64)mk[4], v0, b5);
+            v1 = _mm512_mask_add_epi8(v1, (__mmask64)mk[5], v1, b5);
+            v2 = _mm512_mask_add_epi8(v2, (__mmask64)mk[6], v2, b5);
+            v3 = _mm512_mask_add_epi8(v3, (__mmask64)mk[7], v3, b5);
           }
         }
-        continue;
       }
-      const uint8_t* masks = codes + 128;
-      for (int g = 0; g < 2; g++) {
-        __m512i v = _mm512_loadu_si512(codes + 64 * g);
-        __m512i lo = _mm512_and_si512(v, nib);
-        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
-        if (kind == K_Q5_K) {
-          uint64_t mk[2];
-          memcpy(mk, masks + 16 * g, 16);
-          lo = _mm512_mask_add_epi8(lo, (__mmask64)mk[0], lo, _mm512_set1_epi8(16));
-          hi = _mm512_mask_add_epi8(hi, (__mmask64)mk[1], hi, _mm512_set1_epi8(16));
-        } else if (kind == K_Q6_K) {
-          uint64_t mk[4];
-          memcpy(mk, masks + 32 * g, 32);
-          lo = _mm512_mask_add_epi8(lo, (__mmask64)mk[0], lo, _mm512_set1_epi8(16));
-          hi = _mm512_mask_add_epi8(hi, (__mmask64)mk[1], hi, _mm512_set1_epi8(16));
-          lo = _mm512_mask_add_epi8(lo, (__mmask64)mk[2], lo, _mm512_set1_epi8(32));
-          hi = _mm512_mask_add_epi8(hi, (__mmask64)mk[3], hi, _mm512_set1_epi8(32));
-        }
-        for (int i = 0; i < MB; i++) {
-          const int8_t* xq = q + (size_t)i * kpad + 256 * s + 128 * g;
-          __m512i dlo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(xq));
-          __m512i dhi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, _mm512_loadu_si512(xq + 64));
-          acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dlo), _mm512_permutexvar_ps(L[2 * g], P[i]), acc[i]);
-          acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dhi), _mm512_permutexvar_ps(L[2 * g + 1], P[i]), acc[i]);
-        }
+      for (int i = 0; i < MB; i++) {
+        const int8_t* xq = q + (size_t)i * kpad + 256 * s;
+        __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v0, _mm512_loadu_si512(xq));
+        dot = _mm512_dpbusd_epi32(dot, v1, _mm512_loadu_si512(xq + 64));
+        dot = _mm512_dpbusd_epi32(dot, v2, _mm512_loadu_si512(xq + 128));
+        dot = _mm512_dpbusd_epi32(dot, v3, _mm512_loadu_si512(xq + 192));
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), P[i], acc[i]);
       }
     }
     for (int i = 0; i < MB; i++) out[(size_t)i * outStride + r] = hsum512(acc[i]) - hsum512(corr[i]);

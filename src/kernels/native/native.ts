@@ -47,6 +47,12 @@ export interface NativeDenseOptions {
    * and its spinning took the core the event loop and the attention kernels need (measured).
    */
   readonly helperMinM?: number;
+  /**
+   * Weights of at least this many bytes use the helpers at any m (default 2 MiB): reading one
+   * takes long enough (~100 µs+) to pay for waking a helper, and two cores draw more memory
+   * bandwidth than one.
+   */
+  readonly helperMinBytes?: number;
 }
 
 const KIND: Readonly<Record<WeightDType, number>> = {
@@ -99,6 +105,7 @@ export class NativeDense implements DenseKernels {
   readonly #addon: Addon;
   readonly #useHelpers: boolean;
   readonly #helperMinM: number;
+  readonly #helperMinBytes: number;
 
   constructor(options: NativeDenseOptions = {}) {
     const found = nativeAvailability();
@@ -108,6 +115,7 @@ export class NativeDense implements DenseKernels {
     this.#addon = found.addon;
     this.#useHelpers = threads > 1;
     this.#helperMinM = options.helperMinM ?? 4;
+    this.#helperMinBytes = options.helperMinBytes ?? 2 * 2 ** 20;
     if (threads > 1 && threads > helperThreads) {
       assert(this.#addon.setThreads(threads, options.spinMicros ?? 100), 'NativeDense: cannot start helper threads');
       helperThreads = threads;
@@ -151,7 +159,7 @@ export class NativeDense implements DenseKernels {
       x,
       m,
       y,
-      this.#useHelpers && m >= this.#helperMinM ? 1 : 0,
+      this.#useHelpers && (m >= this.#helperMinM || weight.bytes.byteLength >= this.#helperMinBytes) ? 1 : 0,
     );
     return y;
   }
