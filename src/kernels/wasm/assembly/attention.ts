@@ -1,16 +1,17 @@
 // Paged causal attention with GQA for one request in one layer, over an f32 or an f16 KV pool
-// (T = f32 or u16: f16 bit patterns, promoted to f32 exactly as they are loaded; every sum is
-// f32 in both). Reads K and V only through the page table it is given and only positions
-// [0, startPos + t] for query token t (with a sliding
-// window, only the last `window` of them); it never checks ownership (the caller verified every
-// page). Each (token, head) is computed by the same arithmetic whatever numTokens is, so
-// chunked prefill and decode give bit-identical outputs.
+// (f16: bit patterns, promoted to f32 exactly, a page's plane at a time, before any sum; every
+// sum is f32 in both, by the same code, so f16 attention equals f32 attention over the promoted
+// values bit for bit). Reads K and V only through the page table it is given and only positions
+// [0, startPos + t] for query token t (with a sliding window, only the last `window` of them);
+// it never checks ownership (the caller verified every page). Each (token, head) is computed by
+// the same arithmetic whatever numTokens is, so chunked prefill and decode give bit-identical
+// outputs. The pool may hold any half, inf and nan included: every one is promoted exactly.
 //
-//   pool layout (page-major, see src/pages/kv-layout.ts), e = sizeof<T>() bytes per element:
+//   pool layout (page-major, see src/pages/kv-layout.ts), e = 4 (f32) or 2 (f16) bytes per element:
 //     pool[(((page * numLayers + layer) * 2 + kv) * pageSize + slot) * kvDim + i]
 import { expF32x4, f16x4SignedToF32, hsum, hsum4 } from './simd';
 
-/** Elements [i, i + 4) of a row of T as f32x4. */
+/** Elements [i, i + 4) of a row of T (f32, or u16: halves) as f32x4. */
 @inline
 function load4<T>(row: usize, i: usize): v128 {
   if (sizeof<T>() == 2) return f16x4SignedToF32(v128.load16x4_s(row + (i << 1)));
