@@ -2,7 +2,7 @@
 // GB/s of weights per backend at m = 1, 4, 16 on m100-sized matrices (f32 and q4_0), ORT's batch
 // variance, a chain of ORT sessions like one decode step's, and paged attention µs per token at
 // a 512-token context. Prints numbers side by side from one run; asserts nothing about speed.
-import { Rng } from '../src/core/index.js';
+import { Rng, type KvDtype } from '../src/core/index.js';
 import {
   type DenseKernels,
   type DenseWeight,
@@ -198,9 +198,11 @@ async function attentionSection(): Promise<void> {
   console.log('\n## Paged attention over a 512-token context, pageSize 16, scattered pages: µs per token per layer');
   console.log('   decode: one token at position 511; prefill: 512 tokens from position 0 (per token)');
   const runtime = await loadWasmRuntime({ maxMemoryBytes: 256 * 1024 ** 2 });
-  const backends: [string, OpKernels][] = [
-    ['wasm', await createWasmOps({ runtime })],
-    ['ref', createRefOps()],
+  const wasm = await createWasmOps({ runtime });
+  const backends: [string, OpKernels, KvDtype][] = [
+    ['wasm', wasm, 'f32'],
+    ['wasm f16 KV', wasm, 'f16'],
+    ['ref', createRefOps(), 'f32'],
   ];
   const rng = new Rng(4);
   for (const [numHeads, numKvHeads, headDim] of [
@@ -216,13 +218,12 @@ async function attentionSection(): Promise<void> {
     const v = Float32Array.from({ length: 512 * kvDim }, () => rng.normal());
     const q = Float32Array.from({ length: 512 * numHeads * headDim }, () => rng.normal());
     const cells: string[] = [];
-    for (const [name, ops] of backends) {
-      const kv: PagedKvView = {
-        ...geometry,
-        numPages,
-        dtype: 'f32',
-        data: ops.allocF32(numPages * pageElements(geometry)),
-      };
+    for (const [name, ops, dtype] of backends) {
+      const length = numPages * pageElements(geometry);
+      const kv: PagedKvView =
+        dtype === 'f16'
+          ? { ...geometry, numPages, dtype, data: ops.allocU16(length) }
+          : { ...geometry, numPages, dtype, data: ops.allocF32(length) };
       ops.writeKv(kv, 0, pageTable, 0, 512, k, v);
       const out = ops.allocF32(512 * numHeads * headDim);
       const shape = { numHeads, numKvHeads, headDim, scale: 1 / Math.sqrt(headDim) };

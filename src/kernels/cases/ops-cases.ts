@@ -6,7 +6,7 @@
 // past the causal limit (or before a sliding window) or another layer produces NaN and fails the
 // comparison. Attention and writeKv run over both KV dtypes: an f16 pool is poisoned with the
 // f16 NaN 0x7e00, and its K and V are rounded to f16 on write by both sides, so the oracle sees
-// the same inputs.
+// the same inputs. f16-cases.ts holds the f16 promotion cases.
 import { KV_DTYPES, Rng, type KvDtype } from '../../core/index.js';
 import { f16ToF32, f32ToF16 } from '../half.js';
 import { pageElements } from '../layout.js';

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { batchInvarianceCases, denseCases } from '../cases/dense-cases.js';
 import { KV_DTYPES, Rng } from '../../core/index.js';
+import { f16PromotionCases } from '../cases/f16-cases.js';
 import { opsCases, poisonedPool } from '../cases/ops-cases.js';
 import { f16ToF32, f32ToF16 } from '../half.js';
 import type { AttentionArgs, DenseWeight, PagedKvView } from '../types.js';
@@ -12,7 +13,7 @@ describe('RefDense runs the dense case suite', () => {
 });
 
 describe('RefOps runs the ops case suite', () => {
-  for (const c of opsCases()) it(c.name, () => c.run(createRefOps()));
+  for (const c of [...opsCases(), ...f16PromotionCases()]) it(c.name, () => c.run(createRefOps()));
 });
 
 /** Reads the pool's last page (never in any case's page table) in place of the first page the call reads. */
@@ -47,6 +48,40 @@ describe('the ops case suite itself (negative controls)', () => {
     for (const c of windowed)
       await expect(Promise.resolve().then(() => c.run(new IgnoresWindow()))).rejects.toThrow(/is NaN|expected/);
   });
+});
+
+/** Promotes an f16 pool's halves through `misread` (a wrong conversion) before attending over it. */
+class MisreadsHalves extends RefOps {
+  readonly #misread: (h: number) => number;
+
+  constructor(misread: (h: number) => number) {
+    super();
+    this.#misread = misread;
+  }
+
+  override attention(kv: PagedKvView, args: AttentionArgs): void {
+    super.attention(kv.dtype === 'f16' ? { ...kv, data: kv.data.map(this.#misread) } : kv, args);
+  }
+}
+
+describe('the f16 promotion cases themselves (negative controls)', () => {
+  const promotionCases = f16PromotionCases();
+  const misreads: [string, (h: number) => number, RegExp][] = [
+    ['flushes subnormal halves to zero', (h) => ((h & 0x7c00) === 0 ? h & 0x8000 : h), /./],
+    ['reads the largest half one step smaller', (h) => ((h & 0x7fff) === 0x7bff ? h - 1 : h), /./],
+    // What the 3-op conversion (shift, mask, multiply by 2^112) does with exponent 31.
+    ['reads inf and nan as finite halves', (h) => ((h & 0x7c00) === 0x7c00 ? (h & 0x8000) | 0x7bff : h), /inf and nan/],
+  ];
+  for (const [what, misread, which] of misreads) {
+    it(`fails for a backend that ${what}`, async () => {
+      const failing = promotionCases.filter((c) => which.test(c.name));
+      expect(failing.length).toBeGreaterThan(0);
+      for (const c of failing)
+        await expect(Promise.resolve().then(() => c.run(new MisreadsHalves(misread)))).rejects.toThrow(
+          /f16 pool .* f32 pool|outputs finite/,
+        );
+    });
+  }
 });
 
 /** Rounds differently inside a batch: the last bit of every output flips when m > 1. */

@@ -148,12 +148,12 @@ export class WasmOps implements OpKernels {
     const op = rt.owns(args.out) ? args.out.byteOffset : rt.scratch('c', n * 4);
     const pageTable = rt.input('b', args.pageTable, Math.ceil(endPos / kv.pageSize));
     if (kv.dtype === 'f16') {
-      // One stretch of scores per query head of a KV head's group, its last float for 1 / sum.
-      // The rows scratch starts 1088 bytes into its region: with it 64-byte aligned like the
-      // pool, the kernel's stores into it and its loads from the pool share low address bits
-      // (4 KiB aliasing is the likely cause); measured ~2x faster attention on austen's pool.
+      // One stretch of scores per query head, its last float for 1 / sum; rows: four pages of
+      // promoted K (or V) planes. The rows scratch starts 1088 bytes into its region: with it
+      // 64-byte aligned like the pool, the kernel's stores into it and its loads from the pool
+      // share low address bits (4 KiB aliasing is the likely cause; measured ~2x on austen's pool).
       const stride = Math.ceil((endPos + 5) / 4) * 4;
-      const group = Math.ceil(shape.numHeads / kv.numKvHeads);
+      const kvDim = kv.numKvHeads * kv.headDim;
       rt.kernels.attentionF16(
         kv.data.byteOffset,
         kv.numLayers,
@@ -168,9 +168,9 @@ export class WasmOps implements OpKernels {
         startPos,
         shape.numHeads,
         shape.scale,
-        rt.scratch('d', group * stride * 4),
+        rt.scratch('d', shape.numHeads * stride * 4),
         stride,
-        rt.scratch('e', kv.pageSize * kv.headDim * 4 + 4096) + 1088,
+        rt.scratch('e', 4 * kv.pageSize * kvDim * 4 + 4096) + 1088,
         args.window ?? 0,
       );
     } else {

@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { Rng, isConfigError } from '../../core/index.js';
 import { batchInvarianceCases, denseCases } from '../cases/dense-cases.js';
+import { f16PromotionCases } from '../cases/f16-cases.js';
 import { opsCases } from '../cases/ops-cases.js';
 import { randomF32, randomWeight } from '../cases/support.js';
 import { WasmDense, createWasmDense } from './dense.js';
@@ -18,7 +19,7 @@ describe('WasmDense runs the dense case suite', () => {
 });
 
 describe('WasmOps runs the ops case suite', () => {
-  for (const c of opsCases()) it(c.name, () => c.run(new WasmOps(runtime)));
+  for (const c of [...opsCases(), ...f16PromotionCases()]) it(c.name, () => c.run(new WasmOps(runtime)));
 });
 
 describe('WasmDense with 2 threads', () => {

@@ -27,6 +27,20 @@ export function f16x4ToF32(h: v128): v128 {
   return v128.or(value, i32x4.shl(v128.and(h, i32x4.splat(0x8000)), 16));
 }
 
+/**
+ * Four f16 bit patterns sign-extended to i32 lanes (v128.load16x4_s, i32x4.extend_*_i16x8_s) to
+ * f32, exactly for every half: subnormals, signed zeros, inf, nan (payload kept). Seven ops where
+ * f16x4ToF32 takes ten: the sign-extension puts the sign in bit 31, so one shift and one mask
+ * leave sign | exponent | mantissa in f32's places (the value times 2^-112, normal or
+ * subnormal), one multiply scales it back, and exponent 31 (inf / nan) is or-ed up to 255.
+ */
+@inline
+export function f16x4SignedToF32(sx: v128): v128 {
+  const value = f32x4.mul(v128.and(i32x4.shl(sx, 13), i32x4.splat(0x8fffe000)), f32x4.splat(5.192296858534828e33));
+  const infOrNan = i32x4.eq(v128.and(sx, i32x4.splat(0x7c00)), i32x4.splat(0x7c00));
+  return v128.or(value, v128.and(infOrNan, i32x4.splat(0x7f800000)));
+}
+
 @inline
 export function f16ToF32(h: u32): f32 {
   return f32x4.extract_lane(f16x4ToF32(i32x4.splat(h)), 0);
