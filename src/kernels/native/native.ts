@@ -30,6 +30,8 @@ interface Addon {
     helpers: 0 | 1,
   ): void;
   setThreads(threads: number, spinMicros: number): boolean;
+  /** Zeroed memory the addon owns, 2 MiB aligned, advised to use huge pages (dense.c). */
+  alloc(bytes: number): Uint8Array;
 }
 
 export interface NativeDenseOptions {
@@ -131,9 +133,11 @@ export class NativeDense implements DenseKernels {
     const kind = KIND[weight.dtype];
     if (FLOAT_KINDS.includes(weight.dtype)) {
       // The file's bytes, copied (aligned, and independent of the file buffer's lifetime).
-      return new NativeWeight(rows, cols, weight.dtype, kind, weight.data.slice(), this);
+      const bytes = this.#addon.alloc(weight.data.byteLength);
+      bytes.set(weight.data);
+      return new NativeWeight(rows, cols, weight.dtype, kind, bytes, this);
     }
-    const bytes = new Uint8Array(this.#addon.repackedBytes(kind, rows, cols));
+    const bytes = this.#addon.alloc(this.#addon.repackedBytes(kind, rows, cols));
     this.#addon.repack(kind, weight.data, rows, cols, bytes);
     return new NativeWeight(rows, cols, weight.dtype, kind, bytes, this);
   }
