@@ -149,16 +149,21 @@ export async function createKernels(
           ORT_SINGLE_THREAD_BYTES,
         );
   if (!useNativeDense()) return { dense: ort, ops };
-  return { dense: new BatchSplitDense(new NativeDense({ threads }), ort, nativeMaxM), ops };
+  return {
+    dense: new BatchSplitDense(new NativeDense({ threads }), ort, (dtype) => nativeMaxM(dtype, threads)),
+    ops,
+  };
 }
 
 /**
  * Batches up to this many rows (decode) run on the native kernels, larger ones (prefill) on
- * onnxruntime; f32 weights always on onnxruntime, whose f32 GEMM is as fast at m = 1 and faster
- * above (bench/kernels.ts's native rows).
+ * onnxruntime. f32 weights only with helper threads (threads > 1): on one thread onnxruntime's
+ * f32 GEMM is as fast at m = 1 and faster above; with two, the native rows are at least as fast
+ * at every m up to 16 (bench/kernels.ts's native rows).
  */
 export const NATIVE_MAX_M = 16;
-const nativeMaxM = (dtype: WeightDType): number => (dtype === 'f32' ? 0 : NATIVE_MAX_M);
+const nativeMaxM = (dtype: WeightDType, threads: number): number =>
+  dtype === 'f32' && threads === 1 ? 0 : NATIVE_MAX_M;
 
 /**
  * Whether decode-sized matmuls run on the native kernels: when the addon is built and this CPU
