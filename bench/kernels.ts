@@ -1,7 +1,7 @@
 // Kernel micro-benchmark (`npm run bench:kernels`): memory bandwidth, dense matmul GFLOP/s and
-// GB/s of weights per backend at m = 1, 4, 16 on m100-sized matrices (f32 and q4_0), ORT's batch
-// variance, a chain of ORT sessions like one decode step's, and paged attention µs per token at
-// a 512-token context. Prints numbers side by side from one run; asserts nothing about speed.
+// GB/s of weights per backend (wasm, ort, native) at m = 1, 4, 16 on m100-sized matrices (f32
+// and q4_0; --dtypes for more), ORT's batch variance, a chain of ORT sessions like one decode
+// step's, and paged attention µs per token at a 512-token context. Prints numbers side by side from one run; asserts nothing about speed.
 import { Rng, type KvDtype } from '../src/core/index.js';
 import {
   type DenseKernels,

@@ -707,8 +707,10 @@ static napi_value jsSetThreads(napi_env env, napi_callback_info info) {
 // backed by transparent huge pages: a decode step streams every weight once, and with 4 KiB
 // pages it pays a TLB miss (and a hardware-prefetch stop) every 4 KiB. Freed when collected.
 static void freeHuge(napi_env env, void* data, void* hint) {
-  (void)env;
-  munmap(data, (size_t)(uintptr_t)hint);
+  size_t usable = (size_t)(uintptr_t)hint;
+  int64_t total;
+  napi_adjust_external_memory(env, -(int64_t)usable, &total);
+  munmap(data, usable);
 }
 
 static napi_value jsAlloc(napi_env env, napi_callback_info info) {
@@ -738,7 +740,8 @@ static napi_value jsAlloc(napi_env env, napi_callback_info info) {
     return NULL;
   }
   CHECK(napi_create_typedarray(env, napi_uint8_array, bytes, ab, 0, &out));
-  CHECK(napi_adjust_external_memory(env, (int64_t)bytes, &(int64_t){0}));
+  int64_t total;
+  CHECK(napi_adjust_external_memory(env, (int64_t)usable, &total));
   return out;
 }
 

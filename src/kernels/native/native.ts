@@ -41,7 +41,7 @@ export interface NativeDenseOptions {
    * NativeDense asked for; an instance with threads > 1 lets all of them take rows.
    */
   readonly threads?: number;
-  /** How long a helper spins for the next call before it sleeps (default 100 µs; the last NativeDense made sets it). */
+  /** How long a helper spins for the next call before it sleeps (default 100 µs; set by the NativeDense that starts the helpers). */
   readonly spinMicros?: number;
   /**
    * Calls with fewer x rows than this run on the calling thread alone (default 4). Batch-1
