@@ -59,6 +59,18 @@ function weightBytes(dtype: WeightDType, rows: number, cols: number): number {
 
 const pad = (s: string | number, n: number) => String(s).padStart(n);
 
+/** The native kernels on one thread and with a helper at every m, or none (and why) when the addon is missing. */
+function nativeBackends(): [string, DenseKernels][] {
+  if (!native) {
+    console.log(`(native kernels unavailable: ${nativeWhy})`);
+    return [];
+  }
+  return [
+    ['native t1', new NativeDense({ threads: 1 })],
+    ['native t2', new NativeDense({ threads: 2, helperMinM: 1 })],
+  ];
+}
+
 async function denseSection(bandwidth: number): Promise<void> {
   const runtime = await loadWasmRuntime();
   const backends: [string, DenseKernels][] = [
@@ -67,14 +79,8 @@ async function denseSection(bandwidth: number): Promise<void> {
     ['ort t1', await createOrtDense({ threads: 1 })],
     ['ort t2', await createOrtDense({ threads: 2 })],
     ['ort t1 f32-act', await createOrtDense({ threads: 1, activationPrecision: 'f32' })],
-    ...(native
-      ? ([
-          ['native t1', new NativeDense({ threads: 1 })],
-          ['native t2', new NativeDense({ threads: 2, helperMinM: 1 })],
-        ] as [string, DenseKernels][])
-      : []),
+    ...nativeBackends(),
   ];
-  if (!native) console.log(`(native kernels unavailable: ${nativeWhy})`);
   console.log('\n## Dense y = x·Wᵀ: µs per call | GFLOP/s | GB/s of weights (bound: %s GB/s)', bandwidth.toFixed(1));
   console.log(
     `${'dtype'.padEnd(6)}${'rows x cols'.padStart(12)}${pad('m', 4)}  ${backends.map(([n]) => n.padStart(26)).join('')}`,
@@ -115,14 +121,8 @@ async function batchVarianceSection(): Promise<void> {
     ['ort t1', await createOrtDense({ threads: 1 })],
     ['ort t2', await createOrtDense({ threads: 2 })],
     ['ort t1 f32-act', await createOrtDense({ threads: 1, activationPrecision: 'f32' })],
-    ...(native
-      ? ([
-          ['native t1', new NativeDense({ threads: 1 })],
-          ['native t2', new NativeDense({ threads: 2, helperMinM: 1 })],
-        ] as [string, DenseKernels][])
-      : []),
+    ...nativeBackends(),
   ];
-  if (!native) console.log(`(native kernels unavailable: ${nativeWhy})`);
   for (const dtype of DTYPES) {
     for (const [rows, cols] of [
       [768, 768],

@@ -442,7 +442,8 @@ static void computeRows(const Job* j, int r0, int r1) {
 // whose `shared` fields were written before its ticket. The caller computes
 // chunks too and returns only after every chunk is done (`finished`), so it never waits on a
 // helper that is asleep: it does the work itself. Helpers spin for spinMicros after a job (the
-// next matmul of a decode step comes within microseconds), then sleep on a futex. One caller at
+// next matmul of a decode step comes within microseconds), yielding the core to any runnable
+// thread as they do, then sleep on a futex. One caller at
 // a time uses the helpers (a mutex, tried, never waited on); another runs alone. The set is one
 // per process, sized by the largest setThreads asked (native.ts); each call says whether it
 // wants them.
@@ -450,6 +451,7 @@ static void computeRows(const Job* j, int r0, int r1) {
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -503,7 +505,10 @@ static void* helperMain(void* arg) {
     int spins = 0;
     while ((now = atomic_load_explicit(&posted, memory_order_acquire)) == seen) {
       __builtin_ia32_pause();
-      if (++spins % 64 == 0 && nowNanos() > until) {
+      // Every 64 pauses: give the core to any other runnable thread (on a busy 2-core machine the
+      // event loop's), and sleep once the spin time is up.
+      if (++spins % 64 == 0) sched_yield();
+      if (spins % 64 == 0 && nowNanos() > until) {
         atomic_fetch_add(&sleepers, 1);
         if (atomic_load(&posted) == seen) syscall(SYS_futex, &posted, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
         atomic_fetch_sub(&sleepers, 1);
