@@ -16,18 +16,16 @@ import { allIdle, detail, greedyIds, health, promptIds, testHome, waitUntil } fr
 import { ADMIN_KEY } from '../support/process.js';
 import {
   createLan,
-  namespacesUnavailable,
+  namespacesOrWarn,
   routerWorkers,
-  startRouterOn,
+  startGuardedAndUnguarded,
   startWorkerOn,
   type HostRouter,
   type HostWorker,
   type Lan,
 } from './support.js';
 
-const unavailable = namespacesUnavailable();
-if (unavailable !== undefined)
-  console.warn(`\n!!! SKIPPING test/e2e/cluster/decode-host-loss.test.ts: ${unavailable}\n`);
+const unavailable = namespacesOrWarn('test/e2e/cluster/decode-host-loss.test.ts');
 
 const ARGS = ['--context-length', '1024', '--kv-pages', '256', '--deterministic'];
 const ENV = { TESSERA_PD_TIMEOUTS: 'abortAckMs=1500,abortRetries=1,ackMs=3000' };
@@ -53,23 +51,12 @@ beforeAll(async () => {
     startWorkerOn(l.host('d2'), 'decode', ARGS, home.dir, ENV),
   ]);
   procs.push(p1, d1, d2);
-  [router, unguarded] = await Promise.all([
-    startRouterOn(
-      l.host('router'),
-      { prefills: [p1], decodes: [d1, d2], args: ['--context-length', '1024'], env: ENV },
-      home.dir,
-    ),
-    startRouterOn(
-      l.host('unguarded'),
-      {
-        prefills: [p1],
-        decodes: [d1],
-        args: ['--context-length', '1024'],
-        env: { ...ENV, TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'ignore-host-loss' },
-      },
-      home.dir,
-    ),
-  ]);
+  [router, unguarded] = await startGuardedAndUnguarded(
+    l,
+    { prefills: [p1], decodes: [d1, d2], args: ['--context-length', '1024'], env: ENV },
+    { prefills: [p1], decodes: [d1], args: ['--context-length', '1024'], env: ENV },
+    home.dir,
+  );
   procs.push(router, unguarded);
 });
 afterAll(async () => {

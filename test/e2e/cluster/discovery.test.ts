@@ -15,7 +15,7 @@ import { allIdle, detail, greedyIds, promptIds, testHome, waitUntil } from '../p
 import { startDnsmasq, type Dns } from './dnsmasq.js';
 import {
   createLan,
-  namespacesUnavailable,
+  namespacesOrWarn,
   routerWorkers,
   startRouterOn,
   startWorkerOn,
@@ -24,8 +24,7 @@ import {
   type Lan,
 } from './support.js';
 
-const unavailable = namespacesUnavailable();
-if (unavailable !== undefined) console.warn(`\n!!! SKIPPING test/e2e/cluster/discovery.test.ts: ${unavailable}\n`);
+const unavailable = namespacesOrWarn('test/e2e/cluster/discovery.test.ts');
 
 const PORT = '8100'; // every worker's HTTP port: each host is its own network namespace
 const ARGS = ['--port', PORT, '--context-length', '512', '--kv-pages', '96'];

@@ -20,17 +20,16 @@ import type { TransferView } from '../../../src/core/index.js';
 import { ADMIN_KEY } from '../support/process.js';
 import {
   createLan,
-  namespacesUnavailable,
+  namespacesOrWarn,
   routerWorkers,
-  startRouterOn,
+  startGuardedAndUnguarded,
   startWorkerOn,
   type HostRouter,
   type HostWorker,
   type Lan,
 } from './support.js';
 
-const unavailable = namespacesUnavailable();
-if (unavailable !== undefined) console.warn(`\n!!! SKIPPING test/e2e/cluster/host-loss.test.ts: ${unavailable}\n`);
+const unavailable = namespacesOrWarn('test/e2e/cluster/host-loss.test.ts');
 
 const ARGS = ['--context-length', '2048', '--kv-pages', '256', '--chunked-prefill-size', '32', '--deterministic'];
 const ENV = { TESSERA_PD_TIMEOUTS: 'abortAckMs=1500,abortRetries=1,ackMs=3000' };
@@ -53,23 +52,12 @@ beforeAll(async () => {
     startWorkerOn(l.host('d1'), 'decode', [...ARGS, '--kv-pages', '640'], home.dir, ENV), // 3 prompts of 94 pages, and a retry's second reservation
   ]);
   procs.push(p1, p2, d1);
-  [router, unguarded] = await Promise.all([
-    startRouterOn(
-      l.host('router'),
-      { prefills: [p1, p2], decodes: [d1], args: ['--context-length', '2048'], env: ENV },
-      home.dir,
-    ),
-    startRouterOn(
-      l.host('unguarded'),
-      {
-        prefills: [p2],
-        decodes: [d1],
-        args: ['--context-length', '2048'],
-        env: { ...ENV, TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'ignore-host-loss' },
-      },
-      home.dir,
-    ),
-  ]);
+  [router, unguarded] = await startGuardedAndUnguarded(
+    l,
+    { prefills: [p1, p2], decodes: [d1], args: ['--context-length', '2048'], env: ENV },
+    { prefills: [p2], decodes: [d1], args: ['--context-length', '2048'], env: ENV },
+    home.dir,
+  );
   procs.push(router, unguarded);
 });
 afterAll(async () => {

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allIdle, detail, greedyIds, health, promptIds, testHome, waitUntil } from '../pd/support.js';
 import {
   createLan,
-  namespacesUnavailable,
+  namespacesOrWarn,
   startRouterOn,
   startServeOn,
   startWorkerOn,
@@ -24,8 +24,7 @@ import {
   type Lan,
 } from './support.js';
 
-const unavailable = namespacesUnavailable();
-if (unavailable !== undefined) console.warn(`\n!!! SKIPPING test/e2e/cluster/hosts.test.ts: ${unavailable}\n`);
+const unavailable = namespacesOrWarn('test/e2e/cluster/hosts.test.ts');
 
 let home: Awaited<ReturnType<typeof testHome>>;
 let lan: Lan | undefined;

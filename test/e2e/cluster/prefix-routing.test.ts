@@ -13,7 +13,7 @@ import { writeJson } from '../support/process.js';
 import { detail, greedyIds, health, promptIds, scrape, testHome, waitUntil } from '../pd/support.js';
 import {
   createLan,
-  namespacesUnavailable,
+  namespacesOrWarn,
   startRouterOn,
   startWorkerOn,
   type HostRouter,
@@ -21,8 +21,7 @@ import {
   type Lan,
 } from './support.js';
 
-const unavailable = namespacesUnavailable();
-if (unavailable !== undefined) console.warn(`\n!!! SKIPPING test/e2e/cluster/prefix-routing.test.ts: ${unavailable}\n`);
+const unavailable = namespacesOrWarn('test/e2e/cluster/prefix-routing.test.ts');
 
 const ARGS = ['--context-length', '1024', '--kv-pages', '256'];
 const KEYS = { 'sk-a': 'a', 'sk-b': 'b', 'sk-c': 'c' };

@@ -19,7 +19,7 @@ import { detail, greedyIds, promptIds, testHome, waitUntil } from '../pd/support
 import { ROOT } from '../support/process.js';
 import {
   createLan,
-  namespacesUnavailable,
+  namespacesOrWarn,
   routerWorkers,
   startRouterOn,
   startWorkerOn,
@@ -28,8 +28,7 @@ import {
   type Lan,
 } from './support.js';
 
-const unavailable = namespacesUnavailable();
-if (unavailable !== undefined) console.warn(`\n!!! SKIPPING test/e2e/cluster/static-vetting.test.ts: ${unavailable}\n`);
+const unavailable = namespacesOrWarn('test/e2e/cluster/static-vetting.test.ts');
 
 const ARGS = ['--context-length', '512', '--kv-pages', '96'];
 const API_KEY = 'static-vetting-key-0123456789';

@@ -6,7 +6,15 @@ import OpenAI from 'openai';
 import { health, SECRET, spawnTessera, waitUntil, type Proc, type Router, type Worker } from '../pd/support.js';
 import type { Host } from '../support/netns.js';
 
-export { createLan, namespacesUnavailable, type Host, type Lan } from '../support/netns.js';
+export { createLan, type Host, type Lan } from '../support/netns.js';
+import { namespacesUnavailable } from '../support/netns.js';
+
+/** Why this machine cannot make namespace hosts (said once, loudly, for `file`), or undefined. */
+export function namespacesOrWarn(file: string): string | undefined {
+  const unavailable = namespacesUnavailable();
+  if (unavailable !== undefined) console.warn(`\n!!! SKIPPING ${file}: ${unavailable}\n`);
+  return unavailable;
+}
 
 export interface HostWorker extends Worker {
   readonly host: Host;
@@ -93,6 +101,26 @@ export async function startRouterOn(host: Host, o: RouterOn, home: string): Prom
     host,
     client: (apiKey = 'none') => new OpenAI({ baseURL: `${url}/v1`, apiKey, maxRetries: 0, timeout: 120_000 }),
   };
+}
+
+/**
+ * Two routers over the same workers on their own hosts: `router` with every defence, and
+ * `unguarded`, the host-loss tests' negative control, with `ignore-host-loss` armed.
+ */
+export async function startGuardedAndUnguarded(
+  lan: { host(name: string): Host },
+  guarded: RouterOn,
+  unguarded: RouterOn,
+  home: string,
+): Promise<[HostRouter, HostRouter]> {
+  return Promise.all([
+    startRouterOn(lan.host('router'), guarded, home),
+    startRouterOn(
+      lan.host('unguarded'),
+      { ...unguarded, env: { ...unguarded.env, TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'ignore-host-loss' } },
+      home,
+    ),
+  ]);
 }
 
 /** The router's /health `workers` list. */
