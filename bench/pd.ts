@@ -124,6 +124,10 @@ function summary(results: readonly RequestResult[], durationS: number) {
     ttftMs: stats(results.map((r) => r.ttftMs)),
     tpotMs: stats(tpot),
     itlMs: stats(results.flatMap((r) => r.itlMs)),
+    // Each request's first gap (first token to second), apart: in PD it is the hand-off (the KV
+    // moving from prefill to decode, landing, and the decode node's first step for it).
+    firstGapMs: stats(results.flatMap((r) => r.itlMs.slice(0, 1))),
+    itlAfterFirstGapMs: stats(results.flatMap((r) => r.itlMs.slice(1))),
     goodputReqPerS: good.length / durationS,
     sloAttainment: results.length === 0 ? 0 : good.length / results.length,
   };
@@ -171,6 +175,10 @@ for (const { mode, label, root } of RUNS) {
         `${name.padEnd(14)} n=${String(s.completed).padStart(4)}  TTFT mean/p50/p99 ${s.ttftMs.mean.toFixed(0)}/${s.ttftMs.median.toFixed(0)}/${s.ttftMs.p99.toFixed(0)} ms  ` +
           `TPOT ${s.tpotMs.mean.toFixed(1)}/${s.tpotMs.median.toFixed(1)}/${s.tpotMs.p99.toFixed(1)}  ITL ${s.itlMs.mean.toFixed(1)}/${s.itlMs.median.toFixed(1)}/${s.itlMs.p99.toFixed(1)} ms  ` +
           `goodput ${s.goodputReqPerS.toFixed(2)} req/s (${(100 * s.sloAttainment).toFixed(0)}% in SLO)`,
+      );
+      console.log(
+        `${''.padEnd(14)} first gap mean/p50/p99 ${s.firstGapMs.mean.toFixed(1)}/${s.firstGapMs.median.toFixed(1)}/${s.firstGapMs.p99.toFixed(1)} ms  ` +
+          `ITL after it ${s.itlAfterFirstGapMs.mean.toFixed(1)}/${s.itlAfterFirstGapMs.median.toFixed(1)}/${s.itlAfterFirstGapMs.p99.toFixed(1)} ms`,
       );
     }
     console.log(`chats' ITL p99 with long prompts / ITL median alone: ${ratio.toFixed(2)}x`);

@@ -38,7 +38,7 @@ describe('NativeDense with helper threads sharing every call', () => {
   });
   for (const c of denseCases({ blockTolerance: INT8_ACTIVATION_TOLERANCE })) it(c.name, () => c.run(threaded));
 
-  const DTYPES: readonly WeightDType[] = ['f16', 'q4_0', 'q8_0', 'q4_k', 'q5_k', 'q6_k'];
+  const DTYPES: readonly WeightDType[] = ['f32', 'f16', 'bf16', 'q4_0', 'q8_0', 'q4_k', 'q5_k', 'q6_k'];
   it('gives the bits the calling thread alone gives, on matrices of many chunks, call after call', async () => {
     const alone = new NativeDense({ threads: 1 });
     const rng = new Rng(9);

@@ -67,7 +67,6 @@ const KIND: Readonly<Record<WeightDType, number>> = {
   q5_k: 6,
   q6_k: 7,
 };
-const FLOAT_KINDS: readonly WeightDType[] = ['f32', 'f16', 'bf16'];
 
 let loaded: { addon: Addon } | { why: string } | undefined;
 /** Threads the addon's helper set serves now (helpers + 1); it only grows. */
@@ -131,12 +130,8 @@ export class NativeDense implements DenseKernels {
   prepareSync(weight: HostTensor): NativeWeight {
     const { rows, cols } = checkWeight(weight);
     const kind = KIND[weight.dtype];
-    if (FLOAT_KINDS.includes(weight.dtype)) {
-      // The file's bytes, copied (aligned, and independent of the file buffer's lifetime).
-      const bytes = this.#addon.alloc(weight.data.byteLength);
-      bytes.set(weight.data);
-      return new NativeWeight(rows, cols, weight.dtype, kind, bytes, this);
-    }
+    // Copied and repacked (float weights into interleaved row groups, dense.c's floatRows), into
+    // memory independent of the file buffer's lifetime.
     const bytes = this.#addon.alloc(this.#addon.repackedBytes(kind, rows, cols));
     this.#addon.repack(kind, weight.data, rows, cols, bytes);
     return new NativeWeight(rows, cols, weight.dtype, kind, bytes, this);
