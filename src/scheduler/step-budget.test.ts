@@ -74,6 +74,31 @@ describe('the step budget', () => {
     expect(calibrated().prefillCap(32)).toBe(52);
   });
 
+  it("does not let the line's drift raise the budget above twice the measured decode-only step", () => {
+    // Decode-only steps of 7 decodes take 50 ms; mixed steps cost more than any line in tokens
+    // says (a long prompt's late chunks), so the fitted fixedMs drifts far above 50 ms.
+    const feed = (b: StepBudget, markDecodes: boolean) => {
+      for (let i = 0; i < 3; i++) b.observe(7, 50, markDecodes ? 7 : undefined);
+      for (let i = 0; i < 40; i++) for (const n of [23, 68]) b.observe(n, 80 + 1.5 * n + (n > 30 ? 40 : 0));
+    };
+    const drifted = new StepBudget();
+    feed(drifted, false);
+    const anchored = new StepBudget();
+    feed(anchored, true);
+    const fit = anchored.model.fit()!;
+    expect(fit.fixedMs).toBeGreaterThan(50);
+    // Without decode-only steps marked: 2x the line (~150 ms here), and a cap of ~30 tokens.
+    expect(drifted.budgetMs(7)).toBeCloseTo(2 * (fit.fixedMs + 7 * fit.msPerToken), 6);
+    expect(drifted.budgetMs(7)).toBeGreaterThan(140);
+    expect(drifted.prefillCap(7)).toBeGreaterThan(anchored.prefillCap(7));
+    // With them: 2 x 50 ms, and what fits beside 7 decodes under it (the minimum chunk here).
+    expect(anchored.budgetMs(7)).toBeCloseTo(100, 6);
+    expect(anchored.prefillCap(7)).toBe(Math.max(16, Math.floor((100 - fit.fixedMs) / fit.msPerToken - 7)));
+    // More decodes than the measured steps had: the measured time scaled up (100 ms for 14), or
+    // the line where that is less.
+    expect(anchored.budgetMs(14)).toBeCloseTo(2 * Math.min(100, fit.fixedMs + 14 * fit.msPerToken), 6);
+  });
+
   it('never starves prefill: a budget already spent by decodes still leaves the minimum chunk', () => {
     expect(calibrated({ maxStepMs: 11 }).prefillCap(8)).toBe(16);
     expect(calibrated({ maxStepMs: 11, minPrefillTokens: 4 }).prefillCap(8)).toBe(4);

@@ -18,7 +18,12 @@
 //
 // The budget: `maxStepMs` when set; otherwise `autoFactor` x the predicted time of the step's
 // decodes alone, never under `minAutoMs`: prefill may at most double a decode step's time by
-// default. A larger budget gives long prompts a shorter time to first token and chats a longer
+// default. The decodes' time is the line's, but never more than what decode-only steps were
+// measured to take (a recent average, scaled up for more decodes than it saw): measured on
+// bench:pd, while chats' prompts kept nearly every step mixed, long prompts' chunks (whose
+// attention grows with their position, which the line does not see) drifted the line's fixedMs
+// from ~20 to ~80 ms, the budget grew with it to ~187 ms beside 7 decodes whose own step took
+// ~50 ms, and the larger chunks it allowed drifted it further (ITL p99 4-7x the median). A larger budget gives long prompts a shorter time to first token and chats a longer
 // inter-token latency; a smaller one the reverse (README, "Step budget").
 
 export interface StepBudgetOptions {
@@ -90,6 +95,10 @@ export class StepCostModel {
 /** The budget rule over a cost model: prefill tokens allowed in a step beside `numDecodes` decodes. */
 export class StepBudget {
   readonly model: StepCostModel;
+  /** Decode-only steps, decayed like the model's: weight, summed ms, summed decodes. */
+  #decodeW = 0;
+  #decodeMs = 0;
+  #decodeN = 0;
   readonly #o: Required<Omit<StepBudgetOptions, 'maxStepMs'>> & { readonly maxStepMs: number | undefined };
 
   constructor(options: StepBudgetOptions = {}) {
@@ -113,9 +122,18 @@ export class StepBudget {
     this.model = new StepCostModel(o.decay);
   }
 
-  /** A step of `numTokens` tokens took `ms` (measured by the worker around runner.step). */
-  observe(numTokens: number, ms: number): void {
+  /**
+   * A step of `numTokens` tokens took `ms` (measured by the worker around runner.step); when
+   * `numDecodes` equals `numTokens` it was a decode-only step, whose time anchors the budget.
+   */
+  observe(numTokens: number, ms: number, numDecodes?: number): void {
     this.model.observe(numTokens, ms);
+    if (numDecodes === numTokens && numTokens > 0 && Number.isFinite(ms) && ms >= 0) {
+      const d = this.#o.decay;
+      this.#decodeW = this.#decodeW * d + 1;
+      this.#decodeMs = this.#decodeMs * d + ms;
+      this.#decodeN = this.#decodeN * d + numDecodes;
+    }
   }
 
   /** The budget (ms) of a step with `numDecodes` decodes; undefined while the model has no fit. */
@@ -123,7 +141,12 @@ export class StepBudget {
     if (this.#o.maxStepMs !== undefined) return this.#o.maxStepMs;
     const fit = this.model.fit();
     if (fit === undefined) return undefined;
-    return Math.max(this.#o.minAutoMs, this.#o.autoFactor * (fit.fixedMs + fit.msPerToken * numDecodes));
+    const line = fit.fixedMs + fit.msPerToken * numDecodes;
+    const measured =
+      this.#decodeW === 0
+        ? Infinity
+        : (this.#decodeMs / this.#decodeW) * Math.max(1, numDecodes / (this.#decodeN / this.#decodeW));
+    return Math.max(this.#o.minAutoMs, this.#o.autoFactor * Math.min(line, measured));
   }
 
   /**

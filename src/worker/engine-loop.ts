@@ -192,6 +192,7 @@ export class EngineLoop {
     budget?.observe(
       plan.items.reduce((sum, item) => sum + item.tokens.length, 0),
       this.#lastStepMs,
+      plan.items.filter((item) => item.tokens.length === 1).length,
     );
     const results = toStepResults(outputs, o.sampler, o.samplingOf, o.faults);
     this.#numTokensSampled += results.filter((r) => r.kind === 'sampled').length;
