@@ -23,7 +23,8 @@
 // bench:pd, while chats' prompts kept nearly every step mixed, long prompts' chunks (whose
 // attention grows with their position, which the line does not see) drifted the line's fixedMs
 // from ~20 to ~80 ms, the budget grew with it to ~187 ms beside 7 decodes whose own step took
-// ~50 ms, and the larger chunks it allowed drifted it further (ITL p99 4-7x the median). A larger budget gives long prompts a shorter time to first token and chats a longer
+// ~50 ms, and the larger chunks it allowed drifted it further (ITL p99 4-7x the median).
+// A larger budget gives long prompts a shorter time to first token and chats a longer
 // inter-token latency; a smaller one the reverse (README, "Step budget").
 
 export interface StepBudgetOptions {
