@@ -727,7 +727,7 @@ static napi_value jsRepack(napi_env env, napi_callback_info info) {
   }
   size_t srcRow = kquant ? (size_t)(cols / QK) * (kind == K_Q4_K ? 144 : kind == K_Q5_K ? 176 : 210)
                          : (size_t)(cols / 32) * (kind == K_Q4_0 ? 18 : 34);
-  size_t dstRow = (size_t)((cols + QK - 1) / QK) * superBytes(kind);
+  size_t dstRow = weightBytes(kind, 1, cols);
   if (srcBytes != srcRow * rows || dstBytes != dstRow * rows) {
     napi_throw_range_error(env, NULL, "repack: src or dst has the wrong byte size");
     return NULL;
