@@ -3,7 +3,16 @@
 // disaggregated serving. Pure and synchronous; imports only src/core and src/pages.
 export { Scheduler, type PeerWrites } from './scheduler.js';
 export { TenantQueues, type Queued } from './queue.js';
-export { StepBudget, StepCostModel, type StepBudgetOptions, type StepCostFit } from './step-budget.js';
+export {
+  itemPairs,
+  StepBudget,
+  StepCostModel,
+  tokenCap,
+  type PrefillLimit,
+  type StepBudgetOptions,
+  type StepCostFit,
+  type StepShape,
+} from './step-budget.js';
 export { REQUEST_STATE_KINDS, ROLES } from './types.js';
 export type {
   AbortResult,

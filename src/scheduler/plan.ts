@@ -9,7 +9,8 @@
 //   1. Decodes of running requests, oldest first: one token each. A decode crossing a page
 //      boundary needs a page; the token budget always covers every decode (checked at start-up).
 //   2. Prefill chunks of running requests, oldest first, as far as the budget goes; with decodes
-//      in the step, the budget is also capped by prefillCap(numDecodes) (the step's time budget).
+//      in the step, each chunk is also capped by prefillLimit.maxChunk(the step so far, its start
+//      position) (the step's time budget, which prices a late chunk of a long prompt higher).
 //   3. New requests from the waiting queues (tenant round-robin) while the budget, the running
 //      limit and the pages allow; a new request never preempts anything, and none starts in a
 //      step that preempted (the victims would just take their pages back).
@@ -36,6 +37,7 @@ import { admissionError, pagesFor } from '../pages/index.js';
 import type { PageOps } from './page-ops.js';
 import type { TenantQueues } from './queue.js';
 import { pagesToGrow, type PageTable, type SchedRequest } from './request-state.js';
+import { itemPairs, type PrefillLimit, type StepShape } from './step-budget.js';
 import type { Role, SchedulerEvent, StepPlan } from './types.js';
 
 export interface PlanContext {
@@ -52,8 +54,8 @@ export interface PlanContext {
   readonly numReserved: number;
   /** Pages held outside the running set (held, receiving or quarantined): a lone request may still wait for them. */
   readonly othersHoldPages: boolean;
-  /** Most prefill tokens beside `numDecodes` decodes (the step budget, step-budget.ts); none: the token budget only. */
-  readonly prefillCap?: (numDecodes: number) => number;
+  /** How much prefill may join a step with decodes (the step budget, step-budget.ts); none: the token budget only. */
+  readonly prefillLimit?: PrefillLimit;
   /** A request taken off the queue starts prefilling with `table`: into `running`, the youngest. */
   start(r: SchedRequest, table: PageTable): void;
   /** Pages back (cached or freed), state waiting, front of its tenant's queue; out of `running`. */
@@ -103,10 +105,14 @@ export function planStep(ctx: PlanContext): StepPlan {
     }
   };
 
+  /** Most tokens of a chunk from `startPos` the step budget lets join what is planned so far. */
+  const timeLimit = (startPos: number): number => {
+    if (ctx.prefillLimit === undefined) return Infinity;
+    const shape = shapeOf(planned);
+    return shape.numDecodes === 0 ? Infinity : Math.max(0, ctx.prefillLimit.maxChunk(shape, startPos));
+  };
+
   for (const kind of ['decoding', 'prefilling'] as const) {
-    if (kind === 'prefilling' && planned.size > 0 && ctx.prefillCap !== undefined) {
-      budget = Math.min(budget, Math.max(0, ctx.prefillCap(planned.size)));
-    }
     for (let i = 0; i < ctx.running.length; i++) {
       const r = ctx.running[i] as SchedRequest;
       if (r.state.kind !== kind) continue;
@@ -116,7 +122,11 @@ export function planStep(ctx: PlanContext): StepPlan {
         i--;
         continue;
       }
-      const want = Math.min(r.tokens.length - table.numComputed, budget);
+      const want = Math.min(
+        r.tokens.length - table.numComputed,
+        budget,
+        kind === 'prefilling' ? timeLimit(table.numComputed) : Infinity,
+      );
       if (want === 0) continue;
       const n = fit(r, table, want);
       if (n > 0) {
@@ -138,7 +148,8 @@ export function planStep(ctx: PlanContext): StepPlan {
     // Leave the last token out of the match: the first step must compute something, for logits.
     const hit = ctx.pages.match(r, r.tokens.slice(0, -1));
     const table: PageTable = { tags: [...hit.tags], numComputed: hit.numTokens };
-    const n = tokensThatFit(ctx, table, Math.min(r.tokens.length - table.numComputed, budget));
+    const want = Math.min(r.tokens.length - table.numComputed, budget, timeLimit(table.numComputed));
+    const n = tokensThatFit(ctx, table, want);
     if (n === 0) {
       ctx.pages.letGo(r, hit.tags);
       break;
@@ -152,6 +163,24 @@ export function planStep(ctx: PlanContext): StepPlan {
 
   const items = ctx.running.filter((r) => planned.has(r)).map((r) => itemOf(ctx, r, planned.get(r) as number));
   return { items, preempted, events };
+}
+
+/** The shape of the items planned so far (each reads from its table's numComputed). */
+function shapeOf(planned: ReadonlyMap<SchedRequest, number>): StepShape {
+  let numTokens = 0;
+  let numPairs = 0;
+  let numDecodes = 0;
+  let numDecodePairs = 0;
+  for (const [r, n] of planned) {
+    const pairs = itemPairs(runningTable(r).numComputed, n);
+    numTokens += n;
+    numPairs += pairs;
+    if (r.state.kind === 'decoding') {
+      numDecodes += n;
+      numDecodePairs += pairs;
+    }
+  }
+  return { numTokens, numPairs, numDecodes, numDecodePairs };
 }
 
 export function runningTable(r: SchedRequest): PageTable {

@@ -41,6 +41,7 @@ import { finishedEvent, RequestBook } from './book.js';
 import { checkSchedulerIntegrity } from './integrity.js';
 import { PageOps } from './page-ops.js';
 import { planStep } from './plan.js';
+import type { PrefillLimit } from './step-budget.js';
 import { slotsOfPage, viewOf, type PageTable, type SchedRequest } from './request-state.js';
 import type {
   AbortResult,
@@ -241,10 +242,10 @@ export class Scheduler {
   }
 
   /**
-   * Plans one step. Call complete() with the results before the next schedule(). `prefillCap`:
-   * the most prefill tokens beside n decodes (the worker's StepBudget); default: the token budget.
+   * Plans one step. Call complete() with the results before the next schedule(). `prefillLimit`:
+   * how much prefill may join a step with decodes (the worker's StepBudget); default: the token budget.
    */
-  schedule(prefillCap?: (numDecodes: number) => number): StepPlan {
+  schedule(prefillLimit?: PrefillLimit): StepPlan {
     assert(this.#inFlight === undefined, 'schedule() while the previous step is still running; call complete() first');
     const plan = planStep({
       pages: this.#pages,
@@ -257,7 +258,7 @@ export class Scheduler {
       chunkedPrefillSize: this.#options.chunkedPrefillSize,
       numReserved: this.numReceiving,
       othersHoldPages: this.numHeld + this.numReceiving + this.#book.quarantined.size > 0,
-      ...(prefillCap === undefined ? {} : { prefillCap }),
+      ...(prefillLimit === undefined ? {} : { prefillLimit }),
       start: (r, table) => this.#book.setState(r, { kind: 'prefilling', table }),
       preempt: (r) => this.#book.preempt(r),
       fail: (r, error) => this.#book.fail(r, error),

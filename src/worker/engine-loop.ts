@@ -2,10 +2,11 @@
 // it). It owns the timing of steps; what a step means is the scheduler's and the runner's.
 //
 // One turn of the loop:
-//   1. plan = scheduler.schedule(cap); plan.events (ends decided while planning) go out; cap is
-//      the step budget's prefill cap (scheduler/step-budget.ts), sized from measured steps
+//   1. plan = scheduler.schedule(budget); plan.events (ends decided while planning) go out; the
+//      step budget (scheduler/step-budget.ts) sizes each prefill chunk from measured steps
 //   2. results = await runner.step(plan.items)  (page checks, K/V writes, stamps, logits); the
-//      step's milliseconds (the `now` clock around it) go to the step budget's cost model.
+//      step's milliseconds (the `now` clock around it), tokens and attention pairs go to the step
+//      budget's cost model.
 //      Right after runner.step() was called (the forward pass is on the engine thread now) the
 //      role's `beside` runs: work that reads what earlier steps finished (a prefill's KvChunk
 //      sends) overlaps this step's compute instead of waiting between steps
@@ -22,7 +23,7 @@
 import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:timers/promises';
 import type { BatchItem, FaultSet, RequestId } from '../core/index.js';
 import type { ItemResult } from '../model/index.js';
-import { StepBudget, type Scheduler, type SchedulerEvent, type StepCostFit } from '../scheduler/index.js';
+import { itemPairs, StepBudget, type Scheduler, type SchedulerEvent, type StepCostFit } from '../scheduler/index.js';
 import { toStepResults, type SamplingState, type TokenSampler } from './step-results.js';
 
 /** What runs one step (src/model's ModelRunner, structurally). */
@@ -81,7 +82,7 @@ export interface EngineLoopStats {
   /** Integrity checks run on becoming idle. */
   readonly numIdleChecks: number;
   readonly numTokensSampled: number;
-  /** The step budget's cost model (ms = fixedMs + msPerToken * tokens); null while uncalibrated or off. */
+  /** The step budget's cost model (ms = fixedMs + msPerToken * tokens + msPerPair * attention pairs); null while uncalibrated or off. */
   readonly stepCost: StepCostFit | null;
   /** The last step's milliseconds. */
   readonly lastStepMs: number;
@@ -175,7 +176,7 @@ export class EngineLoop {
   async #step(): Promise<boolean> {
     const o = this.#o;
     const budget = this.#budget;
-    const plan = o.scheduler.schedule(budget === undefined ? undefined : (n) => budget.prefillCap(n));
+    const plan = o.scheduler.schedule(budget);
     if (plan.events.length > 0) o.onEvents(plan.events);
     if (plan.items.length === 0) {
       o.beside?.();
@@ -189,11 +190,17 @@ export class EngineLoop {
     this.#lastStepMs = this.#now() - started;
     this.#stepMsTotal += this.#lastStepMs;
     this.#numItemsStepped += plan.items.length;
-    budget?.observe(
-      plan.items.reduce((sum, item) => sum + item.tokens.length, 0),
-      this.#lastStepMs,
-      plan.items.filter((item) => item.tokens.length === 1).length,
-    );
+    if (budget !== undefined) {
+      let numTokens = 0;
+      let numPairs = 0;
+      let numDecodes = 0;
+      for (const item of plan.items) {
+        numTokens += item.tokens.length;
+        numPairs += itemPairs(item.startPos, item.tokens.length);
+        if (item.tokens.length === 1) numDecodes++;
+      }
+      budget.observe(numTokens, this.#lastStepMs, numDecodes, numPairs);
+    }
     const results = toStepResults(outputs, o.sampler, o.samplingOf, o.faults);
     this.#numTokensSampled += results.filter((r) => r.kind === 'sampled').length;
     const events = o.scheduler.complete(results);

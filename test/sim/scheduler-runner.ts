@@ -22,7 +22,9 @@ import {
 import { kvOffset, PagePool, PrefixCache } from '../../src/pages/index.js';
 import {
   Scheduler,
+  tokenCap,
   type AdmitResult,
+  type PrefillLimit,
   type Role,
   type SchedulerEvent,
   type StepPlan,
@@ -229,9 +231,12 @@ export class SchedulerHarness {
     return result;
   }
 
-  /** One turn of the worker's loop; integrity is checked with the step in flight and after it. */
-  step(prefillCap?: (numDecodes: number) => number): { plan: StepPlan; events: SchedulerEvent[] } {
-    const plan = this.scheduler.schedule(prefillCap);
+  /**
+   * One turn of the worker's loop; integrity is checked with the step in flight and after it.
+   * `limit`: a step budget, or a cap on the prefill tokens beside n decodes (tokenCap).
+   */
+  step(limit?: PrefillLimit | ((numDecodes: number) => number)): { plan: StepPlan; events: SchedulerEvent[] } {
+    const plan = this.scheduler.schedule(typeof limit === 'function' ? tokenCap(limit) : limit);
     this.scheduler.checkIntegrity();
     this.record(plan.events);
     const events = plan.items.length > 0 ? this.scheduler.complete(this.runner.run(plan.items)) : [];
