@@ -147,12 +147,14 @@ export class WasmOps implements OpKernels {
     const qp = rt.input('a', args.q, n);
     const op = rt.owns(args.out) ? args.out.byteOffset : rt.scratch('c', n * 4);
     const pageTable = rt.input('b', args.pageTable, Math.ceil(endPos / kv.pageSize));
+    // One stretch of scores per query head, its last float for 1 / sum.
+    const stride = Math.ceil((endPos + 5) / 4) * 4;
+    const scores = rt.scratch('d', shape.numHeads * stride * 4);
     if (kv.dtype === 'f16') {
-      // One stretch of scores per query head, its last float for 1 / sum; rows: four pages of
-      // promoted K (or V) planes. The rows scratch starts 1088 bytes into its region: with it
-      // 64-byte aligned like the pool, the kernel's stores into it and its loads from the pool
-      // share low address bits (4 KiB aliasing is the likely cause; measured ~2x on austen's pool).
-      const stride = Math.ceil((endPos + 5) / 4) * 4;
+      // rows: four pages of promoted K (or V) planes. The rows scratch starts 1088 bytes into its
+      // region: with it 64-byte aligned like the pool, the kernel's stores into it and its loads
+      // from the pool share low address bits (4 KiB aliasing is the likely cause; measured ~2x
+      // on austen's pool).
       const kvDim = kv.numKvHeads * kv.headDim;
       rt.kernels.attentionF16(
         kv.data.byteOffset,
@@ -168,7 +170,7 @@ export class WasmOps implements OpKernels {
         startPos,
         shape.numHeads,
         shape.scale,
-        rt.scratch('d', shape.numHeads * stride * 4),
+        scores,
         stride,
         rt.scratch('e', 4 * kv.pageSize * kvDim * 4 + 4096) + 1088,
         args.window ?? 0,
@@ -188,7 +190,8 @@ export class WasmOps implements OpKernels {
         startPos,
         shape.numHeads,
         shape.scale,
-        rt.scratch('d', (endPos + 4) * 4),
+        scores,
+        stride,
         args.window ?? 0,
       );
     }

@@ -59,10 +59,12 @@ export interface KernelExports {
     startPos: number,
     numHeads: number,
     scale: number,
+    /** numHeads stretches of `stride` floats (stride >= startPos + numTokens + 1, a multiple of 4). */
     scores: number,
+    stride: number,
     window: number,
   ): void;
-  /** attention over an f16 pool: the same arguments, then the scores' stride per head, a rows scratch and the window. */
+  /** attention over an f16 pool: the same arguments, with a rows scratch before the window. */
   attentionF16(
     pool: number,
     numLayers: number,

@@ -124,87 +124,32 @@ function pageValues<T>(w: usize, v: usize, vs: usize, count: i32, headDim: i32, 
 }
 
 /**
- * out[t, h] = softmax(scale * q[t, h] · K[lo..startPos+t]) · V[lo..startPos+t], with head h
- * reading KV head floor(h * numKvHeads / numHeads); lo = 0, or with window > 0 (a sliding
- * window) max(0, startPos + t + 1 - window). scores: scratch of startPos + numTokens floats,
- * indexed by position.
- */
-@inline
-function pagedAttention<T>(
-  pool: usize, numLayers: i32, pageSize: i32, numKvHeads: i32, headDim: i32, layer: i32,
-  pageTable: usize, q: usize, out: usize, numTokens: i32, startPos: i32, numHeads: i32, scale: f32, scores: usize,
-  window: i32,
-): void {
-  const kvDim = numKvHeads * headDim;
-  const rowBytes = <usize>kvDim * sizeof<T>();
-  const planeBytes = <usize>pageSize * rowBytes; // one page's K (or V) of one layer
-  const headBytes = <usize>headDim << 2; // of q and out (f32)
-  const kvHeadBytes = <usize>headDim * sizeof<T>(); // of a K or V row
-  for (let t = 0; t < numTokens; t++) {
-    const n = startPos + t + 1;
-    const lo = window > 0 ? max(0, n - window) : 0;
-    const numPages = (n + pageSize - 1) / pageSize;
-    const firstPage = lo / pageSize;
-    for (let h = 0; h < numHeads; h++) {
-      const kvHeadAt = <usize>((h * numKvHeads) / numHeads) * kvHeadBytes;
-      const qh = q + <usize>(t * numHeads + h) * headBytes;
-      const oh = out + <usize>(t * numHeads + h) * headBytes;
-      for (let pi = firstPage; pi < numPages; pi++) {
-        const page = <usize>load<i32>(pageTable + (<usize>pi << 2));
-        const from = max(lo, pi * pageSize); // first position read in this page
-        const k = pool + ((page * numLayers + layer) * 2) * planeBytes + kvHeadAt + <usize>(from - pi * pageSize) * rowBytes;
-        pageScores<T>(qh, k, rowBytes, min((pi + 1) * pageSize, n) - from, headDim, scale, scores + (<usize>from << 2));
-      }
-      const inverseSum = <f32>1 / softmaxNumerators(scores + (<usize>lo << 2), n - lo);
-      memory.fill(oh, 0, headBytes);
-      for (let pi = firstPage; pi < numPages; pi++) {
-        const page = <usize>load<i32>(pageTable + (<usize>pi << 2));
-        const from = max(lo, pi * pageSize);
-        const v = pool + ((page * numLayers + layer) * 2 + 1) * planeBytes + kvHeadAt + <usize>(from - pi * pageSize) * rowBytes;
-        pageValues<T>(scores + (<usize>from << 2), v, rowBytes, min((pi + 1) * pageSize, n) - from, headDim, oh);
-      }
-      const iv = f32x4.splat(inverseSum);
-      const n4 = <usize>(headDim & ~3) << 2;
-      for (let o: usize = 0; o < n4; o += 16) v128.store(oh + o, f32x4.mul(v128.load(oh + o), iv));
-      for (let o = n4; o < headBytes; o += 4) store<f32>(oh + o, load<f32>(oh + o) * inverseSum);
-    }
-  }
-}
-
-/** Attention over an f32 pool (window 0: none). */
-export function attention(
-  pool: usize, numLayers: i32, pageSize: i32, numKvHeads: i32, headDim: i32, layer: i32,
-  pageTable: usize, q: usize, out: usize, numTokens: i32, startPos: i32, numHeads: i32, scale: f32, scores: usize,
-  window: i32,
-): void {
-  pagedAttention<f32>(pool, numLayers, pageSize, numKvHeads, headDim, layer, pageTable, q, out, numTokens, startPos, numHeads, scale, scores, window);
-}
-
-/**
- * Attention over an f16 pool (elements are half bit patterns): the same sums as pagedAttention
- * for every (token, head), over the pool's values promoted to f32 exactly, so the outputs are
- * bit-identical to attention over an f32 pool holding those values. Page-major: each page's K
- * plane (every KV head's rows: one contiguous stretch of the pool) is promoted once into `rows`
- * and scored there by every query head, then, after the softmax, each V plane likewise. Runs of
- * four whole pages are promoted together, interleaved, so four memory streams are in flight at
- * once: at a 2k context pages are scattered 8+ KiB stretches, and one stream at a time left the
- * kernel waiting on memory (measured on m100's shape, caches cold: 1.3x faster than one page at
- * a time, 2x faster than the KV-head-major order it replaced).
+ * out[t, h] = softmax(scale * q[t, h] · K[lo..n)) · V[lo..n) for n = startPos + t + 1, with head
+ * h reading KV head floor(h * numKvHeads / numHeads); lo = 0, or with window > 0 (a sliding
+ * window) max(0, n - window). Page-major: each page's K plane (every KV head's rows: one
+ * contiguous stretch of the pool) is scored by every query head while it is in L1, then, after
+ * the softmax, each V plane likewise; each (token, head) still sums in the order of the
+ * head-major loop this replaced (page by page, slot by slot), so the outputs are the same bits.
+ * An f16 pool's planes are first promoted to f32 exactly into `rows`, runs of four whole pages
+ * together, interleaved, so four memory streams are in flight at once: at a 2k context pages are
+ * scattered 8+ KiB stretches, and one stream at a time left the kernel waiting on memory
+ * (measured on m100's shape, caches cold: 1.3x faster than one page at a time, 2x faster than
+ * the KV-head-major order it replaced); an f32 pool's planes are read where they lie.
  *   scores: one stretch of `stride` floats per query head (stride >= startPos + numTokens + 1, a
  *     multiple of 4), indexed by position, its last float holding 1 / sum;
- *   rows: 4 * pageSize * numKvHeads * headDim floats of scratch;
- * with window > 0 only positions [max(0, n - window), n) are read.
+ *   rows (f16 only): 4 * pageSize * numKvHeads * headDim floats of scratch.
  */
-export function attentionF16(
+@inline
+function pageMajorAttention<T>(
   pool: usize, numLayers: i32, pageSize: i32, numKvHeads: i32, headDim: i32, layer: i32,
   pageTable: usize, q: usize, out: usize, numTokens: i32, startPos: i32, numHeads: i32, scale: f32, scores: usize,
   stride: i32, rows: usize, window: i32,
 ): void {
   const kvDim = numKvHeads * headDim;
-  const rowBytes = <usize>kvDim << 1;
+  const rowBytes = <usize>kvDim * sizeof<T>();
   const planeBytes = <usize>pageSize * rowBytes;
   const pageStride = <usize>numLayers * 2 * planeBytes; // from one page's plane to the next page's
-  const rowBytes32 = <usize>kvDim << 2; // of a promoted row
+  const rowBytes32 = <usize>kvDim << 2; // of a row as scored (f32)
   const rowsPageBytes = <usize>pageSize * rowBytes32;
   const headBytes = <usize>headDim << 2;
   const scoreBytes = <usize>stride << 2;
@@ -217,8 +162,8 @@ export function attentionF16(
       const plane = pool + <usize>(layer * 2 + kv) * planeBytes; // of page 0
       let pi = firstPage;
       while (pi < numPages) {
-        // Four whole pages, or one (maybe cut by the window or the causal limit).
-        const whole4 = lo <= pi * pageSize && (pi + 4) * pageSize <= n;
+        // f16: four whole pages promoted together, or one (maybe cut by the window or the causal limit).
+        const whole4 = sizeof<T>() == 2 && lo <= pi * pageSize && (pi + 4) * pageSize <= n;
         const at = pageTable + (<usize>pi << 2);
         if (whole4) {
           promoteSpans4(
@@ -226,7 +171,7 @@ export function attentionF16(
             plane + <usize>load<i32>(at, 8) * pageStride, plane + <usize>load<i32>(at, 12) * pageStride,
             <usize>pageSize * <usize>kvDim, rows, rowsPageBytes,
           );
-        } else {
+        } else if (sizeof<T>() == 2) {
           const from = max(lo, pi * pageSize);
           const count = min((pi + 1) * pageSize, n) - from;
           const src = plane + <usize>load<i32>(at) * pageStride + <usize>(from - pi * pageSize) * rowBytes;
@@ -236,13 +181,16 @@ export function attentionF16(
         for (let p = 0; p < np; p++) {
           const from = max(lo, (pi + p) * pageSize);
           const count = min((pi + p + 1) * pageSize, n) - from;
-          const pageRows = rows + <usize>p * rowsPageBytes;
+          // The page's rows from slot `from` on, as f32: promoted (f16), or in the pool (f32).
+          const pageRows = sizeof<T>() == 2
+            ? rows + <usize>p * rowsPageBytes
+            : plane + <usize>load<i32>(at + (<usize>p << 2)) * pageStride + <usize>(from - (pi + p) * pageSize) * rowBytes;
           for (let h = 0; h < numHeads; h++) {
             const headRows = pageRows + <usize>((h * numKvHeads) / numHeads) * headBytes;
             const sh = scores + <usize>h * scoreBytes + (<usize>from << 2);
-            const at = <usize>(t * numHeads + h) * headBytes;
-            if (kv == 0) pageScores<f32>(q + at, headRows, rowBytes32, count, headDim, scale, sh);
-            else pageValues<f32>(sh, headRows, rowBytes32, count, headDim, out + at);
+            const qo = <usize>(t * numHeads + h) * headBytes; // of this head's q and out
+            if (kv == 0) pageScores<f32>(q + qo, headRows, rowBytes32, count, headDim, scale, sh);
+            else pageValues<f32>(sh, headRows, rowBytes32, count, headDim, out + qo);
           }
         }
         pi += np;
@@ -264,6 +212,28 @@ export function attentionF16(
       for (let o = n4; o < headBytes; o += 4) store<f32>(oh + o, load<f32>(oh + o) * inverseSum);
     }
   }
+}
+
+/** Attention over an f32 pool (window 0: none); scores as pageMajorAttention's. */
+export function attention(
+  pool: usize, numLayers: i32, pageSize: i32, numKvHeads: i32, headDim: i32, layer: i32,
+  pageTable: usize, q: usize, out: usize, numTokens: i32, startPos: i32, numHeads: i32, scale: f32, scores: usize,
+  stride: i32, window: i32,
+): void {
+  pageMajorAttention<f32>(pool, numLayers, pageSize, numKvHeads, headDim, layer, pageTable, q, out, numTokens, startPos, numHeads, scale, scores, stride, 0, window);
+}
+
+/**
+ * Attention over an f16 pool (elements are half bit patterns): the same sums as over an f32 pool
+ * for every (token, head), over the pool's values promoted to f32 exactly, so the outputs are
+ * bit-identical to attention over an f32 pool holding those values (pageMajorAttention).
+ */
+export function attentionF16(
+  pool: usize, numLayers: i32, pageSize: i32, numKvHeads: i32, headDim: i32, layer: i32,
+  pageTable: usize, q: usize, out: usize, numTokens: i32, startPos: i32, numHeads: i32, scale: f32, scores: usize,
+  stride: i32, rows: usize, window: i32,
+): void {
+  pageMajorAttention<u16>(pool, numLayers, pageSize, numKvHeads, headDim, layer, pageTable, q, out, numTokens, startPos, numHeads, scale, scores, stride, rows, window);
 }
 
 /** n contiguous halves at src -> n f32 at dst, exactly (f16x4SignedToF32). */
