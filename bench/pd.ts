@@ -1,15 +1,20 @@
 // Interference benchmark (`npm run bench:pd`), in the layout of vLLM's disagg_benchmarks: the
 // same workload on co-located `tessera serve` and on PD (`tessera up`, prefill and decode pinned
-// to disjoint cores with --cpus), first chats alone, then chats with long prompts arriving at a
-// fixed rate. TTFT, TPOT and ITL (mean, p50, p99) for chats and long requests separately;
+// to disjoint cores with --cpus; the router left to run wherever a core is free), first chats
+// alone, then chats with long prompts arriving at a fixed rate. TTFT, TPOT and ITL (mean, p50, p99) for chats and long requests separately;
 // goodput at the SLO below; JSON under bench/results/ and an SVG plot beside it (ITL
 // distributions and ITL over time, both modes). A benchmark, not a test: it asserts nothing.
 //
 //   node --import ./bench/lib/register-ts.mjs bench/pd.ts [--quick] [--chats 8] [--chat-len 150]
 //        [--chat-out 48] [--long-len 940] [--long-every-s 6] [--duration-s 30] [--model PATH]
-//        [--modes colocated,pd] [--before DIR]
+//        [--modes colocated,pd] [--before DIR] [--cpus prefill=0,decode=1]
 // --before DIR: every mode runs twice in the same run, first on the build at DIR (a package root:
 // package.json, bin/, dist/) as `<mode>@before`, then on this one; the ratios are printed last.
+// --cpus: PD's `tessera up --cpus` (default prefill=0,decode=1-; one core: none). The router is
+// not pinned by default: it relays every token, and pinned to the prefill's core it waited
+// behind prefill's steps (2 vCPUs, m100, 15 s phases, alternating: chats' ITL p99 with long
+// prompts / alone median 2.11-2.88x with router=0 and 2.57-2.67x with router=1, 1.60-1.89x
+// unpinned).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus } from 'node:os';
@@ -66,7 +71,8 @@ async function startMode(mode: 'colocated' | 'pd', model: string, root: string):
   const common = ['--model', model, '--served-model-name', 'm100', '--port', '0', '--max-running-requests', '32'];
   if (mode === 'colocated') return start(root, ['serve', ...common]);
   const n = availableParallelism();
-  const pins = n >= 2 ? ['--cpus', `prefill=0,decode=${n >= 3 ? '1-' + (n - 1) : '1'},router=0`] : [];
+  const spec = flag('--cpus') ?? (n >= 2 ? `prefill=0,decode=${n >= 3 ? '1-' + (n - 1) : '1'}` : undefined);
+  const pins = spec === undefined ? [] : ['--cpus', spec];
   return start(root, ['up', ...common, ...pins]);
 }
 

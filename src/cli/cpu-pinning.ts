@@ -1,5 +1,7 @@
 // `tessera up --cpus prefill=0,decode=1,router=0`: which CPUs each role's processes may run on,
 // so prefill and decode do not fight over cores (vLLM's disagg_benchmarks pin them the same way).
+// The router may be pinned too, but on a small machine an unpinned router relays tokens with a
+// shorter tail than one that shares the prefill's core (bench/pd.ts has the figures).
 // Owns: parsing the flag and turning one role's pin into the command that starts it (taskset
 // from util-linux, which sets the affinity and then execs the program: the pid stays the child's).
 // A role left out runs anywhere. Must never start a process itself.

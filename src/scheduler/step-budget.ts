@@ -82,7 +82,7 @@ export interface PrefillLimit {
 export const itemPairs = (startPos: number, numTokens: number): number =>
   numTokens * startPos + (numTokens * (numTokens + 1)) / 2;
 
-/** A PrefillLimit of at most cap(numDecodes) prefill tokens in a step, wherever they start (tests, and --max-step-ms off's shape). */
+/** A PrefillLimit of at most cap(numDecodes) prefill tokens in a step, wherever they start (the plan tests' caps). */
 export const tokenCap = (cap: (numDecodes: number) => number): PrefillLimit => ({
   maxChunk: (step) => cap(step.numDecodes) - (step.numTokens - step.numDecodes),
 });
