@@ -220,7 +220,10 @@ export function attention(
   pageTable: usize, q: usize, out: usize, numTokens: i32, startPos: i32, numHeads: i32, scale: f32, scores: usize,
   stride: i32, window: i32,
 ): void {
-  pageMajorAttention<f32>(pool, numLayers, pageSize, numKvHeads, headDim, layer, pageTable, q, out, numTokens, startPos, numHeads, scale, scores, stride, 0, window);
+  pageMajorAttention<f32>(
+    pool, numLayers, pageSize, numKvHeads, headDim, layer,
+    pageTable, q, out, numTokens, startPos, numHeads, scale, scores, stride, 0, window,
+  );
 }
 
 /**
@@ -233,7 +236,10 @@ export function attentionF16(
   pageTable: usize, q: usize, out: usize, numTokens: i32, startPos: i32, numHeads: i32, scale: f32, scores: usize,
   stride: i32, rows: usize, window: i32,
 ): void {
-  pageMajorAttention<u16>(pool, numLayers, pageSize, numKvHeads, headDim, layer, pageTable, q, out, numTokens, startPos, numHeads, scale, scores, stride, rows, window);
+  pageMajorAttention<u16>(
+    pool, numLayers, pageSize, numKvHeads, headDim, layer,
+    pageTable, q, out, numTokens, startPos, numHeads, scale, scores, stride, rows, window,
+  );
 }
 
 /** n contiguous halves at src -> n f32 at dst, exactly (f16x4SignedToF32). */
