@@ -5,14 +5,21 @@
 // ledger and stamps decide, before it is sent a step), touch a page outside the step's page
 // tables, or start a step before the previous one returned.
 //
-//   main -> thread   { kind: 'step', numTokens, tokens, positions, seqs, logitRows }
-//   thread -> main   { kind: 'ready', kv, kvByteOffset, kvLength (elements), ... } once, then per step
-//                    { kind: 'done', logits } (transferred) | { kind: 'failed', message }
+//   main -> thread   { kind: 'step', numTokens, seqs, logitRows } (token ids and positions are in
+//                    workerData's shared stepInput, written before the message)
+//   thread -> main   { kind: 'ready', kv, kvByteOffset, kvLength (elements), logits (shared), ... }
+//                    once, then per step { kind: 'done' } (the logits written into the shared
+//                    buffer first) | { kind: 'failed', message }
 import { parentPort, workerData } from 'node:worker_threads';
 import { assert } from '../core/index.js';
 import { allocateActivations } from './activations.js';
 import { allocKvView, createKernels } from './engine.js';
-import type { EngineThreadData, EngineThreadReply, EngineThreadStep } from './engine-thread.js';
+import {
+  stepInputViews,
+  type EngineThreadData,
+  type EngineThreadReply,
+  type EngineThreadStep,
+} from './engine-thread.js';
 import { modelFingerprint } from './fingerprint.js';
 import type { ForwardModel } from './forward.js';
 import { forwardFor } from './forward-gemma3.js';
@@ -47,6 +54,9 @@ async function main(): Promise<void> {
   const act = allocateActivations(config, data.maxStepTokens, data.maxStepLogits, denseOutputAlloc(dense, ops), (n) =>
     ops.allocF32(n),
   );
+  const logits = new SharedArrayBuffer(data.maxStepLogits * config.vocabSize * Float32Array.BYTES_PER_ELEMENT);
+  const sharedLogits = new Float32Array(logits);
+  const stepInput = stepInputViews(data);
   const fm: ForwardModel = { config, weights, rope: ropeTable(config), dense, ops, kv: kvView };
   const ready: EngineThreadReply = {
     kind: 'ready',
@@ -58,6 +68,7 @@ async function main(): Promise<void> {
     kernels: { dense: dense.name, ops: ops.name, batchInvariant: dense.batchInvariant, threads: data.threads },
     prepareMs: performance.now() - started,
     weightBytesPerToken: weights.bytesPerToken,
+    logits,
   };
   port.postMessage(ready);
   // One step at a time: the main thread sends the next only after this one's reply.
@@ -66,13 +77,13 @@ async function main(): Promise<void> {
       void dense.dispose().then(() => port.close());
       return;
     }
-    act.tokens.set(m.tokens);
-    act.positions.set(m.positions);
+    act.tokens.set(stepInput.tokens.subarray(0, m.numTokens));
+    act.positions.set(stepInput.positions.subarray(0, m.numTokens));
     if (data.testStepDelayMs > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, data.testStepDelayMs);
     forwardFor(config)(fm, { numTokens: m.numTokens, seqs: m.seqs, logitRows: m.logitRows }, act).then(
-      (logits) => {
-        const out = logits.slice(0, m.logitRows.length * config.vocabSize);
-        port.postMessage({ kind: 'done', logits: out } satisfies EngineThreadReply, [out.buffer]);
+      (out) => {
+        sharedLogits.set(out.subarray(0, m.logitRows.length * config.vocabSize));
+        port.postMessage({ kind: 'done' } satisfies EngineThreadReply);
       },
       (error: unknown) =>
         port.postMessage({

@@ -1,4 +1,5 @@
-// The engine thread against the in-process engine (same logits), the lend boundary (a landing
+// The engine thread against the in-process engine (same logits, row by row, passed through one
+// shared buffer rather than a copy per step), the lend boundary (a landing
 // into a page of the step in flight is refused; `skip-lend-check` lets it through and the step
 // reads the foreign bytes), and the main thread's event loop while steps run on the thread
 // (a measurement with a generous bound, not a benchmark). Runs dist/'s thread entry: build first.
@@ -64,6 +65,37 @@ describe('the engine thread', () => {
     expect(logitsOf((await threaded.runner.step([decode(tags)]))[0])).toEqual(expected);
     expect(threaded.pool.isLent(tags[0]!.page)).toBe(false);
     threaded.pool.ledger.free(tags, who);
+  });
+
+  it('passes every step’s logits through one shared buffer (no copy per step)', async () => {
+    const tags = allocate(threaded.pool, 3);
+    const [first] = await threaded.runner.step([prefill(tags)]);
+    const [second] = await threaded.runner.step([decode(tags)]);
+    threaded.pool.ledger.free(tags, who);
+    if (first?.kind !== 'logits' || second?.kind !== 'logits') throw new Error('expected logits');
+    expect(first.logits.buffer).toBeInstanceOf(SharedArrayBuffer);
+    expect(first.logits.buffer).toBe(second.logits.buffer);
+    // A view is valid until the next run(): the first step's row now holds the second's logits.
+    expect(first.logits).toEqual(expected);
+  });
+
+  it('returns the rows of a step with two items as the engine on the main thread does', async () => {
+    const other = { rid: asRequestId('b'), tenant: asTenantId('t1') };
+    const rowsOf = async (engine: Engine): Promise<Float32Array[]> => {
+      const a = allocate(engine.pool, 3);
+      const bAlloc = engine.pool.ledger.allocate(3, other);
+      if (bAlloc.kind !== 'allocated') throw new Error('test pool too small');
+      await engine.runner.step([prefill(a)]);
+      await engine.runner.step([{ ...prefill(bAlloc.tags), ...other, tokens: PROMPT.map((t) => t + 5) }]);
+      const both = await engine.runner.step([decode(a), { ...decode(bAlloc.tags), ...other, tokens: [9] }]);
+      const rows = both.map(logitsOf);
+      engine.pool.ledger.free(a, who);
+      engine.pool.ledger.free(bAlloc.tags, other);
+      return rows;
+    };
+    const expectedRows = await rowsOf(local);
+    expect(expectedRows[0]).not.toEqual(expectedRows[1]);
+    expect(await rowsOf(threaded)).toEqual(expectedRows);
   });
 
   it('refuses a landing into a page of the step in flight, and gives the pages back after the step', async () => {

@@ -68,13 +68,23 @@ export interface EngineThreadData {
   readonly maxStepLogits: number;
   readonly threads: number;
   readonly testStepDelayMs: number;
+  /** The step's token ids and positions (maxStepTokens int32 each): the main thread writes them before it sends a step. */
+  readonly stepInput: SharedArrayBuffer;
 }
 
+/** The step's token ids and positions, views over `stepInput` (the same on both threads). */
+export function stepInputViews(data: EngineThreadData): { tokens: Int32Array; positions: Int32Array } {
+  const n = data.maxStepTokens;
+  return {
+    tokens: new Int32Array(data.stepInput, 0, n),
+    positions: new Int32Array(data.stepInput, n * Int32Array.BYTES_PER_ELEMENT, n),
+  };
+}
+
+/** A step: its token ids and positions are the first numTokens of `stepInput`'s two arrays. */
 export interface EngineThreadStep {
   readonly kind: 'step';
   readonly numTokens: number;
-  readonly tokens: Int32Array;
-  readonly positions: Int32Array;
   readonly seqs: readonly ForwardSeq[];
   readonly logitRows: readonly number[];
 }
@@ -90,8 +100,10 @@ export type EngineThreadReply =
       readonly kernels: EngineKernels;
       readonly prepareMs: number;
       readonly weightBytesPerToken: number;
+      /** maxStepLogits x vocab floats: each step's logits, written by the thread before its 'done'. */
+      readonly logits: SharedArrayBuffer;
     }
-  | { readonly kind: 'done'; readonly logits: Float32Array }
+  | { readonly kind: 'done' }
   | { readonly kind: 'failed'; readonly message: string };
 
 /** An Engine whose forward pass runs on its own thread; `fingerprint` was computed there. */
@@ -100,6 +112,7 @@ export interface ThreadedEngine extends Engine {
 }
 
 export async function createThreadedEngine(o: EngineThreadOptions, threads: number): Promise<ThreadedEngine> {
+  const maxStepTokens = o.maxStepTokens ?? DEFAULT_MAX_STEP_TOKENS;
   const data: EngineThreadData = {
     spec: o.spec,
     cacheDir: o.cacheDir,
@@ -107,13 +120,14 @@ export async function createThreadedEngine(o: EngineThreadOptions, threads: numb
     kvPages: o.kvPages,
     pageSize: o.pageSize ?? DEFAULT_PAGE_SIZE,
     kvDtype: o.kvDtype ?? 'f32',
-    maxStepTokens: o.maxStepTokens ?? DEFAULT_MAX_STEP_TOKENS,
+    maxStepTokens,
     maxStepLogits: o.maxStepLogits ?? DEFAULT_MAX_STEP_LOGITS,
     threads,
     testStepDelayMs: o.testStepDelayMs ?? 0,
+    stepInput: new SharedArrayBuffer(2 * maxStepTokens * Int32Array.BYTES_PER_ELEMENT),
   };
   const worker = new Worker(threadMainUrl(), { workerData: data });
-  const exec = new ThreadForward(worker, data.maxStepTokens);
+  const exec = new ThreadForward(worker, data);
   const ready = await exec.ready;
   const { config } = ready;
   const kv =
@@ -158,20 +172,28 @@ function threadMainUrl(): URL {
 
 type Ready = Extract<EngineThreadReply, { kind: 'ready' }>;
 
-/** ForwardExec over the engine thread: one step in flight at most. */
+/**
+ * ForwardExec over the engine thread: one step in flight at most. The step's inputs and its
+ * logits pass through shared memory, so a step allocates nothing that grows with the batch on
+ * either thread (a transferred copy of the logits was ~1 MB of garbage per m100 step at batch
+ * 8, collected on both threads): the main thread writes tokens and positions only while no step
+ * is in flight, the thread writes the logits only inside a step, and the logits resolved stay
+ * valid until the next run(), as ForwardExec says. postMessage orders the writes before the reads.
+ */
 class ThreadForward implements ForwardExec {
   readonly tokens: Int32Array;
   readonly positions: Int32Array;
   readonly ready: Promise<Ready>;
   readonly #worker: Worker;
-  #pending: { resolve: (logits: Float32Array) => void; reject: (error: Error) => void } | undefined;
+  #logits: Float32Array | undefined;
+  #vocabSize = 0;
+  #pending: { resolve: (logits: Float32Array) => void; reject: (error: Error) => void; numFloats: number } | undefined;
   #readyWait: { resolve: (r: Ready) => void; reject: (error: Error) => void } | undefined;
   #dead: Error | undefined;
 
-  constructor(worker: Worker, maxStepTokens: number) {
+  constructor(worker: Worker, data: EngineThreadData) {
     this.#worker = worker;
-    this.tokens = new Int32Array(maxStepTokens);
-    this.positions = new Int32Array(maxStepTokens);
+    ({ tokens: this.tokens, positions: this.positions } = stepInputViews(data));
     this.ready = new Promise<Ready>((resolve, reject) => (this.#readyWait = { resolve, reject }));
     worker.on('message', (m: EngineThreadReply) => this.#onReply(m));
     worker.on('error', (error) => this.#die(new InvariantError('the engine thread failed', error)));
@@ -181,12 +203,11 @@ class ThreadForward implements ForwardExec {
   run(batch: ForwardBatch): Promise<Float32Array> {
     assert(this.#pending === undefined, 'ThreadForward.run: a step is already in flight');
     if (this.#dead !== undefined) return Promise.reject(this.#dead);
-    const T = batch.numTokens;
+    assert(this.#logits !== undefined, 'ThreadForward.run: the engine thread is not ready');
+    const numFloats = batch.logitRows.length * this.#vocabSize;
     const step: EngineThreadStep = {
       kind: 'step',
-      numTokens: T,
-      tokens: this.tokens.slice(0, T),
-      positions: this.positions.slice(0, T),
+      numTokens: batch.numTokens,
       seqs: batch.seqs.map((s) => ({
         row: s.row,
         numTokens: s.numTokens,
@@ -197,8 +218,8 @@ class ThreadForward implements ForwardExec {
       logitRows: [...batch.logitRows],
     };
     return new Promise<Float32Array>((resolve, reject) => {
-      this.#pending = { resolve, reject };
-      this.#worker.postMessage(step, [step.tokens.buffer as ArrayBuffer, step.positions.buffer as ArrayBuffer]);
+      this.#pending = { resolve, reject, numFloats };
+      this.#worker.postMessage(step);
     });
   }
 
@@ -212,13 +233,15 @@ class ThreadForward implements ForwardExec {
   #onReply(m: EngineThreadReply): void {
     switch (m.kind) {
       case 'ready':
+        this.#logits = new Float32Array(m.logits);
+        this.#vocabSize = m.config.vocabSize;
         this.#readyWait?.resolve(m);
         this.#readyWait = undefined;
         return;
       case 'done': {
         const p = this.#pending;
         this.#pending = undefined;
-        p?.resolve(m.logits);
+        p?.resolve((this.#logits as Float32Array).subarray(0, p.numFloats));
         return;
       }
       case 'failed':
