@@ -7,7 +7,7 @@
 //
 //   node --import ./bench/lib/register-ts.mjs bench/pd.ts [--quick] [--chats 8] [--chat-len 150]
 //        [--chat-out 48] [--long-len 940] [--long-every-s 6] [--duration-s 30] [--model PATH]
-//        [--modes colocated,pd] [--before DIR] [--cpus prefill=0,decode=1]
+//        [--modes colocated,pd] [--before DIR] [--cpus prefill=0,decode=1] [--no-floor]
 // --before DIR: every mode runs twice in the same run, first on the build at DIR (a package root:
 // package.json, bin/, dist/) as `<mode>@before`, then on this one; the ratios are printed last.
 // --cpus: PD's `tessera up --cpus` (default prefill=0,decode=1-; one core: none). The router is
@@ -15,12 +15,18 @@
 // behind prefill's steps (2 vCPUs, m100, 15 s phases, alternating: chats' ITL p99 with long
 // prompts / alone median 2.11-2.88x with router=0 and 2.57-2.67x with router=1, 1.60-1.89x
 // unpinned).
+// The host's floor (unless --no-floor; needs 2 cores and taskset): before the modes, the same
+// decode work with no server at all (bench/lib/step-floor.ts: the threaded engine, 8 chats'
+// worth of identical decode steps) on PD's decode core, alone and then with prompts prefilled
+// on the prefill core. Its step p99 over the alone median is what this machine gives the ratio
+// below before any server runs (2 vCPUs, m100: 1.31-1.44x).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { Rng } from '../src/core/index.js';
+import { parseCpuPins, pinnedCommand } from '../src/cli/cpu-pinning.js';
 import { itlPlotSvg, type Series } from './lib/pd-plot.js';
 import { m100Path, oneRequest, stats, type RequestResult } from './lib/pd-client.js';
 
@@ -67,13 +73,63 @@ function start(root: string, argv: string[]): Promise<Server> {
   });
 }
 
+/** PD's --cpus: the flag's, or prefill on core 0 and decode on the rest (none on one core). */
+function cpuSpec(): string | undefined {
+  const n = availableParallelism();
+  return flag('--cpus') ?? (n >= 2 ? `prefill=0,decode=${n >= 3 ? '1-' + (n - 1) : '1'}` : undefined);
+}
+
 async function startMode(mode: 'colocated' | 'pd', model: string, root: string): Promise<Server> {
   const common = ['--model', model, '--served-model-name', 'm100', '--port', '0', '--max-running-requests', '32'];
   if (mode === 'colocated') return start(root, ['serve', ...common]);
-  const n = availableParallelism();
-  const spec = flag('--cpus') ?? (n >= 2 ? `prefill=0,decode=${n >= 3 ? '1-' + (n - 1) : '1'}` : undefined);
+  const spec = cpuSpec();
   const pins = spec === undefined ? [] : ['--cpus', spec];
   return start(root, ['up', ...common, ...pins]);
+}
+
+interface FloorRun {
+  readonly steps: number;
+  readonly medianMs: number;
+  readonly p99Ms: number;
+}
+
+/** bench/lib/step-floor.ts pinned to a role's cores (see the header). */
+function stepFloor(
+  role: 'decode' | 'prefill',
+  model: string,
+  steps: number,
+): { child: ChildProcess; result: Promise<FloorRun> } {
+  const pins = parseCpuPins(cpuSpec());
+  const script = ['--import', './bench/lib/register-ts.mjs', 'bench/lib/step-floor.ts', model, role, String(steps)];
+  const { command, args: argv } = pinnedCommand(pins, role, process.execPath, script);
+  const child = spawn(command, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+  const result = new Promise<FloorRun>((resolve, reject) =>
+    child.on('exit', (code, signal) =>
+      code === 0 ? resolve(JSON.parse(out) as FloorRun) : reject(new Error(`step-floor ${role}: ${code ?? signal}`)),
+    ),
+  );
+  return { child, result };
+}
+
+/** The floor's two runs: decode alone, then beside a prefill load; undefined when it cannot pin. */
+async function hostFloor(
+  model: string,
+): Promise<{ alone: FloorRun; withPrefill: FloorRun; ratio: number } | undefined> {
+  const pins = parseCpuPins(cpuSpec());
+  if (args.includes('--no-floor') || !pins.has('decode') || !pins.has('prefill')) return undefined;
+  const steps = quick ? 150 : 300;
+  const alone = await stepFloor('decode', model, steps).result;
+  const load = stepFloor('prefill', model, 0);
+  load.result.catch(() => undefined); // killed below
+  try {
+    await new Promise((resolve) => setTimeout(resolve, 5000)); // its model loaded, prefilling
+    const withPrefill = await stepFloor('decode', model, steps).result;
+    return { alone, withPrefill, ratio: withPrefill.p99Ms / alone.medianMs };
+  } finally {
+    load.child.kill('SIGTERM');
+  }
 }
 
 interface Phase {
@@ -144,6 +200,14 @@ console.log(
   `bench:pd on ${cpus()[0]?.model ?? '?'} x ${availableParallelism()}: ${CHATS} chats (${CHAT_LEN} in, ${CHAT_OUT} out) for ${DURATION_S} s, ` +
     `then with a ${LONG_LEN}-token prompt every ${LONG_EVERY_S} s; SLO TTFT <= ${SLO.ttftMs} ms and TPOT <= ${SLO.tpotMs} ms`,
 );
+const floor = await hostFloor(model);
+if (floor !== undefined) {
+  const f = (r: FloorRun) => `median ${r.medianMs.toFixed(1)} ms, p99 ${r.p99Ms.toFixed(1)} ms`;
+  console.log(
+    `host floor (identical decode steps, no server, on PD's decode core): alone ${f(floor.alone)}; ` +
+      `beside a prefill load ${f(floor.withPrefill)}; p99 beside the load / median alone ${floor.ratio.toFixed(2)}x`,
+  );
+}
 const results: Record<string, unknown> = {};
 const series: Series[] = [];
 const ratios: Record<string, number> = {};
@@ -174,6 +238,7 @@ for (const { mode, label, root } of RUNS) {
       points: mixed.chats.flatMap((x) => x.itlAt),
     });
     const ratio = r.chatsWithLong.itlMs.p99 / Math.max(1e-9, r.chatsAlone.itlMs.median);
+    const ownRatio = r.chatsAlone.itlMs.p99 / Math.max(1e-9, r.chatsAlone.itlMs.median);
     ratios[label] = ratio;
     console.log(`\n== ${label}`);
     for (const [name, s] of Object.entries(r)) {
@@ -187,7 +252,10 @@ for (const { mode, label, root } of RUNS) {
           `ITL after it ${s.itlAfterFirstGapMs.mean.toFixed(1)}/${s.itlAfterFirstGapMs.median.toFixed(1)}/${s.itlAfterFirstGapMs.p99.toFixed(1)} ms`,
       );
     }
-    console.log(`chats' ITL p99 with long prompts / ITL median alone: ${ratio.toFixed(2)}x`);
+    console.log(
+      `chats' ITL p99 with long prompts / ITL median alone: ${ratio.toFixed(2)}x ` +
+        `(without long prompts, p99 / median: ${ownRatio.toFixed(2)}x)`,
+    );
   } finally {
     server.child.kill('SIGTERM');
     await new Promise((resolve) => server.child.once('exit', resolve));
@@ -205,7 +273,7 @@ await mkdir(join('bench', 'results'), { recursive: true });
 const json = join('bench', 'results', `pd-${stamp}.json`);
 await writeFile(
   json,
-  `${JSON.stringify({ model, cpu: cpus()[0]?.model, threads: availableParallelism(), chats: CHATS, chatLen: CHAT_LEN, chatOut: CHAT_OUT, longLen: LONG_LEN, longEveryS: LONG_EVERY_S, durationS: DURATION_S, slo: SLO, results }, null, 2)}\n`,
+  `${JSON.stringify({ model, cpu: cpus()[0]?.model, threads: availableParallelism(), chats: CHATS, chatLen: CHAT_LEN, chatOut: CHAT_OUT, longLen: LONG_LEN, longEveryS: LONG_EVERY_S, durationS: DURATION_S, slo: SLO, hostFloor: floor, results }, null, 2)}\n`,
 );
 const svg = join('bench', 'results', `pd-${stamp}.svg`);
 await writeFile(

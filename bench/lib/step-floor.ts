@@ -1,0 +1,48 @@
+// The host's own floor for bench:pd's ratio: the same decode work with no server at all. Run
+// pinned to one core (bench:pd starts it with taskset), one of two jobs:
+//   decode STEPS   8 requests decode like bench:pd's chats (150-token prompts, 48 tokens each,
+//                  again and again) until STEPS decode steps were timed; prints one JSON line
+//                  { steps, medianMs, p99Ms } of the step-to-step intervals
+//   prefill        940-token prompts prefilled one after another until killed (the load a
+//                  prefill node puts on the other core)
+// Both use the engine as the server does: on its own thread (dist/'s entry: build first), with
+// the serving kernels, one thread per matmul.
+//
+//   node --import ./bench/lib/register-ts.mjs bench/lib/step-floor.ts MODEL decode|prefill [STEPS]
+import { samplingParams } from '../../src/core/index.js';
+import { createThreadedEngine, generate } from '../../src/model/index.js';
+import { percentile } from './pd-client.js';
+
+const [modelPath, job, stepsArg] = process.argv.slice(2);
+if (modelPath === undefined || (job !== 'decode' && job !== 'prefill')) {
+  throw new Error('usage: step-floor.ts MODEL decode|prefill [STEPS]');
+}
+const engine = await createThreadedEngine({ spec: modelPath, kvPages: 1024 }, 1);
+const prompt = (n: number, seed: number): number[] =>
+  Array.from({ length: n }, (_, j) => 3 + ((seed * 7919 + j * 31) % 31_000));
+
+if (job === 'prefill') {
+  const sampling = samplingParams({ maxTokens: 1, temperature: 0, ignoreEos: true });
+  for (let round = 0; ; round++) await generate(engine.runner, [{ promptIds: prompt(940, round), sampling }]);
+}
+
+const wanted = Number(stepsArg ?? 400);
+const gaps: number[] = [];
+const sampling = samplingParams({ maxTokens: 48, temperature: 0, ignoreEos: true });
+for (let round = 0; gaps.length < wanted; round++) {
+  const inputs = Array.from({ length: 8 }, (_, i) => ({ promptIds: prompt(150, round * 8 + i), sampling }));
+  let lastIndex = -1;
+  let lastAt = 0;
+  await generate(engine.runner, inputs, {
+    // Every request gets token i in the same step: the first call for each i marks the step's end.
+    onToken: (index) => {
+      if (index === lastIndex) return;
+      const now = performance.now();
+      if (index >= 2) gaps.push(now - lastAt); // from the second decode step on (the first follows prefills)
+      lastIndex = index;
+      lastAt = now;
+    },
+  });
+}
+console.log(JSON.stringify({ steps: gaps.length, medianMs: percentile(gaps, 50), p99Ms: percentile(gaps, 99) }));
+await engine.dispose();
