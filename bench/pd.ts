@@ -19,7 +19,7 @@
 // decode work with no server at all (bench/lib/step-floor.ts: the threaded engine, 8 chats'
 // worth of identical decode steps) on PD's decode core, alone and then with prompts prefilled
 // on the prefill core. Its step p99 over the alone median is what this machine gives the ratio
-// below before any server runs (2 vCPUs, m100: 1.31-1.44x).
+// below before any server runs (2 vCPUs, m100, one session's runs: 1.31-2.06x).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus } from 'node:os';

@@ -187,7 +187,8 @@ class ThreadForward implements ForwardExec {
   readonly #worker: Worker;
   #logits: Float32Array | undefined;
   #vocabSize = 0;
-  #pending: { resolve: (logits: Float32Array) => void; reject: (error: Error) => void; numFloats: number } | undefined;
+  #pending:
+    { resolve: (logits: Float32Array) => void; reject: (error: Error) => void; logits: Float32Array } | undefined;
   #readyWait: { resolve: (r: Ready) => void; reject: (error: Error) => void } | undefined;
   #dead: Error | undefined;
 
@@ -204,7 +205,7 @@ class ThreadForward implements ForwardExec {
     assert(this.#pending === undefined, 'ThreadForward.run: a step is already in flight');
     if (this.#dead !== undefined) return Promise.reject(this.#dead);
     assert(this.#logits !== undefined, 'ThreadForward.run: the engine thread is not ready');
-    const numFloats = batch.logitRows.length * this.#vocabSize;
+    const logits = this.#logits.subarray(0, batch.logitRows.length * this.#vocabSize);
     const step: EngineThreadStep = {
       kind: 'step',
       numTokens: batch.numTokens,
@@ -218,7 +219,7 @@ class ThreadForward implements ForwardExec {
       logitRows: [...batch.logitRows],
     };
     return new Promise<Float32Array>((resolve, reject) => {
-      this.#pending = { resolve, reject, numFloats };
+      this.#pending = { resolve, reject, logits };
       this.#worker.postMessage(step);
     });
   }
@@ -241,7 +242,7 @@ class ThreadForward implements ForwardExec {
       case 'done': {
         const p = this.#pending;
         this.#pending = undefined;
-        p?.resolve((this.#logits as Float32Array).subarray(0, p.numFloats));
+        p?.resolve(p.logits);
         return;
       }
       case 'failed':

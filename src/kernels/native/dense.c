@@ -393,7 +393,7 @@ static inline __attribute__((always_inline)) void floatSub(int kind, int MB, int
       m1 = n >= 32 ? 0xFFFF : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1);
     }
     const uint8_t* p = grp + ((size_t)(k / 32) * FG + sub) * 32 * elem;
-    if (SG < FG && sub == 0) {
+    if (SG < FG && sub == 0 && k + PF_BLOCKS * 32 < cols) {  // within this group's pieces
       const char* ahead = (const char*)(grp + ((size_t)(k / 32 + PF_BLOCKS) * FG) * 32 * elem);
       for (size_t b = 0; b < (size_t)FG * 32 * elem; b += 64) _mm_prefetch(ahead + b, _MM_HINT_T1);
     }
@@ -643,7 +643,7 @@ static int runJob(Job* j, int useHelpers) {
   if (!useHelpers || chunks < 2 || chunks > 0xFFFFF || atomic_load(&helpersWanted) == 0 || pthread_mutex_trylock(&callerLock) != 0) {
     // Alone, chunk by chunk as the helpers would: every block of MB_MAX x rows goes over one
     // chunk while it is in L2. Over the whole weight at once, each block streamed it from DRAM
-    // again (m100 f32 decode on one thread, batch 8: two passes over 440 MB a step).
+    // again (one thread, 32000 x 768: f16 m=8 14 -> 9.5 ms, f32 m=16 45-48 -> 19-21).
     for (int r0 = 0; r0 < j->rows; r0 += per) computeRows(j, r0, r0 + per > j->rows ? j->rows : r0 + per);
     return 1;
   }
