@@ -26,7 +26,7 @@ import { availableParallelism, cpus } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { Rng } from '../src/core/index.js';
-import { parseCpuPins, pinnedCommand } from '../src/cli/cpu-pinning.js';
+import { parseCpuPins, pinnedCommand, type CpuPins } from '../src/cli/cpu-pinning.js';
 import { itlPlotSvg, type Series } from './lib/pd-plot.js';
 import { m100Path, oneRequest, stats, type RequestResult } from './lib/pd-client.js';
 
@@ -95,11 +95,11 @@ interface FloorRun {
 
 /** bench/lib/step-floor.ts pinned to a role's cores (see the header). */
 function stepFloor(
+  pins: CpuPins,
   role: 'decode' | 'prefill',
   model: string,
   steps: number,
 ): { child: ChildProcess; result: Promise<FloorRun> } {
-  const pins = parseCpuPins(cpuSpec());
   const script = ['--import', './bench/lib/register-ts.mjs', 'bench/lib/step-floor.ts', model, role, String(steps)];
   const { command, args: argv } = pinnedCommand(pins, role, process.execPath, script);
   const child = spawn(command, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -120,12 +120,12 @@ async function hostFloor(
   const pins = parseCpuPins(cpuSpec());
   if (args.includes('--no-floor') || !pins.has('decode') || !pins.has('prefill')) return undefined;
   const steps = quick ? 150 : 300;
-  const alone = await stepFloor('decode', model, steps).result;
-  const load = stepFloor('prefill', model, 0);
+  const alone = await stepFloor(pins, 'decode', model, steps).result;
+  const load = stepFloor(pins, 'prefill', model, 0);
   load.result.catch(() => undefined); // killed below
   try {
     await new Promise((resolve) => setTimeout(resolve, 5000)); // its model loaded, prefilling
-    const withPrefill = await stepFloor('decode', model, steps).result;
+    const withPrefill = await stepFloor(pins, 'decode', model, steps).result;
     return { alone, withPrefill, ratio: withPrefill.p99Ms / alone.medianMs };
   } finally {
     load.child.kill('SIGTERM');
@@ -273,7 +273,24 @@ await mkdir(join('bench', 'results'), { recursive: true });
 const json = join('bench', 'results', `pd-${stamp}.json`);
 await writeFile(
   json,
-  `${JSON.stringify({ model, cpu: cpus()[0]?.model, threads: availableParallelism(), chats: CHATS, chatLen: CHAT_LEN, chatOut: CHAT_OUT, longLen: LONG_LEN, longEveryS: LONG_EVERY_S, durationS: DURATION_S, slo: SLO, hostFloor: floor, results }, null, 2)}\n`,
+  `${JSON.stringify(
+    {
+      model,
+      cpu: cpus()[0]?.model,
+      threads: availableParallelism(),
+      chats: CHATS,
+      chatLen: CHAT_LEN,
+      chatOut: CHAT_OUT,
+      longLen: LONG_LEN,
+      longEveryS: LONG_EVERY_S,
+      durationS: DURATION_S,
+      slo: SLO,
+      hostFloor: floor,
+      results,
+    },
+    null,
+    2,
+  )}\n`,
 );
 const svg = join('bench', 'results', `pd-${stamp}.svg`);
 await writeFile(
