@@ -29,7 +29,8 @@
 // with the integer sums from vpdpbusd (u8 codes x s8 q, exact in int32). Float sums: f32, a
 // fixed order per row, so a row's result does not depend on m or on the other rows.
 // Float weights: f32 FMA (f16 and bf16 widened as they are loaded), over rows repacked into
-// groups of 8 interleaved per 32 columns (floatRows).
+// panels of 32, column-major inside (floatPanel): each row's sum is one FMA chain over its
+// columns in order, whatever m.
 #include <node_api.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -51,14 +52,13 @@ static int superBytes(int kind) {
   }
 }
 static int isBlockKind(int kind) { return kind >= K_Q4_0 && kind <= K_Q6_K; }
-// Float weights: rows in groups of FG, columns in 32s (see floatRows).
-#define FG 8
-static int floatColsPad(int cols) { return (cols + 31) & ~31; }
-static int floatRowsPad(int rows) { return (rows + FG - 1) / FG * FG; }
+// Float weights: panels of PR rows, column-major inside (see floatPanel).
+#define PR 32
+static int floatRowsPad(int rows) { return (rows + PR - 1) / PR * PR; }
 static size_t floatElem(int kind) { return kind == K_F32 ? 4 : 2; }
 // Bytes of a repacked weight.
 static size_t weightBytes(int kind, int rows, int cols) {
-  if (!isBlockKind(kind)) return (size_t)floatRowsPad(rows) * floatColsPad(cols) * floatElem(kind);
+  if (!isBlockKind(kind)) return (size_t)floatRowsPad(rows) * cols * floatElem(kind);
   return (size_t)rows * ((cols + QK - 1) / QK) * superBytes(kind);
 }
 
@@ -156,17 +156,14 @@ static void repackRow(int kind, const uint8_t* src, int cols, uint8_t* dst) {
   }
 }
 
-// Float weights into row groups interleaved per 32 columns (floatRows), zero padded.
+// Float weights into panels of PR rows, column-major inside (floatPanel), zero padded.
 static void repackFloat(int kind, const uint8_t* src, int rows, int cols, uint8_t* dst) {
-  size_t elem = floatElem(kind), piece = 32 * elem;
-  int colsPad = floatColsPad(cols);
+  size_t elem = floatElem(kind);
   memset(dst, 0, weightBytes(kind, rows, cols));
   for (int r = 0; r < rows; r++) {
-    uint8_t* grp = dst + (size_t)(r / FG) * FG * colsPad * elem;
-    for (int c = 0; c < cols; c += 32) {
-      int n = cols - c < 32 ? cols - c : 32;
-      memcpy(grp + ((size_t)(c / 32) * FG + r % FG) * piece, src + ((size_t)r * cols + c) * elem, (size_t)n * elem);
-    }
+    uint8_t* panel = dst + (size_t)(r / PR) * PR * cols * elem;
+    const uint8_t* row = src + (size_t)r * cols * elem;
+    for (int k = 0; k < cols; k++) memcpy(panel + ((size_t)k * PR + r % PR) * elem, row + (size_t)k * elem, elem);
   }
 }
 
@@ -357,78 +354,58 @@ BLOCK_KINDS(2)
 BLOCK_KINDS(3)
 BLOCK_KINDS(4)
 
-static inline __attribute__((always_inline)) __m512 loadW(int kind, const void* w, size_t k, __mmask16 mask) {
-  if (kind == K_F32) return _mm512_maskz_loadu_ps(mask, (const float*)w + k);
-  __m256i h = _mm256_maskz_loadu_epi16(mask, (const uint16_t*)w + k);
+static inline __attribute__((always_inline)) __m512 loadW(int kind, const uint8_t* p) {
+  if (kind == K_F32) return _mm512_loadu_ps((const float*)p);
+  __m256i h = _mm256_loadu_si256((const __m256i*)p);
   if (kind == K_F16) return _mm512_cvtph_ps(h);
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-// Float weights are repacked into groups of FG rows, interleaved per 32 columns: group g holds,
-// for each 32 columns c in turn, those columns of its FG rows one after the other (rows padded
-// with zero rows to whole groups, columns with zeros to whole 32s). A batch-1 call then reads the
-// weight as one stream and loads each piece of x once for FG rows: with a plain row-major weight,
-// x rows of more than ~16 KiB (4096 f32 columns) fell out of L1 between rows and halved the rate
-// (measured: f16 2048 x 8192, 12 GB/s on one thread; 27 GB/s interleaved). Each row's sum runs in
-// the same order whatever m, the sub-group or the chunk (two accumulators, even and odd 16s).
-
-// At MB > 1 a group's rows go in sub-groups (registers), each pass reading its part of every
-// 32-column piece: strided, which the hardware prefetchers follow badly. The first pass asks for
-// the whole piece PF_BLOCKS pieces ahead, into L2, so the passes after it find it there. One
-// thread, f32 32000 x 768 from DRAM: m=2 9.3 -> 6.7-7.3 ms, m=4 10.7 -> 7.7-8.0, m=8 13.1 -> 10.7;
-// two threads ~1.1-1.2x at m=4-16; m=1 (one pass) has none. Into L1 (T0) it gained nothing.
-#define PF_BLOCKS 4
-static inline __attribute__((always_inline)) void floatSub(int kind, int MB, int SG, const uint8_t* grp, int cols,
-                                                            int sub, const float* x, float* out, int outStride,
-                                                            int row0, int limit) {
-  const size_t elem = floatElem(kind);
-  __m512 a0[MB_MAX * FG], a1[MB_MAX * FG];
-  for (int t = 0; t < MB * SG; t++) a0[t] = a1[t] = _mm512_setzero_ps();
-  const int full = cols & ~31;
-  for (int k = 0; k < cols; k += 32) {
-    __mmask16 m0 = 0xFFFF, m1 = 0xFFFF;
-    if (k >= full) {
-      int n = cols - k;
-      m0 = n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
-      m1 = n >= 32 ? 0xFFFF : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1);
-    }
-    const uint8_t* p = grp + ((size_t)(k / 32) * FG + sub) * 32 * elem;
-    if (SG < FG && sub == 0 && k + PF_BLOCKS * 32 < cols) {  // within this group's pieces
-      const char* ahead = (const char*)(grp + ((size_t)(k / 32 + PF_BLOCKS) * FG) * 32 * elem);
-      for (size_t b = 0; b < (size_t)FG * 32 * elem; b += 64) _mm_prefetch(ahead + b, _MM_HINT_T1);
-    }
-    __m512 x0[MB_MAX], x1[MB_MAX];
+// Float weights are repacked into panels of PR = 32 rows, column-major inside: panel p holds, for
+// each column k in turn, w[32p .. 32p + 31][k] (rows padded with zero rows to whole panels). A
+// call goes over a panel once per FB x rows, from its start to its end: one forward stream, each
+// column's two vectors of weights loaded once and multiplied into all FB rows of x (x[i][k]
+// broadcast), the 2 x FB sums in registers. Row r's sum is one FMA chain over k = 0, 1, .., so
+// it is the same whatever m, the block of x rows, the chunk or the thread.
+//
+// It replaced groups of 8 rows interleaved per 32 columns, with a dot product per row (two
+// accumulators of 16 columns, summed across lanes at the end). There, at m > 1 a group's rows went
+// in sub-groups, each pass reading its part of every piece, strided, and the sums of m x rows
+// never fit the registers at once: one thread, f32 32000 x 768 from DRAM took 4.7 ms at m=1 but
+// 11.4 at m=8 (8.6 GB/s). Here: 4.3 ms at m=1, 5.0 at m=8 (near the FMA unit's bound: m x rows x
+// cols / 16 FMAs at one per cycle), 8.9 at m=16 (two passes, both at that bound); f16 3.8, 5.8,
+// 9.7 ms (3.9, 7.9, 12.5 before). m=1 streams as fast as before.
+#define FB 8
+static inline __attribute__((always_inline)) void floatPanel(int kind, int MB, const uint8_t* panel, int cols,
+                                                              const float* x, float* out, int outStride,
+                                                              int row0, int limit) {
+  const size_t colBytes = PR * floatElem(kind);
+  __m512 a0[FB], a1[FB];
+  for (int i = 0; i < MB; i++) a0[i] = a1[i] = _mm512_setzero_ps();
+  for (int k = 0; k < cols; k++) {
+    const uint8_t* p = panel + (size_t)k * colBytes;
+    __m512 w0 = loadW(kind, p), w1 = loadW(kind, p + colBytes / 2);
     for (int i = 0; i < MB; i++) {
-      x0[i] = _mm512_maskz_loadu_ps(m0, x + (size_t)i * cols + k);
-      x1[i] = _mm512_maskz_loadu_ps(m1, x + (size_t)i * cols + k + 16);
-    }
-    for (int s = 0; s < SG; s++) {
-      const uint8_t* ws = p + (size_t)s * 32 * elem;  // padded: whole 32s are always there
-      __m512 w0 = loadW(kind, ws, 0, 0xFFFF), w1 = loadW(kind, ws, 16, 0xFFFF);
-      for (int i = 0; i < MB; i++) {
-        a0[s * MB + i] = _mm512_fmadd_ps(w0, x0[i], a0[s * MB + i]);
-        a1[s * MB + i] = _mm512_fmadd_ps(w1, x1[i], a1[s * MB + i]);
-      }
+      __m512 b = _mm512_set1_ps(x[(size_t)i * cols + k]);
+      a0[i] = _mm512_fmadd_ps(w0, b, a0[i]);
+      a1[i] = _mm512_fmadd_ps(w1, b, a1[i]);
     }
   }
-  for (int s = 0; s < SG; s++)
-    if (row0 + s < limit)  // the padding rows of the last group are computed, never written
-      for (int i = 0; i < MB; i++)
-        out[(size_t)i * outStride + row0 + s] = hsum512(_mm512_add_ps(a0[s * MB + i], a1[s * MB + i]));
+  int n = limit - row0 < PR ? limit - row0 : PR;  // the padding rows of the last panel: never written
+  __mmask16 m0 = n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
+  __mmask16 m1 = n >= 32 ? 0xFFFF : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1);
+  for (int i = 0; i < MB; i++) {
+    _mm512_mask_storeu_ps(out + (size_t)i * outStride + row0, m0, a0[i]);
+    _mm512_mask_storeu_ps(out + (size_t)i * outStride + row0 + 16, m1, a1[i]);
+  }
 }
 
-// Rows [r0, r1) (r0 a multiple of FG) of a repacked float weight, for MB x rows: whole groups,
-// FG rows at a time at MB = 1, fewer at larger MB (registers).
+// Rows [r0, r1) (r0 a multiple of PR) of a repacked float weight, for MB <= FB x rows.
 static inline __attribute__((always_inline)) void floatRows(int kind, int MB, const uint8_t* w, int cols,
                                                              int r0, int r1, const float* x, float* out,
                                                              int outStride) {
-  const size_t elem = floatElem(kind);
-  const int SG = MB == 1 ? FG : MB == 2 ? FG / 2 : FG / 4;
-  const size_t groupBytes = (size_t)FG * floatColsPad(cols) * elem;
-  for (int r = r0; r < r1; r += FG) {
-    const uint8_t* grp = w + (size_t)(r / FG) * groupBytes;
-    for (int sub = 0; sub < FG; sub += SG) floatSub(kind, MB, SG, grp, cols, sub, x, out, outStride, r + sub, r1);
-  }
+  const size_t panelBytes = (size_t)PR * cols * floatElem(kind);
+  for (int r = r0; r < r1; r += PR) floatPanel(kind, MB, w + (size_t)(r / PR) * panelBytes, cols, x, out, outStride, r, r1);
 }
 
 #define FLOAT_KINDS(MB)                                                                                  \
@@ -442,6 +419,12 @@ FLOAT_KINDS(1)
 FLOAT_KINDS(2)
 FLOAT_KINDS(3)
 FLOAT_KINDS(4)
+FLOAT_KINDS(5)
+FLOAT_KINDS(6)
+FLOAT_KINDS(7)
+FLOAT_KINDS(8)
+static void (*const floatRowsBy[FB + 1])(int, const uint8_t*, int, int, int, const float*, float*, int) = {
+    NULL, floatRows1, floatRows2, floatRows3, floatRows4, floatRows5, floatRows6, floatRows7, floatRows8};
 
 // One matmul call: the weight, x and y, and (block kinds) x quantized into the caller's scratch.
 typedef struct {
@@ -472,19 +455,16 @@ static int prepareJob(Job* j) {
 // y for every x row and weight rows [r0, r1).
 static void computeRows(const Job* j, int r0, int r1) {
   int rows = j->rows, cols = j->cols, kind = j->kind;
+  if (!isBlockKind(kind)) {
+    for (int i0 = 0; i0 < j->m; i0 += FB) {
+      int mb = j->m - i0 < FB ? j->m - i0 : FB;
+      floatRowsBy[mb](kind, j->w, cols, r0, r1, j->x + (size_t)i0 * cols, j->y + (size_t)i0 * rows, rows);
+    }
+    return;
+  }
   for (int i0 = 0; i0 < j->m; i0 += MB_MAX) {
     int mb = j->m - i0 < MB_MAX ? j->m - i0 : MB_MAX;
     float* ys = j->y + (size_t)i0 * rows;
-    if (!isBlockKind(kind)) {
-      const float* xs = j->x + (size_t)i0 * cols;
-      switch (mb) {
-        case 1: floatRows1(kind, j->w, cols, r0, r1, xs, ys, rows); break;
-        case 2: floatRows2(kind, j->w, cols, r0, r1, xs, ys, rows); break;
-        case 3: floatRows3(kind, j->w, cols, r0, r1, xs, ys, rows); break;
-        default: floatRows4(kind, j->w, cols, r0, r1, xs, ys, rows); break;
-      }
-      continue;
-    }
     int kpad = j->kpad, nsb = j->nsb;
     const int8_t* q = j->q + (size_t)i0 * kpad;
     const float* d = j->dx16 + (size_t)i0 * (kpad / 16);
@@ -544,13 +524,13 @@ static long nowNanos(void) {
   return t.tv_sec * 1000000000L + t.tv_nsec;
 }
 
-// Rows per chunk (see CHUNK_MAX_BYTES), for `threads` threads; whole row groups for float weights.
+// Rows per chunk (see CHUNK_MAX_BYTES), for `threads` threads; whole panels for float weights.
 static int chunkRows(const Job* j, int threads) {
-  size_t rowBytes = weightBytes(j->kind, FG, j->cols) / FG;
+  size_t rowBytes = weightBytes(j->kind, PR, j->cols) / PR;
   size_t bytes = rowBytes * j->rows / (8 * (size_t)threads);
   bytes = bytes < CHUNK_MIN_BYTES ? CHUNK_MIN_BYTES : bytes > CHUNK_MAX_BYTES ? CHUNK_MAX_BYTES : bytes;
   size_t r = bytes / rowBytes;
-  if (!isBlockKind(j->kind)) return r < FG ? FG : (int)(r / FG * FG);
+  if (!isBlockKind(j->kind)) return r < PR ? PR : (int)(r / PR * PR);
   return r < 4 ? 4 : (int)r;
 }
 
@@ -641,8 +621,8 @@ static int runJob(Job* j, int useHelpers) {
   int per = chunkRows(j, 1 + atomic_load(&helpersWanted)), chunks = (j->rows + per - 1) / per;
   j->per = per;
   if (!useHelpers || chunks < 2 || chunks > 0xFFFFF || atomic_load(&helpersWanted) == 0 || pthread_mutex_trylock(&callerLock) != 0) {
-    // Alone, chunk by chunk as the helpers would: every block of MB_MAX x rows goes over one
-    // chunk while it is in L2. Over the whole weight at once, each block streamed it from DRAM
+    // Alone, chunk by chunk as the helpers would: every block of x rows (MB_MAX, or FB for float
+    // weights) goes over one chunk while it is in L2. Over the whole weight at once, each block streamed it from DRAM
     // again (one thread, 32000 x 768: f16 m=8 14 -> 9.5 ms, f32 m=16 45-48 -> 19-21).
     for (int r0 = 0; r0 < j->rows; r0 += per) computeRows(j, r0, r0 + per > j->rows ? j->rows : r0 + per);
     return 1;

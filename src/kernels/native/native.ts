@@ -130,7 +130,7 @@ export class NativeDense implements DenseKernels {
   prepareSync(weight: HostTensor): NativeWeight {
     const { rows, cols } = checkWeight(weight);
     const kind = KIND[weight.dtype];
-    // Copied and repacked (float weights into interleaved row groups, dense.c's floatRows), into
+    // Copied and repacked (float weights into panels of 32 rows, dense.c's floatPanel), into
     // memory independent of the file buffer's lifetime.
     const bytes = this.#addon.alloc(this.#addon.repackedBytes(kind, rows, cols));
     this.#addon.repack(kind, weight.data, rows, cols, bytes);
