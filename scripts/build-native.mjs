@@ -1,4 +1,4 @@
-// Compiles Tessera's native dense kernels (src/kernels/native/dense.c, a Node-API addon) to
+// Compiles Tessera's native kernels (src/kernels/native/dense.c and attention.c, a Node-API addon) to
 // build/tessera-native.node with the C compiler it finds (`cc`, or $CC). Run by `npm run build`
 // (and so by `npm install` through `prepare`). Skips the compile when the addon is newer than its
 // source. Never fails the build: without a compiler, or on a CPU or OS the kernels do not
@@ -11,7 +11,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const source = join(root, 'src/kernels/native/dense.c');
+const sources = ['dense.c', 'attention.c'].map((name) => join(root, 'src/kernels/native', name));
 const outFile = join(root, 'build/tessera-native.node');
 const force = process.argv.includes('--force');
 
@@ -21,7 +21,7 @@ if (process.platform !== 'linux' || process.arch !== 'x64') {
   );
   process.exit(0);
 }
-const newest = Math.max(statSync(source).mtimeMs, statSync(fileURLToPath(import.meta.url)).mtimeMs);
+const newest = Math.max(...sources.map((s) => statSync(s).mtimeMs), statSync(fileURLToPath(import.meta.url)).mtimeMs);
 if (!force && existsSync(outFile) && statSync(outFile).mtimeMs > newest) process.exit(0);
 
 /** node_api.h: beside the running node, else from the node-api-headers package. */
@@ -47,7 +47,7 @@ const partial = `${outFile}.partial`;
 try {
   execFileSync(
     cc,
-    ['-O3', '-std=gnu11', '-fPIC', '-shared', '-Wall', '-Wextra', '-I', include, '-o', partial, source],
+    ['-O3', '-std=gnu11', '-fPIC', '-shared', '-Wall', '-Wextra', '-I', include, '-o', partial, ...sources, '-lm'],
     {
       stdio: ['ignore', 'inherit', 'inherit'],
     },

@@ -2,7 +2,7 @@
 //   ref/   plain TypeScript, the oracle          createRefDense(), createRefOps()
 //   wasm/  WebAssembly SIMD on a shared memory   loadWasmRuntime(), createWasmOps(), createWasmDense()
 //   ort/   onnxruntime-node, dense only          createOrtDense({ threads })
-//   native/ our C kernels (Node-API addon), dense  createNativeDense(), nativeAvailability()
+//   native/ our C kernels (Node-API addon)         NativeDense, NativeAttentionOps, nativeAvailability()
 // Case suites every backend runs live in cases/ (test-only).
 export type * from './types.js';
 export * from './formats.js';
@@ -15,6 +15,7 @@ export { WasmOps, createWasmOps } from './wasm/ops.js';
 export { WasmDense, createWasmDense, type WasmDenseOptions } from './wasm/dense.js';
 export type { OrtDense, OrtDenseOptions } from './ort/dense.js';
 export { NativeDense, nativeAvailability, type NativeDenseOptions } from './native/native.js';
+export { NativeAttentionOps } from './native/native-ops.js';
 
 import type { OrtDense, OrtDenseOptions } from './ort/dense.js';
 import { WasmRuntime, type WasmRuntimeOptions } from './wasm/runtime.js';

@@ -99,7 +99,7 @@ export interface RopeArgs {
 }
 
 export interface OpKernels {
-  readonly name: 'ref' | 'wasm';
+  readonly name: 'ref' | 'wasm' | 'wasm+native';
   /**
    * Allocate a Float32Array that this backend reads without copying (for wasm: a view into
    * its linear memory). The KV pool is allocated once, at start-up, through this.

@@ -65,8 +65,12 @@ afterAll(async () => {
 });
 
 describe('createEngine', () => {
-  it('picks native (+ ort for prefill) + wasm by default, wasm + wasm when deterministic, ref + ref for checking', () => {
-    expect([fast.kernels.dense, fast.kernels.ops, fast.kernels.batchInvariant]).toEqual(['native', 'wasm', false]);
+  it('picks native (+ ort for prefill) + wasm with native attention by default, wasm + wasm when deterministic, ref + ref for checking', () => {
+    expect([fast.kernels.dense, fast.kernels.ops, fast.kernels.batchInvariant]).toEqual([
+      'native',
+      'wasm+native',
+      false,
+    ]);
     expect([deterministic.kernels.dense, deterministic.kernels.ops, deterministic.kernels.batchInvariant]).toEqual([
       'wasm',
       'wasm',
@@ -89,6 +93,7 @@ describe('createEngine', () => {
     }
     try {
       expect([native.kernels.dense, ort.kernels.dense]).toEqual(['native', 'ort']);
+      expect([native.kernels.ops, ort.kernels.ops]).toEqual(['wasm+native', 'wasm']);
       const a = await greedyLogits(native, PROMPTS[0]!, 4);
       const b = await greedyLogits(ort, PROMPTS[0]!, 4);
       a.forEach((logits, step) => {

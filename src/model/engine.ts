@@ -14,6 +14,7 @@ import { availableParallelism } from 'node:os';
 import { assert, NO_FAULTS, type FaultSet, type KvDtype } from '../core/index.js';
 import {
   createOrtDense,
+  NativeAttentionOps,
   NativeDense,
   nativeAvailability,
   createRefDense,
@@ -150,7 +151,7 @@ export async function createKernels(
   if (!useNativeDense()) return { dense: ort, ops };
   return {
     dense: new BatchSplitDense(new NativeDense({ threads }), ort, () => NATIVE_MAX_M),
-    ops,
+    ops: new NativeAttentionOps(ops),
   };
 }
 
@@ -163,8 +164,8 @@ export async function createKernels(
 export const NATIVE_MAX_M = 16;
 
 /**
- * Whether decode-sized matmuls run on the native kernels: when the addon is built and this CPU
- * runs it, unless TESSERA_DENSE=ort asks for onnxruntime alone. Says once, on stderr, why not
+ * Whether decode-sized matmuls and attention run on the native kernels: when the addon is built
+ * and this CPU runs it, unless TESSERA_DENSE=ort asks for onnxruntime (and wasm attention) alone. Says once, on stderr, why not
  * when the addon is missing.
  */
 export function useNativeDense(): boolean {

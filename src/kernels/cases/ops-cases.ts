@@ -44,6 +44,7 @@ function setup(
   return window === undefined ? base : { ...base, window };
 }
 
+const PAGES_20 = Array.from({ length: 20 }, (_, i) => (i * 7 + 3) % 23);
 const ATTENTION_SETUPS: readonly AttentionSetup[] = [
   setup('prefill, MHA, partly filled last page', 4, 4, 8, 4, [5, 2, 9], 0, 10),
   setup('decode, GQA 8/2, startPos 37', 8, 2, 16, 16, [3, 0, 6], 37, 1),
@@ -53,6 +54,8 @@ const ATTENTION_SETUPS: readonly AttentionSetup[] = [
   setup('window 7: decode, window starts mid-page', 4, 2, 8, 4, [6, 1, 8, 3, 0], 17, 1, 7),
   setup('window 4 = page size: prefill from 0 across pages', 4, 1, 16, 4, [2, 5, 0, 7], 0, 13, 4),
   setup('window 5: chunk, GQA 6/3, headDim 6', 6, 3, 6, 5, [7, 1, 4, 2], 11, 6, 5),
+  setup('decode, headDim 256 (Gemma 3), GQA 4/1', 4, 1, 256, 8, [3, 0, 5, 2], 29, 1),
+  setup('decode at position 300 of 20 scattered pages, GQA 12/4, headDim 64', 12, 4, 64, 16, PAGES_20, 300, 1),
 ];
 const NUM_LAYERS = 2;
 const LAYER = 1;

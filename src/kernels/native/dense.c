@@ -814,6 +814,9 @@ static napi_value jsAlloc(napi_env env, napi_callback_info info) {
   return out;
 }
 
+// attention.c's paged attention.
+napi_value tesseraAttention(napi_env env, napi_callback_info info);
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"supported", NULL, jsSupported, NULL, NULL, NULL, napi_default, NULL},
@@ -822,6 +825,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"matmul", NULL, jsMatmul, NULL, NULL, NULL, napi_default, NULL},
       {"setThreads", NULL, jsSetThreads, NULL, NULL, NULL, napi_default, NULL},
       {"alloc", NULL, jsAlloc, NULL, NULL, NULL, napi_default, NULL},
+      {"attention", NULL, tesseraAttention, NULL, NULL, NULL, napi_default, NULL},
   };
   CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   return exports;

@@ -15,7 +15,7 @@ import { checkMatmul, checkWeight } from '../layout.js';
 import type { DenseKernels, DenseWeight, HostTensor, WeightDType } from '../types.js';
 import { findPackageRoot } from '../wasm/locate.js';
 
-interface Addon {
+export interface Addon {
   supported(): boolean;
   repackedBytes(kind: number, rows: number, cols: number): number;
   repack(kind: number, src: Uint8Array, rows: number, cols: number, dst: Uint8Array): void;
@@ -32,6 +32,23 @@ interface Addon {
   setThreads(threads: number, spinMicros: number): boolean;
   /** Zeroed memory the addon owns, 2 MiB aligned, advised to use huge pages (dense.c). */
   alloc(bytes: number): Uint8Array;
+  /** Paged attention for one request in one layer (attention.c; window 0: none). */
+  attention(
+    pool: Float32Array | Uint16Array,
+    numLayers: number,
+    pageSize: number,
+    numKvHeads: number,
+    headDim: number,
+    layer: number,
+    pageTable: Int32Array,
+    q: Float32Array,
+    out: Float32Array,
+    numTokens: number,
+    startPos: number,
+    numHeads: number,
+    scale: number,
+    window: number,
+  ): void;
 }
 
 export interface NativeDenseOptions {

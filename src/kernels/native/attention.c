@@ -1,0 +1,273 @@
+// Tessera's native paged attention (AVX-512): causal attention with GQA and an optional sliding
+// window for one request in one layer, over an f32 or an f16 KV pool, the same sums as the wasm
+// kernel's (src/kernels/wasm/assembly/attention.ts) with sixteen lanes instead of four. Part of
+// the addon dense.c builds (jsAttention is registered there); native-ops.ts is its TypeScript side.
+//
+// It reads K and V only through the page table it is given, only positions [lo, startPos + t]
+// for query token t (lo: 0, or the window's first), and only pages inside the pool: every page
+// number it will use is checked against the pool's size before anything is read, and a call
+// with one outside fails whole (RangeError) with nothing written. It never checks ownership (the
+// runner did). Each (token, head) is computed by the same arithmetic whatever numTokens is, so
+// chunked prefill and decode give bit-identical outputs; an f16 pool's halves are promoted to f32
+// exactly (vcvtph2ps) before any sum, by the same code, so f16 attention equals f32 attention
+// over the promoted values bit for bit.
+//
+//   pool layout (page-major, see src/pages/kv-layout.ts), e = 4 (f32) or 2 (f16) bytes:
+//     pool[(((page * numLayers + layer) * 2 + kv) * pageSize + slot) * kvDim + i]
+#include <math.h>
+#include <node_api.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")
+#include <immintrin.h>
+
+// exp(x) for 16 lanes: x = n ln2 + r, |r| <= ln2 / 2, e^r by its degree-6 Taylor-like minimax
+// polynomial (Cephes' expf coefficients, ~1 ulp), times 2^n built in the exponent bits. Below
+// -87.3 it gives 0 (the softmax's far tail), never a denormal; x is never above 0 here (scores
+// minus their max), and a nan stays nan.
+static inline __m512 exp512(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-87.3f);
+  __mmask16 tiny = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  x = _mm512_min_ps(_mm512_set1_ps(88.3f), x);  // (min gives its second operand for a nan)
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+  return _mm512_mask_mov_ps(y, tiny, _mm512_setzero_ps());
+}
+
+// 16 (or `mask`'s) elements of a row of the pool as f32.
+static inline __attribute__((always_inline)) __m512 loadKv(int f16, const void* row, int i, __mmask16 mask) {
+  if (!f16) return _mm512_maskz_loadu_ps(mask, (const float*)row + i);
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, (const uint16_t*)row + i));
+}
+
+static inline __mmask16 tailMask(int left) { return left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1); }
+
+// Per-thread scores scratch, grown as needed.
+static _Thread_local float* scoreBuf;
+static _Thread_local size_t scoreCap;
+
+typedef struct {
+  const uint8_t* pool;
+  int f16, numLayers, pageSize, numKvHeads, headDim, layer, numHeads, numTokens, startPos, window;
+  const int32_t* pageTable;
+  const float* q;
+  float* out;
+  float scale;
+} Attn;
+
+// Slot 0's row (K: kv = 0, V: 1) of KV head kvh in the page holding positions [pi * pageSize, ..).
+static inline const uint8_t* pageRow0(const Attn* a, int kv, int pi, int kvh) {
+  size_t e = a->f16 ? 2 : 4, kvDim = (size_t)a->numKvHeads * a->headDim, page = (size_t)a->pageTable[pi];
+  return a->pool + ((((page * a->numLayers + a->layer) * 2 + kv) * a->pageSize) * kvDim + (size_t)kvh * a->headDim) * e;
+}
+
+// Every position j in [lo, n) with its row of KV head kvh, page by page: BODY sees j and row (the
+// caller's rowBytes: from one slot's row to the next).
+#define FOR_ROWS(a, kv, kvh, lo, n, BODY)                                                    \
+  for (int pi_ = (lo) / (a)->pageSize; pi_ * (a)->pageSize < (n); pi_++) {                   \
+    const int first_ = pi_ * (a)->pageSize;                                                  \
+    const uint8_t* base_ = pageRow0(a, kv, pi_, kvh);                                        \
+    const int j0_ = (lo) > first_ ? (lo) : first_;                                           \
+    const int j1_ = first_ + (a)->pageSize < (n) ? first_ + (a)->pageSize : (n);             \
+    for (int j = j0_; j < j1_; j++) {                                                        \
+      const uint8_t* row = base_ + (size_t)(j - first_) * rowBytes;                          \
+      BODY                                                                                   \
+    }                                                                                        \
+  }
+
+// out[i0, i0 + 16 NV) of one head += Σ_j scores[j - lo] V[j], in position order, its NV vectors
+// in registers (NV a constant: a runtime count left them on the stack, ~3x slower), then scaled
+// by `inverse`.
+static inline __attribute__((always_inline)) void values(const Attn* a, int f16, int NV, int kvh, int lo, int n,
+                                                          int i0, const float* scores, float inverse, float* out) {
+  const int hd = a->headDim;
+  const size_t rowBytes = (size_t)a->numKvHeads * hd * (f16 ? 2 : 4);
+  __m512 acc[8];
+  for (int v = 0; v < NV; v++) acc[v] = _mm512_setzero_ps();
+  FOR_ROWS(a, 1, kvh, lo, n, {
+    __m512 w = _mm512_set1_ps(scores[j - lo]);
+    for (int v = 0; v < NV; v++) {
+      int i = i0 + 16 * v;
+      acc[v] = _mm512_fmadd_ps(w, loadKv(f16, row, i, tailMask(hd - i)), acc[v]);
+    }
+  })
+  for (int v = 0; v < NV; v++) {
+    int i = i0 + 16 * v;
+    _mm512_mask_storeu_ps(out + i, tailMask(hd - i), _mm512_mul_ps(acc[v], _mm512_set1_ps(inverse)));
+  }
+}
+
+// scores[j - lo] = scale * q . K[j] for j in [lo, n). NV: the head's vectors (hd / 16, rounded
+// up) as a constant, q held in registers; 0: any headDim, q loaded as it goes.
+static inline __attribute__((always_inline)) void qk(const Attn* a, int f16, int NV, int kvh, int lo, int n,
+                                                      const float* q, float* scores) {
+  const int hd = a->headDim;
+  const size_t rowBytes = (size_t)a->numKvHeads * hd * (f16 ? 2 : 4);
+  __m512 qv[8];
+  for (int v = 0; v < NV; v++) qv[v] = _mm512_maskz_loadu_ps(tailMask(hd - 16 * v), q + 16 * v);
+  FOR_ROWS(a, 0, kvh, lo, n, {
+    __m512 acc = _mm512_setzero_ps();
+    if (NV > 0) {
+      for (int v = 0; v < NV; v++) acc = _mm512_fmadd_ps(qv[v], loadKv(f16, row, 16 * v, tailMask(hd - 16 * v)), acc);
+    } else {
+      for (int i = 0; i < hd; i += 16) {
+        __mmask16 m = tailMask(hd - i);
+        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + i), loadKv(f16, row, i, m), acc);
+      }
+    }
+    scores[j - lo] = _mm512_reduce_add_ps(acc) * a->scale;
+  })
+}
+
+// out[t, h] for one (token, head): scores, softmax, the weighted sum of V, in position order.
+static inline __attribute__((always_inline)) void oneHead(const Attn* a, int f16, int t, int h, float* scores) {
+  const int hd = a->headDim, n = a->startPos + t + 1;
+  const int lo = a->window > 0 && n - a->window > 0 ? n - a->window : 0;
+  const int kvh = (int)((long)h * a->numKvHeads / a->numHeads);
+  const float* q = a->q + ((size_t)t * a->numHeads + h) * hd;
+  float* out = a->out + ((size_t)t * a->numHeads + h) * hd;
+  switch ((hd + 15) / 16) {
+    case 1: qk(a, f16, 1, kvh, lo, n, q, scores); break;
+    case 2: qk(a, f16, 2, kvh, lo, n, q, scores); break;
+    case 3: qk(a, f16, 3, kvh, lo, n, q, scores); break;
+    case 4: qk(a, f16, 4, kvh, lo, n, q, scores); break;
+    case 8: qk(a, f16, 8, kvh, lo, n, q, scores); break;
+    default: qk(a, f16, 0, kvh, lo, n, q, scores); break;
+  }
+  // The largest score (a nan anywhere makes it nan, as Math.max would).
+  const int count = n - lo;
+  __m512 max16 = _mm512_set1_ps(-INFINITY);
+  __mmask16 nan = 0;
+  for (int j = 0; j < count; j += 16) {
+    __mmask16 m = tailMask(count - j);
+    __m512 v = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), m, scores + j);
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    max16 = _mm512_max_ps(max16, v);
+  }
+  const float max = nan ? NAN : _mm512_reduce_max_ps(max16);
+  __m512 mv = _mm512_set1_ps(max), sum16 = _mm512_setzero_ps();
+  for (int j = 0; j < count; j += 16) {
+    __mmask16 m = tailMask(count - j);
+    __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j), mv));
+    _mm512_mask_storeu_ps(scores + j, m, e);
+    sum16 = _mm512_add_ps(sum16, _mm512_maskz_mov_ps(m, e));
+  }
+  const float inverse = 1.0f / _mm512_reduce_add_ps(sum16);
+  // V: up to 8 vectors of the head's output at a time, over every position.
+  for (int i0 = 0; i0 < hd; i0 += 128) {
+    switch ((hd - i0 + 15) / 16 < 8 ? (hd - i0 + 15) / 16 : 8) {
+      case 1: values(a, f16, 1, kvh, lo, n, i0, scores, inverse, out); break;
+      case 2: values(a, f16, 2, kvh, lo, n, i0, scores, inverse, out); break;
+      case 3: values(a, f16, 3, kvh, lo, n, i0, scores, inverse, out); break;
+      case 4: values(a, f16, 4, kvh, lo, n, i0, scores, inverse, out); break;
+      case 5: values(a, f16, 5, kvh, lo, n, i0, scores, inverse, out); break;
+      case 6: values(a, f16, 6, kvh, lo, n, i0, scores, inverse, out); break;
+      case 7: values(a, f16, 7, kvh, lo, n, i0, scores, inverse, out); break;
+      default: values(a, f16, 8, kvh, lo, n, i0, scores, inverse, out); break;
+    }
+  }
+}
+
+static void attend(const Attn* a, float* scores) {
+  for (int t = 0; t < a->numTokens; t++)
+    for (int h = 0; h < a->numHeads; h++) {
+      if (a->f16) oneHead(a, 1, t, h, scores);
+      else oneHead(a, 0, t, h, scores);
+    }
+}
+#pragma GCC pop_options
+
+// ---------------------------------------------------------------- Node-API glue
+static int typed(napi_env env, napi_value v, napi_typedarray_type want, void** data, size_t* length) {
+  napi_typedarray_type type;
+  napi_value ab;
+  size_t offset;
+  if (napi_get_typedarray_info(env, v, &type, length, data, &ab, &offset) != napi_ok) return 0;
+  return type == want;
+}
+
+static int intArg(napi_env env, napi_value v, int* out) { return napi_get_value_int32(env, v, out) == napi_ok; }
+
+// attention(pool: Float32Array | Uint16Array, numLayers, pageSize, numKvHeads, headDim, layer,
+//   pageTable: Int32Array, q: Float32Array, out: Float32Array, numTokens, startPos, numHeads,
+//   scale, window): out[t, h] for t < numTokens, h < numHeads (window 0: none).
+napi_value tesseraAttention(napi_env env, napi_callback_info info) {
+  size_t argc = 14;
+  napi_value argv[14];
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 14) {
+    napi_throw_type_error(env, NULL, "attention: 14 arguments");
+    return NULL;
+  }
+  Attn a;
+  void *pool, *table, *q, *out;
+  size_t poolLen, tableLen, qLen, outLen;
+  double scale;
+  napi_typedarray_type poolType;
+  napi_value ab;
+  size_t offset;
+  if (napi_get_typedarray_info(env, argv[0], &poolType, &poolLen, &pool, &ab, &offset) != napi_ok ||
+      (poolType != napi_float32_array && poolType != napi_uint16_array) || !intArg(env, argv[1], &a.numLayers) ||
+      !intArg(env, argv[2], &a.pageSize) || !intArg(env, argv[3], &a.numKvHeads) || !intArg(env, argv[4], &a.headDim) ||
+      !intArg(env, argv[5], &a.layer) || !typed(env, argv[6], napi_int32_array, &table, &tableLen) ||
+      !typed(env, argv[7], napi_float32_array, &q, &qLen) || !typed(env, argv[8], napi_float32_array, &out, &outLen) ||
+      !intArg(env, argv[9], &a.numTokens) || !intArg(env, argv[10], &a.startPos) ||
+      !intArg(env, argv[11], &a.numHeads) || napi_get_value_double(env, argv[12], &scale) != napi_ok ||
+      !intArg(env, argv[13], &a.window)) {
+    napi_throw_type_error(env, NULL, "attention(pool, numLayers, pageSize, numKvHeads, headDim, layer, pageTable, q, out, numTokens, startPos, numHeads, scale, window): bad arguments");
+    return NULL;
+  }
+  if (a.numLayers <= 0 || a.pageSize <= 0 || a.numKvHeads <= 0 || a.headDim <= 0 || a.layer < 0 ||
+      a.layer >= a.numLayers || a.numTokens < 0 || a.startPos < 0 || a.numHeads < a.numKvHeads || a.window < 0 ||
+      (long)a.startPos + a.numTokens > 0x7FFFFFFF) {
+    napi_throw_range_error(env, NULL, "attention: bad shape or range");
+    return NULL;
+  }
+  size_t qDim = (size_t)a.numHeads * a.headDim, end = (size_t)a.startPos + a.numTokens;
+  size_t pageElems = (size_t)a.numLayers * 2 * a.pageSize * a.numKvHeads * a.headDim;
+  size_t poolPages = poolLen / pageElems, pages = (end + a.pageSize - 1) / a.pageSize;
+  if (qLen < a.numTokens * qDim || outLen < a.numTokens * qDim || tableLen < pages) {
+    napi_throw_range_error(env, NULL, "attention: q, out or the page table is too short");
+    return NULL;
+  }
+  // Every page the call can read, inside the pool (the window only ever reads fewer).
+  for (size_t p = 0; p < pages; p++) {
+    int32_t page = ((const int32_t*)table)[p];
+    if (page < 0 || (size_t)page >= poolPages) {
+      napi_throw_range_error(env, NULL, "attention: a page table entry is outside the pool");
+      return NULL;
+    }
+  }
+  if (a.numTokens == 0) return NULL;
+  size_t need = end + 16;
+  if (need > scoreCap) {
+    free(scoreBuf);
+    scoreBuf = aligned_alloc(64, (need * 4 + 63) / 64 * 64);
+    scoreCap = scoreBuf != NULL ? need : 0;
+    if (scoreBuf == NULL) {
+      napi_throw_error(env, NULL, "attention: out of memory for the scores");
+      return NULL;
+    }
+  }
+  a.pool = (const uint8_t*)pool;
+  a.f16 = poolType == napi_uint16_array;
+  a.pageTable = (const int32_t*)table;
+  a.q = (const float*)q;
+  a.out = (float*)out;
+  a.scale = (float)scale;
+  attend(&a, scoreBuf);
+  return NULL;
+}
