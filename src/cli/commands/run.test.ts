@@ -82,7 +82,7 @@ describe('tessera run', () => {
     expect(r.code).toBe(0);
     expect(r.stdout.length).toBeGreaterThan(1);
     expect(r.stderr).toMatch(
-      /4 tokens \(length\) at [\d.]+ tokens\/s; prompt \d+ tokens in \d+ ms; model loaded in \d+ ms, prepared for native\+wasm kernels/,
+      /4 tokens \(length\) at [\d.]+ tokens\/s; prompt \d+ tokens in \d+ ms; model loaded in \d+ ms, prepared for native dense \+ wasm\+native ops in \d+ ms/,
     );
   });
 
