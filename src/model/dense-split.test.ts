@@ -78,6 +78,21 @@ describe('BatchSplitDense', () => {
     expect([small.ran, large.ran]).toEqual([1, 2]);
   });
 
+  it('keeps a dtype whose every batch runs on the small backend (Infinity) there alone: never prepared on the large one', async () => {
+    const [small, large] = [spy(), spy()];
+    const split = new BatchSplitDense(small, large, (dtype) => (dtype === 'f32' ? Infinity : 4));
+    const f = await split.prepare(weight('f', 8, 64));
+    const q = await split.prepare(weight('q', 8, 64, 'q4_0'));
+    expect([small.prepared, large.prepared]).toEqual([['f', 'q'], ['q']]);
+    expect([f.rows, f.cols, f.dtype]).toEqual([8, 64, 'f32']);
+    const x = new Float32Array(300 * 64).fill(0.25);
+    await split.matmul(f, x, 1);
+    await split.matmul(f, x, 300);
+    expect([small.ran, large.ran]).toEqual([2, 0]);
+    await split.matmul(q, x, 5);
+    expect([small.ran, large.ran]).toEqual([2, 1]);
+  });
+
   it('refuses a weight it did not prepare', async () => {
     const other = await createRefDense().prepare(weight('x', 4, 4));
     await expect(async () =>

@@ -47,11 +47,13 @@ export class SizeSplitDense implements DenseKernels {
 }
 
 /**
- * A DenseKernels that runs small batches (m <= maxSmallM: decode) on one backend and larger ones
- * (prefill chunks) on another; every weight is prepared on both, so both keep a copy. Why: the
- * native kernels (kernels/native) read block weights at ~2-2.5x onnxruntime's speed at m <= 16
- * (bench/kernels.ts), while onnxruntime's tiled GEMM wins for prefill's hundreds of rows. A
- * row's result may differ between the two (not batch-invariant); --deterministic never uses it.
+ * A DenseKernels that runs small batches (m <= maxSmallM) on one backend and larger ones on
+ * another, per dtype. A weight is prepared on each backend that can run it, so a dtype split
+ * between the two keeps two copies; one whose every batch goes to `small` (maxSmallM Infinity)
+ * or to `large` (0) keeps one. Why: the native kernels (kernels/native) beat onnxruntime at every
+ * m for f32 and block weights on this project's machines, but onnxruntime's GEMM wins for f16 /
+ * bf16 at prefill's hundreds of rows (engine.ts's nativeMaxM). A row's result may differ between
+ * the two (not batch-invariant); --deterministic never uses it.
  */
 export class BatchSplitDense implements DenseKernels {
   readonly name: DenseKernels['name'];
@@ -59,9 +61,15 @@ export class BatchSplitDense implements DenseKernels {
   readonly #small: DenseKernels;
   readonly #large: DenseKernels;
   readonly #maxSmallM: (dtype: WeightDType) => number;
-  readonly #pairs = new WeakMap<DenseWeight, { small: DenseWeight | null; large: DenseWeight; maxSmallM: number }>();
+  readonly #pairs = new WeakMap<
+    DenseWeight,
+    { small: DenseWeight | null; large: DenseWeight | null; maxSmallM: number }
+  >();
 
-  /** maxSmallM(dtype): the largest m run on `small` for weights of that dtype (0: never; then not prepared there). */
+  /**
+   * maxSmallM(dtype): the largest m run on `small` for weights of that dtype (0: never, then not
+   * prepared there; Infinity: always, then not prepared on `large`).
+   */
   constructor(small: DenseKernels, large: DenseKernels, maxSmallM: (dtype: WeightDType) => number) {
     this.name = small.name;
     this.#small = small;
@@ -71,10 +79,14 @@ export class BatchSplitDense implements DenseKernels {
 
   async prepare(weight: HostTensor): Promise<DenseWeight> {
     const maxSmallM = this.#maxSmallM(weight.dtype);
-    assert(Number.isInteger(maxSmallM) && maxSmallM >= 0, 'BatchSplitDense: maxSmallM must be an integer >= 0');
+    assert(
+      maxSmallM === Infinity || (Number.isInteger(maxSmallM) && maxSmallM >= 0),
+      'BatchSplitDense: maxSmallM must be an integer >= 0 or Infinity',
+    );
     const small = maxSmallM > 0 ? await this.#small.prepare(weight) : null;
-    const large = await this.#large.prepare(weight);
-    const handle: DenseWeight = { rows: large.rows, cols: large.cols, dtype: large.dtype };
+    const large = maxSmallM === Infinity ? null : await this.#large.prepare(weight);
+    const either = (small ?? large)!;
+    const handle: DenseWeight = { rows: either.rows, cols: either.cols, dtype: either.dtype };
     this.#pairs.set(handle, { small, large, maxSmallM });
     return handle;
   }
@@ -82,9 +94,12 @@ export class BatchSplitDense implements DenseKernels {
   matmul(weight: DenseWeight, x: Float32Array, m: number, out?: Float32Array): Promise<Float32Array> {
     const pair = this.#pairs.get(weight);
     assert(pair !== undefined, 'BatchSplitDense.matmul: weight was not prepared here');
-    return pair.small !== null && m <= pair.maxSmallM
-      ? this.#small.matmul(pair.small, x, m, out)
-      : this.#large.matmul(pair.large, x, m, out);
+    if (pair.small !== null && m <= pair.maxSmallM) return this.#small.matmul(pair.small, x, m, out);
+    assert(
+      pair.large !== null,
+      'BatchSplitDense.matmul: unreachable (a weight with no large copy runs every m on small)',
+    );
+    return this.#large.matmul(pair.large, x, m, out);
   }
 
   async dispose(): Promise<void> {

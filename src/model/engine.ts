@@ -24,6 +24,7 @@ import {
   loadWasmRuntime,
   type DenseKernels,
   type OpKernels,
+  type WeightDType,
 } from '../kernels/index.js';
 import { PagePool, createKvView, elementsPerPage, kvDtypeOf, type KvShape, type PagedKvView } from '../pages/index.js';
 import type { ModelConfig } from './config.js';
@@ -150,18 +151,23 @@ export async function createKernels(
         );
   if (!useNativeDense()) return { dense: ort, ops };
   return {
-    dense: new BatchSplitDense(new NativeDense({ threads }), ort, () => NATIVE_MAX_M),
+    dense: new BatchSplitDense(new NativeDense({ threads }), ort, nativeMaxM),
     ops: new NativeAttentionOps(ops),
   };
 }
 
 /**
- * Batches up to this many rows (decode) run on the native kernels, every weight type, larger ones
- * (prefill) on onnxruntime. f32 on one thread too, since the float kernel reads each weight once
- * for up to 8 rows: m100 f32 decode steps on one core, threaded engine, 150-token prompts: batch
- * 1 15.6 ms against onnxruntime's 23.6-25.4, batch 8 31-32 against 43-49.
+ * The largest batch (rows of x) each weight dtype runs on the native kernels; larger ones run on
+ * onnxruntime. f32 and block weights: every batch, prefill chunks included, so onnxruntime never
+ * holds a copy of them. The native kernels were faster at every m measured, on one thread and two
+ * (f32 32000x768, two threads: m=16 5.98 ms against 6.26, m=256 62.3 against 66.5; q4_0 m=256
+ * 39.3 against 64.4; q6_K 54.9 against 59.8). f16 / bf16: up to 64 rows, where the two are even
+ * (f16 32000x768: m=32 10.2 against 13.3 ms, m=64 17.3 against 17.7, m=256 84.2 against 72.8:
+ * widening halves for each block of 8 rows costs more than onnxruntime's f32 GEMM).
  */
-export const NATIVE_MAX_M = 16;
+export const NATIVE_MAX_M_HALF = 64;
+export const nativeMaxM = (dtype: WeightDType): number =>
+  dtype === 'f16' || dtype === 'bf16' ? NATIVE_MAX_M_HALF : Infinity;
 
 /**
  * Whether decode-sized matmuls and attention run on the native kernels: when the addon is built
