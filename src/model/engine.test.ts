@@ -65,7 +65,7 @@ afterAll(async () => {
 });
 
 describe('createEngine', () => {
-  it('picks native (+ ort for prefill) + wasm with native attention by default, wasm + wasm when deterministic, ref + ref for checking', () => {
+  it('picks native dense (+ ort for f16/bf16 prefill) + wasm with native attention by default, wasm + wasm when deterministic, ref + ref for checking', () => {
     expect([fast.kernels.dense, fast.kernels.ops, fast.kernels.batchInvariant]).toEqual([
       'native',
       'wasm+native',

@@ -165,14 +165,13 @@ export async function createKernels(
  * (f16 32000x768: m=32 10.2 against 13.3 ms, m=64 17.3 against 17.7, m=256 84.2 against 72.8:
  * widening halves for each block of 8 rows costs more than onnxruntime's f32 GEMM).
  */
-export const NATIVE_MAX_M_HALF = 64;
-export const nativeMaxM = (dtype: WeightDType): number =>
-  dtype === 'f16' || dtype === 'bf16' ? NATIVE_MAX_M_HALF : Infinity;
+const NATIVE_MAX_M_HALF = 64;
+const nativeMaxM = (dtype: WeightDType): number => (dtype === 'f16' || dtype === 'bf16' ? NATIVE_MAX_M_HALF : Infinity);
 
 /**
- * Whether decode-sized matmuls and attention run on the native kernels: when the addon is built
- * and this CPU runs it, unless TESSERA_DENSE=ort asks for onnxruntime (and wasm attention) alone. Says once, on stderr, why not
- * when the addon is missing.
+ * Whether matmuls (nativeMaxM's) and attention run on the native kernels: when the addon is built
+ * and this CPU runs it, unless TESSERA_DENSE=ort asks for onnxruntime (and wasm attention) alone.
+ * Says once, on stderr, why not when the addon is missing.
  */
 export function useNativeDense(): boolean {
   if (process.env['TESSERA_DENSE'] === 'ort') return false;

@@ -51,16 +51,8 @@ export class NativeAttentionOps implements OpKernels {
     this.wasm.addInPlace(x, y, n);
   }
 
-  writeKv(
-    kv: PagedKvView,
-    layer: number,
-    pageTable: Int32Array,
-    startPos: number,
-    numTokens: number,
-    k: Float32Array,
-    v: Float32Array,
-  ): void {
-    this.wasm.writeKv(kv, layer, pageTable, startPos, numTokens, k, v);
+  writeKv(...args: Parameters<OpKernels['writeKv']>): void {
+    this.wasm.writeKv(...args);
   }
 
   attention(kv: PagedKvView, args: AttentionArgs): void {
