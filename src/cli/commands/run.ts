@@ -121,7 +121,8 @@ async function runCommand(flags: RunFlags): Promise<void> {
     process.stdout.write(`${detokenizer.flush()}\n`);
     process.stderr.write(
       `\n${ids.length} tokens (${finishReason}) at ${tokensPerSecond.toFixed(1)} tokens/s; prompt ${promptIds.length} tokens in ${timing.prefillMs.toFixed(0)} ms; ` +
-        `model loaded in ${loadMs.toFixed(0)} ms, prepared for ${engine.kernels.dense} dense + ${engine.kernels.ops} ops in ${engine.prepareMs.toFixed(0)} ms\n`,
+        `model loaded in ${loadMs.toFixed(0)} ms, ` +
+        `prepared for ${engine.kernels.dense} dense + ${engine.kernels.ops} ops in ${engine.prepareMs.toFixed(0)} ms\n`,
     );
   } finally {
     await engine.dispose();

@@ -227,7 +227,9 @@ napi_value tesseraAttention(napi_env env, napi_callback_info info) {
       !intArg(env, argv[9], &a.numTokens) || !intArg(env, argv[10], &a.startPos) ||
       !intArg(env, argv[11], &a.numHeads) || napi_get_value_double(env, argv[12], &scale) != napi_ok ||
       !intArg(env, argv[13], &a.window)) {
-    napi_throw_type_error(env, NULL, "attention(pool, numLayers, pageSize, numKvHeads, headDim, layer, pageTable, q, out, numTokens, startPos, numHeads, scale, window): bad arguments");
+    napi_throw_type_error(env, NULL,
+                          "attention(pool, numLayers, pageSize, numKvHeads, headDim, layer, pageTable, q, out, "
+                          "numTokens, startPos, numHeads, scale, window): bad arguments");
     return NULL;
   }
   if (a.numLayers <= 0 || a.pageSize <= 0 || a.numKvHeads <= 0 || a.headDim <= 0 || a.layer < 0 ||
