@@ -13,7 +13,12 @@
 //   3. sample every item that wanted logits (step-results.ts), while its logits are valid
 //   4. events = scheduler.complete(results) go out to the role (onEvents), synchronously
 //   5. checkIntegrity() around the step when `checkEveryStep` (tests), else only when idle
-//   6. yield to the event loop (setImmediate), so HTTP, aborts and new requests get in
+//   6. yield to the event loop (setImmediate), so HTTP, aborts and new requests get in — only
+//      when the step never let it turn (a runner on this thread). A step on the engine thread
+//      already let them in while it ran, and the next step starts at once: the I/O that is ready
+//      then runs beside that step instead of between the two, with the engine thread idle.
+//      `tessera serve`, m100, 16 streams: the engine thread's idle time between steps fell from
+//      2.5-2.8 ms to 1.4-1.6 ms per ~35 ms step (7.0% of its time to 4.5%)
 // With nothing running or waiting it runs `beside` (nothing follows to overlap it with), checks
 // integrity once and sleeps until wake(); a turn that planned nothing runs `beside` too.
 //
@@ -165,28 +170,32 @@ export class EngineLoop {
         await this.#sleepUntilWoken();
         continue;
       }
-      const ran = await this.#step();
+      const turn = await this.#step();
       // A step that planned nothing (every waiting request is blocked): do not spin.
-      if (ran) await yieldToEventLoop();
-      else await Promise.race([sleep(this.#o.stalledRetryMs ?? 5), this.#sleepUntilWoken()]);
+      if (turn === 'planned nothing') await Promise.race([sleep(this.#o.stalledRetryMs ?? 5), this.#sleepUntilWoken()]);
+      else if (turn === 'held the event loop') await yieldToEventLoop();
     }
   }
 
-  /** One turn; false when the plan had no items. */
-  async #step(): Promise<boolean> {
+  /** One turn: whether it planned anything, and whether the event loop turned while its step ran. */
+  async #step(): Promise<'planned nothing' | 'held the event loop' | 'let the event loop turn'> {
     const o = this.#o;
     const budget = this.#budget;
     const plan = o.scheduler.schedule(budget);
     if (plan.events.length > 0) o.onEvents(plan.events);
     if (plan.items.length === 0) {
       o.beside?.();
-      return false;
+      return 'planned nothing';
     }
     if (o.checkEveryStep) o.scheduler.checkIntegrity(); // with the step in flight, too
     const started = this.#now();
+    // Fires on the event loop's first turn after the hand-over; it never fires before a step
+    // that completes on this thread (a promise settled without the loop turning) is awaited.
+    let turned = false;
+    const probe = setImmediate(() => (turned = true));
     const stepping = Promise.all([o.runner.step(plan.items), o.prepareSampling?.(plan.items)]);
     o.beside?.(); // the forward pass was handed over synchronously: this overlaps it
-    const [outputs] = await stepping;
+    const [outputs] = await stepping.finally(() => clearImmediate(probe));
     this.#lastStepMs = this.#now() - started;
     this.#stepMsTotal += this.#lastStepMs;
     this.#numItemsStepped += plan.items.length;
@@ -210,7 +219,7 @@ export class EngineLoop {
       this.#numStepChecks++;
     }
     if (events.length > 0) o.onEvents(events);
-    return true;
+    return turned ? 'let the event loop turn' : 'held the event loop';
   }
 
   #sleepUntilWoken(): Promise<void> {
