@@ -16,7 +16,7 @@
 // prompts / alone median 2.11-2.88x with router=0 and 2.57-2.67x with router=1, 1.60-1.89x
 // unpinned).
 // The host's floor (unless --no-floor; needs 2 cores and taskset): before the modes, the same
-// decode work with no server at all (bench/lib/step-floor.ts: the threaded engine, 8 chats'
+// decode work with no server at all (bench/lib/step-floor.mjs: the threaded engine, 8 chats'
 // worth of identical decode steps) on PD's decode core, alone and then with prompts prefilled
 // on the prefill core. Its step p99 over the alone median is what this machine gives the ratio
 // below before any server runs (2 vCPUs, m100, one session's runs: 1.31-2.06x).
@@ -93,14 +93,14 @@ interface FloorRun {
   readonly p99Ms: number;
 }
 
-/** bench/lib/step-floor.ts pinned to a role's cores (see the header). */
+/** bench/lib/step-floor.mjs pinned to a role's cores (see the header). */
 function stepFloor(
   pins: CpuPins,
   role: 'decode' | 'prefill',
   model: string,
   steps: number,
 ): { child: ChildProcess; result: Promise<FloorRun> } {
-  const script = ['--import', './bench/lib/register-ts.mjs', 'bench/lib/step-floor.ts', model, role, String(steps)];
+  const script = ['bench/lib/step-floor.mjs', model, role, String(steps)];
   const { command, args: argv } = pinnedCommand(pins, role, process.execPath, script);
   const child = spawn(command, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';

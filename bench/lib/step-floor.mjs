@@ -5,29 +5,43 @@
 //                  { steps, medianMs, p99Ms } of the step-to-step intervals
 //   prefill        940-token prompts prefilled one after another until killed (the load a
 //                  prefill node puts on the other core)
-// Both use the engine as the server does: on its own thread (dist/'s entry: build first), with
-// the serving kernels, one thread per matmul.
+// Both use the engine as the server does: on its own thread, with the serving kernels, one
+// thread per matmul.
+// Plain JavaScript over the built dist/ (bench:pd builds first), like the servers it stands for:
+// run through the benchmarks' TypeScript hooks (register-ts.mjs), the process held two idle
+// module-loader threads with the TypeScript compiler's heap (main's ~75 MB), and V8's memory
+// reducer collected them in the middle of the run, on the pinned core — mark-compacts of 4-37 ms
+// in incremental steps of up to 25 ms that the servers never pay.
 //
-//   node --import ./bench/lib/register-ts.mjs bench/lib/step-floor.ts MODEL decode|prefill [STEPS]
-import { samplingParams } from '../../src/core/index.js';
-import { createThreadedEngine, generate } from '../../src/model/index.js';
-import { percentile } from './pd-client.js';
+//   node bench/lib/step-floor.mjs MODEL decode|prefill [STEPS]
+import { samplingParams } from '../../dist/core/index.js';
+import { createThreadedEngine, generate } from '../../dist/model/index.js';
 
 const [modelPath, job, stepsArg] = process.argv.slice(2);
 if (modelPath === undefined || (job !== 'decode' && job !== 'prefill')) {
-  throw new Error('usage: step-floor.ts MODEL decode|prefill [STEPS]');
+  throw new Error('usage: step-floor.mjs MODEL decode|prefill [STEPS]');
 }
 const engine = await createThreadedEngine({ spec: modelPath, kvPages: 1024 }, 1);
-const prompt = (n: number, seed: number): number[] =>
-  Array.from({ length: n }, (_, j) => 3 + ((seed * 7919 + j * 31) % 31_000));
+/** @type {(n: number, seed: number) => number[]} */
+const prompt = (n, seed) => Array.from({ length: n }, (_, j) => 3 + ((seed * 7919 + j * 31) % 31_000));
 
 if (job === 'prefill') {
   const sampling = samplingParams({ maxTokens: 1, temperature: 0, ignoreEos: true });
   for (let round = 0; ; round++) await generate(engine.runner, [{ promptIds: prompt(940, round), sampling }]);
 }
 
+/** The p-th percentile of xs, interpolated (bench/lib/pd-client.ts's `percentile`). */
+function percentile(/** @type {number[]} */ xs, /** @type {number} */ p) {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const rank = (p / 100) * (sorted.length - 1);
+  const lo = Math.floor(rank);
+  const hi = Math.ceil(rank);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo);
+}
+
 const wanted = Number(stepsArg ?? 400);
-const gaps: number[] = [];
+/** @type {number[]} */
+const gaps = [];
 const sampling = samplingParams({ maxTokens: 48, temperature: 0, ignoreEos: true });
 for (let round = 0; gaps.length < wanted; round++) {
   const inputs = Array.from({ length: 8 }, (_, i) => ({ promptIds: prompt(150, round * 8 + i), sampling }));
@@ -35,7 +49,7 @@ for (let round = 0; gaps.length < wanted; round++) {
   let lastAt = 0;
   await generate(engine.runner, inputs, {
     // Every request gets token i in the same step: the first call for each i marks the step's end.
-    onToken: (index) => {
+    onToken: (/** @type {number} */ index) => {
       if (index === lastIndex) return;
       const now = performance.now();
       if (index >= 2) gaps.push(now - lastAt); // from the second decode step on (the first follows prefills)
