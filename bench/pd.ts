@@ -18,8 +18,12 @@
 // The host's floor (unless --no-floor; needs 2 cores and taskset): before the modes, the same
 // decode work with no server at all (bench/lib/step-floor.mjs: the threaded engine, 8 chats'
 // worth of identical decode steps) on PD's decode core, alone and then with prompts prefilled
-// on the prefill core. Its step p99 over the alone median is what this machine gives the ratio
-// below before any server runs (2 vCPUs, m100, one session's runs: 1.31-2.06x).
+// on the prefill core. Its step p99 over the alone median is what this machine's noise gives
+// the ratio below before any server runs, for batch-8 steps (2 vCPUs, m100: 1.41-1.61x as plain
+// JavaScript; 1.31-2.06x while it still ran through the TypeScript hooks, see step-floor.mjs).
+// The batch mix (bench/lib/batch-mix.ts): the floor's steps are all batch 8, a server's are not.
+// Per mode, the chats' ITL median for each count of requests decoding as a token arrived, and
+// the ratio those medians alone give (PD, m100, chats alone: ~1.4x of its ~1.8-2.0x).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus } from 'node:os';
@@ -27,6 +31,7 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { Rng } from '../src/core/index.js';
 import { parseCpuPins, pinnedCommand, type CpuPins } from '../src/cli/cpu-pinning.js';
+import { batchMix } from './lib/batch-mix.js';
 import { itlPlotSvg, type Series } from './lib/pd-plot.js';
 import { m100Path, oneRequest, stats, type RequestResult } from './lib/pd-client.js';
 
@@ -230,7 +235,12 @@ for (const { mode, label, root } of RUNS) {
       chatsWithLong: summary(mixed.chats, mixed.durationS),
       long: summary(mixed.long, mixed.durationS),
     };
-    results[label] = r;
+    // The ratio the decode batch's mix alone gives (bench/lib/batch-mix.ts).
+    const mix = {
+      chatsAlone: batchMix(alone.chats, alone.chats),
+      chatsWithLong: batchMix(mixed.chats, [...mixed.chats, ...mixed.long]),
+    };
+    results[label] = { ...r, batchMix: mix };
     series.push({ label: `${label}, chats alone`, itl: alone.chats.flatMap((x) => x.itlMs), points: [] });
     series.push({
       label: `${label}, with long prompts`,
@@ -255,6 +265,12 @@ for (const { mode, label, root } of RUNS) {
     console.log(
       `chats' ITL p99 with long prompts / ITL median alone: ${ratio.toFixed(2)}x ` +
         `(without long prompts, p99 / median: ${ownRatio.toFixed(2)}x)`,
+    );
+    const groups = mix.chatsAlone.groups.map((g) => `${g.decoding}: ${g.medianMs.toFixed(1)} ms (${g.samples})`);
+    console.log(
+      `batch mix, chats alone (requests decoding as each token arrived: ITL median (samples)): ${groups.join(', ')}; ` +
+        `each sample at its batch's median gives p99 / median ${mix.chatsAlone.ratio.toFixed(2)}x ` +
+        `(with long prompts ${mix.chatsWithLong.ratio.toFixed(2)}x)`,
     );
   } finally {
     server.child.kill('SIGTERM');
