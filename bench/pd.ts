@@ -23,7 +23,8 @@
 // JavaScript; 1.31-2.06x while it still ran through the TypeScript hooks, see step-floor.mjs).
 // The batch mix (bench/lib/batch-mix.ts): the floor's steps are all batch 8, a server's are not.
 // Per mode, the chats' ITL median for each count of requests decoding as a token arrived, and
-// the ratio those medians alone give (PD, m100, chats alone: ~1.4x of its ~1.8-2.0x).
+// the ratio those medians alone give (PD, m100, chats alone, one run: 1.61x of the measured
+// 2.37x; the decode node's own step trace in another run gave 1.38x of 1.83x).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus } from 'node:os';
