@@ -191,11 +191,13 @@ export class EngineLoop {
     const started = this.#now();
     // Fires on the event loop's first turn after the hand-over; it never fires before a step
     // that completes on this thread (a promise settled without the loop turning) is awaited.
+    // (Should the step throw, the loop stops and a late probe only sets this dead flag.)
     let turned = false;
     const probe = setImmediate(() => (turned = true));
     const stepping = Promise.all([o.runner.step(plan.items), o.prepareSampling?.(plan.items)]);
     o.beside?.(); // the forward pass was handed over synchronously: this overlaps it
-    const [outputs] = await stepping.finally(() => clearImmediate(probe));
+    const [outputs] = await stepping;
+    clearImmediate(probe);
     this.#lastStepMs = this.#now() - started;
     this.#stepMsTotal += this.#lastStepMs;
     this.#numItemsStepped += plan.items.length;
