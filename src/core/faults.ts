@@ -68,6 +68,8 @@ export const FAULT_NAMES = [
   'count-stalled-polls',
   /** The router answers an `overloaded` that came before the first token at once (503) instead of queueing the request for room. */
   'no-pd-wait-queue',
+  /** The scheduler and the router's wait queue serve tenants first come first served (tenant round-robin by requests), not by their virtual token counters. */
+  'no-tenant-fairness',
   /** Decode reserves pages for the prompt alone, not for the whole output, before the 200 (a started stream may end `overloaded`). */
   'skip-output-reservation',
   /** With API keys, /health tells anyone its detail (a router's workers, their internal addresses and loads), not only the admin key. */
