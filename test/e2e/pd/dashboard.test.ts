@@ -209,20 +209,27 @@ describe('the dashboard of `tessera up`', () => {
       `section[data-node="${workers.find((w) => w.role === 'decode')?.address}"] .grid .cell[data-page="0"]`,
     );
     expect(await page.$eval('#tip', (t) => t.textContent ?? '')).toMatch(/page 0.*epoch \d+/);
-    // While they decode, pages move every few tokens; a node whose pages hold still for a moment is compared.
-    for (let round = 0; round < 6 && running > 0; round++) {
+    // While they decode, pages move as requests start and end; a node whose pages hold still for a
+    // moment is compared. Sampled for as long as the load runs (not a fixed number of rounds: on a
+    // busy machine a round takes longer and the load may outlast them, or not).
+    for (let round = 0; running > 0 && workers.some((w) => !matched.has(w.address)); round++) {
       if (target !== undefined && round === 3) {
         await page.mouse.move(1, 1);
         await page.evaluate('window.scrollTo(0, 0)');
         await page.screenshot({ path: join(ROOT, target), fullPage: true });
       }
-      for (const w of workers) {
+      for (const w of workers.filter((x) => !matched.has(x.address))) {
         const counts = await matchOnce(w);
         if (counts !== undefined) matched.set(w.address, counts);
       }
     }
-    // Then requests that hold still: prefill frozen (SIGSTOP), each decode keeps its reserved pages
-    // allocated while it waits for their KV, and goes on answering /metrics and the router.
+    // The prefill is compared while requests run (above); it is frozen below.
+    expect(matched.has(workers.find((w) => w.role === 'prefill')?.address ?? '')).toBe(true);
+    // Then requests that hold still by construction: the load has ended, the prefill is frozen
+    // (SIGSTOP), and each decode keeps its reserved pages allocated while it waits for their KV, and
+    // goes on answering /metrics and the router. Nothing else runs, so a decode's pages cannot move
+    // until the prefill resumes: the comparison waits for that state instead of sampling a race.
+    await Promise.all(load);
     const prefill = workers.find((w) => w.name === 'prefill-1');
     const prefillPid = Number(/prefill-1 .* pid (\d+)/.exec(cluster.stdout())?.[1]);
     expect(prefill).toBeDefined();
@@ -231,13 +238,17 @@ describe('the dashboard of `tessera up`', () => {
     let held: Promise<void>[] = [];
     try {
       held = Array.from({ length: 3 }, (_, i) => generate(20 + i));
+      // The held requests are transfers in flight on screen: AwaitingKv on a decode, Prefilling on the router.
+      await page.waitForFunction(
+        "[...document.querySelectorAll('section[data-node] .panel td')].filter((td) => td.textContent === 'AwaitingKv').length >= 3",
+        { timeout: 30_000 },
+      );
       for (const w of workers.filter((x) => x.role === 'decode')) {
         for (let round = 0; round < 10 && !matched.has(w.address + '#held'); round++) {
           const counts = await matchOnce(w);
           if (counts !== undefined) matched.set(w.address + '#held', counts);
         }
       }
-      // The held requests are transfers in flight on screen: AwaitingKv on a decode, Prefilling on the router.
       await nextUpdates(2);
       expect(
         await page.$$eval(
@@ -254,7 +265,7 @@ describe('the dashboard of `tessera up`', () => {
     } finally {
       process.kill(prefillPid, 'SIGCONT');
     }
-    await Promise.all([...load, ...held]);
+    await Promise.all(held);
     for (const w of workers) expect(matched.has(w.address) || matched.has(w.address + '#held')).toBe(true);
     expect([...matched.values()].some((c) => c.allocated > 0)).toBe(true);
 

@@ -1,0 +1,78 @@
+// `npm test`'s first step (npm's pretest): the system tools the tests need, installed when this
+// process can install them, or named with the exact command when it cannot.
+//   spin, gcc, libc6-dev  the formal model's checks (SPIN writes C that gcc compiles) and the native kernels
+//   chromium              the dashboard's and the probe's browser tests (puppeteer-core drives it)
+//   dnsmasq, iproute2     test/e2e/cluster: each role on its own network-namespace host, DNS by dnsmasq
+// As root with apt-get on PATH it runs `apt-get update` and `apt-get install` for what is missing and
+// says so first; otherwise it prints the command to run and exits 2, before any test starts.
+// TESSERA_NO_INSTALL=1 turns the installing off (only the advice remains).
+// Must never install anything that is already there, or report success while a tool is missing.
+import { spawnSync } from 'node:child_process';
+import { accessSync, constants, existsSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
+
+/** Each need: how to tell it is there, the Debian package that brings it, what wants it. */
+const NEEDS = [
+  { name: 'spin', there: () => onPath('spin'), pkg: 'spin', why: 'the formal model cannot be checked' },
+  { name: 'gcc', there: () => onPath('gcc'), pkg: 'gcc', why: 'the formal model cannot be checked' },
+  {
+    name: 'the C library headers',
+    there: () => existsSync('/usr/include/stdlib.h'),
+    pkg: 'libc6-dev',
+    why: 'gcc cannot build the model checker or the native kernels',
+  },
+  {
+    name: 'chromium',
+    there: () => onPath('chromium') || existsSync(process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium'),
+    pkg: 'chromium',
+    why: "the dashboard's and the probe's browser tests cannot run",
+  },
+  { name: 'dnsmasq', there: () => onPath('dnsmasq'), pkg: 'dnsmasq', why: 'the cluster tests have no DNS server' },
+  { name: 'ip', there: () => onPath('ip'), pkg: 'iproute2', why: 'the cluster tests cannot make their hosts' },
+];
+
+function onPath(tool) {
+  for (const dir of (process.env['PATH'] ?? '').split(delimiter)) {
+    if (dir === '') continue;
+    try {
+      accessSync(join(dir, tool), constants.X_OK);
+      return true;
+    } catch {
+      // not in this directory
+    }
+  }
+  return false;
+}
+
+const missingNow = () => NEEDS.filter((n) => !n.there());
+
+let missing = missingNow();
+if (missing.length > 0) {
+  const pkgs = [...new Set(missing.map((n) => n.pkg))];
+  const canInstall = process.getuid?.() === 0 && onPath('apt-get') && process.env['TESSERA_NO_INSTALL'] !== '1';
+  if (canInstall) {
+    console.error(
+      `npm test: ${missing.map((n) => n.name).join(', ')} missing; installing ${pkgs.join(' ')} with apt-get (running as root; TESSERA_NO_INSTALL=1 to stop this)`,
+    );
+    const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+    const update = spawnSync('apt-get', ['update'], { stdio: ['ignore', 'ignore', 'inherit'], env });
+    const install =
+      update.status === 0
+        ? spawnSync('apt-get', ['install', '-y', '--no-install-recommends', ...pkgs], {
+            stdio: ['ignore', 'ignore', 'inherit'],
+            env,
+          })
+        : update;
+    if (install.status !== 0) console.error(`npm test: apt-get failed (exit ${install.status ?? install.signal})`);
+    missing = missingNow();
+  }
+  if (missing.length > 0) {
+    for (const n of missing)
+      console.error(`npm test: '${n.name}' is not installed (apt-get install -y ${n.pkg}); ${n.why}.`);
+    const all = [...new Set(missing.map((n) => n.pkg))].join(' ');
+    console.error(
+      `npm test: run \`apt-get update && apt-get install -y --no-install-recommends ${all}\` (as root), then npm test again.`,
+    );
+    process.exit(2);
+  }
+}
