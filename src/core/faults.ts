@@ -42,6 +42,10 @@ export const FAULT_NAMES = [
   'open-dashboard',
   /** Sample a structured-output request without its token mask (the grammar then refuses what the model picks). */
   'skip-token-mask',
+  /** The grammar engine keeps an xgrammar instance that trapped instead of rebuilding it (every later structured request fails). */
+  'keep-trapped-grammar',
+  /** The grammar engine compiles a schema without first checking its size limits (depth, bytes, properties, patterns, ...). */
+  'skip-schema-limits',
   /** The router pairs a worker, static or joined by DNS, without its join checks (fingerprint, KV layout, cluster secret). */
   'skip-join-check',
   /** The router leaves its connection to a lost host open (attempts on it wait out the protocol's timeouts). */
