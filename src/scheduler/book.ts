@@ -16,6 +16,7 @@ import {
   type TokenLogprob,
 } from '../core/index.js';
 import type { QuarantineRecord } from './integrity.js';
+import { DEFAULT_FAIR_SHARE, TenantCounters, type FairShareWeights } from './fair-share.js';
 import type { PageOps } from './page-ops.js';
 import { TenantQueues } from './queue.js';
 import {
@@ -35,12 +36,21 @@ export class RequestBook {
   readonly waiting = new TenantQueues<SchedRequest>();
   /** Aborted requests whose pages a peer may still write, until release(). */
   readonly quarantined = new Map<RequestId, QuarantineRecord>();
+  /** The tenants' virtual token counters: a tenant is active from its first request's add to its last's end. */
+  readonly counters: TenantCounters;
   readonly #pages: PageOps;
   readonly #role: Role;
   readonly #faults: FaultSet;
   readonly #eosTokenIds: readonly number[];
 
-  constructor(pages: PageOps, role: Role, faults: FaultSet, eosTokenIds: readonly number[]) {
+  constructor(
+    pages: PageOps,
+    role: Role,
+    faults: FaultSet,
+    eosTokenIds: readonly number[],
+    weights: FairShareWeights = DEFAULT_FAIR_SHARE,
+  ) {
+    this.counters = new TenantCounters(weights);
     this.#pages = pages;
     this.#role = role;
     this.#faults = faults;
@@ -72,6 +82,7 @@ export class RequestBook {
       state,
     };
     this.requests.set(r.rid, r);
+    this.counters.join(r.tenant);
     if (state.kind === 'waiting') this.waiting.push(r);
     return r;
   }
@@ -192,6 +203,7 @@ export class RequestBook {
     if (isRunning(r.state)) this.#leaveRunning(r);
     if (r.state.kind === 'waiting') this.waiting.remove(r.rid);
     this.requests.delete(r.rid);
+    this.counters.leave(r.tenant);
   }
 
   #leaveRunning(r: SchedRequest): void {

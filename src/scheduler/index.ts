@@ -1,8 +1,9 @@
-// Layer 2: the scheduler — admission before allocation, tenant round-robin queues, continuous
+// Layer 2: the scheduler — admission before allocation, tenant queues served in fair-share order (virtual token counters), continuous
 // batching with chunked prefill, preemption by recompute, aborts, and the roles of
 // disaggregated serving. Pure and synchronous; imports only src/core and src/pages.
 export { Scheduler, type PeerWrites } from './scheduler.js';
 export { TenantQueues, type Queued } from './queue.js';
+export { DEFAULT_FAIR_SHARE, TenantCounters, type FairCandidate, type FairShareWeights } from './fair-share.js';
 export {
   itemPairs,
   StepBudget,

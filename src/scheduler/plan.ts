@@ -8,12 +8,17 @@
 // A step, in order:
 //   1. Decodes of running requests, oldest first: one token each. A decode crossing a page
 //      boundary needs a page; the token budget always covers every decode (checked at start-up).
-//   2. Prefill chunks of running requests, oldest first, as far as the budget goes; with decodes
-//      in the step, each chunk is also capped by prefillLimit.maxChunk(the step so far, its start
-//      position) (the step's time budget, which prices a late chunk of a long prompt higher).
-//   3. New requests from the waiting queues (tenant round-robin) while the budget, the running
-//      limit and the pages allow; a new request never preempts anything, and none starts in a
-//      step that preempted (the victims would just take their pages back).
+//   2. Prefill chunks of running requests and new requests from the waiting queues, as far as
+//      the budget goes, in fair-share order: per tenant its oldest running prompt's chunk, else
+//      its waiting head; among tenants the smallest virtual token counter (fair-share.ts), so a
+//      tenant with 24 long prompts in flight cannot hold another's short one behind its chunks.
+//      (Fault `no-tenant-fairness`, or no counters: running chunks oldest first, then the
+//      queues' tenant turns, as before.) With decodes in the step, each chunk is also capped by
+//      prefillLimit.maxChunk(the step so far, its start position) (the step's time budget,
+//      which prices a late chunk of a long prompt higher). A new request starts only while the
+//      running limit and the pages allow; it never preempts anything, none starts in a step
+//      that preempted (the victims would just take their pages back), and a chunk after a start
+//      takes what fits without preempting. Fairness changes only this order, never who may run.
 // When a running request cannot get even one page (after evicting unreferenced cached pages),
 // the most recently started running request is preempted: its pages go back (full stamped ones
 // into the prefix cache, where they are evictable, the rest freed), it goes to the front of its
@@ -31,9 +36,11 @@ import {
   InvariantError,
   type BatchItem,
   type RequestId,
+  type TenantId,
   type TesseraError,
 } from '../core/index.js';
 import { admissionError, pagesFor } from '../pages/index.js';
+import type { FairCandidate, TenantCounters } from './fair-share.js';
 import type { PageOps } from './page-ops.js';
 import type { TenantQueues } from './queue.js';
 import { pagesToGrow, type PageTable, type SchedRequest } from './request-state.js';
@@ -54,6 +61,8 @@ export interface PlanContext {
   readonly numReserved: number;
   /** Pages held outside the running set (held, receiving or quarantined): a lone request may still wait for them. */
   readonly othersHoldPages: boolean;
+  /** The tenants' virtual token counters: charged for what is planned, and the order of chunks and starts; none: FCFS. */
+  readonly counters?: TenantCounters;
   /** How much prefill may join a step with decodes (the step budget, step-budget.ts); none: the token budget only. */
   readonly prefillLimit?: PrefillLimit;
   /** A request taken off the queue starts prefilling with `table`: into `running`, the youngest. */
@@ -75,7 +84,9 @@ export function planStep(ctx: PlanContext): StepPlan {
   let budget = ctx.chunkedPrefillSize;
 
   const preempt = (victim: SchedRequest): void => {
-    budget += planned.get(victim) ?? 0;
+    const n = planned.get(victim) ?? 0;
+    budget += n;
+    if (n > 0) ctx.counters?.charge(victim.tenant, -n, victim.state.kind === 'decoding' ? 'output' : 'input');
     planned.delete(victim);
     if (ctx.failOnPreempt) {
       events.push(ctx.failPreempted(victim));
@@ -112,35 +123,43 @@ export function planStep(ctx: PlanContext): StepPlan {
     return shape.numDecodes === 0 ? Infinity : Math.max(0, ctx.prefillLimit.maxChunk(shape, startPos));
   };
 
-  for (const kind of ['decoding', 'prefilling'] as const) {
-    for (let i = 0; i < ctx.running.length; i++) {
-      const r = ctx.running[i] as SchedRequest;
-      if (r.state.kind !== kind) continue;
-      const table = runningTable(r);
-      if (r.tokens.length > ctx.contextLength) {
-        events.push(ctx.fail(r, refusal(ctx, r)));
-        i--;
-        continue;
-      }
-      const want = Math.min(
-        r.tokens.length - table.numComputed,
-        budget,
-        kind === 'prefilling' ? timeLimit(table.numComputed) : Infinity,
-      );
-      if (want === 0) continue;
-      const n = fit(r, table, want);
-      if (n > 0) {
-        planned.set(r, n);
-        budget -= n;
-      } else if (ctx.running[i] !== r) {
-        i--;
-      }
+  /** Plans a running request's next tokens (its decode, or its prompt's next chunk) at most `limit`. */
+  const serveRunning = (r: SchedRequest, limit: number, mayPreempt: boolean): void => {
+    const table = runningTable(r);
+    if (r.tokens.length > ctx.contextLength) {
+      events.push(ctx.fail(r, refusal(ctx, r)));
+      return;
     }
+    const want = Math.min(r.tokens.length - table.numComputed, budget, limit);
+    if (want === 0) return;
+    const n = mayPreempt ? fit(r, table, want) : grow(ctx, r, table, tokensThatFit(ctx, table, want));
+    if (n > 0) {
+      planned.set(r, n);
+      budget -= n;
+      ctx.counters?.charge(r.tenant, n, r.state.kind === 'decoding' ? 'output' : 'input');
+    }
+  };
+
+  // 1. Decodes, oldest first.
+  for (const r of ctx.running.filter((x) => x.state.kind === 'decoding')) {
+    if (ctx.running.includes(r)) serveRunning(r, Infinity, true);
   }
 
-  while (preempted.length === 0 && budget > 0 && ctx.running.length + ctx.numReserved < ctx.maxRunningRequests) {
-    const r = ctx.waiting.peek();
-    if (r === undefined) break;
+  // 2. Prompts' chunks and new requests, in the order next() gives.
+  const visited = new Set<SchedRequest>();
+  let admitting = true;
+  let numStarted = 0;
+  const admissionOpen = (): boolean =>
+    admitting && preempted.length === 0 && budget > 0 && ctx.running.length + ctx.numReserved < ctx.maxRunningRequests;
+  for (let c = next(ctx, visited, admissionOpen()); c !== undefined; c = next(ctx, visited, admissionOpen())) {
+    const r = c.request;
+    if (c.kind === 'chunk') {
+      visited.add(r);
+      // After a start in this step, a chunk takes what fits and preempts nothing (the victim
+      // would be the request just started): a step never both starts and preempts.
+      serveRunning(r, timeLimit(runningTable(r).numComputed), numStarted === 0);
+      continue;
+    }
     if (r.tokens.length > ctx.contextLength) {
       events.push(ctx.fail(r, refusal(ctx, r)));
       continue;
@@ -152,17 +171,56 @@ export function planStep(ctx: PlanContext): StepPlan {
     const n = tokensThatFit(ctx, table, want);
     if (n === 0) {
       ctx.pages.letGo(r, hit.tags);
-      break;
+      admitting = false;
+      continue;
     }
-    ctx.waiting.pop();
+    if (ctx.counters === undefined) ctx.waiting.pop();
+    else ctx.waiting.popOf(r.tenant);
     r.numCachedTokens = Math.min(hit.numTokens, r.numPromptTokens);
     ctx.start(r, table);
+    visited.add(r);
+    numStarted++;
     planned.set(r, grow(ctx, r, table, n));
     budget -= n;
+    ctx.counters?.charge(r.tenant, n, 'input');
   }
 
   const items = ctx.running.filter((r) => planned.has(r)).map((r) => itemOf(ctx, r, planned.get(r) as number));
   return { items, preempted, events };
+}
+
+type Candidate =
+  | { readonly kind: 'chunk'; readonly request: SchedRequest }
+  | { readonly kind: 'start'; readonly request: SchedRequest };
+
+/**
+ * What gets tokens next. First come first served (no counters, or the fault `no-tenant-fairness`):
+ * running prompts' chunks, oldest first, then the waiting queues' turn. Fair: per tenant, its
+ * oldest unserved chunk, else its waiting head (FCFS within a tenant), and among tenants the
+ * smallest virtual token counter (fair-share.ts).
+ */
+function next(ctx: PlanContext, visited: ReadonlySet<SchedRequest>, admissionOpen: boolean): Candidate | undefined {
+  const chunks = ctx.running.filter((r) => r.state.kind === 'prefilling' && !visited.has(r));
+  if (ctx.counters === undefined) {
+    const chunk = chunks[0];
+    if (chunk !== undefined) return { kind: 'chunk', request: chunk };
+    const head = admissionOpen ? ctx.waiting.peek() : undefined;
+    return head === undefined ? undefined : { kind: 'start', request: head };
+  }
+  const byTenant = new Map<TenantId, Candidate & FairCandidate>();
+  chunks.forEach((r, order) => {
+    if (byTenant.has(r.tenant)) return;
+    const numTokensLeft = r.tokens.length - runningTable(r).numComputed;
+    byTenant.set(r.tenant, { kind: 'chunk', request: r, tenant: r.tenant, numTokensLeft, order });
+  });
+  if (admissionOpen) {
+    ctx.waiting.heads().forEach((r, turn) => {
+      if (byTenant.has(r.tenant)) return;
+      const order = ctx.running.length + turn;
+      byTenant.set(r.tenant, { kind: 'start', request: r, tenant: r.tenant, numTokensLeft: r.tokens.length, order });
+    });
+  }
+  return ctx.counters.pick([...byTenant.values()]);
 }
 
 /** The shape of the items planned so far (each reads from its table's numComputed). */

@@ -59,6 +59,20 @@ export class TenantQueues<T extends Queued> {
     return item;
   }
 
+  /** The head of each tenant's queue, in the order of their turns (the candidates fair sharing picks from). */
+  heads(): T[] {
+    return this.#turns.map((tenant) => (this.#queues.get(tenant) as T[])[0] as T);
+  }
+
+  /** Takes `tenant`'s head (fair sharing chose it); its tenant goes to the back of the turns. */
+  popOf(tenant: TenantId): T {
+    const index = this.#turns.indexOf(tenant);
+    assert(index >= 0, () => `tenant ${tenant} has no waiting request`);
+    this.#turns.splice(index, 1);
+    this.#turns.unshift(tenant);
+    return this.pop();
+  }
+
   /** Removes a request wherever it waits; false when it is not here. Turns keep their order. */
   remove(rid: RequestId): boolean {
     for (const [tenant, queue] of this.#queues) {

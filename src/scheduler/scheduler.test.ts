@@ -71,12 +71,12 @@ describe('chunked prefill and decode', () => {
     expect(h.ended.get(rid('b'))).toMatchObject({ kind: 'finished', usage: { cachedTokens: 4 } });
   });
 
-  it('runs decodes first, then continuing prefills, then new requests, within the token budget', () => {
+  it("runs decodes first, then a tenant's continuing prefills, then its new requests, within the token budget", () => {
     const h = new SchedulerHarness({ chunkedPrefillSize: 8, numPages: 20, cache: false });
     h.admit('a', 't1', range(0, 3), 5);
     h.step(); // a prefilled
     h.admit('b', 't1', range(10, 12), 5);
-    h.admit('c', 't2', range(30, 6), 5);
+    h.admit('c', 't1', range(30, 6), 5); // one tenant: first come first served (across tenants: fair-share.test.ts)
     expect(brief(h.step().plan.items)).toEqual(['a@3+1!', 'b@0+7']);
     expect(brief(h.step().plan.items)).toEqual(['a@4+1!', 'b@7+5!', 'c@0+2']);
   });

@@ -28,6 +28,7 @@ import {
   type GenerateRequest,
   type RequestId,
   type Tag,
+  type TenantId,
 } from '../core/index.js';
 import {
   admissionError,
@@ -94,13 +95,24 @@ export class Scheduler {
     this.#pool = pool;
     this.#prefixCache = options.prefixCache;
     this.#pages = new PageOps(pool, options.prefixCache);
-    this.#book = new RequestBook(this.#pages, options.role, options.faults, options.eosTokenIds ?? []);
+    this.#book = new RequestBook(
+      this.#pages,
+      options.role,
+      options.faults,
+      options.eosTokenIds ?? [],
+      options.fairShare,
+    );
   }
 
   /** Requests prefilling or decoding. */
   /** This node's tenant-scoped prefix cache (co-located and prefill), for what the node reports of it. */
   get prefixCache(): PrefixCache | undefined {
     return this.#prefixCache;
+  }
+
+  /** A tenant's virtual token counter (fair-share.ts): the service it got, weighted; for metrics and tests. */
+  tenantCounter(tenant: TenantId): number {
+    return this.#book.counters.counterOf(tenant);
   }
 
   get numRunning(): number {
@@ -259,6 +271,7 @@ export class Scheduler {
       numReserved: this.numReceiving,
       othersHoldPages: this.numHeld + this.numReceiving + this.#book.quarantined.size > 0,
       ...(prefillLimit === undefined ? {} : { prefillLimit }),
+      ...(this.#options.faults.has('no-tenant-fairness') ? {} : { counters: this.#book.counters }),
       start: (r, table) => this.#book.setState(r, { kind: 'prefilling', table }),
       preempt: (r) => this.#book.preempt(r),
       fail: (r, error) => this.#book.fail(r, error),

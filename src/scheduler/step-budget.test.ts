@@ -122,7 +122,7 @@ describe('the plan under a step budget', () => {
     const cap = (numDecodes: number): number => (numDecodes === 0 ? Infinity : 6);
     expect(brief(h.step(cap).plan.items)).toEqual(['a@3+1!', 'b@3+1!', 'long@0+6']);
     expect(brief(h.step(cap).plan.items)).toEqual(['a@4+1!', 'b@4+1!', 'long@6+6']);
-    h.admit('c', 't2', range(50, 40), 2);
+    h.admit('c', 't1', range(50, 40), 2); // long's tenant: its running chunk goes first (across tenants: fair-share.test.ts)
     expect(brief(h.step(cap).plan.items)).toEqual(['a@5+1!', 'b@5+1!', 'long@12+6']);
   });
 

@@ -13,6 +13,7 @@ import type {
   Usage,
 } from '../core/index.js';
 import type { PagePool, PrefixCache } from '../pages/index.js';
+import type { FairShareWeights } from './fair-share.js';
 
 /**
  * colocated: admit -> prefill -> decode -> finish, on one pool.
@@ -47,6 +48,11 @@ export interface SchedulerOptions {
    * worker cannot recompute: it fails a preempted request). Off: pages on demand, as co-located.
    */
   readonly reserveOutputPages?: boolean;
+  /**
+   * The virtual token counters' weights (fair-share.ts; default 1 per prompt token, 2 per output
+   * token): which tenant's chunk or new request gets a step's tokens first. Order only.
+   */
+  readonly fairShare?: FairShareWeights;
 }
 
 /** One step's work. Execute `items`, then call complete() with one result per item. */

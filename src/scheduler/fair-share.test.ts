@@ -1,0 +1,160 @@
+import { describe, expect, it } from 'vitest';
+import { asTenantId, FaultSet, type BatchItem, type RequestId } from '../core/index.js';
+import { SchedulerHarness, type HarnessOptions } from '../../test/sim/scheduler-runner.js';
+import { TenantCounters } from './fair-share.js';
+
+const range = (start: number, n: number): number[] => Array.from({ length: n }, (_, i) => start + i);
+const brief = (items: readonly BatchItem[]): string[] =>
+  items.map((i) => `${i.rid}@${i.startPos}+${i.tokens.length}${i.wantLogits ? '!' : ''}`);
+const A = asTenantId('A');
+const B = asTenantId('B');
+const C = asTenantId('C');
+const FCFS = new FaultSet(['no-tenant-fairness']);
+
+/** Steps until idle; the requests in the order they first got tokens. */
+const startOrder = (h: SchedulerHarness): RequestId[] => {
+  const started: RequestId[] = [];
+  while (h.scheduler.numRunning + h.scheduler.numWaiting > 0) {
+    for (const item of h.step().plan.items) if (item.startPos === 0) started.push(item.rid);
+  }
+  return started;
+};
+
+/** A queues three 12-token prompts, then B six 2-token prompts; one request runs at a time. */
+const longAndShort = (o: HarnessOptions = {}): SchedulerHarness => {
+  const h = new SchedulerHarness({ maxRunningRequests: 1, numPages: 20, cache: false, ...o });
+  for (let i = 1; i <= 3; i++) h.admit(`a${i}`, 'A', range(100 * i, 12), 1);
+  for (let i = 1; i <= 6; i++) h.admit(`b${i}`, 'B', range(1000 + 10 * i, 2), 1);
+  return h;
+};
+
+describe('TenantCounters (the virtual token counter)', () => {
+  it('charges prompt tokens at the input weight and output tokens at the output weight', () => {
+    const counters = new TenantCounters({ inputWeight: 1, outputWeight: 2 });
+    counters.join(A);
+    counters.charge(A, 10, 'input');
+    counters.charge(A, 3, 'output');
+    expect(counters.counterOf(A)).toBe(16);
+  });
+
+  it('lifts a tenant that becomes active to the smallest active counter, so idle time banks no credit', () => {
+    const counters = new TenantCounters();
+    counters.join(A);
+    counters.join(C);
+    counters.charge(A, 900, 'input');
+    counters.charge(C, 500, 'input');
+    counters.join(B);
+    expect(counters.counterOf(B)).toBe(500);
+    counters.charge(B, 800, 'input');
+    counters.leave(B);
+    counters.join(B); // B still owes what it got beyond the others: no forgiveness by leaving
+    expect(counters.counterOf(B)).toBe(1300);
+  });
+
+  it('forgets every counter when no tenant is active, and an idle one under the floor when it leaves', () => {
+    const counters = new TenantCounters();
+    counters.join(A);
+    counters.join(B);
+    counters.charge(A, 50, 'input');
+    counters.leave(B);
+    expect(counters.numCounters).toBe(1);
+    counters.leave(A);
+    counters.join(B);
+    expect([counters.counterOf(A), counters.counterOf(B), counters.numCounters]).toEqual([0, 0, 1]);
+  });
+
+  it('keeps no more counters than twice the active tenants (plus 16) however many tenants came and went', () => {
+    const counters = new TenantCounters();
+    counters.join(A);
+    for (let i = 0; i < 1000; i++) {
+      const t = asTenantId(`t${i}`);
+      counters.join(t);
+      counters.charge(t, 10 + i, 'input'); // each owes service: kept while over the floor
+      counters.leave(t);
+      counters.charge(A, 2000, 'input');
+    }
+    expect(counters.numCounters).toBeLessThanOrEqual(2 * counters.numActive + 16);
+  });
+
+  it('picks the smallest counter, then the fewest tokens left, then the oldest', () => {
+    const counters = new TenantCounters();
+    counters.join(A);
+    counters.join(B);
+    counters.join(C);
+    counters.charge(A, 5, 'input');
+    const pick = (...cs: [typeof A, number, number][]): string | undefined =>
+      counters.pick(cs.map(([tenant, numTokensLeft, order]) => ({ tenant, numTokensLeft, order })))?.tenant;
+    expect(pick([A, 1, 0], [B, 9, 1])).toBe('B');
+    expect(pick([B, 9, 0], [C, 3, 1])).toBe('C');
+    expect(pick([C, 3, 1], [B, 3, 0])).toBe('B');
+    expect(pick()).toBeUndefined();
+  });
+});
+
+describe('fair sharing in the scheduler', () => {
+  it("admits by tokens served: B's 2-token prompts run until B has had as many tokens as A's 12-token one", () => {
+    // Counters tie at 0: the fewest tokens first (b1: B 2); then A's a1 (A 12); then B until it reaches 12.
+    expect(startOrder(longAndShort())).toEqual(['b1', 'a1', 'b2', 'b3', 'b4', 'b5', 'b6', 'a2', 'a3']);
+  });
+
+  it('under the fault no-tenant-fairness, tenants take turns by requests (first come first served within each)', () => {
+    expect(startOrder(longAndShort({ faults: FCFS }))).toEqual(['a1', 'b1', 'a2', 'b2', 'a3', 'b3', 'b4', 'b5', 'b6']);
+  });
+
+  it("gives a new tenant's short prompt the step's budget before another tenant's running long prompt's next chunk", () => {
+    const run = (o: HarnessOptions): string[][] => {
+      const h = new SchedulerHarness({ chunkedPrefillSize: 8, numPages: 30, cache: false, ...o });
+      h.admit('long', 'A', range(100, 40), 2);
+      const first = brief(h.step().plan.items);
+      h.admit('b', 'B', range(500, 5), 2);
+      return [first, brief(h.step().plan.items), brief(h.step().plan.items)];
+    };
+    expect(run({})).toEqual([['long@0+8'], ['long@8+3', 'b@0+5!'], ['long@11+7', 'b@5+1!']]);
+    expect(run({ faults: FCFS })).toEqual([['long@0+8'], ['long@8+8'], ['long@16+8']]);
+  });
+
+  it("another tenant's new request goes before a tenant's continuing prefill (FCFS, under the fault: after it)", () => {
+    const run = (o: HarnessOptions): string[][] => {
+      const h = new SchedulerHarness({ chunkedPrefillSize: 8, numPages: 20, cache: false, ...o });
+      h.admit('a', 't1', range(0, 3), 5);
+      h.step(); // a prefilled: t1 has 3
+      h.admit('b', 't1', range(10, 12), 5);
+      h.admit('c', 't2', range(30, 6), 5); // lifted to 3; a's decode brings t1 to 5
+      return [brief(h.step().plan.items), brief(h.step().plan.items)];
+    };
+    expect(run({})).toEqual([
+      ['a@3+1!', 'c@0+6!', 'b@0+1'],
+      ['a@4+1!', 'c@6+1!', 'b@1+6'],
+    ]);
+    expect(run({ faults: FCFS })).toEqual([
+      ['a@3+1!', 'b@0+7'],
+      ['a@4+1!', 'b@7+5!', 'c@0+2'],
+    ]);
+  });
+
+  it("orders several tenants' running chunks by their counters, one chunk per pick", () => {
+    const h = new SchedulerHarness({ chunkedPrefillSize: 8, numPages: 40, cache: false });
+    h.admit('a', 'A', range(100, 40), 2);
+    expect(brief(h.step().plan.items)).toEqual(['a@0+8']); // A: 8
+    h.admit('b', 'B', range(200, 30), 2); // lifted to 8
+    h.admit('c', 'C', range(300, 30), 2); // lifted to 8
+    // All three at 8: the fewest tokens left goes first, B (30; C has as many but came later), then C (8 < A's 16), then A.
+    expect(brief(h.step().plan.items)).toEqual(['b@0+8']);
+    expect(brief(h.step().plan.items)).toEqual(['c@0+8']);
+    expect(brief(h.step().plan.items)).toEqual(['a@8+8']);
+    expect([A, B, C].map((t) => h.scheduler.tenantCounter(t))).toEqual([16, 16, 16]);
+    h.scheduler.checkIntegrity();
+  });
+
+  it('keeps every admission rule: the running limit and the pages decide who may start, fairness only the order', () => {
+    const h = new SchedulerHarness({ maxRunningRequests: 2, numPages: 6, chunkedPrefillSize: 64, cache: false });
+    h.admit('a1', 'A', range(100, 8), 8); // 2 pages now, 4 with its output
+    h.admit('a2', 'A', range(200, 8), 8);
+    h.admit('b1', 'B', range(300, 3), 1);
+    expect(brief(h.step().plan.items)).toEqual(['b1@0+3!', 'a1@0+8!']); // B's 3 tokens first; a2 waits for a slot
+    expect(h.scheduler.view('a2' as RequestId)?.state).toBe('waiting');
+    h.runUntilDone();
+    expect(h.runner.contentViolations).toEqual([]);
+    expect(h.runner.numPageCheckFailures).toBe(0);
+  });
+});
