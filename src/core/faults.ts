@@ -53,6 +53,11 @@ export const FAULT_NAMES = [
   /** The router's prefix index matches a request against every tenant's cached blocks, not only its own tenant's. */
   'share-prefix-index-across-tenants',
   /**
+   * Prefix block hashes are not keyed with the cluster secret (seeded with the tenant's name, xxh64 links) and a
+   * prefill's /health names tenants: whoever reads it recomputes a guessed prompt's hashes and confirms it.
+   */
+  'unkeyed-prefix-hashes',
+  /**
    * The API skips the limits it shares with the wire (core/limits.ts): it accepts top_k >= 2^31, a stop string
    * over 1024 characters, more than 1024 stop_token_ids.
    */

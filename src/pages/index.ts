@@ -7,7 +7,7 @@ export { PageLedger } from './ledger.js';
 export { PagePool, type PagePoolOptions, type Stamp } from './pool.js';
 export { ownershipFailure, type Access, type CheckFailure } from './page-checks.js';
 export { PrefixCache, type PrefixCacheOptions, type PrefixMatch } from './prefix-cache.js';
-export { blockHashes, nextBlockHash, prefixSeedHash } from './prefix-hash.js';
+export { PrefixHasher } from './prefix-hash.js';
 export {
   createKvView,
   elementsPerPage,

@@ -19,7 +19,7 @@
 import { assert, NO_FAULTS, type FaultSet, type PageId, type Tag, type TenantId } from '../core/index.js';
 import type { PageLedger } from './ledger.js';
 import { MinHeap } from './min-heap.js';
-import { nextBlockHash, prefixSeedHash } from './prefix-hash.js';
+import type { PrefixHasher } from './prefix-hash.js';
 import { describeEntry, describeOwner, type AllocateResult, type Owner } from './page-entry.js';
 import type { PagePool } from './pool.js';
 
@@ -61,6 +61,8 @@ export class PrefixCache {
   readonly #shareAcrossTenants: boolean;
   readonly #roots = new Map<RootKey, Root>();
   readonly #nodes = new Map<PageId, PageNode>();
+  /** Each cached page's block hash under the last hasher that asked (blockHashReport). */
+  #memo: { readonly hasher: PrefixHasher; readonly hashes: WeakMap<PageNode, string> } | undefined;
   #clock = 0;
   /** Prompt tokens looked up, and of those found cached, over every match (the hit rate a router reads). */
   #lookupTokens = 0;
@@ -145,26 +147,33 @@ export class PrefixCache {
   }
 
   /**
-   * Per tenant, the chained block hash (prefix-hash.ts) of every cached page, most recently used
-   * first, at most `limit` in all: what a router routes on. Under share-prefix-across-tenants
-   * the one shared root reports as tenant "*".
+   * Per tenant tag, the chained block hash (prefix-hash.ts) of every cached page, most recently
+   * used first, at most `limit` in all: what a router routes on. Under share-prefix-across-tenants
+   * the one shared root reports as tenant "*". A page's hash is computed once per hasher (pages
+   * do not move in the tree), so a report costs a walk, not a keyed hash per cached page.
    */
-  blockHashReport(limit: number): Map<string, string[]> {
-    const all: { tenant: string; hash: string; lastUsed: number }[] = [];
+  blockHashReport(limit: number, hasher: PrefixHasher): Map<string, string[]> {
+    if (this.#memo?.hasher !== hasher) this.#memo = { hasher, hashes: new WeakMap() };
+    const memo = this.#memo.hashes;
+    const all: { tag: string; hash: string; lastUsed: number }[] = [];
     for (const root of this.#roots.values()) {
-      const tenant = root.key === EVERY_TENANT ? '*' : root.key;
+      const tag = hasher.tenantTag(root.key === EVERY_TENANT ? '*' : root.key);
       const walk = (node: Root | PageNode, h: string): void => {
         for (const child of node.children.values()) {
-          const hash = nextBlockHash(h, child.key);
-          all.push({ tenant, hash, lastUsed: child.lastUsed });
+          let hash = memo.get(child);
+          if (hash === undefined) {
+            hash = hasher.next(h, child.key);
+            memo.set(child, hash);
+          }
+          all.push({ tag, hash, lastUsed: child.lastUsed });
           walk(child, hash);
         }
       };
-      walk(root, prefixSeedHash(tenant));
+      walk(root, hasher.seed(tag));
     }
     all.sort((a, b) => b.lastUsed - a.lastUsed);
     const out = new Map<string, string[]>();
-    for (const { tenant, hash } of all.slice(0, limit)) out.set(tenant, [...(out.get(tenant) ?? []), hash]);
+    for (const { tag, hash } of all.slice(0, limit)) out.set(tag, [...(out.get(tag) ?? []), hash]);
     return out;
   }
 

@@ -46,6 +46,7 @@ import {
   type Transport,
   type PeerId,
 } from '../transfer/index.js';
+import { PrefixHasher } from '../pages/index.js';
 import { ClientStream } from './client-stream.js';
 import { clusterPageMap } from './cluster-map.js';
 import { clusterAdmission, type PolicyChecks, type WorkerView } from './pair-policy.js';
@@ -202,6 +203,7 @@ export class PdRouter {
       this.registry,
       checks,
       options.routing ?? 'prefix',
+      new PrefixHasher(options.clusterSecret, options.faults.has('unkeyed-prefix-hashes')),
       options.faults.has('share-prefix-index-across-tenants'),
     );
     this.machine = new RouterMachine({

@@ -2,9 +2,9 @@
 // chained block hashes of its cached pages per tenant (worker/prefix-report.ts); the router
 // keeps them per worker as tenant -> set of hashes, and for a request computes its own prompt's
 // block hashes for its tenant and counts, per worker, how many leading blocks that worker holds.
-// The index is keyed by tenant first: a request only ever looks at its own tenant's hashes (and
-// the hashes are seeded with the tenant as well), so tenant B's identical prompt never routes
-// by tenant A's prefix.
+// The index is keyed by tenant first (by the tenant's keyed tag: reports never name tenants): a
+// request only ever looks at its own tenant's hashes (and the hashes are seeded with the tenant as
+// well), so tenant B's identical prompt never routes by tenant A's prefix.
 // The load bound: a worker is given a request by prefix only if its in-flight count after it
 // stays at most max(1, LOAD_BOUND x the mean over the candidates after it); otherwise the
 // request goes by load (the least loaded worker, pair-policy.ts). So no worker is ever pushed
@@ -12,12 +12,12 @@
 // worker).
 // Must never: read a clock or a socket; use another tenant's hashes; route by a report it did
 // not get (no report: no prefix for that worker).
-import { blockHashes } from '../pages/index.js';
+import type { PrefixHasher } from '../pages/index.js';
 
 export const LOAD_BOUND = 1.5;
 
 export interface PrefixView {
-  /** tenant -> hashes of the blocks cached for it. */
+  /** tenant tag (PrefixHasher.tenantTag) -> hashes of the blocks cached for it. */
   readonly tenants: ReadonlyMap<string, ReadonlySet<string>>;
   readonly lookupTokens: number;
   readonly hitTokens: number;
@@ -47,9 +47,9 @@ export type PrefillChoice =
   | { readonly by: 'prefix'; readonly address: string; readonly matchedBlocks: number }
   | { readonly by: 'load'; readonly reason: 'no-match' | 'bound' | 'no-candidate' };
 
-/** Leading blocks of `hashes` that `view` holds for tenant. */
-export function matchedBlocks(view: PrefixView | undefined, tenant: string, hashes: readonly string[]): number {
-  const mine = view?.tenants.get(tenant);
+/** Leading blocks of `hashes` that `view` holds for a tenant's tag. */
+export function matchedBlocks(view: PrefixView | undefined, tag: string, hashes: readonly string[]): number {
+  const mine = view?.tenants.get(tag);
   if (mine === undefined) return 0;
   let n = 0;
   while (n < hashes.length && mine.has(hashes[n] as string)) n++;
@@ -61,6 +61,7 @@ export function matchedBlocks(view: PrefixView | undefined, tenant: string, hash
  * it; else 'load'. Only the prompt without its last token can hit (a step computes at least one).
  */
 export function choosePrefill(
+  hasher: PrefixHasher,
   tenant: string,
   tokens: readonly number[],
   pageSize: number,
@@ -70,15 +71,16 @@ export function choosePrefill(
 ): PrefillChoice {
   if (candidates.length === 0) return { by: 'load', reason: 'no-candidate' };
   const prompt = tokens.slice(0, Math.max(0, tokens.length - 1));
-  const hashes = blockHashes(tenant, prompt, pageSize);
+  const tag = hasher.tenantTag(tenant);
+  const hashes = hasher.blockHashes(tag, prompt, pageSize);
   // The fault share-prefix-index-across-tenants: match every tenant's blocks (llm-d-router PR #1494's bug).
   const matched = (c: PrefillCandidate): number =>
     !acrossTenants
-      ? matchedBlocks(c.prefix, tenant, hashes)
+      ? matchedBlocks(c.prefix, tag, hashes)
       : Math.max(
           0,
           ...[...(c.prefix?.tenants.keys() ?? [])].map((t) =>
-            matchedBlocks(c.prefix, t, blockHashes(t, prompt, pageSize)),
+            matchedBlocks(c.prefix, t, hasher.blockHashes(t, prompt, pageSize)),
           ),
         );
   let best: PrefillCandidate | undefined;

@@ -5,6 +5,7 @@
 // Counts what it did: routed by prefix, by load (and why), the peak in-flight of a prefix pick
 // over the mean, and each prefill's own hit rate as it reports it.
 // Must never: pick a pair pair-policy would not (a prefix pick goes through pickPair too).
+import type { PrefixHasher } from '../pages/index.js';
 import type { ClientRequest, Pair, PeerId } from '../transfer/index.js';
 import { pickPair, type PolicyChecks } from './pair-policy.js';
 import { choosePrefill, LOAD_BOUND } from './prefix-index.js';
@@ -30,12 +31,20 @@ export class PrefixRouting {
   readonly #registry: WorkerRegistry;
   readonly #checks: PolicyChecks;
   readonly #stats: RoutingStats;
+  readonly #hasher: PrefixHasher;
 
   /** Test-only fault share-prefix-index-across-tenants: the negative control of the tenant property. */
   readonly #acrossTenants: boolean;
 
-  constructor(registry: WorkerRegistry, checks: PolicyChecks, policy: RoutingPolicy, acrossTenants = false) {
+  constructor(
+    registry: WorkerRegistry,
+    checks: PolicyChecks,
+    policy: RoutingPolicy,
+    hasher: PrefixHasher,
+    acrossTenants = false,
+  ) {
     this.#registry = registry;
+    this.#hasher = hasher;
     this.#acrossTenants = acrossTenants;
     this.#checks = checks;
     this.#stats = {
@@ -77,7 +86,15 @@ export class PrefixRouting {
       const pageSize = candidates[0]?.limits?.pageSize ?? 0;
       const choice =
         pageSize > 0
-          ? choosePrefill(request.tenant, request.tokens, pageSize, candidates, LOAD_BOUND, this.#acrossTenants)
+          ? choosePrefill(
+              this.#hasher,
+              request.tenant,
+              request.tokens,
+              pageSize,
+              candidates,
+              LOAD_BOUND,
+              this.#acrossTenants,
+            )
           : ({ by: 'load', reason: 'no-candidate' } as const);
       if (choice.by === 'prefix') {
         const pair = pickPair(

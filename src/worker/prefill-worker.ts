@@ -48,7 +48,7 @@ import {
   type Tag,
   type BatchItem,
 } from '../core/index.js';
-import type { Owner, PagePool } from '../pages/index.js';
+import { PrefixHasher, type Owner, type PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import {
   MachineDriver,
@@ -97,6 +97,8 @@ export class PrefillWorker {
   /** The items of the step in flight (for `send-in-flight` only). */
   #inFlight: readonly BatchItem[] = [];
   readonly #sendInFlight: boolean;
+  /** Keys the prefix hashes /health reports (the cluster secret). */
+  readonly #hasher: PrefixHasher;
 
   /** Listens on the cluster address (prefill dials decode to push frames; the router dials us), then starts the loop. */
   static async start(options: PdWorkerOptions): Promise<PrefillWorker> {
@@ -116,6 +118,7 @@ export class PrefillWorker {
     this.transport = transport;
     this.scheduler = schedulerFor('prefill', options);
     this.#sendInFlight = faults.has('send-in-flight');
+    this.#hasher = new PrefixHasher(options.clusterSecret, faults.has('unkeyed-prefix-hashes'));
     const host: PrefillHost = {
       pool,
       model: options.modelFingerprint,
@@ -189,7 +192,7 @@ export class PrefillWorker {
     return this.#role.health(this.#loop, this.scheduler, this.pool, this.isIdle, {
       waiting: this.scheduler.numWaiting,
       held: this.scheduler.numHeld,
-      ...prefixReport(this.scheduler.prefixCache),
+      ...prefixReport(this.scheduler.prefixCache, this.#hasher),
     });
   }
 

@@ -8,7 +8,10 @@
 //   - negative control: a router with share-prefix-index-across-tenants routes tenant c's identical
 //     prompt by the others' prefix
 //   - the load-only router (--routing load) over the same workers never routes by prefix
+//   - a prefill's /health (which the router reads, unauthenticated) names no tenant, and its
+//     hashes are keyed with the cluster secret: a guessed prompt cannot be confirmed without it
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PrefixHasher } from '../../../src/pages/index.js';
 import { writeJson } from '../support/process.js';
 import { detail, greedyIds, health, promptIds, scrape, testHome, waitUntil } from '../pd/support.js';
 import {
@@ -140,6 +143,22 @@ describe.skipIf(unavailable !== undefined)('prefix-aware routing, keyed by tenan
     const before = await routing(leaky);
     await greedyIds(leaky.client('sk-c'), [...SYSTEM, ...promptIds(20, 50)], 4);
     expect((await routing(leaky)).byPrefix).toBe(before.byPrefix + 1);
+  });
+
+  it("a prefill's /health names no tenant, and a guessed prompt cannot be confirmed against it without the secret", async () => {
+    const reports = await Promise.all(
+      [p1, p2].map(async (w) => ((await detail(w))['prefixCache'] as { tenants: Record<string, string[]> }).tenants),
+    );
+    const tags = reports.flatMap((t) => Object.keys(t));
+    const hashes = reports.flatMap((t) => Object.values(t).flat());
+    expect(hashes.length).toBeGreaterThanOrEqual(10); // tenant a's SYSTEM pages are cached somewhere
+    for (const tag of tags) expect(tag).toMatch(/^[0-9a-f]{16}$/);
+    for (const name of Object.values(KEYS)) expect(tags).not.toContain(name);
+    // What an outsider can compute: the old scheme (tenant-name seed), or a guessed secret.
+    for (const guesser of [new PrefixHasher('', true), new PrefixHasher('not-the-cluster-secret-0123456789')]) {
+      const guess = guesser.blockHashes(guesser.tenantTag('a'), SYSTEM, 16);
+      expect(hashes.some((h) => guess.includes(h))).toBe(false);
+    }
   });
 
   it('the load-only router over the same workers never routes by prefix', async () => {
