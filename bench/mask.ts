@@ -6,7 +6,7 @@
 //   node --import ./bench/lib/register-ts.mjs bench/mask.ts [--tokens N]
 import { availableParallelism, homedir } from 'node:os';
 import { join } from 'node:path';
-import { NO_FAULTS, samplingParams } from '../src/core/index.js';
+import { DEFAULT_TENANT, NO_FAULTS, samplingParams } from '../src/core/index.js';
 import { GrammarEngine, grammarVocab } from '../src/grammar/index.js';
 import { createEngine, generate, loadModel, PRESET_CONFIGS, randomModel, Sampler } from '../src/model/index.js';
 
@@ -58,11 +58,12 @@ async function main(): Promise<void> {
     stepMs = Math.min(stepMs, timing.decodeMs / timing.numDecodeTokens);
   }
 
-  // The mask per token: walk the grammar with random allowed tokens; time prepare() (the mask)
-  // and the sampler's masked draw minus its plain one.
+  // The mask per token: walk the grammar with random allowed tokens; time prepare() (the mask,
+  // one round trip to the matcher thread) and the sampler's masked draw minus its plain one.
+  // The compile is the checker thread's (a first request also waits for the matcher thread's).
   const grammar = new GrammarEngine(grammarVocab(tiny.tokenizer, config.vocabSize));
   const t0 = performance.now();
-  await grammar.check({ kind: 'json_schema', schema: JSON.stringify(SCHEMA) }, 'schema');
+  await grammar.check({ kind: 'json_schema', schema: JSON.stringify(SCHEMA) }, 'schema', DEFAULT_TENANT);
   const compileMs = performance.now() - t0;
   const sampler = new Sampler(config.vocabSize);
   const logits = new Float32Array(config.vocabSize).map((_, i) => Math.sin(i * 12.9898) * 8);
@@ -71,10 +72,11 @@ async function main(): Promise<void> {
   let applyMs = 0;
   let numMasks = 0;
   for (let walk = 0; numMasks < NUM_TOKENS * 4; walk++) {
-    const constraint = grammar.constraint({ kind: 'json_schema', schema: JSON.stringify(SCHEMA) });
+    const constraint = grammar.constraint({ kind: 'json_schema', schema: JSON.stringify(SCHEMA) }, DEFAULT_TENANT);
     for (let step = 0; step < 400; step++) {
       const a = performance.now();
       await constraint.prepare();
+      if (constraint.isTerminated) break;
       const mask = constraint.mask();
       const b = performance.now();
       const token = sampler.sample(logits, { ...params, seed: walk }, step, [], mask);
@@ -85,7 +87,6 @@ async function main(): Promise<void> {
       applyMs += Math.max(0, c - b - (d - c));
       numMasks++;
       constraint.accept(token);
-      if (constraint.isTerminated) break;
     }
     constraint.dispose();
   }
@@ -98,6 +99,7 @@ async function main(): Promise<void> {
   ];
   process.stdout.write(`${lines.join('\n')}\n`);
   await engine.dispose();
+  await grammar.close();
 }
 
 await main();

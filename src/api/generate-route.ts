@@ -106,7 +106,7 @@ async function generate(
   const parsed = endpoint === 'chat' ? await parseChat(json.value, ctx) : await parseCompletion(json.value, ctx);
   if (parsed.kind === 'bad') return refuse(parsed.problem);
   const { params, prompts, tools } = parsed.value;
-  const constrained = await requestConstraint(json.value, tools, ctx.grammar);
+  const constrained = await requestConstraint(json.value, tools, ctx.grammar, auth.tenant, ctx.faults);
   if (constrained.kind === 'bad') return refuse(constrained.problem);
   const constraint: { readonly constraint?: ConstraintSpec } =
     constrained.value === undefined ? {} : { constraint: constrained.value };

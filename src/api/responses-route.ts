@@ -93,7 +93,13 @@ async function respond(req: IncomingMessage, res: ServerResponse, ctx: GenerateC
   const constraint =
     spec === undefined
       ? undefined
-      : await checkConstraint(spec, ctx.grammar, toolConstraint(tools) === undefined ? 'text.format' : 'tools');
+      : await checkConstraint(
+          spec,
+          ctx.grammar,
+          toolConstraint(tools) === undefined ? 'text.format' : 'tools',
+          auth.tenant,
+          ctx.faults,
+        );
   if (constraint?.kind === 'bad') return refuse(constraint.problem);
   const sampling = planSampling(tokens.value.length, params, {
     contextLength: ctx.backend.contextLength,

@@ -1,37 +1,37 @@
-// TokenConstraint: one request's grammar state. The sampler asks it which tokens may come next
-// (a bitmask over the logits: bit id%32 of word id>>5), and it is told every token the request
-// emits. Why a replay queue: the matcher is built asynchronously (compiling a schema takes
-// tens to hundreds of ms), while tokens may arrive before it is ready (a PD decode node learns
-// the first token from KvDone); they are accepted in order once it is.
+// TokenConstraint: one request's grammar state, as the step loop sees it. The sampler asks it
+// which tokens may come next (a bitmask over the logits: bit id%32 of word id>>5), and it is
+// told every token the request emits. The matcher itself lives on the matcher thread
+// (matchers.ts); this proxy keeps the tokens accepted since the last mask and sends them with
+// the next mask request, so one step costs one round trip for all its constrained requests.
+// Why a replay queue: the matcher is built asynchronously (the checker compiles, then the matcher
+// thread), while tokens may arrive before it is ready (a PD decode node learns the first token
+// from KvDone); they are sent in order with the first mask request.
 // Must never hand out a mask older than the last accepted token: mask() before prepare()
 // finished for the current state is a broken invariant.
 import { InvariantError, TesseraError } from '../core/index.js';
-import type { XgrammarModule } from './xgrammar.js';
-
-type Matcher = Awaited<ReturnType<XgrammarModule['GrammarMatcher']['createGrammarMatcher']>>;
-
-export class GrammarError extends TesseraError {
-  override name = 'GrammarError' as const;
-  constructor(message: string, cause?: unknown) {
-    super('internal', `structured output: ${message}`, { cause });
-  }
-}
+import { GrammarError } from './grammar-error.js';
+import type { MatcherHandle, Matchers } from './matchers.js';
 
 export class TokenConstraint {
-  readonly #ready: Promise<Matcher | undefined>;
-  #matcher: Matcher | undefined;
+  readonly #ready: Promise<MatcherHandle | undefined>;
+  #handle: MatcherHandle | undefined;
+  #matchers: Matchers | undefined;
   readonly #pending: number[] = [];
   #mask: Int32Array | undefined;
+  #terminated = false;
   #error: TesseraError | undefined;
   #disposed = false;
   #numAccepted = 0;
+  #preparing: Promise<void> | undefined;
 
-  constructor(matcher: Promise<Matcher>) {
-    this.#ready = matcher.then(
-      (m) => {
-        if (this.#disposed) m.dispose();
-        else this.#matcher = m;
-        return m;
+  /** `created`: the matcher, once the schema was checked and compiled; rejects with the request's error. */
+  constructor(created: Promise<{ readonly handle: MatcherHandle; readonly matchers: Matchers }>) {
+    this.#ready = created.then(
+      ({ handle, matchers }) => {
+        if (this.#disposed) matchers.dispose(handle);
+        this.#matchers = matchers;
+        this.#handle = handle;
+        return handle;
       },
       (error: unknown) => {
         this.#error = error instanceof TesseraError ? error : new GrammarError('the grammar did not compile', error);
@@ -40,28 +40,26 @@ export class TokenConstraint {
     );
   }
 
-  /** Tokens accepted so far (including those queued for replay). */
+  /** Tokens accepted so far (including those not yet sent to the matcher). */
   get numAccepted(): number {
     return this.#numAccepted;
   }
 
-  /** The request emitted `token`: advance (now, or on replay once the matcher is ready). */
+  /** The request emitted `token`: it reaches the matcher with the next prepare(). */
   accept(token: number): void {
     this.#numAccepted++;
     this.#mask = undefined;
-    if (this.#matcher === undefined) this.#pending.push(token);
-    else this.#acceptNow(this.#matcher, token);
+    this.#pending.push(token);
   }
 
   /** Make mask() valid for the current state. Rejects when the grammar failed or refused a token. */
   async prepare(): Promise<void> {
     if (this.#disposed) throw new InvariantError('prepare() on a disposed constraint');
-    const matcher = await this.#ready;
-    if (matcher === undefined) throw this.#error ?? new GrammarError('the grammar did not compile');
-    if (this.#disposed) return;
-    while (this.#pending.length > 0) this.#acceptNow(matcher, this.#pending.shift() as number);
-    if (this.#error !== undefined) throw this.#error;
-    if (this.#mask === undefined) this.#mask = await matcher.getNextTokenBitmask();
+    while (this.#mask === undefined) {
+      this.#preparing ??= this.#prepareNow().finally(() => (this.#preparing = undefined));
+      await this.#preparing;
+      if (this.#disposed) return;
+    }
   }
 
   /** The tokens allowed next; valid only after prepare() for the current state. */
@@ -71,20 +69,33 @@ export class TokenConstraint {
     return this.#mask;
   }
 
-  /** Whether the output is complete (the matcher accepted a stop token). */
+  /** Whether the output is complete (the matcher accepted a stop token), as of the last prepare(). */
   get isTerminated(): boolean {
-    return this.#matcher?.isTerminated() ?? false;
+    return this.#terminated;
   }
 
   dispose(): void {
     if (this.#disposed) return;
     this.#disposed = true;
-    this.#matcher?.dispose();
-    this.#matcher = undefined;
+    if (this.#handle !== undefined) this.#matchers?.dispose(this.#handle);
   }
 
-  #acceptNow(matcher: Matcher, token: number): void {
-    if (this.#error !== undefined) return;
-    if (!matcher.acceptToken(token)) this.#error = new GrammarError(`token ${token} does not continue the grammar`);
+  async #prepareNow(): Promise<void> {
+    const handle = await this.#ready;
+    if (handle === undefined || this.#matchers === undefined)
+      throw this.#error ?? new GrammarError('the grammar did not compile');
+    if (this.#error !== undefined) throw this.#error;
+    if (this.#disposed) return;
+    const tokens = this.#pending.splice(0);
+    const numAccepted = this.#numAccepted;
+    try {
+      const reply = await this.#matchers.step(handle, tokens);
+      this.#terminated = reply.terminated;
+      // A token accepted while the mask was on its way makes it stale: the next prepare() asks again.
+      if (this.#numAccepted === numAccepted) this.#mask = reply.mask;
+    } catch (error) {
+      this.#error = error instanceof TesseraError ? error : new GrammarError('the grammar failed', error);
+      throw this.#error;
+    }
   }
 }

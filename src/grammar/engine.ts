@@ -1,35 +1,80 @@
-// GrammarEngine: structured-output specs -> compiled grammars -> per-request TokenConstraints,
-// over one model's vocabulary. Owns the xgrammar tokenizer info, the compiler and a bounded
-// cache of compiled grammars (compiling costs tens to hundreds of ms; requests with the same
-// schema share one). Everything starts lazily, on the first constrained request.
-//   json_object -> xgrammar's built-in JSON grammar, with a root that must be an object
-//   json_schema -> xgrammar's JSON-schema converter: compact separators, no free whitespace
-//                  (so a model cannot spin on spaces), strict (no properties beyond the schema's);
-//                  json_object is the schema {type: object}, not strict
-// Must never share a matcher between requests, or let the cache grow without bound.
-import { constraintKey, InvalidRequestError, type ConstraintSpec } from '../core/index.js';
-import { GrammarError, TokenConstraint } from './constraint.js';
+// GrammarEngine: structured-output specs -> checked schemas -> per-request TokenConstraints, over
+// one model's vocabulary. No compile runs on the calling thread:
+//   1. limits: a linear walk of the schema (schema-limits.ts); over a limit -> 400 naming it
+//   2. checker: a sacrificial thread compiles the schema under a time budget (checker.ts); a
+//      trap or a timeout costs only that request (400) and a rebuilt checker
+//   3. matcher thread: compiles approved schemas once per tenant and schema, owns every matcher
+//      (matchers.ts); TokenConstraint is the step loop's proxy to one matcher
+// Approved schemas are remembered per tenant (a bounded LRU), as the matcher thread's compiled
+// grammars are: a tenant never learns from a fast answer that another tenant sent a schema.
+//   json_object -> the schema {type: object}, not strict
+//   json_schema -> compact separators, no free whitespace (a model cannot spin on spaces), strict
+// Threads start lazily, on the first constrained request (a router only ever starts the checker).
+// Must never share a matcher between requests, compile on the calling thread, or let a cache
+// grow without bound.
+import {
+  constraintKey,
+  InvalidRequestError,
+  NO_FAULTS,
+  TesseraError,
+  type ConstraintSpec,
+  type FaultSet,
+  type TenantId,
+} from '../core/index.js';
+import { Checker, type CheckOutcome } from './checker.js';
+import { TokenConstraint } from './constraint.js';
+import type { GrammarSource, GrammarThreadData } from './grammar-messages.js';
+import { Matchers } from './matchers.js';
+import { SCHEMA_LIMITS, schemaOverLimit, type SchemaLimits } from './schema-limits.js';
 import type { GrammarVocab } from './vocab.js';
-import { loadXgrammar, type XgrammarModule } from './xgrammar.js';
 
-type Compiler = Awaited<ReturnType<XgrammarModule['GrammarCompiler']['createGrammarCompiler']>>;
-type Compiled = Awaited<ReturnType<Compiler['compileBuiltinJSONGrammar']>>;
-
-/** At most this many compiled grammars are kept (least recently used goes first). */
+/** The matcher thread keeps at most this many compiled grammars (least recently used goes first). */
 export const GRAMMAR_CACHE_SIZE = 32;
+/** Approved (tenant, schema) pairs remembered, so a repeated schema skips the checker. */
+const APPROVED_SIZE = 1024;
+
+export interface GrammarEngineOptions {
+  readonly limits?: SchemaLimits;
+  /** The checker's time for one compile; over it the schema is refused. Default 10 s. */
+  readonly compileBudgetMs?: number;
+  /** Schemas waiting for the checker; more are refused `overloaded`. Default 64. */
+  readonly maxQueuedCompiles?: number;
+  readonly faults?: FaultSet;
+}
 
 /** json_object: any JSON whose top level is an object. */
 const JSON_OBJECT_SCHEMA = JSON.stringify({ type: 'object' });
 
 export class GrammarEngine {
   readonly vocab: GrammarVocab;
-  readonly #load: () => XgrammarModule;
-  #started: Promise<{ readonly xg: XgrammarModule; readonly compiler: Compiler }> | undefined;
-  readonly #cache = new Map<string, Promise<Compiled>>();
+  readonly #limits: SchemaLimits;
+  readonly #skipLimits: boolean;
+  readonly #checker: Checker;
+  readonly #matchers: Matchers;
+  /** Approved keys, least recently used first. */
+  readonly #approved = new Set<string>();
+  /** Checks in flight, so one schema sent twice at once is checked once. */
+  readonly #checking = new Map<string, Promise<TesseraError | null>>();
+  #numChecked = 0;
 
-  constructor(vocab: GrammarVocab, load: () => XgrammarModule = loadXgrammar) {
+  constructor(vocab: GrammarVocab, options: GrammarEngineOptions = {}) {
+    const faults = options.faults ?? NO_FAULTS;
     this.vocab = vocab;
-    this.#load = load;
+    this.#limits = options.limits ?? SCHEMA_LIMITS;
+    this.#skipLimits = faults.has('skip-schema-limits');
+    const keepTrapped = faults.has('keep-trapped-grammar');
+    const data = (role: GrammarThreadData['role']): GrammarThreadData => ({
+      role,
+      vocab,
+      cacheSize: GRAMMAR_CACHE_SIZE,
+    });
+    this.#checker = new Checker({
+      data: data('checker'),
+      budgetMs: options.compileBudgetMs ?? 10_000,
+      maxQueued: options.maxQueuedCompiles ?? 64,
+      keepTrapped,
+    });
+    this.#matchers = new Matchers(data('matcher'), keepTrapped);
   }
 
   /** Width of every mask in 32-bit words. */
@@ -37,72 +82,95 @@ export class GrammarEngine {
     return Math.ceil(this.vocab.numLogits / 32);
   }
 
-  /** null when `spec` compiles; else an InvalidRequestError naming `param`. */
-  async check(spec: ConstraintSpec, param: string): Promise<InvalidRequestError | null> {
-    try {
-      await this.#compiled(spec);
-      return null;
-    } catch (error) {
-      const why = error instanceof Error ? error.message : String(error);
-      return new InvalidRequestError(
-        `\`${param}\`: the schema is not one Tessera can enforce: ${why.slice(0, 300)}`,
-        param,
-      );
-    }
+  /** Threads started again after a trap, a timeout or a crash. */
+  get restarts(): { readonly checker: number; readonly matcher: number } {
+    return { checker: this.#checker.restarts, matcher: this.#matchers.restarts };
   }
 
-  /** A fresh constraint for one request; it becomes usable once its prepare() resolves. */
-  constraint(spec: ConstraintSpec): TokenConstraint {
+  /** Schemas sent to the checker so far (a repeated schema of the same tenant is not sent again). */
+  get numChecked(): number {
+    return this.#numChecked;
+  }
+
+  /**
+   * null when `spec` can be enforced for `tenant`; else the error naming `param`: an
+   * InvalidRequestError (a limit, a schema xgrammar refuses, traps on or takes too long on)
+   * or `overloaded` (too many schemas waiting to be checked).
+   */
+  check(spec: ConstraintSpec, param: string, tenant: TenantId): Promise<TesseraError | null> {
+    const key = `${tenant}\u0000${constraintKey(spec)}`;
+    if (this.#approved.has(key)) {
+      this.#approved.delete(key);
+      this.#approved.add(key); // most recently used last
+      return Promise.resolve(null);
+    }
+    const source = sourceOf(spec);
+    if (spec.kind === 'json_schema' && !this.#skipLimits) {
+      const over = schemaOverLimit(source.schema, param, this.#limits);
+      if (over !== null) return Promise.resolve(over);
+    }
+    let checking = this.#checking.get(key);
+    if (checking === undefined) {
+      this.#numChecked++;
+      checking = this.#checker.check(source).then((outcome) => {
+        this.#checking.delete(key);
+        if (outcome.kind === 'ok') this.#approve(key);
+        return errorOf(outcome, param);
+      });
+      this.#checking.set(key, checking);
+    }
+    return checking;
+  }
+
+  /** A fresh constraint for one of `tenant`'s requests; usable once its prepare() resolves. */
+  constraint(spec: ConstraintSpec, tenant: TenantId, param = 'response_format'): TokenConstraint {
+    const key = `${tenant}\u0000${constraintKey(spec)}`;
     return new TokenConstraint(
-      this.#compiled(spec).then(async (compiled) => {
-        const { xg } = await this.#start();
-        return xg.GrammarMatcher.createGrammarMatcher(compiled, [...this.vocab.stopTokenIds]);
+      this.check(spec, param, tenant).then(async (error) => {
+        if (error !== null) throw error;
+        return { handle: await this.#matchers.create(key, sourceOf(spec)), matchers: this.#matchers };
       }),
     );
   }
 
-  #start(): Promise<{ readonly xg: XgrammarModule; readonly compiler: Compiler }> {
-    this.#started ??= (async () => {
-      const xg = this.#load();
-      const { pieces, vocabType, prependSpace, numLogits, stopTokenIds } = this.vocab;
-      const info = await xg.TokenizerInfo.createTokenizerInfo([...pieces], vocabType, prependSpace, numLogits, [
-        ...stopTokenIds,
-      ]);
-      const compiler = await xg.GrammarCompiler.createGrammarCompiler(info, false);
-      return { xg, compiler };
-    })();
-    return this.#started;
+  /** Ends both threads; constraints still open fail. */
+  async close(): Promise<void> {
+    await Promise.all([this.#checker.close(), this.#matchers.close()]);
   }
 
-  #compiled(spec: ConstraintSpec): Promise<Compiled> {
-    const key = constraintKey(spec);
-    const hit = this.#cache.get(key);
-    if (hit !== undefined) {
-      this.#cache.delete(key);
-      this.#cache.set(key, hit); // most recently used last
-      return hit;
-    }
-    const compiled = this.#start().then(({ compiler }) => {
-      const schema = spec.kind === 'json_object' ? JSON_OBJECT_SCHEMA : spec.schema;
-      try {
-        // anyWhitespace false, indent -1 (none), compact separators; strict for schemas (for
-        // json_object, {type: object} strictly would allow only `{}`).
-        return compiler.compileJSONSchema(schema, false, -1, [',', ':'], spec.kind === 'json_schema');
-      } catch (error) {
-        throw new GrammarError(error instanceof Error ? error.message : String(error), error);
-      }
-    });
-    compiled.catch(() => this.#cache.delete(key)); // a failure is not cached
-    this.#cache.set(key, compiled);
-    while (this.#cache.size > GRAMMAR_CACHE_SIZE) {
-      const oldest = this.#cache.keys().next().value as string;
-      const evicted = this.#cache.get(oldest);
-      this.#cache.delete(oldest);
-      void evicted?.then(
-        (c) => c.dispose(),
-        () => undefined,
+  #approve(key: string): void {
+    this.#approved.add(key);
+    while (this.#approved.size > APPROVED_SIZE) this.#approved.delete(this.#approved.values().next().value as string);
+  }
+}
+
+function sourceOf(spec: ConstraintSpec): GrammarSource {
+  // json_object is {type: object} not strict (strictly, it would allow only `{}`).
+  return spec.kind === 'json_object'
+    ? { schema: JSON_OBJECT_SCHEMA, strict: false }
+    : { schema: spec.schema, strict: true };
+}
+
+function errorOf(outcome: CheckOutcome, param: string): TesseraError | null {
+  const refuse = (why: string) => new InvalidRequestError(`\`${param}\`: ${why}`, param);
+  switch (outcome.kind) {
+    case 'ok':
+      return null;
+    case 'refused':
+      return refuse(`the schema is not one Tessera can enforce: ${outcome.message.slice(0, 300)}`);
+    case 'trapped':
+      return refuse(
+        `the schema is not one Tessera can enforce: the grammar compiler failed on it (${outcome.message.slice(0, 200)})`,
       );
-    }
-    return compiled;
+    case 'too-costly':
+      return refuse(`the schema is too costly to compile (over ${outcome.budgetMs} ms); a smaller schema is needed.`);
+    case 'overloaded':
+      return new TesseraError(
+        'overloaded',
+        `${outcome.numQueued} schemas are waiting to be compiled; try again later.`,
+        { param },
+      );
+    case 'unavailable':
+      return new TesseraError('internal', `structured output is unavailable: ${outcome.message}`, { param });
   }
 }

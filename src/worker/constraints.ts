@@ -1,5 +1,7 @@
 // Structured output in the step loop, shared by every role: a request's TokenConstraint from
 // its spec, and the masks of a step's constrained requests prepared beside the forward pass.
+// The grammar lives on a grammar thread (src/grammar): prepare() is one message there for the
+// whole step (the engine batches every mask asked for in one turn), awaited beside the forward pass.
 // Must never let one request's grammar failure reject the step: it shows as that request's
 // failure when its mask is asked for (step-results.ts fails only that request).
 import {
@@ -13,7 +15,7 @@ import type { GrammarEngine, TokenConstraint } from '../grammar/index.js';
 
 /** undefined: free text; an error: the request asks for a constraint this node cannot build. */
 export function constraintFor(
-  request: Pick<GenerateRequest, 'sampling'>,
+  request: Pick<GenerateRequest, 'sampling' | 'tenant'>,
   grammar: GrammarEngine | undefined,
 ): TokenConstraint | TesseraError | undefined {
   const spec = request.sampling.constraint;
@@ -25,7 +27,7 @@ export function constraintFor(
       '`ignore_eos` cannot be combined with structured output (the grammar ends at EOS).',
       'ignore_eos',
     );
-  return grammar.constraint(spec);
+  return grammar.constraint(spec, request.tenant);
 }
 
 /** Prepares the mask of every constrained item; never rejects. */

@@ -226,7 +226,7 @@ export class DecodeWorker {
     if (refusal !== undefined) return { kind: 'rejected', error: refusal };
     // Structured output: refused before any page when this node cannot enforce it; else its
     // grammar starts compiling now, while prefill computes (startDecoding builds the matcher).
-    const constraint = constraintFor({ sampling }, this.#role.options.grammar);
+    const constraint = constraintFor({ sampling, tenant: owner.tenant }, this.#role.options.grammar);
     if (constraint instanceof TesseraError) return { kind: 'rejected', error: constraint };
     constraint?.dispose();
     // Placeholders for the prompt's ids: only their number matters here (see the top of the file).
@@ -246,7 +246,10 @@ export class DecodeWorker {
         return this.#role.carryOut(effect);
       case 'startDecoding': {
         if (effect.transferMs !== null) this.#role.metrics?.observeTransferSeconds(effect.transferMs / 1000);
-        const constraint = constraintFor({ sampling: effect.sampling }, this.#role.options.grammar);
+        const constraint = constraintFor(
+          { sampling: effect.sampling, tenant: effect.owner.tenant },
+          this.#role.options.grammar,
+        );
         if (constraint instanceof TesseraError)
           throw new InvariantError(
             `startDecoding: ${effect.rid}'s constraint was accepted at Reserve: ${constraint.message}`,

@@ -241,7 +241,7 @@ export class PrefillWorker {
   #admit(owner: Owner, tokens: readonly number[], sampling: SamplingParams): AdmitVerdict {
     const refusal = this.#role.refusal(this.#loop);
     if (refusal !== undefined) return { kind: 'rejected', error: refusal };
-    const constraint = constraintFor({ sampling }, this.#role.options.grammar);
+    const constraint = constraintFor({ sampling, tenant: owner.tenant }, this.#role.options.grammar);
     if (constraint instanceof TesseraError) return { kind: 'rejected', error: constraint };
     const verdict = this.scheduler.admit({ rid: owner.rid, tenant: owner.tenant, promptTokens: tokens, sampling });
     if (verdict.kind === 'rejected') {

@@ -162,7 +162,7 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
       (registry) => routingMetrics(registry, () => router.routingReport()),
     ],
     dashboard: { adminKey, plan: [] },
-    grammar: grammarFor(model),
+    grammar: grammarFor(model, faults),
     ...corsOption(flags),
   });
   const stopped = stopRequested(env['TESSERA_SUPERVISED'] === '1', log);

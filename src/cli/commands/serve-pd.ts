@@ -58,7 +58,7 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey:
     timeouts: pd.timeouts,
     ...(trace === undefined ? {} : { trace }),
     healthDetail: { kernels, deterministic: config.deterministic, faults: config.faults.names() },
-    grammar: grammarFor(model),
+    grammar: grammarFor(model, config.faults),
     onFatal: (error: unknown) => {
       log(
         `worker stopped on an internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,

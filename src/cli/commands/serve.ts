@@ -113,7 +113,7 @@ async function serve(
 
   let fatal: (error: unknown) => void = () => undefined;
   const failed = new Promise<number>((resolve) => (fatal = () => resolve(1)));
-  const grammar = grammarFor(model);
+  const grammar = grammarFor(model, config.faults);
   const worker = new ColocatedWorker({
     grammar,
     modelName: config.servedModelName,
