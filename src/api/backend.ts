@@ -67,6 +67,18 @@ export interface PromptCodec {
     messages: readonly ChatMessage[],
     options: { readonly addGenerationPrompt: boolean; readonly tools?: readonly ToolFunction[] },
   ): string;
+  /**
+   * Render and encode a chat with user text as plain text: special-token strings in messages and
+   * tools are not special tokens, only the template's own are. Absent: encode(renderChat(...)).
+   */
+  encodeChat?(
+    messages: readonly ChatMessage[],
+    options: {
+      readonly addGenerationPrompt: boolean;
+      readonly addSpecialTokens: boolean;
+      readonly tools?: readonly ToolFunction[];
+    },
+  ): number[];
   /** One token's text, decoded alone (for log-probabilities; part of a character decodes to U+FFFD). */
   tokenText(id: number): string;
   /** Token ids -> text, as a whole (for /detokenize); absent: the ids' texts joined. */
@@ -79,15 +91,38 @@ export function promptCodecOf(
     readonly vocabSize: number;
     encode(text: string, options?: { addSpecialTokens?: boolean }): number[];
     decode(ids: readonly number[]): string;
+    escapePlain?(text: string): string;
+    encodeRendered?(text: string, options?: { addSpecialTokens?: boolean }): number[];
   },
   template: {
     render(
       messages: readonly ChatMessage[],
-      options?: { addGenerationPrompt?: boolean; tools?: readonly ToolFunction[] },
+      options?: {
+        addGenerationPrompt?: boolean;
+        tools?: readonly ToolFunction[];
+        escapeText?: (text: string) => string;
+      },
     ): string;
   },
 ): PromptCodec {
+  const { escapePlain, encodeRendered } = tokenizer;
+  const encodeChat: Pick<PromptCodec, 'encodeChat'> =
+    escapePlain === undefined || encodeRendered === undefined
+      ? {}
+      : {
+          encodeChat: (messages, options) =>
+            encodeRendered.call(
+              tokenizer,
+              template.render(messages, {
+                addGenerationPrompt: options.addGenerationPrompt,
+                ...(options.tools === undefined ? {} : { tools: options.tools }),
+                escapeText: (text) => escapePlain.call(tokenizer, text),
+              }),
+              { addSpecialTokens: options.addSpecialTokens },
+            ),
+        };
   return {
+    ...encodeChat,
     vocabSize: tokenizer.vocabSize,
     encode: (text, options) => tokenizer.encode(text, { addSpecialTokens: options.addSpecialTokens }),
     renderChat: (messages, options) =>

@@ -3,7 +3,10 @@
 //   POST /tokenize        {prompt} or {messages} -> {count, max_model_len, tokens, token_strs: null}
 //   POST /detokenize      {tokens} -> {prompt}
 //   GET  /version         {version}
-// All but /version check the API key as /v1/* does. Must never reach the back end.
+// All but /version check the API key as /v1/* does. Bounds before work, as for generation: a
+// /tokenize prompt (or messages) longer than the prompt bound (prompt-bound.ts) is refused
+// untokenized, and /detokenize takes at most the context length in ids.
+// Must never reach the back end.
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { InvalidRequestError } from '../core/index.js';
@@ -11,6 +14,7 @@ import { problem } from './errors.js';
 import type { GenerateContext } from './generate-route.js';
 import { parseJson, readBody, sendJson, sendProblem } from './http-io.js';
 import { describe, field, isObject, optionalBool, tokenIdList, validating, type JsonObject } from './params.js';
+import { chatBytes, promptTooLong } from './prompt-bound.js';
 import { chatTokens, completionTokens } from './prompt.js';
 import { modelList } from './shapes.js';
 import { validateChat } from './validate-chat.js';
@@ -89,8 +93,10 @@ export async function tokenize(req: IncomingMessage, res: ServerResponse, ctx: E
   if (body === undefined) return;
   let ids;
   if (field(body, 'messages') !== undefined) {
-    const call = validateChat(body);
+    const call = validateChat(body, ctx.faults);
     if (call.kind === 'bad') return sendProblem(res, call.problem);
+    const tooLong = promptTooLong(chatBytes(call.value.messages), ctx.maxPromptBytes, ctx.backend.contextLength);
+    if (tooLong !== null) return sendProblem(res, problem('context_length_exceeded', tooLong, 'messages'));
     ids = await chatTokens(call.value.messages, call.value, ctx.tokenizer);
   } else {
     const prompt = field(body, 'prompt');
@@ -103,6 +109,8 @@ export async function tokenize(req: IncomingMessage, res: ServerResponse, ctx: E
           'prompt',
         ),
       );
+    const tooLong = promptTooLong(Buffer.byteLength(prompt, 'utf8'), ctx.maxPromptBytes, ctx.backend.contextLength);
+    if (tooLong !== null) return sendProblem(res, problem('context_length_exceeded', tooLong, 'prompt'));
     const special = validating(() => optionalBool(body, 'add_special_tokens') ?? true);
     if (special.kind === 'bad') return sendProblem(res, special.problem);
     ids = await completionTokens({ kind: 'text', text: prompt }, special.value, ctx.codec, ctx.tokenizer);
@@ -119,8 +127,16 @@ export async function tokenize(req: IncomingMessage, res: ServerResponse, ctx: E
 export async function detokenize(req: IncomingMessage, res: ServerResponse, ctx: ExtraContext): Promise<void> {
   const body = await readJsonBody(req, res, ctx);
   if (body === undefined) return;
+  const maxIds = ctx.backend.contextLength;
   const ids = validating(() => {
-    const list = tokenIdList(field(body, 'tokens') ?? [], 'tokens');
+    const given = field(body, 'tokens') ?? [];
+    // The length first: no id of an oversize list is looked at.
+    if (Array.isArray(given) && given.length > maxIds)
+      throw new InvalidRequestError(
+        `\`tokens\` holds ${given.length} ids; at most ${maxIds} (the model's context length) are taken.`,
+        'tokens',
+      );
+    const list = tokenIdList(given, 'tokens');
     const bad = list.find((id) => id >= ctx.codec.vocabSize);
     if (bad !== undefined)
       throw new InvalidRequestError(

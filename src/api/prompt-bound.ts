@@ -4,7 +4,7 @@
 // refuse anyway. And the body limit that follows from it.
 // Must never: refuse a prompt that could fit (the bound has a factor 2 for tokenizers that
 // normalize text, e.g. collapsing whitespace), or depend on anything but lengths.
-import type { PromptCodec } from './backend.js';
+import type { ChatMessage, PromptCodec } from './backend.js';
 import { MAX_PROMPTS } from './validate-completion.js';
 
 /** Room for normalization: a tokenizer may drop or merge characters a token's text does not show. */
@@ -38,4 +38,20 @@ export function promptTooLong(numBytes: number, limitBytes: number, contextLengt
     `This model's maximum context length is ${contextLength} tokens. However, your prompt is ${numBytes} bytes long, ` +
     `more than ${limitBytes} bytes could hold in ${contextLength} tokens. Please reduce the length of the prompt.`
   );
+}
+
+/**
+ * The UTF-8 bytes a chat's messages bring to its prompt: each turn's role, content, tool call id
+ * and tool calls (id, name, arguments). Linear, and no rendering: what promptTooLong is given.
+ */
+export function chatBytes(messages: readonly ChatMessage[]): number {
+  let numBytes = 0;
+  for (const m of messages) {
+    numBytes += Buffer.byteLength(m.role) + Buffer.byteLength(m.content, 'utf8');
+    if (m.toolCallId !== undefined) numBytes += Buffer.byteLength(m.toolCallId, 'utf8');
+    for (const c of m.toolCalls ?? [])
+      numBytes +=
+        Buffer.byteLength(c.id, 'utf8') + Buffer.byteLength(c.name, 'utf8') + Buffer.byteLength(c.arguments, 'utf8');
+  }
+  return numBytes;
 }

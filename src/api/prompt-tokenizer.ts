@@ -3,6 +3,8 @@
 // text, which stays inline because a thread's round trip costs more than encoding it
 // (INLINE_BELOW_CHARS; `npm run bench:tokenize` measures both). Both give the same ids, and the
 // same errors: an InvalidRequestError when the template refuses the messages.
+// Chat is encoded with the codec's encodeChat (user text as plain text, only the template's control
+// tokens special) unless `parseSpecialInContent` (the `parse-special-in-content` fault point).
 // It must never let a long prompt be encoded on the main thread, unless the `inline-tokenize`
 // fault point had the composition root pick inlineTokenizer (tests only).
 import type { ChatMessage, PromptCodec, ToolFunction } from './backend.js';
@@ -26,10 +28,15 @@ export interface PromptTokenizer {
 /** Text below this many UTF-16 units is encoded inline (about 0.2-0.5 ms of work, measured on 2 loaded cores). */
 export const INLINE_BELOW_CHARS = 512;
 
+export interface InlineOptions {
+  /** Test-only (`parse-special-in-content`): encode the rendered chat as one text, special tokens parsed anywhere. */
+  readonly parseSpecialInContent?: boolean;
+}
+
 /** Render and encode on the calling thread. */
-export function inlineTokenizer(codec: PromptCodec): PromptTokenizer {
+export function inlineTokenizer(codec: PromptCodec, options: InlineOptions = {}): PromptTokenizer {
   return {
-    tokenize: async (job) => encodeInline(codec, job),
+    tokenize: async (job) => encodeInline(codec, job, options),
   };
 }
 
@@ -38,17 +45,25 @@ export function offloadedTokenizer(
   threads: PromptTokenizer,
   codec: PromptCodec,
   inlineBelowChars = INLINE_BELOW_CHARS,
+  options: InlineOptions = {},
 ): PromptTokenizer {
   return {
-    tokenize: async (job) => (jobChars(job) < inlineBelowChars ? encodeInline(codec, job) : threads.tokenize(job)),
+    tokenize: async (job) =>
+      jobChars(job) < inlineBelowChars ? encodeInline(codec, job, options) : threads.tokenize(job),
   };
 }
 
-function encodeInline(codec: PromptCodec, job: TokenizeJob): readonly number[] {
+function encodeInline(codec: PromptCodec, job: TokenizeJob, options: InlineOptions): readonly number[] {
   switch (job.kind) {
     case 'text':
       return codec.encode(job.text, { addSpecialTokens: job.addSpecialTokens });
     case 'chat': {
+      if (codec.encodeChat !== undefined && options.parseSpecialInContent !== true)
+        return codec.encodeChat(job.messages, {
+          addGenerationPrompt: job.addGenerationPrompt,
+          addSpecialTokens: job.addSpecialTokens,
+          ...(job.tools === undefined ? {} : { tools: job.tools }),
+        });
       const text = codec.renderChat(job.messages, {
         addGenerationPrompt: job.addGenerationPrompt,
         ...(job.tools === undefined ? {} : { tools: job.tools }),
@@ -58,16 +73,26 @@ function encodeInline(codec: PromptCodec, job: TokenizeJob): readonly number[] {
   }
 }
 
-/** What decides inline or not: the text (chat: every message's content, tool arguments, tool schemas). */
-function jobChars(job: TokenizeJob): number {
+/**
+ * Template text every turn costs beyond what it carries (ChatML writes `<|im_start|>`, the role,
+ * newlines and `<|im_end|>`: 26 characters), so a flood of empty turns counts as the work it is.
+ */
+export const TURN_OVERHEAD_CHARS = 16;
+
+/**
+ * What decides inline or not: all the text the job renders and encodes. Chat: every message's
+ * role, content, tool call id, and its tool calls (id, name, arguments), plus TURN_OVERHEAD_CHARS
+ * per turn and per call, plus the tool schemas. Linear in the job; never renders.
+ */
+export function jobChars(job: TokenizeJob): number {
   switch (job.kind) {
     case 'text':
       return job.text.length;
     case 'chat': {
       let n = 0;
       for (const m of job.messages) {
-        n += m.content.length;
-        for (const c of m.toolCalls ?? []) n += c.arguments.length + c.name.length;
+        n += TURN_OVERHEAD_CHARS + m.role.length + m.content.length + (m.toolCallId?.length ?? 0);
+        for (const c of m.toolCalls ?? []) n += TURN_OVERHEAD_CHARS + c.id.length + c.name.length + c.arguments.length;
       }
       // Tool schemas are rendered too; count a cheap bound of them only when they are there.
       if (job.tools !== undefined && job.tools.length > 0) n += JSON.stringify(job.tools).length;

@@ -4,11 +4,23 @@
 // items (merged into the assistant turn before them) and function_call_output items (tool
 // turns). `instructions` becomes the first system turn. `store` and `metadata` are accepted and
 // ignored (Tessera keeps no responses), so `previous_response_id` is refused.
+// Bounds: at most MAX_INPUT_ITEMS items (a 400 naming the limit, checked before any item is
+// read), and reading is linear in the items: consecutive function_call items are appended to
+// one assistant turn's list in place, never copied per item.
 // Shape checking only: must never render, tokenize or compile.
 import { InvalidRequestError, type ConstraintSpec } from '../core/index.js';
 import type { ChatMessage } from './backend.js';
 import { describe, field, isObject, type JsonObject } from './params.js';
 import { schemaText } from './response-format.js';
+import { MAX_MESSAGES } from './validate-chat.js';
+
+/** Most items one `input` may hold: the same bound as chat's `messages`. */
+export const MAX_INPUT_ITEMS = MAX_MESSAGES;
+
+type ToolCall = NonNullable<ChatMessage['toolCalls']>[number];
+
+/** The turns being read; an assistant turn's calls stay a growing array until the end. */
+type Turn = ChatMessage & { calls?: ToolCall[] };
 
 export function readResponsesMessages(body: JsonObject): ChatMessage[] {
   if (field(body, 'previous_response_id') !== undefined) {
@@ -38,11 +50,17 @@ export function readResponsesMessages(body: JsonObject): ChatMessage[] {
       `\`input\` must be a string or a non-empty array of items, got ${describe(input)}.`,
       'input',
     );
-  input.forEach((item: unknown, i) => readItem(item, `input[${i}]`, messages));
-  return messages;
+  if (input.length > MAX_INPUT_ITEMS)
+    throw new InvalidRequestError(
+      `\`input\` holds ${input.length} items; at most ${MAX_INPUT_ITEMS} are taken in one request.`,
+      'input',
+    );
+  const turns: Turn[] = messages;
+  input.forEach((item: unknown, i) => readItem(item, `input[${i}]`, turns));
+  return turns.map(({ calls, ...turn }) => (calls === undefined ? turn : { ...turn, toolCalls: calls }));
 }
 
-function readItem(item: unknown, at: string, out: ChatMessage[]): void {
+function readItem(item: unknown, at: string, out: Turn[]): void {
   if (!isObject(item)) throw new InvalidRequestError(`\`${at}\` must be an object, got ${describe(item)}.`, at);
   const type = field(item, 'type') ?? 'message';
   switch (type) {
@@ -67,8 +85,9 @@ function readItem(item: unknown, at: string, out: ChatMessage[]): void {
       }
       const call = { id: callId, name, arguments: args };
       const last = out.at(-1);
-      if (last?.role === 'assistant') out[out.length - 1] = { ...last, toolCalls: [...(last.toolCalls ?? []), call] };
-      else out.push({ role: 'assistant', content: '', toolCalls: [call] });
+      // Appended in place: one item is O(1) work however many calls came before it.
+      if (last?.role === 'assistant') (last.calls ??= []).push(call);
+      else out.push({ role: 'assistant', content: '', calls: [call] });
       return;
     }
     case 'function_call_output': {

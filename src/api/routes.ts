@@ -1,6 +1,8 @@
 // The route table: path -> method -> handler, plus the small handlers (/v1/models, /health,
 // /metrics). Unknown paths are 404 and known paths with another method 405, in the OpenAI error
-// shape. Must never serve /v1/* without the auth check when API keys are configured.
+// shape; a path that is not valid percent-encoding (`/v1/models/%`, `%zz`, a lone surrogate) is
+// a 400, never a thrown URIError's 500. Must never serve /v1/* without the auth check when API
+// keys are configured.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Clock } from './clock.js';
 import { handleDashboardPage, handleDashboardState, type DashboardAccess } from './dashboard-route.js';
@@ -39,7 +41,11 @@ export async function dispatch(req: IncomingMessage, res: ServerResponse, ctx: R
   const method = req.method ?? 'GET';
   const path = (req.url ?? '/').split('?', 1)[0] as string;
   const modelId = /^\/v1\/models\/(.+)$/.exec(path)?.[1];
-  if (modelId !== undefined && method === 'GET') return oneModel(req, res, ctx, decodeURIComponent(modelId));
+  if (modelId !== undefined && method === 'GET') {
+    const id = decodedSegment(modelId);
+    if (id === null) return sendProblem(res, malformedPath(path));
+    return oneModel(req, res, ctx, id);
+  }
   const methods = ROUTES.get(path);
   if (methods === undefined) {
     sendProblem(res, problem('route_not_found', `Invalid URL (${method} ${path}).`));
@@ -54,6 +60,21 @@ export async function dispatch(req: IncomingMessage, res: ServerResponse, ctx: R
     return;
   }
   await handler(req, res, ctx);
+}
+
+/** A percent-encoded path segment as text, or null when it is not valid percent-encoded UTF-8. */
+export function decodedSegment(segment: string): string | null {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return null; // URIError: a `%` without two hex digits, or bytes that are not UTF-8
+  }
+}
+
+function malformedPath(path: string): ReturnType<typeof problem> {
+  // The path is echoed JSON-escaped by sendProblem; cut it so a long one does not fill the answer.
+  const shown = path.length > 200 ? `${path.slice(0, 200)}...` : path;
+  return problem('invalid_request', `The request path ${JSON.stringify(shown)} is not valid percent-encoding.`);
 }
 
 async function models(req: IncomingMessage, res: ServerResponse, ctx: RouteContext): Promise<void> {

@@ -1,5 +1,6 @@
 // Body of POST /v1/chat/completions -> a validated ChatCall, or the 400 that names the field.
-// Must never render the template or tokenize: this is shape checking only.
+// Bounds: at most MAX_MESSAGES messages, checked before any message is read (a 400 naming the
+// limit). Must never render the template or tokenize: this is shape checking only.
 import { InvalidRequestError, NO_FAULTS, type FaultSet } from '../core/index.js';
 import type { ChatMessage } from './backend.js';
 import { readToolCallId, readToolCalls } from './tool-messages.js';
@@ -15,6 +16,12 @@ import {
   type Validated,
 } from './params.js';
 
+/**
+ * Most messages one chat may hold. Every template writes a few tokens per turn (ChatML: 5), so
+ * this many turns already fill a 40K-token context; more is a flood, not a conversation.
+ */
+export const MAX_MESSAGES = 10_000;
+
 export interface ChatCall {
   readonly params: CommonParams;
   readonly messages: readonly ChatMessage[];
@@ -24,7 +31,7 @@ export interface ChatCall {
   readonly addSpecialTokens: boolean;
 }
 
-/** `faults`: only `skip-request-limits` is looked at (params.ts). */
+/** `faults`: only `skip-request-limits` is looked at (params.ts, and MAX_MESSAGES here). */
 export function validateChat(body: unknown, faults: FaultSet = NO_FAULTS): Validated<ChatCall> {
   return validating(() => {
     if (!isObject(body))
@@ -32,19 +39,24 @@ export function validateChat(body: unknown, faults: FaultSet = NO_FAULTS): Valid
     return {
       // OpenAI deprecated max_tokens for max_completion_tokens; when both are given the new one wins, as in vLLM.
       params: readCommon(body, ['max_completion_tokens', 'max_tokens'], 'chat', faults),
-      messages: readMessages(body),
+      messages: readMessages(body, faults.has('skip-request-limits') ? Number.POSITIVE_INFINITY : MAX_MESSAGES),
       addGenerationPrompt: optionalBool(body, 'add_generation_prompt') ?? true,
       addSpecialTokens: optionalBool(body, 'add_special_tokens') ?? false,
     };
   });
 }
 
-function readMessages(body: JsonObject): ChatMessage[] {
+function readMessages(body: JsonObject, maxMessages: number): ChatMessage[] {
   const value = field(body, 'messages');
   if (value === undefined) throw new InvalidRequestError('`messages` is required.', 'messages');
   if (!Array.isArray(value))
     throw new InvalidRequestError(`\`messages\` must be an array, got ${describe(value)}.`, 'messages');
   if (value.length === 0) throw new InvalidRequestError('`messages` is empty.', 'messages');
+  if (value.length > maxMessages)
+    throw new InvalidRequestError(
+      `\`messages\` holds ${value.length} messages; at most ${maxMessages} are taken in one request.`,
+      'messages',
+    );
   return value.map((m: unknown, i) => readMessage(m, `messages[${i}]`));
 }
 

@@ -26,15 +26,16 @@ export async function startPromptTokenizing(
   faults: FaultSet,
   numThreads = DEFAULT_TOKENIZER_THREADS,
 ): Promise<PromptTokenizing> {
+  const inline = { parseSpecialInContent: faults.has('parse-special-in-content') };
   if (faults.has('inline-tokenize'))
     return {
-      tokenizer: inlineTokenizer(codec),
+      tokenizer: inlineTokenizer(codec, inline),
       description: 'prompts tokenized on the main thread (fault inline-tokenize)',
       close: async () => undefined,
     };
   const pool = await startTokenizerPool(promptRecipeOf(model.tokenizer, model.chatTemplate), { numThreads, faults });
   return {
-    tokenizer: offloadedTokenizer(pool, codec),
+    tokenizer: offloadedTokenizer(pool, codec, undefined, inline),
     description: `${numThreads} tokenizer thread${numThreads === 1 ? '' : 's'}`,
     close: () => pool.close(),
   };

@@ -3,9 +3,13 @@
 // A template that does not parse is a ModelLoadError at load time; one that fails while
 // rendering (e.g. its own raise_exception on alternating roles) is an InvalidRequestError,
 // since the messages caused it. The rendered text already holds any BOS the template writes:
-// encode it with addSpecialTokens: false. This file must never tokenize.
+// encode it with addSpecialTokens: false. With `escapeText` (a Tokenizer's escapePlain), every
+// user string (content, tool calls, tool ids, tool schemas) is escaped before rendering, so that
+// only the template's own text can hold control tokens (tokenizer-plain-text.ts); encode that
+// rendering with the Tokenizer's encodeRendered. This file must never tokenize.
 import { Template } from '@huggingface/jinja';
 import { InvalidRequestError, ModelLoadError } from '../core/index.js';
+import { escapeJson } from './tokenizer-plain-text.js';
 import {
   hermesMessages,
   templateKnowsTools,
@@ -29,6 +33,8 @@ export interface RenderOptions {
   readonly addGenerationPrompt?: boolean;
   /** Functions the model may call (tool-prompt.ts says how they reach the template). */
   readonly tools?: readonly ToolSpec[];
+  /** Applied to every user string before rendering (a Tokenizer's escapePlain). Default: none. */
+  readonly escapeText?: (text: string) => string;
 }
 
 export interface ChatTemplate {
@@ -64,8 +70,13 @@ export function createChatTemplate(text: string | null, specials: SpecialTokenTe
   return {
     source,
     text: templateText,
-    render(messages, options = {}) {
-      const tools = options.tools ?? [];
+    render(given, options = {}) {
+      const escape = options.escapeText;
+      const messages = escape === undefined ? given : given.map((m) => escapeMessage(m, escape));
+      const tools =
+        escape === undefined
+          ? (options.tools ?? [])
+          : (options.tools ?? []).map((t) => escapeJson(t, escape) as ToolSpec);
       const usesTools = tools.length > 0 || messages.some((m) => m.role === 'tool' || (m.toolCalls?.length ?? 0) > 0);
       const native = usesTools && templateKnowsTools(templateText);
       const turns = usesTools && !native ? hermesMessages(messages, tools) : messages;
@@ -82,6 +93,23 @@ export function createChatTemplate(text: string | null, specials: SpecialTokenTe
         throw new InvalidRequestError(`the model's chat template failed on these messages: ${why}`, 'messages', error);
       }
     },
+  };
+}
+
+function escapeMessage(m: ChatMessage, escape: (text: string) => string): ChatMessage {
+  return {
+    role: m.role,
+    content: escape(m.content),
+    ...(m.toolCalls === undefined
+      ? {}
+      : {
+          toolCalls: m.toolCalls.map((c) => ({
+            id: escape(c.id),
+            name: escape(c.name),
+            arguments: escape(c.arguments),
+          })),
+        }),
+    ...(m.toolCallId === undefined ? {} : { toolCallId: escape(m.toolCallId) }),
   };
 }
 

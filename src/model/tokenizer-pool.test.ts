@@ -43,8 +43,9 @@ function inline(model: ModelInfo, job: TokenizeJob): number[] {
   const text = model.chatTemplate.render(job.messages, {
     addGenerationPrompt: job.addGenerationPrompt,
     ...(job.tools === undefined ? {} : { tools: job.tools }),
+    escapeText: (t) => model.tokenizer.escapePlain(t), // user text is plain text (tokenizer-plain-text.ts)
   });
-  return model.tokenizer.encode(text, { addSpecialTokens: job.addSpecialTokens });
+  return model.tokenizer.encodeRendered(text, { addSpecialTokens: job.addSpecialTokens });
 }
 
 const SPECIALS = ['<s>', '</s>', '<unk>', '<|im_start|>', '<|im_end|>', '<|endoftext|>', '<think>', '<tool_call>'];

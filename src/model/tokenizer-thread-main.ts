@@ -2,6 +2,9 @@
 // Tokenizer and ChatTemplate from the recipe the main thread's own were built from, then answers
 // one job at a time: render (chat) and encode, the ids in a transferred Int32Array. A template
 // that refuses the messages is answered `invalid` (the client's 400); any other throw `failed`.
+// Chat: the user's strings are escaped before rendering and the rendering encoded with
+// encodeRendered, so only the template emits control tokens (tokenizer-plain-text.ts), unless
+// the `parse-special-in-content` fault point is on (tests only).
 // It must never hold state between jobs, or answer a job it was not sent.
 //
 //   main -> thread   { kind: 'job', id, job }
@@ -26,6 +29,7 @@ const sources = JSON.parse(data.recipe.sourcesJson) as TokenizerSources;
 const tokenizer = createTokenizer(sources);
 const template = createChatTemplate(data.recipe.chatTemplate, tokenizer, sources.file);
 const crashOnMarker = data.faults.includes('crash-tokenizer-thread');
+const parseSpecialInContent = data.faults.includes('parse-special-in-content');
 
 function run(job: TokenizeJob): number[] {
   switch (job.kind) {
@@ -37,8 +41,9 @@ function run(job: TokenizeJob): number[] {
       const text = template.render(job.messages, {
         addGenerationPrompt: job.addGenerationPrompt,
         ...(job.tools === undefined ? {} : { tools: job.tools }),
+        ...(parseSpecialInContent ? {} : { escapeText: (t: string) => tokenizer.escapePlain(t) }),
       });
-      return tokenizer.encode(text, { addSpecialTokens: job.addSpecialTokens });
+      return tokenizer.encodeRendered(text, { addSpecialTokens: job.addSpecialTokens });
     }
   }
 }

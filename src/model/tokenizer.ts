@@ -2,11 +2,20 @@
 // for streaming. One implementation, over @lenml/tokenizers (a port of transformers.js), built
 // from a tokenizer.json + tokenizer_config.json pair, either read from a Hugging Face directory
 // or synthesized from a GGUF's embedded vocabulary (gguf-tokenizer.ts).
+// Chat prompts are encoded with encodeRendered: the template's control tokens are special, the
+// user's text (escaped with escapePlain before rendering) is plain (tokenizer-plain-text.ts).
 // It must never emit a partial UTF-8 character while streaming: bytes are held back until
 // they complete a character (or until flush() at the end of a stream).
 import { TokenizerLoader } from '@lenml/tokenizers';
 import { ModelLoadError } from '../core/index.js';
 import type { JsonObject } from './json-fields.js';
+import {
+  encodeMarked,
+  escapePlain,
+  PLAIN_MARK,
+  specialTokenPattern,
+  type LenmlInternals,
+} from './tokenizer-plain-text.js';
 
 export interface EncodeOptions {
   /** Add what the tokenizer adds around a sequence (usually BOS). Default true. */
@@ -43,7 +52,15 @@ export interface Tokenizer {
   /** Text of the BOS/EOS tokens, for chat templates. */
   readonly bosToken: string | null;
   readonly eosToken: string | null;
+  /** Encodes `text`; any special token's text in it becomes that special token (completions' prompts). */
   encode(text: string, options?: EncodeOptions): number[];
+  /** A user's string made safe to render: no special token's text left in it (undone by encodeRendered). */
+  escapePlain(text: string): string;
+  /**
+   * Encodes a rendered chat whose user strings went through escapePlain: the template's special
+   * tokens are special, the user's text is plain text. Without escaped text: exactly `encode`.
+   */
+  encodeRendered(text: string, options?: EncodeOptions): number[];
   decode(ids: readonly number[], options?: DecodeOptions): string;
   /** The raw vocabulary piece of one id, or null outside the vocabulary. */
   tokenPiece(id: number): string | null;
@@ -53,10 +70,10 @@ export interface Tokenizer {
 /** How many context ids a detokenizer keeps before the first streamed one. */
 const DETOKENIZER_CONTEXT_IDS = 5;
 
-interface LenmlTokenizer {
+interface LenmlTokenizer extends LenmlInternals {
   encode(text: string, options: { add_special_tokens: boolean }): number[];
   decode(ids: number[], options: { skip_special_tokens: boolean }): string;
-  readonly model: {
+  readonly model: LenmlInternals['model'] & {
     readonly vocab: readonly (string | undefined)[];
     readonly tokens_to_ids: ReadonlyMap<string, number>;
   };
@@ -96,10 +113,16 @@ class HfTokenizer implements Tokenizer {
   readonly eosTokenIds: readonly number[];
   readonly bosToken: string | null;
   readonly eosToken: string | null;
+  readonly #specialPattern: RegExp | null;
+  readonly #nonLegacyLlama: boolean;
 
   constructor(inner: LenmlTokenizer, sources: TokenizerSources) {
     this.#inner = inner;
     this.sources = sources;
+    this.#specialPattern = specialTokenPattern(inner);
+    // Only LlamaTokenizer reads `legacy` (default true); the base class sets it false and ignores it.
+    const tokenizerClass = String(sources.tokenizerConfig['tokenizer_class'] ?? '').replace(/Fast$/, '');
+    this.#nonLegacyLlama = tokenizerClass === 'LlamaTokenizer' && inner.legacy === false;
     const extraEos = sources.extraEosTokenIds ?? [];
     const fallbackBos = sources.fallbackBosTokenId ?? null;
     this.vocabSize = inner.model.vocab.length;
@@ -114,6 +137,15 @@ class HfTokenizer implements Tokenizer {
 
   encode(text: string, options: EncodeOptions = {}): number[] {
     return this.#inner.encode(text, { add_special_tokens: options.addSpecialTokens ?? true });
+  }
+
+  escapePlain(text: string): string {
+    return escapePlain(text, this.#specialPattern);
+  }
+
+  encodeRendered(text: string, options: EncodeOptions = {}): number[] {
+    if (!text.includes(PLAIN_MARK)) return this.encode(text, options);
+    return encodeMarked(this.#inner, text, options.addSpecialTokens ?? true, this.#nonLegacyLlama);
   }
 
   decode(ids: readonly number[], options: DecodeOptions = {}): string {
