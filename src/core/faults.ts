@@ -100,6 +100,8 @@ export function isFaultName(name: string): name is FaultName {
 }
 
 /** An immutable set of active fault points. `NO_FAULTS` in production. */
+  /** Chat prompts are encoded as one text: special-token strings in user content become the special tokens (role injection). */
+  'parse-special-in-content',
 export class FaultSet {
   readonly #active: ReadonlySet<FaultName>;
 
