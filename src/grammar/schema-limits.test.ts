@@ -61,3 +61,25 @@ describe('schemaOverLimit', () => {
     );
   });
 });
+
+describe('refCycle, through schemaOverLimit', () => {
+  it('refuses a ring of definitions that are only references, wherever it is used', () => {
+    expect(over({ $defs: { n: { $ref: '#/$defs/n' } }, $ref: '#/$defs/n' })?.message).toMatch(
+      /\$ref cycle #\/\$defs\/n -> #\/\$defs\/n never reaches a value/,
+    );
+    const nested = {
+      type: 'object',
+      properties: { a: { $ref: '#/$defs/x' } },
+      $defs: { x: { $ref: '#/$defs/y' }, y: { $ref: '#/$defs/x', description: 'y' } },
+    };
+    expect(over(nested)?.message).toMatch(/\$ref cycle/);
+  });
+
+  it('passes a recursion through a value', () => {
+    const list = {
+      $defs: { node: { type: 'object', properties: { next: { $ref: '#/$defs/node' } } } },
+      $ref: '#/$defs/node',
+    };
+    expect(over(list)).toBeNull();
+  });
+});

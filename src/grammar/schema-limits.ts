@@ -10,6 +10,7 @@
 // counts as an enum): a slight over-count, never an under-count.
 // Must never compile, allocate per character, or recurse on the input.
 import { InvalidRequestError } from '../core/index.js';
+import { refCycle } from './ref-cycles.js';
 
 export interface SchemaLimits {
   /** UTF-8 bytes of the schema text. */
@@ -89,6 +90,12 @@ export function schemaOverLimit(schema: string, param: string, limits: SchemaLim
   if (counts.refs > limits.maxRefs) return over('number of $ref', counts.refs, limits.maxRefs);
   if (counts.branches > limits.maxBranches)
     return over('number of anyOf/oneOf branches', counts.branches, limits.maxBranches);
+  const cycle = refCycle(root);
+  if (cycle !== null)
+    return new InvalidRequestError(
+      `\`${param}\`: the schema's $ref cycle ${cycle} never reaches a value; no output could match it.`,
+      param,
+    );
   return null;
 }
 
