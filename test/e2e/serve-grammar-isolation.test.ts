@@ -49,7 +49,8 @@ afterAll(async () => {
 function serverWith(faults: readonly string[]): { get(): Server } {
   let server: Server;
   beforeAll(async () => {
-    const env = faults.length === 0 ? {} : { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: faults.join(',') };
+    const env: Record<string, string> =
+      faults.length === 0 ? {} : { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: faults.join(',') };
     server = await startServer(['--api-keys', keysFile, ...ARGS], home.dir, env);
   });
   afterAll(async () => {
