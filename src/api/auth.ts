@@ -4,6 +4,7 @@
 import { createHash } from 'node:crypto';
 import { DEFAULT_TENANT, type TenantId } from '../core/index.js';
 import { problem, type Problem } from './errors.js';
+import { specOf, type ApiKeys } from './rate-limit.js';
 
 export type AuthResult =
   { readonly kind: 'ok'; readonly tenant: TenantId } | { readonly kind: 'refused'; readonly problem: Problem };
@@ -14,9 +15,13 @@ export class TenantAuth {
   /** sha256 of the admin key (--admin-key), if any. */
   readonly #admin: string | undefined;
 
-  /** `apiKeys` undefined: an open server (every request is DEFAULT_TENANT). `adminKey`: who sees /health's detail. */
-  constructor(apiKeys: ReadonlyMap<string, TenantId> | undefined, adminKey?: string) {
-    this.#tenants = apiKeys === undefined ? null : new Map([...apiKeys].map(([key, tenant]) => [digest(key), tenant]));
+  /**
+   * `apiKeys` undefined: an open server (every request is DEFAULT_TENANT). `adminKey`: who sees
+   * /health's detail. A key's limits are enforced by rate-limit.ts, per tenant.
+   */
+  constructor(apiKeys: ApiKeys | undefined, adminKey?: string) {
+    this.#tenants =
+      apiKeys === undefined ? null : new Map([...apiKeys].map(([key, entry]) => [digest(key), specOf(entry).tenant]));
     this.#admin = adminKey === undefined ? undefined : digest(adminKey);
   }
 

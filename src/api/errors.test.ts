@@ -15,6 +15,7 @@ const EXPECTED = {
   method_not_allowed: 405,
   body_too_large: 413,
   overloaded: 503,
+  rate_limit_exceeded: 429,
   kv_page_check_failed: 500,
   transfer_failed: 502,
   timeout: 504,

@@ -1,10 +1,11 @@
 // The one table from error codes to HTTP statuses, and the OpenAI error body. Every failed
 // request's status comes from here; nothing else in Tessera picks an HTTP status.
 // Must never map a failure to a 2xx (a test walks the whole table).
-import { assertNever, isTesseraError, type ErrorCode, type TesseraError } from '../core/index.js';
+import { assertNever, isTesseraError, TesseraError, type ErrorCode } from '../core/index.js';
 
 /** Tessera's error codes, plus the few only HTTP can produce. */
-export type ApiErrorCode = ErrorCode | 'route_not_found' | 'method_not_allowed' | 'body_too_large' | HttpFramingCode;
+export type ApiErrorCode =
+  ErrorCode | 'route_not_found' | 'method_not_allowed' | 'body_too_large' | 'rate_limit_exceeded' | HttpFramingCode;
 
 /** Node's HTTP parser refused the request's framing (http-guard.ts answers them). */
 export type HttpFramingCode = 'bad_framing' | 'headers_too_large' | 'request_timeout';
@@ -43,6 +44,9 @@ export function httpStatusOf(code: ApiErrorCode): HttpStatus {
       return { status: 408, type: 'invalid_request_error' };
     case 'overloaded':
       return { status: 503, type: 'overloaded_error' };
+    // A key's own limit (rate-limit.ts), not the service's load: OpenAI's 429, with Retry-After.
+    case 'rate_limit_exceeded':
+      return { status: 429, type: 'rate_limit_error' };
     // Aborted by someone other than the client (a peer, shutdown): the service failed it.
     case 'aborted':
       return { status: 503, type: 'server_error' };
@@ -66,10 +70,26 @@ export interface Problem {
   readonly code: ApiErrorCode;
   readonly message: string;
   readonly param: string | null;
+  /** Sent as the Retry-After header (whole seconds): when a rate limit will let the request in. */
+  readonly retryAfterSeconds?: number;
 }
 
 export function problem(code: ApiErrorCode, message: string, param: string | null = null): Problem {
   return { code, message, param };
+}
+
+/**
+ * A key's limit refused a request inside the back end's call (rate-limit.ts): a TesseraError (so
+ * it ends the request as an expected failure, not a bug) that problemOf turns into a 429.
+ */
+export class RateLimitError extends TesseraError {
+  override name = 'RateLimitError';
+  readonly retryAfterSeconds: number;
+
+  constructor(message: string, retryAfterSeconds: number) {
+    super('overloaded', message);
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
 }
 
 /**
@@ -82,6 +102,9 @@ export function problemOf(error: unknown): Problem {
 }
 
 function fromTesseraError(error: TesseraError): Problem {
+  if (error instanceof RateLimitError) {
+    return { ...problem('rate_limit_exceeded', error.message), retryAfterSeconds: error.retryAfterSeconds };
+  }
   return problem(error.code, error.message, error.param ?? null);
 }
 

@@ -84,7 +84,9 @@ export function sendProblem(res: ServerResponse, p: Problem, headers: Record<str
     res.destroy();
     return;
   }
-  sendJson(res, httpStatusOf(p.code).status, errorBody(p), headers);
+  const retry: Record<string, string> =
+    p.retryAfterSeconds === undefined ? {} : { 'retry-after': String(p.retryAfterSeconds) };
+  sendJson(res, httpStatusOf(p.code).status, errorBody(p), { ...retry, ...headers });
 }
 
 /**

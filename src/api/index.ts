@@ -19,7 +19,16 @@ export {
   type HttpStatus,
   type Problem,
 } from './errors.js';
-export { ApiMetrics, type MetricsHook, type Outcome } from './metrics.js';
+export {
+  ApiMetrics,
+  MAX_NAMED_TENANTS,
+  OTHER_TENANTS,
+  type LimitName,
+  type MetricsHook,
+  type Outcome,
+  type TenantOutcome,
+} from './metrics.js';
+export { RateLimits, type ApiKeys, type ApiKeySpec, type KeyLimits } from './rate-limit.js';
 export { pdMetrics, type PdMetrics } from './metrics-pd.js';
 export { DEFAULT_HTTP_LIMITS, type HttpLimits } from './http-guard.js';
 export { DASHBOARD_OFF, type DashboardAccess } from './dashboard-route.js';

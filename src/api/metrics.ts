@@ -1,6 +1,7 @@
 // Prometheus metrics of one API server, in its own prom-client Registry (never the global
 // default one, so several servers in one process, e.g. in tests, do not mix). Back-end gauges
-// are refreshed from Backend.stats() at scrape time. Must never read a clock itself: latencies
+// are refreshed from Backend.stats() at scrape time; per-tenant series (requests, tokens, queue
+// time, 429s) name at most MAX_NAMED_TENANTS tenants. Must never read a clock itself: latencies
 // arrive as seconds measured with the server's injected clock.
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { PAGE_STATES } from '../core/index.js';
@@ -9,6 +10,19 @@ import type { ApiErrorCode } from './errors.js';
 
 /** How a generate request ended: `success`, `aborted` (also client disconnects), or its error code. */
 export type Outcome = 'success' | ApiErrorCode;
+
+/** How one back-end request of a tenant ended (rate-limit.ts counts them). */
+export type TenantOutcome = 'finished' | 'failed' | 'aborted' | 'rate_limited';
+
+/** Which of a key's limits refused a request. */
+export type LimitName = 'requests_per_minute' | 'tokens_per_minute' | 'max_concurrent_requests';
+
+/**
+ * Tenants named in per-tenant series; later ones share OTHER_TENANTS, so a server with
+ * thousands of tenants keeps a bounded number of series.
+ */
+export const MAX_NAMED_TENANTS = 64;
+export const OTHER_TENANTS = '(other)';
 
 /** Registers extra series (e.g. the PD router's transfer metrics) in the server's registry. */
 export type MetricsHook = (registry: Registry) => void;
@@ -34,6 +48,12 @@ export class ApiMetrics {
   readonly #ttft: Histogram;
   readonly #itl: Histogram;
   readonly #e2e: Histogram;
+  readonly #tenantRequests: Counter<'tenant' | 'outcome'>;
+  readonly #tenantTokens: Counter<'tenant' | 'kind'>;
+  readonly #tenantWait: Histogram<'tenant'>;
+  readonly #tenantLimited: Counter<'tenant' | 'limit'>;
+  /** The tenants with their own label, first come (at most MAX_NAMED_TENANTS). */
+  readonly #named = new Set<string>();
 
   constructor(hooks: readonly MetricsHook[] = []) {
     const registers = [this.registry];
@@ -82,6 +102,31 @@ export class ApiMetrics {
       buckets: E2E_BUCKETS,
       registers,
     });
+    this.#tenantRequests = new Counter({
+      name: 'tessera_tenant_requests_total',
+      help: `Back-end requests (one per choice) per tenant by how they ended; tenants past the first ${MAX_NAMED_TENANTS} are "${OTHER_TENANTS}".`,
+      labelNames: ['tenant', 'outcome'],
+      registers,
+    });
+    this.#tenantTokens = new Counter({
+      name: 'tessera_tenant_tokens_total',
+      help: 'Tokens per tenant: prompt tokens at admission, completion tokens as generated.',
+      labelNames: ['tenant', 'kind'],
+      registers,
+    });
+    this.#tenantWait = new Histogram({
+      name: 'tessera_tenant_queue_seconds',
+      help: "From handing a request to the back end to its first token, per tenant: the scheduler's queue and the prefill.",
+      labelNames: ['tenant'],
+      buckets: TTFT_BUCKETS,
+      registers,
+    });
+    this.#tenantLimited = new Counter({
+      name: 'tessera_tenant_rate_limited_total',
+      help: "Requests answered 429 by their key's limits, per tenant and limit.",
+      labelNames: ['tenant', 'limit'],
+      registers,
+    });
     for (const outcome of ['success', 'aborted'] as const) this.#requests.inc({ outcome }, 0);
     for (const state of PAGE_STATES) this.#kvPages.set({ state }, 0);
     for (const hook of hooks) hook(this.registry);
@@ -102,6 +147,30 @@ export class ApiMetrics {
 
   observeEndToEnd(seconds: number): void {
     this.#e2e.observe(seconds);
+  }
+
+  countTenantRequest(tenant: string, outcome: TenantOutcome): void {
+    this.#tenantRequests.inc({ tenant: this.#label(tenant), outcome });
+  }
+
+  countTenantTokens(tenant: string, kind: 'prompt' | 'completion', numTokens: number): void {
+    if (numTokens > 0) this.#tenantTokens.inc({ tenant: this.#label(tenant), kind }, numTokens);
+  }
+
+  observeTenantQueue(tenant: string, seconds: number): void {
+    this.#tenantWait.observe({ tenant: this.#label(tenant) }, seconds);
+  }
+
+  countTenantRateLimited(tenant: string, limit: LimitName): void {
+    this.#tenantLimited.inc({ tenant: this.#label(tenant), limit });
+  }
+
+  /** The tenant's own label while fewer than MAX_NAMED_TENANTS have one, else OTHER_TENANTS. */
+  #label(tenant: string): string {
+    if (this.#named.has(tenant)) return tenant;
+    if (this.#named.size >= MAX_NAMED_TENANTS) return OTHER_TENANTS;
+    this.#named.add(tenant);
+    return tenant;
   }
 
   /** The Prometheus text, with back-end gauges from `stats` (taken just now). */

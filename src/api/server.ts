@@ -5,7 +5,7 @@
 import { setMaxListeners } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { AbortedError, NO_FAULTS, type FaultSet, type TenantId } from '../core/index.js';
+import { AbortedError, NO_FAULTS, type FaultSet } from '../core/index.js';
 import type { GrammarEngine } from '../grammar/index.js';
 import { TenantAuth } from './auth.js';
 import type { Backend, PromptCodec } from './backend.js';
@@ -17,6 +17,7 @@ import { DEFAULT_HTTP_LIMITS, guardHttpServer, type HttpLimits } from './http-gu
 import { sendProblem } from './http-io.js';
 import { bodyLimitFor, longestTokenBytes, maxPromptBytes } from './prompt-bound.js';
 import { ApiMetrics, type MetricsHook } from './metrics.js';
+import { limitedBackend, RateLimits, type ApiKeys } from './rate-limit.js';
 import { RequestIds } from './request-ids.js';
 import { dispatch, type RouteContext } from './routes.js';
 import { answerHttpExtras } from './http-extras.js';
@@ -33,8 +34,8 @@ export interface ApiServerOptions {
   readonly tokenizer?: PromptTokenizer;
   /** Seeds request ids and the seeds drawn for requests that give none. Vary it per process. */
   readonly seed: number;
-  /** API key -> tenant. Absent: no auth, every request is DEFAULT_TENANT. */
-  readonly apiKeys?: ReadonlyMap<string, TenantId>;
+  /** API key -> tenant, or -> tenant and limits (rate-limit.ts). Absent: no auth, every request is DEFAULT_TENANT. */
+  readonly apiKeys?: ApiKeys;
   /** With apiKeys: the bearer key that sees /health's detail (--admin-key). Absent: nobody does. */
   readonly adminKey?: string;
   /** Larger bodies get 413. Default DEFAULT_MAX_BODY_BYTES. */
@@ -107,7 +108,8 @@ class HttpApiServer implements ApiServer {
     const promptBytes = maxPromptBytes(options.backend.contextLength, longestTokenBytes(options.codec));
     const bodyCeiling = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.#ctx = {
-      backend: options.backend,
+      // Every request's back-end call passes its key's limits (429) and is counted per tenant.
+      backend: limitedBackend(options.backend, new RateLimits(options.apiKeys), clock, this.metrics),
       codec: options.codec,
       tokenizer: options.tokenizer ?? inlineTokenizer(options.codec),
       auth: new TenantAuth(options.apiKeys, options.adminKey),
