@@ -46,6 +46,8 @@ export const FAULT_NAMES = [
   'keep-trapped-grammar',
   /** The grammar engine compiles a schema without first checking its size limits (depth, bytes, properties, patterns, ...). */
   'skip-schema-limits',
+  /** The matcher grammar thread exits when asked to compile a schema holding GRAMMAR_CRASH_MARKER (tests the thread's replacement). */
+  'crash-grammar-thread',
   /** The router pairs a worker, static or joined by DNS, without its join checks (fingerprint, KV layout, cluster secret). */
   'skip-join-check',
   /** The router leaves its connection to a lost host open (attempts on it wait out the protocol's timeouts). */
