@@ -12,6 +12,19 @@ import { promptRecipeOf, startTokenizerPool, type ChatTemplate, type Tokenizer }
  */
 export const DEFAULT_TOKENIZER_THREADS = 2;
 
+/**
+ * Longest a prompt waits for a tokenizer thread before it is refused 503 `overloaded` (saying
+ * how much waited ahead of it): a backlog of huge prompts turns into honest errors, not minutes.
+ */
+export const DEFAULT_TOKENIZER_WAIT_MS = 15_000;
+
+/** Node's timer, unref'd: a pending wait never keeps a process alive. */
+function setTimer(ms: number, fire: () => void): () => void {
+  const timer = setTimeout(fire, ms);
+  timer.unref();
+  return () => clearTimeout(timer);
+}
+
 export interface PromptTokenizing {
   readonly tokenizer: PromptTokenizer;
   /** For the start-up log. */
@@ -33,7 +46,12 @@ export async function startPromptTokenizing(
       description: 'prompts tokenized on the main thread (fault inline-tokenize)',
       close: async () => undefined,
     };
-  const pool = await startTokenizerPool(promptRecipeOf(model.tokenizer, model.chatTemplate), { numThreads, faults });
+  const pool = await startTokenizerPool(promptRecipeOf(model.tokenizer, model.chatTemplate), {
+    numThreads,
+    faults,
+    maxWaitMs: DEFAULT_TOKENIZER_WAIT_MS,
+    setTimer,
+  });
   return {
     tokenizer: offloadedTokenizer(pool, codec, undefined, inline),
     description: `${numThreads} tokenizer thread${numThreads === 1 ? '' : 's'}`,

@@ -1,17 +1,19 @@
 // The tokenizer threads give the inline path's ids bit for bit (Llama 2's SentencePiece vocabulary
 // from builtin:tiny, Qwen3's byte-level BPE and chat template with tools from a GGUF), keep short
-// prompts moving past long ones, refuse a full queue, survive a thread that dies, and end on close.
+// prompts moving past long ones (a reserved thread, then shortest first), refuse a full queue and a
+// job that waited past the wait bound, survive a thread that dies, and end on close.
 // Needs dist/ (`npm run build`): the threads run the built tokenizer-thread-main.js.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FaultSet, isInvalidRequestError, isTesseraError } from '../core/index.js';
+import { FaultSet, isInvalidRequestError, isTesseraError, NO_FAULTS } from '../core/index.js';
 import { genModel } from './gen-model.js';
 import { loadModelInfo, type ModelInfo } from './load.js';
 import { promptRecipeOf, TOKENIZER_CRASH_MARKER, type TokenizeJob } from './tokenizer-messages.js';
 import { LONG_JOB_CHARS, startTokenizerPool, type TokenizerPool } from './tokenizer-pool.js';
+import { RESERVED_MAX_CHARS } from './tokenizer-queue.js';
 
 let dir: string;
 let llama: ModelInfo;
@@ -168,15 +170,15 @@ describe('the pool', () => {
     await Promise.all(jobs);
     return order;
   }
-  const shortsBeforeLastLong = (order: string[]) =>
-    order.slice(0, order.indexOf('long 2')).filter((name) => name.startsWith('short')).length;
+  const shortsBeforeFirstLong = (order: string[]) =>
+    order.slice(0, order.indexOf('long 0')).filter((name) => name.startsWith('short')).length;
 
   it('answers short prompts while long ones hold the other thread', async () => {
-    expect(shortsBeforeLastLong(await answerOrder(llamaPool))).toBe(20);
+    expect(shortsBeforeFirstLong(await answerOrder(llamaPool))).toBe(20);
   });
 
-  it('(control) with one thread, short prompts wait behind the long ones', async () => {
-    expect(shortsBeforeLastLong(await answerOrder(onePool))).toBe(0);
+  it('(control) with one thread, short prompts wait behind the long one it holds', async () => {
+    expect(shortsBeforeFirstLong(await answerOrder(onePool))).toBe(0);
   });
 
   it('refuses a job `overloaded` when the queue is full, without queueing it', async () => {
@@ -195,6 +197,80 @@ describe('the pool', () => {
     expect(String(error)).toMatch(/tokenizer thread stopped \(exit code 70\).*restarted/);
     expect(await queued).toEqual(inline(llama, short(1)));
     expect(onePool.stats.restarts).toBe(1);
+  });
+
+  /** Four long jobs, then one of RESERVED_MAX_CHARS + 4K characters (too long for the reserved thread); the answer order. */
+  async function mediumOrder(faults: FaultSet): Promise<string[]> {
+    const pool = await startTokenizerPool(promptRecipeOf(llama.tokenizer, llama.chatTemplate), {
+      numThreads: 2,
+      faults,
+    });
+    try {
+      const order: string[] = [];
+      const medium: TokenizeJob = {
+        kind: 'text',
+        text: madeUpWords(99, RESERVED_MAX_CHARS + 4096),
+        addSpecialTokens: true,
+      };
+      await Promise.all([
+        ...[0, 1, 2, 3].map((i) => pool.tokenize(long(i)).then(() => order.push(`long ${i}`))),
+        pool.tokenize(medium).then(() => order.push('medium')),
+      ]);
+      return order;
+    } finally {
+      await pool.close();
+    }
+  }
+
+  it('answers a medium prompt before the long ones queued ahead of it (shortest first), bar the one running', async () => {
+    expect((await mediumOrder(NO_FAULTS)).indexOf('medium')).toBe(1);
+  });
+
+  it('(control) with fifo-tokenizer-queue, the medium prompt waits behind every long one', async () => {
+    expect((await mediumOrder(new FaultSet(['fifo-tokenizer-queue']))).indexOf('medium')).toBe(4);
+  });
+
+  /** A one-thread pool whose wait bound (5 s) is timed by hand: `fire(i)` ends the i-th wait. */
+  async function timedPool(faults: FaultSet) {
+    const waits: { fired: () => void; cancelled: boolean }[] = [];
+    const pool = await startTokenizerPool(promptRecipeOf(llama.tokenizer, llama.chatTemplate), {
+      numThreads: 1,
+      maxWaitMs: 5_000,
+      setTimer: (_ms, fire) => {
+        const wait = { fired: fire, cancelled: false };
+        waits.push(wait);
+        return () => (wait.cancelled = true);
+      },
+      faults,
+    });
+    return { pool, waits };
+  }
+
+  it('refuses a job `overloaded` once it waited maxWaitMs for a thread, saying what held it up', async () => {
+    const { pool, waits } = await timedPool(NO_FAULTS);
+    try {
+      const running = pool.tokenize(long(7));
+      const waiting = pool.tokenize(short(1)).catch((e: unknown) => e);
+      expect(waits.map((w) => w.cancelled)).toEqual([true, false]); // the first went to the thread at once
+      waits[1]?.fired();
+      const error = await waiting;
+      expect(isTesseraError(error) && error.code).toBe('overloaded');
+      expect(String(error)).toMatch(/waited 5000 ms for a tokenizer thread: 1 thread was busy/);
+      expect(pool.stats.queuedJobs).toBe(0);
+      expect(await running).toEqual(inline(llama, long(7)));
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('(control) with fifo-tokenizer-queue, nothing bounds the wait', async () => {
+    const { pool, waits } = await timedPool(new FaultSet(['fifo-tokenizer-queue']));
+    try {
+      await Promise.all([pool.tokenize(long(7)), pool.tokenize(short(1))]);
+      expect(waits).toHaveLength(0);
+    } finally {
+      await pool.close();
+    }
   });
 
   it('on close, fails what waits or runs and ends every thread', async () => {

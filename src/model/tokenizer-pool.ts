@@ -4,13 +4,14 @@
 // job at a time: render (chat) and encode, ids back in a transferred Int32Array. The ids are
 // those of the inline path, bit for bit (tokenizer-pool.test.ts compares them).
 //
-// Fairness: jobs wait in two FIFO queues, short and long (LONG_JOB_CHARS). With two or more
-// threads, thread 0 takes only short jobs and the others take the oldest job of either queue, so
-// a huge prompt (or many) occupies at most the general threads and short prompts always have a
-// thread. Chunking one prompt over threads was not an option: BPE merges and pre-tokenizers look
-// across any split, so chunked ids would differ from the inline ones.
+// Fairness (tokenizer-queue.ts): an idle thread takes the waiting job with the least text, with
+// aging (a job overtaken MAX_PASSES times goes next); with two or more threads, thread 0 takes
+// only jobs under RESERVED_MAX_CHARS, so however many huge prompts arrive, short ones always have
+// a thread. Chunking one prompt over threads was not an option: BPE merges and pre-tokenizers
+// look across any split, so chunked ids would differ from the inline ones.
 // Bounds: at most maxQueuedJobs waiting (and maxQueuedChars of text); more is refused
-// `overloaded` at once, never queued.
+// `overloaded` at once, never queued. A job that waits longer than maxWaitMs for a thread (with
+// a `setTimer`) is taken out and refused `overloaded`, saying how much waited ahead of it.
 // Lifecycle: a thread that exits (crash, out of memory) fails only the job it held with an
 // `internal` error and is replaced; jobs queued behind it wait for the replacement. A thread that
 // dies before it is ready twice in a row is not replaced again, and when no thread is left every
@@ -20,6 +21,7 @@
 // It must never answer a job with ids from anything but the recipe's tokenizer and template.
 import { Worker } from 'node:worker_threads';
 import { InvalidRequestError, NO_FAULTS, TesseraError, type FaultSet } from '../core/index.js';
+import { RESERVED_MAX_CHARS, TokenizerQueue } from './tokenizer-queue.js';
 import type {
   PromptRecipe,
   TokenizeJob,
@@ -29,7 +31,10 @@ import type {
 } from './tokenizer-messages.js';
 
 /** Jobs with at least this much text (UTF-16 units) are long: thread 0 never takes them. */
-export const LONG_JOB_CHARS = 16 * 1024;
+export const LONG_JOB_CHARS = RESERVED_MAX_CHARS;
+
+/** Calls `fire` after `ms` unless the returned cancel is called first (time is passed in: src/cli). */
+export type SetTimer = (ms: number, fire: () => void) => () => void;
 
 export interface TokenizerPoolOptions {
   readonly numThreads: number;
@@ -37,15 +42,23 @@ export interface TokenizerPoolOptions {
   readonly maxQueuedJobs?: number;
   /** Default 256 Mi UTF-16 units. */
   readonly maxQueuedChars?: number;
+  /** Longest wait for a thread before a job is refused `overloaded`; needs setTimer. */
+  readonly maxWaitMs?: number;
+  /** How the wait bound is timed; absent: jobs wait as long as it takes. */
+  readonly setTimer?: SetTimer;
   readonly faults?: FaultSet;
 }
 
 interface Pending {
   readonly id: number;
+  /** Arrival order (the id). */
+  readonly seq: number;
   readonly job: TokenizeJob;
   readonly numChars: number;
   readonly resolve: (ids: number[]) => void;
   readonly reject: (error: Error) => void;
+  /** Ends the wait bound's timer (on dispatch). */
+  cancelWait: () => void;
 }
 
 interface Slot {
@@ -84,10 +97,10 @@ export class TokenizerPool {
   readonly #data: TokenizerThreadData;
   readonly #maxQueuedJobs: number;
   readonly #maxQueuedChars: number;
+  readonly #maxWaitMs: number;
+  readonly #setTimer: SetTimer | undefined;
   readonly #slots: Slot[] = [];
-  readonly #short: Pending[] = [];
-  readonly #long: Pending[] = [];
-  #queuedChars = 0;
+  readonly #queue: TokenizerQueue<Pending>;
   #nextId = 0;
   #restarts = 0;
   #closed = false;
@@ -98,6 +111,11 @@ export class TokenizerPool {
     this.#data = { recipe, faults: (options.faults ?? NO_FAULTS).names() };
     this.#maxQueuedJobs = options.maxQueuedJobs ?? 4096;
     this.#maxQueuedChars = options.maxQueuedChars ?? 256 * 1024 * 1024;
+    // `fifo-tokenizer-queue` (tests only): arrival order and no wait bound, the queue as it was.
+    const fifo = (options.faults ?? NO_FAULTS).has('fifo-tokenizer-queue');
+    this.#queue = new TokenizerQueue<Pending>({ fifo });
+    this.#maxWaitMs = fifo ? Number.POSITIVE_INFINITY : (options.maxWaitMs ?? Number.POSITIVE_INFINITY);
+    this.#setTimer = options.setTimer;
     const started: Promise<void>[] = [];
     for (let index = 0; index < options.numThreads; index++) {
       const slot: Slot = { index, worker: null as never, ready: false, busy: null, earlyDeaths: 0, retired: false };
@@ -112,7 +130,7 @@ export class TokenizerPool {
   get stats(): TokenizerPoolStats {
     return {
       numThreads: this.#slots.filter((s) => !s.retired).length,
-      queuedJobs: this.#short.length + this.#long.length,
+      queuedJobs: this.#queue.length,
       busyThreads: this.#slots.filter((s) => s.busy !== null).length,
       restarts: this.#restarts,
     };
@@ -120,36 +138,55 @@ export class TokenizerPool {
 
   /**
    * The job's ids. Rejects with an InvalidRequestError when the template refuses the messages,
-   * `overloaded` when the queue is full or the pool closed, `internal` when the thread died on it.
+   * `overloaded` when the queue is full, the job waited past maxWaitMs or the pool closed,
+   * `internal` when the thread died on it.
    */
   tokenize(job: TokenizeJob): Promise<number[]> {
     if (this.#closed) return Promise.reject(new TesseraError('overloaded', 'The tokenizer is shutting down.'));
     if (this.#slots.every((s) => s.retired))
       return Promise.reject(new TesseraError('internal', 'No tokenizer thread could be started.'));
     const numChars = jobChars(job);
-    const queued = this.#short.length + this.#long.length;
-    if (queued >= this.#maxQueuedJobs || this.#queuedChars + numChars > this.#maxQueuedChars) {
+    const queued = this.#queue.length;
+    if (queued >= this.#maxQueuedJobs || this.#queue.numChars + numChars > this.#maxQueuedChars) {
       return Promise.reject(
         new TesseraError(
           'overloaded',
-          `${queued} prompts (${this.#queuedChars} characters) are waiting for the tokenizer; try again later.`,
+          `${queued} prompts (${this.#queue.numChars} characters) are waiting for the tokenizer; try again later.`,
         ),
       );
     }
     return new Promise<number[]>((resolve, reject) => {
-      const pending: Pending = { id: this.#nextId++, job, numChars, resolve, reject };
-      (numChars >= LONG_JOB_CHARS ? this.#long : this.#short).push(pending);
-      this.#queuedChars += numChars;
+      const id = this.#nextId++;
+      const pending: Pending = { id, seq: id, job, numChars, resolve, reject, cancelWait: () => undefined };
+      this.#queue.add(pending);
+      if (this.#setTimer !== undefined && Number.isFinite(this.#maxWaitMs))
+        pending.cancelWait = this.#setTimer(this.#maxWaitMs, () => this.#waitedTooLong(pending));
       this.#pump();
     });
+  }
+
+  #waitedTooLong(pending: Pending): void {
+    const ahead = this.#queue.ahead(pending);
+    if (!this.#queue.remove(pending)) return;
+    const busy = this.#slots.filter((s) => s.busy !== null).length;
+    pending.reject(
+      new TesseraError(
+        'overloaded',
+        `This prompt (${pending.numChars} characters) waited ${this.#maxWaitMs} ms for a tokenizer thread: ` +
+          `${busy} thread${busy === 1 ? ' was' : 's were'} busy and ${ahead.numJobs} prompts ` +
+          `(${ahead.numChars} characters) waited ahead of it. Try again later.`,
+      ),
+    );
   }
 
   /** Ends every thread; jobs still waiting or running fail `overloaded`. Idempotent. */
   async close(): Promise<void> {
     this.#closed = true;
     const gone = new TesseraError('overloaded', 'The tokenizer is shutting down.');
-    for (const p of [...this.#short.splice(0), ...this.#long.splice(0)]) p.reject(gone);
-    this.#queuedChars = 0;
+    for (const p of this.#queue.drain()) {
+      p.cancelWait();
+      p.reject(gone);
+    }
     await Promise.all(
       this.#slots.map(async (slot) => {
         slot.retired = true;
@@ -208,8 +245,10 @@ export class TokenizerPool {
     }
     if (this.#slots.every((s) => s.retired)) {
       const none = new TesseraError('internal', 'No tokenizer thread could be started.');
-      for (const p of [...this.#short.splice(0), ...this.#long.splice(0)]) p.reject(none);
-      this.#queuedChars = 0;
+      for (const p of this.#queue.drain()) {
+        p.cancelWait();
+        p.reject(none);
+      }
     }
   }
 
@@ -232,37 +271,31 @@ export class TokenizerPool {
     this.#pump();
   }
 
-  /** Hands queued jobs to idle threads: thread 0 (with company) short ones only, the others the oldest. */
+  /** Hands queued jobs to idle threads: thread 0 (with company) short ones only, the others the shortest (aged). */
   #pump(): void {
     // Thread 0 keeps to short jobs only while another thread is there (or coming back) for long ones.
     const shortOnly = this.#slots.some((s) => s.index !== 0 && !s.retired);
     for (const slot of this.#slots) {
       if (!slot.ready || slot.busy !== null || slot.retired) continue;
-      const next = slot.index === 0 && shortOnly ? this.#short.shift() : this.#oldest();
+      const next = this.#queue.take(slot.index === 0 && shortOnly);
       if (next === undefined) continue;
-      this.#queuedChars -= next.numChars;
+      next.cancelWait();
       slot.busy = next;
       slot.worker.ref();
       slot.worker.postMessage({ kind: 'job', id: next.id, job: next.job } satisfies TokenizerThreadRequest);
     }
   }
-
-  #oldest(): Pending | undefined {
-    const s = this.#short[0];
-    const l = this.#long[0];
-    if (s === undefined) return this.#long.shift();
-    if (l === undefined || s.id < l.id) return this.#short.shift();
-    return this.#long.shift();
-  }
 }
 
+/** All the text a job renders and encodes, as src/api's prompt-tokenizer.ts counts it (16 per turn and call). */
 function jobChars(job: TokenizeJob): number {
-  switch (job.kind) {
-    case 'text':
-      return job.text.length;
-    case 'chat':
-      return job.messages.reduce((n, m) => n + m.content.length, 0);
+  if (job.kind === 'text') return job.text.length;
+  let n = job.tools === undefined || job.tools.length === 0 ? 0 : JSON.stringify(job.tools).length;
+  for (const m of job.messages) {
+    n += 16 + m.role.length + m.content.length + (m.toolCallId?.length ?? 0);
+    for (const c of m.toolCalls ?? []) n += 16 + c.id.length + c.name.length + c.arguments.length;
   }
+  return n;
 }
 
 /** The built thread entry (from src/, as under vitest, the one in dist/: run `npm run build`). */
