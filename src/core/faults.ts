@@ -106,6 +106,10 @@ export function isFaultName(name: string): name is FaultName {
   'parse-special-in-content',
 export class FaultSet {
   readonly #active: ReadonlySet<FaultName>;
+  /** Chat prompts are encoded as one text: special-token strings in user content become the special tokens (role injection). */
+  'parse-special-in-content',
+  /** The tokenizer threads take waiting prompts in arrival order with no wait bound (a 17K prompt waits behind every huge one before it). */
+  'fifo-tokenizer-queue',
 
   constructor(active: Iterable<FaultName> = []) {
     this.#active = new Set(active);
