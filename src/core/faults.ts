@@ -91,6 +91,10 @@ export const FAULT_NAMES = [
   'inline-tokenize',
   /** A tokenizer thread exits when it is asked to tokenize text holding TOKENIZER_CRASH_MARKER (its restart and the 500 it leaves). */
   'crash-tokenizer-thread',
+  /** Chat prompts are encoded as one text: special-token strings in user content become the special tokens (role injection). */
+  'parse-special-in-content',
+  /** The tokenizer threads take waiting prompts in arrival order with no wait bound (a 17K prompt waits behind every huge one before it). */
+  'fifo-tokenizer-queue',
   /** Decode takes a KvChunk whatever KV dtype it says it carries (only the byte count then stands between layouts). */
   'skip-kv-dtype-check',
 ] as const;
@@ -102,14 +106,8 @@ export function isFaultName(name: string): name is FaultName {
 }
 
 /** An immutable set of active fault points. `NO_FAULTS` in production. */
-  /** Chat prompts are encoded as one text: special-token strings in user content become the special tokens (role injection). */
-  'parse-special-in-content',
 export class FaultSet {
   readonly #active: ReadonlySet<FaultName>;
-  /** Chat prompts are encoded as one text: special-token strings in user content become the special tokens (role injection). */
-  'parse-special-in-content',
-  /** The tokenizer threads take waiting prompts in arrival order with no wait bound (a 17K prompt waits behind every huge one before it). */
-  'fifo-tokenizer-queue',
 
   constructor(active: Iterable<FaultName> = []) {
     this.#active = new Set(active);
