@@ -26,6 +26,10 @@ export const FAULT_NAMES = [
   'skip-model-check',
   /** Share prefix-cache entries across tenants. */
   'share-prefix-across-tenants',
+  /** The disk tier drops the cache namespace (tenant, model, KV layout) from a spilled page's key and check: tenant B loads tenant A's page. */
+  'spill-without-namespace',
+  /** The disk tier skips the xxh64 check of a spilled page's bytes on load: a corrupted file is read. */
+  'skip-spill-checksum',
   /** Send a stream's 200 and SSE headers before its first token (a later failure cannot get its status). */
   'eager-stream-headers',
   /** The worker hands each item of a batched step its neighbour's logits (a batching bug that leaks one request's output into another's). */

@@ -18,3 +18,4 @@ export * from './telemetry.js';
 export * from './limits.js';
 export type * from './page-map.js';
 export * from './constraint.js';
+export * from './cache-namespace.js';

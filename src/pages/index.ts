@@ -9,6 +9,19 @@ export { ownershipFailure, type Access, type CheckFailure } from './page-checks.
 export { PrefixCache, type PrefixCacheOptions, type PrefixMatch } from './prefix-cache.js';
 export { PrefixHasher } from './prefix-hash.js';
 export {
+  nextPathHash,
+  PageSpill,
+  ROOT_PATH_HASH,
+  SPILL_REFUSALS,
+  type KvSpill,
+  type SpillEntry,
+  type SpillLoad,
+  type SpillNamespace,
+  type SpillRefusal,
+  type SpillStats,
+  type SpillStore,
+} from './spill-tier.js';
+export {
   createKvView,
   elementsPerPage,
   gatherSlots,

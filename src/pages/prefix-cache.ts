@@ -16,12 +16,19 @@
 // The fault `share-prefix-across-tenants` drops the tenant from the key (one root for all):
 // the negative control for the tenant-scoping tests. The ledger still refuses a reference
 // across tenants, so with the fault on, a cross-tenant hit throws InvariantError.
+//
+// With a spill store (spill-tier.ts), evict() hands each evicted page's bytes to the store, and
+// match() continues past its last cached page by loading the next pages from the store into
+// fresh pages (allocated to the reader, written, stamped, then cached and referenced like any
+// cached page). The pages a match already holds are referenced before it allocates, so the
+// eviction an allocation may trigger never takes them.
 import { assert, NO_FAULTS, type FaultSet, type PageId, type Tag, type TenantId } from '../core/index.js';
 import type { PageLedger } from './ledger.js';
 import { MinHeap } from './min-heap.js';
 import type { PrefixHasher } from './prefix-hash.js';
 import { describeEntry, describeOwner, type AllocateResult, type Owner } from './page-entry.js';
 import type { PagePool } from './pool.js';
+import { nextPathHash, PageSpill, ROOT_PATH_HASH, type KvSpill } from './spill-tier.js';
 
 const EVERY_TENANT = Symbol('every tenant');
 type RootKey = TenantId | typeof EVERY_TENANT;
@@ -41,6 +48,8 @@ interface PageNode {
   readonly children: Map<string, PageNode>;
   /** The cache's logical clock at the last match or insert through this node. */
   lastUsed: number;
+  /** The hash of every token id from the root to this page (spill-tier.ts), once asked for. */
+  pathHash?: string;
 }
 
 export interface PrefixMatch {
@@ -52,6 +61,8 @@ export interface PrefixMatch {
 export interface PrefixCacheOptions {
   readonly pool: PagePool;
   readonly faults?: FaultSet;
+  /** Where evicted pages go, and where match looks after its last cached page. */
+  readonly spill?: KvSpill;
 }
 
 export class PrefixCache {
@@ -59,6 +70,7 @@ export class PrefixCache {
   readonly #ledger: PageLedger;
   readonly #pageSize: number;
   readonly #shareAcrossTenants: boolean;
+  readonly #spill: PageSpill | undefined;
   readonly #roots = new Map<RootKey, Root>();
   readonly #nodes = new Map<PageId, PageNode>();
   /** Each cached page's block hash under the last hasher that asked (blockHashReport). */
@@ -73,6 +85,7 @@ export class PrefixCache {
     this.#ledger = options.pool.ledger;
     this.#pageSize = options.pool.pageSize;
     this.#shareAcrossTenants = (options.faults ?? NO_FAULTS).has('share-prefix-across-tenants');
+    this.#spill = options.spill === undefined ? undefined : new PageSpill(options.pool, options.spill, options.faults);
   }
 
   /** Pages the cache holds. */
@@ -88,19 +101,51 @@ export class PrefixCache {
   match(reader: Owner, tokens: readonly number[]): PrefixMatch {
     const nodes: PageNode[] = [];
     this.#lookupTokens += tokens.length;
+    const numFull = Math.floor(tokens.length / this.#pageSize);
     let parent: Root | PageNode | undefined = this.#roots.get(this.#rootKey(reader.tenant));
-    for (let i = 0; parent !== undefined && i < Math.floor(tokens.length / this.#pageSize); i++) {
+    for (let i = 0; parent !== undefined && i < numFull; i++) {
       const child: PageNode | undefined = parent.children.get(this.#pageKey(tokens, i));
       if (child !== undefined) nodes.push(child);
       parent = child;
     }
+    this.#ledger.ref(
+      nodes.map((node) => node.tag),
+      reader,
+    );
+    if (this.#spill !== undefined && nodes.length < numFull) this.#load(this.#spill, reader, tokens, nodes, numFull);
     if (nodes.length === 0) return { tags: [], numTokens: 0 };
     const tags = nodes.map((node) => node.tag);
     this.#hitTokens += tags.length * this.#pageSize;
-    this.#ledger.ref(tags, reader);
     const now = ++this.#clock;
     for (const node of nodes) node.lastUsed = now;
     return { tags, numTokens: tags.length * this.#pageSize };
+  }
+
+  /** Appends to `nodes` the pages after them that the spill store holds, loaded, cached and referenced by reader. */
+  #load(spill: PageSpill, reader: Owner, tokens: readonly number[], nodes: PageNode[], numFull: number): void {
+    let hash = nodes.length === 0 ? ROOT_PATH_HASH : this.#pathHashOf(nodes[nodes.length - 1] as PageNode);
+    for (let i = nodes.length; i < numFull; i++) {
+      const key = this.#pageKey(tokens, i);
+      hash = nextPathHash(hash, key);
+      const tag = spill.load(reader, hash, (n, owner) => this.allocate(n, owner));
+      if (tag === undefined) return;
+      // The root is looked up after the allocation: an eviction may have emptied and dropped it.
+      const parent = nodes[nodes.length - 1] ?? this.#rootFor(reader.tenant);
+      this.#ledger.cache([tag], reader);
+      const node: PageNode = { kind: 'page', key, tag, parent, children: new Map(), lastUsed: 0, pathHash: hash };
+      parent.children.set(key, node);
+      this.#nodes.set(tag.page, node);
+      this.#ledger.ref([tag], reader);
+      nodes.push(node);
+    }
+  }
+
+  #pathHashOf(node: PageNode): string {
+    if (node.pathHash === undefined) {
+      const parentHash = node.parent.kind === 'root' ? ROOT_PATH_HASH : this.#pathHashOf(node.parent);
+      node.pathHash = nextPathHash(parentHash, node.key);
+    }
+    return node.pathHash;
   }
 
   /**
@@ -189,6 +234,9 @@ export class PrefixCache {
     while (evicted.length < numPages) {
       const node = heap.pop();
       if (node === undefined) break;
+      const e = this.#ledger.entry(node.tag.page);
+      if (this.#spill !== undefined && e.state === 'cached')
+        this.#spill.spill(e.tenant, this.#pathHashOf(node), e.page);
       this.#ledger.uncache([node.tag]);
       node.parent.children.delete(node.key);
       this.#nodes.delete(node.tag.page);

@@ -32,7 +32,7 @@ import {
   type TokenLogprob,
 } from '../core/index.js';
 import type { GrammarEngine, TokenConstraint } from '../grammar/index.js';
-import type { PagePool } from '../pages/index.js';
+import type { KvSpill, PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import { EngineLoop, type MaxStepMs, type StepRunner } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
@@ -75,6 +75,8 @@ export interface ColocatedWorkerOptions {
   readonly onFatal?: (error: unknown) => void;
   /** Structured output (requests with a `constraint`); absent: such requests are refused. */
   readonly grammar?: GrammarEngine;
+  /** The disk tier under the prefix cache (--kv-disk; scheduler-for.ts). */
+  readonly kvSpill?: KvSpill;
 }
 
 interface Live {

@@ -14,3 +14,4 @@ export { PrefillWorker } from './prefill-worker.js';
 export { DecodeWorker } from './decode-worker.js';
 export { HookedRunner, type StepHooks } from './hooked-runner.js';
 export type { PdWorkerOptions } from './pd-common.js';
+export { DEFAULT_KV_DISK_BYTES, DiskTier, type DiskTierOptions } from './disk-tier.js';

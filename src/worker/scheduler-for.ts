@@ -1,8 +1,9 @@
 // The scheduler of a worker of any role, from the worker's options: the same limits everywhere;
 // a tenant-scoped prefix cache where prompts are known (co-located and prefill), none on decode
-// (a decode node never sees the prompt's ids, so its pages could never be matched).
+// (a decode node never sees the prompt's ids, so its pages could never be matched). With
+// --kv-disk, that cache spills evicted pages to the disk tier and loads them back.
 import type { FaultSet } from '../core/index.js';
-import { PrefixCache, type PagePool } from '../pages/index.js';
+import { PrefixCache, type KvSpill, type PagePool } from '../pages/index.js';
 import { Scheduler, type Role } from '../scheduler/index.js';
 
 export interface SchedulerLimits {
@@ -13,14 +14,18 @@ export interface SchedulerLimits {
   readonly maxWaiting: number;
   readonly faults: FaultSet;
   readonly eosTokenIds: readonly number[];
+  /** The disk tier (--kv-disk) under the prefix cache; absent: evicted pages are gone. */
+  readonly kvSpill?: KvSpill;
 }
 
 export function schedulerFor(role: Role, o: SchedulerLimits): Scheduler {
-  const { pool, faults } = o;
+  const { pool, faults, kvSpill } = o;
+  const prefixCache = (): PrefixCache =>
+    new PrefixCache({ pool, faults, ...(kvSpill === undefined ? {} : { spill: kvSpill }) });
   return new Scheduler({
     role,
     pool,
-    ...(role === 'decode' ? { reserveOutputPages: true } : { prefixCache: new PrefixCache({ pool, faults }) }),
+    ...(role === 'decode' ? { reserveOutputPages: true } : { prefixCache: prefixCache() }),
     pageSize: pool.pageSize,
     contextLength: o.contextLength,
     maxRunningRequests: o.maxRunningRequests,

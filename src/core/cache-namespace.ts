@@ -1,0 +1,42 @@
+// The cache namespace: one domain-separated key for everything that decides whether a cached KV
+// page may be handed to a request — the server-side tenant, the model's fingerprint, the KV
+// layout (dtype, page size, bytes per token) and the adapter, if any. Every store of KV beyond
+// the pool (the disk tier today) keys and checks its entries with it.
+// Must never: be built from anything the client writes, or join its parts in a way two different
+// part lists can produce the same key (JSON of a fixed-order array, with a version tag).
+import type { TenantId } from './ids.js';
+
+/** What decides the bytes of a KV page besides the tokens: equal layouts can exchange pages. */
+export interface KvLayout {
+  readonly dtype: string;
+  readonly pageSize: number;
+  /** K and V bytes of one token, all layers. */
+  readonly bytesPerToken: number;
+}
+
+export interface CacheNamespaceParts {
+  readonly tenant: TenantId;
+  /** The model's fingerprint (src/model's modelFingerprint). */
+  readonly model: string;
+  readonly kvLayout: KvLayout;
+  /** A LoRA or other adapter that changes the KV; none today. */
+  readonly adapter?: string;
+}
+
+/** An opaque, comparable key: equal only when every part is equal. */
+export type CacheNamespace = string & { readonly __cacheNamespace: true };
+
+const VERSION = 'tessera-cache-ns-v1';
+
+export function cacheNamespace(parts: CacheNamespaceParts): CacheNamespace {
+  const { tenant, model, kvLayout, adapter } = parts;
+  return JSON.stringify([
+    VERSION,
+    tenant,
+    model,
+    kvLayout.dtype,
+    kvLayout.pageSize,
+    kvLayout.bytesPerToken,
+    adapter ?? '',
+  ]) as CacheNamespace;
+}
