@@ -193,7 +193,13 @@ export class PdRouter {
             log: dns.log ?? options.log ?? (() => undefined),
           });
     this.#metrics = new RouterMetrics(this.registry);
-    this.#queue = new WaitQueue(options.waitQueue ?? DEFAULT_WAIT_QUEUE);
+    // Fair between tenants (wait-queue.ts); `no-tenant-fairness` (test-only): arrival order.
+    this.#queue = new WaitQueue<Live>(
+      options.waitQueue ?? DEFAULT_WAIT_QUEUE,
+      options.faults.has('no-tenant-fairness')
+        ? undefined
+        : { tenantOf: (live) => live.request.tenant, tokensOf: (live) => live.request.promptTokens.length },
+    );
     const checks: PolicyChecks = {
       admission: !options.faults.has('skip-admission'),
       model: !options.faults.has('skip-model-check'),
