@@ -4,6 +4,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { asTenantId, FaultSet, InvalidRequestError, type ConstraintSpec, type FaultName } from '../core/index.js';
 import { GrammarEngine, type GrammarEngineOptions } from './engine.js';
+import { GRAMMAR_CRASH_MARKER } from './grammar-messages.js';
 import { SCHEMA_LIMITS } from './schema-limits.js';
 import { allows, charIds, testVocab } from './test-vocab.js';
 
@@ -19,11 +20,11 @@ function nested(depth: number): ConstraintSpec {
   return schema(s);
 }
 
-/** 600 patterned string properties: seconds of compile. */
+/** 2000 patterned string properties: many seconds of compile (600 took 2.4-11 s). */
 const COSTLY = schema({
   type: 'object',
   properties: Object.fromEntries(
-    Array.from({ length: 600 }, (_, i) => [`p${i}`, { type: 'string', pattern: '^[a-z]{3}-[0-9]{4}-[A-Z]{2}$' }]),
+    Array.from({ length: 2000 }, (_, i) => [`p${i}`, { type: 'string', pattern: '^[a-z]{3}-[0-9]{4}-[A-Z]{2}$' }]),
   ),
 });
 
@@ -99,7 +100,7 @@ describe('GrammarEngine', () => {
   });
 
   it('refuses a schema over the compile budget, ends that compile, and checks the next schema on a new thread', async () => {
-    const e = engine({ compileBudgetMs: 200, limits: { ...SCHEMA_LIMITS, maxPatterns: 10_000 } });
+    const e = engine({ compileBudgetMs: 1000, limits: { ...SCHEMA_LIMITS, maxPatterns: 10_000 } });
     const error = await e.check(COSTLY, 'response_format', A);
     expect(error?.message).toMatch(/too costly to compile/);
     expect(await e.check(SIMPLE, 'response_format', B)).toBeNull();
@@ -107,7 +108,7 @@ describe('GrammarEngine', () => {
   });
 
   it('refuses a check `overloaded` while its queue is full, at once', async () => {
-    const e = engine({ maxQueuedCompiles: 1, compileBudgetMs: 200, armed: ['skip-schema-limits'] });
+    const e = engine({ maxQueuedCompiles: 1, compileBudgetMs: 1000, armed: ['skip-schema-limits'] });
     const running = e.check(COSTLY, 'p', A); // the checker holds it
     const queued = e.check(SIMPLE, 'p', A);
     const refused = await e.check(nested(3), 'p', A);
@@ -123,6 +124,20 @@ describe('GrammarEngine', () => {
       A,
     );
     expect(error).toBeInstanceOf(InvalidRequestError);
+  });
+
+  it('when the matcher thread dies, only the requests with matchers on it fail, and the next request gets a new thread', async () => {
+    const e = engine({ armed: ['crash-grammar-thread'] });
+    const onIt = e.constraint(SIMPLE, A);
+    await onIt.prepare();
+    const crashing = e.constraint(schema({ type: 'string', description: GRAMMAR_CRASH_MARKER }), B);
+    await expect(crashing.prepare()).rejects.toThrow(/grammar thread stopped/);
+    onIt.accept(vocab.pieces.indexOf('{'));
+    await expect(onIt.prepare()).rejects.toThrow(/structured output was lost/);
+    const after = e.constraint(SIMPLE, A);
+    await after.prepare();
+    expect(allows(after.mask(), vocab.pieces.indexOf('{'))).toBe(true);
+    expect(e.restarts.matcher).toBe(1);
   });
 
   it('approves a schema per tenant: a second tenant sending the same schema is checked again', async () => {

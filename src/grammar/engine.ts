@@ -67,6 +67,7 @@ export class GrammarEngine {
       role,
       vocab,
       cacheSize: GRAMMAR_CACHE_SIZE,
+      crashOnMarker: faults.has('crash-grammar-thread'),
     });
     this.#checker = new Checker({
       data: data('checker'),

@@ -14,7 +14,12 @@ export interface GrammarThreadData {
   readonly vocab: GrammarVocab;
   /** The matcher thread's compiled-grammar cache, in grammars. */
   readonly cacheSize: number;
+  /** Fault point crash-grammar-thread: the matcher thread exits on a schema holding GRAMMAR_CRASH_MARKER. */
+  readonly crashOnMarker: boolean;
 }
+
+/** With crash-grammar-thread armed, a schema holding this text ends the matcher thread (tests only). */
+export const GRAMMAR_CRASH_MARKER = 'tessera-crash-grammar-thread';
 
 /** A schema to compile: xgrammar's JSON-schema text, strict (json_schema) or not (json_object). */
 export interface GrammarSource {

@@ -8,6 +8,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { assert } from '../core/index.js';
 import {
+  GRAMMAR_CRASH_MARKER,
   isTrap,
   type GrammarSource,
   type GrammarThreadData,
@@ -105,6 +106,7 @@ async function handle(m: GrammarThreadRequest): Promise<void> {
       reply({ kind: 'checked', id: m.id, compileMs: await check(m.source) });
       return;
     case 'create': {
+      if (data.crashOnMarker && m.source.schema.includes(GRAMMAR_CRASH_MARKER)) process.exit(70);
       const compiled = await compiledFor(m.key, m.source);
       matchers.set(m.id, await xg.GrammarMatcher.createGrammarMatcher(compiled, [...stopTokenIds]));
       reply({ kind: 'created', id: m.id });
