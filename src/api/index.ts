@@ -33,6 +33,7 @@ export { pdMetrics, type PdMetrics } from './metrics-pd.js';
 export { DEFAULT_HTTP_LIMITS, type HttpLimits } from './http-guard.js';
 export { DASHBOARD_OFF, type DashboardAccess } from './dashboard-route.js';
 export { routingMetrics, type RoutingSnapshot } from './metrics-routing.js';
+export { kvDiskMetrics } from './metrics-kv-disk.js';
 export {
   INLINE_BELOW_CHARS,
   inlineTokenizer,

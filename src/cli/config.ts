@@ -40,7 +40,18 @@ export interface ServeFlags {
   readonly apiKeys?: string;
   readonly deterministic?: boolean;
   readonly servedModelName?: string;
+  readonly kvDisk?: string;
+  readonly kvDiskSize?: string;
 }
+
+/** --kv-disk: the directory of the disk tier under the prefix cache, and its size bound. */
+export interface KvDiskConfig {
+  readonly dir: string;
+  readonly maxBytes: number;
+}
+
+/** --kv-disk-size's default. */
+export const DEFAULT_KV_DISK_SIZE = '1GiB';
 
 export interface ServeConfig {
   readonly model: string;
@@ -64,6 +75,8 @@ export interface ServeConfig {
   readonly faults: FaultSet;
   /** Ledger integrity after every step, not only when idle (tests). */
   readonly checkEveryStep: boolean;
+  /** The disk tier (--kv-disk DIR, --kv-disk-size); null: none, an evicted prefix is gone. */
+  readonly kvDisk: KvDiskConfig | null;
 }
 
 /** The pool flags shared by serve and plan. */
@@ -129,6 +142,18 @@ export function parseServeConfig(flags: ServeFlags, env: Env): ServeConfig {
     home: tesseraHome(env),
     faults: faultsFromEnv(env),
     checkEveryStep: checkEveryStepFromEnv(env),
+    kvDisk: parseKvDisk(flags),
+  };
+}
+
+function parseKvDisk(flags: Pick<ServeFlags, 'kvDisk' | 'kvDiskSize'>): KvDiskConfig | null {
+  if (flags.kvDisk === undefined) {
+    if (flags.kvDiskSize !== undefined) throw new ConfigError('--kv-disk-size needs --kv-disk DIR');
+    return null;
+  }
+  return {
+    dir: nonEmpty(flags.kvDisk, '--kv-disk'),
+    maxBytes: parseSize(flags.kvDiskSize ?? DEFAULT_KV_DISK_SIZE, '--kv-disk-size'),
   };
 }
 

@@ -24,6 +24,7 @@ import { stopRequested } from './lifecycle.js';
 import { renderPlan } from './plan.js';
 import { startEngine } from './start-engine.js';
 import { startPromptTokenizing } from '../tokenizer-threads.js';
+import { openKvDisk } from '../kv-disk.js';
 
 /** How long transfers in flight may finish after a stop request. */
 const DRAIN_MS = 5_000;
@@ -37,7 +38,10 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey:
   const trace = pd.traceDir === null ? undefined : new TraceFile(pd.traceDir, pd.role);
   let fatal: () => void = () => undefined;
   const failed = new Promise<number>((resolve) => (fatal = () => resolve(1)));
+  // Only a prefill has a prefix cache (decode never sees prompt ids): the disk tier is its.
+  const kvDisk = openKvDisk(pd.role === 'prefill' ? config.kvDisk : null, engine.fingerprint, config.faults, log);
   const options = {
+    ...kvDisk.spill,
     modelName: config.servedModelName,
     root: model.source.spec,
     modelFingerprint: engine.fingerprint,
@@ -78,7 +82,7 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey:
     faults: config.faults,
     drainTimeoutMs: 1_000,
     httpLimits: httpLimitsFromEnv(process.env),
-    metricsHooks: [(registry) => worker.attachMetrics(pdMetrics(registry))],
+    metricsHooks: [(registry) => worker.attachMetrics(pdMetrics(registry)), ...kvDisk.metricsHooks],
     dashboard: { adminKey, plan: renderPlan(config.model, plan).trimEnd().split('\n') },
   });
   const stopped = stopRequested(pd.supervised, log);
@@ -95,6 +99,7 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey:
   await api.close();
   await tokenizing.close();
   await worker.close(code === 0 ? DRAIN_MS : 0);
+  await kvDisk.close();
   await engine.dispose();
   trace?.close();
   log('stopped');

@@ -24,6 +24,7 @@ import {
   DEFAULT_MAX_RUNNING_REQUESTS,
   DEFAULT_MODEL,
   DEFAULT_PAGE_SIZE,
+  DEFAULT_KV_DISK_SIZE,
   DEFAULT_PORT,
   KV_DTYPE_HELP,
   parseServeConfig,
@@ -36,6 +37,7 @@ import { renderPlan } from './plan.js';
 import { servePd } from './serve-pd.js';
 import { startEngine } from './start-engine.js';
 import { startPromptTokenizing } from '../tokenizer-threads.js';
+import { openKvDisk } from '../kv-disk.js';
 
 /** How long in-flight requests may run on after SIGINT/SIGTERM before they are aborted. */
 const DRAIN_TIMEOUT_MS = 10_000;
@@ -67,6 +69,14 @@ export function registerServe(program: Command): void {
     .option(
       '--max-step-ms <ms>',
       "time budget of a step with running decodes: prefill is chunked to fit; auto (default: twice the decodes' own step time), off, or ms",
+    )
+    .option(
+      '--kv-disk <dir>',
+      'spill evicted prefix-cache pages to files in DIR and load them back (kept across restarts)',
+    )
+    .option(
+      '--kv-disk-size <size>',
+      `most bytes the --kv-disk directory holds, least recently used deleted first (default ${DEFAULT_KV_DISK_SIZE})`,
     )
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant; requests without a valid key get 401')
     .option('--cors-origin <origin>', 'answer browsers from this origin (CORS; * for any); default: no CORS headers')
@@ -114,7 +124,9 @@ async function serve(
   let fatal: (error: unknown) => void = () => undefined;
   const failed = new Promise<number>((resolve) => (fatal = () => resolve(1)));
   const grammar = grammarFor(model, config.faults);
+  const kvDisk = openKvDisk(config.kvDisk, engine.fingerprint, config.faults, log);
   const worker = new ColocatedWorker({
+    ...kvDisk.spill,
     grammar,
     modelName: config.servedModelName,
     root: model.source.spec,
@@ -153,6 +165,7 @@ async function serve(
     seed: randomInt(2 ** 31),
     ...(apiKeys === undefined ? {} : { apiKeys }),
     faults: config.faults,
+    metricsHooks: kvDisk.metricsHooks,
     drainTimeoutMs: DRAIN_TIMEOUT_MS,
     httpLimits: httpLimitsFromEnv(process.env),
     dashboard: { adminKey, plan: renderPlan(config.model, plan).trimEnd().split('\n') },
@@ -174,6 +187,7 @@ async function serve(
   await api.close();
   await tokenizing.close();
   await worker.close();
+  await kvDisk.close();
   await engine.dispose();
   log('stopped');
   return code;
