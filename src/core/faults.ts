@@ -77,6 +77,17 @@ export const FAULT_NAMES = [
   'lift-preauth-limits',
   /** The HTTP listener runs on Node's defaults: no idle timeout, no connection cap, Node's empty 400/431 for framing errors. */
   'skip-http-guard',
+  /**
+   * HTTP request heads are left to Node's headersTimeout (it starts at the first byte and is checked every 30 s):
+   * a socket that sends nothing waits out the idle bound, one that trickles a header line now and then stays open.
+   */
+  'lax-header-deadline',
+  /** At the HTTP connection cap a newcomer is refused (503) instead of the longest-idle connections being closed; no per-source cap. */
+  'refuse-at-http-cap',
+  /** Authenticated cluster connections count against the pre-auth caps (per node, per source) and may be closed to make room. */
+  'evict-authenticated-peers',
+  /** At a pre-auth cap a cluster listener refuses the newcomer (a peer dialing from a flooded address) instead of closing the oldest stranger. */
+  'refuse-at-preauth-cap',
   /** A text prompt is tokenized whatever its length in bytes (no refusal from its length alone; the body limit is the configured one). */
   'skip-prompt-bound',
   /** The router counts health polls that timed out because its own event loop was stalled (one long router step marks every worker down). */
