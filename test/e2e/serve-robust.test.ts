@@ -2,7 +2,9 @@
 //   - framing Node's parser refuses (bad Content-Length, Content-Length with chunked, a bad header
 //     line, oversized headers) gets an OpenAI-shaped 4xx body, not Node's empty 400/431;
 //   - an idle connection is closed (TESSERA_HTTP_LIMITS idleMs here 1 s; 30 s by default), and
-//     past the connection cap a new client gets a 503 with a body, at once, instead of hanging;
+//     past the connection cap, every connection answering a request, a new client gets a 503
+//     with a body, at once, instead of hanging (silent ones are closed to make room:
+//     serve-connections.test.ts);
 //   - a request past a wire limit (top_k >= 2^31) is a 400 naming the field;
 //   - n = 16 choices and 12 concurrent requests raise no MaxListenersExceededWarning;
 //   - a 4 MiB prompt is refused from its length alone, before tokenization (it froze the
@@ -30,6 +32,15 @@ afterAll(async () => {
 });
 
 const port = (of: Server = server): number => Number(new URL(of.url).port);
+
+/** Until /health answers 200 (the server saw the closes), at most 10 s. */
+async function waitUntilServed(): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    if ((await fetch(`${server.url}/health`)).status === 200) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error('/health never answered 200');
+}
 
 /** Opens a raw connection, writes `bytes`, resolves with everything the server sent until it closed. */
 function raw(bytes: string, timeoutMs = 10_000, to: Server = server): Promise<{ text: string; closedAfterMs: number }> {
@@ -92,7 +103,7 @@ describe('tessera serve under a hostile client', () => {
     }
   });
 
-  it('closes a connection that sends nothing, and refuses connections past the cap with a 503 body', async () => {
+  it('closes a connection that sends nothing, and refuses connections past a cap of busy ones with a 503 body', async () => {
     const silent = await raw('');
     expect(silent.text).toBe('');
     expect(silent.closedAfterMs).toBeLessThan(5_000); // idleMs 1 s (and Node's 1 s check interval)
@@ -102,16 +113,21 @@ describe('tessera serve under a hostile client', () => {
       () => new Promise<void>((resolve) => idle.push(connect({ host: '127.0.0.1', port: port() }, resolve))),
     );
     await Promise.all(opened);
-    for (const s of idle) s.on('error', () => undefined);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // Each starts a request whose body never comes (busy, not idle): its "100 Continue" says the server took it.
+    await Promise.all(
+      idle.map((s) => {
+        s.on('error', () => undefined);
+        const taken = new Promise((resolve) => s.once('data', resolve));
+        s.write('POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n');
+        return taken;
+      }),
+    );
     const refused = parseResponse((await raw('GET /health HTTP/1.1\r\nHost: x\r\n\r\n')).text);
     expect(refused.status).toBe(503);
     expect(refused.body.error).toMatchObject({ code: 'overloaded', type: 'overloaded_error' });
-    // The idle ones are cut after idleMs; then everyone is served again.
-    await Promise.all(
-      idle.map((s) => new Promise((resolve) => (s.destroyed ? resolve(undefined) : s.once('close', resolve)))),
-    );
-    expect((await fetch(`${server.url}/health`)).status).toBe(200);
+    // Once they go, everyone is served again.
+    for (const s of idle) s.destroy();
+    await waitUntilServed();
   });
 
   it('refuses a request past a wire limit with a 400 naming the field', async () => {
