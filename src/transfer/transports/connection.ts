@@ -52,6 +52,8 @@ export class Connection {
   #closed = false;
   #closeReason: string | undefined;
   #malformed = false;
+  /** A valid handshake frame came from the peer (it is not a silent stranger; preauth-room.ts). */
+  #greeted = false;
   readonly #timer: ReturnType<typeof setTimeout>;
   /** The largest frame before the peer authenticated. */
   readonly #handshakeMaxFrameBytes: number;
@@ -104,6 +106,11 @@ export class Connection {
   /** The authenticated peer, or undefined while the handshake runs. */
   get peer(): string | undefined {
     return this.#peer;
+  }
+
+  /** Whether the peer has sent a valid handshake frame (its Hello), authenticated or not. */
+  get greeted(): boolean {
+    return this.#greeted;
   }
 
   get isClosed(): boolean {
@@ -165,6 +172,7 @@ export class Connection {
       return;
     }
     const step = this.#handshake.receive(decodeAnyFrame(frame, this.#handshakeMaxFrameBytes));
+    this.#greeted = true;
     if (step.send.length > 0) this.#pipe.write(step.send);
     if (step.peer !== undefined) this.#authenticated(step.peer);
   }

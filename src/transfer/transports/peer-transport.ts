@@ -1,8 +1,11 @@
 // The transport logic both transports share: one connection per peer, dial or accept, the
 // events handed to the node. TCP and memory differ only in how a Pipe is made.
-// Owns: the peer -> connection table, dialing, replacing a stale accepted connection.
+// Owns: the peer -> connection table, dialing, replacing a stale accepted connection, and the
+// caps on accepted connections still authenticating (preauth-room.ts: over a cap the oldest
+// stranger is closed, a newcomer is never refused).
 // Must never: call a handler re-entrantly from send()/closePeer(), report `closed` for a
-// connection that never authenticated and was not ours to dial, or keep two connections to one peer.
+// connection that never authenticated and was not ours to dial, keep two connections to one
+// peer, or close or count an authenticated connection for a cap.
 import { randomBytes } from 'node:crypto';
 import { NO_FAULTS, type FaultSet } from '../../core/index.js';
 import { DEFAULT_MAX_FRAME_BYTES } from '../codec.js';
@@ -11,6 +14,7 @@ import type { Message } from '../messages.js';
 import { NONCE_BYTES, checkSecret } from '../auth.js';
 import { Connection } from './connection.js';
 import type { Pipe } from './pipe.js';
+import { PreauthRoom, type CapKind, type PreauthCaps } from './preauth-room.js';
 import { RefusalLog } from './refusal-log.js';
 import type { Transport, TransportOptions, TransportStats } from './types.js';
 
@@ -23,10 +27,11 @@ export class PeerTransport implements Transport {
   readonly #dialPipe: ((peer: PeerId) => Pipe) | undefined;
   /** Authenticated connections, and our dials still authenticating, by peer. */
   readonly #byPeer = new Map<PeerId, Connection>();
-  /** Accepted connections still authenticating, with their source address. */
-  readonly #accepting = new Map<Connection, string>();
-  /** How many of them per source address. */
-  readonly #acceptingBySource = new Map<string, number>();
+  /** Accepted connections still authenticating, oldest first, with their source address. */
+  readonly #accepting = new PreauthRoom<Connection>((c) => c.greeted);
+  /** Closed to make room: their close is not a failed handshake. */
+  readonly #evicted = new WeakSet<Connection>();
+  #trimScheduled = false;
   readonly #stats: TransportStats = { refused: 0, undeliverable: 0, malformed: 0, refusedAtCap: 0 };
   readonly #refusals: RefusalLog;
   readonly #allClosed: (() => void)[] = [];
@@ -42,36 +47,71 @@ export class PeerTransport implements Transport {
     this.#refusals = new RefusalLog(options.log ?? ((line) => process.stderr.write(`${line}\n`)));
   }
 
+  #caps(): PreauthCaps {
+    return {
+      total: this.#options.maxUnauthenticated ?? DEFAULT_MAX_UNAUTHENTICATED,
+      perSource: this.#options.maxUnauthenticatedPerSource ?? DEFAULT_MAX_UNAUTHENTICATED_PER_SOURCE,
+    };
+  }
+
   /**
-   * Whether a connection from `source` may be accepted: under the caps on connections still
-   * authenticating (per node, per source). False counts and logs the refusal: close it at once.
+   * Whether a connection from `source` may be accepted. Always, unless the test-only
+   * `refuse-at-preauth-cap` (the old rule: refused at a full cap, peers from that address too);
+   * false counts and logs the refusal: close it at once.
    */
   admits(source: string): boolean {
-    if (this.#faults.has('lift-preauth-limits')) return true;
-    const perSource = this.#options.maxUnauthenticatedPerSource ?? DEFAULT_MAX_UNAUTHENTICATED_PER_SOURCE;
-    const total = this.#options.maxUnauthenticated ?? DEFAULT_MAX_UNAUTHENTICATED;
-    const kind =
+    if (!this.#faults.has('refuse-at-preauth-cap') || this.#faults.has('lift-preauth-limits')) return true;
+    const { total, perSource } = this.#caps();
+    const kind: CapKind | undefined =
       this.#accepting.size >= total
         ? 'node-cap'
-        : (this.#acceptingBySource.get(source) ?? 0) >= perSource
+        : this.#accepting.fromSource(source) >= perSource
           ? 'source-cap'
           : undefined;
     if (kind === undefined) return true;
     this.#stats.refusedAtCap++;
-    const why =
-      kind === 'node-cap'
-        ? `${total} connections are authenticating`
-        : `${perSource} connections from it are authenticating`;
-    this.#refusals.refused(kind, source, why, Date.now());
+    this.#refusals.refused(kind, source, this.#capReason(kind), Date.now());
     return false;
   }
 
-  /** A connection someone opened to us, from `source` (its address); refused at a cap (see admits). */
+  /**
+   * A connection someone opened to us, from `source` (its address). It enters the room of
+   * connections still authenticating; when that is over a cap, the oldest strangers are closed
+   * (preauth-room.ts): at once past twice the node cap (a bound on sockets and buffers), else
+   * two event-loop turns later, once what the newcomers already sent (a peer's Hello) was read.
+   */
   accept(pipe: Pipe, source: string): void {
     if (this.#shutDown) return pipe.destroy('this node is shutting down');
     if (!this.admits(source)) return pipe.destroy('too many connections are authenticating');
-    this.#acceptingBySource.set(source, (this.#acceptingBySource.get(source) ?? 0) + 1);
-    this.#accepting.set(this.#connect(pipe, 'acceptor', undefined), source);
+    this.#accepting.enter(this.#connect(pipe, 'acceptor', undefined), source);
+    if (this.#faults.has('lift-preauth-limits')) return;
+    const caps = this.#caps();
+    if (this.#accepting.size > 2 * caps.total) this.#makeRoom({ total: 2 * caps.total, perSource: Infinity });
+    if (this.#trimScheduled) return;
+    this.#trimScheduled = true;
+    setImmediate(() =>
+      setImmediate(() => {
+        this.#trimScheduled = false;
+        this.#makeRoom(this.#caps());
+      }),
+    );
+  }
+
+  #makeRoom(caps: PreauthCaps): void {
+    for (const { c, kind } of this.#accepting.over(caps)) {
+      const source = this.#accepting.sourceOf(c) ?? 'unknown';
+      this.#stats.refusedAtCap++;
+      this.#refusals.refused(kind, source, `closed its oldest: ${this.#capReason(kind)}`, Date.now());
+      this.#evicted.add(c);
+      c.close(`closed to make room: ${this.#capReason(kind)}`);
+    }
+  }
+
+  #capReason(kind: CapKind): string {
+    const { total, perSource } = this.#caps();
+    return kind === 'node-cap'
+      ? `${total} connections are authenticating`
+      : `${perSource} connections from it are authenticating`;
   }
 
   send(peer: PeerId, message: Message): void {
@@ -112,7 +152,7 @@ export class PeerTransport implements Transport {
 
   close(): Promise<void> {
     this.#shutDown = true;
-    const open = [...this.#byPeer.values(), ...this.#accepting.keys()].filter((c) => !c.isClosed);
+    const open = [...this.#byPeer.values(), ...this.#accepting.members()].filter((c) => !c.isClosed);
     if (open.length === 0) return Promise.resolve();
     const done = new Promise<void>((resolve) => this.#allClosed.push(resolve));
     for (const c of open) c.close('transport closed');
@@ -141,7 +181,8 @@ export class PeerTransport implements Transport {
 
   #onAuthenticated(c: Connection, peer: PeerId): void {
     if (c.role === 'acceptor') {
-      this.#stopAccepting(c);
+      // Out of the room: never counted or closed for a cap again (unless the test-only fault).
+      if (!this.#faults.has('evict-authenticated-peers')) this.#accepting.leave(c);
       const old = this.#byPeer.get(peer);
       // The peer dialed again: its old connection is dead to it. End ours first, so the node
       // sees closed(peer) before connected(peer), and nothing from the old one after.
@@ -155,26 +196,16 @@ export class PeerTransport implements Transport {
     this.#options.handlers.connected(peer);
   }
 
-  /** c authenticated or closed: it no longer counts against the caps. True if it was authenticating. */
-  #stopAccepting(c: Connection): boolean {
-    const source = this.#accepting.get(c);
-    if (source === undefined) return false;
-    this.#accepting.delete(c);
-    const left = (this.#acceptingBySource.get(source) ?? 1) - 1;
-    if (left > 0) this.#acceptingBySource.set(source, left);
-    else this.#acceptingBySource.delete(source);
-    return true;
-  }
-
   #onClosed(c: Connection, reason: string, malformed: boolean): void {
-    const source = this.#accepting.get(c) ?? c.peer ?? 'a peer';
+    const source = this.#accepting.sourceOf(c) ?? c.peer ?? 'a peer';
     if (malformed) {
       this.#stats.malformed++;
       this.#refusals.refused('malformed', source, reason, Date.now());
     }
-    if (this.#stopAccepting(c)) {
+    if (this.#accepting.leave(c) && c.peer === undefined) {
       this.#stats.refused++;
-      if (!malformed && !this.#shutDown) this.#refusals.refused('handshake', source, reason, Date.now());
+      if (!malformed && !this.#shutDown && !this.#evicted.has(c))
+        this.#refusals.refused('handshake', source, reason, Date.now());
     }
     for (const [peer, known] of this.#byPeer) {
       if (known !== c) continue;

@@ -179,7 +179,8 @@ export class TcpTransport extends PeerTransport {
     const nodeId = options.nodeId ?? (host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`);
     const transport = new TcpTransport({ ...options, nodeId }, server);
     server.on('connection', (socket) => {
-      // Refused at a cap before its handle moves (and before any read buffer exists).
+      // Caps close the oldest strangers (peer-transport.ts); only the test-only refuse-at-preauth-cap
+      // refuses here, before the handle moves (and before any read buffer exists).
       const source = socket.remoteAddress ?? 'unknown';
       const lifted = options.faults?.has('lift-preauth-limits') === true;
       if (transport.admits(source)) transport.accept(acceptedPipe(socket, lifted), source);

@@ -49,13 +49,16 @@ export interface TransportOptions {
   readonly maxFrameBytes?: number;
   /** A connection that has not authenticated within this time is closed. Default 5000. */
   readonly handshakeTimeoutMs?: number;
-  /** Accepted connections still authenticating, at most: more are refused at once. Default 256. */
+  /**
+   * Accepted connections still authenticating, at most: past it the oldest are closed (silent ones
+   * first; preauth-room.ts), a newcomer is never refused. Authenticated ones never count. Default 256.
+   */
   readonly maxUnauthenticated?: number;
-  /** The same, from one source address. Default 32. */
+  /** The same, from one source address (its own oldest are closed). Default 32. */
   readonly maxUnauthenticatedPerSource?: number;
   /** Where refusals are logged (rate-limited, refusal-log.ts). Default: stderr. */
   readonly log?: (line: string) => void;
-  /** Test-only fault points (`close-on-bad-reserve`, `lift-preauth-limits`). Default none. */
+  /** Test-only fault points (`close-on-bad-reserve`, `lift-preauth-limits`, `refuse-at-preauth-cap`, `evict-authenticated-peers`). Default none. */
   readonly faults?: FaultSet;
 }
 
@@ -66,7 +69,7 @@ export interface TransportStats {
   undeliverable: number;
   /** Connections closed for a malformed frame. */
   malformed: number;
-  /** Accepted connections refused at once: too many still authenticating (per node or per source). */
+  /** Accepted connections closed at a cap on those still authenticating (per node or per source). */
   refusedAtCap: number;
 }
 
