@@ -151,7 +151,14 @@ export function guardHttpServer(
   server.on('request', (req, res) => {
     const socket = req.socket;
     table.requestStarted(socket);
-    res.once('close', () => table.requestEnded(socket, nowMs(), socket.bytesRead));
+    res.once('close', () => {
+      table.requestEnded(socket, nowMs(), socket.bytesRead);
+      // Idle again: past its source's cap, that source's longest-idle connection goes.
+      const source = socket.remoteAddress ?? 'unknown';
+      if (refuseAtCap || table.waitingFrom(source) <= limits.maxIdlePerSource) return;
+      const own = table.oldestWaiting(source);
+      if (own !== undefined) close(own, 'evicted');
+    });
   });
 
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => {
