@@ -21,12 +21,10 @@ function nested(depth: number): ConstraintSpec {
 }
 
 /** 2000 patterned string properties: many seconds of compile (600 took 2.4-11 s). */
-const COSTLY = schema({
-  type: 'object',
-  properties: Object.fromEntries(
-    Array.from({ length: 2000 }, (_, i) => [`p${i}`, { type: 'string', pattern: '^[a-z]{3}-[0-9]{4}-[A-Z]{2}$' }]),
-  ),
-});
+const COSTLY_PROPERTIES = Object.fromEntries(
+  Array.from({ length: 2000 }, (_, i) => [`p${i}`, { type: 'string', pattern: '^[a-z]{3}-[0-9]{4}-[A-Z]{2}$' }]),
+);
+const COSTLY = schema({ type: 'object', properties: COSTLY_PROPERTIES });
 
 const engines: GrammarEngine[] = [];
 function engine(options: GrammarEngineOptions & { readonly armed?: readonly FaultName[] } = {}): GrammarEngine {
@@ -138,6 +136,28 @@ describe('GrammarEngine', () => {
     await after.prepare();
     expect(allows(after.mask(), vocab.pieces.indexOf('{'))).toBe(true);
     expect(e.restarts.matcher).toBe(1);
+  });
+
+  it('a grammar that compiled slowly in the checker gets a matcher thread of its own, ending with its last matcher', async () => {
+    // A thread runs one thing at a time: on the shared thread, every other request's mask would
+    // wait behind this compile (bench: /tmp measurements in the report, 839 ms on m100).
+    const limits = { ...SCHEMA_LIMITS, maxPatterns: 10_000 };
+    const e = engine({ heavyCompileMs: 500, compileBudgetMs: 60_000, limits }); // 10x either side of both schemas
+    const light = e.constraint(SIMPLE, A);
+    await light.prepare();
+    expect(e.numHeavyThreads).toBe(0);
+    const slow = schema({
+      type: 'object',
+      properties: Object.fromEntries(Object.entries(COSTLY_PROPERTIES).slice(0, 300)),
+    });
+    const heavy = e.constraint(slow, B);
+    await heavy.prepare();
+    expect(e.numHeavyThreads).toBe(1);
+    light.accept(vocab.pieces.indexOf('{'));
+    await light.prepare();
+    expect(allows(light.mask(), vocab.pieces.indexOf('"'))).toBe(true);
+    heavy.dispose();
+    expect(e.numHeavyThreads).toBe(0);
   });
 
   it('approves a schema per tenant: a second tenant sending the same schema is checked again', async () => {

@@ -3,8 +3,9 @@
 //   1. limits: a linear walk of the schema (schema-limits.ts); over a limit -> 400 naming it
 //   2. checker: a sacrificial thread compiles the schema under a time budget (checker.ts); a
 //      trap or a timeout costs only that request (400) and a rebuilt checker
-//   3. matcher thread: compiles approved schemas once per tenant and schema, owns every matcher
-//      (matchers.ts); TokenConstraint is the step loop's proxy to one matcher
+//   3. matcher threads: compile approved schemas once per tenant and schema and own every
+//      matcher (matchers.ts); a grammar that compiled slowly in the checker gets a thread of its
+//      own (matcher-pool.ts); TokenConstraint is the step loop's proxy to one matcher
 // Approved schemas are remembered per tenant (a bounded LRU), as the matcher thread's compiled
 // grammars are: a tenant never learns from a fast answer that another tenant sent a schema.
 //   json_object -> the schema {type: object}, not strict
@@ -24,7 +25,7 @@ import {
 import { Checker, type CheckOutcome } from './checker.js';
 import { TokenConstraint } from './constraint.js';
 import type { GrammarSource, GrammarThreadData } from './grammar-messages.js';
-import { Matchers } from './matchers.js';
+import { MatcherPool } from './matcher-pool.js';
 import { SCHEMA_LIMITS, schemaOverLimit, type SchemaLimits } from './schema-limits.js';
 import type { GrammarVocab } from './vocab.js';
 
@@ -39,6 +40,10 @@ export interface GrammarEngineOptions {
   readonly compileBudgetMs?: number;
   /** Schemas waiting for the checker; more are refused `overloaded`. Default 64. */
   readonly maxQueuedCompiles?: number;
+  /** A grammar whose check compiled this slowly gets a matcher thread of its own. Default 250 ms. */
+  readonly heavyCompileMs?: number;
+  /** At most this many such threads (more heavy grammars share the common one). Default 4. */
+  readonly maxHeavyThreads?: number;
   readonly faults?: FaultSet;
 }
 
@@ -50,9 +55,9 @@ export class GrammarEngine {
   readonly #limits: SchemaLimits;
   readonly #skipLimits: boolean;
   readonly #checker: Checker;
-  readonly #matchers: Matchers;
-  /** Approved keys, least recently used first. */
-  readonly #approved = new Set<string>();
+  readonly #matchers: MatcherPool;
+  /** Approved keys -> the checker's compile time, least recently used first. */
+  readonly #approved = new Map<string, number>();
   /** Checks in flight, so one schema sent twice at once is checked once. */
   readonly #checking = new Map<string, Promise<TesseraError | null>>();
   #numChecked = 0;
@@ -75,12 +80,22 @@ export class GrammarEngine {
       maxQueued: options.maxQueuedCompiles ?? 64,
       keepTrapped,
     });
-    this.#matchers = new Matchers(data('matcher'), keepTrapped);
+    this.#matchers = new MatcherPool({
+      data: data('matcher'),
+      keepTrapped,
+      heavyCompileMs: options.heavyCompileMs ?? 250,
+      maxHeavyThreads: options.maxHeavyThreads ?? 4,
+    });
   }
 
   /** Width of every mask in 32-bit words. */
   get maskWords(): number {
     return Math.ceil(this.vocab.numLogits / 32);
+  }
+
+  /** Matcher threads of their own, held by heavy grammars now. */
+  get numHeavyThreads(): number {
+    return this.#matchers.numHeavyThreads;
   }
 
   /** Threads started again after a trap, a timeout or a crash. */
@@ -100,9 +115,10 @@ export class GrammarEngine {
    */
   check(spec: ConstraintSpec, param: string, tenant: TenantId): Promise<TesseraError | null> {
     const key = `${tenant}\u0000${constraintKey(spec)}`;
-    if (this.#approved.has(key)) {
+    const compileMs = this.#approved.get(key);
+    if (compileMs !== undefined) {
       this.#approved.delete(key);
-      this.#approved.add(key); // most recently used last
+      this.#approved.set(key, compileMs); // most recently used last
       return Promise.resolve(null);
     }
     const source = sourceOf(spec);
@@ -115,7 +131,7 @@ export class GrammarEngine {
       this.#numChecked++;
       checking = this.#checker.check(source).then((outcome) => {
         this.#checking.delete(key);
-        if (outcome.kind === 'ok') this.#approve(key);
+        if (outcome.kind === 'ok') this.#approve(key, outcome.compileMs);
         return errorOf(outcome, param);
       });
       this.#checking.set(key, checking);
@@ -129,7 +145,7 @@ export class GrammarEngine {
     return new TokenConstraint(
       this.check(spec, param, tenant).then(async (error) => {
         if (error !== null) throw error;
-        return { handle: await this.#matchers.create(key, sourceOf(spec)), matchers: this.#matchers };
+        return this.#matchers.create(key, sourceOf(spec), this.#approved.get(key) ?? 0);
       }),
     );
   }
@@ -139,9 +155,9 @@ export class GrammarEngine {
     await Promise.all([this.#checker.close(), this.#matchers.close()]);
   }
 
-  #approve(key: string): void {
-    this.#approved.add(key);
-    while (this.#approved.size > APPROVED_SIZE) this.#approved.delete(this.#approved.values().next().value as string);
+  #approve(key: string, compileMs: number): void {
+    this.#approved.set(key, compileMs);
+    while (this.#approved.size > APPROVED_SIZE) this.#approved.delete(this.#approved.keys().next().value as string);
   }
 }
 

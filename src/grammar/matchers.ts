@@ -42,10 +42,15 @@ export class Matchers {
   readonly #sent: StepWaiter[][] = [];
   #batch: StepWaiter[] = [];
   #restarts = 0;
+  /** Matchers built and not yet disposed, on the current thread. */
+  #numLive = 0;
+  readonly #onIdle: (() => void) | undefined;
 
-  constructor(data: GrammarThreadData, keepTrapped: boolean) {
+  /** `onIdle`: called when the last matcher is disposed and nothing waits on this thread. */
+  constructor(data: GrammarThreadData, keepTrapped: boolean, onIdle?: () => void) {
     this.#data = data;
     this.#keepTrapped = keepTrapped;
+    this.#onIdle = onIdle;
   }
 
   get restarts(): number {
@@ -74,12 +79,19 @@ export class Matchers {
   }
 
   dispose(handle: MatcherHandle): void {
-    if (handle.generation === this.#generation) this.#thread?.post({ kind: 'dispose', ids: [handle.id] });
+    if (handle.generation !== this.#generation) return;
+    this.#thread?.post({ kind: 'dispose', ids: [handle.id] });
+    this.#numLive--;
+    this.#maybeIdle();
+  }
+
+  #maybeIdle(): void {
+    if (this.#numLive === 0 && this.#creating.size === 0 && this.#sent.length === 0) this.#onIdle?.();
   }
 
   async close(): Promise<void> {
     const thread = this.#thread;
-    this.#lose(lost('the grammar engine closed'));
+    this.#lose(lost('the grammar engine closed'), false);
     await thread?.terminate();
   }
 
@@ -115,14 +127,20 @@ export class Matchers {
         if (creating === undefined) return;
         this.#creating.delete(reply.id);
         thread.release();
-        if (reply.kind === 'created') creating.resolve({ id: reply.id, generation: this.#generation });
-        else creating.reject(new GrammarError(`the grammar did not compile: ${reply.message}`));
+        if (reply.kind === 'created') {
+          this.#numLive++;
+          creating.resolve({ id: reply.id, generation: this.#generation });
+        } else {
+          creating.reject(new GrammarError(`the grammar did not compile: ${reply.message}`));
+          this.#maybeIdle();
+        }
         return;
       }
       case 'stepped': {
         const batch = this.#sent.shift() ?? [];
         thread.release();
         answer(batch, reply.results);
+        this.#maybeIdle();
         return;
       }
       case 'trapped':
@@ -146,14 +164,16 @@ export class Matchers {
   }
 
   /** The thread is gone: every request with a matcher or a question on it fails; a new generation starts. */
-  #lose(error: GrammarError): void {
+  #lose(error: GrammarError, died = true): void {
     this.#thread = undefined;
     this.#generation++;
-    this.#restarts++;
+    if (died) this.#restarts++;
+    this.#numLive = 0;
     for (const creating of this.#creating.values()) creating.reject(error);
     this.#creating.clear();
     for (const batch of this.#sent.splice(0)) for (const waiter of batch) waiter.reject(error);
     for (const waiter of this.#batch.splice(0)) waiter.reject(error);
+    if (died) this.#onIdle?.();
   }
 }
 
