@@ -8,6 +8,7 @@ export { PagePool, type PagePoolOptions, type Stamp } from './pool.js';
 export { ownershipFailure, type Access, type CheckFailure } from './page-checks.js';
 export { PrefixCache, type PrefixCacheOptions, type PrefixMatch } from './prefix-cache.js';
 export { PrefixHasher } from './prefix-hash.js';
+export type { KvEvent, KvEventSink } from './kv-events.js';
 export {
   nextPathHash,
   PageSpill,

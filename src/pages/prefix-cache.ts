@@ -26,6 +26,7 @@ import { assert, NO_FAULTS, type FaultSet, type PageId, type Tag, type TenantId 
 import type { PageLedger } from './ledger.js';
 import { MinHeap } from './min-heap.js';
 import type { PrefixHasher } from './prefix-hash.js';
+import type { KvEventSink } from './kv-events.js';
 import { describeEntry, describeOwner, type AllocateResult, type Owner } from './page-entry.js';
 import type { PagePool } from './pool.js';
 import { nextPathHash, PageSpill, ROOT_PATH_HASH, type KvSpill } from './spill-tier.js';
@@ -63,6 +64,8 @@ export interface PrefixCacheOptions {
   readonly faults?: FaultSet;
   /** Where evicted pages go, and where match looks after its last cached page. */
   readonly spill?: KvSpill;
+  /** KV events (kv-events.ts): BlockStored per page cached, BlockRemoved per page evicted. */
+  readonly events?: KvEventSink;
 }
 
 export class PrefixCache {
@@ -73,8 +76,9 @@ export class PrefixCache {
   readonly #spill: PageSpill | undefined;
   readonly #roots = new Map<RootKey, Root>();
   readonly #nodes = new Map<PageId, PageNode>();
-  /** Each cached page's block hash under the last hasher that asked (blockHashReport). */
-  #memo: { readonly hasher: PrefixHasher; readonly hashes: WeakMap<PageNode, string> } | undefined;
+  /** Each cached page's block hash, per hasher that asked (blockHashReport, events). */
+  readonly #memos = new WeakMap<PrefixHasher, WeakMap<PageNode, string>>();
+  readonly #events: KvEventSink | undefined;
   #clock = 0;
   /** Prompt tokens looked up, and of those found cached, over every match (the hit rate a router reads). */
   #lookupTokens = 0;
@@ -86,6 +90,7 @@ export class PrefixCache {
     this.#pageSize = options.pool.pageSize;
     this.#shareAcrossTenants = (options.faults ?? NO_FAULTS).has('share-prefix-across-tenants');
     this.#spill = options.spill === undefined ? undefined : new PageSpill(options.pool, options.spill, options.faults);
+    this.#events = options.events;
   }
 
   /** Pages the cache holds. */
@@ -135,6 +140,7 @@ export class PrefixCache {
       const node: PageNode = { kind: 'page', key, tag, parent, children: new Map(), lastUsed: 0, pathHash: hash };
       parent.children.set(key, node);
       this.#nodes.set(tag.page, node);
+      this.#stored(node);
       this.#ledger.ref([tag], reader);
       nodes.push(node);
     }
@@ -178,6 +184,7 @@ export class PrefixCache {
       const node: PageNode = { kind: 'page', key, tag, parent, children: new Map(), lastUsed: now };
       parent.children.set(key, node);
       this.#nodes.set(tag.page, node);
+      this.#stored(node);
       numCached++;
       parent = node;
     }
@@ -198,8 +205,7 @@ export class PrefixCache {
    * do not move in the tree), so a report costs a walk, not a keyed hash per cached page.
    */
   blockHashReport(limit: number, hasher: PrefixHasher): Map<string, string[]> {
-    if (this.#memo?.hasher !== hasher) this.#memo = { hasher, hashes: new WeakMap() };
-    const memo = this.#memo.hashes;
+    const memo = this.#memoFor(hasher);
     const all: { tag: string; hash: string; lastUsed: number }[] = [];
     for (const root of this.#roots.values()) {
       const tag = hasher.tenantTag(root.key === EVERY_TENANT ? '*' : root.key);
@@ -237,6 +243,7 @@ export class PrefixCache {
       const e = this.#ledger.entry(node.tag.page);
       if (this.#spill !== undefined && e.state === 'cached')
         this.#spill.spill(e.tenant, this.#pathHashOf(node), e.page);
+      this.#removed(node);
       this.#ledger.uncache([node.tag]);
       node.parent.children.delete(node.key);
       this.#nodes.delete(node.tag.page);
@@ -315,6 +322,49 @@ export class PrefixCache {
     );
     const numCached = this.#ledger.counts().cached;
     assert(numCached === numNodes, () => `ledger has ${numCached} cached pages, the prefix cache ${numNodes}`);
+  }
+
+  #memoFor(hasher: PrefixHasher): WeakMap<PageNode, string> {
+    let memo = this.#memos.get(hasher);
+    if (memo === undefined) this.#memos.set(hasher, (memo = new WeakMap()));
+    return memo;
+  }
+
+  #tenantTag(node: PageNode, hasher: PrefixHasher): string {
+    let root: Root | PageNode = node;
+    while (root.kind === 'page') root = root.parent;
+    return hasher.tenantTag(root.key === EVERY_TENANT ? '*' : root.key);
+  }
+
+  /** The node's chained block hash under hasher (memoized: pages do not move in the tree). */
+  #blockHash(node: PageNode, hasher: PrefixHasher): string {
+    const memo = this.#memoFor(hasher);
+    let hash = memo.get(node);
+    if (hash === undefined) {
+      const parent =
+        node.parent.kind === 'page' ? this.#blockHash(node.parent, hasher) : hasher.seed(this.#tenantTag(node, hasher));
+      hash = hasher.next(parent, node.key);
+      memo.set(node, hash);
+    }
+    return hash;
+  }
+
+  #stored(node: PageNode): void {
+    if (this.#events === undefined) return;
+    const { hasher } = this.#events;
+    this.#events.publish({
+      type: 'BlockStored',
+      tenant: this.#tenantTag(node, hasher),
+      blockHash: this.#blockHash(node, hasher),
+      parentHash: node.parent.kind === 'page' ? this.#blockHash(node.parent, hasher) : null,
+    });
+  }
+
+  #removed(node: PageNode): void {
+    if (this.#events === undefined) return;
+    const { hasher } = this.#events;
+    const blockHash = this.#blockHash(node, hasher);
+    this.#events.publish({ type: 'BlockRemoved', tenant: this.#tenantTag(node, hasher), blockHash });
   }
 
   #rootKey(tenant: TenantId): RootKey {

@@ -33,7 +33,7 @@ export type SpillNamespace = CacheNamespace | '';
 export interface SpillEntry {
   readonly namespace: SpillNamespace;
   readonly pathHash: string;
-  /** The page's KV, all layers (PagePool.gatherSlots order); the store takes ownership. */
+  /** The page's KV, all layers (PagePool.gatherSlots order). */
   readonly bytes: Uint8Array;
 }
 
@@ -63,9 +63,15 @@ export interface SpillStats {
 export interface SpillStore {
   /** True when get() may find the page (no I/O): lets eviction skip a copy and match skip an allocation. */
   has(namespace: SpillNamespace, pathHash: string): boolean;
-  /** Keeps the page; never blocks the caller (the bytes are written later). */
-  put(entry: SpillEntry): void;
-  /** The page's bytes after checking namespace, path hash, length and checksum; synchronous. */
+  /**
+   * Keeps a page of numBytes: the store hands `fill` a buffer of its own to copy the page into
+   * (so it can reuse buffers), and writes it later; never blocks the caller.
+   */
+  put(namespace: SpillNamespace, pathHash: string, numBytes: number, fill: (into: Uint8Array) => void): void;
+  /**
+   * The page's bytes after checking namespace, path hash, length and checksum; synchronous. The
+   * bytes may live in a buffer the store reuses: copy them before the next call.
+   */
   get(namespace: SpillNamespace, pathHash: string, numBytes: number): SpillLoad;
   stats(): SpillStats;
 }
@@ -114,7 +120,9 @@ export class PageSpill {
   spill(tenant: TenantId, pathHash: string, page: PageId): void {
     const namespace = this.namespaceOf(tenant);
     if (this.#store.has(namespace, pathHash)) return;
-    this.#store.put({ namespace, pathHash, bytes: this.#pool.gatherSlots(page, 0, this.#pool.pageSize) });
+    this.#store.put(namespace, pathHash, this.#numBytes, (into) => {
+      this.#pool.gatherSlots(page, 0, this.#pool.pageSize, into);
+    });
   }
 
   /**

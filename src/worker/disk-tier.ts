@@ -14,9 +14,12 @@
 // Start-up reads every header eagerly (magic, version, sizes, name) and deletes what fails or
 // what a killed write left (.tmp-*); the checksum is verified lazily, at each load (the whole
 // file is read then anyway). Until its file is written, a put page is served from memory.
+// Buffers are reused (a fresh 384 KiB buffer costs more than reading a page from the page
+// cache): get() reads into one buffer, valid until the next get; written pages' buffers take
+// the next puts.
 // The fault `skip-spill-checksum` skips the xxh64 comparison on load (the negative control).
 import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync, mkdirSync, openSync, readSync, closeSync, statSync, unlinkSync } from 'node:fs';
+import { closeSync, fstatSync, mkdirSync, openSync, readdirSync, readSync, statSync, unlinkSync } from 'node:fs';
 import { open, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { xxh64 } from '@node-rs/xxhash';
@@ -101,6 +104,10 @@ export class DiskTier implements SpillStore {
   #bytesOnDisk = 0;
   #writing: Promise<void> = Promise.resolve();
   #tempCounter = 0;
+  /** Page buffers whose write is done, for the next put (a fresh 384 KiB buffer costs more than the read). */
+  readonly #spare: Uint8Array[] = [];
+  /** What get() reads a file into (grown as needed): a load allocates nothing. */
+  #readBuffer = Buffer.alloc(0);
   #spilledPages = 0;
   #loadedPages = 0;
   #misses = 0;
@@ -127,13 +134,17 @@ export class DiskTier implements SpillStore {
     return this.#pending.has(name) || this.#files.has(name);
   }
 
-  put(entry: SpillEntry): void {
-    const name = fileNameOf(entry.namespace, entry.pathHash);
+  put(namespace: SpillNamespace, pathHash: string, numBytes: number, fill: (into: Uint8Array) => void): void {
+    const name = fileNameOf(namespace, pathHash);
     if (this.#pending.has(name) || this.#files.has(name)) return;
-    if (this.#pendingBytes + entry.bytes.length > this.#maxPendingBytes) {
+    if (this.#pendingBytes + numBytes > this.#maxPendingBytes) {
       this.#droppedPuts++;
       return;
     }
+    const spare = this.#spare.pop();
+    const bytes = spare !== undefined && spare.length === numBytes ? spare : new Uint8Array(numBytes);
+    fill(bytes);
+    const entry: SpillEntry = { namespace, pathHash, bytes };
     this.#pending.set(name, entry);
     this.#pendingBytes += entry.bytes.length;
     this.#spilledPages++;
@@ -155,7 +166,7 @@ export class DiskTier implements SpillStore {
     }
     let file: Buffer;
     try {
-      file = readFileSync(join(this.#dir, name));
+      file = this.#read(join(this.#dir, name));
     } catch {
       return this.#refuse(name, 'io');
     }
@@ -214,6 +225,26 @@ export class DiskTier implements SpillStore {
     } finally {
       this.#pending.delete(name);
       this.#pendingBytes -= entry.bytes.length;
+      if (this.#spare.length < 64) this.#spare.push(entry.bytes);
+    }
+  }
+
+  /** The whole file, in the reused read buffer. */
+  #read(path: string): Buffer {
+    const fd = openSync(path, 'r');
+    try {
+      const size = fstatSync(fd).size;
+      if (this.#readBuffer.length < size) this.#readBuffer = Buffer.alloc(size);
+      const file = this.#readBuffer.subarray(0, size);
+      let at = 0;
+      while (at < size) {
+        const n = readSync(fd, file, at, size - at, at);
+        if (n === 0) break;
+        at += n;
+      }
+      return file.subarray(0, at);
+    } finally {
+      closeSync(fd);
     }
   }
 
