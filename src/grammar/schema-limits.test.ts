@@ -2,6 +2,7 @@
 // that names it and the request's param; a schema at every limit passes.
 import { describe, expect, it } from 'vitest';
 import { SCHEMA_LIMITS, schemaOverLimit } from './schema-limits.js';
+import { schemaRules } from './schema-rules.js';
 
 const over = (schema: unknown) => schemaOverLimit(JSON.stringify(schema), 'response_format', SCHEMA_LIMITS);
 const props = (n: number, value: unknown = { type: 'string' }) =>
@@ -81,5 +82,17 @@ describe('refCycle, through schemaOverLimit', () => {
       $ref: '#/$defs/node',
     };
     expect(over(list)).toBeNull();
+  });
+});
+
+describe('the size in bytes, on a schema the schema pass rewrote', () => {
+  it("does not count the text of Tessera's own rule nodes (2000 bounded numbers pass)", () => {
+    const rules = schemaRules(
+      JSON.stringify({ type: 'object', properties: props(2000, { type: 'number', minimum: -1.25, maximum: 1e6 }) }),
+    );
+    expect(rules.kind).toBe('schema');
+    const rewritten = (rules as { readonly schema: string }).schema;
+    expect(rewritten.length).toBeGreaterThan(SCHEMA_LIMITS.maxSchemaBytes);
+    expect(schemaOverLimit(rewritten, 'response_format', SCHEMA_LIMITS)).toBeNull();
   });
 });

@@ -6,11 +6,17 @@
 // ("memory access out of bounds") on a schema nested about 100 objects deep (measured: 50 levels
 // compile, 100 trap). The limits are generous for real schemas; OpenAI's structured outputs take
 // at most 5000 properties and 1000 enum values (and 10 levels of nesting in strict mode).
+// The schema measured is the one the schema pass (schema-rules.ts) wrote: its rule nodes, whose
+// text Tessera wrote (about 600 bytes per bounded number), do not count toward the size in bytes.
 // Keywords are counted wherever they appear (a property named "enum" whose value is an array
 // counts as an enum): a slight over-count, never an under-count.
 // Must never compile, allocate per character, or recurse on the input.
 import { InvalidRequestError } from '../core/index.js';
 import { refCycle } from './ref-cycles.js';
+import { RULE_KEY } from './schema-rules.js';
+
+/** Above this many times the byte limit, a schema is refused before parsing, rule nodes or not. */
+const RULE_HEADROOM = 8;
 
 export interface SchemaLimits {
   /** UTF-8 bytes of the schema text. */
@@ -48,6 +54,8 @@ interface Counts {
   patterns: number;
   refs: number;
   branches: number;
+  /** Bytes of the rule nodes' text, as it stands in the schema (escaped). */
+  ruleBytes: number;
 }
 
 /** null when `schema` (JSON text) is within `limits`; else the 400 naming the limit and `param`. */
@@ -57,18 +65,16 @@ export function schemaOverLimit(schema: string, param: string, limits: SchemaLim
       `\`${param}\`: the schema's ${what} (${value}) is over Tessera's limit of ${limit}; a smaller schema is needed.`,
       param,
     );
-  // Cheap before parsing: UTF-16 length bounds the bytes from below (3 bytes per unit at most).
-  if (schema.length > limits.maxSchemaBytes)
+  // Cheap before parsing: far over the limit is refused whatever its rule nodes hold.
+  if (schema.length > limits.maxSchemaBytes * RULE_HEADROOM)
     return over('size in bytes', `at least ${schema.length}`, limits.maxSchemaBytes);
-  const numBytes = Buffer.byteLength(schema, 'utf8');
-  if (numBytes > limits.maxSchemaBytes) return over('size in bytes', numBytes, limits.maxSchemaBytes);
   let root: unknown;
   try {
     root = JSON.parse(schema);
   } catch {
     return new InvalidRequestError(`\`${param}\`: the schema is not valid JSON.`, param);
   }
-  const counts: Counts = { properties: 0, enumValues: 0, patterns: 0, refs: 0, branches: 0 };
+  const counts: Counts = { properties: 0, enumValues: 0, patterns: 0, refs: 0, branches: 0, ruleBytes: 0 };
   const stack: { readonly value: unknown; readonly depth: number }[] = [{ value: root, depth: 1 }];
   while (stack.length > 0) {
     const { value, depth } = stack.pop() as { value: unknown; depth: number };
@@ -82,6 +88,8 @@ export function schemaOverLimit(schema: string, param: string, limits: SchemaLim
     if (tooLong !== null) return over('pattern length', tooLong, limits.maxPatternLength);
     for (const item of Object.values(value)) stack.push({ value: item, depth: depth + 1 });
   }
+  const numBytes = Buffer.byteLength(schema, 'utf8') - counts.ruleBytes;
+  if (numBytes > limits.maxSchemaBytes) return over('size in bytes', numBytes, limits.maxSchemaBytes);
   if (counts.properties > limits.maxProperties)
     return over('number of properties', counts.properties, limits.maxProperties);
   if (counts.enumValues > limits.maxEnumValues)
@@ -116,6 +124,8 @@ function countKeywords(node: Record<string, unknown>, counts: Counts, maxPattern
     }
   }
   if (typeof $ref === 'string') counts.refs++;
+  const rule = node[RULE_KEY];
+  if (typeof rule === 'string') counts.ruleBytes += Buffer.byteLength(JSON.stringify(rule), 'utf8');
   if (Array.isArray(anyOf)) counts.branches += anyOf.length;
   if (Array.isArray(oneOf)) counts.branches += oneOf.length;
   return null;
