@@ -27,6 +27,7 @@ import type { PageLedger } from './ledger.js';
 import { MinHeap } from './min-heap.js';
 import type { PrefixHasher } from './prefix-hash.js';
 import type { KvEventSink } from './kv-events.js';
+import { BlockHashes } from './block-hashes.js';
 import { describeEntry, describeOwner, type AllocateResult, type Owner } from './page-entry.js';
 import type { PagePool } from './pool.js';
 import { nextPathHash, PageSpill, ROOT_PATH_HASH, type KvSpill } from './spill-tier.js';
@@ -77,7 +78,10 @@ export class PrefixCache {
   readonly #roots = new Map<RootKey, Root>();
   readonly #nodes = new Map<PageId, PageNode>();
   /** Each cached page's block hash, per hasher that asked (blockHashReport, events). */
-  readonly #memos = new WeakMap<PrefixHasher, WeakMap<PageNode, string>>();
+  readonly #hashes = new BlockHashes((root) => {
+    const key = (root as Root).key;
+    return key === EVERY_TENANT ? '*' : key;
+  });
   readonly #events: KvEventSink | undefined;
   #clock = 0;
   /** Prompt tokens looked up, and of those found cached, over every match (the hit rate a router reads). */
@@ -205,22 +209,17 @@ export class PrefixCache {
    * do not move in the tree), so a report costs a walk, not a keyed hash per cached page.
    */
   blockHashReport(limit: number, hasher: PrefixHasher): Map<string, string[]> {
-    const memo = this.#memoFor(hasher);
     const all: { tag: string; hash: string; lastUsed: number }[] = [];
     for (const root of this.#roots.values()) {
       const tag = hasher.tenantTag(root.key === EVERY_TENANT ? '*' : root.key);
-      const walk = (node: Root | PageNode, h: string): void => {
+      const seed = hasher.seed(tag);
+      const walk = (node: Root | PageNode): void => {
         for (const child of node.children.values()) {
-          let hash = memo.get(child);
-          if (hash === undefined) {
-            hash = hasher.next(h, child.key);
-            memo.set(child, hash);
-          }
-          all.push({ tag, hash, lastUsed: child.lastUsed });
-          walk(child, hash);
+          all.push({ tag, hash: this.#hashes.hash(child, hasher, seed), lastUsed: child.lastUsed });
+          walk(child);
         }
       };
-      walk(root, hasher.seed(tag));
+      walk(root);
     }
     all.sort((a, b) => b.lastUsed - a.lastUsed);
     const out = new Map<string, string[]>();
@@ -324,47 +323,12 @@ export class PrefixCache {
     assert(numCached === numNodes, () => `ledger has ${numCached} cached pages, the prefix cache ${numNodes}`);
   }
 
-  #memoFor(hasher: PrefixHasher): WeakMap<PageNode, string> {
-    let memo = this.#memos.get(hasher);
-    if (memo === undefined) this.#memos.set(hasher, (memo = new WeakMap()));
-    return memo;
-  }
-
-  #tenantTag(node: PageNode, hasher: PrefixHasher): string {
-    let root: Root | PageNode = node;
-    while (root.kind === 'page') root = root.parent;
-    return hasher.tenantTag(root.key === EVERY_TENANT ? '*' : root.key);
-  }
-
-  /** The node's chained block hash under hasher (memoized: pages do not move in the tree). */
-  #blockHash(node: PageNode, hasher: PrefixHasher): string {
-    const memo = this.#memoFor(hasher);
-    let hash = memo.get(node);
-    if (hash === undefined) {
-      const parent =
-        node.parent.kind === 'page' ? this.#blockHash(node.parent, hasher) : hasher.seed(this.#tenantTag(node, hasher));
-      hash = hasher.next(parent, node.key);
-      memo.set(node, hash);
-    }
-    return hash;
-  }
-
   #stored(node: PageNode): void {
-    if (this.#events === undefined) return;
-    const { hasher } = this.#events;
-    this.#events.publish({
-      type: 'BlockStored',
-      tenant: this.#tenantTag(node, hasher),
-      blockHash: this.#blockHash(node, hasher),
-      parentHash: node.parent.kind === 'page' ? this.#blockHash(node.parent, hasher) : null,
-    });
+    if (this.#events !== undefined) this.#events.publish(this.#hashes.stored(node, this.#events.hasher));
   }
 
   #removed(node: PageNode): void {
-    if (this.#events === undefined) return;
-    const { hasher } = this.#events;
-    const blockHash = this.#blockHash(node, hasher);
-    this.#events.publish({ type: 'BlockRemoved', tenant: this.#tenantTag(node, hasher), blockHash });
+    if (this.#events !== undefined) this.#events.publish(this.#hashes.removed(node, this.#events.hasher));
   }
 
   #rootKey(tenant: TenantId): RootKey {
