@@ -127,3 +127,23 @@ describe('Responses input items', () => {
     expect(turns[1]).not.toHaveProperty('calls');
   });
 });
+
+describe('the inline rule', () => {
+  it('counts every turn, not only content: 2,000 empty messages go to the tokenizer threads', async () => {
+    const { offloadedTokenizer } = await import('./prompt-tokenizer.js');
+    const { fakeCodec } = await import('./testing/fake-backend.js');
+    const offloaded: string[] = [];
+    const threads = { tokenize: async (job: { kind: string }) => (offloaded.push(job.kind), [1]) };
+    const tokenizer = offloadedTokenizer(threads, fakeCodec);
+    const chat = (n: number) => ({
+      kind: 'chat' as const,
+      messages: Array.from({ length: n }, () => ({ role: 'user' as const, content: '' })),
+      addGenerationPrompt: true,
+      addSpecialTokens: false,
+    });
+    await tokenizer.tokenize(chat(1));
+    expect(offloaded).toEqual([]);
+    await tokenizer.tokenize(chat(2_000));
+    expect(offloaded).toEqual(['chat']);
+  });
+});
