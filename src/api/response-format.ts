@@ -2,8 +2,12 @@
 // field. Shapes: {type: "text"} (free text), {type: "json_object"}, {type: "json_schema",
 // json_schema: {name, schema, strict?, description?}}. `strict` is accepted either way: Tessera
 // always enforces the schema by constrained decoding (it never merely asks the model).
+// enforceableSpec() is the schema pass every spec goes through before it is checked (src/grammar's
+// schemaRules: keywords xgrammar would not enforce exactly get rules of Tessera's own, or a 400
+// naming the keyword).
 // Must never compile the schema (that is asynchronous; generate-route.ts asks the GrammarEngine).
-import { InvalidRequestError, MAX_SCHEMA_CHARS, type ConstraintSpec } from '../core/index.js';
+import { InvalidRequestError, MAX_SCHEMA_CHARS, NO_FAULTS, type ConstraintSpec, type FaultSet } from '../core/index.js';
+import { schemaRules } from '../grammar/index.js';
 import { describe, field, isObject, type JsonObject } from './params.js';
 
 export function readResponseFormat(body: JsonObject, key = 'response_format'): ConstraintSpec | undefined {
@@ -45,4 +49,20 @@ export function schemaText(schema: unknown, param: string): string {
       param,
     );
   return text;
+}
+
+/**
+ * The spec whose schema xgrammar can enforce exactly (rules of Tessera's own in place of number
+ * bounds, lengths, formats, patterns), or the 400 naming the keyword it cannot enforce.
+ * Fault point skip-schema-rules: the schema goes to xgrammar as the client sent it.
+ */
+export function enforceableSpec(spec: ConstraintSpec, param: string, faults: FaultSet = NO_FAULTS): ConstraintSpec {
+  if (spec.kind !== 'json_schema' || faults.has('skip-schema-rules')) return spec;
+  const plan = schemaRules(spec.schema);
+  if (plan.kind === 'refused')
+    throw new InvalidRequestError(
+      `\`${param}\`: Tessera cannot enforce the schema keyword \`${plan.keyword}\`: ${plan.reason}.`,
+      param,
+    );
+  return { kind: 'json_schema', schema: plan.schema };
 }

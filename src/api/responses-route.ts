@@ -209,8 +209,8 @@ async function stream(
       await start();
       const last = answer.end(event.finishReason);
       for (const delta of last.deltas) await send(out.delta(delta));
-      await send(out.finish());
       const status = responseStatus(last.finishReason);
+      await send(out.finish(status));
       await send([
         out.event(status === 'completed' ? 'response.completed' : 'response.incomplete', {
           response: responseObject(head, status, out.items, event.usage),

@@ -85,12 +85,13 @@ const callItem = (id: string, callId: string, name: string, args: string, status
   status,
 });
 
-/** A whole answer's output items (not streaming). */
+/** A whole answer's output items (not streaming); an incomplete response's items are incomplete too. */
 export function outputItems(answer: ChatAnswer): object[] {
+  const status = responseStatus(answer.finishReason);
   const items: object[] = [];
-  if (answer.content !== null && (answer.content !== '' || answer.calls.length === 0))
-    items.push(messageItem(itemId('msg'), answer.content, 'completed'));
-  for (const call of answer.calls) items.push(callItem(itemId('fc'), call.id, call.name, call.arguments, 'completed'));
+  if (answer.content !== null && (answer.content !== '' || (answer.calls.length === 0 && status === 'completed')))
+    items.push(messageItem(itemId('msg'), answer.content, status));
+  for (const call of answer.calls) items.push(callItem(itemId('fc'), call.id, call.name, call.arguments, status));
   return items;
 }
 
@@ -171,11 +172,14 @@ export class ResponseEvents {
     return out;
   }
 
-  /** Closes the open item; an answer with no item at all gets an empty message. */
-  finish(): object[] {
+  /**
+   * Closes the open item with the response's status; a completed answer with no item at all gets
+   * an empty message (an incomplete one, such as a forced call cut by the length limit, gets none).
+   */
+  finish(status: 'completed' | 'incomplete' = 'completed'): object[] {
     const out: object[] = [];
-    if (this.#items.length === 0) this.#openMessage(out);
-    out.push(...this.#close());
+    if (this.#items.length === 0 && status === 'completed') this.#openMessage(out);
+    out.push(...this.#close(status));
     return out;
   }
 
@@ -204,13 +208,13 @@ export class ResponseEvents {
     return open;
   }
 
-  #close(): object[] {
+  #close(status: 'completed' | 'incomplete' = 'completed'): object[] {
     const open = this.#open;
     if (open === undefined) return [];
     this.#open = undefined;
     const at = { item_id: open.id, output_index: open.index };
     if (open.kind === 'message') {
-      const item = messageItem(open.id, open.text, 'completed');
+      const item = messageItem(open.id, open.text, status);
       this.#items[open.index] = item;
       const part = { type: 'output_text', text: open.text, annotations: [], logprobs: [] };
       return [
@@ -219,7 +223,7 @@ export class ResponseEvents {
         this.event('response.output_item.done', { output_index: open.index, item }),
       ];
     }
-    const item = callItem(open.id, open.callId, open.name, open.text, 'completed');
+    const item = callItem(open.id, open.callId, open.name, open.text, status);
     this.#items[open.index] = item;
     return [
       this.event('response.function_call_arguments.done', { ...at, name: open.name, arguments: open.text }),

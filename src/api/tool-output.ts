@@ -5,7 +5,8 @@
 //   required  the text is [{"name", "parameters"}, ...]: one call per item
 //   auto      Hermes/Qwen <tool_call>{"name", "arguments"}</tool_call> blocks, or a whole answer
 //             that is Llama 3.1's {"name", "parameters"} JSON naming a known function
-// A request whose answer holds calls finishes with "tool_calls" (a "length" end stays "length").
+// A request whose answer holds calls finishes with "tool_calls" (a "length" end stays "length";
+// a `required` answer cut before its calls parse has no content and no calls).
 // Must never report a call of a function the request did not offer.
 import { randomBytes } from 'node:crypto';
 import type { FinishReason } from '../core/index.js';
@@ -32,6 +33,9 @@ export function callJson(call: ParsedCall): object {
 /** The whole answer of one choice. */
 export function parseAnswer(plan: ToolPlan | undefined, text: string, finishReason: FinishReason): ChatAnswer {
   const calls = findCalls(plan, text);
+  // A `required` answer cut by the length limit is half of Tessera's internal call list, never
+  // the model's text: reported as OpenAI reports a cut-off (finish "length"), with no content.
+  if (calls === null && plan?.choice.kind === 'required') return { content: null, calls: [], finishReason };
   if (calls === null) return { content: text, calls: [], finishReason };
   return {
     content: calls.rest === '' ? null : calls.rest,

@@ -19,6 +19,8 @@ import { schemaText } from './response-format.js';
 export const MAX_PARALLEL_CALLS = 4;
 const MAX_TOOLS = 128;
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
+/** The parameters of a function that declares none (OpenAI: an empty parameter list). */
+const NO_PARAMETERS = { type: 'object', properties: {}, additionalProperties: false } as const;
 
 export type ToolChoice =
   | { readonly kind: 'auto' }
@@ -80,7 +82,12 @@ function readTool(value: unknown, at: string, style: ToolStyle): ToolFunction {
   const description = field(fn, 'description');
   if (description !== undefined && typeof description !== 'string')
     throw new InvalidRequestError(`\`${fnAt}.description\` must be a string.`, `${fnAt}.description`);
-  const parameters = JSON.parse(schemaText(field(fn, 'parameters'), `${fnAt}.parameters`)) as Record<string, unknown>;
+  const given = field(fn, 'parameters');
+  // OpenAI reads a function without `parameters` as one that takes none: only `{}`.
+  const parameters =
+    given === undefined
+      ? { ...NO_PARAMETERS }
+      : (JSON.parse(schemaText(given, `${fnAt}.parameters`)) as Record<string, unknown>);
   return { name, parameters, ...(description === undefined ? {} : { description }) };
 }
 

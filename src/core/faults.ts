@@ -112,6 +112,8 @@ export const FAULT_NAMES = [
   'fifo-tokenizer-queue',
   /** Decode takes a KvChunk whatever KV dtype it says it carries (only the byte count then stands between layouts). */
   'skip-kv-dtype-check',
+  /** A schema goes to xgrammar as sent, without Tessera's schema pass (its number, length, format, pattern and enum rules; its 400s). */
+  'skip-schema-rules',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

@@ -1,6 +1,7 @@
-// An in-process co-located worker over the real built-in model (builtin:austen, ref-free fast
-// kernels) with structured output on: the fast runner the structured-output tests drive without
-// HTTP. Every page is checked before it is read and the ledger after every step.
+// An in-process co-located worker over a real model (builtin:austen by default, or a model file
+// such as gen-model's qwen3-tiny GGUF: another vocabulary) with structured output on: the fast
+// runner the structured-output tests drive without HTTP. Every page is checked before it is read
+// and the ledger after every step.
 import {
   asRequestId,
   DEFAULT_TENANT,
@@ -32,9 +33,10 @@ export interface RunResult {
 }
 
 export async function structuredRunner(
-  o: { readonly deterministic?: boolean; readonly faults?: readonly FaultName[] } = {},
+  o: { readonly deterministic?: boolean; readonly faults?: readonly FaultName[]; readonly model?: string } = {},
 ): Promise<Runner> {
-  const model = await loadModel('builtin:austen');
+  const root = o.model ?? 'builtin:austen';
+  const model = await loadModel(root);
   const engine = await createEngine(model, {
     deterministic: o.deterministic ?? false,
     kvPages: 256,
@@ -45,8 +47,8 @@ export async function structuredRunner(
   });
   const grammar = new GrammarEngine(grammarVocab(model.tokenizer, model.config.vocabSize));
   const worker = new ColocatedWorker({
-    modelName: 'austen',
-    root: 'builtin:austen',
+    modelName: root === 'builtin:austen' ? 'austen' : 'model',
+    root,
     contextLength: model.config.maxPositionEmbeddings,
     pool: engine.pool,
     runner: engine.runner,
