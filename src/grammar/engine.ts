@@ -142,6 +142,7 @@ export class GrammarEngine {
   /** A fresh constraint for one of `tenant`'s requests; usable once its prepare() resolves. */
   constraint(spec: ConstraintSpec, tenant: TenantId, param = 'response_format'): TokenConstraint {
     const key = `${tenant}\u0000${constraintKey(spec)}`;
+    this.#matchers.warm(); // in parallel with the check, on a node's first constrained request
     return new TokenConstraint(
       this.check(spec, param, tenant).then(async (error) => {
         if (error !== null) throw error;

@@ -36,6 +36,11 @@ export class MatcherPool {
     return this.#heavy.size;
   }
 
+  /** Starts the shared thread, if it is not running. */
+  warm(): void {
+    this.#shared.warm();
+  }
+
   async create(
     key: string,
     source: GrammarSource,

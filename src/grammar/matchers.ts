@@ -57,6 +57,11 @@ export class Matchers {
     return this.#restarts;
   }
 
+  /** Starts the thread now (it builds the vocabulary's tables while the schema is being checked). */
+  warm(): void {
+    this.#thread ??= this.#spawn();
+  }
+
   /** A matcher over `source`'s grammar (compiled once per `key` on the thread). */
   create(key: string, source: GrammarSource): Promise<MatcherHandle> {
     const thread = (this.#thread ??= this.#spawn());
