@@ -206,6 +206,26 @@ describe('DiskTier under the prefix cache', () => {
     expect(matchPrompt(second, owner('a2', 'A'))).toEqual({ pages: [], numTokens: 0, bytesAreAs: true });
   });
 
+  it('never evicts, to make room for a load, a page the same match returns', async () => {
+    const n = start(freshDir());
+    const prompt = tokensFrom(1, 13); // three full pages and one token
+    expect(serve(n, owner('a1', 'A'), prompt).table.map((t) => t.page)).toEqual([0, 1, 2, 3]);
+    // "other" takes 5 pages: 3 free, then A's leaves 2 and 1 are evicted (spilled); A's page 0 stays, unreferenced.
+    serve(n, owner('x1', 'other'), tokensFrom(100, 20));
+    await n.tier.flush();
+    expect(n.pool.ledger.numFree).toBe(0);
+    // A's page 0 is now the least recently used leaf: loading pages 1 and 2 must evict "other"'s leaves instead.
+    const hit = n.cache.match(owner('a2', 'A'), prompt.slice(0, -1));
+    n.pool.checkRead(owner('a2', 'A'), hit.tags, hit.numTokens);
+    expect(hit.numTokens).toBe(12);
+    expect(hit.tags[0]?.page).toBe(0);
+    hit.tags.forEach((tag, i) => {
+      expect(Buffer.from(n.pool.gatherSlots(tag.page, 0, PAGE_SIZE))).toEqual(Buffer.from(kvOf(prompt, i)));
+    });
+    n.cache.checkIntegrity();
+    n.pool.checkIntegrity();
+  });
+
   it('keeps the directory within its size, deleting the least recently used files first', async () => {
     const dir = freshDir();
     const pool = PagePool.create({ numPages: 3, pageSize: PAGE_SIZE, numLayers: 1, numKvHeads: 1, headDim: 1 });
