@@ -87,6 +87,19 @@ describe('GrammarEngine', () => {
     expect(allows(second.mask(), vocab.pieces.indexOf('7'))).toBe(false);
   });
 
+  it('a complete output (its stop token accepted) still gets a mask, of the stop tokens only, and breaks nothing', async () => {
+    const e = engine();
+    const done = e.constraint(schema({ type: 'integer' }), A);
+    for (const id of [...charIds(vocab, '7'), vocab.stopTokenIds[0] as number]) done.accept(id);
+    await done.prepare();
+    expect(done.isTerminated).toBe(true);
+    expect(allows(done.mask(), vocab.stopTokenIds[0] as number)).toBe(true);
+    expect(allows(done.mask(), vocab.pieces.indexOf('7'))).toBe(false);
+    const other = e.constraint(SIMPLE, B);
+    await other.prepare();
+    expect(e.restarts.matcher).toBe(0);
+  });
+
   it('a token the grammar refuses fails that constraint only', async () => {
     const e = engine();
     const bad = e.constraint(SIMPLE, A);

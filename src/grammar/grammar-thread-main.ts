@@ -77,6 +77,12 @@ async function check(source: GrammarSource): Promise<number> {
 
 class RefusedError extends Error {}
 
+function stopOnlyMask(): Int32Array {
+  const mask = new Int32Array(Math.ceil(numLogits / 32));
+  for (const id of stopTokenIds) mask[id >> 5] = (mask[id >> 5] as number) | (1 << (id & 31));
+  return mask;
+}
+
 async function step(batch: Extract<GrammarThreadRequest, { kind: 'step' }>['batch']): Promise<void> {
   const results: StepResult[] = [];
   const transfer: ArrayBuffer[] = [];
@@ -91,7 +97,9 @@ async function step(batch: Extract<GrammarThreadRequest, { kind: 'step' }>['batc
       results.push({ id, terminated: matcher.isTerminated(), error: `token ${refused} does not continue the grammar` });
       continue;
     }
-    const mask = Int32Array.from(await matcher.getNextTokenBitmask()); // a copy this thread may give away
+    // xgrammar aborts (and its instance is then broken for everyone) when a terminated matcher is
+    // asked for a mask: a complete output's mask allows the stop tokens only, built here.
+    const mask = matcher.isTerminated() ? stopOnlyMask() : Int32Array.from(await matcher.getNextTokenBitmask());
     transfer.push(mask.buffer);
     results.push({ id, terminated: matcher.isTerminated(), mask });
   }
