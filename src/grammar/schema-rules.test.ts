@@ -45,6 +45,12 @@ describe('the schema pass refuses what it cannot enforce, naming the keyword', (
     expect(refusedKeyword(s)).toBe(keyword);
   });
 
+  it('refuses a schema nested deeper than it walks, without exhausting the stack', () => {
+    let deep: Schema = { type: 'string' };
+    for (let i = 0; i < 2600; i++) deep = { type: 'array', items: deep }; // 64 KB of schema text
+    expect(refusedKeyword(deep)).toBe('schema');
+  });
+
   it('keeps oneOf whose branches are disjoint: different types, or a discriminator const', () => {
     expect(refusedKeyword({ oneOf: [{ type: 'string' }, { type: 'integer' }] })).toBeNull();
     const branch = (tag: string) => ({

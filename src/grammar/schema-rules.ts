@@ -43,6 +43,8 @@ const UNENFORCED = [
   '$dynamicRef',
   '$recursiveRef',
 ] as const;
+/** Schemas nested deeper are refused before the walk could exhaust the stack (schema-limits.ts refuses far less). */
+export const MAX_SCHEMA_LEVELS = 256;
 const NUMERIC = ['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf'] as const;
 const TEXTUAL = ['minLength', 'maxLength', 'pattern', 'format'] as const;
 
@@ -64,15 +66,17 @@ export function schemaRules(schemaText: string): SchemaPlan {
     return { kind: 'refused', keyword: 'schema', reason: 'the schema is not JSON' };
   }
   try {
-    return { kind: 'schema', schema: JSON.stringify(walk(root, root)) };
+    return { kind: 'schema', schema: JSON.stringify(walk(root, root, 0)) };
   } catch (error) {
     if (error instanceof Refusal) return { kind: 'refused', keyword: error.keyword, reason: error.reason };
     throw error;
   }
 }
 
-function walk(node: unknown, root: unknown): unknown {
+function walk(node: unknown, root: unknown, level: number): unknown {
   if (typeof node !== 'object' || node === null || Array.isArray(node)) return node;
+  if (level > MAX_SCHEMA_LEVELS)
+    throw new Refusal('schema', `the schema is nested deeper than ${MAX_SCHEMA_LEVELS} levels`);
   const s = node as Node;
   if (Object.hasOwn(s, RULE_KEY)) throw new Refusal(RULE_KEY, `\`${RULE_KEY}\` is reserved for Tessera`);
   for (const k of UNENFORCED) if (Object.hasOwn(s, k)) throw new Refusal(k, `Tessera does not enforce \`${k}\``);
@@ -80,7 +84,7 @@ function walk(node: unknown, root: unknown): unknown {
     if (Object.hasOwn(s, k) && s[k] !== false) throw new Refusal(k, `Tessera enforces \`${k}\` only as false`);
   const type = s['type'];
   const hasValues = Object.hasOwn(s, 'enum') || Object.hasOwn(s, 'const');
-  if (Array.isArray(type) && !hasValues) return walkTypes(s, root);
+  if (Array.isArray(type) && !hasValues) return walkTypes(s, root, level);
   if (hasValues) {
     const extra = [...NUMERIC, ...TEXTUAL].find((k) => Object.hasOwn(s, k));
     if (extra !== undefined) throw new Refusal(extra, `Tessera does not enforce \`${extra}\` beside enum or const`);
@@ -107,7 +111,7 @@ function walk(node: unknown, root: unknown): unknown {
   if (Array.isArray(s['items'])) throw new Refusal('items', 'Tessera takes `items` as a schema (use prefixItems)');
   checkRequired(s);
   if (Array.isArray(s['oneOf'])) checkDisjoint(s['oneOf'], root);
-  return mapChildren(s, (child) => walk(child, root));
+  return mapChildren(s, (child) => walk(child, root, level + 1));
 }
 
 /** enum and const: their JSON texts as a trie (xgrammar's own list of literals can over-accept). */
@@ -138,7 +142,7 @@ function hasType(v: unknown, t: unknown): boolean {
 }
 
 /** {type: [a, b], ...} -> {anyOf: [{type: a, ...}, {type: b, ...}]}. */
-function walkTypes(s: Node, root: unknown): unknown {
+function walkTypes(s: Node, root: unknown, level: number): unknown {
   const types = s['type'] as unknown[];
   if (Object.hasOwn(s, 'anyOf') || Object.hasOwn(s, 'oneOf'))
     throw new Refusal('type', 'Tessera does not enforce a list of types beside anyOf or oneOf');
@@ -152,7 +156,7 @@ function walkTypes(s: Node, root: unknown): unknown {
           !((TEXTUAL as readonly string[]).includes(k) && t !== 'string'),
       ),
     );
-  return { anyOf: types.map((t) => walk(forType(t), root)) };
+  return { anyOf: types.map((t) => walk(forType(t), root, level + 1)) };
 }
 
 /** In strict mode every required property must be one the schema names. */

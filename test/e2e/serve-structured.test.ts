@@ -142,3 +142,49 @@ describe('schemas through the openai client', () => {
     expect((error as InstanceType<typeof OpenAI.BadRequestError>).message).toContain(`\`${keyword}\``);
   });
 });
+
+describe('negative control: a server with the fault point skip-schema-rules', () => {
+  let faulty: Server;
+  beforeAll(async () => {
+    faulty = await startServer(['--context-length', '512', '--kv-pages', '128'], home.dir, {
+      TESSERA_ALLOW_FAULTS: '1',
+      TESSERA_FAULT: 'skip-schema-rules',
+    });
+  }, 120_000);
+  afterAll(async () => {
+    await faulty?.stop();
+  });
+
+  it('answers minimum 0.5, maximum 1.5 with completed outputs that do not validate, and multipleOf without a 400', async () => {
+    const c = faulty.client();
+    const schema = {
+      type: 'object',
+      properties: { ratio: { type: 'number', minimum: 0.5, maximum: 1.5 } },
+      required: ['ratio'],
+      additionalProperties: false,
+    };
+    const validate = strictAjv().compile(schema);
+    const answers = await Promise.all(
+      SEEDS.map((seed) =>
+        c.chat.completions.create({
+          model,
+          messages: [{ role: 'user', content: 'A ratio.' }],
+          response_format: { type: 'json_schema', json_schema: { name: 'r', schema } },
+          temperature: 1,
+          seed,
+          max_tokens: 60,
+        }),
+      ),
+    );
+    const stopped = answers.filter((r) => r.choices[0]?.finish_reason === 'stop');
+    expect(stopped.filter((r) => !validJson(validate, r.choices[0]?.message.content ?? '')).length).toBeGreaterThan(0);
+    const multiple = { type: 'object', properties: { v: { type: 'number', multipleOf: 0.5 } }, required: ['v'] };
+    const r = await c.chat.completions.create({
+      model,
+      messages,
+      response_format: { type: 'json_schema', json_schema: { name: 'v', schema: multiple } },
+      max_tokens: 5,
+    });
+    expect(r.choices).toHaveLength(1);
+  });
+});
