@@ -75,6 +75,13 @@ describe('/tokenize and /detokenize bounds', () => {
   });
 });
 
+describe('/detokenize under skip-request-limits (negative control)', () => {
+  it('takes more ids than the context', async () => {
+    const t = await server({ faults: new FaultSet(['skip-request-limits']) });
+    expect((await send(t.url, 'POST', '/detokenize', { tokens: Array(65).fill(70) })).status).toBe(200);
+  });
+});
+
 describe('turn counts', () => {
   it('refuses a chat of more than MAX_MESSAGES messages, naming the limit', async () => {
     const t = await server();
