@@ -257,6 +257,19 @@ export class PrefixCache {
     return evicted;
   }
 
+  /**
+   * Hands every cached page the spill store lacks to it, pages staying cached (at shutdown, so
+   * a restart finds the hot prefixes too). Returns how many pages it offered; 0 without a store.
+   */
+  spillAll(): number {
+    if (this.#spill === undefined) return 0;
+    for (const node of this.#nodes.values()) {
+      const e = this.#ledger.entry(node.tag.page);
+      if (e.state === 'cached') this.#spill.spill(e.tenant, this.#pathHashOf(node), e.page);
+    }
+    return this.#nodes.size;
+  }
+
   /** Pages evict() could free now: those with no reader in their subtree. */
   numEvictable(): number {
     const pinned = new Set<PageNode>();

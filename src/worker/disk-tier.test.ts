@@ -176,6 +176,17 @@ describe('DiskTier under the prefix cache', () => {
     expect(matchPrompt(second, owner('a2', 'A'))).toEqual({ pages: [0, 1], numTokens: 8, bytesAreAs: true });
   });
 
+  it('spills the pages still cached at a stop (spillAll), so a restart hits those too', async () => {
+    const dir = freshDir();
+    const first = start(dir);
+    serve(first, owner('a1', 'A'), PROMPT);
+    expect(first.tier.stats().numPages).toBe(0);
+    expect(first.cache.spillAll()).toBe(2);
+    await first.tier.flush();
+    expect(first.cache.numPages).toBe(2); // still cached
+    expect(matchPrompt(start(dir), owner('a2', 'A'))).toEqual({ pages: [0, 1], numTokens: 8, bytesAreAs: true });
+  });
+
   it('refuses a truncated file at start-up, with one log line, and deletes it', async () => {
     const dir = freshDir();
     const first = start(dir);

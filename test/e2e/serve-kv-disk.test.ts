@@ -14,6 +14,7 @@ const KEYS = { 'sk-alice': 'alice', 'sk-bob': 'bob' };
 /** 24 pages of 16 tokens: three 200-token prompts of another tenant push a 70-token one out. */
 const ARGS = ['--context-length', '256', '--kv-pages', '24'];
 const PROMPT = promptIds(70, 4242); // 4 full pages can be cached (the last token is always computed)
+const HOT = promptIds(70, 6161); // bob's, still in the pool at the stop
 
 beforeAll(async () => {
   home = await testHome();
@@ -68,6 +69,7 @@ describe('a server with --kv-disk', () => {
       const before = await metric(server, 'tessera_kv_disk_pages_loaded');
       expect((await complete(server, 'sk-bob', PROMPT)).cached).toBe(0);
       expect(await metric(server, 'tessera_kv_disk_pages_loaded')).toBe(before);
+      expect((await complete(server, 'sk-bob', HOT)).cached).toBe(0);
     });
   });
 
@@ -77,6 +79,8 @@ describe('a server with --kv-disk', () => {
       expect(await metric(server, 'tessera_kv_disk_pages')).toBeGreaterThanOrEqual(4);
       expect(await complete(server, 'sk-alice', PROMPT)).toEqual({ cached: 64, text: first.text });
       expect(await metric(server, 'tessera_kv_disk_pages_loaded')).toBe(4);
+      // Never evicted before the stop: spilled at the stop.
+      expect((await complete(server, 'sk-bob', HOT)).cached).toBe(64);
     } finally {
       await server.stop();
     }

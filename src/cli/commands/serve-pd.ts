@@ -99,7 +99,7 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey:
   await api.close();
   await tokenizing.close();
   await worker.close(code === 0 ? DRAIN_MS : 0);
-  await kvDisk.close();
+  await kvDisk.close(worker.scheduler.prefixCache);
   await engine.dispose();
   trace?.close();
   log('stopped');

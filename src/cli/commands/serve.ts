@@ -187,7 +187,7 @@ async function serve(
   await api.close();
   await tokenizing.close();
   await worker.close();
-  await kvDisk.close();
+  await kvDisk.close(worker.scheduler.prefixCache);
   await engine.dispose();
   log('stopped');
   return code;
