@@ -100,7 +100,7 @@ async function step(batch: Extract<GrammarThreadRequest, { kind: 'step' }>['batc
     // xgrammar aborts (and its instance is then broken for everyone) when a terminated matcher is
     // asked for a mask: a complete output's mask allows the stop tokens only, built here.
     const mask = matcher.isTerminated() ? stopOnlyMask() : Int32Array.from(await matcher.getNextTokenBitmask());
-    transfer.push(mask.buffer);
+    transfer.push(mask.buffer as ArrayBuffer);
     results.push({ id, terminated: matcher.isTerminated(), mask });
   }
   reply({ kind: 'stepped', results }, transfer);

@@ -2,10 +2,11 @@
 // checker measured) share one matcher thread; a heavy grammar gets a thread of its own, so its
 // compile (hundreds of ms to seconds) never holds up the masks of other requests: a thread
 // runs one thing at a time, and a mask waits behind a compile on its thread (measured: 839 ms
-// behind a 100-pattern schema on m100). A heavy thread ends when its last matcher is disposed.
-// At most maxHeavyThreads exist; past that a heavy grammar goes to the shared thread (slower
-// masks for a while, never a refusal).
-// It must never put two grammars on one heavy thread, or keep an idle heavy thread.
+// behind a 100-pattern schema on m100). An idle heavy thread stays, its grammar compiled, for
+// the next request with that schema; at most maxHeavyThreads exist: a new heavy grammar takes
+// the least recently used idle one's place, or, when every one is busy, goes to the shared
+// thread (slower masks for a while, never a refusal).
+// It must never put two grammars on one heavy thread, or end a heavy thread a matcher lives on.
 import type { GrammarSource, GrammarThreadData } from './grammar-messages.js';
 import { Matchers, type MatcherHandle } from './matchers.js';
 
@@ -28,7 +29,9 @@ export class MatcherPool {
   }
 
   get restarts(): number {
-    return this.#shared.restarts + this.#heavyRestarts;
+    let restarts = this.#shared.restarts + this.#heavyRestarts;
+    for (const m of this.#heavy.values()) restarts += m.restarts;
+    return restarts;
   }
 
   /** Heavy threads now running. */
@@ -58,14 +61,19 @@ export class MatcherPool {
 
   #heavyFor(key: string): Matchers {
     const running = this.#heavy.get(key);
-    if (running !== undefined) return running;
-    if (this.#heavy.size >= this.#o.maxHeavyThreads) return this.#shared;
-    const matchers: Matchers = new Matchers(this.#o.data, this.#o.keepTrapped, () => {
-      if (this.#heavy.get(key) !== matchers) return;
+    if (running !== undefined) {
       this.#heavy.delete(key);
-      this.#heavyRestarts += matchers.restarts;
-      void matchers.close();
-    });
+      this.#heavy.set(key, running); // most recently used last
+      return running;
+    }
+    if (this.#heavy.size >= this.#o.maxHeavyThreads) {
+      const idle = [...this.#heavy].find(([, m]) => m.idle); // the least recently used idle one
+      if (idle === undefined) return this.#shared;
+      this.#heavy.delete(idle[0]);
+      this.#heavyRestarts += idle[1].restarts;
+      void idle[1].close();
+    }
+    const matchers = new Matchers(this.#o.data, this.#o.keepTrapped);
     this.#heavy.set(key, matchers);
     return matchers;
   }

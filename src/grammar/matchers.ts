@@ -90,8 +90,13 @@ export class Matchers {
     this.#maybeIdle();
   }
 
+  /** No matcher lives here and nothing waits on this thread. */
+  get idle(): boolean {
+    return this.#numLive === 0 && this.#creating.size === 0 && this.#sent.length === 0 && this.#batch.length === 0;
+  }
+
   #maybeIdle(): void {
-    if (this.#numLive === 0 && this.#creating.size === 0 && this.#sent.length === 0) this.#onIdle?.();
+    if (this.idle) this.#onIdle?.();
   }
 
   async close(): Promise<void> {
