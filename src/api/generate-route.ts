@@ -21,7 +21,7 @@ import { problem, type Problem } from './errors.js';
 import { parseJson, readBody, refuseOversizeBody, sendProblem } from './http-io.js';
 import type { ApiMetrics, Outcome } from './metrics.js';
 import { MAX_CHOICES, validating, type CommonParams, type JsonObject, type Validated } from './params.js';
-import { promptTooLong } from './prompt-bound.js';
+import { chatBytes, promptTooLong } from './prompt-bound.js';
 import { chatTokens, completionTokens, planSampling } from './prompt.js';
 import type { RequestIds } from './request-ids.js';
 import { runGenerate } from './run-generate.js';
@@ -207,7 +207,7 @@ async function parseChat(body: unknown, ctx: GenerateContext): Promise<Validated
   const { params, messages } = call.value;
   const unknownModel = checkModel(params, ctx.backend);
   if (unknownModel !== null) return { kind: 'bad', problem: unknownModel };
-  const numBytes = messages.reduce((sum, m) => sum + Buffer.byteLength(m.content, 'utf8'), 0);
+  const numBytes = chatBytes(messages); // roles, content, tool calls: all the text the prompt brings
   const tooLong = promptTooLong(numBytes, ctx.maxPromptBytes, ctx.backend.contextLength);
   if (tooLong !== null) return { kind: 'bad', problem: problem('context_length_exceeded', tooLong, 'messages') };
   const plan = validating(() => readTools(body as JsonObject, 'chat'));

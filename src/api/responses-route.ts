@@ -17,7 +17,7 @@ import type { GenerateContext } from './generate-route.js';
 import { parseJson, readBody, refuseOversizeBody, sendJson, sendProblem } from './http-io.js';
 import type { Outcome } from './metrics.js';
 import { describe, isObject, readCommon, validating } from './params.js';
-import { promptTooLong } from './prompt-bound.js';
+import { chatBytes, promptTooLong } from './prompt-bound.js';
 import { chatTokens, planSampling } from './prompt.js';
 import { readResponsesMessages, readTextFormat } from './responses-input.js';
 import { outputItems, responseObject, ResponseEvents, responseStatus, type ResponseHead } from './responses-shapes.js';
@@ -79,7 +79,7 @@ async function respond(req: IncomingMessage, res: ServerResponse, ctx: GenerateC
     return refuse(problem('invalid_request', 'The Responses API answers one output; `n` must be 1.', 'n'));
   if (params.model !== null && params.model !== ctx.backend.modelName)
     return refuse(problem('model_not_found', `The model \`${params.model}\` does not exist.`, 'model'));
-  const numBytes = messages.reduce((sum, m) => sum + Buffer.byteLength(m.content, 'utf8'), 0);
+  const numBytes = chatBytes(messages); // roles, content, tool calls: all the text the prompt brings
   const tooLong = promptTooLong(numBytes, ctx.maxPromptBytes, ctx.backend.contextLength);
   if (tooLong !== null) return refuse(problem('context_length_exceeded', tooLong, 'input'));
   const shown = shownTools(tools);

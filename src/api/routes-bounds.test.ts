@@ -154,3 +154,24 @@ describe('the inline rule', () => {
     expect(offloaded).toEqual(['chat']);
   });
 });
+
+describe('the prompt bound on chat', () => {
+  it('counts tool call arguments, not only content: a chat of huge arguments is refused untokenized', async () => {
+    const t = await server();
+    const calls = Array.from({ length: 50 }, (_, i) => ({
+      id: `call_${i}`,
+      type: 'function',
+      function: { name: 'f', arguments: `{"a":"${'y'.repeat(1000)}"}` },
+    }));
+    const reply = await send(t.url, 'POST', '/v1/chat/completions', {
+      messages: [
+        { role: 'user', content: 'go' },
+        { role: 'assistant', tool_calls: calls },
+      ],
+      max_tokens: 1,
+    });
+    expect(reply.status).toBe(400);
+    expect(reply.json.error).toMatchObject({ code: 'context_length_exceeded', param: 'messages' });
+    expect(reply.json.error.message).toMatch(/bytes long/);
+  });
+});
