@@ -81,6 +81,29 @@ describe('structured outputs (response_format), co-located and through tessera u
     }
   });
 
+  it('fractional number bounds (issue 33): every answer validates, and PD gives the same tokens as serve', async () => {
+    const RATIO = {
+      type: 'object',
+      properties: {
+        ratio: { type: 'number', minimum: 0.5, maximum: 1.5 },
+        x: { type: 'number', exclusiveMinimum: -1.25, maximum: 2 },
+      },
+      required: ['ratio', 'x'],
+      additionalProperties: false,
+    };
+    const validate = ajv.compile(RATIO);
+    for (const seed of [1, 2, 3, 4]) {
+      const [co, viaPd] = [
+        await colocated.client().chat.completions.create(chat(RATIO, 1, seed)),
+        await pd.chat.completions.create(chat(RATIO, 1, seed)),
+      ];
+      const text = co.choices[0]?.message.content ?? '';
+      expect(co.choices[0]?.finish_reason).toBe('stop');
+      expect(validate(JSON.parse(text)), text).toBe(true);
+      expect(viaPd.choices[0]?.message.content).toBe(text);
+    }
+  });
+
   it('json_object gives a JSON object, or says "length" when the object cannot close within max_tokens', async () => {
     for (const client of [colocated.client(), pd]) {
       const body = {
