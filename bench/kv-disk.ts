@@ -121,7 +121,7 @@ const line = (name: string, s: readonly Sample[]): string => {
   );
 };
 
-/** What one disk hit costs per page of `pageBytes` (file read, checks, xxh64, allocation, copy into the pool, stamp). */
+/** What one disk hit costs per page of `pageBytes` (file read, checks, xxh64, allocation, copy into the pool, stamp), warm. */
 async function loadMsPerPage(dir: string, pageBytes: number): Promise<number> {
   const numPages = 64;
   const headDim = pageBytes / (PAGE * 2 * 4);
@@ -136,9 +136,17 @@ async function loadMsPerPage(dir: string, pageBytes: number): Promise<number> {
   cache.insert(who, tokens, got.tags);
   cache.evict(numPages);
   await tier.flush();
-  const started = performance.now();
-  const hit = cache.match({ rid: 'r1', tenant: asTenantId('t') } as never, tokens.slice(0, -1));
-  return (performance.now() - started) / hit.tags.length;
+  // The first pass warms up (JIT, the read buffer, the OS page cache): the best of 5 is the steady cost.
+  let best = Number.POSITIVE_INFINITY;
+  for (let pass = 0; pass < 5; pass++) {
+    const reader = { rid: `r${pass + 1}`, tenant: asTenantId('t') } as never;
+    const started = performance.now();
+    const hit = cache.match(reader, tokens.slice(0, -1));
+    best = Math.min(best, (performance.now() - started) / hit.tags.length);
+    pool.ledger.relinquish(hit.tags, reader);
+    cache.evict(numPages);
+  }
+  return best;
 }
 
 async function main(): Promise<void> {
