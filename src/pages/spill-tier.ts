@@ -7,7 +7,7 @@
 // under an identity without the namespace (only the fault `spill-without-namespace` drops it,
 // the negative control), or put bytes into a page that has not passed checkWrite.
 //
-//   evict:  cached page --gatherSlots--> put({namespace, pathHash, bytes})       (store writes later)
+//   evict:  cached page --gatherSlots (into the store's buffer)--> put(namespace, pathHash, ...)  (written later)
 //   match:  get(namespace, pathHash, numBytes) --hit--> allocate, checkWrite, scatterSlots, stamp
 //
 // A page's KV depends on every token before it, so its path hash chains all of them:
