@@ -45,6 +45,14 @@ describe('tool calls in answers', () => {
     expect(l.calls).toHaveLength(1);
   });
 
+  it('required, cut by the length limit: finish "length", no content and no calls (never the half array)', () => {
+    const cut = parseAnswer(plan({ kind: 'required' }), '[{"name":"', 'length');
+    expect(cut).toEqual({ content: null, calls: [], finishReason: 'length' });
+    const streamed = new StreamingAnswer(plan({ kind: 'required' }));
+    expect(streamed.push('[{"name":"')).toEqual([]);
+    expect(streamed.end('length')).toEqual({ deltas: [], finishReason: 'length' });
+  });
+
   it('auto: plain text, and calls of unknown functions, stay text', () => {
     expect(parseAnswer(plan({ kind: 'auto' }), 'Good day.', 'stop')).toEqual({
       content: 'Good day.',
