@@ -52,6 +52,8 @@ export const FAULT_NAMES = [
   'skip-schema-limits',
   /** The matcher grammar thread exits when asked to compile a schema holding GRAMMAR_CRASH_MARKER (tests the thread's replacement). */
   'crash-grammar-thread',
+  /** Every grammar's matchers share one matcher thread: a slow compile holds up every other request's mask. */
+  'shared-matcher-thread',
   /** The router pairs a worker, static or joined by DNS, without its join checks (fingerprint, KV layout, cluster secret). */
   'skip-join-check',
   /** The router leaves its connection to a lost host open (attempts on it wait out the protocol's timeouts). */
