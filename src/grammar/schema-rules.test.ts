@@ -30,7 +30,7 @@ describe('the schema pass refuses what it cannot enforce, naming the keyword', (
     [{ type: 'string', pattern: '^[a-z]+$', minLength: 2 }, 'minLength'],
     [{ type: 'string', format: 'ipv6' }, 'format'],
     [{ type: 'object', minProperties: 2 }, 'minProperties'],
-    [{ allOf: [{ type: 'string' }] }, 'allOf'],
+    [{ allOf: [{ type: 'string' }, { maxLength: 2 }] }, 'allOf'],
     [{ type: 'array', items: { type: 'string' }, uniqueItems: true }, 'uniqueItems'],
     [{ type: 'object', properties: {}, required: ['x'] }, 'required'],
     [{ oneOf: [{ type: 'string' }, { type: 'string', maxLength: 2 }] }, 'oneOf'],
@@ -49,6 +49,15 @@ describe('the schema pass refuses what it cannot enforce, naming the keyword', (
     let deep: Schema = { type: 'string' };
     for (let i = 0; i < 2600; i++) deep = { type: 'array', items: deep }; // 64 KB of schema text
     expect(refusedKeyword(deep)).toBe('schema');
+  });
+
+  it("takes a one-branch allOf beside annotations (pydantic v1's nested models) as that branch", () => {
+    const s = { type: 'object', properties: { n: { allOf: [{ type: 'boolean' }], description: 'x' } } };
+    expect(schemaRules(JSON.stringify(s))).toEqual({
+      kind: 'schema',
+      schema: JSON.stringify({ type: 'object', properties: { n: { type: 'boolean' } } }),
+    });
+    expect(refusedKeyword({ allOf: [{ type: 'string' }], maxLength: 3 })).toBe('allOf');
   });
 
   it('keeps oneOf whose branches are disjoint: different types, or a discriminator const', () => {

@@ -43,6 +43,8 @@ const UNENFORCED = [
   '$dynamicRef',
   '$recursiveRef',
 ] as const;
+/** Keywords that describe a schema without constraining values. */
+const ANNOTATIONS = new Set(['allOf', 'title', 'description', 'default', 'examples', '$comment', 'deprecated']);
 /** Schemas nested deeper are refused before the walk could exhaust the stack (schema-limits.ts refuses far less). */
 export const MAX_SCHEMA_LEVELS = 256;
 const NUMERIC = ['minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'multipleOf'] as const;
@@ -79,6 +81,9 @@ function walk(node: unknown, root: unknown, level: number): unknown {
     throw new Refusal('schema', `the schema is nested deeper than ${MAX_SCHEMA_LEVELS} levels`);
   const s = node as Node;
   if (Object.hasOwn(s, RULE_KEY)) throw new Refusal(RULE_KEY, `\`${RULE_KEY}\` is reserved for Tessera`);
+  // pydantic v1 writes {allOf: [{$ref}], description}: one branch beside annotations is that branch.
+  if (Array.isArray(s['allOf']) && s['allOf'].length === 1 && Object.keys(s).every((k) => ANNOTATIONS.has(k)))
+    return walk(s['allOf'][0], root, level + 1);
   for (const k of UNENFORCED) if (Object.hasOwn(s, k)) throw new Refusal(k, `Tessera does not enforce \`${k}\``);
   for (const k of ['unevaluatedProperties', 'unevaluatedItems'])
     if (Object.hasOwn(s, k) && s[k] !== false) throw new Refusal(k, `Tessera enforces \`${k}\` only as false`);
