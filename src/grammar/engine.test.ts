@@ -152,10 +152,18 @@ describe('GrammarEngine', () => {
   });
 
   it('a grammar that compiled slowly in the checker gets a matcher thread of its own, kept for its next request', async () => {
+    await expectHeavyThread([]);
+  });
+
+  it('under shared-matcher-thread, the slow grammar shares the one matcher thread (negative control)', async () => {
+    await expect(expectHeavyThread(['shared-matcher-thread'])).rejects.toThrow(/expected \+?0 to be 1/);
+  });
+
+  async function expectHeavyThread(armed: readonly FaultName[]): Promise<void> {
     // A thread runs one thing at a time: on the shared thread, every other request's mask would
-    // wait behind this compile (bench: /tmp measurements in the report, 839 ms on m100).
+    // wait behind this compile (on m100: 839 ms behind a 100-pattern schema's).
     const limits = { ...SCHEMA_LIMITS, maxPatterns: 10_000 };
-    const e = engine({ heavyCompileMs: 500, compileBudgetMs: 60_000, limits }); // 10x either side of both schemas
+    const e = engine({ heavyCompileMs: 500, compileBudgetMs: 60_000, limits, armed }); // 10x either side of both schemas
     const light = e.constraint(SIMPLE, A);
     await light.prepare();
     expect(e.numHeavyThreads).toBe(0);
@@ -174,7 +182,7 @@ describe('GrammarEngine', () => {
     const again = e.constraint(slow, B);
     await again.prepare();
     expect(e.numHeavyThreads).toBe(1);
-  });
+  }
 
   it('approves a schema per tenant: a second tenant sending the same schema is checked again', async () => {
     const e = engine();

@@ -83,7 +83,8 @@ export class GrammarEngine {
     this.#matchers = new MatcherPool({
       data: data('matcher'),
       keepTrapped,
-      heavyCompileMs: options.heavyCompileMs ?? 250,
+      // Fault point shared-matcher-thread: no grammar is heavy enough for a thread of its own.
+      heavyCompileMs: faults.has('shared-matcher-thread') ? Infinity : (options.heavyCompileMs ?? 250),
       maxHeavyThreads: options.maxHeavyThreads ?? 4,
     });
   }
