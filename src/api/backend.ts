@@ -61,7 +61,8 @@ export interface ToolFunction {
 export interface PromptCodec {
   /** Token ids must lie in [0, vocabSize). */
   readonly vocabSize: number;
-  encode(text: string, options: { readonly addSpecialTokens: boolean }): number[];
+  /** `cacheScope`: whose word cache the encode may use (the request's tenant). */
+  encode(text: string, options: { readonly addSpecialTokens: boolean; readonly cacheScope?: string }): number[];
   /** May throw an InvalidRequestError when the template refuses the messages. */
   renderChat(
     messages: readonly ChatMessage[],
@@ -77,6 +78,7 @@ export interface PromptCodec {
       readonly addGenerationPrompt: boolean;
       readonly addSpecialTokens: boolean;
       readonly tools?: readonly ToolFunction[];
+      readonly cacheScope?: string;
     },
   ): number[];
   /** One token's text, decoded alone (for log-probabilities; part of a character decodes to U+FFFD). */
@@ -89,10 +91,10 @@ export interface PromptCodec {
 export function promptCodecOf(
   tokenizer: {
     readonly vocabSize: number;
-    encode(text: string, options?: { addSpecialTokens?: boolean }): number[];
+    encode(text: string, options?: { addSpecialTokens?: boolean; cacheScope?: string }): number[];
     decode(ids: readonly number[]): string;
     escapePlain?(text: string): string;
-    encodeRendered?(text: string, options?: { addSpecialTokens?: boolean }): number[];
+    encodeRendered?(text: string, options?: { addSpecialTokens?: boolean; cacheScope?: string }): number[];
   },
   template: {
     render(
@@ -118,13 +120,20 @@ export function promptCodecOf(
                 ...(options.tools === undefined ? {} : { tools: options.tools }),
                 escapeText: (text) => escapePlain.call(tokenizer, text),
               }),
-              { addSpecialTokens: options.addSpecialTokens },
+              {
+                addSpecialTokens: options.addSpecialTokens,
+                ...(options.cacheScope === undefined ? {} : { cacheScope: options.cacheScope }),
+              },
             ),
         };
   return {
     ...encodeChat,
     vocabSize: tokenizer.vocabSize,
-    encode: (text, options) => tokenizer.encode(text, { addSpecialTokens: options.addSpecialTokens }),
+    encode: (text, options) =>
+      tokenizer.encode(text, {
+        addSpecialTokens: options.addSpecialTokens,
+        ...(options.cacheScope === undefined ? {} : { cacheScope: options.cacheScope }),
+      }),
     renderChat: (messages, options) =>
       template.render(messages, {
         addGenerationPrompt: options.addGenerationPrompt,

@@ -57,11 +57,12 @@ export async function oneModel(
   sendJson(res, 200, list.data[0]);
 }
 
+/** The body, and the caller's tenant (whose word cache /tokenize may use). */
 async function readJsonBody(
   req: IncomingMessage,
   res: ServerResponse,
   ctx: ExtraContext,
-): Promise<JsonObject | undefined> {
+): Promise<{ readonly body: JsonObject; readonly tenant: string } | undefined> {
   const auth = ctx.auth.tenantOf(req.headers.authorization);
   if (auth.kind === 'refused') {
     sendProblem(res, auth.problem);
@@ -85,19 +86,20 @@ async function readJsonBody(
     );
     return undefined;
   }
-  return json.value;
+  return { body: json.value, tenant: auth.tenant };
 }
 
 export async function tokenize(req: IncomingMessage, res: ServerResponse, ctx: ExtraContext): Promise<void> {
-  const body = await readJsonBody(req, res, ctx);
-  if (body === undefined) return;
+  const read = await readJsonBody(req, res, ctx);
+  if (read === undefined) return;
+  const { body, tenant } = read;
   let ids;
   if (field(body, 'messages') !== undefined) {
     const call = validateChat(body, ctx.faults);
     if (call.kind === 'bad') return sendProblem(res, call.problem);
     const tooLong = promptTooLong(chatBytes(call.value.messages), ctx.maxPromptBytes, ctx.backend.contextLength);
     if (tooLong !== null) return sendProblem(res, problem('context_length_exceeded', tooLong, 'messages'));
-    ids = await chatTokens(call.value.messages, call.value, ctx.tokenizer);
+    ids = await chatTokens(call.value.messages, call.value, ctx.tokenizer, tenant);
   } else {
     const prompt = field(body, 'prompt');
     if (typeof prompt !== 'string')
@@ -113,7 +115,7 @@ export async function tokenize(req: IncomingMessage, res: ServerResponse, ctx: E
     if (tooLong !== null) return sendProblem(res, problem('context_length_exceeded', tooLong, 'prompt'));
     const special = validating(() => optionalBool(body, 'add_special_tokens') ?? true);
     if (special.kind === 'bad') return sendProblem(res, special.problem);
-    ids = await completionTokens({ kind: 'text', text: prompt }, special.value, ctx.codec, ctx.tokenizer);
+    ids = await completionTokens({ kind: 'text', text: prompt }, special.value, ctx.codec, ctx.tokenizer, tenant);
   }
   if (ids.kind === 'bad') return sendProblem(res, ids.problem);
   sendJson(res, 200, {
@@ -125,8 +127,9 @@ export async function tokenize(req: IncomingMessage, res: ServerResponse, ctx: E
 }
 
 export async function detokenize(req: IncomingMessage, res: ServerResponse, ctx: ExtraContext): Promise<void> {
-  const body = await readJsonBody(req, res, ctx);
-  if (body === undefined) return;
+  const read = await readJsonBody(req, res, ctx);
+  if (read === undefined) return;
+  const { body } = read;
   // `skip-request-limits` (tests only): any number of ids, as before the bound.
   const maxIds = ctx.faults.has('skip-request-limits') ? Number.POSITIVE_INFINITY : ctx.backend.contextLength;
   const ids = validating(() => {

@@ -103,7 +103,10 @@ async function generate(
   const json = parseJson(body.bytes);
   if (json.kind === 'bad') return refuse(json.problem);
 
-  const parsed = endpoint === 'chat' ? await parseChat(json.value, ctx) : await parseCompletion(json.value, ctx);
+  const parsed =
+    endpoint === 'chat'
+      ? await parseChat(json.value, ctx, auth.tenant)
+      : await parseCompletion(json.value, ctx, auth.tenant);
   if (parsed.kind === 'bad') return refuse(parsed.problem);
   const { params, prompts, tools } = parsed.value;
   const constrained = await requestConstraint(json.value, tools, ctx.grammar, auth.tenant, ctx.faults);
@@ -178,7 +181,8 @@ async function generate(
   }
 }
 
-async function parseCompletion(body: unknown, ctx: GenerateContext): Promise<Validated<Parsed>> {
+/** `tenant`: whose word cache the prompt's encode may use. */
+async function parseCompletion(body: unknown, ctx: GenerateContext, tenant: string): Promise<Validated<Parsed>> {
   const call = validateCompletion(body, ctx.faults);
   if (call.kind === 'bad') return call;
   const { params, prompts: texts, addSpecialTokens } = call.value;
@@ -194,14 +198,14 @@ async function parseCompletion(body: unknown, ctx: GenerateContext): Promise<Val
     if (tooLong !== null) return { kind: 'bad', problem: problem('context_length_exceeded', tooLong, 'prompt') };
   }
   for (const prompt of texts) {
-    const tokens = await completionTokens(prompt, addSpecialTokens, ctx.codec, ctx.tokenizer);
+    const tokens = await completionTokens(prompt, addSpecialTokens, ctx.codec, ctx.tokenizer, tenant);
     if (tokens.kind === 'bad') return tokens;
     prompts.push(tokens.value);
   }
   return { kind: 'ok', value: { params, prompts } };
 }
 
-async function parseChat(body: unknown, ctx: GenerateContext): Promise<Validated<Parsed>> {
+async function parseChat(body: unknown, ctx: GenerateContext, tenant: string): Promise<Validated<Parsed>> {
   const call = validateChat(body, ctx.faults);
   if (call.kind === 'bad') return call;
   const { params, messages } = call.value;
@@ -217,6 +221,7 @@ async function parseChat(body: unknown, ctx: GenerateContext): Promise<Validated
     messages,
     { ...call.value, ...(shown === undefined ? {} : { tools: shown }) },
     ctx.tokenizer,
+    tenant,
   );
   const tools = plan.value === undefined ? {} : { tools: plan.value };
   return tokens.kind === 'bad' ? tokens : { kind: 'ok', value: { params, prompts: [tokens.value], ...tools } };

@@ -5,15 +5,19 @@
 // same errors: an InvalidRequestError when the template refuses the messages.
 // Chat is encoded with the codec's encodeChat (user text as plain text, only the template's control
 // tokens special) unless `parseSpecialInContent` (the `parse-special-in-content` fault point).
+// Every job names its cache scope (the request's tenant): the tokenizer's word cache is one per
+// scope, so no tenant's timing tells which words another sent (model/word-cache.ts), unless
+// `sharedWordCache` (the `shared-word-cache` fault point) puts every job in one scope.
 // It must never let a long prompt be encoded on the main thread, unless the `inline-tokenize`
 // fault point had the composition root pick inlineTokenizer (tests only).
 import type { ChatMessage, PromptCodec, ToolFunction } from './backend.js';
 
-/** Render (chat) and encode: what one request's prompt needs. */
+/** Render (chat) and encode: what one request's prompt needs; `cacheScope`: the request's tenant. */
 export type TokenizeJob =
-  | { readonly kind: 'text'; readonly text: string; readonly addSpecialTokens: boolean }
+  | { readonly kind: 'text'; readonly text: string; readonly addSpecialTokens: boolean; readonly cacheScope: string }
   | {
       readonly kind: 'chat';
+      readonly cacheScope: string;
       readonly messages: readonly ChatMessage[];
       readonly addGenerationPrompt: boolean;
       readonly addSpecialTokens: boolean;
@@ -31,12 +35,21 @@ export const INLINE_BELOW_CHARS = 512;
 export interface InlineOptions {
   /** Test-only (`parse-special-in-content`): encode the rendered chat as one text, special tokens parsed anywhere. */
   readonly parseSpecialInContent?: boolean;
+  /** Test-only (`shared-word-cache`): every job in one word-cache scope, whatever its tenant. */
+  readonly sharedWordCache?: boolean;
+}
+
+/** The scope every job gets under `shared-word-cache`. */
+const SHARED_SCOPE = '*';
+
+function scoped(job: TokenizeJob, options: InlineOptions): TokenizeJob {
+  return options.sharedWordCache === true ? { ...job, cacheScope: SHARED_SCOPE } : job;
 }
 
 /** Render and encode on the calling thread. */
 export function inlineTokenizer(codec: PromptCodec, options: InlineOptions = {}): PromptTokenizer {
   return {
-    tokenize: async (job) => encodeInline(codec, job, options),
+    tokenize: async (job) => encodeInline(codec, scoped(job, options), options),
   };
 }
 
@@ -49,26 +62,29 @@ export function offloadedTokenizer(
 ): PromptTokenizer {
   return {
     tokenize: async (job) =>
-      jobChars(job) < inlineBelowChars ? encodeInline(codec, job, options) : threads.tokenize(job),
+      jobChars(job) < inlineBelowChars
+        ? encodeInline(codec, scoped(job, options), options)
+        : threads.tokenize(scoped(job, options)),
   };
 }
 
 function encodeInline(codec: PromptCodec, job: TokenizeJob, options: InlineOptions): readonly number[] {
   switch (job.kind) {
     case 'text':
-      return codec.encode(job.text, { addSpecialTokens: job.addSpecialTokens });
+      return codec.encode(job.text, { addSpecialTokens: job.addSpecialTokens, cacheScope: job.cacheScope });
     case 'chat': {
       if (codec.encodeChat !== undefined && options.parseSpecialInContent !== true)
         return codec.encodeChat(job.messages, {
           addGenerationPrompt: job.addGenerationPrompt,
           addSpecialTokens: job.addSpecialTokens,
+          cacheScope: job.cacheScope,
           ...(job.tools === undefined ? {} : { tools: job.tools }),
         });
       const text = codec.renderChat(job.messages, {
         addGenerationPrompt: job.addGenerationPrompt,
         ...(job.tools === undefined ? {} : { tools: job.tools }),
       });
-      return codec.encode(text, { addSpecialTokens: job.addSpecialTokens });
+      return codec.encode(text, { addSpecialTokens: job.addSpecialTokens, cacheScope: job.cacheScope });
     }
   }
 }

@@ -16,15 +16,20 @@ import { validating, type CommonParams, type Validated } from './params.js';
 import type { PromptTokenizer } from './prompt-tokenizer.js';
 import type { CompletionPrompt } from './validate-completion.js';
 
+/** `cacheScope`: the request's tenant (its word cache; prompt-tokenizer.ts). */
 export async function completionTokens(
   prompt: CompletionPrompt,
   addSpecialTokens: boolean,
   codec: PromptCodec,
   tokenizer: PromptTokenizer,
+  cacheScope: string,
 ): Promise<Validated<readonly number[]>> {
   switch (prompt.kind) {
     case 'text':
-      return tokenized(() => tokenizer.tokenize({ kind: 'text', text: prompt.text, addSpecialTokens }), 'prompt');
+      return tokenized(
+        () => tokenizer.tokenize({ kind: 'text', text: prompt.text, addSpecialTokens, cacheScope }),
+        'prompt',
+      );
     case 'tokens':
       return validating(() => checkIds(prompt.ids, codec.vocabSize, 'prompt'));
   }
@@ -38,11 +43,13 @@ export async function chatTokens(
     readonly tools?: readonly ToolFunction[];
   },
   tokenizer: PromptTokenizer,
+  cacheScope: string,
 ): Promise<Validated<readonly number[]>> {
   return tokenized(
     () =>
       tokenizer.tokenize({
         kind: 'chat',
+        cacheScope,
         messages,
         addGenerationPrompt: options.addGenerationPrompt,
         addSpecialTokens: options.addSpecialTokens,

@@ -87,6 +87,7 @@ async function respond(req: IncomingMessage, res: ServerResponse, ctx: GenerateC
     messages,
     { addGenerationPrompt: true, addSpecialTokens: false, ...(shown === undefined ? {} : { tools: shown }) },
     ctx.tokenizer,
+    auth.tenant,
   );
   if (tokens.kind === 'bad') return refuse(tokens.problem);
   const spec = toolConstraint(tools) ?? format;

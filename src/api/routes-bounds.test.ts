@@ -144,6 +144,7 @@ describe('the inline rule', () => {
     const tokenizer = offloadedTokenizer(threads, fakeCodec);
     const chat = (n: number) => ({
       kind: 'chat' as const,
+      cacheScope: 't',
       messages: Array.from({ length: n }, () => ({ role: 'user' as const, content: '' })),
       addGenerationPrompt: true,
       addSpecialTokens: false,

@@ -39,7 +39,10 @@ export async function startPromptTokenizing(
   faults: FaultSet,
   numThreads = DEFAULT_TOKENIZER_THREADS,
 ): Promise<PromptTokenizing> {
-  const inline = { parseSpecialInContent: faults.has('parse-special-in-content') };
+  const inline = {
+    parseSpecialInContent: faults.has('parse-special-in-content'),
+    sharedWordCache: faults.has('shared-word-cache'),
+  };
   if (faults.has('inline-tokenize'))
     return {
       tokenizer: inlineTokenizer(codec, inline),

@@ -112,6 +112,8 @@ export const FAULT_NAMES = [
   'parse-special-in-content',
   /** The tokenizer threads take waiting prompts in arrival order with no wait bound (a 17K prompt waits behind every huge one before it). */
   'fifo-tokenizer-queue',
+  /** Every prompt's encode reads and fills one tokenizer word cache, whatever its tenant (B's timing tells which words A sent). */
+  'shared-word-cache',
   /** Decode takes a KvChunk whatever KV dtype it says it carries (only the byte count then stands between layouts). */
   'skip-kv-dtype-check',
   /** A schema goes to xgrammar as sent, without Tessera's schema pass (its number, length, format, pattern and enum rules; its 400s). */

@@ -6,11 +6,15 @@ import type { ChatMessage, ChatTemplate } from './chat-template.js';
 import type { Tokenizer } from './tokenizer.js';
 import type { ToolSpec } from './tool-prompt.js';
 
-/** Render (chat) and encode: what one request's prompt needs. */
+/**
+ * Render (chat) and encode: what one request's prompt needs. `cacheScope`: whose word cache the
+ * encode may use (the request's tenant; tokenizer.ts EncodeOptions).
+ */
 export type TokenizeJob =
-  | { readonly kind: 'text'; readonly text: string; readonly addSpecialTokens: boolean }
+  | { readonly kind: 'text'; readonly text: string; readonly addSpecialTokens: boolean; readonly cacheScope: string }
   | {
       readonly kind: 'chat';
+      readonly cacheScope: string;
       readonly messages: readonly ChatMessage[];
       readonly addGenerationPrompt: boolean;
       readonly addSpecialTokens: boolean;

@@ -112,6 +112,7 @@ describe('on the tokenizer threads', () => {
   });
   const job = {
     kind: 'chat' as const,
+    cacheScope: 't',
     messages: [{ role: 'user', content: INJECTION }],
     addGenerationPrompt: true,
     addSpecialTokens: false,

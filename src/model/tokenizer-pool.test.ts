@@ -72,9 +72,15 @@ const TOOLS = [
 ];
 
 const jobArb: fc.Arbitrary<TokenizeJob> = fc.oneof(
-  fc.record({ kind: fc.constant('text' as const), text: textArb, addSpecialTokens: fc.boolean() }),
+  fc.record({
+    kind: fc.constant('text' as const),
+    text: textArb,
+    addSpecialTokens: fc.boolean(),
+    cacheScope: fc.constantFrom('a', 'b'),
+  }),
   fc.record({
     kind: fc.constant('chat' as const),
+    cacheScope: fc.constantFrom('a', 'b'),
     messages: fc.array(
       fc.record({ role: fc.constantFrom('system', 'user', 'assistant'), content: textArb }, { noNullPrototype: true }),
       { minLength: 1, maxLength: 4 },
@@ -84,6 +90,7 @@ const jobArb: fc.Arbitrary<TokenizeJob> = fc.oneof(
   }),
   fc.record({
     kind: fc.constant('chat' as const),
+    cacheScope: fc.constantFrom('a', 'b'),
     messages: fc.tuple(textArb, textArb).map(([ask, result]) => [
       { role: 'user', content: ask },
       {
@@ -126,9 +133,10 @@ describe.each([
         60 + 40 * i,
       );
       return i % 2 === 0
-        ? { kind: 'text', text, addSpecialTokens: true }
+        ? { kind: 'text', text, addSpecialTokens: true, cacheScope: 't' }
         : {
             kind: 'chat',
+            cacheScope: 't',
             messages: [{ role: 'user', content: text }],
             addGenerationPrompt: true,
             addSpecialTokens: false,
@@ -155,10 +163,16 @@ describe('the pool', () => {
   };
   const long = (i: number): TokenizeJob => ({
     kind: 'text',
+    cacheScope: 't',
     text: `${i} ${madeUpWords(i, 4 * LONG_JOB_CHARS)}`,
     addSpecialTokens: true,
   });
-  const short = (i: number): TokenizeJob => ({ kind: 'text', text: `short prompt ${i}`, addSpecialTokens: true });
+  const short = (i: number): TokenizeJob => ({
+    kind: 'text',
+    text: `short prompt ${i}`,
+    addSpecialTokens: true,
+    cacheScope: 't',
+  });
 
   /** Submits three long jobs, then twenty short ones; returns the order they were answered in. */
   async function answerOrder(pool: TokenizerPool): Promise<string[]> {
@@ -190,7 +204,12 @@ describe('the pool', () => {
   });
 
   it('fails only the prompt a dying thread held (`internal`), restarts the thread and goes on', async () => {
-    const crashing = onePool.tokenize({ kind: 'text', text: `a ${TOKENIZER_CRASH_MARKER} b`, addSpecialTokens: true });
+    const crashing = onePool.tokenize({
+      kind: 'text',
+      text: `a ${TOKENIZER_CRASH_MARKER} b`,
+      addSpecialTokens: true,
+      cacheScope: 't',
+    });
     const queued = onePool.tokenize(short(1));
     const error = await crashing.catch((e: unknown) => e);
     expect(isTesseraError(error) && error.code).toBe('internal');
@@ -209,6 +228,7 @@ describe('the pool', () => {
       const order: string[] = [];
       const medium: TokenizeJob = {
         kind: 'text',
+        cacheScope: 't',
         text: madeUpWords(99, RESERVED_MAX_CHARS + 4096),
         addSpecialTokens: true,
       };

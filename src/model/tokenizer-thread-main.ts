@@ -35,7 +35,7 @@ function run(job: TokenizeJob): number[] {
   switch (job.kind) {
     case 'text':
       if (crashOnMarker && job.text.includes(TOKENIZER_CRASH_MARKER)) process.exit(70);
-      return tokenizer.encode(job.text, { addSpecialTokens: job.addSpecialTokens });
+      return tokenizer.encode(job.text, { addSpecialTokens: job.addSpecialTokens, cacheScope: job.cacheScope });
     case 'chat': {
       if (crashOnMarker && job.messages.some((m) => m.content.includes(TOKENIZER_CRASH_MARKER))) process.exit(70);
       const text = template.render(job.messages, {
@@ -43,7 +43,7 @@ function run(job: TokenizeJob): number[] {
         ...(job.tools === undefined ? {} : { tools: job.tools }),
         ...(parseSpecialInContent ? {} : { escapeText: (t: string) => tokenizer.escapePlain(t) }),
       });
-      return tokenizer.encodeRendered(text, { addSpecialTokens: job.addSpecialTokens });
+      return tokenizer.encodeRendered(text, { addSpecialTokens: job.addSpecialTokens, cacheScope: job.cacheScope });
     }
   }
 }

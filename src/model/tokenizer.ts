@@ -9,6 +9,7 @@
 import { TokenizerLoader } from '@lenml/tokenizers';
 import { ModelLoadError } from '../core/index.js';
 import type { JsonObject } from './json-fields.js';
+import { ScopedWordCaches, type WordCache } from './word-cache.js';
 import {
   encodeMarked,
   escapePlain,
@@ -20,6 +21,11 @@ import {
 export interface EncodeOptions {
   /** Add what the tokenizer adds around a sequence (usually BOS). Default true. */
   readonly addSpecialTokens?: boolean;
+  /**
+   * Whose word cache this encode may read and fill: the request's tenant (word-cache.ts). Absent:
+   * a cache of this call's own, so no other encode can tell what it held.
+   */
+  readonly cacheScope?: string;
 }
 
 export interface DecodeOptions {
@@ -65,6 +71,8 @@ export interface Tokenizer {
   /** The raw vocabulary piece of one id, or null outside the vocabulary. */
   tokenPiece(id: number): string | null;
   createDetokenizer(options?: DetokenizerOptions): IncrementalDetokenizer;
+  /** Whether `scope`'s word cache holds a word containing `text` (tests of the per-tenant caches). */
+  wordCacheHolds(scope: string, text: string): boolean;
 }
 
 /** How many context ids a detokenizer keeps before the first streamed one. */
@@ -115,6 +123,7 @@ class HfTokenizer implements Tokenizer {
   readonly eosToken: string | null;
   readonly #specialPattern: RegExp | null;
   readonly #nonLegacyLlama: boolean;
+  readonly #wordCaches = new ScopedWordCaches();
 
   constructor(inner: LenmlTokenizer, sources: TokenizerSources) {
     this.#inner = inner;
@@ -136,6 +145,7 @@ class HfTokenizer implements Tokenizer {
   }
 
   encode(text: string, options: EncodeOptions = {}): number[] {
+    this.#useWordCache(options.cacheScope);
     return this.#inner.encode(text, { add_special_tokens: options.addSpecialTokens ?? true });
   }
 
@@ -145,6 +155,7 @@ class HfTokenizer implements Tokenizer {
 
   encodeRendered(text: string, options: EncodeOptions = {}): number[] {
     if (!text.includes(PLAIN_MARK)) return this.encode(text, options);
+    this.#useWordCache(options.cacheScope);
     return encodeMarked(this.#inner, text, options.addSpecialTokens ?? true, this.#nonLegacyLlama);
   }
 
@@ -161,6 +172,17 @@ class HfTokenizer implements Tokenizer {
 
   createDetokenizer(options: DetokenizerOptions = {}): IncrementalDetokenizer {
     return new WindowDetokenizer(this, options);
+  }
+
+  /** Whether `scope`'s word cache holds a word containing `text` (tests). */
+  wordCacheHolds(scope: string, text: string): boolean {
+    return this.#wordCaches.holds(scope, text);
+  }
+
+  /** The model memoises split words in `model.cache` (BPE models): point it at the scope's own. */
+  #useWordCache(scope: string | undefined): void {
+    const model = this.#inner.model as unknown as { cache?: WordCache };
+    if (model.cache !== undefined) model.cache = this.#wordCaches.cacheFor(scope);
   }
 }
 
