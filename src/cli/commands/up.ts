@@ -49,6 +49,8 @@ interface UpFlags {
   readonly deterministic?: boolean;
   readonly apiKeys?: string;
   readonly adminKey?: string;
+  readonly kvDisk?: string;
+  readonly kvDiskSize?: string;
 }
 
 export function registerUp(program: Command): void {
@@ -66,6 +68,11 @@ export function registerUp(program: Command): void {
     .option('--context-length <n>', "largest prompt + max_tokens per request (default: the model's)")
     .option('--kv-pages <n>', 'KV pool size in pages, for every worker')
     .option('--kv-memory <size>', 'KV pool size in memory, for every worker (default: as `tessera serve`)')
+    .option(
+      '--kv-disk <dir>',
+      "each prefill's disk tier under its prefix cache, in DIR/prefill-N (see `tessera serve --kv-disk`)",
+    )
+    .option('--kv-disk-size <size>', "most bytes of each prefill's --kv-disk directory (default: as `tessera serve`)")
     .option('--prefill-kv-pages <n>', 'KV pool size of the prefill workers (pools may differ)')
     .option('--decode-kv-pages <n>', 'KV pool size of the decode workers')
     .option('--page-size <n>', 'tokens per KV page (the same on every worker)')
@@ -124,8 +131,13 @@ async function up(flags: UpFlags): Promise<number> {
     ...opt('--max-step-ms', flags.maxStepMs),
     ...(flags.deterministic === true ? ['--deterministic'] : []),
   ];
-  const workerArgs = (role: 'prefill' | 'decode'): string[] => {
+  const workerArgs = (role: 'prefill' | 'decode', name: string): string[] => {
     const pages = (role === 'prefill' ? flags.prefillKvPages : flags.decodeKvPages) ?? flags.kvPages;
+    // A prefill's disk tier is its own directory: it keeps it across its restarts.
+    const kvDisk =
+      role === 'prefill' && flags.kvDisk !== undefined
+        ? ['--kv-disk', join(flags.kvDisk, name), ...opt('--kv-disk-size', flags.kvDiskSize)]
+        : [];
     return [
       'serve',
       '--role',
@@ -138,6 +150,7 @@ async function up(flags: UpFlags): Promise<number> {
       '0',
       ...common,
       ...opt('--kv-pages', pages),
+      ...kvDisk,
     ];
   };
 
@@ -196,7 +209,7 @@ async function up(flags: UpFlags): Promise<number> {
     const workers = [
       ...Array.from({ length: numPrefill }, (_, i) => ({ name: `prefill-${i + 1}`, role: 'prefill' as const })),
       ...Array.from({ length: numDecode }, (_, i) => ({ name: `decode-${i + 1}`, role: 'decode' as const })),
-    ].map((w) => ({ ...w, child: startChild(w.name, workerArgs(w.role)) }));
+    ].map((w) => ({ ...w, child: startChild(w.name, workerArgs(w.role, w.name)) }));
     const listening = await Promise.race([
       Promise.all(
         workers.map(async (w) => {
@@ -217,7 +230,7 @@ async function up(flags: UpFlags): Promise<number> {
       const dataPort = w.cluster.slice(w.cluster.lastIndexOf(':') + 1);
       restartArgs.set(
         w.name,
-        workerArgs(w.role).map((a, i, all) =>
+        workerArgs(w.role, w.name).map((a, i, all) =>
           all[i - 1] === '--port' ? port : all[i - 1] === '--data-port' ? dataPort : a,
         ),
       );
