@@ -58,7 +58,14 @@ interface Parsed {
   readonly tools?: ToolPlan;
   /** One prompt (chat), or one or more (completions). */
   readonly prompts: readonly (readonly number[])[];
+  readonly constraint: ConstraintSpec | undefined;
 }
+
+/**
+ * The request's constraint, checked before its prompt is templated and tokenized: a schema over
+ * a limit (a 500 KB tool list under tool_choice `required`) is refused before that work.
+ */
+type ConstraintOf = (tools: ToolPlan | undefined) => Promise<Validated<ConstraintSpec | undefined>>;
 
 export async function handleGenerate(
   endpoint: Endpoint,
@@ -103,16 +110,16 @@ async function generate(
   const json = parseJson(body.bytes);
   if (json.kind === 'bad') return refuse(json.problem);
 
+  const constraintOf: ConstraintOf = (tools) =>
+    requestConstraint(json.value, tools, ctx.grammar, auth.tenant, ctx.faults);
   const parsed =
     endpoint === 'chat'
-      ? await parseChat(json.value, ctx, auth.tenant)
-      : await parseCompletion(json.value, ctx, auth.tenant);
+      ? await parseChat(json.value, ctx, auth.tenant, constraintOf)
+      : await parseCompletion(json.value, ctx, auth.tenant, constraintOf);
   if (parsed.kind === 'bad') return refuse(parsed.problem);
   const { params, prompts, tools } = parsed.value;
-  const constrained = await requestConstraint(json.value, tools, ctx.grammar, auth.tenant, ctx.faults);
-  if (constrained.kind === 'bad') return refuse(constrained.problem);
   const constraint: { readonly constraint?: ConstraintSpec } =
-    constrained.value === undefined ? {} : { constraint: constrained.value };
+    parsed.value.constraint === undefined ? {} : { constraint: parsed.value.constraint };
   if (prompts.length * params.n > MAX_CHOICES) {
     return refuse(
       problem(
@@ -182,7 +189,12 @@ async function generate(
 }
 
 /** `tenant`: whose word cache the prompt's encode may use. */
-async function parseCompletion(body: unknown, ctx: GenerateContext, tenant: string): Promise<Validated<Parsed>> {
+async function parseCompletion(
+  body: unknown,
+  ctx: GenerateContext,
+  tenant: string,
+  constraintOf: ConstraintOf,
+): Promise<Validated<Parsed>> {
   const call = validateCompletion(body, ctx.faults);
   if (call.kind === 'bad') return call;
   const { params, prompts: texts, addSpecialTokens } = call.value;
@@ -197,15 +209,22 @@ async function parseCompletion(body: unknown, ctx: GenerateContext, tenant: stri
         : null;
     if (tooLong !== null) return { kind: 'bad', problem: problem('context_length_exceeded', tooLong, 'prompt') };
   }
+  const constrained = await constraintOf(undefined);
+  if (constrained.kind === 'bad') return constrained;
   for (const prompt of texts) {
     const tokens = await completionTokens(prompt, addSpecialTokens, ctx.codec, ctx.tokenizer, tenant);
     if (tokens.kind === 'bad') return tokens;
     prompts.push(tokens.value);
   }
-  return { kind: 'ok', value: { params, prompts } };
+  return { kind: 'ok', value: { params, prompts, constraint: constrained.value } };
 }
 
-async function parseChat(body: unknown, ctx: GenerateContext, tenant: string): Promise<Validated<Parsed>> {
+async function parseChat(
+  body: unknown,
+  ctx: GenerateContext,
+  tenant: string,
+  constraintOf: ConstraintOf,
+): Promise<Validated<Parsed>> {
   const call = validateChat(body, ctx.faults);
   if (call.kind === 'bad') return call;
   const { params, messages } = call.value;
@@ -216,6 +235,8 @@ async function parseChat(body: unknown, ctx: GenerateContext, tenant: string): P
   if (tooLong !== null) return { kind: 'bad', problem: problem('context_length_exceeded', tooLong, 'messages') };
   const plan = validating(() => readTools(body as JsonObject, 'chat'));
   if (plan.kind === 'bad') return plan;
+  const constrained = await constraintOf(plan.value);
+  if (constrained.kind === 'bad') return constrained;
   const shown = shownTools(plan.value);
   const tokens = await chatTokens(
     messages,
@@ -224,7 +245,9 @@ async function parseChat(body: unknown, ctx: GenerateContext, tenant: string): P
     tenant,
   );
   const tools = plan.value === undefined ? {} : { tools: plan.value };
-  return tokens.kind === 'bad' ? tokens : { kind: 'ok', value: { params, prompts: [tokens.value], ...tools } };
+  return tokens.kind === 'bad'
+    ? tokens
+    : { kind: 'ok', value: { params, prompts: [tokens.value], constraint: constrained.value, ...tools } };
 }
 
 /** vLLM's wording; a missing `model` means the served one. */
