@@ -174,6 +174,8 @@ describe('the dashboard of `tessera up`', () => {
     // Load: three tenants, long outputs, streamed.
     const tenants = Object.keys(KEYS) as (keyof typeof KEYS)[];
     let running = 0;
+    /** Requests whose first token arrived: their prompts are prefilled. */
+    let streaming = 0;
     const generate = async (i: number): Promise<void> => {
       running++;
       try {
@@ -187,7 +189,11 @@ describe('the dashboard of `tessera up`', () => {
         const stream = (await client(tenants[i % 3] as keyof typeof KEYS).completions.create(
           body as never,
         )) as unknown as AsyncIterable<unknown>;
-        for await (const _chunk of stream) void _chunk;
+        let first = true;
+        for await (const _chunk of stream) {
+          if (first) streaming++;
+          first = false;
+        }
       } finally {
         running--;
       }
@@ -201,7 +207,7 @@ describe('the dashboard of `tessera up`', () => {
       return running > 0 && same(before, after) && same(screen, after) ? after : undefined;
     };
     const matched = new Map<string, Counts>();
-    const load = Array.from({ length: 9 }, (_, i) => generate(i));
+    const load: Promise<void>[] = Array.from({ length: 9 }, (_, i) => generate(i));
     const target = process.env['DASHBOARD_SCREENSHOT'];
     // A page that changes owner flashes; hovering a page shows its epoch.
     await page.waitForSelector('.grid .cell.flash', { timeout: 10_000 });
@@ -209,16 +215,31 @@ describe('the dashboard of `tessera up`', () => {
       `section[data-node="${workers.find((w) => w.role === 'decode')?.address}"] .grid .cell[data-page="0"]`,
     );
     expect(await page.$eval('#tip', (t) => t.textContent ?? '')).toMatch(/page 0.*epoch \d+/);
-    // While they decode, pages move as requests start and end; a node whose pages hold still for a
-    // moment is compared. Sampled for as long as the load runs (not a fixed number of rounds: on a
-    // busy machine a round takes longer and the load may outlast them, or not).
+    // While they decode, the decodes' pages move as requests start and end, and the prefill's hold
+    // still once every prompt is prefilled (each request has its first token): the prefill is
+    // compared in that state, for as long as the load runs; a decode is compared here if its pages
+    // hold still for a moment, and in any case in the held state below.
+    // A fresh wave for the comparison, so it does not depend on how long the steps above took on a
+    // busy machine: the first wave has done its part (the flash); its end and the new wave's start
+    // are the last changes to the prefill's pages before the new wave's prompts are all prefilled.
+    await Promise.all(load);
+    streaming = 0;
+    // Twice the requests: decode steps twice as long, so the still state lasts for several redraws
+    // even on a machine busy enough to slow the page's redraws down.
+    load.push(...Array.from({ length: 18 }, (_, i) => generate(9 + i)));
+    while (streaming < 18 && running > 0) await new Promise((r) => setTimeout(r, 20));
     for (let round = 0; running > 0 && workers.some((w) => !matched.has(w.address)); round++) {
       if (target !== undefined && round === 3) {
         await page.mouse.move(1, 1);
         await page.evaluate('window.scrollTo(0, 0)');
         await page.screenshot({ path: join(ROOT, target), fullPage: true });
       }
-      for (const w of workers.filter((x) => !matched.has(x.address))) {
+      const unmatched = workers.filter((x) => !matched.has(x.address));
+      // The prefill first: its still state lasts only while the load runs.
+      for (const w of [
+        ...unmatched.filter((x) => x.role === 'prefill'),
+        ...unmatched.filter((x) => x.role !== 'prefill'),
+      ]) {
         const counts = await matchOnce(w);
         if (counts !== undefined) matched.set(w.address, counts);
       }
