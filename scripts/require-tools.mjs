@@ -52,7 +52,8 @@ if (missing.length > 0) {
   const canInstall = process.getuid?.() === 0 && onPath('apt-get') && process.env['TESSERA_NO_INSTALL'] !== '1';
   if (canInstall) {
     console.error(
-      `npm test: ${missing.map((n) => n.name).join(', ')} missing; installing ${pkgs.join(' ')} with apt-get (running as root; TESSERA_NO_INSTALL=1 to stop this)`,
+      `npm test: ${missing.map((n) => n.name).join(', ')} missing; installing ${pkgs.join(' ')} with apt-get ` +
+        '(running as root; TESSERA_NO_INSTALL=1 to stop this)',
     );
     const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
     const update = spawnSync('apt-get', ['update'], { stdio: ['ignore', 'ignore', 'inherit'], env });

@@ -119,7 +119,8 @@ export class RateLimits {
     if (meter.maxConcurrent !== undefined && meter.inFlight >= meter.maxConcurrent) {
       return refuse(
         'max_concurrent_requests',
-        `Rate limit reached: ${meter.inFlight} requests of this key are in flight, the limit is ${meter.maxConcurrent} (max_concurrent_requests). Retry when one ends.`,
+        `Rate limit reached: ${meter.inFlight} requests of this key are in flight, ` +
+          `the limit is ${meter.maxConcurrent} (max_concurrent_requests). Retry when one ends.`,
         1,
       );
     }
@@ -135,14 +136,16 @@ export class RateLimits {
     if (tokenWait === Infinity) {
       return refuse(
         'tokens_per_minute',
-        `Request too large: its prompt has ${numPromptTokens} tokens, more than this key's limit of ${meter.tokens?.capacity} tokens per minute; it can never be admitted as it is.`,
+        `Request too large: its prompt has ${numPromptTokens} tokens, more than this key's limit of ` +
+          `${meter.tokens?.capacity} tokens per minute; it can never be admitted as it is.`,
         60,
       );
     }
     if (tokenWait > 0) {
       return refuse(
         'tokens_per_minute',
-        `Rate limit reached for tokens: this key's limit is ${meter.tokens?.capacity} tokens per minute (prompt tokens at admission, completion tokens as generated). Please retry after ${tokenWait} s.`,
+        `Rate limit reached for tokens: this key's limit is ${meter.tokens?.capacity} tokens per minute ` +
+          `(prompt tokens at admission, completion tokens as generated). Please retry after ${tokenWait} s.`,
         tokenWait,
       );
     }
