@@ -48,6 +48,17 @@ export interface LoopCounters {
   readonly numItemsStepped: number;
 }
 
+/** One cache tier of a node (its pool's prefix cache, its disk tier, its peer fetches): the dashboard's tier table. */
+export interface TierView {
+  readonly name: 'pool' | 'disk' | 'peer';
+  /** Pages the tier holds now (peer: pages installed from peers, cumulative). */
+  readonly pages: number;
+  readonly hits: number;
+  readonly misses: number;
+  /** Loads refused, by reason (checksum, namespace, truncated, ...); a refusal is also a miss. */
+  readonly refused: Readonly<Record<string, number>>;
+}
+
 /** One node's pool and work, from its back end. */
 export interface NodePageMap {
   readonly kind: 'node';
@@ -70,6 +81,8 @@ export interface NodePageMap {
   readonly loop: LoopCounters;
   /** Role-specific totals worth a glance (aborts by phase, checksum failures, ...). */
   readonly totals: Readonly<Record<string, number>>;
+  /** The node's cache tiers, in order of lookup (pool, disk, peer); absent on a back end that keeps none. */
+  readonly tiers?: readonly TierView[];
 }
 
 /** A client request the router is relaying: its pair and how far it got. */
