@@ -114,6 +114,11 @@ export const FAULT_NAMES = [
   'fifo-tokenizer-queue',
   /** Every prompt's encode reads and fills one tokenizer word cache, whatever its tenant (B's timing tells which words A sent). */
   'shared-word-cache',
+  /**
+   * The grammar engine keys approved schemas and compiled grammars by the schema alone, not (tenant, schema): B's
+   * request with a schema A sent skips both compiles.
+   */
+  'share-grammar-cache-across-tenants',
   /** Decode takes a KvChunk whatever KV dtype it says it carries (only the byte count then stands between layouts). */
   'skip-kv-dtype-check',
   /** A schema goes to xgrammar as sent, without Tessera's schema pass (its number, length, format, pattern and enum rules; its 400s). */

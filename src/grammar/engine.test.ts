@@ -194,4 +194,11 @@ describe('GrammarEngine', () => {
     expect(await e.check(SIMPLE, 'p', B)).toBeNull();
     expect(e.numChecked).toBe(2);
   });
+
+  it('under share-grammar-cache-across-tenants, the second tenant is not checked again (negative control)', async () => {
+    const e = engine({ armed: ['share-grammar-cache-across-tenants'] });
+    expect(await e.check(SIMPLE, 'p', A)).toBeNull();
+    expect(await e.check(SIMPLE, 'p', B)).toBeNull();
+    expect(e.numChecked).toBe(1);
+  });
 });

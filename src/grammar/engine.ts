@@ -54,6 +54,7 @@ export class GrammarEngine {
   readonly vocab: GrammarVocab;
   readonly #limits: SchemaLimits;
   readonly #skipLimits: boolean;
+  readonly #shareAcrossTenants: boolean;
   readonly #checker: Checker;
   readonly #matchers: MatcherPool;
   /** Approved keys -> the checker's compile time, least recently used first. */
@@ -67,6 +68,7 @@ export class GrammarEngine {
     this.vocab = vocab;
     this.#limits = options.limits ?? SCHEMA_LIMITS;
     this.#skipLimits = faults.has('skip-schema-limits');
+    this.#shareAcrossTenants = faults.has('share-grammar-cache-across-tenants');
     const keepTrapped = faults.has('keep-trapped-grammar');
     const data = (role: GrammarThreadData['role']): GrammarThreadData => ({
       role,
@@ -115,7 +117,7 @@ export class GrammarEngine {
    * or `overloaded` (too many schemas waiting to be checked).
    */
   check(spec: ConstraintSpec, param: string, tenant: TenantId): Promise<TesseraError | null> {
-    const key = `${tenant}\u0000${constraintKey(spec)}`;
+    const key = this.#keyOf(spec, tenant);
     const compileMs = this.#approved.get(key);
     if (compileMs !== undefined) {
       this.#approved.delete(key);
@@ -142,7 +144,7 @@ export class GrammarEngine {
 
   /** A fresh constraint for one of `tenant`'s requests; usable once its prepare() resolves. */
   constraint(spec: ConstraintSpec, tenant: TenantId, param = 'response_format'): TokenConstraint {
-    const key = `${tenant}\u0000${constraintKey(spec)}`;
+    const key = this.#keyOf(spec, tenant);
     this.#matchers.warm(); // in parallel with the check, on a node's first constrained request
     return new TokenConstraint(
       this.check(spec, param, tenant).then(async (error) => {
@@ -155,6 +157,11 @@ export class GrammarEngine {
   /** Ends both threads; constraints still open fail. */
   async close(): Promise<void> {
     await Promise.all([this.#checker.close(), this.#matchers.close()]);
+  }
+
+  /** The key of both caches: (tenant, schema); the schema alone under the fault share-grammar-cache-across-tenants. */
+  #keyOf(spec: ConstraintSpec, tenant: TenantId): string {
+    return this.#shareAcrossTenants ? `*\u0000${constraintKey(spec)}` : `${tenant}\u0000${constraintKey(spec)}`;
   }
 
   #approve(key: string, compileMs: number): void {
