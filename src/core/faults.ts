@@ -44,6 +44,8 @@ export const FAULT_NAMES = [
   'admit-over-pool',
   /** /dashboard answers anyone, admin key or not (the page map shows which tenant owns which page). */
   'open-dashboard',
+  /** GET /kv-events answers without the admin key or the cluster secret (anyone reads a node's block hashes). */
+  'open-kv-events',
   /** Sample a structured-output request without its token mask (the grammar then refuses what the model picks). */
   'skip-token-mask',
   /** The grammar engine keeps an xgrammar instance that trapped instead of rebuilding it (every later structured request fails). */
