@@ -8,10 +8,13 @@ export { PagePool, type PagePoolOptions, type Stamp } from './pool.js';
 export { ownershipFailure, type Access, type CheckFailure } from './page-checks.js';
 export { PrefixCache, type PrefixCacheOptions, type PrefixMatch } from './prefix-cache.js';
 export { PrefixHasher } from './prefix-hash.js';
-export type { KvEvent, KvEventSink } from './kv-events.js';
+export type { KvEvent, KvEventRead, KvEventRecord, KvEventSink } from './kv-events.js';
+export { KV_EVENT_RING_SIZE, KvEventRing } from './kv-events.js';
 export {
   nextPathHash,
   PageSpill,
+  pathHashes,
+  poolNamespace,
   ROOT_PATH_HASH,
   SPILL_REFUSALS,
   type KvSpill,
@@ -22,6 +25,7 @@ export {
   type SpillStats,
   type SpillStore,
 } from './spill-tier.js';
+export { LeaseTable, PageLease, type LeaseHost, type LeasedPage } from './lease.js';
 export {
   createKvView,
   elementsPerPage,
