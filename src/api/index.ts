@@ -32,6 +32,14 @@ export { RateLimits, type ApiKeys, type ApiKeySpec, type KeyLimits } from './rat
 export { pdMetrics, type PdMetrics } from './metrics-pd.js';
 export { DEFAULT_HTTP_LIMITS, type HttpLimits } from './http-guard.js';
 export { DASHBOARD_OFF, type DashboardAccess } from './dashboard-route.js';
+export {
+  handleKvEvents,
+  handleKvEventStream,
+  KV_EVENTS_MAX_BATCH,
+  wireBatch,
+  wireEvent,
+  type KvEventsAccess,
+} from './kv-events-route.js';
 export { routingMetrics, type RoutingSnapshot } from './metrics-routing.js';
 export { kvDiskMetrics } from './metrics-kv-disk.js';
 export {

@@ -6,6 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Clock } from './clock.js';
 import { handleDashboardPage, handleDashboardState, type DashboardAccess } from './dashboard-route.js';
+import { handleKvEvents, handleKvEventStream, type KvEventsAccess } from './kv-events-route.js';
 import { problem } from './errors.js';
 import { handleGenerate, type GenerateContext } from './generate-route.js';
 import { sendJson, sendProblem } from './http-io.js';
@@ -21,6 +22,10 @@ export interface RouteContext extends GenerateContext {
   readonly clock: Clock;
   /** The admin-only /dashboard (off without an admin key). */
   readonly dashboard: DashboardAccess;
+  /** The node's KV events (admin key or cluster secret only); null: off. */
+  readonly kvEvents: KvEventsAccess | null;
+  /** Aborts when the server starts closing: endless streams (KV events) end then, not at the drain deadline. */
+  readonly closing: AbortSignal;
 }
 
 const ROUTES: ReadonlyMap<string, ReadonlyMap<string, Handler>> = new Map<string, Map<string, Handler>>([
@@ -35,6 +40,11 @@ const ROUTES: ReadonlyMap<string, ReadonlyMap<string, Handler>> = new Map<string
   ['/metrics', new Map([['GET', metrics]])],
   ['/dashboard', new Map([['GET', handleDashboardPage]])],
   ['/dashboard/state', new Map([['GET', handleDashboardState]])],
+  ['/kv-events', new Map([['GET', handleKvEvents]])],
+  [
+    '/kv-events/stream',
+    new Map([['GET', (req, res, ctx) => handleKvEventStream(req, res, { ...ctx, shutdown: ctx.closing })]]),
+  ],
 ]);
 
 export async function dispatch(req: IncomingMessage, res: ServerResponse, ctx: RouteContext): Promise<void> {

@@ -12,6 +12,7 @@ import type { Backend, PromptCodec } from './backend.js';
 import { inlineTokenizer, type PromptTokenizer } from './prompt-tokenizer.js';
 import { systemClock, type Clock } from './clock.js';
 import { DASHBOARD_OFF, type DashboardAccess } from './dashboard-route.js';
+import type { KvEventsAccess } from './kv-events-route.js';
 import { problem, problemOf } from './errors.js';
 import { DEFAULT_HTTP_LIMITS, guardHttpServer, type HttpLimits } from './http-guard.js';
 import { sendProblem } from './http-io.js';
@@ -57,6 +58,8 @@ export interface ApiServerOptions {
   readonly grammar?: GrammarEngine;
   /** Opt-in CORS (`--cors-origin`): the origin browsers may call from ('*' for any). Absent: no CORS headers. */
   readonly corsOrigin?: string;
+  /** GET /kv-events(/stream): the node's KV event ring and who may read it (kv-events-route.ts). Absent: 404. */
+  readonly kvEvents?: KvEventsAccess;
 }
 
 export interface ApiServer {
@@ -81,6 +84,7 @@ class HttpApiServer implements ApiServer {
   readonly #server: Server;
   readonly #ctx: RouteContext;
   readonly #shutdown = new AbortController();
+  readonly #closingSignal = new AbortController();
   readonly #inFlight = new Set<Promise<void>>();
   readonly #drainTimeoutMs: number;
   readonly #logError: (message: string, error: unknown) => void;
@@ -123,6 +127,8 @@ class HttpApiServer implements ApiServer {
       shutdown: this.#shutdown.signal,
       startedUnixSeconds: clock.unixSeconds(),
       dashboard: options.dashboard ?? DASHBOARD_OFF,
+      kvEvents: options.kvEvents ?? null,
+      closing: this.#closingSignal.signal,
       logError: this.#logError,
       ...(options.grammar === undefined ? {} : { grammar: options.grammar }),
     };
@@ -146,6 +152,7 @@ class HttpApiServer implements ApiServer {
   }
 
   close(): Promise<void> {
+    this.#closingSignal.abort();
     this.#closing ??= this.#drainAndClose();
     return this.#closing;
   }

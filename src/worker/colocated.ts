@@ -32,7 +32,7 @@ import {
   type TokenLogprob,
 } from '../core/index.js';
 import type { GrammarEngine, TokenConstraint } from '../grammar/index.js';
-import type { KvSpill, PagePool } from '../pages/index.js';
+import type { KvEventSink, KvSpill, PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import { EngineLoop, type MaxStepMs, type StepRunner } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
@@ -77,6 +77,8 @@ export interface ColocatedWorkerOptions {
   readonly grammar?: GrammarEngine;
   /** The disk tier under the prefix cache (--kv-disk; scheduler-for.ts). */
   readonly kvSpill?: KvSpill;
+  /** Where the prefix cache publishes KV events (serve's /kv-events ring; scheduler-for.ts). */
+  readonly kvEvents?: KvEventSink;
 }
 
 interface Live {

@@ -3,7 +3,7 @@
 // Must never: hold per-request state, or let a client generate on a worker directly.
 import type { GrammarEngine } from '../grammar/index.js';
 import { InvalidRequestError, type FaultSet, type GenerateEvent } from '../core/index.js';
-import type { KvSpill, PagePool } from '../pages/index.js';
+import type { KvEventSink, KvSpill, PagePool } from '../pages/index.js';
 import type { Timeouts, TraceSink } from '../transfer/index.js';
 import type { MaxStepMs, StepRunner } from './engine-loop.js';
 import type { TokenSampler } from './step-results.js';
@@ -41,6 +41,8 @@ export interface PdWorkerOptions {
   readonly grammar?: GrammarEngine;
   /** The disk tier under a prefill's prefix cache (--kv-disk; scheduler-for.ts); decode ignores it. */
   readonly kvSpill?: KvSpill;
+  /** Where a prefill's prefix cache publishes KV events (its /kv-events ring; scheduler-for.ts); decode has none. */
+  readonly kvEvents?: KvEventSink;
 }
 
 /** A client that asks a PD worker to generate: 400, it should ask the router. */

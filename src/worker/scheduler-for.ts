@@ -1,9 +1,10 @@
 // The scheduler of a worker of any role, from the worker's options: the same limits everywhere;
 // a tenant-scoped prefix cache where prompts are known (co-located and prefill), none on decode
 // (a decode node never sees the prompt's ids, so its pages could never be matched). With
-// --kv-disk, that cache spills evicted pages to the disk tier and loads them back.
+// --kv-disk, that cache spills evicted pages to the disk tier and loads them back; with a KV
+// event sink (serve's and each PD worker's /kv-events ring), it publishes BlockStored/BlockRemoved.
 import type { FaultSet } from '../core/index.js';
-import { PrefixCache, type KvSpill, type PagePool } from '../pages/index.js';
+import { PrefixCache, type KvEventSink, type KvSpill, type PagePool } from '../pages/index.js';
 import { Scheduler, type Role } from '../scheduler/index.js';
 
 export interface SchedulerLimits {
@@ -16,12 +17,19 @@ export interface SchedulerLimits {
   readonly eosTokenIds: readonly number[];
   /** The disk tier (--kv-disk) under the prefix cache; absent: evicted pages are gone. */
   readonly kvSpill?: KvSpill;
+  /** Where the prefix cache publishes its KV events (pages/kv-events.ts); absent: none. */
+  readonly kvEvents?: KvEventSink;
 }
 
 export function schedulerFor(role: Role, o: SchedulerLimits): Scheduler {
-  const { pool, faults, kvSpill } = o;
+  const { pool, faults, kvSpill, kvEvents } = o;
   const prefixCache = (): PrefixCache =>
-    new PrefixCache({ pool, faults, ...(kvSpill === undefined ? {} : { spill: kvSpill }) });
+    new PrefixCache({
+      pool,
+      faults,
+      ...(kvSpill === undefined ? {} : { spill: kvSpill }),
+      ...(kvEvents === undefined ? {} : { events: kvEvents }),
+    });
   return new Scheduler({
     role,
     pool,
