@@ -22,6 +22,11 @@
 // fresh pages (allocated to the reader, written, stamped, then cached and referenced like any
 // cached page). The pages a match already holds are referenced before it allocates, so the
 // eviction an allocation may trigger never takes them.
+//
+// For the cluster-wide store (transfer/prefix-fetch-*.ts) the cache also finds a page by its
+// tenant and path hash (an index kept beside the tree), leases a run of pages to a peer's read
+// (lease.ts: pinned pages are never evicted), and adopts pages fetched from a peer as cached
+// pages of the reader's tenant, written like pages loaded from the spill store.
 import { assert, NO_FAULTS, type FaultSet, type PageId, type Tag, type TenantId } from '../core/index.js';
 import type { PageLedger } from './ledger.js';
 import { MinHeap } from './min-heap.js';
@@ -30,7 +35,11 @@ import type { KvEventSink } from './kv-events.js';
 import { BlockHashes } from './block-hashes.js';
 import { describeEntry, describeOwner, type AllocateResult, type Owner } from './page-entry.js';
 import type { PagePool } from './pool.js';
-import { nextPathHash, PageSpill, ROOT_PATH_HASH, type KvSpill } from './spill-tier.js';
+import { nextPathHash, PageSpill, ROOT_PATH_HASH, writeFreshPage, type KvSpill } from './spill-tier.js';
+import { PageLease, type LeasedPage } from './lease.js';
+
+/** Most evicted-and-spilled pages the block-hash report remembers (so routing counts the disk tier). */
+const MAX_SPILLED_REPORTED = 8192;
 
 const EVERY_TENANT = Symbol('every tenant');
 type RootKey = TenantId | typeof EVERY_TENANT;
@@ -77,6 +86,12 @@ export class PrefixCache {
   readonly #spill: PageSpill | undefined;
   readonly #roots = new Map<RootKey, Root>();
   readonly #nodes = new Map<PageId, PageNode>();
+  /** Every cached node by (root, path hash): how a peer's fetch finds pages. */
+  readonly #byPath = new Map<string, PageNode>();
+  /** Pages leased to a peer's read (lease.ts), with how many leases hold each: never evicted. */
+  readonly #pins = new Map<PageId, number>();
+  /** Nodes evicted into the spill store, by (root, path hash), oldest first: the report's disk-tier pages. */
+  readonly #spilled = new Map<string, PageNode>();
   /** Each cached page's block hash, per hasher that asked (blockHashReport, events). */
   readonly #hashes = new BlockHashes((root) => {
     const key = (root as Root).key;
@@ -142,12 +157,30 @@ export class PrefixCache {
       const parent = nodes[nodes.length - 1] ?? this.#rootFor(reader.tenant);
       this.#ledger.cache([tag], reader);
       const node: PageNode = { kind: 'page', key, tag, parent, children: new Map(), lastUsed: 0, pathHash: hash };
-      parent.children.set(key, node);
-      this.#nodes.set(tag.page, node);
-      this.#stored(node);
+      this.#addNode(node);
       this.#ledger.ref([tag], reader);
       nodes.push(node);
     }
+  }
+
+  /** Files a new node in the tree and the indexes; publishes BlockStored. */
+  #addNode(node: PageNode): void {
+    node.parent.children.set(node.key, node);
+    this.#nodes.set(node.tag.page, node);
+    const pathKey = this.#pathKey(this.#rootOf(node).key, this.#pathHashOf(node));
+    this.#byPath.set(pathKey, node);
+    this.#spilled.delete(pathKey);
+    this.#stored(node);
+  }
+
+  #rootOf(node: PageNode): Root {
+    let at: Root | PageNode = node;
+    while (at.kind === 'page') at = at.parent;
+    return at;
+  }
+
+  #pathKey(root: RootKey, pathHash: string): string {
+    return `${root === EVERY_TENANT ? '\u0000*' : root}\n${pathHash}`;
   }
 
   #pathHashOf(node: PageNode): string {
@@ -186,9 +219,7 @@ export class PrefixCache {
       if (this.#ledger.entry(tag.page).state !== 'allocated' || !this.#pool.isWritten(tag, this.#pageSize)) break;
       this.#ledger.cache([tag], owner);
       const node: PageNode = { kind: 'page', key, tag, parent, children: new Map(), lastUsed: now };
-      parent.children.set(key, node);
-      this.#nodes.set(tag.page, node);
-      this.#stored(node);
+      this.#addNode(node);
       numCached++;
       parent = node;
     }
@@ -221,6 +252,16 @@ export class PrefixCache {
       };
       walk(root);
     }
+    // Pages evicted into the spill store count too (a later match loads them): routing sees every tier.
+    for (const [pathKey, node] of this.#spilled) {
+      const root = this.#rootOf(node);
+      const tenant = root.key === EVERY_TENANT ? '*' : root.key;
+      if (this.#spill === undefined || !this.#spill.has(tenant as TenantId, this.#pathHashOf(node))) {
+        this.#spilled.delete(pathKey);
+        continue;
+      }
+      all.push({ tag: hasher.tenantTag(tenant), hash: this.#hashes.hash(node, hasher), lastUsed: node.lastUsed });
+    }
     all.sort((a, b) => b.lastUsed - a.lastUsed);
     const out = new Map<string, string[]>();
     for (const { tag, hash } of all.slice(0, limit)) out.set(tag, [...(out.get(tag) ?? []), hash]);
@@ -240,12 +281,18 @@ export class PrefixCache {
       const node = heap.pop();
       if (node === undefined) break;
       const e = this.#ledger.entry(node.tag.page);
-      if (this.#spill !== undefined && e.state === 'cached')
+      const pathKey = this.#pathKey(this.#rootOf(node).key, this.#pathHashOf(node));
+      if (this.#spill !== undefined && e.state === 'cached') {
         this.#spill.spill(e.tenant, this.#pathHashOf(node), e.page);
+        this.#spilled.set(pathKey, node);
+        if (this.#spilled.size > MAX_SPILLED_REPORTED)
+          this.#spilled.delete(this.#spilled.keys().next().value as string);
+      }
       this.#removed(node);
       this.#ledger.uncache([node.tag]);
       node.parent.children.delete(node.key);
       this.#nodes.delete(node.tag.page);
+      this.#byPath.delete(pathKey);
       evicted.push(node.tag.page);
       const parent = node.parent;
       if (parent.kind === 'page') {
@@ -270,11 +317,142 @@ export class PrefixCache {
     return this.#nodes.size;
   }
 
+  /**
+   * Full pages of tokens, from the first, that this node could serve tenant without computing:
+   * cached in the pool, then (continuing the run) held by the spill store. Takes nothing.
+   */
+  localRun(tenant: TenantId, tokens: readonly number[]): number {
+    const numFull = Math.floor(tokens.length / this.#pageSize);
+    let parent: Root | PageNode | undefined = this.#roots.get(this.#rootKey(tenant));
+    let n = 0;
+    let hash = ROOT_PATH_HASH;
+    for (; parent !== undefined && n < numFull; n++) {
+      const child: PageNode | undefined = parent.children.get(this.#pageKey(tokens, n));
+      if (child === undefined) break;
+      hash = this.#pathHashOf(child);
+      parent = child;
+    }
+    for (; this.#spill !== undefined && n < numFull; n++) {
+      hash = nextPathHash(hash, this.#pageKey(tokens, n));
+      if (!this.#spill.has(tenant, hash)) break;
+    }
+    return n;
+  }
+
+  /**
+   * A lease on the leading run of `pathHashes` this node holds for tenant (pool pages pinned,
+   * disk-tier pages copied out after the tier's checks); stops at the first page it lacks.
+   * `pin` false (the fault ignore-prefix-lease): nothing is pinned, reads are unchecked.
+   * `anyTenant` (the fault prefix-key-without-tenant): pool pages are looked up by path hash
+   * alone, in whichever tenant's tree holds one.
+   */
+  lease(tenant: TenantId, pathHashes: readonly string[], pin = true, anyTenant = false): PageLease {
+    const pages: LeasedPage[] = [];
+    for (const pathHash of pathHashes) {
+      const node = anyTenant
+        ? [...this.#roots.keys()].map((k) => this.#byPath.get(this.#pathKey(k, pathHash))).find((n) => n !== undefined)
+        : this.#byPath.get(this.#pathKey(this.#rootKey(tenant), pathHash));
+      if (node !== undefined) {
+        pages.push({ pathHash, source: 'pool', tag: node.tag });
+        continue;
+      }
+      const bytes = this.#spill?.copyOut(tenant, pathHash);
+      if (bytes === undefined) break;
+      pages.push({ pathHash, source: 'disk', bytes });
+    }
+    const tags = pages.flatMap((p) => (p.source === 'pool' ? [p.tag] : []));
+    if (pin) for (const tag of tags) this.#pins.set(tag.page, (this.#pins.get(tag.page) ?? 0) + 1);
+    return new PageLease(
+      pages,
+      {
+        read: (tag, checked) => {
+          if (checked) {
+            const e = this.#ledger.entry(tag.page);
+            if (e.state !== 'cached' || e.epoch !== tag.epoch || !this.#pool.isWritten(tag, this.#pageSize))
+              return undefined;
+          }
+          return this.#pool.gatherSlots(tag.page, 0, this.#pageSize);
+        },
+        unpin: (unpinned) => {
+          for (const tag of unpinned) {
+            const n = this.#pins.get(tag.page) ?? 0;
+            assert(n > 0, () => `prefix cache: unpin of page ${tag.page}, which no lease pins`);
+            if (n === 1) this.#pins.delete(tag.page);
+            else this.#pins.set(tag.page, n - 1);
+          }
+        },
+      },
+      pin,
+    );
+  }
+
+  /** Pages pinned by open leases (lease()). */
+  get numPinned(): number {
+    return this.#pins.size;
+  }
+
+  /**
+   * Installs pages fetched from a peer: `pages[j]` holds full page firstPage + j of tokens for
+   * owner's tenant. They attach after the cached run (pages [0, firstPage) must be cached or
+   * loadable from the spill store; else nothing is installed) and are written into fresh pages,
+   * stamped full and cached like any computed page; pages cached meanwhile are kept, not
+   * rewritten. Afterwards owner holds no page. Returns how many pages were installed.
+   */
+  adopt(owner: Owner, tokens: readonly number[], firstPage: number, pages: readonly Uint8Array[]): number {
+    const end = Math.min(firstPage + pages.length, Math.floor(tokens.length / this.#pageSize));
+    const nodes: PageNode[] = [];
+    let parent: Root | PageNode | undefined = this.#roots.get(this.#rootKey(owner.tenant));
+    for (let i = 0; parent !== undefined && i < end; i++) {
+      const child: PageNode | undefined = parent.children.get(this.#pageKey(tokens, i));
+      if (child !== undefined) nodes.push(child);
+      parent = child;
+    }
+    this.#ledger.ref(
+      nodes.map((node) => node.tag),
+      owner,
+    );
+    if (this.#spill !== undefined && nodes.length < firstPage) this.#load(this.#spill, owner, tokens, nodes, firstPage);
+    let installed = 0;
+    if (nodes.length >= firstPage) {
+      let hash = nodes.length === 0 ? ROOT_PATH_HASH : this.#pathHashOf(nodes[nodes.length - 1] as PageNode);
+      const now = ++this.#clock;
+      for (let i = nodes.length; i < end; i++) {
+        const key = this.#pageKey(tokens, i);
+        hash = nextPathHash(hash, key);
+        const tag = writeFreshPage(this.#pool, owner, pages[i - firstPage] as Uint8Array, (n, o) =>
+          this.allocate(n, o),
+        );
+        if (tag === undefined) break;
+        // The root is looked up after the allocation: an eviction may have emptied and dropped it.
+        const parentNode = nodes[nodes.length - 1] ?? this.#rootFor(owner.tenant);
+        this.#ledger.cache([tag], owner);
+        const node: PageNode = {
+          kind: 'page',
+          key,
+          tag,
+          parent: parentNode,
+          children: new Map(),
+          lastUsed: now,
+          pathHash: hash,
+        };
+        this.#addNode(node);
+        this.#ledger.ref([tag], owner);
+        nodes.push(node);
+        installed++;
+      }
+    }
+    this.#ledger.relinquish(
+      nodes.map((node) => node.tag),
+      owner,
+    );
+    return installed;
+  }
+
   /** Pages evict() could free now: those with no reader in their subtree. */
   numEvictable(): number {
     const pinned = new Set<PageNode>();
     for (const node of this.#nodes.values()) {
-      if (this.#numReaders(node) === 0) continue;
+      if (this.#numReaders(node) === 0 && !this.#pins.has(node.tag.page)) continue;
       for (let n: Root | PageNode = node; n.kind === 'page' && !pinned.has(n); n = n.parent) pinned.add(n);
     }
     return this.#nodes.size - pinned.size;
@@ -369,7 +547,7 @@ export class PrefixCache {
   }
 
   #isEvictableLeaf(node: PageNode): boolean {
-    return node.children.size === 0 && this.#numReaders(node) === 0;
+    return node.children.size === 0 && this.#numReaders(node) === 0 && !this.#pins.has(node.tag.page);
   }
 
   /** Validates up front, so a misuse changes nothing: each tag once, each allocated to or referenced by owner. */

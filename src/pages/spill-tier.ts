@@ -90,6 +90,50 @@ export function nextPathHash(parent: string, pageKey: string): string {
   return createHash('sha256').update(`tessera-kv-path-v1|${parent}|${pageKey}`).digest('hex');
 }
 
+/** The chained path hashes of the first full pages of tokens (at most maxPages). */
+export function pathHashes(tokens: readonly number[], pageSize: number, maxPages = Infinity): string[] {
+  const out: string[] = [];
+  let hash = ROOT_PATH_HASH;
+  for (let i = 0; i < Math.min(Math.floor(tokens.length / pageSize), maxPages); i++) {
+    hash = nextPathHash(hash, tokens.slice(i * pageSize, (i + 1) * pageSize).join(','));
+    out.push(hash);
+  }
+  return out;
+}
+
+/** The namespace of a tenant's pages in this pool for this model (what every tier beyond the pool keys by). */
+export function poolNamespace(pool: PagePool, model: string, tenant: TenantId): CacheNamespace {
+  const kvLayout = { dtype: kvDtypeOf(pool.kv), pageSize: pool.pageSize, bytesPerToken: pool.slotRangeBytes(1) };
+  return cacheNamespace({ tenant, model, kvLayout });
+}
+
+/**
+ * One page's bytes (a whole page, all layers) into a fresh page allocated to reader and stamped
+ * full: allocate, checkWrite (never a page lent to the step in flight), scatter, stamp. Undefined
+ * when there is no room or the check refuses (nothing is held then).
+ */
+export function writeFreshPage(
+  pool: PagePool,
+  reader: Owner,
+  bytes: Uint8Array,
+  allocate: (numPages: number, owner: Owner) => AllocateResult,
+): Tag | undefined {
+  const result = allocate(1, reader);
+  if (result.kind !== 'allocated') return undefined;
+  const tag = result.tags[0] as Tag;
+  const letGo = (): undefined => void pool.ledger.relinquish([tag], reader);
+  try {
+    if (pool.isLent(tag.page)) return letGo();
+    pool.checkWrite(reader, [tag]);
+  } catch (error) {
+    if (error instanceof PageCheckError) return letGo();
+    throw error;
+  }
+  pool.scatterSlots(tag.page, 0, pool.pageSize, bytes);
+  pool.stamp(tag, pool.pageSize);
+  return tag;
+}
+
 /** Moves single pages between one pool and one store. */
 export class PageSpill {
   readonly #pool: PagePool;
@@ -107,13 +151,20 @@ export class PageSpill {
   }
 
   namespaceOf(tenant: TenantId): SpillNamespace {
-    if (this.#dropNamespace) return '';
-    const kvLayout = {
-      dtype: kvDtypeOf(this.#pool.kv),
-      pageSize: this.#pool.pageSize,
-      bytesPerToken: this.#pool.slotRangeBytes(1),
-    };
-    return cacheNamespace({ tenant, model: this.#model, kvLayout });
+    return this.#dropNamespace ? '' : poolNamespace(this.#pool, this.#model, tenant);
+  }
+
+  /** Whether the store may hold tenant's page at pathHash (no I/O). */
+  has(tenant: TenantId, pathHash: string): boolean {
+    return this.#store.has(this.namespaceOf(tenant), pathHash);
+  }
+
+  /** A copy of tenant's stored page at pathHash after the store's checks; undefined on a miss or a refusal. */
+  copyOut(tenant: TenantId, pathHash: string): Uint8Array | undefined {
+    const namespace = this.namespaceOf(tenant);
+    if (!this.#store.has(namespace, pathHash)) return undefined;
+    const got = this.#store.get(namespace, pathHash, this.#numBytes);
+    return got.kind === 'hit' && got.bytes.length === this.#numBytes ? got.bytes.slice() : undefined;
   }
 
   /** A cached page is about to be evicted: hand a copy of its bytes to the store (unless it has them). */
@@ -134,23 +185,6 @@ export class PageSpill {
     if (!this.#store.has(namespace, pathHash)) return undefined;
     const got = this.#store.get(namespace, pathHash, this.#numBytes);
     if (got.kind !== 'hit' || got.bytes.length !== this.#numBytes) return undefined;
-    const result = allocate(1, reader);
-    if (result.kind !== 'allocated') return undefined;
-    const tag = result.tags[0] as Tag;
-    try {
-      if (this.#pool.isLent(tag.page)) return this.#letGo(tag, reader);
-      this.#pool.checkWrite(reader, [tag]);
-    } catch (error) {
-      if (error instanceof PageCheckError) return this.#letGo(tag, reader);
-      throw error;
-    }
-    this.#pool.scatterSlots(tag.page, 0, this.#pool.pageSize, got.bytes);
-    this.#pool.stamp(tag, this.#pool.pageSize);
-    return tag;
-  }
-
-  #letGo(tag: Tag, owner: Owner): undefined {
-    this.#pool.ledger.relinquish([tag], owner);
-    return undefined;
+    return writeFreshPage(this.#pool, reader, got.bytes, allocate);
   }
 }

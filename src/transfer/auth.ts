@@ -89,6 +89,7 @@ export class Handshake {
     if (this.#verified) throw new AuthError('a handshake frame after the handshake');
     switch (frame.kind) {
       case 'message':
+      case 'prefix':
         throw new AuthError(`a ${frame.message.type} message before the handshake completed`);
       case 'hello': {
         if (this.#peer !== undefined) throw new AuthError('a second Hello');

@@ -8,10 +8,11 @@
 //   offset  size  field
 //   0       4     frameLength  u32 BE: bytes after this field = 6 + headerLength + payload
 //   4       1     version      CODEC_VERSION (2)
-//   5       1     kind         1..12 a Message type (MESSAGE_TYPES order), 64 Hello, 65 Proof
+//   5       1     kind         1..12 a Message type (MESSAGE_TYPES order), 32..34 a prefix-store message
+//                              (PREFIX_MESSAGE_TYPES order, prefix-fetch-messages.ts), 64 Hello, 65 Proof
 //   6       4     headerLength u32 BE
 //   10      h     header       UTF-8 JSON: the message's fields except `type` and `payload`
-//   10+h    n     payload      raw bytes, KvChunk only (n >= 1); no base64, no copy on send
+//   10+h    n     payload      raw bytes, KvChunk and PrefixPages only (n >= 1); no base64, no copy on send
 import { Buffer } from 'node:buffer';
 import {
   KV_DTYPES,
@@ -47,6 +48,7 @@ import {
   type Check,
 } from './codec-fields.js';
 import type { KvChunk, Message, MessageType } from './messages.js';
+import { MAX_FETCH_PAGES, type PrefixMessage, type PrefixMessageType } from './prefix-fetch-messages.js';
 
 // 2: KvChunk carries kvDtype (f32 | f16), also in its checksum seed. A node of version 1 is refused at its Hello.
 export const CODEC_VERSION = 2;
@@ -70,6 +72,13 @@ export const MESSAGE_TYPES = [
 ] as const satisfies readonly MessageType[];
 /** The kind byte of a KvChunk frame (frame-stream.ts streams their payloads). */
 export const KV_CHUNK_KIND = MESSAGE_TYPES.indexOf('KvChunk') + 1;
+/** The prefix store's messages (prefix-fetch-messages.ts): kinds PREFIX_KIND_BASE + index. */
+export const PREFIX_MESSAGE_TYPES = [
+  'PrefixFetch',
+  'PrefixPages',
+  'PrefixDone',
+] as const satisfies readonly PrefixMessageType[];
+const PREFIX_KIND_BASE = 32;
 const KIND_HELLO = 64;
 const KIND_PROOF = 65;
 
@@ -84,6 +93,7 @@ export interface Proof {
 
 export type Frame =
   | { readonly kind: 'message'; readonly message: Message }
+  | { readonly kind: 'prefix'; readonly message: PrefixMessage }
   | { readonly kind: 'hello'; readonly hello: Hello }
   | { readonly kind: 'proof'; readonly proof: Proof };
 
@@ -133,15 +143,18 @@ const SCHEMAS: Schemas = {
   Reserve: object({ rid, tenant, promptTokens: int(1, U31), promptDigest: digest, sampling, prefillAddress: address }),
   Reserved: object({ rid, tags, pageSize: int(1, 1 << 16), dataAddress: address }),
   Rejected: object({ rid, code: errorCode, message }),
-  Prefill: object({
-    rid,
-    tenant,
-    tokens: array(tokenId, MAX_ITEMS),
-    sampling,
-    decodeAddress: address,
-    tags,
-    pageSize: int(1, 1 << 16),
-  }),
+  Prefill: objectWithOptional(
+    {
+      rid,
+      tenant,
+      tokens: array(tokenId, MAX_ITEMS),
+      sampling,
+      decodeAddress: address,
+      tags,
+      pageSize: int(1, 1 << 16),
+    },
+    { prefixHolder: address },
+  ),
   KvChunk: object({
     rid,
     seq: count,
@@ -177,6 +190,17 @@ const SCHEMAS: Schemas = {
   }),
   AbortAck: object({ rid }),
 };
+const fetchId = int(0, U31);
+const fetchEpoch = int(1, U31);
+const namespace = str(1024, undefined, 1);
+const pathHash = str(64, HEX64, 64);
+type PrefixFields<T extends PrefixMessage> = Omit<T, 'type' | 'payload'>;
+const PREFIX_SCHEMAS: { readonly [K in PrefixMessageType]: Check<PrefixFields<Extract<PrefixMessage, { type: K }>>> } =
+  {
+    PrefixFetch: object({ fetchId, epoch: fetchEpoch, namespace, pathHashes: array(pathHash, MAX_FETCH_PAGES) }),
+    PrefixPages: object({ fetchId, epoch: fetchEpoch, namespace, index: count, pathHash, xxh64: digest }),
+    PrefixDone: object({ fetchId, epoch: fetchEpoch, count }),
+  };
 const HELLO = object<Hello>({ nodeId: address, nonce: str(64, HEX64, 64) });
 const PROOF = object<Proof>({ mac: str(64, HEX64, 64) });
 
@@ -195,17 +219,18 @@ function head(kind: number, header: Uint8Array, payloadBytes: number): Uint8Arra
 }
 
 /** The frame as parts to write in order: [head+header] or [head+header, payload] (the payload is not copied). */
-export function encodeFrameParts(m: Message): Uint8Array[] {
+export function encodeFrameParts(m: Message | PrefixMessage): Uint8Array[] {
   const { type, ...fields } = m;
-  const kind = MESSAGE_TYPES.indexOf(type) + 1;
-  if (m.type === 'KvChunk') {
+  const prefixIndex = (PREFIX_MESSAGE_TYPES as readonly string[]).indexOf(type);
+  const kind = prefixIndex >= 0 ? PREFIX_KIND_BASE + prefixIndex : MESSAGE_TYPES.indexOf(type as MessageType) + 1;
+  if (m.type === 'KvChunk' || m.type === 'PrefixPages') {
     const { payload, ...rest } = fields as Omit<typeof m, 'type'>;
     return [head(kind, utf8.encode(JSON.stringify(rest)), payload.length), payload];
   }
   return [head(kind, utf8.encode(JSON.stringify(fields)), 0)];
 }
 
-export function encodeFrame(m: Message): Uint8Array {
+export function encodeFrame(m: Message | PrefixMessage): Uint8Array {
   const parts = encodeFrameParts(m);
   if (parts.length === 1) return parts[0] as Uint8Array;
   const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
@@ -250,6 +275,16 @@ export function decodeAnyFrame(bytes: Uint8Array, maxFrameBytes = DEFAULT_MAX_FR
       ? { kind: 'hello', hello: HELLO(header, 'Hello') }
       : { kind: 'proof', proof: PROOF(header, 'Proof') };
   }
+  const prefixType = PREFIX_MESSAGE_TYPES[kind - PREFIX_KIND_BASE];
+  if (prefixType !== undefined) {
+    const fields = PREFIX_SCHEMAS[prefixType](header, prefixType) as Record<string, unknown>;
+    if (prefixType === 'PrefixPages') {
+      if (payload.length === 0) throw new CodecError('PrefixPages without payload');
+      return { kind: 'prefix', message: { type: prefixType, ...fields, payload } as PrefixMessage };
+    }
+    if (payload.length > 0) throw new CodecError(`${prefixType} carries ${payload.length} payload bytes`);
+    return { kind: 'prefix', message: { type: prefixType, ...fields } as PrefixMessage };
+  }
   const type = MESSAGE_TYPES[kind - 1];
   if (type === undefined) throw new CodecError(`unknown frame kind ${kind}`);
   const fields = SCHEMAS[type](header, type) as Record<string, unknown>;
@@ -260,6 +295,17 @@ export function decodeAnyFrame(bytes: Uint8Array, maxFrameBytes = DEFAULT_MAX_FR
   if (payload.length > 0)
     throw new CodecError(`${type} carries ${payload.length} payload bytes; only KvChunk has a payload`);
   return { kind: 'message', message: { type, ...fields } as Message };
+}
+
+/** One complete frame after the handshake -> a transfer or prefix-store message; a handshake frame is a protocol error. */
+export function decodeClusterFrame(
+  bytes: Uint8Array,
+  maxFrameBytes = DEFAULT_MAX_FRAME_BYTES,
+): Frame & { kind: 'message' | 'prefix' } {
+  const frame = decodeAnyFrame(bytes, maxFrameBytes);
+  if (frame.kind !== 'message' && frame.kind !== 'prefix')
+    throw new CodecError(`unexpected ${frame.kind} frame after the handshake`);
+  return frame;
 }
 
 /** One complete message frame -> the Message. A handshake frame here is a protocol error. */

@@ -70,6 +70,11 @@ export interface Prefill {
   readonly decodeAddress: string;
   readonly tags: readonly Tag[];
   readonly pageSize: number;
+  /**
+   * The router's hint (prefix-routing.ts): a node that holds cached pages of this prompt's prefix
+   * for the tenant, to fetch them from (prefix-fetch-*.ts) instead of recomputing. Absent: none.
+   */
+  readonly prefixHolder?: string;
 }
 
 export interface KvChunk {

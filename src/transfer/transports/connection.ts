@@ -10,10 +10,11 @@
 import { setTimeout, clearTimeout } from 'node:timers';
 import type { FaultSet } from '../../core/index.js';
 import { AuthError, Handshake, type HandshakeRole } from '../auth.js';
-import { decodeAnyFrame, decodeFrame, encodeFrameParts, refusableRequest } from '../codec.js';
+import { decodeAnyFrame, decodeClusterFrame, encodeFrameParts, refusableRequest } from '../codec.js';
 import { isCodecError } from '../codec-fields.js';
 import { FrameStream } from '../frame-stream.js';
 import type { Message } from '../messages.js';
+import type { PrefixMessage } from '../prefix-fetch-messages.js';
 import type { Pipe } from './pipe.js';
 import type { ChunkHandlers } from './types.js';
 
@@ -35,6 +36,8 @@ export interface ConnectionOptions {
   readonly faults: FaultSet;
   readonly onAuthenticated: (connection: Connection, peer: string) => void;
   readonly onMessage: (connection: Connection, message: Message) => void;
+  /** The prefix store's messages (prefix-fetch-messages.ts); absent: dropped. */
+  readonly onPrefix?: (connection: Connection, message: PrefixMessage) => void;
   /** KvChunks from the authenticated peer as they arrive (a piece is valid only during the call); absent: whole messages. */
   readonly chunks?: ChunkHandlers;
   readonly onClosed: (connection: Connection, reason: string, malformed: boolean) => void;
@@ -46,7 +49,7 @@ export class Connection {
   readonly #options: ConnectionOptions;
   readonly #stream: FrameStream;
   readonly #handshake: Handshake;
-  readonly #pending: Message[] = [];
+  readonly #pending: (Message | PrefixMessage)[] = [];
   readonly #drainWaiters: (() => void)[] = [];
   #peer: string | undefined;
   #closed = false;
@@ -121,7 +124,7 @@ export class Connection {
     return this.#pipe.bufferedBytes;
   }
 
-  send(message: Message): void {
+  send(message: Message | PrefixMessage): void {
     if (this.#closed) return;
     if (this.#peer === undefined) this.#pending.push(message);
     else this.#pipe.write(encodeFrameParts(message));
@@ -155,9 +158,9 @@ export class Connection {
   #onFrame(frame: Uint8Array): void {
     if (this.#closed) return;
     if (this.#peer !== undefined) {
-      let message: Message;
+      let decoded: ReturnType<typeof decodeClusterFrame>;
       try {
-        message = decodeFrame(frame, this.#options.maxFrameBytes);
+        decoded = decodeClusterFrame(frame, this.#options.maxFrameBytes);
       } catch (error) {
         // A Reserve that breaks one request's rules fails that request alone (codec.ts).
         const refusable = isCodecError(error) && !this.#options.faults.has('close-on-bad-reserve');
@@ -168,7 +171,8 @@ export class Connection {
         );
         return;
       }
-      this.#options.onMessage(this, message);
+      if (decoded.kind === 'message') this.#options.onMessage(this, decoded.message);
+      else this.#options.onPrefix?.(this, decoded.message);
       return;
     }
     const step = this.#handshake.receive(decodeAnyFrame(frame, this.#handshakeMaxFrameBytes));

@@ -11,6 +11,7 @@ import { NO_FAULTS, type FaultSet } from '../../core/index.js';
 import { DEFAULT_MAX_FRAME_BYTES } from '../codec.js';
 import type { PeerId } from '../machine.js';
 import type { Message } from '../messages.js';
+import type { PrefixMessage } from '../prefix-fetch-messages.js';
 import { NONCE_BYTES, checkSecret } from '../auth.js';
 import { Connection } from './connection.js';
 import type { Pipe } from './pipe.js';
@@ -114,7 +115,7 @@ export class PeerTransport implements Transport {
       : `${perSource} connections from it are authenticating`;
   }
 
-  send(peer: PeerId, message: Message): void {
+  send(peer: PeerId, message: Message | PrefixMessage): void {
     if (this.#shutDown) return;
     let c = this.#byPeer.get(peer);
     if (c === undefined) {
@@ -175,6 +176,9 @@ export class PeerTransport implements Transport {
         if (c.peer !== undefined) this.#options.handlers.message(c.peer, m);
       },
       ...(chunks === undefined ? {} : { chunks }),
+      onPrefix: (c, m) => {
+        if (c.peer !== undefined) this.#options.handlers.prefix?.(c.peer, m);
+      },
       onClosed: (c, reason, malformed) => this.#onClosed(c, reason, malformed),
     });
   }

@@ -4,6 +4,7 @@
 // after it reported the connection closed (until a new `connected`), or reorder messages.
 import type { FaultSet } from '../../core/index.js';
 import type { KvChunkHead, Message } from '../messages.js';
+import type { PrefixMessage } from '../prefix-fetch-messages.js';
 import type { PeerId } from '../machine.js';
 
 export interface TransportHandlers {
@@ -20,6 +21,8 @@ export interface TransportHandlers {
    * message(): a node that lands payloads in pages as they arrive (decode). Absent, whole.
    */
   readonly chunks?: ChunkHandlers;
+  /** The prefix store's messages (prefix-fetch-messages.ts), in order with the others; absent: dropped. */
+  readonly prefix?: (from: PeerId, message: PrefixMessage) => void;
 }
 
 /**
@@ -76,7 +79,7 @@ export interface TransportStats {
 export interface Transport {
   readonly nodeId: PeerId;
   /** Queue message for peer, in order; dials first when allowed and not connected. Never throws for a dead peer: that comes as closed(). */
-  send(peer: PeerId, message: Message): void;
+  send(peer: PeerId, message: Message | PrefixMessage): void;
   /** Close the connection with peer; handlers.closed(peer) follows, also when none was open. */
   closePeer(peer: PeerId, reason: string): void;
   isConnected(peer: PeerId): boolean;
