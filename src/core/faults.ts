@@ -30,6 +30,10 @@ export const FAULT_NAMES = [
   'spill-without-namespace',
   /** The disk tier skips the xxh64 check of a spilled page's bytes on load: a corrupted file is read. */
   'skip-spill-checksum',
+  /** A prefix-store holder takes no lease (no pin) on the pages it serves a peer: eviction may reuse a page mid-read, and its new bytes are sent. */
+  'ignore-prefix-lease',
+  /** A prefix-store holder looks pages up by path hash alone, without the tenant's namespace: tenant B fetches tenant A's pages. */
+  'prefix-key-without-tenant',
   /** Send a stream's 200 and SSE headers before its first token (a later failure cannot get its status). */
   'eager-stream-headers',
   /** The worker hands each item of a batched step its neighbour's logits (a batching bug that leaks one request's output into another's). */
