@@ -36,6 +36,7 @@ export {
   handleKvEvents,
   handleKvEventStream,
   KV_EVENTS_MAX_BATCH,
+  kvEventsFor,
   wireBatch,
   wireEvent,
   type KvEventsAccess,

@@ -20,7 +20,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FaultSet } from '../core/index.js';
-import type { KvEventRead, KvEventRecord, KvEventRing } from '../pages/index.js';
+import { KvEventRing, PrefixHasher, type KvEventRead, type KvEventRecord } from '../pages/index.js';
 import { problem } from './errors.js';
 import { sendJson, sendProblem } from './http-io.js';
 
@@ -38,6 +38,24 @@ export interface KvEventsContext {
   readonly kvEvents: KvEventsAccess | null;
   readonly faults: FaultSet;
   readonly shutdown: AbortSignal;
+}
+
+/**
+ * A node's ring and its access (src/cli): hashes keyed with `hashKey` (a PD worker's cluster secret,
+ * as its /health report and the router's index are; serve's admin key), readable with `readKeys`.
+ * No read key: null (the route is off; the prefix cache publishes nothing).
+ */
+export function kvEventsFor(o: {
+  readonly hashKey: string | null;
+  readonly readKeys: readonly (string | null)[];
+  readonly node: string;
+  readonly blockSize: number;
+  readonly faults: FaultSet;
+}): KvEventsAccess | null {
+  const keys = o.readKeys.filter((key): key is string => key !== null && key !== '');
+  if (o.hashKey === null || keys.length === 0) return null;
+  const ring = new KvEventRing(new PrefixHasher(o.hashKey, o.faults.has('unkeyed-prefix-hashes')));
+  return { ring, keys, node: o.node, blockSize: o.blockSize };
 }
 
 /** Events per batch, at most (a JSON poll's `max`, a stream's write). */

@@ -11,7 +11,7 @@
 // It must never compute, schedule or relay: it wires the modules that do.
 import { randomInt } from 'node:crypto';
 import { httpLimitsFromEnv } from '../config-http.js';
-import { createApiServer, pdMetrics, promptCodecOf } from '../../api/index.js';
+import { createApiServer, kvEventsFor, pdMetrics, promptCodecOf } from '../../api/index.js';
 import { ConfigError } from '../../core/index.js';
 import { Sampler } from '../../model/index.js';
 import { grammarFor } from '../grammar-for.js';
@@ -40,8 +40,17 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey:
   const failed = new Promise<number>((resolve) => (fatal = () => resolve(1)));
   // Only a prefill has a prefix cache (decode never sees prompt ids): the disk tier is its.
   const kvDisk = openKvDisk(pd.role === 'prefill' ? config.kvDisk : null, engine.fingerprint, config.faults, log);
+  // KV events (GET /kv-events, admin key or cluster secret): a prefill's cache publishes them; a decode has none.
+  const kvEvents = kvEventsFor({
+    hashKey: pd.clusterSecret,
+    readKeys: [adminKey, pd.clusterSecret],
+    node: pd.role,
+    blockSize: plan.pageSize,
+    faults: config.faults,
+  });
   const options = {
     ...kvDisk.spill,
+    ...(kvEvents === null ? {} : { kvEvents: kvEvents.ring }),
     modelName: config.servedModelName,
     root: model.source.spec,
     modelFingerprint: engine.fingerprint,
@@ -84,6 +93,7 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey:
     httpLimits: httpLimitsFromEnv(process.env),
     metricsHooks: [(registry) => worker.attachMetrics(pdMetrics(registry)), ...kvDisk.metricsHooks],
     dashboard: { adminKey, plan: renderPlan(config.model, plan).trimEnd().split('\n') },
+    ...(kvEvents === null ? {} : { kvEvents: { ...kvEvents, node: worker.address } }),
   });
   const stopped = stopRequested(pd.supervised, log);
   const address = await api.listen(config.port, config.host);

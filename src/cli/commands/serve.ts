@@ -11,7 +11,7 @@
 import { randomInt } from 'node:crypto';
 import { httpLimitsFromEnv } from '../config-http.js';
 import type { Command } from 'commander';
-import { createApiServer, promptCodecOf } from '../../api/index.js';
+import { createApiServer, kvEventsFor, promptCodecOf } from '../../api/index.js';
 import { Sampler } from '../../model/index.js';
 import { ColocatedWorker } from '../../worker/index.js';
 import { loadApiKeys } from '../config-api-keys.js';
@@ -125,8 +125,17 @@ async function serve(
   const failed = new Promise<number>((resolve) => (fatal = () => resolve(1)));
   const grammar = grammarFor(model, config.faults);
   const kvDisk = openKvDisk(config.kvDisk, engine.fingerprint, config.faults, log);
+  // KV events (GET /kv-events): with an admin key, which also keys their hashes.
+  const kvEvents = kvEventsFor({
+    hashKey: adminKey,
+    readKeys: [adminKey],
+    node: 'colocated',
+    blockSize: plan.pageSize,
+    faults: config.faults,
+  });
   const worker = new ColocatedWorker({
     ...kvDisk.spill,
+    ...(kvEvents === null ? {} : { kvEvents: kvEvents.ring }),
     grammar,
     modelName: config.servedModelName,
     root: model.source.spec,
@@ -171,6 +180,7 @@ async function serve(
     dashboard: { adminKey, plan: renderPlan(config.model, plan).trimEnd().split('\n') },
     grammar,
     ...cors,
+    ...(kvEvents === null ? {} : { kvEvents }),
   });
   // Signal handlers go in before the address is printed: a supervisor (or a test) may send
   // SIGTERM the moment it reads it, and must get a graceful shutdown, not the default death.
