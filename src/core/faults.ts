@@ -104,6 +104,8 @@ export const FAULT_NAMES = [
   'no-pd-wait-queue',
   /** The scheduler and the router's wait queue serve tenants first come first served (tenant round-robin by requests), not by their virtual token counters. */
   'no-tenant-fairness',
+  /** The step budget splits a short prompt like any other (its first token two to four steps later beside decodes), not whole. */
+  'split-short-prompts',
   /** Decode reserves pages for the prompt alone, not for the whole output, before the 200 (a started stream may end `overloaded`). */
   'skip-output-reservation',
   /** With API keys, /health tells anyone its detail (a router's workers, their internal addresses and loads), not only the admin key. */
