@@ -1,7 +1,8 @@
-// Layer 1: compute kernels behind two interfaces (see types.ts), with ref, wasm and ort backends.
+// Layer 1: compute kernels behind two interfaces (see types.ts), with ref, wasm, native and ort
+// backends (which one runs what: src/model's engine.ts, createKernels).
 //   ref/   plain TypeScript, the oracle          createRefDense(), createRefOps()
 //   wasm/  WebAssembly SIMD on a shared memory   loadWasmRuntime(), createWasmOps(), createWasmDense()
-//   ort/   onnxruntime-node, dense only          createOrtDense({ threads })
+//   ort/   onnxruntime-node, dense only          createOrtDense({ threads }) (f16/bf16 prefill, or no addon)
 //   native/ our C kernels (Node-API addon)         NativeDense, NativeAttentionOps, nativeAvailability()
 // Case suites every backend runs live in cases/ (test-only).
 export type * from './types.js';

@@ -1,7 +1,7 @@
 // The kernel interfaces. Two families, each with several backends and one shared case suite
 // (src/kernels/cases/) that every backend runs:
-//   DenseKernels  y = x · Wᵀ for one weight matrix:   ref (plain TS), wasm (SIMD), ort (onnxruntime-node)
-//   OpKernels     norms, RoPE, SiLU/GELU, paged attention:  ref (plain TS), wasm (SIMD)
+//   DenseKernels  y = x · Wᵀ for one weight matrix:   ref (plain TS), wasm (SIMD), native (C), ort (onnxruntime-node)
+//   OpKernels     norms, RoPE, SiLU/GELU, paged attention:  ref (plain TS), wasm (SIMD), wasm+native (attention in C)
 // `ref` is the oracle: every fast kernel is tested against it.
 import type { PagedKvView } from '../core/index.js';
 

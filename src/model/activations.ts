@@ -2,9 +2,9 @@
 // (maxTokens rows, maxLogitRows rows of logits) and reused by every step: a decode step
 // allocates no buffer. It must never be shared by two steps in flight.
 //
-// Buffers that dense matmuls read or write come from `allocDense` (plain memory for
-// onnxruntime, which cannot take views of wasm's shared memory without copying; wasm memory for
-// the wasm dense kernel); the rest may be anywhere the op kernels accept.
+// Buffers that dense matmuls read or write come from `allocDense` (plain memory for the native
+// kernels and for onnxruntime, which cannot take views of wasm's shared memory without copying;
+// wasm memory for the wasm dense kernel); the rest may be anywhere the op kernels accept.
 import type { ModelConfig } from './config.js';
 
 export interface Activations {

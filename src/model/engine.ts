@@ -1,15 +1,22 @@
 // createEngine(): a loaded model made runnable — kernels chosen, weights prepared once, the KV
 // pool allocated once from the op kernels' memory, a ModelRunner over them. The one place that
-// decides which kernels run:
+// decides which kernels run (createKernels; the engine thread calls it too):
 //
-//   kernels 'fast' (default)        dense: onnxruntime-node (ort)     ops: wasm SIMD
-//                                   (matrices <= 1 MiB on one thread, larger ones on all)
-//   kernels 'fast' + deterministic  dense: wasm, batch-invariant      ops: wasm SIMD
-//   kernels 'ref'                   dense: plain TS (ref)             ops: plain TS (ref)
+//   kernels 'fast' (default), native addon built and the CPU runs it (useNativeDense):
+//     dense: native (kernels/native) for every batch of f32 and block weights; f16/bf16 on native
+//            up to 64 rows (nativeMaxM), larger batches on onnxruntime (BatchSplitDense)
+//     ops:   wasm SIMD, attention on the native addon (NativeAttentionOps, 'wasm+native')
+//   kernels 'fast', no addon or TESSERA_DENSE=ort:
+//     dense: onnxruntime-node (ort) for every matmul (matrices <= 1 MiB on one thread, larger on all)
+//     ops:   wasm SIMD
+//   kernels 'fast' + deterministic   dense: wasm, batch-invariant      ops: wasm SIMD
+//   kernels 'ref'                    dense: plain TS (ref)             ops: plain TS (ref)
 //
-// ort picks its kernels by batch size, so a row's bits can change with what runs beside it;
-// `deterministic` trades speed for outputs that do not depend on the batch. It must never read
-// files (loadModel did) or choose a pool size (the caller did: --kv-pages, --kv-memory).
+// ort picks its kernels by batch size, so a row's bits can change with what runs beside it, and
+// the native/ort split moves a f16 row between two backends by batch size; `deterministic` trades
+// speed for outputs that do not depend on the batch, on wasm for every dtype (NativeDense alone is
+// batch-invariant too, but the split is not). It must never read files (loadModel did) or choose
+// a pool size (the caller did: --kv-pages, --kv-memory).
 import { availableParallelism } from 'node:os';
 import { assert, NO_FAULTS, type FaultSet, type KvDtype } from '../core/index.js';
 import {

@@ -16,7 +16,7 @@ export interface StartedEngine {
   readonly plan: PoolPlan;
   readonly model: ModelInfo;
   readonly engine: ThreadedEngine;
-  /** The kernels in use, for the start-up line and /health: "ort dense + wasm ops, batch-invariant". */
+  /** The kernels in use, for the start-up line and /health: "native dense + wasm+native ops" (--deterministic: "wasm dense + wasm ops, batch-invariant"). */
   readonly kernels: string;
 }
 

@@ -2,7 +2,8 @@
 // compares against RefDense, the oracle. Tolerance: |y - y_ref| <= 1e-5 * Σ_k |x_k · w_k| + 1e-12
 // per element (f32 accumulation of up to ~2048 terms stays far inside it, while a wrong weight,
 // nibble order or scale is off by orders of magnitude). A backend that quantizes activations for
-// block weights (ORT's int8 mode, like llama.cpp) passes its own, looser tolerance for those.
+// block weights (the native kernels, and ORT's int8 mode, like llama.cpp) passes its own, looser
+// tolerance for those.
 // Batch-invariant backends must also give bit-identical rows whether a row is computed alone
 // or inside a batch of 16.
 import { Rng } from '../../core/index.js';
