@@ -11,6 +11,8 @@ export interface CheckContext {
   /** Requests this check may send. */
   readonly budget: number;
   readonly batchInvariant: boolean;
+  /** disk-timing's fill, when the operator gave it (--evict-tokens). */
+  readonly evictTokens?: number;
   readonly progress: (done: number, total: number) => void;
 }
 

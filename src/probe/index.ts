@@ -6,4 +6,11 @@ export { ProbeConnectionError } from './client.js';
 export { verdictTable, progressLine } from './report-text.js';
 export { renderHtml } from './report-html.js';
 export { ksGreater, ksGreaterTail, effectSize, binomialTail } from './stats.js';
-export { CHECK_NAMES, type CheckName, type CheckResult, type ProbeOptions, type ProbeReport } from './types.js';
+export {
+  CHECK_NAMES,
+  DEFAULT_CHECKS,
+  type CheckName,
+  type CheckResult,
+  type ProbeOptions,
+  type ProbeReport,
+} from './types.js';

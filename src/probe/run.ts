@@ -6,20 +6,30 @@ import { Rng } from '../core/index.js';
 import { canary, canaryBudget } from './canary.js';
 import { ProbeClient } from './client.js';
 import type { CheckContext, CheckOutput } from './context.js';
+import { diskTiming, diskTimingBudget } from './disk-timing.js';
 import { errorHonesty, errorHonestyBudget } from './error-honesty.js';
+import { grammarTiming, grammarTimingBudget } from './grammar-timing.js';
 import { nonInterference, nonInterferenceBudget } from './non-interference.js';
+import { prefillTiming, prefillTimingBudget, responseOrder, responseOrderBudget } from './pair-checks.js';
 import { prefixTiming, prefixTimingBudget } from './prefix-timing.js';
 import { learnServer } from './setup.js';
 import type { CheckName, CheckResult, ProbeOptions, ProbeReport } from './types.js';
 
 const RUNNERS: Record<
   CheckName,
-  { run: (ctx: CheckContext) => Promise<CheckOutput>; budget: (budget: number) => number }
+  {
+    run: (ctx: CheckContext) => Promise<CheckOutput>;
+    budget: (budget: number, ctx: Pick<CheckContext, 'facts' | 'evictTokens'>) => number;
+  }
 > = {
   'error-honesty': { run: errorHonesty, budget: () => errorHonestyBudget() },
   canary: { run: canary, budget: canaryBudget },
   'non-interference': { run: nonInterference, budget: nonInterferenceBudget },
   'prefix-timing': { run: prefixTiming, budget: prefixTimingBudget },
+  'grammar-timing': { run: grammarTiming, budget: grammarTimingBudget },
+  'disk-timing': { run: diskTiming, budget: diskTimingBudget },
+  'prefill-timing': { run: prefillTiming, budget: prefillTimingBudget },
+  'response-order': { run: responseOrder, budget: responseOrderBudget },
 };
 
 export interface ProbeIo {
@@ -47,7 +57,7 @@ export async function runProbe(options: ProbeOptions, io: ProbeIo): Promise<Prob
     const rng = new Rng(seeds.nextU32());
     client.setCheck(check);
     const t0 = io.now();
-    const budgetRequests = runner.budget(options.budget);
+    const budgetRequests = runner.budget(options.budget, { facts, evictTokens: options.evictTokens });
     let output: CheckOutput;
     try {
       output = await runner.run({
@@ -56,6 +66,7 @@ export async function runProbe(options: ProbeOptions, io: ProbeIo): Promise<Prob
         rng,
         budget: options.budget,
         batchInvariant: options.batchInvariant,
+        ...(options.evictTokens === undefined ? {} : { evictTokens: options.evictTokens }),
         progress: (d, t) => io.progress(check, d, t),
       });
     } catch (error) {

@@ -2,7 +2,18 @@
 // A check's outcome is a tagged union: clean, finding (a leak, a dishonest status or a timing
 // signal: exit 1), or inconclusive (the check could not see what it looks for; never "clean").
 
-export const CHECK_NAMES = ['error-honesty', 'canary', 'non-interference', 'prefix-timing'] as const;
+export const CHECK_NAMES = [
+  'error-honesty',
+  'canary',
+  'non-interference',
+  'prefix-timing',
+  'grammar-timing',
+  'disk-timing',
+  'prefill-timing',
+  'response-order',
+] as const;
+/** What runs without --checks: the first four (the tier checks cost more and need their server's features). */
+export const DEFAULT_CHECKS: readonly CheckName[] = ['error-honesty', 'canary', 'non-interference', 'prefix-timing'];
 export type CheckName = (typeof CHECK_NAMES)[number];
 
 export type Tenant = 'A' | 'B';
@@ -22,6 +33,8 @@ export interface ProbeOptions {
   /** Extra JSON merged into every request body (a tenant mechanism, e.g. vLLM's cache_salt). */
   readonly extraBody: { readonly A: Record<string, unknown>; readonly B: Record<string, unknown> };
   readonly requestTimeoutMs: number;
+  /** disk-timing: tokens of fresh prompts sent to push A's prefixes out of the pool (default: disk-timing.ts). */
+  readonly evictTokens?: number;
 }
 
 /** One request the probe sent, with what came back. */

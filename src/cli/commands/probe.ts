@@ -7,6 +7,7 @@ import type { Command } from 'commander';
 import { ConfigError } from '../../core/index.js';
 import {
   CHECK_NAMES,
+  DEFAULT_CHECKS,
   ProbeConnectionError,
   progressLine,
   renderHtml,
@@ -29,6 +30,7 @@ interface ProbeFlags {
   readonly extraBodyA?: string;
   readonly extraBodyB?: string;
   readonly timeoutMs: string;
+  readonly evictTokens?: string;
 }
 
 const collect = (value: string, previous: string[]): string[] => [...previous, value];
@@ -48,7 +50,10 @@ export function registerProbe(program: Command): void {
       [],
     )
     .option('--model <name>', 'the model to probe (default: the first /v1/models lists)')
-    .option('--checks <list>', `comma-separated, from ${CHECK_NAMES.join(', ')} (default: all)`)
+    .option(
+      '--checks <list>',
+      `comma-separated, from ${CHECK_NAMES.join(', ')}, or all (default: ${DEFAULT_CHECKS.join(', ')})`,
+    )
     .option('--budget <n>', 'requests each check may send, about (each check sizes its samples to it)', '100')
     .option('--json <file>', 'write every request and every figure as JSON')
     .option('--html <file>', 'write a self-contained HTML report with the evidence and plots')
@@ -63,6 +68,11 @@ export function registerProbe(program: Command): void {
     )
     .option('--extra-body-b <json>', 'the same for tenant B')
     .option('--timeout-ms <n>', 'timeout of one request', '120000')
+    .option(
+      '--evict-tokens <n>',
+      "disk-timing: tokens of fresh prompts sent to push A's prompts out of the KV pool (default: 4x the pool " +
+        'limit the probe learns, else 16x the context)',
+    )
     .action(async (flags: ProbeFlags) => {
       process.exitCode = await probe(flags);
     });
@@ -82,7 +92,8 @@ function parseExtra(value: string | undefined, flag: string): Record<string, unk
 }
 
 function parseChecks(value: string | undefined): CheckName[] {
-  if (value === undefined) return [...CHECK_NAMES];
+  if (value === undefined) return [...DEFAULT_CHECKS];
+  if (value.trim() === 'all') return [...CHECK_NAMES];
   const names = value
     .split(',')
     .map((s) => s.trim())
@@ -112,6 +123,7 @@ async function probe(flags: ProbeFlags): Promise<number> {
     batchInvariant: flags.batchInvariant === true,
     extraBody: { A: parseExtra(flags.extraBodyA, '--extra-body-a'), B: parseExtra(flags.extraBodyB, '--extra-body-b') },
     requestTimeoutMs: parseCount(flags.timeoutMs, '--timeout-ms', 100),
+    ...(flags.evictTokens === undefined ? {} : { evictTokens: parseCount(flags.evictTokens, '--evict-tokens', 0) }),
   };
   if (keyA === keyB)
     process.stderr.write(

@@ -1,0 +1,146 @@
+// Concurrent pairs, the design of two checks. n trials:
+//   1. primes: A sends fresh long prompts X_1..X_n, two at a time (behind a PD router with two or
+//      more prefills, the two of a pair go to different prefills: A's pages end up on several)
+//   2. settle: SETTLE_MS, so a prefix-aware router has polled where A's pages are
+//   3. per trial i, in random order of i and of the two arms:
+//      cross:   B's pair, X_i (A's prompt) and F_i (fresh, same length), launched in the same tick
+//               in random order (with no cache effect, either one is first with probability 1/2):
+//               behind a PD router the two go to different prefills, so B's X_i lands on the
+//               prefill that holds A's pages or on another one; a hit through either (a shared
+//               pool key, a peer fetch keyed without the tenant) shows
+//      control: A's own X_i, alone (prefill-timing: a hit wherever the router sends it), or in a
+//               pair with a fresh G_i like B's (response-order: does order show A's own hits?)
+// On one node the pairs share its steps.
+// Budget: 5 requests per trial (4 for prefill-timing); trials = budget / 5 (8 to 40; response-order
+// at least 16); prompts 0.4 of what the server admits; A's n primes
+// must stay cached until their trial (n pages of promptTokens / pageSize on the prefills).
+import { inParallel, usableTokens, type CheckContext } from './context.js';
+import { randomIds, shuffle } from './prompts.js';
+import type { RequestRecord, Tenant } from './types.js';
+
+/** Trials for a budget: at least `least` (response-order: 16, so 1/2 against about 7/8 can reach p < 0.01). */
+export function pairTrials(budget: number, least = 8): number {
+  return Math.max(least, Math.min(40, Math.floor(budget / 5)));
+}
+
+/** Tokens of each prompt: 0.4 of what the server admits (the pairs' pages must stay cached until their trial). */
+export function pairPromptTokens(usable: number, maxTokens: number): number {
+  return Math.max(32, Math.floor((usable - maxTokens - 1) * 0.4));
+}
+
+export interface PairOutcome {
+  /** TTFT of the request with A's prompt and of the fresh one; undefined when it failed. */
+  readonly hitTtft: number | undefined;
+  readonly freshTtft: number | undefined;
+  readonly hitId: number;
+  readonly freshId: number;
+  /** Which finished first (the last byte of its response); 'tie' or 'failed' counts neither way. */
+  readonly first: 'hit' | 'fresh' | 'tie' | 'failed';
+  /** Whether the request with A's prompt was launched first. */
+  readonly hitLaunchedFirst: boolean;
+}
+
+export interface PairData {
+  readonly promptTokens: number;
+  readonly settleMs: number;
+  readonly maxTokens: number;
+  readonly trials: number;
+  readonly primeTtft: number[];
+  readonly cross: PairOutcome[];
+  readonly control: PairOutcome[];
+  /** prefill-timing's control: A's X_i alone (TTFT, request id). */
+  readonly controlAlone: { readonly ttftMs: number; readonly id: number }[];
+  readonly failed: number[];
+}
+
+/** Longer than a prefix-aware router's poll of its prefills (Tessera's: 1 s). */
+export const SETTLE_MS = 2500;
+
+const endOf = (r: RequestRecord): number => r.startMs + (r.totalMs ?? Infinity);
+const ok = (r: RequestRecord): boolean => r.status === 200 && r.ttftMs !== undefined && r.error === undefined;
+
+export async function runPairs(
+  ctx: CheckContext,
+  name: string,
+  maxTokens: number,
+  control: 'alone' | 'pair',
+): Promise<PairData> {
+  const { client, facts, rng } = ctx;
+  const trials = pairTrials(ctx.budget, control === 'pair' ? 16 : 8);
+  const promptTokens = pairPromptTokens(usableTokens(facts), maxTokens);
+  const total = (control === 'pair' ? 5 : 4) * trials + 1;
+  let done = 0;
+  const data: PairData = {
+    promptTokens,
+    settleMs: SETTLE_MS,
+    maxTokens,
+    trials,
+    primeTtft: [],
+    cross: [],
+    control: [],
+    controlAlone: [],
+    failed: [],
+  };
+  const send = async (tenant: Tenant, purpose: string, prompt: readonly number[]): Promise<RequestRecord> => {
+    const r = await client.stream(tenant, `${name}: ${purpose}`, {
+      model: facts.model,
+      prompt: [...prompt],
+      max_tokens: maxTokens,
+      temperature: 0,
+    });
+    ctx.progress(++done, total);
+    if (!ok(r)) data.failed.push(r.id);
+    return r;
+  };
+  const pair = async (tenant: Tenant, x: readonly number[], arm: 'cross' | 'control'): Promise<PairOutcome> => {
+    const hitFirst = rng.int(2) === 0;
+    const fresh = randomIds(rng, promptTokens);
+    const launch = [() => send(tenant, `${arm}: A's prompt`, x), () => send(tenant, `${arm}: fresh`, fresh)];
+    const [a, b] = await inParallel(hitFirst ? launch : [launch[1]!, launch[0]!], 2);
+    const [hit, other] = hitFirst ? [a!, b!] : [b!, a!];
+    const first =
+      !ok(hit) || !ok(other)
+        ? 'failed'
+        : endOf(hit) < endOf(other)
+          ? 'hit'
+          : endOf(hit) > endOf(other)
+            ? 'fresh'
+            : 'tie';
+    return {
+      hitTtft: ok(hit) ? hit.ttftMs : undefined,
+      freshTtft: ok(other) ? other.ttftMs : undefined,
+      hitId: hit.id,
+      freshId: other.id,
+      first,
+      hitLaunchedFirst: hitFirst,
+    };
+  };
+  await send('B', 'warm-up', randomIds(rng, promptTokens));
+  data.failed.length = 0;
+  const xs = Array.from({ length: trials }, () => randomIds(rng, promptTokens));
+  const primes = await inParallel(
+    xs.map((x) => () => send('A', 'prime', x)),
+    2,
+  );
+  for (const p of primes) if (ok(p)) data.primeTtft.push(p.ttftMs as number);
+  await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+  for (const i of shuffle(
+    rng,
+    xs.map((_, i) => i),
+  )) {
+    const x = xs[i] as number[];
+    for (const run of shuffle(rng, [
+      async () => void data.cross.push(await pair('B', x, 'cross')),
+      async () => {
+        if (control === 'pair') {
+          data.control.push(await pair('A', x, 'control'));
+          return;
+        }
+        const r = await send('A', 'control: alone', x);
+        if (ok(r)) data.controlAlone.push({ ttftMs: r.ttftMs as number, id: r.id });
+      },
+    ]))
+      await run();
+  }
+  return data;
+}
