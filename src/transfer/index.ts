@@ -98,3 +98,14 @@ export { TcpTransport, parseAddress, type TcpListenOptions } from './transports/
 export { probeClusterSecret } from './transports/probe.js';
 export { MemoryNetwork } from './transports/memory.js';
 export { MachineDriver } from './transports/driver.js';
+export type * from './prefix-fetch-messages.js';
+export { PREFIX_MESSAGE_TYPES } from './codec.js';
+export { PrefixHolder, type HolderIo, type HolderStats, type PrefixSource } from './prefix-fetch-holder.js';
+export {
+  FETCH_REFUSALS,
+  PrefixRequester,
+  type FetchOutcome,
+  type FetchRefusal,
+  type RequesterStats,
+} from './prefix-fetch-requester.js';
+export { PeerPrefixStore, tenantOfNamespace, type FillResult, type PeerStoreStats } from './prefix-fetch-store.js';
