@@ -1,10 +1,12 @@
 // README.md and docs/*.md checked against the code (docs-check.ts says what is checked): the
 // flags come from the CLI's own commander definitions (src/cli/commands, registered in-process,
 // no build and no process), the scripts from package.json, paths from the file system, metric
-// and variable names from the sources. Then the negative controls: a page citing a missing flag,
+// and variable names from the sources; ARCHITECTURE's import table against .dependency-cruiser.cjs.
+// Then the negative controls: a page citing a missing flag,
 // a flag of the wrong command, a missing link, anchor, script, path, module path or metric must be
 // reported. Cheap: a few hundred milliseconds after the CLI's import.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
@@ -76,6 +78,31 @@ describe('README.md and docs/ against the code', () => {
 
   it.each(PAGES)('%s cites only flags, links, scripts, paths and metrics that exist', (page) => {
     expect(checkPage(page, read(page), facts)).toEqual([]);
+  });
+
+  it("ARCHITECTURE's import table is the rule .dependency-cruiser.cjs enforces", () => {
+    const config = createRequire(import.meta.url)(join(ROOT, '.dependency-cruiser.cjs')) as {
+      forbidden: { name: string; comment?: string }[];
+    };
+    const rule = new Map(
+      config.forbidden
+        .filter((r) => r.name.startsWith('layer-'))
+        .map((r) => [r.name.slice('layer-'.length), /may import only from: (.*)$/.exec(r.comment ?? '')![1]!]),
+    );
+    const table = new Map<string, string>();
+    for (const m of read('docs/ARCHITECTURE.md').matchAll(
+      /^\| ([a-z, ]+) \| ([a-z, ]+|nothing|everything above) \|$/gm,
+    ))
+      for (const module of m[1]!.split(', ')) table.set(module, m[2]!);
+    const everything = [...rule.keys()].filter((m) => m !== 'cli').sort();
+    const written = (module: string): string[] => {
+      const cell = table.get(module);
+      if (cell === 'nothing') return [];
+      if (cell === 'everything above') return everything;
+      return (cell ?? '?').split(', ').sort();
+    };
+    for (const [module, allowed] of rule)
+      expect(written(module), module).toEqual(allowed === '(nothing)' ? [] : allowed.split(', ').sort());
   });
 
   it('keeps the README a front door: under 130 lines, with the two commands CI relies on', () => {
