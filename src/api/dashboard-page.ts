@@ -2,7 +2,8 @@
 // asset, no build step) that polls GET /dashboard/state every POLL_MS and draws, per node: the
 // pool as a grid (one cell per page, coloured by state, the owning tenant as hue, epoch and owner
 // on hover, a flash when a page changes owner or epoch), transfers in flight, quarantined pages
-// and why, totals, requests by outcome, `tessera plan`'s lines, and four small live charts
+// and why, its cache tiers (pool, disk, peer: pages, hits, misses, refused loads by reason), totals,
+// requests by outcome, `tessera plan`'s lines, and four small live charts
 // (step time, batch size, tokens/s, queue depth) from the differences of the loop's counters.
 // On the router it draws every worker it knows and the pairs in flight.
 // Must never: load anything from elsewhere, or put the admin key anywhere but the requests it sends.
@@ -75,6 +76,7 @@ pre{margin:0;font:10.5px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace;color:
     parent.appendChild(t);
   }
 
+  function refusedText(r) { var k = Object.keys(r).filter(function (x) { return r[x] > 0; }); return k.length === 0 ? "0" : k.map(function (x) { return x + " " + r[x]; }).join(", "); }
   function panel(parent, title) { var p = el("div", "panel"); p.appendChild(el("h3", "", title)); parent.appendChild(p); return p; }
 
   function chart(box, name, unit) {
@@ -148,6 +150,7 @@ pre{margin:0;font:10.5px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace;color:
     }
     n.prev = { atMs: view.atMs, loop: m.loop };
     n.row.textContent = "";
+    if (m.tiers) { var tp = panel(n.row, "cache tiers"); tp.dataset.panel = "tiers"; table(tp, ["tier", "pages", "hits", "misses", "refused"], m.tiers.map(function (t) { return [t.name, t.pages, t.hits, t.misses, refusedText(t.refused)]; }), "none"); }
     table(panel(n.row, "transfers in flight"), ["request", "phase", "peer", "pages", "bytes"], m.transfers.map(function (t) { return [t.rid, t.phase, t.peer, t.numPages, bytes(t.bytes)]; }), "none");
     table(panel(n.row, "quarantined pages"), ["request", "pages", "why", "until"], m.quarantined.map(function (q) { return [q.rid, q.numPages, q.reason, "AbortAck / close of " + q.waitingFor]; }), "none");
     var totals = Object.keys(m.totals).filter(function (k) { return m.totals[k] > 0; });

@@ -15,3 +15,4 @@ export { DecodeWorker } from './decode-worker.js';
 export { HookedRunner, type StepHooks } from './hooked-runner.js';
 export type { PdWorkerOptions } from './pd-common.js';
 export { DEFAULT_KV_DISK_BYTES, DiskTier, type DiskTierOptions } from './disk-tier.js';
+export { CountedPrefixCache, setTierSource, tiersOf } from './tier-views.js';

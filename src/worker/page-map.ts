@@ -1,6 +1,7 @@
 // The page map of one worker (src/core's NodePageMap): every page's state, holder and epoch read
 // from the ledger, plus what the role adds (transfers in flight, quarantined pages and why, its
-// totals) and the step loop's counters. Every role's `pageMap()` calls `nodePageMap`.
+// totals), the step loop's counters and the pool's cache tiers (tier-views.ts: pool, disk, peer).
+// Every role's `pageMap()` calls `nodePageMap`.
 // Owner thread: it reads the ledger on the thread that owns it (the one that runs the loop and the
 // machines), synchronously, so the snapshot is one consistent moment. Must never change anything.
 import {
@@ -11,10 +12,12 @@ import {
   type PageLetter,
   type PageState,
   type QuarantineView,
+  type TierView,
   type TransferView,
 } from '../core/index.js';
 import type { PagePool } from '../pages/index.js';
 import type { EngineLoopStats } from './engine-loop.js';
+import { tiersOf } from './tier-views.js';
 
 const LETTER: Readonly<Record<PageState, PageLetter>> = { free: 'f', allocated: 'a', cached: 'c', quarantined: 'q' };
 
@@ -86,7 +89,14 @@ export function nodePageMap(p: NodePageMapParts): NodePageMap {
       numItemsStepped: p.loop.numItemsStepped,
     },
     totals: p.totals,
+    ...tierField(p.pool),
   };
+}
+
+/** The pool's cache tiers (tier-views.ts), when anything keeps one over it. */
+function tierField(pool: PagePool): { readonly tiers?: readonly TierView[] } {
+  const tiers = tiersOf(pool);
+  return tiers === undefined ? {} : { tiers };
 }
 
 /** A machine's abortsByState as dashboard totals: `aborts <state>`. */

@@ -4,8 +4,9 @@
 // --kv-disk, that cache spills evicted pages to the disk tier and loads them back; with a KV
 // event sink (serve's and each PD worker's /kv-events ring), it publishes BlockStored/BlockRemoved.
 import type { FaultSet } from '../core/index.js';
-import { PrefixCache, type KvEventSink, type KvSpill, type PagePool } from '../pages/index.js';
+import type { KvEventSink, KvSpill, PagePool } from '../pages/index.js';
 import { Scheduler, type Role } from '../scheduler/index.js';
+import { CountedPrefixCache, setTierSource } from './tier-views.js';
 
 export interface SchedulerLimits {
   readonly pool: PagePool;
@@ -23,13 +24,16 @@ export interface SchedulerLimits {
 
 export function schedulerFor(role: Role, o: SchedulerLimits): Scheduler {
   const { pool, faults, kvSpill, kvEvents } = o;
-  const prefixCache = (): PrefixCache =>
-    new PrefixCache({
+  const prefixCache = (): CountedPrefixCache => {
+    const cache = new CountedPrefixCache({
       pool,
       faults,
       ...(kvSpill === undefined ? {} : { spill: kvSpill }),
       ...(kvEvents === undefined ? {} : { events: kvEvents }),
     });
+    setTierSource(pool, 'prefix-cache', () => cache.tiers()); // the dashboard's and /metrics' pool and disk tiers
+    return cache;
+  };
   return new Scheduler({
     role,
     pool,

@@ -11,11 +11,11 @@
 // It must never compute, schedule or relay: it wires the modules that do.
 import { randomInt } from 'node:crypto';
 import { httpLimitsFromEnv } from '../config-http.js';
-import { createApiServer, kvEventsFor, pdMetrics, promptCodecOf } from '../../api/index.js';
+import { createApiServer, kvEventsFor, kvTierMetrics, pdMetrics, promptCodecOf } from '../../api/index.js';
 import { ConfigError } from '../../core/index.js';
 import { Sampler } from '../../model/index.js';
 import { grammarFor } from '../grammar-for.js';
-import { DecodeWorker, PrefillWorker } from '../../worker/index.js';
+import { DecodeWorker, PrefillWorker, tiersOf } from '../../worker/index.js';
 import type { PdWorkerConfig } from '../config-pd.js';
 import { formatBytes } from '../config-values.js';
 import type { ServeConfig } from '../config.js';
@@ -91,7 +91,11 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey:
     faults: config.faults,
     drainTimeoutMs: 1_000,
     httpLimits: httpLimitsFromEnv(process.env),
-    metricsHooks: [(registry) => worker.attachMetrics(pdMetrics(registry)), ...kvDisk.metricsHooks],
+    metricsHooks: [
+      (registry) => worker.attachMetrics(pdMetrics(registry)),
+      ...kvDisk.metricsHooks,
+      (registry) => kvTierMetrics(registry, () => tiersOf(engine.pool) ?? []),
+    ],
     dashboard: { adminKey, plan: renderPlan(config.model, plan).trimEnd().split('\n') },
     ...(kvEvents === null ? {} : { kvEvents: { ...kvEvents, node: worker.address } }),
   });

@@ -11,9 +11,9 @@
 import { randomInt } from 'node:crypto';
 import { httpLimitsFromEnv } from '../config-http.js';
 import type { Command } from 'commander';
-import { createApiServer, kvEventsFor, promptCodecOf } from '../../api/index.js';
+import { createApiServer, kvEventsFor, kvTierMetrics, promptCodecOf } from '../../api/index.js';
 import { Sampler } from '../../model/index.js';
-import { ColocatedWorker } from '../../worker/index.js';
+import { ColocatedWorker, tiersOf } from '../../worker/index.js';
 import { loadApiKeys } from '../config-api-keys.js';
 import { corsOption, grammarFor } from '../grammar-for.js';
 import { DEFAULT_POOL_CONTEXTS, type PoolPlan } from '../config-pool.js';
@@ -174,7 +174,7 @@ async function serve(
     seed: randomInt(2 ** 31),
     ...(apiKeys === undefined ? {} : { apiKeys }),
     faults: config.faults,
-    metricsHooks: kvDisk.metricsHooks,
+    metricsHooks: [...kvDisk.metricsHooks, (registry) => kvTierMetrics(registry, () => tiersOf(engine.pool) ?? [])],
     drainTimeoutMs: DRAIN_TIMEOUT_MS,
     httpLimits: httpLimitsFromEnv(process.env),
     dashboard: { adminKey, plan: renderPlan(config.model, plan).trimEnd().split('\n') },
