@@ -16,7 +16,7 @@ export const DEFAULT_MODEL = 'builtin:austen';
 export const DEFAULT_HOST = '127.0.0.1';
 export const DEFAULT_PORT = 8000;
 export const DEFAULT_PAGE_SIZE = 16;
-/** How the KV pool stores K and V unless --kv-dtype says otherwise (see README: why this one). */
+/** How the KV pool stores K and V unless --kv-dtype says otherwise (see docs/serving.md, "KV cache dtype": why this one). */
 export const DEFAULT_KV_DTYPE: KvDtype = 'f32';
 export const DEFAULT_MAX_RUNNING_REQUESTS = 32;
 /** Most tokens in one step (the engine's default too): a full prefill chunk is the longest inter-token gap it adds to running requests. */

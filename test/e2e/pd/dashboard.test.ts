@@ -6,7 +6,7 @@
 //   - once they end, every page on screen is free or cached again; the console has no errors.
 // The Grafana board (deploy/grafana/) is checked against the same cluster: every metric its
 // queries name is one that some node's /metrics exposes.
-// DASHBOARD_SCREENSHOT=docs/dashboard.png saves a screenshot under load (for the README).
+// DASHBOARD_SCREENSHOT=docs/dashboard.png saves a screenshot under load (for docs/dashboard.md).
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import OpenAI from 'openai';
