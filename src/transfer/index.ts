@@ -100,7 +100,13 @@ export { MemoryNetwork } from './transports/memory.js';
 export { MachineDriver } from './transports/driver.js';
 export type * from './prefix-fetch-messages.js';
 export { PREFIX_MESSAGE_TYPES } from './codec.js';
-export { PrefixHolder, type HolderIo, type HolderStats, type PrefixSource } from './prefix-fetch-holder.js';
+export {
+  PrefixHolder,
+  type HolderIo,
+  type HolderStats,
+  type PrefixSource,
+  type Schedule,
+} from './prefix-fetch-holder.js';
 export {
   FETCH_REFUSALS,
   PrefixRequester,

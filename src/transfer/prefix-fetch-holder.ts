@@ -15,7 +15,6 @@
 //   the loop stops at its next page and sends nothing more.
 // Must never: send a page it has not leased, keep a lease past done/close/deadline, or look a page
 // up without the namespace (only the source's fault `prefix-key-without-tenant` does).
-import { setTimeout, clearTimeout } from 'node:timers';
 import { xxh64 } from '@node-rs/xxhash';
 import { LeaseTable, type PageLease } from '../pages/index.js';
 import type { PeerId } from './machine.js';
@@ -27,6 +26,9 @@ export interface HolderIo {
   bufferedBytes(peer: PeerId): number;
   whenDrained(peer: PeerId): Promise<void>;
 }
+
+/** Runs fn once after ms (unref'd: it never keeps the process up); returns its cancel. Timers are the node's, passed in. */
+export type Schedule = (fn: () => void, ms: number) => () => void;
 
 /** Where the holder finds pages: a lease on the run, or why the namespace is not served here. */
 export type PrefixSource = (namespace: string, pathHashes: readonly string[]) => PageLease | 'namespace';
@@ -50,6 +52,7 @@ export interface HolderStats {
 export interface PrefixHolderOptions {
   readonly io: HolderIo;
   readonly source: PrefixSource;
+  readonly schedule: Schedule;
   /** A lease ends at most this long after it was taken. Default 10 s. */
   readonly leaseTimeoutMs?: number;
   /** Bytes buffered on R's connection beyond which the holder waits for the drain. Default 4 MiB. */
@@ -63,8 +66,9 @@ export class PrefixHolder {
   readonly #leaseTimeoutMs: number;
   readonly #highWaterBytes: number;
   readonly #now: () => number;
+  readonly #schedule: Schedule;
   readonly #leases = new LeaseTable();
-  #timer: ReturnType<typeof setTimeout> | undefined;
+  #cancelTimer: (() => void) | undefined;
   #closed = false;
   readonly #stats: HolderStats = {
     fetches: 0,
@@ -82,6 +86,7 @@ export class PrefixHolder {
     this.#leaseTimeoutMs = options.leaseTimeoutMs ?? 10_000;
     this.#highWaterBytes = options.highWaterBytes ?? 4 * 1024 * 1024;
     this.#now = options.now ?? Date.now;
+    this.#schedule = options.schedule;
   }
 
   get numOpenLeases(): number {
@@ -116,8 +121,8 @@ export class PrefixHolder {
   close(): void {
     this.#closed = true;
     this.#leases.releaseAll();
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
+    this.#cancelTimer?.();
+    this.#cancelTimer = undefined;
   }
 
   async #serve(from: PeerId, m: PrefixFetch, lease: PageLease, id: number): Promise<void> {
@@ -155,17 +160,16 @@ export class PrefixHolder {
 
   /** One timer, at the earliest lease deadline. */
   #arm(): void {
-    if (this.#timer !== undefined) return;
+    if (this.#cancelTimer !== undefined || this.#closed) return;
     const at = this.#leases.nextDeadlineMs();
     if (at === undefined) return;
-    this.#timer = setTimeout(
+    this.#cancelTimer = this.#schedule(
       () => {
-        this.#timer = undefined;
+        this.#cancelTimer = undefined;
         this.#stats.leasesExpired += this.#leases.expire(this.#now());
         this.#arm();
       },
       Math.max(0, at - this.#now()),
     );
-    this.#timer.unref?.();
   }
 }

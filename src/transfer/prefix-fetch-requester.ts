@@ -10,10 +10,10 @@
 //   3. PrefixDone (or the first refused frame, H's close, the deadline) settles the fetch with
 //      the pages accepted so far; later frames of a settled fetch are dropped as stale
 // Must never: accept a page of another namespace, path, length or checksum, or settle twice.
-import { setTimeout, clearTimeout } from 'node:timers';
 import { randomInt } from 'node:crypto';
 import { xxh64 } from '@node-rs/xxhash';
 import type { PeerId } from './machine.js';
+import type { Schedule } from './prefix-fetch-holder.js';
 import type { PrefixDone, PrefixMessage, PrefixPages } from './prefix-fetch-messages.js';
 
 /** Why a fetch ended before its PrefixDone, or why a frame was dropped ('stale'). */
@@ -48,6 +48,7 @@ export interface PrefixRequesterOptions {
   readonly send: (peer: PeerId, message: PrefixMessage) => void;
   /** One page of this node's pool, all layers: the only length accepted. */
   readonly pageBytes: number;
+  readonly schedule: Schedule;
   /** A fetch not done within this is abandoned (the rest recomputed). Default 5 s. */
   readonly timeoutMs?: number;
   /** This process's epoch; default random. */
@@ -60,7 +61,7 @@ interface OpenFetch {
   readonly pathHashes: readonly string[];
   readonly pages: Uint8Array[];
   readonly settle: (outcome: FetchOutcome) => void;
-  readonly timer: ReturnType<typeof setTimeout>;
+  readonly cancelTimer: () => void;
 }
 
 export class PrefixRequester {
@@ -93,9 +94,8 @@ export class PrefixRequester {
     const fetchId = this.#nextId++;
     this.#stats.fetches++;
     return new Promise<FetchOutcome>((resolve) => {
-      const timer = setTimeout(() => this.#end(fetchId, 'timeout'), this.#o.timeoutMs ?? 5_000);
-      timer.unref?.();
-      this.#open.set(fetchId, { holder, namespace, pathHashes, pages: [], settle: resolve, timer });
+      const cancelTimer = this.#o.schedule(() => this.#end(fetchId, 'timeout'), this.#o.timeoutMs ?? 5_000);
+      this.#open.set(fetchId, { holder, namespace, pathHashes, pages: [], settle: resolve, cancelTimer });
       this.#o.send(holder, { type: 'PrefixFetch', fetchId, epoch: this.epoch, namespace, pathHashes });
     });
   }
@@ -135,7 +135,7 @@ export class PrefixRequester {
     const f = this.#open.get(fetchId);
     if (f === undefined) return;
     this.#open.delete(fetchId);
-    clearTimeout(f.timer);
+    f.cancelTimer();
     if (ended !== 'done') this.#stats.refused[ended]++;
     this.#stats.pagesFetched += f.pages.length;
     this.#stats.pagesMissed += f.pathHashes.length - f.pages.length;

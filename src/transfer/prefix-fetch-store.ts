@@ -11,7 +11,7 @@
 import { TENANT_PATTERN, NO_FAULTS, asTenantId, type FaultSet, type TenantId } from '../core/index.js';
 import { pathHashes, poolNamespace, type Owner, type PagePool, type PrefixCache } from '../pages/index.js';
 import type { PeerId } from './machine.js';
-import { PrefixHolder, type HolderIo, type HolderStats } from './prefix-fetch-holder.js';
+import { PrefixHolder, type HolderIo, type HolderStats, type Schedule } from './prefix-fetch-holder.js';
 import type { PrefixMessage } from './prefix-fetch-messages.js';
 import { PrefixRequester, type RequesterStats } from './prefix-fetch-requester.js';
 
@@ -21,6 +21,7 @@ export interface PeerPrefixStoreOptions {
   /** The model's fingerprint: part of every namespace. */
   readonly model: string;
   readonly io: HolderIo;
+  readonly schedule: Schedule;
   readonly faults?: FaultSet;
   readonly fetchTimeoutMs?: number;
   readonly leaseTimeoutMs?: number;
@@ -68,6 +69,7 @@ export class PeerPrefixStore {
     const anyTenant = faults.has('prefix-key-without-tenant');
     this.#holder = new PrefixHolder({
       io: options.io,
+      schedule: options.schedule,
       source: (namespace, hashes) => {
         const tenant = tenantOfNamespace(namespace);
         if (tenant === undefined || this.namespaceOf(tenant) !== namespace) return 'namespace';
@@ -79,6 +81,7 @@ export class PeerPrefixStore {
     this.#requester = new PrefixRequester({
       send: (peer, m) => options.io.send(peer, m),
       pageBytes: options.pool.slotRangeBytes(options.pool.pageSize),
+      schedule: options.schedule,
       ...(options.fetchTimeoutMs === undefined ? {} : { timeoutMs: options.fetchTimeoutMs }),
     });
   }

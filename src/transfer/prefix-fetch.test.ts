@@ -1,9 +1,9 @@
 import { xxh64 } from '@node-rs/xxhash';
 import { describe, expect, it } from 'vitest';
 import { asRequestId, asTenantId, FaultSet, NO_FAULTS, type FaultSet as Faults, type Tag } from '../core/index.js';
-import { pagesFor } from '../pages/arithmetic.js';
 import {
   PagePool,
+  pagesFor,
   PrefixCache,
   PrefixHasher,
   type Owner,
@@ -20,6 +20,10 @@ import { MemoryNetwork } from './transports/memory.js';
 import { SECRET } from './transports/testing/harness.js';
 
 const PAGE = 4;
+const schedule = (fn: () => void, ms: number): (() => void) => {
+  const timer = setTimeout(fn, ms);
+  return () => clearTimeout(timer);
+};
 const MODEL = '0123456789abcdef';
 const owner = (rid: string, tenant: string): Owner => ({ rid: asRequestId(rid), tenant: asTenantId(tenant) });
 const T1 = asTenantId('t1');
@@ -95,7 +99,7 @@ function memoryPair(o: { holderFaults?: Faults; holderModel?: string; spill?: Sp
         prefix: (from, m) => late.store?.received(from, m),
       },
     });
-    const store = new PeerPrefixStore({ cache: n.cache, pool: n.pool, model, io: transport, faults });
+    const store = new PeerPrefixStore({ cache: n.cache, pool: n.pool, model, io: transport, faults, schedule });
     late.store = store;
     return { ...n, store, transport };
   };
@@ -179,6 +183,7 @@ function gatedPair(holderFaults: Faults = NO_FAULTS, leaseTimeoutMs = 60_000) {
   stores.h = new PeerPrefixStore({
     ...h,
     model: MODEL,
+    schedule,
     faults: holderFaults,
     leaseTimeoutMs,
     highWaterBytes: 0,
@@ -187,6 +192,7 @@ function gatedPair(holderFaults: Faults = NO_FAULTS, leaseTimeoutMs = 60_000) {
   stores.r = new PeerPrefixStore({
     ...r,
     model: MODEL,
+    schedule,
     fetchTimeoutMs: 5_000,
     io: { send: (_p, m) => deliver('h', 'R', m), bufferedBytes: () => 0, whenDrained: () => Promise.resolve() },
   });
@@ -296,7 +302,7 @@ describe('the requester refuses a page that fails a check: the rest is a miss, n
   });
   function start(timeoutMs = 5_000) {
     const sent: PrefixMessage[] = [];
-    const req = new PrefixRequester({ send: (_p, m) => sent.push(m), pageBytes: 16, epoch: 5, timeoutMs });
+    const req = new PrefixRequester({ send: (_p, m) => sent.push(m), pageBytes: 16, epoch: 5, timeoutMs, schedule });
     return { req, sent, outcome: req.fetch('H', NS, HASHES) };
   }
 
