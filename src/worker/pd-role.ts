@@ -20,6 +20,7 @@ import {
   TcpTransport,
   type ChunkHandlers,
   type NetworkEffect,
+  type PrefixMessage,
   type Transport,
   type TransportHandlers,
 } from '../transfer/index.js';
@@ -37,6 +38,8 @@ export interface RoleMachine {
 export interface LateHandlers {
   handlers: TransportHandlers | undefined;
   chunks: ChunkHandlers | undefined;
+  /** The prefix store's messages (the cluster-wide prefix store, transfer/prefix-fetch-store.ts). */
+  prefix: ((from: string, message: PrefixMessage) => void) | undefined;
 }
 
 /**
@@ -49,7 +52,7 @@ export async function listenCluster(
   dial: boolean,
   streamChunks: boolean,
 ): Promise<{ transport: Transport; late: LateHandlers }> {
-  const late: LateHandlers = { handlers: undefined, chunks: undefined };
+  const late: LateHandlers = { handlers: undefined, chunks: undefined, prefix: undefined };
   const transport = await TcpTransport.listen({
     host: o.clusterHost,
     port: o.clusterPort,
@@ -60,6 +63,7 @@ export async function listenCluster(
       connected: (peer) => late.handlers?.connected(peer),
       message: (from, message) => late.handlers?.message(from, message),
       closed: (peer, reason) => late.handlers?.closed(peer, reason),
+      prefix: (from, message) => late.prefix?.(from, message),
       ...(streamChunks
         ? {
             chunks: {

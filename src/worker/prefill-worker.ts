@@ -31,7 +31,14 @@
 // The machine's checkRead before every send makes it a checked invariant: the runner stamps a
 // slot only after the thread replied, so an unstamped (in-flight) slot fails the send honestly.
 // `send-in-flight` is that bug on purpose (progress up to the end of the step in flight).
+// Cluster-wide prefix store (transfer/prefix-fetch-store.ts): a Prefill that carries the router's
+// `prefixHolder` hint enters the scheduler only after an async stage: the prompt's prefix pages
+// this node lacks in every tier are fetched from that holder under its lease and installed in
+// the prefix cache (the scheduler's match() then finds them); a miss is recomputed. A stop during
+// the fetch drops the job (the fetched pages stay cached). Every prefill also serves its peers'
+// fetches from its pool and disk tier.
 // Must never: send a byte for a prompt this node refused, or report progress it did not compute.
+import { clearTimeout, setTimeout } from 'node:timers';
 import {
   InvariantError,
   syncAborts,
@@ -52,12 +59,15 @@ import { PrefixHasher, type Owner, type PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import {
   MachineDriver,
+  PeerPrefixStore,
   PrefillMachine,
   type AdmitVerdict,
   type PrefillHost,
   type PrefillInput,
   type PrefillEffect,
+  type PeerStoreStats,
   type Transport,
+  type TransportHandlers,
 } from '../transfer/index.js';
 import type { TokenConstraint } from '../grammar/index.js';
 import { constraintFor, prepareConstraints } from './constraints.js';
@@ -77,7 +87,12 @@ interface Job {
   stopping: boolean;
   /** Structured output: the first token is sampled here, under the grammar's first mask. */
   readonly constraint?: TokenConstraint;
+  /** Its prefix is being fetched from a peer: not in the scheduler yet. */
+  fetching: boolean;
 }
+
+/** Most router hints kept for Prefills not yet admitted (a hint whose admission never comes is dropped, oldest first). */
+const MAX_HINTS = 4096;
 
 export class PrefillWorker {
   readonly modelName: string;
@@ -99,12 +114,18 @@ export class PrefillWorker {
   readonly #sendInFlight: boolean;
   /** Keys the prefix hashes /health reports (the cluster secret). */
   readonly #hasher: PrefixHasher;
+  /** The cluster-wide prefix store: fetches before admission, serves peers. */
+  readonly #peerStore: PeerPrefixStore | undefined;
+  /** The router's prefixHolder hint of each Prefill, until its admission. */
+  readonly #hints = new Map<RequestId, string>();
 
   /** Listens on the cluster address (prefill dials decode to push frames; the router dials us), then starts the loop. */
   static async start(options: PdWorkerOptions): Promise<PrefillWorker> {
     const { transport, late } = await listenCluster(options, true, false);
     const worker = new PrefillWorker(options, transport);
-    late.handlers = worker.#driver.handlers();
+    late.handlers = worker.#handlers();
+    const store = worker.#peerStore;
+    if (store !== undefined) late.prefix = (from, m) => store.received(from, m);
     return worker;
   }
 
@@ -119,6 +140,22 @@ export class PrefillWorker {
     this.scheduler = schedulerFor('prefill', options);
     this.#sendInFlight = faults.has('send-in-flight');
     this.#hasher = new PrefixHasher(options.clusterSecret, faults.has('unkeyed-prefix-hashes'));
+    const cache = this.scheduler.prefixCache;
+    this.#peerStore =
+      cache === undefined
+        ? undefined
+        : new PeerPrefixStore({
+            cache,
+            pool,
+            model: options.modelFingerprint,
+            io: transport,
+            faults,
+            schedule: (fn, ms) => {
+              const timer = setTimeout(fn, ms);
+              timer.unref();
+              return () => clearTimeout(timer);
+            },
+          });
     const host: PrefillHost = {
       pool,
       model: options.modelFingerprint,
@@ -178,6 +215,11 @@ export class PrefillWorker {
     return notForClients('prefill');
   }
 
+  /** The cluster-wide prefix store's counters (src/api's kvPeerMetrics); undefined without a prefix cache. */
+  peerStats(): PeerStoreStats | undefined {
+    return this.#peerStore?.stats();
+  }
+
   /** The PD series of this worker's /metrics (src/api's pdMetrics hook). */
   attachMetrics(sink: PdMetricsSink): void {
     this.#role.metrics = sink;
@@ -235,7 +277,34 @@ export class PrefillWorker {
       for (const rid of [...this.#jobs.keys()]) this.scheduler.abort(rid);
       for (const rid of [...this.#jobs.keys()]) this.#dropJob(rid);
     };
-    await this.#role.close(drainMs, () => this.#driver.stop(), endAll, this.#loop);
+    await this.#role.close(
+      drainMs,
+      () => {
+        this.#driver.stop();
+        this.#peerStore?.close();
+      },
+      endAll,
+      this.#loop,
+    );
+  }
+
+  /** The transport's events: the machine's, plus the router's hint read off each Prefill and closes told to the peer store. */
+  #handlers(): TransportHandlers {
+    const machine = this.#driver.handlers();
+    return {
+      connected: (peer) => machine.connected(peer),
+      message: (from, m) => {
+        if (m.type === 'Prefill' && m.prefixHolder !== undefined && m.prefixHolder !== this.address) {
+          this.#hints.set(m.rid, m.prefixHolder);
+          if (this.#hints.size > MAX_HINTS) this.#hints.delete(this.#hints.keys().next().value as RequestId);
+        }
+        machine.message(from, m);
+      },
+      closed: (peer, reason) => {
+        this.#peerStore?.closed(peer);
+        machine.closed(peer, reason);
+      },
+    };
   }
 
   #admit(owner: Owner, tokens: readonly number[], sampling: SamplingParams): AdmitVerdict {
@@ -243,6 +312,19 @@ export class PrefillWorker {
     if (refusal !== undefined) return { kind: 'rejected', error: refusal };
     const constraint = constraintFor({ sampling, tenant: owner.tenant }, this.#role.options.grammar);
     if (constraint instanceof TesseraError) return { kind: 'rejected', error: constraint };
+    const holder = this.#hints.get(owner.rid);
+    this.#hints.delete(owner.rid);
+    if (holder !== undefined && this.#peerStore !== undefined) {
+      this.#jobs.set(owner.rid, {
+        sampling,
+        reported: 0,
+        stopping: false,
+        fetching: true,
+        ...(constraint === undefined ? {} : { constraint }),
+      });
+      void this.#fetchThenAdmit(this.#peerStore, owner, tokens, sampling, holder);
+      return { kind: 'admitted' };
+    }
     const verdict = this.scheduler.admit({ rid: owner.rid, tenant: owner.tenant, promptTokens: tokens, sampling });
     if (verdict.kind === 'rejected') {
       constraint?.dispose();
@@ -252,10 +334,39 @@ export class PrefillWorker {
       sampling,
       reported: 0,
       stopping: false,
+      fetching: false,
       ...(constraint === undefined ? {} : { constraint }),
     });
     this.#loop.wake();
     return { kind: 'admitted' };
+  }
+
+  /**
+   * The async stage before the scheduler: fetch the prefix pages this node lacks from holder
+   * (installed in the prefix cache), then admit. A job stopped meanwhile is gone: nothing to admit.
+   */
+  async #fetchThenAdmit(
+    store: PeerPrefixStore,
+    owner: Owner,
+    tokens: readonly number[],
+    sampling: SamplingParams,
+    holder: string,
+  ): Promise<void> {
+    await store.fill(owner.tenant, tokens, holder);
+    const job = this.#jobs.get(owner.rid);
+    if (job === undefined || !job.fetching) return;
+    job.fetching = false;
+    const refusal = this.#role.refusal(this.#loop);
+    const verdict =
+      refusal !== undefined
+        ? ({ kind: 'rejected', error: refusal } as const)
+        : this.scheduler.admit({ rid: owner.rid, tenant: owner.tenant, promptTokens: tokens, sampling });
+    if (verdict.kind === 'rejected') {
+      this.#dropJob(owner.rid);
+      this.#driver.handle({ kind: 'computeFailed', rid: owner.rid, error: verdict.error });
+      return;
+    }
+    this.#loop.wake();
   }
 
   /** Forgets a job (disposing its grammar state); false when there was none. */
