@@ -1,4 +1,5 @@
-// npm run spec:check — the exhaustive check of the correct model (spec/tessera.pml).
+// npm run spec:check — the exhaustive check of the correct models (spec/tessera.pml, then the
+// prefix lease model spec/lease.pml, each through the same three steps).
 //   1. safety: every assertion (properties a-d, the edge tables, the final-state check of e)
 //      and no invalid end state, over the whole state space at the default sizes;
 //   2. liveness: the ltl claim `done` (every request ends, every page is free again) with
@@ -21,6 +22,18 @@ const WITNESSES = [
   [10, 'Finished reaches a router that is cancelling the request'],
 ];
 
+/** spec/lease.pml's witnesses (its SEEN points). */
+const LEASE_WITNESSES = [
+  [1, 'a fetch completes: every page asked is installed, then PrefixDone'],
+  [2, 'a late frame of an abandoned fetch arrives while another fetch is open, and is dropped'],
+  [3, "R installs bytes whose page H has since reused (the copy handed to the transport is the lease's)"],
+  [4, "H releases a lease because R's connection closed"],
+  [5, 'H releases a lease at its deadline with pages still unsent'],
+  [6, 'two leases pin the same page'],
+  [7, "tenant B asks for the pathHashes of tenant A's cached pages (same tokens) and B has none"],
+  [8, 'after a restart, a late frame carries the fetchId of the open fetch: only its epoch tells, and it is dropped'],
+];
+
 function main() {
   requireTools();
   let failed = false;
@@ -33,6 +46,14 @@ function main() {
       optimize: true,
     },
     { label: 'liveness (ltl done, -a; MAXF=1)', mode: 'liveness', defines: ['MAXF=1'], hashBits: 22, optimize: true },
+    {
+      label: 'lease safety   (lease.pml defaults: 2 fetches, pool 3, 2 reuses, MAXF=2)',
+      model: 'lease',
+      mode: 'safety',
+      defines: [],
+      hashBits: 22,
+    },
+    { label: 'lease liveness (ltl released, -a)', model: 'lease', mode: 'liveness', defines: [], hashBits: 22 },
   ];
   for (const r of runs) {
     const res = verify(r);
@@ -54,6 +75,13 @@ function main() {
     const ok = res.violation !== undefined && /assertion violated/.test(res.violation.message);
     failed ||= !ok;
     console.log(`${ok ? 'ok  ' : 'FAIL'} W${k} ${what}${ok ? ` (depth ${res.violation.depth})` : ': NOT REACHED'}`);
+  }
+  console.log('lease witnesses (each must be reachable):');
+  for (const [k, what] of LEASE_WITNESSES) {
+    const res = verify({ model: 'lease', mode: 'safety', defines: [`WITNESS=${k}`] });
+    const ok = res.violation !== undefined && /assertion violated/.test(res.violation.message);
+    failed ||= !ok;
+    console.log(`${ok ? 'ok  ' : 'FAIL'} L${k} ${what}${ok ? ` (depth ${res.violation.depth})` : ': NOT REACHED'}`);
   }
   if (failed) {
     console.error('spec:check FAILED');

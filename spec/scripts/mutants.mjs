@@ -1,12 +1,12 @@
-// npm run spec:mutants — every mutant of spec/tessera.pml (a known bug, switched on with
-// -D<NAME>) must be caught: pan must find a counterexample that violates one of the model's
-// properties (a)-(e), not a bookkeeping assertion. Safety mutants are searched breadth-first,
+// npm run spec:mutants — every mutant of spec/tessera.pml and spec/lease.pml (a known bug,
+// switched on with -D<NAME>) must be caught: pan must find a counterexample that violates one of
+// the model's properties ((a)-(e); the lease model's (I1)-(I3)), not a bookkeeping assertion. Safety mutants are searched breadth-first,
 // so the depth printed is that of a shortest counterexample; the liveness mutant depth-first
 // (acceptance cycles need it). Prints each one's depth and property;
 // exits zero only when all are caught. Never modifies the model.
 import { fmt, requireTools, verify } from './pan.mjs';
 
-/** name, what the bug is, the run that must catch it. */
+/** name, what the bug is, the run that must catch it, the model (default tessera.pml). */
 export const MUTANTS = [
   [
     'PLACEHOLDER',
@@ -36,10 +36,38 @@ export const MUTANTS = [
   ],
   ['SUCCESS_AFTER_CANCEL', 'the router reports success when Finished arrives after it began cancelling', 'safety'],
   ['DROP_ABORT_ACK', 'prefill never sends AbortAck: quarantined pages never return (liveness)', 'liveness'],
+  [
+    'IGNORE_PREFIX_LEASE',
+    'evict during read: the holder takes a lease without pinning, so eviction reuses a leased page mid-read (ignore-prefix-lease)',
+    'safety',
+    'lease',
+  ],
+  [
+    'PREFIX_KEY_WITHOUT_TENANT',
+    "key without tenant: the holder looks pages up by pathHash alone and serves another tenant's page (prefix-key-without-tenant)",
+    'safety',
+    'lease',
+  ],
+  [
+    'SEND_AFTER_LEASE_TIMEOUT',
+    "the holder's send loop goes on after the lease timed out (its pages unpinned)",
+    'safety',
+    'lease',
+  ],
+  ['LEASE_LEAK_ON_CLOSE', "the holder ends a lease at the requester's close without unpinning it", 'safety', 'lease'],
+  [
+    'ACCEPT_STALE_FRAMES',
+    'the requester accepts a frame without checking its fetchId and epoch (a late frame of an abandoned fetch)',
+    'safety',
+    'lease',
+  ],
 ];
 
 /** Which property an assertion message or error belongs to (null: not a property). */
 export function classify(message) {
+  if (/bytes_ver==lsnap/.test(message)) return '(I1) installs only the bytes leased';
+  if (/bytes_ns==fns/.test(message)) return "(I2) never another namespace's page";
+  if (/lst\[0\]!=1.*pin\[0\]==0/.test(message)) return '(I3) every lease released: final state';
   if (/acceptance cycle/.test(message)) return '(e) liveness: ltl done';
   if (/dfree\[0\]==/.test(message)) return '(e) liveness: final state';
   if (/stamp\[hp\]==he/.test(message)) return '(a) reads only own pages, current epoch';
@@ -53,13 +81,14 @@ export function classify(message) {
 function main() {
   requireTools();
   let failed = false;
-  for (const [name, what, mode] of MUTANTS) {
-    const res = verify({ mode, defines: mode === 'liveness' ? [name, 'MAXF=1'] : [name], bfs: mode === 'safety' });
+  for (const [name, what, mode, model] of MUTANTS) {
+    const defines = mode === 'liveness' ? [name, 'MAXF=1'] : [name];
+    const res = verify({ model, mode, defines, bfs: mode === 'safety' });
     const property = res.violation ? classify(res.violation.message) : null;
     const ok = property !== null;
     failed ||= !ok;
     console.log(
-      `${ok ? 'caught ' : 'MISSED '} ${name.padEnd(21)} depth ${String(res.violation?.depth ?? '-').padStart(3)}  ${property ?? res.violation?.message ?? 'no counterexample'}`,
+      `${ok ? 'caught ' : 'MISSED '} ${name.padEnd(25)} depth ${String(res.violation?.depth ?? '-').padStart(3)}  ${property ?? res.violation?.message ?? 'no counterexample'}`,
     );
     console.log(`        ${what}; ${fmt(res.statesStored)} states, ${res.seconds.toFixed(1)} s`);
   }

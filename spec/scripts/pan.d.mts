@@ -2,8 +2,10 @@
 export declare const SPEC_DIR: string;
 export declare const MODEL: string;
 export declare const MODEL_PARTS: string;
+export declare const LEASE_MODEL: string;
 
 export interface VerifyOptions {
+  readonly model?: 'tessera' | 'lease';
   readonly defines?: readonly string[];
   readonly mode: 'safety' | 'liveness';
   readonly optimize?: boolean;

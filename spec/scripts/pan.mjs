@@ -1,7 +1,8 @@
-// Runs SPIN on spec/tessera.pml: `spin -a` generates the verifier, gcc compiles it, ./pan
-// searches. Owns the temp directory of each run (created under the OS temp dir, removed after)
-// and the parsing of pan's report. Never writes inside the repository, and never reports a
-// run as passed unless pan searched the whole space (no truncation, no memory exhaustion).
+// Runs SPIN on spec/tessera.pml (or spec/lease.pml, the prefix lease model): `spin -a` generates
+// the verifier, gcc compiles it, ./pan searches. Owns the temp directory of each run (created
+// under the OS temp dir, removed after) and the parsing of pan's report. Never writes inside the
+// repository, and never reports a run as passed unless pan searched the whole space (no
+// truncation, no memory exhaustion).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,6 +13,8 @@ export const SPEC_DIR = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const MODEL = join(SPEC_DIR, 'tessera.pml');
 /** The files tessera.pml includes. */
 export const MODEL_PARTS = join(SPEC_DIR, 'model');
+/** The prefix lease / evict / read model (one file, beside tessera.pml). */
+export const LEASE_MODEL = join(SPEC_DIR, 'lease.pml');
 
 /** Fails with a clear message when spin or gcc is missing. */
 export function requireTools() {
@@ -33,6 +36,7 @@ export function requireTools() {
 /**
  * One verification run.
  * @param {object} o
+ * @param {'tessera'|'lease'} [o.model]  which model: tessera.pml (the default) or lease.pml
  * @param {string[]} [o.defines]   -D flags for spin (model sizes, mutants), e.g. ['MAXF=1']
  * @param {'safety'|'liveness'} o.mode  safety: assertions + invalid end states, no claim;
  *                                      liveness: the ltl claim with -a, plus assertions
@@ -49,9 +53,10 @@ export function verify(o) {
   const started = process.hrtime.bigint();
   try {
     copyModel(dir);
+    const file = o.model === 'lease' ? 'lease.pml' : 'tessera.pml';
     const dflags = (o.defines ?? []).map((d) => `-D${d}`);
     if (o.mode === 'safety') dflags.push('-DNO_LTL');
-    run('spin', [...dflags, '-a', 'tessera.pml'], dir);
+    run('spin', [...dflags, '-a', file], dir);
     const cflags = [o.optimize ? '-O2' : '-O0', '-DCOLLAPSE', `-DMEMLIM=${o.memLimitMb ?? 4096}`, '-o', 'pan', 'pan.c'];
     if (o.mode === 'safety') cflags.unshift('-DSAFETY');
     if (o.bfs) cflags.unshift('-DBFS');
@@ -70,8 +75,7 @@ export function verify(o) {
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     // spin -t replays the counterexample, printing the EV lines and "assertion violated" at the
     // violation (model-trace.ts cuts the trace there).
-    const trail =
-      o.keepTrail && report.violation ? run('spin', [...dflags, '-t', '-T', 'tessera.pml'], dir) : undefined;
+    const trail = o.keepTrail && report.violation ? run('spin', [...dflags, '-t', '-T', file], dir) : undefined;
     return { ...report, seconds, timedOut, trail };
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -95,6 +99,7 @@ export function simulate({ seed, defines = [], maxSteps = 20000 }) {
 
 function copyModel(dir) {
   copyFileSync(MODEL, join(dir, 'tessera.pml'));
+  copyFileSync(LEASE_MODEL, join(dir, 'lease.pml'));
   cpSync(MODEL_PARTS, join(dir, 'model'), { recursive: true });
 }
 
