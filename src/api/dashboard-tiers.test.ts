@@ -56,12 +56,11 @@ async function tierRows(url: string): Promise<string[][] | null> {
   const page = await browser.newPage();
   try {
     await page.goto(`${url}/dashboard?key=${ADMIN}`);
-    await page.waitForFunction(() => Number(document.body.dataset['updates'] ?? '0') >= 1);
-    return await page.evaluate(() => {
-      const panel = document.querySelector('[data-panel="tiers"]');
-      if (panel === null) return null;
-      return [...panel.querySelectorAll('tr')].map((tr) => [...tr.children].map((c) => c.textContent ?? ''));
-    });
+    await page.waitForFunction('Number(document.body.dataset.updates || "0") >= 1');
+    if ((await page.$('[data-panel="tiers"]')) === null) return null;
+    return await page.$$eval('[data-panel="tiers"] tr', (rows) =>
+      rows.map((tr) => [...tr.children].map((c) => c.textContent ?? '')),
+    );
   } finally {
     await page.close();
   }
