@@ -482,6 +482,12 @@ export class PdRouter {
           // The machine says which submission this attempt is of (a retry's rid is not the submission's).
           const submission = this.machine.clientOf(effect.message.rid);
           if (submission !== undefined) this.#prefillOf.set(submission, effect.to);
+          // The holder of the prompt's prefix, when the load bound sent it elsewhere: fetch, not recompute.
+          const holder = submission === undefined ? undefined : this.#routing.takeHint(submission, effect.to);
+          if (holder !== undefined) {
+            this.#transport.send(effect.to, { ...effect.message, prefixHolder: holder });
+            return;
+          }
         }
         this.#transport.send(effect.to, effect.message);
         return;

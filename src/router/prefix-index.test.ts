@@ -36,7 +36,11 @@ describe('choosePrefill', () => {
     const hot = { address: 'a:1', inFlight: 3, prefix: view('t', prompt) };
     const cold = { address: 'b:1', inFlight: 1, prefix: undefined };
     // after the pick: hot 4, mean (3 + 1 + 1) / 2 = 2.5, bound 3.75 -> by load
-    expect(choosePrefill(hasher, 't', prompt, 16, [hot, cold])).toEqual({ by: 'load', reason: 'bound' });
+    expect(choosePrefill(hasher, 't', prompt, 16, [hot, cold])).toEqual({
+      by: 'load',
+      reason: 'bound',
+      holder: { address: 'a:1', matchedBlocks: 6 },
+    });
     expect(
       choosePrefill(hasher, 't', prompt, 16, [
         { ...hot, inFlight: 2 },

@@ -10,6 +10,10 @@
 // request goes by load (the least loaded worker, pair-policy.ts). So no worker is ever pushed
 // above 1.5x the mean by the prefix rule (sglang #14305: load collapsing onto the cache-rich
 // worker).
+// When the load bound sends a request elsewhere, the choice still names the best holder: the
+// router passes it to the chosen prefill as a hint (prefix-routing.ts), which fetches the pages
+// from it (the cluster-wide prefix store) instead of recomputing them. Reports count every tier a
+// prefill holds (pool and disk: worker/prefix-report.ts).
 // Must never: read a clock or a socket; use another tenant's hashes; route by a report it did
 // not get (no report: no prefix for that worker).
 import type { PrefixHasher } from '../pages/index.js';
@@ -45,7 +49,12 @@ export interface PrefillCandidate {
 
 export type PrefillChoice =
   | { readonly by: 'prefix'; readonly address: string; readonly matchedBlocks: number }
-  | { readonly by: 'load'; readonly reason: 'no-match' | 'bound' | 'no-candidate' };
+  | {
+      readonly by: 'load';
+      readonly reason: 'no-match' | 'bound' | 'no-candidate';
+      /** Under 'bound': the prefill holding the longest prefix, for a fetch instead of a recompute. */
+      readonly holder?: { readonly address: string; readonly matchedBlocks: number };
+    };
 
 /** Leading blocks of `hashes` that `view` holds for a tenant's tag. */
 export function matchedBlocks(view: PrefixView | undefined, tag: string, hashes: readonly string[]): number {
@@ -94,6 +103,7 @@ export function choosePrefill(
   }
   if (best === undefined) return { by: 'load', reason: 'no-match' };
   const total = candidates.reduce((sum, c) => sum + c.inFlight, 0) + 1;
-  if (best.inFlight + 1 > Math.max(1, (bound * total) / candidates.length)) return { by: 'load', reason: 'bound' };
+  if (best.inFlight + 1 > Math.max(1, (bound * total) / candidates.length))
+    return { by: 'load', reason: 'bound', holder: { address: best.address, matchedBlocks: bestBlocks } };
   return { by: 'prefix', address: best.address, matchedBlocks: bestBlocks };
 }

@@ -4,8 +4,13 @@
 // other request, and every request under `load`, gets the least loaded pair (pair-policy.ts).
 // Counts what it did: routed by prefix, by load (and why), the peak in-flight of a prefix pick
 // over the mean, and each prefill's own hit rate as it reports it.
-// Must never: pick a pair pair-policy would not (a prefix pick goes through pickPair too).
+// When the holder of a request's longest prefix is over the load bound and the request goes
+// elsewhere by load, the router remembers the holder as a hint for that request's Prefill
+// (pd-router.ts adds it as `prefixHolder`): the chosen prefill fetches the pages from the holder.
+// Must never: pick a pair pair-policy would not (a prefix pick goes through pickPair too), or hint
+// a holder of another tenant's prefix (the index is matched for the request's own tenant only).
 import type { PrefixHasher } from '../pages/index.js';
+import type { RequestId } from '../core/index.js';
 import type { ClientRequest, Pair, PeerId } from '../transfer/index.js';
 import { pickPair, type PolicyChecks } from './pair-policy.js';
 import { choosePrefill, LOAD_BOUND } from './prefix-index.js';
@@ -25,13 +30,20 @@ export interface RoutingStats {
   /** Picks made, and the router's own time in them (hashing the prompt, matching the index, the pair policy). */
   picks: number;
   pickMs: number;
+  /** Requests sent by load to a prefill that lacks their prefix, with a hint naming its holder. */
+  hinted: number;
 }
+
+/** Most hints kept for picks whose Prefill has not been sent yet (oldest dropped first). */
+const MAX_HINTS = 4096;
 
 export class PrefixRouting {
   readonly #registry: WorkerRegistry;
   readonly #checks: PolicyChecks;
   readonly #stats: RoutingStats;
   readonly #hasher: PrefixHasher;
+  /** Per client request: the prefill picked and the holder of its prefix (a hint for its Prefill). */
+  readonly #hints = new Map<RequestId, { readonly prefill: PeerId; readonly holder: string }>();
 
   /** Test-only fault share-prefix-index-across-tenants: the negative control of the tenant property. */
   readonly #acrossTenants: boolean;
@@ -56,6 +68,7 @@ export class PrefixRouting {
       peakPrefixLoadOverMean: 0,
       picks: 0,
       pickMs: 0,
+      hinted: 0,
     };
   }
 
@@ -115,10 +128,28 @@ export class PrefixRouting {
       } else {
         this.#stats.loadReasons[choice.reason] = (this.#stats.loadReasons[choice.reason] ?? 0) + 1;
       }
+      const pair = pickPair(request, avoid, views, this.#checks);
+      this.#hints.delete(request.rid);
+      if (pair === undefined) return undefined;
+      this.#stats.byLoad++;
+      const holder = choice.by === 'load' ? choice.holder : undefined;
+      if (holder !== undefined && holder.address !== pair.prefill) {
+        this.#hints.set(request.rid, { prefill: pair.prefill, holder: holder.address });
+        if (this.#hints.size > MAX_HINTS) this.#hints.delete(this.#hints.keys().next().value as RequestId);
+        this.#stats.hinted++;
+      }
+      return pair;
     }
     const pair = pickPair(request, avoid, views, this.#checks);
     if (pair !== undefined) this.#stats.byLoad++;
     return pair;
+  }
+
+  /** The holder to hint in the Prefill of client request rid sent to prefill, once; undefined: none. */
+  takeHint(rid: RequestId, prefill: PeerId): string | undefined {
+    const hint = this.#hints.get(rid);
+    this.#hints.delete(rid);
+    return hint?.prefill === prefill ? hint.holder : undefined;
   }
 
   /** For /health: the counts, and each prefill's hit rate (tokens found cached / tokens looked up) as it reports it. */
