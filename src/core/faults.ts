@@ -106,6 +106,8 @@ export const FAULT_NAMES = [
   'no-tenant-fairness',
   /** The step budget splits a short prompt like any other (its first token two to four steps later beside decodes), not whole. */
   'split-short-prompts',
+  /** A step without decodes takes a whole chunk (chunkedPrefillSize) even while several tenants share the node, not a budgeted one. */
+  'unbounded-shared-steps',
   /** Decode reserves pages for the prompt alone, not for the whole output, before the 200 (a started stream may end `overloaded`). */
   'skip-output-reservation',
   /** With API keys, /health tells anyone its detail (a router's workers, their internal addresses and loads), not only the admin key. */
