@@ -43,6 +43,7 @@ export {
 } from './kv-events-route.js';
 export { routingMetrics, type RoutingSnapshot } from './metrics-routing.js';
 export { kvDiskMetrics } from './metrics-kv-disk.js';
+export { kvPeerMetrics } from './metrics-kv-peer.js';
 export { kvTierMetrics } from './metrics-kv-tiers.js';
 export {
   INLINE_BELOW_CHARS,

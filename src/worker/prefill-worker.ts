@@ -77,6 +77,7 @@ import { HookedRunner } from './hooked-runner.js';
 import { abortTotals, nodePageMap } from './page-map.js';
 import { prefixReport } from './prefix-report.js';
 import { notForClients, type PdWorkerOptions } from './pd-common.js';
+import { setTierSource } from './tier-views.js';
 import { listenCluster, PdRole } from './pd-role.js';
 
 interface Job {
@@ -156,6 +157,21 @@ export class PrefillWorker {
               return () => clearTimeout(timer);
             },
           });
+    const store = this.#peerStore;
+    if (store !== undefined) {
+      setTierSource(pool, 'peer', () => {
+        const s = store.stats();
+        return [
+          {
+            name: 'peer',
+            pages: s.pagesInstalled,
+            hits: s.requester.pagesFetched,
+            misses: s.requester.pagesMissed,
+            refused: s.requester.refused,
+          },
+        ];
+      });
+    }
     const host: PrefillHost = {
       pool,
       model: options.modelFingerprint,

@@ -11,7 +11,14 @@
 // It must never compute, schedule or relay: it wires the modules that do.
 import { randomInt } from 'node:crypto';
 import { httpLimitsFromEnv } from '../config-http.js';
-import { createApiServer, kvEventsFor, kvTierMetrics, pdMetrics, promptCodecOf } from '../../api/index.js';
+import {
+  createApiServer,
+  kvEventsFor,
+  kvPeerMetrics,
+  kvTierMetrics,
+  pdMetrics,
+  promptCodecOf,
+} from '../../api/index.js';
 import { ConfigError } from '../../core/index.js';
 import { Sampler } from '../../model/index.js';
 import { grammarFor } from '../grammar-for.js';
@@ -95,6 +102,7 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey:
       (registry) => worker.attachMetrics(pdMetrics(registry)),
       ...kvDisk.metricsHooks,
       (registry) => kvTierMetrics(registry, () => tiersOf(engine.pool) ?? []),
+      (registry) => kvPeerMetrics(registry, () => (worker instanceof PrefillWorker ? worker.peerStats() : undefined)),
     ],
     dashboard: { adminKey, plan: renderPlan(config.model, plan).trimEnd().split('\n') },
     ...(kvEvents === null ? {} : { kvEvents: { ...kvEvents, node: worker.address } }),
