@@ -1,16 +1,18 @@
 // grammar-timing: can tenant B tell from TTFT that tenant A sent a JSON schema (a compiled-grammar
 // cache shared across tenants)? A schema's field names and enum values are data: a hit tells B
 // that someone used them. Each sample i, in random order of its arms after the prime:
-//   prime:    A sends a fresh, distinctive schema S_i (A's uncached TTFT: the control's baseline)
+//   prime:    A sends a fresh, distinctive schema S_i twice at once (behind a PD router the two go
+//             to different prefills, so every node that compiles grammars has S_i, and a later
+//             sending can hit wherever it lands); not measured
 //   cross:    B sends S_i                   -> compared with B's fresh schemas (cross-tenant test)
-//   control:  A sends S_i again             -> compared with A's primes (same tenant: the positive
-//             control, which proves a compile cache exists and this check can see it)
-//   fresh:    B sends a fresh schema T_i of the same shape and size
+//   control:  A sends S_i again             -> compared with A's fresh schemas (same tenant: the
+//             positive control, which proves a compile cache exists and this check can see it)
+//   baseline: A sends a fresh schema U_i;   fresh: B sends a fresh schema T_i (same shape, size)
 // Every request is a structured-output completion (response_format json_schema, strict) of a
 // fresh short token-id prompt (no prefix cache in play), max_tokens 1, streamed: its TTFT holds
 // the schema's check and compile on a miss, neither on a hit. One-sided KS tests, alpha 0.01
 // (timing-verdict.ts). A server without structured output refuses the prime: inconclusive.
-// Budget: 4 requests per sample; samples = budget / 4 (6 to 40).
+// Budget: 6 requests per sample; samples = budget / 6 (8 to 40).
 // Must never: send a schema twice for B (B's second sending would be B's own hit).
 import type { Rng } from '../core/index.js';
 import type { CheckContext, CheckOutput } from './context.js';
@@ -24,11 +26,11 @@ const ENUM_VALUES = 6;
 const PROMPT_TOKENS = 8;
 
 export function grammarTimingSamples(budget: number): number {
-  return Math.max(6, Math.min(40, Math.floor(budget / 4)));
+  return Math.max(8, Math.min(40, Math.floor(budget / 6)));
 }
 
 export function grammarTimingBudget(budget: number): number {
-  return 4 * grammarTimingSamples(budget) + 1;
+  return 6 * grammarTimingSamples(budget) + 1;
 }
 
 function word(rng: Rng, syllables: number): string {
@@ -53,7 +55,12 @@ export async function grammarTiming(ctx: CheckContext): Promise<CheckOutput> {
   const arms = timingArms();
   let done = 0;
   let refusal: { status: number | null; message: string } | undefined;
-  const send = async (arm: TimingArm | 'warm-up', tenant: Tenant, schema: Record<string, unknown>): Promise<void> => {
+  let primed = 0;
+  const send = async (
+    arm: TimingArm | 'warm-up' | 'prime',
+    tenant: Tenant,
+    schema: Record<string, unknown>,
+  ): Promise<void> => {
     const r = await client.stream(tenant, `grammar-timing: ${arm}`, {
       model: facts.model,
       prompt: randomIds(rng, PROMPT_TOKENS),
@@ -73,6 +80,10 @@ export async function grammarTiming(ctx: CheckContext): Promise<CheckOutput> {
       };
       return;
     }
+    if (arm === 'prime') {
+      primed++;
+      return;
+    }
     arms.ttftMs[arm].push(r.ttftMs);
     arms.ids[arm].push(r.id);
   };
@@ -80,8 +91,8 @@ export async function grammarTiming(ctx: CheckContext): Promise<CheckOutput> {
   await send('warm-up', 'B', distinctiveSchema(rng));
   for (let i = 0; i < samples; i++) {
     const s = distinctiveSchema(rng);
-    await send('baseline', 'A', s);
-    if (i === 0 && arms.ttftMs.baseline.length === 0) {
+    await Promise.all([send('prime', 'A', s), send('prime', 'A', s)]);
+    if (i === 0 && primed === 0) {
       return {
         status: 'inconclusive',
         summary:
@@ -96,6 +107,7 @@ export async function grammarTiming(ctx: CheckContext): Promise<CheckOutput> {
       () => send('cross', 'B', s),
       () => send('control', 'A', s),
       () => send('fresh', 'B', distinctiveSchema(rng)),
+      () => send('baseline', 'A', distinctiveSchema(rng)),
     ]))
       await arm();
   }
@@ -105,7 +117,7 @@ export async function grammarTiming(ctx: CheckContext): Promise<CheckOutput> {
       cache: 'compiled grammar',
       leak: '(a compiled-grammar cache shared across tenants)',
       series: {
-        baseline: 'A fresh schema (prime)',
+        baseline: 'A fresh schema',
         control: 'A repeats its schema (control)',
         fresh: 'B fresh schema',
         cross: "B sends A's schema (cross-tenant)",

@@ -16,11 +16,11 @@ import { ALPHA } from './prefix-timing.js';
 import { fmtP, timingArms, timingVerdict } from './timing-verdict.js';
 
 export function prefillTimingBudget(budget: number): number {
-  return 4 * pairTrials(budget) + 1;
+  return 5 * pairTrials(budget) + 1;
 }
 
 export function responseOrderBudget(budget: number): number {
-  return 5 * pairTrials(budget, 16) + 1;
+  return 6 * pairTrials(budget, 24) + 1;
 }
 
 const ORDER_TOKENS = 4;
@@ -34,14 +34,14 @@ export async function prefillTiming(ctx: CheckContext): Promise<CheckOutput> {
     if (o.freshTtft !== undefined) (arms.ttftMs.fresh.push(o.freshTtft), arms.ids.fresh.push(o.freshId));
   }
   for (const c of data.controlAlone) (arms.ttftMs.control.push(c.ttftMs), arms.ids.control.push(c.id));
-  arms.ttftMs.baseline.push(...data.primeTtft);
+  for (const c of data.freshAlone) (arms.ttftMs.baseline.push(c.ttftMs), arms.ids.baseline.push(c.id));
   return timingVerdict(
     arms,
     {
       cache: 'prefix (any prefill)',
       leak: "(a prefix cache or peer fetch that hands B A's pages)",
       series: {
-        baseline: 'A fresh (primes, two at a time)',
+        baseline: 'A fresh',
         control: 'A repeats its prompt (control)',
         fresh: 'B fresh, in a pair',
         cross: "B sends A's prompt, in a pair (cross-tenant)",

@@ -1,4 +1,4 @@
-// Concurrent pairs, the design of two checks. n trials:
+// Concurrent pairs, the design of two checks. prefill-timing, n trials:
 //   1. primes: A sends fresh long prompts X_1..X_n, two at a time (behind a PD router with two or
 //      more prefills, the two of a pair go to different prefills: A's pages end up on several)
 //   2. settle: SETTLE_MS, so a prefix-aware router has polled where A's pages are
@@ -8,17 +8,20 @@
 //               behind a PD router the two go to different prefills, so B's X_i lands on the
 //               prefill that holds A's pages or on another one; a hit through either (a shared
 //               pool key, a peer fetch keyed without the tenant) shows
-//      control: A's own X_i, alone (prefill-timing: a hit wherever the router sends it), or in a
-//               pair with a fresh G_i like B's (response-order: does order show A's own hits?)
+//      control: A's own X_i alone (a hit wherever the router sends it) and, as a separate arm,
+//               A's fresh G_i alone (its baseline)
+// response-order, per trial: A primes X_i twice at once (on every prefill), then in random order
+// B's pair as above and A's pair X_i (a hit wherever it lands) and a fresh G_i, launched the same
+// way: does order show A's own hits (the control), and A's hits to B?
 // On one node the pairs share its steps.
-// Budget: 5 requests per trial (4 for prefill-timing); trials = budget / 5 (8 to 40; response-order
-// at least 16); prompts 0.4 of what the server admits; A's n primes
+// Budget: 5 requests per trial (response-order: 6); trials = budget / 5 (8 to 40; response-order
+// at least 24); prompts 0.4 of what the server admits; A's n primes
 // must stay cached until their trial (n pages of promptTokens / pageSize on the prefills).
 import { inParallel, usableTokens, type CheckContext } from './context.js';
 import { randomIds, shuffle } from './prompts.js';
 import type { RequestRecord, Tenant } from './types.js';
 
-/** Trials for a budget: at least `least` (response-order: 16, so 1/2 against about 7/8 can reach p < 0.01). */
+/** Trials for a budget: at least `least` (response-order: 24, so 1/2 against about 7/8 reaches p < 0.01 most of the time). */
 export function pairTrials(budget: number, least = 8): number {
   return Math.max(least, Math.min(40, Math.floor(budget / 5)));
 }
@@ -48,8 +51,9 @@ export interface PairData {
   readonly primeTtft: number[];
   readonly cross: PairOutcome[];
   readonly control: PairOutcome[];
-  /** prefill-timing's control: A's X_i alone (TTFT, request id). */
+  /** prefill-timing's control: A's X_i alone, and its baseline: A's fresh G_i alone (TTFT, request id). */
   readonly controlAlone: { readonly ttftMs: number; readonly id: number }[];
+  readonly freshAlone: { readonly ttftMs: number; readonly id: number }[];
   readonly failed: number[];
 }
 
@@ -66,9 +70,9 @@ export async function runPairs(
   control: 'alone' | 'pair',
 ): Promise<PairData> {
   const { client, facts, rng } = ctx;
-  const trials = pairTrials(ctx.budget, control === 'pair' ? 16 : 8);
+  const trials = pairTrials(ctx.budget, control === 'pair' ? 24 : 8);
   const promptTokens = pairPromptTokens(usableTokens(facts), maxTokens);
-  const total = (control === 'pair' ? 5 : 4) * trials + 1;
+  const total = (control === 'pair' ? 6 : 5) * trials + 1;
   let done = 0;
   const data: PairData = {
     promptTokens,
@@ -79,6 +83,7 @@ export async function runPairs(
     cross: [],
     control: [],
     controlAlone: [],
+    freshAlone: [],
     failed: [],
   };
   const send = async (tenant: Tenant, purpose: string, prompt: readonly number[]): Promise<RequestRecord> => {
@@ -117,6 +122,21 @@ export async function runPairs(
   };
   await send('B', 'warm-up', randomIds(rng, promptTokens));
   data.failed.length = 0;
+  if (control === 'pair') {
+    // response-order: each X_i primed on every prefill (twice at once), just before its trial, so A's own X_i is a
+    // hit wherever its pair puts it: the control asks only whether order shows a hit.
+    for (let i = 0; i < trials; i++) {
+      const x = randomIds(rng, promptTokens);
+      for (const p of await Promise.all([send('A', 'prime', x), send('A', 'prime', x)]))
+        if (ok(p)) data.primeTtft.push(p.ttftMs as number);
+      for (const run of shuffle(rng, [
+        async () => void data.cross.push(await pair('B', x, 'cross')),
+        async () => void data.control.push(await pair('A', x, 'control')),
+      ]))
+        await run();
+    }
+    return data;
+  }
   const xs = Array.from({ length: trials }, () => randomIds(rng, promptTokens));
   const primes = await inParallel(
     xs.map((x) => () => send('A', 'prime', x)),
@@ -129,16 +149,14 @@ export async function runPairs(
     xs.map((_, i) => i),
   )) {
     const x = xs[i] as number[];
+    const alone = async (prompt: readonly number[], into: PairData['controlAlone'], purpose: string) => {
+      const r = await send('A', purpose, prompt);
+      if (ok(r)) into.push({ ttftMs: r.ttftMs as number, id: r.id });
+    };
     for (const run of shuffle(rng, [
       async () => void data.cross.push(await pair('B', x, 'cross')),
-      async () => {
-        if (control === 'pair') {
-          data.control.push(await pair('A', x, 'control'));
-          return;
-        }
-        const r = await send('A', 'control: alone', x);
-        if (ok(r)) data.controlAlone.push({ ttftMs: r.ttftMs as number, id: r.id });
-      },
+      () => alone(x, data.controlAlone, "control: A's prompt alone"),
+      () => alone(randomIds(rng, promptTokens), data.freshAlone, 'control: fresh alone'),
     ]))
       await run();
   }
