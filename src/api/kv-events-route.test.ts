@@ -191,6 +191,51 @@ describe('what /kv-events carries', () => {
     expect(JSON.parse(sse.split('data: ')[1] as string).events[0]).toEqual({ type: 'AllBlocksCleared' });
   });
 
+  it('a stream whose reader stops reading holds back (the socket full), then resets: no unbounded buffer', async () => {
+    const ring = new KvEventRing(new PrefixHasher(SECRET), 1024);
+    const t = await startTestServer({ adminKey: ADMIN, kvEvents: access(ring) });
+    servers.push(t);
+    const TOTAL = 400 * 512; // about 36 MB as a stream: far beyond what the sockets buffer (4 MB here)
+    const event = { type: 'BlockStored', tenant: 'tag', blockHash: 'ab'.repeat(8), parentHash: null } as const;
+    type Batch = { reset: boolean; next: number; events: { event_id?: number }[] };
+    const stats = await new Promise<{ bytes: number; batches: Batch[] }>((resolve, reject) => {
+      const req = request(`${t.url}/kv-events/stream`, { headers: bearer(ADMIN) }, (res) => {
+        res.pause(); // a reader that does not read
+        void (async () => {
+          for (let i = 0; i < TOTAL; i += 512) {
+            for (let j = 0; j < 512; j++) ring.publish(event);
+            await new Promise((next) => setImmediate(next)); // the stream writes what the socket takes
+          }
+          let text = '';
+          let lastAt = -1; // where the last event's `id:` line starts, once it came
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => {
+            const from = Math.max(0, text.length - 32);
+            text += chunk;
+            if (lastAt < 0) lastAt = text.indexOf(`id: ${ring.lastSeq}\n`, from);
+            if (lastAt < 0 || text.indexOf('\n\n', lastAt) < 0) return;
+            req.destroy();
+            const batches = [...text.matchAll(/^data: (.*)$/gm)].map((m) => JSON.parse(m[1] as string) as Batch);
+            resolve({ bytes: text.length, batches });
+          });
+          res.resume();
+        })().catch(reject);
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    expect(stats.batches.at(-1)?.next).toBe(TOTAL);
+    expect(stats.batches.filter((b) => b.reset).length).toBeGreaterThan(0);
+    // Between resets, events arrive in order with no gap.
+    const ids = stats.batches.flatMap((b) => (b.reset ? [-1] : []).concat(b.events.flatMap((e) => e.event_id ?? [])));
+    ids.forEach((id, k) => {
+      const before = ids[k - 1];
+      if (id !== -1 && before !== undefined && before !== -1) expect(id).toBe(before + 1);
+    });
+    // Had every event been buffered for the reader it would have got them all: it got a part.
+    expect(ids.filter((id) => id !== -1).length).toBeLessThan(TOTAL / 2);
+  });
+
   it('refuses a cursor that is not a whole number', async () => {
     expect((await send(on.url, 'GET', '/kv-events?after=-1', undefined, bearer(ADMIN))).status).toBe(400);
     expect((await send(on.url, 'GET', '/kv-events?after=1e3', undefined, bearer(ADMIN))).status).toBe(400);
