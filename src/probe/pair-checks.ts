@@ -20,7 +20,7 @@ export function prefillTimingBudget(budget: number): number {
 }
 
 export function responseOrderBudget(budget: number): number {
-  return 6 * pairTrials(budget, 24) + 1;
+  return 6 * pairTrials(budget, 20) + 1;
 }
 
 const ORDER_TOKENS = 4;

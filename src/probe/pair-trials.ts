@@ -15,13 +15,13 @@
 // way: does order show A's own hits (the control), and A's hits to B?
 // On one node the pairs share its steps.
 // Budget: 5 requests per trial (response-order: 6); trials = budget / 5 (8 to 40; response-order
-// at least 24); prompts 0.4 of what the server admits; A's n primes
+// at least 20); prompts 0.4 of what the server admits; A's n primes
 // must stay cached until their trial (n pages of promptTokens / pageSize on the prefills).
 import { inParallel, usableTokens, type CheckContext } from './context.js';
 import { randomIds, shuffle } from './prompts.js';
 import type { RequestRecord, Tenant } from './types.js';
 
-/** Trials for a budget: at least `least` (response-order: 24, so 1/2 against about 7/8 reaches p < 0.01 most of the time). */
+/** Trials for a budget: at least `least` (response-order: 20, so 1/2 against a near-certain order reaches p < 0.01). */
 export function pairTrials(budget: number, least = 8): number {
   return Math.max(least, Math.min(40, Math.floor(budget / 5)));
 }
@@ -70,7 +70,7 @@ export async function runPairs(
   control: 'alone' | 'pair',
 ): Promise<PairData> {
   const { client, facts, rng } = ctx;
-  const trials = pairTrials(ctx.budget, control === 'pair' ? 24 : 8);
+  const trials = pairTrials(ctx.budget, control === 'pair' ? 20 : 8);
   const promptTokens = pairPromptTokens(usableTokens(facts), maxTokens);
   const total = (control === 'pair' ? 6 : 5) * trials + 1;
   let done = 0;

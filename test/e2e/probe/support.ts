@@ -14,6 +14,8 @@ export interface Cluster {
   readonly url: string;
   readonly home: string;
   readonly dir: string;
+  /** The `tessera up` process (its stdout names every worker's URL). */
+  readonly up: Proc;
   stop(): Promise<void>;
 }
 
@@ -29,7 +31,7 @@ export async function startCluster(name: string, args: readonly string[] = [], f
   );
   const url = (await up.waitFor(/listening on (http:\/\/[\d.]+:\d+)/, 150_000))[1] as string;
   const dir = await mkdtemp(join(home.dir, 'probe-'));
-  return { url, home: home.dir, dir, stop: async () => void (await up.stop(), await home.remove()) };
+  return { url, home: home.dir, dir, up, stop: async () => void (await up.stop(), await home.remove()) };
 }
 
 export interface ProbeRun extends Exited {
