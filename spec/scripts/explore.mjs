@@ -39,6 +39,16 @@ const CONFIGS = [
     { mode: 'safety', defines: ['ND=2', 'NR=4'], hashBits: 26 },
   ],
   ['safety-f3', 'safety, defaults, 3 faults per run', { mode: 'safety', defines: ['MAXF=3'], hashBits: 26 }],
+  [
+    'lease-n3f3u3',
+    'lease.pml safety: 3 fetches, 3 faults, 3 page reuses at the holder',
+    { model: 'lease', mode: 'safety', defines: ['NF=3', 'MAXF=3', 'MAXREUSE=3'], hashBits: 26 },
+  ],
+  [
+    'lease-live-n3f3',
+    'lease.pml ltl released: 3 fetches, 3 faults, 2 page reuses',
+    { model: 'lease', mode: 'liveness', defines: ['NF=3', 'MAXF=3'], hashBits: 26 },
+  ],
 ];
 
 function main() {
