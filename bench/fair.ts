@@ -1,19 +1,25 @@
 // Fair sharing benchmark (`npm run bench:fair`): does one tenant's flood of long prompts hold
 // another tenant's short requests back? A real `tessera serve` on gen-model's m100 (q4_0 GGUF at
 // /tmp/m100.gguf, generated once) with two API keys. Tenant B sends short streaming chat requests
-// one after another, first alone, then while tenant A keeps 24 long prompts (400 words, 64 tokens)
-// in flight; B's time to first token (p50/p99) both ways and their ratio are printed, for the
-// scheduler's fair sharing (virtual token counters) and, in the same run, for a second server
-// started with TESSERA_ALLOW_FAULTS=1 TESSERA_FAULT=no-tenant-fairness (first come first served).
+// one after another, alone, then while tenant A keeps 24 long prompts (400 words, 64 tokens) in
+// flight; `--rounds` times in turn on one server, so the machine's load (shared machines) weighs
+// on both sides alike. B's time to first token (p50/p99) both ways and their ratios are printed
+// per round and over all rounds, with A's requests finished per second beside B, for up to five
+// servers in one run (all up at once, the rounds taking turns between them): the scheduler as it
+// is; `before`, with TESSERA_FAULT=split-short-prompts,unbounded-shared-steps (B's short prompt
+// split by the step budget, A's steps without decodes whole 256-token chunks: the scheduler
+// before both rules); `split` and `unbounded`, one fault each; `fcfs`, TESSERA_FAULT=no-tenant-
+// fairness (first come first served). Default: fair, before, fcfs.
+// The load average is printed at the start and the end.
 // A benchmark, not a test: it asserts nothing about speed. The target (issue 33): B's p99 with
 // A's flood within 2x of B's p99 alone.
 //
-//   node --import ./bench/lib/register-ts.mjs bench/fair.ts [--samples 40] [--flood 24]
-//        [--max-step-ms auto|off|MS] [--only fair|fcfs]
+//   node --import ./bench/lib/register-ts.mjs bench/fair.ts [--samples 40] [--flood 24] [--rounds 3]
+//        [--max-step-ms auto|off|MS] [--only fair,before,split,unbounded,fcfs]
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { setMaxListeners } from 'node:events';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { Rng } from '../src/core/index.js';
@@ -27,6 +33,7 @@ const SAMPLES = Number(flag('--samples') ?? 40);
 const FLOOD = Number(flag('--flood') ?? 24);
 const MAX_STEP_MS = flag('--max-step-ms');
 const ONLY = flag('--only');
+const ROUNDS = Number(flag('--rounds') ?? 3);
 const MODEL = '/tmp/m100.gguf';
 const KEY_A = 'sk-bench-fair-alice';
 const KEY_B = 'sk-bench-fair-bob';
@@ -109,11 +116,6 @@ function percentile(xs: readonly number[], p: number): number {
   return (sorted[lo] as number) + ((sorted[hi] as number) - (sorted[lo] as number)) * (rank - lo);
 }
 
-interface Ttft {
-  readonly p50: number;
-  readonly p99: number;
-}
-
 /** The engine loop's counters (the admin-only /dashboard/state), to tell what a step costs. */
 interface Loop {
   readonly numSteps: number;
@@ -144,40 +146,43 @@ async function queueMsOf(url: string): Promise<{ readonly sum: number; readonly 
 }
 
 interface Phase {
-  readonly ttft: Ttft;
-  /** Mean step (ms) and items per step while B was measured. */
+  /** B's TTFTs (ms). */
+  readonly ttfts: readonly number[];
+  readonly wallMs: number;
+  /** The engine loop's steps, their summed ms and items, while B was measured. */
+  readonly numSteps: number;
   readonly stepMs: number;
-  /** Wall time per step (the loop's gaps included). */
-  readonly wallPerStepMs: number;
-  readonly itemsPerStep: number;
-  /** B's mean server-side queue time (handoff to first token), ms. */
+  readonly numItems: number;
+  /** B's summed server-side queue time (handoff to first token, ms) and its count. */
   readonly queueMs: number;
+  readonly numQueued: number;
 }
 
-async function phase(url: string, run: () => Promise<Ttft>): Promise<Phase> {
+async function phase(url: string, run: () => Promise<number[]>): Promise<Phase> {
   const [loop0, queue0] = [await loopOf(url), await queueMsOf(url)];
   const startMs = performance.now();
-  const ttft = await run();
+  const ttfts = await run();
   const wallMs = performance.now() - startMs;
   const [loop1, queue1] = [await loopOf(url), await queueMsOf(url)];
-  const steps = Math.max(1, loop1.numSteps - loop0.numSteps);
   return {
-    ttft,
-    stepMs: (loop1.stepMsTotal - loop0.stepMsTotal) / steps,
-    wallPerStepMs: wallMs / steps,
-    itemsPerStep: (loop1.numItemsStepped - loop0.numItemsStepped) / steps,
-    queueMs: (queue1.sum - queue0.sum) / Math.max(1, queue1.count - queue0.count),
+    ttfts,
+    wallMs,
+    numSteps: loop1.numSteps - loop0.numSteps,
+    stepMs: loop1.stepMsTotal - loop0.stepMsTotal,
+    numItems: loop1.numItemsStepped - loop0.numItemsStepped,
+    queueMs: queue1.sum - queue0.sum,
+    numQueued: queue1.count - queue0.count,
   };
 }
 
-/** B's short requests, one after another (two warm-ups first, not counted). */
-async function tenantB(client: OpenAI, rng: Rng): Promise<Ttft> {
+/** B's short requests, one after another (two warm-ups first, not counted); their TTFTs. */
+async function tenantB(client: OpenAI, rng: Rng): Promise<number[]> {
   const ttfts: number[] = [];
   for (let i = 0; i < SAMPLES + 2; i++) {
     const ms = await ttftOf(client, `question ${i}: ${words(rng, 8)}`, 8);
     if (i >= 2) ttfts.push(ms);
   }
-  return { p50: percentile(ttfts, 50), p99: percentile(ttfts, 99) };
+  return ttfts;
 }
 
 /** A keeps FLOOD long prompts in flight until `stop` aborts; resolves once every slot has one running. */
@@ -202,62 +207,144 @@ function floodA(client: OpenAI, rng: Rng, stop: AbortController): { started: Pro
   return { started, done };
 }
 
-async function measure(
-  mode: 'fair' | 'fcfs',
-  keysFile: string,
-): Promise<{ alone: Phase; flood: Phase; served: number }> {
-  const { url, child } = await startServer(keysFile, mode === 'fcfs' ? 'no-tenant-fairness' : undefined);
-  try {
-    const opts = { baseURL: `${url}/v1`, maxRetries: 0, timeout: 600_000 };
-    const a = new OpenAI({ ...opts, apiKey: KEY_A });
-    const b = new OpenAI({ ...opts, apiKey: KEY_B });
-    const rng = new Rng(33);
-    const alone = await phase(url, () => tenantB(b, rng));
-    const stop = new AbortController();
-    setMaxListeners(0, stop.signal); // the openai client adds listeners per A request (and per retry of its body)
-    const flood = floodA(a, rng, stop);
-    await flood.started;
-    const withFlood = await phase(url, () => tenantB(b, rng));
-    stop.abort();
-    const served = await flood.done;
-    return { alone, flood: withFlood, served };
-  } finally {
-    child.kill('SIGTERM');
-  }
+/** Phases summed over rounds. */
+const joined = (ps: readonly Phase[]): Phase => ({
+  ttfts: ps.flatMap((p) => p.ttfts),
+  wallMs: ps.reduce((s, p) => s + p.wallMs, 0),
+  numSteps: ps.reduce((s, p) => s + p.numSteps, 0),
+  stepMs: ps.reduce((s, p) => s + p.stepMs, 0),
+  numItems: ps.reduce((s, p) => s + p.numItems, 0),
+  queueMs: ps.reduce((s, p) => s + p.queueMs, 0),
+  numQueued: ps.reduce((s, p) => s + p.numQueued, 0),
+});
+
+interface Result {
+  readonly rounds: { readonly alone: Phase; readonly flood: Phase }[];
+  /** A's requests finished (64 tokens each) and the ms of B's phases beside them. */
+  aServed: number;
+  aMs: number;
 }
+
+/** One server under test and its clients. */
+interface Subject {
+  readonly url: string;
+  readonly child: ChildProcess;
+  readonly a: OpenAI;
+  readonly b: OpenAI;
+  readonly rng: Rng;
+  readonly result: Result;
+}
+
+async function subjectOf(mode: Mode, keysFile: string): Promise<Subject> {
+  const { url, child } = await startServer(keysFile, MODES[mode].fault);
+  const opts = { baseURL: `${url}/v1`, maxRetries: 0, timeout: 600_000 };
+  return {
+    url,
+    child,
+    a: new OpenAI({ ...opts, apiKey: KEY_A }),
+    b: new OpenAI({ ...opts, apiKey: KEY_B }),
+    rng: new Rng(33),
+    result: { rounds: [], aServed: 0, aMs: 0 },
+  };
+}
+
+/** One round on one server: B alone, then B beside A's flood (started for the round, stopped after it). */
+async function round(s: Subject): Promise<void> {
+  const alone = await phase(s.url, () => tenantB(s.b, s.rng));
+  const stop = new AbortController();
+  setMaxListeners(0, stop.signal); // the openai client adds listeners per A request (and per retry of its body)
+  const flood = floodA(s.a, s.rng, stop);
+  await flood.started;
+  const servedBefore = await servedSoFar(s.url);
+  const withFlood = await phase(s.url, () => tenantB(s.b, s.rng));
+  s.result.aServed += (await servedSoFar(s.url)) - servedBefore;
+  s.result.aMs += withFlood.wallMs;
+  stop.abort();
+  await flood.done;
+  s.result.rounds.push({ alone, flood: withFlood });
+}
+
+/** Tenant A's requests that finished so far (/metrics, tessera_tenant_requests_total). */
+async function servedSoFar(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const line = text
+    .split('\n')
+    .find((l) => l.startsWith('tessera_tenant_requests_total{tenant="alice",outcome="finished"}'));
+  return Number(line?.split(' ')[1] ?? 0);
+}
+
+type Mode = 'fair' | 'before' | 'split' | 'unbounded' | 'fcfs';
+const MODES: Record<Mode, { readonly name: string; readonly fault: string | undefined }> = {
+  fair: { name: 'fair (as it is)', fault: undefined },
+  before: { name: 'fair, both faults (before)', fault: 'split-short-prompts,unbounded-shared-steps' },
+  split: { name: 'fair, split-short-prompts', fault: 'split-short-prompts' },
+  unbounded: { name: 'fair, unbounded-shared-steps', fault: 'unbounded-shared-steps' },
+  fcfs: { name: 'FCFS (no-tenant-fairness)', fault: 'no-tenant-fairness' },
+};
+/** What runs without --only: the scheduler as it is, before this wave's two rules, and first come first served. */
+const DEFAULT_MODES: readonly Mode[] = ['fair', 'before', 'fcfs'];
 
 async function main(): Promise<void> {
   ensureModel();
   const dir = mkdtempSync(join(tmpdir(), 'tessera-bench-fair-'));
   const keysFile = join(dir, 'keys.json');
   writeFileSync(keysFile, JSON.stringify({ [KEY_A]: 'alice', [KEY_B]: 'bob' }));
-  const modes = (['fair', 'fcfs'] as const).filter((m) => ONLY === undefined || ONLY === m);
-  const f = (ms: number): string => ms.toFixed(0).padStart(6);
+  const modes = ONLY === undefined ? DEFAULT_MODES : (ONLY.split(',') as Mode[]).filter((m) => m in MODES);
+  const f = (ms: number): string => ms.toFixed(0).padStart(5);
+  const load = (): string =>
+    loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ');
   console.log(
     `bench:fair  m100 q4_0, tenant B: ${SAMPLES} short streaming chats (8 tokens) one after another; ` +
-      `tenant A: ${FLOOD} long prompts (400 words, 64 tokens) in flight; --max-step-ms ${MAX_STEP_MS ?? 'auto'}`,
+      `tenant A: ${FLOOD} long prompts (400 words, 64 tokens) in flight; ${ROUNDS} rounds of (B alone, B beside A) ` +
+      `per scheduler; --max-step-ms ${MAX_STEP_MS ?? 'auto'}; ${cpus().length} CPUs, load average ${load()}`,
   );
-  console.log('scheduler                   B alone p50/p99 ms   B beside A p50/p99 ms   p99 ratio  (A served)');
+  console.log(
+    'scheduler                    round   B alone p50/p99 ms   B beside A p50/p99 ms   p50 ratio  p99 ratio   A done/s',
+  );
   const details: string[] = [];
-  for (const mode of modes) {
-    const r = await measure(mode, keysFile);
-    const name = mode === 'fair' ? 'fair (virtual token ctr)' : 'FCFS (no-tenant-fairness)';
-    console.log(
-      `${name.padEnd(27)} ${f(r.alone.ttft.p50)} / ${f(r.alone.ttft.p99)}      ${f(r.flood.ttft.p50)} / ${f(r.flood.ttft.p99)}       ` +
-        `${(r.flood.ttft.p99 / r.alone.ttft.p99).toFixed(2).padStart(6)}x   (${r.served})`,
-    );
+  // Every server is up at once (idle ones cost nothing) and the rounds take turns between them,
+  // so a change in the machine's load weighs on every scheduler alike.
+  const subjects = await Promise.all(modes.map((mode) => subjectOf(mode, keysFile)));
+  try {
+    for (let i = 0; i < ROUNDS; i++) for (const s of subjects) await round(s);
+  } finally {
+    for (const s of subjects) s.child.kill('SIGTERM');
+  }
+  for (const [index, mode] of modes.entries()) {
+    const r = (subjects[index] as Subject).result;
+    const rows = [
+      ...r.rounds.map((x, i) => [String(i + 1), x.alone, x.flood] as const),
+      ['all', joined(r.rounds.map((x) => x.alone)), joined(r.rounds.map((x) => x.flood))] as const,
+    ];
+    for (const [n, alone, flood] of rows) {
+      const [a50, a99, b50, b99] = [
+        percentile(alone.ttfts, 50),
+        percentile(alone.ttfts, 99),
+        percentile(flood.ttfts, 50),
+        percentile(flood.ttfts, 99),
+      ];
+      console.log(
+        `${MODES[mode].name.padEnd(28)} ${n.padStart(5)}   ${f(a50)} / ${f(a99)}        ${f(b50)} / ${f(b99)}        ` +
+          `${(b50 / a50).toFixed(2).padStart(6)}x   ${(b99 / a99).toFixed(2).padStart(6)}x` +
+          (n === 'all' ? `   ${(r.aServed / (r.aMs / 1000)).toFixed(2).padStart(6)}` : ''),
+      );
+    }
     for (const [when, p] of [
-      ['alone', r.alone],
-      ['beside A', r.flood],
+      ['alone', joined(r.rounds.map((x) => x.alone))],
+      ['beside A', joined(r.rounds.map((x) => x.flood))],
     ] as const) {
+      const steps = Math.max(1, p.numSteps);
       details.push(
-        `  ${mode} ${when}: mean step ${p.stepMs.toFixed(1)} ms (${p.itemsPerStep.toFixed(1)} items; ` +
-          `one step per ${p.wallPerStepMs.toFixed(1)} ms of wall time), ` +
-          `B's server-side wait for its first token ${p.queueMs.toFixed(1)} ms`,
+        `  ${mode} ${when}: mean step ${(p.stepMs / steps).toFixed(1)} ms (${(p.numItems / steps).toFixed(1)} items; ` +
+          `one step per ${(p.wallMs / steps).toFixed(1)} ms of wall time), ` +
+          `B's server-side wait for its first token ${(p.queueMs / Math.max(1, p.numQueued)).toFixed(1)} ms`,
       );
     }
   }
   console.log(details.join('\n'));
+  console.log(`load average at the end: ${load()}`);
 }
 
 await main();

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { asTenantId, FaultSet, type BatchItem, type RequestId } from '../core/index.js';
 import { SchedulerHarness, type HarnessOptions } from '../../test/sim/scheduler-runner.js';
 import { TenantCounters } from './fair-share.js';
+import { StepBudget, tokenCap, type PrefillLimit } from './step-budget.js';
 
 const range = (start: number, n: number): number[] => Array.from({ length: n }, (_, i) => start + i);
 const brief = (items: readonly BatchItem[]): string[] =>
@@ -10,6 +11,7 @@ const A = asTenantId('A');
 const B = asTenantId('B');
 const C = asTenantId('C');
 const FCFS = new FaultSet(['no-tenant-fairness']);
+const SPLIT = new FaultSet(['split-short-prompts']);
 
 /** Steps until idle; the requests in the order they first got tokens. */
 const startOrder = (h: SchedulerHarness): RequestId[] => {
@@ -156,5 +158,85 @@ describe('fair sharing in the scheduler', () => {
     h.runUntilDone();
     expect(h.runner.contentViolations).toEqual([]);
     expect(h.runner.numPageCheckFailures).toBe(0);
+  });
+});
+
+describe('short prompts beside decodes (the step budget does not split them)', () => {
+  // A step budget of 16 prefill tokens beside decodes, short prompts up to 32 tokens.
+  const limit: PrefillLimit = { ...tokenCap(() => 16), shortPromptTokens: 32 };
+
+  /** A decodes a1 and prefills a2's 200 tokens; B's 24-token chat (and C's, when given) arrive: the next two plans. */
+  const run = (o: HarnessOptions, withC = false): string[][] => {
+    const h = new SchedulerHarness({ chunkedPrefillSize: 64, numPages: 80, contextLength: 256, cache: false, ...o });
+    h.admit('a1', 'A', range(100, 4), 30);
+    h.step(limit);
+    h.admit('a2', 'A', range(200, 200), 2);
+    expect(brief(h.step(limit).plan.items)).toEqual(['a1@4+1!', 'a2@0+16']);
+    h.admit('b', 'B', range(500, 24), 2);
+    if (withC) h.admit('c', 'C', range(600, 24), 2);
+    return [brief(h.step(limit).plan.items), brief(h.step(limit).plan.items)];
+  };
+
+  it("takes another tenant's short prompt whole in its first step, so its first token comes one step after it (fault split-short-prompts: two)", () => {
+    expect(run({})).toEqual([
+      ['a1@5+1!', 'b@0+24!'],
+      ['a1@6+1!', 'a2@16+16', 'b@24+1!'],
+    ]);
+    expect(run({ faults: SPLIT })).toEqual([
+      ['a1@5+1!', 'b@0+16'],
+      ['a1@6+1!', 'a2@16+16'],
+    ]);
+  });
+
+  it("keeps a step's prefill beside decodes within the short-prompt bound: a second short prompt gets the rest", () => {
+    expect(run({}, true)[0]).toEqual(['a1@5+1!', 'b@0+24!', 'c@0+8']);
+  });
+
+  it('splits a long prompt as before, and a short one when nothing decodes has no cap anyway', () => {
+    const h = new SchedulerHarness({ chunkedPrefillSize: 64, numPages: 80, contextLength: 256, cache: false });
+    h.admit('b', 'B', range(500, 24), 2);
+    expect(brief(h.step(limit).plan.items)).toEqual(['b@0+24!']);
+    h.admit('a', 'A', range(100, 40), 2);
+    expect(brief(h.step(limit).plan.items)).toEqual(['b@24+1!', 'a@0+16']);
+  });
+
+  it('StepBudget: short prompts up to 32 tokens by default, a positive integer when set', () => {
+    expect(new StepBudget().shortPromptTokens).toBe(32);
+    expect(new StepBudget({ shortPromptTokens: 8 }).shortPromptTokens).toBe(8);
+    expect(() => new StepBudget({ shortPromptTokens: 0 })).toThrow(RangeError);
+  });
+});
+
+describe('steps without decodes while tenants share the node (budgeted, not a whole chunk)', () => {
+  const limit: PrefillLimit = { ...tokenCap(() => 16), maxSharedChunk: () => 8 };
+
+  /** A's 900-token prompt alone, then B's 3-token request (one token out) beside it: the size of A's chunk in each plan. */
+  const run = (o: HarnessOptions): number[] => {
+    const h = new SchedulerHarness({ chunkedPrefillSize: 32, numPages: 300, contextLength: 1024, cache: false, ...o });
+    h.admit('a', 'A', range(100, 900), 2);
+    const sizes: number[] = [];
+    const step = (): void => {
+      const items = h.step(limit).plan.items;
+      sizes.push(items.find((i) => i.rid === ('a' as RequestId))?.tokens.length ?? 0);
+    };
+    step();
+    h.admit('b', 'B', range(5000, 3), 1);
+    for (let i = 0; i < 17; i++) step();
+    expect(h.ended.get('b' as RequestId)?.kind).toBe('finished');
+    return sizes;
+  };
+
+  it('caps them while two tenants have requests and for the rest of 16 plans after (fault unbounded-shared-steps: whole chunks)', () => {
+    expect(run({})).toEqual([32, ...Array.from({ length: 16 }, () => 8), 32]);
+    const whole = run({ faults: new FaultSet(['unbounded-shared-steps']) });
+    expect(whole).toEqual([32, 29, ...Array.from({ length: 16 }, () => 32)]);
+  });
+
+  it('StepBudget budgets such a step as if one decode ran in it', () => {
+    const budget = new StepBudget({ maxStepMs: 30 });
+    for (const n of [1, 101, 51, 1, 101]) budget.observe(n, 5 + 0.6 * n, n === 1 ? 1 : 0);
+    // ms = 5 + 0.6 tokens: 30 ms leave 24.4 ms beside the one decode, 40 tokens.
+    expect(budget.maxSharedChunk({ numTokens: 0, numPairs: 0, numDecodes: 0, numDecodePairs: 0 }, 0)).toBe(40);
+    expect(budget.maxChunk({ numTokens: 0, numPairs: 0, numDecodes: 0, numDecodePairs: 0 }, 0)).toBe(Infinity);
   });
 });

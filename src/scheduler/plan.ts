@@ -15,7 +15,14 @@
 //      (Fault `no-tenant-fairness`, or no counters: running chunks oldest first, then the
 //      queues' tenant turns, as before.) With decodes in the step, each chunk is also capped by
 //      prefillLimit.maxChunk(the step so far, its start position) (the step's time budget,
-//      which prices a late chunk of a long prompt higher). A new request starts only while the
+//      which prices a late chunk of a long prompt higher); without decodes, while several
+//      tenants share the node (ctx.shared), by prefillLimit.maxSharedChunk, so a tenant's
+//      request that arrives mid-step waits for a budgeted step, not a whole 256-token chunk
+//      (fault `unbounded-shared-steps`: no cap). A short prompt (prefillLimit.shortPromptTokens)
+//      is not split by either cap: its rest goes whole while the step's prefill stays within
+//      that many tokens, so its first token comes one step after it was planned (measured on
+//      bench:fair: split, a 22-token chat took 3-4 steps beside another tenant's flood; fault
+//      `split-short-prompts`: split like any other). A new request starts only while the
 //      running limit and the pages allow; it never preempts anything, none starts in a step
 //      that preempted (the victims would just take their pages back), and a chunk after a start
 //      takes what fits without preempting. Fairness changes only this order, never who may run.
@@ -65,6 +72,10 @@ export interface PlanContext {
   readonly counters?: TenantCounters;
   /** How much prefill may join a step with decodes (the step budget, step-budget.ts); none: the token budget only. */
   readonly prefillLimit?: PrefillLimit;
+  /** Fault `split-short-prompts`: the budget caps short prompts too (prefillLimit.shortPromptTokens ignored). */
+  readonly splitShortPrompts: boolean;
+  /** Several tenants share the node (now or within the last steps): a step without decodes is budgeted too (maxSharedChunk). */
+  readonly shared: boolean;
   /** A request taken off the queue starts prefilling with `table`: into `running`, the youngest. */
   start(r: SchedRequest, table: PageTable): void;
   /** Pages back (cached or freed), state waiting, front of its tenant's queue; out of `running`. */
@@ -116,11 +127,23 @@ export function planStep(ctx: PlanContext): StepPlan {
     }
   };
 
-  /** Most tokens of a chunk from `startPos` the step budget lets join what is planned so far. */
-  const timeLimit = (startPos: number): number => {
-    if (ctx.prefillLimit === undefined) return Infinity;
+  /**
+   * Most tokens of r's chunk from `startPos` the step budget lets join what is planned so far; a
+   * short prompt (prefillLimit.shortPromptTokens) may take its rest whole while the step's
+   * prefill stays within that many tokens (fault `split-short-prompts`: the budget alone).
+   */
+  const timeLimit = (r: SchedRequest, startPos: number): number => {
+    const limit = ctx.prefillLimit;
+    if (limit === undefined) return Infinity;
     const shape = shapeOf(planned);
-    return shape.numDecodes === 0 ? Infinity : Math.max(0, ctx.prefillLimit.maxChunk(shape, startPos));
+    let capped: number;
+    if (shape.numDecodes > 0) capped = Math.max(0, limit.maxChunk(shape, startPos));
+    else if (ctx.shared && limit.maxSharedChunk !== undefined)
+      capped = Math.max(0, limit.maxSharedChunk(shape, startPos));
+    else return Infinity;
+    const short = ctx.splitShortPrompts ? undefined : limit.shortPromptTokens;
+    if (short === undefined || r.tokens.length > short) return capped;
+    return Math.max(capped, short - (shape.numTokens - shape.numDecodes));
   };
 
   /** Plans a running request's next tokens (its decode, or its prompt's next chunk) at most `limit`. */
@@ -157,7 +180,7 @@ export function planStep(ctx: PlanContext): StepPlan {
       visited.add(r);
       // After a start in this step, a chunk takes what fits and preempts nothing (the victim
       // would be the request just started): a step never both starts and preempts.
-      serveRunning(r, timeLimit(runningTable(r).numComputed), numStarted === 0);
+      serveRunning(r, timeLimit(r, runningTable(r).numComputed), numStarted === 0);
       continue;
     }
     if (r.tokens.length > ctx.contextLength) {
@@ -167,7 +190,7 @@ export function planStep(ctx: PlanContext): StepPlan {
     // Leave the last token out of the match: the first step must compute something, for logits.
     const hit = ctx.pages.match(r, r.tokens.slice(0, -1));
     const table: PageTable = { tags: [...hit.tags], numComputed: hit.numTokens };
-    const want = Math.min(r.tokens.length - table.numComputed, budget, timeLimit(table.numComputed));
+    const want = Math.min(r.tokens.length - table.numComputed, budget, timeLimit(r, table.numComputed));
     const n = tokensThatFit(ctx, table, want);
     if (n === 0) {
       ctx.pages.letGo(r, hit.tags);

@@ -72,6 +72,8 @@ export class Scheduler {
   /** The items of the step being run, between schedule() and complete(). */
   #inFlight: ReadonlyMap<RequestId, BatchItem> | undefined;
   #numPreemptions = 0;
+  /** Steps left in which the node counts as shared by several tenants (SHARED_WINDOW_STEPS after the last). */
+  #sharedStepsLeft = 0;
 
   constructor(options: SchedulerOptions) {
     const { pool, pageSize, contextLength, maxRunningRequests, chunkedPrefillSize, maxWaiting } = options;
@@ -271,6 +273,8 @@ export class Scheduler {
       numReserved: this.numReceiving,
       othersHoldPages: this.numHeld + this.numReceiving + this.#book.quarantined.size > 0,
       ...(prefillLimit === undefined ? {} : { prefillLimit }),
+      splitShortPrompts: this.#options.faults.has('split-short-prompts'),
+      shared: this.#shared(),
       ...(this.#options.faults.has('no-tenant-fairness') ? {} : { counters: this.#book.counters }),
       start: (r, table) => this.#book.setState(r, { kind: 'prefilling', table }),
       preempt: (r) => this.#book.preempt(r),
@@ -284,6 +288,19 @@ export class Scheduler {
     this.#numPreemptions += plan.preempted.length;
     if (plan.items.length > 0) this.#inFlight = new Map(plan.items.map((item) => [item.rid, item]));
     return plan;
+  }
+
+  /**
+   * Whether several tenants share the node for this plan: two or more have requests now, or had
+   * within the last SHARED_WINDOW_STEPS plans (a tenant between two of its requests, whose next
+   * arrives a few ms after its last ended, still counts). Co-located only: a prefill node's
+   * steps never hold decodes, and its throughput is its purpose. Fault `unbounded-shared-steps`: never.
+   */
+  #shared(): boolean {
+    if (this.role !== 'colocated' || this.#options.faults.has('unbounded-shared-steps')) return false;
+    if (this.#book.counters.numActive >= 2) this.#sharedStepsLeft = SHARED_WINDOW_STEPS;
+    else if (this.#sharedStepsLeft > 0) this.#sharedStepsLeft--;
+    return this.#sharedStepsLeft > 0;
   }
 
   /** The runner's results for the step in flight, one per item; returns what happened. */
@@ -455,6 +472,9 @@ export class Scheduler {
     return undefined;
   }
 }
+
+/** Plans after the last moment two tenants had requests here during which steps without decodes stay budgeted. */
+export const SHARED_WINDOW_STEPS = 16;
 
 /** A decode node cannot recompute a prompt it never saw: the request it would preempt fails. */
 function preemptedOnDecode(rid: RequestId): TesseraError {

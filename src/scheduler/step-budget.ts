@@ -54,6 +54,11 @@ export interface StepBudgetOptions {
   readonly decay?: number;
   /** Prefill tokens beside decodes while the cost model has never fitted (default 32). */
   readonly uncalibratedPrefillTokens?: number;
+  /**
+   * A prompt of at most this many tokens is not split by the budget (default 32): it joins a step
+   * whole while the step's prefill stays within this many tokens (PrefillLimit.shortPromptTokens).
+   */
+  readonly shortPromptTokens?: number;
 }
 
 export interface StepCostFit {
@@ -76,6 +81,19 @@ export interface StepShape {
 export interface PrefillLimit {
   /** Most tokens of a prefill chunk from position `startPos` that may join a step holding `step`. */
   maxChunk(step: StepShape, startPos: number): number;
+  /**
+   * A prompt of at most this many tokens in all (a short chat) is not split by maxChunk: its rest
+   * joins the step whole while the step's prefill stays within this many tokens, so its first
+   * token comes one step after it was planned instead of two to four (plan.ts). Undefined: every
+   * prompt is capped by maxChunk alone.
+   */
+  readonly shortPromptTokens?: number;
+  /**
+   * Most tokens of a chunk from `startPos` in a step with no decodes while several tenants share
+   * the node (plan.ts): such a step is budgeted too, so another tenant's request that arrives
+   * while it runs waits one bounded step, not a whole chunk. Undefined: no cap without decodes.
+   */
+  maxSharedChunk?(step: StepShape, startPos: number): number;
 }
 
 /** Attention (query, key) pairs of an item of `numTokens` tokens from `startPos`: token i reads startPos + i + 1 keys. */
@@ -175,6 +193,7 @@ export class StepBudget implements PrefillLimit {
   #decodeMs = 0;
   #decodeN = 0;
   readonly #o: Required<Omit<StepBudgetOptions, 'maxStepMs'>> & { readonly maxStepMs: number | undefined };
+  readonly shortPromptTokens: number;
 
   constructor(options: StepBudgetOptions = {}) {
     const o = {
@@ -184,16 +203,18 @@ export class StepBudget implements PrefillLimit {
       minPrefillTokens: options.minPrefillTokens ?? 16,
       decay: options.decay ?? 0.95,
       uncalibratedPrefillTokens: options.uncalibratedPrefillTokens ?? 32,
+      shortPromptTokens: options.shortPromptTokens ?? 32,
     };
     if (o.maxStepMs !== undefined && !(o.maxStepMs > 0))
       throw new RangeError(`maxStepMs must be positive, got ${o.maxStepMs}`);
     if (!(o.autoFactor >= 1)) throw new RangeError(`autoFactor must be at least 1, got ${o.autoFactor}`);
-    for (const name of ['minPrefillTokens', 'uncalibratedPrefillTokens'] as const) {
+    for (const name of ['minPrefillTokens', 'uncalibratedPrefillTokens', 'shortPromptTokens'] as const) {
       if (!(Number.isInteger(o[name]) && o[name] >= 1)) {
         throw new RangeError(`${name} must be a positive integer, got ${o[name]}`);
       }
     }
     this.#o = o;
+    this.shortPromptTokens = o.shortPromptTokens;
     this.model = new StepCostModel(o.decay);
   }
 
@@ -247,6 +268,16 @@ export class StepBudget implements PrefillLimit {
     const min = this.#o.minPrefillTokens;
     const floorMs = fit.msPerToken * min + fit.msPerPair * itemPairs(0, min);
     return Math.max(fits, maxTokensWithin(fit, startPos, floorMs), 1);
+  }
+
+  /**
+   * A step with no decodes while tenants share the node is budgeted as if one decode of no
+   * context ran in it (the budget's floor, `minAutoMs`, at least; a prompt's first chunk still
+   * gets `minPrefillTokens`' time): every step then takes about as long as a mixed one.
+   */
+  maxSharedChunk(step: StepShape, startPos: number): number {
+    const one = { numTokens: step.numTokens + 1, numPairs: step.numPairs + 1, numDecodes: 1, numDecodePairs: 1 };
+    return this.maxChunk(one, startPos);
   }
 
   /** Most prefill tokens from position 0 beside `numDecodes` decodes of no context (a summary for tests and logs). */
