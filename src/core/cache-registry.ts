@@ -35,9 +35,10 @@ export const CACHES: readonly CacheDeclaration[] = [
       'src/pages/prefix-cache.ts:#nodes',
       'src/pages/prefix-cache.ts:#spilled',
       'src/pages/block-hashes.ts:#memos',
+      'src/pages/block-hashes.ts:#tags',
       'src/worker/tier-views.ts:class CountedPrefixCache',
     ],
-    key: 'the tenant is the root of every path (roots: tenant -> tree); nodes, spilled and memos hang off those trees',
+    key: 'the tenant is the root of every path (roots: tenant -> tree); nodes, spilled, memos and tags hang off those trees',
     faults: ['share-prefix-across-tenants'],
   },
   {

@@ -1,6 +1,7 @@
 // BlockHashes: each cached page's keyed block hash (prefix-hash.ts), computed once per hasher
 // (pages do not move in the tree), for the prefix cache's block-hash report and its KV events.
-// Owns: the memo (per hasher, per node; both weakly held) and the events' shape for one node.
+// Owns: the memos (per hasher, per node; per hasher, per tree root: its tenant's tag; all weakly
+// held) and the events' shape for one node.
 // Must never: hash anything but the hasher's own links (the tenant's tag, the chain, page keys),
 // or put a token id or a tenant's name into an event.
 import type { KvEvent } from './kv-events.js';
@@ -19,6 +20,8 @@ export interface ChainNode {
 
 export class BlockHashes {
   readonly #memos = new WeakMap<PrefixHasher, WeakMap<ChainNode, string>>();
+  /** Each tree root's tenant tag, per hasher (a keyed HMAC: once per root, not once per event). */
+  readonly #tags = new WeakMap<PrefixHasher, WeakMap<ChainRoot, string>>();
   /** The tenant a root stands for ("*" for the one root of share-prefix-across-tenants). */
   readonly #tenantOf: (root: ChainRoot) => string;
 
@@ -30,7 +33,11 @@ export class BlockHashes {
   tenantTag(node: ChainNode, hasher: PrefixHasher): string {
     let at: ChainNode | ChainRoot = node;
     while (at.kind === 'page') at = at.parent;
-    return hasher.tenantTag(this.#tenantOf(at));
+    let tags = this.#tags.get(hasher);
+    if (tags === undefined) this.#tags.set(hasher, (tags = new WeakMap()));
+    let tag = tags.get(at);
+    if (tag === undefined) tags.set(at, (tag = hasher.tenantTag(this.#tenantOf(at))));
+    return tag;
   }
 
   /** node's chained block hash; `seed`, when the caller has it, is the chain's start (hasher.seed(tag)). */
