@@ -87,9 +87,9 @@ function main() {
     const property = res.violation ? classify(res.violation.message) : null;
     const ok = property !== null;
     failed ||= !ok;
-    console.log(
-      `${ok ? 'caught ' : 'MISSED '} ${name.padEnd(25)} depth ${String(res.violation?.depth ?? '-').padStart(3)}  ${property ?? res.violation?.message ?? 'no counterexample'}`,
-    );
+    const depth = String(res.violation?.depth ?? '-').padStart(3);
+    const verdict = property ?? res.violation?.message ?? 'no counterexample';
+    console.log(`${ok ? 'caught ' : 'MISSED '} ${name.padEnd(25)} depth ${depth}  ${verdict}`);
     console.log(`        ${what}; ${fmt(res.statesStored)} states, ${res.seconds.toFixed(1)} s`);
   }
   if (failed) {
