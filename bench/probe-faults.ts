@@ -4,7 +4,9 @@
 //   clean                               no fault: every check clean, every positive control significant
 //   share-grammar-cache-across-tenants  grammar-timing: a finding
 //   spill-without-namespace             disk-timing: a finding (B loads A's spilled pages)
-//   prefix-key-without-tenant           prefill-timing: a finding where a prefill fetches peers' pages
+//   prefix-key-without-tenant           alone: none (a fetch needs the router's hint, from B's own index)
+//   index+peer keys without tenant      with share-prefix-index-across-tenants too: B's request sent by
+//                                       load gets a hint naming A's holder, which serves A's pages
 //   one key twice                       no tenants: every check's cross-tenant arm is A itself
 // Prints per configuration and check: verdict, positive-control p, cross-tenant p, the effect
 // (median ratio, or pairs first), the check's wall time. A measurement: it asserts nothing.
@@ -30,6 +32,10 @@ const CONFIGS: readonly { name: string; fault?: string; sameKey?: boolean }[] = 
   { name: 'share-grammar-cache-across-tenants', fault: 'share-grammar-cache-across-tenants' },
   { name: 'spill-without-namespace', fault: 'spill-without-namespace' },
   { name: 'prefix-key-without-tenant', fault: 'prefix-key-without-tenant' },
+  {
+    name: 'index+peer keys without tenant',
+    fault: 'share-prefix-index-across-tenants,prefix-key-without-tenant',
+  },
   { name: 'one key twice', sameKey: true },
 ];
 const only = opt('--only')?.split(',');
@@ -57,7 +63,7 @@ function row(config: string, report: ProbeReport, check: string): string {
 const lines: string[] = [];
 for (const config of CONFIGS) {
   if (only !== undefined && !only.includes(config.name)) continue;
-  if (config.fault !== undefined && !(FAULT_NAMES as readonly string[]).includes(config.fault)) {
+  if (config.fault?.split(',').some((f) => !(FAULT_NAMES as readonly string[]).includes(f)) === true) {
     lines.push(`${config.name.padEnd(36)} (no such fault point in this tree: not measured)`);
     continue;
   }

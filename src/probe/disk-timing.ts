@@ -12,7 +12,7 @@
 //                 small to evict, shows up here: no hit, or one in the pool; see --evict-tokens)
 //        fresh:   B sends a fresh prompt F_i;  baseline: A sends a fresh prompt G_i (same length)
 // One-sided KS tests, alpha 0.01 (timing-verdict.ts).
-// Budget: 6 requests per sample plus the fill; samples = budget / 6 (8 to 24). The fill is
+// Budget: 6 requests per sample plus the fill; samples = budget / 6 (10 to 24). The fill is
 // evictTokens / promptTokens requests (default evictTokens: 4x the pool limit the probe learned,
 // else 16x the context).
 import { inParallel, usableTokens, type CheckContext, type CheckOutput } from './context.js';
@@ -21,7 +21,7 @@ import { timingArms, timingVerdict, type TimingArm } from './timing-verdict.js';
 import type { Tenant } from './types.js';
 
 export function diskTimingSamples(budget: number): number {
-  return Math.max(8, Math.min(24, Math.floor(budget / 6)));
+  return Math.max(10, Math.min(24, Math.floor(budget / 6)));
 }
 
 export function diskPromptTokens(usable: number): number {

@@ -16,7 +16,7 @@ import { ALPHA } from './prefix-timing.js';
 import { fmtP, timingArms, timingVerdict } from './timing-verdict.js';
 
 export function prefillTimingBudget(budget: number): number {
-  return 5 * pairTrials(budget) + 1;
+  return 5 * pairTrials(budget, 12) + 1;
 }
 
 export function responseOrderBudget(budget: number): number {

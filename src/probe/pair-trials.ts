@@ -14,7 +14,7 @@
 // B's pair as above and A's pair X_i (a hit wherever it lands) and a fresh G_i, launched the same
 // way: does order show A's own hits (the control), and A's hits to B?
 // On one node the pairs share its steps.
-// Budget: 5 requests per trial (response-order: 6); trials = budget / 5 (8 to 40; response-order
+// Budget: 5 requests per trial (response-order: 6); trials = budget / 5 (12 to 40; response-order
 // at least 20); prompts 0.4 of what the server admits; A's n primes
 // must stay cached until their trial (n pages of promptTokens / pageSize on the prefills).
 import { inParallel, usableTokens, type CheckContext } from './context.js';
@@ -70,7 +70,7 @@ export async function runPairs(
   control: 'alone' | 'pair',
 ): Promise<PairData> {
   const { client, facts, rng } = ctx;
-  const trials = pairTrials(ctx.budget, control === 'pair' ? 20 : 8);
+  const trials = pairTrials(ctx.budget, control === 'pair' ? 20 : 12);
   const promptTokens = pairPromptTokens(usableTokens(facts), maxTokens);
   const total = (control === 'pair' ? 6 : 5) * trials + 1;
   let done = 0;
