@@ -12,6 +12,7 @@
 //   node --import ./bench/lib/register-ts.mjs bench/peer-prefix.ts [--model /tmp/m100.gguf] [--trials 5] [--prefix 2048]
 // Make the model once: node bin/tessera.js gen-model --preset m100 --format gguf --dtype q4_0 --out /tmp/m100.gguf
 import { existsSync } from 'node:fs';
+import OpenAI from 'openai';
 import { promptIds, scrape, waitUntil, writeJson } from '../test/e2e/support/process.js';
 import {
   detail,
@@ -100,7 +101,7 @@ async function main(): Promise<void> {
       );
 
     // Warm-up: one request on each prefill (first-step costs, connections).
-    await Promise.all([0, 1].map((i) => ttftMs(router, 'sk-w', promptIds(PREFIX + 1, 90_000 + i))));
+    await Promise.all([0, 1].map((i) => ttftMs(router, 'sk-w', promptIds(65, 90_000 + i))));
     const fetchMs: number[] = [];
     const recomputeMs: number[] = [];
     for (let trial = 0; trial < TRIALS; trial++) {
@@ -113,7 +114,7 @@ async function main(): Promise<void> {
       await reported();
       // Hold X over the load bound: a's stream, routed to X by prefix, frozen in its decode.
       const hold = new AbortController();
-      const stream = (await router.client('sk-a').completions.create(
+      const stream = (await clientOf(router, 'sk-a').completions.create(
         {
           model: 'm100',
           prompt: [...prompt, 7, 7],
