@@ -1,5 +1,6 @@
 // The registry of Tessera's caches: every long-lived store in src/ (a class field or module-level
-// Map, WeakMap, Set, WeakSet or *Cache/*Lru/*Memo object, or a class named like a cache), each
+// Map, WeakMap, Set, WeakSet or *Cache/*Lru/*Memo object, a record or array named like a cache, or a
+// class named like a cache), each
 // either a CACHE (it keeps request-derived data across requests: then it names how its key
 // includes the tenant's CacheNamespace or the tenant, and the fault points that drop it) or STATE
 // (per request, per connection, per worker, static tables: why it is not such a cache).
@@ -101,6 +102,8 @@ export const NOT_CACHES: readonly StateDeclaration[] = [
   { site: 'src/api/routes.ts:ROUTES', why: 'the route table (static)' },
   { site: 'src/api/server.ts:#inFlight', why: 'requests in flight (per request, removed at end)' },
   { site: 'src/core/faults.ts:#active', why: 'armed fault points (static)' },
+  { site: 'src/core/cache-registry.ts:CACHES', why: 'this registry (static)' },
+  { site: 'src/core/cache-registry.ts:NOT_CACHES', why: 'this registry (static)' },
   { site: 'src/core/telemetry.ts:#seen', why: 'last totals mirrored into counters (numbers, no request data)' },
   { site: 'src/grammar/grammar-thread-main.ts:matchers', why: "one request's matcher by id, disposed at its end" },
   { site: 'src/grammar/matchers.ts:#creating', why: 'matchers being created, by request id' },

@@ -34,9 +34,11 @@ describe('the cache registry', () => {
 });
 
 describe('the scan (negative controls)', () => {
-  it('reports a dummy cache added without registering it: a Map field, a module-level LRU, a class named like a cache', () => {
+  it('reports a dummy cache added without registering it: a Map field, a module-level LRU, a record named like a cache, a class named like a cache', () => {
     const dummy = [
       'const schemaMemo = new SchemaLru(64);',
+      'export const templateCache: Record<string, string> = {};',
+      'const memoryLimits = {}; // named memory, not memo: not a store',
       'export class TemplateCache {',
       '  readonly #rendered = new Map<string, string>();',
       '  constructor() {',
@@ -52,11 +54,12 @@ describe('the scan (negative controls)', () => {
     expect(sites.sort()).toEqual(
       [
         'src/api/dummy.ts:schemaMemo',
+        'src/api/dummy.ts:templateCache',
         'src/api/dummy.ts:class TemplateCache',
         'src/api/dummy.ts:#rendered',
         'src/api/dummy.ts:#seen',
       ].sort(),
     );
-    expect(sites.filter((site) => !registered.has(site))).toHaveLength(4);
+    expect(sites.filter((site) => !registered.has(site))).toHaveLength(5);
   });
 });

@@ -3,6 +3,8 @@
 //   - a class field (two-space indent) or a module-level const/let/var initialised with `new X`,
 //     or a constructor's `this.x = new X`, where X is Map, WeakMap, Set, WeakSet, or a class
 //     whose name ends in Cache(s), Lru/LRU or Memo(s)
+//   - the same kinds of declaration named like a cache (cache, memo but not memory, lru) holding
+//     an object or array literal or Object.create(...) (a record used as a map)
 //   - a class whose name contains Cache, Memo (not Memory) or Lru/LRU
 // What it cannot see (a store inside a closure, an object literal or array used as a map) is why
 // the registry also names caches with no site (their probes still run).
@@ -11,19 +13,28 @@ import { join, relative } from 'node:path';
 
 const HOLDER = /^(Map|WeakMap|Set|WeakSet|[A-Za-z_$][\w$]*(Cache|Caches|Lru|LRU|Memo|Memos))$/;
 const CACHE_CLASS = /(Cache|Memo(?!ry)|Lru|LRU)/;
-const STORE_LINES = [
-  /^ {2}(?:static\s+)?(?:private\s+|protected\s+|public\s+)?(?:readonly\s+)?(#?[A-Za-z_$][\w$]*)\s*(?::[^=;]+)?=\s*new\s+([A-Za-z_$][\w$]*)/,
-  /^(?:export\s+)?(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*(?::[^=;]+)?=\s*new\s+([A-Za-z_$][\w$]*)/,
-  /^\s+this\.(#?[A-Za-z_$][\w$]*)\s*=\s*new\s+([A-Za-z_$][\w$]*)/,
+const CACHE_NAME = /(cache|memo(?!ry)|lru)/i;
+const LITERAL = /^(\{|\[|Object\.create\()/;
+const DECLARATIONS = [
+  /^ {2}(?:static\s+)?(?:private\s+|protected\s+|public\s+)?(?:readonly\s+)?(#?[A-Za-z_$][\w$]*)\s*(?::[^=;]+)?=\s*(.*)$/,
+  /^(?:export\s+)?(?:const|let|var)\s+([A-Za-z_$][\w$]*)\s*(?::[^=;]+)?=\s*(.*)$/,
+  /^\s+this\.(#?[A-Za-z_$][\w$]*)\s*=\s*(.*)$/,
 ];
+
+/** Whether a declaration of `name` initialised with `init` is a store. */
+function isStore(name: string, init: string): boolean {
+  const made = /^new\s+([A-Za-z_$][\w$]*)/.exec(init);
+  if (made !== null) return HOLDER.test(made[1] as string);
+  return CACHE_NAME.test(name) && LITERAL.test(init);
+}
 
 /** The store sites one file declares; `path` as the registry names files (from the repository root). */
 export function storesIn(path: string, text: string): string[] {
   const sites = new Set<string>();
   for (const line of text.split('\n')) {
-    for (const pattern of STORE_LINES) {
+    for (const pattern of DECLARATIONS) {
       const m = pattern.exec(line);
-      if (m !== null && HOLDER.test(m[2] as string)) sites.add(`${path}:${m[1] as string}`);
+      if (m !== null && isStore(m[1] as string, m[2] as string)) sites.add(`${path}:${m[1] as string}`);
     }
     const c = /^(?:export\s+)?(?:abstract\s+)?class\s+([A-Za-z_$][\w$]*)/.exec(line.trim());
     if (c !== null && CACHE_CLASS.test(c[1] as string)) sites.add(`${path}:class ${c[1] as string}`);
