@@ -2,8 +2,8 @@
 // Map, WeakMap, Set, WeakSet or *Cache/*Lru/*Memo object, a record or array named like a cache, or a
 // class named like a cache), each either a CACHE (it keeps request-derived data across requests:
 // then it names how its key includes the tenant's CacheNamespace or the tenant, and the fault
-// points that drop it) or STATE
-// (per request, per connection, per worker, static tables: why it is not such a cache).
+// points that drop it) or STATE (per request, per connection, per worker, static tables: why it is
+// not such a cache).
 // test/cache-namespace/ scans src/ for such stores and fails on one missing here (and on an entry
 // whose store is gone), and probes every cache with two tenants and the same input: tenant B must
 // not observe tenant A's entry; with each named fault on, the probe must see B observe it.
