@@ -76,7 +76,10 @@ pre{margin:0;font:10.5px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace;color:
     parent.appendChild(t);
   }
 
-  function refusedText(r) { var k = Object.keys(r).filter(function (x) { return r[x] > 0; }); return k.length === 0 ? "0" : k.map(function (x) { return x + " " + r[x]; }).join(", "); }
+  function refusedText(r) {
+    var k = Object.keys(r).filter(function (x) { return r[x] > 0; });
+    return k.length === 0 ? "0" : k.map(function (x) { return x + " " + r[x]; }).join(", ");
+  }
   function panel(parent, title) { var p = el("div", "panel"); p.appendChild(el("h3", "", title)); parent.appendChild(p); return p; }
 
   function chart(box, name, unit) {
@@ -150,7 +153,11 @@ pre{margin:0;font:10.5px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace;color:
     }
     n.prev = { atMs: view.atMs, loop: m.loop };
     n.row.textContent = "";
-    if (m.tiers) { var tp = panel(n.row, "cache tiers"); tp.dataset.panel = "tiers"; table(tp, ["tier", "pages", "hits", "misses", "refused"], m.tiers.map(function (t) { return [t.name, t.pages, t.hits, t.misses, refusedText(t.refused)]; }), "none"); }
+    if (m.tiers) {
+      var tp = panel(n.row, "cache tiers"); tp.dataset.panel = "tiers";
+      var tierRows = m.tiers.map(function (t) { return [t.name, t.pages, t.hits, t.misses, refusedText(t.refused)]; });
+      table(tp, ["tier", "pages", "hits", "misses", "refused"], tierRows, "none");
+    }
     table(panel(n.row, "transfers in flight"), ["request", "phase", "peer", "pages", "bytes"], m.transfers.map(function (t) { return [t.rid, t.phase, t.peer, t.numPages, bytes(t.bytes)]; }), "none");
     table(panel(n.row, "quarantined pages"), ["request", "pages", "why", "until"], m.quarantined.map(function (q) { return [q.rid, q.numPages, q.reason, "AbortAck / close of " + q.waitingFor]; }), "none");
     var totals = Object.keys(m.totals).filter(function (k) { return m.totals[k] > 0; });
