@@ -4,7 +4,7 @@
 // one after another, alone, then while tenant A keeps 24 long prompts (400 words, 64 tokens) in
 // flight; `--rounds` times in turn on one server, so the machine's load (shared machines) weighs
 // on both sides alike. B's time to first token (p50/p99) both ways and their ratios are printed
-// per round and over all rounds, with A's requests finished per second beside B, for up to five
+// per round and over all rounds, with A's completion tokens per second beside B, for up to five
 // servers in one run (all up at once, the rounds taking turns between them): the scheduler as it
 // is; `before`, with TESSERA_FAULT=split-short-prompts,unbounded-shared-steps (B's short prompt
 // split by the step budget, A's steps without decodes whole 256-token chunks: the scheduler
@@ -185,19 +185,31 @@ async function tenantB(client: OpenAI, rng: Rng): Promise<number[]> {
   return ttfts;
 }
 
-/** A keeps FLOOD long prompts in flight until `stop` aborts; resolves once every slot has one running. */
+/**
+ * A keeps FLOOD long prompts in flight until `stop` aborts. `started` resolves in the steady
+ * state: every slot sent, a second passed, and A's first request finished (so A decodes beside
+ * its prefills). The flood's first steps, whole 256-token chunks before anything of A decodes,
+ * took about 0.3 s on an idle machine (inside the second) but 1-3 s each on a loaded one, where
+ * they fell into B's measured requests under any scheduler.
+ */
 function floodA(client: OpenAI, rng: Rng, stop: AbortController): { started: Promise<void>; done: Promise<number> } {
   let numServed = 0;
   let numStarted = 0;
+  let waited = false;
   let markStarted: () => void = () => {};
   const started = new Promise<void>((resolve) => (markStarted = resolve));
   const slot = async (): Promise<void> => {
     while (!stop.signal.aborted) {
       const ttft = ttftOf(client, words(rng, 400), 64, stop.signal);
-      if (++numStarted === FLOOD) setTimeout(markStarted, 1000); // every slot sent, the first prefills under way
+      if (++numStarted === FLOOD) {
+        setTimeout(() => {
+          waited = true;
+          if (numServed > 0) markStarted();
+        }, 1000);
+      }
       try {
         await ttft;
-        numServed++;
+        if (++numServed === 1 && waited) markStarted();
       } catch (error) {
         if (!stop.signal.aborted) throw error;
       }
@@ -220,8 +232,8 @@ const joined = (ps: readonly Phase[]): Phase => ({
 
 interface Result {
   readonly rounds: { readonly alone: Phase; readonly flood: Phase }[];
-  /** A's requests finished (64 tokens each) and the ms of B's phases beside them. */
-  aServed: number;
+  /** A's completion tokens generated while B was measured beside them, and the ms of those phases. */
+  aTokens: number;
   aMs: number;
 }
 
@@ -244,7 +256,7 @@ async function subjectOf(mode: Mode, keysFile: string): Promise<Subject> {
     a: new OpenAI({ ...opts, apiKey: KEY_A }),
     b: new OpenAI({ ...opts, apiKey: KEY_B }),
     rng: new Rng(33),
-    result: { rounds: [], aServed: 0, aMs: 0 },
+    result: { rounds: [], aTokens: 0, aMs: 0 },
   };
 }
 
@@ -255,21 +267,21 @@ async function round(s: Subject): Promise<void> {
   setMaxListeners(0, stop.signal); // the openai client adds listeners per A request (and per retry of its body)
   const flood = floodA(s.a, s.rng, stop);
   await flood.started;
-  const servedBefore = await servedSoFar(s.url);
+  const tokensBefore = await aTokensSoFar(s.url);
   const withFlood = await phase(s.url, () => tenantB(s.b, s.rng));
-  s.result.aServed += (await servedSoFar(s.url)) - servedBefore;
+  s.result.aTokens += (await aTokensSoFar(s.url)) - tokensBefore;
   s.result.aMs += withFlood.wallMs;
   stop.abort();
   await flood.done;
   s.result.rounds.push({ alone, flood: withFlood });
 }
 
-/** Tenant A's requests that finished so far (/metrics, tessera_tenant_requests_total). */
-async function servedSoFar(url: string): Promise<number> {
+/** Tenant A's completion tokens so far (/metrics, tessera_tenant_tokens_total). */
+async function aTokensSoFar(url: string): Promise<number> {
   const text = await (await fetch(`${url}/metrics`)).text();
   const line = text
     .split('\n')
-    .find((l) => l.startsWith('tessera_tenant_requests_total{tenant="alice",outcome="finished"}'));
+    .find((l) => l.startsWith('tessera_tenant_tokens_total{tenant="alice",kind="completion"}'));
   return Number(line?.split(' ')[1] ?? 0);
 }
 
@@ -301,7 +313,7 @@ async function main(): Promise<void> {
       `per scheduler; --max-step-ms ${MAX_STEP_MS ?? 'auto'}; ${cpus().length} CPUs, load average ${load()}`,
   );
   console.log(
-    'scheduler                    round   B alone p50/p99 ms   B beside A p50/p99 ms   p50 ratio  p99 ratio   A done/s',
+    'scheduler                    round   B alone p50/p99 ms   B beside A p50/p99 ms   p50 ratio  p99 ratio   A tok/s',
   );
   const details: string[] = [];
   // Every server is up at once (idle ones cost nothing) and the rounds take turns between them,
@@ -328,7 +340,7 @@ async function main(): Promise<void> {
       console.log(
         `${MODES[mode].name.padEnd(28)} ${n.padStart(5)}   ${f(a50)} / ${f(a99)}        ${f(b50)} / ${f(b99)}        ` +
           `${(b50 / a50).toFixed(2).padStart(6)}x   ${(b99 / a99).toFixed(2).padStart(6)}x` +
-          (n === 'all' ? `   ${(r.aServed / (r.aMs / 1000)).toFixed(2).padStart(6)}` : ''),
+          (n === 'all' ? `   ${(r.aTokens / (r.aMs / 1000)).toFixed(0).padStart(6)}` : ''),
       );
     }
     for (const [when, p] of [
