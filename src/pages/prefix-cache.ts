@@ -512,6 +512,12 @@ export class PrefixCache {
     );
     const numCached = this.#ledger.counts().cached;
     assert(numCached === numNodes, () => `ledger has ${numCached} cached pages, the prefix cache ${numNodes}`);
+    assert(
+      this.#byPath.size === numNodes,
+      () => `the path index holds ${this.#byPath.size} pages, the tree ${numNodes}`,
+    );
+    for (const page of this.#pins.keys())
+      assert(this.#nodes.has(page), () => `prefix cache page ${page} is pinned by a lease but not cached`);
   }
 
   #stored(node: PageNode): void {

@@ -227,6 +227,7 @@ describe('the lease', () => {
     expect(h.cache.numPinned).toBe(3);
     expect(h.cache.numEvictable()).toBe(0);
     expect(evictAndReuse(h)).toBe(0);
+    h.cache.checkIntegrity();
     open();
     expect(await filled).toEqual({ asked: 3, installed: 3 });
     expect(matched(r, owner('a2', 't1'), PROMPT, 1)).toEqual({ pages: 3, bytesAreSeed: true });
