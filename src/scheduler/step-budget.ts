@@ -34,7 +34,12 @@
 // A larger budget gives long prompts a shorter time to first token and chats a longer
 // inter-token latency; a smaller one the reverse (README, "Step budget").
 // The plan asks `maxChunk(step so far, startPos)` for each chunk it adds (plan.ts), so a chunk
-// late in a long prompt gets fewer tokens than one at its start under the same budget.
+// late in a long prompt gets fewer tokens than one at its start under the same budget. Two more
+// rules are the plan's, sized here: a prompt of at most `shortPromptTokens` in all is not split
+// (bench:fair: a 22-token chat cut into 17 + 1 + 4 waited 3-4 steps for its first token beside
+// another tenant's flood), and while several tenants share a co-located node a step without
+// decodes is budgeted too (`maxSharedChunk`: as if one decode ran), so a tenant's request that
+// arrives mid-step waits for a budgeted step rather than a whole 256-token chunk.
 
 export interface StepBudgetOptions {
   /** A fixed budget per step with decodes (ms); undefined: `autoFactor` x the decodes' own time. */
