@@ -1,7 +1,8 @@
 // Cluster-wide prefix store benchmark (`npm run bench:peer-prefix`): two prefills and two decodes
 // behind the router, on m100, in one run. Per trial, tenant a's fresh 2k-token prefix is computed
 // on one prefill (X); X is then held over the router's load bound (a stream of a's, frozen in its
-// decode), so the same prompt goes by load to the other prefill (Y) with the hint that X holds it:
+// decode once decoding; the router runs with ignore-host-loss so that attempt stays in flight), so
+// the same prompt goes by load to the other prefill (Y) with the hint that X holds it:
 //   fetch      tenant a's prompt on Y: its 2k prefix fetched from X (the lease protocol), the tail computed
 //   recompute  tenant b's same prompt on Y: nothing to fetch (another namespace), the whole 2k computed
 // Both arms are timed the same way (TTFT through the router, max_tokens 1: prefill + the KV transfer
@@ -82,6 +83,8 @@ async function main(): Promise<void> {
       decodes,
       ['--model', MODEL, '--served-model-name', 'm100', '--api-keys', keys],
       home.dir,
+      // Holds X over the load bound: a frozen decode's attempt stays in flight (test-only lever, not the prefix store).
+      { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'ignore-host-loss', TESSERA_PD_TIMEOUTS: 'tokenMs=1800000' },
     );
     procs.push(router);
     const metric = async (w: Worker, name: string): Promise<number> => (await scrape(w.url)).get(name) ?? 0;
@@ -129,13 +132,18 @@ async function main(): Promise<void> {
         } as never,
         { signal: hold.signal },
       )) as unknown as AsyncIterable<unknown>;
+      let tokenOut: () => void = () => undefined;
+      const decoding = new Promise<void>((resolve) => (tokenOut = resolve));
       const reading = (async () => {
         try {
-          for await (const _ of stream) void _;
+          for await (const _ of stream) tokenOut();
         } catch {
-          // aborted below
+          // aborted at the end
+        } finally {
+          tokenOut();
         }
       })();
+      await decoding; // its KV is on its decode (acked): freezing the decode now holds the attempt, nothing else
       await waitUntil('the held stream on X', async () => (await inFlight(x)) === 1, 60_000);
       const frozen = decodes[(await Promise.all(decodes.map(inFlight))).findIndex((n) => n === 1)] as Worker;
       frozen.signal('SIGSTOP');

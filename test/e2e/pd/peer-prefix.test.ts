@@ -1,6 +1,6 @@
 // The cluster-wide prefix store across real processes: two prefills, two decodes, a router with
 // two tenants' keys. Tenant a's long prefix is computed on one prefill (X); while X is held over
-// the router's load bound (a stream of a's, frozen in its decode), a's same prompt goes by load to
+// the router's load bound (a stream of a's, frozen in its decode; HOLD_ENV), a's same prompt goes by load to
 // the other prefill (Y) with the hint that X holds the prefix: Y fetches those pages from X over
 // the cluster channel (Y's tessera_kv_peer_pages_fetched, X's pages_served) and computes only
 // the tail (cached_tokens), with the same greedy output. Tenant b's same prompt is never hinted
@@ -8,6 +8,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { promptIds, scrape, waitUntil, writeJson } from '../support/process.js';
 import { detail, health, startRouter, startWorker, testHome, type Proc, type Router, type Worker } from './support.js';
+
+/**
+ * The lever that holds X over the load bound: the router keeps the attempt of a frozen decode in
+ * flight (ignore-host-loss: it does not close a host its polls mark down; a long tokenMs). Test
+ * setup only; neither touches the prefix store.
+ */
+const HOLD_ENV = {
+  TESSERA_ALLOW_FAULTS: '1',
+  TESSERA_FAULT: 'ignore-host-loss',
+  TESSERA_PD_TIMEOUTS: 'tokenMs=300000',
+};
 
 let home: Awaited<ReturnType<typeof testHome>>;
 const procs: Proc[] = [];
@@ -29,7 +40,14 @@ beforeAll(async () => {
   procs.push(...workers);
   prefills = workers.slice(0, 2);
   decodes = workers.slice(2);
-  router = await startRouter('r', prefills, decodes, ['--model', 'builtin:tiny', '--api-keys', keys], home.dir);
+  router = await startRouter(
+    'r',
+    prefills,
+    decodes,
+    ['--model', 'builtin:tiny', '--api-keys', keys],
+    home.dir,
+    HOLD_ENV,
+  );
   procs.push(router);
 }, 120_000);
 afterAll(async () => {
@@ -84,7 +102,7 @@ describe('the cluster-wide prefix store', () => {
     const y = prefills.find((p) => p !== x) as Worker;
     await reported();
 
-    // Hold X over the load bound: a's stream (routed to X by prefix), frozen in its decode.
+    // Hold X over the load bound: a's stream (routed to X by prefix), frozen in its decode once decoding.
     const hold = new AbortController();
     const stream = (await router.client('sk-a').completions.create(
       {
@@ -97,13 +115,18 @@ describe('the cluster-wide prefix store', () => {
       } as never,
       { signal: hold.signal },
     )) as unknown as AsyncIterable<unknown>;
+    let tokenOut: () => void = () => undefined;
+    const decoding = new Promise<void>((resolve) => (tokenOut = resolve));
     const reading = (async () => {
       try {
-        for await (const _ of stream) void _;
+        for await (const _ of stream) tokenOut();
       } catch {
         // aborted at the end
+      } finally {
+        tokenOut();
       }
     })();
+    await decoding; // its KV is on its decode (acked): freezing the decode now holds the attempt, nothing else
     await waitUntil('the held stream on X', async () => (await inFlight(x)) === 1);
     const frozen = (await Promise.all(decodes.map(inFlight))).findIndex((n) => n === 1);
     decodes[frozen]?.signal('SIGSTOP');
