@@ -1,5 +1,6 @@
 // What a prefill worker tells the router about its prefix cache in /health (`prefixCache`):
-// per tenant tag, the chained block hashes of its cached pages (pages/prefix-hash.ts: both keyed
+// per tenant tag, the chained block hashes of its cached pages in any tier (the pool's, and those it
+// evicted into its disk tier while they stay there: pages/prefix-cache.ts; pages/prefix-hash.ts: both keyed
 // with the cluster secret), and how many prompt tokens it looked up and found cached. The router
 // routes on it (router/prefix-index.ts).
 // Must never: report anything but keyed hashes and counts (no token ids, no tenant names), or more
