@@ -26,23 +26,25 @@ export function responseOrderBudget(budget: number): number {
 const ORDER_TOKENS = 4;
 
 export async function prefillTiming(ctx: CheckContext): Promise<CheckOutput> {
-  const data = await runPairs(ctx, 'prefill-timing', 1, 'alone');
+  const data = await runPairs(ctx, 'prefill-timing', 1, 'timing');
   const arms = timingArms();
   arms.failed.push(...data.failed);
   for (const o of data.cross) {
     if (o.hitTtft !== undefined) (arms.ttftMs.cross.push(o.hitTtft), arms.ids.cross.push(o.hitId));
     if (o.freshTtft !== undefined) (arms.ttftMs.fresh.push(o.freshTtft), arms.ids.fresh.push(o.freshId));
   }
-  for (const c of data.controlAlone) (arms.ttftMs.control.push(c.ttftMs), arms.ids.control.push(c.id));
-  for (const c of data.freshAlone) (arms.ttftMs.baseline.push(c.ttftMs), arms.ids.baseline.push(c.id));
+  for (const o of data.control) {
+    if (o.hitTtft !== undefined) (arms.ttftMs.control.push(o.hitTtft), arms.ids.control.push(o.hitId));
+    if (o.freshTtft !== undefined) (arms.ttftMs.baseline.push(o.freshTtft), arms.ids.baseline.push(o.freshId));
+  }
   return timingVerdict(
     arms,
     {
       cache: 'prefix (any prefill)',
       leak: "(a prefix cache or peer fetch that hands B A's pages)",
       series: {
-        baseline: 'A fresh',
-        control: 'A repeats its prompt (control)',
+        baseline: 'A fresh, in a pair',
+        control: 'A repeats its prompt, in a pair (control)',
         fresh: 'B fresh, in a pair',
         cross: "B sends A's prompt, in a pair (cross-tenant)",
       },
@@ -80,7 +82,7 @@ export function orderCount(outcomes: readonly PairOutcome[]): OrderCount {
 }
 
 export async function responseOrder(ctx: CheckContext): Promise<CheckOutput> {
-  const data = await runPairs(ctx, 'response-order', ORDER_TOKENS, 'pair');
+  const data = await runPairs(ctx, 'response-order', ORDER_TOKENS, 'order');
   const cross = orderCount(data.cross);
   const control = orderCount(data.control);
   const figures = {

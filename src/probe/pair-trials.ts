@@ -8,8 +8,9 @@
 //               behind a PD router the two go to different prefills, so B's X_i lands on the
 //               prefill that holds A's pages or on another one; a hit through either (a shared
 //               pool key, a peer fetch keyed without the tenant) shows
-//      control: A's own X_i alone (a hit wherever the router sends it) and, as a separate arm,
-//               A's fresh G_i alone (its baseline)
+//      control: A's pair, X_i (A's own hit, on the prefill that holds it, or through a fetch from
+//               it where the router sends it elsewhere) and a fresh G_i, launched the same way:
+//               the same conditions as B's pair (a lone request would be faster than any pair)
 // response-order, per trial: A primes X_i twice at once (on every prefill), then in random order
 // B's pair as above and A's pair X_i (a hit wherever it lands) and a fresh G_i, launched the same
 // way: does order show A's own hits (the control), and A's hits to B?
@@ -51,9 +52,6 @@ export interface PairData {
   readonly primeTtft: number[];
   readonly cross: PairOutcome[];
   readonly control: PairOutcome[];
-  /** prefill-timing's control: A's X_i alone, and its baseline: A's fresh G_i alone (TTFT, request id). */
-  readonly controlAlone: { readonly ttftMs: number; readonly id: number }[];
-  readonly freshAlone: { readonly ttftMs: number; readonly id: number }[];
   readonly failed: number[];
 }
 
@@ -67,12 +65,12 @@ export async function runPairs(
   ctx: CheckContext,
   name: string,
   maxTokens: number,
-  control: 'alone' | 'pair',
+  mode: 'timing' | 'order',
 ): Promise<PairData> {
   const { client, facts, rng } = ctx;
-  const trials = pairTrials(ctx.budget, control === 'pair' ? 20 : 12);
+  const trials = pairTrials(ctx.budget, mode === 'order' ? 20 : 12);
   const promptTokens = pairPromptTokens(usableTokens(facts), maxTokens);
-  const total = (control === 'pair' ? 6 : 5) * trials + 1;
+  const total = (mode === 'order' ? 6 : 5) * trials + 1;
   let done = 0;
   const data: PairData = {
     promptTokens,
@@ -82,8 +80,6 @@ export async function runPairs(
     primeTtft: [],
     cross: [],
     control: [],
-    controlAlone: [],
-    freshAlone: [],
     failed: [],
   };
   const send = async (tenant: Tenant, purpose: string, prompt: readonly number[]): Promise<RequestRecord> => {
@@ -122,7 +118,7 @@ export async function runPairs(
   };
   await send('B', 'warm-up', randomIds(rng, promptTokens));
   data.failed.length = 0;
-  if (control === 'pair') {
+  if (mode === 'order') {
     // response-order: each X_i primed on every prefill (twice at once), just before its trial, so A's own X_i is a
     // hit wherever its pair puts it: the control asks only whether order shows a hit.
     for (let i = 0; i < trials; i++) {
@@ -149,14 +145,9 @@ export async function runPairs(
     xs.map((_, i) => i),
   )) {
     const x = xs[i] as number[];
-    const alone = async (prompt: readonly number[], into: PairData['controlAlone'], purpose: string) => {
-      const r = await send('A', purpose, prompt);
-      if (ok(r)) into.push({ ttftMs: r.ttftMs as number, id: r.id });
-    };
     for (const run of shuffle(rng, [
       async () => void data.cross.push(await pair('B', x, 'cross')),
-      () => alone(x, data.controlAlone, "control: A's prompt alone"),
-      () => alone(randomIds(rng, promptTokens), data.freshAlone, 'control: fresh alone'),
+      async () => void data.control.push(await pair('A', x, 'control')),
     ]))
       await run();
   }
