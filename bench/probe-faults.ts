@@ -1,6 +1,7 @@
 // The probe's tier checks against each fault (`npm run probe:faults`): for every configuration, a
-// fresh `tessera up --prefill 2 --kv-disk DIR --api-keys` (builtin:austen) and one `tessera probe
-// --checks grammar-timing,disk-timing,prefill-timing,response-order` against it, in this one run:
+// fresh `tessera up --prefill 2 --kv-disk DIR --prefill-kv-pages 512 --api-keys` (builtin:austen)
+// and one `tessera probe --checks grammar-timing,disk-timing,prefill-timing,response-order
+// --evict-tokens 24000` against it, in this one run:
 //   clean                               no fault: every check clean, every positive control significant
 //   share-grammar-cache-across-tenants  grammar-timing: a finding
 //   spill-without-namespace             disk-timing: a finding (B loads A's spilled pages)
@@ -71,7 +72,7 @@ for (const config of CONFIGS) {
   const started = performance.now();
   const cluster = await startCluster(
     `up-${config.name.replace(/ /g, '-')}`,
-    ['--prefill', '2', '--kv-disk', diskDir, '--prefill-kv-pages', '256'],
+    ['--prefill', '2', '--kv-disk', diskDir, '--prefill-kv-pages', '512'],
     config.fault,
   );
   const startMs = performance.now() - started;
@@ -92,7 +93,7 @@ for (const config of CONFIGS) {
         '--budget',
         BUDGET,
         '--evict-tokens',
-        '12000',
+        '24000',
         '--seed',
         '7',
         '--json',

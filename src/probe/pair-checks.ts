@@ -1,7 +1,8 @@
-// The two checks over concurrent pairs (pair-trials.ts):
-// prefill-timing: B's TTFT on A's prompt against a fresh one, each pair's requests spread over the
-//   prefills of a PD cluster: a hit on any prefill (shared key, peer fetch without the tenant) is
-//   a finding; A's own pairs are the positive control. One-sided KS, alpha 0.01.
+// The two checks over prompts spread on several prefills (pair-trials.ts):
+// prefill-timing: B's TTFT on A's prompt (on the prefill that holds it for about half the prompts,
+//   on another for the rest) against a fresh one: a hit on any prefill (shared key, peer fetch
+//   without the tenant) is a finding; A's own repeats are the positive control. One-sided KS,
+//   alpha 0.01.
 // response-order: OptiLeak's channel (a scheduler that prefers cached prefixes, e.g. longest
 //   prefix first, answers the cached request of a pair first): the request with A's prompt
 //   finishes first in k of n of B's pairs (ties and failures left out); P(X >= k), X ~
@@ -29,26 +30,20 @@ export async function prefillTiming(ctx: CheckContext): Promise<CheckOutput> {
   const data = await runPairs(ctx, 'prefill-timing', 1, 'timing');
   const arms = timingArms();
   arms.failed.push(...data.failed);
-  for (const o of data.cross) {
-    if (o.hitTtft !== undefined) (arms.ttftMs.cross.push(o.hitTtft), arms.ids.cross.push(o.hitId));
-    if (o.freshTtft !== undefined) (arms.ttftMs.fresh.push(o.freshTtft), arms.ids.fresh.push(o.freshId));
-  }
-  for (const o of data.control) {
-    if (o.hitTtft !== undefined) (arms.ttftMs.control.push(o.hitTtft), arms.ids.control.push(o.hitId));
-    if (o.freshTtft !== undefined) (arms.ttftMs.baseline.push(o.freshTtft), arms.ids.baseline.push(o.freshId));
-  }
+  for (const arm of ['baseline', 'control', 'cross', 'fresh'] as const)
+    for (const s of data.timing[arm]) (arms.ttftMs[arm].push(s.ttftMs), arms.ids[arm].push(s.id));
   return timingVerdict(
     arms,
     {
       cache: 'prefix (any prefill)',
       leak: "(a prefix cache or peer fetch that hands B A's pages)",
       series: {
-        baseline: 'A fresh, in a pair',
-        control: 'A repeats its prompt, in a pair (control)',
-        fresh: 'B fresh, in a pair',
-        cross: "B sends A's prompt, in a pair (cross-tenant)",
+        baseline: 'A fresh',
+        control: 'A repeats its prompt (control)',
+        fresh: 'B fresh',
+        cross: "B sends A's prompt (cross-tenant)",
       },
-      plotTitle: `TTFT of ${data.promptTokens}-token prompts; B's in concurrent pairs (empirical CDFs)`,
+      plotTitle: `TTFT of ${data.promptTokens}-token prompts spread over the prefills (empirical CDFs)`,
     },
     { figures: { trials: data.trials, promptTokens: data.promptTokens, settleMs: data.settleMs } },
   );

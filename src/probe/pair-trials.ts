@@ -1,16 +1,15 @@
-// Concurrent pairs, the design of two checks. prefill-timing, n trials:
+// Prompts on several prefills, the design of two checks. prefill-timing, n trials:
 //   1. primes: A sends fresh long prompts X_1..X_n, two at a time (behind a PD router with two or
 //      more prefills, the two of a pair go to different prefills: A's pages end up on several)
 //   2. settle: SETTLE_MS, so a prefix-aware router has polled where A's pages are
-//   3. per trial i, in random order of i and of the two arms:
-//      cross:   B's pair, X_i (A's prompt) and F_i (fresh, same length), launched in the same tick
-//               in random order (with no cache effect, either one is first with probability 1/2):
-//               behind a PD router the two go to different prefills, so B's X_i lands on the
-//               prefill that holds A's pages or on another one; a hit through either (a shared
-//               pool key, a peer fetch keyed without the tenant) shows
-//      control: A's pair, X_i (A's own hit, on the prefill that holds it, or through a fetch from
-//               it where the router sends it elsewhere) and a fresh G_i, launched the same way:
-//               the same conditions as B's pair (a lone request would be faster than any pair)
+//   3. per trial i, in random order of i and of four arms, one request at a time:
+//      cross:   B's X_i; fresh: B's fresh F_i (B's X_i goes where B's load sends it, the idle
+//               cluster's first prefill: the one that holds A's pages for about half the X_i,
+//               since the primes alternate; a hit there, or on another prefill through a peer
+//               fetch keyed without the tenant, shows)
+//      control: A's X_i (routed to its holder: a hit); baseline: A's fresh G_i
+//      (Measured requests go alone: a pair's second request, or one whose partner runs beside
+//      it, is slower for reasons of its own; the lone arms are alike but for the cache.)
 // response-order, per trial: A primes X_i twice at once (on every prefill), then in random order
 // B's pair as above and A's pair X_i (a hit wherever it lands) and a fresh G_i, launched the same
 // way: does order show A's own hits (the control), and A's hits to B?
@@ -44,6 +43,11 @@ export interface PairOutcome {
   readonly hitLaunchedFirst: boolean;
 }
 
+export interface Sample {
+  readonly ttftMs: number;
+  readonly id: number;
+}
+
 export interface PairData {
   readonly promptTokens: number;
   readonly settleMs: number;
@@ -52,6 +56,8 @@ export interface PairData {
   readonly primeTtft: number[];
   readonly cross: PairOutcome[];
   readonly control: PairOutcome[];
+  /** prefill-timing: the measured request of each arm's pairs. */
+  readonly timing: Record<'baseline' | 'control' | 'cross' | 'fresh', Sample[]>;
   readonly failed: number[];
 }
 
@@ -80,6 +86,7 @@ export async function runPairs(
     primeTtft: [],
     cross: [],
     control: [],
+    timing: { baseline: [], control: [], cross: [], fresh: [] },
     failed: [],
   };
   const send = async (tenant: Tenant, purpose: string, prompt: readonly number[]): Promise<RequestRecord> => {
@@ -145,9 +152,15 @@ export async function runPairs(
     xs.map((_, i) => i),
   )) {
     const x = xs[i] as number[];
+    const measured = async (arm: keyof PairData['timing'], tenant: Tenant, prompt: readonly number[]) => {
+      const r = await send(tenant, arm, prompt);
+      if (ok(r)) data.timing[arm].push({ ttftMs: r.ttftMs as number, id: r.id });
+    };
     for (const run of shuffle(rng, [
-      async () => void data.cross.push(await pair('B', x, 'cross')),
-      async () => void data.control.push(await pair('A', x, 'control')),
+      () => measured('cross', 'B', x),
+      () => measured('fresh', 'B', randomIds(rng, promptTokens)),
+      () => measured('control', 'A', x),
+      () => measured('baseline', 'A', randomIds(rng, promptTokens)),
     ]))
       await run();
   }

@@ -22,7 +22,7 @@ beforeAll(async () => {
   diskDir = await mkdtemp(join(tmpdir(), 'tessera-probe-kv-disk-'));
   cluster = await startCluster(
     'up-tiers',
-    ['--prefill', '2', '--kv-disk', diskDir, '--prefill-kv-pages', '256'],
+    ['--prefill', '2', '--kv-disk', diskDir, '--prefill-kv-pages', '512'],
     'share-grammar-cache-across-tenants',
   );
 });
@@ -32,7 +32,7 @@ afterAll(async () => {
 });
 
 const run = (checks: readonly string[], seed: number): Promise<ProbeRun> =>
-  probe(cluster, ['--checks', checks.join(','), '--budget', '1', '--evict-tokens', '12000', '--seed', String(seed)]);
+  probe(cluster, ['--checks', checks.join(','), '--budget', '1', '--evict-tokens', '24000', '--seed', String(seed)]);
 
 describe('tessera probe tier checks against tessera up --prefill 2 --kv-disk', () => {
   it('finds the shared grammar cache; the other tiers are clean, each positive control seeing its cache', async () => {
