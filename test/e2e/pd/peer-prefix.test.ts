@@ -84,6 +84,7 @@ const inFlight = async (w: Worker): Promise<number> => {
   const workers = (await health(router.url)).body['workers'] as { url: string; inFlight: number }[];
   return workers.find((x) => x.url === w.url)?.inFlight ?? Number.NaN;
 };
+const hinted = async (): Promise<number> => ((await health(router.url)).body['routing'] as { hinted: number }).hinted;
 /** The router has polled every prefill's report since its last lookup. */
 const reported = () =>
   waitUntil("the prefills' reports to reach the router", async () => {
@@ -132,7 +133,9 @@ describe('the cluster-wide prefix store', () => {
     decodes[frozen]?.signal('SIGSTOP');
 
     const served = await metric(x, 'tessera_kv_peer_pages_served');
+    const hintedBefore = await hinted();
     const fetched = await complete('sk-a', PROMPT);
+    expect((await hinted()) - hintedBefore).toBe(1); // sent by load to Y, naming X as the holder
     expect(await inFlight(x)).toBe(1); // the hold lasted: this request went by load, to Y
     expect(fetched.ids).toEqual(first.ids);
     expect(await metric(y, 'tessera_kv_peer_pages_fetched')).toBe(10);
@@ -141,6 +144,7 @@ describe('the cluster-wide prefix store', () => {
     expect(fetched.cached).toBe(160); // Y computed only the last token
 
     const other = await complete('sk-b', PROMPT);
+    expect(await hinted()).toBe(hintedBefore + 1); // tenant b has no holder: never hinted
     expect(other.ids).toEqual(first.ids);
     expect(other.cached).toBe(0);
     expect(await metric(y, 'tessera_kv_peer_pages_fetched')).toBe(10);
