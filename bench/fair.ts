@@ -131,7 +131,7 @@ async function loopOf(url: string): Promise<Loop> {
 
 /** B's mean time from the back end's handoff to its first token (/metrics, tessera_tenant_queue_seconds). */
 async function queueMsOf(url: string): Promise<{ readonly sum: number; readonly count: number }> {
-  const text = await (await fetch(`${url}/metrics`)).text();
+  const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${ADMIN_KEY}` } })).text();
   const value = (series: string): number =>
     Number(
       text
@@ -278,7 +278,7 @@ async function round(s: Subject): Promise<void> {
 
 /** Tenant A's completion tokens so far (/metrics, tessera_tenant_tokens_total). */
 async function aTokensSoFar(url: string): Promise<number> {
-  const text = await (await fetch(`${url}/metrics`)).text();
+  const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${ADMIN_KEY}` } })).text();
   const line = text
     .split('\n')
     .find((l) => l.startsWith('tessera_tenant_tokens_total{tenant="alice",kind="completion"}'));

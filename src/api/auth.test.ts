@@ -109,6 +109,46 @@ describe("/health's detail with API keys", () => {
   });
 });
 
+describe("/metrics' per-tenant series with API keys", () => {
+  /** Whether a stranger, a tenant and the admin key holder see tenant names in /metrics, after alice's request. */
+  async function metricsNameTenants(faults: FaultSet): Promise<boolean[]> {
+    const t = await startTestServer({ apiKeys: KEYS, adminKey: 'key-admin', faults });
+    try {
+      const done = await send(
+        t.url,
+        'POST',
+        '/v1/completions',
+        { prompt: 'Hi', max_tokens: 1 },
+        { authorization: 'Bearer key-alice' },
+      );
+      expect(done.status).toBe(200);
+      const as = async (key: string | undefined) => {
+        const r = await send(
+          t.url,
+          'GET',
+          '/metrics',
+          undefined,
+          key === undefined ? {} : { authorization: `Bearer ${key}` },
+        );
+        expect(r.status).toBe(200);
+        expect(r.text).toContain('tessera_requests_total'); // the node-wide series stay open
+        return r.text.includes('tessera_tenant_') || r.text.includes('alice');
+      };
+      return [await as(undefined), await as('key-bob'), await as('key-admin')];
+    } finally {
+      await t.close();
+    }
+  }
+
+  it('names tenants only to the admin key: a tenant does not learn who else uses the server, or how much', async () => {
+    expect(await metricsNameTenants(NO_FAULTS)).toEqual([false, false, true]);
+  });
+
+  it('negative control: with open-tenant-metrics everyone sees them', async () => {
+    expect(await metricsNameTenants(new FaultSet(['open-tenant-metrics']))).toEqual([true, true, true]);
+  });
+});
+
 describe('without API keys', () => {
   it('serves everyone as the default tenant, ignoring any key sent', async () => {
     const t = await startTestServer();

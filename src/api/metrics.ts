@@ -1,8 +1,10 @@
 // Prometheus metrics of one API server, in its own prom-client Registry (never the global
 // default one, so several servers in one process, e.g. in tests, do not mix). Back-end gauges
 // are refreshed from Backend.stats() at scrape time; per-tenant series (requests, tokens, queue
-// time, 429s) name at most MAX_NAMED_TENANTS tenants. Must never read a clock itself: latencies
-// arrive as seconds measured with the server's injected clock.
+// time, 429s) name at most MAX_NAMED_TENANTS tenants, and only the admin key sees them when the
+// server has API keys (withoutTenantSeries: a tenant must not learn who else uses the server or how
+// much). Must never read a clock itself: latencies arrive as seconds measured with the server's
+// injected clock.
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { PAGE_STATES } from '../core/index.js';
 import type { BackendStats } from './backend.js';
@@ -183,4 +185,12 @@ export class ApiMetrics {
     this.#tagMismatches.inc(stats.tagMismatchesTotal);
     return { contentType: this.registry.contentType, text: await this.registry.metrics() };
   }
+}
+
+/** Prometheus text without the per-tenant series (their HELP, TYPE and samples): what a caller who is not the admin sees. */
+export function withoutTenantSeries(text: string): string {
+  return text
+    .split('\n')
+    .filter((line) => !/^(# (HELP|TYPE) )?tessera_tenant_/.test(line))
+    .join('\n');
 }

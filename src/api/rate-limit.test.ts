@@ -155,13 +155,13 @@ describe('a server with per-key limits', () => {
       Array.from({ length: MAX_NAMED_TENANTS + 6 }, (_, i) => [`sk-${i}`, asTenantId(`t${i}`)] as const),
     );
     many.set('sk-alice', { tenant: ALICE, limits: { requestsPerMinute: 1 } });
-    t = await startTestServer({ apiKeys: many, backend, clock });
+    t = await startTestServer({ apiKeys: many, adminKey: 'sk-admin', backend, clock });
     const auth = (key: string) => ({ authorization: `Bearer ${key}` });
     const body = { prompt: 'Hi', max_tokens: 3 };
     expect((await send(t.url, 'POST', '/v1/completions', body, auth('sk-alice'))).status).toBe(200);
     expect((await send(t.url, 'POST', '/v1/completions', body, auth('sk-alice'))).status).toBe(429);
     for (let i = 0; i < MAX_NAMED_TENANTS + 6; i++) await send(t.url, 'POST', '/v1/completions', body, auth(`sk-${i}`));
-    const text = (await send(t.url, 'GET', '/metrics')).text;
+    const text = (await send(t.url, 'GET', '/metrics', undefined, auth('sk-admin'))).text; // only the admin sees tenants
     const line = (series: string): number | undefined => {
       const found = text.split('\n').find((l) => l.startsWith(`${series} `));
       return found === undefined ? undefined : Number(found.slice(series.length + 1));

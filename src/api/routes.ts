@@ -13,6 +13,7 @@ import { sendJson, sendProblem } from './http-io.js';
 import { modelList } from './shapes.js';
 import { handleResponses } from './responses-route.js';
 import { detokenize, oneModel, tokenize, version } from './extra-routes.js';
+import { withoutTenantSeries } from './metrics.js';
 
 export type Handler = (req: IncomingMessage, res: ServerResponse, ctx: RouteContext) => Promise<void>;
 
@@ -120,8 +121,13 @@ async function health(req: IncomingMessage, res: ServerResponse, ctx: RouteConte
   sendJson(res, report.healthy ? 200 : 503, { status: report.healthy ? 'ok' : 'unhealthy', ...detail });
 }
 
-async function metrics(_req: IncomingMessage, res: ServerResponse, ctx: RouteContext): Promise<void> {
-  const { contentType, text } = await ctx.metrics.render(await ctx.backend.stats());
+async function metrics(req: IncomingMessage, res: ServerResponse, ctx: RouteContext): Promise<void> {
+  const rendered = await ctx.metrics.render(await ctx.backend.stats());
+  const { contentType } = rendered;
+  // With API keys, only the admin key sees the per-tenant series (tenant names and their volumes).
+  const open = ctx.faults.has('open-tenant-metrics'); // test-only
+  const text =
+    open || ctx.auth.seesDetail(req.headers.authorization) ? rendered.text : withoutTenantSeries(rendered.text);
   res.writeHead(200, { 'content-type': contentType, 'content-length': Buffer.byteLength(text) });
   res.end(text);
 }

@@ -112,6 +112,8 @@ export const FAULT_NAMES = [
   'skip-output-reservation',
   /** With API keys, /health tells anyone its detail (a router's workers, their internal addresses and loads), not only the admin key. */
   'open-health',
+  /** With API keys, /metrics shows everyone the per-tenant series (tenant names, requests, tokens, queue time, 429s), not only the admin key. */
+  'open-tenant-metrics',
   /** A prefill reports the positions its step in flight is still writing as computed (their sends read unfinished slots). */
   'send-in-flight',
   /** The API renders chat templates and tokenizes prompts on the main thread (a long prompt stalls HTTP, SSE and /health). */

@@ -10,10 +10,14 @@ let home: Awaited<ReturnType<typeof testHome>>;
 let server: Server;
 const KEYS = { 'sk-alice': { tenant: 'alice', requests_per_minute: 2 }, 'sk-bob': 'bob' };
 const ARGS = ['--context-length', '256', '--kv-pages', '64'];
+const ADMIN_KEY = 'sk-rate-limit-admin';
 
 beforeAll(async () => {
   home = await testHome();
-  server = await startServer(['--api-keys', await writeJson(home.dir, 'keys.json', KEYS), ...ARGS], home.dir);
+  server = await startServer(
+    ['--api-keys', await writeJson(home.dir, 'keys.json', KEYS), '--admin-key', ADMIN_KEY, ...ARGS],
+    home.dir,
+  );
 });
 afterAll(async () => {
   await server?.stop();
@@ -44,7 +48,10 @@ describe('a server whose keys file gives a key limits', () => {
     expect(error).toBeInstanceOf(OpenAI.RateLimitError);
     const bob = await server.client('sk-bob').completions.create({ model: 'builtin:tiny', prompt: 'x', max_tokens: 2 });
     expect(bob.choices).toHaveLength(1);
-    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    // The per-tenant series are the admin's (a tenant's key or none sees no tenant names).
+    const metrics = await (
+      await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${ADMIN_KEY}` } })
+    ).text();
     expect(metrics).toContain('tessera_tenant_rate_limited_total{tenant="alice",limit="requests_per_minute"} 2');
     expect(metrics).toMatch(/tessera_tenant_tokens_total\{tenant="bob",kind="completion"\} 2/);
   });

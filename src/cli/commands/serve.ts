@@ -32,7 +32,7 @@ import {
   type ServeFlags,
 } from '../config.js';
 import { DEFAULT_DATA_HOST, parsePdWorkerConfig, parseRole, type PdServeFlags } from '../config-pd.js';
-import { ADMIN_KEY_HELP, parseAdminKey, type AdminKeyFlags } from '../config-admin.js';
+import { ADMIN_KEY_HELP, parseAdminKey, withAdminKey, type AdminKeyFlags } from '../config-admin.js';
 import { renderPlan } from './plan.js';
 import { servePd } from './serve-pd.js';
 import { startEngine } from './start-engine.js';
@@ -173,6 +173,7 @@ async function serve(
     tokenizer: tokenizing.tokenizer,
     seed: randomInt(2 ** 31),
     ...(apiKeys === undefined ? {} : { apiKeys }),
+    ...withAdminKey(adminKey),
     faults: config.faults,
     metricsHooks: [...kvDisk.metricsHooks, (registry) => kvTierMetrics(registry, () => tiersOf(engine.pool) ?? [])],
     drainTimeoutMs: DRAIN_TIMEOUT_MS,
