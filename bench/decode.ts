@@ -171,7 +171,10 @@ for (const preset of PRESETS) {
     const model: LoadedModel = await loadModel(path);
     const kvPages = 16 * Math.ceil((LONG_CONTEXT + 1) / 16) + 16; // the page-check probe's 16 long contexts
     const engine = await createEngine(model, { kvPages, threads: THREADS });
-    denseLabel = engine.kernels.dense === 'native' ? 'native (onnxruntime for f32 and prefill)' : engine.kernels.dense;
+    denseLabel =
+      engine.kernels.dense === 'native'
+        ? 'native (onnxruntime for f16/bf16 batches over 64 rows)'
+        : engine.kernels.dense;
     const extras = !quick && engine.weightBytesPerToken <= EXTRAS_MAX_BYTES;
     const theirs = await llama.loadModel({ modelPath: path });
     const adjacent = await measureReadBandwidth();

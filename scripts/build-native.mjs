@@ -2,8 +2,8 @@
 // build/tessera-native.node with the C compiler it finds (`cc`, or $CC). Run by `npm run build`
 // (and so by `npm install` through `prepare`). Skips the compile when the addon is newer than its
 // source. Never fails the build: without a compiler, or on a CPU or OS the kernels do not
-// support, it prints why and Tessera uses onnxruntime for every matmul (native.ts says so at
-// start-up). Never writes anywhere but build/.
+// support, it prints why and Tessera uses onnxruntime for every matmul (model/engine.ts's
+// useNativeDense decides, at start-up). Never writes anywhere but build/.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, renameSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';

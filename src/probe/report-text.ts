@@ -36,7 +36,7 @@ export function verdictTable(report: ProbeReport): string {
       ? 'verdict: LEAK OR SIGNAL FOUND (exit 1)'
       : report.exitCode === 2
         ? 'verdict: a check could not run (exit 2): no verdict'
-        : 'verdict: nothing found (exit 0); see README "What clean does and does not prove"',
+        : 'verdict: nothing found (exit 0); see docs/probe.md, "What clean does and does not prove"',
     '',
   ].join('\n');
 }

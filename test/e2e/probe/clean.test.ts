@@ -3,7 +3,7 @@
 // positive control significant (p < 0.01) and the cross-tenant test not (p > 0.05). Then the
 // HTML report in headless Chromium (Debian's `chromium`, driven by puppeteer-core): no console
 // errors, no external requests, and every plot drawn. PROBE_SCREENSHOT=docs/probe-report.png
-// saves the screenshot the README shows.
+// saves the screenshot docs/probe.md shows.
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import puppeteer from 'puppeteer-core';
