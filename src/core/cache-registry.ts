@@ -50,8 +50,10 @@ export const CACHES: readonly CacheDeclaration[] = [
   },
   {
     name: 'disk tier',
-    sites: ['src/worker/disk-tier.ts:#files', 'src/worker/disk-tier.ts:#pending'],
-    key: "file name = hash of (CacheNamespace, path hash); the file's header carries the namespace, checked on load",
+    sites: ['src/worker/disk-tier.ts:#files', 'src/worker/disk-tier.ts:#pending', 'src/worker/disk-tier.ts:#routes'],
+    key:
+      "file name = hash of (CacheNamespace, path hash); the file's header carries the namespace, checked on load; " +
+      '#routes (per file name: its keyed tenant tag and block hash) is reported, never loaded from',
     faults: ['spill-without-namespace'],
   },
   {

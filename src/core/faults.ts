@@ -30,7 +30,7 @@ export const FAULT_NAMES = [
   'spill-without-namespace',
   /** The disk tier skips the xxh64 check of a spilled page's bytes on load: a corrupted file is read. */
   'skip-spill-checksum',
-  /** The disk tier reports (routes()) pages whose header was keyed with another cluster secret or model: a restart publishes hashes of a key it does not hold. */
+  /** The disk tier reports pages whose header was keyed under another cluster secret or model (hashes of a key it does not hold). */
   'report-foreign-disk-pages',
   /** A prefix-store holder takes no lease (no pin) on the pages it serves a peer: eviction may reuse a page mid-read, and its new bytes are sent. */
   'ignore-prefix-lease',
