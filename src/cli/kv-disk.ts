@@ -3,10 +3,12 @@
 // Must never: open a tier without the model's fingerprint (pages of another model must never
 // match), or let a stop lose a page a write has started (close waits for the writes). At a stop,
 // what the pool still caches is spilled too, so a restart finds the hot prefixes as well.
+// With a hasher (a prefill: the cluster secret's), each page's file records its keyed tenant tag and
+// block hash, so a restarted prefill reports the pages it finds on disk to the router.
 import type { MetricsHook } from '../api/index.js';
 import { kvDiskMetrics } from '../api/index.js';
 import type { FaultSet } from '../core/index.js';
-import type { KvSpill, PrefixCache } from '../pages/index.js';
+import type { KvSpill, PrefixCache, PrefixHasher } from '../pages/index.js';
 import { DiskTier } from '../worker/index.js';
 import type { KvDiskConfig } from './config.js';
 import { formatBytes } from './config-values.js';
@@ -27,6 +29,7 @@ export function openKvDisk(
   fingerprint: string,
   faults: FaultSet,
   log: (line: string) => void,
+  hasher?: PrefixHasher,
 ): KvDisk {
   if (config === null) return { spill: {}, metricsHooks: [], close: () => Promise.resolve() };
   // (the pool's pages are read at close, after the worker stopped: no step is in flight then)
@@ -36,7 +39,7 @@ export function openKvDisk(
     `kv-disk: ${config.dir}, ${numPages} pages (${formatBytes(bytesOnDisk)}) of at most ${formatBytes(config.maxBytes)}`,
   );
   return {
-    spill: { kvSpill: { store: tier, model: fingerprint } },
+    spill: { kvSpill: { store: tier, model: fingerprint, ...(hasher === undefined ? {} : { hasher }) } },
     metricsHooks: [(registry) => kvDiskMetrics(registry, () => tier.stats())],
     close: async (cache) => {
       await tier.flush();

@@ -24,6 +24,8 @@ export {
   type SpillRefusal,
   type SpillStats,
   type SpillStore,
+  type SpillRoute,
+  type SpillRouteHint,
 } from './spill-tier.js';
 export { LeaseTable, PageLease, type LeaseHost, type LeasedPage } from './lease.js';
 export {

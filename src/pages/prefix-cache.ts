@@ -21,7 +21,8 @@
 // match() continues past its last cached page by loading the next pages from the store into
 // fresh pages (allocated to the reader, written, stamped, then cached and referenced like any
 // cached page). The pages a match already holds are referenced before it allocates, so the
-// eviction an allocation may trigger never takes them.
+// eviction an allocation may trigger never takes them. With the spill's hasher, each page goes
+// with its keyed tenant tag and block hash, so the store reports it even after a restart.
 //
 // For the cluster-wide store (transfer/prefix-fetch-*.ts) the cache also finds a page by its
 // tenant and path hash (an index kept beside the tree), leases a run of pages to a peer's read
@@ -35,7 +36,14 @@ import type { KvEventSink } from './kv-events.js';
 import { BlockHashes } from './block-hashes.js';
 import { describeEntry, describeOwner, type AllocateResult, type Owner } from './page-entry.js';
 import type { PagePool } from './pool.js';
-import { nextPathHash, PageSpill, ROOT_PATH_HASH, writeFreshPage, type KvSpill } from './spill-tier.js';
+import {
+  nextPathHash,
+  PageSpill,
+  ROOT_PATH_HASH,
+  writeFreshPage,
+  type KvSpill,
+  type SpillRouteHint,
+} from './spill-tier.js';
 import { PageLease, type LeasedPage } from './lease.js';
 
 /** Most evicted-and-spilled pages the block-hash report remembers (so routing counts the disk tier). */
@@ -262,10 +270,30 @@ export class PrefixCache {
       }
       all.push({ tag: hasher.tenantTag(tenant), hash: this.#hashes.hash(node, hasher), lastUsed: node.lastUsed });
     }
+    // And what the store holds with a route of this hasher's key: pages found on disk at start-up
+    // (least recent: after every page this process used; the sort is stable).
+    for (const { tenantTag, blockHash } of this.#spill?.routes(hasher, limit) ?? [])
+      all.push({ tag: tenantTag, hash: blockHash, lastUsed: 0 });
     all.sort((a, b) => b.lastUsed - a.lastUsed);
     const out = new Map<string, string[]>();
-    for (const { tag, hash } of all.slice(0, limit)) out.set(tag, [...(out.get(tag) ?? []), hash]);
+    const seen = new Set<string>();
+    for (const { tag, hash } of all) {
+      if (seen.size >= limit) break;
+      const key = `${tag}|${hash}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      const hashes = out.get(tag);
+      if (hashes === undefined) out.set(tag, [hash]);
+      else hashes.push(hash);
+    }
     return out;
+  }
+
+  /** How the spill names node's page in a report (computed when the store takes it), when it has a hasher. */
+  #hintOf(spill: PageSpill, node: PageNode): (() => SpillRouteHint) | undefined {
+    const hasher = spill.hasher;
+    if (hasher === undefined) return undefined;
+    return () => ({ tenantTag: this.#hashes.tenantTag(node, hasher), blockHash: this.#hashes.hash(node, hasher) });
   }
 
   /** Frees up to numPages unreferenced pages, least recently used leaves first; returns them in eviction order. */
@@ -283,7 +311,7 @@ export class PrefixCache {
       const e = this.#ledger.entry(node.tag.page);
       const pathKey = this.#pathKey(this.#rootOf(node).key, this.#pathHashOf(node));
       if (this.#spill !== undefined && e.state === 'cached') {
-        this.#spill.spill(e.tenant, this.#pathHashOf(node), e.page);
+        this.#spill.spill(e.tenant, this.#pathHashOf(node), e.page, this.#hintOf(this.#spill, node));
         this.#spilled.set(pathKey, node);
         if (this.#spilled.size > MAX_SPILLED_REPORTED)
           this.#spilled.delete(this.#spilled.keys().next().value as string);
@@ -312,7 +340,8 @@ export class PrefixCache {
     if (this.#spill === undefined) return 0;
     for (const node of this.#nodes.values()) {
       const e = this.#ledger.entry(node.tag.page);
-      if (e.state === 'cached') this.#spill.spill(e.tenant, this.#pathHashOf(node), e.page);
+      if (e.state === 'cached')
+        this.#spill.spill(e.tenant, this.#pathHashOf(node), e.page, this.#hintOf(this.#spill, node));
     }
     return this.#nodes.size;
   }

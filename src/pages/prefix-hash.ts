@@ -8,6 +8,9 @@
 //   h(-1)      = HMAC(key, "seed|" + tag(t))     h(i) = HMAC(key, h(i-1) + "|" + tokens of page i)
 // (each truncated to 64 bits, hex). Whoever lacks the secret cannot recompute a guessed prompt's
 // hashes and confirm it against a report, nor tell which tenant a report's entry belongs to.
+//   keyId(s)   = HMAC(key, "disk-key|" + s)     names the key a disk tier's page header was written
+// under (s: the model and KV layout), so a restart reports only its own key's hashes; an HMAC
+// output, it reveals nothing of the key.
 // Routing only: a collision costs a cache miss, never a wrong read (the worker's own cache
 // matches exact token ids, per tenant).
 // Must never: chain a link without the key (each link is published, so an unkeyed link lets an
@@ -48,6 +51,14 @@ export class PrefixHasher {
   /** The hash of the block after `parent`, whose page holds the tokens of `pageKey` (ids joined with ','). */
   next(parent: string, pageKey: string): string {
     return this.#key === undefined ? hex(xxh64(pageKey, BigInt(`0x${parent}`))) : this.#mac(`${parent}|${pageKey}`);
+  }
+
+  /**
+   * A fingerprint of this hasher's key for `scope` (what a disk tier's page header records beside the
+   * page's tag and block hash: worker/disk-tier.ts); undefined when unkeyed (such headers carry none).
+   */
+  keyId(scope: string): string | undefined {
+    return this.#key === undefined ? undefined : this.#mac(`disk-key|${scope}`);
   }
 
   /** The chained hashes of the first full pages of tokens (at most maxBlocks), for a tenant's tag. */

@@ -3,6 +3,9 @@
 // Owns: the SpillStore interface (implemented with files in src/worker/disk-tier.ts), the
 // identity of a spilled page (its cache namespace and the hash of every token id on its path
 // from the root), and PageSpill, which moves one page's bytes between the pool and a store.
+// With a hasher (KvSpill.hasher), each page is put with its route (SpillRoute: its keyed tenant
+// tag and block hash, and the key's fingerprint for this model and layout), so a store that
+// keeps it can report the page after a restart (routes()), only to a hasher of the same key.
 // Must never: read or write a file or start a timer (the store does, behind put/get), file a page
 // under an identity without the namespace (only the fault `spill-without-namespace` drops it,
 // the negative control), or put bytes into a page that has not passed checkWrite.
@@ -24,6 +27,7 @@ import {
   type TenantId,
 } from '../core/index.js';
 import { kvDtypeOf } from './kv-layout.js';
+import type { PrefixHasher } from './prefix-hash.js';
 import type { AllocateResult, Owner } from './page-entry.js';
 import type { PagePool } from './pool.js';
 
@@ -35,6 +39,19 @@ export interface SpillEntry {
   readonly pathHash: string;
   /** The page's KV, all layers (PagePool.gatherSlots order). */
   readonly bytes: Uint8Array;
+  /** What a report names it by, when it was put with a route. */
+  readonly route?: SpillRoute;
+}
+
+/** A stored page's keyed tenant tag and block hash (prefix-hash.ts): what a report names it by. Never a token id or a tenant's name. */
+export interface SpillRouteHint {
+  readonly tenantTag: string;
+  readonly blockHash: string;
+}
+
+/** A hint and the fingerprint of the key it was computed with (PrefixHasher.keyId, for this model and layout). */
+export interface SpillRoute extends SpillRouteHint {
+  readonly keyId: string;
 }
 
 /** Why a stored page was not handed back: each is a miss, never a read. */
@@ -67,13 +84,24 @@ export interface SpillStore {
    * Keeps a page of numBytes: the store hands `fill` a buffer of its own to copy the page into
    * (so it can reuse buffers), and writes it later; never blocks the caller.
    */
-  put(namespace: SpillNamespace, pathHash: string, numBytes: number, fill: (into: Uint8Array) => void): void;
+  put(
+    namespace: SpillNamespace,
+    pathHash: string,
+    numBytes: number,
+    fill: (into: Uint8Array) => void,
+    route?: SpillRoute,
+  ): void;
   /**
    * The page's bytes after checking namespace, path hash, length and checksum; synchronous. The
    * bytes may live in a buffer the store reuses: copy them before the next call.
    */
   get(namespace: SpillNamespace, pathHash: string, numBytes: number): SpillLoad;
   stats(): SpillStats;
+  /**
+   * The hints of stored pages put with a route of this keyId (kept across restarts), most recently
+   * used first, at most limit. A store without it reports nothing.
+   */
+  routes?(keyId: string, limit: number): readonly SpillRouteHint[];
 }
 
 /** What a worker hands its prefix cache to spill into. */
@@ -81,6 +109,8 @@ export interface KvSpill {
   readonly store: SpillStore;
   /** The model's fingerprint: part of every page's namespace. */
   readonly model: string;
+  /** What a spilled page's route is keyed with (the cluster's); without it pages are put with none. */
+  readonly hasher?: PrefixHasher;
 }
 
 export const ROOT_PATH_HASH = '0'.repeat(64);
@@ -141,11 +171,25 @@ export class PageSpill {
   readonly #model: string;
   readonly #dropNamespace: boolean;
   readonly #numBytes: number;
+  readonly #hasher: PrefixHasher | undefined;
+  /** What a route's key fingerprint covers besides the key: the model and KV layout (not the tenant). */
+  readonly #scope: string;
+  /** The fingerprint of the hasher's key for #scope; undefined without a keyed hasher. */
+  readonly #keyId: string | undefined;
 
   constructor(pool: PagePool, spill: KvSpill, faults: FaultSet = NO_FAULTS) {
     this.#pool = pool;
     this.#store = spill.store;
     this.#model = spill.model;
+    this.#scope = JSON.stringify([
+      'tessera-spill-route-v1',
+      spill.model,
+      kvDtypeOf(pool.kv),
+      pool.pageSize,
+      pool.slotRangeBytes(1),
+    ]);
+    this.#keyId = spill.hasher?.keyId(this.#scope);
+    this.#hasher = this.#keyId === undefined ? undefined : spill.hasher;
     this.#dropNamespace = faults.has('spill-without-namespace');
     this.#numBytes = pool.slotRangeBytes(pool.pageSize);
   }
@@ -167,13 +211,35 @@ export class PageSpill {
     return got.kind === 'hit' && got.bytes.length === this.#numBytes ? got.bytes.slice() : undefined;
   }
 
-  /** A cached page is about to be evicted: hand a copy of its bytes to the store (unless it has them). */
-  spill(tenant: TenantId, pathHash: string, page: PageId): void {
+  /** The hasher routes are keyed with, when there is one and it is keyed. */
+  get hasher(): PrefixHasher | undefined {
+    return this.#hasher;
+  }
+
+  /**
+   * A cached page is about to be evicted: hand a copy of its bytes to the store (unless it has
+   * them), with its route (`hint`, asked for only then, computed with this.hasher) when there is a hasher.
+   */
+  spill(tenant: TenantId, pathHash: string, page: PageId, hint?: () => SpillRouteHint): void {
     const namespace = this.namespaceOf(tenant);
     if (this.#store.has(namespace, pathHash)) return;
-    this.#store.put(namespace, pathHash, this.#numBytes, (into) => {
-      this.#pool.gatherSlots(page, 0, this.#pool.pageSize, into);
-    });
+    const keyId = this.#keyId;
+    const route = keyId === undefined || hint === undefined ? undefined : { keyId, ...hint() };
+    this.#store.put(
+      namespace,
+      pathHash,
+      this.#numBytes,
+      (into) => {
+        this.#pool.gatherSlots(page, 0, this.#pool.pageSize, into);
+      },
+      route,
+    );
+  }
+
+  /** The hints of stored pages whose route was keyed like `hasher`'s for this model and layout (most recent first). */
+  routes(hasher: PrefixHasher, limit: number): readonly SpillRouteHint[] {
+    const keyId = hasher.keyId(this.#scope);
+    return keyId === undefined ? [] : (this.#store.routes?.(keyId, limit) ?? []);
   }
 
   /**

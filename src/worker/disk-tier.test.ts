@@ -1,9 +1,10 @@
+import { createHmac } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { asRequestId, asTenantId, FaultSet, NO_FAULTS, type Tag } from '../core/index.js';
-import { pagesFor, PagePool, PrefixCache, type Owner } from '../pages/index.js';
+import { pagesFor, PagePool, PrefixCache, PrefixHasher, type Owner } from '../pages/index.js';
 import { DiskTier } from './disk-tier.js';
 
 // A tiny pool (6 pages of 4 tokens, 32 bytes a page) over a real DiskTier in a temp directory.
@@ -29,12 +30,13 @@ interface Node {
   readonly logs: string[];
 }
 
-function start(dir: string, faults = NO_FAULTS): Node {
+function start(dir: string, faults = NO_FAULTS, hasher?: PrefixHasher, model = MODEL): Node {
   const logs: string[] = [];
   const pool = PagePool.create({ numPages: NUM_PAGES, pageSize: PAGE_SIZE, numLayers: 1, numKvHeads: 1, headDim: 1 });
   const tier = DiskTier.open({ dir, maxBytes: 1 << 20, faults, log: (line) => logs.push(line) });
   tiers.push(tier);
-  return { pool, cache: new PrefixCache({ pool, faults, spill: { store: tier, model: MODEL } }), tier, logs };
+  const spill = { store: tier, model, ...(hasher === undefined ? {} : { hasher }) };
+  return { pool, cache: new PrefixCache({ pool, faults, spill }), tier, logs };
 }
 
 function freshDir(): string {
@@ -89,6 +91,8 @@ function matchPrompt(n: Node, who: Owner): { pages: number[]; numTokens: number;
 }
 
 const files = (dir: string): string[] => readdirSync(dir).sort();
+/** A file's fixed header: magic, version, sizes, path hash, xxh64, route (key id, tenant tag, block hash). */
+const HEADER = 80;
 
 describe('DiskTier under the prefix cache', () => {
   it('spills the pages the cache evicts, one file each, written crash-safe', async () => {
@@ -99,7 +103,10 @@ describe('DiskTier under the prefix cache', () => {
     await n.tier.flush();
     expect(files(dir)).toHaveLength(2);
     expect(files(dir).every((f) => /^[0-9a-f]{64}\.kvp$/.test(f))).toBe(true);
-    expect(n.tier.stats()).toMatchObject({ pendingWrites: 0, bytesOnDisk: 2 * (56 + 32 + Buffer.byteLength(ns('A'))) });
+    expect(n.tier.stats()).toMatchObject({
+      pendingWrites: 0,
+      bytesOnDisk: 2 * (HEADER + 32 + Buffer.byteLength(ns('A'))),
+    });
   });
 
   it('loads a spilled prefix back into fresh pages on the next match of the same tenant, before and after the write', async () => {
@@ -193,7 +200,7 @@ describe('DiskTier under the prefix cache', () => {
     spillAPrompt(first);
     await first.tier.flush();
     const [name] = files(dir) as [string];
-    truncateSync(join(dir, name), 60);
+    truncateSync(join(dir, name), HEADER + 4); // past the fixed header, short of the rest
     const second = start(dir);
     expect(second.logs.filter((l) => l.includes(`refused ${name} (length)`))).toHaveLength(1);
     expect(files(dir)).not.toContain(name);
@@ -240,7 +247,7 @@ describe('DiskTier under the prefix cache', () => {
   it('keeps the directory within its size, deleting the least recently used files first', async () => {
     const dir = freshDir();
     const pool = PagePool.create({ numPages: 3, pageSize: PAGE_SIZE, numLayers: 1, numKvHeads: 1, headDim: 1 });
-    const fileBytes = 56 + 32 + Buffer.byteLength(ns('A'));
+    const fileBytes = HEADER + 32 + Buffer.byteLength(ns('A'));
     const tier = DiskTier.open({ dir, maxBytes: 2 * fileBytes, log: () => undefined });
     tiers.push(tier);
     const n: Node = { pool, cache: new PrefixCache({ pool, spill: { store: tier, model: MODEL } }), tier, logs: [] };
@@ -265,3 +272,70 @@ function corruptEveryPayload(dir: string): void {
     writeFileSync(join(dir, name), file);
   }
 }
+
+describe('DiskTier: what a restarted prefill reports of the pages it finds on disk', () => {
+  const SECRET = 'disk-tier-test-cluster-secret-0123';
+  const OTHER_SECRET = 'another-cluster-secret-9876543210';
+  /** A's two spilled pages as a router computes them: tenant tag and chained block hashes, keyed with secret. */
+  const expected = (secret: string): Map<string, string[]> => {
+    const h = new PrefixHasher(secret);
+    return new Map([[h.tenantTag('A'), h.blockHashes(h.tenantTag('A'), PROMPT, PAGE_SIZE).reverse()]]);
+  };
+  const sorted = (report: Map<string, string[]>): Map<string, string[]> =>
+    new Map([...report].map(([tag, hashes]) => [tag, [...hashes].sort()]));
+
+  /** A spills its prompt under SECRET; the tier is then opened again (a restart) with `faults`. */
+  async function restarted(faults = NO_FAULTS, model = MODEL): Promise<{ dir: string; after: Node }> {
+    const dir = freshDir();
+    const before = start(dir, NO_FAULTS, new PrefixHasher(SECRET));
+    spillAPrompt(before);
+    await before.tier.flush();
+    return { dir, after: start(dir, faults, new PrefixHasher(SECRET), model) };
+  }
+
+  it("reports the block hashes of the pages spilled before the restart, keyed with the cluster's secret", async () => {
+    const { after } = await restarted();
+    expect(after.cache.numPages).toBe(0);
+    const report = after.cache.blockHashReport(100, new PrefixHasher(SECRET));
+    expect(sorted(report)).toEqual(sorted(expected(SECRET)));
+    // Loaded back into the pool, the pages are reported once, not once per tier.
+    expect(matchPrompt(after, owner('a2', 'A')).numTokens).toBe(8);
+    expect(sorted(after.cache.blockHashReport(100, new PrefixHasher(SECRET)))).toEqual(sorted(expected(SECRET)));
+  });
+
+  it('reports nothing of them to a hasher of another secret, nor for another model', async () => {
+    const { after } = await restarted();
+    expect(after.cache.blockHashReport(100, new PrefixHasher(OTHER_SECRET)).size).toBe(0);
+    const { after: otherModel } = await restarted(NO_FAULTS, 'beefbeefbeefbeef');
+    expect(otherModel.cache.blockHashReport(100, new PrefixHasher(SECRET)).size).toBe(0);
+  });
+
+  it('reports them under another secret with the fault report-foreign-disk-pages (the negative control)', async () => {
+    const { after } = await restarted(new FaultSet(['report-foreign-disk-pages']));
+    const report = after.cache.blockHashReport(100, new PrefixHasher(OTHER_SECRET));
+    expect(sorted(report)).toEqual(sorted(expected(SECRET)));
+  });
+
+  it("keeps in a page's file neither the secret, its key, a tenant's tag in the clear beyond the report's, nor token ids", async () => {
+    const { dir } = await restarted();
+    const key = createHmac('sha256', SECRET).update('tessera-prefix-key-v2').digest();
+    for (const name of files(dir)) {
+      const file = readFileSync(join(dir, name));
+      expect(file.includes(Buffer.from(SECRET))).toBe(false);
+      expect(file.includes(key.subarray(0, 8))).toBe(false);
+      expect(file.subarray(0, HEADER).includes(Buffer.from(PROMPT.slice(0, PAGE_SIZE).join(',')))).toBe(false);
+    }
+  });
+
+  it('refuses a file of the previous format (version 1, no route) at start-up with a log line', async () => {
+    const { dir } = await restarted();
+    const [name] = files(dir) as [string];
+    const file = readFileSync(join(dir, name));
+    file.writeUInt32LE(1, 4);
+    writeFileSync(join(dir, name), file);
+    const again = start(dir, NO_FAULTS, new PrefixHasher(SECRET));
+    expect(again.logs.filter((l) => l.includes(`refused ${name} (header)`))).toHaveLength(1);
+    expect(files(dir)).not.toContain(name);
+    expect([...again.cache.blockHashReport(100, new PrefixHasher(SECRET)).values()].flat()).toHaveLength(1);
+  });
+});

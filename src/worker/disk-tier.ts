@@ -9,7 +9,12 @@
 //
 // A file: header (little-endian) then the page's bytes
 //   magic "TKVP" | version u32 | namespace length u32 | path hash (32 bytes) | byte length u32 |
-//   xxh64 of the bytes u64 | namespace (UTF-8) | bytes
+//   xxh64 of the bytes u64 | route: key id, tenant tag, block hash (8 bytes each) | namespace (UTF-8) | bytes
+// The route (zeros when the page was put without one) is what a report names the page by: its
+// keyed tenant tag and block hash (pages/prefix-hash.ts), and a fingerprint of the key they were
+// computed with; routes() hands out only those of the asked key, so a file written under another
+// cluster secret (or model) is served when asked but never reported. Never a token id or a name.
+// A file of another version (version 1 had no route) is refused at start-up with a log line.
 // Its name is sha256(namespace + "\n" + path hash) + ".kvp", so a page is found without a scan.
 // Start-up reads every header eagerly (magic, version, sizes, name) and deletes what fails or
 // what a killed write left (.tmp-*); the checksum is verified lazily, at each load (the whole
@@ -17,7 +22,8 @@
 // Buffers are reused (a fresh 384 KiB buffer costs more than reading a page from the page
 // cache): get() reads into one buffer, valid until the next get; written pages' buffers take
 // the next puts.
-// The fault `skip-spill-checksum` skips the xxh64 comparison on load (the negative control).
+// The fault `skip-spill-checksum` skips the xxh64 comparison on load (the negative control);
+// `report-foreign-disk-pages` makes routes() hand out every route, whatever its key.
 import { createHash } from 'node:crypto';
 import { closeSync, fstatSync, mkdirSync, openSync, readdirSync, readSync, statSync, unlinkSync } from 'node:fs';
 import { open, rename, unlink } from 'node:fs/promises';
@@ -30,13 +36,18 @@ import {
   type SpillLoad,
   type SpillNamespace,
   type SpillRefusal,
+  type SpillRoute,
+  type SpillRouteHint,
   type SpillStats,
   type SpillStore,
 } from '../pages/index.js';
 
 const MAGIC = 0x504b5654; // "TKVP" read as little-endian u32
-const VERSION = 1;
-const FIXED_HEADER = 4 + 4 + 4 + 32 + 4 + 8;
+const VERSION = 2;
+const ROUTE_AT = 4 + 4 + 4 + 32 + 4 + 8;
+const FIXED_HEADER = ROUTE_AT + 3 * 8;
+const HEX16 = /^[0-9a-f]{16}$/;
+const NO_ROUTE = Buffer.alloc(3 * 8);
 const SUFFIX = '.kvp';
 const TEMP_PREFIX = '.tmp-';
 const NAME = /^[0-9a-f]{64}\.kvp$/;
@@ -58,6 +69,7 @@ interface Header {
   readonly numBytes: number;
   readonly checksum: bigint;
   readonly headerBytes: number;
+  readonly route: SpillRoute | undefined;
 }
 
 const fileNameOf = (namespace: SpillNamespace, pathHash: string): string =>
@@ -72,8 +84,18 @@ function encodeHeader(entry: SpillEntry): Buffer {
   Buffer.from(entry.pathHash, 'hex').copy(header, 12);
   header.writeUInt32LE(entry.bytes.length, 44);
   header.writeBigUInt64LE(xxh64(entry.bytes), 48);
+  const r = entry.route;
+  if (r !== undefined && HEX16.test(r.keyId) && HEX16.test(r.tenantTag) && HEX16.test(r.blockHash))
+    Buffer.from(r.keyId + r.tenantTag + r.blockHash, 'hex').copy(header, ROUTE_AT);
   ns.copy(header, FIXED_HEADER);
   return header;
+}
+
+function decodeRoute(head: Buffer): SpillRoute | undefined {
+  const raw = head.subarray(ROUTE_AT, FIXED_HEADER);
+  if (raw.equals(NO_ROUTE)) return undefined;
+  const hex = raw.toString('hex');
+  return { keyId: hex.slice(0, 16), tenantTag: hex.slice(16, 32), blockHash: hex.slice(32, 48) };
 }
 
 /** The header of a file `size` bytes long whose first bytes are `head`; a refusal when it cannot be ours. */
@@ -88,6 +110,7 @@ function decodeHeader(head: Buffer, size: number): Header | SpillRefusal {
     numBytes,
     checksum: head.readBigUInt64LE(48),
     headerBytes: FIXED_HEADER + nsLength,
+    route: decodeRoute(head),
   };
 }
 
@@ -100,6 +123,9 @@ export class DiskTier implements SpillStore {
   /** File name -> size; Map order is LRU order (first = least recently used). */
   readonly #files = new Map<string, number>();
   readonly #pending = new Map<string, SpillEntry>();
+  /** File name -> the route in its header (written files with one only). */
+  readonly #routes = new Map<string, SpillRoute>();
+  readonly #reportForeign: boolean;
   #pendingBytes = 0;
   #bytesOnDisk = 0;
   #writing: Promise<void> = Promise.resolve();
@@ -124,6 +150,7 @@ export class DiskTier implements SpillStore {
     this.#maxBytes = options.maxBytes;
     this.#maxPendingBytes = options.maxPendingBytes ?? 64 * 1024 ** 2;
     this.#skipChecksum = (options.faults ?? NO_FAULTS).has('skip-spill-checksum');
+    this.#reportForeign = (options.faults ?? NO_FAULTS).has('report-foreign-disk-pages');
     this.#log = options.log;
     mkdirSync(this.#dir, { recursive: true });
     this.#scan();
@@ -134,7 +161,13 @@ export class DiskTier implements SpillStore {
     return this.#pending.has(name) || this.#files.has(name);
   }
 
-  put(namespace: SpillNamespace, pathHash: string, numBytes: number, fill: (into: Uint8Array) => void): void {
+  put(
+    namespace: SpillNamespace,
+    pathHash: string,
+    numBytes: number,
+    fill: (into: Uint8Array) => void,
+    route?: SpillRoute,
+  ): void {
     const name = fileNameOf(namespace, pathHash);
     if (this.#pending.has(name) || this.#files.has(name)) return;
     if (this.#pendingBytes + numBytes > this.#maxPendingBytes) {
@@ -144,7 +177,8 @@ export class DiskTier implements SpillStore {
     const spare = this.#spare.pop();
     const bytes = spare !== undefined && spare.length === numBytes ? spare : new Uint8Array(numBytes);
     fill(bytes);
-    const entry: SpillEntry = { namespace, pathHash, bytes };
+    const entry: SpillEntry =
+      route === undefined ? { namespace, pathHash, bytes } : { namespace, pathHash, bytes, route };
     this.#pending.set(name, entry);
     this.#pendingBytes += entry.bytes.length;
     this.#spilledPages++;
@@ -194,6 +228,21 @@ export class DiskTier implements SpillStore {
     };
   }
 
+  /**
+   * The tenant tags and block hashes of the pages stored with a route of keyId (pages put since the
+   * start, and pages found at start-up), most recently used first, at most limit.
+   */
+  routes(keyId: string, limit: number): SpillRouteHint[] {
+    const out: SpillRouteHint[] = [];
+    const take = (route: SpillRoute | undefined): void => {
+      if (route === undefined || (route.keyId !== keyId && !this.#reportForeign)) return;
+      out.push({ tenantTag: route.tenantTag, blockHash: route.blockHash });
+    };
+    for (const entry of [...this.#pending.values()].reverse()) if (out.length < limit) take(entry.route);
+    for (const name of [...this.#files.keys()].reverse()) if (out.length < limit) take(this.#routes.get(name));
+    return out;
+  }
+
   /** Puts dropped because too many bytes waited to be written. */
   get droppedPuts(): number {
     return this.#droppedPuts;
@@ -217,6 +266,7 @@ export class DiskTier implements SpillStore {
       }
       await rename(temp, join(this.#dir, name));
       this.#files.set(name, header.length + entry.bytes.length);
+      if (entry.route !== undefined) this.#routes.set(name, entry.route);
       this.#bytesOnDisk += header.length + entry.bytes.length;
       this.#bound();
     } catch (error) {
@@ -266,6 +316,7 @@ export class DiskTier implements SpillStore {
     const size = this.#files.get(name);
     if (size !== undefined) {
       this.#files.delete(name);
+      this.#routes.delete(name);
       this.#bytesOnDisk -= size;
     }
     try {
@@ -283,7 +334,7 @@ export class DiskTier implements SpillStore {
   }
 
   #scan(): void {
-    const found: { name: string; size: number; mtimeMs: number }[] = [];
+    const found: { name: string; size: number; mtimeMs: number; route: SpillRoute | undefined }[] = [];
     for (const name of readdirSync(this.#dir)) {
       const path = join(this.#dir, name);
       if (name.startsWith(TEMP_PREFIX)) {
@@ -296,24 +347,26 @@ export class DiskTier implements SpillStore {
         continue;
       }
       const stat = statSync(path);
-      const reason = this.#checkHeader(path, name, stat.size);
-      if (reason !== undefined) {
-        this.#log(`kv-disk: refused ${name} (${reason}); deleted`);
-        this.#refused[reason]++;
+      const header = this.#checkHeader(path, name, stat.size);
+      if (typeof header === 'string') {
+        this.#log(`kv-disk: refused ${name} (${header}); deleted`);
+        this.#refused[header]++;
         unlinkSync(path);
         continue;
       }
-      found.push({ name, size: stat.size, mtimeMs: stat.mtimeMs });
+      found.push({ name, size: stat.size, mtimeMs: stat.mtimeMs, route: header.route });
     }
     found.sort((a, b) => a.mtimeMs - b.mtimeMs || (a.name < b.name ? -1 : 1));
-    for (const { name, size } of found) {
+    for (const { name, size, route } of found) {
       this.#files.set(name, size);
+      if (route !== undefined) this.#routes.set(name, route);
       this.#bytesOnDisk += size;
     }
     this.#bound();
   }
 
-  #checkHeader(path: string, name: string, size: number): SpillRefusal | undefined {
+  /** The header of the file at path if it is a page of ours under this name; else why not. */
+  #checkHeader(path: string, name: string, size: number): Header | SpillRefusal {
     const fd = openSync(path, 'r');
     let head: Buffer;
     try {
@@ -324,6 +377,6 @@ export class DiskTier implements SpillStore {
     }
     const header = decodeHeader(head, size);
     if (typeof header === 'string') return header;
-    return fileNameOf(header.namespace as SpillNamespace, header.pathHash) === name ? undefined : 'path';
+    return fileNameOf(header.namespace as SpillNamespace, header.pathHash) === name ? header : 'path';
   }
 }

@@ -21,6 +21,7 @@ import {
 } from '../../api/index.js';
 import { ConfigError } from '../../core/index.js';
 import { Sampler } from '../../model/index.js';
+import { PrefixHasher } from '../../pages/index.js';
 import { grammarFor } from '../grammar-for.js';
 import { DecodeWorker, PrefillWorker, tiersOf } from '../../worker/index.js';
 import type { PdWorkerConfig } from '../config-pd.js';
@@ -46,7 +47,15 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey:
   let fatal: () => void = () => undefined;
   const failed = new Promise<number>((resolve) => (fatal = () => resolve(1)));
   // Only a prefill has a prefix cache (decode never sees prompt ids): the disk tier is its.
-  const kvDisk = openKvDisk(pd.role === 'prefill' ? config.kvDisk : null, engine.fingerprint, config.faults, log);
+  // Its pages' files record their keyed block hashes, so a restarted prefill reports them to the router.
+  const hasher = new PrefixHasher(pd.clusterSecret, config.faults.has('unkeyed-prefix-hashes'));
+  const kvDisk = openKvDisk(
+    pd.role === 'prefill' ? config.kvDisk : null,
+    engine.fingerprint,
+    config.faults,
+    log,
+    hasher,
+  );
   // KV events (GET /kv-events, admin key or cluster secret): a prefill's cache publishes them; a decode has none.
   const kvEvents = kvEventsFor({
     hashKey: pd.clusterSecret,
