@@ -1,24 +1,28 @@
 // --kv-disk on a prefill worker: a tenant's prefix evicted from the prefill's pool comes back
 // from disk on its next request through the router (cached_tokens shows it, the greedy output
-// is the same), and never for another tenant.
+// is the same), and never for another tenant. Restarted on the same directory, the prefill reports
+// the tenant's pages it finds there to the router (/health `prefixCache`, keyed with the cluster
+// secret), and reports none of them when restarted under another secret.
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PrefixHasher } from '../../../src/pages/index.js';
 import { promptIds, scrape, waitUntil, writeJson } from '../support/process.js';
-import { startRouter, startWorker, testHome, type Proc, type Router, type Worker } from './support.js';
+import { detail, SECRET, startRouter, startWorker, testHome, type Proc, type Router, type Worker } from './support.js';
 
 let home: Awaited<ReturnType<typeof testHome>>;
 const procs: Proc[] = [];
 let prefill: Worker;
 let router: Router;
+let dir: string;
 const POOL = ['--model', 'builtin:tiny', '--context-length', '256', '--kv-pages', '24'];
 const PROMPT = promptIds(70, 5151);
 
 beforeAll(async () => {
   home = await testHome();
   const keys = await writeJson(home.dir, 'keys.json', { 'sk-alice': 'alice', 'sk-bob': 'bob' });
-  const dir = join(home.dir, 'kv-disk');
+  dir = join(home.dir, 'kv-disk');
   await mkdir(dir);
   prefill = await startWorker('p', 'prefill', [...POOL, '--kv-disk', dir], home.dir);
   procs.push(prefill);
@@ -51,5 +55,24 @@ describe('a prefill worker with --kv-disk', () => {
     expect(await complete('sk-bob', PROMPT)).toMatchObject({ cached: 0 });
     expect(await complete('sk-alice', PROMPT)).toEqual({ cached: 64, text: first.text });
     expect((await scrape(prefill.url)).get('tessera_kv_disk_pages_loaded')).toBe(4);
+  });
+
+  it("restarted on the same directory, reports the tenant's pages it finds on disk; under another secret, none", async () => {
+    await prefill.stop();
+    const again = await startWorker('p-again', 'prefill', [...POOL, '--kv-disk', dir], home.dir);
+    procs.push(again);
+    const tenants = async (w: Worker): Promise<Record<string, string[]>> =>
+      ((await detail(w))['prefixCache'] as { tenants: Record<string, string[]> }).tenants;
+    const h = new PrefixHasher(SECRET);
+    const alice = h.blockHashes(h.tenantTag('alice'), PROMPT, 16);
+    expect(alice).toHaveLength(4);
+    expect((await detail(again)).pages['cached']).toBe(0); // nothing in the pool yet: all from disk
+    expect((await tenants(again))[h.tenantTag('alice')]).toEqual(expect.arrayContaining(alice));
+    await again.stop();
+    const foreign = await startWorker('p-foreign', 'prefill', [...POOL, '--kv-disk', dir], home.dir, {
+      TESSERA_CLUSTER_SECRET: 'another-cluster-secret-0123456789abcdef',
+    });
+    procs.push(foreign);
+    expect(await tenants(foreign)).toEqual({});
   });
 });
