@@ -335,6 +335,7 @@ describe('DiskTier: what a restarted prefill reports of the pages it finds on di
     writeFileSync(join(dir, name), file);
     const again = start(dir, NO_FAULTS, new PrefixHasher(SECRET));
     expect(again.logs.filter((l) => l.includes(`refused ${name} (header)`))).toHaveLength(1);
+    expect(again.logs).toContain('kv-disk: 1 page files of another format version refused (this one writes 2)');
     expect(files(dir)).not.toContain(name);
     expect([...again.cache.blockHashReport(100, new PrefixHasher(SECRET)).values()].flat()).toHaveLength(1);
   });

@@ -130,6 +130,8 @@ export class DiskTier implements SpillStore {
   #bytesOnDisk = 0;
   #writing: Promise<void> = Promise.resolve();
   #tempCounter = 0;
+  /** Page files of another format version found at start-up (refused). */
+  #otherVersions = 0;
   /** Page buffers whose write is done, for the next put (a fresh 384 KiB buffer costs more than the read). */
   readonly #spare: Uint8Array[] = [];
   /** What get() reads a file into (grown as needed): a load allocates nothing. */
@@ -362,6 +364,10 @@ export class DiskTier implements SpillStore {
       if (route !== undefined) this.#routes.set(name, route);
       this.#bytesOnDisk += size;
     }
+    if (this.#otherVersions > 0)
+      this.#log(
+        `kv-disk: ${this.#otherVersions} page files of another format version refused (this one writes ${VERSION})`,
+      );
     this.#bound();
   }
 
@@ -376,6 +382,8 @@ export class DiskTier implements SpillStore {
       closeSync(fd);
     }
     const header = decodeHeader(head, size);
+    if (header === 'header' && head.length >= 8 && head.readUInt32LE(0) === MAGIC && head.readUInt32LE(4) !== VERSION)
+      this.#otherVersions++;
     if (typeof header === 'string') return header;
     return fileNameOf(header.namespace as SpillNamespace, header.pathHash) === name ? header : 'path';
   }
