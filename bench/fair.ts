@@ -285,12 +285,13 @@ async function aTokensSoFar(url: string): Promise<number> {
   return Number(line?.split(' ')[1] ?? 0);
 }
 
-type Mode = 'fair' | 'before' | 'split' | 'unbounded' | 'fcfs';
+type Mode = 'fair' | 'before' | 'split' | 'unbounded' | 'loose' | 'fcfs';
 const MODES: Record<Mode, { readonly name: string; readonly fault: string | undefined }> = {
   fair: { name: 'fair (as it is)', fault: undefined },
   before: { name: 'fair, both faults (before)', fault: 'split-short-prompts,unbounded-shared-steps' },
   split: { name: 'fair, split-short-prompts', fault: 'split-short-prompts' },
   unbounded: { name: 'fair, unbounded-shared-steps', fault: 'unbounded-shared-steps' },
+  loose: { name: 'fair, loose-shared-budget', fault: 'loose-shared-budget' },
   fcfs: { name: 'FCFS (no-tenant-fairness)', fault: 'no-tenant-fairness' },
 };
 /** What runs without --only: the scheduler as it is, before this wave's two rules, and first come first served. */
