@@ -110,8 +110,6 @@ export const FAULT_NAMES = [
   'split-short-prompts',
   /** A step without decodes takes a whole chunk (chunkedPrefillSize) even while several tenants share the node, not a budgeted one. */
   'unbounded-shared-steps',
-  /** While tenants share the node, a step with decodes gets the usual budget (2x its decodes' time), not the shared-step cap. */
-  'loose-shared-budget',
   /** Decode reserves pages for the prompt alone, not for the whole output, before the 200 (a started stream may end `overloaded`). */
   'skip-output-reservation',
   /** With API keys, /health tells anyone its detail (a router's workers, their internal addresses and loads), not only the admin key. */

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { asTenantId, FaultSet, type BatchItem, type RequestId } from '../core/index.js';
 import { SchedulerHarness, type HarnessOptions } from '../../test/sim/scheduler-runner.js';
 import { TenantCounters } from './fair-share.js';
-import { StepBudget, tokenCap, type PrefillLimit, type StepShape } from './step-budget.js';
+import { StepBudget, tokenCap, type PrefillLimit } from './step-budget.js';
 
 const range = (start: number, n: number): number[] => Array.from({ length: n }, (_, i) => start + i);
 const brief = (items: readonly BatchItem[]): string[] =>
@@ -238,55 +238,5 @@ describe('steps without decodes while tenants share the node (budgeted, not a wh
     // ms = 5 + 0.6 tokens: 30 ms leave 24.4 ms beside the one decode, 40 tokens.
     expect(budget.maxSharedChunk({ numTokens: 0, numPairs: 0, numDecodes: 0, numDecodePairs: 0 }, 0)).toBe(40);
     expect(budget.maxChunk({ numTokens: 0, numPairs: 0, numDecodes: 0, numDecodePairs: 0 }, 0)).toBe(Infinity);
-  });
-});
-
-describe('steps with decodes while tenants share the node (capped like a shared step without decodes)', () => {
-  // Beside decodes the usual budget allows 16 prefill tokens; a shared step, 8.
-  const limit: PrefillLimit = { ...tokenCap(() => 16), maxSharedChunk: (s) => 8 - (s.numTokens - s.numDecodes) };
-
-  /** A decodes a1 and prefills a2's 200 tokens; B's 4-token chat arrives: A's chunk and the plans that follow. */
-  const run = (o: HarnessOptions): string[][] => {
-    const h = new SchedulerHarness({ chunkedPrefillSize: 64, numPages: 80, contextLength: 256, cache: false, ...o });
-    h.admit('a1', 'A', range(100, 4), 30);
-    h.step(limit);
-    h.admit('a2', 'A', range(200, 200), 2);
-    h.admit('b', 'B', range(500, 4), 30);
-    return [brief(h.step(limit).plan.items), brief(h.step(limit).plan.items), brief(h.step(limit).plan.items)];
-  };
-
-  it("caps A's chunk beside its decodes by the shared step's budget (fault loose-shared-budget: the usual budget)", () => {
-    const capped = run({});
-    const loose = run({ faults: new FaultSet(['loose-shared-budget']) });
-    expect(capped).toEqual([
-      ['a1@4+1!', 'b@0+4!', 'a2@0+4'],
-      ['a1@5+1!', 'b@4+1!', 'a2@4+8'],
-      ['a1@6+1!', 'b@5+1!', 'a2@12+8'],
-    ]);
-    expect(loose).toEqual([
-      ['a1@4+1!', 'b@0+4!', 'a2@0+12'],
-      ['a1@5+1!', 'b@4+1!', 'a2@12+16'],
-      ['a1@6+1!', 'b@5+1!', 'a2@28+16'],
-    ]);
-  });
-
-  it('StepBudget: a shared step gets the budget of one decode (at least minSharedMs), never more than maxChunk', () => {
-    const budget = new StepBudget({ minPrefillTokens: 4 });
-    for (const n of [1, 101, 51, 1, 101]) budget.observe(n, 5 + 0.6 * n, n === 1 ? 1 : 0);
-    const step = (numDecodes: number): StepShape => ({
-      numTokens: numDecodes,
-      numPairs: 0,
-      numDecodes,
-      numDecodePairs: 0,
-    });
-    // ms = 5 + 0.6 tokens, a decode-only step 5.6 ms: a shared step's budget is 2 x 5.6 = 11.2 ms.
-    // Beside 20 decodes (17 ms predicted) the usual budget is 34 ms, 28 tokens; shared, the floor (4 tokens).
-    expect([budget.maxChunk(step(20), 0), budget.maxSharedChunk(step(20), 0)]).toEqual([28, 4]);
-    // Beside 2 decodes (6.2 ms) the usual budget is the 20 ms minAutoMs, 23 tokens; shared, 5 ms left: 8.
-    expect([budget.maxChunk(step(2), 0), budget.maxSharedChunk(step(2), 0)]).toEqual([23, 8]);
-    // Without decodes: as if one ran (11.2 - 5.6 ms: 9 tokens); loose (not tight), under minAutoMs (20 - 5.6 ms: 24).
-    expect([budget.maxSharedChunk(step(0), 0), budget.maxSharedChunk(step(0), 0, false)]).toEqual([9, 24]);
-    expect(new StepBudget({ minSharedMs: 15 }).maxSharedChunk(step(0), 0)).toBe(32); // uncalibrated
-    expect(() => new StepBudget({ minSharedMs: 0 })).toThrow(RangeError);
   });
 });

@@ -18,10 +18,7 @@
 //      which prices a late chunk of a long prompt higher); without decodes, while several
 //      tenants share the node (ctx.shared), by prefillLimit.maxSharedChunk, so a tenant's
 //      request that arrives mid-step waits for a budgeted step, not a whole 256-token chunk
-//      (fault `unbounded-shared-steps`: no cap); a step with decodes is then capped by
-//      maxSharedChunk as well (one decode's budget), so the step a newcomer waits for and the
-//      one it rides in stay near a decode step's time (fault `loose-shared-budget`: the usual
-//      budget beside decodes, minAutoMs without). A short prompt (prefillLimit.shortPromptTokens)
+//      (fault `unbounded-shared-steps`: no cap). A short prompt (prefillLimit.shortPromptTokens)
 //      is not split by either cap: its rest goes whole while the step's prefill stays within
 //      that many tokens, so its first token comes one step after it was planned (measured on
 //      bench:fair: split, a 22-token chat took 3-4 steps beside another tenant's flood; fault
@@ -79,8 +76,6 @@ export interface PlanContext {
   readonly splitShortPrompts: boolean;
   /** Several tenants share the node (now or within the last steps): a step without decodes is budgeted too (maxSharedChunk). */
   readonly shared: boolean;
-  /** Fault `loose-shared-budget`: while shared, a step with decodes is not capped by maxSharedChunk (its usual budget only). */
-  readonly looseSharedBudget?: boolean;
   /** A request taken off the queue starts prefilling with `table`: into `running`, the youngest. */
   start(r: SchedRequest, table: PageTable): void;
   /** Pages back (cached or freed), state waiting, front of its tenant's queue; out of `running`. */
@@ -142,12 +137,9 @@ export function planStep(ctx: PlanContext): StepPlan {
     if (limit === undefined) return Infinity;
     const shape = shapeOf(planned);
     let capped: number;
-    if (shape.numDecodes > 0) {
-      capped = Math.max(0, limit.maxChunk(shape, startPos));
-      if (ctx.shared && !ctx.looseSharedBudget && limit.maxSharedChunk !== undefined)
-        capped = Math.min(capped, Math.max(0, limit.maxSharedChunk(shape, startPos)));
-    } else if (ctx.shared && limit.maxSharedChunk !== undefined)
-      capped = Math.max(0, limit.maxSharedChunk(shape, startPos, ctx.looseSharedBudget !== true));
+    if (shape.numDecodes > 0) capped = Math.max(0, limit.maxChunk(shape, startPos));
+    else if (ctx.shared && limit.maxSharedChunk !== undefined)
+      capped = Math.max(0, limit.maxSharedChunk(shape, startPos));
     else return Infinity;
     const short = ctx.splitShortPrompts ? undefined : limit.shortPromptTokens;
     if (short === undefined || r.tokens.length > short) return capped;

@@ -275,7 +275,6 @@ export class Scheduler {
       ...(prefillLimit === undefined ? {} : { prefillLimit }),
       splitShortPrompts: this.#options.faults.has('split-short-prompts'),
       shared: this.#shared(),
-      looseSharedBudget: this.#options.faults.has('loose-shared-budget'),
       ...(this.#options.faults.has('no-tenant-fairness') ? {} : { counters: this.#book.counters }),
       start: (r, table) => this.#book.setState(r, { kind: 'prefilling', table }),
       preempt: (r) => this.#book.preempt(r),

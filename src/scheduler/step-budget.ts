@@ -39,10 +39,7 @@
 // (bench:fair: a 22-token chat cut into 17 + 1 + 4 waited 3-4 steps for its first token beside
 // another tenant's flood), and while several tenants share a co-located node a step without
 // decodes is budgeted too (`maxSharedChunk`: as if one decode ran), so a tenant's request that
-// arrives mid-step waits for a budgeted step rather than a whole 256-token chunk; while shared,
-// steps with decodes are held to that one decode's budget too (at least `minSharedMs`, not
-// `minAutoMs`): bench:fair, 5 rounds, B's TTFT p99 beside A's flood 1.82x alone, against 2.20x
-// with twice the decodes' time (fault `loose-shared-budget`), A's throughput 76 against 82 tok/s.
+// arrives mid-step waits for a budgeted step rather than a whole 256-token chunk.
 
 export interface StepBudgetOptions {
   /** A fixed budget per step with decodes (ms); undefined: `autoFactor` x the decodes' own time. */
@@ -51,8 +48,6 @@ export interface StepBudgetOptions {
   readonly autoFactor?: number;
   /** The automatic budget's floor (ms, default 20): small batches still make prefill progress. */
   readonly minAutoMs?: number;
-  /** The floor of a step's budget while tenants share the node (ms, default 10; maxSharedChunk). */
-  readonly minSharedMs?: number;
   /**
    * The least prefill a step with decodes carries (default 16): the time of this many tokens at a
    * prompt's start, so fewer tokens late in a long prompt, and always at least one token: prefill
@@ -103,7 +98,7 @@ export interface PrefillLimit {
    * the node (plan.ts): such a step is budgeted too, so another tenant's request that arrives
    * while it runs waits one bounded step, not a whole chunk. Undefined: no cap without decodes.
    */
-  maxSharedChunk?(step: StepShape, startPos: number, tight?: boolean): number;
+  maxSharedChunk?(step: StepShape, startPos: number): number;
 }
 
 /** Attention (query, key) pairs of an item of `numTokens` tokens from `startPos`: token i reads startPos + i + 1 keys. */
@@ -210,7 +205,6 @@ export class StepBudget implements PrefillLimit {
       maxStepMs: options.maxStepMs,
       autoFactor: options.autoFactor ?? 2,
       minAutoMs: options.minAutoMs ?? 20,
-      minSharedMs: options.minSharedMs ?? 10,
       minPrefillTokens: options.minPrefillTokens ?? 16,
       decay: options.decay ?? 0.95,
       uncalibratedPrefillTokens: options.uncalibratedPrefillTokens ?? 32,
@@ -218,7 +212,6 @@ export class StepBudget implements PrefillLimit {
     };
     if (o.maxStepMs !== undefined && !(o.maxStepMs > 0))
       throw new RangeError(`maxStepMs must be positive, got ${o.maxStepMs}`);
-    if (!(o.minSharedMs > 0)) throw new RangeError(`minSharedMs must be positive, got ${o.minSharedMs}`);
     if (!(o.autoFactor >= 1)) throw new RangeError(`autoFactor must be at least 1, got ${o.autoFactor}`);
     for (const name of ['minPrefillTokens', 'uncalibratedPrefillTokens', 'shortPromptTokens'] as const) {
       if (!(Number.isInteger(o[name]) && o[name] >= 1)) {
@@ -250,10 +243,6 @@ export class StepBudget implements PrefillLimit {
    * pairs; undefined while the model has no fit.
    */
   budgetMs(numDecodes: number, decodePairs = 0): number | undefined {
-    return this.#budgetMs(numDecodes, decodePairs, this.#o.minAutoMs);
-  }
-
-  #budgetMs(numDecodes: number, decodePairs: number, floorMs: number): number | undefined {
     if (this.#o.maxStepMs !== undefined) return this.#o.maxStepMs;
     const fit = this.model.fit();
     if (fit === undefined) return undefined;
@@ -262,7 +251,7 @@ export class StepBudget implements PrefillLimit {
       this.#decodeW === 0
         ? Infinity
         : (this.#decodeMs / this.#decodeW) * Math.max(1, numDecodes / (this.#decodeN / this.#decodeW));
-    return Math.max(floorMs, this.#o.autoFactor * Math.min(predicted, measured));
+    return Math.max(this.#o.minAutoMs, this.#o.autoFactor * Math.min(predicted, measured));
   }
 
   /**
@@ -287,31 +276,13 @@ export class StepBudget implements PrefillLimit {
   }
 
   /**
-   * Most tokens of a chunk from `startPos` while tenants share the node (plan.ts), in a step with
-   * decodes or without: what fits the budget of one decode of no context (`autoFactor` x its
-   * time, at least `minSharedMs`), and never more than maxChunk allows beside decodes; a step's
-   * first chunk still gets `minPrefillTokens`' time. So the step a newcomer's request waits for,
-   * and the step it then rides in, stay near one decode step's budget (~10 ms on m100) instead of
-   * twice the decodes' time (~20 ms beside a flood's decodes). `tight` false (fault
-   * `loose-shared-budget`): only steps without decodes are asked, under `minAutoMs` as the floor.
+   * A step with no decodes while tenants share the node is budgeted as if one decode of no
+   * context ran in it (the budget's floor, `minAutoMs`, at least; a prompt's first chunk still
+   * gets `minPrefillTokens`' time): every step then takes about as long as a mixed one.
    */
-  maxSharedChunk(step: StepShape, startPos: number, tight = true): number {
-    const usual = this.maxChunk(step, startPos);
-    const fit = this.model.fit();
-    const budget = this.#budgetMs(1, 1, tight ? this.#o.minSharedMs : this.#o.minAutoMs);
-    // Without decodes the step is budgeted as if one ran in it.
-    const shape =
-      step.numDecodes > 0
-        ? step
-        : { numTokens: step.numTokens + 1, numPairs: step.numPairs + 1, numDecodes: 1, numDecodePairs: 1 };
-    if (fit === undefined || budget === undefined) {
-      return Math.min(usual, Math.max(0, this.#o.uncalibratedPrefillTokens - (shape.numTokens - shape.numDecodes)));
-    }
-    const fits = maxTokensWithin(fit, startPos, budget - predictMs(fit, shape.numTokens, shape.numPairs));
-    if (shape.numTokens - shape.numDecodes > 0) return Math.min(usual, fits);
-    const min = this.#o.minPrefillTokens;
-    const floorMs = fit.msPerToken * min + fit.msPerPair * itemPairs(0, min);
-    return Math.min(usual, Math.max(fits, maxTokensWithin(fit, startPos, floorMs), 1));
+  maxSharedChunk(step: StepShape, startPos: number): number {
+    const one = { numTokens: step.numTokens + 1, numPairs: step.numPairs + 1, numDecodes: 1, numDecodePairs: 1 };
+    return this.maxChunk(one, startPos);
   }
 
   /** Most prefill tokens from position 0 beside `numDecodes` decodes of no context (a summary for tests and logs). */
