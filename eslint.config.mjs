@@ -13,6 +13,7 @@ export default tseslint.config(
     ignores: [
       'dist/**',
       'build/**',
+      'bench/results/**',
       'node_modules/**',
       'models/**',
       'src/kernels/wasm/assembly/**',

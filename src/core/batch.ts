@@ -13,4 +13,10 @@ export interface BatchItem {
   readonly tags: readonly Tag[];
   /** True when the logits of the last token are wanted (end of prefill, or decoding). */
   readonly wantLogits: boolean;
+  /**
+   * With wantLogits, how many of the last tokens want logits (default 1, at most tokens.length):
+   * a speculative decode's verified drafts, or a prompt's own log-probabilities (echo). Each row
+   * counts against the runner's maxStepLogits.
+   */
+  readonly logitCount?: number;
 }

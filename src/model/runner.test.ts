@@ -189,6 +189,27 @@ describe('ModelRunner.step', () => {
     expect(await logitsAfter([1, 1, 1, 1, 1, 1, 1, 1, 1])).toEqual(once);
   });
 
+  it('gives logits for the last logitCount tokens, each row as a chunk ending at that token gives it', async () => {
+    const prompt = [...PROMPT_A, NEXT, 8, 9];
+    const { runner, pool } = await setup(4);
+    const a = who('a');
+    const tags = allocate(pool, a, 3);
+    await runner.step([item(a, tags, prompt.slice(0, 5), 0, false)]);
+    const [multi] = await runner.step([{ ...item(a, tags, prompt.slice(5), 5), logitCount: 3 }]);
+    if (multi?.kind !== 'logits') throw new Error(`expected logits, got ${multi?.kind}`);
+    expect(multi.rows).toBe(3);
+    const V = CONFIG.vocabSize;
+    expect(multi.logits.length).toBe(3 * V);
+    const rows = Array.from({ length: 3 }, (_, r) => multi.logits.slice(r * V, (r + 1) * V));
+    for (let r = 0; r < 3; r++) {
+      const end = prompt.length - 3 + r + 1;
+      const alone = await setup(4);
+      const [single] = await alone.runner.step([item(a, allocate(alone.pool, a, 3), prompt.slice(0, end), 0)]);
+      expect(rows[r]).toEqual(logitsOf(single));
+    }
+    await expect(runner.step([{ ...item(a, tags, [1, 2], 9), logitCount: 3 }])).rejects.toThrow(InvariantError);
+  });
+
   it('runs several requests in one step, each with its own pages and positions', async () => {
     const { runner, pool } = await setup(8);
     const [a, b] = [who('a'), who('b', 't2')];

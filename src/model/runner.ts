@@ -33,8 +33,11 @@ import { ropeDependsOnLength, ropeTable } from './rope.js';
 import type { PreparedWeights } from './weights-prepared.js';
 
 export type ItemResult =
-  /** K/V written and stamped; `logits` [vocab] are a view valid until the next step. */
-  | { readonly kind: 'logits'; readonly rid: RequestId; readonly logits: Float32Array }
+  /**
+   * K/V written and stamped; `logits` [rows x vocab] (rows = the item's logitCount, default 1;
+   * row r is the logits after its token tokens.length - rows + r) are a view valid until the next step.
+   */
+  | { readonly kind: 'logits'; readonly rid: RequestId; readonly logits: Float32Array; readonly rows: number }
   /** K/V written and stamped; no logits were wanted (a prefill chunk before the last). */
   | { readonly kind: 'computed'; readonly rid: RequestId }
   /** A page check failed: nothing of this item was read or written. */
@@ -187,7 +190,8 @@ export class ModelRunner {
     const results: (ItemResult | undefined)[] = new Array(items.length);
     const seqs: ForwardSeq[] = [];
     const logitRows: number[] = [];
-    const logitItems: number[] = [];
+    /** Per item wanting logits: its index and its number of rows, in logitRows' order. */
+    const logitItems: { readonly i: number; readonly rows: number }[] = [];
     let numTokens = 0;
     let numTablePages = 0;
     assert(new Set(items.map((item) => item.rid)).size === items.length, 'a step with two items of one request');
@@ -233,12 +237,17 @@ export class ModelRunner {
       const rope = ropeDependsOnLength(config) ? ropeTable(config, end) : null;
       seqs.push({ row: numTokens, numTokens: n, startPos: item.startPos, pageTable, rope });
       if (item.wantLogits) {
+        const rows = item.logitCount ?? 1;
         assert(
-          logitRows.length < this.maxStepLogits,
-          () => `a step of more than ${this.maxStepLogits} items wanting logits`,
+          Number.isInteger(rows) && rows >= 1 && rows <= n,
+          () => `${item.rid}: logitCount ${rows} is not within 1..${n} (its tokens)`,
         );
-        logitRows.push(numTokens + n - 1);
-        logitItems.push(i);
+        assert(
+          logitRows.length + rows <= this.maxStepLogits,
+          () => `a step of more than ${this.maxStepLogits} rows wanting logits`,
+        );
+        for (let r = rows; r >= 1; r--) logitRows.push(numTokens + n - r);
+        logitItems.push({ i, rows });
       }
       numTokens += n;
     }
@@ -257,9 +266,11 @@ export class ModelRunner {
       for (let i = 0; i < items.length; i++) if (results[i] === undefined) this.#stampWritten(items[i]!);
       // 5. Results.
       const V = config.vocabSize;
-      logitItems.forEach(
-        (i, r) => (results[i] = { kind: 'logits', rid: items[i]!.rid, logits: logits.subarray(r * V, (r + 1) * V) }),
-      );
+      let row = 0;
+      for (const { i, rows } of logitItems) {
+        results[i] = { kind: 'logits', rid: items[i]!.rid, logits: logits.subarray(row * V, (row + rows) * V), rows };
+        row += rows;
+      }
       for (let i = 0; i < items.length; i++) results[i] ??= { kind: 'computed', rid: items[i]!.rid };
     }
     this.#numSteps++;

@@ -9,9 +9,9 @@ import { argmaxSampler } from './testing/fake-engine.js';
 const rid = (s: string): RequestId => asRequestId(s);
 const oneHot = (n: number, at: number) => Object.assign(new Float32Array(n), { [at]: 1 });
 const results: ItemResult[] = [
-  { kind: 'logits', rid: rid('a'), logits: oneHot(8, 1) },
+  { kind: 'logits', rid: rid('a'), logits: oneHot(8, 1), rows: 1 },
   { kind: 'computed', rid: rid('b') },
-  { kind: 'logits', rid: rid('c'), logits: oneHot(8, 5) },
+  { kind: 'logits', rid: rid('c'), logits: oneHot(8, 5), rows: 1 },
 ];
 const state = () => ({ params: samplingParams(), numOutputTokens: 0, outputTokens: () => [] });
 

@@ -100,7 +100,7 @@ class WritingRunner implements StepRunner {
     const logits = new Float32Array(VOCAB_SIZE);
     // A context with a slot it cannot read ends the answer: what a user sees as garbage.
     logits[stale > 0 ? EOS : nextToken(item.tokens.at(-1) as number)] = 10;
-    return { kind: 'logits', rid: item.rid, logits };
+    return { kind: 'logits', rid: item.rid, logits, rows: 1 };
   }
 }
 

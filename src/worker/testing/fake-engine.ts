@@ -64,7 +64,7 @@ export class FakeRunner implements StepRunner {
     const logits = (this.#logits[row] ??= new Float32Array(VOCAB_SIZE));
     logits.fill(0);
     logits[nextToken(item.tokens.at(-1) as number)] = 10;
-    return { kind: 'logits', rid: item.rid, logits };
+    return { kind: 'logits', rid: item.rid, logits, rows: 1 };
   }
 }
 
