@@ -137,6 +137,11 @@ export const FAULT_NAMES = [
   'skip-kv-dtype-check',
   /** A schema goes to xgrammar as sent, without Tessera's schema pass (its number, length, format, pattern and enum rules; its 400s). */
   'skip-schema-rules',
+  /**
+   * Speculative decoding leaves the stamps of rejected draft positions as the verification step wrote them (no
+   * rollback): a read past the accepted end then passes the page checks and attends to a rejected token's K/V.
+   */
+  'keep-rejected-stamps',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];
