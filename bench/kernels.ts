@@ -202,6 +202,7 @@ async function attentionSection(): Promise<void> {
   const backends: [string, OpKernels, KvDtype][] = [
     ['wasm', wasm, 'f32'],
     ['wasm f16 KV', wasm, 'f16'],
+    ['wasm q8_0 KV', wasm, 'q8_0'],
     ['ref', createRefOps(), 'f32'],
   ];
   const rng = new Rng(4);
@@ -219,11 +220,13 @@ async function attentionSection(): Promise<void> {
     const q = Float32Array.from({ length: 512 * numHeads * headDim }, () => rng.normal());
     const cells: string[] = [];
     for (const [name, ops, dtype] of backends) {
-      const length = numPages * pageElements(geometry);
+      const length = numPages * pageElements({ ...geometry, dtype });
       const kv: PagedKvView =
         dtype === 'f16'
           ? { ...geometry, numPages, dtype, data: ops.allocU16(length) }
-          : { ...geometry, numPages, dtype, data: ops.allocF32(length) };
+          : dtype === 'q8_0'
+            ? { ...geometry, numPages, dtype, data: ops.allocU8(length) }
+            : { ...geometry, numPages, dtype, data: ops.allocF32(length) };
       ops.writeKv(kv, 0, pageTable, 0, 512, k, v);
       const out = ops.allocF32(512 * numHeads * headDim);
       const shape = { numHeads, numKvHeads, headDim, scale: 1 / Math.sqrt(headDim) };

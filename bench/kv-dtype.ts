@@ -1,16 +1,16 @@
-// KV dtype benchmark (`npm run bench:kv-dtype`): what `--kv-dtype f16` costs against f32 KV on
-// gen-model's models, measured side by side in one run.
+// KV dtype benchmark (`npm run bench:kv-dtype`): what `--kv-dtype f16` and `--kv-dtype q8_0`
+// cost against f32 KV on gen-model's models, measured side by side in one run.
 //   1. accuracy: greedy decoding with f32 KV, then the same sequences teacher-forced through an
-//      f16-KV engine: per step, whether the argmax agrees, and the largest logit difference
+//      f16-KV (and a q8_0-KV) engine: per step, whether the argmax agrees, and the largest logit difference
 //      (with the f32 top-1 margin where they disagree: a flip between near-ties, or not);
 //      short prompts and one long (~2k-token) context;
 //   2. speed: decode tokens/s at a ~2k-token context (prefilled once; each round decodes 32 more),
-//      batch 1 and 4, f32 KV vs f16 KV, rounds alternating between the two (best of each: other
+//      batch 1 and 4, f32 KV vs f16 KV vs q8_0 KV, rounds alternating between them (best of each: other
 //      load only slows a run down), by the wall clock and by the process's CPU time.
 // Prints a table and writes bench/results/kv-dtype-<time>.json. Asserts nothing.
 //
 //   node --import ./bench/lib/register-ts.mjs bench/kv-dtype.ts [--quick] [--presets austen,tiny,m100] [--context 2048]
-//     [--batches 1,4] [--speed-only]
+//     [--batches 1,4] [--speed-only] [--dtypes f16,q8_0] (compared against f32)
 import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus, homedir } from 'node:os';
@@ -44,6 +44,8 @@ const BATCHES = (flag('--batches') ?? '1,4').split(',').map(Number);
 /** --speed-only: skip the accuracy part (its numbers do not depend on the machine's load). */
 const SPEED_ONLY = args.includes('--speed-only');
 const PAGE_SIZE = 16;
+/** --dtypes: the KV dtypes compared against f32 (default f16 and q8_0). */
+const DTYPES = (flag('--dtypes') ?? 'f16,q8_0').split(',') as KvDtype[];
 
 /** Opening lines in the manner of the novels builtin:austen was trained on: real text for a trained model. */
 const TEXTS = [
@@ -169,24 +171,30 @@ function merge(xs: Agreement[]): Agreement {
   };
 }
 
-async function accuracy(engines: Record<KvDtype, Engine>, label: string, promptLength: number, count: number) {
+async function accuracy(
+  engines: Partial<Record<KvDtype, Engine>>,
+  dtype: KvDtype,
+  label: string,
+  promptLength: number,
+  count: number,
+) {
   const parts: Agreement[] = [];
   let identical = 0;
   for (let i = 0; i < count; i++) {
     const p = prompt(i, promptLength);
-    const ref = await stepLogits(engines.f32, p, NEW_TOKENS, []);
+    const ref = await stepLogits(engines.f32!, p, NEW_TOKENS, []);
     const greedy = ref.map((l) => argmax(l));
-    const f16 = await stepLogits(engines.f16, p, NEW_TOKENS, greedy);
-    const free = (await stepLogits(engines.f16, p, NEW_TOKENS, [])).map((l) => argmax(l));
+    const forced = await stepLogits(engines[dtype]!, p, NEW_TOKENS, greedy);
+    const free = (await stepLogits(engines[dtype]!, p, NEW_TOKENS, [])).map((l) => argmax(l));
     if (free.every((id, s) => id === greedy[s])) identical++;
-    parts.push(compare(ref, f16));
+    parts.push(compare(ref, forced));
   }
   const m = merge(parts);
   console.log(
-    `  ${label}: argmax agrees at ${m.argmaxAgree}/${m.steps} teacher-forced steps; free greedy runs identical ${identical}/${count}; ` +
+    `  ${dtype} vs f32, ${label}: argmax agrees at ${m.argmaxAgree}/${m.steps} teacher-forced steps; free greedy runs identical ${identical}/${count}; ` +
       `max |logit diff| ${m.maxAbsLogitDiff.toExponential(2)} (logit std ${m.logitStd.toFixed(2)}); largest margin flipped ${m.maxFlipMargin.toExponential(2)}`,
   );
-  return { label, promptLength, ...m, freeRunsIdentical: identical, sequences: count };
+  return { dtype, label, promptLength, ...m, freeRunsIdentical: identical, sequences: count };
 }
 
 const cpuMs = (): number => {
@@ -244,7 +252,7 @@ async function decodeSession(engine: Engine, batch: number, context: number) {
 
 async function main(): Promise<void> {
   console.log(
-    `KV dtype f16 vs f32, ${cpus()[0]?.model ?? 'cpu'} x${cpus().length} (load average ${(await import('node:os')).loadavg()[0]?.toFixed(1)})`,
+    `KV dtype ${DTYPES.join(', ')} vs f32, ${cpus()[0]?.model ?? 'cpu'} x${cpus().length} (load average ${(await import('node:os')).loadavg()[0]?.toFixed(1)})`,
   );
   const results: unknown[] = [];
   for (const preset of PRESETS) {
@@ -252,48 +260,53 @@ async function main(): Promise<void> {
     if (preset === 'austen') prompt = textPrompts(model);
     const context = Math.min(CONTEXT, model.config.maxPositionEmbeddings - ROUNDS * SPEED_TOKENS - 1);
     const kvPages = 4 * pagesFor(CONTEXT + ROUNDS * SPEED_TOKENS + NEW_TOKENS + 1, PAGE_SIZE);
-    const engines = {
-      f32: await createEngine(model, { kvPages, pageSize: PAGE_SIZE, kvDtype: 'f32', threads: THREADS }),
-      f16: await createEngine(model, { kvPages, pageSize: PAGE_SIZE, kvDtype: 'f16', threads: THREADS }),
-    };
+    const all: KvDtype[] = ['f32', ...DTYPES.filter((d) => d !== 'f32')];
+    const engines: Partial<Record<KvDtype, Engine>> = {};
+    for (const kvDtype of all)
+      engines[kvDtype] = await createEngine(model, { kvPages, pageSize: PAGE_SIZE, kvDtype, threads: THREADS });
     console.log(`${preset === 'austen' ? 'builtin:austen (trained, f16 weights)' : `${preset} (random f32 weights)`}:`);
-    const acc = SPEED_ONLY
-      ? []
-      : [
-          await accuracy(engines, `${NUM_PROMPTS} prompts of 32 tokens + ${NEW_TOKENS}`, 32, NUM_PROMPTS),
-          await accuracy(
-            engines,
-            `1 prompt of ${context - NEW_TOKENS} tokens + ${NEW_TOKENS}`,
-            context - NEW_TOKENS,
-            1,
-          ),
-        ];
+    const acc: unknown[] = [];
+    for (const dtype of SPEED_ONLY ? [] : all.slice(1)) {
+      acc.push(await accuracy(engines, dtype, `${NUM_PROMPTS} prompts of 32 tokens + ${NEW_TOKENS}`, 32, NUM_PROMPTS));
+      acc.push(
+        await accuracy(
+          engines,
+          dtype,
+          `1 prompt of ${context - NEW_TOKENS} tokens + ${NEW_TOKENS}`,
+          context - NEW_TOKENS,
+          1,
+        ),
+      );
+    }
     const speed: unknown[] = [];
     for (const batch of BATCHES) {
-      const sessions = {
-        f32: await decodeSession(engines.f32, batch, context),
-        f16: await decodeSession(engines.f16, batch, context),
-      };
-      const runs: Record<KvDtype, { wall: number; cpu: number }[]> = { f32: [], f16: [] };
+      const sessions = new Map<KvDtype, Awaited<ReturnType<typeof decodeSession>>>();
+      for (const dtype of all) sessions.set(dtype, await decodeSession(engines[dtype]!, batch, context));
+      const runs = new Map<KvDtype, { wall: number; cpu: number }[]>(all.map((d) => [d, []]));
       for (let r = 0; r < ROUNDS; r++) {
-        // Alternating, so drifting load hits both alike; the round's ratio compares neighbours.
-        runs.f32.push(await sessions.f32.decode());
-        runs.f16.push(await sessions.f16.decode());
+        // Alternating, so drifting load hits all alike; the round's ratio compares neighbours.
+        for (const dtype of all) runs.get(dtype)!.push(await sessions.get(dtype)!.decode());
       }
-      sessions.f32.release();
-      sessions.f16.release();
-      const best = (dtype: KvDtype, key: 'wall' | 'cpu') => Math.max(...runs[dtype].map((x) => x[key]));
-      const perRound = runs.f16.map((x, r) => x.wall / runs.f32[r]!.wall);
-      speed.push({ batch, runs, perRoundWallRatio: perRound });
+      for (const session of sessions.values()) session.release();
+      const best = (dtype: KvDtype, key: 'wall' | 'cpu') => Math.max(...runs.get(dtype)!.map((x) => x[key]));
+      const cells: string[] = [];
+      const perRoundWallRatio: Record<string, number[]> = {};
+      for (const dtype of all.slice(1)) {
+        const perRound = runs.get(dtype)!.map((x, r) => x.wall / runs.get('f32')![r]!.wall);
+        perRoundWallRatio[dtype] = perRound;
+        cells.push(
+          `${dtype} KV ${best(dtype, 'wall').toFixed(1)} tok/s = ${(best(dtype, 'wall') / best('f32', 'wall')).toFixed(2)}x ` +
+            `(per round ${perRound.map((x) => x.toFixed(2)).join(', ')}; by CPU time ${(best(dtype, 'cpu') / best('f32', 'cpu')).toFixed(2)}x)`,
+        );
+      }
+      speed.push({ batch, runs: Object.fromEntries(runs), perRoundWallRatio });
       console.log(
-        `  decode at ${context}-token context, batch ${batch}: f32 KV ${best('f32', 'wall').toFixed(1)} tok/s, ` +
-          `f16 KV ${best('f16', 'wall').toFixed(1)} tok/s = ${(best('f16', 'wall') / best('f32', 'wall')).toFixed(2)}x (best of ${ROUNDS}; ` +
-          `per round ${perRound.map((x) => x.toFixed(2)).join(', ')}); by CPU time ${(best('f16', 'cpu') / best('f32', 'cpu')).toFixed(2)}x`,
+        `  decode at ${context}-token context, batch ${batch} (best of ${ROUNDS}): f32 KV ${best('f32', 'wall').toFixed(1)} tok/s; ` +
+          cells.join('; '),
       );
     }
     results.push({ preset, context, accuracy: acc, speed });
-    await engines.f32.dispose();
-    await engines.f16.dispose();
+    for (const engine of Object.values(engines)) await engine.dispose();
   }
   await mkdir(new URL('./results/', import.meta.url), { recursive: true });
   const file = new URL(`./results/kv-dtype-${new Date().toISOString().replace(/[:.]/g, '-')}.json`, import.meta.url);

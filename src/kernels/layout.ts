@@ -2,19 +2,24 @@
 // tensor validation, and the argument checks that must hold before any kernel touches memory.
 // Kernels never check page ownership (the caller did); they only refuse arguments that would
 // read or write outside the buffers they were given. Never allocates or computes.
-import { assert } from '../core/index.js';
+import { assert, kvRowUnits, type KvDtype } from '../core/index.js';
 import { QK, byteSize } from './formats.js';
 import { QK_K, isKQuant } from './kquants.js';
 import type { AttentionArgs, HostTensor, PagedKvView, RopeArgs } from './types.js';
 
-/** Index of element 0 of (page, layer, kv, slot) in PagedKvView.data; kv = 0 for K, 1 for V. */
+/**
+ * Index of unit 0 of (page, layer, kv, slot) in PagedKvView.data; kv = 0 for K, 1 for V. Units:
+ * elements of an f32 or f16 pool, bytes of a q8_0 pool (core's kvRowUnits per slot row).
+ */
 export function kvIndex(kv: PagedKvView, page: number, layer: number, which: 0 | 1, slot: number): number {
-  return (((page * kv.numLayers + layer) * 2 + which) * kv.pageSize + slot) * kv.numKvHeads * kv.headDim;
+  return (((page * kv.numLayers + layer) * 2 + which) * kv.pageSize + slot) * kvRowUnits(kv);
 }
 
-/** Elements (f32 or f16) one page takes across all layers, K and V. */
-export function pageElements(kv: Pick<PagedKvView, 'numLayers' | 'pageSize' | 'numKvHeads' | 'headDim'>): number {
-  return kv.numLayers * 2 * kv.pageSize * kv.numKvHeads * kv.headDim;
+/** Units (f32 or f16 elements, q8_0 bytes) one page takes across all layers, K and V. */
+export function pageElements(
+  kv: Pick<PagedKvView, 'numLayers' | 'pageSize' | 'numKvHeads' | 'headDim'> & { readonly dtype?: KvDtype },
+): number {
+  return kv.numLayers * 2 * kv.pageSize * kvRowUnits(kv);
 }
 
 export function checkWeight(weight: HostTensor): { rows: number; cols: number } {

@@ -43,8 +43,9 @@ export interface DenseKernels {
 }
 
 /**
- * The KV pool as kernels see it (core's PagedKvView): one Float32Array (f32) or Uint16Array
- * (f16 bit patterns, `dtype: 'f16'`) in page-major layout,
+ * The KV pool as kernels see it (core's PagedKvView): one Float32Array (f32), Uint16Array
+ * (f16 bit patterns, `dtype: 'f16'`) or Uint8Array (q8_0 blocks, `dtype: 'q8_0'`, indexed by byte
+ * with kvDim replaced by kvRowUnits: core/kv-view.ts's Q8_0 LAYOUT) in page-major layout,
  *
  *   data[(((page * numLayers + layer) * 2 + kv) * pageSize + slot) * kvDim + i]
  *     kv = 0 for K, 1 for V;  kvDim = numKvHeads * headDim
@@ -107,6 +108,8 @@ export interface OpKernels {
   allocF32(length: number): Float32Array;
   /** As allocF32, for 16-bit elements: an f16 KV pool's storage. */
   allocU16(length: number): Uint16Array;
+  /** As allocF32, for bytes: a q8_0 KV pool's storage. */
+  allocU8(length: number): Uint8Array;
   /** out[r] = x[r] / rms(x[r]) * weight, for m rows of dim. */
   rmsNorm(x: Float32Array, weight: Float32Array, eps: number, m: number, dim: number, out: Float32Array): void;
   rope(args: RopeArgs): void;
@@ -119,7 +122,8 @@ export interface OpKernels {
   /**
    * Write K and V rows for numTokens tokens at positions [startPos, startPos + numTokens)
    * into the pages of pageTable for one layer. k, v: [numTokens, numKvHeads * headDim].
-   * An f16 pool stores each value rounded to the nearest f16 (ties to even), as half.ts does.
+   * An f16 pool stores each value rounded to the nearest f16 (ties to even), as half.ts does; a
+   * q8_0 pool stores each head's blocks as q8-kv.ts's quantizeKvRow does (every backend through it).
    */
   writeKv(
     kv: PagedKvView,

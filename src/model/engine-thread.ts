@@ -131,9 +131,11 @@ export async function createThreadedEngine(o: EngineThreadOptions, threads: numb
   const ready = await exec.ready;
   const { config } = ready;
   const kv =
-    data.kvDtype === 'f16'
-      ? new Uint16Array(ready.kv, ready.kvByteOffset, ready.kvLength)
-      : new Float32Array(ready.kv, ready.kvByteOffset, ready.kvLength);
+    data.kvDtype === 'q8_0'
+      ? new Uint8Array(ready.kv, ready.kvByteOffset, ready.kvLength)
+      : data.kvDtype === 'f16'
+        ? new Uint16Array(ready.kv, ready.kvByteOffset, ready.kvLength)
+        : new Float32Array(ready.kv, ready.kvByteOffset, ready.kvLength);
   const shape = {
     numPages: data.kvPages,
     pageSize: data.pageSize,

@@ -135,7 +135,11 @@ export async function createEngine(model: ModelWeights, options: EngineOptions):
 /** The KV pool's storage in the op kernels' memory (so attention reads it in place), zeroed. */
 export function allocKvView(ops: OpKernels, shape: KvShape): PagedKvView {
   const length = shape.numPages * elementsPerPage(shape);
-  return createKvView(shape, kvDtypeOf(shape) === 'f16' ? ops.allocU16(length) : ops.allocF32(length));
+  const dtype = kvDtypeOf(shape);
+  return createKvView(
+    shape,
+    dtype === 'q8_0' ? ops.allocU8(length) : dtype === 'f16' ? ops.allocU16(length) : ops.allocF32(length),
+  );
 }
 
 /** The kernels `createEngine` runs with (also the engine thread's, engine-thread-main.ts). */

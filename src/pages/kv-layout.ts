@@ -6,16 +6,18 @@
 //
 // Layout (the shape and view are core's KvShape and PagedKvView, which src/kernels reads too):
 //
-//   data[(((page * numLayers + layer) * 2 + kv) * pageSize + slot) * kvDim + i]
-//        kv = 0 for K, 1 for V;  kvDim = numKvHeads * headDim
-//        one element: f32, or f16 (IEEE half bits) under --kv-dtype f16: e = 4 or 2 bytes
+//   data[(((page * numLayers + layer) * 2 + kv) * pageSize + slot) * rowUnits + i]
+//        kv = 0 for K, 1 for V;  rowUnits = kvRowUnits(shape): the units of one slot's row,
+//        numKvHeads * headDim elements of f32 (e = 4 bytes) or f16 (IEEE half bits, e = 2) under
+//        --kv-dtype f16, or under q8_0 numKvHeads * kvHeadBytes bytes of q8_0 blocks (e = 1;
+//        core/kv-view.ts's Q8_0 LAYOUT: an f16 scale per 32 values, 1.0625 bytes a value)
 //
 //   page p:  | layer 0        | layer 1        | ... | layer L-1      |
 //            | K[slots] V[slots] | K[slots] V[slots] | ...
-//            each K or V block is pageSize * kvDim elements, slot-major.
+//            each K or V block is pageSize * rowUnits units, slot-major.
 //
 // A slot range [firstSlot, firstSlot + numSlots) of one page is therefore 2 * numLayers
-// contiguous runs of numSlots * kvDim elements; a whole page is one contiguous run. Payloads
+// contiguous runs of numSlots * rowUnits units; a whole page is one contiguous run. Payloads
 // carry the pool's own elements (no conversion): both ends of a transfer store one dtype.
 //
 // The payload of a slot range (what gatherSlots returns, what a KvChunk carries) is those runs
@@ -25,7 +27,8 @@
 // wire; scatterSlots (the whole payload at once) is its reference.
 import {
   assert,
-  kvBytesPerElement,
+  kvRowUnits,
+  kvUnitBytes,
   type KvData,
   type KvDtype,
   type KvShape,
@@ -40,8 +43,9 @@ export function kvDtypeOf(shape: KvShape): KvDtype {
   return shape.dtype ?? 'f32';
 }
 
+/** Bytes of one unit of `data` (an f32, an f16, or a q8_0 byte). */
 function elementBytes(shape: KvShape): number {
-  return kvBytesPerElement(kvDtypeOf(shape));
+  return kvUnitBytes(kvDtypeOf(shape));
 }
 
 /** Gathered bytes are the pool's elements in host byte order; every platform Node 20 runs on here is little-endian. */
@@ -51,19 +55,24 @@ export function kvDimOf(shape: KvShape): number {
   return shape.numKvHeads * shape.headDim;
 }
 
-/** Elements (f32 or f16) in one page (all layers, K and V). */
+/** Units of `data` (f32 or f16 elements, q8_0 bytes) in one slot's row of one layer's K or V. */
+export function rowUnitsOf(shape: KvShape): number {
+  return kvRowUnits(shape);
+}
+
+/** Units of `data` (f32 or f16 elements, q8_0 bytes) in one page (all layers, K and V). */
 export function elementsPerPage(shape: KvShape): number {
-  return shape.numLayers * 2 * shape.pageSize * kvDimOf(shape);
+  return shape.numLayers * 2 * shape.pageSize * rowUnitsOf(shape);
 }
 
 /** Bytes that gatherSlots returns for numSlots slots of one page. */
 export function slotRangeBytes(shape: KvShape, numSlots: number): number {
-  return shape.numLayers * 2 * numSlots * kvDimOf(shape) * elementBytes(shape);
+  return shape.numLayers * 2 * numSlots * rowUnitsOf(shape) * elementBytes(shape);
 }
 
-/** Index in `data` of element 0 of (page, layer, kv, slot). */
+/** Index in `data` of unit 0 of (page, layer, kv, slot). */
 export function kvOffset(shape: KvShape, page: number, layer: number, kv: 0 | 1, slot: number): number {
-  return (((page * shape.numLayers + layer) * 2 + kv) * shape.pageSize + slot) * kvDimOf(shape);
+  return (((page * shape.numLayers + layer) * 2 + kv) * shape.pageSize + slot) * rowUnitsOf(shape);
 }
 
 function assertShape(shape: KvShape): void {
@@ -74,9 +83,9 @@ function assertShape(shape: KvShape): void {
 }
 
 /**
- * A view over `data` (e.g. from OpKernels.allocF32 / allocU16, so kernels read it without
+ * A view over `data` (e.g. from OpKernels.allocF32 / allocU16 / allocU8, so kernels read it without
  * copying), or over fresh zeroed storage when no data is given: a Float32Array for f32, a
- * Uint16Array of half bit patterns for f16.
+ * Uint16Array of half bit patterns for f16, a Uint8Array of q8_0 blocks for q8_0.
  */
 export function createKvView(shape: KvShape, data?: KvData): PagedKvView {
   assertShape(shape);
@@ -109,6 +118,12 @@ export function createKvView(shape: KvShape, data?: KvData): PagedKvView {
       check(storage);
       return { ...geometry, dtype, data: storage };
     }
+    case 'q8_0': {
+      assert(data === undefined || data instanceof Uint8Array, 'a q8_0 KV pool is stored in a Uint8Array');
+      const storage = data ?? new Uint8Array(length);
+      check(storage);
+      return { ...geometry, dtype, data: storage };
+    }
   }
 }
 
@@ -138,7 +153,8 @@ function pageBytes(view: PagedKvView, page: PageId): Uint8Array {
 
 /**
  * Copy slots [firstSlot, firstSlot + numSlots) of one page out of the pool. Byte order:
- * for layer 0..L-1, K then V, slot by slot, kvDim little-endian elements (f32 or f16) per slot — i.e. the pool's
+ * for layer 0..L-1, K then V, slot by slot, one row per slot (kvDim little-endian f32 or f16
+ * elements, or a q8_0 row of blocks) — i.e. the pool's
  * own order restricted to the range, so a whole page is one copy.
  *
  * `into`: a buffer of at least slotRangeBytes(numSlots) bytes to copy into (the result is its
@@ -164,7 +180,7 @@ export function gatherSlots(
     out.set(bytes);
     return out;
   }
-  const runBytes = numSlots * kvDimOf(view) * elementBytes(view);
+  const runBytes = numSlots * rowUnitsOf(view) * elementBytes(view);
   let at = 0;
   for (let layer = 0; layer < view.numLayers; layer++) {
     for (const kv of [0, 1] as const) {
@@ -202,7 +218,7 @@ export function scatterSlotsPiece(
     target.set(piece, payloadOffset);
     return;
   }
-  const runBytes = numSlots * kvDimOf(view) * elementBytes(view);
+  const runBytes = numSlots * rowUnitsOf(view) * elementBytes(view);
   let at = 0;
   while (at < piece.length) {
     const offset = payloadOffset + at;
@@ -231,7 +247,7 @@ export function scatterSlots(
     target.set(bytes);
     return;
   }
-  const runBytes = numSlots * kvDimOf(view) * elementBytes(view);
+  const runBytes = numSlots * rowUnitsOf(view) * elementBytes(view);
   let at = 0;
   for (let layer = 0; layer < view.numLayers; layer++) {
     for (const kv of [0, 1] as const) {

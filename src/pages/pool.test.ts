@@ -36,10 +36,11 @@ function fill(pool: PagePool, writer: Owner, tag: Tag, value: number): void {
   pool.stamp(tag, pool.pageSize);
 }
 
-/** What a reader would compute from: the page's elements (f32, or f16 bits), read only after the check passes. */
-function readPage(pool: PagePool, reader: Owner, tag: Tag, numSlots: number): Float32Array | Uint16Array {
+/** What a reader would compute from: the page's elements (f32, f16 bits, or q8_0 bytes), read only after the check passes. */
+function readPage(pool: PagePool, reader: Owner, tag: Tag, numSlots: number): Float32Array | Uint16Array | Uint8Array {
   pool.checkRead(reader, [tag], numSlots);
   const bytes = pool.gatherSlots(tag.page, 0, numSlots);
+  if (pool.kv.dtype === 'q8_0') return bytes;
   return pool.kv.dtype === 'f16'
     ? new Uint16Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 2)
     : new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);

@@ -6,10 +6,14 @@
 // past the causal limit (or before a sliding window) or another layer produces NaN and fails the
 // comparison. Attention and writeKv run over both KV dtypes: an f16 pool is poisoned with the
 // f16 NaN 0x7e00, and its K and V are rounded to f16 on write by both sides, so the oracle sees
-// the same inputs. f16-cases.ts holds the f16 promotion cases.
-import { KV_DTYPES, Rng, type KvDtype } from '../../core/index.js';
-import { f16ToF32, f32ToF16 } from '../half.js';
+// the same inputs. A q8_0 pool is poisoned with bytes 0x7e (every block's scale the f16 NaN
+// 0x7e7e) and written by q8-kv.ts's quantizeKvRow in every backend, so the oracle reads the same
+// bytes; the fast kernels sum d * qs in another order (per block), inside the same tolerance.
+// f16-cases.ts holds the f16 promotion cases, q8-cases.ts the q8_0 ones.
+import { KV_DTYPES, kvRowUnits, Rng, type KvDtype } from '../../core/index.js';
+import { f16ToF32, f32ToF16, Float32Bits } from '../half.js';
 import { pageElements } from '../layout.js';
+import { dequantizeKvRow, quantizeKvRow } from '../q8-kv.js';
 import { RefOps } from '../ref/ops.js';
 import type { AttentionShape, OpKernels, PagedKvView } from '../types.js';
 import { type KernelCase, expectBitwiseEqual, expectThrows, expectWithin, randomF32 } from './support.js';
@@ -70,15 +74,44 @@ export function poisonedPool(
   geometry: Omit<PagedKvView, 'data' | 'dtype' | 'numPages'>,
   numPages: number,
 ): PagedKvView {
-  const length = numPages * pageElements(geometry);
-  return dtype === 'f16'
-    ? { ...geometry, numPages, dtype, data: backend.allocU16(length).fill(F16_NAN) }
-    : { ...geometry, numPages, dtype, data: backend.allocF32(length).fill(NaN) };
+  const length = numPages * pageElements({ ...geometry, dtype });
+  switch (dtype) {
+    case 'f16':
+      return { ...geometry, numPages, dtype, data: backend.allocU16(length).fill(F16_NAN) };
+    case 'q8_0':
+      return { ...geometry, numPages, dtype, data: backend.allocU8(length).fill(Q8_POISON) };
+    case 'f32':
+      return { ...geometry, numPages, dtype, data: backend.allocF32(length).fill(NaN) };
+  }
 }
 
-/** The pool's elements as f32 (f16 promoted exactly). */
+/** The byte q8_0 pools are poisoned with: every block's scale reads 0x7e7e, an f16 NaN. */
+export const Q8_POISON = 0x7e;
+
+/**
+ * The pool's values as f32, in the element order of an f32 pool of the same geometry (f16
+ * promoted exactly, q8_0 dequantized: d * qs).
+ */
 export function poolValues(kv: PagedKvView): Float32Array {
-  return kv.dtype === 'f16' ? Float32Array.from(kv.data, f16ToF32) : kv.data;
+  if (kv.dtype === 'f16') return Float32Array.from(kv.data, f16ToF32);
+  if (kv.dtype === 'f32') return kv.data;
+  const rowUnits = kvRowUnits(kv);
+  const kvDim = kv.numKvHeads * kv.headDim;
+  const rows = kv.data.length / rowUnits;
+  const out = new Float32Array(rows * kvDim);
+  for (let r = 0; r < rows; r++) dequantizeKvRow(kv.data, r * rowUnits, kv.numKvHeads, kv.headDim, out, r * kvDim);
+  return out;
+}
+
+/** What a pool of `dtype` reads back for the head row x (headDim values): x rounded to it. */
+export function storedRow(dtype: KvDtype, x: Float32Array): Float32Array {
+  if (dtype === 'f32') return x;
+  if (dtype === 'f16') return x.map((value) => f16ToF32(f32ToF16(value)));
+  const bytes = new Uint8Array(x.length + 2 * Math.ceil(x.length / 32));
+  quantizeKvRow(x, 0, 1, x.length, bytes, 0, new Float32Bits());
+  const out = new Float32Array(x.length);
+  dequantizeKvRow(bytes, 0, 1, x.length, out, 0);
+  return out;
 }
 
 /** A NaN-poisoned pool for `s`, with K and V written for positions [0, startPos + numTokens) of LAYER. */
@@ -371,7 +404,7 @@ function writeKvCases(): KernelCase<OpKernels>[] {
         expectBitwiseEqual('pool after writeKv', actual, expected, expected.length);
         // Spot-check the layout itself: position 9 = page 9, slot 1; K of layer 1, KV head 1, element 2.
         const at = (((9 * 3 + 1) * 2 + 0) * 4 + 1) * 6 + 1 * 3 + 2;
-        const stored = dtype === 'f16' ? f16ToF32(f32ToF16(k[(9 - 3) * 6 + 5]!)) : k[(9 - 3) * 6 + 5];
+        const stored = storedRow(dtype, k.slice((9 - 3) * 6 + 3, (9 - 3) * 6 + 6))[2];
         if (actual[at] !== stored) throw new Error('position 9 is not in page 9, slot 1');
         if (actual.filter((x) => !Number.isNaN(x)).length !== 2 * 7 * 6)
           throw new Error('writeKv wrote more than 7 tokens of K and V');

@@ -10,10 +10,16 @@
 // runner did). Each (token, head) is computed by the same arithmetic whatever numTokens is, so
 // chunked prefill and decode give bit-identical outputs; an f16 pool's halves are promoted to f32
 // exactly (vcvtph2ps) before any sum, by the same code, so f16 attention equals f32 attention
-// over the promoted values bit for bit.
+// over the promoted values bit for bit. A q8_0 pool (a Uint8Array; core/kv-view.ts's Q8_0 LAYOUT:
+// per head, blocks of an f16 scale d and 32 int8 qs) is read as d * qs: each block's int8 values
+// are widened to f32 in registers (vpmovsxbd + vcvtdq2ps), dotted with q (K) or accumulated
+// weighted by score * d (V), with one scale multiply per block of K; nothing is dequantized to
+// memory, so a 2k context reads ~1/4 of an f32 pool's bytes.
 //
 //   pool layout (page-major, see src/pages/kv-layout.ts), e = 4 (f32) or 2 (f16) bytes:
 //     pool[(((page * numLayers + layer) * 2 + kv) * pageSize + slot) * kvDim + i]
+//   q8_0: rows of numKvHeads * headBytes bytes, headBytes = headDim + 2 * ceil(headDim / 32),
+//     in place of kvDim elements; value i of a head: block i / 32 at 34 * (i / 32) bytes into it.
 #include <math.h>
 #include <node_api.h>
 #include <stdint.h>
@@ -56,13 +62,29 @@ static inline __attribute__((always_inline)) __m512 loadKv(int f16, const void* 
 
 static inline __mmask16 tailMask(int left) { return left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1); }
 
+// As tailMask, 0 for left <= 0 (the second half of a short q8_0 block).
+static inline __mmask16 tailMask0(int left) { return left <= 0 ? 0 : tailMask(left); }
+
+// The f16 scale d at p (any alignment) as f32.
+static inline float q8Scale(const uint8_t* p) {
+  uint16_t h;
+  memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// 16 (or `mask`'s) int8 values at p as f32.
+static inline __m512 q8Load(const uint8_t* p, __mmask16 mask) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, p)));
+}
+
 // Per-thread scores scratch, grown as needed.
 static _Thread_local float* scoreBuf;
 static _Thread_local size_t scoreCap;
 
 typedef struct {
   const uint8_t* pool;
-  int f16, numLayers, pageSize, numKvHeads, headDim, layer, numHeads, numTokens, startPos, window;
+  size_t rowBytes, headBytes;  // of one slot's row and of one KV head in it
+  int f16, q8, numLayers, pageSize, numKvHeads, headDim, layer, numHeads, numTokens, startPos, window;
   const int32_t* pageTable;
   const float* q;
   float* out;
@@ -71,8 +93,8 @@ typedef struct {
 
 // Slot 0's row (K: kv = 0, V: 1) of KV head kvh in the page holding positions [pi * pageSize, ..).
 static inline const uint8_t* pageRow0(const Attn* a, int kv, int pi, int kvh) {
-  size_t e = a->f16 ? 2 : 4, kvDim = (size_t)a->numKvHeads * a->headDim, page = (size_t)a->pageTable[pi];
-  return a->pool + ((((page * a->numLayers + a->layer) * 2 + kv) * a->pageSize) * kvDim + (size_t)kvh * a->headDim) * e;
+  size_t page = (size_t)a->pageTable[pi];
+  return a->pool + (((page * a->numLayers + a->layer) * 2 + kv) * a->pageSize) * a->rowBytes + (size_t)kvh * a->headBytes;
 }
 
 // Every position j in [lo, n) with its row of KV head kvh, page by page: BODY sees j and row (the
@@ -133,6 +155,62 @@ static inline __attribute__((always_inline)) void qk(const Attn* a, int f16, int
   })
 }
 
+// q8_0: scores[j - lo] = scale * q . K[j]: per block, the f32 dot of q with the widened int8
+// values, times the block's d. NB: the head's blocks as a constant (q held in registers), 0: any.
+static inline __attribute__((always_inline)) void qkQ8(const Attn* a, int NB, int kvh, int lo, int n, const float* q,
+                                                        float* scores) {
+  const int hd = a->headDim;
+  const size_t rowBytes = a->rowBytes;
+  __m512 qv[16];
+  for (int v = 0; v < 2 * NB; v++) qv[v] = _mm512_maskz_loadu_ps(tailMask0(hd - 16 * v), q + 16 * v);
+  FOR_ROWS(a, 0, kvh, lo, n, {
+    __m512 acc = _mm512_setzero_ps();
+    if (NB > 0) {
+      for (int b = 0; b < NB; b++) {
+        const uint8_t* blk = row + 34 * b;
+        const int left = hd - 32 * b;
+        __m512 s = _mm512_mul_ps(qv[2 * b], q8Load(blk + 2, tailMask(left)));
+        s = _mm512_fmadd_ps(qv[2 * b + 1], q8Load(blk + 18, tailMask0(left - 16)), s);
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(q8Scale(blk)), s, acc);
+      }
+    } else {
+      for (int i = 0; i < hd; i += 32) {
+        const uint8_t* blk = row + 34 * (i / 32);
+        const __mmask16 m0 = tailMask(hd - i);
+        const __mmask16 m1 = tailMask0(hd - i - 16);
+        __m512 s = _mm512_mul_ps(_mm512_maskz_loadu_ps(m0, q + i), q8Load(blk + 2, m0));
+        s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, q + i + 16), q8Load(blk + 18, m1), s);
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(q8Scale(blk)), s, acc);
+      }
+    }
+    scores[j - lo] = _mm512_reduce_add_ps(acc) * a->scale;
+  })
+}
+
+// q8_0: out[i0, i0 + 16 NV) of one head += Σ_j (scores[j - lo] * d) qs[j], in position order,
+// then scaled by `inverse`. i0 is a multiple of 128, so vector v lies in block (i0 + 16 v) / 32.
+static inline __attribute__((always_inline)) void valuesQ8(const Attn* a, int NV, int kvh, int lo, int n, int i0,
+                                                            const float* scores, float inverse, float* out) {
+  const int hd = a->headDim;
+  const size_t rowBytes = a->rowBytes;
+  __m512 acc[8];
+  for (int v = 0; v < NV; v++) acc[v] = _mm512_setzero_ps();
+  FOR_ROWS(a, 1, kvh, lo, n, {
+    const float w = scores[j - lo];
+    for (int v = 0; v < NV; v += 2) {
+      const int i = i0 + 16 * v;
+      const uint8_t* blk = row + 34 * (i / 32);
+      const __m512 wd = _mm512_set1_ps(w * q8Scale(blk));
+      acc[v] = _mm512_fmadd_ps(wd, q8Load(blk + 2, tailMask(hd - i)), acc[v]);
+      if (v + 1 < NV) acc[v + 1] = _mm512_fmadd_ps(wd, q8Load(blk + 18, tailMask0(hd - i - 16)), acc[v + 1]);
+    }
+  })
+  for (int v = 0; v < NV; v++) {
+    int i = i0 + 16 * v;
+    _mm512_mask_storeu_ps(out + i, tailMask(hd - i), _mm512_mul_ps(acc[v], _mm512_set1_ps(inverse)));
+  }
+}
+
 // out[t, h] for one (token, head): scores, softmax, the weighted sum of V, in position order.
 static inline __attribute__((always_inline)) void oneHead(const Attn* a, int f16, int t, int h, float* scores) {
   const int hd = a->headDim, n = a->startPos + t + 1;
@@ -140,7 +218,16 @@ static inline __attribute__((always_inline)) void oneHead(const Attn* a, int f16
   const int kvh = (int)((long)h * a->numKvHeads / a->numHeads);
   const float* q = a->q + ((size_t)t * a->numHeads + h) * hd;
   float* out = a->out + ((size_t)t * a->numHeads + h) * hd;
-  switch ((hd + 15) / 16) {
+  if (f16 == 2) {
+    switch ((hd + 31) / 32) {
+      case 1: qkQ8(a, 1, kvh, lo, n, q, scores); break;
+      case 2: qkQ8(a, 2, kvh, lo, n, q, scores); break;
+      case 3: qkQ8(a, 3, kvh, lo, n, q, scores); break;
+      case 4: qkQ8(a, 4, kvh, lo, n, q, scores); break;
+      case 8: qkQ8(a, 8, kvh, lo, n, q, scores); break;
+      default: qkQ8(a, 0, kvh, lo, n, q, scores); break;
+    }
+  } else switch ((hd + 15) / 16) {
     case 1: qk(a, f16, 1, kvh, lo, n, q, scores); break;
     case 2: qk(a, f16, 2, kvh, lo, n, q, scores); break;
     case 3: qk(a, f16, 3, kvh, lo, n, q, scores); break;
@@ -168,7 +255,19 @@ static inline __attribute__((always_inline)) void oneHead(const Attn* a, int f16
   }
   const float inverse = 1.0f / _mm512_reduce_add_ps(sum16);
   // V: up to 8 vectors of the head's output at a time, over every position.
-  for (int i0 = 0; i0 < hd; i0 += 128) {
+  for (int i0 = 0; i0 < hd && f16 == 2; i0 += 128) {
+    switch ((hd - i0 + 15) / 16 < 8 ? (hd - i0 + 15) / 16 : 8) {
+      case 1: valuesQ8(a, 1, kvh, lo, n, i0, scores, inverse, out); break;
+      case 2: valuesQ8(a, 2, kvh, lo, n, i0, scores, inverse, out); break;
+      case 3: valuesQ8(a, 3, kvh, lo, n, i0, scores, inverse, out); break;
+      case 4: valuesQ8(a, 4, kvh, lo, n, i0, scores, inverse, out); break;
+      case 5: valuesQ8(a, 5, kvh, lo, n, i0, scores, inverse, out); break;
+      case 6: valuesQ8(a, 6, kvh, lo, n, i0, scores, inverse, out); break;
+      case 7: valuesQ8(a, 7, kvh, lo, n, i0, scores, inverse, out); break;
+      default: valuesQ8(a, 8, kvh, lo, n, i0, scores, inverse, out); break;
+    }
+  }
+  for (int i0 = 0; i0 < hd && f16 != 2; i0 += 128) {
     switch ((hd - i0 + 15) / 16 < 8 ? (hd - i0 + 15) / 16 : 8) {
       case 1: values(a, f16, 1, kvh, lo, n, i0, scores, inverse, out); break;
       case 2: values(a, f16, 2, kvh, lo, n, i0, scores, inverse, out); break;
@@ -185,7 +284,8 @@ static inline __attribute__((always_inline)) void oneHead(const Attn* a, int f16
 static void attend(const Attn* a, float* scores) {
   for (int t = 0; t < a->numTokens; t++)
     for (int h = 0; h < a->numHeads; h++) {
-      if (a->f16) oneHead(a, 1, t, h, scores);
+      if (a->q8) oneHead(a, 2, t, h, scores);
+      else if (a->f16) oneHead(a, 1, t, h, scores);
       else oneHead(a, 0, t, h, scores);
     }
 }
@@ -202,7 +302,7 @@ static int typed(napi_env env, napi_value v, napi_typedarray_type want, void** d
 
 static int intArg(napi_env env, napi_value v, int* out) { return napi_get_value_int32(env, v, out) == napi_ok; }
 
-// attention(pool: Float32Array | Uint16Array, numLayers, pageSize, numKvHeads, headDim, layer,
+// attention(pool: Float32Array | Uint16Array (f16) | Uint8Array (q8_0), numLayers, pageSize, numKvHeads, headDim, layer,
 //   pageTable: Int32Array, q: Float32Array, out: Float32Array, numTokens, startPos, numHeads,
 //   scale, window): out[t, h] for t < numTokens, h < numHeads (window 0: none).
 napi_value tesseraAttention(napi_env env, napi_callback_info info) {
@@ -220,7 +320,7 @@ napi_value tesseraAttention(napi_env env, napi_callback_info info) {
   napi_value ab;
   size_t offset;
   if (napi_get_typedarray_info(env, argv[0], &poolType, &poolLen, &pool, &ab, &offset) != napi_ok ||
-      (poolType != napi_float32_array && poolType != napi_uint16_array) || !intArg(env, argv[1], &a.numLayers) ||
+      (poolType != napi_float32_array && poolType != napi_uint16_array && poolType != napi_uint8_array) || !intArg(env, argv[1], &a.numLayers) ||
       !intArg(env, argv[2], &a.pageSize) || !intArg(env, argv[3], &a.numKvHeads) || !intArg(env, argv[4], &a.headDim) ||
       !intArg(env, argv[5], &a.layer) || !typed(env, argv[6], napi_int32_array, &table, &tableLen) ||
       !typed(env, argv[7], napi_float32_array, &q, &qLen) || !typed(env, argv[8], napi_float32_array, &out, &outLen) ||
@@ -239,7 +339,10 @@ napi_value tesseraAttention(napi_env env, napi_callback_info info) {
     return NULL;
   }
   size_t qDim = (size_t)a.numHeads * a.headDim, end = (size_t)a.startPos + a.numTokens;
-  size_t pageElems = (size_t)a.numLayers * 2 * a.pageSize * a.numKvHeads * a.headDim;
+  const int q8 = poolType == napi_uint8_array;
+  // Units of the pool (elements, q8_0: bytes) per KV head's row and per page.
+  size_t headUnits = q8 ? (size_t)a.headDim + 2 * (((size_t)a.headDim + 31) / 32) : (size_t)a.headDim;
+  size_t pageElems = (size_t)a.numLayers * 2 * a.pageSize * a.numKvHeads * headUnits;
   size_t poolPages = poolLen / pageElems, pages = (end + a.pageSize - 1) / a.pageSize;
   if (qLen < a.numTokens * qDim || outLen < a.numTokens * qDim || tableLen < pages) {
     napi_throw_range_error(env, NULL, "attention: q, out or the page table is too short");
@@ -266,6 +369,10 @@ napi_value tesseraAttention(napi_env env, napi_callback_info info) {
   }
   a.pool = (const uint8_t*)pool;
   a.f16 = poolType == napi_uint16_array;
+  a.q8 = q8;
+  size_t unitBytes = q8 ? 1 : a.f16 ? 2 : 4;
+  a.headBytes = headUnits * unitBytes;
+  a.rowBytes = (size_t)a.numKvHeads * a.headBytes;
   a.pageTable = (const int32_t*)table;
   a.q = (const float*)q;
   a.out = (float*)out;

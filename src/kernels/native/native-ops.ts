@@ -31,6 +31,10 @@ export class NativeAttentionOps implements OpKernels {
     return this.wasm.allocU16(length);
   }
 
+  allocU8(length: number): Uint8Array {
+    return this.wasm.allocU8(length);
+  }
+
   rmsNorm(x: Float32Array, weight: Float32Array, eps: number, m: number, dim: number, out: Float32Array): void {
     this.wasm.rmsNorm(x, weight, eps, m, dim, out);
   }

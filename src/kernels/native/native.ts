@@ -34,7 +34,7 @@ export interface Addon {
   alloc(bytes: number): Uint8Array;
   /** Paged attention for one request in one layer (attention.c; window 0: none). */
   attention(
-    pool: Float32Array | Uint16Array,
+    pool: Float32Array | Uint16Array | Uint8Array,
     numLayers: number,
     pageSize: number,
     numKvHeads: number,

@@ -3,9 +3,12 @@
 // (optionally over a sliding window). The oracle
 // for every fast OpKernels backend: sums in f64, results rounded to f32 once. Reads the KV pool
 // only through the page table it is given, and never checks ownership (the caller did). An f16
-// pool: writes round to the nearest half (half.ts), reads promote it exactly.
+// pool: writes round to the nearest half (half.ts), reads promote it exactly. A q8_0 pool: writes
+// quantize each head's blocks (q8-kv.ts), reads are d * qs exactly.
+
 import { f16ToF32, f32ToF16, Float32Bits } from '../half.js';
 import { checkAttention, checkLengths, checkRope, checkWriteKv, kvIndex } from '../layout.js';
+import { q8KvValue, quantizeKvRow } from '../q8-kv.js';
 import type { AttentionArgs, OpKernels, PagedKvView, RopeArgs } from '../types.js';
 
 export class RefOps implements OpKernels {
@@ -17,6 +20,10 @@ export class RefOps implements OpKernels {
 
   allocU16(length: number): Uint16Array {
     return new Uint16Array(length);
+  }
+
+  allocU8(length: number): Uint8Array {
+    return new Uint8Array(length);
   }
 
   rmsNorm(x: Float32Array, weight: Float32Array, eps: number, m: number, dim: number, out: Float32Array): void {
@@ -85,6 +92,16 @@ export class RefOps implements OpKernels {
     checkWriteKv(kv, layer, pageTable, startPos, numTokens, k, v);
     const kvDim = kv.numKvHeads * kv.headDim;
     const bits = new Float32Bits();
+    if (kv.dtype === 'q8_0') {
+      for (let t = 0; t < numTokens; t++) {
+        const pos = startPos + t;
+        const page = pageTable[Math.floor(pos / kv.pageSize)]!;
+        const slot = pos % kv.pageSize;
+        quantizeKvRow(k, t * kvDim, kv.numKvHeads, kv.headDim, kv.data, kvIndex(kv, page, layer, 0, slot), bits);
+        quantizeKvRow(v, t * kvDim, kv.numKvHeads, kv.headDim, kv.data, kvIndex(kv, page, layer, 1, slot), bits);
+      }
+      return;
+    }
     const store = kv.dtype === 'f16' ? (x: number) => f32ToF16(x, bits) : (x: number) => x;
     for (let t = 0; t < numTokens; t++) {
       const pos = startPos + t;
@@ -102,8 +119,13 @@ export class RefOps implements OpKernels {
     const { layer, q, out, numTokens, startPos, pageTable } = args;
     const { numHeads, numKvHeads, headDim, scale } = args.shape;
     const scores = new Float64Array(startPos + numTokens);
-    const data = kv.data;
-    const at = kv.dtype === 'f16' ? (i: number) => f16ToF32(data[i]!) : (i: number) => data[i]!;
+    // Value i of KV head kvHead in the row at rowAt.
+    const at =
+      kv.dtype === 'q8_0'
+        ? (rowAt: number, kvHead: number, i: number) => q8KvValue(kv.data, rowAt, headDim, kvHead, i)
+        : kv.dtype === 'f16'
+          ? (rowAt: number, kvHead: number, i: number) => f16ToF32(kv.data[rowAt + kvHead * headDim + i]!)
+          : (rowAt: number, kvHead: number, i: number) => kv.data[rowAt + kvHead * headDim + i]!;
     for (let t = 0; t < numTokens; t++) {
       const numPositions = startPos + t + 1; // causal: positions [0, startPos + t]
       const first = args.window === undefined ? 0 : Math.max(0, numPositions - args.window); // sliding window
@@ -112,10 +134,9 @@ export class RefOps implements OpKernels {
         const qAt = (t * numHeads + h) * headDim;
         let max = -Infinity;
         for (let p = first; p < numPositions; p++) {
-          const kAt =
-            kvIndex(kv, pageTable[Math.floor(p / kv.pageSize)]!, layer, 0, p % kv.pageSize) + kvHead * headDim;
+          const kAt = kvIndex(kv, pageTable[Math.floor(p / kv.pageSize)]!, layer, 0, p % kv.pageSize);
           let dot = 0;
-          for (let i = 0; i < headDim; i++) dot += q[qAt + i]! * at(kAt + i);
+          for (let i = 0; i < headDim; i++) dot += q[qAt + i]! * at(kAt, kvHead, i);
           scores[p] = dot * scale;
           max = Math.max(max, scores[p]!);
         }
@@ -127,9 +148,8 @@ export class RefOps implements OpKernels {
         for (let i = 0; i < headDim; i++) {
           let acc = 0;
           for (let p = first; p < numPositions; p++) {
-            const vAt =
-              kvIndex(kv, pageTable[Math.floor(p / kv.pageSize)]!, layer, 1, p % kv.pageSize) + kvHead * headDim;
-            acc += scores[p]! * at(vAt + i);
+            const vAt = kvIndex(kv, pageTable[Math.floor(p / kv.pageSize)]!, layer, 1, p % kv.pageSize);
+            acc += scores[p]! * at(vAt, kvHead, i);
           }
           out[qAt + i] = acc / sum;
         }

@@ -1,9 +1,13 @@
 // OpKernels on the WebAssembly SIMD kernels. Arrays from allocF32 (views into the runtime's
 // memory, like the KV pool) are used in place; any other array is copied into scratch and
 // results copied back. The KV pool must be such a view: attention never copies the pool. An f16
-// pool (allocU16) is written through the kernels' f32 -> f16 rounding and read by attentionF16.
+// pool (allocU16) is written through the kernels' f32 -> f16 rounding and read by attentionF16; a
+// q8_0 pool (allocU8) is written by q8-kv.ts's quantizeKvRow (the bytes every backend writes) and
+// read by attentionQ8, which dequantizes a page at a time (the fallback to the native kernel).
 import { assert } from '../../core/index.js';
 import { checkAttention, checkLengths, checkRope, checkWriteKv, kvIndex } from '../layout.js';
+import { Float32Bits } from '../half.js';
+import { quantizeKvRow } from '../q8-kv.js';
 import type { AttentionArgs, OpKernels, PagedKvView, RopeArgs } from '../types.js';
 import { WasmRuntime, type WasmRuntimeOptions } from './runtime.js';
 
@@ -21,6 +25,10 @@ export class WasmOps implements OpKernels {
 
   allocU16(length: number): Uint16Array {
     return this.runtime.u16(this.runtime.alloc(length * 2), length);
+  }
+
+  allocU8(length: number): Uint8Array {
+    return this.runtime.u8(this.runtime.alloc(length), length);
   }
 
   rmsNorm(x: Float32Array, weight: Float32Array, eps: number, m: number, dim: number, out: Float32Array): void {
@@ -99,6 +107,17 @@ export class WasmOps implements OpKernels {
       this.#writeKvF16(kv, layer, pageTable, startPos, numTokens, k, v);
       return;
     }
+    if (kv.dtype === 'q8_0') {
+      const bits = new Float32Bits();
+      for (let t = 0; t < numTokens; t++) {
+        const pos = startPos + t;
+        const page = pageTable[Math.floor(pos / kv.pageSize)]!;
+        const slot = pos % kv.pageSize;
+        quantizeKvRow(k, t * kvDim, kv.numKvHeads, kv.headDim, kv.data, kvIndex(kv, page, layer, 0, slot), bits);
+        quantizeKvRow(v, t * kvDim, kv.numKvHeads, kv.headDim, kv.data, kvIndex(kv, page, layer, 1, slot), bits);
+      }
+      return;
+    }
     // A row copy per token: memcpy speed already, no wasm call needed.
     for (let t = 0; t < numTokens; t++) {
       const pos = startPos + t;
@@ -139,7 +158,7 @@ export class WasmOps implements OpKernels {
     const rt = this.runtime;
     assert(
       rt.owns(kv.data),
-      'WasmOps.attention: the KV pool must be allocated with allocF32 (f16: allocU16) of the same runtime',
+      'WasmOps.attention: the KV pool must be allocated with allocF32 (f16: allocU16, q8_0: allocU8) of the same runtime',
     );
     const { numTokens, startPos, shape } = args;
     const endPos = startPos + numTokens;
@@ -150,7 +169,28 @@ export class WasmOps implements OpKernels {
     // One stretch of scores per query head, its last float for 1 / sum.
     const stride = Math.ceil((endPos + 5) / 4) * 4;
     const scores = rt.scratch('d', shape.numHeads * stride * 4);
-    if (kv.dtype === 'f16') {
+    if (kv.dtype === 'q8_0') {
+      // rows: one page of dequantized K (or V) rows, placed as f16's.
+      rt.kernels.attentionQ8(
+        kv.data.byteOffset,
+        kv.numLayers,
+        kv.pageSize,
+        kv.numKvHeads,
+        kv.headDim,
+        args.layer,
+        pageTable,
+        qp,
+        op,
+        numTokens,
+        startPos,
+        shape.numHeads,
+        shape.scale,
+        scores,
+        stride,
+        rt.scratch('e', kv.pageSize * kv.numKvHeads * kv.headDim * 4 + 4096) + 1088,
+        args.window ?? 0,
+      );
+    } else if (kv.dtype === 'f16') {
       // rows: four pages of promoted K (or V) planes. The rows scratch starts 1088 bytes into its
       // region: with it 64-byte aligned like the pool, the kernel's stores into it and its loads
       // from the pool share low address bits (4 KiB aliasing is the likely cause; measured ~2x

@@ -84,6 +84,26 @@ export interface KernelExports {
     rows: number,
     window: number,
   ): void;
+  /** attention over a q8_0 pool: attentionF16's arguments (rows: one page of f32 rows). */
+  attentionQ8(
+    pool: number,
+    numLayers: number,
+    pageSize: number,
+    numKvHeads: number,
+    headDim: number,
+    layer: number,
+    pageTable: number,
+    q: number,
+    out: number,
+    numTokens: number,
+    startPos: number,
+    numHeads: number,
+    scale: number,
+    scores: number,
+    stride: number,
+    rows: number,
+    window: number,
+  ): void;
   f32ToF16Row(src: number, dst: number, n: number): void;
 }
 

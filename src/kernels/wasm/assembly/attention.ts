@@ -5,10 +5,15 @@
 // [0, startPos + t] for query token t (with a sliding window, only the last `window` of them);
 // it never checks ownership (the caller verified every page). Each (token, head) is computed by
 // the same arithmetic whatever numTokens is, so chunked prefill and decode give bit-identical
-// outputs. The pool may hold any half, inf and nan included: every one is promoted exactly.
+// outputs. The pool may hold any half, inf and nan included: every one is promoted exactly. A
+// q8_0 pool (attentionQ8) is dequantized a page's plane at a time (d * qs, exact in f32) into the
+// same scratch as f16's, then summed by the same code: q8_0 attention equals f32 attention over
+// the dequantized values bit for bit (the fallback where the native kernel is absent).
 //
 //   pool layout (page-major, see src/pages/kv-layout.ts), e = 4 (f32) or 2 (f16) bytes per element:
 //     pool[(((page * numLayers + layer) * 2 + kv) * pageSize + slot) * kvDim + i]
+//   q8_0: rows of numKvHeads * (headDim + 2 * ceil(headDim / 32)) bytes (core/kv-view.ts's Q8_0
+//   LAYOUT: per head, blocks of an f16 scale and 32 int8) in place of kvDim elements.
 import { expF32x4, f16x4SignedToF32, hsum, hsum4 } from './simd';
 
 /** Elements [i, i + 4) of a row of T (f32, or u16: halves) as f32x4. */
@@ -146,7 +151,9 @@ function pageMajorAttention<T>(
   stride: i32, rows: usize, window: i32,
 ): void {
   const kvDim = numKvHeads * headDim;
-  const rowBytes = <usize>kvDim * sizeof<T>();
+  const rowBytes = sizeof<T>() == 1
+    ? <usize>numKvHeads * <usize>(headDim + 2 * ((headDim + 31) >> 5))
+    : <usize>kvDim * sizeof<T>();
   const planeBytes = <usize>pageSize * rowBytes;
   const pageStride = <usize>numLayers * 2 * planeBytes; // from one page's plane to the next page's
   const rowBytes32 = <usize>kvDim << 2; // of a row as scored (f32)
@@ -176,13 +183,18 @@ function pageMajorAttention<T>(
           const count = min((pi + 1) * pageSize, n) - from;
           const src = plane + <usize>load<i32>(at) * pageStride + <usize>(from - pi * pageSize) * rowBytes;
           promoteSpan(src, <usize>count * <usize>kvDim, rows);
+        } else if (sizeof<T>() == 1) {
+          const from = max(lo, pi * pageSize);
+          const count = min((pi + 1) * pageSize, n) - from;
+          const src = plane + <usize>load<i32>(at) * pageStride + <usize>(from - pi * pageSize) * rowBytes;
+          dequantRowsQ8(src, count * numKvHeads, headDim, rows);
         }
         const np = whole4 ? 4 : 1;
         for (let p = 0; p < np; p++) {
           const from = max(lo, (pi + p) * pageSize);
           const count = min((pi + p + 1) * pageSize, n) - from;
           // The page's rows from slot `from` on, as f32: promoted (f16), or in the pool (f32).
-          const pageRows = sizeof<T>() == 2
+          const pageRows = sizeof<T>() != 4
             ? rows + <usize>p * rowsPageBytes
             : plane + <usize>load<i32>(at + (<usize>p << 2)) * pageStride + <usize>(from - (pi + p) * pageSize) * rowBytes;
           for (let h = 0; h < numHeads; h++) {
@@ -240,6 +252,46 @@ export function attentionF16(
     pool, numLayers, pageSize, numKvHeads, headDim, layer,
     pageTable, q, out, numTokens, startPos, numHeads, scale, scores, stride, rows, window,
   );
+}
+
+/**
+ * Attention over a q8_0 pool: each page's plane dequantized (dequantRowsQ8) into `rows` (one
+ * page: pageSize * numKvHeads * headDim floats), then the f32 sums of pageMajorAttention.
+ */
+export function attentionQ8(
+  pool: usize, numLayers: i32, pageSize: i32, numKvHeads: i32, headDim: i32, layer: i32,
+  pageTable: usize, q: usize, out: usize, numTokens: i32, startPos: i32, numHeads: i32, scale: f32, scores: usize,
+  stride: i32, rows: usize, window: i32,
+): void {
+  pageMajorAttention<u8>(
+    pool, numLayers, pageSize, numKvHeads, headDim, layer,
+    pageTable, q, out, numTokens, startPos, numHeads, scale, scores, stride, rows, window,
+  );
+}
+
+/**
+ * numHeadRows contiguous q8_0 head rows at src (headDim values each: blocks of an f16 scale and
+ * up to 32 int8) -> numHeadRows * headDim f32 at dst, each d * qs (exact in f32).
+ */
+function dequantRowsQ8(src: usize, numHeadRows: i32, headDim: i32, dst: usize): void {
+  for (let r = 0; r < numHeadRows; r++) {
+    for (let b = 0; b < headDim; b += 32) {
+      const n = min(32, headDim - b);
+      const d = f32x4.extract_lane(f16x4SignedToF32(i32x4.splat(<i32>load<i16>(src))), 0);
+      const ds = f32x4.splat(d);
+      const qs = src + 2;
+      let i = 0;
+      for (; i + 8 <= n; i += 8) {
+        const w = v128.load8x8_s(qs + <usize>i);
+        const o = dst + (<usize>(b + i) << 2);
+        v128.store(o, f32x4.mul(ds, f32x4.convert_i32x4_s(i32x4.extend_low_i16x8_s(w))));
+        v128.store(o, f32x4.mul(ds, f32x4.convert_i32x4_s(i32x4.extend_high_i16x8_s(w))), 16);
+      }
+      for (; i < n; i++) store<f32>(dst + (<usize>(b + i) << 2), d * <f32>load<i8>(qs + <usize>i));
+      src += 2 + <usize>n;
+    }
+    dst += <usize>headDim << 2;
+  }
 }
 
 /** n contiguous halves at src -> n f32 at dst, exactly (f16x4SignedToF32). */

@@ -3,7 +3,7 @@
 // owns every allocation. No static data, no managed objects: instances may share one memory.
 export { matmul } from './dense';
 export { rmsNorm, rope, siluMul, geluTanhMul, addInPlace, sumF32 } from './ops';
-export { attention, attentionF16, f32ToF16Row } from './attention';
+export { attention, attentionF16, attentionQ8, f32ToF16Row } from './attention';
 
 export function heapBase(): usize {
   return __heap_base;
