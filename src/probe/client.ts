@@ -89,6 +89,36 @@ export class ProbeClient {
     }
   }
 
+  /**
+   * GET or POST a JSON endpoint beside the OpenAI API (llama-server's /props, Ollama's /api/show):
+   * never throws; status null and error set when the server did not answer.
+   */
+  async json(
+    method: 'GET' | 'POST',
+    path: string,
+    purpose: string,
+    body?: Record<string, unknown>,
+  ): Promise<{ status: number | null; body: unknown }> {
+    const record = this.#record('A', method, path, body ?? null, purpose);
+    try {
+      const response = await fetch(`${this.#o.baseUrl}${path}`, {
+        method,
+        headers: this.#headers('A'),
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        signal: AbortSignal.timeout(this.#o.timeoutMs),
+      });
+      record.status = response.status;
+      const json = (await response.json().catch(() => null)) as unknown;
+      if (!response.ok) record.errorBody = json;
+      record.totalMs = this.#o.now() - record.startMs;
+      return { status: response.status, body: json };
+    } catch (error) {
+      record.error = describe(error);
+      record.totalMs = this.#o.now() - record.startMs;
+      return { status: null, body: null };
+    }
+  }
+
   /** POST /v1/completions, not streamed. */
   async complete(tenant: Tenant, purpose: string, body: Record<string, unknown>): Promise<RequestRecord> {
     const full = { ...body, ...this.#o.extraBody[tenant] };

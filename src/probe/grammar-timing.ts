@@ -11,7 +11,10 @@
 // Every request is a structured-output completion (response_format json_schema, strict) of a
 // fresh short token-id prompt (no prefix cache in play), max_tokens 1, streamed: its TTFT holds
 // the schema's check and compile on a miss, neither on a hit. One-sided KS tests, alpha 0.01
-// (timing-verdict.ts). A server without structured output refuses the prime: inconclusive.
+// (timing-verdict.ts). A server without structured output refuses the prime: inconclusive. A
+// server that ignores response_format on /v1/completions (llama-server reads it on chat only)
+// is found by the first request, a schema of one fixed answer: its output is not that JSON, and
+// the check is skipped (inconclusive) with that reason, never timed as if it were constrained.
 // Budget: 6 requests per sample; samples = budget / 6 (8 to 40).
 // Must never: send a schema twice for B (B's second sending would be B's own hit).
 import type { Rng } from '../core/index.js';
@@ -46,6 +49,19 @@ export function distinctiveSchema(rng: Rng): Record<string, unknown> {
     properties[word(rng, 4)] = { type: 'string', enum: Array.from({ length: ENUM_VALUES }, () => word(rng, 3)) };
   }
   return { type: 'object', properties, required: Object.keys(properties), additionalProperties: false };
+}
+
+const ONE_ANSWER = {
+  type: 'object',
+  properties: { k: { type: 'string', enum: ['ok'] } },
+  required: ['k'],
+  additionalProperties: false,
+};
+
+/** Text a server applying ONE_ANSWER can produce: {"k": "ok"} or a prefix of it (max_tokens), with JSON whitespace. */
+export function honoursOneAnswer(text: string): boolean {
+  const squeezed = text.replace(/\s+/g, '');
+  return squeezed.length > 0 && '{"k":"ok"}'.startsWith(squeezed);
 }
 
 export async function grammarTiming(ctx: CheckContext): Promise<CheckOutput> {
@@ -87,8 +103,28 @@ export async function grammarTiming(ctx: CheckContext): Promise<CheckOutput> {
     arms.ttftMs[arm].push(r.ttftMs);
     arms.ids[arm].push(r.id);
   };
-  // Warm-up, not counted: a server's first structured request starts its grammar threads.
-  await send('warm-up', 'B', distinctiveSchema(rng));
+  // Warm-up, not counted (a server's first structured request starts its grammar threads), and the
+  // feature test: a schema that admits one answer only, {"k": "ok"}.
+  const verify = await client.stream('B', 'grammar-timing: does the server apply response_format?', {
+    model: facts.model,
+    prompt: randomIds(rng, PROMPT_TOKENS),
+    max_tokens: 24,
+    temperature: 0,
+    response_format: { type: 'json_schema', json_schema: { name: 'probe', schema: ONE_ANSWER, strict: true } },
+  });
+  ctx.progress(++done, total);
+  const text = (verify.texts ?? []).join('').trim();
+  if (verify.status === 200 && !honoursOneAnswer(text)) {
+    return {
+      status: 'inconclusive',
+      summary:
+        'skipped: the server ignores response_format json_schema on /v1/completions (a schema of one answer, ' +
+        `{"k": "ok"}, got ${JSON.stringify(text.slice(0, 40))}): no constrained request to time`,
+      findings: [],
+      figures: { verifyRequest: verify.id, verifyText: text },
+      plots: [],
+    };
+  }
   for (let i = 0; i < samples; i++) {
     const s = distinctiveSchema(rng);
     await Promise.all([send('prime', 'A', s), send('prime', 'A', s)]);

@@ -39,7 +39,8 @@ function section(r: CheckResult): string {
     `<section class="check" id="${r.check}"><h2>${escapeHtml(r.check)}: <span ` +
     `class="${r.status}">${r.status}</span></h2>` +
     `<p>${escapeHtml(r.summary)}</p><p><small>${r.numRequests} requests (budget ${r.budgetRequests}), ` +
-    `${(r.wallMs / 1000).toFixed(1)} s</small></p>` +
+    `${(r.wallMs / 1000).toFixed(1)} s${r.context === undefined ? '' : `; context ${escapeHtml(r.context)}`}` +
+    `</small></p>` +
     findings +
     `<div class="plots">${r.plots.map(renderPlot).join('')}</div>` +
     `<details><summary>figures</summary><pre>${escapeHtml(JSON.stringify(r.figures, null, 2))}</pre>` +
@@ -73,6 +74,7 @@ export function renderHtml(report: ProbeReport): string {
       (r) =>
         `<tr><td><a href="#${r.check}">${escapeHtml(r.check)}</a></td><td ` +
         `class="${r.status}">${r.status}</td><td>${r.numRequests}/${r.budgetRequests}</td>` +
+        `<td>${(r.wallMs / 1000).toFixed(1)} s</td>` +
         `<td>${escapeHtml(r.summary)}</td></tr>`,
     )
     .join('');
@@ -82,10 +84,10 @@ export function renderHtml(report: ProbeReport): string {
     `${escapeHtml(report.baseUrl)}</title><style>${CSS}</style></head><body>` +
     `<h1>tessera probe of ${escapeHtml(report.baseUrl)}</h1>` +
     `<p>Model <b>${escapeHtml(s.model)}</b>, context ${s.contextLength} ` +
-    `tokens${s.poolLimit === null ? '' : `, admits prompts up to ${s.poolLimit} tokens`}. ` +
+    `tokens (from ${escapeHtml(s.contextSource)})${s.poolLimit === null ? '' : `, admits prompts up to ${s.poolLimit} tokens`}. ` +
     `${s.sameKey ? 'One API key given twice: the server has no tenants to tell apart.' : 'Two tenants (two API keys).'} Started ${escapeHtml(report.startedAt)}, seed ${report.options.seed}, budget ${report.options.budget}.</p>` +
     `<p class="verdict v${report.exitCode}">${VERDICT[report.exitCode]}</p>` +
-    `<table><tr><th>check</th><th>verdict</th><th>requests</th><th>evidence</th></tr>${rows}</table>` +
+    `<table><tr><th>check</th><th>verdict</th><th>requests</th><th>time</th><th>evidence</th></tr>${rows}</table>` +
     report.results.map(section).join('') +
     `<h2>Every request (${report.requests.length})</h2><details><summary>show</summary><table><tr><th>#</th>` +
     `<th>check</th><th>tenant</th><th>purpose</th><th>prompt</th><th>status</th><th>TTFT ms</th><th>total ms` +

@@ -26,9 +26,16 @@ export function verdictTable(report: ProbeReport): string {
         `${f.requests.slice(0, 8).join(', ')}${f.requests.length > 8 ? ', ...' : ''})`,
     ),
   );
+  const sized = report.results.filter((r) => r.context !== undefined).map((r) => r.check);
   return [
     `tessera probe of ${report.baseUrl} (model ${report.server.model}, context ${report.server.contextLength}` +
       `${report.server.poolLimit === null ? '' : `, admits at most ${report.server.poolLimit} tokens`}; ${tenants})`,
+    ...(sized.length > 0
+      ? [
+          `context used by ${sized.join(', ')}: ${report.server.contextLength} tokens, from ` +
+            `${report.server.contextSource}`,
+        ]
+      : []),
     line(head),
     ...rows.map(line),
     ...(findings.length > 0 ? ['findings:', ...findings] : []),

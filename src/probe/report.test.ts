@@ -18,7 +18,13 @@ const report: ProbeReport = {
     requestTimeoutMs: 1000,
     sameKey: false,
   },
-  server: { model: 'm<1>', contextLength: 512, poolLimit: null, sameKey: false },
+  server: {
+    model: 'm<1>',
+    contextLength: 512,
+    contextSource: '/v1/models max_model_len',
+    poolLimit: null,
+    sameKey: false,
+  },
   results: [
     {
       check: 'canary',

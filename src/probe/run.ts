@@ -13,6 +13,7 @@ import { nonInterference, nonInterferenceBudget } from './non-interference.js';
 import { prefillTiming, prefillTimingBudget, responseOrder, responseOrderBudget } from './pair-checks.js';
 import { prefixTiming, prefixTimingBudget } from './prefix-timing.js';
 import { learnServer } from './setup.js';
+import { slotReuse, slotReuseBudget } from './slot-reuse.js';
 import type { CheckName, CheckResult, ProbeOptions, ProbeReport } from './types.js';
 
 const RUNNERS: Record<
@@ -30,7 +31,20 @@ const RUNNERS: Record<
   'disk-timing': { run: diskTiming, budget: diskTimingBudget },
   'prefill-timing': { run: prefillTiming, budget: prefillTimingBudget },
   'response-order': { run: responseOrder, budget: responseOrderBudget },
+  'slot-reuse': { run: slotReuse, budget: slotReuseBudget },
 };
+
+/** The checks that size their prompts to the context length (each says which source it used). */
+const USES_CONTEXT: ReadonlySet<CheckName> = new Set([
+  'error-honesty',
+  'canary',
+  'non-interference',
+  'prefix-timing',
+  'disk-timing',
+  'prefill-timing',
+  'response-order',
+  'slot-reuse',
+]);
 
 export interface ProbeIo {
   readonly now: () => number;
@@ -50,7 +64,7 @@ export async function runProbe(options: ProbeOptions, io: ProbeIo): Promise<Prob
     now: io.now,
   });
   const seeds = new Rng(options.seed);
-  const facts = await learnServer(client, new Rng(seeds.nextU32()), options.model, sameKey);
+  const facts = await learnServer(client, new Rng(seeds.nextU32()), options.model, sameKey, options.contextLength);
   const results: CheckResult[] = [];
   for (const check of options.checks) {
     const runner = RUNNERS[check];
@@ -84,6 +98,7 @@ export async function runProbe(options: ProbeOptions, io: ProbeIo): Promise<Prob
       numRequests: client.countFor(check),
       budgetRequests,
       wallMs: io.now() - t0,
+      ...(USES_CONTEXT.has(check) ? { context: `${facts.contextLength} tokens, from ${facts.contextSource}` } : {}),
     };
     results.push(result);
     io.checkDone(result);

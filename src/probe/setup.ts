@@ -1,8 +1,9 @@
-// Before any check: what the server says about itself (/v1/models: the model and max_model_len)
-// and what its errors say (the longest prompt it admits, found by bisection when a prompt that
+// Before any check: what the server says about itself (/v1/models: the model; its context length
+// from context-length.ts, with the source named) and what its errors say (the longest prompt it admits, found by bisection when a prompt that
 // fits the context is refused: a pool smaller than the context, the incident's configuration).
 import type { Rng } from '../core/index.js';
 import { ProbeConnectionError, type ProbeClient } from './client.js';
+import { learnContextLength } from './context-length.js';
 import { randomIds } from './prompts.js';
 import type { ServerFacts } from './types.js';
 
@@ -11,14 +12,13 @@ export async function learnServer(
   rng: Rng,
   model: string | undefined,
   sameKey: boolean,
+  contextOverride?: number,
 ): Promise<ServerFacts> {
   client.setCheck('setup');
   const { status, body } = await client.models();
   if (status === 401 || status === 403)
     throw new ProbeConnectionError(`tenant A's API key was refused by /v1/models (HTTP ${status})`);
-  const list = ((body as { data?: { id?: string; max_model_len?: number }[] } | null)?.data ?? []).filter(
-    (m) => typeof m.id === 'string',
-  );
+  const list = ((body as { data?: { id?: string }[] } | null)?.data ?? []).filter((m) => typeof m.id === 'string');
   const entry = model === undefined ? list[0] : list.find((m) => m.id === model);
   if (entry === undefined) {
     throw new ProbeConnectionError(
@@ -28,7 +28,8 @@ export async function learnServer(
     );
   }
   const name = entry.id as string;
-  const contextLength = entry.max_model_len ?? (await contextFromErrors(client, name));
+  const context = await learnContextLength(client, name, entry as Record<string, unknown>, contextOverride);
+  const contextLength = context.tokens;
   const fits = async (numTokens: number): Promise<boolean> => {
     const r = await client.complete('A', `does a prompt of ${numTokens} tokens fit?`, {
       model: name,
@@ -52,22 +53,12 @@ export async function learnServer(
     }
     poolLimit = lo + 1; // prompt + max_tokens 1
   }
-  return { model: name, contextLength, poolLimit, sameKey };
-}
-
-/** max_model_len missing: ask for far too many tokens and read the limit from the error (vLLM's wording). */
-async function contextFromErrors(client: ProbeClient, model: string): Promise<number> {
-  const r = await client.complete('A', 'learn the context length from the error', {
-    model,
-    prompt: 'Hello',
-    max_tokens: 100_000_000,
-  });
-  const message = JSON.stringify(r.errorBody ?? '');
-  const match = /maximum context length is (\d+)/.exec(message);
-  if (match === null)
-    throw new ProbeConnectionError(
-      'the server gives no max_model_len and its errors do not name a context length; pass --model of a ' +
-        'server that does',
-    );
-  return Number(match[1]);
+  return {
+    model: name,
+    contextLength,
+    contextSource: context.source,
+    ...(context.slots === undefined ? {} : { slots: context.slots }),
+    poolLimit,
+    sameKey,
+  };
 }

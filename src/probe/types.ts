@@ -11,6 +11,7 @@ export const CHECK_NAMES = [
   'disk-timing',
   'prefill-timing',
   'response-order',
+  'slot-reuse',
 ] as const;
 /** What runs without --checks: the first four (the tier checks cost more and need their server's features). */
 export const DEFAULT_CHECKS: readonly CheckName[] = ['error-honesty', 'canary', 'non-interference', 'prefix-timing'];
@@ -33,6 +34,8 @@ export interface ProbeOptions {
   /** Extra JSON merged into every request body (a tenant mechanism, e.g. vLLM's cache_salt). */
   readonly extraBody: { readonly A: Record<string, unknown>; readonly B: Record<string, unknown> };
   readonly requestTimeoutMs: number;
+  /** The operator's --context-length: used instead of what the server says (context-length.ts). */
+  readonly contextLength?: number;
   /** disk-timing: tokens of fresh prompts sent to push A's prefixes out of the pool (default: disk-timing.ts). */
   readonly evictTokens?: number;
 }
@@ -96,12 +99,18 @@ export interface CheckResult {
   readonly numRequests: number;
   readonly budgetRequests: number;
   readonly wallMs: number;
+  /** For a check that sizes its prompts to the context: the length it used and where it came from. */
+  readonly context?: string;
 }
 
 export interface ServerFacts {
   readonly model: string;
-  /** max_model_len from /v1/models, or what the errors said. */
+  /** The tokens one request may use: what context-length.ts learnt. */
   readonly contextLength: number;
+  /** Where contextLength came from, in words ("/props default_generation_settings.n_ctx ..."). */
+  readonly contextSource: string;
+  /** Requests the server serves at once, where it says (llama-server's /props total_slots). */
+  readonly slots?: number;
   /** The most tokens (prompt + max_tokens 1) the server admitted, when below the context (a pool limit); else null. */
   readonly poolLimit: number | null;
   readonly sameKey: boolean;

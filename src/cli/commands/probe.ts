@@ -31,6 +31,7 @@ interface ProbeFlags {
   readonly extraBodyB?: string;
   readonly timeoutMs: string;
   readonly evictTokens?: string;
+  readonly contextLength?: string;
 }
 
 const collect = (value: string, previous: string[]): string[] => [...previous, value];
@@ -68,6 +69,12 @@ export function registerProbe(program: Command): void {
     )
     .option('--extra-body-b <json>', 'the same for tenant B')
     .option('--timeout-ms <n>', 'timeout of one request', '120000')
+    .option(
+      '--context-length <n>',
+      'tokens one request may use, for a server that states none (no /v1/models max_model_len, /props n_ctx, ' +
+        'Ollama num_ctx, nor an error naming it; llama-server: -c divided by -np); given, it replaces what the ' +
+        'server states',
+    )
     .option(
       '--evict-tokens <n>',
       "disk-timing: tokens of fresh prompts sent to push A's prompts out of the KV pool (default: 4x the pool " +
@@ -124,6 +131,9 @@ async function probe(flags: ProbeFlags): Promise<number> {
     extraBody: { A: parseExtra(flags.extraBodyA, '--extra-body-a'), B: parseExtra(flags.extraBodyB, '--extra-body-b') },
     requestTimeoutMs: parseCount(flags.timeoutMs, '--timeout-ms', 100),
     ...(flags.evictTokens === undefined ? {} : { evictTokens: parseCount(flags.evictTokens, '--evict-tokens', 0) }),
+    ...(flags.contextLength === undefined
+      ? {}
+      : { contextLength: parseCount(flags.contextLength, '--context-length', 2, 10_000_000) }),
   };
   if (keyA === keyB)
     process.stderr.write(

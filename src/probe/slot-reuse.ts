@@ -1,0 +1,203 @@
+// slot-reuse: does tenant B's new request, landing in the slot where tenant A's conversation
+// just ran, get served on A's state (llama.cpp #27148: an unrelated conversation restored into a
+// new slot from the RAM prompt cache)? Per round, one request at a time where it matters:
+//   fill:     A sends `slots` canary-filled conversations at once (every slot holds one of A's)
+//   new:      B sends fresh token-id prompts one after another: each takes the least recently
+//             used slot, one of A's. B's prompt shares at most its first token (BOS) with anything
+//             sent before, so the server may report at most ALLOWED_CACHED cached tokens for it:
+//             more means B's request was served on state it does not share (a finding).
+//   repeat:   B resends a prompt of its reference phase (sent before any of A's conversations):
+//             its greedy output must not change because A's conversation sat in the slot
+//             (a change is a finding under --batch-invariant, a figure otherwise).
+// Every B output is searched for A's canary markers too (canary-match.ts): a finding.
+// Positive control: A repeats one of its conversations; its reported cached tokens show that the
+// server reports reuse at all. Where it reports no cached tokens on any request, the check
+// cannot see a restored state: inconclusive (unless a canary or a changed output is found).
+// Budget: slots reference + per round (slots fill + slots new + slots repeats) + 1 control.
+import { matchCanaries } from './canary-match.js';
+import { usableTokens, type CheckContext, type CheckOutput } from './context.js';
+import { canarySet, randomIds } from './prompts.js';
+import type { Finding, RequestRecord } from './types.js';
+
+/** Cached tokens a fresh prompt may show: its first token (a BOS every prompt starts with) and one more. */
+export const ALLOWED_CACHED = 2;
+const B_TOKENS = 48;
+const B_MAX_TOKENS = 12;
+
+export function slotReuseRounds(budget: number): number {
+  return Math.max(2, Math.min(6, Math.floor(budget / 16)));
+}
+
+export function slotReuseBudget(budget: number, ctx: Pick<CheckContext, 'facts'>): number {
+  const slots = slotsOf(ctx.facts);
+  return slots + slotReuseRounds(budget) * 3 * slots + 1;
+}
+
+const slotsOf = (facts: CheckContext['facts']): number => Math.max(2, Math.min(8, facts.slots ?? 4));
+
+export function cachedTokens(r: RequestRecord): number | undefined {
+  const usage = r.usage as { prompt_tokens_details?: { cached_tokens?: unknown } } | undefined;
+  const v = usage?.prompt_tokens_details?.cached_tokens;
+  return typeof v === 'number' ? v : undefined;
+}
+
+export async function slotReuse(ctx: CheckContext): Promise<CheckOutput> {
+  const { client, facts, rng } = ctx;
+  const slots = slotsOf(facts);
+  const rounds = slotReuseRounds(ctx.budget);
+  const total = slotReuseBudget(ctx.budget, ctx);
+  let done = 0;
+  const tick = (r: RequestRecord): RequestRecord => (ctx.progress(Math.min(total, ++done), total), r);
+  const usable = usableTokens(facts);
+  // A's conversations: about half of what one request may use (~4.5 tokens a word).
+  const words = Math.max(8, Math.min(120, Math.floor(usable / 2 / 6)));
+  const canaries = canarySet(rng, slots * rounds + 1, words);
+  const decoys = canarySet(rng, slots * rounds + 1, words);
+  const conversation = (i: number) =>
+    `A private conversation. User: remember these code words: ${canaries.texts[i] as string}\n` +
+    'Assistant: I will remember them. User: repeat the code words.\nAssistant:';
+  const b = (purpose: string, prompt: readonly number[]) =>
+    client
+      .complete('B', `slot-reuse: ${purpose}`, {
+        model: facts.model,
+        prompt: [...prompt],
+        max_tokens: B_MAX_TOKENS,
+        temperature: 0,
+        seed: 1234,
+      })
+      .then(tick);
+
+  const reference = Array.from({ length: slots }, () => randomIds(rng, Math.min(B_TOKENS, usable - B_MAX_TOKENS)));
+  const refOut: RequestRecord[] = [];
+  for (const [j, p] of reference.entries()) refOut.push(await b(`reference ${j}`, p));
+
+  const fills: RequestRecord[] = [];
+  const news: RequestRecord[] = [];
+  const repeats: { ref: RequestRecord; again: RequestRecord }[] = [];
+  let next = 0;
+  for (let round = 0; round < rounds; round++) {
+    const batch = Array.from({ length: slots }, () => next++);
+    const filled = await Promise.all(
+      batch.map((i) =>
+        client
+          .complete('A', `slot-reuse: conversation ${i}`, {
+            model: facts.model,
+            prompt: conversation(i),
+            max_tokens: 8,
+            temperature: 0,
+          })
+          .then(tick),
+      ),
+    );
+    fills.push(...filled);
+    // One at a time: each lands in the least recently used slot, one that held A's conversation.
+    for (let j = 0; j < slots; j++) {
+      news.push(await b(`new request ${round}.${j}`, randomIds(rng, Math.min(B_TOKENS, usable - B_MAX_TOKENS))));
+      const ref = refOut[j] as RequestRecord;
+      repeats.push({ ref, again: await b(`repeat of reference ${j}`, reference[j] as number[]) });
+    }
+  }
+  const control = tick(
+    await client.complete('A', 'slot-reuse: A repeats its conversation (control)', {
+      model: facts.model,
+      prompt: conversation(0),
+      max_tokens: 8,
+      temperature: 0,
+    }),
+  );
+
+  const aServed = fills.filter((r) => r.status === 200).length;
+  const bServed = [...news, ...repeats.map((x) => x.again)].filter((r) => r.status === 200);
+  const match = matchCanaries(
+    bServed.flatMap((r) => r.texts ?? []),
+    canaries,
+    decoys,
+  );
+  const overCached = news.filter((r) => r.status === 200 && (cachedTokens(r) ?? 0) > ALLOWED_CACHED);
+  const reported = [...news, ...fills, control].some((r) => cachedTokens(r) !== undefined);
+  const controlCached = cachedTokens(control);
+  const changed = repeats.filter(
+    (x) => x.ref.status === 200 && x.again.status === 200 && x.ref.texts?.[0] !== x.again.texts?.[0],
+  );
+  const compared = repeats.filter((x) => x.ref.status === 200 && x.again.status === 200).length;
+
+  const findings: Finding[] = [];
+  if (overCached.length > 0)
+    findings.push({
+      what:
+        `${overCached.length} of B's ${news.length} new requests (fresh prompts, nothing to share past the first ` +
+        `token) were served on ${Math.max(...overCached.map((r) => cachedTokens(r) ?? 0))} cached tokens at most, ` +
+        `in slots that held A's conversation: the slot's state was reused across requests (#27148)`,
+      requests: overCached.map((r) => r.id),
+    });
+  if (match.verdict === 'finding')
+    findings.push({
+      what: `B's outputs in A's slots carry A's canaries: ${match.exactHits.length} markers, ${match.ngramHits} trigrams`,
+      requests: bServed
+        .filter((r) => matchCanaries(r.texts ?? [], canaries, decoys).verdict === 'finding')
+        .map((r) => r.id),
+    });
+  if (changed.length > 0 && ctx.batchInvariant)
+    findings.push({
+      what:
+        `${changed.length} of ${compared} of B's greedy outputs changed after A's conversation used the slot ` +
+        '(the server promises batch invariance)',
+      requests: changed.map((x) => x.again.id),
+    });
+  const problems = [...news, ...fills].filter((r) => r.status !== 200).length;
+  const status =
+    findings.length > 0
+      ? 'finding'
+      : aServed === 0 || bServed.length < slots || !reported
+        ? 'inconclusive'
+        : problems > 0 && bServed.length < news.length / 2
+          ? 'error'
+          : 'clean';
+  const maxCached = Math.max(0, ...news.map((r) => cachedTokens(r) ?? 0));
+  const summary =
+    status === 'finding'
+      ? (findings[0]?.what ?? '')
+      : !reported
+        ? `the server reports no cached_tokens: a restored slot state cannot be seen (outputs searched: no canary; ` +
+          `${changed.length}/${compared} repeats changed)`
+        : aServed === 0
+          ? "none of A's conversations was served"
+          : `B's ${news.length} new requests in A's slots: at most ${maxCached} cached tokens (allowed ` +
+            `${ALLOWED_CACHED}); no canary in B's outputs; ${changed.length}/${compared} repeats changed; A's ` +
+            `control ${controlCached ?? 'n/a'} cached`;
+  return {
+    status,
+    summary,
+    findings,
+    figures: {
+      slots,
+      rounds,
+      words,
+      aServed,
+      bOutputs: bServed.length,
+      allowedCached: ALLOWED_CACHED,
+      cachedOnNew: news.map((r) => cachedTokens(r) ?? null),
+      controlCached: controlCached ?? null,
+      repeatsCompared: compared,
+      repeatsChanged: changed.map((x) => x.again.id),
+      canaryMatch: match,
+      bLatencyMs: {
+        reference: refOut.map((r) => r.totalMs ?? null),
+        new: news.map((r) => r.totalMs ?? null),
+        repeat: repeats.map((x) => x.again.totalMs ?? null),
+      },
+    },
+    plots: [
+      {
+        kind: 'bars',
+        title: "Cached tokens the server reported for B's new requests in A's slots",
+        unit: 'tokens',
+        bars: [
+          { label: 'allowed (BOS + 1)', value: ALLOWED_CACHED },
+          { label: 'B new: max', value: maxCached },
+          { label: "A's repeat (control)", value: controlCached ?? 0 },
+        ],
+      },
+    ],
+  };
+}
