@@ -2,6 +2,14 @@
 // executes it. Plain data shared by src/scheduler (which plans) and src/model (which runs).
 import type { RequestId, Tag, TenantId } from './ids.js';
 
+/**
+ * Logits rows a step gives prompt log-probabilities beyond one per running request: a chunk of a
+ * request with promptLogprobs takes at most this many + 1 tokens (one row each). The runner's
+ * maxStepLogits must be at least maxRunningRequests + this where the scheduler is told it.
+ * 64 rows x a 152k vocabulary = 39 MB of f32 logits.
+ */
+export const PROMPT_LOGIT_ROWS = 64;
+
 export interface BatchItem {
   readonly rid: RequestId;
   readonly tenant: TenantId;
@@ -19,4 +27,15 @@ export interface BatchItem {
    * counts against the runner's maxStepLogits.
    */
   readonly logitCount?: number;
+  /**
+   * Speculative decoding: the item is a decode whose tokens after the first are drafts to verify
+   * (logitCount = tokens.length); the worker rolls back the stamps of the positions it rejects.
+   */
+  readonly verifiesDrafts?: boolean;
+  /**
+   * With logitCount: the rows are the prompt's own (its tokens' log-probabilities, wanted by a
+   * request with promptLogprobs), not drafts; the worker takes them (src/worker/prompt-logprobs.ts)
+   * and samples, when the item ends the prompt, from the last row only.
+   */
+  readonly promptRows?: boolean;
 }

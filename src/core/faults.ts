@@ -142,6 +142,8 @@ export const FAULT_NAMES = [
    * rollback): a read past the accepted end then passes the page checks and attends to a rejected token's K/V.
    */
   'keep-rejected-stamps',
+  /** A prompt's own log-probabilities are read one logits row late (token p's from the row after p, not before). */
+  'shift-prompt-logprobs',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

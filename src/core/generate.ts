@@ -11,6 +11,9 @@ export interface Usage {
   readonly completionTokens: number;
   /** Prompt tokens served from the tenant's prefix cache. */
   readonly cachedTokens: number;
+  /** Speculative decoding: draft tokens verified for this request, and those accepted (absent when it did not speculate). */
+  readonly draftTokens?: number;
+  readonly acceptedDraftTokens?: number;
 }
 
 export interface GenerateRequest {
@@ -44,6 +47,11 @@ export type GenerateEvent =
       readonly ids: readonly number[];
       readonly text: string;
       readonly logprobs?: readonly TokenLogprob[];
+      /**
+       * With the first tokens of a request with sampling.promptLogprobs: one per prompt token, the
+       * first null (nothing precedes it), as OpenAI's `echo` and vLLM's `prompt_logprobs` show them.
+       */
+      readonly promptLogprobs?: readonly (TokenLogprob | null)[];
     }
   | { readonly type: 'finished'; readonly finishReason: FinishReason; readonly usage: Usage }
   /** The request failed; nothing after this. Never turned into a success. */

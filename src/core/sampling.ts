@@ -32,6 +32,13 @@ export interface SamplingParams {
    */
   readonly logprobs: number | null;
   /**
+   * vLLM's `prompt_logprobs` (and completions' `echo` with `logprobs`): N (0..MAX_TOP_LOGPROBS):
+   * every prompt token after the first comes with its log-probability under the tokens before it
+   * and the N most likely tokens' (the prefill computes them: src/worker/prompt-logprobs.ts).
+   * Absent: none. Such a request reuses no cached prefix (its positions' logits are wanted).
+   */
+  readonly promptLogprobs?: number;
+  /**
    * Structured output: only tokens that keep the output a valid prefix of this may be sampled
    * (src/grammar builds the masks). Absent: free text. It travels with the sampling parameters
    * (Reserve and Prefill carry them), so whichever node samples builds its own matcher.

@@ -13,6 +13,8 @@ export class TextOutput {
   readonly #channel: EventChannel;
   readonly #text: TextStream;
   #numTokens = 0;
+  /** The prompt's log-probabilities, sent with the next `tokens` event. */
+  #prompt: readonly (TokenLogprob | null)[] | undefined;
 
   constructor(channel: EventChannel, text: TextStream) {
     this.#channel = channel;
@@ -26,6 +28,11 @@ export class TextOutput {
   /** Ids taken so far (up to and including the one a stop string matched at). */
   get numTokens(): number {
     return this.#numTokens;
+  }
+
+  /** The prompt's own log-probabilities (sampling.promptLogprobs): they go out with the first ids. */
+  promptLogprobs(logprobs: readonly (TokenLogprob | null)[]): void {
+    this.#prompt = logprobs;
   }
 
   /**
@@ -61,7 +68,9 @@ export class TextOutput {
         ids: sent,
         text,
         ...(logprobs.length === 0 ? {} : { logprobs: logprobs.slice(0, taken) }),
+        ...(this.#prompt === undefined ? {} : { promptLogprobs: this.#prompt }),
       });
+      this.#prompt = undefined;
     }
     return stopped ? 'stop' : 'more';
   }
@@ -70,7 +79,15 @@ export class TextOutput {
   finished(finishReason: FinishReason, usage: Usage): void {
     if (this.ended) return;
     const rest = this.#text.flush();
-    if (rest.text !== '') this.#channel.push({ type: 'tokens', ids: [], text: rest.text });
+    // The prompt's log-probabilities go out even when no id did (the first sampled id stopped it).
+    if (rest.text !== '' || this.#prompt !== undefined)
+      this.#channel.push({
+        type: 'tokens',
+        ids: [],
+        text: rest.text,
+        ...(this.#prompt === undefined ? {} : { promptLogprobs: this.#prompt }),
+      });
+    this.#prompt = undefined;
     this.#channel.push({ type: 'finished', finishReason: this.#text.stopped ? 'stop' : finishReason, usage });
   }
 

@@ -19,6 +19,7 @@ import type { QuarantineRecord } from './integrity.js';
 import { DEFAULT_FAIR_SHARE, TenantCounters, type FairShareWeights } from './fair-share.js';
 import type { PageOps } from './page-ops.js';
 import { TenantQueues } from './queue.js';
+import { DraftState, type SpecOptions } from './spec-lookup.js';
 import {
   computedTokens,
   numOutputTokens,
@@ -42,6 +43,8 @@ export class RequestBook {
   readonly #role: Role;
   readonly #faults: FaultSet;
   readonly #eosTokenIds: readonly number[];
+  /** Prompt-lookup speculation for decoding requests (constrained ones excepted); none: off. */
+  readonly #speculation: SpecOptions | undefined;
 
   constructor(
     pages: PageOps,
@@ -49,7 +52,9 @@ export class RequestBook {
     faults: FaultSet,
     eosTokenIds: readonly number[],
     weights: FairShareWeights = DEFAULT_FAIR_SHARE,
+    speculation?: SpecOptions,
   ) {
+    this.#speculation = speculation !== undefined && speculation.maxDraft > 0 ? speculation : undefined;
     this.counters = new TenantCounters(weights);
     this.#pages = pages;
     this.#role = role;
@@ -78,8 +83,13 @@ export class RequestBook {
       maxTokens: sampling.maxTokens,
       stopTokenIds: new Set([...sampling.stopTokenIds, ...(sampling.ignoreEos ? [] : this.#eosTokenIds)]),
       tokens: [...request.promptTokens],
+      promptLogprobs: sampling.promptLogprobs !== undefined,
       numCachedTokens: 0,
       state,
+      ...(this.#speculation !== undefined && this.#role !== 'prefill' && sampling.constraint === undefined
+        ? // A decode node's prompt ids are placeholders: it drafts from the output alone.
+          { draft: new DraftState(this.#speculation, this.#role === 'decode' ? request.promptTokens.length : 0) }
+        : {}),
     };
     this.requests.set(r.rid, r);
     this.counters.join(r.tenant);
@@ -222,6 +232,11 @@ export function finishedEvent(r: SchedRequest, finishReason: FinishReason): Sche
     kind: 'finished',
     rid: r.rid,
     finishReason,
-    usage: { promptTokens: r.numPromptTokens, completionTokens: numOutputTokens(r), cachedTokens: r.numCachedTokens },
+    usage: {
+      promptTokens: r.numPromptTokens,
+      completionTokens: numOutputTokens(r),
+      cachedTokens: r.numCachedTokens,
+      ...(r.draft === undefined ? {} : { draftTokens: r.draft.numDrafted, acceptedDraftTokens: r.draft.numAccepted }),
+    },
   };
 }

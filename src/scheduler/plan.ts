@@ -8,6 +8,8 @@
 // A step, in order:
 //   1. Decodes of running requests, oldest first: one token each. A decode crossing a page
 //      boundary needs a page; the token budget always covers every decode (checked at start-up).
+//   1b. With speculation (spec-plan.ts), draft tokens for those decodes from the budget and pages
+//      left, never preempting: each such decode verifies its drafts in this step.
 //   2. Prefill chunks of running requests and new requests from the waiting queues, as far as
 //      the budget goes, in fair-share order: per tenant its oldest running prompt's chunk, else
 //      its waiting head; among tenants the smallest virtual token counter (fair-share.ts), so a
@@ -51,6 +53,8 @@ import type { FairCandidate, TenantCounters } from './fair-share.js';
 import type { PageOps } from './page-ops.js';
 import type { TenantQueues } from './queue.js';
 import { pagesToGrow, type PageTable, type SchedRequest } from './request-state.js';
+import { draftItemOf, planDrafts } from './spec-plan.js';
+import type { SpecOptions } from './spec-lookup.js';
 import { itemPairs, type PrefillLimit, type StepShape } from './step-budget.js';
 import type { Role, SchedulerEvent, StepPlan } from './types.js';
 
@@ -64,6 +68,8 @@ export interface PlanContext {
   readonly contextLength: number;
   readonly maxRunningRequests: number;
   readonly chunkedPrefillSize: number;
+  /** Logits rows this step may give prompt log-probabilities beyond one per item (SchedulerOptions.promptLogitRows). */
+  readonly promptLogitRows: number;
   /** Running slots taken outside `running` (decode role: requests receiving their prompt). */
   readonly numReserved: number;
   /** Pages held outside the running set (held, receiving or quarantined): a lone request may still wait for them. */
@@ -76,6 +82,8 @@ export interface PlanContext {
   readonly splitShortPrompts: boolean;
   /** Several tenants share the node (now or within the last steps): a step without decodes is budgeted too (maxSharedChunk). */
   readonly shared: boolean;
+  /** Prompt-lookup speculation (spec-plan.ts): drafts for the step's decodes; none: off. */
+  readonly speculation?: SpecOptions;
   /** A request taken off the queue starts prefilling with `table`: into `running`, the youngest. */
   start(r: SchedRequest, table: PageTable): void;
   /** Pages back (cached or freed), state waiting, front of its tenant's queue; out of `running`. */
@@ -93,8 +101,18 @@ export function planStep(ctx: PlanContext): StepPlan {
   const preempted: RequestId[] = [];
   const events: SchedulerEvent[] = [];
   let budget = ctx.chunkedPrefillSize;
+  let promptRowsLeft = ctx.promptLogitRows;
+  /** A prompt chunk wanting a row per token takes at most the rows left + its own one. */
+  const rowLimit = (r: SchedRequest, startPos: number): number =>
+    wantsPromptRows(r, startPos) ? promptRowsLeft + 1 : Infinity;
+  const takeRows = (r: SchedRequest, startPos: number, n: number): void => {
+    if (wantsPromptRows(r, startPos)) promptRowsLeft -= n - 1;
+  };
 
+  /** Speculation: the draft tokens of decodes that carry some (spec-plan.ts). */
+  let drafts = new Map<SchedRequest, readonly number[]>();
   const preempt = (victim: SchedRequest): void => {
+    drafts.delete(victim);
     const n = planned.get(victim) ?? 0;
     budget += n;
     if (n > 0) ctx.counters?.charge(victim.tenant, -n, victim.state.kind === 'decoding' ? 'output' : 'input');
@@ -153,10 +171,12 @@ export function planStep(ctx: PlanContext): StepPlan {
       events.push(ctx.fail(r, refusal(ctx, r)));
       return;
     }
-    const want = Math.min(r.tokens.length - table.numComputed, budget, limit);
+    const startPos = table.numComputed;
+    const want = Math.min(r.tokens.length - startPos, budget, limit, rowLimit(r, startPos));
     if (want === 0) return;
     const n = mayPreempt ? fit(r, table, want) : grow(ctx, r, table, tokensThatFit(ctx, table, want));
     if (n > 0) {
+      takeRows(r, startPos, n);
       planned.set(r, n);
       budget -= n;
       ctx.counters?.charge(r.tenant, n, r.state.kind === 'decoding' ? 'output' : 'input');
@@ -166,6 +186,23 @@ export function planStep(ctx: PlanContext): StepPlan {
   // 1. Decodes, oldest first.
   for (const r of ctx.running.filter((x) => x.state.kind === 'decoding')) {
     if (ctx.running.includes(r)) serveRunning(r, Infinity, true);
+  }
+
+  // 1b. Drafts for those decodes, from the budget and pages left (never preempting: spec-plan.ts).
+  if (ctx.speculation !== undefined) {
+    drafts = planDrafts({
+      speculation: ctx.speculation,
+      decodes: ctx.running.filter((r) => planned.has(r) && r.state.kind === 'decoding'),
+      contextLength: ctx.contextLength,
+      budget,
+      tableOf: runningTable,
+      growUpTo: (r, want) => grow(ctx, r, runningTable(r), tokensThatFit(ctx, runningTable(r), want)),
+    });
+    for (const [r, draft] of drafts) {
+      planned.set(r, 1 + draft.length);
+      budget -= draft.length;
+      ctx.counters?.charge(r.tenant, draft.length, 'output');
+    }
   }
 
   // 2. Prompts' chunks and new requests, in the order next() gives.
@@ -188,9 +225,15 @@ export function planStep(ctx: PlanContext): StepPlan {
       continue;
     }
     // Leave the last token out of the match: the first step must compute something, for logits.
-    const hit = ctx.pages.match(r, r.tokens.slice(0, -1));
+    // A request wanting its prompt's log-probabilities matches nothing: every position's logits are wanted.
+    const hit = ctx.pages.match(r, r.promptLogprobs ? [] : r.tokens.slice(0, -1));
     const table: PageTable = { tags: [...hit.tags], numComputed: hit.numTokens };
-    const want = Math.min(r.tokens.length - table.numComputed, budget, timeLimit(r, table.numComputed));
+    const want = Math.min(
+      r.tokens.length - table.numComputed,
+      budget,
+      timeLimit(r, table.numComputed),
+      rowLimit(r, table.numComputed),
+    );
     const n = tokensThatFit(ctx, table, want);
     if (n === 0) {
       ctx.pages.letGo(r, hit.tags);
@@ -204,11 +247,19 @@ export function planStep(ctx: PlanContext): StepPlan {
     visited.add(r);
     numStarted++;
     planned.set(r, grow(ctx, r, table, n));
+    takeRows(r, table.numComputed, n);
     budget -= n;
     ctx.counters?.charge(r.tenant, n, 'input');
   }
 
-  const items = ctx.running.filter((r) => planned.has(r)).map((r) => itemOf(ctx, r, planned.get(r) as number));
+  const items = ctx.running
+    .filter((r) => planned.has(r))
+    .map((r) => {
+      const draft = drafts.get(r);
+      return draft === undefined
+        ? itemOf(ctx, r, planned.get(r) as number)
+        : draftItemOf(r, runningTable(r), draft, ctx.pageSize);
+    });
   return { items, preempted, events };
 }
 
@@ -303,17 +354,29 @@ function itemOf(ctx: PlanContext, r: SchedRequest, numTokens: number): BatchItem
   const startPos = table.numComputed;
   const end = startPos + numTokens;
   assert(
-    table.tags.length === pagesFor(end, ctx.pageSize),
+    table.tags.length === pagesFor(end, ctx.pageSize) ||
+      (r.draft !== undefined && table.tags.length > pagesFor(end, ctx.pageSize)), // spare pages of rejected drafts
     () => `${r.rid}: ${table.tags.length} pages for ${end} positions`,
   );
+  const promptRows = wantsPromptRows(r, startPos);
   return {
     rid: r.rid,
     tenant: r.tenant,
     tokens: r.tokens.slice(startPos, end),
     startPos,
     tags: [...table.tags],
-    wantLogits: end === r.tokens.length,
+    wantLogits: promptRows || end === r.tokens.length,
+    ...(promptRows ? { logitCount: numTokens, promptRows: true } : {}),
   };
+}
+
+/**
+ * A chunk of a request with promptLogprobs that starts before its prompt's last position wants a
+ * logits row per token: row p gives prompt token p + 1's log-probability (the last, at the
+ * prompt's end, samples the first output token). Recomputation after preemption asks again.
+ */
+function wantsPromptRows(r: SchedRequest, startPos: number): boolean {
+  return r.promptLogprobs && startPos < r.numPromptTokens - 1;
 }
 
 /**

@@ -19,9 +19,14 @@
 //                                                  into a third page allocated for it.
 import { assertNever, type RequestId, type Tag, type TenantId } from '../core/index.js';
 import { pagesFor, type Owner } from '../pages/index.js';
+import type { DraftState } from './spec-lookup.js';
 import type { RequestStateKind, RequestView } from './types.js';
 
-/** Mutable by the scheduler only; tags.length === pagesFor(numComputed) between steps. */
+/**
+ * Mutable by the scheduler only; tags.length === pagesFor(numComputed) between steps, except
+ * that a speculating decode may keep more: pages that only its rejected drafts filled, their
+ * stamps rolled back to empty (its own free slots; the next step's drafts or token reuse them).
+ */
 export interface PageTable {
   tags: Tag[];
   numComputed: number;
@@ -53,8 +58,12 @@ export interface SchedRequest extends Owner {
   readonly numPromptTokens: number;
   readonly maxTokens: number;
   readonly stopTokenIds: ReadonlySet<number>;
+  /** It wants its prompt's log-probabilities: its prompt chunks want a logits row per token, and it reuses no cached prefix. */
+  readonly promptLogprobs: boolean;
   /** The prompt, then every output token. */
   readonly tokens: number[];
+  /** Its prompt-lookup speculation (spec-lookup.ts); none when speculation is off or it is constrained. */
+  readonly draft?: DraftState;
   /** Prompt tokens the prefix cache supplied when the request last started. */
   numCachedTokens: number;
   state: RequestState;

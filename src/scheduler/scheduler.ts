@@ -57,6 +57,7 @@ import type {
   StartDecodeResult,
   StepPlan,
   StepResult,
+  DraftVerdict,
 } from './types.js';
 
 /** Whether a peer (the prefill node feeding a decode node) may still write the aborted request's pages. */
@@ -72,6 +73,8 @@ export class Scheduler {
   /** The items of the step being run, between schedule() and complete(). */
   #inFlight: ReadonlyMap<RequestId, BatchItem> | undefined;
   #numPreemptions = 0;
+  #numDrafted = 0;
+  #numAccepted = 0;
   /** Steps left in which the node counts as shared by several tenants (SHARED_WINDOW_STEPS after the last). */
   #sharedStepsLeft = 0;
 
@@ -103,6 +106,7 @@ export class Scheduler {
       options.faults,
       options.eosTokenIds ?? [],
       options.fairShare,
+      options.speculation,
     );
   }
 
@@ -270,11 +274,15 @@ export class Scheduler {
       contextLength: this.#options.contextLength,
       maxRunningRequests: this.#options.maxRunningRequests,
       chunkedPrefillSize: this.#options.chunkedPrefillSize,
+      promptLogitRows: this.#options.promptLogitRows ?? 0,
       numReserved: this.numReceiving,
       othersHoldPages: this.numHeld + this.numReceiving + this.#book.quarantined.size > 0,
       ...(prefillLimit === undefined ? {} : { prefillLimit }),
       splitShortPrompts: this.#options.faults.has('split-short-prompts'),
       shared: this.#shared(),
+      ...(this.#options.speculation === undefined || this.#options.speculation.maxDraft === 0
+        ? {}
+        : { speculation: this.#options.speculation }),
       ...(this.#options.faults.has('no-tenant-fairness') ? {} : { counters: this.#book.counters }),
       start: (r, table) => this.#book.setState(r, { kind: 'prefilling', table }),
       preempt: (r) => this.#book.preempt(r),
@@ -453,16 +461,56 @@ export class Scheduler {
       case 'failed':
         return [this.#book.fail(r, result.error)];
       case 'computed':
-        assert(!item.wantLogits, () => `${r.rid}: the runner computed an item that wanted logits, without a token`);
+        assert(
+          !item.wantLogits || (item.promptRows === true && table.numComputed + item.tokens.length < r.tokens.length),
+          () => `${r.rid}: the runner computed an item that wanted logits, without a token`,
+        );
         table.numComputed += item.tokens.length;
         return [];
       case 'sampled':
         assert(item.wantLogits, () => `${r.rid}: the runner sampled from an item that wanted no logits`);
+        if (result.drafts !== undefined) return this.#applyDrafts(r, table, item, result, result.drafts);
         table.numComputed += item.tokens.length;
         return this.#book.onSampled(r, table, result.token, result.logprob);
       default:
         return assertNever(result, 'step result');
     }
+  }
+
+  /**
+   * A verified speculative decode: the fed token and the accepted drafts are computed (the worker
+   * rolled the rejected positions' stamps back already), each accepted draft is an output token,
+   * then the token sampled after them; a stop token or max_tokens among them ends the request there.
+   */
+  #applyDrafts(
+    r: SchedRequest,
+    table: PageTable,
+    item: BatchItem,
+    result: Extract<StepResult, { kind: 'sampled' }>,
+    drafts: DraftVerdict,
+  ): SchedulerEvent[] {
+    const numAccepted = drafts.accepted.length;
+    assert(
+      drafts.numDrafted === item.tokens.length - 1 && numAccepted <= drafts.numDrafted && r.draft !== undefined,
+      () => `${r.rid}: a verdict on ${drafts.numDrafted} drafts for an item of ${item.tokens.length} tokens`,
+    );
+    r.draft.observe(drafts.numDrafted, numAccepted);
+    this.#numDrafted += drafts.numDrafted;
+    this.#numAccepted += numAccepted;
+    table.numComputed += 1; // the fed token
+    const events: SchedulerEvent[] = [];
+    for (const { token, logprob } of drafts.accepted) {
+      events.push(...this.#book.onSampled(r, table, token, logprob));
+      if (r.state.kind !== 'decoding') return events; // it ended on this token
+      table.numComputed += 1; // an accepted draft's K/V is computed: its position was verified
+    }
+    events.push(...this.#book.onSampled(r, table, result.token, result.logprob));
+    return events;
+  }
+
+  /** Speculation so far: draft tokens verified and accepted over every request. */
+  get specStats(): { readonly numDrafted: number; readonly numAccepted: number } {
+    return { numDrafted: this.#numDrafted, numAccepted: this.#numAccepted };
   }
 
   #firstUncovered(tags: readonly Tag[], numTokens: number): number | undefined {

@@ -14,6 +14,7 @@ import type {
 } from '../core/index.js';
 import type { PagePool, PrefixCache } from '../pages/index.js';
 import type { FairShareWeights } from './fair-share.js';
+import type { SpecOptions } from './spec-lookup.js';
 
 /**
  * colocated: admit -> prefill -> decode -> finish, on one pool.
@@ -53,6 +54,17 @@ export interface SchedulerOptions {
    * token): which tenant's chunk or new request gets a step's tokens first. Order only.
    */
   readonly fairShare?: FairShareWeights;
+  /**
+   * Logits rows a step may give prompt log-probabilities beyond one per running request (the
+   * runner's maxStepLogits - maxRunningRequests; core's PROMPT_LOGIT_ROWS). Default 0: such a
+   * request's prompt goes one token per step.
+   */
+  readonly promptLogitRows?: number;
+  /**
+   * Speculative decoding by prompt lookup (spec-lookup.ts): a decode may carry draft tokens that
+   * its step verifies (BatchItem.logitCount). None, or maxDraft 0: off.
+   */
+  readonly speculation?: SpecOptions;
 }
 
 /** One step's work. Execute `items`, then call complete() with one result per item. */
@@ -72,9 +84,24 @@ export type StepResult =
    * The item's K/V were written and stamped, and `token` was sampled from its last position's
    * logits (with its log-probabilities when the request asked for them).
    */
-  | { readonly kind: 'sampled'; readonly rid: RequestId; readonly token: number; readonly logprob?: TokenLogprob }
+  | {
+      readonly kind: 'sampled';
+      readonly rid: RequestId;
+      readonly token: number;
+      readonly logprob?: TokenLogprob;
+      /** A speculative decode's verdict: the drafts accepted before `token` (which follows them). */
+      readonly drafts?: DraftVerdict;
+    }
   /** The item failed (e.g. a PageCheckError): that request ends with this error, nothing else does. */
   | { readonly kind: 'failed'; readonly rid: RequestId; readonly error: TesseraError };
+
+/** What verification made of one decode's drafts (the positions after the fed token, in order). */
+export interface DraftVerdict {
+  /** Draft tokens the item carried (its tokens after the first). */
+  readonly numDrafted: number;
+  /** The accepted prefix of the drafts, each with its target log-probability when asked. */
+  readonly accepted: readonly { readonly token: number; readonly logprob?: TokenLogprob }[];
+}
 
 export type SchedulerEvent =
   /** A new output token (recomputation after preemption never repeats one). */

@@ -40,6 +40,7 @@ import { loopHealth, poolHealth } from './health.js';
 import { nodePageMap } from './page-map.js';
 import type { SamplingState, TokenSampler } from './step-results.js';
 import { constraintFor, prepareConstraints } from './constraints.js';
+import { promptLogprobsFor, type PromptLogprobs } from './prompt-logprobs.js';
 
 /** What the worker needs of a tokenizer (src/model's Tokenizer, structurally). */
 export interface WorkerTokenizer {
@@ -63,6 +64,8 @@ export interface ColocatedWorkerOptions {
   readonly eosTokenIds: readonly number[];
   readonly maxRunningRequests: number;
   readonly chunkedPrefillSize: number;
+  /** Logits rows a step gives prompt log-probabilities beyond one per request (core's PROMPT_LOGIT_ROWS); default 0. */
+  readonly promptLogitRows?: number;
   /** The time budget of a step with decodes (--max-step-ms; default 'auto'). */
   readonly maxStepMs?: MaxStepMs;
   readonly maxWaiting: number;
@@ -87,6 +90,8 @@ interface Live {
   readonly detach: () => void;
   /** Structured output: the request's grammar state, told every token it emits. */
   readonly constraint?: TokenConstraint;
+  /** sampling.promptLogprobs: filled by the prompt's chunks, sent with the first token. */
+  readonly prompt?: PromptLogprobs;
 }
 
 export class ColocatedWorker {
@@ -113,6 +118,7 @@ export class ColocatedWorker {
       runner: options.runner,
       sampler: options.sampler,
       samplingOf: (rid) => this.#samplingOf(rid),
+      promptLogprobsOf: (rid) => this.#promptLogprobsOf(rid),
       onEvents: (events) => this.#onEvents(events),
       onFatal: (error) => this.#onFatal(error),
       prepareSampling: (items) => prepareConstraints(items, (rid) => this.#live.get(rid)?.constraint),
@@ -153,11 +159,17 @@ export class ColocatedWorker {
       contextIds: request.promptTokens,
       skipSpecialTokens: true,
     });
+    const output = new TextOutput(channel, new TextStream(detokenizer, request.sampling.stop));
+    const topN = request.sampling.promptLogprobs;
+    const prompt = topN === undefined ? undefined : promptLogprobsFor(request.promptTokens, topN);
+    // The record goes out with the first token, by which time every prompt chunk filled it.
+    if (prompt !== undefined) output.promptLogprobs(prompt.logprobs);
     this.#live.set(request.rid, {
       request,
-      output: new TextOutput(channel, new TextStream(detokenizer, request.sampling.stop)),
+      output,
       detach: () => signal.removeEventListener('abort', onAbort),
       ...(constraint === undefined ? {} : { constraint }),
+      ...(prompt === undefined ? {} : { prompt }),
     });
     this.#loop.wake();
     return channel;
@@ -220,6 +232,13 @@ export class ColocatedWorker {
       outputTokens: () => this.scheduler.outputTokens(rid),
       ...(constraint === undefined ? {} : { mask: () => constraint.mask() }),
     };
+  }
+
+  #promptLogprobsOf(rid: RequestId): { readonly record: PromptLogprobs; readonly numTokens: number } | undefined {
+    const record = this.#live.get(rid)?.prompt;
+    const view = this.scheduler.view(rid);
+    if (record === undefined || view === undefined || view.state === 'ending') return undefined;
+    return { record, numTokens: view.numPromptTokens + view.numOutputTokens };
   }
 
   #abort(rid: RequestId, error: TesseraError): void {

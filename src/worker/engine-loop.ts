@@ -29,6 +29,7 @@ import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:time
 import type { BatchItem, FaultSet, RequestId } from '../core/index.js';
 import type { ItemResult } from '../model/index.js';
 import { itemPairs, StepBudget, type Scheduler, type SchedulerEvent, type StepCostFit } from '../scheduler/index.js';
+import { takePromptRows, type PromptLogprobs } from './prompt-logprobs.js';
 import { toStepResults, type SamplingState, type TokenSampler } from './step-results.js';
 
 /** What runs one step (src/model's ModelRunner, structurally). */
@@ -42,6 +43,10 @@ export interface EngineLoopOptions {
   readonly sampler: TokenSampler;
   /** The sampling state of a request in the step (the role keeps the parameters); undefined once it ended. */
   readonly samplingOf: (rid: RequestId) => SamplingState | undefined;
+  /** A request's prompt log-probabilities record and its tokens so far (prompt-logprobs.ts); none: no such requests. */
+  readonly promptLogprobsOf?: (
+    rid: RequestId,
+  ) => { readonly record: PromptLogprobs; readonly numTokens: number } | undefined;
   /** The scheduler's events, in order, as soon as they happen. */
   readonly onEvents: (events: readonly SchedulerEvent[]) => void;
   /** The loop stopped on a bug; nothing runs after this. */
@@ -212,7 +217,11 @@ export class EngineLoop {
       }
       budget.observe(numTokens, this.#lastStepMs, numDecodes, numPairs);
     }
-    const results = toStepResults(outputs, o.sampler, o.samplingOf, o.faults);
+    const taken =
+      o.promptLogprobsOf === undefined
+        ? outputs
+        : takePromptRows(plan.items, outputs, o.sampler, o.promptLogprobsOf, o.faults);
+    const results = toStepResults(taken, o.sampler, o.samplingOf, o.faults);
     this.#numTokensSampled += results.filter((r) => r.kind === 'sampled').length;
     const events = o.scheduler.complete(results);
     this.#numSteps++;

@@ -16,6 +16,8 @@ export interface SchedulerLimits {
   readonly maxWaiting: number;
   readonly faults: FaultSet;
   readonly eosTokenIds: readonly number[];
+  /** Logits rows a step gives prompt log-probabilities beyond one per request (the runner's maxStepLogits - maxRunningRequests); default 0. */
+  readonly promptLogitRows?: number;
   /** The disk tier (--kv-disk) under the prefix cache; absent: evicted pages are gone. */
   readonly kvSpill?: KvSpill;
   /** Where the prefix cache publishes its KV events (pages/kv-events.ts); absent: none. */
@@ -45,5 +47,6 @@ export function schedulerFor(role: Role, o: SchedulerLimits): Scheduler {
     maxWaiting: o.maxWaiting,
     faults,
     eosTokenIds: o.eosTokenIds,
+    ...(o.promptLogitRows === undefined ? {} : { promptLogitRows: o.promptLogitRows }),
   });
 }
