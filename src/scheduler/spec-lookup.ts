@@ -1,0 +1,153 @@
+// Speculative decoding by prompt lookup (n-gram drafting, no second model): the draft tokens one
+// decoding request proposes for its next step, and how many it may propose.
+// Owns: the request's n-gram index over its own tokens (prompt and output), the lookup, and the
+// adaptive draft length from the request's acceptance. Pure and synchronous.
+// Must never: look at another request's tokens (a draft is a guess the target model verifies, but
+// a guess drawn from another tenant's prompt would still leak through timing), or propose a
+// token that is not in its own request's text.
+//
+// The lookup (vLLM's "ngram", llama.cpp's lookup decoding): for n = maxNgram down to minNgram,
+// find the most recent earlier occurrence of the last n tokens; the tokens that followed it are the
+// draft, continued through the draft itself when they run into the end (a repeating pattern keeps
+// repeating):
+//
+//   tokens:  ... a b c d e ... x y a b c |          last 3 = "a b c", seen ending before "d"
+//   draft:                               d e ...    (up to k tokens)
+//
+// The index maps each n-gram to the end of its latest occurrence and is extended by the tokens
+// appended since the last call, so a lookup costs O(n) however long the request is.
+//
+// The adaptive length (per request): k grows by one after a step that accepted every draft, and
+// falls to accepted + 1 after one that did not. When the decayed acceptance rate falls below
+// minAcceptance (after a few drafts), drafting pauses for a cool-down of steps that doubles each
+// time (8, 16, ... 128), then tries again with k = 1: a request whose text never repeats stops
+// paying for rows that are always rejected.
+import { assert } from '../core/index.js';
+
+/** Prompt-lookup speculation's settings (--spec-max-draft and its defaults). */
+export interface SpecOptions {
+  /** Most draft tokens one decode verifies per step (k); 0 turns speculation off. */
+  readonly maxDraft: number;
+  /** Drafts only while at most this many requests decode in a step: beyond, the verified rows cost more than they save. */
+  readonly maxBatch: number;
+  /** Longest and shortest n-grams looked up. */
+  readonly maxNgram: number;
+  readonly minNgram: number;
+  /** Below this decayed acceptance rate drafting pauses (cool-down). */
+  readonly minAcceptance: number;
+}
+
+export const DEFAULT_SPEC: SpecOptions = { maxDraft: 4, maxBatch: 4, maxNgram: 4, minNgram: 2, minAcceptance: 0.2 };
+
+/** Decay of the acceptance counts per verified step (about the last 5 steps count). */
+const DECAY = 0.8;
+/** Decayed drafted tokens before the acceptance rate may pause drafting. */
+const MIN_EVIDENCE = 6;
+const FIRST_COOLDOWN_STEPS = 8;
+const MAX_COOLDOWN_STEPS = 128;
+
+/** Every n-gram (minN..maxN) of a token sequence -> the end (exclusive) of its latest occurrence. */
+export class NgramIndex {
+  readonly #minN: number;
+  readonly #maxN: number;
+  /** Per n - minN: key -> end of the latest occurrence. */
+  readonly #maps: Map<string, number>[];
+  /** Ends [from, indexedTo) are indexed. */
+  #indexedTo = 0;
+  readonly #from: number;
+
+  /** `from`: the first position whose tokens may be looked at (a decode node's prompt is placeholders). */
+  constructor(minN: number, maxN: number, from = 0) {
+    assert(
+      Number.isInteger(minN) && minN >= 1 && maxN >= minN,
+      () => `NgramIndex: bad n-gram lengths ${minN}..${maxN}`,
+    );
+    this.#minN = minN;
+    this.#maxN = maxN;
+    this.#from = from;
+    this.#indexedTo = from;
+    this.#maps = Array.from({ length: maxN - minN + 1 }, () => new Map<string, number>());
+  }
+
+  /** Up to k tokens that followed the latest earlier occurrence of the longest matching suffix of `tokens`. */
+  draft(tokens: readonly number[], k: number): number[] {
+    const len = tokens.length;
+    if (k <= 0 || len - this.#from < this.#minN + 1) return [];
+    // Index the n-grams ending before the last position (the suffix itself must not match itself).
+    for (let end = Math.max(this.#indexedTo, this.#from + 1); end < len; end++) {
+      for (let n = this.#minN; n <= this.#maxN && end - n >= this.#from; n++) {
+        this.#maps[n - this.#minN]!.set(keyOf(tokens, end - n, end), end);
+      }
+    }
+    this.#indexedTo = Math.max(this.#indexedTo, len);
+    for (let n = Math.min(this.#maxN, len - this.#from - 1); n >= this.#minN; n--) {
+      const end = this.#maps[n - this.#minN]!.get(keyOf(tokens, len - n, len));
+      if (end === undefined) continue;
+      const out: number[] = [];
+      for (let i = 0; i < k; i++) {
+        const pos = end + i;
+        out.push(pos < len ? tokens[pos]! : out[pos - len]!);
+      }
+      return out;
+    }
+    return [];
+  }
+}
+
+function keyOf(tokens: readonly number[], start: number, end: number): string {
+  let key = '';
+  for (let i = start; i < end; i++) key += `${tokens[i]},`;
+  return key;
+}
+
+/** One request's speculation: its index, its adaptive draft length, and its counts. */
+export class DraftState {
+  readonly #o: SpecOptions;
+  readonly #index: NgramIndex;
+  #k: number;
+  #decayedDrafted = 0;
+  #decayedAccepted = 0;
+  #coolDownLeft = 0;
+  #nextCoolDown = FIRST_COOLDOWN_STEPS;
+  /** Draft tokens verified and accepted over the request's life. */
+  numDrafted = 0;
+  numAccepted = 0;
+
+  constructor(options: SpecOptions, from = 0) {
+    this.#o = options;
+    this.#index = new NgramIndex(options.minNgram, options.maxNgram, from);
+    this.#k = Math.max(1, Math.ceil(options.maxDraft / 2));
+  }
+
+  /** The draft for the next step (at most `limit` tokens; empty while cooling down or without a match). */
+  propose(tokens: readonly number[], limit: number): number[] {
+    if (this.#coolDownLeft > 0) {
+      this.#coolDownLeft--;
+      return [];
+    }
+    return this.#index.draft(tokens, Math.min(this.#k, this.#o.maxDraft, limit));
+  }
+
+  /** A verified step: `numDrafted` tokens proposed, the first `numAccepted` of them accepted. */
+  observe(numDrafted: number, numAccepted: number): void {
+    assert(numAccepted >= 0 && numAccepted <= numDrafted, () => `DraftState: ${numAccepted} of ${numDrafted} accepted`);
+    if (numDrafted === 0) return;
+    this.numDrafted += numDrafted;
+    this.numAccepted += numAccepted;
+    this.#decayedDrafted = this.#decayedDrafted * DECAY + numDrafted;
+    this.#decayedAccepted = this.#decayedAccepted * DECAY + numAccepted;
+    this.#k = numAccepted === numDrafted ? Math.min(this.#o.maxDraft, this.#k + 1) : Math.max(1, numAccepted + 1);
+    if (this.#decayedDrafted >= MIN_EVIDENCE && this.#decayedAccepted < this.#o.minAcceptance * this.#decayedDrafted) {
+      this.#coolDownLeft = this.#nextCoolDown;
+      this.#nextCoolDown = Math.min(MAX_COOLDOWN_STEPS, 2 * this.#nextCoolDown);
+      this.#decayedDrafted = 0;
+      this.#decayedAccepted = 0;
+      this.#k = 1;
+    }
+  }
+
+  /** The draft length the next proposal may use (tests, metrics). */
+  get draftLength(): number {
+    return this.#coolDownLeft > 0 ? 0 : this.#k;
+  }
+}
