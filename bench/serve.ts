@@ -1,28 +1,34 @@
-// Serving benchmark (`npm run bench:serve`): a real `tessera serve` process on gen-model's m100
-// (f32 GGUF, generated into $TESSERA_HOME/bench/ when missing, shared with bench:decode), driven
-// by closed-loop streaming clients at several concurrencies. Per concurrency: request throughput,
-// output and total token throughput, TTFT, TPOT and inter-token latency (mean, median, p99),
-// printed in the layout of vLLM's benchmark_serving and written to bench/results/serve-<time>.json.
-// A benchmark, not a test: it asserts nothing about speed.
+// Serving benchmark (`npm run bench:serve`): a real `tessera serve` process beside llama.cpp's own
+// `llama-server -np N` (built natively by scripts/build-llama.mjs, on the same GGUF file and the
+// same thread count: every core), both driven by the same closed-loop streaming clients (the
+// official openai client, greedy completions of token-id prompts, ignore_eos) at several
+// concurrencies, taking turns level by level while both processes stay up. Per server and
+// concurrency: request throughput, output and total token throughput, TTFT, TPOT and
+// inter-token latency (mean, median, p99), printed in the layout of vLLM's benchmark_serving, then
+// the comparison table (model | measure | Tessera | llama.cpp | ratio), written to
+// bench/results/serve-<time>.json. A benchmark, not a test: it asserts nothing about speed.
 //
 //   node --import ./bench/lib/register-ts.mjs bench/serve.ts [--quick] [--concurrency 1,4,16]
-//        [--input-len 128] [--output-len 64] [--prompts-per-client 4] [--model PATH] [--deterministic]
-//        [--against-decode]
-// --against-decode: after the server has stopped, the same process measures bench:decode's figure
+//        [--input-len 128] [--output-len 64] [--prompts-per-client 4] [--models m100:q4_0]
+//        [--model PATH] [--deterministic] [--no-llama] [--against-decode]
+// --models: gen-model preset:dtype pairs (files cached in BENCH_MODEL_DIR, default
+// bench/results/models), default m100:q4_0; --model PATH: one GGUF file instead.
+// llama-server gets -np = the largest concurrency and that many slots of input + output + 16 tokens.
+// --against-decode: after the servers have stopped, the same process measures bench:decode's figure
 // for the same model and lengths (the engine in this process, 16 prompts of --input-len decoding
 // --output-len tokens each, decode tokens/s over decode time, best of 3) and prints serve's
 // concurrency-16 throughput beside it: the output token throughput (prefill and request turnover
 // included) and the decode rate (16 / median TPOT), each as a fraction of the decode figure.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { availableParallelism, cpus, homedir } from 'node:os';
-import { join } from 'node:path';
-import OpenAI from 'openai';
-import { Rng } from '../src/core/index.js';
-import { createEngine, generate, genModel, loadModel } from '../src/model/index.js';
-import { samplingParams } from '../src/core/index.js';
+import { availableParallelism, cpus, homedir, loadavg } from 'node:os';
+import { basename, join } from 'node:path';
+import { Rng, samplingParams } from '../src/core/index.js';
+import { createEngine, generate, loadModel } from '../src/model/index.js';
+import { startLlamaServer, llamaNativeBin, type LlamaServer } from './lib/llama-native.js';
+import { printLevel, runLevel, type Level, type LoadShape } from './lib/serve-load.js';
 import { linePanelsSvg, svgPathFor } from './lib/svg-plot.js';
+import { benchModel, parseModels, printYardstick, ratioOf, specLabel, type YardstickRow } from './lib/yardstick.js';
 
 const args = process.argv.slice(2);
 const flag = (name: string): string | undefined => {
@@ -37,21 +43,29 @@ const PROMPTS_PER_CLIENT = Number(flag('--prompts-per-client') ?? (quick ? 2 : 4
 const DETERMINISTIC = args.includes('--deterministic');
 const AGAINST_DECODE = args.includes('--against-decode');
 const AGAINST_BATCH = 16;
+const THREADS = availableParallelism();
 const HOME = process.env['TESSERA_HOME'] ?? join(homedir(), '.cache', 'tessera');
+const NAME = 'bench-model';
 
-async function m100(): Promise<string> {
-  const path = join(HOME, 'bench', 'm100-f32-seed0.gguf');
-  if (!existsSync(path)) {
-    process.stderr.write(`generating ${path} ...\n`);
-    await mkdir(join(HOME, 'bench'), { recursive: true });
-    await genModel({ preset: 'm100', format: 'gguf', out: path, seed: 0, dtype: 'f32' });
-  }
-  return path;
+/** The models to serve: --model PATH, else --models' presets (cached files). */
+async function models(): Promise<{ label: string; path: string }[]> {
+  const path = flag('--model');
+  if (path !== undefined) return [{ label: basename(path), path }];
+  const specs = parseModels(flag('--models') ?? process.env['BENCH_MODELS'] ?? 'm100:q4_0');
+  const out: { label: string; path: string }[] = [];
+  for (const spec of specs) out.push({ label: specLabel(spec), path: await benchModel(spec) });
+  return out;
 }
 
-async function startServer(model: string): Promise<{ url: string; child: ChildProcess; kernels: string }> {
+interface Server {
+  readonly url: string;
+  readonly kernels: string;
+  stop(): Promise<void>;
+}
+
+async function startTessera(model: string): Promise<Server> {
   const maxRunning = String(Math.max(16, ...CONCURRENCY));
-  const child = spawn(
+  const child: ChildProcess = spawn(
     process.execPath,
     [
       'bin/tessera.js',
@@ -59,7 +73,7 @@ async function startServer(model: string): Promise<{ url: string; child: ChildPr
       '--model',
       model,
       '--served-model-name',
-      'm100',
+      NAME,
       '--port',
       '0',
       '--max-running-requests',
@@ -68,157 +82,27 @@ async function startServer(model: string): Promise<{ url: string; child: ChildPr
     ],
     { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TESSERA_HOME: HOME } },
   );
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    await exited;
+  };
   let out = '';
   return new Promise((resolve, reject) => {
     child.on('exit', (code) => reject(new Error(`the server exited with code ${code} before listening`)));
     child.stdout?.on('data', (d: Buffer) => {
       out += d.toString();
       const url = /listening on (http:\/\/[\d.]+:\d+)/.exec(out)?.[1];
-      if (url !== undefined) resolve({ url, child, kernels: /\(([^)]*ops[^)]*)\)/.exec(out)?.[1] ?? '?' });
+      if (url !== undefined) resolve({ url, stop, kernels: /\(([^)]*ops[^)]*)\)/.exec(out)?.[1] ?? '?' });
     });
   });
 }
 
-interface RequestResult {
-  readonly ttftMs: number;
-  /** Gaps between successive chunks that carried tokens. */
-  readonly itlMs: number[];
-  readonly e2eMs: number;
-  readonly outputTokens: number;
-  readonly inputTokens: number;
-}
-
-async function oneRequest(client: OpenAI, prompt: number[]): Promise<RequestResult> {
-  const start = performance.now();
-  const stream = (await client.completions.create({
-    model: 'm100',
-    prompt,
-    max_tokens: OUTPUT_LEN,
-    temperature: 0,
-    ignore_eos: true,
-    stream: true,
-    stream_options: { include_usage: true },
-  } as never)) as unknown as AsyncIterable<OpenAI.Completion>;
-  let first: number | undefined;
-  let last = start;
-  const itlMs: number[] = [];
-  let outputTokens = 0;
-  let inputTokens = 0;
-  for await (const chunk of stream) {
-    if (chunk.usage) {
-      outputTokens = chunk.usage.completion_tokens;
-      inputTokens = chunk.usage.prompt_tokens;
-    }
-    if ((chunk.choices[0]?.text ?? '') === '') continue;
-    const now = performance.now();
-    if (first === undefined) first = now;
-    else itlMs.push(now - last);
-    last = now;
-  }
-  const end = performance.now();
-  return { ttftMs: (first ?? end) - start, itlMs, e2eMs: end - start, outputTokens, inputTokens };
-}
-
-const mean = (xs: readonly number[]): number => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length);
-function percentile(xs: readonly number[], p: number): number {
-  if (xs.length === 0) return 0;
-  const sorted = [...xs].sort((a, b) => a - b);
-  const rank = (p / 100) * (sorted.length - 1);
-  const lo = Math.floor(rank);
-  const hi = Math.ceil(rank);
-  return (sorted[lo] as number) + ((sorted[hi] as number) - (sorted[lo] as number)) * (rank - lo);
-}
-const stats = (xs: readonly number[]) => ({ mean: mean(xs), median: percentile(xs, 50), p99: percentile(xs, 99) });
-
-async function runLevel(url: string, concurrency: number, rng: Rng) {
-  const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'none', maxRetries: 0, timeout: 600_000 });
-  const numPrompts = concurrency * PROMPTS_PER_CLIENT;
-  const prompts = Array.from({ length: numPrompts }, () =>
-    Array.from({ length: INPUT_LEN }, () => 3 + rng.int(31_000)),
-  );
-  await oneRequest(client, prompts[0] as number[]); // warm-up (not counted)
-  let next = 0;
-  const results: RequestResult[] = [];
-  const start = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < numPrompts) results.push(await oneRequest(client, prompts[next++] as number[]));
-    }),
-  );
-  const durationS = (performance.now() - start) / 1000;
-  const totalIn = results.reduce((a, r) => a + r.inputTokens, 0);
-  const totalOut = results.reduce((a, r) => a + r.outputTokens, 0);
-  const tpot = results.filter((r) => r.outputTokens > 1).map((r) => (r.e2eMs - r.ttftMs) / (r.outputTokens - 1));
-  return {
-    concurrency,
-    completed: results.length,
-    durationS,
-    totalInputTokens: totalIn,
-    totalOutputTokens: totalOut,
-    requestThroughput: results.length / durationS,
-    outputThroughput: totalOut / durationS,
-    totalThroughput: (totalIn + totalOut) / durationS,
-    ttftMs: stats(results.map((r) => r.ttftMs)),
-    tpotMs: stats(tpot),
-    itlMs: stats(results.flatMap((r) => r.itlMs)),
-    e2eMs: stats(results.map((r) => r.e2eMs)),
-  };
-}
-
-type Level = Awaited<ReturnType<typeof runLevel>>;
-
-function print(level: Level): void {
-  const line = (label: string, value: string | number) =>
-    console.log(`${label.padEnd(40)}${String(value).padStart(10)}`);
-  const f = (n: number) => n.toFixed(2);
-  const section = (title: string) => console.log(title.padStart(25 + title.length / 2, '-').padEnd(50, '-'));
-  console.log(`${' Serving Benchmark Result '.padStart(37, '=').padEnd(50, '=')}`);
-  line('Successful requests:', level.completed);
-  line('Maximum request concurrency:', level.concurrency);
-  line('Benchmark duration (s):', f(level.durationS));
-  line('Total input tokens:', level.totalInputTokens);
-  line('Total generated tokens:', level.totalOutputTokens);
-  line('Request throughput (req/s):', f(level.requestThroughput));
-  line('Output token throughput (tok/s):', f(level.outputThroughput));
-  line('Total Token throughput (tok/s):', f(level.totalThroughput));
-  for (const [title, key, name] of [
-    ['Time to First Token', 'ttftMs', 'TTFT'],
-    ['Time per Output Token (excl. 1st token)', 'tpotMs', 'TPOT'],
-    ['Inter-token Latency', 'itlMs', 'ITL'],
-    ['End-to-end Latency', 'e2eMs', 'E2EL'],
-  ] as const) {
-    section(title);
-    line(`Mean ${name} (ms):`, f(level[key].mean));
-    line(`Median ${name} (ms):`, f(level[key].median));
-    line(`P99 ${name} (ms):`, f(level[key].p99));
-  }
-  console.log('='.repeat(50));
-}
-
-const model = flag('--model') ?? (await m100());
-const server = await startServer(model);
-console.log(
-  `tessera serve ${model} (${server.kernels}) on ${cpus()[0]?.model ?? '?'} x ${availableParallelism()}; input ${INPUT_LEN}, output ${OUTPUT_LEN} tokens, greedy, ignore_eos`,
-);
-const levels: Level[] = [];
-try {
-  const rng = new Rng(0);
-  for (const c of CONCURRENCY) {
-    const level = await runLevel(server.url, c, rng);
-    levels.push(level);
-    print(level);
-  }
-} finally {
-  const exited = new Promise((resolve) => server.child.once('exit', resolve));
-  server.child.kill('SIGTERM');
-  await exited;
-}
-
 /** bench:decode's figure in this process: decode tok/s of AGAINST_BATCH requests, best of `runs`. */
-async function decodeFigure(runs = 3): Promise<number> {
+async function decodeFigure(model: string, runs = 3): Promise<number> {
   const engine = await createEngine(await loadModel(model), {
     kvPages: Math.ceil((AGAINST_BATCH * (INPUT_LEN + OUTPUT_LEN)) / 16) + 16,
-    threads: availableParallelism(),
+    threads: THREADS,
     deterministic: DETERMINISTIC,
   });
   const rng = new Rng(1);
@@ -238,66 +122,119 @@ async function decodeFigure(runs = 3): Promise<number> {
   }
   return best;
 }
-let against: { decodeTokensPerS: number; serveOutputShare: number; serveDecodeShare: number } | undefined;
-const level16 = levels.find((l) => l.concurrency === AGAINST_BATCH);
-if (AGAINST_DECODE && level16 !== undefined) {
-  const decodeTokensPerS = await decodeFigure();
-  const serveDecodeRate = AGAINST_BATCH / (level16.tpotMs.median / 1000);
-  against = {
-    decodeTokensPerS,
-    serveOutputShare: level16.outputThroughput / decodeTokensPerS,
-    serveDecodeShare: serveDecodeRate / decodeTokensPerS,
-  };
-  console.log(
-    `\nbench:decode's batch-${AGAINST_BATCH} figure, measured now in this process: ${decodeTokensPerS.toFixed(1)} tok/s\n` +
-      `serve at concurrency ${AGAINST_BATCH}: output ${level16.outputThroughput.toFixed(1)} tok/s = ${against.serveOutputShare.toFixed(2)}x of it; ` +
-      `decode rate (${AGAINST_BATCH} / median TPOT) ${serveDecodeRate.toFixed(1)} tok/s = ${against.serveDecodeShare.toFixed(2)}x (target >= 0.8x)`,
-  );
-} else if (AGAINST_DECODE) {
-  console.log(`\n--against-decode needs concurrency ${AGAINST_BATCH} in --concurrency`);
+
+const found = llamaNativeBin();
+if (!('bin' in found)) process.stderr.write(`llama-server is unavailable (${found.why}): Tessera alone\n`);
+const bin = 'bin' in found ? found.bin : null;
+const shape: LoadShape = {
+  inputLen: INPUT_LEN,
+  outputLen: OUTPUT_LEN,
+  promptsPerClient: PROMPTS_PER_CLIENT,
+  modelName: NAME,
+};
+console.log(
+  `# Serving benchmark on ${cpus()[0]?.model ?? '?'} x ${THREADS} (load average ${loadavg()[0]!.toFixed(1)}); input ${INPUT_LEN}, output ${OUTPUT_LEN} tokens, greedy, ignore_eos; ` +
+    `tessera serve beside ${bin === null ? 'nothing' : `llama-server -np ${Math.max(...CONCURRENCY)} -t ${THREADS}`}, taking turns per level`,
+);
+
+interface ModelRun {
+  readonly label: string;
+  readonly path: string;
+  readonly kernels: string;
+  readonly tessera: Level[];
+  readonly llama: Level[];
+  against: { decodeTokensPerS: number; serveOutputShare: number; serveDecodeShare: number } | null;
 }
-console.log('\nconcurrency  req/s   out tok/s  TTFT p50 (ms)  ITL p50 (ms)  ITL p99 (ms)');
-for (const l of levels) {
-  console.log(
-    `${String(l.concurrency).padStart(11)}  ${l.requestThroughput.toFixed(2).padStart(5)}  ${l.outputThroughput.toFixed(1).padStart(10)}  ` +
-      `${l.ttftMs.median.toFixed(1).padStart(13)}  ${l.itlMs.median.toFixed(1).padStart(12)}  ${l.itlMs.p99.toFixed(1).padStart(12)}`,
-  );
+const runs: ModelRun[] = [];
+const yard: YardstickRow[] = [];
+for (const { label, path } of await models()) {
+  const tessera = await startTessera(path);
+  let llama: LlamaServer | null = null;
+  const run: ModelRun = { label, path, kernels: tessera.kernels, tessera: [], llama: [], against: null };
+  try {
+    if (bin !== null)
+      llama = await startLlamaServer(bin, {
+        model: path,
+        threads: THREADS,
+        parallel: Math.max(...CONCURRENCY),
+        slotContext: INPUT_LEN + OUTPUT_LEN + 16,
+      });
+    console.log(`\n# ${label}: ${path} (tessera: ${tessera.kernels})`);
+    for (const c of CONCURRENCY) {
+      const ours = await runLevel(tessera.url, shape, c, c);
+      run.tessera.push(ours);
+      printLevel('tessera', ours);
+      if (llama !== null) {
+        const theirs = await runLevel(llama.url, shape, c, c);
+        run.llama.push(theirs);
+        printLevel('llama-server', theirs);
+      }
+      const theirs = run.llama.at(-1);
+      const row = (measure: string, better: 'higher' | 'lower', pick: (l: Level) => number): YardstickRow => ({
+        model: label,
+        measure: `${c} streams: ${measure}`,
+        tessera: pick(ours),
+        llama: llama === null || theirs === undefined ? NaN : pick(theirs),
+        tesseraRuns: [],
+        llamaRuns: [],
+        better,
+      });
+      yard.push(
+        row('output tok/s', 'higher', (l) => l.outputThroughput),
+        row('TTFT p50 ms', 'lower', (l) => l.ttftMs.median),
+        row('ITL p50 ms', 'lower', (l) => l.itlMs.median),
+        row('ITL p99 ms', 'lower', (l) => l.itlMs.p99),
+      );
+    }
+  } finally {
+    await Promise.all([tessera.stop(), llama?.stop()]);
+  }
+  const level16 = run.tessera.find((l) => l.concurrency === AGAINST_BATCH);
+  if (AGAINST_DECODE && level16 !== undefined) {
+    const decodeTokensPerS = await decodeFigure(path);
+    const serveDecodeRate = AGAINST_BATCH / (level16.tpotMs.median / 1000);
+    run.against = {
+      decodeTokensPerS,
+      serveOutputShare: level16.outputThroughput / decodeTokensPerS,
+      serveDecodeShare: serveDecodeRate / decodeTokensPerS,
+    };
+    console.log(
+      `\n${label}: bench:decode's batch-${AGAINST_BATCH} figure, measured now in this process: ${decodeTokensPerS.toFixed(1)} tok/s\n` +
+        `serve at concurrency ${AGAINST_BATCH}: output ${level16.outputThroughput.toFixed(1)} tok/s = ${run.against.serveOutputShare.toFixed(2)}x of it; ` +
+        `decode rate (${AGAINST_BATCH} / median TPOT) ${serveDecodeRate.toFixed(1)} tok/s = ${run.against.serveDecodeShare.toFixed(2)}x (target >= 0.8x)`,
+    );
+  } else if (AGAINST_DECODE) {
+    console.log(`\n--against-decode needs concurrency ${AGAINST_BATCH} in --concurrency`);
+  }
+  runs.push(run);
 }
+printYardstick(
+  `Serving, tessera serve vs llama-server -np ${Math.max(...CONCURRENCY)}, ${THREADS} threads each (ratio > 1: Tessera ahead)`,
+  yard,
+);
 const out = join('bench', 'results', `serve-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
 await mkdir(join('bench', 'results'), { recursive: true });
 await writeFile(
   out,
-  `${JSON.stringify({ model, kernels: server.kernels, deterministic: DETERMINISTIC, inputLen: INPUT_LEN, outputLen: OUTPUT_LEN, cpu: cpus()[0]?.model, threads: availableParallelism(), levels, against: against ?? null }, null, 2)}\n`,
+  `${JSON.stringify({ deterministic: DETERMINISTIC, inputLen: INPUT_LEN, outputLen: OUTPUT_LEN, cpu: cpus()[0]?.model, threads: THREADS, llama: bin, runs, yardstick: yard.map((r) => ({ ...r, ratio: ratioOf(r) })) }, null, 2)}\n`,
 );
-const byConcurrency = (y: (l: Level) => number) => levels.map((l) => ({ x: l.concurrency, y: y(l) }));
+const series = (name: string, levels: Level[], y: (l: Level) => number) =>
+  levels.length === 0 ? [] : [{ name, points: levels.map((l) => ({ x: l.concurrency, y: y(l) })) }];
+const both = (y: (l: Level) => number, what = '') =>
+  runs.flatMap((r) => [
+    ...series(`tessera ${r.label}${what}`, r.tessera, y),
+    ...series(`llama-server ${r.label}${what}`, r.llama, y),
+  ]);
 await writeFile(
   svgPathFor(out),
   linePanelsSvg({
-    title: 'Serving: closed-loop streaming clients (tessera serve)',
-    subtitle: `${model.split('/').at(-1) ?? model}, ${server.kernels}; input ${INPUT_LEN}, output ${OUTPUT_LEN} tokens; ${cpus()[0]?.model ?? '?'} x ${availableParallelism()}`,
+    title: 'Serving: closed-loop streaming clients, tessera serve vs llama-server',
+    subtitle: `input ${INPUT_LEN}, output ${OUTPUT_LEN} tokens; ${cpus()[0]?.model ?? '?'} x ${THREADS}`,
     xLabel: 'concurrency',
     panels: [
-      {
-        title: 'output throughput',
-        unit: 'tokens/s',
-        series: [{ name: 'output tok/s', points: byConcurrency((l) => l.outputThroughput) }],
-      },
-      {
-        title: 'time to first token',
-        unit: 'ms',
-        series: [
-          { name: 'median', points: byConcurrency((l) => l.ttftMs.median) },
-          { name: 'p99', points: byConcurrency((l) => l.ttftMs.p99) },
-        ],
-      },
-      {
-        title: 'inter-token latency',
-        unit: 'ms',
-        series: [
-          { name: 'median', points: byConcurrency((l) => l.itlMs.median) },
-          { name: 'p99', points: byConcurrency((l) => l.itlMs.p99) },
-        ],
-      },
+      { title: 'output throughput', unit: 'tokens/s', series: both((l) => l.outputThroughput) },
+      { title: 'time to first token, median', unit: 'ms', series: both((l) => l.ttftMs.median) },
+      { title: 'inter-token latency, p99', unit: 'ms', series: both((l) => l.itlMs.p99) },
     ],
   }),
 );

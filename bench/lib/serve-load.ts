@@ -1,0 +1,139 @@
+// bench:serve's load generator: closed-loop streaming clients (the official openai client) sending
+// greedy completions of token-id prompts with ignore_eos to an OpenAI-compatible server, Tessera's
+// or llama-server, the same requests to each; per level the metrics of vLLM's benchmark_serving
+// (throughputs; TTFT, TPOT, ITL and end-to-end latency: mean, median, p99) and their printout.
+// Benchmark code: it asserts nothing.
+import OpenAI from 'openai';
+import { Rng } from '../../src/core/index.js';
+
+export interface LoadShape {
+  readonly inputLen: number;
+  readonly outputLen: number;
+  readonly promptsPerClient: number;
+  /** The `model` field of each request. */
+  readonly modelName: string;
+}
+
+interface RequestResult {
+  readonly ttftMs: number;
+  /** Gaps between successive chunks that carried tokens. */
+  readonly itlMs: number[];
+  readonly e2eMs: number;
+  readonly outputTokens: number;
+  readonly inputTokens: number;
+}
+
+async function oneRequest(client: OpenAI, shape: LoadShape, prompt: number[]): Promise<RequestResult> {
+  const start = performance.now();
+  const stream = (await client.completions.create({
+    model: shape.modelName,
+    prompt,
+    max_tokens: shape.outputLen,
+    temperature: 0,
+    ignore_eos: true,
+    stream: true,
+    stream_options: { include_usage: true },
+  } as never)) as unknown as AsyncIterable<OpenAI.Completion>;
+  let first: number | undefined;
+  let last = start;
+  const itlMs: number[] = [];
+  let usage: OpenAI.Completion['usage'] | undefined;
+  let textChunks = 0;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    if ((chunk.choices[0]?.text ?? '') === '') continue;
+    textChunks++;
+    const now = performance.now();
+    if (first === undefined) first = now;
+    else itlMs.push(now - last);
+    last = now;
+  }
+  const end = performance.now();
+  return {
+    ttftMs: (first ?? end) - start,
+    itlMs,
+    e2eMs: end - start,
+    // A server that reports no usage in its stream: one token per chunk (llama-server streams so).
+    outputTokens: usage?.completion_tokens ?? textChunks,
+    inputTokens: usage?.prompt_tokens ?? prompt.length,
+  };
+}
+
+const mean = (xs: readonly number[]): number => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length);
+function percentile(xs: readonly number[], p: number): number {
+  if (xs.length === 0) return 0;
+  const sorted = [...xs].sort((a, b) => a - b);
+  const rank = (p / 100) * (sorted.length - 1);
+  const lo = Math.floor(rank);
+  const hi = Math.ceil(rank);
+  return (sorted[lo] as number) + ((sorted[hi] as number) - (sorted[lo] as number)) * (rank - lo);
+}
+const stats = (xs: readonly number[]) => ({ mean: mean(xs), median: percentile(xs, 50), p99: percentile(xs, 99) });
+
+/** One level: `concurrency` clients, each sending promptsPerClient requests one after another (prompts from `seed`). */
+export async function runLevel(url: string, shape: LoadShape, concurrency: number, seed: number) {
+  const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'none', maxRetries: 0, timeout: 600_000 });
+  const rng = new Rng(seed);
+  const numPrompts = concurrency * shape.promptsPerClient;
+  const prompts = Array.from({ length: numPrompts }, () =>
+    Array.from({ length: shape.inputLen }, () => 3 + rng.int(31_000)),
+  );
+  await oneRequest(client, shape, prompts[0] as number[]); // warm-up (not counted)
+  let next = 0;
+  const results: RequestResult[] = [];
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < numPrompts) results.push(await oneRequest(client, shape, prompts[next++] as number[]));
+    }),
+  );
+  const durationS = (performance.now() - start) / 1000;
+  const totalIn = results.reduce((a, r) => a + r.inputTokens, 0);
+  const totalOut = results.reduce((a, r) => a + r.outputTokens, 0);
+  const tpot = results.filter((r) => r.outputTokens > 1).map((r) => (r.e2eMs - r.ttftMs) / (r.outputTokens - 1));
+  return {
+    concurrency,
+    completed: results.length,
+    durationS,
+    totalInputTokens: totalIn,
+    totalOutputTokens: totalOut,
+    requestThroughput: results.length / durationS,
+    outputThroughput: totalOut / durationS,
+    totalThroughput: (totalIn + totalOut) / durationS,
+    ttftMs: stats(results.map((r) => r.ttftMs)),
+    tpotMs: stats(tpot),
+    itlMs: stats(results.flatMap((r) => r.itlMs)),
+    e2eMs: stats(results.map((r) => r.e2eMs)),
+  };
+}
+
+export type Level = Awaited<ReturnType<typeof runLevel>>;
+
+/** vLLM benchmark_serving's printout of one level. */
+export function printLevel(server: string, level: Level): void {
+  const line = (label: string, value: string | number) =>
+    console.log(`${label.padEnd(40)}${String(value).padStart(10)}`);
+  const f = (n: number) => n.toFixed(2);
+  const section = (title: string) => console.log(title.padStart(25 + title.length / 2, '-').padEnd(50, '-'));
+  console.log(`${` Serving Benchmark Result: ${server} `.padStart(37, '=').padEnd(50, '=')}`);
+  line('Successful requests:', level.completed);
+  line('Maximum request concurrency:', level.concurrency);
+  line('Benchmark duration (s):', f(level.durationS));
+  line('Total input tokens:', level.totalInputTokens);
+  line('Total generated tokens:', level.totalOutputTokens);
+  line('Request throughput (req/s):', f(level.requestThroughput));
+  line('Output token throughput (tok/s):', f(level.outputThroughput));
+  line('Total Token throughput (tok/s):', f(level.totalThroughput));
+  for (const [title, key, name] of [
+    ['Time to First Token', 'ttftMs', 'TTFT'],
+    ['Time per Output Token (excl. 1st token)', 'tpotMs', 'TPOT'],
+    ['Inter-token Latency', 'itlMs', 'ITL'],
+    ['End-to-end Latency', 'e2eMs', 'E2EL'],
+  ] as const) {
+    section(title);
+    line(`Mean ${name} (ms):`, f(level[key].mean));
+    line(`Median ${name} (ms):`, f(level[key].median));
+    line(`P99 ${name} (ms):`, f(level[key].p99));
+  }
+  console.log('='.repeat(50));
+}
