@@ -60,7 +60,7 @@ export interface PoolPlan {
 export interface PoolFlags {
   readonly size: PoolSize;
   readonly pageSize: number;
-  /** --kv-dtype: f32 or f16 elements in every page, stamp-covered slot and transfer. */
+  /** --kv-dtype: f32, f16 or q8_0 elements in every page, stamp-covered slot and transfer. */
   readonly kvDtype: KvDtype;
   /** null: the model's maxPositionEmbeddings. */
   readonly contextLength: number | null;
@@ -72,7 +72,8 @@ export function planPool(model: KvModelShape, flags: PoolFlags): PoolPlan {
     numLayers: model.numLayers,
     numKvHeads: model.numKvHeads,
     headDim: model.headDim,
-    bytesPerElement: kvBytesPerElement(flags.kvDtype),
+    // q8_0: an f16 scale per block of 32 values, 34 / 32 = 1.0625 B (a head's cut last block adds more).
+    bytesPerElement: kvBytesPerElement(flags.kvDtype, model.headDim),
   };
   const { pageSize } = flags;
   const window = model.slidingWindow ?? Infinity;

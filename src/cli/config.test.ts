@@ -75,7 +75,7 @@ describe('parseServeConfig', () => {
   it('refuses bad values, naming the flag', () => {
     expect(configError(() => parseServeConfig({ port: '80x' }, {}))).toMatch(/--port must be a whole number/);
     expect(configError(() => parseServeConfig({ kvDtype: 'bf16' }, {}))).toBe(
-      "--kv-dtype must be one of f32, f16, got 'bf16'",
+      "--kv-dtype must be one of f32, f16, q8_0, got 'bf16'",
     );
     expect(configError(() => parseServeConfig({ port: '70000' }, {}))).toMatch(/--port must be between 0 and 65535/);
     expect(configError(() => parseServeConfig({ kvPages: '0' }, {}))).toMatch(/--kv-pages/);

@@ -9,7 +9,10 @@ export interface KvElementShape {
   readonly numLayers: number;
   readonly numKvHeads: number;
   readonly headDim: number;
-  /** 4 for f32 (the pool's type today), 2 for f16/bf16. */
+  /**
+   * 4 for f32, 2 for f16/bf16, 1.0625 for q8_0 (an f16 scale per 32 values; more when headDim is
+   * not a multiple of 32): any positive number whose K-plus-V bytes per token per layer are whole.
+   */
   readonly bytesPerElement: number;
 }
 
@@ -25,8 +28,12 @@ function assertPositive(value: number, what: string): void {
 export function kvBytesPerTokenPerLayer(shape: KvElementShape): number {
   assertPositive(shape.numKvHeads, 'numKvHeads');
   assertPositive(shape.headDim, 'headDim');
-  assertPositive(shape.bytesPerElement, 'bytesPerElement');
-  return 2 * shape.numKvHeads * shape.headDim * shape.bytesPerElement;
+  const perElement = shape.bytesPerElement;
+  assert(Number.isFinite(perElement) && perElement > 0, () => `bytesPerElement must be positive, got ${perElement}`);
+  const bytes = 2 * shape.numKvHeads * shape.headDim * perElement;
+  const whole = Math.round(bytes);
+  assert(Math.abs(bytes - whole) < 1e-6, () => `K and V of one token in one layer must be whole bytes, got ${bytes}`);
+  return whole;
 }
 
 /** Bytes of K plus V for one token across all layers. */
