@@ -60,7 +60,7 @@ interface StaleRead {
   readonly name: string;
   readonly failure: PageCheckFailure;
   /** Sets the scene in a pool with the given faults; returns the read that must not happen. */
-  readonly build: (pool: PagePool) => () => Float32Array | Uint16Array;
+  readonly build: (pool: PagePool) => () => Float32Array | Uint16Array | Uint8Array;
 }
 
 const STALE_READS: readonly StaleRead[] = [
