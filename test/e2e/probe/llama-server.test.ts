@@ -49,7 +49,7 @@ beforeAll(async () => {
   await genModel({ preset: 'tiny', format: 'gguf', out: model, seed: 1, dtype: 'q8_0' });
   const child = spawn(
     join(binDir, 'llama-server'),
-    ['-m', model, '-c', '4096', '-np', '4', '--host', '127.0.0.1', '--port', '0', '-t', '2', '--no-webui'],
+    ['-m', model, '-c', '4096', '-np', '4', '--host', '127.0.0.1', '--port', '0', '-t', '1', '--no-webui'],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   llama = child;
