@@ -144,6 +144,47 @@ export class PagePool {
     this.#stampFilled[tag.page] = filledSlots;
   }
 
+  /**
+   * Speculative decoding's rollback: a verification step wrote and stamped draft positions that
+   * were then rejected, so the stamp of tag's page shrinks back to `filledSlots` (the accepted
+   * end), and a later read of a rejected slot fails checkRead's coverage. Only the current
+   * allocation, only a stamp of its own epoch, never a grow, never while the page is lent to a
+   * step in flight (the thread may still be writing it). A page left with 0 filled slots stays
+   * the request's (its own free slots), never another's with stale bytes: the ledger moves it.
+   */
+  rollbackStamp(tag: Tag, filledSlots: number): void {
+    const e = this.ledger.entry(tag.page);
+    assert(
+      e.state === 'allocated' && e.epoch === tag.epoch,
+      () => `rollbackStamp: page ${tag.page} is ${describeEntry(e)}, not allocated in epoch ${tag.epoch}`,
+    );
+    assert(this.#lent[tag.page] === 0, () => `rollbackStamp: page ${tag.page} is lent to the step in flight`);
+    const current = this.#stampEpoch[tag.page] === tag.epoch ? (this.#stampFilled[tag.page] as number) : 0;
+    assert(
+      Number.isInteger(filledSlots) && filledSlots >= 0 && filledSlots <= current,
+      () =>
+        `rollbackStamp: page ${tag.page} holds ${current} slots of epoch ${tag.epoch}, cannot roll back to ${filledSlots}`,
+    );
+    if (this.#stampEpoch[tag.page] === tag.epoch) this.#stampFilled[tag.page] = filledSlots;
+  }
+
+  /**
+   * Rolls the stamps of a page table back so that positions [keptEnd, writtenEnd) are no longer
+   * covered (each page holding one keeps only its slots below keptEnd). Returns the pages touched.
+   */
+  rollbackStamps(tags: readonly Tag[], keptEnd: number, writtenEnd: number): number {
+    assert(
+      Number.isInteger(keptEnd) && keptEnd >= 0 && keptEnd <= writtenEnd && writtenEnd <= tags.length * this.pageSize,
+      () => `rollbackStamps: positions [${keptEnd}, ${writtenEnd}) in a table of ${tags.length} pages`,
+    );
+    let numPages = 0;
+    for (let p = Math.floor(keptEnd / this.pageSize); p * this.pageSize < writtenEnd; p++) {
+      this.rollbackStamp(tags[p] as Tag, Math.max(0, keptEnd - p * this.pageSize));
+      numPages++;
+    }
+    return numPages;
+  }
+
   stampOf(page: PageId): Stamp {
     this.ledger.entry(page); // range check
     return { epoch: asEpoch(this.#stampEpoch[page] as number), filledSlots: this.#stampFilled[page] as number };

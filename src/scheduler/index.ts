@@ -15,9 +15,11 @@ export {
   type StepShape,
 } from './step-budget.js';
 export { REQUEST_STATE_KINDS, ROLES } from './types.js';
+export { DEFAULT_SPEC, DraftState, NgramIndex, type SpecOptions } from './spec-lookup.js';
 export type {
   AbortResult,
   AdmitResult,
+  DraftVerdict,
   FinishResult,
   ReleaseResult,
   RequestStateKind,

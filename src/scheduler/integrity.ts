@@ -13,7 +13,11 @@
 //  - Waiting requests hold no page; the running set is exactly the prefilling and decoding
 //    requests; the waiting queues are exactly the waiting requests; the running limit holds.
 //  - Every position a request counts as computed is covered by a stamp of its page's epoch; a
-//    table has exactly the pages its computed positions need between steps.
+//    table has exactly the pages its computed positions need between steps (a speculating decode
+//    may keep spare pages that only rejected drafts filled).
+//  - Between steps no stamp of a running request's own page covers a position it does not count
+//    as computed: a speculative step's rejected positions were rolled back (fault
+//    keep-rejected-stamps breaks exactly this).
 import { assert, assertNever, type BatchItem, type RequestId, type Tag } from '../core/index.js';
 import { describeEntry, pagesFor, type Owner, type PagePool, type PrefixCache } from '../pages/index.js';
 import { numComputedOf, slotsOfPage, tagsOf, type SchedRequest } from './request-state.js';
@@ -155,10 +159,22 @@ function checkState(s: SchedulerSnapshot, r: SchedRequest, inStep: boolean, page
       assertNever(state, 'request state');
   }
   const needed = pagesFor(numComputed, pageSize);
+  const spares = !inStep && state.kind === 'decoding' && r.draft !== undefined; // pages of rejected drafts
   assert(
-    inStep ? tags.length >= needed : tags.length === needed,
+    inStep || spares ? tags.length >= needed : tags.length === needed,
     () => `${r.rid} (${state.kind}) holds ${tags.length} pages for ${numComputed} computed positions`,
   );
+  if (!inStep && (state.kind === 'prefilling' || state.kind === 'decoding')) {
+    for (let i = 0; i < tags.length; i++) {
+      const tag = tags[i] as Tag;
+      const slots = slotsOfPage(i, numComputed, pageSize);
+      assert(
+        slots === pageSize || !s.pool.isWritten(tag, slots + 1),
+        () =>
+          `${r.rid} counts ${slots} slot(s) of page ${tag.page} (epoch ${tag.epoch}) as computed, but its stamp covers more: ${JSON.stringify(s.pool.stampOf(tag.page))} (rejected drafts not rolled back?)`,
+      );
+    }
+  }
   for (let i = 0; i < needed; i++) {
     const tag = tags[i] as Tag;
     const slots = slotsOfPage(i, numComputed, pageSize);

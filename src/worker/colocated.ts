@@ -125,6 +125,7 @@ export class ColocatedWorker {
       faults,
       checkEveryStep: options.checkEveryStep,
       ...(options.maxStepMs === undefined ? {} : { maxStepMs: options.maxStepMs }),
+      pool, // speculation's rollback of rejected drafts (spec-verify.ts)
     });
     this.#loop.start();
   }

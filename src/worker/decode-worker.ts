@@ -148,6 +148,7 @@ export class DecodeWorker {
       faults,
       checkEveryStep: options.checkEveryStep,
       ...(options.maxStepMs === undefined ? {} : { maxStepMs: options.maxStepMs }),
+      pool: options.pool, // speculation's rollback of rejected drafts (spec-verify.ts)
     });
     this.#loop.start();
   }

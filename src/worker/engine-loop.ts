@@ -10,7 +10,9 @@
 //      Right after runner.step() was called (the forward pass is on the engine thread now) the
 //      role's `beside` runs: work that reads what earlier steps finished (a prefill's KvChunk
 //      sends) overlaps this step's compute instead of waiting between steps
-//   3. sample every item that wanted logits (step-results.ts), while its logits are valid
+//   3. sample every item that wanted logits (step-results.ts), while its logits are valid; a
+//      decode with drafts is verified (spec-verify.ts) and its rejected positions' stamps are
+//      rolled back in the pool right here, before complete() counts the accepted ones
 //   4. events = scheduler.complete(results) go out to the role (onEvents), synchronously
 //   5. checkIntegrity() around the step when `checkEveryStep` (tests), else only when idle
 //   6. yield to the event loop (setImmediate), so HTTP, aborts and new requests get in — only
@@ -28,8 +30,10 @@
 import { setImmediate as yieldToEventLoop, setTimeout as sleep } from 'node:timers/promises';
 import type { BatchItem, FaultSet, RequestId } from '../core/index.js';
 import type { ItemResult } from '../model/index.js';
+import type { PagePool } from '../pages/index.js';
 import { itemPairs, StepBudget, type Scheduler, type SchedulerEvent, type StepCostFit } from '../scheduler/index.js';
 import { takePromptRows, type PromptLogprobs } from './prompt-logprobs.js';
+import { rollbackRejected } from './spec-verify.js';
 import { toStepResults, type SamplingState, type TokenSampler } from './step-results.js';
 
 /** What runs one step (src/model's ModelRunner, structurally). */
@@ -68,6 +72,11 @@ export interface EngineLoopOptions {
    * reading stamped slots never touches a slot the step in flight writes. Must not throw.
    */
   readonly beside?: () => void;
+  /**
+   * The runner's pool, where the scheduler plans speculative decodes (SchedulerOptions.speculation):
+   * each step's rejected draft positions are rolled back in it (spec-verify.ts).
+   */
+  readonly pool?: PagePool;
   /** How long to wait before planning again when requests wait but none could run (ms). */
   readonly stalledRetryMs?: number;
   /** The time budget of a step with decodes (--max-step-ms): ms, 'auto' (default) or 'off'. */
@@ -117,6 +126,7 @@ export class EngineLoop {
   #stepMsTotal = 0;
   #numItemsStepped = 0;
   #fatal: string | null = null;
+  #numRolledBack = 0;
   readonly #budget: StepBudget | undefined;
   readonly #now: () => number;
   #lastStepMs = 0;
@@ -139,6 +149,11 @@ export class EngineLoop {
       numItemsStepped: this.#numItemsStepped,
       fatal: this.#fatal,
     };
+  }
+
+  /** Speculation: draft positions written, rejected and rolled back (their stamps) so far. */
+  get numRolledBack(): number {
+    return this.#numRolledBack;
   }
 
   get healthy(): boolean {
@@ -213,7 +228,7 @@ export class EngineLoop {
       for (const item of plan.items) {
         numTokens += item.tokens.length;
         numPairs += itemPairs(item.startPos, item.tokens.length);
-        if (item.tokens.length === 1) numDecodes++;
+        if (item.tokens.length === 1 || item.verifiesDrafts === true) numDecodes += item.tokens.length; // drafts: decode tokens, as plan.ts counts them
       }
       budget.observe(numTokens, this.#lastStepMs, numDecodes, numPairs);
     }
@@ -221,7 +236,9 @@ export class EngineLoop {
       o.promptLogprobsOf === undefined
         ? outputs
         : takePromptRows(plan.items, outputs, o.sampler, o.promptLogprobsOf, o.faults);
-    const results = toStepResults(taken, o.sampler, o.samplingOf, o.faults);
+    const results = toStepResults(taken, o.sampler, o.samplingOf, o.faults, plan.items);
+    // Speculation: the rejected drafts' positions are unstamped before complete() counts the rest.
+    if (o.pool !== undefined) this.#numRolledBack += rollbackRejected(o.pool, plan.items, outputs, results, o.faults);
     this.#numTokensSampled += results.filter((r) => r.kind === 'sampled').length;
     const events = o.scheduler.complete(results);
     this.#numSteps++;

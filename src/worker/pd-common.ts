@@ -4,6 +4,7 @@
 import type { GrammarEngine } from '../grammar/index.js';
 import { InvalidRequestError, type FaultSet, type GenerateEvent } from '../core/index.js';
 import type { KvEventSink, KvSpill, PagePool } from '../pages/index.js';
+import type { SpecOptions } from '../scheduler/index.js';
 import type { Timeouts, TraceSink } from '../transfer/index.js';
 import type { MaxStepMs, StepRunner } from './engine-loop.js';
 import type { TokenSampler } from './step-results.js';
@@ -39,6 +40,8 @@ export interface PdWorkerOptions {
   readonly onFatal: (error: unknown) => void;
   /** Structured output (sampling.constraint); absent: such requests are refused at admission. */
   readonly grammar?: GrammarEngine;
+  /** Prompt-lookup speculation on a decode node (--spec-max-draft); a prefill ignores it. */
+  readonly speculation?: SpecOptions;
   /** The disk tier under a prefill's prefix cache (--kv-disk; scheduler-for.ts); decode ignores it. */
   readonly kvSpill?: KvSpill;
   /** Where a prefill's prefix cache publishes KV events (its /kv-events ring; scheduler-for.ts); decode has none. */

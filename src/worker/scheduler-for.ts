@@ -5,7 +5,7 @@
 // event sink (serve's and each PD worker's /kv-events ring), it publishes BlockStored/BlockRemoved.
 import type { FaultSet } from '../core/index.js';
 import type { KvEventSink, KvSpill, PagePool } from '../pages/index.js';
-import { Scheduler, type Role } from '../scheduler/index.js';
+import { Scheduler, type Role, type SpecOptions } from '../scheduler/index.js';
 import { CountedPrefixCache, setTierSource } from './tier-views.js';
 
 export interface SchedulerLimits {
@@ -18,6 +18,8 @@ export interface SchedulerLimits {
   readonly eosTokenIds: readonly number[];
   /** Logits rows a step gives prompt log-probabilities beyond one per request (the runner's maxStepLogits - maxRunningRequests); default 0. */
   readonly promptLogitRows?: number;
+  /** Prompt-lookup speculation for decodes (--spec-max-draft; scheduler/spec-lookup.ts); absent: off. */
+  readonly speculation?: SpecOptions;
   /** The disk tier (--kv-disk) under the prefix cache; absent: evicted pages are gone. */
   readonly kvSpill?: KvSpill;
   /** Where the prefix cache publishes its KV events (pages/kv-events.ts); absent: none. */
@@ -47,6 +49,7 @@ export function schedulerFor(role: Role, o: SchedulerLimits): Scheduler {
     maxWaiting: o.maxWaiting,
     faults,
     eosTokenIds: o.eosTokenIds,
+    ...(o.speculation === undefined ? {} : { speculation: o.speculation }),
     ...(o.promptLogitRows === undefined ? {} : { promptLogitRows: o.promptLogitRows }),
   });
 }

@@ -9,6 +9,7 @@ import {
   isTesseraError,
   InvariantError,
   usesPenalties,
+  type BatchItem,
   type FaultSet,
   type RequestId,
   type SamplingParams,
@@ -16,6 +17,7 @@ import {
 } from '../core/index.js';
 import type { ItemResult } from '../model/index.js';
 import type { StepResult } from '../scheduler/index.js';
+import { isDraftItem, verifyDrafts } from './spec-verify.js';
 
 /** What samples one token (src/model's Sampler, structurally). */
 export interface TokenSampler {
@@ -28,6 +30,14 @@ export interface TokenSampler {
   ): number;
   /** `token`'s log-probability and the topN most likely tokens', from the logits as the model gave them. */
   logprobsOf(logits: Float32Array, token: number, topN: number): TokenLogprob;
+  /** Speculative decoding: the token at stepIndex given a drafted one (spec-verify.ts; src/model's Sampler.verify). */
+  verify(
+    logits: Float32Array,
+    params: SamplingParams,
+    stepIndex: number,
+    draft: number,
+    previous: readonly number[],
+  ): number;
 }
 
 /** A request's sampling parameters, the index of the output token to sample next, and its output so far. */
@@ -46,11 +56,13 @@ export function toStepResults(
   /** undefined: the request ended while its step ran (the scheduler drops its result). */
   stateOf: (rid: RequestId) => SamplingState | undefined,
   faults: FaultSet,
+  /** The step's items, in result order (a decode with drafts is verified from them: spec-verify.ts). */
+  items?: readonly BatchItem[],
 ): StepResult[] {
   const logitsRows = results.flatMap((r) => (r.kind === 'logits' ? [r.logits] : []));
   const swap = faults.has('swap-batch-rows') && logitsRows.length > 1;
   let row = 0;
-  return results.map((result): StepResult => {
+  return results.map((result, i): StepResult => {
     switch (result.kind) {
       case 'computed':
         return { kind: 'computed', rid: result.rid };
@@ -63,6 +75,8 @@ export function toStepResults(
         if (state === undefined)
           return { kind: 'failed', rid: result.rid, error: new AbortedError('the request ended while its step ran') };
         try {
+          const item = items?.[i];
+          if (item !== undefined && isDraftItem(item)) return verifyDrafts(result, item, state, sampler);
           const previous = usesPenalties(state.params) ? state.outputTokens() : [];
           const mask = state.mask?.(); // throws when the grammar failed or refused an earlier token
           const token = sampler.sample(
