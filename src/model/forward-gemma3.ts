@@ -45,6 +45,13 @@ export async function forwardGemma3(m: ForwardModel, batch: ForwardBatch, a: Act
     'forwardGemma3: one RoPE table per layer kind',
   );
   const attentionShape = { numHeads, numKvHeads, headDim, scale: 1 / Math.sqrt(g.queryPreAttnScalar) };
+  // One row (a decode step of one request): q, k, v and gate, up are views of the fused outputs, not copies.
+  const one = T === 1;
+  const q = one ? a.qkv.subarray(0, qDim) : a.q;
+  const k = one ? a.qkv.subarray(qDim, qDim + kvDim) : a.k;
+  const v = one ? a.qkv.subarray(qDim + kvDim, qDim + 2 * kvDim) : a.v;
+  const gate = one ? a.gateUp.subarray(0, ff) : a.gate;
+  const up = one ? a.gateUp.subarray(ff, 2 * ff) : a.up;
 
   // Embedding, scaled: x[t] = embed[token t] * sqrt(d)                   x: [T, d]
   const embedScale = Math.fround(Math.sqrt(d));
@@ -62,20 +69,20 @@ export async function forwardGemma3(m: ForwardModel, batch: ForwardBatch, a: Act
     // ---- attention ----
     ops.rmsNorm(a.x, lw.inputNorm, eps, T, d, a.xn); //                   xn: [T, d]
     await matmulRows(dense, lw.qkv, a.xn, T, a.qkv); //                    qkv: [T, qDim + 2 kvDim]
-    splitRows(a.qkv, T, null, [a.q, qDim], [a.k, kvDim], [a.v, kvDim]); // q: [T, qDim], k, v: [T, kvDim]
-    ops.rmsNorm(a.q, lw.qNorm, eps, T * numHeads, headDim, a.q); //       per head
-    ops.rmsNorm(a.k, lw.kNorm, eps, T * numKvHeads, headDim, a.k);
+    if (!one) splitRows(a.qkv, T, null, [a.q, qDim], [a.k, kvDim], [a.v, kvDim]); // q: [T, qDim], k, v: [T, kvDim]
+    ops.rmsNorm(q, lw.qNorm, eps, T * numHeads, headDim, q); //           per head
+    ops.rmsNorm(k, lw.kNorm, eps, T * numKvHeads, headDim, k);
     const { invFreq, attentionFactor } = local ? w.ropeLocal : m.rope;
     const positions = a.positions;
-    ops.rope({ x: a.q, numTokens: T, numHeads, headDim, positions, invFreq, attentionFactor });
-    ops.rope({ x: a.k, numTokens: T, numHeads: numKvHeads, headDim, positions, invFreq, attentionFactor });
+    ops.rope({ x: q, numTokens: T, numHeads, headDim, positions, invFreq, attentionFactor });
+    ops.rope({ x: k, numTokens: T, numHeads: numKvHeads, headDim, positions, invFreq, attentionFactor });
     for (const s of batch.seqs) {
       const rows = (buf: Float32Array, width: number) => buf.subarray(s.row * width, (s.row + s.numTokens) * width);
-      ops.writeKv(kv, layer, s.pageTable, s.startPos, s.numTokens, rows(a.k, kvDim), rows(a.v, kvDim));
+      ops.writeKv(kv, layer, s.pageTable, s.startPos, s.numTokens, rows(k, kvDim), rows(v, kvDim));
       const args = {
         layer,
         shape: attentionShape,
-        q: rows(a.q, qDim),
+        q: rows(q, qDim),
         out: rows(a.att, qDim), //  att: [T, qDim]
         numTokens: s.numTokens,
         startPos: s.startPos,
@@ -90,8 +97,8 @@ export async function forwardGemma3(m: ForwardModel, batch: ForwardBatch, a: Act
     // ---- MLP (GELU-tanh gated), normed before and after ----
     ops.rmsNorm(a.x, lw.preFfnNorm, eps, T, d, a.xn); //                  xn: [T, d]
     await matmulRows(dense, lw.gateUp, a.xn, T, a.gateUp); //              gateUp: [T, 2 ff]
-    splitRows(a.gateUp, T, null, [a.gate, ff], [a.up, ff]); //              gate, up: [T, ff]
-    ops.geluTanhMul(a.gate, a.up, a.hidden, T * ff); //                     hidden = gelu(gate) * up: [T, ff]
+    if (!one) splitRows(a.gateUp, T, null, [a.gate, ff], [a.up, ff]); //  gate, up: [T, ff]
+    ops.geluTanhMul(gate, up, a.hidden, T * ff); //                     hidden = gelu(gate) * up: [T, ff]
     await dense.matmul(lw.down, a.hidden, T, a.proj); //                    proj: [T, d]
     ops.rmsNorm(a.proj, lw.postFfnNorm, eps, T, d, a.proj); //              post_feedforward_layernorm
     ops.addInPlace(a.x, a.proj, T * d); //                                  x += norm(mlp(norm(x)))

@@ -63,6 +63,13 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
     () => `forward: ${T} tokens / ${R} logit rows exceed the activations (${a.maxTokens} / ${a.maxLogitRows})`,
   );
   const attentionShape = { numHeads, numKvHeads, headDim, scale: 1 / Math.sqrt(headDim) };
+  // One row (a decode step of one request): q, k, v and gate, up are views of the fused outputs, not copies.
+  const one = T === 1;
+  const q = one ? a.qkv.subarray(0, qDim) : a.q;
+  const k = one ? a.qkv.subarray(qDim, qDim + kvDim) : a.k;
+  const v = one ? a.qkv.subarray(qDim + kvDim, qDim + 2 * kvDim) : a.v;
+  const gate = one ? a.gateUp.subarray(0, ff) : a.gate;
+  const up = one ? a.gateUp.subarray(ff, 2 * ff) : a.up;
 
   // Embedding: x[t] = embed[token t]                                      x: [T, d]
   for (let t = 0; t < T; t++)
@@ -74,19 +81,21 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
     // ---- attention ----
     ops.rmsNorm(a.x, lw.inputNorm, eps, T, d, a.xn); //                   xn: [T, d]
     await matmulRows(dense, lw.qkv, a.xn, T, a.qkv); //                          qkv: [T, qDim + 2 kvDim]
-    splitRows(a.qkv, T, lw.qkvBias, [a.q, qDim], [a.k, kvDim], [a.v, kvDim]); // q: [T, qDim], k, v: [T, kvDim]
-    if (lw.qNorm !== null) ops.rmsNorm(a.q, lw.qNorm, eps, T * numHeads, headDim, a.q); // Qwen3: per head
-    if (lw.kNorm !== null) ops.rmsNorm(a.k, lw.kNorm, eps, T * numKvHeads, headDim, a.k);
-    rope(m, batch, a.q, numHeads, a.positions); //                          q, k rotated at each token's position
-    rope(m, batch, a.k, numKvHeads, a.positions);
+    // q: [T, qDim], k, v: [T, kvDim]
+    if (one) addBias(a.qkv, lw.qkvBias);
+    else splitRows(a.qkv, T, lw.qkvBias, [a.q, qDim], [a.k, kvDim], [a.v, kvDim]);
+    if (lw.qNorm !== null) ops.rmsNorm(q, lw.qNorm, eps, T * numHeads, headDim, q); // Qwen3: per head
+    if (lw.kNorm !== null) ops.rmsNorm(k, lw.kNorm, eps, T * numKvHeads, headDim, k);
+    rope(m, batch, q, numHeads, a.positions); //                            q, k rotated at each token's position
+    rope(m, batch, k, numKvHeads, a.positions);
     for (const s of batch.seqs) {
       // This step's K/V go into the sequence's pages first, so attention reads them like the past.
       const rows = (buf: Float32Array, width: number) => buf.subarray(s.row * width, (s.row + s.numTokens) * width);
-      ops.writeKv(kv, layer, s.pageTable, s.startPos, s.numTokens, rows(a.k, kvDim), rows(a.v, kvDim));
+      ops.writeKv(kv, layer, s.pageTable, s.startPos, s.numTokens, rows(k, kvDim), rows(v, kvDim));
       ops.attention(kv, {
         layer,
         shape: attentionShape,
-        q: rows(a.q, qDim),
+        q: rows(q, qDim),
         out: rows(a.att, qDim), //  att: [T, qDim]
         numTokens: s.numTokens,
         startPos: s.startPos,
@@ -99,8 +108,8 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
     // ---- MLP (SwiGLU) ----
     ops.rmsNorm(a.x, lw.postNorm, eps, T, d, a.xn); //                    xn: [T, d]
     await matmulRows(dense, lw.gateUp, a.xn, T, a.gateUp); //                    gateUp: [T, 2 ff]
-    splitRows(a.gateUp, T, null, [a.gate, ff], [a.up, ff]); //              gate, up: [T, ff]
-    ops.siluMul(a.gate, a.up, a.hidden, T * ff); //                         hidden = silu(gate) * up: [T, ff]
+    if (!one) splitRows(a.gateUp, T, null, [a.gate, ff], [a.up, ff]); //  gate, up: [T, ff]
+    ops.siluMul(gate, up, a.hidden, T * ff); //                             hidden = silu(gate) * up: [T, ff]
     await dense.matmul(lw.down, a.hidden, T, a.proj); //                    proj: [T, d]
     ops.addInPlace(a.x, a.proj, T * d); //                                  x += mlp(x)
   }
@@ -137,6 +146,12 @@ export function splitRows(
       col += w;
     }
   }
+}
+
+/** row[i] += bias[i] (one fused projection row; the same sum splitRows makes). */
+function addBias(row: Float32Array, bias: Float32Array | null): void {
+  if (bias === null) return;
+  for (let i = 0; i < bias.length; i++) row[i] = row[i]! + bias[i]!;
 }
 
 /** RoPE on x ([T, heads · hd]) at each token's position: one call, or one per sequence for dynamic NTK. */
