@@ -43,6 +43,9 @@ export interface ChatMessage {
   readonly toolCallId?: string;
 }
 
+/** vLLM's `chat_template_kwargs`: extra variables for the chat template (Qwen3's `enable_thinking`). */
+export type TemplateKwargs = Readonly<Record<string, unknown>>;
+
 /** A function the model may call (OpenAI's `tools[i].function`). */
 export interface ToolFunction {
   readonly name: string;
@@ -66,7 +69,11 @@ export interface PromptCodec {
   /** May throw an InvalidRequestError when the template refuses the messages. */
   renderChat(
     messages: readonly ChatMessage[],
-    options: { readonly addGenerationPrompt: boolean; readonly tools?: readonly ToolFunction[] },
+    options: {
+      readonly addGenerationPrompt: boolean;
+      readonly tools?: readonly ToolFunction[];
+      readonly templateKwargs?: TemplateKwargs;
+    },
   ): string;
   /**
    * Render and encode a chat with user text as plain text: special-token strings in messages and
@@ -79,6 +86,7 @@ export interface PromptCodec {
       readonly addSpecialTokens: boolean;
       readonly tools?: readonly ToolFunction[];
       readonly cacheScope?: string;
+      readonly templateKwargs?: TemplateKwargs;
     },
   ): number[];
   /** One token's text, decoded alone (for log-probabilities; part of a character decodes to U+FFFD). */
@@ -103,6 +111,7 @@ export function promptCodecOf(
         addGenerationPrompt?: boolean;
         tools?: readonly ToolFunction[];
         escapeText?: (text: string) => string;
+        templateKwargs?: TemplateKwargs;
       },
     ): string;
   },
@@ -118,6 +127,7 @@ export function promptCodecOf(
               template.render(messages, {
                 addGenerationPrompt: options.addGenerationPrompt,
                 ...(options.tools === undefined ? {} : { tools: options.tools }),
+                ...(options.templateKwargs === undefined ? {} : { templateKwargs: options.templateKwargs }),
                 escapeText: (text) => escapePlain.call(tokenizer, text),
               }),
               {
@@ -138,6 +148,7 @@ export function promptCodecOf(
       template.render(messages, {
         addGenerationPrompt: options.addGenerationPrompt,
         ...(options.tools === undefined ? {} : { tools: options.tools }),
+        ...(options.templateKwargs === undefined ? {} : { templateKwargs: options.templateKwargs }),
       }),
     tokenText: (id) => tokenizer.decode([id]),
     decode: (ids) => tokenizer.decode(ids),

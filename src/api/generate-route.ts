@@ -24,6 +24,7 @@ import { MAX_CHOICES, validating, type CommonParams, type JsonObject, type Valid
 import { chatBytes, promptTooLong } from './prompt-bound.js';
 import { chatTokens, completionTokens, planSampling } from './prompt.js';
 import type { RequestIds } from './request-ids.js';
+import { promptOpensThink, reasoningPlan, type ReasoningParserName, type ReasoningPlan } from './reasoning.js';
 import { runGenerate } from './run-generate.js';
 import type { Endpoint } from './shapes.js';
 import { validateChat } from './validate-chat.js';
@@ -50,6 +51,19 @@ export interface GenerateContext {
   readonly logError: (message: string, error: unknown) => void;
   /** Structured output (`response_format`); absent: such requests get 400. */
   readonly grammar?: GrammarEngine;
+  /** The reasoning parser of chat and Responses answers (--reasoning-parser, or the template's); absent: none. */
+  readonly reasoningParser?: ReasoningParserName;
+}
+
+/** A chat answer's reasoning split: with a parser, unless a constraint shapes the whole answer (its grammar has no <think>). */
+export function reasoningOf(
+  ctx: GenerateContext,
+  promptTokens: readonly number[],
+  constrained: boolean,
+): { readonly reasoning?: ReasoningPlan } {
+  if (ctx.reasoningParser === undefined || constrained) return {};
+  const opens = promptOpensThink(promptTokens, (id) => ctx.codec.tokenText(id));
+  return { reasoning: reasoningPlan(ctx.reasoningParser, opens) };
 }
 
 interface Parsed {
@@ -173,6 +187,9 @@ async function generate(
             : null,
           tokenText: params.logprobs === null ? null : (id) => ctx.codec.tokenText(id),
           ...(tools === undefined ? {} : { tools }),
+          ...(endpoint === 'chat'
+            ? reasoningOf(ctx, requests[0]!.promptTokens, constraint.constraint !== undefined)
+            : {}),
         },
         stream: params.stream,
         choicesPerPrompt: params.n,

@@ -52,3 +52,4 @@ export {
   type PromptTokenizer,
   type TokenizeJob,
 } from './prompt-tokenizer.js';
+export { REASONING_PARSERS, reasoningParserFor, type ReasoningParserName } from './reasoning.js';

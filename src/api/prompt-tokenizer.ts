@@ -10,7 +10,7 @@
 // `sharedWordCache` (the `shared-word-cache` fault point) puts every job in one scope.
 // It must never let a long prompt be encoded on the main thread, unless the `inline-tokenize`
 // fault point had the composition root pick inlineTokenizer (tests only).
-import type { ChatMessage, PromptCodec, ToolFunction } from './backend.js';
+import type { ChatMessage, PromptCodec, TemplateKwargs, ToolFunction } from './backend.js';
 
 /** Render (chat) and encode: what one request's prompt needs; `cacheScope`: the request's tenant. */
 export type TokenizeJob =
@@ -22,6 +22,7 @@ export type TokenizeJob =
       readonly addGenerationPrompt: boolean;
       readonly addSpecialTokens: boolean;
       readonly tools?: readonly ToolFunction[];
+      readonly templateKwargs?: TemplateKwargs;
     };
 
 export interface PromptTokenizer {
@@ -79,10 +80,12 @@ function encodeInline(codec: PromptCodec, job: TokenizeJob, options: InlineOptio
           addSpecialTokens: job.addSpecialTokens,
           cacheScope: job.cacheScope,
           ...(job.tools === undefined ? {} : { tools: job.tools }),
+          ...(job.templateKwargs === undefined ? {} : { templateKwargs: job.templateKwargs }),
         });
       const text = codec.renderChat(job.messages, {
         addGenerationPrompt: job.addGenerationPrompt,
         ...(job.tools === undefined ? {} : { tools: job.tools }),
+        ...(job.templateKwargs === undefined ? {} : { templateKwargs: job.templateKwargs }),
       });
       return codec.encode(text, { addSpecialTokens: job.addSpecialTokens, cacheScope: job.cacheScope });
     }
@@ -112,6 +115,7 @@ export function jobChars(job: TokenizeJob): number {
       }
       // Tool schemas are rendered too; count a cheap bound of them only when they are there.
       if (job.tools !== undefined && job.tools.length > 0) n += JSON.stringify(job.tools).length;
+      if (job.templateKwargs !== undefined) n += JSON.stringify(job.templateKwargs).length;
       return n;
     }
   }

@@ -10,7 +10,7 @@ import {
   type SamplingParams,
 } from '../core/index.js';
 import { contextLengthError } from '../pages/index.js';
-import type { ChatMessage, PromptCodec, ToolFunction } from './backend.js';
+import type { ChatMessage, PromptCodec, TemplateKwargs, ToolFunction } from './backend.js';
 import { problem, problemOf } from './errors.js';
 import { validating, type CommonParams, type Validated } from './params.js';
 import type { PromptTokenizer } from './prompt-tokenizer.js';
@@ -41,6 +41,7 @@ export async function chatTokens(
     readonly addGenerationPrompt: boolean;
     readonly addSpecialTokens: boolean;
     readonly tools?: readonly ToolFunction[];
+    readonly templateKwargs?: TemplateKwargs;
   },
   tokenizer: PromptTokenizer,
   cacheScope: string,
@@ -54,6 +55,7 @@ export async function chatTokens(
         addGenerationPrompt: options.addGenerationPrompt,
         addSpecialTokens: options.addSpecialTokens,
         ...(options.tools === undefined ? {} : { tools: options.tools }),
+        ...(options.templateKwargs === undefined ? {} : { templateKwargs: options.templateKwargs }),
       }),
     'messages',
   );

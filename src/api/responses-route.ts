@@ -13,7 +13,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isTesseraError, type GenerateEvent, type SamplingParams } from '../core/index.js';
 import { checkConstraint } from './constraint-check.js';
 import { problem, problemOf, type Problem } from './errors.js';
-import type { GenerateContext } from './generate-route.js';
+import { reasoningOf, type GenerateContext } from './generate-route.js';
+import { ReasoningSplitter, splitReasoning, type ReasoningPlan } from './reasoning.js';
 import { parseJson, readBody, refuseOversizeBody, sendJson, sendProblem } from './http-io.js';
 import type { Outcome } from './metrics.js';
 import { describe, isObject, readCommon, validating } from './params.js';
@@ -140,9 +141,10 @@ async function respond(req: IncomingMessage, res: ServerResponse, ctx: GenerateC
       { rid, tenant: auth.tenant, promptTokens: tokens.value, sampling: withConstraint },
       client.signal,
     );
+    const { reasoning } = reasoningOf(ctx, tokens.value, constraint !== undefined);
     const outcome = params.stream
-      ? await stream(events, res, head, tools, ctx)
-      : await whole(events, res, head, tools, ctx);
+      ? await stream(events, res, head, tools, ctx, reasoning)
+      : await whole(events, res, head, tools, ctx, reasoning);
     return client.gone() ? 'aborted' : outcome;
   } finally {
     client.detach();
@@ -157,6 +159,7 @@ async function whole(
   head: ResponseHead,
   tools: Plan,
   ctx: GenerateContext,
+  reasoning: ReasoningPlan | undefined,
 ): Promise<Outcome> {
   let text = '';
   try {
@@ -166,8 +169,11 @@ async function whole(
         continue;
       }
       if (event.type === 'failed') return fail(res, null, problemOf(event.error));
-      const answer = parseAnswer(tools, text, event.finishReason);
-      sendJson(res, 200, responseObject(head, responseStatus(answer.finishReason), outputItems(answer), event.usage));
+      const split = reasoning === undefined ? { reasoning: null, content: text } : splitReasoning(reasoning, text);
+      const answer = parseAnswer(tools, split.content, event.finishReason);
+      const shown = split.reasoning !== null && answer.content === '' ? { ...answer, content: null } : answer;
+      const items = outputItems(shown, split.reasoning);
+      sendJson(res, 200, responseObject(head, responseStatus(answer.finishReason), items, event.usage));
       return 'success';
     }
   } catch (error) {
@@ -183,9 +189,16 @@ async function stream(
   head: ResponseHead,
   tools: Plan,
   ctx: GenerateContext,
+  reasoning: ReasoningPlan | undefined,
 ): Promise<Outcome> {
   const sse = new SseStream(res);
   const answer = new StreamingAnswer(tools);
+  const splitter = reasoning === undefined ? null : new ReasoningSplitter(reasoning);
+  /** Text -> its reasoning delta (when there is some), then the content's deltas. */
+  const deltasOf = (piece: { reasoning: string; content: string }): object[] => [
+    ...(piece.reasoning === '' ? [] : [{ reasoning_content: piece.reasoning }]),
+    ...answer.push(piece.content),
+  ];
   const out = new ResponseEvents();
   const send = async (list: readonly object[]): Promise<void> => {
     for (const e of list) await sse.sendNamed((e as { type: string }).type, e);
@@ -203,11 +216,13 @@ async function stream(
     for await (const event of events) {
       if (event.type === 'tokens') {
         await start();
-        for (const delta of answer.push(event.text)) await send(out.delta(delta));
+        const piece = splitter === null ? { reasoning: '', content: event.text } : splitter.push(event.text);
+        for (const delta of deltasOf(piece)) await send(out.delta(delta));
         continue;
       }
       if (event.type === 'failed') return fail(res, sse, problemOf(event.error));
       await start();
+      if (splitter !== null) for (const delta of deltasOf(splitter.end())) await send(out.delta(delta));
       const last = answer.end(event.finishReason);
       for (const delta of last.deltas) await send(out.delta(delta));
       const status = responseStatus(last.finishReason);

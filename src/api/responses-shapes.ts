@@ -3,6 +3,7 @@
 // input/output tokens; and the event sequence of a stream:
 //   response.created, response.in_progress,
 //   per item: response.output_item.added,
+//     reasoning:     response.reasoning_text.delta..., .done (a reasoning model's <think> text, reasoning.ts)
 //     message:       response.content_part.added, response.output_text.delta..., .done,
 //                    response.content_part.done
 //     function_call: response.function_call_arguments.delta..., .done
@@ -22,7 +23,7 @@ export interface ResponseHead {
   readonly echo: Readonly<Record<string, unknown>>;
 }
 
-type Item = Record<string, unknown> & { type: 'message' | 'function_call'; id: string };
+type Item = Record<string, unknown> & { type: 'message' | 'function_call' | 'reasoning'; id: string };
 
 const itemId = (prefix: string): string => `${prefix}_${randomBytes(12).toString('hex')}`;
 
@@ -76,6 +77,13 @@ const messageItem = (id: string, text: string, status: string): Item => ({
   content:
     text === '' && status === 'in_progress' ? [] : [{ type: 'output_text', text, annotations: [], logprobs: [] }],
 });
+const reasoningItem = (id: string, text: string, status: string): Item => ({
+  type: 'reasoning',
+  id,
+  summary: [],
+  content: text === '' && status === 'in_progress' ? [] : [{ type: 'reasoning_text', text }],
+  status,
+});
 const callItem = (id: string, callId: string, name: string, args: string, status: string): Item => ({
   type: 'function_call',
   id,
@@ -86,9 +94,10 @@ const callItem = (id: string, callId: string, name: string, args: string, status
 });
 
 /** A whole answer's output items (not streaming); an incomplete response's items are incomplete too. */
-export function outputItems(answer: ChatAnswer): object[] {
+export function outputItems(answer: ChatAnswer, reasoning: string | null = null): object[] {
   const status = responseStatus(answer.finishReason);
   const items: object[] = [];
+  if (reasoning !== null) items.push(reasoningItem(itemId('rs'), reasoning, status));
   if (answer.content !== null && (answer.content !== '' || (answer.calls.length === 0 && status === 'completed')))
     items.push(messageItem(itemId('msg'), answer.content, status));
   for (const call of answer.calls) items.push(callItem(itemId('fc'), call.id, call.name, call.arguments, status));
@@ -102,7 +111,7 @@ export function responseStatus(finishReason: FinishReason | 'tool_calls'): 'comp
 interface Open {
   readonly index: number;
   readonly id: string;
-  readonly kind: 'message' | 'function_call';
+  readonly kind: 'message' | 'function_call' | 'reasoning';
   text: string;
   readonly callId: string;
   readonly name: string;
@@ -123,12 +132,25 @@ export class ResponseEvents {
     return this.#items;
   }
 
-  /** Events for one chat delta: {content} or {tool_calls: [{index, id?, function: {name?, arguments}}]}. */
+  /** Events for one chat delta: {reasoning_content}, {content} or {tool_calls: [{index, id?, function: {name?, arguments}}]}. */
   delta(delta: {
+    reasoning_content?: string;
     content?: string;
     tool_calls?: { index: number; id?: string; function: { name?: string; arguments: string } }[];
   }): object[] {
     const out: object[] = [];
+    if (delta.reasoning_content !== undefined && delta.reasoning_content !== '') {
+      const open = this.#openReasoning(out);
+      open.text += delta.reasoning_content;
+      out.push(
+        this.event('response.reasoning_text.delta', {
+          item_id: open.id,
+          output_index: open.index,
+          content_index: 0,
+          delta: delta.reasoning_content,
+        }),
+      );
+    }
     if (delta.content !== undefined && delta.content !== '') {
       const open = this.#openMessage(out);
       open.text += delta.content;
@@ -183,6 +205,23 @@ export class ResponseEvents {
     return out;
   }
 
+  #openReasoning(out: object[]): Open {
+    if (this.#open?.kind === 'reasoning') return this.#open;
+    out.push(...this.#close());
+    const open: Open = {
+      index: this.#items.length,
+      id: itemId('rs'),
+      kind: 'reasoning',
+      text: '',
+      callId: '',
+      name: '',
+    };
+    this.#open = open;
+    this.#items.push(reasoningItem(open.id, '', 'in_progress'));
+    out.push(this.event('response.output_item.added', { output_index: open.index, item: this.#items[open.index] }));
+    return open;
+  }
+
   #openMessage(out: object[]): Open {
     if (this.#open?.kind === 'message') return this.#open;
     out.push(...this.#close());
@@ -213,6 +252,14 @@ export class ResponseEvents {
     if (open === undefined) return [];
     this.#open = undefined;
     const at = { item_id: open.id, output_index: open.index };
+    if (open.kind === 'reasoning') {
+      const item = reasoningItem(open.id, open.text, status);
+      this.#items[open.index] = item;
+      return [
+        this.event('response.reasoning_text.done', { ...at, content_index: 0, text: open.text }),
+        this.event('response.output_item.done', { output_index: open.index, item }),
+      ];
+    }
     if (open.kind === 'message') {
       const item = messageItem(open.id, open.text, status);
       this.#items[open.index] = item;

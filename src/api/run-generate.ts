@@ -43,6 +43,7 @@ import {
   usageChunk,
   type ResponseMeta,
 } from './shapes.js';
+import { ReasoningSplitter } from './reasoning.js';
 import { StreamingAnswer } from './tool-output.js';
 import { SseStream } from './sse.js';
 
@@ -82,6 +83,8 @@ interface Choice {
   end: End | null;
   /** Chat with tools, streaming: text -> content and tool-call deltas. */
   readonly answer: StreamingAnswer | null;
+  /** Chat with a reasoning parser, streaming: text -> reasoning_content deltas, the rest on as content. */
+  readonly reasoning: ReasoningSplitter | null;
 }
 
 /** `clientGone()`: true once the client disconnected (the caller aborted `signal` then). */
@@ -104,6 +107,7 @@ export async function runGenerate(
     lastTokenMs: null,
     end: null,
     answer: answerOf(),
+    reasoning: meta.endpoint === 'chat' && meta.reasoning !== undefined ? new ReasoningSplitter(meta.reasoning) : null,
   }));
   let firstTokenSeen = false;
   /** The error the client gets: the first choice that failed (its siblings' aborts follow from it). */
@@ -138,18 +142,25 @@ export async function runGenerate(
       return;
     }
     await startStream(sse);
+    let text = event.text;
+    if (choice.reasoning !== null) {
+      const piece = choice.reasoning.push(text);
+      if (piece.reasoning !== '')
+        await sse.send(chatDeltaChunk(meta, { reasoning_content: piece.reasoning }, null, index));
+      text = piece.content;
+    }
     if (choice.answer !== null) {
-      for (const delta of choice.answer.push(event.text)) await sse.send(chatDeltaChunk(meta, delta, null, index));
+      for (const delta of choice.answer.push(text)) await sse.send(chatDeltaChunk(meta, delta, null, index));
       return;
     }
     const withIds = (meta.tokenIds !== null || meta.tokenText !== null) && event.ids.length > 0;
-    if (event.text === '' && !withIds) return;
+    if (text === '' && !withIds) return;
     const logprobs =
       event.logprobs === undefined
         ? undefined
         : { ids: event.ids, logprobs: event.logprobs, textOffset: choice.logprobsOffset };
     choice.logprobsOffset += logprobsTextLength(meta, event.ids);
-    await sse.send(textChunk(meta, event.text, event.ids, index, logprobs));
+    await sse.send(textChunk(meta, text, event.ids, index, logprobs));
   };
 
   const onEnd = async (index: number, end: End): Promise<void> => {
@@ -163,6 +174,15 @@ export async function runGenerate(
     }
     if (sse !== null && !clientGone() && failure === undefined) {
       await startStream(sse);
+      const held = choice.reasoning?.end();
+      if (held !== undefined && held.reasoning !== '')
+        await sse.send(chatDeltaChunk(meta, { reasoning_content: held.reasoning }, null, index));
+      if (held !== undefined && held.content !== '') {
+        if (choice.answer === null) await sse.send(textChunk(meta, held.content, [], index));
+        else
+          for (const delta of choice.answer.push(held.content))
+            await sse.send(chatDeltaChunk(meta, delta, null, index));
+      }
       if (choice.answer !== null) {
         const last = choice.answer.end(end.finishReason);
         for (const delta of last.deltas) await sse.send(chatDeltaChunk(meta, delta, null, index));

@@ -7,6 +7,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { AbortedError, NO_FAULTS, type FaultSet } from '../core/index.js';
 import type { GrammarEngine } from '../grammar/index.js';
+import type { ReasoningParserName } from './reasoning.js';
 import { TenantAuth } from './auth.js';
 import type { Backend, PromptCodec } from './backend.js';
 import { inlineTokenizer, type PromptTokenizer } from './prompt-tokenizer.js';
@@ -56,6 +57,8 @@ export interface ApiServerOptions {
   readonly logError?: (message: string, error: unknown) => void;
   /** Structured output: checks `response_format` schemas (the back end enforces them). Absent: 400. */
   readonly grammar?: GrammarEngine;
+  /** Split reasoning from chat and Responses answers with this parser (reasoning.ts); absent: none. */
+  readonly reasoningParser?: ReasoningParserName;
   /** Opt-in CORS (`--cors-origin`): the origin browsers may call from ('*' for any). Absent: no CORS headers. */
   readonly corsOrigin?: string;
   /** GET /kv-events(/stream): the node's KV event ring and who may read it (kv-events-route.ts). Absent: 404. */
@@ -131,6 +134,7 @@ class HttpApiServer implements ApiServer {
       closing: this.#closingSignal.signal,
       logError: this.#logError,
       ...(options.grammar === undefined ? {} : { grammar: options.grammar }),
+      ...(options.reasoningParser === undefined ? {} : { reasoningParser: options.reasoningParser }),
     };
     this.#server = createServer((req, res) => this.#onRequest(req, res));
     guardHttpServer(this.#server, { ...DEFAULT_HTTP_LIMITS, ...options.httpLimits }, faults);

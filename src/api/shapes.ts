@@ -1,6 +1,7 @@
 // OpenAI's response objects, exactly: text_completion, chat.completion, chat.completion.chunk,
 // usage, and the model list. Plain functions from data to JSON-ready objects; must never do I/O.
 import { assertNever, type FinishReason, type TokenLogprob, type Usage } from '../core/index.js';
+import { splitReasoning, type ReasoningPlan } from './reasoning.js';
 import { callJson, parseAnswer } from './tool-output.js';
 import type { ToolPlan } from './tools.js';
 
@@ -21,6 +22,8 @@ export interface ResponseMeta {
   readonly tokenText: ((id: number) => string) | null;
   /** Chat with `tools`: how calls are found in the answers (tool-output.ts). */
   readonly tools?: ToolPlan;
+  /** Chat with a reasoning parser: the answer's reasoning goes to `reasoning_content` (reasoning.ts). */
+  readonly reasoning?: ReasoningPlan;
 }
 
 /** Output tokens with their log-probabilities; `textOffset`: where the first one's text starts in the completion. */
@@ -146,10 +149,14 @@ function chatMessage(
   text: string,
   finishReason: FinishReason,
 ): { message: object; finish_reason: string } {
-  const answer = parseAnswer(meta.tools, text, finishReason);
+  const split = meta.reasoning === undefined ? null : splitReasoning(meta.reasoning, text);
+  const answer = parseAnswer(meta.tools, split === null ? text : split.content, finishReason);
   const calls = answer.calls.length === 0 ? {} : { tool_calls: answer.calls.map(callJson) };
+  // As vLLM: the field is there with a parser (null when the answer had none); no content after a cut-off block is null.
+  const reasoning = split === null ? {} : { reasoning_content: split.reasoning };
+  const content = split?.reasoning != null && answer.content === '' ? null : answer.content;
   return {
-    message: { role: 'assistant', content: answer.content, refusal: null, ...calls },
+    message: { role: 'assistant', content, ...reasoning, refusal: null, ...calls },
     finish_reason: answer.finishReason,
   };
 }

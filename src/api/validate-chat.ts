@@ -2,7 +2,7 @@
 // Bounds: at most MAX_MESSAGES messages, checked before any message is read (a 400 naming the
 // limit). Must never render the template or tokenize: this is shape checking only.
 import { InvalidRequestError, NO_FAULTS, type FaultSet } from '../core/index.js';
-import type { ChatMessage } from './backend.js';
+import type { ChatMessage, TemplateKwargs } from './backend.js';
 import { readToolCallId, readToolCalls } from './tool-messages.js';
 import {
   describe,
@@ -29,7 +29,12 @@ export interface ChatCall {
   readonly addGenerationPrompt: boolean;
   /** Let the tokenizer add BOS on top of the template's own (vLLM's extension, default false). */
   readonly addSpecialTokens: boolean;
+  /** vLLM's `chat_template_kwargs` (Qwen3's `enable_thinking`); absent when not given. */
+  readonly templateKwargs?: TemplateKwargs;
 }
+
+/** Most bytes of `chat_template_kwargs` as JSON: a few switches, not a second prompt. */
+export const MAX_TEMPLATE_KWARGS_BYTES = 4096;
 
 /** `faults`: only `skip-request-limits` is looked at (params.ts, and MAX_MESSAGES here). */
 export function validateChat(body: unknown, faults: FaultSet = NO_FAULTS): Validated<ChatCall> {
@@ -42,8 +47,24 @@ export function validateChat(body: unknown, faults: FaultSet = NO_FAULTS): Valid
       messages: readMessages(body, faults.has('skip-request-limits') ? Number.POSITIVE_INFINITY : MAX_MESSAGES),
       addGenerationPrompt: optionalBool(body, 'add_generation_prompt') ?? true,
       addSpecialTokens: optionalBool(body, 'add_special_tokens') ?? false,
+      ...readTemplateKwargs(field(body, 'chat_template_kwargs')),
     };
   });
+}
+
+function readTemplateKwargs(value: unknown): { templateKwargs?: TemplateKwargs } {
+  if (value === undefined || value === null) return {};
+  const at = 'chat_template_kwargs';
+  if (!isObject(value)) throw new InvalidRequestError(`\`${at}\` must be an object, got ${describe(value)}.`, at);
+  if (Buffer.byteLength(JSON.stringify(value), 'utf8') > MAX_TEMPLATE_KWARGS_BYTES)
+    throw new InvalidRequestError(`\`${at}\` is over ${MAX_TEMPLATE_KWARGS_BYTES} bytes as JSON.`, at);
+  const thinking = field(value, 'enable_thinking');
+  if (thinking !== undefined && typeof thinking !== 'boolean')
+    throw new InvalidRequestError(
+      `\`${at}.enable_thinking\` must be a boolean, got ${describe(thinking)}.`,
+      `${at}.enable_thinking`,
+    );
+  return { templateKwargs: value };
 }
 
 function readMessages(body: JsonObject, maxMessages: number): ChatMessage[] {

@@ -35,6 +35,11 @@ export interface RenderOptions {
   readonly tools?: readonly ToolSpec[];
   /** Applied to every user string before rendering (a Tokenizer's escapePlain). Default: none. */
   readonly escapeText?: (text: string) => string;
+  /**
+   * Extra template variables (vLLM's `chat_template_kwargs`, e.g. Qwen3's `enable_thinking`). They
+   * never replace the variables set here (messages, tools, bos_token, eos_token, add_generation_prompt).
+   */
+  readonly templateKwargs?: Readonly<Record<string, unknown>>;
 }
 
 export interface ChatTemplate {
@@ -82,6 +87,7 @@ export function createChatTemplate(text: string | null, specials: SpecialTokenTe
       const turns = usesTools && !native ? hermesMessages(messages, tools) : messages;
       try {
         return template.render({
+          ...options.templateKwargs,
           messages: turns.map((m) => templateMessage(m)),
           ...(native && tools.length > 0 ? { tools: templateTools(tools) } : {}),
           bos_token: specials.bosToken ?? '',

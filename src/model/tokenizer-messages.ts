@@ -19,6 +19,8 @@ export type TokenizeJob =
       readonly addGenerationPrompt: boolean;
       readonly addSpecialTokens: boolean;
       readonly tools?: readonly ToolSpec[];
+      /** vLLM's chat_template_kwargs (chat-template.ts RenderOptions). */
+      readonly templateKwargs?: Readonly<Record<string, unknown>>;
     };
 
 /** What a thread builds its tokenizer and template from (structured-clone safe). */

@@ -41,6 +41,7 @@ function run(job: TokenizeJob): number[] {
       const text = template.render(job.messages, {
         addGenerationPrompt: job.addGenerationPrompt,
         ...(job.tools === undefined ? {} : { tools: job.tools }),
+        ...(job.templateKwargs === undefined ? {} : { templateKwargs: job.templateKwargs }),
         ...(parseSpecialInContent ? {} : { escapeText: (t: string) => tokenizer.escapePlain(t) }),
       });
       return tokenizer.encodeRendered(text, { addSpecialTokens: job.addSpecialTokens, cacheScope: job.cacheScope });

@@ -11,7 +11,15 @@
 import { randomInt } from 'node:crypto';
 import { httpLimitsFromEnv } from '../config-http.js';
 import type { Command } from 'commander';
-import { createApiServer, kvEventsFor, kvTierMetrics, promptCodecOf } from '../../api/index.js';
+import {
+  createApiServer,
+  kvEventsFor,
+  kvTierMetrics,
+  promptCodecOf,
+  REASONING_PARSERS,
+  reasoningParserFor,
+  type ReasoningParserName,
+} from '../../api/index.js';
 import { Sampler } from '../../model/index.js';
 import { ColocatedWorker, tiersOf } from '../../worker/index.js';
 import { loadApiKeys } from '../config-api-keys.js';
@@ -98,13 +106,18 @@ export function registerServe(program: Command): void {
       'prefill/decode: the secret shared by the cluster (default: $TESSERA_CLUSTER_SECRET)',
     )
     .option('--admin-key <key>', ADMIN_KEY_HELP)
-    .action(async (flags: ServeFlags & PdServeFlags & AdminKeyFlags) => {
+    .option(
+      '--reasoning-parser <name>',
+      `split reasoning into reasoning_content: auto (default: qwen3 for a template that writes </think>), none, ${REASONING_PARSERS.join(', ')}`,
+    )
+    .action(async (flags: ServeFlags & PdServeFlags & AdminKeyFlags & { reasoningParser?: string }) => {
       const role = parseRole(flags);
       const config = parseServeConfig(flags, process.env);
       const adminKey = parseAdminKey(flags, process.env);
+      reasoningParserFor(flags.reasoningParser, ''); // an unknown name exits 2 before the model loads
       process.exitCode =
         role === 'colocated'
-          ? await serve(config, adminKey, corsOption(flags))
+          ? await serve(config, adminKey, corsOption(flags), flags.reasoningParser)
           : await servePd(config, parsePdWorkerConfig(role, flags, process.env), adminKey);
     });
 }
@@ -114,6 +127,7 @@ async function serve(
   config: ServeConfig,
   adminKey: string | null,
   cors: { readonly corsOrigin?: string } = {},
+  reasoningFlag?: string,
 ): Promise<number> {
   const log = (line: string): void => void process.stderr.write(`tessera: ${line}\n`);
   if (config.faults.size > 0) log(`FAULT POINTS ARMED (tests only): ${config.faults.names().join(', ')}`);
@@ -181,6 +195,7 @@ async function serve(
     dashboard: { adminKey, plan: renderPlan(config.model, plan).trimEnd().split('\n') },
     grammar,
     ...cors,
+    ...reasoningOption(reasoningParserFor(reasoningFlag, model.chatTemplate.text)),
     ...(kvEvents === null ? {} : { kvEvents }),
   });
   // Signal handlers go in before the address is printed: a supervisor (or a test) may send
@@ -226,3 +241,6 @@ function signalled(): Promise<number> {
     process.on('SIGTERM', onSignal);
   });
 }
+
+const reasoningOption = (parser: ReasoningParserName | null): { readonly reasoningParser?: ReasoningParserName } =>
+  parser === null ? {} : { reasoningParser: parser };
