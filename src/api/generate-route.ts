@@ -25,6 +25,7 @@ import { chatBytes, promptTooLong } from './prompt-bound.js';
 import { chatTokens, completionTokens, planSampling } from './prompt.js';
 import type { RequestIds } from './request-ids.js';
 import { promptOpensThink, reasoningPlan, type ReasoningParserName, type ReasoningPlan } from './reasoning.js';
+import { echoSampling, type EchoPlan } from './echo.js';
 import { runGenerate } from './run-generate.js';
 import type { Endpoint } from './shapes.js';
 import { validateChat } from './validate-chat.js';
@@ -73,6 +74,8 @@ interface Parsed {
   /** One prompt (chat), or one or more (completions). */
   readonly prompts: readonly (readonly number[])[];
   readonly constraint: ConstraintSpec | undefined;
+  /** Completions with `echo` or `prompt_logprobs` (echo.ts): the plan, and each prompt's text as sent (null: token ids). */
+  readonly echo?: Omit<EchoPlan, 'promptOf' | 'tokenText'> & { readonly texts: readonly (string | null)[] };
 }
 
 /**
@@ -131,7 +134,7 @@ async function generate(
       ? await parseChat(json.value, ctx, auth.tenant, constraintOf)
       : await parseCompletion(json.value, ctx, auth.tenant, constraintOf);
   if (parsed.kind === 'bad') return refuse(parsed.problem);
-  const { params, prompts, tools } = parsed.value;
+  const { params, prompts, tools, echo } = parsed.value;
   const constraint: { readonly constraint?: ConstraintSpec } =
     parsed.value.constraint === undefined ? {} : { constraint: parsed.value.constraint };
   if (prompts.length * params.n > MAX_CHOICES) {
@@ -169,7 +172,12 @@ async function generate(
         rid: ctx.ids.nextRid(),
         tenant: auth.tenant,
         promptTokens,
-        sampling: { ...sampling, seed: (sampling.seed + i) % 2 ** 32, ...constraint },
+        sampling: {
+          ...sampling,
+          seed: (sampling.seed + i) % 2 ** 32,
+          ...constraint,
+          ...(echo === undefined ? {} : echoSampling(echo)),
+        },
       }));
     });
     const rid = (requests[0] as (typeof requests)[number]).rid;
@@ -187,6 +195,22 @@ async function generate(
             : null,
           tokenText: params.logprobs === null ? null : (id) => ctx.codec.tokenText(id),
           ...(tools === undefined ? {} : { tools }),
+          ...(echo === undefined
+            ? {}
+            : {
+                echo: {
+                  ...echo,
+                  promptOf: (index: number) => {
+                    const ids = (requests[index] as (typeof requests)[number]).promptTokens;
+                    const text = echo.texts[Math.floor(index / params.n)] ?? null;
+                    return {
+                      ids,
+                      text: text ?? ctx.codec.decode?.(ids) ?? ids.map((id) => ctx.codec.tokenText(id)).join(''),
+                    };
+                  },
+                  tokenText: (id: number) => ctx.codec.tokenText(id),
+                },
+              }),
           ...(endpoint === 'chat'
             ? reasoningOf(ctx, requests[0]!.promptTokens, constraint.constraint !== undefined)
             : {}),
@@ -214,7 +238,7 @@ async function parseCompletion(
 ): Promise<Validated<Parsed>> {
   const call = validateCompletion(body, ctx.faults);
   if (call.kind === 'bad') return call;
-  const { params, prompts: texts, addSpecialTokens } = call.value;
+  const { params, prompts: texts, addSpecialTokens, echo, promptLogprobs, promptOnly } = call.value;
   const unknownModel = checkModel(params, ctx.backend);
   if (unknownModel !== null) return { kind: 'bad', problem: unknownModel };
   const prompts: (readonly number[])[] = [];
@@ -233,7 +257,19 @@ async function parseCompletion(
     if (tokens.kind === 'bad') return tokens;
     prompts.push(tokens.value);
   }
-  return { kind: 'ok', value: { params, prompts, constraint: constrained.value } };
+  const echoPlan =
+    echo || promptLogprobs !== null
+      ? {
+          echo: {
+            echo,
+            logprobs: params.logprobs,
+            promptLogprobs,
+            promptOnly,
+            texts: texts.map((p) => (p.kind === 'text' ? p.text : null)),
+          },
+        }
+      : {};
+  return { kind: 'ok', value: { params, prompts, constraint: constrained.value, ...echoPlan } };
 }
 
 async function parseChat(

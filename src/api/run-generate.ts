@@ -81,6 +81,8 @@ interface Choice {
   logprobsOffset: number;
   lastTokenMs: number | null;
   end: End | null;
+  /** With meta.echo: the prompt's log-probabilities, from the first tokens event. */
+  prompt?: readonly (TokenLogprob | null)[];
   /** Chat with tools, streaming: text -> content and tool-call deltas. */
   readonly answer: StreamingAnswer | null;
   /** Chat with a reasoning parser, streaming: text -> reasoning_content deltas, the rest on as content. */
@@ -135,6 +137,8 @@ export async function runGenerate(
       ctx.metrics.observeInterToken((now - choice.lastTokenMs) / 1000, event.ids.length);
     firstTokenSeen = true;
     choice.lastTokenMs = now;
+    if (event.promptLogprobs !== undefined) choice.prompt = event.promptLogprobs;
+    if (meta.echo?.promptOnly === true) return; // max_tokens 0: the one sampled token is not the answer's
     if (sse === null) {
       choice.text += event.text;
       choice.ids.push(...event.ids);
@@ -228,8 +232,9 @@ export async function runGenerate(
   }
   // No failure: every choice finished.
   const finished = choices.map((c) => ({ text: c.text, ids: c.ids, logprobs: c.logprobs, end: c.end as Finished }));
+  const promptOnly = meta.echo?.promptOnly === true; // max_tokens 0: no completion tokens, cut at 'length'
   const usage = totalUsage(
-    finished.map((c) => c.end.usage),
+    finished.map((c) => (promptOnly ? { ...c.end.usage, completionTokens: 0 } : c.end.usage)),
     job.choicesPerPrompt,
   );
   if (sse === null) {
@@ -238,7 +243,13 @@ export async function runGenerate(
       200,
       fullResponse(
         meta,
-        finished.map((c) => ({ text: c.text, ids: c.ids, logprobs: c.logprobs, finishReason: c.end.finishReason })),
+        finished.map((c, index) => ({
+          text: c.text,
+          ids: c.ids,
+          logprobs: c.logprobs,
+          finishReason: promptOnly ? 'length' : c.end.finishReason,
+          ...(choices[index]?.prompt === undefined ? {} : { promptLogprobs: choices[index].prompt }),
+        })),
         usage,
       ),
     );
@@ -255,7 +266,8 @@ export async function runGenerate(
 /** Each prompt once (its choices share it: the first of each `perPrompt` counts), the completions of all. */
 function totalUsage(usages: readonly Usage[], perPrompt: number): Usage {
   const firsts = usages.filter((_, i) => i % perPrompt === 0);
-  const sum = (of: readonly Usage[], field: keyof Usage) => of.reduce((total, u) => total + u[field], 0);
+  const sum = (of: readonly Usage[], field: 'promptTokens' | 'completionTokens' | 'cachedTokens') =>
+    of.reduce((total, u) => total + u[field], 0);
   return {
     promptTokens: sum(firsts, 'promptTokens'),
     completionTokens: sum(usages, 'completionTokens'),

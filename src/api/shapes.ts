@@ -2,6 +2,7 @@
 // usage, and the model list. Plain functions from data to JSON-ready objects; must never do I/O.
 import { assertNever, type FinishReason, type TokenLogprob, type Usage } from '../core/index.js';
 import { splitReasoning, type ReasoningPlan } from './reasoning.js';
+import { echoChoice, type CompletionLogprobs, type EchoPlan } from './echo.js';
 import { callJson, parseAnswer } from './tool-output.js';
 import type { ToolPlan } from './tools.js';
 
@@ -22,6 +23,8 @@ export interface ResponseMeta {
   readonly tokenText: ((id: number) => string) | null;
   /** Chat with `tools`: how calls are found in the answers (tool-output.ts). */
   readonly tools?: ToolPlan;
+  /** Completions with `echo` or `prompt_logprobs`: how each choice shows its prompt (echo.ts). */
+  readonly echo?: EchoPlan;
   /** Chat with a reasoning parser: the answer's reasoning goes to `reasoning_content` (reasoning.ts). */
   readonly reasoning?: ReasoningPlan;
 }
@@ -103,6 +106,8 @@ export interface FinishedChoice {
   readonly ids: readonly number[];
   readonly logprobs: readonly TokenLogprob[];
   readonly finishReason: FinishReason;
+  /** With meta.echo: the prompt's log-probabilities the back end sent (one per prompt token, the first null). */
+  readonly promptLogprobs?: readonly (TokenLogprob | null)[];
 }
 
 /** The non-streaming answer: the choices in index order (`n` of them), and the usage of all. */
@@ -114,13 +119,21 @@ export function fullResponse(meta: ResponseMeta, choices: readonly FinishedChoic
         object: 'text_completion',
         created: meta.created,
         model: meta.model,
-        choices: choices.map((c, index) => ({
-          index,
-          text: c.text,
-          logprobs: logprobsField(meta, { ids: c.ids, logprobs: c.logprobs, textOffset: 0 }),
-          finish_reason: c.finishReason,
-          ...idFields(meta, c.ids, index),
-        })),
+        choices: choices.map((c, index) => {
+          const logprobs = logprobsField(meta, { ids: c.ids, logprobs: c.logprobs, textOffset: 0 });
+          const echo =
+            meta.echo === undefined
+              ? {}
+              : echoChoice(meta.echo, index, c.text, logprobs as CompletionLogprobs | null, c.promptLogprobs);
+          return {
+            index,
+            text: c.text,
+            logprobs,
+            ...echo,
+            finish_reason: c.finishReason,
+            ...idFields(meta, c.ids, index),
+          };
+        }),
         usage: usageJson(usage),
       };
     case 'chat':

@@ -1,11 +1,12 @@
 // Body of POST /v1/completions -> a validated CompletionCall, or the 400 that names the field.
 // Must never tokenize or touch the back end: this is shape checking only.
-import { InvalidRequestError, NO_FAULTS, type FaultSet } from '../core/index.js';
+import { InvalidRequestError, MAX_TOP_LOGPROBS, NO_FAULTS, type FaultSet } from '../core/index.js';
 import {
   describe,
   field,
   isObject,
   optionalBool,
+  optionalInt,
   readCommon,
   tokenIdList,
   validating,
@@ -22,6 +23,15 @@ export interface CompletionCall {
   readonly prompts: readonly CompletionPrompt[];
   /** Let the tokenizer add BOS to a text prompt (vLLM's `add_special_tokens`, default true). */
   readonly addSpecialTokens: boolean;
+  /** `echo`: each choice starts with its prompt (and, with `logprobs`, the prompt tokens' log-probabilities). */
+  readonly echo: boolean;
+  /** vLLM's `prompt_logprobs`: N alternatives per prompt token; null: not asked. */
+  readonly promptLogprobs: number | null;
+  /**
+   * `max_tokens: 0` with `echo` (lm-evaluation-harness's loglikelihood, vLLM): the prompt alone;
+   * params.maxTokens is then 1 and that one token is left out of the answer.
+   */
+  readonly promptOnly: boolean;
 }
 
 /** `faults`: only `skip-request-limits` is looked at (params.ts). */
@@ -29,10 +39,29 @@ export function validateCompletion(body: unknown, faults: FaultSet = NO_FAULTS):
   return validating(() => {
     if (!isObject(body))
       throw new InvalidRequestError(`The request body must be a JSON object, got ${describe(body)}.`);
+    const echo = optionalBool(body, 'echo') ?? false;
+    const promptLogprobs = optionalInt(body, 'prompt_logprobs', { min: 0, max: MAX_TOP_LOGPROBS }) ?? null;
+    const promptOnly = field(body, 'max_tokens') === 0;
+    if (promptOnly && !echo && promptLogprobs === null)
+      throw new InvalidRequestError(
+        '`max_tokens` = 0 asks for nothing; it is taken only with `echo` or `prompt_logprobs` (the prompt alone).',
+        'max_tokens',
+      );
+    // Completions take `echo` and `prompt_logprobs` (chat refuses them with the other unsupported fields).
+    const { echo: _echo, prompt_logprobs: _promptLogprobs, ...rest } = body;
+    const common = readCommon(promptOnly ? { ...rest, max_tokens: 1 } : rest, ['max_tokens'], 'completion', faults);
+    if ((echo || promptLogprobs !== null) && common.stream)
+      throw new InvalidRequestError(
+        `\`${echo ? 'echo' : 'prompt_logprobs'}\` is taken only without \`stream\` (the prompt's part comes in the JSON answer).`,
+        echo ? 'echo' : 'prompt_logprobs',
+      );
     return {
-      params: readCommon(body, ['max_tokens'], 'completion', faults),
+      params: common,
       prompts: readPrompts(body),
       addSpecialTokens: optionalBool(body, 'add_special_tokens') ?? true,
+      echo,
+      promptLogprobs,
+      promptOnly,
     };
   });
 }

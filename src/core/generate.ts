@@ -35,6 +35,8 @@ export interface TopLogprob {
 export interface TokenLogprob {
   readonly logprob: number;
   readonly top: readonly TopLogprob[];
+  /** 1 + how many tokens were more likely (vLLM's `rank`; given for a prompt's own log-probabilities). */
+  readonly promptRank?: number;
 }
 
 export type GenerateEvent =

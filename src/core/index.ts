@@ -10,6 +10,7 @@ export * from './faults.js';
 export * from './sampling.js';
 export type * from './generate.js';
 export type * from './batch.js';
+export { PROMPT_LOGIT_ROWS } from './batch.js';
 export { EventChannel } from './event-channel.js';
 export { TextStream, type Detokenizer, type TextStep } from './text-stream.js';
 export { TextOutput } from './text-output.js';

@@ -57,7 +57,8 @@ export function takePromptRows(
         if (position >= P || record.logprobs[position] !== null) continue;
         const from = Math.min(r + shift, out.rows - 1);
         const row = out.logits.subarray(from * V, (from + 1) * V);
-        record.logprobs[position] = sampler.logprobsOf(row, record.promptTokens[position] as number, record.topN);
+        const token = record.promptTokens[position] as number;
+        record.logprobs[position] = { ...sampler.logprobsOf(row, token, record.topN), promptRank: rankOf(row, token) };
       }
     }
     const end = item.startPos + item.tokens.length;
@@ -65,4 +66,12 @@ export function takePromptRows(
     if (!samples) return { kind: 'computed', rid: out.rid };
     return { kind: 'logits', rid: out.rid, logits: out.logits.subarray((out.rows - 1) * V, out.rows * V), rows: 1 };
   });
+}
+
+/** 1 + how many tokens have a larger logit than `token` (vLLM's rank; NaN counts as less likely). */
+function rankOf(logits: Float32Array, token: number): number {
+  const own = logits[token] as number;
+  let above = 0;
+  for (let i = 0; i < logits.length; i++) if ((logits[i] as number) > own) above++;
+  return above + 1;
 }

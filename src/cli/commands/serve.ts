@@ -20,6 +20,7 @@ import {
   reasoningParserFor,
   type ReasoningParserName,
 } from '../../api/index.js';
+import { PROMPT_LOGIT_ROWS } from '../../core/index.js';
 import { Sampler } from '../../model/index.js';
 import { ColocatedWorker, tiersOf } from '../../worker/index.js';
 import { loadApiKeys } from '../config-api-keys.js';
@@ -161,6 +162,7 @@ async function serve(
     eosTokenIds: model.config.eosTokenIds,
     maxRunningRequests: config.maxRunningRequests,
     chunkedPrefillSize: config.chunkedPrefillSize,
+    promptLogitRows: PROMPT_LOGIT_ROWS, // start-engine sizes the runner's logits for them
     maxStepMs: config.maxStepMs,
     maxWaiting: config.maxWaiting,
     faults: config.faults,

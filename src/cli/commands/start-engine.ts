@@ -6,6 +6,7 @@
 //      on a thread of its own (src/model's engine-thread.ts: it loads the weights, prepares the
 //      kernels and runs every forward pass there), over the planned pool.
 import { availableParallelism } from 'node:os';
+import { PROMPT_LOGIT_ROWS } from '../../core/index.js';
 import type { ServeConfig } from '../config.js';
 import { createThreadedEngine, loadModelInfo, type ModelInfo, type ThreadedEngine } from '../../model/index.js';
 import { readModelConfig } from '../config-model.js';
@@ -40,7 +41,7 @@ export async function startEngine(config: ServeConfig, log: (line: string) => vo
       pageSize: plan.pageSize,
       kvDtype: plan.kvDtype,
       maxStepTokens: config.chunkedPrefillSize,
-      maxStepLogits: config.maxRunningRequests,
+      maxStepLogits: config.maxRunningRequests + PROMPT_LOGIT_ROWS, // a prompt's own log-probabilities (echo)
       faults: config.faults,
     },
     availableParallelism(),
