@@ -282,7 +282,7 @@ describe('codec: fuzzing', () => {
         tag: tagArb,
         firstSlot: fc.nat(100),
         numSlots: fc.integer({ min: 1, max: 100 }),
-        kvDtype: fc.constantFrom('f32' as const, 'f16' as const),
+        kvDtype: fc.constantFrom('f32' as const, 'f16' as const, 'q8_0' as const),
         checksum: fc.constant(D16),
         payload: fc.uint8Array({ minLength: 1, maxLength: 200 }),
       }),

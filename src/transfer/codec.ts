@@ -50,7 +50,10 @@ import {
 import type { KvChunk, Message, MessageType } from './messages.js';
 import { MAX_FETCH_PAGES, type PrefixMessage, type PrefixMessageType } from './prefix-fetch-messages.js';
 
-// 2: KvChunk carries kvDtype (f32 | f16), also in its checksum seed. A node of version 1 is refused at its Hello.
+// 2: KvChunk carries kvDtype (f32 | f16 | q8_0: any of KV_DTYPES), also in its checksum seed. A node of
+// version 1 is refused at its Hello. q8_0 came without a bump: a node that predates it cannot store
+// q8_0 itself, and it refuses such a KvChunk as malformed (a CodecError: the transfer fails closed).
+// A q8_0 payload is the pool's own rows (pages/kv-layout.ts), scales and int8 as stored.
 export const CODEC_VERSION = 2;
 export const HEAD_BYTES = 10;
 /** Default limit: a KvChunk carries one page's slot range (a few MiB for real models); a Prefill 1M tokens of JSON. */

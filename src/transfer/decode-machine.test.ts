@@ -291,6 +291,9 @@ describe('DecodeMachine: KV stored in another dtype is never landed', () => {
     for (const [mine, theirs] of [
       ['f32', 'f16'],
       ['f16', 'f32'],
+      ['q8_0', 'f16'],
+      ['f16', 'q8_0'],
+      ['q8_0', 'f32'],
     ] as const) {
       const d = setup({ dtype: mine });
       const { tags } = d.reserve('r1');

@@ -26,8 +26,13 @@ export function makePool(numPages: number, faults: FaultSet = NO_FAULTS, dtype: 
   return PagePool.create(shape(numPages, dtype), faults);
 }
 
-/** kvValue as an element of a pool of `dtype`: itself in f32, folded into 1..0xffff in f16. */
+/**
+ * kvValue as a unit of a pool of `dtype`: itself in f32, folded into 1..0xffff in f16, into
+ * 1..0xff in q8_0 (whose units are bytes: the sim writes the first KV_DIM bytes of each row as
+ * opaque content, which is all a transfer moves and checks).
+ */
 function stored(dtype: KvDtype, value: number): number {
+  if (dtype === 'q8_0') return ((value - 1) % 0xff) + 1;
   return dtype === 'f16' ? ((value - 1) % 0xffff) + 1 : value;
 }
 
