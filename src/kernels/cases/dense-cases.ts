@@ -2,8 +2,10 @@
 // compares against RefDense, the oracle. Tolerance: |y - y_ref| <= 1e-5 * Σ_k |x_k · w_k| + 1e-12
 // per element (f32 accumulation of up to ~2048 terms stays far inside it, while a wrong weight,
 // nibble order or scale is off by orders of magnitude). A backend that quantizes activations for
-// block weights (the native kernels, and ORT's int8 mode, like llama.cpp) passes its own, looser
-// tolerance for those.
+// block weights (ORT's int8 mode) passes its own, looser tolerance for those. A backend that
+// quantizes (or rounds) activations exactly as llama.cpp does (the native kernels: Q8_0 for
+// q4_0/q8_0, Q8_K for K-quants, x rounded to f16/bf16 for half weights) is compared instead with
+// the reference run on those activations (activationsAsLlamaCpp), at the float tolerance.
 // Batch-invariant backends must also give bit-identical rows whether a row is computed alone
 // or inside a batch of 16.
 import { Rng } from '../../core/index.js';
@@ -11,6 +13,7 @@ import { RefDense } from '../ref/dense.js';
 import type { DenseKernels, WeightDType } from '../types.js';
 import {
   type KernelCase,
+  activationsAsLlamaCpp,
   dotMagnitudes,
   expectBitwiseEqual,
   expectThrows,
@@ -51,9 +54,15 @@ const BATCH_SIZES = [1, 3, 16];
 export interface DenseCaseOptions {
   /** Relative tolerance (of Σ|x·w|) for q8_0/q4_0 weights; default DENSE_RELATIVE_TOLERANCE. */
   readonly blockTolerance?: number;
+  /**
+   * 'llama.cpp': the backend quantizes activations as llama.cpp does; the reference runs on
+   * those (activationsAsLlamaCpp) and every dtype is held to DENSE_RELATIVE_TOLERANCE.
+   */
+  readonly activations?: 'exact' | 'llama.cpp';
 }
 
 function toleranceFor(dtype: WeightDType, options: DenseCaseOptions): number {
+  if (options.activations === 'llama.cpp') return DENSE_RELATIVE_TOLERANCE;
   return BLOCK_DTYPES.includes(dtype) ? (options.blockTolerance ?? DENSE_RELATIVE_TOLERANCE) : DENSE_RELATIVE_TOLERANCE;
 }
 
@@ -65,12 +74,14 @@ async function expectCloseToRef(
   m: number,
   seed: number,
   tolerance: number,
+  activations: DenseCaseOptions['activations'],
 ): Promise<void> {
   const rng = new Rng(seed);
   const weight = randomWeight(rng, dtype, rows, cols);
   const x = randomF32(rng, m * cols);
   const ref = new RefDense();
-  const expected = await ref.matmul(await ref.prepare(weight), x, m);
+  const xRef = activations === 'llama.cpp' ? activationsAsLlamaCpp(dtype, x, cols) : x;
+  const expected = await ref.matmul(await ref.prepare(weight), xRef, m);
   const actual = await backend.matmul(await backend.prepare(weight), x, m);
   if (actual.length !== m * rows) throw new Error(`expected ${m * rows} outputs, got ${actual.length}`);
   const magnitude = dotMagnitudes(x, m, weightValues(weight), rows, cols);
@@ -94,7 +105,16 @@ export function denseCases(options: DenseCaseOptions = {}): KernelCase<DenseKern
         name: `${dtype}: matches the reference for shapes ${shapes.map(([r, c]) => `${r}x${c}`).join(', ')} at m = ${m}`,
         async run(backend) {
           for (const [rows, cols] of shapes)
-            await expectCloseToRef(backend, dtype, rows, cols, m, caseSeed * 31 + rows, toleranceFor(dtype, options));
+            await expectCloseToRef(
+              backend,
+              dtype,
+              rows,
+              cols,
+              m,
+              caseSeed * 31 + rows,
+              toleranceFor(dtype, options),
+              options.activations,
+            );
         },
       });
     }
@@ -123,7 +143,8 @@ export function denseCases(options: DenseCaseOptions = {}): KernelCase<DenseKern
       const prepared = await backend.prepare({ ...weight, data: shifted.subarray(1) });
       const x = randomF32(rng, 4 * 64);
       const ref = new RefDense();
-      const expected = await ref.matmul(await ref.prepare(weight), x, 2);
+      const xRef = options.activations === 'llama.cpp' ? activationsAsLlamaCpp('q4_0', x, 64) : x;
+      const expected = await ref.matmul(await ref.prepare(weight), xRef, 2);
       const magnitude = dotMagnitudes(x, 2, weightValues(weight), 6, 64);
       const tolerance = toleranceFor('q4_0', options);
       expectWithin(

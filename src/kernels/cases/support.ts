@@ -2,7 +2,7 @@
 // and comparisons that throw a descriptive Error on the first mismatch (the suites stay free of
 // any test framework, so src/ code never imports vitest). Test-only: never used by the engine.
 import { Rng } from '../../core/index.js';
-import { dequantize, quantize } from '../formats.js';
+import { bf16ToF32, dequantize, f16ToF32, f32ToBf16, f32ToF16, quantize } from '../formats.js';
 import type { HostTensor, WeightDType } from '../types.js';
 
 /** One named check, run by a test file as `it(name, () => run(backend))`. */
@@ -86,4 +86,37 @@ export function expectThrows(what: string, fn: () => unknown): Promise<void> {
       },
       () => undefined,
     );
+}
+
+/**
+ * x as llama.cpp's CPU backend feeds it to a dot product with `dtype` weights (ggml-cpu, x86),
+ * dequantized back to f32 — so an exact matmul over it is what llama.cpp computes, up to float
+ * rounding of the sums:
+ *   q4_0, q8_0: Q8_0, per 32: id = 127/amax, q = round-half-even(x * id), d = f16(amax / 127)
+ *   K-quants:   Q8_K, per 256: iscale = 127/amax, q = round-half-even(iscale * x), d = 1/iscale
+ *   f16, bf16:  x rounded to the weight's type (nearest even); f32: x itself
+ * Each row of `cols` values on its own (cols a multiple of 32, of 256 for K-quants).
+ */
+export function activationsAsLlamaCpp(dtype: WeightDType, x: Float32Array, cols: number): Float32Array {
+  const out = new Float32Array(x.length);
+  if (dtype === 'f32') return Float32Array.from(x);
+  if (dtype === 'f16') return out.map((_, i) => f16ToF32(f32ToF16(x[i]!)));
+  if (dtype === 'bf16') return out.map((_, i) => bf16ToF32(f32ToBf16(x[i]!)));
+  const group = dtype === 'q4_0' || dtype === 'q8_0' ? 32 : 256;
+  if (cols % group !== 0) throw new Error(`activationsAsLlamaCpp: ${dtype} needs cols % ${group} === 0`);
+  const f = Math.fround;
+  for (let at = 0; at < x.length; at += group) {
+    let amax = 0;
+    for (let k = at; k < at + group; k++) amax = Math.max(amax, Math.abs(x[k]!));
+    if (amax === 0) continue;
+    const id = f(127 / amax);
+    const d = group === 32 ? f16ToF32(f32ToF16(f(amax / 127))) : f(1 / id);
+    for (let k = at; k < at + group; k++) out[k] = roundHalfEven(f(x[k]! * id)) * d;
+  }
+  return out;
+}
+
+function roundHalfEven(v: number): number {
+  const r = Math.round(v);
+  return r - v === 0.5 && r % 2 !== 0 ? r - 1 : r;
 }

@@ -23,8 +23,10 @@
 //                                                             w = d*sc[j/16] * (code - 32)
 // Rows are padded with zero codes and zero scales to whole super-blocks.
 //
-// Activations are quantized per call like llama.cpp's q8_0: per 32 values d = max|x| / 127,
-// q = round-to-nearest-even(x / d), and per 16 values c = d * sum(q). Then for every block
+// Activations are quantized per call exactly as llama.cpp's CPU backend quantizes them for the
+// weight's kind (quantizeNatural): Q8_0 for q4_0/q8_0 (per 32, the scale rounded to f16), Q8_K
+// for K-quants (per 256); per 16 values c = d * sum(q). f16/bf16 weights: x rounded to the
+// weight's type first (roundActivations), as llama.cpp's F16/BF16 vec_dot_type. Then for every block
 //   sum_k w_k x_k ~= S * dx * sum_k code_k q_k - T * c       (S: the code's scale, T: its offset)
 // with the integer sums from vpdpbusd (u8 codes x s8 q, exact in int32). Float sums: f32, a
 // fixed order per row, so a row's result does not depend on m or on the other rows.
@@ -198,40 +200,59 @@ static int ensureScratch(size_t kpad, int m) {
 
 static inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
 
-// q[kpad] int8 in element order, dx16, c16 as quantizeRow's.
-static void quantizeNatural(const float* x, int cols, int kpad, int8_t* q, float* dx16, float* c16) {
-  for (int b = 0; b < kpad / 32; b++) {
-    int at = 32 * b, n = cols - at;
+// q[kpad] int8 in element order, dx16, c16 as quantizeRow's, bit for bit as llama.cpp quantizes
+// the activations it multiplies with `kind` (ggml-cpu, x86; both round to nearest even):
+//   q4_0, q8_0 (vec_dot_type Q8_0, quantize_row_q8_0): per 32 values id = 127/amax,
+//     q = round(x * id), d = f16(amax / 127): the scale the dot product uses is the f16 one;
+//   K-quants (Q8_K, quantize_row_q8_K_ref): per 256 values iscale = 127/amax,
+//     q = round(iscale * x), d = 1/iscale (f32). (ggml writes -127/max, max the signed value of
+//     largest magnitude: that negates q and d together, the same products.)
+// Per-32 scales for K-quants (as before) were finer than llama.cpp's, but not its numbers: on
+// models with outlier channels its per-256 rounding moves logits by nats, and greedy paths split.
+static void quantizeNatural(int kind, const float* x, int cols, int kpad, int8_t* q, float* dx16, float* c16) {
+  const int group = kind >= K_Q4_K ? 256 : 32;
+  for (int g = 0; g < kpad / group; g++) {
+    int at = group * g, n = cols - at;
     if (n <= 0) {
-      memset(q + at, 0, 32);
-      dx16[2 * b] = dx16[2 * b + 1] = c16[2 * b] = c16[2 * b + 1] = 0;
+      memset(q + at, 0, group);
+      for (int i = 0; i < group / 16; i++) dx16[at / 16 + i] = c16[at / 16 + i] = 0;
       continue;
     }
-    __mmask16 m0 = n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
-    __mmask16 m1 = n >= 32 ? 0xFFFF : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1);
-    __m512 v0 = _mm512_maskz_loadu_ps(m0, x + at), v1 = _mm512_maskz_loadu_ps(m1, x + at + 16);
-    float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-    float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
-    __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(id)));
-    __m512i i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(id)));
-    _mm_storeu_si128((__m128i*)(q + at), _mm512_cvtsepi32_epi8(i0));
-    _mm_storeu_si128((__m128i*)(q + at + 16), _mm512_cvtsepi32_epi8(i1));
-    dx16[2 * b] = dx16[2 * b + 1] = d;
-    c16[2 * b] = d * (float)_mm512_reduce_add_epi32(i0);
-    c16[2 * b + 1] = d * (float)_mm512_reduce_add_epi32(i1);
+    __m512 amaxv = _mm512_setzero_ps();
+    for (int v = 0; v < group / 16; v++) {
+      int left = n - 16 * v;
+      __mmask16 mk = left >= 16 ? 0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+      amaxv = _mm512_max_ps(amaxv, _mm512_abs_ps(_mm512_maskz_loadu_ps(mk, x + at + 16 * v)));
+    }
+    float amax = _mm512_reduce_max_ps(amaxv), id, d;
+    if (group == 32) {
+      d = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT));
+      id = amax != 0 ? 127.0f / amax : 0.0f;
+    } else {
+      id = amax != 0 ? 127.0f / amax : 0.0f;
+      d = amax != 0 ? 1.0f / id : 0.0f;
+    }
+    for (int v = 0; v < group / 16; v++) {
+      int left = n - 16 * v;
+      __mmask16 mk = left >= 16 ? 0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+      __m512i iv = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + at + 16 * v), _mm512_set1_ps(id)));
+      _mm_storeu_si128((__m128i*)(q + at + 16 * v), _mm512_cvtsepi32_epi8(iv));
+      dx16[at / 16 + v] = d;
+      c16[at / 16 + v] = d * (float)_mm512_reduce_add_epi32(iv);
+    }
   }
 }
 
 // q[kpad] int8 (in the codes' order, per super-block), dx16[kpad/16] (d of the 32-block, per 16),
 // c16[kpad/16] = d * sum of the 16 q.
-static void quantizeRow(const float* x, int cols, int kpad, int8_t* q, float* dx16, float* c16) {
+static void quantizeRow(int kind, const float* x, int cols, int kpad, int8_t* q, float* dx16, float* c16) {
   static const int32_t order[4][16] = {
       {0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60},
       {1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41, 45, 49, 53, 57, 61},
       {2, 6, 10, 14, 18, 22, 26, 30, 34, 38, 42, 46, 50, 54, 58, 62},
       {3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47, 51, 55, 59, 63},
   };
-  quantizeNatural(x, cols, kpad, q, dx16, c16);
+  quantizeNatural(kind, x, cols, kpad, q, dx16, c16);
   // Word w = 4k + j of a super-block (elements 16k + 4j ..) moves to word 16j + k.
   for (int s = 0; s < kpad / QK; s++) {
     int32_t* words = (int32_t*)(q + QK * s);
@@ -437,14 +458,61 @@ typedef struct {
   int per;  // rows per chunk, when shared with the helpers
 } Job;
 
-// Quantizes x for a block kind into this thread's scratch; 0 when the scratch cannot be had.
+// f16 / bf16 weights: llama.cpp converts the activations to the weight's type first (vec_dot_type
+// F16 / BF16, both rounded to nearest even) and multiplies halves widened to f32; x is rounded
+// the same way into this thread's scratch, so the products match its.
+static _Thread_local float* sxh;
+static _Thread_local size_t sxhcap;
+
+static int roundActivations(Job* j) {
+  size_t n = (size_t)j->m * j->cols;
+  if (n > sxhcap) {
+    free(sxh);
+    sxh = aligned_alloc(64, (n + 15) / 16 * 64);
+    sxhcap = sxh ? n : 0;
+    if (!sxh) return 0;
+  }
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 v = _mm512_loadu_ps(j->x + i);
+    if (j->kind == K_F16) {
+      v = _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    } else {  // bf16: ggml_compute_fp32_to_bf16 (NaN kept quiet, else round to nearest even)
+      __m512i b = _mm512_castps_si512(v);
+      __m512i r = _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7fff)),
+                                   _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1)));
+      __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+      r = _mm512_mask_or_epi32(r, nan, b, _mm512_set1_epi32(64 << 16));
+      v = _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
+    }
+    _mm512_storeu_ps(sxh + i, v);
+  }
+  for (; i < n; i++) {
+    float v = j->x[i];
+    if (j->kind == K_F16) {
+      v = _cvtsh_ss(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT));
+    } else {
+      uint32_t b;
+      memcpy(&b, &v, 4);
+      b = (b & 0x7fffffff) > 0x7f800000 ? (b | (64 << 16)) & 0xffff0000u : (b + (0x7fff + ((b >> 16) & 1))) & 0xffff0000u;
+      memcpy(&v, &b, 4);
+    }
+    sxh[i] = v;
+  }
+  j->x = sxh;
+  return 1;
+}
+
+// Quantizes x for a block kind (rounds it for f16 / bf16) into this thread's scratch; 0 when the
+// scratch cannot be had.
 static int prepareJob(Job* j) {
+  if (j->kind == K_F16 || j->kind == K_BF16) return roundActivations(j);
   if (!isBlockKind(j->kind)) return 1;
   j->nsb = (j->cols + QK - 1) / QK;
   j->kpad = j->nsb * QK;
   if (!ensureScratch((size_t)j->kpad, j->m)) return 0;
   for (int i = 0; i < j->m; i++)
-    quantizeRow(j->x + (size_t)i * j->cols, j->cols, j->kpad, sq + (size_t)i * j->kpad,
+    quantizeRow(j->kind, j->x + (size_t)i * j->cols, j->cols, j->kpad, sq + (size_t)i * j->kpad,
                 sdx + (size_t)i * (j->kpad / 16), sc16 + (size_t)i * (j->kpad / 16));
   j->q = sq;
   j->dx16 = sdx;

@@ -5,8 +5,9 @@ import { expectBitwiseEqual, randomF32, randomWeight } from '../cases/support.js
 import type { WeightDType } from '../types.js';
 import { NativeDense, nativeAvailability } from './native.js';
 
-// int8 activations, per 32 values as llama.cpp's q8_0: the same headroom as ORT's int8 mode.
-const INT8_ACTIVATION_TOLERANCE = 1e-2;
+// Activations quantized (rounded, for f16/bf16) as llama.cpp does: the suite compares with the
+// reference run on those activations, at the float tolerance (dense-cases.ts).
+const AS_LLAMA_CPP = { activations: 'llama.cpp' } as const;
 
 describe('the native addon', () => {
   it('is built and usable on this machine (CI builds it with gcc)', () => {
@@ -21,7 +22,7 @@ describe('NativeDense (the calling thread alone) runs the dense case suite', () 
   beforeAll(() => {
     native = new NativeDense({ threads: 1 });
   });
-  for (const c of denseCases({ blockTolerance: INT8_ACTIVATION_TOLERANCE })) it(c.name, () => c.run(native));
+  for (const c of denseCases(AS_LLAMA_CPP)) it(c.name, () => c.run(native));
   for (const c of batchInvarianceCases()) it(c.name, () => c.run(native));
   it('refuses a weight prepared by another NativeDense', async () => {
     const weight = await new NativeDense().prepare(randomWeight(new Rng(1), 'q4_0', 4, 64));
@@ -36,7 +37,7 @@ describe('NativeDense with helper threads sharing every call', () => {
   beforeAll(() => {
     threaded = new NativeDense({ threads: 3, helperMinM: 1, spinMicros: 50 });
   });
-  for (const c of denseCases({ blockTolerance: INT8_ACTIVATION_TOLERANCE })) it(c.name, () => c.run(threaded));
+  for (const c of denseCases(AS_LLAMA_CPP)) it(c.name, () => c.run(threaded));
 
   const DTYPES: readonly WeightDType[] = ['f32', 'f16', 'bf16', 'q4_0', 'q8_0', 'q4_k', 'q5_k', 'q6_k'];
   it('gives the bits the calling thread alone gives, on matrices of many chunks, call after call', async () => {
