@@ -172,7 +172,7 @@ const CASES: readonly Case[] = [
     code: 'invalid_request',
     param: 'logit_bias',
   },
-  { name: 'echo', body: { ...hi, echo: true }, status: 400, code: 'invalid_request', param: 'echo' },
+  { name: 'echo not a boolean', body: { ...hi, echo: 'yes' }, status: 400, code: 'invalid_request', param: 'echo' },
   { name: 'suffix', body: { ...hi, suffix: 'end' }, status: 400, code: 'invalid_request', param: 'suffix' },
   {
     name: 'presence_penalty above 2',

@@ -168,10 +168,10 @@ const CASES: readonly {
   },
   {
     name: 'an unsupported parameter',
-    body: json({ prompt: 'x', max_tokens: 1, echo: true }),
+    body: json({ prompt: 'x', max_tokens: 1, suffix: 'end' }),
     status: 400,
     code: 'invalid_request',
-    param: 'echo',
+    param: 'suffix',
   },
   { name: 'an unknown route', path: '/v1/engines', body: '{}', status: 404, code: 'route_not_found' },
   { name: 'a wrong method', path: '/v1/completions', method: 'GET', body: '', status: 405, code: 'method_not_allowed' },

@@ -192,8 +192,8 @@ describe('tessera serve through the openai client', () => {
     const unknown = client.completions.create({ model: 'gpt-4', prompt: 'x', max_tokens: 1 });
     await expect(unknown).rejects.toBeInstanceOf(OpenAI.NotFoundError);
     await expect(unknown).rejects.toMatchObject({ status: 404, code: 'model_not_found', param: 'model' });
-    const unsupported = client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 1, echo: true } as never);
-    await expect(unsupported).rejects.toMatchObject({ status: 400, param: 'echo' });
+    const unsupported = client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 1, suffix: 'end' } as never);
+    await expect(unsupported).rejects.toMatchObject({ status: 400, param: 'suffix' });
   });
 
   it('returns every page once idle: allocated 0, free + cached = the pool', async () => {
