@@ -1,0 +1,237 @@
+// Speculative decoding end to end on a real (tiny, random) model with the reference kernels: the
+// scheduler's prompt-lookup drafts, the runner's k + 1 logits rows, verification and the stamps'
+// rollback, with the scheduler's integrity checked around every step.
+//   - greedy: every request of a batch decodes exactly the tokens it decodes without speculation
+//   - temperature > 0: the tokens' distribution over many seeds is the one without speculation
+//     (two-sample chi-square)
+//   - fault keep-rejected-stamps: the integrity check after the step finds the rejected positions
+//     still stamped, and the loop stops
+import { describe, expect, it } from 'vitest';
+import {
+  asRequestId,
+  asTenantId,
+  FaultSet,
+  NO_FAULTS,
+  samplingParams,
+  type FaultSet as Faults,
+  type GenerateRequest,
+  type RequestId,
+  type SamplingParams,
+} from '../core/index.js';
+import { createRefDense, createRefOps } from '../kernels/index.js';
+import { ModelRunner, PRESET_CONFIGS, prepareWeights, randomModel, Sampler, type ModelConfig } from '../model/index.js';
+import { PagePool } from '../pages/index.js';
+import { DEFAULT_SPEC, type SpecOptions } from '../scheduler/index.js';
+import { EngineLoop } from './engine-loop.js';
+import { schedulerFor } from './scheduler-for.js';
+
+const CONFIG: ModelConfig = {
+  ...PRESET_CONFIGS.tiny,
+  vocabSize: 64,
+  hiddenSize: 32,
+  intermediateSize: 64,
+  numLayers: 2,
+  numHeads: 4,
+  numKvHeads: 2,
+  headDim: 8,
+};
+const PAGE_SIZE = 4;
+const SPEC: SpecOptions = { ...DEFAULT_SPEC, maxDraft: 4, maxBatch: 8, minNgram: 1 };
+
+const weightsOnce = (async () => {
+  const { tensors } = randomModel(CONFIG, 11);
+  const dense = createRefDense();
+  const ops = createRefOps();
+  return { weights: await prepareWeights(CONFIG, tensors, dense, ops), dense, ops };
+})();
+
+interface Run {
+  readonly outputs: Map<RequestId, number[]>;
+  readonly numDrafted: number;
+  readonly numAccepted: number;
+  readonly numRolledBack: number;
+  readonly fatal: unknown;
+}
+
+/** Runs the requests to their ends in one engine loop (all admitted at once: they share steps). */
+async function generate(
+  prompts: readonly (readonly number[])[],
+  params: (i: number) => SamplingParams,
+  speculation: SpecOptions | undefined,
+  faults: Faults = NO_FAULTS,
+): Promise<Run> {
+  const { weights, dense, ops } = await weightsOnce;
+  const shape = { numPages: 96, pageSize: PAGE_SIZE, numLayers: 2, numKvHeads: 2, headDim: 8 };
+  const pool = PagePool.create(shape, faults);
+  const runner = new ModelRunner({ config: CONFIG, weights, dense, ops, pool, maxStepTokens: 64, maxStepLogits: 48 });
+  const scheduler = schedulerFor('colocated', {
+    pool,
+    contextLength: 64,
+    maxRunningRequests: 8,
+    chunkedPrefillSize: 64,
+    maxWaiting: 1000,
+    faults,
+    eosTokenIds: [],
+    ...(speculation === undefined ? {} : { speculation }),
+  });
+  const requests: GenerateRequest[] = prompts.map((promptTokens, i) => ({
+    rid: asRequestId(`r${i}`),
+    tenant: asTenantId(`t${i % 2}`),
+    promptTokens,
+    sampling: params(i),
+  }));
+  const byRid = new Map(requests.map((r) => [r.rid, r]));
+  const outputs = new Map<RequestId, number[]>(requests.map((r) => [r.rid, []]));
+  let left = requests.length;
+  let fatal: unknown;
+  let ended!: () => void;
+  const done = new Promise<void>((resolve) => (ended = resolve));
+  const loop = new EngineLoop({
+    scheduler,
+    runner,
+    sampler: new Sampler(CONFIG.vocabSize),
+    samplingOf: (rid) => {
+      const request = byRid.get(rid);
+      const view = scheduler.view(rid);
+      if (request === undefined || view === undefined) return undefined;
+      return {
+        params: request.sampling,
+        numOutputTokens: view.numOutputTokens,
+        outputTokens: () => scheduler.outputTokens(rid),
+      };
+    },
+    onEvents: (events) => {
+      for (const e of events) {
+        if (e.kind === 'token') outputs.get(e.rid)?.push(e.token);
+        if (e.kind === 'failed') throw e.error;
+        if (e.kind === 'finished' && --left === 0) ended();
+      }
+    },
+    onFatal: (error) => {
+      fatal = error;
+      ended();
+    },
+    faults,
+    checkEveryStep: true,
+    maxStepMs: 'off',
+    pool,
+  });
+  for (const request of requests) expect(scheduler.admit(request).kind).toBe('admitted');
+  loop.start();
+  await done;
+  await loop.close();
+  return { outputs, ...scheduler.specStats, numRolledBack: loop.numRolledBack, fatal };
+}
+
+/** Prompts that repeat themselves (prompt lookup finds matches) and one that does not. */
+const PROMPTS: readonly (readonly number[])[] = [
+  [3, 4, 5, 6, 7, 8, 9, 10, 3, 4, 5, 6, 7, 8, 9, 10, 3, 4, 5],
+  [20, 21, 22, 23, 20, 21, 22, 23, 20, 21],
+  [40, 41, 40, 41, 40, 41, 40],
+  [1, 9, 17, 25, 33, 41, 49, 57, 2, 10, 18, 26],
+  [5, 5, 5, 5, 5, 5],
+];
+
+describe('speculative decoding (prompt lookup) on a real model', () => {
+  it('greedy: every request of a batch decodes token for token what it decodes without speculation', async () => {
+    const greedy = (): SamplingParams => samplingParams({ maxTokens: 24, temperature: 0, ignoreEos: true });
+    const plain = await generate(PROMPTS, greedy, undefined);
+    const spec = await generate(PROMPTS, greedy, SPEC);
+    expect(plain.fatal).toBeUndefined();
+    expect(spec.fatal).toBeUndefined();
+    expect(plain.numDrafted).toBe(0);
+    expect(spec.numDrafted).toBeGreaterThan(0);
+    expect(spec.numAccepted).toBeGreaterThan(0); // drafts did get accepted: several tokens per step
+    expect(spec.numRolledBack).toBe(spec.numDrafted - spec.numAccepted);
+    for (const [rid, tokens] of plain.outputs) {
+      expect(tokens).toHaveLength(24);
+      expect(spec.outputs.get(rid)).toEqual(tokens);
+    }
+  });
+
+  it('penalties apply per position as without speculation (greedy with a frequency penalty)', async () => {
+    const penalized = (): SamplingParams =>
+      samplingParams({ maxTokens: 16, temperature: 0, ignoreEos: true, frequencyPenalty: 0.5, presencePenalty: 0.3 });
+    const plain = await generate(PROMPTS, penalized, undefined);
+    const spec = await generate(PROMPTS, penalized, SPEC);
+    expect(spec.numDrafted).toBeGreaterThan(0);
+    for (const [rid, tokens] of plain.outputs) expect(spec.outputs.get(rid)).toEqual(tokens);
+  });
+
+  it('temperature > 0: the output distribution over seeds is the one without speculation (chi-square)', async () => {
+    const N = 160;
+    // A prompt that holds the model's own likely continuation of its end (P, greedy(P), P): the
+    // drafts after it are tokens the model gives real probability, so some are accepted, some not.
+    const head = PROMPTS[3]!.slice(0, 6);
+    const greedy = await generate(
+      [head],
+      () => samplingParams({ maxTokens: 8, temperature: 0, ignoreEos: true }),
+      undefined,
+    );
+    const prompt = [...head, ...greedy.outputs.get(asRequestId('r0'))!, ...head];
+    const sampled = (i: number): SamplingParams =>
+      samplingParams({ maxTokens: 4, temperature: 0.7, topK: 6, ignoreEos: true, seed: 1000 + i });
+    const prompts = Array.from({ length: N }, () => prompt);
+    const plain = await generate(prompts, sampled, undefined);
+    const spec = await generate(prompts, sampled, { ...SPEC, maxBatch: 1000 });
+    expect(spec.numAccepted).toBeGreaterThan(0);
+    expect(spec.numDrafted - spec.numAccepted).toBeGreaterThan(0); // both branches of the test ran
+    // Per output position 1..3 (position 0 is sampled at prefill, never drafted): counts by token.
+    for (let position = 1; position < 4; position++) {
+      const a = histogram([...plain.outputs.values()].map((t) => t[position]!));
+      const b = histogram([...spec.outputs.values()].map((t) => t[position]!));
+      const { statistic, dof } = chiSquareTwoSample(a, b, N, N);
+      // The 0.999 quantile: a correct sampler fails this one time in a thousand per position.
+      expect(statistic).toBeLessThan(chiSquareQuantile999(dof));
+    }
+  });
+
+  it('fault keep-rejected-stamps: rejected positions stay stamped and the integrity check after the step stops the loop', async () => {
+    const greedy = (): SamplingParams => samplingParams({ maxTokens: 24, temperature: 0, ignoreEos: true });
+    const run = await generate(PROMPTS, greedy, SPEC, new FaultSet(['keep-rejected-stamps']));
+    expect(String(run.fatal)).toMatch(/its stamp covers more.*rejected drafts not rolled back/);
+  });
+});
+
+function histogram(tokens: readonly number[]): Map<number, number> {
+  const counts = new Map<number, number>();
+  for (const t of tokens) counts.set(t, (counts.get(t) ?? 0) + 1);
+  return counts;
+}
+
+/** Two-sample chi-square over the union of bins, bins with fewer than 5 expected merged into one. */
+export function chiSquareTwoSample(
+  a: ReadonlyMap<number, number>,
+  b: ReadonlyMap<number, number>,
+  na: number,
+  nb: number,
+): { statistic: number; dof: number } {
+  const keys = [...new Set([...a.keys(), ...b.keys()])];
+  const bins: [number, number][] = [];
+  let restA = 0;
+  let restB = 0;
+  for (const k of keys) {
+    const x = a.get(k) ?? 0;
+    const y = b.get(k) ?? 0;
+    if (x + y < 10) {
+      restA += x;
+      restB += y;
+    } else bins.push([x, y]);
+  }
+  if (restA + restB > 0) bins.push([restA, restB]);
+  let statistic = 0;
+  for (const [x, y] of bins) {
+    const total = x + y;
+    const ea = (total * na) / (na + nb);
+    const eb = (total * nb) / (na + nb);
+    statistic += (x - ea) ** 2 / ea + (y - eb) ** 2 / eb;
+  }
+  return { statistic, dof: Math.max(1, bins.length - 1) };
+}
+
+/** The chi-square distribution's 0.999 quantile (Wilson-Hilferty), good to a few percent for dof >= 1. */
+export function chiSquareQuantile999(dof: number): number {
+  const z = 3.0902;
+  const h = 2 / (9 * dof);
+  return dof * (1 - h + z * Math.sqrt(h)) ** 3;
+}
