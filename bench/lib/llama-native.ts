@@ -12,11 +12,15 @@ const run = promisify(execFile);
 
 /**
  * The directory holding llama-bench and llama-server, building them first when missing; why not,
- * when they cannot be built or the run asked for none (--no-llama, BENCH_NO_LLAMA=1).
+ * when they cannot be built or the run asked for none (--no-llama, BENCH_NO_LLAMA=1); BENCH_LLAMA_BIN:
+ * a directory of one's own llama-bench and llama-server instead.
  */
 export function llamaNativeBin(): { bin: string } | { why: string } {
   if (process.argv.includes('--no-llama') || process.env['BENCH_NO_LLAMA'] === '1')
     return { why: '--no-llama / BENCH_NO_LLAMA=1' };
+  // A llama.cpp built elsewhere (its build/bin): compared as it is.
+  const own = process.env['BENCH_LLAMA_BIN'];
+  if (own !== undefined && own !== '') return { bin: own };
   const script = join('scripts', 'build-llama.mjs');
   try {
     const out = execFileSync(process.execPath, [script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
