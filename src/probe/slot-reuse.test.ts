@@ -12,6 +12,8 @@ interface Script {
   readonly bCached: number | undefined;
   /** B's output text, given the last prompt A sent. */
   readonly bText: (lastA: string) => string;
+  /** cached_tokens for B's requests that open with half of A's token-id conversation (default bCached). */
+  readonly restoreCached?: number;
 }
 
 function stubClient(script: Script): ProbeClient {
@@ -28,7 +30,9 @@ function stubClient(script: Script): ProbeClient {
             ? purpose.includes('control')
               ? 200
               : 0
-            : script.bCached;
+            : purpose.includes('opening with half')
+              ? (script.restoreCached ?? script.bCached)
+              : script.bCached;
       return {
         id: ++id,
         check: 'slot-reuse',
@@ -76,6 +80,13 @@ describe('slot-reuse', () => {
     const r = await run({ bCached: 37, bText: () => 'lorem' });
     expect(r.status).toBe('finding');
     expect(r.findings[0]?.what).toMatch(/8 of B's 8 new requests .* 37 cached tokens .*#27148/);
+  });
+  it("finds a restored conversation reused past what B's request shares with it", async () => {
+    const clean = await run({ bCached: 0, restoreCached: 49, bText: () => 'lorem' });
+    expect(clean.status).toBe('clean'); // 48 shared + BOS: the shared half only
+    const r = await run({ bCached: 0, restoreCached: 95, bText: () => 'lorem' });
+    expect(r.status).toBe('finding');
+    expect(r.findings[0]?.what).toMatch(/8 of B's 8 requests that share 48 tokens .*up to 95.*#27148/);
   });
   it("finds A's canaries in B's outputs", async () => {
     const r = await run({ bCached: 0, bText: (a) => a.split(': ')[2] ?? '' });

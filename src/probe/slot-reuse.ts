@@ -9,11 +9,16 @@
 //   repeat:   B resends a prompt of its reference phase (sent before any of A's conversations):
 //             its greedy output must not change because A's conversation sat in the slot
 //             (a change is a finding under --batch-invariant, a figure otherwise).
+//   restore:  A sends `slots` token-id conversations X at once; then B, one at a time, new requests
+//             that open with the first half of one X and go on with fresh tokens: a server with a
+//             RAM prompt cache restores X's state into B's slot (llama-server restores an entry
+//             that keeps >= 25% of it), and may reuse the shared half only: more than half + 2
+//             cached tokens means B was served on A's tokens past what they share (a finding).
 // Every B output is searched for A's canary markers too (canary-match.ts): a finding.
 // Positive control: A repeats one of its conversations; its reported cached tokens show that the
 // server reports reuse at all. Where it reports no cached tokens on any request, the check
 // cannot see a restored state: inconclusive (unless a canary or a changed output is found).
-// Budget: slots reference + per round (slots fill + slots new + slots repeats) + 1 control.
+// Budget: slots reference + per round (slots fill + slots new + slots repeats + 2 slots restore) + 1 control.
 import { matchCanaries } from './canary-match.js';
 import { usableTokens, type CheckContext, type CheckOutput } from './context.js';
 import { canarySet, randomIds } from './prompts.js';
@@ -23,6 +28,8 @@ import type { Finding, RequestRecord } from './types.js';
 export const ALLOWED_CACHED = 2;
 const B_TOKENS = 48;
 const B_MAX_TOKENS = 12;
+/** Tokens of A's token-id conversations of the restore phase; B's requests share the first half. */
+const X_TOKENS = 96;
 
 export function slotReuseRounds(budget: number): number {
   return Math.max(2, Math.min(6, Math.floor(budget / 16)));
@@ -30,7 +37,7 @@ export function slotReuseRounds(budget: number): number {
 
 export function slotReuseBudget(budget: number, ctx: Pick<CheckContext, 'facts'>): number {
   const slots = slotsOf(ctx.facts);
-  return slots + slotReuseRounds(budget) * 3 * slots + 1;
+  return slots + slotReuseRounds(budget) * 5 * slots + 1;
 }
 
 const slotsOf = (facts: CheckContext['facts']): number => Math.max(2, Math.min(8, facts.slots ?? 4));
@@ -74,6 +81,7 @@ export async function slotReuse(ctx: CheckContext): Promise<CheckOutput> {
   const fills: RequestRecord[] = [];
   const news: RequestRecord[] = [];
   const repeats: { ref: RequestRecord; again: RequestRecord }[] = [];
+  const restores: { record: RequestRecord; shared: number }[] = [];
   let next = 0;
   for (let round = 0; round < rounds; round++) {
     const batch = Array.from({ length: slots }, () => next++);
@@ -96,6 +104,28 @@ export async function slotReuse(ctx: CheckContext): Promise<CheckOutput> {
       const ref = refOut[j] as RequestRecord;
       repeats.push({ ref, again: await b(`repeat of reference ${j}`, reference[j] as number[]) });
     }
+    const xLen = Math.min(X_TOKENS, usable - B_MAX_TOKENS);
+    const xs = Array.from({ length: slots }, () => randomIds(rng, xLen));
+    await Promise.all(
+      xs.map((x, j) =>
+        client
+          .complete('A', `slot-reuse: token-id conversation ${round}.${j}`, {
+            model: facts.model,
+            prompt: x,
+            max_tokens: 4,
+            temperature: 0,
+          })
+          .then(tick),
+      ),
+    );
+    for (const [j, x] of xs.entries()) {
+      const shared = Math.floor(xLen / 2);
+      const r = await b(`new request opening with half of A's conversation ${round}.${j}`, [
+        ...x.slice(0, shared),
+        ...randomIds(rng, xLen - shared),
+      ]);
+      restores.push({ record: r, shared });
+    }
   }
   const control = tick(
     await client.complete('A', 'slot-reuse: A repeats its conversation (control)', {
@@ -114,6 +144,10 @@ export async function slotReuse(ctx: CheckContext): Promise<CheckOutput> {
     decoys,
   );
   const overCached = news.filter((r) => r.status === 200 && (cachedTokens(r) ?? 0) > ALLOWED_CACHED);
+  const overRestored = restores.filter(
+    (x) => x.record.status === 200 && (cachedTokens(x.record) ?? 0) > x.shared + ALLOWED_CACHED,
+  );
+  const restoredMax = Math.max(0, ...restores.map((x) => cachedTokens(x.record) ?? 0));
   const reported = [...news, ...fills, control].some((r) => cachedTokens(r) !== undefined);
   const controlCached = cachedTokens(control);
   const changed = repeats.filter(
@@ -130,6 +164,14 @@ export async function slotReuse(ctx: CheckContext): Promise<CheckOutput> {
         `in slots that held A's conversation: the slot's state was reused across requests (#27148)`,
       requests: overCached.map((r) => r.id),
     });
+  if (overRestored.length > 0)
+    findings.push({
+      what:
+        `${overRestored.length} of B's ${restores.length} requests that share ${restores[0]?.shared ?? 0} tokens ` +
+        `with one of A's conversations were served on more cached tokens (up to ${restoredMax}): A's ` +
+        "conversation was restored into B's slot past what they share (#27148)",
+      requests: overRestored.map((x) => x.record.id),
+    });
   if (match.verdict === 'finding')
     findings.push({
       what: `B's outputs in A's slots carry A's canaries: ${match.exactHits.length} markers, ${match.ngramHits} trigrams`,
@@ -144,7 +186,7 @@ export async function slotReuse(ctx: CheckContext): Promise<CheckOutput> {
         '(the server promises batch invariance)',
       requests: changed.map((x) => x.again.id),
     });
-  const problems = [...news, ...fills].filter((r) => r.status !== 200).length;
+  const problems = [...news, ...fills, ...restores.map((x) => x.record)].filter((r) => r.status !== 200).length;
   const status =
     findings.length > 0
       ? 'finding'
@@ -163,8 +205,10 @@ export async function slotReuse(ctx: CheckContext): Promise<CheckOutput> {
         : aServed === 0
           ? "none of A's conversations was served"
           : `B's ${news.length} new requests in A's slots: at most ${maxCached} cached tokens (allowed ` +
-            `${ALLOWED_CACHED}); no canary in B's outputs; ${changed.length}/${compared} repeats changed; A's ` +
-            `control ${controlCached ?? 'n/a'} cached`;
+            `${ALLOWED_CACHED}); sharing half of A's: at most ${restoredMax} (allowed ` +
+            `${(restores[0]?.shared ?? 0) + ALLOWED_CACHED}); no canary in B's outputs; ${changed.length}/${compared} repeats changed; A's ` +
+            `control ${controlCached ?? 'n/a'} cached` +
+            (problems > 0 ? `; ${problems} requests failed (see the figures)` : '');
   return {
     status,
     summary,
@@ -175,8 +219,13 @@ export async function slotReuse(ctx: CheckContext): Promise<CheckOutput> {
       words,
       aServed,
       bOutputs: bServed.length,
+      failed: [...news, ...fills, ...restores.map((x) => x.record)]
+        .filter((r) => r.status !== 200)
+        .map((r) => ({ id: r.id, status: r.status, error: r.errorBody ?? r.error ?? null })),
       allowedCached: ALLOWED_CACHED,
       cachedOnNew: news.map((r) => cachedTokens(r) ?? null),
+      restoreShared: restores[0]?.shared ?? null,
+      cachedOnRestore: restores.map((x) => cachedTokens(x.record) ?? null),
       controlCached: controlCached ?? null,
       repeatsCompared: compared,
       repeatsChanged: changed.map((x) => x.again.id),
@@ -195,6 +244,8 @@ export async function slotReuse(ctx: CheckContext): Promise<CheckOutput> {
         bars: [
           { label: 'allowed (BOS + 1)', value: ALLOWED_CACHED },
           { label: 'B new: max', value: maxCached },
+          { label: "allowed sharing half of A's", value: (restores[0]?.shared ?? 0) + ALLOWED_CACHED },
+          { label: "B sharing half of A's: max", value: restoredMax },
           { label: "A's repeat (control)", value: controlCached ?? 0 },
         ],
       },
