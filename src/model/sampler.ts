@@ -177,33 +177,7 @@ export class Sampler {
     return { logprob: logprobOf(token), top: top.map((id): TopLogprob => ({ id, logprob: logprobOf(id) })) };
   }
 
-  /**
-   * Speculative verification of one position: the token for output position `stepIndex` given a
-   * drafted token `draft` (a point mass: the draft is deterministic). Greedy: the argmax (the draft
-   * is accepted exactly when it equals it). Otherwise rejection sampling (Leviathan et al. 2023)
-   * over the same distribution `sample` draws from (mask, penalties, temperature, top-k, top-p):
-   * accept the draft with probability p(draft) (a second draw, uniformAt(seed, 1, stepIndex)), else
-   * draw from the residual normalize(max(0, p - q)), which for a point mass q is p without the
-   * draft, with the same draw uniformAt(seed, 0, stepIndex). Every token then comes out with
-   * probability p(token) exactly: p(d) for the draft, (1 - p(d)) * p(x) / (1 - p(d)) for any other.
-   */
-  verify(
-    logits: Float32Array,
-    params: SamplingChoice,
-    stepIndex: number,
-    draft: number,
-    previous: readonly number[] = [],
-    mask?: Int32Array,
-  ): number {
-    assert(
-      logits.length === this.vocabSize && Number.isInteger(draft) && draft >= 0 && draft < this.vocabSize,
-      () => `Sampler: verifying draft ${draft} over ${logits.length} logits`,
-    );
-    const allowed = mask === undefined ? logits : this.#applyMask(logits, mask);
-    return this.#choose(this.#penalize(allowed, params, previous), params, stepIndex, draft);
-  }
-
-  #choose(logits: Float32Array, params: SamplingChoice, stepIndex: number, draft = -1): number {
+  #choose(logits: Float32Array, params: SamplingChoice, stepIndex: number): number {
     // Below GREEDY_BELOW_TEMPERATURE 1/T overflows (5e-324 -> Infinity, then NaN probabilities):
     // greedy, as vLLM does below 1e-5. Such a request crashed the whole worker before.
     if (params.temperature < GREEDY_BELOW_TEMPERATURE) return argmax(logits);
@@ -222,32 +196,16 @@ export class Sampler {
       total += w;
     }
     const numKept = this.#keep(params, total);
+    const u = uniformAt(params.seed, 0, stepIndex);
     const ids = this.#ids;
     let keptMass = 0;
-    let draftWeight = 0;
+    for (let j = 0; j < numKept; j++) keptMass += weights[ids[j]!]!;
+    let target = u * keptMass;
     for (let j = 0; j < numKept; j++) {
-      const id = ids[j]!;
-      keptMass += weights[id]!;
-      if (id === draft) draftWeight = weights[id]!;
+      target -= weights[ids[j]!]!;
+      if (target < 0) return ids[j]!;
     }
-    if (draft >= 0) {
-      // Accept with probability p(draft); the residual is the kept mass without the draft.
-      if (uniformAt(params.seed, 1, stepIndex) * keptMass < draftWeight) return draft;
-      keptMass -= draftWeight;
-    }
-    let target = uniformAt(params.seed, 0, stepIndex) * keptMass;
-    let last = -1;
-    for (let j = 0; j < numKept; j++) {
-      const id = ids[j]!;
-      if (id === draft) continue;
-      last = id;
-      target -= weights[id]!;
-      if (target < 0) return id;
-    }
-    // u * mass rounded up to the whole mass (with a draft, last is -1 only when it held all the
-    // mass, and then it was accepted above).
-    assert(last >= 0, 'Sampler: no token left to draw');
-    return last;
+    return ids[numKept - 1]!; // u * mass rounded up to the whole mass
   }
 
   /**

@@ -2,8 +2,9 @@
 // scheduler's prompt-lookup drafts, the runner's k + 1 logits rows, verification and the stamps'
 // rollback, with the scheduler's integrity checked around every step.
 //   - greedy: every request of a batch decodes exactly the tokens it decodes without speculation
-//   - temperature > 0: the tokens' distribution over many seeds is the one without speculation
-//     (two-sample chi-square)
+//   - temperature > 0: every seeded request samples what it samples without speculation (the
+//     verdict draws each position with its own seeded draw: spec-verify.ts); the distribution
+//     itself is spec-verify.test.ts's chi-square
 //   - fault keep-rejected-stamps: the integrity check after the step finds the rejected positions
 //     still stamped, and the loop stops
 import { describe, expect, it } from 'vitest';
@@ -158,8 +159,7 @@ describe('speculative decoding (prompt lookup) on a real model', () => {
     for (const [rid, tokens] of plain.outputs) expect(spec.outputs.get(rid)).toEqual(tokens);
   });
 
-  it('temperature > 0: the output distribution over seeds is the one without speculation (chi-square)', async () => {
-    const N = 160;
+  it('temperature > 0: every seeded request samples token for token what it samples without speculation', async () => {
     // A prompt that holds the model's own likely continuation of its end (P, greedy(P), P): the
     // drafts after it are tokens the model gives real probability, so some are accepted, some not.
     const head = PROMPTS[3]!.slice(0, 6);
@@ -170,20 +170,13 @@ describe('speculative decoding (prompt lookup) on a real model', () => {
     );
     const prompt = [...head, ...greedy.outputs.get(asRequestId('r0'))!, ...head];
     const sampled = (i: number): SamplingParams =>
-      samplingParams({ maxTokens: 4, temperature: 0.7, topK: 6, ignoreEos: true, seed: 1000 + i });
-    const prompts = Array.from({ length: N }, () => prompt);
+      samplingParams({ maxTokens: 6, temperature: 0.7, topK: 6, ignoreEos: true, seed: 1000 + i });
+    const prompts = Array.from({ length: 48 }, () => prompt);
     const plain = await generate(prompts, sampled, undefined);
-    const spec = await generate(prompts, sampled, { ...SPEC, maxBatch: 1000 });
+    const spec = await generate(prompts, sampled, SPEC);
     expect(spec.numAccepted).toBeGreaterThan(0);
-    expect(spec.numDrafted - spec.numAccepted).toBeGreaterThan(0); // both branches of the test ran
-    // Per output position 1..3 (position 0 is sampled at prefill, never drafted): counts by token.
-    for (let position = 1; position < 4; position++) {
-      const a = histogram([...plain.outputs.values()].map((t) => t[position]!));
-      const b = histogram([...spec.outputs.values()].map((t) => t[position]!));
-      const { statistic, dof } = chiSquareTwoSample(a, b, N, N);
-      // The 0.999 quantile: a correct sampler fails this one time in a thousand per position.
-      expect(statistic).toBeLessThan(chiSquareQuantile999(dof));
-    }
+    expect(spec.numDrafted - spec.numAccepted).toBeGreaterThan(0); // both verdicts happened
+    for (const [rid, tokens] of plain.outputs) expect(spec.outputs.get(rid)).toEqual(tokens);
   });
 
   it('fault keep-rejected-stamps: rejected positions stay stamped and the integrity check after the step stops the loop', async () => {
@@ -192,46 +185,3 @@ describe('speculative decoding (prompt lookup) on a real model', () => {
     expect(String(run.fatal)).toMatch(/its stamp covers more.*rejected drafts not rolled back/);
   });
 });
-
-function histogram(tokens: readonly number[]): Map<number, number> {
-  const counts = new Map<number, number>();
-  for (const t of tokens) counts.set(t, (counts.get(t) ?? 0) + 1);
-  return counts;
-}
-
-/** Two-sample chi-square over the union of bins, bins with fewer than 5 expected merged into one. */
-export function chiSquareTwoSample(
-  a: ReadonlyMap<number, number>,
-  b: ReadonlyMap<number, number>,
-  na: number,
-  nb: number,
-): { statistic: number; dof: number } {
-  const keys = [...new Set([...a.keys(), ...b.keys()])];
-  const bins: [number, number][] = [];
-  let restA = 0;
-  let restB = 0;
-  for (const k of keys) {
-    const x = a.get(k) ?? 0;
-    const y = b.get(k) ?? 0;
-    if (x + y < 10) {
-      restA += x;
-      restB += y;
-    } else bins.push([x, y]);
-  }
-  if (restA + restB > 0) bins.push([restA, restB]);
-  let statistic = 0;
-  for (const [x, y] of bins) {
-    const total = x + y;
-    const ea = (total * na) / (na + nb);
-    const eb = (total * nb) / (na + nb);
-    statistic += (x - ea) ** 2 / ea + (y - eb) ** 2 / eb;
-  }
-  return { statistic, dof: Math.max(1, bins.length - 1) };
-}
-
-/** The chi-square distribution's 0.999 quantile (Wilson-Hilferty), good to a few percent for dof >= 1. */
-export function chiSquareQuantile999(dof: number): number {
-  const z = 3.0902;
-  const h = 2 / (9 * dof);
-  return dof * (1 - h + z * Math.sqrt(h)) ** 3;
-}

@@ -1,7 +1,15 @@
 // Speculative decoding, the worker's half: verifying a decode's drafts from its k + 1 logits rows,
 // and rolling back the stamps of the positions it rejected, in the same step.
-// Owns: the per-position verdict (model/sampler.ts `verify`: greedy = argmax, else rejection
-// sampling that keeps the target distribution exactly) and the rollback call after it.
+// Owns: the per-position verdict and the rollback call after it.
+//
+// The verdict is Leviathan et al.'s (2023) rejection sampling for a deterministic draft: the
+// draft distribution q is a point mass on d, so "accept d with probability min(1, p(d)/q(d)) =
+// p(d), else draw from normalize(max(0, p - q)) = p without d" is one draw x from p itself,
+// accepted exactly when x = d: P(d) = p(d), P(y != d) = (1 - p(d)) p(y) / (1 - p(d)) = p(y). We draw
+// x with the position's own seeded draw (model/sampler.ts: uniformAt(seed, 0, stepIndex)), so
+// the token at every position is the very token plain decoding samples there: greedy and seeded
+// sampling give the same output with speculation on or off, in any batch, co-located or on a
+// decode node, and the acceptance rate is p(d), the most any verifier of a point-mass draft gets.
 // Must never: let a rejected position stay stamped (fault `keep-rejected-stamps`, the negative
 // control), sample a position with parameters, penalties or a step index other than the ones
 // plain decoding would use there, or report log-probabilities other than the target model's.
@@ -46,10 +54,7 @@ export function verifyDrafts(
     const row = result.logits.subarray(j * vocab, (j + 1) * vocab);
     const stepIndex = state.numOutputTokens + j;
     const draft = drafts[j];
-    const token =
-      draft === undefined
-        ? sampler.sample(row, params, stepIndex, previous)
-        : sampler.verify(row, params, stepIndex, draft, previous);
+    const token = sampler.sample(row, params, stepIndex, previous);
     const logprob = topN === null ? undefined : sampler.logprobsOf(row, token, topN);
     if (draft !== undefined && token === draft) {
       accepted.push(logprob === undefined ? { token } : { token, logprob });

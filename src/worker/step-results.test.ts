@@ -41,7 +41,6 @@ describe('toStepResults', () => {
     const recording = {
       sample: (_l: Float32Array, _p: unknown, _i: number, previous: readonly number[]) => (seen.push(previous), 0),
       logprobsOf: argmaxSampler.logprobsOf,
-      verify: argmaxSampler.verify,
     };
     const asked: string[] = [];
     const withOutput = (params: ReturnType<typeof samplingParams>) => (r: RequestId) => ({
@@ -82,7 +81,6 @@ describe('toStepResults', () => {
   it('fails only the item whose logits cannot be sampled', () => {
     const throwing = {
       logprobsOf: argmaxSampler.logprobsOf,
-      verify: argmaxSampler.verify,
       sample: (logits: Float32Array) =>
         logits[5] === 1
           ? argmaxSampler.sample(logits, samplingParams(), 0, [])

@@ -30,14 +30,6 @@ export interface TokenSampler {
   ): number;
   /** `token`'s log-probability and the topN most likely tokens', from the logits as the model gave them. */
   logprobsOf(logits: Float32Array, token: number, topN: number): TokenLogprob;
-  /** Speculative decoding: the token at stepIndex given a drafted one (spec-verify.ts; src/model's Sampler.verify). */
-  verify(
-    logits: Float32Array,
-    params: SamplingParams,
-    stepIndex: number,
-    draft: number,
-    previous: readonly number[],
-  ): number;
 }
 
 /** A request's sampling parameters, the index of the output token to sample next, and its output so far. */

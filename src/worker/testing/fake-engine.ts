@@ -5,7 +5,7 @@
 // last one), except that END_AFTER is followed by EOS. Token FIRST_LETTER + i reads as the
 // i-th letter, so a prompt [A] generates "bcdef..." and stop strings can be placed by hand.
 // Like the real runner it checks every page before touching it and stamps what it wrote.
-import { assert, isPageCheckError, samplingParams, type BatchItem, type Tag } from '../../core/index.js';
+import { assert, isPageCheckError, type BatchItem, type Tag } from '../../core/index.js';
 import { Sampler, type ItemResult } from '../../model/index.js';
 import { PagePool } from '../../pages/index.js';
 import type { StepRunner } from '../engine-loop.js';
@@ -81,9 +81,6 @@ export const argmaxSampler: TokenSampler = {
     return best;
   },
   logprobsOf: (logits, token, topN) => new Sampler(logits.length).logprobsOf(logits, token, topN),
-  verify(logits) {
-    return argmaxSampler.sample(logits, samplingParams(), 0, []);
-  },
 };
 
 /** Letters for letter tokens; BOS/EOS skipped as special tokens. */
