@@ -3,6 +3,8 @@
 //   spin, gcc, libc6-dev  the formal model's checks (SPIN writes C that gcc compiles) and the native kernels
 //   chromium              the dashboard's and the probe's browser tests (puppeteer-core drives it)
 //   dnsmasq, iproute2     test/e2e/cluster: each role on its own network-namespace host, DNS by dnsmasq
+//   cmake, g++, git       llama.cpp's llama-server built from node-llama-cpp's bundled source (scripts/build-llama.mjs):
+//                         the probe's real peer in test/e2e/probe/llama-server.test.ts
 // As root with apt-get on PATH it runs `apt-get update` and `apt-get install` for what is missing and
 // says so first; otherwise it prints the command to run and exits 2, before any test starts.
 // TESSERA_NO_INSTALL=1 turns the installing off (only the advice remains).
@@ -29,6 +31,14 @@ const NEEDS = [
   },
   { name: 'dnsmasq', there: () => onPath('dnsmasq'), pkg: 'dnsmasq', why: 'the cluster tests have no DNS server' },
   { name: 'ip', there: () => onPath('ip'), pkg: 'iproute2', why: 'the cluster tests cannot make their hosts' },
+  {
+    name: 'cmake',
+    there: () => onPath('cmake'),
+    pkg: 'cmake',
+    why: "llama-server (the probe test's peer) cannot be built",
+  },
+  { name: 'g++', there: () => onPath('g++') || onPath('c++'), pkg: 'g++', why: 'llama-server cannot be built' },
+  { name: 'git', there: () => onPath('git'), pkg: 'git', why: "llama.cpp's bundled source cannot be cloned" },
 ];
 
 function onPath(tool) {

@@ -1,0 +1,101 @@
+// Builds llama.cpp's own tools (llama-server, llama-bench) natively from the source that
+// node-llama-cpp ships (node_modules/node-llama-cpp/llama/gitRelease.bundle): the yardstick for
+// the benchmarks and the real peer of the probe's e2e test. Cached under
+// bench/results/llama-native/<first 12 hex of the bundle's sha256>/: rebuilt only when the bundle
+// changes (or with --force). About 6 minutes on 2 idle cores.
+//
+//   node scripts/build-llama.mjs            build (or find) and print the bin directory
+//   node scripts/build-llama.mjs --check    exit 0 when cached, 1 when not, 2 when it cannot build
+//
+// Needs git, cmake and a C++ compiler; without one it says which, and exits 2 (never half-builds:
+// the binaries are moved into place only after the build succeeded). Flags: GGML_NATIVE=ON (this
+// CPU's instruction set, as a user building it here would), LLAMA_CURL=OFF (no network).
+import { execFileSync, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const bundle = join(root, 'node_modules/node-llama-cpp/llama/gitRelease.bundle');
+const targets = ['llama-server', 'llama-bench'];
+
+/** The directory holding the built binaries for this bundle (whether or not they exist yet). */
+export function llamaBinDir() {
+  const sha = createHash('sha256').update(readFileSync(bundle)).digest('hex').slice(0, 12);
+  return join(root, 'bench/results/llama-native', sha, 'bin');
+}
+
+/** The tools the build needs that are missing from PATH. */
+export function missingTools() {
+  const has = (cmd) => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
+  const missing = ['git', 'cmake'].filter((t) => !has(t));
+  if (!has('c++') && !has('g++') && !has('clang++')) missing.push('g++');
+  return missing;
+}
+
+function built(binDir) {
+  return targets.every((t) => existsSync(join(binDir, t)));
+}
+
+function build() {
+  if (!existsSync(bundle)) {
+    console.error(`build-llama: ${bundle} is missing; run npm ci first`);
+    process.exit(2);
+  }
+  const binDir = llamaBinDir();
+  if (!process.argv.includes('--force') && built(binDir)) return binDir;
+  const missing = missingTools();
+  if (missing.length > 0) {
+    console.error(
+      `build-llama: cannot build llama.cpp: ${missing.join(', ')} not found (apt-get install -y cmake g++ git)`,
+    );
+    process.exit(2);
+  }
+  const top = dirname(binDir);
+  const src = join(top, 'src');
+  const out = join(top, 'build');
+  rmSync(src, { recursive: true, force: true });
+  console.error(`build-llama: cloning ${bundle} into ${src}`);
+  execFileSync('git', ['clone', '--quiet', bundle, src], { stdio: 'inherit' });
+  const jobs = String(Math.max(1, Number(process.env['BUILD_LLAMA_JOBS'] ?? 0) || 2));
+  const t0 = Date.now();
+  execFileSync(
+    'cmake',
+    [
+      '-S',
+      src,
+      '-B',
+      out,
+      '-DCMAKE_BUILD_TYPE=Release',
+      '-DGGML_NATIVE=ON',
+      '-DLLAMA_CURL=OFF',
+      '-DLLAMA_BUILD_TESTS=OFF',
+      '-DLLAMA_BUILD_EXAMPLES=OFF',
+      '-DBUILD_SHARED_LIBS=OFF',
+    ],
+    { stdio: ['ignore', 'ignore', 'inherit'] },
+  );
+  execFileSync('cmake', ['--build', out, '--config', 'Release', '-j', jobs, '--target', ...targets], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const staged = `${binDir}.partial`;
+  rmSync(staged, { recursive: true, force: true });
+  mkdirSync(staged, { recursive: true });
+  for (const t of targets) cpSync(join(out, 'bin', t), join(staged, t));
+  rmSync(binDir, { recursive: true, force: true });
+  renameSync(staged, binDir);
+  writeFileSync(join(top, 'built.txt'), `built in ${((Date.now() - t0) / 1000).toFixed(0)} s with -j ${jobs}\n`);
+  rmSync(out, { recursive: true, force: true });
+  rmSync(src, { recursive: true, force: true });
+  console.error(`build-llama: built ${targets.join(', ')} in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+  return binDir;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  if (process.argv.includes('--check')) {
+    if (built(llamaBinDir())) process.exit(0);
+    process.exit(missingTools().length > 0 ? 2 : 1);
+  }
+  console.log(build());
+}
