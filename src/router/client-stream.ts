@@ -40,6 +40,11 @@ export class ClientStream implements AsyncIterable<GenerateEvent> {
    * for them. Returns 'stop' when a stop string matched: the stream has then ended as finished
    * ('stop'), and the caller must abort the rest through the protocol.
    */
+  /** The prompt's tokens 1.. log-probabilities (KvDone's, through decode): they go out with the first ids. */
+  promptLogprobs(logprobs: readonly TokenLogprob[]): void {
+    this.#output.promptLogprobs([null, ...logprobs]);
+  }
+
   tokens(ids: readonly number[], logprobs: readonly TokenLogprob[] = []): 'more' | 'stop' {
     if (this.#output.tokens(ids, logprobs, false) === 'more') return 'more';
     this.finished('stop');

@@ -499,6 +499,7 @@ export class PdRouter {
         if (live === undefined) return;
         if (live.waitingSinceMs !== undefined) this.#metrics.queueWaited((Date.now() - live.waitingSinceMs) / 1000);
         live.waitingSinceMs = undefined;
+        if (effect.promptLogprobs !== undefined) live.stream.promptLogprobs(effect.promptLogprobs);
         if (live.stream.tokens(effect.ids, effect.logprobs) === 'stop') this.#gone(live.request.rid); // the rest is aborted, acknowledged
         return;
       }

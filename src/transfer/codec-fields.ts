@@ -134,8 +134,9 @@ export function objectWithOptional<T extends object>(
   return (v, path) => {
     if (typeof v !== 'object' || v === null || Array.isArray(v)) return fail(path, 'an object', v);
     const record = v as Record<string, unknown>;
-    const rest: Record<string, unknown> = {};
-    const extra: Record<string, unknown> = {};
+    // Null prototypes: a "__proto__" key stays an own key (refused as unknown), never a prototype.
+    const rest = Object.create(null) as Record<string, unknown>;
+    const extra = Object.create(null) as Record<string, unknown>;
     for (const key of Object.keys(record)) (Object.hasOwn(optional, key) ? extra : rest)[key] = record[key];
     const out = required(rest, path);
     for (const [key, value] of Object.entries(extra))

@@ -129,14 +129,14 @@ const sampling: Check<SamplingParams> = objectWithOptional<SamplingParams>(
     frequencyPenalty: finite(-2, 2),
     logprobs: nullable(int(0, MAX_TOP_LOGPROBS)),
   },
-  { constraint },
+  { constraint, promptLogprobs: int(0, MAX_TOP_LOGPROBS) },
 );
 /** A log-probability as the sampler reports it: in [MIN_LOGPROB, 0] (src/model's floor, -9999). */
 const logprob = finite(-9999, 0);
-const tokenLogprob: Check<TokenLogprob> = object<TokenLogprob>({
-  logprob,
-  top: array(object({ id: tokenId, logprob }), MAX_TOP_LOGPROBS),
-});
+const tokenLogprob: Check<TokenLogprob> = objectWithOptional<TokenLogprob>(
+  { logprob, top: array(object({ id: tokenId, logprob }), MAX_TOP_LOGPROBS) },
+  { promptRank: int(1, U31) },
+);
 const tokenLogprobs = array(tokenLogprob, MAX_ITEMS);
 
 type Fields<T extends Message> = Omit<T, 'type' | 'payload'>;
@@ -178,10 +178,13 @@ const SCHEMAS: Schemas = {
       firstToken: tokenId,
       firstLogprobs: array(tokenLogprob, 1),
     },
-    { cachedTokens: count },
+    { cachedTokens: count, promptLogprobs: tokenLogprobs },
   ),
   Ack: object({ rid }),
-  Tokens: object({ rid, offset: count, ids: array(tokenId, MAX_ITEMS), logprobs: tokenLogprobs }),
+  Tokens: objectWithOptional(
+    { rid, offset: count, ids: array(tokenId, MAX_ITEMS), logprobs: tokenLogprobs },
+    { promptLogprobs: tokenLogprobs },
+  ),
   Finished: objectWithOptional(
     { rid, finishReason: oneOf(['stop', 'length'] as const), promptTokens: count, completionTokens: count },
     { cachedTokens: count },

@@ -347,6 +347,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     this.#stats.transfersVerified++;
     r.firstToken = m.firstToken;
     r.firstLogprobs = m.firstLogprobs;
+    if (m.promptLogprobs !== undefined) r.promptLogprobs = m.promptLogprobs;
     r.cachedTokens = m.cachedTokens ?? 0;
     r.wait = undefined;
     this.#goto(r, 'Decoding');
@@ -528,7 +529,15 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
           ]
         : [ids, logprobs];
     if (all.length === 0) return;
-    this.#out.send(r.router, { type: 'Tokens', rid: r.rid, offset: r.tokensSent, ids: all, logprobs: allLogprobs });
+    const prompt = r.tokensSent === 0 && r.promptLogprobs !== undefined ? { promptLogprobs: r.promptLogprobs } : {};
+    this.#out.send(r.router, {
+      type: 'Tokens',
+      rid: r.rid,
+      offset: r.tokensSent,
+      ids: all,
+      logprobs: allLogprobs,
+      ...prompt,
+    });
     r.tokensSent += all.length;
   }
 

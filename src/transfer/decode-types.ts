@@ -93,6 +93,8 @@ export interface Active {
   firstToken: number;
   /** firstToken's log-probabilities (KvDone's), when the request asked for them. */
   firstLogprobs: readonly TokenLogprob[];
+  /** KvDone's promptLogprobs, sent on with the first Tokens; undefined: not asked. */
+  promptLogprobs?: readonly TokenLogprob[];
   /** KvDone's cachedTokens (prefill's prefix cache), reported in Finished. */
   cachedTokens: number;
   tokensSent: number;

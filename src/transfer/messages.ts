@@ -118,6 +118,11 @@ export interface KvDone {
   readonly firstLogprobs: readonly TokenLogprob[];
   /** Prompt tokens prefill's prefix cache supplied (usage's cached_tokens); absent: none. */
   readonly cachedTokens?: number;
+  /**
+   * sampling.promptLogprobs: prompt tokens 1..n-1's log-probabilities (token 0 has none), computed
+   * by prefill's prompt chunks; decode sends them on with its first Tokens. Absent: not asked.
+   */
+  readonly promptLogprobs?: readonly TokenLogprob[];
 }
 
 export interface Ack {
@@ -133,6 +138,8 @@ export interface Tokens {
   readonly ids: readonly number[];
   /** One per id when the request asked for log-probabilities (sampling.logprobs), else empty. */
   readonly logprobs: readonly TokenLogprob[];
+  /** With the first Tokens (offset 0): KvDone's promptLogprobs, when the request asked for them. */
+  readonly promptLogprobs?: readonly TokenLogprob[];
 }
 
 export type FinishReason = 'stop' | 'length';

@@ -68,6 +68,8 @@ export type PrefillInput =
       readonly firstToken: number;
       /** Its log-probabilities, when asked for; else empty. */ readonly firstLogprobs: readonly TokenLogprob[];
       /** Prompt tokens from prefill's prefix cache (for usage). */ readonly cachedTokens?: number;
+      /** sampling.promptLogprobs: prompt tokens 1.. log-probabilities (KvDone carries them). */
+      readonly promptLogprobs?: readonly TokenLogprob[];
     }
   /** The compute failed; its pages are back. */
   | { readonly kind: 'computeFailed'; readonly rid: RequestId; readonly error: TesseraError }
@@ -174,6 +176,7 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
           input.firstToken,
           input.firstLogprobs,
           input.cachedTokens ?? 0,
+          input.promptLogprobs,
         );
         break;
       case 'computeFailed':
@@ -305,6 +308,7 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
     firstToken: number | undefined,
     firstLogprobs: readonly TokenLogprob[] = [],
     cachedTokens = 0,
+    promptLogprobs?: readonly TokenLogprob[],
   ): void {
     const r = this.#active.get(rid);
     if (r === undefined) return;
@@ -330,6 +334,7 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
       firstToken,
       firstLogprobs,
       ...(cachedTokens > 0 ? { cachedTokens } : {}),
+      ...(promptLogprobs === undefined ? {} : { promptLogprobs }),
     });
     this.#goto(r, 'AwaitingAck');
     r.wait = deadline(this.#now, this.#timeouts.ackMs, `Ack from ${r.decode}`);

@@ -96,6 +96,8 @@ export type RouterEffect =
       readonly rid: RequestId;
       readonly ids: readonly number[];
       readonly logprobs: readonly TokenLogprob[];
+      /** With the first: the prompt's tokens 1.. log-probabilities (Tokens.promptLogprobs). */
+      readonly promptLogprobs?: readonly TokenLogprob[];
     }
   /** The one and only outcome of a client request. */
   | { readonly kind: 'clientOutcome'; readonly rid: RequestId; readonly outcome: ClientOutcome }
@@ -374,7 +376,13 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
         this.#goto(a, 'Streaming');
         a.tokensForwarded += m.ids.length;
         a.wait = deadline(this.#now, this.#timeouts.tokenMs, `the next token from ${a.pair.decode}`);
-        this.#out.push({ kind: 'clientTokens', rid: a.client.request.rid, ids: m.ids, logprobs: m.logprobs });
+        this.#out.push({
+          kind: 'clientTokens',
+          rid: a.client.request.rid,
+          ids: m.ids,
+          logprobs: m.logprobs,
+          ...(m.promptLogprobs === undefined ? {} : { promptLogprobs: m.promptLogprobs }),
+        });
         return;
       case 'Finished':
         if (!fromDecode || a.state !== 'Streaming') return drop();

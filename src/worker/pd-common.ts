@@ -23,6 +23,8 @@ export interface PdWorkerOptions {
   readonly eosTokenIds: readonly number[];
   readonly maxRunningRequests: number;
   readonly chunkedPrefillSize: number;
+  /** Logits rows a step gives prompt log-probabilities beyond one per request (core's PROMPT_LOGIT_ROWS); default 0. */
+  readonly promptLogitRows?: number;
   /** The time budget of a step with decodes (--max-step-ms; default 'auto'). */
   readonly maxStepMs?: MaxStepMs;
   readonly maxWaiting: number;

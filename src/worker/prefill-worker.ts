@@ -72,6 +72,7 @@ import {
 import type { TokenConstraint } from '../grammar/index.js';
 import { constraintFor, prepareConstraints } from './constraints.js';
 import { EngineLoop } from './engine-loop.js';
+import { promptLogprobsFor, type PromptLogprobs } from './prompt-logprobs.js';
 import { schedulerFor } from './scheduler-for.js';
 import { HookedRunner } from './hooked-runner.js';
 import { abortTotals, nodePageMap } from './page-map.js';
@@ -90,6 +91,8 @@ interface Job {
   readonly constraint?: TokenConstraint;
   /** Its prefix is being fetched from a peer: not in the scheduler yet. */
   fetching: boolean;
+  /** sampling.promptLogprobs: filled by the prompt's chunks, sent in KvDone (prompt-logprobs.ts). */
+  readonly prompt?: PromptLogprobs;
 }
 
 /** Most router hints kept for Prefills not yet admitted (a hint whose admission never comes is dropped, oldest first). */
@@ -210,6 +213,12 @@ export class PrefillWorker {
           outputTokens: () => [],
           ...(constraint === undefined ? {} : { mask: () => constraint.mask() }),
         };
+      },
+      promptLogprobsOf: (rid) => {
+        const record = this.#jobs.get(rid)?.prompt;
+        const view = this.scheduler.view(rid);
+        if (record === undefined || view === undefined || view.state === 'ending') return undefined;
+        return { record, numTokens: view.numPromptTokens + view.numOutputTokens };
       },
       prepareSampling: (items) => prepareConstraints(items, (rid) => this.#jobs.get(rid)?.constraint),
       onEvents: (events) => this.#onEvents(events),
@@ -337,6 +346,7 @@ export class PrefillWorker {
         stopping: false,
         fetching: true,
         ...(constraint === undefined ? {} : { constraint }),
+        ...promptOf(tokens, sampling),
       });
       void this.#fetchThenAdmit(this.#peerStore, owner, tokens, sampling, holder);
       return { kind: 'admitted' };
@@ -352,6 +362,7 @@ export class PrefillWorker {
       stopping: false,
       fetching: false,
       ...(constraint === undefined ? {} : { constraint }),
+      ...promptOf(tokens, sampling),
     });
     this.#loop.wake();
     return { kind: 'admitted' };
@@ -424,6 +435,10 @@ export class PrefillWorker {
             firstToken: event.firstToken,
             firstLogprobs: event.firstLogprob === undefined ? [] : [event.firstLogprob],
             cachedTokens: event.numCachedTokens ?? 0,
+            // Positions 1.. (the first has none); every prompt chunk filled them before this one sampled.
+            ...(job.prompt === undefined
+              ? {}
+              : { promptLogprobs: job.prompt.logprobs.slice(1).filter((lp) => lp !== null) }),
           });
           break;
         }
@@ -482,4 +497,10 @@ export class PrefillWorker {
     }
     this.#role.options.onFatal(error);
   }
+}
+
+/** A job's prompt log-probabilities record, when its sampling asks for them. */
+function promptOf(tokens: readonly number[], sampling: SamplingParams): { readonly prompt?: PromptLogprobs } {
+  const topN = sampling.promptLogprobs;
+  return topN === undefined ? {} : { prompt: promptLogprobsFor(tokens, topN) };
 }

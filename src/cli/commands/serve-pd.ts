@@ -19,7 +19,7 @@ import {
   pdMetrics,
   promptCodecOf,
 } from '../../api/index.js';
-import { ConfigError } from '../../core/index.js';
+import { ConfigError, PROMPT_LOGIT_ROWS } from '../../core/index.js';
 import { Sampler } from '../../model/index.js';
 import { PrefixHasher } from '../../pages/index.js';
 import { grammarFor } from '../grammar-for.js';
@@ -77,7 +77,9 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey:
     eosTokenIds: model.config.eosTokenIds,
     maxRunningRequests: config.maxRunningRequests,
     chunkedPrefillSize: config.chunkedPrefillSize,
+    promptLogitRows: PROMPT_LOGIT_ROWS, // start-engine sizes the runner's logits for them
     maxStepMs: config.maxStepMs,
+    speculation: config.speculation, // a decode node drafts from the output (its prompt ids are placeholders)
     maxWaiting: config.maxWaiting,
     faults: config.faults,
     checkEveryStep: config.checkEveryStep,

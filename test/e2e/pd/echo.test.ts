@@ -1,0 +1,74 @@
+// A prompt's own log-probabilities through disaggregated `tessera up` (prefill computes them in
+// its prompt chunks, KvDone carries them to decode, decode's first Tokens to the router), against
+// co-located `tessera serve`, both --deterministic on builtin:tiny, with the official openai
+// client in lm-evaluation-harness's loglikelihood shape (echo, logprobs, max_tokens 1 or 0): the
+// same answers, number for number; and vLLM's prompt_logprobs.
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startServer, type Server } from '../support/process.js';
+import { promptIds, spawnTessera, testHome, type Proc } from './support.js';
+
+const MODEL = 'builtin:tiny';
+const ARGS = ['--model', MODEL, '--deterministic', '--context-length', '256'];
+
+let home: Awaited<ReturnType<typeof testHome>>;
+let cluster: Proc;
+let colocated: Server;
+let pd: OpenAI;
+
+beforeAll(async () => {
+  home = await testHome();
+  cluster = spawnTessera('up', ['up', '--port', '0', ...ARGS], home.dir);
+  const [server, routerUrl] = await Promise.all([
+    startServer(ARGS, home.dir),
+    cluster.waitFor(/listening on (http:\/\/[\d.]+:\d+)/).then((m) => m[1] as string),
+  ]);
+  colocated = server;
+  pd = new OpenAI({ baseURL: `${routerUrl}/v1`, apiKey: 'none', maxRetries: 0, timeout: 120_000 });
+});
+afterAll(async () => {
+  await Promise.all([cluster?.stop(), colocated?.stop()]);
+  await home?.remove();
+});
+
+describe('echo and prompt_logprobs through tessera up', () => {
+  it('answer what co-located serve answers, the first prompt token null, every other scored', async () => {
+    // 150 tokens: the prompt spans several chunks of PROMPT_LOGIT_ROWS + 1 on the prefill node.
+    const prompts = [promptIds(150), promptIds(9, 77)];
+    const body = { model: MODEL, prompt: prompts, max_tokens: 1, logprobs: 1, echo: true, temperature: 0 };
+    const [ours, reference] = await Promise.all([
+      pd.completions.create(body),
+      colocated.client().completions.create(body),
+    ]);
+    expect(ours.choices).toHaveLength(2);
+    for (const choice of ours.choices) {
+      const lp = choice.logprobs as unknown as { token_logprobs: (number | null)[]; top_logprobs: unknown[] };
+      const n = (prompts[choice.index] as number[]).length;
+      expect(lp.token_logprobs).toHaveLength(n + 1);
+      expect(lp.token_logprobs[0]).toBeNull();
+      expect(lp.token_logprobs.slice(1).every((v) => typeof v === 'number' && v <= 0)).toBe(true);
+      const same = reference.choices.find((c) => c.index === choice.index);
+      expect(choice.logprobs).toEqual(same?.logprobs);
+      expect(choice.text).toBe(same?.text);
+    }
+    expect(ours.usage).toMatchObject({ completion_tokens: 2 });
+  });
+
+  it('take max_tokens 0 (the prompt alone) and prompt_logprobs as serve does', async () => {
+    const body = { model: MODEL, prompt: promptIds(40, 5), max_tokens: 0, prompt_logprobs: 3, logprobs: 0, echo: true };
+    const [ours, reference] = await Promise.all([
+      pd.completions.create(body as never),
+      colocated.client().completions.create(body as never),
+    ]);
+    const o = ours as unknown as {
+      choices: { prompt_logprobs: unknown[]; logprobs: unknown; finish_reason: string }[];
+    };
+    const r = reference as unknown as typeof o;
+    expect(o.choices[0]?.prompt_logprobs).toHaveLength(40);
+    expect(o.choices[0]?.prompt_logprobs[0]).toBeNull();
+    expect(o.choices[0]?.prompt_logprobs).toEqual(r.choices[0]?.prompt_logprobs);
+    expect(o.choices[0]?.logprobs).toEqual(r.choices[0]?.logprobs);
+    expect(o.choices[0]?.finish_reason).toBe('length');
+    expect(ours.usage?.completion_tokens).toBe(0);
+  });
+});
