@@ -208,7 +208,7 @@ export async function slotReuse(ctx: CheckContext): Promise<CheckOutput> {
             `${ALLOWED_CACHED}); sharing half of A's: at most ${restoredMax} (allowed ` +
             `${(restores[0]?.shared ?? 0) + ALLOWED_CACHED}); no canary in B's outputs; ${changed.length}/${compared} repeats changed; A's ` +
             `control ${controlCached ?? 'n/a'} cached` +
-            (problems > 0 ? `; ${problems} requests failed (see the figures)` : '');
+            (problems > 0 ? `; failed requests: ${problems} (see the figures)` : '');
   return {
     status,
     summary,
