@@ -7,7 +7,7 @@
 // The probe learns llama-server's context from /props (default_generation_settings.n_ctx).
 // Tessera serves builtin:tiny, probed with --context-length 1024 (prompts as long as on llama-server).
 // Checks: prefix-timing and slot-reuse at --budget 32 (prefix-timing 8 samples, 33 requests;
-// slot-reuse 2 rounds over 4 slots, 29 requests): both runs well under a minute of probing.
+// slot-reuse 2 rounds over 4 slots, 45 requests): both runs well under a minute of probing.
 // Skipped, with the reason, only where cmake, a C++ compiler or git is missing (build-llama exit 2).
 // PROBE_DOCS_DIR=docs/probe writes both HTML reports there, with full-page PNG screenshots.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -124,7 +124,10 @@ describe.skipIf(cannotBuild)('tessera probe against llama-server (built from sou
     expect(run.stdout).toMatch(/prefix-timing +FINDING/);
     const sr = resultOf(report, 'slot-reuse');
     expect(['clean', 'finding']).toContain(sr.status); // it saw the slots: cached tokens are reported
-    expect((sr.figures as { bOutputs: number }).bOutputs).toBeGreaterThanOrEqual(8);
+    const srf = sr.figures as { bOutputs: number; restoreShared: number; cachedOnRestore: (number | null)[] };
+    expect(srf.bOutputs).toBeGreaterThanOrEqual(8);
+    // The restore path ran: B's requests opening with half of A's conversation were served on that half.
+    expect(Math.max(...srf.cachedOnRestore.map((n) => n ?? 0))).toBeGreaterThanOrEqual(srf.restoreShared);
 
     const t1 = performance.now();
     // --context-length 1024, llama-server's slot: prompts of the same length on both servers.
@@ -144,6 +147,11 @@ describe.skipIf(cannotBuild)('tessera probe against llama-server (built from sou
       ['prefix-timing', 'clean'],
       ['slot-reuse', 'clean'],
     ]);
+    const upSr = resultOf(up.report, 'slot-reuse').figures as {
+      restoreShared: number;
+      cachedOnRestore: (number | null)[];
+    };
+    expect(Math.max(...upSr.cachedOnRestore.map((n) => n ?? 0))).toBeLessThan(upSr.restoreShared); // tenant-scoped
     expect(up.report.server.contextSource).toBe('--context-length (the operator)');
 
     const docs = process.env['PROBE_DOCS_DIR'];
