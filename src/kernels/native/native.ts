@@ -2,8 +2,10 @@
 // build/tessera-native.node by scripts/build-native.mjs): AVX-512 VNNI dot products straight on
 // GGML block weights (q4_0, q8_0, q4_K, q5_K, q6_K, repacked once at prepare and kept at their
 // own bit width) and on f32 / f16 / bf16 rows (f16 and bf16 stay 16-bit in memory). Activations
-// are quantized to int8 per 32 values, as llama.cpp does for its quantized dot products, so block
-// weights agree with the f32 reference to ~1e-3 of Σ|x·w| (dense-cases' int8 tolerance).
+// are quantized (rounded, for f16 / bf16 weights) exactly as llama.cpp's CPU backend does for
+// each weight kind: Q8_0 per 32 for q4_0/q8_0, Q8_K per 256 for K-quants (dense.c), so a result
+// matches the f32 reference run on those activations to float rounding (dense-cases' 'llama.cpp'
+// activations) and llama.cpp's own to within its float ops (test/llama-cpp/kernel-matrix).
 // Synchronous: a call runs on the calling thread (the engine thread in every role), with the
 // addon's helper threads taking chunks of rows when threads > 1, and returns when all are done.
 // Each output row is computed by the same arithmetic whatever m is: batch-invariant.
