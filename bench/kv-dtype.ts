@@ -10,7 +10,7 @@
 // Prints a table and writes bench/results/kv-dtype-<time>.json. Asserts nothing.
 //
 //   node --import ./bench/lib/register-ts.mjs bench/kv-dtype.ts [--quick] [--presets austen,tiny,m100] [--context 2048]
-//     [--batches 1,4] [--speed-only] [--dtypes f16,q8_0] (compared against f32)
+//     [--batches 1,4] [--speed-only | --accuracy-only] [--dtypes f16,q8_0] (compared against f32)
 import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus, homedir } from 'node:os';
@@ -40,7 +40,9 @@ const NUM_PROMPTS = quick ? 2 : 8;
 const SPEED_TOKENS = quick ? 16 : 32;
 const ROUNDS = quick ? 2 : 5;
 const THREADS = availableParallelism();
-const BATCHES = (flag('--batches') ?? '1,4').split(',').map(Number);
+/** --accuracy-only: skip the speed part. */
+const ACCURACY_ONLY = args.includes('--accuracy-only');
+const BATCHES = ACCURACY_ONLY ? [] : (flag('--batches') ?? '1,4').split(',').map(Number);
 /** --speed-only: skip the accuracy part (its numbers do not depend on the machine's load). */
 const SPEED_ONLY = args.includes('--speed-only');
 const PAGE_SIZE = 16;

@@ -77,6 +77,41 @@ describe('quantizeKvRow / dequantizeKvRow', () => {
   });
 });
 
+describe('the wasm quantizer (kv-q8.ts) against q8-kv.ts', () => {
+  it.each([64, 40, 3])(
+    'headDim %i: writeKv leaves the same bytes, ties, tiny, huge, zero, inf and nan blocks included',
+    async (headDim) => {
+      const runtime = await WasmRuntime.load({ maxMemoryBytes: 64 * 1024 ** 2 });
+      const rng = new Rng(900 + headDim);
+      const numKvHeads = 2;
+      const positions = 40;
+      const x = randomF32(rng, positions * numKvHeads * headDim, 4);
+      // Per position, scale one head's values: exact ties (amax 127 -> d 1: x.5 values), tiny
+      // (1 / d overflows), subnormal, huge; zeros; a nan; an infinity.
+      const perPos = numKvHeads * headDim;
+      const scales = [1, 1e-38, 1e-44, 1e30, 0];
+      for (let p = 0; p < positions; p++) {
+        const row = x.subarray(p * perPos, p * perPos + headDim);
+        if (p % 7 === 0) row.forEach((_, i) => (row[i] = i === 0 ? 127 : Math.round(rng.nextU32() % 200) / 2 - 50));
+        else if (p % 7 < 6) row.forEach((v, i) => (row[i] = v * scales[(p % 7) - 1]!));
+        if (p === 13) x[p * perPos + headDim + 1] = NaN;
+        if (p === 20) x[p * perPos + headDim + 2] = -Infinity;
+      }
+      const geometry = { numLayers: 1, pageSize: 8, numKvHeads, headDim };
+      const pageTable = Int32Array.from([4, 0, 2, 1, 3]);
+      const write = (ops: OpKernels): Uint8Array => {
+        const kv = poisonedPool(ops, 'q8_0', geometry, 6);
+        ops.writeKv(kv, 0, pageTable, 0, positions, x, x);
+        return (kv.data as Uint8Array).slice();
+      };
+      const expected = write(new RefOps());
+      const actual = write(new WasmOps(runtime));
+      const first = actual.findIndex((byte, i) => byte !== expected[i]);
+      expect(first, `first differing byte ${first}`).toBe(-1);
+    },
+  );
+});
+
 /**
  * Attention over q8_0 against attention over f32 (the values before quantization), per backend:
  * |out - out_f32| <= Q8_ATTENTION_TOLERANCE * (|out_f32| + 1). Measured: 2.7e-3 to 5.3e-3 (the same in every backend) for

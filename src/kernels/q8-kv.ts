@@ -2,7 +2,8 @@
 // The layout is core/kv-view.ts's Q8_0 LAYOUT (llama.cpp's block_q8_0 per 32 values of a head,
 // a head's last block cut short when headDim is not a multiple of 32). Every backend writes a
 // q8_0 pool through quantizeKvRow, so the bytes are the same whichever kernels run (and the same
-// as llama.cpp's quantize_row_q8_0_ref for a full block). Must never: allocate per call, or read
+// as llama.cpp's quantize_row_q8_0_ref for a full block; wasm/assembly/kv-q8.ts is its twin, for
+// speed, tested byte for byte against it). Must never: allocate per call, or read
 // or write outside the row it is given.
 import { Q8_BLOCK, Q8_BLOCK_BYTES, kvHeadBytes } from '../core/index.js';
 import { Float32Bits, f16ToF32, f32ToF16 } from './half.js';
@@ -55,6 +56,7 @@ export function quantizeKvRow(
       const half = f32ToF16(d, bits);
       dst[o] = half & 0xff;
       dst[o + 1] = half >>> 8;
+      // (When 1 / d overflows, max|x| < ~4e-37, the inf or nan products store 0, as wasm's twin does.)
       for (let i = 0; i < n; i++) dst[o + 2 + i] = roundAway(Math.fround(src[x + i]! * id)) & 0xff;
     }
   }

@@ -105,6 +105,8 @@ export interface KernelExports {
     window: number,
   ): void;
   f32ToF16Row(src: number, dst: number, n: number): void;
+  /** numHeadRows rows of headDim f32 -> q8_0 head rows back to back (src/kernels/q8-kv.ts's bytes). */
+  quantizeRowsQ8(src: number, numHeadRows: number, headDim: number, dst: number): void;
 }
 
 export interface WasmRuntimeOptions {

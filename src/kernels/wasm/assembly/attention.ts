@@ -353,7 +353,7 @@ export function f32ToF16Row(src: usize, dst: usize, n: i32): void {
 
 /** Four f32 -> four f16 bit patterns (in the low 16 bits of each i32 lane), round to nearest even. */
 @inline
-function f32x4ToF16(x: v128): v128 {
+export function f32x4ToF16(x: v128): v128 {
   const sign = v128.and(x, i32x4.splat(0x80000000));
   const f = v128.xor(x, sign);
   // |x| >= 65520 (rounds past the largest half) or inf / nan.

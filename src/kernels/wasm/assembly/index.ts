@@ -4,6 +4,7 @@
 export { matmul } from './dense';
 export { rmsNorm, rope, siluMul, geluTanhMul, addInPlace, sumF32 } from './ops';
 export { attention, attentionF16, attentionQ8, f32ToF16Row } from './attention';
+export { quantizeRowsQ8 } from './kv-q8';
 
 export function heapBase(): usize {
   return __heap_base;
