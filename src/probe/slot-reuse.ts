@@ -239,14 +239,14 @@ export async function slotReuse(ctx: CheckContext): Promise<CheckOutput> {
     plots: [
       {
         kind: 'bars',
-        title: "Cached tokens the server reported for B's new requests in A's slots",
+        title: "Cached tokens reported for B's new requests in A's slots (fresh; sharing half of A's)",
         unit: 'tokens',
         bars: [
-          { label: 'allowed (BOS + 1)', value: ALLOWED_CACHED },
-          { label: 'B new: max', value: maxCached },
-          { label: "allowed sharing half of A's", value: (restores[0]?.shared ?? 0) + ALLOWED_CACHED },
-          { label: "B sharing half of A's: max", value: restoredMax },
-          { label: "A's repeat (control)", value: controlCached ?? 0 },
+          { label: 'fresh: allowed', value: ALLOWED_CACHED },
+          { label: 'fresh: B max', value: maxCached },
+          { label: 'half: allowed', value: (restores[0]?.shared ?? 0) + ALLOWED_CACHED },
+          { label: 'half: B max', value: restoredMax },
+          { label: 'A repeat (control)', value: controlCached ?? 0 },
         ],
       },
     ],
