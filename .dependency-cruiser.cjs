@@ -9,12 +9,14 @@ const layers = {
   scheduler: ['core', 'pages'],
   transfer: ['core', 'pages'],
   grammar: ['core'],
+  // batch: the Batch API's durable store (files, batches, answers) on its own write-ahead log.
+  batch: ['core'],
   worker: ['core', 'pages', 'kernels', 'model', 'scheduler', 'transfer', 'grammar'],
   router: ['core', 'pages', 'model', 'scheduler', 'transfer', 'grammar'],
-  api: ['core', 'pages', 'kernels', 'model', 'scheduler', 'transfer', 'worker', 'router', 'grammar'],
+  api: ['core', 'pages', 'kernels', 'model', 'scheduler', 'transfer', 'worker', 'router', 'grammar', 'batch'],
   // probe: an HTTP client of any OpenAI-compatible endpoint, beside api; it knows nothing of the server's insides.
   probe: ['core'],
-  cli: ['core', 'pages', 'kernels', 'model', 'scheduler', 'transfer', 'worker', 'router', 'api', 'probe', 'grammar'],
+  cli: ['core', 'pages', 'kernels', 'model', 'scheduler', 'transfer', 'worker', 'router', 'api', 'probe', 'grammar', 'batch'],
 };
 const modules = Object.keys(layers);
 

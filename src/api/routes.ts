@@ -14,6 +14,10 @@ import { modelList } from './shapes.js';
 import { handleResponses } from './responses-route.js';
 import { detokenize, oneModel, tokenize, version } from './extra-routes.js';
 import { withoutTenantSeries } from './metrics.js';
+import type { BatchStore } from '../batch/index.js';
+import type { InteractiveGauge } from './batch-runner.js';
+import { handleBatches } from './batches-route.js';
+import { handleFiles } from './files-route.js';
 
 export type Handler = (req: IncomingMessage, res: ServerResponse, ctx: RouteContext) => Promise<void>;
 
@@ -27,12 +31,27 @@ export interface RouteContext extends GenerateContext {
   readonly kvEvents: KvEventsAccess | null;
   /** Aborts when the server starts closing: endless streams (KV events) end then, not at the drain deadline. */
   readonly closing: AbortSignal;
+  /** The Batch API (/v1/files, /v1/batches; --batch-dir); null: off (404). */
+  readonly batch: { readonly store: BatchStore; readonly gauge: InteractiveGauge } | null;
 }
 
+/** Counts the request as interactive while it runs (the batch runner starts lines only in a lull). */
+const interactive =
+  (handler: Handler): Handler =>
+  async (req, res, ctx) => {
+    const gauge = ctx.batch?.gauge;
+    if (gauge !== undefined) gauge.count++;
+    try {
+      await handler(req, res, ctx);
+    } finally {
+      if (gauge !== undefined) gauge.count--;
+    }
+  };
+
 const ROUTES: ReadonlyMap<string, ReadonlyMap<string, Handler>> = new Map<string, Map<string, Handler>>([
-  ['/v1/completions', new Map([['POST', (req, res, ctx) => handleGenerate('completion', req, res, ctx)]])],
-  ['/v1/chat/completions', new Map([['POST', (req, res, ctx) => handleGenerate('chat', req, res, ctx)]])],
-  ['/v1/responses', new Map([['POST', (req, res, ctx) => handleResponses(req, res, ctx)]])],
+  ['/v1/completions', new Map([['POST', interactive((req, res, ctx) => handleGenerate('completion', req, res, ctx))]])],
+  ['/v1/chat/completions', new Map([['POST', interactive((req, res, ctx) => handleGenerate('chat', req, res, ctx))]])],
+  ['/v1/responses', new Map([['POST', interactive((req, res, ctx) => handleResponses(req, res, ctx))]])],
   ['/v1/models', new Map([['GET', models]])],
   ['/health', new Map([['GET', health]])],
   ['/tokenize', new Map([['POST', tokenize]])],
@@ -57,6 +76,8 @@ export async function dispatch(req: IncomingMessage, res: ServerResponse, ctx: R
     if (id === null) return sendProblem(res, malformedPath(path));
     return oneModel(req, res, ctx, id);
   }
+  const batchApi = /^\/v1\/(files|batches)(?:\/(.*))?$/.exec(path);
+  if (batchApi !== null) return batchRoute(batchApi[1] as 'files' | 'batches', batchApi[2], req, res, ctx);
   const methods = ROUTES.get(path);
   if (methods === undefined) {
     sendProblem(res, problem('route_not_found', `Invalid URL (${method} ${path}).`));
@@ -130,4 +151,30 @@ async function metrics(req: IncomingMessage, res: ServerResponse, ctx: RouteCont
     open || ctx.auth.seesDetail(req.headers.authorization) ? rendered.text : withoutTenantSeries(rendered.text);
   res.writeHead(200, { 'content-type': contentType, 'content-length': Buffer.byteLength(text) });
   res.end(text);
+}
+
+/** /v1/files and /v1/batches: the caller's tenant, then files-route.ts or batches-route.ts. */
+async function batchRoute(
+  kind: 'files' | 'batches',
+  tail: string | undefined,
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: RouteContext,
+): Promise<void> {
+  const path = `/v1/${kind}${tail === undefined ? '' : `/${tail}`}`;
+  if (ctx.batch === null)
+    return sendProblem(
+      res,
+      problem('route_not_found', `Invalid URL (${req.method ?? 'GET'} ${path}): the Batch API is off (--batch-dir).`),
+    );
+  const auth = ctx.auth.tenantOf(req.headers.authorization);
+  if (auth.kind === 'refused') return sendProblem(res, auth.problem);
+  const rest: string[] = [];
+  for (const segment of (tail ?? '').split('/').filter((s) => s !== '')) {
+    const decoded = decodedSegment(segment);
+    if (decoded === null) return sendProblem(res, malformedPath(path));
+    rest.push(decoded);
+  }
+  const now = ctx.clock.unixSeconds();
+  await (kind === 'files' ? handleFiles : handleBatches)(req, res, ctx.batch.store, auth.tenant, rest, now);
 }

@@ -8,6 +8,8 @@ import type { AddressInfo } from 'node:net';
 import { AbortedError, NO_FAULTS, type FaultSet } from '../core/index.js';
 import type { GrammarEngine } from '../grammar/index.js';
 import type { ReasoningParserName } from './reasoning.js';
+import type { BatchStore } from '../batch/index.js';
+import { BatchRunner, InteractiveGauge, type BatchRunnerOptions } from './batch-runner.js';
 import { TenantAuth } from './auth.js';
 import type { Backend, PromptCodec } from './backend.js';
 import { inlineTokenizer, type PromptTokenizer } from './prompt-tokenizer.js';
@@ -59,6 +61,8 @@ export interface ApiServerOptions {
   readonly grammar?: GrammarEngine;
   /** Split reasoning from chat and Responses answers with this parser (reasoning.ts); absent: none. */
   readonly reasoningParser?: ReasoningParserName;
+  /** The Batch API on this store (--batch-dir): /v1/files, /v1/batches, and the runner of their lines. */
+  readonly batch?: { readonly store: BatchStore; readonly runner?: BatchRunnerOptions };
   /** Opt-in CORS (`--cors-origin`): the origin browsers may call from ('*' for any). Absent: no CORS headers. */
   readonly corsOrigin?: string;
   /** GET /kv-events(/stream): the node's KV event ring and who may read it (kv-events-route.ts). Absent: 404. */
@@ -92,6 +96,7 @@ class HttpApiServer implements ApiServer {
   readonly #drainTimeoutMs: number;
   readonly #logError: (message: string, error: unknown) => void;
   readonly #corsOrigin: string | undefined;
+  readonly #batchRunner: BatchRunner | null;
   #closing: Promise<void> | null = null;
 
   constructor(options: ApiServerOptions) {
@@ -135,7 +140,12 @@ class HttpApiServer implements ApiServer {
       logError: this.#logError,
       ...(options.grammar === undefined ? {} : { grammar: options.grammar }),
       ...(options.reasoningParser === undefined ? {} : { reasoningParser: options.reasoningParser }),
+      batch: options.batch === undefined ? null : { store: options.batch.store, gauge: new InteractiveGauge() },
     };
+    this.#batchRunner =
+      options.batch === undefined || this.#ctx.batch === null
+        ? null
+        : new BatchRunner(options.batch.store, this.#ctx, this.#ctx.batch.gauge, options.batch.runner);
     this.#server = createServer((req, res) => this.#onRequest(req, res));
     guardHttpServer(this.#server, { ...DEFAULT_HTTP_LIMITS, ...options.httpLimits }, faults);
   }
@@ -157,6 +167,7 @@ class HttpApiServer implements ApiServer {
 
   close(): Promise<void> {
     this.#closingSignal.abort();
+    void this.#batchRunner?.close(); // its running lines end with the drain's aborts; they run again after a restart
     this.#closing ??= this.#drainAndClose();
     return this.#closing;
   }

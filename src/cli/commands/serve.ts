@@ -20,6 +20,7 @@ import {
   reasoningParserFor,
   type ReasoningParserName,
 } from '../../api/index.js';
+import { BatchStore } from '../../batch/index.js';
 import { PROMPT_LOGIT_ROWS } from '../../core/index.js';
 import { Sampler } from '../../model/index.js';
 import { ColocatedWorker, tiersOf } from '../../worker/index.js';
@@ -111,16 +112,22 @@ export function registerServe(program: Command): void {
       '--reasoning-parser <name>',
       `split reasoning into reasoning_content: auto (default: qwen3 for a template that writes </think>), none, ${REASONING_PARSERS.join(', ')}`,
     )
-    .action(async (flags: ServeFlags & PdServeFlags & AdminKeyFlags & { reasoningParser?: string }) => {
-      const role = parseRole(flags);
-      const config = parseServeConfig(flags, process.env);
-      const adminKey = parseAdminKey(flags, process.env);
-      reasoningParserFor(flags.reasoningParser, ''); // an unknown name exits 2 before the model loads
-      process.exitCode =
-        role === 'colocated'
-          ? await serve(config, adminKey, corsOption(flags), flags.reasoningParser)
-          : await servePd(config, parsePdWorkerConfig(role, flags, process.env), adminKey);
-    });
+    .option(
+      '--batch-dir <dir>',
+      'serve the Batch API (/v1/files, /v1/batches): uploads, batches and answers kept in DIR across restarts',
+    )
+    .action(
+      async (flags: ServeFlags & PdServeFlags & AdminKeyFlags & { reasoningParser?: string; batchDir?: string }) => {
+        const role = parseRole(flags);
+        const config = parseServeConfig(flags, process.env);
+        const adminKey = parseAdminKey(flags, process.env);
+        reasoningParserFor(flags.reasoningParser, ''); // an unknown name exits 2 before the model loads
+        process.exitCode =
+          role === 'colocated'
+            ? await serve(config, adminKey, corsOption(flags), flags.reasoningParser, flags.batchDir)
+            : await servePd(config, parsePdWorkerConfig(role, flags, process.env), adminKey);
+      },
+    );
 }
 
 /** Runs until a signal (exit code 0) or a fatal worker error (1). */
@@ -129,6 +136,7 @@ async function serve(
   adminKey: string | null,
   cors: { readonly corsOrigin?: string } = {},
   reasoningFlag?: string,
+  batchDir?: string,
 ): Promise<number> {
   const log = (line: string): void => void process.stderr.write(`tessera: ${line}\n`);
   if (config.faults.size > 0) log(`FAULT POINTS ARMED (tests only): ${config.faults.names().join(', ')}`);
@@ -182,6 +190,10 @@ async function serve(
     },
   });
   const codec = promptCodecOf(model.tokenizer, model.chatTemplate);
+  const batchStore =
+    batchDir === undefined
+      ? null
+      : new BatchStore(batchDir, { answersInMemory: config.faults.has('batch-answers-in-memory') });
   const tokenizing = await startPromptTokenizing(model, codec, config.faults);
   const api = createApiServer({
     backend: worker,
@@ -198,6 +210,7 @@ async function serve(
     grammar,
     ...cors,
     ...reasoningOption(reasoningParserFor(reasoningFlag, model.chatTemplate.text)),
+    ...(batchStore === null ? {} : { batch: { store: batchStore } }),
     ...(kvEvents === null ? {} : { kvEvents }),
   });
   // Signal handlers go in before the address is printed: a supervisor (or a test) may send
@@ -213,6 +226,7 @@ async function serve(
   const code = await Promise.race([stopped, failed]);
   log(code === 0 ? 'shutting down' : 'shutting down after a fatal error');
   await api.close();
+  batchStore?.close();
   await tokenizing.close();
   await worker.close();
   await kvDisk.close(worker.scheduler.prefixCache);
