@@ -33,10 +33,10 @@ import {
 } from '../core/index.js';
 import type { GrammarEngine, TokenConstraint } from '../grammar/index.js';
 import type { KvEventSink, KvSpill, PagePool } from '../pages/index.js';
-import { Scheduler, type SchedulerEvent, type SpecOptions } from '../scheduler/index.js';
+import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
 import { EngineLoop, type MaxStepMs, type StepRunner } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
-import { loopHealth, poolHealth, speculationHealth } from './health.js';
+import { loopHealth, poolHealth } from './health.js';
 import { nodePageMap } from './page-map.js';
 import type { SamplingState, TokenSampler } from './step-results.js';
 import { constraintFor, prepareConstraints } from './constraints.js';
@@ -68,8 +68,6 @@ export interface ColocatedWorkerOptions {
   readonly promptLogitRows?: number;
   /** The time budget of a step with decodes (--max-step-ms; default 'auto'). */
   readonly maxStepMs?: MaxStepMs;
-  /** Prompt-lookup speculative decoding (--spec-max-draft; scheduler/spec-lookup.ts); absent: off. */
-  readonly speculation?: SpecOptions;
   readonly maxWaiting: number;
   readonly faults: FaultSet;
   /** Integrity after every step (tests); otherwise only when idle. */
@@ -94,16 +92,12 @@ interface Live {
   readonly constraint?: TokenConstraint;
   /** sampling.promptLogprobs: filled by the prompt's chunks, sent with the first token. */
   readonly prompt?: PromptLogprobs;
-  /** An embedding request's hidden state, taken after its last chunk (embeddings.ts). */
-  embedding?: Float32Array;
 }
 
 export class ColocatedWorker {
   readonly modelName: string;
   readonly root: string;
   readonly contextLength: number;
-  /** It answers embedding requests (GenerateRequest.embed): /v1/embeddings is served. */
-  readonly embeddings = true;
   readonly scheduler: Scheduler;
   readonly pool: PagePool;
   readonly #o: ColocatedWorkerOptions;
@@ -125,10 +119,6 @@ export class ColocatedWorker {
       sampler: options.sampler,
       samplingOf: (rid) => this.#samplingOf(rid),
       promptLogprobsOf: (rid) => this.#promptLogprobsOf(rid),
-      onHiddenState: (rid, hidden) => {
-        const live = this.#live.get(rid);
-        if (live?.request.embed === true) live.embedding = hidden;
-      },
       onEvents: (events) => this.#onEvents(events),
       onFatal: (error) => this.#onFatal(error),
       prepareSampling: (items) => prepareConstraints(items, (rid) => this.#live.get(rid)?.constraint),
@@ -196,7 +186,6 @@ export class ColocatedWorker {
         ...poolHealth(this.pool),
         idle: this.scheduler.isIdle,
         ...loopHealth(loop, this.#o.checkEveryStep),
-        ...speculationHealth(this.scheduler.specStats, this.#loop.numRolledBack),
         ...this.#o.healthDetail,
       },
     };
@@ -208,8 +197,6 @@ export class ColocatedWorker {
       requestsRunning: this.scheduler.numRunning,
       requestsWaiting: this.scheduler.numWaiting,
       tagMismatchesTotal: this.pool.numCheckFailures,
-      specDraftTokensTotal: this.scheduler.specStats.numDrafted,
-      specAcceptedTokensTotal: this.scheduler.specStats.numAccepted,
     };
   }
 
@@ -274,7 +261,7 @@ export class ColocatedWorker {
           this.#onToken(event.rid, live, event.token, event.logprob, ending.has(event.rid));
           break;
         case 'finished':
-          this.#end(event.rid, live).finished(event.finishReason, event.usage, live.embedding);
+          this.#end(event.rid, live).finished(event.finishReason, event.usage);
           break;
         case 'failed':
           this.#end(event.rid, live).failed(event.error);
