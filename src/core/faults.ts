@@ -144,6 +144,8 @@ export const FAULT_NAMES = [
   'keep-rejected-stamps',
   /** A prompt's own log-probabilities are read one logits row late (token p's from the row after p, not before). */
   'shift-prompt-logprobs',
+  /** A step that gives another tenant's short prompt its first token fills with long prompts' chunks to the step budget. */
+  'crowded-first-token-step',
   /** The Batch API keeps each line's answer in memory only, not in its write-ahead log: after a crash, answered lines run again. */
   'batch-answers-in-memory',
 ] as const;

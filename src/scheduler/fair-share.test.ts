@@ -240,3 +240,34 @@ describe('steps without decodes while tenants share the node (budgeted, not a wh
     expect(budget.maxChunk({ numTokens: 0, numPairs: 0, numDecodes: 0, numDecodePairs: 0 }, 0)).toBe(Infinity);
   });
 });
+
+describe("the step that gives another tenant's short prompt its first token", () => {
+  // A step budget of 48 prefill tokens beside decodes, short prompts up to 32 tokens.
+  const limit: PrefillLimit = { ...tokenCap(() => 48), shortPromptTokens: 32 };
+
+  /** A decodes a1 and prefills a2's 200 tokens; `who`'s 24-token chat arrives: the next two plans. */
+  const run = (o: HarnessOptions, who = 'B'): string[][] => {
+    const h = new SchedulerHarness({ chunkedPrefillSize: 64, numPages: 80, contextLength: 256, cache: false, ...o });
+    h.admit('a1', 'A', range(100, 4), 30);
+    h.step(limit);
+    h.admit('a2', 'A', range(200, 200), 2);
+    expect(brief(h.step(limit).plan.items)).toEqual(['a1@4+1!', 'a2@0+48']);
+    h.admit('b', who, range(500, 24), 2);
+    return [brief(h.step(limit).plan.items), brief(h.step(limit).plan.items)];
+  };
+
+  it("holds another tenant's long chunk to the short-prompt bound, then gives it the budget again (fault crowded-first-token-step: the budget)", () => {
+    expect(run({})).toEqual([
+      ['a1@5+1!', 'a2@48+8', 'b@0+24!'],
+      ['a1@6+1!', 'a2@56+48', 'b@24+1!'],
+    ]);
+    expect(run({ faults: new FaultSet(['crowded-first-token-step']) })).toEqual([
+      ['a1@5+1!', 'a2@48+24', 'b@0+24!'],
+      ['a1@6+1!', 'a2@72+48', 'b@24+1!'],
+    ]);
+  });
+
+  it("leaves a tenant's own requests to its order and the budget", () => {
+    expect(run({}, 'A')[0]).toEqual(['a1@5+1!', 'a2@48+48']);
+  });
+});

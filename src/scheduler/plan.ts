@@ -24,8 +24,11 @@
 //      is not split by either cap: its rest goes whole while the step's prefill stays within
 //      that many tokens, so its first token comes one step after it was planned (measured on
 //      bench:fair: split, a 22-token chat took 3-4 steps beside another tenant's flood; fault
-//      `split-short-prompts`: split like any other). A new request starts only while the
-//      running limit and the pages allow; it never preempts anything, none starts in a step
+//      `split-short-prompts`: split like any other). A step that gives another tenant's short
+//      prompt its first token holds long prompts' chunks within that many tokens of prefill too,
+//      so that first token's step stays near its decodes' time (fault `crowded-first-token-step`:
+//      they fill the budget). A new request starts only while the running limit and the pages
+//      allow; it never preempts anything, none starts in a step
 //      that preempted (the victims would just take their pages back), and a chunk after a start
 //      takes what fits without preempting. Fairness changes only this order, never who may run.
 // When a running request cannot get even one page (after evicting unreferenced cached pages),
@@ -82,6 +85,8 @@ export interface PlanContext {
   readonly splitShortPrompts: boolean;
   /** Several tenants share the node (now or within the last steps): a step without decodes is budgeted too (maxSharedChunk). */
   readonly shared: boolean;
+  /** Fault `crowded-first-token-step`: a step giving another tenant's short prompt its first token fills to the budget. */
+  readonly crowdFirstTokenSteps?: boolean;
   /** Prompt-lookup speculation (spec-plan.ts): drafts for the step's decodes; none: off. */
   readonly speculation?: SpecOptions;
   /** A request taken off the queue starts prefilling with `table`: into `running`, the youngest. */
@@ -160,8 +165,12 @@ export function planStep(ctx: PlanContext): StepPlan {
       capped = Math.max(0, limit.maxSharedChunk(shape, startPos));
     else return Infinity;
     const short = ctx.splitShortPrompts ? undefined : limit.shortPromptTokens;
-    if (short === undefined || r.tokens.length > short) return capped;
-    return Math.max(capped, short - (shape.numTokens - shape.numDecodes));
+    if (short === undefined) return capped;
+    const prefill = shape.numTokens - shape.numDecodes;
+    if (r.tokens.length <= short) return Math.max(capped, short - prefill);
+    // Another tenant's first token rides in this step: a long prompt's chunk keeps the step's prefill within `short`.
+    if (ctx.crowdFirstTokenSteps || !givesFirstToken(planned, r, short)) return capped;
+    return Math.min(capped, Math.max(0, short - prefill));
   };
 
   /** Plans a running request's next tokens (its decode, or its prompt's next chunk) at most `limit`. */
@@ -297,6 +306,15 @@ function next(ctx: PlanContext, visited: ReadonlySet<SchedRequest>, admissionOpe
   return ctx.counters.pick([...byTenant.values()]);
 }
 
+/** Whether the step planned so far ends a short prompt (at most `short` tokens) of a tenant other than r's. */
+function givesFirstToken(planned: ReadonlyMap<SchedRequest, number>, r: SchedRequest, short: number): boolean {
+  for (const [q, n] of planned) {
+    if (q.tenant === r.tenant || q.state.kind !== 'prefilling' || q.tokens.length > short) continue;
+    if (runningTable(q).numComputed + n === q.tokens.length) return true;
+  }
+  return false;
+}
+
 /** The shape of the items planned so far (each reads from its table's numComputed). */
 function shapeOf(planned: ReadonlyMap<SchedRequest, number>): StepShape {
   let numTokens = 0;
@@ -367,6 +385,7 @@ function itemOf(ctx: PlanContext, r: SchedRequest, numTokens: number): BatchItem
     tags: [...table.tags],
     wantLogits: promptRows || end === r.tokens.length,
     ...(promptRows ? { logitCount: numTokens, promptRows: true } : {}),
+    ...(r.embed && end === r.tokens.length ? { hiddenOut: true } : {}),
   };
 }
 

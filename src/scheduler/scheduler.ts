@@ -280,6 +280,7 @@ export class Scheduler {
       ...(prefillLimit === undefined ? {} : { prefillLimit }),
       splitShortPrompts: this.#options.faults.has('split-short-prompts'),
       shared: this.#shared(),
+      crowdFirstTokenSteps: this.#options.faults.has('crowded-first-token-step'),
       ...(this.#options.speculation === undefined || this.#options.speculation.maxDraft === 0
         ? {}
         : { speculation: this.#options.speculation }),
@@ -462,10 +463,14 @@ export class Scheduler {
         return [this.#book.fail(r, result.error)];
       case 'computed':
         assert(
-          !item.wantLogits || (item.promptRows === true && table.numComputed + item.tokens.length < r.tokens.length),
+          !item.wantLogits ||
+            item.hiddenOut === true ||
+            (item.promptRows === true && table.numComputed + item.tokens.length < r.tokens.length),
           () => `${r.rid}: the runner computed an item that wanted logits, without a token`,
         );
         table.numComputed += item.tokens.length;
+        // An embedding request ends with its prompt: the worker took its hidden state; pages go back (cached).
+        if (item.hiddenOut === true) return [this.#book.finish(r, 'length')];
         return [];
       case 'sampled':
         assert(item.wantLogits, () => `${r.rid}: the runner sampled from an item that wanted no logits`);
