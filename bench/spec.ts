@@ -1,0 +1,177 @@
+// Speculative decoding by prompt lookup (issue 27): batch-1 decode tokens/s with speculation on
+// and off, on the serving path (scheduler + engine loop + ModelRunner, fast kernels, this thread),
+// rounds interleaved (on, off, off, on, ...) so a drifting machine load hits both arms alike.
+// Workloads, greedy, one request at a time:
+//   quote   repetitive work: the prompt holds a text and asks for it again (prompt: T, then T's
+//           first tokens): what prompt lookup is for. With a random-weight model the text is the
+//           model's own greedy continuation G of a seed prompt S (prompt: S G S), the one text it
+//           is likely to produce again; a trained model (--model builtin:austen) quotes real text.
+//   free    free generation from a short prompt (no text to copy: drafts only when the output
+//           repeats itself, as random models' greedy outputs do).
+// Prints per workload tok/s on/off, the ratio, and the acceptance rate; asserts nothing.
+//
+//   node --import ./bench/lib/register-ts.mjs bench/spec.ts [--model /tmp/h2-m100.gguf] [--tokens 64]
+//        [--rounds 3] [--max-draft 4] [--threads N]
+import { availableParallelism, loadavg } from 'node:os';
+import { asRequestId, DEFAULT_TENANT, NO_FAULTS, samplingParams, type RequestId } from '../src/core/index.js';
+import { createEngine, loadModel, Sampler, type Engine } from '../src/model/index.js';
+import { DEFAULT_SPEC, type SpecOptions } from '../src/scheduler/index.js';
+import { EngineLoop } from '../src/worker/engine-loop.js';
+import { schedulerFor } from '../src/worker/scheduler-for.js';
+
+const args = process.argv.slice(2);
+const flag = (name: string, fallback: string): string => {
+  const i = args.indexOf(name);
+  return i >= 0 ? (args[i + 1] as string) : fallback;
+};
+const MODEL = flag('--model', '/tmp/h2-m100.gguf');
+const TOKENS = Number(flag('--tokens', '64'));
+const ROUNDS = Number(flag('--rounds', '3'));
+const THREADS = Number(flag('--threads', String(availableParallelism())));
+const SPEC: SpecOptions = { ...DEFAULT_SPEC, maxDraft: Number(flag('--max-draft', String(DEFAULT_SPEC.maxDraft))) };
+
+interface Outcome {
+  readonly ids: number[];
+  readonly decodeTokensPerS: number;
+  readonly drafted: number;
+  readonly accepted: number;
+}
+
+let seq = 0;
+/** One greedy request through a fresh scheduler and engine loop on the engine's pool. */
+async function run(engine: Engine, prompt: readonly number[], maxTokens: number, spec: boolean): Promise<Outcome> {
+  const pool = engine.pool;
+  const scheduler = schedulerFor('colocated', {
+    pool,
+    contextLength: Math.min(engine.runner.maxPositions, 4096),
+    maxRunningRequests: 4,
+    chunkedPrefillSize: 256,
+    maxWaiting: 4,
+    faults: NO_FAULTS,
+    eosTokenIds: [],
+    ...(spec ? { speculation: SPEC } : {}),
+  });
+  const rid: RequestId = asRequestId(`bench-${seq++}`);
+  const sampling = samplingParams({ maxTokens, temperature: 0, ignoreEos: true });
+  const ids: number[] = [];
+  let firstAt = 0;
+  let endAt = 0;
+  let ended!: () => void;
+  const done = new Promise<void>((resolve) => (ended = resolve));
+  const loop = new EngineLoop({
+    scheduler,
+    runner: engine.runner,
+    sampler: new Sampler(engine.config.vocabSize),
+    samplingOf: (r) => {
+      const view = scheduler.view(r);
+      return view === undefined
+        ? undefined
+        : { params: sampling, numOutputTokens: view.numOutputTokens, outputTokens: () => scheduler.outputTokens(r) };
+    },
+    onEvents: (events) => {
+      for (const e of events) {
+        if (e.kind === 'token') {
+          if (ids.length === 0) firstAt = performance.now();
+          ids.push(e.token);
+        }
+        if (e.kind === 'failed') throw e.error;
+        if (e.kind === 'finished') {
+          endAt = performance.now();
+          ended();
+        }
+      }
+    },
+    onFatal: (error) => {
+      throw error;
+    },
+    faults: NO_FAULTS,
+    checkEveryStep: false,
+    maxStepMs: 'off',
+    pool,
+  });
+  scheduler.admit({ rid, tenant: DEFAULT_TENANT, promptTokens: prompt, sampling });
+  loop.start();
+  await done;
+  await loop.close();
+  // (Its prefix cache keeps its pages cached in the pool: each run has a fresh scheduler, so no hits.)
+  const { numDrafted, numAccepted } = scheduler.specStats;
+  return {
+    ids,
+    decodeTokensPerS: (ids.length - 1) / ((endAt - firstAt) / 1000),
+    drafted: numDrafted,
+    accepted: numAccepted,
+  };
+}
+
+/** A public-domain paragraph (Pride and Prejudice, ch. 1) for --text: quoted back by a trained model. */
+const QUOTE =
+  'It is a truth universally acknowledged, that a single man in possession of a good fortune, must be in want of a wife. ' +
+  'However little known the feelings or views of such a man may be on his first entering a neighbourhood, this truth is so ' +
+  'well fixed in the minds of the surrounding families, that he is considered the rightful property of some one or other of their daughters.';
+
+/** The smallest period p <= 32 with which the last 64 tokens repeat, if any. */
+function periodOf(ids: readonly number[]): number | undefined {
+  const tail = ids.slice(-64);
+  for (let p = 1; p <= 32; p++) if (tail.every((t, i) => i < p || t === tail[i - p])) return p;
+  return undefined;
+}
+
+async function main(): Promise<void> {
+  const model = await loadModel(MODEL, {});
+  const engine = await createEngine(model, { kvPages: 2048, pageSize: 16, threads: THREADS, maxStepLogits: 64 });
+  const vocab = model.config.vocabSize;
+  const seedPrompt = Array.from({ length: 48 }, (_, i) => 300 + ((i * 7919) % Math.max(1, vocab - 400)));
+  // The text to quote: the model's own greedy continuation of the seed prompt.
+  const text = (await run(engine, seedPrompt, 160, false)).ids;
+  const workloads: { readonly name: string; readonly prompt: readonly number[] }[] = [
+    { name: 'quote', prompt: [...seedPrompt, ...text, ...seedPrompt] },
+    // The model's own text so far (S G): where its greedy output repeats itself, the rest of the
+    // answer is in the prompt (what a model that quotes or edits a given text does).
+    { name: 'repeat', prompt: [...seedPrompt, ...text] },
+    { name: 'free', prompt: seedPrompt.slice(0, 12).map((t, i) => (t + i * 17) % vocab) },
+  ];
+  if (model.tokenizer !== undefined && args.includes('--text')) {
+    const paragraph = QUOTE;
+    const ids = model.tokenizer.encode(paragraph);
+    const again = model.tokenizer.encode(`${paragraph}\n\n${paragraph.slice(0, 60)}`);
+    workloads.unshift({ name: 'text', prompt: again.length > ids.length ? again : ids });
+  }
+  console.log(`the model's greedy text: period ${periodOf(text) ?? 'none'} in its last 64 tokens`);
+  console.log(
+    `bench:spec  model ${MODEL}  kernels ${engine.kernels.dense}/${engine.kernels.ops}  threads ${THREADS}  ` +
+      `tokens ${TOKENS}  rounds ${ROUNDS}  max draft ${SPEC.maxDraft}  load ${loadavg()
+        .map((x) => x.toFixed(1))
+        .join(' ')}`,
+  );
+  for (const w of workloads) {
+    const on: number[] = [];
+    const off: number[] = [];
+    let drafted = 0;
+    let accepted = 0;
+    let same = true;
+    for (let round = 0; round < ROUNDS; round++) {
+      const order = round % 2 === 0 ? [true, false] : [false, true];
+      const got: Record<string, number[]> = {};
+      for (const spec of order) {
+        const o = await run(engine, w.prompt, TOKENS, spec);
+        (spec ? on : off).push(o.decodeTokensPerS);
+        got[String(spec)] = o.ids;
+        if (spec) {
+          drafted += o.drafted;
+          accepted += o.accepted;
+        }
+      }
+      same &&= JSON.stringify(got['true']) === JSON.stringify(got['false']);
+    }
+    const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
+    console.log(
+      `${w.name.padEnd(6)} prompt ${String(w.prompt.length).padStart(4)}  on ${med(on).toFixed(1)} tok/s  ` +
+        `off ${med(off).toFixed(1)} tok/s  ratio ${(med(on) / med(off)).toFixed(2)}x  ` +
+        `drafted ${drafted} accepted ${accepted} (${drafted === 0 ? '-' : ((100 * accepted) / drafted).toFixed(0)}%)  ` +
+        `same output ${same}  [on ${on.map((x) => x.toFixed(0)).join(' ')} | off ${off.map((x) => x.toFixed(0)).join(' ')}]`,
+    );
+  }
+  await engine.dispose();
+}
+
+await main();
