@@ -25,6 +25,8 @@ export interface Backend {
   readonly root: string;
   /** Largest prompt tokens + max_tokens this back end serves; the front end rejects more. */
   readonly contextLength: number;
+  /** It answers embedding requests (GenerateRequest.embed; co-located only); absent: /v1/embeddings is refused. */
+  readonly embeddings?: boolean;
   generate(request: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent>;
   health(): Promise<BackendHealth>;
   /** A snapshot for /metrics, taken at scrape time. */

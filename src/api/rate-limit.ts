@@ -222,6 +222,7 @@ export function limitedBackend(backend: Backend, limits: RateLimits, clock: Cloc
     modelName: backend.modelName,
     root: backend.root,
     contextLength: backend.contextLength,
+    ...(backend.embeddings === true ? { embeddings: true } : {}),
     generate,
     health: () => backend.health(),
     stats: () => backend.stats(),

@@ -9,6 +9,7 @@ import { handleDashboardPage, handleDashboardState, type DashboardAccess } from 
 import { handleKvEvents, handleKvEventStream, type KvEventsAccess } from './kv-events-route.js';
 import { problem } from './errors.js';
 import { handleGenerate, type GenerateContext } from './generate-route.js';
+import { handleEmbeddings } from './embeddings-route.js';
 import { sendJson, sendProblem } from './http-io.js';
 import { modelList } from './shapes.js';
 import { handleResponses } from './responses-route.js';
@@ -52,6 +53,7 @@ const ROUTES: ReadonlyMap<string, ReadonlyMap<string, Handler>> = new Map<string
   ['/v1/completions', new Map([['POST', interactive((req, res, ctx) => handleGenerate('completion', req, res, ctx))]])],
   ['/v1/chat/completions', new Map([['POST', interactive((req, res, ctx) => handleGenerate('chat', req, res, ctx))]])],
   ['/v1/responses', new Map([['POST', interactive((req, res, ctx) => handleResponses(req, res, ctx))]])],
+  ['/v1/embeddings', new Map([['POST', interactive((req, res, ctx) => handleEmbeddings(req, res, ctx))]])],
   ['/v1/models', new Map([['GET', models]])],
   ['/health', new Map([['GET', health]])],
   ['/tokenize', new Map([['POST', tokenize]])],

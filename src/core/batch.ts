@@ -38,4 +38,9 @@ export interface BatchItem {
    * and samples, when the item ends the prompt, from the last row only.
    */
   readonly promptRows?: boolean;
+  /**
+   * An embedding request's last chunk (with wantLogits, one row): the runner returns its last
+   * token's final hidden state (after the final norm, [hiddenSize]) in place of logits.
+   */
+  readonly hiddenOut?: boolean;
 }

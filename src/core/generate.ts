@@ -23,6 +23,11 @@ export interface GenerateRequest {
   /** Token ids exactly as the model sees them (chat template and BOS already applied). */
   readonly promptTokens: readonly number[];
   readonly sampling: SamplingParams;
+  /**
+   * An embedding request (/v1/embeddings): prefill only, nothing sampled; it finishes with its
+   * last token's final hidden state (`finished.embedding`). Co-located only.
+   */
+  readonly embed?: true;
 }
 
 /** One of the most likely tokens at a position. */
@@ -55,6 +60,12 @@ export type GenerateEvent =
        */
       readonly promptLogprobs?: readonly (TokenLogprob | null)[];
     }
-  | { readonly type: 'finished'; readonly finishReason: FinishReason; readonly usage: Usage }
+  | {
+      readonly type: 'finished';
+      readonly finishReason: FinishReason;
+      readonly usage: Usage;
+      /** An embedding request's answer: its last token's final hidden state (not normalised). */
+      readonly embedding?: Float32Array;
+    }
   /** The request failed; nothing after this. Never turned into a success. */
   | { readonly type: 'failed'; readonly error: TesseraError };

@@ -76,7 +76,7 @@ export class TextOutput {
   }
 
   /** The end: whatever text is still held back, then `finished` ('stop' if a stop string ended it). */
-  finished(finishReason: FinishReason, usage: Usage): void {
+  finished(finishReason: FinishReason, usage: Usage, embedding?: Float32Array): void {
     if (this.ended) return;
     const rest = this.#text.flush();
     // The prompt's log-probabilities go out even when no id did (the first sampled id stopped it).
@@ -88,7 +88,12 @@ export class TextOutput {
         ...(this.#prompt === undefined ? {} : { promptLogprobs: this.#prompt }),
       });
     this.#prompt = undefined;
-    this.#channel.push({ type: 'finished', finishReason: this.#text.stopped ? 'stop' : finishReason, usage });
+    this.#channel.push({
+      type: 'finished',
+      finishReason: this.#text.stopped ? 'stop' : finishReason,
+      usage,
+      ...(embedding === undefined ? {} : { embedding }),
+    });
   }
 
   failed(error: TesseraError): void {

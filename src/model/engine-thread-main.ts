@@ -80,7 +80,8 @@ async function main(): Promise<void> {
     act.tokens.set(stepInput.tokens.subarray(0, m.numTokens));
     act.positions.set(stepInput.positions.subarray(0, m.numTokens));
     if (data.testStepDelayMs > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, data.testStepDelayMs);
-    forwardFor(config)(fm, { numTokens: m.numTokens, seqs: m.seqs, logitRows: m.logitRows }, act).then(
+    const hidden = m.hiddenRows === undefined ? {} : { hiddenRows: m.hiddenRows };
+    forwardFor(config)(fm, { numTokens: m.numTokens, seqs: m.seqs, logitRows: m.logitRows, ...hidden }, act).then(
       (out) => {
         sharedLogits.set(out.subarray(0, m.logitRows.length * config.vocabSize));
         port.postMessage({ kind: 'done' } satisfies EngineThreadReply);

@@ -87,6 +87,7 @@ export interface EngineThreadStep {
   readonly numTokens: number;
   readonly seqs: readonly ForwardSeq[];
   readonly logitRows: readonly number[];
+  readonly hiddenRows?: readonly number[];
 }
 
 export type EngineThreadReply =
@@ -219,6 +220,7 @@ class ThreadForward implements ForwardExec {
         rope: s.rope,
       })),
       logitRows: [...batch.logitRows],
+      ...(batch.hiddenRows === undefined ? {} : { hiddenRows: [...batch.hiddenRows] }),
     };
     return new Promise<Float32Array>((resolve, reject) => {
       this.#pending = { resolve, reject, logits };

@@ -112,5 +112,7 @@ export async function forwardGemma3(m: ForwardModel, batch: ForwardBatch, a: Act
   const logits = a.logits.subarray(0, R * vocabSize);
   const cap = g.finalLogitSoftcap;
   if (cap !== null) for (let i = 0; i < logits.length; i++) logits[i] = cap * Math.tanh(logits[i]! / cap);
+  // Embeddings (forward.ts): the hidden state, not capped.
+  for (const i of batch.hiddenRows ?? []) logits.set(a.xLast.subarray(i * d, (i + 1) * d), i * vocabSize);
   return logits;
 }

@@ -37,6 +37,11 @@ export interface ForwardBatch {
   readonly seqs: readonly ForwardSeq[];
   /** Rows whose logits are wanted, in the order the logits are returned. */
   readonly logitRows: readonly number[];
+  /**
+   * Indexes into logitRows whose output row holds, in its first hiddenSize floats, the final
+   * hidden state (after the final norm) instead of logits: an embedding request's last token.
+   */
+  readonly hiddenRows?: readonly number[];
 }
 
 export interface ForwardModel {
@@ -119,6 +124,7 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
   batch.logitRows.forEach((row, i) => a.xLast.set(a.x.subarray(row * d, (row + 1) * d), i * d));
   ops.rmsNorm(a.xLast, w.finalNorm, eps, R, d, a.xLast);
   await dense.matmul(w.lmHead, a.xLast, R, a.logits); //                    logits: [R, V]
+  for (const i of batch.hiddenRows ?? []) a.logits.set(a.xLast.subarray(i * d, (i + 1) * d), i * vocabSize);
   return a.logits.subarray(0, R * vocabSize);
 }
 

@@ -190,6 +190,8 @@ export class ModelRunner {
     const results: (ItemResult | undefined)[] = new Array(items.length);
     const seqs: ForwardSeq[] = [];
     const logitRows: number[] = [];
+    /** Indexes into logitRows of embedding items' rows (BatchItem.hiddenOut). */
+    const hiddenRows: number[] = [];
     /** Per item wanting logits: its index and its number of rows, in logitRows' order. */
     const logitItems: { readonly i: number; readonly rows: number }[] = [];
     let numTokens = 0;
@@ -247,6 +249,7 @@ export class ModelRunner {
           () => `a step of more than ${this.maxStepLogits} rows wanting logits`,
         );
         for (let r = rows; r >= 1; r--) logitRows.push(numTokens + n - r);
+        if (item.hiddenOut === true) hiddenRows.push(logitRows.length - 1);
         logitItems.push({ i, rows });
       }
       numTokens += n;
@@ -258,7 +261,7 @@ export class ModelRunner {
       pool.lend(lent);
       let logits: Float32Array;
       try {
-        logits = await exec.run({ numTokens, seqs, logitRows });
+        logits = await exec.run({ numTokens, seqs, logitRows, ...(hiddenRows.length > 0 ? { hiddenRows } : {}) });
       } finally {
         pool.unlend(lent);
       }
@@ -268,7 +271,9 @@ export class ModelRunner {
       const V = config.vocabSize;
       let row = 0;
       for (const { i, rows } of logitItems) {
-        results[i] = { kind: 'logits', rid: items[i]!.rid, logits: logits.subarray(row * V, (row + rows) * V), rows };
+        // An embedding item's row holds its hidden state in the first hiddenSize floats (forward.ts).
+        const width = items[i]!.hiddenOut === true ? config.hiddenSize : rows * V;
+        results[i] = { kind: 'logits', rid: items[i]!.rid, logits: logits.subarray(row * V, row * V + width), rows };
         row += rows;
       }
       for (let i = 0; i < items.length; i++) results[i] ??= { kind: 'computed', rid: items[i]!.rid };

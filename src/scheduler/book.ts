@@ -84,6 +84,7 @@ export class RequestBook {
       stopTokenIds: new Set([...sampling.stopTokenIds, ...(sampling.ignoreEos ? [] : this.#eosTokenIds)]),
       tokens: [...request.promptTokens],
       promptLogprobs: sampling.promptLogprobs !== undefined,
+      embed: request.embed === true,
       numCachedTokens: 0,
       state,
       ...(this.#speculation !== undefined && this.#role !== 'prefill' && sampling.constraint === undefined

@@ -60,6 +60,8 @@ export interface SchedRequest extends Owner {
   readonly stopTokenIds: ReadonlySet<number>;
   /** It wants its prompt's log-probabilities: its prompt chunks want a logits row per token, and it reuses no cached prefix. */
   readonly promptLogprobs: boolean;
+  /** An embedding request: its last prompt chunk returns the hidden state (BatchItem.hiddenOut) and it finishes there. */
+  readonly embed: boolean;
   /** The prompt, then every output token. */
   readonly tokens: number[];
   /** Its prompt-lookup speculation (spec-lookup.ts); none when speculation is off or it is constrained. */

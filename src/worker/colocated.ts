@@ -94,12 +94,16 @@ interface Live {
   readonly prompt?: PromptLogprobs;
 }
 
+  /** An embedding request's hidden state, taken after its last chunk (embeddings.ts). */
+  embedding?: Float32Array;
 export class ColocatedWorker {
   readonly modelName: string;
   readonly root: string;
   readonly contextLength: number;
   readonly scheduler: Scheduler;
   readonly pool: PagePool;
+  /** It answers embedding requests (GenerateRequest.embed): /v1/embeddings is served. */
+  readonly embeddings = true;
   readonly #o: ColocatedWorkerOptions;
   readonly #loop: EngineLoop;
   readonly #live = new Map<RequestId, Live>();
@@ -121,6 +125,10 @@ export class ColocatedWorker {
       promptLogprobsOf: (rid) => this.#promptLogprobsOf(rid),
       onEvents: (events) => this.#onEvents(events),
       onFatal: (error) => this.#onFatal(error),
+      onHiddenState: (rid, hidden) => {
+        const live = this.#live.get(rid);
+        if (live?.request.embed === true) live.embedding = hidden;
+      },
       prepareSampling: (items) => prepareConstraints(items, (rid) => this.#live.get(rid)?.constraint),
       faults,
       checkEveryStep: options.checkEveryStep,
@@ -261,7 +269,7 @@ export class ColocatedWorker {
           this.#onToken(event.rid, live, event.token, event.logprob, ending.has(event.rid));
           break;
         case 'finished':
-          this.#end(event.rid, live).finished(event.finishReason, event.usage);
+          this.#end(event.rid, live).finished(event.finishReason, event.usage, live.embedding);
           break;
         case 'failed':
           this.#end(event.rid, live).failed(event.error);

@@ -32,6 +32,7 @@ import type { BatchItem, FaultSet, RequestId } from '../core/index.js';
 import type { ItemResult } from '../model/index.js';
 import type { PagePool } from '../pages/index.js';
 import { itemPairs, StepBudget, type Scheduler, type SchedulerEvent, type StepCostFit } from '../scheduler/index.js';
+import { takeHiddenStates } from './embeddings.js';
 import { takePromptRows, type PromptLogprobs } from './prompt-logprobs.js';
 import { rollbackRejected } from './spec-verify.js';
 import { toStepResults, type SamplingState, type TokenSampler } from './step-results.js';
@@ -51,6 +52,8 @@ export interface EngineLoopOptions {
   readonly promptLogprobsOf?: (
     rid: RequestId,
   ) => { readonly record: PromptLogprobs; readonly numTokens: number } | undefined;
+  /** Where an embedding request's hidden state goes (embeddings.ts); none: no such requests. */
+  readonly onHiddenState?: (rid: RequestId, hidden: Float32Array) => void;
   /** The scheduler's events, in order, as soon as they happen. */
   readonly onEvents: (events: readonly SchedulerEvent[]) => void;
   /** The loop stopped on a bug; nothing runs after this. */
@@ -232,10 +235,11 @@ export class EngineLoop {
       }
       budget.observe(numTokens, this.#lastStepMs, numDecodes, numPairs);
     }
+    const hidden = o.onHiddenState === undefined ? outputs : takeHiddenStates(plan.items, outputs, o.onHiddenState);
     const taken =
       o.promptLogprobsOf === undefined
-        ? outputs
-        : takePromptRows(plan.items, outputs, o.sampler, o.promptLogprobsOf, o.faults);
+        ? hidden
+        : takePromptRows(plan.items, hidden, o.sampler, o.promptLogprobsOf, o.faults);
     const results = toStepResults(taken, o.sampler, o.samplingOf, o.faults, plan.items);
     // Speculation: the rejected drafts' positions are unstamped before complete() counts the rest.
     if (o.pool !== undefined) this.#numRolledBack += rollbackRejected(o.pool, plan.items, outputs, results, o.faults);

@@ -2,7 +2,7 @@
 // its prompt chunks, KvDone carries them to decode, decode's first Tokens to the router), against
 // co-located `tessera serve`, both --deterministic on builtin:tiny, with the official openai
 // client in lm-evaluation-harness's loglikelihood shape (echo, logprobs, max_tokens 1 or 0): the
-// same answers, number for number; and vLLM's prompt_logprobs.
+// same answers, number for number; and vLLM's prompt_logprobs. Embeddings are refused there (co-located only).
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type Server } from '../support/process.js';
@@ -70,5 +70,11 @@ describe('echo and prompt_logprobs through tessera up', () => {
     expect(o.choices[0]?.logprobs).toEqual(r.choices[0]?.logprobs);
     expect(o.choices[0]?.finish_reason).toBe('length');
     expect(ours.usage?.completion_tokens).toBe(0);
+  });
+
+  it('refuses /v1/embeddings with a 400 that says co-located serve answers them', async () => {
+    const e = await pd.embeddings.create({ model: MODEL, input: 'x' }).catch((error: unknown) => error);
+    expect(e).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(String((e as Error).message)).toMatch(/tessera serve/);
   });
 });
