@@ -54,16 +54,17 @@ import type {
 import { TransferDigest } from './digests.js';
 import type { DecodeHost } from './hosts.js';
 import {
+  countByState,
   DEFAULT_TIMEOUTS,
   deadline,
-  earliest,
   Outbox,
+  RequestBook,
+  sendAbortAck,
   Tracer,
   type Machine,
   type PeerId,
   type Timeouts,
 } from './machine.js';
-import { Tombstones } from './tombstones.js';
 import type { AbortReason, FinishReason, KvChunk, KvChunkHead, KvDone, Message, Reserve } from './messages.js';
 import { NO_TRACE } from './trace.js';
 
@@ -73,8 +74,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   readonly #timeouts: Timeouts;
   readonly #faults: FaultSet;
   readonly #tracer: Tracer;
-  readonly #active = new Map<RequestId, Active>();
-  readonly #ended = new Tombstones<Tombstone>();
+  readonly #book: RequestBook<Active, Tombstone>;
   readonly #connected = new Set<PeerId>();
   readonly #intake: ChunkIntake;
   readonly #stats: DecodeStats = {
@@ -91,7 +91,6 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     writersNeverConnected: 0,
   };
   #out!: Outbox<DecodeEffect>;
-  #now = 0;
 
   constructor(options: DecodeMachineOptions) {
     this.node = options.node;
@@ -99,24 +98,24 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     this.#timeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
     this.#faults = options.faults ?? NO_FAULTS;
     this.#tracer = new Tracer(options.trace ?? NO_TRACE, options.node, 'decode');
+    this.#book = new RequestBook(this.#tracer, this.#timeouts.tombstoneMs);
     this.#intake = new ChunkIntake(
       options.host.pool,
-      (r) => this.#active.get(r.rid) === r && (r.state === 'AwaitingKv' || r.state === 'Receiving'),
+      (r) => this.#book.active.get(r.rid) === r && (r.state === 'AwaitingKv' || r.state === 'Receiving'),
     );
   }
 
   handle(nowMs: number, input: DecodeInput): DecodeEffect[] {
-    this.#now = nowMs;
     if (input.kind === 'chunkPiece') {
       this.#intake.piece(input.from, input.bytes); // the hot path (thousands per GiB): no state change, no effect
       return [];
     }
+    this.#book.begin(nowMs);
     this.#out = new Outbox<DecodeEffect>(this.#tracer);
-    this.#ended.sweep(nowMs);
     switch (input.kind) {
       case 'connected':
         this.#connected.add(input.peer);
-        for (const r of this.#active.values())
+        for (const r of this.#book.active.values())
           if (r.state === 'Aborting' && r.writer === input.peer) this.#tellWriter(r);
         break;
       case 'received':
@@ -153,16 +152,16 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   }
 
   wakeAtMs(): number | undefined {
-    return earliest(this.#active.values());
+    return this.#book.wakeAtMs();
   }
 
   /** The state of rid here: 'Idle' when this node never heard of it (or forgot its tombstone). */
   stateOf(rid: RequestId): DecodeState | 'Idle' {
-    return this.#active.get(rid)?.state ?? this.#ended.get(rid)?.state ?? 'Idle';
+    return this.#book.stateOf(rid);
   }
 
   get numActive(): number {
-    return this.#active.size;
+    return this.#book.active.size;
   }
 
   stats(): DecodeStats {
@@ -173,7 +172,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   inFlight(): { readonly transfers: TransferView[]; readonly quarantined: QuarantineView[] } {
     const transfers: TransferView[] = [];
     const quarantined: QuarantineView[] = [];
-    for (const r of this.#active.values()) {
+    for (const r of this.#book.active.values()) {
       if (r.state === 'Decoding') continue;
       const base = { rid: r.rid, tenant: r.owner.tenant, numPages: r.tags.length };
       transfers.push({ ...base, phase: r.state, peer: r.writer, numTokens: r.promptTokens, bytes: r.bytes });
@@ -209,12 +208,12 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   }
 
   #onReserve(from: PeerId, m: Reserve): void {
-    if (this.#active.has(m.rid) || this.#ended.has(m.rid)) return this.#drop(m.rid, 'Reserve', 'state');
+    if (this.#book.active.has(m.rid) || this.#book.ended.has(m.rid)) return this.#drop(m.rid, 'Reserve', 'state');
     const owner: Owner = { rid: m.rid, tenant: m.tenant };
     const verdict = this.#host.reserve(owner, m.promptTokens, m.sampling);
     if (verdict.kind === 'rejected') {
       this.#stats.rejected++;
-      this.#bury(m.rid, 'Idle', 'Released', m.prefillAddress, false);
+      this.#book.bury(m.rid, 'Idle', { state: 'Released', writer: m.prefillAddress, abortOwed: false });
       this.#out.send(from, { type: 'Rejected', rid: m.rid, code: verdict.error.code, message: verdict.error.message });
       return;
     }
@@ -233,7 +232,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
       state: 'AwaitingKv',
       pages: 'allocated',
       nextSeq: 0,
-      wait: deadline(this.#now, this.#timeouts.kvStartMs, `the first KV frame from ${m.prefillAddress}`),
+      wait: deadline(this.#book.now, this.#timeouts.kvStartMs, `the first KV frame from ${m.prefillAddress}`),
       abortRetries: 0,
       writerTold: false,
       bound: false,
@@ -246,7 +245,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
       bytes: 0,
       abortWhy: undefined,
     };
-    this.#active.set(m.rid, r);
+    this.#book.active.set(m.rid, r);
     this.#tracer.state(m.rid, 'Idle', 'AwaitingKv');
     this.#out.send(from, {
       type: 'Reserved',
@@ -270,8 +269,8 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
 
   /** The request a KvChunk or KvDone from `from` is for, when it may go on to its checks; else it is dropped here. */
   #frameTarget(from: PeerId, rid: RequestId, type: 'KvChunk' | 'KvDone'): Active | undefined {
-    const r = this.#active.get(rid);
-    const t = r === undefined ? this.#ended.get(rid) : undefined;
+    const r = this.#book.active.get(rid);
+    const t = r === undefined ? this.#book.ended.get(rid) : undefined;
     if (t !== undefined && t.abortOwed && t.writer === from) {
       t.abortOwed = false;
       this.#out.send(from, { type: 'Abort', rid, reason: 'decode-failed' });
@@ -317,7 +316,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     const landed = chunk.finish(this.#host.pool, this.#tracer);
     switch (landed.kind) {
       case 'stopped': // the request ended, or the page left it, while the payload arrived: the rest was not written
-        if (this.#active.get(r.rid) === r && r.state === 'Aborting') this.#tellWriter(r);
+        if (this.#book.active.get(r.rid) === r && r.state === 'Aborting') this.#tellWriter(r);
         if (landed.why !== 'state') this.#stats.framesDropped++;
         return this.#drop(r.rid, 'KvChunk', landed.why);
       case 'mismatch':
@@ -333,9 +332,9 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     r.bytes += m.payloadBytes;
     r.nextSeq++;
     r.digest.add(m.checksum);
-    r.wait = deadline(this.#now, this.#timeouts.frameMs, `the next KV frame or KvDone from ${r.writer}`);
-    r.firstFrameAtMs ??= this.#now;
-    this.#goto(r, 'Receiving');
+    r.wait = deadline(this.#book.now, this.#timeouts.frameMs, `the next KV frame or KvDone from ${r.writer}`);
+    r.firstFrameAtMs ??= this.#book.now;
+    this.#book.goto(r, 'Receiving');
   }
 
   #onDone(r: Active, m: KvDone): void {
@@ -350,9 +349,9 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     if (m.promptLogprobs !== undefined) r.promptLogprobs = m.promptLogprobs;
     r.cachedTokens = m.cachedTokens ?? 0;
     r.wait = undefined;
-    this.#goto(r, 'Decoding');
+    this.#book.goto(r, 'Decoding');
     this.#out.send(r.writer, { type: 'Ack', rid: r.rid });
-    const transferMs = r.firstFrameAtMs === undefined ? null : this.#now - r.firstFrameAtMs;
+    const transferMs = r.firstFrameAtMs === undefined ? null : this.#book.now - r.firstFrameAtMs;
     this.#out.push({
       kind: 'startDecoding',
       rid: r.rid,
@@ -366,11 +365,12 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   }
 
   #onAbort(from: PeerId, rid: RequestId, reason: AbortReason): void {
-    const r = this.#active.get(rid);
+    const r = this.#book.active.get(rid);
     if (r === undefined) {
       // Idle: remember the abort, so a Reserve that arrives late allocates nothing.
-      if (!this.#ended.has(rid)) this.#bury(rid, 'Idle', 'Released', undefined, false);
-      return this.#ackAbort(from, rid);
+      if (!this.#book.ended.has(rid))
+        this.#book.bury(rid, 'Idle', { state: 'Released', writer: undefined, abortOwed: false });
+      return sendAbortAck(this.#out, this.#faults, from, rid);
     }
     if (from !== r.router)
       return this.#drop(rid, 'Abort', `peer: ${from} is not ${r.router}, the router of this request`);
@@ -381,7 +381,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
         this.#abortTransfer(r);
         break;
       case 'Decoding':
-        this.#countAbort(r);
+        countByState(this.#stats.abortsByState, r.state);
         this.#out.push({ kind: 'stopDecoding', rid, error: new AbortedError(reason) });
         this.#end(r, 'Released');
         break;
@@ -390,12 +390,12 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
       default:
         assertNever(r.state, 'decode state');
     }
-    this.#ackAbort(from, rid);
+    sendAbortAck(this.#out, this.#faults, from, rid);
   }
 
   #onAbortAck(from: PeerId, rid: RequestId): void {
-    const r = this.#active.get(rid);
-    if (r === undefined) return this.#drop(rid, 'AbortAck', this.#ended.has(rid) ? 'state' : 'unknown request');
+    const r = this.#book.active.get(rid);
+    if (r === undefined) return this.#drop(rid, 'AbortAck', this.#book.ended.has(rid) ? 'state' : 'unknown request');
     if (from !== r.writer)
       return this.#drop(rid, 'AbortAck', `peer: ${from} is not ${r.writer}, the prefill named in Reserve`);
     switch (r.state) {
@@ -406,7 +406,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
       case 'Receiving': {
         // The writer gave up: its admission or compute failed (it told the router), or the
         // connection that carried our chunks broke (nobody told the router). Nothing more will come.
-        this.#countAbort(r);
+        countByState(this.#stats.abortsByState, r.state);
         this.#stats.transfersFailed++;
         this.#giveBack(r);
         const error = new TransferError(`${rid}: prefill ${from} gave the transfer up before KvDone was verified`);
@@ -424,7 +424,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     this.#connected.delete(peer);
     this.#intake.forget(peer); // a KvChunk cut off mid-payload: its slots stay unstamped
     this.#tracer.close(peer);
-    for (const r of [...this.#active.values()]) {
+    for (const r of [...this.#book.active.values()]) {
       if (r.writer === peer && !r.bound && !r.declaredDead && r.state !== 'Decoding') {
         // No frame of it came on that connection: the writer either never sent one (it sends on
         // its next connection) or lost them with this one, and then tells us with AbortAck. An
@@ -432,7 +432,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
         r.writerTold = false;
       } else if (r.writer === peer && (r.state === 'AwaitingKv' || r.state === 'Receiving')) {
         // Its frames came on that connection, and nothing from it will ever be handled again.
-        this.#countAbort(r);
+        countByState(this.#stats.abortsByState, r.state);
         this.#stats.transfersFailed++;
         this.#giveBack(r);
         const error = new TransferError(
@@ -445,7 +445,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
         r.abortWhy = `the router's connection closed (${reason})`;
         this.#abortTransfer(r);
       } else if (r.router === peer && r.state === 'Decoding') {
-        this.#countAbort(r);
+        countByState(this.#stats.abortsByState, r.state);
         this.#out.push({
           kind: 'stopDecoding',
           rid: r.rid,
@@ -457,8 +457,8 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   }
 
   #onTick(): void {
-    for (const r of [...this.#active.values()]) {
-      if (r.wait === undefined || r.wait.atMs > this.#now) continue;
+    for (const r of [...this.#book.active.values()]) {
+      if (r.wait === undefined || r.wait.atMs > this.#book.now) continue;
       const wait = r.wait;
       if (r.state === 'AwaitingKv' || r.state === 'Receiving') {
         this.#failTransfer(r, new TimeoutError(`${wait.waitingFor} (${r.rid})`, wait.timeoutMs), 'timeout');
@@ -466,7 +466,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
         r.abortRetries++;
         r.writerTold = false;
         this.#tellWriter(r);
-        r.wait = deadline(this.#now, this.#timeouts.abortAckMs, wait.waitingFor);
+        r.wait = deadline(this.#book.now, this.#timeouts.abortAckMs, wait.waitingFor);
       } else if (r.state === 'Aborting') {
         this.#declareDead(r);
       } else {
@@ -494,13 +494,13 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   }
 
   #onTokens(rid: RequestId, ids: readonly number[], logprobs: readonly TokenLogprob[]): void {
-    const r = this.#active.get(rid);
+    const r = this.#book.active.get(rid);
     if (r === undefined || r.state !== 'Decoding') return; // stopped meanwhile: the router already knows
     this.#sendTokens(r, ids, logprobs);
   }
 
   #onDecodeEnd(rid: RequestId, error: TesseraError | undefined, finishReason: FinishReason | undefined): void {
-    const r = this.#active.get(rid);
+    const r = this.#book.active.get(rid);
     if (r === undefined || r.state !== 'Decoding') return;
     if (error !== undefined) {
       this.#end(r, 'Released');
@@ -552,7 +552,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   /** The writer may still write: quarantine, tell it to stop, wait for its AbortAck. */
   #abortTransfer(r: Active, reason: AbortReason = 'decode-failed'): void {
     r.abortWhy ??= reason;
-    this.#countAbort(r);
+    countByState(this.#stats.abortsByState, r.state);
     if (this.#faults.has('free-before-ack')) {
       this.#host.free(r.owner, r.tags); // the negative control: a late write could land in a reused page
       this.#tracer.page(r.rid, 'free', r.tags);
@@ -562,9 +562,9 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
       this.#tracer.page(r.rid, 'quarantine', r.tags);
       r.pages = 'quarantined';
     }
-    this.#goto(r, 'Aborting');
+    this.#book.goto(r, 'Aborting');
     r.abortRetries = 0;
-    r.wait = deadline(this.#now, this.#timeouts.abortAckMs, `AbortAck from ${r.writer}`);
+    r.wait = deadline(this.#book.now, this.#timeouts.abortAckMs, `AbortAck from ${r.writer}`);
     this.#tellWriter(r, reason);
   }
 
@@ -587,36 +587,10 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     this.#end(r, 'Released');
   }
 
-  #ackAbort(to: PeerId, rid: RequestId): void {
-    if (this.#faults.has('drop-abort-ack')) return; // the negative control
-    this.#out.send(to, { type: 'AbortAck', rid });
-  }
-
-  #countAbort(r: Active): void {
-    this.#stats.abortsByState[r.state] = (this.#stats.abortsByState[r.state] ?? 0) + 1;
-  }
-
-  #goto(r: Active, to: Active['state']): void {
-    if (r.state === to) return;
-    this.#tracer.state(r.rid, r.state, to);
-    r.state = to;
-  }
-
+  /** r ends; its writer is still owed an Abort when the request ended while KV could still come. */
   #end(r: Active, to: 'Finished' | 'Released'): void {
-    this.#active.delete(r.rid);
     const owed = r.state === 'Aborting' || r.state === 'AwaitingKv' || r.state === 'Receiving' ? !r.writerTold : false;
-    this.#bury(r.rid, r.state, to, r.writer, owed);
-  }
-
-  #bury(
-    rid: RequestId,
-    from: string,
-    to: 'Finished' | 'Released',
-    writer: PeerId | undefined,
-    abortOwed: boolean,
-  ): void {
-    this.#tracer.state(rid, from, to);
-    this.#ended.set(rid, { state: to, writer, abortOwed, expiresAtMs: this.#now + this.#timeouts.tombstoneMs });
+    this.#book.end(r, { state: to, writer: r.writer, abortOwed: owed });
   }
 
   #drop(rid: string, message: Message['type'], why: string): void {

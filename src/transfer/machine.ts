@@ -14,7 +14,9 @@
 // Contract: inputs are handled one at a time, and never while a compute or decode step that
 // reads or writes this node's pages for an affected request is in flight (queue them and
 // apply them between steps), except where a machine says it waits for the step to stop.
+import type { FaultSet, RequestId } from '../core/index.js';
 import type { KvChunkHead, Message, MessageType } from './messages.js';
+import { Tombstones } from './tombstones.js';
 import type { PageAction, Role, TraceEvent, TraceSink } from './trace.js';
 
 /** A node's identity on the cluster network: a worker's advertised internal address ("host:port"), or a router's name. */
@@ -192,4 +194,88 @@ export class Outbox<Effect extends { readonly kind: string }> {
   push(effect: Effect | NetworkEffect): void {
     this.effects.push(effect);
   }
+}
+
+/** What a machine keeps of one live request: its id, its state, and its pending wait. */
+export interface BookRecord<State extends string> {
+  readonly rid: RequestId;
+  state: State;
+  wait: Deadline | undefined;
+}
+
+/** What a machine remembers of an ended request (its final state), until expiresAtMs. */
+export interface BookTombstone<State extends string> {
+  readonly state: State;
+  readonly expiresAtMs: number;
+}
+
+/**
+ * The skeleton the three machines share: their live requests, the tombstones of ended ones, the
+ * time of the input being handled, and the moves each makes the same way (a traced state change,
+ * an end that leaves a tombstone, the earliest wait, a request's state). Each machine keeps its
+ * own record and tombstone types, and its own protocol; this owns none of it.
+ */
+export class RequestBook<R extends BookRecord<string>, T extends BookTombstone<string>> {
+  readonly active = new Map<RequestId, R>();
+  readonly ended = new Tombstones<T>();
+  /** The time of the input being handled (handle()'s nowMs). */
+  now = 0;
+  readonly #tracer: Tracer;
+  readonly #tombstoneMs: number;
+
+  constructor(tracer: Tracer, tombstoneMs: number) {
+    this.#tracer = tracer;
+    this.#tombstoneMs = tombstoneMs;
+  }
+
+  /** An input arrives at nowMs: the clock moves, expired tombstones are forgotten. */
+  begin(nowMs: number): void {
+    this.now = nowMs;
+    this.ended.sweep(nowMs);
+  }
+
+  /** The earliest pending wait of a live request (Machine.wakeAtMs). */
+  wakeAtMs(): number | undefined {
+    return earliest(this.active.values());
+  }
+
+  /** rid's state here: live, ended (while its tombstone lasts), or 'Idle' when never heard of. */
+  stateOf(rid: RequestId): R['state'] | T['state'] | 'Idle' {
+    return this.active.get(rid)?.state ?? this.ended.get(rid)?.state ?? 'Idle';
+  }
+
+  /** r moves to `to` (traced); a move to the state it is in is no move. */
+  goto(r: R, to: R['state']): void {
+    if (r.state === to) return;
+    this.#tracer.state(r.rid, r.state, to);
+    r.state = to;
+  }
+
+  /** r ends: it leaves the live requests, and its tombstone (final state and what else T holds) is set. */
+  end(r: R, tombstone: Omit<T, 'expiresAtMs'>): void {
+    this.active.delete(r.rid);
+    this.bury(r.rid, r.state, tombstone);
+  }
+
+  /** rid ends from state `from` (a live request's, or 'Idle' for one that never started here). */
+  bury(rid: RequestId, from: string, tombstone: Omit<T, 'expiresAtMs'>): void {
+    this.#tracer.state(rid, from, tombstone.state);
+    this.ended.set(rid, { ...tombstone, expiresAtMs: this.now + this.#tombstoneMs } as T);
+  }
+}
+
+/** Answers an Abort with AbortAck (prefill and decode); fault drop-abort-ack is the negative control. */
+export function sendAbortAck(
+  out: Outbox<{ readonly kind: string }>,
+  faults: FaultSet,
+  to: PeerId,
+  rid: RequestId,
+): void {
+  if (faults.has('drop-abort-ack')) return;
+  out.send(to, { type: 'AbortAck', rid });
+}
+
+/** Counts one abort in the state it came in (the machines' abortsByState statistics). */
+export function countByState(counts: Record<string, number>, state: string): void {
+  counts[state] = (counts[state] ?? 0) + 1;
 }

@@ -37,10 +37,12 @@ import { pagesFor, type Owner } from '../pages/index.js';
 import { chunkChecksum, promptDigest, TransferDigest } from './digests.js';
 import type { PrefillHost } from './hosts.js';
 import {
+  countByState,
   DEFAULT_TIMEOUTS,
   deadline,
-  earliest,
   Outbox,
+  RequestBook,
+  sendAbortAck,
   Tracer,
   type Deadline,
   type Machine,
@@ -49,7 +51,6 @@ import {
   type PeerId,
   type Timeouts,
 } from './machine.js';
-import { Tombstones } from './tombstones.js';
 import type { Message, Prefill } from './messages.js';
 import { NO_TRACE, type TraceSink } from './trace.js';
 
@@ -127,8 +128,7 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
   readonly #timeouts: Timeouts;
   readonly #faults: FaultSet;
   readonly #tracer: Tracer;
-  readonly #active = new Map<RequestId, Active>();
-  readonly #ended = new Tombstones<Tombstone>();
+  readonly #book: RequestBook<Active, Tombstone>;
   readonly #stats: PrefillStats = {
     admitted: 0,
     rejected: 0,
@@ -139,7 +139,6 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
     abortsByState: {},
   };
   #out!: Outbox<PrefillEffect>;
-  #now = 0;
 
   constructor(options: PrefillMachineOptions) {
     this.node = options.node;
@@ -147,12 +146,12 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
     this.#timeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
     this.#faults = options.faults ?? NO_FAULTS;
     this.#tracer = new Tracer(options.trace ?? NO_TRACE, options.node, 'prefill');
+    this.#book = new RequestBook(this.#tracer, this.#timeouts.tombstoneMs);
   }
 
   handle(nowMs: number, input: PrefillInput): PrefillEffect[] {
-    this.#now = nowMs;
+    this.#book.begin(nowMs);
     this.#out = new Outbox<PrefillEffect>(this.#tracer);
-    this.#ended.sweep(nowMs);
     switch (input.kind) {
       case 'connected':
         break;
@@ -192,15 +191,15 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
   }
 
   wakeAtMs(): number | undefined {
-    return earliest(this.#active.values());
+    return this.#book.wakeAtMs();
   }
 
   stateOf(rid: RequestId): PrefillState | 'Idle' {
-    return this.#active.get(rid)?.state ?? this.#ended.get(rid)?.state ?? 'Idle';
+    return this.#book.stateOf(rid);
   }
 
   get numActive(): number {
-    return this.#active.size;
+    return this.#book.active.size;
   }
 
   stats(): PrefillStats {
@@ -209,7 +208,7 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
 
   /** The transfers in flight from here (the operator's page map). */
   inFlight(): TransferView[] {
-    return [...this.#active.values()].map((r) => ({
+    return [...this.#book.active.values()].map((r) => ({
       rid: r.rid,
       tenant: r.owner.tenant,
       phase: r.state,
@@ -226,17 +225,17 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
       case 'Prefill':
         return this.#onPrefill(from, m);
       case 'Ack': {
-        const r = this.#active.get(m.rid);
+        const r = this.#book.active.get(m.rid);
         if (r === undefined || r.state !== 'AwaitingAck')
           return this.#tracer.drop(
             m.rid,
             m.type,
-            r === undefined && !this.#ended.has(m.rid) ? 'unknown request' : 'state',
+            r === undefined && !this.#book.ended.has(m.rid) ? 'unknown request' : 'state',
           );
         if (from !== r.decode) return this.#tracer.drop(m.rid, m.type, `peer: ${from} is not ${r.decode}`);
         this.#stats.transfersAcked++;
         this.#host.release(r.owner);
-        return this.#end(r, 'Released');
+        return this.#book.end(r, { state: 'Released' });
       }
       case 'Abort':
         return this.#onAbort(from, m.rid);
@@ -256,7 +255,8 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
   }
 
   #onPrefill(from: PeerId, m: Prefill): void {
-    if (this.#active.has(m.rid) || this.#ended.has(m.rid)) return this.#tracer.drop(m.rid, 'Prefill', 'state');
+    if (this.#book.active.has(m.rid) || this.#book.ended.has(m.rid))
+      return this.#tracer.drop(m.rid, 'Prefill', 'state');
     const owner: Owner = { rid: m.rid, tenant: m.tenant };
     const pageSize = this.#host.pool.pageSize;
     let error: TesseraError | undefined;
@@ -275,9 +275,9 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
     if (error !== undefined) {
       // Rejected before any page is allocated or any byte moves; decode may free its reservation.
       this.#stats.rejected++;
-      this.#bury(m.rid, 'Idle', 'Aborted');
+      this.#book.bury(m.rid, 'Idle', { state: 'Aborted' });
       this.#out.send(from, { type: 'Rejected', rid: m.rid, code: error.code, message: error.message });
-      this.#ackAbort(m.decodeAddress, m.rid);
+      sendAbortAck(this.#out, this.#faults, m.decodeAddress, m.rid);
       return;
     }
     this.#stats.admitted++;
@@ -297,7 +297,7 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
       ackTo: new Set([m.decodeAddress]),
       wait: undefined,
     };
-    this.#active.set(m.rid, r);
+    this.#book.active.set(m.rid, r);
     this.#tracer.state(m.rid, 'Idle', 'Computing');
   }
 
@@ -310,7 +310,7 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
     cachedTokens = 0,
     promptLogprobs?: readonly TokenLogprob[],
   ): void {
-    const r = this.#active.get(rid);
+    const r = this.#book.active.get(rid);
     if (r === undefined) return;
     if (r.state === 'Aborting' && firstToken !== undefined) return this.#onComputeEnded(rid, undefined); // the step ended instead of stopping
     if (r.state !== 'Computing') return;
@@ -336,8 +336,8 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
       ...(cachedTokens > 0 ? { cachedTokens } : {}),
       ...(promptLogprobs === undefined ? {} : { promptLogprobs }),
     });
-    this.#goto(r, 'AwaitingAck');
-    r.wait = deadline(this.#now, this.#timeouts.ackMs, `Ack from ${r.decode}`);
+    this.#book.goto(r, 'AwaitingAck');
+    r.wait = deadline(this.#book.now, this.#timeouts.ackMs, `Ack from ${r.decode}`);
   }
 
   /** KvChunk frames for positions [sentTokens, limit), one per page touched. False when our own page check failed. */
@@ -385,11 +385,11 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
   }
 
   #onAbort(from: PeerId, rid: RequestId): void {
-    const r = this.#active.get(rid);
+    const r = this.#book.active.get(rid);
     if (r === undefined) {
       // Idle: remember, so a Prefill that arrives late is refused; ended: acknowledge again.
-      if (!this.#ended.has(rid)) this.#bury(rid, 'Idle', 'Aborted');
-      return this.#ackAbort(from, rid);
+      if (!this.#book.ended.has(rid)) this.#book.bury(rid, 'Idle', { state: 'Aborted' });
+      return sendAbortAck(this.#out, this.#faults, from, rid);
     }
     if (from !== r.router && from !== r.decode)
       return this.#tracer.drop(rid, 'Abort', `peer: ${from} is neither the router nor the decode of ${rid}`);
@@ -398,7 +398,7 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
       case 'Computing':
         return this.#stop(r);
       case 'AwaitingAck':
-        this.#countAbort(r);
+        countByState(this.#stats.abortsByState, r.state);
         this.#host.release(r.owner);
         return this.#finishAbort(r);
       case 'Aborting':
@@ -410,7 +410,7 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
 
   #onClosed(peer: PeerId, reason: string): void {
     this.#tracer.close(peer);
-    for (const r of [...this.#active.values()]) {
+    for (const r of [...this.#book.active.values()]) {
       if (r.decode === peer) {
         // Chunks sent on that connection may be lost: such a transfer cannot go on, and decode,
         // if it saw none of them, learns it from our AbortAck (on a new connection). A transfer
@@ -422,7 +422,7 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
             new TransferError(`${r.rid}: the connection to decode ${peer} closed during the transfer (${reason})`),
           );
         } else if (r.state === 'AwaitingAck') {
-          this.#countAbort(r);
+          countByState(this.#stats.abortsByState, r.state);
           this.#host.release(r.owner);
           this.#finishAbort(r);
         }
@@ -433,21 +433,21 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
   }
 
   #onTick(): void {
-    for (const r of [...this.#active.values()]) {
-      if (r.wait === undefined || r.wait.atMs > this.#now || r.state !== 'AwaitingAck') continue;
+    for (const r of [...this.#book.active.values()]) {
+      if (r.wait === undefined || r.wait.atMs > this.#book.now || r.state !== 'AwaitingAck') continue;
       // Every chunk has left this node: nothing reads the source pages any more.
       this.#stats.ackTimeouts++;
       this.#host.release(r.owner);
-      this.#end(r, 'Released');
+      this.#book.end(r, { state: 'Released' });
     }
   }
 
   #onComputeEnded(rid: RequestId, error: TesseraError | undefined): void {
-    const r = this.#active.get(rid);
+    const r = this.#book.active.get(rid);
     if (r === undefined) return;
     if (r.state === 'Aborting') return this.#finishAbort(r);
     if (r.state === 'Computing' && error !== undefined) {
-      this.#countAbort(r);
+      countByState(this.#stats.abortsByState, r.state);
       this.#finishAbort(r);
       this.#out.send(r.router, { type: 'Failed', rid, code: error.code, message: error.message });
     }
@@ -460,39 +460,14 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
   }
 
   #stop(r: Active): void {
-    this.#countAbort(r);
+    countByState(this.#stats.abortsByState, r.state);
     if (this.#host.stop(r.owner) === 'stopped') return this.#finishAbort(r);
-    this.#goto(r, 'Aborting');
+    this.#book.goto(r, 'Aborting');
   }
 
   /** Nothing writes rid's pages any more and ours are back: Aborted, AbortAck to everyone owed one. */
   #finishAbort(r: Active): void {
-    this.#end(r, 'Aborted');
-    for (const peer of r.ackTo) this.#ackAbort(peer, r.rid);
-  }
-
-  #ackAbort(to: PeerId, rid: RequestId): void {
-    if (this.#faults.has('drop-abort-ack')) return; // the negative control
-    this.#out.send(to, { type: 'AbortAck', rid });
-  }
-
-  #countAbort(r: Active): void {
-    this.#stats.abortsByState[r.state] = (this.#stats.abortsByState[r.state] ?? 0) + 1;
-  }
-
-  #goto(r: Active, to: Active['state']): void {
-    if (r.state === to) return;
-    this.#tracer.state(r.rid, r.state, to);
-    r.state = to;
-  }
-
-  #end(r: Active, to: 'Released' | 'Aborted'): void {
-    this.#active.delete(r.rid);
-    this.#bury(r.rid, r.state, to);
-  }
-
-  #bury(rid: RequestId, from: string, to: 'Released' | 'Aborted'): void {
-    this.#tracer.state(rid, from, to);
-    this.#ended.set(rid, { state: to, expiresAtMs: this.#now + this.#timeouts.tombstoneMs });
+    this.#book.end(r, { state: 'Aborted' });
+    for (const peer of r.ackTo) sendAbortAck(this.#out, this.#faults, peer, r.rid);
   }
 }

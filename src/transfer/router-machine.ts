@@ -38,10 +38,11 @@ import {
 import { contextLengthError, requestShapeError } from '../pages/index.js';
 import { promptDigest } from './digests.js';
 import {
+  countByState,
   DEFAULT_TIMEOUTS,
   deadline,
-  earliest,
   Outbox,
+  RequestBook,
   Tracer,
   type Deadline,
   type Machine,
@@ -50,7 +51,6 @@ import {
   type PeerId,
   type Timeouts,
 } from './machine.js';
-import { Tombstones } from './tombstones.js';
 import type { AbortReason, FinishReason, Message } from './messages.js';
 import { NO_TRACE, type TraceSink } from './trace.js';
 
@@ -163,8 +163,7 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
   readonly #timeouts: Timeouts;
   readonly #tracer: Tracer;
   readonly #clients = new Map<RequestId, Client>();
-  readonly #attempts = new Map<RequestId, Attempt>();
-  readonly #ended = new Tombstones<{ readonly state: 'Succeeded' | 'Failed'; readonly expiresAtMs: number }>();
+  readonly #book: RequestBook<Attempt, { readonly state: 'Succeeded' | 'Failed'; readonly expiresAtMs: number }>;
   /** Live attempts per worker (either side of the pair): the load the pair policy balances. */
   readonly #inFlight = new Map<PeerId, number>();
   readonly #stats: RouterStats = {
@@ -177,7 +176,6 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
     abortsByState: {},
   };
   #out!: Outbox<RouterEffect>;
-  #now = 0;
 
   constructor(options: RouterMachineOptions) {
     this.node = options.node;
@@ -186,12 +184,12 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
     this.#maxAttempts = options.maxAttempts ?? 2;
     this.#timeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
     this.#tracer = new Tracer(options.trace ?? NO_TRACE, options.node, 'router');
+    this.#book = new RequestBook(this.#tracer, this.#timeouts.tombstoneMs);
   }
 
   handle(nowMs: number, input: RouterInput): RouterEffect[] {
-    this.#now = nowMs;
+    this.#book.begin(nowMs);
     this.#out = new Outbox<RouterEffect>(this.#tracer);
-    this.#ended.sweep(nowMs);
     switch (input.kind) {
       case 'submit':
         this.#onSubmit(input.request);
@@ -220,21 +218,21 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
   }
 
   wakeAtMs(): number | undefined {
-    return earliest(this.#attempts.values());
+    return this.#book.wakeAtMs();
   }
 
   stateOf(rid: RequestId): RouterState | 'Idle' {
-    return this.#attempts.get(rid)?.state ?? this.#ended.get(rid)?.state ?? 'Idle';
+    return this.#book.stateOf(rid);
   }
 
   /** Client requests whose outcome is not decided yet, plus attempts still cancelling. */
   get numActive(): number {
-    return this.#attempts.size;
+    return this.#book.active.size;
   }
 
   /** The attempts in flight and their pairs (the operator's page map). */
   inFlight(): PairView[] {
-    return [...this.#attempts.values()].map((a) => ({
+    return [...this.#book.active.values()].map((a) => ({
       rid: a.rid,
       tenant: a.client.request.tenant,
       phase: a.state,
@@ -254,7 +252,7 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
 
   /** The client request (its rid as submitted) that attempt `rid` belongs to, while the attempt lives. */
   clientOf(rid: RequestId): RequestId | undefined {
-    return this.#attempts.get(rid)?.client.request.rid;
+    return this.#book.active.get(rid)?.client.request.rid;
   }
 
   /** Attempts live on `peer` (as the prefill or the decode of their pair), from Reserve until the attempt ends. */
@@ -265,12 +263,12 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
   /** Live attempts by state (Reserving, Prefilling, Streaming, Cancelling). */
   attemptsByState(): Record<string, number> {
     const counts: Record<string, number> = {};
-    for (const a of this.#attempts.values()) counts[a.state] = (counts[a.state] ?? 0) + 1;
+    for (const a of this.#book.active.values()) counts[a.state] = (counts[a.state] ?? 0) + 1;
     return counts;
   }
 
   #onSubmit(request: ClientRequest): void {
-    if (this.#clients.has(request.rid) || this.#attempts.has(request.rid) || this.#ended.has(request.rid)) {
+    if (this.#clients.has(request.rid) || this.#book.active.has(request.rid) || this.#book.ended.has(request.rid)) {
       throw new InvariantError(`submit: request id ${request.rid} is already in use`);
     }
     this.#stats.submitted++;
@@ -293,7 +291,7 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
       refusal = new TesseraError('overloaded', 'no prefill/decode pair is available; try again later');
     if (refusal !== undefined || pair === undefined) {
       this.#tracer.state(request.rid, 'Idle', 'Failed');
-      this.#ended.set(request.rid, { state: 'Failed', expiresAtMs: this.#now + this.#timeouts.tombstoneMs });
+      this.#book.ended.set(request.rid, { state: 'Failed', expiresAtMs: this.#book.now + this.#timeouts.tombstoneMs });
       return this.#decide(client, request.rid, { ok: false, error: refusal ?? new InvariantError('no pair') });
     }
     this.#start(client, pair);
@@ -304,10 +302,10 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
     client.triedPrefills.push(pair.prefill);
     const base = client.request.rid;
     const rid = client.attempts === 1 ? base : asRequestId(`${base}.${client.attempts}`);
-    const wait = deadline(this.#now, this.#timeouts.reserveMs, `Reserved from ${pair.decode}`);
+    const wait = deadline(this.#book.now, this.#timeouts.reserveMs, `Reserved from ${pair.decode}`);
     const a: Attempt = { rid, client, pair, state: 'Reserving', wait, tokensForwarded: 0, prefillSentMs: undefined };
     client.current = a;
-    this.#attempts.set(rid, a);
+    this.#book.active.set(rid, a);
     this.#addLoad(pair, +1);
     this.#tracer.state(rid, 'Idle', 'Reserving');
     const { tenant, tokens, sampling } = client.request;
@@ -324,8 +322,9 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
 
   #onMessage(from: PeerId, m: Message): void {
     this.#tracer.recv(m.rid, m.type, from);
-    const a = this.#attempts.get(m.rid);
-    if (a === undefined) return this.#tracer.drop(m.rid, m.type, this.#ended.has(m.rid) ? 'state' : 'unknown request');
+    const a = this.#book.active.get(m.rid);
+    if (a === undefined)
+      return this.#tracer.drop(m.rid, m.type, this.#book.ended.has(m.rid) ? 'state' : 'unknown request');
     const fromDecode = from === a.pair.decode;
     const fromPrefill = from === a.pair.prefill;
     if (!fromDecode && !fromPrefill)
@@ -334,14 +333,14 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
     switch (m.type) {
       case 'Reserved': {
         if (!fromDecode || a.state !== 'Reserving') return drop();
-        this.#goto(a, 'Prefilling');
+        this.#book.goto(a, 'Prefilling');
         a.wait = deadline(
-          this.#now,
+          this.#book.now,
           this.#timeouts.prefillMs,
           `the first token (prefill on ${a.pair.prefill}, KV transfer to ${a.pair.decode})`,
         );
         const { tenant, tokens, sampling } = a.client.request;
-        a.prefillSentMs = this.#now;
+        a.prefillSentMs = this.#book.now;
         this.#out.send(a.pair.prefill, {
           type: 'Prefill',
           rid: a.rid,
@@ -371,11 +370,11 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
           );
         }
         if (a.state === 'Prefilling' && a.prefillSentMs !== undefined) {
-          this.#out.push({ kind: 'transferTimed', rid: a.client.request.rid, ms: this.#now - a.prefillSentMs });
+          this.#out.push({ kind: 'transferTimed', rid: a.client.request.rid, ms: this.#book.now - a.prefillSentMs });
         }
-        this.#goto(a, 'Streaming');
+        this.#book.goto(a, 'Streaming');
         a.tokensForwarded += m.ids.length;
-        a.wait = deadline(this.#now, this.#timeouts.tokenMs, `the next token from ${a.pair.decode}`);
+        a.wait = deadline(this.#book.now, this.#timeouts.tokenMs, `the next token from ${a.pair.decode}`);
         this.#out.push({
           kind: 'clientTokens',
           rid: a.client.request.rid,
@@ -435,7 +434,7 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
 
   #onClosed(peer: PeerId, reason: string): void {
     this.#tracer.close(peer);
-    for (const a of [...this.#attempts.values()]) {
+    for (const a of [...this.#book.active.values()]) {
       if (a.pair.decode === peer) {
         if (a.state === 'Cancelling') this.#end(a, 'Failed');
         else {
@@ -456,8 +455,8 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
   }
 
   #onTick(): void {
-    for (const a of [...this.#attempts.values()]) {
-      if (a.wait === undefined || a.wait.atMs > this.#now) continue;
+    for (const a of [...this.#book.active.values()]) {
+      if (a.wait === undefined || a.wait.atMs > this.#book.now) continue;
       if (a.state === 'Cancelling') {
         this.#stats.cancelTimeouts++;
         this.#end(a, 'Failed');
@@ -490,10 +489,10 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
   }
 
   #abandon(a: Attempt, reason: AbortReason): void {
-    this.#stats.abortsByState[a.state] = (this.#stats.abortsByState[a.state] ?? 0) + 1;
+    countByState(this.#stats.abortsByState, a.state);
     const wasPrefilling = a.state === 'Prefilling';
-    this.#goto(a, 'Cancelling');
-    a.wait = deadline(this.#now, this.#timeouts.cancelMs, `AbortAck from ${a.pair.decode}`);
+    this.#book.goto(a, 'Cancelling');
+    a.wait = deadline(this.#book.now, this.#timeouts.cancelMs, `AbortAck from ${a.pair.decode}`);
     this.#out.send(a.pair.decode, { type: 'Abort', rid: a.rid, reason });
     if (wasPrefilling && reason !== 'prefill-failed')
       this.#out.send(a.pair.prefill, { type: 'Abort', rid: a.rid, reason });
@@ -516,17 +515,9 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
     this.#clients.delete(client.request.rid);
   }
 
-  #goto(a: Attempt, to: Attempt['state']): void {
-    if (a.state === to) return;
-    this.#tracer.state(a.rid, a.state, to);
-    a.state = to;
-  }
-
   #end(a: Attempt, to: 'Succeeded' | 'Failed'): void {
-    this.#tracer.state(a.rid, a.state, to);
-    this.#attempts.delete(a.rid);
+    this.#book.end(a, { state: to });
     this.#addLoad(a.pair, -1);
-    this.#ended.set(a.rid, { state: to, expiresAtMs: this.#now + this.#timeouts.tombstoneMs });
   }
 
   #addLoad(pair: Pair, by: 1 | -1): void {

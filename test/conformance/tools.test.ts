@@ -1,4 +1,4 @@
-// On a machine without SPIN (or gcc, chromium, dnsmasq, iproute2), `npm test` installs them when it
+// On a machine without SPIN (or gcc, chromium, dnsmasq, iproute2, cmake, g++, git), `npm test` installs them when it
 // runs as root with apt-get (npm's pretest runs scripts/require-tools.mjs), or else says at once what
 // is missing and the command that installs it, rather than eight conformance tests failing minutes
 // later with "spin ... failed (null)"; a direct run of the model's helpers says the same. PATH here
@@ -49,8 +49,9 @@ describe("npm test's system tools", () => {
     expect(r.stderr).toContain("'spin' is not installed (apt-get install -y spin)");
     expect(r.stderr).toContain("'dnsmasq' is not installed (apt-get install -y dnsmasq)");
     expect(r.stderr).toContain("'ip' is not installed (apt-get install -y iproute2)");
+    expect(r.stderr).toContain("'cmake' is not installed (apt-get install -y cmake)");
     expect(r.stderr).toMatch(
-      /apt-get update && apt-get install -y --no-install-recommends spin gcc .*dnsmasq iproute2/,
+      /apt-get update && apt-get install -y --no-install-recommends spin gcc .*dnsmasq iproute2 cmake g\+\+ git/,
     );
   });
 
@@ -59,7 +60,15 @@ describe("npm test's system tools", () => {
     try {
       symlinkSync(process.execPath, join(dir, 'node'));
       // A stand-in apt-get: records its arguments; `install` puts an executable per package's tool on PATH.
-      const tools: Record<string, string> = { spin: 'spin', gcc: 'gcc', dnsmasq: 'dnsmasq', iproute2: 'ip' };
+      const tools: Record<string, string> = {
+        spin: 'spin',
+        gcc: 'gcc',
+        dnsmasq: 'dnsmasq',
+        iproute2: 'ip',
+        cmake: 'cmake',
+        'g++': 'g++',
+        git: 'git',
+      };
       writeFileSync(
         join(dir, 'apt-get'),
         `#!${join(dir, 'node')}
@@ -80,11 +89,11 @@ if (args[0] === 'install') for (const p of args.slice(1)) if (tools[p]) {
         expect(r.status).toBe(2);
         return;
       }
-      expect(r.stderr).toMatch(/installing spin gcc .*dnsmasq iproute2 with apt-get \(running as root/);
+      expect(r.stderr).toMatch(/installing spin gcc .*dnsmasq iproute2 cmake g\+\+ git with apt-get \(running as root/);
       expect(r.status).toBe(0);
       const calls = readFileSync(join(dir, 'calls.log'), 'utf8').trim().split('\n');
       expect(calls[0]).toBe('update');
-      expect(calls[1]).toMatch(/^install -y --no-install-recommends spin gcc( \S+)* dnsmasq iproute2$/);
+      expect(calls[1]).toMatch(/^install -y --no-install-recommends spin gcc( \S+)* dnsmasq iproute2 cmake g\+\+ git$/);
       // With everything there, nothing is installed.
       rmSync(join(dir, 'calls.log'));
       const again = spawnSync(join(dir, 'node'), [script], { encoding: 'utf8', env: { PATH: dir } });
