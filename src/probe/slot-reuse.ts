@@ -239,7 +239,7 @@ export async function slotReuse(ctx: CheckContext): Promise<CheckOutput> {
     plots: [
       {
         kind: 'bars',
-        title: "Cached tokens reported for B's new requests in A's slots (fresh; sharing half of A's)",
+        title: "Cached tokens of B's new requests in A's slots",
         unit: 'tokens',
         bars: [
           { label: 'fresh: allowed', value: ALLOWED_CACHED },
