@@ -1,7 +1,9 @@
 // Runs batch lines at low priority behind interactive traffic: every `pollMs` it starts lines of
 // the active batches (oldest batch first, lines in order) while fewer than `maxConcurrent` batch
 // lines run AND no more than `maxInteractive` interactive generate requests are in flight; so a
-// batch line starts only in a lull, and at most maxConcurrent of them share a step with newcomers.
+// batch line starts only in a lull. When an interactive request arrives, the running batch lines
+// are aborted (preempted) and run again later, so a newcomer's first token does not wait behind
+// them; a line is preempted at most MAX_PREEMPTIONS times, then runs to its end (no starvation).
 // A line goes through the very route an HTTP request takes (handleGenerate: validation, template,
 // context check, the tenant's rate limits), as its batch's tenant, with a captured response.
 // A line's answer is recorded in the store (durable) when it ends; a line whose run was cut by
@@ -26,10 +28,23 @@ export interface BatchRunnerOptions {
   readonly pollMs?: number;
 }
 
-/** Interactive generate requests in flight (routes.ts counts them). */
+/** Interactive generate requests in flight (routes.ts counts them); `onEnter`: the runner's preemption. */
 export class InteractiveGauge {
   count = 0;
+  onEnter: (() => void) | null = null;
+
+  enter(): void {
+    this.count++;
+    this.onEnter?.();
+  }
+
+  leave(): void {
+    this.count--;
+  }
 }
+
+/** How many times one line may be preempted by interactive arrivals before it runs to its end regardless. */
+export const MAX_PREEMPTIONS = 3;
 
 export class BatchRunner {
   readonly #store: BatchStore;
@@ -39,6 +54,9 @@ export class BatchRunner {
   readonly #maxInteractive: number;
   readonly #stop = new AbortController();
   readonly #running = new Map<string, Promise<void>>();
+  /** Running lines that may still be preempted: their abort. */
+  readonly #preemptible = new Map<string, AbortController>();
+  readonly #preempted = new Map<string, number>();
   readonly #timer: NodeJS.Timeout;
   readonly #now: () => number;
 
@@ -46,11 +64,19 @@ export class BatchRunner {
     this.#store = store;
     this.#ctx = ctx;
     this.#gauge = gauge;
-    this.#maxConcurrent = options.maxConcurrent ?? 2;
+    this.#maxConcurrent = options.maxConcurrent ?? 1;
     this.#maxInteractive = options.maxInteractive ?? 0;
     this.#now = () => ctx.clock.unixSeconds();
     this.#timer = setInterval(() => this.tick(), options.pollMs ?? 20);
     this.#timer.unref();
+    // An interactive request arrives: running batch lines give way (aborted, run again later), each at most MAX_PREEMPTIONS times.
+    gauge.onEnter = () => {
+      for (const [key, abort] of this.#preemptible) {
+        this.#preempted.set(key, (this.#preempted.get(key) ?? 0) + 1);
+        abort.abort();
+      }
+      this.#preemptible.clear();
+    };
   }
 
   /** One scheduling pass (also run by the timer). */
@@ -73,7 +99,10 @@ export class BatchRunner {
           this.#store.answer(batch, refusedLine(batch, line.index, line.customId, { code: 'invalid_url', message }));
           continue;
         }
-        const run = this.#run(batch, line).finally(() => this.#running.delete(key));
+        const run = this.#run(batch, line, key).finally(() => {
+          this.#running.delete(key);
+          this.#preemptible.delete(key);
+        });
         this.#running.set(key, run);
       }
       this.#finishIfDone(batch, now);
@@ -87,16 +116,19 @@ export class BatchRunner {
     await Promise.allSettled([...this.#running.values()]);
   }
 
-  async #run(batch: BatchState, line: RequestLine): Promise<void> {
-    const { status, body } = await this.#call(batch.tenant, line);
-    if (this.#stop.signal.aborted) return; // cut by shutdown: not answered, runs again
+  async #run(batch: BatchState, line: RequestLine, key: string): Promise<void> {
+    const preempt = new AbortController();
+    if ((this.#preempted.get(key) ?? 0) < MAX_PREEMPTIONS) this.#preemptible.set(key, preempt);
+    const { status, body } = await this.#call(batch.tenant, line, preempt.signal);
+    if (this.#stop.signal.aborted || preempt.signal.aborted) return; // cut by shutdown or preempted: runs again
+    this.#preempted.delete(key);
     if (status === 429 || status === 503) return; // the tenant's limit or the node's load: later
     this.#store.answer(batch, answeredLine(batch, line.index, line.customId, status, body));
     this.#finishIfDone(batch, this.#now());
   }
 
   /** The line through handleGenerate, as its tenant, the answer captured. */
-  async #call(tenant: string, line: RequestLine): Promise<{ status: number; body: unknown }> {
+  async #call(tenant: string, line: RequestLine, preempt: AbortSignal): Promise<{ status: number; body: unknown }> {
     const bytes = Buffer.from(JSON.stringify({ ...line.body, stream: false }), 'utf8');
     const req = Object.assign(Readable.from([bytes]), {
       headers: { 'content-type': 'application/json', 'content-length': String(bytes.length) },
@@ -108,7 +140,7 @@ export class BatchRunner {
     const ctx: GenerateContext = {
       ...this.#ctx,
       auth: auth as unknown as TenantAuth,
-      shutdown: AbortSignal.any([this.#ctx.shutdown, this.#stop.signal]),
+      shutdown: AbortSignal.any([this.#ctx.shutdown, this.#stop.signal, preempt]),
     };
     const endpoint = line.url === '/v1/chat/completions' ? 'chat' : 'completion';
     await handleGenerate(endpoint, req, res as unknown as ServerResponse, ctx);

@@ -41,11 +41,11 @@ const interactive =
   (handler: Handler): Handler =>
   async (req, res, ctx) => {
     const gauge = ctx.batch?.gauge;
-    if (gauge !== undefined) gauge.count++;
+    gauge?.enter();
     try {
       await handler(req, res, ctx);
     } finally {
-      if (gauge !== undefined) gauge.count--;
+      gauge?.leave();
     }
   };
 
