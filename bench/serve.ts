@@ -184,6 +184,7 @@ for (const { label, path } of await models()) {
         row('TTFT p50 ms', 'lower', (l) => l.ttftMs.median),
         row('ITL p50 ms', 'lower', (l) => l.itlMs.median),
         row('ITL p99 ms', 'lower', (l) => l.itlMs.p99),
+        row(`failed requests of ${c * PROMPTS_PER_CLIENT}`, 'lower', (l) => l.failed),
       );
     }
   } finally {

@@ -78,13 +78,21 @@ export async function runLevel(url: string, shape: LoadShape, concurrency: numbe
   const prompts = Array.from({ length: numPrompts }, () =>
     Array.from({ length: shape.inputLen }, () => 3 + rng.int(31_000)),
   );
-  await oneRequest(client, shape, prompts[0] as number[]); // warm-up (not counted)
+  await oneRequest(client, shape, prompts[0] as number[]).catch(() => undefined); // warm-up (not counted)
   let next = 0;
   const results: RequestResult[] = [];
+  /** Requests the server failed (an error status or an error event in the stream): counted, not timed. */
+  const errors: string[] = [];
   const start = performance.now();
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
-      while (next < numPrompts) results.push(await oneRequest(client, shape, prompts[next++] as number[]));
+      while (next < numPrompts) {
+        try {
+          results.push(await oneRequest(client, shape, prompts[next++] as number[]));
+        } catch (error) {
+          errors.push(error instanceof Error ? error.message : String(error));
+        }
+      }
     }),
   );
   const durationS = (performance.now() - start) / 1000;
@@ -94,6 +102,9 @@ export async function runLevel(url: string, shape: LoadShape, concurrency: numbe
   return {
     concurrency,
     completed: results.length,
+    failed: errors.length,
+    /** The first failure's message (a server's own words). */
+    firstError: errors[0] ?? null,
     durationS,
     totalInputTokens: totalIn,
     totalOutputTokens: totalOut,
@@ -117,6 +128,7 @@ export function printLevel(server: string, level: Level): void {
   const section = (title: string) => console.log(title.padStart(25 + title.length / 2, '-').padEnd(50, '-'));
   console.log(`${` Serving Benchmark Result: ${server} `.padStart(37, '=').padEnd(50, '=')}`);
   line('Successful requests:', level.completed);
+  if (level.failed > 0) line(`Failed requests (${level.firstError ?? ''}):`, level.failed);
   line('Maximum request concurrency:', level.concurrency);
   line('Benchmark duration (s):', f(level.durationS));
   line('Total input tokens:', level.totalInputTokens);
