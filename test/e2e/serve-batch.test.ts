@@ -131,6 +131,33 @@ describe('the Batch API (serve --batch-dir, two keys)', () => {
     expect(done.request_counts!.completed).toBeLessThan(30);
   });
 
+  it('/v1/completions batches; a line whose url is not the batch endpoint is answered in the error file', async () => {
+    const completion = JSON.stringify({
+      custom_id: 'c0',
+      method: 'POST',
+      url: '/v1/completions',
+      body: { prompt: 'Once upon a time', max_tokens: 4, temperature: 0 },
+    });
+    const fileId = await upload(alice, [completion, line(9)]);
+    const created = await alice.batches.create({
+      input_file_id: fileId,
+      endpoint: '/v1/completions',
+      completion_window: '24h',
+    });
+    const done = await waitFor(alice, created.id, (b) => b.status === 'completed');
+    expect(done.request_counts).toEqual({ total: 2, completed: 1, failed: 1 });
+    const out = JSON.parse(await (await alice.files.content(done.output_file_id!)).text()) as {
+      custom_id: string;
+      response: { body: { object: string } };
+    };
+    expect([out.custom_id, out.response.body.object]).toEqual(['c0', 'text_completion']);
+    const err = JSON.parse(await (await alice.files.content(done.error_file_id!)).text()) as {
+      custom_id: string;
+      error: { code: string };
+    };
+    expect([err.custom_id, err.error.code]).toEqual(['req-9', 'invalid_url']);
+  });
+
   it('refuses a bad create with 400 and keeps serving', async () => {
     await expect(
       alice.batches.create({ input_file_id: 'file-nope', endpoint: '/v1/chat/completions', completion_window: '24h' }),
