@@ -3,6 +3,9 @@
 // "model" is trivial: K of a position is the token there, V the tenant's code, and the sampled
 // token is a seeded function of (rid, position). So a test can check by content that every
 // position a request reads holds its own token, written for its own tenant.
+// Speculation: an item with drafts (verifiesDrafts) writes every drafted position, accepts the
+// drafts while each equals the "model's" token there, and the harness rolls the rejected
+// positions' stamps back before complete(), as the engine loop does (worker/spec-verify.ts).
 import {
   asRequestId,
   asTenantId,
@@ -28,6 +31,7 @@ import {
   type Role,
   type SchedulerEvent,
   type StepPlan,
+  type SpecOptions,
   type StepResult,
 } from '../../src/scheduler/index.js';
 
@@ -48,6 +52,8 @@ export class FakeRunner {
   /** Content seen by a read that was not the reader's own: a leak the page checks let through. */
   readonly contentViolations: string[] = [];
   numPageCheckFailures = 0;
+  numDrafted = 0;
+  numAccepted = 0;
   numItems = 0;
   numTokens = 0;
 
@@ -91,9 +97,11 @@ export class FakeRunner {
         break;
       }
     }
+    const numDrafts = item.verifiesDrafts === true ? item.tokens.length - 1 : 0;
     item.tokens.forEach((token, i) => {
       const pos = item.startPos + i;
-      if (token !== expected[pos])
+      if (i < item.tokens.length - numDrafts && token !== expected[pos])
+        // drafts are guesses, not yet its tokens
         this.contentViolations.push(`${item.rid} was fed token ${token} at position ${pos}, expected ${expected[pos]}`);
       this.#write(item.tags, pos, token, code);
     });
@@ -102,6 +110,19 @@ export class FakeRunner {
     for (let i = first; i <= last; i++) {
       if (this.#o.forgetLastStamp === true && i === last) continue;
       pool.stamp(item.tags[i] as Tag, Math.min(pageSize, end - i * pageSize));
+    }
+    if (numDrafts > 0) {
+      // Row j verifies the draft at position startPos + 1 + j against the model's token there.
+      const accepted: { token: number }[] = [];
+      for (let j = 1; j <= numDrafts; j++) {
+        const want = this.sample(item.rid, item.startPos + j);
+        if (item.tokens[j] !== want) break;
+        accepted.push({ token: want });
+      }
+      const token = this.sample(item.rid, item.startPos + 1 + accepted.length);
+      this.numDrafted += numDrafts;
+      this.numAccepted += accepted.length;
+      return { kind: 'sampled', rid: item.rid, token, drafts: { numDrafted: numDrafts, accepted } };
     }
     return item.wantLogits
       ? { kind: 'sampled', rid: item.rid, token: this.sample(item.rid, end) }
@@ -160,6 +181,8 @@ export interface HarnessOptions {
   readonly vocabSize?: number;
   readonly seed?: number;
   readonly forgetLastStamp?: boolean;
+  /** Prompt-lookup speculation for decodes; rejected positions rolled back unless keep-rejected-stamps. */
+  readonly speculation?: SpecOptions;
 }
 
 /** A scheduler on a tiny pool with a fake runner, stepping the loop a worker runs and checking integrity around every step. */
@@ -174,6 +197,7 @@ export class SchedulerHarness {
   readonly ended = new Map<RequestId, SchedulerEvent>();
   readonly events: SchedulerEvent[] = [];
   numSteps = 0;
+  readonly #faults: FaultSet;
 
   constructor(o: HarnessOptions = {}) {
     const faults = o.faults ?? NO_FAULTS;
@@ -194,7 +218,9 @@ export class SchedulerHarness {
       maxWaiting: o.maxWaiting ?? 64,
       faults,
       eosTokenIds: o.eosTokenIds ?? [],
+      ...(o.speculation === undefined ? {} : { speculation: o.speculation }),
     });
+    this.#faults = faults;
     this.runner = new FakeRunner({
       pool: this.pool,
       tokensOf: (rid) => this.known.get(rid) ?? [],
@@ -239,11 +265,28 @@ export class SchedulerHarness {
     const plan = this.scheduler.schedule(typeof limit === 'function' ? tokenCap(limit) : limit);
     this.scheduler.checkIntegrity();
     this.record(plan.events);
-    const events = plan.items.length > 0 ? this.scheduler.complete(this.runner.run(plan.items)) : [];
+    const results = plan.items.length > 0 ? this.run(plan.items) : [];
+    const events = plan.items.length > 0 ? this.scheduler.complete(results) : [];
     this.record(events);
     this.scheduler.checkIntegrity();
     this.numSteps++;
     return { plan, events };
+  }
+
+  /**
+   * The runner's results for a step's items, after what the engine loop does between verification
+   * and complete(): the rejected drafts' positions rolled back (unless keep-rejected-stamps).
+   */
+  run(items: readonly BatchItem[]): StepResult[] {
+    const results = this.runner.run(items);
+    items.forEach((item, i) => {
+      const result = results[i];
+      if (item.verifiesDrafts !== true || result?.kind !== 'sampled') return;
+      if (this.#faults.has('keep-rejected-stamps')) return;
+      const keptEnd = item.startPos + 1 + (result.drafts?.accepted.length ?? 0);
+      this.pool.rollbackStamps(item.tags, keptEnd, item.startPos + item.tokens.length);
+    });
+    return results;
   }
 
   /** Steps until nothing runs or waits; returns the steps taken. Throws after maxSteps. */

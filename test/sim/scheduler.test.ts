@@ -9,7 +9,7 @@
 // once idle every page is free or cached. A failing seed reproduces exactly.
 import { describe, expect, it } from 'vitest';
 import { FaultSet, NO_FAULTS, Rng, type RequestId, type Tag } from '../../src/core/index.js';
-import type { Role, SchedulerEvent } from '../../src/scheduler/index.js';
+import { DEFAULT_SPEC, type Role, type SchedulerEvent } from '../../src/scheduler/index.js';
 import { SchedulerHarness } from './scheduler-runner.js';
 
 const NUM_PAGES = 11;
@@ -25,6 +25,8 @@ const VOCAB = 40;
 
 interface SimOptions {
   readonly role: Role;
+  /** Prompt-lookup speculation for decodes (drafts verified by the fake model, rejected ones rolled back). */
+  readonly speculation?: boolean;
   readonly seed: number;
   readonly numSteps: number;
   readonly faults?: FaultSet;
@@ -45,6 +47,9 @@ interface Stats {
   steps: number;
   items: number;
   tokens: number;
+  /** Speculation: draft tokens verified and accepted. */
+  drafted: number;
+  accepted: number;
 }
 
 /** Things that happen later: a transfer landing, an Ack, an AbortAck. */
@@ -64,6 +69,7 @@ function simulate(o: SimOptions): Stats {
     faults: o.faults ?? NO_FAULTS,
     vocabSize: VOCAB,
     seed: o.seed,
+    ...(o.speculation === true ? { speculation: { ...DEFAULT_SPEC, maxBatch: 4, minNgram: 1, minAcceptance: 0 } } : {}),
   });
   const s = h.scheduler;
   const stats: Stats = {
@@ -79,6 +85,8 @@ function simulate(o: SimOptions): Stats {
     steps: 0,
     items: 0,
     tokens: 0,
+    drafted: 0,
+    accepted: 0,
   };
   const live = new Set<RequestId>();
   const prompts = new Map<RequestId, { tenant: string; prompt: number[]; tags: readonly Tag[] }>();
@@ -202,7 +210,7 @@ function simulate(o: SimOptions): Stats {
         started.add(item.rid);
       }
       stats.tokens += plan.items.reduce((n, i) => n + i.tokens.length, 0);
-      onEvents(s.complete(h.runner.run(plan.items)));
+      onEvents(s.complete(h.run(plan.items))); // the runner, then speculation's rollback
     }
     s.checkIntegrity();
     stats.steps++;
@@ -227,6 +235,8 @@ function simulate(o: SimOptions): Stats {
     expect(output, `seed ${o.seed}: ${rid}`).toEqual(output.map((_, i) => h.runner.sample(rid, numPrompt + i)));
   }
   stats.items = h.runner.numItems;
+  stats.drafted = h.runner.numDrafted;
+  stats.accepted = h.runner.numAccepted;
   return stats;
 }
 
@@ -271,6 +281,34 @@ describe('scheduler simulation (11 pages of 4 slots)', () => {
       if (role === 'prefill') expect(totals['aborted:held']).toBeGreaterThan(0);
     });
   }
+
+  for (const role of ['colocated', 'decode'] as const) {
+    it(`${role} with speculation: drafts verified and rejected ones rolled back every step; every read is the request's own`, () => {
+      let numDrafted = 0;
+      let numAccepted = 0;
+      for (const seed of SEEDS.slice(0, 3)) {
+        const stats = simulate({ role, seed, numSteps: 1500, speculation: true });
+        expect(stats.unexpectedFailures, `seed ${seed}`).toEqual([]);
+        numDrafted += stats.drafted;
+        numAccepted += stats.accepted;
+      }
+      console.log(`scheduler sim ${role} with speculation: drafted ${numDrafted}, accepted ${numAccepted}`);
+      expect(numDrafted).toBeGreaterThan(numAccepted);
+      expect(numAccepted).toBeGreaterThan(0);
+    });
+  }
+
+  it('negative control: with keep-rejected-stamps, the integrity check finds a rejected position still stamped', () => {
+    expect(() =>
+      simulate({
+        role: 'colocated',
+        seed: 1,
+        numSteps: 1500,
+        speculation: true,
+        faults: new FaultSet(['keep-rejected-stamps']),
+      }),
+    ).toThrow(/its stamp covers more/);
+  });
 
   it('negative control: with skip-admission, requests that can never fit are admitted and fail late', () => {
     const stats = simulate({ role: 'colocated', seed: 1, numSteps: 1000, faults: new FaultSet(['skip-admission']) });
