@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InvariantError, uniformAt } from '../core/index.js';
+import { InvariantError, Rng, uniformAt } from '../core/index.js';
 import { Sampler, argmax, type SamplingChoice } from './sampler.js';
 
 const choice = (o: Partial<SamplingChoice>): SamplingChoice => ({ temperature: 1, topK: 0, topP: 1, seed: 7, ...o });
@@ -23,6 +23,25 @@ describe('argmax', () => {
 
   it('throws when nothing is finite', () => {
     expect(() => argmax(Float32Array.of(NaN, -Infinity))).toThrow(InvariantError);
+    expect(() => argmax(Float32Array.of(NaN, -Infinity, NaN, NaN, -Infinity, NaN))).toThrow(InvariantError);
+  });
+
+  it('gives the id one scan gives, over every length mod 4, ties in any lane, NaN, infinities', () => {
+    const scan = (xs: Float32Array): number => {
+      let best = -1;
+      for (let i = 0; i < xs.length; i++) if (xs[i]! > (best < 0 ? -Infinity : xs[best]!)) best = i;
+      return best;
+    };
+    const rng = new Rng(7);
+    const pool = [NaN, -Infinity, Infinity, 0, 1, 2, 3];
+    for (let trial = 0; trial < 2000; trial++) {
+      const n = 1 + rng.int(23);
+      // Few distinct values, so the largest is often tied across lanes.
+      const xs = Float32Array.from({ length: n }, () => pool[rng.int(pool.length)]!);
+      const want = scan(xs);
+      if (want < 0) expect(() => argmax(xs)).toThrow(InvariantError);
+      else expect(argmax(xs), `${Array.from(xs).join(',')}`).toBe(want);
+    }
   });
 });
 
