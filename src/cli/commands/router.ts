@@ -9,7 +9,7 @@
 import { randomInt } from 'node:crypto';
 import { httpLimitsFromEnv } from '../config-http.js';
 import type { Command } from 'commander';
-import { createApiServer, pdMetrics, promptCodecOf, routingMetrics } from '../../api/index.js';
+import { createApiServer, pdMetrics, promptCodecOf, reasoningParserFor, routingMetrics } from '../../api/index.js';
 import { ConfigError, TextStream } from '../../core/index.js';
 import { loadModelInfo } from '../../model/index.js';
 import { corsOption, grammarFor } from '../grammar-for.js';
@@ -147,6 +147,8 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
     );
   const codec = promptCodecOf(model.tokenizer, model.chatTemplate);
   const tokenizing = await startPromptTokenizing(model, codec, faults);
+  // The reasoning parser by the model's template (qwen3 for one that writes </think>), as `serve` without the flag.
+  const reasoningParser = reasoningParserFor(undefined, model.chatTemplate.text);
   const api = createApiServer({
     backend: router,
     codec,
@@ -164,6 +166,7 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
     dashboard: { adminKey, plan: [] },
     grammar: grammarFor(model, faults),
     ...corsOption(flags),
+    ...(reasoningParser === null ? {} : { reasoningParser }),
   });
   const stopped = stopRequested(env['TESSERA_SUPERVISED'] === '1', log);
   const address = await api.listen(port, host);
