@@ -54,6 +54,8 @@ export class ApiMetrics {
   readonly #tenantTokens: Counter<'tenant' | 'kind'>;
   readonly #tenantWait: Histogram<'tenant'>;
   readonly #tenantLimited: Counter<'tenant' | 'limit'>;
+  readonly #specDrafted: Counter;
+  readonly #specAccepted: Counter;
   /** The tenants with their own label, first come (at most MAX_NAMED_TENANTS). */
   readonly #named = new Set<string>();
 
@@ -74,6 +76,16 @@ export class ApiMetrics {
     this.#tagMismatches = new Counter({
       name: 'tessera_kv_tag_mismatches_total',
       help: 'Page reads refused because a tag or stamp did not match.',
+      registers,
+    });
+    this.#specDrafted = new Counter({
+      name: 'tessera_spec_draft_tokens_total',
+      help: 'Speculative decoding: draft tokens verified (prompt lookup).',
+      registers,
+    });
+    this.#specAccepted = new Counter({
+      name: 'tessera_spec_accepted_tokens_total',
+      help: 'Speculative decoding: draft tokens accepted (acceptance rate = this / tessera_spec_draft_tokens_total).',
       registers,
     });
     this.#running = new Gauge({
@@ -183,6 +195,10 @@ export class ApiMetrics {
     // A cumulative count kept by the back end: mirror it (a counter only goes up, as it does).
     this.#tagMismatches.reset();
     this.#tagMismatches.inc(stats.tagMismatchesTotal);
+    this.#specDrafted.reset();
+    this.#specDrafted.inc(stats.specDraftTokensTotal ?? 0);
+    this.#specAccepted.reset();
+    this.#specAccepted.inc(stats.specAcceptedTokensTotal ?? 0);
     return { contentType: this.registry.contentType, text: await this.registry.metrics() };
   }
 }

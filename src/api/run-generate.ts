@@ -272,6 +272,12 @@ function totalUsage(usages: readonly Usage[], perPrompt: number): Usage {
     promptTokens: sum(firsts, 'promptTokens'),
     completionTokens: sum(usages, 'completionTokens'),
     cachedTokens: sum(firsts, 'cachedTokens'),
+    ...(usages.some((u) => u.draftTokens !== undefined)
+      ? {
+          draftTokens: usages.reduce((total, u) => total + (u.draftTokens ?? 0), 0),
+          acceptedDraftTokens: usages.reduce((total, u) => total + (u.acceptedDraftTokens ?? 0), 0),
+        }
+      : {}),
   };
 }
 

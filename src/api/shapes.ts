@@ -89,6 +89,15 @@ export function usageJson(usage: Usage): object {
     completion_tokens: usage.completionTokens,
     total_tokens: usage.promptTokens + usage.completionTokens,
     prompt_tokens_details: { cached_tokens: usage.cachedTokens },
+    // Speculative decoding's drafts, in the fields OpenAI gives predicted outputs.
+    ...(usage.draftTokens === undefined || usage.draftTokens === 0
+      ? {}
+      : {
+          completion_tokens_details: {
+            accepted_prediction_tokens: usage.acceptedDraftTokens ?? 0,
+            rejected_prediction_tokens: usage.draftTokens - (usage.acceptedDraftTokens ?? 0),
+          },
+        }),
   };
 }
 

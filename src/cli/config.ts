@@ -3,6 +3,7 @@
 // reads the environment through config-env.ts. Pure apart from its `env` argument: no I/O,
 // so every refusal (exit 2) is testable without a process.
 import { ConfigError, KV_DTYPES, type FaultSet, type KvDtype } from '../core/index.js';
+import { DEFAULT_SPEC, type SpecOptions } from '../scheduler/index.js';
 import { checkEveryStepFromEnv, faultsFromEnv, tesseraHome, type Env } from './config-env.js';
 import type { PoolFlags, PoolSize } from './config-pool.js';
 import { parseCount, parseSize } from './config-values.js';
@@ -42,6 +43,7 @@ export interface ServeFlags {
   readonly servedModelName?: string;
   readonly kvDisk?: string;
   readonly kvDiskSize?: string;
+  readonly specMaxDraft?: string;
 }
 
 /** --kv-disk: the directory of the disk tier under the prefix cache, and its size bound. */
@@ -77,6 +79,8 @@ export interface ServeConfig {
   readonly checkEveryStep: boolean;
   /** The disk tier (--kv-disk DIR, --kv-disk-size); null: none, an evicted prefix is gone. */
   readonly kvDisk: KvDiskConfig | null;
+  /** Prompt-lookup speculative decoding (--spec-max-draft; maxDraft 0: off). */
+  readonly speculation: SpecOptions;
 }
 
 /** The pool flags shared by serve and plan. */
@@ -143,6 +147,12 @@ export function parseServeConfig(flags: ServeFlags, env: Env): ServeConfig {
     faults: faultsFromEnv(env),
     checkEveryStep: checkEveryStepFromEnv(env),
     kvDisk: parseKvDisk(flags),
+    speculation: {
+      ...DEFAULT_SPEC,
+      ...(flags.specMaxDraft === undefined
+        ? {}
+        : { maxDraft: parseCount(flags.specMaxDraft, '--spec-max-draft', 0, 16) }),
+    },
   };
 }
 

@@ -24,6 +24,9 @@ export interface BackendStats {
   readonly requestsWaiting: number;
   /** Cumulative count of failed tag/stamp checks (reads refused). Never decreases. */
   readonly tagMismatchesTotal: number;
+  /** Speculative decoding: draft tokens verified, and those accepted, so far (absent: the back end does not speculate). */
+  readonly specDraftTokensTotal?: number;
+  readonly specAcceptedTokensTotal?: number;
 }
 
 /** The PD series of /metrics (src/api's pdMetrics implements it), fed by the workers and the router. */

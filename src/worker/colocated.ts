@@ -33,10 +33,10 @@ import {
 } from '../core/index.js';
 import type { GrammarEngine, TokenConstraint } from '../grammar/index.js';
 import type { KvEventSink, KvSpill, PagePool } from '../pages/index.js';
-import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
+import { Scheduler, type SchedulerEvent, type SpecOptions } from '../scheduler/index.js';
 import { EngineLoop, type MaxStepMs, type StepRunner } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
-import { loopHealth, poolHealth } from './health.js';
+import { loopHealth, poolHealth, speculationHealth } from './health.js';
 import { nodePageMap } from './page-map.js';
 import type { SamplingState, TokenSampler } from './step-results.js';
 import { constraintFor, prepareConstraints } from './constraints.js';
@@ -68,6 +68,8 @@ export interface ColocatedWorkerOptions {
   readonly promptLogitRows?: number;
   /** The time budget of a step with decodes (--max-step-ms; default 'auto'). */
   readonly maxStepMs?: MaxStepMs;
+  /** Prompt-lookup speculative decoding (--spec-max-draft; scheduler/spec-lookup.ts); absent: off. */
+  readonly speculation?: SpecOptions;
   readonly maxWaiting: number;
   readonly faults: FaultSet;
   /** Integrity after every step (tests); otherwise only when idle. */
@@ -194,6 +196,7 @@ export class ColocatedWorker {
         ...poolHealth(this.pool),
         idle: this.scheduler.isIdle,
         ...loopHealth(loop, this.#o.checkEveryStep),
+        ...speculationHealth(this.scheduler.specStats, this.#loop.numRolledBack),
         ...this.#o.healthDetail,
       },
     };
@@ -205,6 +208,8 @@ export class ColocatedWorker {
       requestsRunning: this.scheduler.numRunning,
       requestsWaiting: this.scheduler.numWaiting,
       tagMismatchesTotal: this.pool.numCheckFailures,
+      specDraftTokensTotal: this.scheduler.specStats.numDrafted,
+      specAcceptedTokensTotal: this.scheduler.specStats.numAccepted,
     };
   }
 

@@ -58,6 +58,7 @@ import type { TokenConstraint } from '../grammar/index.js';
 import { constraintFor, prepareConstraints } from './constraints.js';
 import { EngineLoop } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
+import { speculationHealth } from './health.js';
 import { HookedRunner } from './hooked-runner.js';
 import { abortTotals, nodePageMap } from './page-map.js';
 import { notForClients, type PdWorkerOptions } from './pd-common.js';
@@ -174,6 +175,7 @@ export class DecodeWorker {
       receiving: this.scheduler.numReceiving,
       quarantined: this.scheduler.numQuarantined,
       preempted: this.scheduler.numPreemptions,
+      ...speculationHealth(this.scheduler.specStats, this.#loop.numRolledBack),
     };
     return this.#role.health(this.#loop, this.scheduler, this.pool, this.isIdle, own);
   }

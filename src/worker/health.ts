@@ -31,6 +31,24 @@ export function loopHealth(loop: EngineLoopStats, checkEveryStep: boolean): Reco
   };
 }
 
+/**
+ * Speculative decoding's counts (co-located and decode): draft tokens verified, accepted, the
+ * acceptance rate, and the rejected positions whose stamps were rolled back; null rate before any draft.
+ */
+export function speculationHealth(
+  spec: { readonly numDrafted: number; readonly numAccepted: number },
+  numRolledBack: number,
+): Record<string, unknown> {
+  return {
+    speculation: {
+      draftTokens: spec.numDrafted,
+      acceptedTokens: spec.numAccepted,
+      acceptanceRate: spec.numDrafted === 0 ? null : Math.round((spec.numAccepted / spec.numDrafted) * 1000) / 1000,
+      rolledBackPositions: numRolledBack,
+    },
+  };
+}
+
 /** What a PD worker (prefill or decode) reports about itself for pdHealth. */
 export interface PdHealthParts {
   readonly role: 'prefill' | 'decode';

@@ -23,6 +23,7 @@ import {
 import { BatchStore } from '../../batch/index.js';
 import { PROMPT_LOGIT_ROWS } from '../../core/index.js';
 import { Sampler } from '../../model/index.js';
+import { DEFAULT_SPEC } from '../../scheduler/index.js';
 import { ColocatedWorker, tiersOf } from '../../worker/index.js';
 import { loadApiKeys } from '../config-api-keys.js';
 import { corsOption, grammarFor } from '../grammar-for.js';
@@ -87,6 +88,10 @@ export function registerServe(program: Command): void {
     .option(
       '--kv-disk-size <size>',
       `most bytes the --kv-disk directory holds, least recently used deleted first (default ${DEFAULT_KV_DISK_SIZE})`,
+    )
+    .option(
+      '--spec-max-draft <n>',
+      `speculative decoding by prompt lookup: most draft tokens a decode verifies per step, adapted per request to its acceptance; 0 turns it off (default ${DEFAULT_SPEC.maxDraft})`,
     )
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant; requests without a valid key get 401')
     .option('--cors-origin <origin>', 'answer browsers from this origin (CORS; * for any); default: no CORS headers')
@@ -171,6 +176,7 @@ async function serve(
     maxRunningRequests: config.maxRunningRequests,
     chunkedPrefillSize: config.chunkedPrefillSize,
     promptLogitRows: PROMPT_LOGIT_ROWS, // start-engine sizes the runner's logits for them
+    speculation: config.speculation,
     maxStepMs: config.maxStepMs,
     maxWaiting: config.maxWaiting,
     faults: config.faults,

@@ -41,7 +41,9 @@ export async function startEngine(config: ServeConfig, log: (line: string) => vo
       pageSize: plan.pageSize,
       kvDtype: plan.kvDtype,
       maxStepTokens: config.chunkedPrefillSize,
-      maxStepLogits: config.maxRunningRequests + PROMPT_LOGIT_ROWS, // a prompt's own log-probabilities (echo)
+      // A prompt's own log-probabilities (echo), and speculation's drafts (at most maxBatch decodes draft).
+      maxStepLogits:
+        config.maxRunningRequests + PROMPT_LOGIT_ROWS + config.speculation.maxBatch * config.speculation.maxDraft,
       faults: config.faults,
     },
     availableParallelism(),
