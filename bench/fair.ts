@@ -4,18 +4,20 @@
 // one after another, alone, then while tenant A keeps 24 long prompts (400 words, 64 tokens) in
 // flight; `--rounds` times in turn on one server, so the machine's load (shared machines) weighs
 // on both sides alike. B's time to first token (p50/p99) both ways and their ratios are printed
-// per round and over all rounds, with A's completion tokens per second beside B, for up to five
+// per round and over all rounds, with A's completion tokens per second beside B, for up to six
 // servers in one run (all up at once, the rounds taking turns between them): the scheduler as it
 // is; `before`, with TESSERA_FAULT=split-short-prompts,unbounded-shared-steps (B's short prompt
 // split by the step budget, A's steps without decodes whole 256-token chunks: the scheduler
-// before both rules); `split` and `unbounded`, one fault each; `fcfs`, TESSERA_FAULT=no-tenant-
-// fairness (first come first served). Default: fair, before, fcfs.
+// before both rules); `split` and `unbounded`, one fault each; `crowded`, TESSERA_FAULT=crowded-
+// first-token-step (the step that gives B its first token fills with A's chunks to the step
+// budget); `fcfs`, TESSERA_FAULT=no-tenant-fairness (first come first served). Default: fair,
+// crowded, before, fcfs.
 // The load average is printed at the start and the end.
 // A benchmark, not a test: it asserts nothing about speed. The target (issue 33): B's p99 with
 // A's flood within 2x of B's p99 alone.
 //
 //   node --import ./bench/lib/register-ts.mjs bench/fair.ts [--samples 40] [--flood 24] [--rounds 3]
-//        [--max-step-ms auto|off|MS] [--only fair,before,split,unbounded,fcfs]
+//        [--max-step-ms auto|off|MS] [--only fair,before,split,unbounded,crowded,fcfs]
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { setMaxListeners } from 'node:events';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -285,16 +287,17 @@ async function aTokensSoFar(url: string): Promise<number> {
   return Number(line?.split(' ')[1] ?? 0);
 }
 
-type Mode = 'fair' | 'before' | 'split' | 'unbounded' | 'fcfs';
+type Mode = 'fair' | 'before' | 'split' | 'unbounded' | 'crowded' | 'fcfs';
 const MODES: Record<Mode, { readonly name: string; readonly fault: string | undefined }> = {
   fair: { name: 'fair (as it is)', fault: undefined },
   before: { name: 'fair, both faults (before)', fault: 'split-short-prompts,unbounded-shared-steps' },
   split: { name: 'fair, split-short-prompts', fault: 'split-short-prompts' },
   unbounded: { name: 'fair, unbounded-shared-steps', fault: 'unbounded-shared-steps' },
+  crowded: { name: 'fair, crowded-first-token-step', fault: 'crowded-first-token-step' },
   fcfs: { name: 'FCFS (no-tenant-fairness)', fault: 'no-tenant-fairness' },
 };
 /** What runs without --only: the scheduler as it is, before this wave's two rules, and first come first served. */
-const DEFAULT_MODES: readonly Mode[] = ['fair', 'before', 'fcfs'];
+const DEFAULT_MODES: readonly Mode[] = ['fair', 'crowded', 'before', 'fcfs'];
 
 async function main(): Promise<void> {
   ensureModel();
