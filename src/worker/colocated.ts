@@ -94,18 +94,18 @@ interface Live {
   readonly constraint?: TokenConstraint;
   /** sampling.promptLogprobs: filled by the prompt's chunks, sent with the first token. */
   readonly prompt?: PromptLogprobs;
-}
-
   /** An embedding request's hidden state, taken after its last chunk (embeddings.ts). */
   embedding?: Float32Array;
+}
+
 export class ColocatedWorker {
   readonly modelName: string;
   readonly root: string;
   readonly contextLength: number;
-  readonly scheduler: Scheduler;
-  readonly pool: PagePool;
   /** It answers embedding requests (GenerateRequest.embed): /v1/embeddings is served. */
   readonly embeddings = true;
+  readonly scheduler: Scheduler;
+  readonly pool: PagePool;
   readonly #o: ColocatedWorkerOptions;
   readonly #loop: EngineLoop;
   readonly #live = new Map<RequestId, Live>();
@@ -125,12 +125,12 @@ export class ColocatedWorker {
       sampler: options.sampler,
       samplingOf: (rid) => this.#samplingOf(rid),
       promptLogprobsOf: (rid) => this.#promptLogprobsOf(rid),
-      onEvents: (events) => this.#onEvents(events),
-      onFatal: (error) => this.#onFatal(error),
       onHiddenState: (rid, hidden) => {
         const live = this.#live.get(rid);
         if (live?.request.embed === true) live.embedding = hidden;
       },
+      onEvents: (events) => this.#onEvents(events),
+      onFatal: (error) => this.#onFatal(error),
       prepareSampling: (items) => prepareConstraints(items, (rid) => this.#live.get(rid)?.constraint),
       faults,
       checkEveryStep: options.checkEveryStep,

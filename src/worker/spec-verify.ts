@@ -25,7 +25,7 @@ import { assert, usesPenalties, type BatchItem, type FaultSet, type TokenLogprob
 import type { ItemResult } from '../model/index.js';
 import type { PagePool } from '../pages/index.js';
 import type { StepResult } from '../scheduler/index.js';
-import type { SamplingState, TokenSampler } from './step-results.js';
+import type { SamplingState, TokenSampler } from './sampling.js';
 
 /** Whether an item verifies drafts: a decode that feeds its token and k >= 1 drafts, every row wanted. */
 export function isDraftItem(item: BatchItem): boolean {

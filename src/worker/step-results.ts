@@ -12,35 +12,13 @@ import {
   type BatchItem,
   type FaultSet,
   type RequestId,
-  type SamplingParams,
-  type TokenLogprob,
 } from '../core/index.js';
 import type { ItemResult } from '../model/index.js';
 import type { StepResult } from '../scheduler/index.js';
+import type { SamplingState, TokenSampler } from './sampling.js';
 import { isDraftItem, verifyDrafts } from './spec-verify.js';
 
-/** What samples one token (src/model's Sampler, structurally). */
-export interface TokenSampler {
-  sample(
-    logits: Float32Array,
-    params: SamplingParams,
-    stepIndex: number,
-    previous: readonly number[],
-    mask?: Int32Array,
-  ): number;
-  /** `token`'s log-probability and the topN most likely tokens', from the logits as the model gave them. */
-  logprobsOf(logits: Float32Array, token: number, topN: number): TokenLogprob;
-}
-
-/** A request's sampling parameters, the index of the output token to sample next, and its output so far. */
-export interface SamplingState {
-  readonly params: SamplingParams;
-  readonly numOutputTokens: number;
-  /** Its output tokens so far (asked only of a request with penalties). */
-  outputTokens(): readonly number[];
-  /** A constrained request's allowed next tokens (src/grammar's bitmask), prepared before the step ended. */
-  readonly mask?: () => Int32Array;
-}
+export type { SamplingState, TokenSampler } from './sampling.js';
 
 export function toStepResults(
   results: readonly ItemResult[],

@@ -50,9 +50,8 @@ describe('speculative decoding under tessera serve', () => {
     const r = await complete(on, PROMPTS[0]!, { temperature: 0 });
     const details = r.usage?.completion_tokens_details;
     expect(details?.accepted_prediction_tokens).toBeGreaterThan(0);
-    const health = (await (await fetch(`${on.url}/health`)).json()) as {
-      detail: { speculation: Record<string, number> };
-    };
+    // /health spreads the node's detail at its top level.
+    const health = (await (await fetch(`${on.url}/health`)).json()) as { speculation: Record<string, number> };
     expect(health.speculation.acceptedTokens).toBeGreaterThan(0);
     expect(health.speculation.acceptanceRate).toBeGreaterThan(0);
     expect(health.speculation.rolledBackPositions).toBe(
