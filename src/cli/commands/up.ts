@@ -45,6 +45,7 @@ interface UpFlags {
   readonly maxRunningRequests?: string;
   readonly chunkedPrefillSize?: string;
   readonly maxStepMs?: string;
+  readonly specMaxDraft?: string;
   readonly cpus?: string;
   readonly deterministic?: boolean;
   readonly apiKeys?: string;
@@ -81,6 +82,10 @@ export function registerUp(program: Command): void {
     .option('--chunked-prefill-size <n>', 'most tokens in one step, per worker')
     .option('--max-step-ms <ms>', 'time budget of a step with running decodes, per worker (auto, off, or ms)')
     .option(
+      '--spec-max-draft <n>',
+      'prompt-lookup speculative decoding on the decode workers: most drafted tokens (0: off)',
+    )
+    .option(
       '--cpus <pins>',
       'pin roles to CPUs with taskset, e.g. prefill=0,decode=1,router=0 (CPUS like 0, 2-3 or 0+2)',
     )
@@ -102,6 +107,7 @@ async function up(flags: UpFlags): Promise<number> {
     );
   }
   if (flags.kvDtype !== undefined) parseKvDtype(flags.kvDtype); // refused here, before any child starts
+  if (flags.specMaxDraft !== undefined) parseCount(flags.specMaxDraft, '--spec-max-draft', 0, 16);
   const pins = parseCpuPins(flags.cpus);
   const model = flags.model ?? DEFAULT_MODEL;
   const home = tesseraHome(process.env);
@@ -151,6 +157,7 @@ async function up(flags: UpFlags): Promise<number> {
       ...common,
       ...opt('--kv-pages', pages),
       ...kvDisk,
+      ...(role === 'decode' ? opt('--spec-max-draft', flags.specMaxDraft) : []),
     ];
   };
 
