@@ -16,7 +16,20 @@ const layers = {
   api: ['core', 'pages', 'kernels', 'model', 'scheduler', 'transfer', 'worker', 'router', 'grammar', 'batch'],
   // probe: an HTTP client of any OpenAI-compatible endpoint, beside api; it knows nothing of the server's insides.
   probe: ['core'],
-  cli: ['core', 'pages', 'kernels', 'model', 'scheduler', 'transfer', 'worker', 'router', 'api', 'probe', 'grammar', 'batch'],
+  cli: [
+    'core',
+    'pages',
+    'kernels',
+    'model',
+    'scheduler',
+    'transfer',
+    'worker',
+    'router',
+    'api',
+    'probe',
+    'grammar',
+    'batch',
+  ],
 };
 const modules = Object.keys(layers);
 
