@@ -356,7 +356,7 @@ describe('bad input', () => {
   });
 
   it('answers an unknown route with 404 and a wrong method with 405 and Allow', async () => {
-    const missing = await send(t.url, 'POST', '/v1/embeddings', hi);
+    const missing = await send(t.url, 'POST', '/v1/audio/transcriptions', hi);
     expect(missing.status).toBe(404);
     expect(missing.json.error.code).toBe('route_not_found');
     const wrong = await send(t.url, 'GET', C);

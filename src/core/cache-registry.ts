@@ -94,6 +94,10 @@ export const CACHES: readonly CacheDeclaration[] = [
 ];
 
 export const NOT_CACHES: readonly StateDeclaration[] = [
+  { site: 'src/api/batch-runner.ts:#running', why: 'batch lines running now (per line, removed at its end)' },
+  { site: 'src/api/batch-runner.ts:#preemptible', why: "the running lines' abort handles (per line)" },
+  { site: 'src/api/batch-runner.ts:#preempted', why: 'how often each line gave way (per line, counts)' },
+  { site: 'src/api/batch-shapes.ts:FINISHED', why: 'batch statuses (static)' },
   { site: 'src/api/http-connections.ts:#all', why: 'open sockets' },
   { site: 'src/api/http-connections.ts:#waiting', why: 'sockets between requests' },
   { site: 'src/api/http-connections.ts:#waitingBySource', why: 'idle sockets per source address' },
@@ -103,6 +107,12 @@ export const NOT_CACHES: readonly StateDeclaration[] = [
   { site: 'src/api/responses-shapes.ts:#calls', why: "one response's tool calls (per request)" },
   { site: 'src/api/routes.ts:ROUTES', why: 'the route table (static)' },
   { site: 'src/api/server.ts:#inFlight', why: 'requests in flight (per request, removed at end)' },
+  { site: 'src/batch/store.ts:TERMINAL', why: 'batch statuses (static)' },
+  {
+    site: 'src/batch/store.ts:#files',
+    why: "uploaded files by id, each with its tenant; every lookup is the tenant's own (another tenant gets 404): a tenant's data, never reused for another request",
+  },
+  { site: 'src/batch/store.ts:#batches', why: "batches by id, each with its tenant; every lookup is the tenant's own" },
   { site: 'src/core/faults.ts:#active', why: 'armed fault points (static)' },
   { site: 'src/core/cache-registry.ts:CACHES', why: 'this registry (static)' },
   { site: 'src/core/cache-registry.ts:NOT_CACHES', why: 'this registry (static)' },
@@ -140,13 +150,15 @@ export const NOT_CACHES: readonly StateDeclaration[] = [
   { site: 'src/scheduler/fair-share.ts:#active', why: "each tenant's own running count, keyed by the tenant" },
   { site: 'src/scheduler/queue.ts:#queues', why: "each tenant's own waiting requests" },
   { site: 'src/transfer/decode-landing.ts:#incoming', why: 'chunks landing, per peer (per transfer)' },
-  { site: 'src/transfer/decode-machine.ts:#active', why: 'transfers in flight' },
   { site: 'src/transfer/decode-machine.ts:#connected', why: 'connected peers' },
-  { site: 'src/transfer/prefill-machine.ts:#active', why: 'transfers in flight' },
   { site: 'src/transfer/prefix-fetch-requester.ts:#open', why: 'open prefix fetches (per fetch, ended or abandoned)' },
+  { site: 'src/probe/run.ts:USES_CONTEXT', why: 'checks that size prompts to the context (static)' },
   { site: 'src/transfer/router-machine.ts:RETRYABLE', why: 'error code table (static)' },
   { site: 'src/transfer/router-machine.ts:#clients', why: 'requests being relayed' },
-  { site: 'src/transfer/router-machine.ts:#attempts', why: "a request's attempts" },
+  {
+    site: 'src/transfer/machine.ts:active',
+    why: "a machine's requests in flight (router attempts, prefill and decode transfers)",
+  },
   { site: 'src/transfer/router-machine.ts:#inFlight', why: 'requests in flight per worker (counts)' },
   { site: 'src/transfer/tombstones.ts:#byRid', why: 'recently ended request ids (bounded; ids only)' },
   { site: 'src/transfer/transports/memory.ts:#listeners', why: 'in-memory transport listeners (tests)' },

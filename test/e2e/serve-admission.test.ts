@@ -170,7 +170,7 @@ describe('tessera plan', () => {
     expect(r.stdout).toMatch(/pool\s+4,096 pages = 65,536 tokens = 67,108,864 B \(64 MiB\)/);
     const bad = await runCli(['plan', '--model', MODEL, ...flags, '--kv-dtype', 'q4'], home.dir);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toMatch(/--kv-dtype must be one of f32, f16, got 'q4'/);
+    expect(bad.stderr).toMatch(/--kv-dtype must be one of f32, f16, q8_0, got 'q4'/);
   });
 
   it("exits 2 with the start-up check's message when it does not fit", async () => {

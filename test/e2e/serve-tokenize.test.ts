@@ -1,9 +1,11 @@
 // Tokenization never stalls `tessera serve`'s main thread: while 128 chat prompts of 6 KB each are
 // templated and tokenized (on the tokenizer threads), a /health poller in a process of its own is
-// answered within HEALTH_MAX_MS. The negative control is the same burst and the same assertion
-// against a server with `inline-tokenize` (every prompt on the main thread): it fails.
-// Measured on the 2-core machine with 5 other sessions at work (load average ~12), one burst at a
-// time, 6 bursts each: threads /health max 39-112 ms; inline 380-2146 ms (`npm run bench:tokenize`).
+// answered at least HEALTH_RATIO times sooner (its slowest answer) than by a server with
+// `inline-tokenize` (every prompt on the main thread: the negative control, measured in the same
+// run, bursts interleaved, so a loaded machine slows both). Measured on the 2-core machine with 5
+// other sessions at work (load average ~12), one burst at a time, 6 bursts each: threads /health
+// max 39-112 ms; inline 380-2146 ms (`npm run bench:tokenize`); under two busy loops and load ~25
+// the threaded server's slowest was about 1 s, which an absolute bound of 250 ms failed.
 // Also: the ids are the inline path's (the two servers agree, and generation counts the same prompt
 // tokens), and a tokenizer thread that dies fails its request with a 500 `server_error` and is
 // replaced; every server exits 0 on SIGTERM, its threads ended.
@@ -15,8 +17,8 @@ import { burstPrompt, tokenizeBurst } from './support/tokenize-burst.js';
 
 const NUM_PROMPTS = 128;
 const PROMPT_BYTES = 6144;
-/** Between the two modes' measured ranges (above), with room on both sides for a loaded machine. */
-const HEALTH_MAX_MS = 250;
+/** The inline server's slowest /health over the threaded one's, at least (measured 3.4x at the closest, above). */
+const HEALTH_RATIO = 2;
 const FAULTS = { TESSERA_ALLOW_FAULTS: '1' };
 
 let home: Awaited<ReturnType<typeof testHome>>;
@@ -35,25 +37,26 @@ afterAll(async () => {
   await home?.remove();
 });
 
-/** The slowest /health answer over two bursts of NUM_PROMPTS x PROMPT_BYTES. */
+/** The slowest /health answer during one burst of NUM_PROMPTS x PROMPT_BYTES. */
 async function worstHealthMs(server: Server): Promise<number> {
-  let worst = 0;
-  for (let round = 0; round < 2; round++) {
-    const burst = await tokenizeBurst(server.url, { numPrompts: NUM_PROMPTS, promptBytes: PROMPT_BYTES });
-    expect(burst.counts.every((n) => n > PROMPT_BYTES / 4)).toBe(true);
-    worst = Math.max(worst, burst.health.maxMs);
-  }
-  return worst;
+  const burst = await tokenizeBurst(server.url, { numPrompts: NUM_PROMPTS, promptBytes: PROMPT_BYTES });
+  expect(burst.counts.every((n) => n > PROMPT_BYTES / 4)).toBe(true);
+  return burst.health.maxMs;
 }
 
 describe('tessera serve tokenizes off the main thread', () => {
-  it(`answers /health within ${HEALTH_MAX_MS} ms while ${NUM_PROMPTS} prompts of ${PROMPT_BYTES} B are tokenized`, async () => {
-    expect(await worstHealthMs(threaded)).toBeLessThan(HEALTH_MAX_MS);
-  }, 60_000);
-
-  it('(control) with inline-tokenize, the same burst holds /health up longer than that', async () => {
-    expect(await worstHealthMs(inline)).toBeGreaterThanOrEqual(HEALTH_MAX_MS);
-  }, 60_000);
+  it(`answers /health ${HEALTH_RATIO}x sooner than inline-tokenize (the control) while ${NUM_PROMPTS} prompts of ${PROMPT_BYTES} B are tokenized`, async () => {
+    const threadedMs: number[] = [];
+    const inlineMs: number[] = [];
+    for (let round = 0; round < 2; round++) {
+      threadedMs.push(await worstHealthMs(threaded));
+      inlineMs.push(await worstHealthMs(inline));
+    }
+    process.stderr.write(
+      `serve-tokenize: /health max threaded ${threadedMs.map((ms) => ms.toFixed(0)).join(', ')} ms; inline ${inlineMs.map((ms) => ms.toFixed(0)).join(', ')} ms\n`,
+    );
+    expect(Math.max(...threadedMs) * HEALTH_RATIO).toBeLessThan(Math.max(...inlineMs));
+  }, 120_000);
 
   it("gives the inline path's ids, and generation counts the same prompt tokens", async () => {
     const messages = [{ role: 'user' as const, content: burstPrompt(7, PROMPT_BYTES) }];
