@@ -211,9 +211,15 @@ export class WasmOps implements OpKernels {
     // One stretch of scores per query head, its last float for 1 / sum.
     const stride = Math.ceil((endPos + 5) / 4) * 4;
     const scores = rt.scratch('d', shape.numHeads * stride * 4);
-    if (kv.dtype === 'q8_0') {
-      // rows: one page of dequantized K (or V) rows, placed as f16's.
-      rt.kernels.attentionQ8(
+    if (kv.dtype === 'q8_0' || kv.dtype === 'f16') {
+      // rows: the K (or V) rows turned to f32 before the sums: one page of dequantized q8_0 rows,
+      // or four pages of promoted f16 planes. The rows scratch starts 1088 bytes into its region:
+      // with it 64-byte aligned like the pool, the kernel's stores into it and its loads from the
+      // pool share low address bits (4 KiB aliasing is the likely cause; measured ~2x on austen's
+      // f16 pool).
+      const q8 = kv.dtype === 'q8_0';
+      const rowsBytes = (q8 ? 1 : 4) * kv.pageSize * kv.numKvHeads * kv.headDim * 4 + 4096;
+      (q8 ? rt.kernels.attentionQ8 : rt.kernels.attentionF16)(
         kv.data.byteOffset,
         kv.numLayers,
         kv.pageSize,
@@ -229,32 +235,7 @@ export class WasmOps implements OpKernels {
         shape.scale,
         scores,
         stride,
-        rt.scratch('e', kv.pageSize * kv.numKvHeads * kv.headDim * 4 + 4096) + 1088,
-        args.window ?? 0,
-      );
-    } else if (kv.dtype === 'f16') {
-      // rows: four pages of promoted K (or V) planes. The rows scratch starts 1088 bytes into its
-      // region: with it 64-byte aligned like the pool, the kernel's stores into it and its loads
-      // from the pool share low address bits (4 KiB aliasing is the likely cause; measured ~2x
-      // on austen's pool).
-      const kvDim = kv.numKvHeads * kv.headDim;
-      rt.kernels.attentionF16(
-        kv.data.byteOffset,
-        kv.numLayers,
-        kv.pageSize,
-        kv.numKvHeads,
-        kv.headDim,
-        args.layer,
-        pageTable,
-        qp,
-        op,
-        numTokens,
-        startPos,
-        shape.numHeads,
-        shape.scale,
-        scores,
-        stride,
-        rt.scratch('e', 4 * kv.pageSize * kvDim * 4 + 4096) + 1088,
+        rt.scratch('e', rowsBytes) + 1088,
         args.window ?? 0,
       );
     } else {

@@ -65,45 +65,9 @@ export interface KernelExports {
     window: number,
   ): void;
   /** attention over an f16 pool: the same arguments, with a rows scratch before the window. */
-  attentionF16(
-    pool: number,
-    numLayers: number,
-    pageSize: number,
-    numKvHeads: number,
-    headDim: number,
-    layer: number,
-    pageTable: number,
-    q: number,
-    out: number,
-    numTokens: number,
-    startPos: number,
-    numHeads: number,
-    scale: number,
-    scores: number,
-    stride: number,
-    rows: number,
-    window: number,
-  ): void;
+  attentionF16: RowsAttention;
   /** attention over a q8_0 pool: attentionF16's arguments (rows: one page of f32 rows). */
-  attentionQ8(
-    pool: number,
-    numLayers: number,
-    pageSize: number,
-    numKvHeads: number,
-    headDim: number,
-    layer: number,
-    pageTable: number,
-    q: number,
-    out: number,
-    numTokens: number,
-    startPos: number,
-    numHeads: number,
-    scale: number,
-    scores: number,
-    stride: number,
-    rows: number,
-    window: number,
-  ): void;
+  attentionQ8: RowsAttention;
   f32ToF16Row(src: number, dst: number, n: number): void;
   /** numHeadRows rows of headDim f32 -> q8_0 head rows back to back (src/kernels/q8-kv.ts's bytes). */
   quantizeRowsQ8(src: number, numHeadRows: number, headDim: number, dst: number): void;
@@ -237,3 +201,24 @@ function alignUp(n: number, to: number): number {
 function mib(bytes: number): string {
   return (bytes / 1024 ** 2).toFixed(1);
 }
+
+/** An attention kernel over a pool whose rows it converts to f32 in a `rows` scratch first (f16, q8_0). */
+type RowsAttention = (
+  pool: number,
+  numLayers: number,
+  pageSize: number,
+  numKvHeads: number,
+  headDim: number,
+  layer: number,
+  pageTable: number,
+  q: number,
+  out: number,
+  numTokens: number,
+  startPos: number,
+  numHeads: number,
+  scale: number,
+  scores: number,
+  stride: number,
+  rows: number,
+  window: number,
+) => void;
