@@ -87,7 +87,8 @@ async function embeddings(req: IncomingMessage, res: ServerResponse, ctx: Genera
     return refuse(
       problem(
         'context_length_exceeded',
-        `\`input[${tooLong}]\` has ${prompts[tooLong]?.length} tokens; this model's context length is ${ctx.backend.contextLength} (an embedding needs one position more than its input).`,
+        `\`input[${tooLong}]\` has ${prompts[tooLong]?.length} tokens; this model's context length is ` +
+          `${ctx.backend.contextLength} (an embedding needs one position more than its input).`,
         'input',
       ),
     );

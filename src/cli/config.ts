@@ -113,7 +113,9 @@ export function parseKvDtype(value: string | undefined): KvDtype {
 }
 
 /** The --kv-dtype option's help, shared by serve, plan and up. */
-export const KV_DTYPE_HELP = `how the KV pool stores K and V: f32, f16 (half the bytes per token) or q8_0 (int8 with an f16 scale per 32 values, llama.cpp's -ctk q8_0: 1.0625 bytes a value, 1.88x the tokens of f16; default ${DEFAULT_KV_DTYPE})`;
+export const KV_DTYPE_HELP =
+  'how the KV pool stores K and V: f32, f16 (half the bytes per token) or q8_0 (int8 with an f16 scale per 32 ' +
+  `values, llama.cpp's -ctk q8_0: 1.0625 bytes a value, 1.88x the tokens of f16; default ${DEFAULT_KV_DTYPE})`;
 
 export function parseServeConfig(flags: ServeFlags, env: Env): ServeConfig {
   const model = nonEmpty(flags.model ?? DEFAULT_MODEL, '--model');

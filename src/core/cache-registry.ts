@@ -110,7 +110,9 @@ export const NOT_CACHES: readonly StateDeclaration[] = [
   { site: 'src/batch/store.ts:TERMINAL', why: 'batch statuses (static)' },
   {
     site: 'src/batch/store.ts:#files',
-    why: "uploaded files by id, each with its tenant; every lookup is the tenant's own (another tenant gets 404): a tenant's data, never reused for another request",
+    why:
+      "uploaded files by id, each with its tenant; every lookup is the tenant's own (another tenant gets 404): " +
+      "a tenant's data, never reused for another request",
   },
   { site: 'src/batch/store.ts:#batches', why: "batches by id, each with its tenant; every lookup is the tenant's own" },
   { site: 'src/core/faults.ts:#active', why: 'armed fault points (static)' },

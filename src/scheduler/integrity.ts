@@ -171,7 +171,8 @@ function checkState(s: SchedulerSnapshot, r: SchedRequest, inStep: boolean, page
       assert(
         slots === pageSize || !s.pool.isWritten(tag, slots + 1),
         () =>
-          `${r.rid} counts ${slots} slot(s) of page ${tag.page} (epoch ${tag.epoch}) as computed, but its stamp covers more: ${JSON.stringify(s.pool.stampOf(tag.page))} (rejected drafts not rolled back?)`,
+          `${r.rid} counts ${slots} slot(s) of page ${tag.page} (epoch ${tag.epoch}) as computed, ` +
+          `but its stamp covers more: ${JSON.stringify(s.pool.stampOf(tag.page))} (rejected drafts not rolled back?)`,
       );
     }
   }

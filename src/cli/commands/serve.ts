@@ -91,7 +91,8 @@ export function registerServe(program: Command): void {
     )
     .option(
       '--spec-max-draft <n>',
-      `speculative decoding by prompt lookup: most draft tokens a decode verifies per step, adapted per request to its acceptance; 0 turns it off (default ${DEFAULT_SPEC.maxDraft})`,
+      'speculative decoding by prompt lookup: most draft tokens a decode verifies per step, adapted per request ' +
+        `to its acceptance; 0 turns it off (default ${DEFAULT_SPEC.maxDraft})`,
     )
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant; requests without a valid key get 401')
     .option('--cors-origin <origin>', 'answer browsers from this origin (CORS; * for any); default: no CORS headers')
