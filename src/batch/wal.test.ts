@@ -105,4 +105,26 @@ describe('BatchStore', () => {
     store.close();
     expect(new BatchStore(dir).batch('t', batch.id)?.results.size).toBe(0);
   });
+
+  it('negative control: with ignoreTenant (the batch-ignore-tenant fault) another tenant reads the file and the batch', () => {
+    const dir = fresh();
+    const store = new BatchStore(dir, { ignoreTenant: true });
+    const file = store.putFile('alice', 'in.jsonl', 'batch', Buffer.from(LINES), 1);
+    const batch = store.createBatch(
+      {
+        tenant: 'alice',
+        endpoint: '/v1/completions',
+        inputFileId: file.id,
+        completionWindow: '24h',
+        createdAt: 1,
+        expiresAt: 2,
+        metadata: null,
+      },
+      file,
+      1,
+    );
+    expect(store.file('bob', file.id)).toBeDefined();
+    expect(store.batch('bob', batch.id)).toBeDefined();
+    store.close();
+  });
 });

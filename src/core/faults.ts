@@ -148,6 +148,8 @@ export const FAULT_NAMES = [
   'crowded-first-token-step',
   /** The Batch API keeps each line's answer in memory only, not in its write-ahead log: after a crash, answered lines run again. */
   'batch-answers-in-memory',
+  /** The Batch API's store finds a file or batch by its id alone, not the asking tenant's: another tenant's upload, batch and results can be read. */
+  'batch-ignore-tenant',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

@@ -200,7 +200,10 @@ async function serve(
   const batchStore =
     batchDir === undefined
       ? null
-      : new BatchStore(batchDir, { answersInMemory: config.faults.has('batch-answers-in-memory') });
+      : new BatchStore(batchDir, {
+          answersInMemory: config.faults.has('batch-answers-in-memory'),
+          ignoreTenant: config.faults.has('batch-ignore-tenant'),
+        });
   const tokenizing = await startPromptTokenizing(model, codec, config.faults);
   const api = createApiServer({
     backend: worker,
