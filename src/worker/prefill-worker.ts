@@ -319,7 +319,14 @@ export class PrefillWorker {
     return {
       connected: (peer) => machine.connected(peer),
       message: (from, m) => {
-        if (m.type === 'Prefill' && m.prefixHolder !== undefined && m.prefixHolder !== this.address) {
+        // A request that wants its prompt's log-probabilities computes every position (plan.ts
+        // matches no cached prefix for it): a peer's pages would be fetched for nothing.
+        if (
+          m.type === 'Prefill' &&
+          m.prefixHolder !== undefined &&
+          m.prefixHolder !== this.address &&
+          m.sampling.promptLogprobs === undefined
+        ) {
           this.#hints.set(m.rid, m.prefixHolder);
           if (this.#hints.size > MAX_HINTS) this.#hints.delete(this.#hints.keys().next().value as RequestId);
         }
