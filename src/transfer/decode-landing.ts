@@ -15,7 +15,8 @@ import type { PagePool } from '../pages/index.js';
 import { checkChecksum, mayStamp } from './decode-checks.js';
 import type { Active } from './decode-types.js';
 import { ChunkHasher } from './digests.js';
-import type { PeerId, Tracer } from './machine.js';
+import type { PeerId } from './machine.js';
+import type { Tracer } from './trace.js';
 import type { KvChunkHead } from './messages.js';
 
 export class LandingChunk {

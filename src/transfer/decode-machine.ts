@@ -29,10 +29,8 @@
 import {
   AbortedError,
   assertNever,
-  NO_FAULTS,
   TimeoutError,
   TransferError,
-  type FaultSet,
   type QuarantineView,
   type RequestId,
   type TesseraError,
@@ -47,34 +45,16 @@ import type {
   DecodeEffect,
   DecodeInput,
   DecodeMachineOptions,
-  DecodeState,
   DecodeStats,
   Tombstone,
 } from './decode-types.js';
 import { TransferDigest } from './digests.js';
 import type { DecodeHost } from './hosts.js';
-import {
-  countByState,
-  DEFAULT_TIMEOUTS,
-  deadline,
-  Outbox,
-  RequestBook,
-  sendAbortAck,
-  Tracer,
-  type Machine,
-  type PeerId,
-  type Timeouts,
-} from './machine.js';
+import { countByState, ProtocolMachine, type PeerId } from './machine.js';
 import type { AbortReason, FinishReason, KvChunk, KvChunkHead, KvDone, Message, Reserve } from './messages.js';
-import { NO_TRACE } from './trace.js';
 
-export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
-  readonly node: PeerId;
+export class DecodeMachine extends ProtocolMachine<Active, Tombstone, DecodeInput, DecodeEffect> {
   readonly #host: DecodeHost;
-  readonly #timeouts: Timeouts;
-  readonly #faults: FaultSet;
-  readonly #tracer: Tracer;
-  readonly #book: RequestBook<Active, Tombstone>;
   readonly #connected = new Set<PeerId>();
   readonly #intake: ChunkIntake;
   readonly #stats: DecodeStats = {
@@ -90,32 +70,29 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     writersDeclaredDead: 0,
     writersNeverConnected: 0,
   };
-  #out!: Outbox<DecodeEffect>;
 
   constructor(options: DecodeMachineOptions) {
-    this.node = options.node;
+    super('decode', options);
     this.#host = options.host;
-    this.#timeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
-    this.#faults = options.faults ?? NO_FAULTS;
-    this.#tracer = new Tracer(options.trace ?? NO_TRACE, options.node, 'decode');
-    this.#book = new RequestBook(this.#tracer, this.#timeouts.tombstoneMs);
     this.#intake = new ChunkIntake(
       options.host.pool,
-      (r) => this.#book.active.get(r.rid) === r && (r.state === 'AwaitingKv' || r.state === 'Receiving'),
+      (r) => this.book.active.get(r.rid) === r && (r.state === 'AwaitingKv' || r.state === 'Receiving'),
     );
   }
 
-  handle(nowMs: number, input: DecodeInput): DecodeEffect[] {
+  override handle(nowMs: number, input: DecodeInput): DecodeEffect[] {
     if (input.kind === 'chunkPiece') {
       this.#intake.piece(input.from, input.bytes); // the hot path (thousands per GiB): no state change, no effect
       return [];
     }
-    this.#book.begin(nowMs);
-    this.#out = new Outbox<DecodeEffect>(this.#tracer);
+    return super.handle(nowMs, input);
+  }
+
+  protected dispatch(input: DecodeInput): void {
     switch (input.kind) {
       case 'connected':
         this.#connected.add(input.peer);
-        for (const r of this.#book.active.values())
+        for (const r of this.book.active.values())
           if (r.state === 'Aborting' && r.writer === input.peer) this.#tellWriter(r);
         break;
       case 'received':
@@ -124,8 +101,10 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
         break;
       case 'chunkBegin':
         this.#connected.add(input.from);
-        this.#tracer.recv(input.head.rid, 'KvChunk', input.from);
+        this.tracer.recv(input.head.rid, 'KvChunk', input.from);
         this.#onChunkBegin(input.from, input.head);
+        break;
+      case 'chunkPiece': // handled in handle()
         break;
       case 'chunkEnd':
         this.#onChunkEnd(input.from);
@@ -148,20 +127,6 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
       default:
         assertNever(input, 'decode input');
     }
-    return this.#out.effects;
-  }
-
-  wakeAtMs(): number | undefined {
-    return this.#book.wakeAtMs();
-  }
-
-  /** The state of rid here: 'Idle' when this node never heard of it (or forgot its tombstone). */
-  stateOf(rid: RequestId): DecodeState | 'Idle' {
-    return this.#book.stateOf(rid);
-  }
-
-  get numActive(): number {
-    return this.#book.active.size;
   }
 
   stats(): DecodeStats {
@@ -172,7 +137,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   inFlight(): { readonly transfers: TransferView[]; readonly quarantined: QuarantineView[] } {
     const transfers: TransferView[] = [];
     const quarantined: QuarantineView[] = [];
-    for (const r of this.#book.active.values()) {
+    for (const r of this.book.active.values()) {
       if (r.state === 'Decoding') continue;
       const base = { rid: r.rid, tenant: r.owner.tenant, numPages: r.tags.length };
       transfers.push({ ...base, phase: r.state, peer: r.writer, numTokens: r.promptTokens, bytes: r.bytes });
@@ -183,7 +148,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   }
 
   #onMessage(from: PeerId, m: Message): void {
-    this.#tracer.recv(m.rid, m.type, from);
+    this.tracer.recv(m.rid, m.type, from);
     switch (m.type) {
       case 'Reserve':
         return this.#onReserve(from, m);
@@ -208,17 +173,17 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   }
 
   #onReserve(from: PeerId, m: Reserve): void {
-    if (this.#book.active.has(m.rid) || this.#book.ended.has(m.rid)) return this.#drop(m.rid, 'Reserve', 'state');
+    if (this.book.active.has(m.rid) || this.book.ended.has(m.rid)) return this.#drop(m.rid, 'Reserve', 'state');
     const owner: Owner = { rid: m.rid, tenant: m.tenant };
     const verdict = this.#host.reserve(owner, m.promptTokens, m.sampling);
     if (verdict.kind === 'rejected') {
       this.#stats.rejected++;
-      this.#book.bury(m.rid, 'Idle', { state: 'Released', writer: m.prefillAddress, abortOwed: false });
-      this.#out.send(from, { type: 'Rejected', rid: m.rid, code: verdict.error.code, message: verdict.error.message });
+      this.book.bury(m.rid, 'Idle', { state: 'Released', writer: m.prefillAddress, abortOwed: false });
+      this.out.send(from, { type: 'Rejected', rid: m.rid, code: verdict.error.code, message: verdict.error.message });
       return;
     }
     this.#stats.reserved++;
-    this.#tracer.page(m.rid, 'allocate', verdict.tags);
+    this.tracer.page(m.rid, 'allocate', verdict.tags);
     const r: Active = {
       rid: m.rid,
       owner,
@@ -232,7 +197,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
       state: 'AwaitingKv',
       pages: 'allocated',
       nextSeq: 0,
-      wait: deadline(this.#book.now, this.#timeouts.kvStartMs, `the first KV frame from ${m.prefillAddress}`),
+      wait: this.waitFor(this.timeouts.kvStartMs, `the first KV frame from ${m.prefillAddress}`),
       abortRetries: 0,
       writerTold: false,
       bound: false,
@@ -245,9 +210,9 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
       bytes: 0,
       abortWhy: undefined,
     };
-    this.#book.active.set(m.rid, r);
-    this.#tracer.state(m.rid, 'Idle', 'AwaitingKv');
-    this.#out.send(from, {
+    this.book.active.set(m.rid, r);
+    this.tracer.state(m.rid, 'Idle', 'AwaitingKv');
+    this.out.send(from, {
       type: 'Reserved',
       rid: m.rid,
       tags: verdict.tags,
@@ -269,11 +234,11 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
 
   /** The request a KvChunk or KvDone from `from` is for, when it may go on to its checks; else it is dropped here. */
   #frameTarget(from: PeerId, rid: RequestId, type: 'KvChunk' | 'KvDone'): Active | undefined {
-    const r = this.#book.active.get(rid);
-    const t = r === undefined ? this.#book.ended.get(rid) : undefined;
+    const r = this.book.active.get(rid);
+    const t = r === undefined ? this.book.ended.get(rid) : undefined;
     if (t !== undefined && t.abortOwed && t.writer === from) {
       t.abortOwed = false;
-      this.#out.send(from, { type: 'Abort', rid, reason: 'decode-failed' });
+      this.out.send(from, { type: 'Abort', rid, reason: 'decode-failed' });
     }
     let why: string | undefined;
     if (r === undefined) why = t === undefined ? 'unknown request' : 'state';
@@ -293,7 +258,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     this.#intake.begin(from);
     const r = this.#frameTarget(from, m.rid, 'KvChunk');
     if (r === undefined) return;
-    const verdict = checkChunkHead(this.#host.pool, r, m, this.#faults);
+    const verdict = checkChunkHead(this.#host.pool, r, m, this.faults);
     switch (verdict.kind) {
       case 'drop':
         this.#stats.framesDropped++;
@@ -301,7 +266,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
       case 'fail':
         return this.#failTransfer(r, verdict.error, 'decode-failed');
       case 'write':
-        this.#intake.land(from, new LandingChunk(r, m, verdict.index, this.#faults));
+        this.#intake.land(from, new LandingChunk(r, m, verdict.index, this.faults));
         return;
       default:
         assertNever(verdict, 'chunk verdict');
@@ -313,10 +278,10 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     const chunk = this.#intake.end(from);
     if (chunk === undefined) return;
     const { request: r, head: m } = chunk;
-    const landed = chunk.finish(this.#host.pool, this.#tracer);
+    const landed = chunk.finish(this.#host.pool, this.tracer);
     switch (landed.kind) {
       case 'stopped': // the request ended, or the page left it, while the payload arrived: the rest was not written
-        if (this.#book.active.get(r.rid) === r && r.state === 'Aborting') this.#tellWriter(r);
+        if (this.book.active.get(r.rid) === r && r.state === 'Aborting') this.#tellWriter(r);
         if (landed.why !== 'state') this.#stats.framesDropped++;
         return this.#drop(r.rid, 'KvChunk', landed.why);
       case 'mismatch':
@@ -332,13 +297,13 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     r.bytes += m.payloadBytes;
     r.nextSeq++;
     r.digest.add(m.checksum);
-    r.wait = deadline(this.#book.now, this.#timeouts.frameMs, `the next KV frame or KvDone from ${r.writer}`);
-    r.firstFrameAtMs ??= this.#book.now;
-    this.#book.goto(r, 'Receiving');
+    r.wait = this.waitFor(this.timeouts.frameMs, `the next KV frame or KvDone from ${r.writer}`);
+    r.firstFrameAtMs ??= this.now;
+    this.book.goto(r, 'Receiving');
   }
 
   #onDone(r: Active, m: KvDone): void {
-    const failure = checkDone(this.#host, r, m, this.#faults);
+    const failure = checkDone(this.#host, r, m, this.faults);
     if (failure !== undefined) {
       if (failure.checksum) this.#stats.checksumFailures++;
       return this.#failTransfer(r, failure.error, 'decode-failed');
@@ -349,10 +314,10 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     if (m.promptLogprobs !== undefined) r.promptLogprobs = m.promptLogprobs;
     r.cachedTokens = m.cachedTokens ?? 0;
     r.wait = undefined;
-    this.#book.goto(r, 'Decoding');
-    this.#out.send(r.writer, { type: 'Ack', rid: r.rid });
-    const transferMs = r.firstFrameAtMs === undefined ? null : this.#book.now - r.firstFrameAtMs;
-    this.#out.push({
+    this.book.goto(r, 'Decoding');
+    this.out.send(r.writer, { type: 'Ack', rid: r.rid });
+    const transferMs = r.firstFrameAtMs === undefined ? null : this.now - r.firstFrameAtMs;
+    this.out.push({
       kind: 'startDecoding',
       rid: r.rid,
       owner: r.owner,
@@ -365,12 +330,12 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   }
 
   #onAbort(from: PeerId, rid: RequestId, reason: AbortReason): void {
-    const r = this.#book.active.get(rid);
+    const r = this.book.active.get(rid);
     if (r === undefined) {
       // Idle: remember the abort, so a Reserve that arrives late allocates nothing.
-      if (!this.#book.ended.has(rid))
-        this.#book.bury(rid, 'Idle', { state: 'Released', writer: undefined, abortOwed: false });
-      return sendAbortAck(this.#out, this.#faults, from, rid);
+      if (!this.book.ended.has(rid))
+        this.book.bury(rid, 'Idle', { state: 'Released', writer: undefined, abortOwed: false });
+      return this.ackAbort(from, rid);
     }
     if (from !== r.router)
       return this.#drop(rid, 'Abort', `peer: ${from} is not ${r.router}, the router of this request`);
@@ -382,7 +347,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
         break;
       case 'Decoding':
         countByState(this.#stats.abortsByState, r.state);
-        this.#out.push({ kind: 'stopDecoding', rid, error: new AbortedError(reason) });
+        this.out.push({ kind: 'stopDecoding', rid, error: new AbortedError(reason) });
         this.#end(r, 'Released');
         break;
       case 'Aborting':
@@ -390,12 +355,12 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
       default:
         assertNever(r.state, 'decode state');
     }
-    sendAbortAck(this.#out, this.#faults, from, rid);
+    this.ackAbort(from, rid);
   }
 
   #onAbortAck(from: PeerId, rid: RequestId): void {
-    const r = this.#book.active.get(rid);
-    if (r === undefined) return this.#drop(rid, 'AbortAck', this.#book.ended.has(rid) ? 'state' : 'unknown request');
+    const r = this.book.active.get(rid);
+    if (r === undefined) return this.#drop(rid, 'AbortAck', this.book.ended.has(rid) ? 'state' : 'unknown request');
     if (from !== r.writer)
       return this.#drop(rid, 'AbortAck', `peer: ${from} is not ${r.writer}, the prefill named in Reserve`);
     switch (r.state) {
@@ -410,7 +375,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
         this.#stats.transfersFailed++;
         this.#giveBack(r);
         const error = new TransferError(`${rid}: prefill ${from} gave the transfer up before KvDone was verified`);
-        this.#out.send(r.router, { type: 'Failed', rid, code: error.code, message: error.message });
+        this.out.send(r.router, { type: 'Failed', rid, code: error.code, message: error.message });
         return;
       }
       case 'Decoding':
@@ -423,8 +388,8 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   #onClosed(peer: PeerId, reason: string): void {
     this.#connected.delete(peer);
     this.#intake.forget(peer); // a KvChunk cut off mid-payload: its slots stay unstamped
-    this.#tracer.close(peer);
-    for (const r of [...this.#book.active.values()]) {
+    this.tracer.close(peer);
+    for (const r of [...this.book.active.values()]) {
       if (r.writer === peer && !r.bound && !r.declaredDead && r.state !== 'Decoding') {
         // No frame of it came on that connection: the writer either never sent one (it sends on
         // its next connection) or lost them with this one, and then tells us with AbortAck. An
@@ -438,7 +403,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
         const error = new TransferError(
           `${r.rid}: the connection to prefill ${peer} closed during the transfer (${reason})`,
         );
-        this.#out.send(r.router, { type: 'Failed', rid: r.rid, code: error.code, message: error.message });
+        this.out.send(r.router, { type: 'Failed', rid: r.rid, code: error.code, message: error.message });
       } else if (r.writer === peer && r.state === 'Aborting') {
         this.#giveBack(r);
       } else if (r.router === peer && (r.state === 'AwaitingKv' || r.state === 'Receiving')) {
@@ -446,7 +411,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
         this.#abortTransfer(r);
       } else if (r.router === peer && r.state === 'Decoding') {
         countByState(this.#stats.abortsByState, r.state);
-        this.#out.push({
+        this.out.push({
           kind: 'stopDecoding',
           rid: r.rid,
           error: new AbortedError(`the router's connection closed (${reason})`),
@@ -457,16 +422,16 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   }
 
   #onTick(): void {
-    for (const r of [...this.#book.active.values()]) {
-      if (r.wait === undefined || r.wait.atMs > this.#book.now) continue;
+    for (const r of [...this.book.active.values()]) {
+      if (r.wait === undefined || r.wait.atMs > this.now) continue;
       const wait = r.wait;
       if (r.state === 'AwaitingKv' || r.state === 'Receiving') {
         this.#failTransfer(r, new TimeoutError(`${wait.waitingFor} (${r.rid})`, wait.timeoutMs), 'timeout');
-      } else if (r.state === 'Aborting' && r.abortRetries < this.#timeouts.abortRetries) {
+      } else if (r.state === 'Aborting' && r.abortRetries < this.timeouts.abortRetries) {
         r.abortRetries++;
         r.writerTold = false;
         this.#tellWriter(r);
-        r.wait = deadline(this.#book.now, this.#timeouts.abortAckMs, wait.waitingFor);
+        r.wait = this.waitFor(this.timeouts.abortAckMs, wait.waitingFor);
       } else if (r.state === 'Aborting') {
         this.#declareDead(r);
       } else {
@@ -486,7 +451,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     r.declaredDead = true;
     this.#stats.writersDeclaredDead++;
     if (!this.#connected.has(r.writer)) this.#stats.writersNeverConnected++;
-    this.#out.push({
+    this.out.push({
       kind: 'closePeer',
       peer: r.writer,
       reason: `no AbortAck for ${r.rid} after ${r.abortRetries + 1} Aborts`,
@@ -494,22 +459,22 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   }
 
   #onTokens(rid: RequestId, ids: readonly number[], logprobs: readonly TokenLogprob[]): void {
-    const r = this.#book.active.get(rid);
+    const r = this.book.active.get(rid);
     if (r === undefined || r.state !== 'Decoding') return; // stopped meanwhile: the router already knows
     this.#sendTokens(r, ids, logprobs);
   }
 
   #onDecodeEnd(rid: RequestId, error: TesseraError | undefined, finishReason: FinishReason | undefined): void {
-    const r = this.#book.active.get(rid);
+    const r = this.book.active.get(rid);
     if (r === undefined || r.state !== 'Decoding') return;
     if (error !== undefined) {
       this.#end(r, 'Released');
-      this.#out.send(r.router, { type: 'Failed', rid, code: error.code, message: error.message });
+      this.out.send(r.router, { type: 'Failed', rid, code: error.code, message: error.message });
       return;
     }
     if (r.tokensSent === 0) this.#sendTokens(r, [], []);
     this.#end(r, 'Finished');
-    this.#out.send(r.router, {
+    this.out.send(r.router, {
       type: 'Finished',
       rid,
       finishReason: finishReason ?? 'stop',
@@ -530,7 +495,7 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
         : [ids, logprobs];
     if (all.length === 0) return;
     const prompt = r.tokensSent === 0 && r.promptLogprobs !== undefined ? { promptLogprobs: r.promptLogprobs } : {};
-    this.#out.send(r.router, {
+    this.out.send(r.router, {
       type: 'Tokens',
       rid: r.rid,
       offset: r.tokensSent,
@@ -546,42 +511,42 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
     this.#stats.transfersFailed++;
     r.abortWhy = `${reason}: ${error.message}`;
     this.#abortTransfer(r, reason);
-    this.#out.send(r.router, { type: 'Failed', rid: r.rid, code: error.code, message: error.message });
+    this.out.send(r.router, { type: 'Failed', rid: r.rid, code: error.code, message: error.message });
   }
 
   /** The writer may still write: quarantine, tell it to stop, wait for its AbortAck. */
   #abortTransfer(r: Active, reason: AbortReason = 'decode-failed'): void {
     r.abortWhy ??= reason;
     countByState(this.#stats.abortsByState, r.state);
-    if (this.#faults.has('free-before-ack')) {
+    if (this.faults.has('free-before-ack')) {
       this.#host.free(r.owner, r.tags); // the negative control: a late write could land in a reused page
-      this.#tracer.page(r.rid, 'free', r.tags);
+      this.tracer.page(r.rid, 'free', r.tags);
       r.pages = 'none';
     } else {
       this.#host.quarantine(r.owner, r.tags);
-      this.#tracer.page(r.rid, 'quarantine', r.tags);
+      this.tracer.page(r.rid, 'quarantine', r.tags);
       r.pages = 'quarantined';
     }
-    this.#book.goto(r, 'Aborting');
+    this.book.goto(r, 'Aborting');
     r.abortRetries = 0;
-    r.wait = deadline(this.#book.now, this.#timeouts.abortAckMs, `AbortAck from ${r.writer}`);
+    r.wait = this.waitFor(this.timeouts.abortAckMs, `AbortAck from ${r.writer}`);
     this.#tellWriter(r, reason);
   }
 
   #tellWriter(r: Active, reason: AbortReason = 'decode-failed'): void {
     if (r.writerTold || !this.#connected.has(r.writer)) return;
     r.writerTold = true;
-    this.#out.send(r.writer, { type: 'Abort', rid: r.rid, reason });
+    this.out.send(r.writer, { type: 'Abort', rid: r.rid, reason });
   }
 
   /** The writer will never write again (AbortAck, gave up, or its connection closed): pages back, Released. */
   #giveBack(r: Active): void {
     if (r.pages === 'allocated') {
       this.#host.free(r.owner, r.tags);
-      this.#tracer.page(r.rid, 'free', r.tags);
+      this.tracer.page(r.rid, 'free', r.tags);
     } else if (r.pages === 'quarantined') {
       this.#host.release(r.owner, r.tags);
-      this.#tracer.page(r.rid, 'release', r.tags);
+      this.tracer.page(r.rid, 'release', r.tags);
     }
     r.pages = 'none';
     this.#end(r, 'Released');
@@ -590,10 +555,10 @@ export class DecodeMachine implements Machine<DecodeInput, DecodeEffect> {
   /** r ends; its writer is still owed an Abort when the request ended while KV could still come. */
   #end(r: Active, to: 'Finished' | 'Released'): void {
     const owed = r.state === 'Aborting' || r.state === 'AwaitingKv' || r.state === 'Receiving' ? !r.writerTold : false;
-    this.#book.end(r, { state: to, writer: r.writer, abortOwed: owed });
+    this.book.end(r, { state: to, writer: r.writer, abortOwed: owed });
   }
 
   #drop(rid: string, message: Message['type'], why: string): void {
-    this.#tracer.drop(rid, message, why);
+    this.tracer.drop(rid, message, why);
   }
 }

@@ -1,12 +1,11 @@
 // The decode machine's vocabulary: states, inputs, effects, options, stats, per-request records.
 // Must never: hold behaviour; decode-machine.ts acts on these.
-import type { FaultSet, RequestId, SamplingParams, Tag, TesseraError, TokenLogprob } from '../core/index.js';
+import type { RequestId, SamplingParams, Tag, TesseraError, TokenLogprob } from '../core/index.js';
 import type { Owner } from '../pages/index.js';
 import type { TransferDigest } from './digests.js';
 import type { DecodeHost } from './hosts.js';
-import type { ChunkInput, Deadline, NetworkEffect, NetworkInput, PeerId, Timeouts } from './machine.js';
+import type { ChunkInput, Deadline, MachineOptions, NetworkEffect, NetworkInput, PeerId } from './machine.js';
 import type { FinishReason } from './messages.js';
-import type { TraceSink } from './trace.js';
 
 export const DECODE_STATES = ['AwaitingKv', 'Receiving', 'Decoding', 'Aborting', 'Finished', 'Released'] as const;
 export type DecodeState = (typeof DECODE_STATES)[number];
@@ -43,13 +42,9 @@ export type DecodeEffect =
   /** Stop decoding rid and give its pages back (now, or when the step in flight ends). */
   | { readonly kind: 'stopDecoding'; readonly rid: RequestId; readonly error: TesseraError };
 
-export interface DecodeMachineOptions {
-  /** This node's id in traces and its advertised data address (where prefill sends KvChunk). */
-  readonly node: PeerId;
+/** `node` is also decode's advertised data address (where prefill sends KvChunk). */
+export interface DecodeMachineOptions extends MachineOptions {
   readonly host: DecodeHost;
-  readonly timeouts?: Partial<Timeouts>;
-  readonly faults?: FaultSet;
-  readonly trace?: TraceSink;
 }
 
 export interface DecodeStats {

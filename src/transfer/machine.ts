@@ -1,5 +1,7 @@
 // What the three protocol state machines (router, prefill, decode) have in common: peers, the
-// network inputs and effects, timeouts, the tracer. Sans-IO: a machine is driven by calling
+// network inputs and effects, timeouts, the outbox, the RequestBook, and `ProtocolMachine`, the
+// skeleton each extends (handle, wakeAtMs, stateOf, traced moves and ends, AbortAck); each
+// machine keeps only its own protocol. The tracer is trace.ts's. Sans-IO: a machine is driven by calling
 // `handle(nowMs, input)`, which returns the effects for the driver to carry out, and tells the
 // driver when to call it next with `wakeAtMs()` (then pass `{ kind: 'tick' }`).
 // Must never: read a clock, draw randomness, touch sockets or timers, or throw for anything a
@@ -14,10 +16,10 @@
 // Contract: inputs are handled one at a time, and never while a compute or decode step that
 // reads or writes this node's pages for an affected request is in flight (queue them and
 // apply them between steps), except where a machine says it waits for the step to stop.
-import type { FaultSet, RequestId } from '../core/index.js';
-import type { KvChunkHead, Message, MessageType } from './messages.js';
+import { NO_FAULTS, type FaultSet, type RequestId } from '../core/index.js';
+import type { KvChunkHead, Message } from './messages.js';
 import { Tombstones } from './tombstones.js';
-import type { PageAction, Role, TraceEvent, TraceSink } from './trace.js';
+import { NO_TRACE, Tracer, type Role, type TraceSink } from './trace.js';
 
 /** A node's identity on the cluster network: a worker's advertised internal address ("host:port"), or a router's name. */
 export type PeerId = string;
@@ -98,63 +100,6 @@ export const DEFAULT_TIMEOUTS: Timeouts = {
   ackMs: 30_000,
   tombstoneMs: 600_000,
 };
-
-/** Emits TraceEvents for one node and role; a thin layer so the machines read as protocol. */
-export class Tracer {
-  readonly #sink: TraceSink;
-  readonly #node: string;
-  readonly #role: Role;
-
-  constructor(sink: TraceSink, node: string, role: Role) {
-    this.#sink = sink;
-    this.#node = node;
-    this.#role = role;
-  }
-
-  #emit(event: TraceEvent): void {
-    this.#sink.emit(event);
-  }
-
-  send(rid: string, message: MessageType, peer: PeerId): void {
-    this.#emit({ kind: 'send', node: this.#node, role: this.#role, rid, message, peer });
-  }
-
-  recv(rid: string, message: MessageType, peer: PeerId): void {
-    this.#emit({ kind: 'recv', node: this.#node, role: this.#role, rid, message, peer });
-  }
-
-  drop(rid: string, message: MessageType, why: string): void {
-    this.#emit({ kind: 'drop', node: this.#node, role: this.#role, rid, message, why });
-  }
-
-  state(rid: string, from: string, to: string): void {
-    this.#emit({ kind: 'state', node: this.#node, role: this.#role, rid, from, to });
-  }
-
-  page(rid: string, action: PageAction, pages: readonly { page: number; epoch: number }[]): void {
-    if (pages.length === 0) return;
-    this.#emit({
-      kind: 'page',
-      node: this.#node,
-      role: this.#role,
-      rid,
-      action,
-      pages: pages.map((t) => ({ page: t.page, epoch: t.epoch })),
-    });
-  }
-
-  close(peer: PeerId): void {
-    this.#emit({ kind: 'close', node: this.#node, role: this.#role, peer });
-  }
-
-  outcome(rid: string, outcome: 'success' | 'error', code?: string): void {
-    this.#emit(
-      code === undefined
-        ? { kind: 'outcome', node: this.#node, role: this.#role, rid, outcome }
-        : { kind: 'outcome', node: this.#node, role: this.#role, rid, outcome, code },
-    );
-  }
-}
 
 /** One pending wait of a request: when it expires and what it waited for (for the TimeoutError). */
 export interface Deadline {
@@ -264,18 +209,86 @@ export class RequestBook<R extends BookRecord<string>, T extends BookTombstone<s
   }
 }
 
-/** Answers an Abort with AbortAck (prefill and decode); fault drop-abort-ack is the negative control. */
-export function sendAbortAck(
-  out: Outbox<{ readonly kind: string }>,
-  faults: FaultSet,
-  to: PeerId,
-  rid: RequestId,
-): void {
-  if (faults.has('drop-abort-ack')) return;
-  out.send(to, { type: 'AbortAck', rid });
-}
-
 /** Counts one abort in the state it came in (the machines' abortsByState statistics). */
 export function countByState(counts: Record<string, number>, state: string): void {
   counts[state] = (counts[state] ?? 0) + 1;
+}
+
+/** What every machine is built with; each machine's options add its own. */
+export interface MachineOptions {
+  /** This node's id in traces (decode's is also its advertised data address). */
+  readonly node: PeerId;
+  readonly timeouts?: Partial<Timeouts>;
+  readonly faults?: FaultSet;
+  readonly trace?: TraceSink;
+}
+
+/**
+ * The skeleton the three machines extend: their options, tracer and RequestBook, one handle()
+ * (the clock moves, tombstones are swept, a fresh Outbox collects the effects, `dispatch` acts),
+ * wakeAtMs, stateOf, numActive, and the moves they make alike: a traced state change, an end, a
+ * deadline from now, an acknowledged abort. A machine adds only its own protocol (`dispatch`).
+ */
+export abstract class ProtocolMachine<
+  R extends BookRecord<string>,
+  T extends BookTombstone<string>,
+  Input,
+  Effect extends { readonly kind: string },
+> implements Machine<Input, Effect> {
+  readonly node: PeerId;
+  protected readonly timeouts: Timeouts;
+  protected readonly faults: FaultSet;
+  protected readonly tracer: Tracer;
+  protected readonly book: RequestBook<R, T>;
+  /** The effects of the input being handled. */
+  protected out: Outbox<Effect>;
+
+  constructor(role: Role, options: MachineOptions) {
+    this.node = options.node;
+    this.timeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
+    this.faults = options.faults ?? NO_FAULTS;
+    this.tracer = new Tracer(options.trace ?? NO_TRACE, options.node, role);
+    this.book = new RequestBook(this.tracer, this.timeouts.tombstoneMs);
+    this.out = new Outbox<Effect>(this.tracer);
+  }
+
+  handle(nowMs: number, input: Input): Effect[] {
+    this.book.begin(nowMs);
+    this.out = new Outbox<Effect>(this.tracer);
+    this.dispatch(input);
+    return this.out.effects as Effect[];
+  }
+
+  /** The machine's own protocol: act on one input, queueing effects on `out`. */
+  protected abstract dispatch(input: Input): void;
+
+  wakeAtMs(): number | undefined {
+    return this.book.wakeAtMs();
+  }
+
+  /** rid's state here: 'Idle' when this node never heard of it (or forgot its tombstone). */
+  stateOf(rid: RequestId): R['state'] | T['state'] | 'Idle' {
+    return this.book.stateOf(rid);
+  }
+
+  /** Live requests (router: attempts) on this node. */
+  get numActive(): number {
+    return this.book.active.size;
+  }
+
+  /** The time of the input being handled. */
+  protected get now(): number {
+    return this.book.now;
+  }
+
+  /** A wait of timeoutMs from now (a record's `wait`). */
+  protected waitFor(timeoutMs: number, waitingFor: string): Deadline {
+    return deadline(this.book.now, timeoutMs, waitingFor);
+  }
+
+  /** Answers an Abort with AbortAck (prefill and decode); fault drop-abort-ack is the negative control. */
+  protected ackAbort(to: PeerId, rid: RequestId): void {
+    if (this.faults.has('drop-abort-ack')) return;
+    this.out.send(to, { type: 'AbortAck', rid });
+  }
 }

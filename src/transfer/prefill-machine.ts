@@ -24,9 +24,7 @@ import {
   assert,
   assertNever,
   isPageCheckError,
-  NO_FAULTS,
   TransferError,
-  type FaultSet,
   type RequestId,
   type Tag,
   type TesseraError,
@@ -38,21 +36,14 @@ import { chunkChecksum, promptDigest, TransferDigest } from './digests.js';
 import type { PrefillHost } from './hosts.js';
 import {
   countByState,
-  DEFAULT_TIMEOUTS,
-  deadline,
-  Outbox,
-  RequestBook,
-  sendAbortAck,
-  Tracer,
+  ProtocolMachine,
   type Deadline,
-  type Machine,
+  type MachineOptions,
   type NetworkEffect,
   type NetworkInput,
   type PeerId,
-  type Timeouts,
 } from './machine.js';
 import type { Message, Prefill } from './messages.js';
-import { NO_TRACE, type TraceSink } from './trace.js';
 
 export const PREFILL_STATES = ['Computing', 'AwaitingAck', 'Aborting', 'Released', 'Aborted'] as const;
 export type PrefillState = (typeof PREFILL_STATES)[number];
@@ -80,12 +71,8 @@ export type PrefillInput =
 /** A prefill node's compute starts inside host.admit(), so its effects are network effects only. */
 export type PrefillEffect = NetworkEffect;
 
-export interface PrefillMachineOptions {
-  readonly node: PeerId;
+export interface PrefillMachineOptions extends MachineOptions {
   readonly host: PrefillHost;
-  readonly timeouts?: Partial<Timeouts>;
-  readonly faults?: FaultSet;
-  readonly trace?: TraceSink;
 }
 
 export interface PrefillStats {
@@ -122,13 +109,8 @@ interface Tombstone {
   readonly expiresAtMs: number;
 }
 
-export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
-  readonly node: PeerId;
+export class PrefillMachine extends ProtocolMachine<Active, Tombstone, PrefillInput, PrefillEffect> {
   readonly #host: PrefillHost;
-  readonly #timeouts: Timeouts;
-  readonly #faults: FaultSet;
-  readonly #tracer: Tracer;
-  readonly #book: RequestBook<Active, Tombstone>;
   readonly #stats: PrefillStats = {
     admitted: 0,
     rejected: 0,
@@ -138,20 +120,13 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
     ackTimeouts: 0,
     abortsByState: {},
   };
-  #out!: Outbox<PrefillEffect>;
 
   constructor(options: PrefillMachineOptions) {
-    this.node = options.node;
+    super('prefill', options);
     this.#host = options.host;
-    this.#timeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
-    this.#faults = options.faults ?? NO_FAULTS;
-    this.#tracer = new Tracer(options.trace ?? NO_TRACE, options.node, 'prefill');
-    this.#book = new RequestBook(this.#tracer, this.#timeouts.tombstoneMs);
   }
 
-  handle(nowMs: number, input: PrefillInput): PrefillEffect[] {
-    this.#book.begin(nowMs);
-    this.#out = new Outbox<PrefillEffect>(this.#tracer);
+  protected dispatch(input: PrefillInput): void {
     switch (input.kind) {
       case 'connected':
         break;
@@ -187,19 +162,6 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
       default:
         assertNever(input, 'prefill input');
     }
-    return this.#out.effects as PrefillEffect[];
-  }
-
-  wakeAtMs(): number | undefined {
-    return this.#book.wakeAtMs();
-  }
-
-  stateOf(rid: RequestId): PrefillState | 'Idle' {
-    return this.#book.stateOf(rid);
-  }
-
-  get numActive(): number {
-    return this.#book.active.size;
   }
 
   stats(): PrefillStats {
@@ -208,7 +170,7 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
 
   /** The transfers in flight from here (the operator's page map). */
   inFlight(): TransferView[] {
-    return [...this.#book.active.values()].map((r) => ({
+    return [...this.book.active.values()].map((r) => ({
       rid: r.rid,
       tenant: r.owner.tenant,
       phase: r.state,
@@ -220,22 +182,22 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
   }
 
   #onMessage(from: PeerId, m: Message): void {
-    this.#tracer.recv(m.rid, m.type, from);
+    this.tracer.recv(m.rid, m.type, from);
     switch (m.type) {
       case 'Prefill':
         return this.#onPrefill(from, m);
       case 'Ack': {
-        const r = this.#book.active.get(m.rid);
+        const r = this.book.active.get(m.rid);
         if (r === undefined || r.state !== 'AwaitingAck')
-          return this.#tracer.drop(
+          return this.tracer.drop(
             m.rid,
             m.type,
-            r === undefined && !this.#book.ended.has(m.rid) ? 'unknown request' : 'state',
+            r === undefined && !this.book.ended.has(m.rid) ? 'unknown request' : 'state',
           );
-        if (from !== r.decode) return this.#tracer.drop(m.rid, m.type, `peer: ${from} is not ${r.decode}`);
+        if (from !== r.decode) return this.tracer.drop(m.rid, m.type, `peer: ${from} is not ${r.decode}`);
         this.#stats.transfersAcked++;
         this.#host.release(r.owner);
-        return this.#book.end(r, { state: 'Released' });
+        return this.book.end(r, { state: 'Released' });
       }
       case 'Abort':
         return this.#onAbort(from, m.rid);
@@ -248,15 +210,14 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
       case 'Finished':
       case 'Failed':
       case 'AbortAck':
-        return this.#tracer.drop(m.rid, m.type, 'not a message for prefill');
+        return this.tracer.drop(m.rid, m.type, 'not a message for prefill');
       default:
         return assertNever(m, 'message');
     }
   }
 
   #onPrefill(from: PeerId, m: Prefill): void {
-    if (this.#book.active.has(m.rid) || this.#book.ended.has(m.rid))
-      return this.#tracer.drop(m.rid, 'Prefill', 'state');
+    if (this.book.active.has(m.rid) || this.book.ended.has(m.rid)) return this.tracer.drop(m.rid, 'Prefill', 'state');
     const owner: Owner = { rid: m.rid, tenant: m.tenant };
     const pageSize = this.#host.pool.pageSize;
     let error: TesseraError | undefined;
@@ -275,9 +236,9 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
     if (error !== undefined) {
       // Rejected before any page is allocated or any byte moves; decode may free its reservation.
       this.#stats.rejected++;
-      this.#book.bury(m.rid, 'Idle', { state: 'Aborted' });
-      this.#out.send(from, { type: 'Rejected', rid: m.rid, code: error.code, message: error.message });
-      sendAbortAck(this.#out, this.#faults, m.decodeAddress, m.rid);
+      this.book.bury(m.rid, 'Idle', { state: 'Aborted' });
+      this.out.send(from, { type: 'Rejected', rid: m.rid, code: error.code, message: error.message });
+      this.ackAbort(m.decodeAddress, m.rid);
       return;
     }
     this.#stats.admitted++;
@@ -297,8 +258,8 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
       ackTo: new Set([m.decodeAddress]),
       wait: undefined,
     };
-    this.#book.active.set(m.rid, r);
-    this.#tracer.state(m.rid, 'Idle', 'Computing');
+    this.book.active.set(m.rid, r);
+    this.tracer.state(m.rid, 'Idle', 'Computing');
   }
 
   #onComputed(
@@ -310,7 +271,7 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
     cachedTokens = 0,
     promptLogprobs?: readonly TokenLogprob[],
   ): void {
-    const r = this.#book.active.get(rid);
+    const r = this.book.active.get(rid);
     if (r === undefined) return;
     if (r.state === 'Aborting' && firstToken !== undefined) return this.#onComputeEnded(rid, undefined); // the step ended instead of stopping
     if (r.state !== 'Computing') return;
@@ -320,10 +281,10 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
       () => `${rid}: computed(${upTo}) after ${r.sentTokens} of ${r.numTokens} tokens`,
     );
     // placeholder-done (the incident): only the first page is ever sent, the whole prompt is claimed.
-    const limit = this.#faults.has('placeholder-done') ? Math.min(upTo, this.#host.pool.pageSize) : upTo;
+    const limit = this.faults.has('placeholder-done') ? Math.min(upTo, this.#host.pool.pageSize) : upTo;
     if (!this.#sendChunks(r, limit, tags)) return;
     if (firstToken === undefined) return;
-    this.#out.send(r.decode, {
+    this.out.send(r.decode, {
       type: 'KvDone',
       rid,
       numChunks: r.seq,
@@ -336,8 +297,8 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
       ...(cachedTokens > 0 ? { cachedTokens } : {}),
       ...(promptLogprobs === undefined ? {} : { promptLogprobs }),
     });
-    this.#book.goto(r, 'AwaitingAck');
-    r.wait = deadline(this.#book.now, this.#timeouts.ackMs, `Ack from ${r.decode}`);
+    this.book.goto(r, 'AwaitingAck');
+    r.wait = this.waitFor(this.timeouts.ackMs, `Ack from ${r.decode}`);
   }
 
   /** KvChunk frames for positions [sentTokens, limit), one per page touched. False when our own page check failed. */
@@ -369,11 +330,11 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
         kvDtype: pool.kv.dtype,
       };
       const checksum = chunkChecksum(header, payload);
-      if (this.#faults.has('corrupt-chunk') && r.seq === 0) {
+      if (this.faults.has('corrupt-chunk') && r.seq === 0) {
         const bit = (r.rid.length * 31 + r.numTokens) % (payload.length * 8);
         payload[bit >> 3] = (payload[bit >> 3] as number) ^ (1 << (bit & 7));
       }
-      this.#out.send(r.decode, { type: 'KvChunk', ...header, checksum, payload });
+      this.out.send(r.decode, { type: 'KvChunk', ...header, checksum, payload });
       r.digest.add(checksum);
       r.seq++;
       r.sentTokens += numSlots;
@@ -385,14 +346,14 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
   }
 
   #onAbort(from: PeerId, rid: RequestId): void {
-    const r = this.#book.active.get(rid);
+    const r = this.book.active.get(rid);
     if (r === undefined) {
       // Idle: remember, so a Prefill that arrives late is refused; ended: acknowledge again.
-      if (!this.#book.ended.has(rid)) this.#book.bury(rid, 'Idle', { state: 'Aborted' });
-      return sendAbortAck(this.#out, this.#faults, from, rid);
+      if (!this.book.ended.has(rid)) this.book.bury(rid, 'Idle', { state: 'Aborted' });
+      return this.ackAbort(from, rid);
     }
     if (from !== r.router && from !== r.decode)
-      return this.#tracer.drop(rid, 'Abort', `peer: ${from} is neither the router nor the decode of ${rid}`);
+      return this.tracer.drop(rid, 'Abort', `peer: ${from} is neither the router nor the decode of ${rid}`);
     r.ackTo.add(from);
     switch (r.state) {
       case 'Computing':
@@ -409,8 +370,8 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
   }
 
   #onClosed(peer: PeerId, reason: string): void {
-    this.#tracer.close(peer);
-    for (const r of [...this.#book.active.values()]) {
+    this.tracer.close(peer);
+    for (const r of [...this.book.active.values()]) {
       if (r.decode === peer) {
         // Chunks sent on that connection may be lost: such a transfer cannot go on, and decode,
         // if it saw none of them, learns it from our AbortAck (on a new connection). A transfer
@@ -433,41 +394,41 @@ export class PrefillMachine implements Machine<PrefillInput, PrefillEffect> {
   }
 
   #onTick(): void {
-    for (const r of [...this.#book.active.values()]) {
-      if (r.wait === undefined || r.wait.atMs > this.#book.now || r.state !== 'AwaitingAck') continue;
+    for (const r of [...this.book.active.values()]) {
+      if (r.wait === undefined || r.wait.atMs > this.now || r.state !== 'AwaitingAck') continue;
       // Every chunk has left this node: nothing reads the source pages any more.
       this.#stats.ackTimeouts++;
       this.#host.release(r.owner);
-      this.#book.end(r, { state: 'Released' });
+      this.book.end(r, { state: 'Released' });
     }
   }
 
   #onComputeEnded(rid: RequestId, error: TesseraError | undefined): void {
-    const r = this.#book.active.get(rid);
+    const r = this.book.active.get(rid);
     if (r === undefined) return;
     if (r.state === 'Aborting') return this.#finishAbort(r);
     if (r.state === 'Computing' && error !== undefined) {
       countByState(this.#stats.abortsByState, r.state);
       this.#finishAbort(r);
-      this.#out.send(r.router, { type: 'Failed', rid, code: error.code, message: error.message });
+      this.out.send(r.router, { type: 'Failed', rid, code: error.code, message: error.message });
     }
   }
 
   /** The transfer cannot go on: stop computing, tell the router, and decode once nothing writes. */
   #failWhileComputing(r: Active, error: TesseraError): void {
     this.#stop(r);
-    this.#out.send(r.router, { type: 'Failed', rid: r.rid, code: error.code, message: error.message });
+    this.out.send(r.router, { type: 'Failed', rid: r.rid, code: error.code, message: error.message });
   }
 
   #stop(r: Active): void {
     countByState(this.#stats.abortsByState, r.state);
     if (this.#host.stop(r.owner) === 'stopped') return this.#finishAbort(r);
-    this.#book.goto(r, 'Aborting');
+    this.book.goto(r, 'Aborting');
   }
 
   /** Nothing writes rid's pages any more and ours are back: Aborted, AbortAck to everyone owed one. */
   #finishAbort(r: Active): void {
-    this.#book.end(r, { state: 'Aborted' });
-    for (const peer of r.ackTo) sendAbortAck(this.#out, this.#faults, peer, r.rid);
+    this.book.end(r, { state: 'Aborted' });
+    for (const peer of r.ackTo) this.ackAbort(peer, r.rid);
   }
 }

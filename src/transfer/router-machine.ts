@@ -39,20 +39,14 @@ import { contextLengthError, requestShapeError } from '../pages/index.js';
 import { promptDigest } from './digests.js';
 import {
   countByState,
-  DEFAULT_TIMEOUTS,
-  deadline,
-  Outbox,
-  RequestBook,
-  Tracer,
+  ProtocolMachine,
   type Deadline,
-  type Machine,
+  type MachineOptions,
   type NetworkEffect,
   type NetworkInput,
   type PeerId,
-  type Timeouts,
 } from './machine.js';
 import type { AbortReason, FinishReason, Message } from './messages.js';
-import { NO_TRACE, type TraceSink } from './trace.js';
 
 export const ROUTER_STATES = ['Reserving', 'Prefilling', 'Streaming', 'Cancelling', 'Succeeded', 'Failed'] as const;
 export type RouterState = (typeof ROUTER_STATES)[number];
@@ -104,15 +98,13 @@ export type RouterEffect =
   /** A metric, not a decision: an attempt's first tokens arrived `ms` after its Prefill was sent (client rid). */
   | { readonly kind: 'transferTimed'; readonly rid: RequestId; readonly ms: number };
 
-export interface RouterMachineOptions {
-  readonly node: PeerId;
+/** A router has no fault points of its own (`faults` is unused). */
+export interface RouterMachineOptions extends MachineOptions {
   /** The router's own context length: prompt + max_tokens above it is refused before any Reserve. */
   readonly contextLength: number;
   readonly pickPair: PickPair;
   /** Attempts per client request (a prefill failure before any token may be retried). Default 2. */
   readonly maxAttempts?: number;
-  readonly timeouts?: Partial<Timeouts>;
-  readonly trace?: TraceSink;
 }
 
 export interface RouterStats {
@@ -147,6 +139,11 @@ interface Attempt {
   prefillSentMs: number | undefined;
 }
 
+interface Tombstone {
+  readonly state: 'Succeeded' | 'Failed';
+  readonly expiresAtMs: number;
+}
+
 const RETRYABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'overloaded',
   'transfer_failed',
@@ -155,15 +152,11 @@ const RETRYABLE: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   'kv_page_check_failed',
 ]);
 
-export class RouterMachine implements Machine<RouterInput, RouterEffect> {
-  readonly node: PeerId;
+export class RouterMachine extends ProtocolMachine<Attempt, Tombstone, RouterInput, RouterEffect> {
   readonly #contextLength: number;
   readonly #pickPair: PickPair;
   readonly #maxAttempts: number;
-  readonly #timeouts: Timeouts;
-  readonly #tracer: Tracer;
   readonly #clients = new Map<RequestId, Client>();
-  readonly #book: RequestBook<Attempt, { readonly state: 'Succeeded' | 'Failed'; readonly expiresAtMs: number }>;
   /** Live attempts per worker (either side of the pair): the load the pair policy balances. */
   readonly #inFlight = new Map<PeerId, number>();
   readonly #stats: RouterStats = {
@@ -175,21 +168,15 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
     failuresByCode: {},
     abortsByState: {},
   };
-  #out!: Outbox<RouterEffect>;
 
   constructor(options: RouterMachineOptions) {
-    this.node = options.node;
+    super('router', options);
     this.#contextLength = options.contextLength;
     this.#pickPair = options.pickPair;
     this.#maxAttempts = options.maxAttempts ?? 2;
-    this.#timeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
-    this.#tracer = new Tracer(options.trace ?? NO_TRACE, options.node, 'router');
-    this.#book = new RequestBook(this.#tracer, this.#timeouts.tombstoneMs);
   }
 
-  handle(nowMs: number, input: RouterInput): RouterEffect[] {
-    this.#book.begin(nowMs);
-    this.#out = new Outbox<RouterEffect>(this.#tracer);
+  protected dispatch(input: RouterInput): void {
     switch (input.kind) {
       case 'submit':
         this.#onSubmit(input.request);
@@ -214,25 +201,11 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
       default:
         assertNever(input, 'router input');
     }
-    return this.#out.effects;
-  }
-
-  wakeAtMs(): number | undefined {
-    return this.#book.wakeAtMs();
-  }
-
-  stateOf(rid: RequestId): RouterState | 'Idle' {
-    return this.#book.stateOf(rid);
-  }
-
-  /** Client requests whose outcome is not decided yet, plus attempts still cancelling. */
-  get numActive(): number {
-    return this.#book.active.size;
   }
 
   /** The attempts in flight and their pairs (the operator's page map). */
   inFlight(): PairView[] {
-    return [...this.#book.active.values()].map((a) => ({
+    return [...this.book.active.values()].map((a) => ({
       rid: a.rid,
       tenant: a.client.request.tenant,
       phase: a.state,
@@ -252,7 +225,7 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
 
   /** The client request (its rid as submitted) that attempt `rid` belongs to, while the attempt lives. */
   clientOf(rid: RequestId): RequestId | undefined {
-    return this.#book.active.get(rid)?.client.request.rid;
+    return this.book.active.get(rid)?.client.request.rid;
   }
 
   /** Attempts live on `peer` (as the prefill or the decode of their pair), from Reserve until the attempt ends. */
@@ -263,12 +236,12 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
   /** Live attempts by state (Reserving, Prefilling, Streaming, Cancelling). */
   attemptsByState(): Record<string, number> {
     const counts: Record<string, number> = {};
-    for (const a of this.#book.active.values()) counts[a.state] = (counts[a.state] ?? 0) + 1;
+    for (const a of this.book.active.values()) counts[a.state] = (counts[a.state] ?? 0) + 1;
     return counts;
   }
 
   #onSubmit(request: ClientRequest): void {
-    if (this.#clients.has(request.rid) || this.#book.active.has(request.rid) || this.#book.ended.has(request.rid)) {
+    if (this.#clients.has(request.rid) || this.book.active.has(request.rid) || this.book.ended.has(request.rid)) {
       throw new InvariantError(`submit: request id ${request.rid} is already in use`);
     }
     this.#stats.submitted++;
@@ -290,8 +263,7 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
     if (refusal === undefined && pair === undefined)
       refusal = new TesseraError('overloaded', 'no prefill/decode pair is available; try again later');
     if (refusal !== undefined || pair === undefined) {
-      this.#tracer.state(request.rid, 'Idle', 'Failed');
-      this.#book.ended.set(request.rid, { state: 'Failed', expiresAtMs: this.#book.now + this.#timeouts.tombstoneMs });
+      this.book.bury(request.rid, 'Idle', { state: 'Failed' });
       return this.#decide(client, request.rid, { ok: false, error: refusal ?? new InvariantError('no pair') });
     }
     this.#start(client, pair);
@@ -302,14 +274,14 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
     client.triedPrefills.push(pair.prefill);
     const base = client.request.rid;
     const rid = client.attempts === 1 ? base : asRequestId(`${base}.${client.attempts}`);
-    const wait = deadline(this.#book.now, this.#timeouts.reserveMs, `Reserved from ${pair.decode}`);
+    const wait = this.waitFor(this.timeouts.reserveMs, `Reserved from ${pair.decode}`);
     const a: Attempt = { rid, client, pair, state: 'Reserving', wait, tokensForwarded: 0, prefillSentMs: undefined };
     client.current = a;
-    this.#book.active.set(rid, a);
+    this.book.active.set(rid, a);
     this.#addLoad(pair, +1);
-    this.#tracer.state(rid, 'Idle', 'Reserving');
+    this.tracer.state(rid, 'Idle', 'Reserving');
     const { tenant, tokens, sampling } = client.request;
-    this.#out.send(pair.decode, {
+    this.out.send(pair.decode, {
       type: 'Reserve',
       rid,
       tenant,
@@ -321,27 +293,26 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
   }
 
   #onMessage(from: PeerId, m: Message): void {
-    this.#tracer.recv(m.rid, m.type, from);
-    const a = this.#book.active.get(m.rid);
+    this.tracer.recv(m.rid, m.type, from);
+    const a = this.book.active.get(m.rid);
     if (a === undefined)
-      return this.#tracer.drop(m.rid, m.type, this.#book.ended.has(m.rid) ? 'state' : 'unknown request');
+      return this.tracer.drop(m.rid, m.type, this.book.ended.has(m.rid) ? 'state' : 'unknown request');
     const fromDecode = from === a.pair.decode;
     const fromPrefill = from === a.pair.prefill;
     if (!fromDecode && !fromPrefill)
-      return this.#tracer.drop(m.rid, m.type, `peer: ${from} is not in the pair of ${m.rid}`);
-    const drop = (): void => this.#tracer.drop(m.rid, m.type, 'state');
+      return this.tracer.drop(m.rid, m.type, `peer: ${from} is not in the pair of ${m.rid}`);
+    const drop = (): void => this.tracer.drop(m.rid, m.type, 'state');
     switch (m.type) {
       case 'Reserved': {
         if (!fromDecode || a.state !== 'Reserving') return drop();
-        this.#book.goto(a, 'Prefilling');
-        a.wait = deadline(
-          this.#book.now,
-          this.#timeouts.prefillMs,
+        this.book.goto(a, 'Prefilling');
+        a.wait = this.waitFor(
+          this.timeouts.prefillMs,
           `the first token (prefill on ${a.pair.prefill}, KV transfer to ${a.pair.decode})`,
         );
         const { tenant, tokens, sampling } = a.client.request;
-        a.prefillSentMs = this.#book.now;
-        this.#out.send(a.pair.prefill, {
+        a.prefillSentMs = this.now;
+        this.out.send(a.pair.prefill, {
           type: 'Prefill',
           rid: a.rid,
           tenant,
@@ -370,12 +341,12 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
           );
         }
         if (a.state === 'Prefilling' && a.prefillSentMs !== undefined) {
-          this.#out.push({ kind: 'transferTimed', rid: a.client.request.rid, ms: this.#book.now - a.prefillSentMs });
+          this.out.push({ kind: 'transferTimed', rid: a.client.request.rid, ms: this.now - a.prefillSentMs });
         }
-        this.#book.goto(a, 'Streaming');
+        this.book.goto(a, 'Streaming');
         a.tokensForwarded += m.ids.length;
-        a.wait = deadline(this.#book.now, this.#timeouts.tokenMs, `the next token from ${a.pair.decode}`);
-        this.#out.push({
+        a.wait = this.waitFor(this.timeouts.tokenMs, `the next token from ${a.pair.decode}`);
+        this.out.push({
           kind: 'clientTokens',
           rid: a.client.request.rid,
           ids: m.ids,
@@ -413,7 +384,7 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
           // closed, a wait ran out): a prefill-side failure like the prefill's own Failed, which
           // often races it here (a killed prefill: decode may see the close first). Stop the
           // prefill; retry on another one where allowed.
-          this.#out.send(a.pair.prefill, { type: 'Abort', rid: a.rid, reason: 'decode-failed' });
+          this.out.send(a.pair.prefill, { type: 'Abort', rid: a.rid, reason: 'decode-failed' });
           return this.#retryOrFail(a, new TesseraError(m.code, m.message), RETRYABLE.has(m.code), false);
         }
         return this.#fail(a, new TesseraError(m.code, m.message));
@@ -426,20 +397,20 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
       case 'KvDone':
       case 'Ack':
       case 'Abort':
-        return this.#tracer.drop(m.rid, m.type, 'not a message for the router');
+        return this.tracer.drop(m.rid, m.type, 'not a message for the router');
       default:
         return assertNever(m, 'message');
     }
   }
 
   #onClosed(peer: PeerId, reason: string): void {
-    this.#tracer.close(peer);
-    for (const a of [...this.#book.active.values()]) {
+    this.tracer.close(peer);
+    for (const a of [...this.book.active.values()]) {
       if (a.pair.decode === peer) {
         if (a.state === 'Cancelling') this.#end(a, 'Failed');
         else {
           if (a.state === 'Prefilling')
-            this.#out.send(a.pair.prefill, { type: 'Abort', rid: a.rid, reason: 'decode-failed' });
+            this.out.send(a.pair.prefill, { type: 'Abort', rid: a.rid, reason: 'decode-failed' });
           this.#fail(a, new TransferError(`${a.rid}: the connection to decode ${peer} closed (${reason})`));
         }
       } else if (a.pair.prefill === peer && a.state === 'Prefilling') {
@@ -455,8 +426,8 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
   }
 
   #onTick(): void {
-    for (const a of [...this.#book.active.values()]) {
-      if (a.wait === undefined || a.wait.atMs > this.#book.now) continue;
+    for (const a of [...this.book.active.values()]) {
+      if (a.wait === undefined || a.wait.atMs > this.now) continue;
       if (a.state === 'Cancelling') {
         this.#stats.cancelTimeouts++;
         this.#end(a, 'Failed');
@@ -491,11 +462,11 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
   #abandon(a: Attempt, reason: AbortReason): void {
     countByState(this.#stats.abortsByState, a.state);
     const wasPrefilling = a.state === 'Prefilling';
-    this.#book.goto(a, 'Cancelling');
-    a.wait = deadline(this.#book.now, this.#timeouts.cancelMs, `AbortAck from ${a.pair.decode}`);
-    this.#out.send(a.pair.decode, { type: 'Abort', rid: a.rid, reason });
+    this.book.goto(a, 'Cancelling');
+    a.wait = this.waitFor(this.timeouts.cancelMs, `AbortAck from ${a.pair.decode}`);
+    this.out.send(a.pair.decode, { type: 'Abort', rid: a.rid, reason });
     if (wasPrefilling && reason !== 'prefill-failed')
-      this.#out.send(a.pair.prefill, { type: 'Abort', rid: a.rid, reason });
+      this.out.send(a.pair.prefill, { type: 'Abort', rid: a.rid, reason });
   }
 
   #fail(a: Attempt, error: TesseraError): void {
@@ -510,13 +481,13 @@ export class RouterMachine implements Machine<RouterInput, RouterEffect> {
       this.#stats.failed++;
       this.#stats.failuresByCode[outcome.error.code] = (this.#stats.failuresByCode[outcome.error.code] ?? 0) + 1;
     }
-    this.#tracer.outcome(rid, outcome.ok ? 'success' : 'error', outcome.ok ? undefined : outcome.error.code);
-    this.#out.push({ kind: 'clientOutcome', rid: client.request.rid, outcome });
+    this.tracer.outcome(rid, outcome.ok ? 'success' : 'error', outcome.ok ? undefined : outcome.error.code);
+    this.out.push({ kind: 'clientOutcome', rid: client.request.rid, outcome });
     this.#clients.delete(client.request.rid);
   }
 
   #end(a: Attempt, to: 'Succeeded' | 'Failed'): void {
-    this.#book.end(a, { state: to });
+    this.book.end(a, { state: to });
     this.#addLoad(a.pair, -1);
   }
 

@@ -11,6 +11,7 @@
 // (request ended or stopDecoding) events with the same sink. Prefill emits no page events (its
 // pages are the scheduler's, as in the model). A trace says which prefill writes a request only
 // once it speaks; the router's Reserve names it (the conformance checker's `writerOf`).
+// `Tracer` is the thin emitter the machines (and the decode worker's page events) use.
 
 import type { MessageType } from './messages.js';
 
@@ -82,3 +83,60 @@ export interface TraceSink {
 }
 
 export const NO_TRACE: TraceSink = { emit() {} };
+
+/** Emits TraceEvents for one node and role; a thin layer so the machines read as protocol. */
+export class Tracer {
+  readonly #sink: TraceSink;
+  readonly #node: string;
+  readonly #role: Role;
+
+  constructor(sink: TraceSink, node: string, role: Role) {
+    this.#sink = sink;
+    this.#node = node;
+    this.#role = role;
+  }
+
+  #emit(event: TraceEvent): void {
+    this.#sink.emit(event);
+  }
+
+  send(rid: string, message: MessageType, peer: string): void {
+    this.#emit({ kind: 'send', node: this.#node, role: this.#role, rid, message, peer });
+  }
+
+  recv(rid: string, message: MessageType, peer: string): void {
+    this.#emit({ kind: 'recv', node: this.#node, role: this.#role, rid, message, peer });
+  }
+
+  drop(rid: string, message: MessageType, why: string): void {
+    this.#emit({ kind: 'drop', node: this.#node, role: this.#role, rid, message, why });
+  }
+
+  state(rid: string, from: string, to: string): void {
+    this.#emit({ kind: 'state', node: this.#node, role: this.#role, rid, from, to });
+  }
+
+  page(rid: string, action: PageAction, pages: readonly { page: number; epoch: number }[]): void {
+    if (pages.length === 0) return;
+    this.#emit({
+      kind: 'page',
+      node: this.#node,
+      role: this.#role,
+      rid,
+      action,
+      pages: pages.map((t) => ({ page: t.page, epoch: t.epoch })),
+    });
+  }
+
+  close(peer: string): void {
+    this.#emit({ kind: 'close', node: this.#node, role: this.#role, peer });
+  }
+
+  outcome(rid: string, outcome: 'success' | 'error', code?: string): void {
+    this.#emit(
+      code === undefined
+        ? { kind: 'outcome', node: this.#node, role: this.#role, rid, outcome }
+        : { kind: 'outcome', node: this.#node, role: this.#role, rid, outcome, code },
+    );
+  }
+}
