@@ -19,7 +19,6 @@
 import { hostname } from 'node:os';
 import {
   AbortedError,
-  asRequestId,
   assertNever,
   TesseraError,
   type BackendHealth,
@@ -38,6 +37,7 @@ import {
   NO_TRACE,
   probeClusterSecret,
   RouterMachine,
+  submissionRid,
   TcpTransport,
   type RouterEffect,
   type RouterInput,
@@ -99,7 +99,7 @@ interface Live {
   readonly request: GenerateRequest;
   readonly stream: ClientStream;
   machineRid: RequestId;
-  /** Submissions so far (the first under the client's rid, then `<rid>~w<n>`). */
+  /** Submissions so far (the first under the client's rid, then `<rid>~w<n>`: transfer/request-ids.ts). */
   submissions: number;
   /** When it first had to wait, until its first token. */
   waitingSinceMs: number | undefined;
@@ -408,7 +408,7 @@ export class PdRouter {
 
   #submit(live: Live): void {
     const { rid, tenant, promptTokens, sampling } = live.request;
-    live.machineRid = live.submissions === 0 ? rid : asRequestId(`${rid}~w${live.submissions}`);
+    live.machineRid = submissionRid(rid, live.submissions);
     live.submissions++;
     live.queued = false;
     this.#byMachine.set(live.machineRid, rid);

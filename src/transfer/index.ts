@@ -4,7 +4,7 @@
 // that does I/O.
 export type * from './messages.js';
 export type * from './trace.js';
-export { NO_TRACE } from './trace.js';
+export { NO_TRACE, Tracer } from './trace.js';
 export {
   DEFAULT_TIMEOUTS,
   type ChunkInput,
@@ -31,6 +31,7 @@ export {
   type ReserveVerdict,
 } from './hosts.js';
 export { stampCoverage } from './decode-checks.js';
+export { attemptRid, submissionRid } from './request-ids.js';
 export { DecodeMachine } from './decode-machine.js';
 export {
   DECODE_STATES,

@@ -16,7 +16,7 @@
 //   prefilling), the client's error at once; D's AbortAck or cancelMs        -> Cancelling -> Failed
 //   Retry: P fails (or its connection closes) while Prefilling, before any token: the attempt
 //   ends without an outcome (Failed; Cancelling with Abort -> D when P's connection closed) and
-//   a new attempt, rid "<rid>.<n>", reserves afresh (new epochs) with another prefill; at most
+//   a new attempt, rid "<rid>.<n>" (request-ids.ts), reserves afresh (new epochs) with another prefill; at most
 //   maxAttempts attempts. The client sees one outcome, traced under the deciding attempt's rid.
 // Load and metrics are explicit: inFlightOn(peer) and attemptsByState() count live attempts, and
 // the `transferTimed` effect reports Prefill-to-first-tokens; none of it is read off the trace.
@@ -27,7 +27,6 @@ import {
   TesseraError,
   TimeoutError,
   TransferError,
-  asRequestId,
   type ErrorCode,
   type PairView,
   type RequestId,
@@ -47,6 +46,7 @@ import {
   type PeerId,
 } from './machine.js';
 import type { AbortReason, FinishReason, Message } from './messages.js';
+import { attemptRid } from './request-ids.js';
 
 export const ROUTER_STATES = ['Reserving', 'Prefilling', 'Streaming', 'Cancelling', 'Succeeded', 'Failed'] as const;
 export type RouterState = (typeof ROUTER_STATES)[number];
@@ -272,8 +272,7 @@ export class RouterMachine extends ProtocolMachine<Attempt, Tombstone, RouterInp
   #start(client: Client, pair: Pair): void {
     client.attempts++;
     client.triedPrefills.push(pair.prefill);
-    const base = client.request.rid;
-    const rid = client.attempts === 1 ? base : asRequestId(`${base}.${client.attempts}`);
+    const rid = attemptRid(client.request.rid, client.attempts);
     const wait = this.waitFor(this.timeouts.reserveMs, `Reserved from ${pair.decode}`);
     const a: Attempt = { rid, client, pair, state: 'Reserving', wait, tokensForwarded: 0, prefillSentMs: undefined };
     client.current = a;

@@ -28,7 +28,6 @@
 import {
   assertNever,
   InvariantError,
-  syncAborts,
   TesseraError,
   type BackendHealth,
   type BackendStats,
@@ -47,20 +46,17 @@ import {
   DecodeMachine,
   MachineDriver,
   NO_TRACE,
+  Tracer,
   type DecodeEffect,
   type DecodeHost,
   type DecodeInput,
   type ReserveVerdict,
-  type TraceSink,
   type Transport,
 } from '../transfer/index.js';
 import type { TokenConstraint } from '../grammar/index.js';
-import { constraintFor, prepareConstraints } from './constraints.js';
-import { EngineLoop } from './engine-loop.js';
-import { schedulerFor } from './scheduler-for.js';
+import { constraintFor } from './constraints.js';
+import type { EngineLoop } from './engine-loop.js';
 import { speculationHealth } from './health.js';
-import { HookedRunner } from './hooked-runner.js';
-import { abortTotals, nodePageMap } from './page-map.js';
 import { notForClients, type PdWorkerOptions } from './pd-common.js';
 import { listenCluster, PdRole } from './pd-role.js';
 
@@ -83,7 +79,7 @@ export class DecodeWorker {
   readonly machine: DecodeMachine;
   readonly transport: Transport;
   readonly #role: PdRole;
-  readonly #trace: TraceSink;
+  readonly #tracer: Tracer;
   readonly #loop: EngineLoop;
   readonly #driver: MachineDriver<DecodeInput, DecodeEffect>;
   readonly #decoding = new Map<RequestId, Decoding>();
@@ -105,8 +101,9 @@ export class DecodeWorker {
     this.contextLength = options.contextLength;
     this.pool = pool;
     this.transport = transport;
-    this.scheduler = schedulerFor('decode', options);
-    this.#trace = options.trace ?? NO_TRACE;
+    this.scheduler = this.#role.scheduler;
+    const trace = options.trace ?? NO_TRACE;
+    this.#tracer = new Tracer(trace, transport.nodeId, 'decode');
     const host: DecodeHost = {
       pool,
       model: options.modelFingerprint,
@@ -122,36 +119,19 @@ export class DecodeWorker {
       node: transport.nodeId,
       host,
       faults,
-      trace: this.#trace,
+      trace,
       ...(options.timeouts ? { timeouts: options.timeouts } : {}),
     });
     this.#role.machine = this.machine;
     this.#driver = new MachineDriver<DecodeInput, DecodeEffect>(this.machine, (effect) => this.#carryOut(effect));
-    this.#loop = new EngineLoop({
-      scheduler: this.scheduler,
-      runner: new HookedRunner(options.runner, { before: (items) => this.#beforeStep(items) }),
-      sampler: options.sampler,
-      samplingOf: (rid) => {
-        const d = this.#decoding.get(rid);
-        const view = this.scheduler.view(rid);
-        if (d === undefined || view === undefined || view.state === 'ending') return undefined;
-        const { constraint } = d;
-        return {
-          params: d.sampling,
-          numOutputTokens: view.numOutputTokens,
-          outputTokens: () => this.scheduler.outputTokens(rid),
-          ...(constraint === undefined ? {} : { mask: () => constraint.mask() }),
-        };
-      },
-      prepareSampling: (items) => prepareConstraints(items, (rid) => this.#decoding.get(rid)?.constraint),
+    this.#loop = this.#role.startLoop({
+      recordOf: (rid) => this.#decoding.get(rid),
+      outputs: true,
+      before: (items) => this.#beforeStep(items),
       onEvents: (events) => this.#onEvents(events),
       onFatal: (error) => this.#onFatal(error),
-      faults,
-      checkEveryStep: options.checkEveryStep,
-      ...(options.maxStepMs === undefined ? {} : { maxStepMs: options.maxStepMs }),
-      pool: options.pool, // speculation's rollback of rejected drafts (spec-verify.ts)
+      more: { pool }, // speculation's rollback of rejected drafts (spec-verify.ts)
     });
-    this.#loop.start();
   }
 
   get address(): string {
@@ -167,65 +147,57 @@ export class DecodeWorker {
   }
 
   get isIdle(): boolean {
-    return this.scheduler.isIdle && this.machine.numActive === 0;
+    return this.#role.isIdle;
   }
 
   async health(): Promise<BackendHealth> {
-    const own = {
+    return this.#role.health({
       receiving: this.scheduler.numReceiving,
       quarantined: this.scheduler.numQuarantined,
       preempted: this.scheduler.numPreemptions,
       ...speculationHealth(this.scheduler.specStats, this.#loop.numRolledBack),
-    };
-    return this.#role.health(this.#loop, this.scheduler, this.pool, this.isIdle, own);
+    });
   }
 
   async stats(): Promise<BackendStats> {
-    const m = this.#role.metrics;
-    if (m !== undefined) {
-      const s = this.machine.stats();
-      const mirror = this.#role.mirror;
-      m.addTransferBytes(mirror.delta('bytes', s.bytesWritten));
-      for (let i = mirror.delta('checksums', s.checksumFailures); i > 0; i--) m.countChecksumFailure();
-      syncAborts(mirror, m, s.abortsByState);
-    }
-    return this.#role.stats(this.scheduler, this.pool, this.scheduler.numReceiving + this.scheduler.numWaiting);
+    const s = this.machine.stats();
+    const m = this.#role.syncMetrics(s.bytesWritten, s.abortsByState);
+    if (m !== undefined)
+      for (let i = this.#role.mirror.delta('checksums', s.checksumFailures); i > 0; i--) m.countChecksumFailure();
+    return this.#role.stats(this.scheduler.numReceiving + this.scheduler.numWaiting);
   }
 
   /** The operator's page map (admin-only /dashboard): the ledger, transfers being received, quarantine. */
   async pageMap(): Promise<NodePageMap> {
     const s = this.machine.stats();
     const { transfers, quarantined } = this.machine.inFlight();
-    return nodePageMap({
-      role: 'decode',
-      node: this.address,
-      pool: this.pool,
-      loop: this.#loop.stats,
-      running: this.scheduler.numRunning,
-      waiting: this.scheduler.numReceiving + this.scheduler.numWaiting,
-      transfers,
-      quarantined,
-      totals: {
-        'transfers verified': s.transfersVerified,
-        'transfers failed': s.transfersFailed,
-        'checksum failures': s.checksumFailures,
-        'frames dropped': s.framesDropped,
-        'tag mismatches': this.pool.numCheckFailures,
-        preempted: this.scheduler.numPreemptions,
-        ...abortTotals(s.abortsByState),
+    return this.#role.pageMap(
+      {
+        waiting: this.scheduler.numReceiving + this.scheduler.numWaiting,
+        transfers,
+        quarantined,
+        totals: {
+          'transfers verified': s.transfersVerified,
+          'transfers failed': s.transfersFailed,
+          'checksum failures': s.checksumFailures,
+          'frames dropped': s.framesDropped,
+          'tag mismatches': this.pool.numCheckFailures,
+          preempted: this.scheduler.numPreemptions,
+        },
       },
-    });
+      s.abortsByState,
+    );
   }
 
   async close(drainMs: number): Promise<void> {
     const endAll = (): void => {
       for (const rid of [...this.#decoding.keys()]) this.#end(rid);
     };
-    await this.#role.close(drainMs, () => this.#driver.stop(), endAll, this.#loop);
+    await this.#role.close(drainMs, () => this.#driver.stop(), endAll);
   }
 
   #reserve(owner: Owner, promptTokens: number, sampling: SamplingParams): ReserveVerdict {
-    const refusal = this.#role.refusal(this.#loop);
+    const refusal = this.#role.refusal();
     if (refusal !== undefined) return { kind: 'rejected', error: refusal };
     // Structured output: refused before any page when this node cannot enforce it; else its
     // grammar starts compiling now, while prefill computes (startDecoding builds the matcher).
@@ -320,14 +292,7 @@ export class DecodeWorker {
         if (this.scheduler.view(item.rid)?.state === 'ending') skip.add(item);
         continue;
       }
-      this.#trace.emit({
-        kind: 'page',
-        node: this.address,
-        role: 'decode',
-        rid: item.rid,
-        action: 'read',
-        pages: d.tags.map((t) => ({ page: t.page, epoch: t.epoch })),
-      });
+      this.#tracer.page(item.rid, 'read', d.tags);
     }
     return skip;
   }
@@ -338,14 +303,7 @@ export class DecodeWorker {
     if (d === undefined) return;
     this.#decoding.delete(rid);
     d.constraint?.dispose();
-    this.#trace.emit({
-      kind: 'page',
-      node: this.address,
-      role: 'decode',
-      rid,
-      action: 'free',
-      pages: d.tags.map((t) => ({ page: t.page, epoch: t.epoch })),
-    });
+    this.#tracer.page(rid, 'free', d.tags);
   }
 
   #onFatal(error: unknown): void {

@@ -1,21 +1,27 @@
 // What the two PD roles (prefill-worker.ts, decode-worker.ts) share around their own life of a
 // request: listening on the cluster address, carrying out the network effects of their machine,
-// refusing new work once closing or broken, the /health and stats frames, and a close() that
-// drains the transfers in flight. Each role keeps only what is its own.
+// refusing new work once closing or broken, the scheduler and the engine loop wired alike
+// (sampling state, grammar masks, step hooks), the /health, stats, metrics and page-map frames,
+// and a close() that drains the transfers in flight. Each role keeps only what is its own.
 // Must never: decide anything about a request (the machines and the scheduler do), or poll: the
 // drain wakes on the machine's effects (a request ends with one) and on its deadline.
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   InvariantError,
+  syncAborts,
   TesseraError,
   TotalsMirror,
   assertNever,
   type BackendHealth,
   type BackendStats,
+  type NodePageMap,
   type PdMetricsSink,
+  type RequestId,
+  type SamplingParams,
 } from '../core/index.js';
+import type { TokenConstraint } from '../grammar/index.js';
 import type { PagePool } from '../pages/index.js';
-import type { Scheduler } from '../scheduler/index.js';
+import type { Scheduler, SchedulerEvent } from '../scheduler/index.js';
 import {
   TcpTransport,
   type ChunkHandlers,
@@ -24,14 +30,37 @@ import {
   type Transport,
   type TransportHandlers,
 } from '../transfer/index.js';
-import type { EngineLoop } from './engine-loop.js';
+import { prepareConstraints } from './constraints.js';
+import { EngineLoop, type EngineLoopOptions } from './engine-loop.js';
 import { pdHealth } from './health.js';
+import { HookedRunner, type StepHooks } from './hooked-runner.js';
+import { abortTotals, nodePageMap, type NodePageMapParts } from './page-map.js';
 import type { PdWorkerOptions } from './pd-common.js';
+import { schedulerFor } from './scheduler-for.js';
 
 /** The machine a role runs, as far as the shared parts look at it. */
 export interface RoleMachine {
   readonly numActive: number;
   stats(): object;
+}
+
+/** What a role keeps of a live request for its sampling: the parameters and the grammar's state. */
+export interface RoleSampling {
+  readonly sampling: SamplingParams;
+  readonly constraint?: TokenConstraint;
+}
+
+/** The role's own parts of its engine loop; the rest is wired alike for both roles. */
+export interface RoleLoopParts {
+  /** A live request's sampling record; undefined once it ended here. */
+  readonly recordOf: (rid: RequestId) => RoleSampling | undefined;
+  /** Decode samples after its own output (the scheduler's); prefill samples only a first token. */
+  readonly outputs: boolean;
+  readonly before: StepHooks['before'];
+  readonly onEvents: (events: readonly SchedulerEvent[]) => void;
+  readonly onFatal: (error: unknown) => void;
+  /** The role's own loop options (beside, promptLogprobsOf, pool). */
+  readonly more?: Partial<EngineLoopOptions>;
 }
 
 /** Handlers the role installs once it exists (the transport is listening before). */
@@ -82,23 +111,96 @@ export class PdRole {
   readonly role: 'prefill' | 'decode';
   readonly options: PdWorkerOptions;
   readonly transport: Transport;
+  readonly scheduler: Scheduler;
+  readonly pool: PagePool;
   readonly mirror = new TotalsMirror();
   metrics: PdMetricsSink | undefined;
   #closed = false;
   #machine: RoleMachine | undefined;
+  #loop: EngineLoop | undefined;
   #idle: (() => void) | undefined;
 
   constructor(role: 'prefill' | 'decode', options: PdWorkerOptions, transport: Transport) {
     this.role = role;
     this.options = options;
     this.transport = transport;
+    this.pool = options.pool;
+    this.scheduler = schedulerFor(role, options);
+  }
+
+  /** Builds and starts the engine loop (once, after the machine): the role's scheduler, runner, sampler and grammar masks. */
+  startLoop(parts: RoleLoopParts): EngineLoop {
+    const o = this.options;
+    const scheduler = this.scheduler;
+    this.#loop = new EngineLoop({
+      scheduler,
+      runner: new HookedRunner(o.runner, { before: parts.before }),
+      sampler: o.sampler,
+      samplingOf: (rid) => {
+        const record = parts.recordOf(rid);
+        if (record === undefined) return undefined;
+        const view = parts.outputs ? scheduler.view(rid) : undefined;
+        if (parts.outputs && (view === undefined || view.state === 'ending')) return undefined;
+        const { constraint } = record;
+        return {
+          params: record.sampling,
+          numOutputTokens: view?.numOutputTokens ?? 0,
+          outputTokens: () => (parts.outputs ? scheduler.outputTokens(rid) : []),
+          ...(constraint === undefined ? {} : { mask: () => constraint.mask() }),
+        };
+      },
+      prepareSampling: (items) => prepareConstraints(items, (rid) => parts.recordOf(rid)?.constraint),
+      onEvents: parts.onEvents,
+      onFatal: parts.onFatal,
+      faults: o.faults,
+      checkEveryStep: o.checkEveryStep,
+      ...(o.maxStepMs === undefined ? {} : { maxStepMs: o.maxStepMs }),
+      ...parts.more,
+    });
+    this.#loop.start();
+    return this.#loop;
+  }
+
+  get loop(): EngineLoop {
+    if (this.#loop === undefined) throw new InvariantError('PdRole: the loop is not started');
+    return this.#loop;
+  }
+
+  /** The scheduler holds nothing and no transfer is live. */
+  get isIdle(): boolean {
+    return this.scheduler.isIdle && this.machine.numActive === 0;
+  }
+
+  /** The machine's byte and abort totals into /metrics (as deltas since the last call); the sink, if any. */
+  syncMetrics(bytes: number, abortsByState: Readonly<Record<string, number>>): PdMetricsSink | undefined {
+    const m = this.metrics;
+    if (m === undefined) return undefined;
+    m.addTransferBytes(this.mirror.delta('bytes', bytes));
+    syncAborts(this.mirror, m, abortsByState);
+    return m;
+  }
+
+  /** The operator's page map: the shared frame around the role's transfers and totals (its aborts appended). */
+  pageMap(
+    parts: Pick<NodePageMapParts, 'waiting' | 'transfers' | 'quarantined' | 'totals'>,
+    abortsByState: Readonly<Record<string, number>>,
+  ): NodePageMap {
+    return nodePageMap({
+      role: this.role,
+      node: this.transport.nodeId,
+      pool: this.pool,
+      loop: this.loop.stats,
+      running: this.scheduler.numRunning,
+      ...parts,
+      totals: { ...parts.totals, ...abortTotals(abortsByState) },
+    });
   }
 
   get closed(): boolean {
     return this.#closed;
   }
 
-  /** The role's machine (set once, right after it was built). */
+  /** The role's machine (set once, right after it was built, before the loop). */
   set machine(machine: RoleMachine) {
     this.#machine = machine;
   }
@@ -109,9 +211,9 @@ export class PdRole {
   }
 
   /** The refusal of new work once closing, or after the loop stopped on a bug; undefined: take it. */
-  refusal(loop: EngineLoop): TesseraError | undefined {
+  refusal(): TesseraError | undefined {
     if (this.#closed) return new TesseraError('overloaded', `this ${this.role} worker is shutting down`);
-    if (!loop.healthy) return new InvariantError(`this ${this.role} worker stopped after an internal error`);
+    if (!this.loop.healthy) return new InvariantError(`this ${this.role} worker stopped after an internal error`);
     return undefined;
   }
 
@@ -130,14 +232,10 @@ export class PdRole {
     if (this.#idle !== undefined && this.machine.numActive === 0) this.#idle();
   }
 
-  health(
-    loop: EngineLoop,
-    scheduler: Scheduler,
-    pool: PagePool,
-    idle: boolean,
-    own: Readonly<Record<string, unknown>>,
-  ): BackendHealth {
+  health(own: Readonly<Record<string, unknown>>): BackendHealth {
     const m = this.machine;
+    const { loop, scheduler, pool } = this;
+    const idle = this.isIdle;
     return {
       healthy: loop.healthy && !this.#closed,
       detail: pdHealth(
@@ -158,12 +256,12 @@ export class PdRole {
     };
   }
 
-  stats(scheduler: Scheduler, pool: PagePool, requestsWaiting: number): BackendStats {
+  stats(requestsWaiting: number): BackendStats {
     return {
-      kvPages: pool.ledger.counts(),
-      requestsRunning: scheduler.numRunning,
+      kvPages: this.pool.ledger.counts(),
+      requestsRunning: this.scheduler.numRunning,
       requestsWaiting,
-      tagMismatchesTotal: pool.numCheckFailures,
+      tagMismatchesTotal: this.pool.numCheckFailures,
     };
   }
 
@@ -172,7 +270,7 @@ export class PdRole {
    * effects, not by polling), then stops the driver, closes every connection, lets the role end
    * what is left (`endAll`) and stops the loop.
    */
-  async close(drainMs: number, stopDriver: () => void, endAll: () => void, loop: EngineLoop): Promise<void> {
+  async close(drainMs: number, stopDriver: () => void, endAll: () => void): Promise<void> {
     this.#closed = true;
     if (this.machine.numActive > 0 && drainMs > 0) {
       const ac = new AbortController();
@@ -184,6 +282,6 @@ export class PdRole {
     stopDriver();
     await this.transport.close();
     endAll();
-    await loop.close();
+    await this.loop.close();
   }
 }

@@ -41,7 +41,6 @@
 import { clearTimeout, setTimeout } from 'node:timers';
 import {
   InvariantError,
-  syncAborts,
   TesseraError,
   assertNever,
   type BackendHealth,
@@ -70,12 +69,9 @@ import {
   type TransportHandlers,
 } from '../transfer/index.js';
 import type { TokenConstraint } from '../grammar/index.js';
-import { constraintFor, prepareConstraints } from './constraints.js';
-import { EngineLoop } from './engine-loop.js';
+import { constraintFor } from './constraints.js';
+import type { EngineLoop } from './engine-loop.js';
 import { promptLogprobsFor, type PromptLogprobs } from './prompt-logprobs.js';
-import { schedulerFor } from './scheduler-for.js';
-import { HookedRunner } from './hooked-runner.js';
-import { abortTotals, nodePageMap } from './page-map.js';
 import { prefixReport } from './prefix-report.js';
 import { notForClients, type PdWorkerOptions } from './pd-common.js';
 import { setTierSource } from './tier-views.js';
@@ -141,7 +137,7 @@ export class PrefillWorker {
     this.contextLength = options.contextLength;
     this.pool = pool;
     this.transport = transport;
-    this.scheduler = schedulerFor('prefill', options);
+    this.scheduler = this.#role.scheduler;
     this.#sendInFlight = faults.has('send-in-flight');
     this.#hasher = new PrefixHasher(options.clusterSecret, faults.has('unkeyed-prefix-hashes'));
     const cache = this.scheduler.prefixCache;
@@ -193,41 +189,25 @@ export class PrefillWorker {
     this.#driver = new MachineDriver<PrefillInput, PrefillEffect>(this.machine, (effect) =>
       this.#role.carryOut(effect),
     );
-    this.#loop = new EngineLoop({
-      scheduler: this.scheduler,
-      runner: new HookedRunner(options.runner, {
-        before: (items) => {
-          this.#inFlight = items;
-          return new Set();
-        },
-      }),
-      beside: () => this.#besideStep(),
-      sampler: options.sampler,
-      samplingOf: (rid) => {
-        const job = this.#jobs.get(rid);
-        if (job === undefined) return undefined;
-        const { constraint } = job;
-        return {
-          params: job.sampling,
-          numOutputTokens: 0,
-          outputTokens: () => [],
-          ...(constraint === undefined ? {} : { mask: () => constraint.mask() }),
-        };
+    this.#loop = this.#role.startLoop({
+      recordOf: (rid) => this.#jobs.get(rid),
+      outputs: false,
+      before: (items) => {
+        this.#inFlight = items;
+        return new Set();
       },
-      promptLogprobsOf: (rid) => {
-        const record = this.#jobs.get(rid)?.prompt;
-        const view = this.scheduler.view(rid);
-        if (record === undefined || view === undefined || view.state === 'ending') return undefined;
-        return { record, numTokens: view.numPromptTokens + view.numOutputTokens };
-      },
-      prepareSampling: (items) => prepareConstraints(items, (rid) => this.#jobs.get(rid)?.constraint),
       onEvents: (events) => this.#onEvents(events),
       onFatal: (error) => this.#onFatal(error),
-      faults,
-      checkEveryStep: options.checkEveryStep,
-      ...(options.maxStepMs === undefined ? {} : { maxStepMs: options.maxStepMs }),
+      more: {
+        beside: () => this.#besideStep(),
+        promptLogprobsOf: (rid) => {
+          const record = this.#jobs.get(rid)?.prompt;
+          const view = this.scheduler.view(rid);
+          if (record === undefined || view === undefined || view.state === 'ending') return undefined;
+          return { record, numTokens: view.numPromptTokens + view.numOutputTokens };
+        },
+      },
     });
-    this.#loop.start();
   }
 
   /** This node's id on the cluster network: where the router and decode reach it. */
@@ -252,11 +232,11 @@ export class PrefillWorker {
 
   /** No request computing or waiting for its Ack, and the scheduler holds nothing. */
   get isIdle(): boolean {
-    return this.scheduler.isIdle && this.machine.numActive === 0;
+    return this.#role.isIdle;
   }
 
   async health(): Promise<BackendHealth> {
-    return this.#role.health(this.#loop, this.scheduler, this.pool, this.isIdle, {
+    return this.#role.health({
       waiting: this.scheduler.numWaiting,
       held: this.scheduler.numHeld,
       ...prefixReport(this.scheduler.prefixCache, this.#hasher),
@@ -264,39 +244,32 @@ export class PrefillWorker {
   }
 
   async stats(): Promise<BackendStats> {
-    const m = this.#role.metrics;
-    if (m !== undefined) {
-      const s = this.machine.stats();
-      m.addTransferBytes(this.#role.mirror.delta('bytes', s.bytesSent));
-      syncAborts(this.#role.mirror, m, s.abortsByState);
-    }
-    return this.#role.stats(this.scheduler, this.pool, this.scheduler.numWaiting);
+    const s = this.machine.stats();
+    this.#role.syncMetrics(s.bytesSent, s.abortsByState);
+    return this.#role.stats(this.scheduler.numWaiting);
   }
 
-  /** Waits up to drainMs for transfers to end, then closes every connection and stops the loop. */
   /** The operator's page map (admin-only /dashboard): the ledger and the transfers being sent. */
   async pageMap(): Promise<NodePageMap> {
     const s = this.machine.stats();
-    return nodePageMap({
-      role: 'prefill',
-      node: this.address,
-      pool: this.pool,
-      loop: this.#loop.stats,
-      running: this.scheduler.numRunning,
-      waiting: this.scheduler.numWaiting,
-      transfers: this.machine.inFlight(),
-      quarantined: [],
-      totals: {
-        admitted: s.admitted,
-        rejected: s.rejected,
-        'transfers acked': s.transfersAcked,
-        'ack timeouts': s.ackTimeouts,
-        'tag mismatches': this.pool.numCheckFailures,
-        ...abortTotals(s.abortsByState),
+    return this.#role.pageMap(
+      {
+        waiting: this.scheduler.numWaiting,
+        transfers: this.machine.inFlight(),
+        quarantined: [],
+        totals: {
+          admitted: s.admitted,
+          rejected: s.rejected,
+          'transfers acked': s.transfersAcked,
+          'ack timeouts': s.ackTimeouts,
+          'tag mismatches': this.pool.numCheckFailures,
+        },
       },
-    });
+      s.abortsByState,
+    );
   }
 
+  /** Waits up to drainMs for transfers to end, then closes every connection and stops the loop. */
   async close(drainMs: number): Promise<void> {
     const endAll = (): void => {
       for (const rid of [...this.#jobs.keys()]) this.scheduler.abort(rid);
@@ -309,7 +282,6 @@ export class PrefillWorker {
         this.#peerStore?.close();
       },
       endAll,
-      this.#loop,
     );
   }
 
@@ -340,7 +312,7 @@ export class PrefillWorker {
   }
 
   #admit(owner: Owner, tokens: readonly number[], sampling: SamplingParams): AdmitVerdict {
-    const refusal = this.#role.refusal(this.#loop);
+    const refusal = this.#role.refusal();
     if (refusal !== undefined) return { kind: 'rejected', error: refusal };
     const constraint = constraintFor({ sampling, tenant: owner.tenant }, this.#role.options.grammar);
     if (constraint instanceof TesseraError) return { kind: 'rejected', error: constraint };
@@ -390,7 +362,7 @@ export class PrefillWorker {
     const job = this.#jobs.get(owner.rid);
     if (job === undefined || !job.fetching) return;
     job.fetching = false;
-    const refusal = this.#role.refusal(this.#loop);
+    const refusal = this.#role.refusal();
     const verdict =
       refusal !== undefined
         ? ({ kind: 'rejected', error: refusal } as const)
