@@ -7,31 +7,21 @@
 // an honest error instead of being recomputed from placeholders; a client that leaves while its
 // prompt is being computed returns every page on both nodes.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { createApiServer, type ApiServer } from '../../src/api/index.js';
 import {
   asRequestId,
   DEFAULT_TENANT,
   FaultSet,
   NO_FAULTS,
   samplingParams,
-  TextStream,
   type GenerateEvent,
   type SamplingParams,
 } from '../../src/core/index.js';
 import { PdRouter } from '../../src/router/index.js';
 import { DecodeWorker, PrefillWorker } from '../../src/worker/index.js';
-import {
-  argmaxSampler,
-  EOS,
-  fakePool,
-  FakeRunner,
-  fakeTokenizer,
-  tok,
-  VOCAB_SIZE,
-} from '../../src/worker/testing/fake-engine.js';
+import { fakePool, FakeRunner, tok } from '../../src/worker/testing/fake-engine.js';
+import { fakeCluster } from './support.js';
 
 const SECRET = 'in-process-cluster-secret-0123456789';
-const codec = { vocabSize: VOCAB_SIZE, encode: () => [], renderChat: () => '', tokenText: () => '' };
 
 interface Cluster {
   readonly router: PdRouter;
@@ -54,64 +44,25 @@ async function cluster(o: {
   decodeModel?: string;
   faults?: FaultSet;
 }): Promise<Cluster> {
-  const fatal = (e: unknown): void => {
-    throw e;
-  };
-  const common = {
-    modelName: 'fake',
-    root: 'fake',
-    modelFingerprint: 'fa4efa4efa4efa4e',
-    contextLength: 40,
-    sampler: argmaxSampler,
-    eosTokenIds: [EOS],
-    maxRunningRequests: 4,
-    chunkedPrefillSize: 8,
-    maxWaiting: 16,
-    faults: o.faults ?? NO_FAULTS,
-    checkEveryStep: true,
-    clusterHost: '127.0.0.1',
-    clusterPort: 0,
-    clusterSecret: SECRET,
-    onFatal: fatal,
-  };
+  const faults = o.faults ?? NO_FAULTS;
   const pPool = fakePool(o.prefillPages ?? 32);
   const dPool = fakePool(o.decodePages);
   const prefillRunner = new FakeRunner(pPool);
   const decodeRunner = new FakeRunner(dPool);
-  const prefill = await PrefillWorker.start({ ...common, pool: pPool, runner: prefillRunner });
-  const decode = await DecodeWorker.start({
-    ...common,
-    pool: dPool,
-    runner: decodeRunner,
-    ...(o.decodeModel === undefined ? {} : { modelFingerprint: o.decodeModel }),
-  });
-  const apis: ApiServer[] = [
-    createApiServer({ backend: prefill, codec, seed: 1 }),
-    createApiServer({ backend: decode, codec, seed: 2 }),
-  ];
-  const [p, d] = await Promise.all(apis.map((a) => a.listen(0, '127.0.0.1')));
-  const router = new PdRouter({
-    modelName: 'fake',
-    root: 'fake',
-    contextLength: 40,
-    prefills: [`http://127.0.0.1:${p?.port}`],
-    decodes: [`http://127.0.0.1:${d?.port}`],
-    clusterSecret: SECRET,
-    textStream: (_prompt, stops) => new TextStream(fakeTokenizer.createDetokenizer({}), stops),
-    faults: o.faults ?? NO_FAULTS,
-  });
-  await router.start();
   const c: Cluster = {
-    router,
-    prefill,
-    decode,
+    ...(await fakeCluster({
+      secret: SECRET,
+      prefill: { pool: pPool, runner: prefillRunner, faults },
+      decode: {
+        pool: dPool,
+        runner: decodeRunner,
+        faults,
+        ...(o.decodeModel === undefined ? {} : { modelFingerprint: o.decodeModel }),
+      },
+      faults,
+    })),
     prefillRunner,
     decodeRunner,
-    close: async () => {
-      await router.close(1_000);
-      await Promise.all(apis.map((a) => a.close()));
-      await Promise.all([prefill.close(0), decode.close(0)]);
-    },
   };
   open.push(c);
   return c;

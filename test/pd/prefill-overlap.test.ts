@@ -8,7 +8,6 @@
 // machine's page check before each send (stamps cover finished steps only) refuses it, and
 // `skip-page-check` on prefill is the negative control.
 import { afterEach, describe, expect, it } from 'vitest';
-import { createApiServer, type ApiServer } from '../../src/api/index.js';
 import {
   asRequestId,
   DEFAULT_TENANT,
@@ -16,7 +15,6 @@ import {
   isPageCheckError,
   NO_FAULTS,
   samplingParams,
-  TextStream,
   type BatchItem,
   type GenerateEvent,
   type Tag,
@@ -26,18 +24,10 @@ import { PagePool } from '../../src/pages/index.js';
 import { PdRouter } from '../../src/router/index.js';
 import type { StepRunner } from '../../src/worker/index.js';
 import { DecodeWorker, PrefillWorker } from '../../src/worker/index.js';
-import {
-  argmaxSampler,
-  EOS,
-  fakePool,
-  fakeTokenizer,
-  nextToken,
-  tok,
-  VOCAB_SIZE,
-} from '../../src/worker/testing/fake-engine.js';
+import { EOS, fakePool, nextToken, tok, VOCAB_SIZE } from '../../src/worker/testing/fake-engine.js';
+import { fakeCluster } from './support.js';
 
 const SECRET = 'prefill-overlap-cluster-secret-0123456789';
-const codec = { vocabSize: VOCAB_SIZE, encode: () => [], renderChat: () => '', tokenText: () => '' };
 const STEP_MS = 30;
 
 /** The fake model of fake-engine.ts (next token t + 1), over K/V it really writes and reads. */
@@ -119,55 +109,20 @@ afterEach(async () => {
 });
 
 async function cluster(prefillFaults: FaultSet): Promise<Cluster> {
-  const common = {
-    modelName: 'fake',
-    root: 'fake',
-    modelFingerprint: 'fa4efa4efa4efa4e',
-    contextLength: 40,
-    sampler: argmaxSampler,
-    eosTokenIds: [EOS],
-    maxRunningRequests: 4,
-    chunkedPrefillSize: 8,
-    maxWaiting: 16,
-    checkEveryStep: true,
-    clusterHost: '127.0.0.1',
-    clusterPort: 0,
-    clusterSecret: SECRET,
-    maxStepMs: 'off' as const,
-    onFatal: (e: unknown) => {
-      throw e;
-    },
-  };
   // The pool holds the page checks: prefill's faults go to its pool as they would from src/cli.
   const pPool = PagePool.create({ numPages: 32, pageSize: 4, numLayers: 1, numKvHeads: 1, headDim: 1 }, prefillFaults);
   const dPool = fakePool(32);
   const prefillRunner = new WritingRunner(pPool);
   const decodeRunner = new WritingRunner(dPool);
-  const prefill = await PrefillWorker.start({ ...common, faults: prefillFaults, pool: pPool, runner: prefillRunner });
-  prefillRunner.chunksSent = () => prefill.machine.stats().chunksSent;
-  const decode = await DecodeWorker.start({ ...common, faults: NO_FAULTS, pool: dPool, runner: decodeRunner });
-  const apis: ApiServer[] = [
-    createApiServer({ backend: prefill, codec, seed: 1 }),
-    createApiServer({ backend: decode, codec, seed: 2 }),
-  ];
-  const [p, d] = await Promise.all(apis.map((a) => a.listen(0, '127.0.0.1')));
-  const router = new PdRouter({
-    modelName: 'fake',
-    root: 'fake',
-    contextLength: 40,
-    prefills: [`http://127.0.0.1:${p?.port}`],
-    decodes: [`http://127.0.0.1:${d?.port}`],
-    clusterSecret: SECRET,
-    textStream: (_prompt, stops) => new TextStream(fakeTokenizer.createDetokenizer({}), stops),
-    faults: NO_FAULTS,
+  const c = await fakeCluster({
+    secret: SECRET,
+    prefill: { pool: pPool, runner: prefillRunner, faults: prefillFaults },
+    decode: { pool: dPool, runner: decodeRunner },
+    maxStepMs: 'off',
+    onPrefill: (prefill) => (prefillRunner.chunksSent = () => prefill.machine.stats().chunksSent),
   });
-  await router.start();
-  closers.push(async () => {
-    await router.close(1_000);
-    await Promise.all(apis.map((a) => a.close()));
-    await Promise.all([prefill.close(0), decode.close(0)]);
-  });
-  return { router, prefill, decode, prefillRunner, decodeRunner };
+  closers.push(c.close);
+  return { router: c.router, prefill: c.prefill, decode: c.decode, prefillRunner, decodeRunner };
 }
 
 /** A 20-token prompt: three prefill steps of 8, 8 and 4 tokens, five chunks of one page (4 slots) each. */
