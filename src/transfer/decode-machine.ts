@@ -51,6 +51,7 @@ import type {
 import { TransferDigest } from './digests.js';
 import type { DecodeHost } from './hosts.js';
 import { countByState, ProtocolMachine, type PeerId } from './machine.js';
+import { decodeTransfers } from './machine-views.js';
 import type { AbortReason, FinishReason, KvChunk, KvChunkHead, KvDone, Message, Reserve } from './messages.js';
 
 export class DecodeMachine extends ProtocolMachine<Active, Tombstone, DecodeInput, DecodeEffect> {
@@ -135,16 +136,7 @@ export class DecodeMachine extends ProtocolMachine<Active, Tombstone, DecodeInpu
 
   /** The transfers in flight here and the quarantined pages with why (the operator's page map). */
   inFlight(): { readonly transfers: TransferView[]; readonly quarantined: QuarantineView[] } {
-    const transfers: TransferView[] = [];
-    const quarantined: QuarantineView[] = [];
-    for (const r of this.book.active.values()) {
-      if (r.state === 'Decoding') continue;
-      const base = { rid: r.rid, tenant: r.owner.tenant, numPages: r.tags.length };
-      transfers.push({ ...base, phase: r.state, peer: r.writer, numTokens: r.promptTokens, bytes: r.bytes });
-      if (r.pages === 'quarantined')
-        quarantined.push({ ...base, reason: r.abortWhy ?? 'aborted', waitingFor: r.writer });
-    }
-    return { transfers, quarantined };
+    return decodeTransfers(this.book.active.values());
   }
 
   #onMessage(from: PeerId, m: Message): void {

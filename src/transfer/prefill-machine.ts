@@ -43,6 +43,7 @@ import {
   type NetworkInput,
   type PeerId,
 } from './machine.js';
+import { prefillTransfers } from './machine-views.js';
 import type { Message, Prefill } from './messages.js';
 
 export const PREFILL_STATES = ['Computing', 'AwaitingAck', 'Aborting', 'Released', 'Aborted'] as const;
@@ -170,15 +171,7 @@ export class PrefillMachine extends ProtocolMachine<Active, Tombstone, PrefillIn
 
   /** The transfers in flight from here (the operator's page map). */
   inFlight(): TransferView[] {
-    return [...this.book.active.values()].map((r) => ({
-      rid: r.rid,
-      tenant: r.owner.tenant,
-      phase: r.state,
-      peer: r.decode,
-      numPages: r.dstTags.length,
-      numTokens: r.numTokens,
-      bytes: r.sentBytes,
-    }));
+    return prefillTransfers(this.book.active.values());
   }
 
   #onMessage(from: PeerId, m: Message): void {

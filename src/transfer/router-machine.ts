@@ -45,6 +45,7 @@ import {
   type NetworkInput,
   type PeerId,
 } from './machine.js';
+import { countStates, routerPairs } from './machine-views.js';
 import type { AbortReason, FinishReason, Message } from './messages.js';
 import { attemptRid } from './request-ids.js';
 
@@ -205,14 +206,7 @@ export class RouterMachine extends ProtocolMachine<Attempt, Tombstone, RouterInp
 
   /** The attempts in flight and their pairs (the operator's page map). */
   inFlight(): PairView[] {
-    return [...this.book.active.values()].map((a) => ({
-      rid: a.rid,
-      tenant: a.client.request.tenant,
-      phase: a.state,
-      prefill: a.pair.prefill,
-      decode: a.pair.decode,
-      tokensForwarded: a.tokensForwarded,
-    }));
+    return routerPairs(this.book.active.values());
   }
 
   stats(): RouterStats {
@@ -235,9 +229,7 @@ export class RouterMachine extends ProtocolMachine<Attempt, Tombstone, RouterInp
 
   /** Live attempts by state (Reserving, Prefilling, Streaming, Cancelling). */
   attemptsByState(): Record<string, number> {
-    const counts: Record<string, number> = {};
-    for (const a of this.book.active.values()) counts[a.state] = (counts[a.state] ?? 0) + 1;
-    return counts;
+    return countStates(this.book.active.values());
   }
 
   #onSubmit(request: ClientRequest): void {
