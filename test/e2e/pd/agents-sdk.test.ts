@@ -13,30 +13,23 @@ import { generateText, Output, stepCountIs, streamText, tool } from 'ai';
 import { Ajv2020 as Ajv } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { startServer, type Server } from '../support/process.js';
-import { spawnTessera, testHome, type Proc } from './support.js';
+import { testHome, upBesideServe, type UpBesideServe } from './support.js';
 
 const MODEL = 'builtin:austen';
 const ARGS = ['--model', MODEL, '--deterministic'];
 
 let home: Awaited<ReturnType<typeof testHome>>;
-let cluster: Proc;
-let colocated: Server;
+let up: UpBesideServe;
 const urls: Record<'serve' | 'up', string> = { serve: '', up: '' };
 
 beforeAll(async () => {
   home = await testHome();
-  cluster = spawnTessera('up', ['up', '--port', '0', ...ARGS], home.dir);
-  const [server, routerUrl] = await Promise.all([
-    startServer(ARGS, home.dir),
-    cluster.waitFor(/listening on (http:\/\/[\d.]+:\d+)/).then((m) => m[1] as string),
-  ]);
-  colocated = server;
-  urls.serve = server.url;
-  urls.up = routerUrl;
+  up = await upBesideServe(ARGS, home.dir);
+  urls.serve = up.colocated.url;
+  urls.up = up.routerUrl;
 });
 afterAll(async () => {
-  await Promise.all([cluster?.stop(), colocated?.stop()]);
+  await up?.stop();
   await home?.remove();
 });
 

@@ -5,29 +5,24 @@
 // same answers, number for number; and vLLM's prompt_logprobs. Embeddings are refused there (co-located only).
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, type Server } from '../support/process.js';
-import { promptIds, spawnTessera, testHome, type Proc } from './support.js';
+import type { Server } from '../support/process.js';
+import { promptIds, testHome, upBesideServe, type UpBesideServe } from './support.js';
 
 const MODEL = 'builtin:tiny';
 const ARGS = ['--model', MODEL, '--deterministic', '--context-length', '256'];
 
 let home: Awaited<ReturnType<typeof testHome>>;
-let cluster: Proc;
+let up: UpBesideServe;
 let colocated: Server;
 let pd: OpenAI;
 
 beforeAll(async () => {
   home = await testHome();
-  cluster = spawnTessera('up', ['up', '--port', '0', ...ARGS], home.dir);
-  const [server, routerUrl] = await Promise.all([
-    startServer(ARGS, home.dir),
-    cluster.waitFor(/listening on (http:\/\/[\d.]+:\d+)/).then((m) => m[1] as string),
-  ]);
-  colocated = server;
-  pd = new OpenAI({ baseURL: `${routerUrl}/v1`, apiKey: 'none', maxRetries: 0, timeout: 120_000 });
+  up = await upBesideServe(ARGS, home.dir);
+  ({ colocated, pd } = up);
 });
 afterAll(async () => {
-  await Promise.all([cluster?.stop(), colocated?.stop()]);
+  await up?.stop();
   await home?.remove();
 });
 

@@ -9,7 +9,16 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { checkTrace, type CheckResult } from '../../../spec/conformance/index.js';
 import type { TraceEvent } from '../../../src/transfer/index.js';
-import { ADMIN_KEY, health, ROOT, scrape, waitUntil, withTestModel } from '../support/process.js';
+import {
+  ADMIN_KEY,
+  health,
+  ROOT,
+  scrape,
+  startServer,
+  waitUntil,
+  withTestModel,
+  type Server,
+} from '../support/process.js';
 
 export { health, kvPages, promptIds, scrape, testHome, waitUntil } from '../support/process.js';
 
@@ -324,4 +333,27 @@ export function isGone(pid: number): boolean {
   } catch {
     return true;
   }
+}
+
+/** `tessera up` and co-located `tessera serve` with the same args, started side by side (the PD-equals-serve tests). */
+export interface UpBesideServe {
+  readonly colocated: Server;
+  /** The router's URL (`tessera up` prints it). */
+  readonly routerUrl: string;
+  /** The official client on the router. */
+  readonly pd: OpenAI;
+  stop(): Promise<void>;
+}
+
+export async function upBesideServe(args: readonly string[], homeDir: string): Promise<UpBesideServe> {
+  const cluster = spawnTessera('up', ['up', '--port', '0', ...args], homeDir);
+  const [colocated, routerUrl] = await Promise.all([
+    startServer(args, homeDir),
+    cluster.waitFor(/listening on (http:\/\/[\d.]+:\d+)/).then((m) => m[1] as string),
+  ]).catch(async (error: unknown) => {
+    await cluster.stop(); // a failed start leaves no process behind (serve's own start stops itself)
+    throw error;
+  });
+  const pd = new OpenAI({ baseURL: `${routerUrl}/v1`, apiKey: 'none', maxRetries: 0, timeout: 120_000 });
+  return { colocated, routerUrl, pd, stop: async () => void (await Promise.all([cluster.stop(), colocated.stop()])) };
 }
