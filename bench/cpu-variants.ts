@@ -96,13 +96,15 @@ for (const spec of SPECS) {
         r.pp.push(await tesseraPrefill(engine));
         r.tg.push(await tesseraDecode(engine));
         const bin = bins.get(arm.llama) ?? null;
-        if (bin === null) continue;
-        const bench = (p: number, n: number) =>
-          llamaBench(bin, { model: path, threads: THREADS, prompt: p, gen: n, depth: 0, reps: 1 });
-        r.llamaPp.push((await bench(PROMPT, 0)).tokensPerSecond);
-        r.llamaTg.push((await bench(0, GEN)).tokensPerSecond);
+        if (bin !== null) {
+          const bench = (p: number, n: number) =>
+            llamaBench(bin, { model: path, threads: THREADS, prompt: p, gen: n, depth: 0, reps: 1 });
+          r.llamaPp.push((await bench(PROMPT, 0)).tokensPerSecond);
+          r.llamaTg.push((await bench(0, GEN)).tokensPerSecond);
+        }
+        const theirs = (v: number[], digits: number) => (bin === null ? '-' : v.at(-1)!.toFixed(digits));
         process.stderr.write(
-          `${specLabel(spec)} ${arm.variant} round ${round}: pp ${r.pp.at(-1)!.toFixed(0)} vs ${r.llamaPp.at(-1)!.toFixed(0)}, tg ${r.tg.at(-1)!.toFixed(1)} vs ${r.llamaTg.at(-1)!.toFixed(1)}\n`,
+          `${specLabel(spec)} ${arm.variant} round ${round}: pp ${r.pp.at(-1)!.toFixed(0)} vs ${theirs(r.llamaPp, 0)}, tg ${r.tg.at(-1)!.toFixed(1)} vs ${theirs(r.llamaTg, 1)}\n`,
         );
       }
     for (const [i, arm] of ARMS.entries()) {
