@@ -10,7 +10,7 @@
 // Asserts nothing about speed (a benchmark, not a test).
 //
 //   node --import ./bench/lib/register-ts.mjs bench/decode.ts [--quick] [--tokens N] [--rounds N]
-//     [--models m100:q4_0,m100:f16,llama-1b:q4_k_m] [--depths 0,512] [--threads N] [--no-llama]
+//     [--models m100:q4_0,m100:f16,llama-1b:q4_k_m] [--depths 0,512] [--threads N] [--cpu auto|avx512|avx2] [--no-llama]
 //   --models (or BENCH_MODELS): preset:dtype pairs, default m100:q4_0,m100:f16,m100:q4_k_m.
 //     llama-1b is Llama-3.2-1B's shape (~1B parameters; its files take minutes to generate the
 //     first time, ~0.7 GB in q4_k_m, 2 GB in f16).
@@ -22,7 +22,8 @@ import { join } from 'node:path';
 import { asRequestId, DEFAULT_TENANT, FaultSet, samplingParams, type Tag } from '../src/core/index.js';
 import { createEngine, generate, loadModel, type Engine, type LoadedModel } from '../src/model/index.js';
 import { measureReadBandwidth } from './lib/bandwidth.js';
-import { llamaBench, llamaNativeBin } from './lib/llama-native.js';
+import { selectNativeVariant, type NativeVariantChoice } from '../src/kernels/index.js';
+import { llamaBench, llamaBuildFor, llamaNativeBin } from './lib/llama-native.js';
 import { groupedBarsSvg, svgPathFor } from './lib/svg-plot.js';
 import {
   benchModel,
@@ -126,7 +127,10 @@ interface ModelResult {
   abDecode: { batch: number; withChecks: number; skipPageCheck: number } | null;
 }
 
-const found = llamaNativeBin();
+// --cpu avx2: Tessera's AVX2 kernels against llama.cpp's AVX2 build (scripts/build-llama.mjs --variant avx2).
+const CPU = (flag('--cpu') ?? 'auto') as NativeVariantChoice;
+if (CPU !== 'auto') selectNativeVariant(CPU);
+const found = llamaNativeBin(llamaBuildFor(CPU));
 if (!('bin' in found)) process.stderr.write(`llama.cpp's tools are unavailable (${found.why}): Tessera alone\n`);
 const bin = 'bin' in found ? found.bin : null;
 const bandwidths = [await measureReadBandwidth()];

@@ -7,14 +7,15 @@
 // writes bench/results/prefill-<time>.json. Asserts nothing about speed.
 //
 //   node --import ./bench/lib/register-ts.mjs bench/prefill.ts [--quick] [--rounds N]
-//     [--models m100:q4_0,m100:f16,llama-1b:q4_k_m] [--tokens 512] [--chunk 256] [--threads N] [--no-llama]
+//     [--models m100:q4_0,m100:f16,llama-1b:q4_k_m] [--tokens 512] [--chunk 256] [--threads N] [--cpu auto|avx512|avx2] [--no-llama]
 //   BENCH_MODEL_DIR: where generated files are kept (default bench/results/models).
 import { mkdir, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { samplingParams } from '../src/core/index.js';
 import { createEngine, DEFAULT_MAX_STEP_TOKENS, generate, loadModel, type Engine } from '../src/model/index.js';
-import { llamaBench, llamaNativeBin } from './lib/llama-native.js';
+import { selectNativeVariant, type NativeVariantChoice } from '../src/kernels/index.js';
+import { llamaBench, llamaBuildFor, llamaNativeBin } from './lib/llama-native.js';
 import {
   benchModel,
   median,
@@ -48,7 +49,10 @@ async function tesseraPrefill(engine: Engine): Promise<number> {
   return TOKENS / (timing.prefillMs / 1000);
 }
 
-const found = llamaNativeBin();
+// --cpu avx2: Tessera's AVX2 kernels against llama.cpp's AVX2 build (scripts/build-llama.mjs --variant avx2).
+const CPU = (flag('--cpu') ?? 'auto') as NativeVariantChoice;
+if (CPU !== 'auto') selectNativeVariant(CPU);
+const found = llamaNativeBin(llamaBuildFor(CPU));
 if (!('bin' in found)) process.stderr.write(`llama.cpp's tools are unavailable (${found.why}): Tessera alone\n`);
 const bin = 'bin' in found ? found.bin : null;
 console.log(

@@ -6,10 +6,14 @@
 //
 //   node scripts/build-llama.mjs            build (or find) and print the bin directory
 //   node scripts/build-llama.mjs --check    exit 0 when cached, 1 when not, 2 when it cannot build
+//   --variant avx2                          llama.cpp's AVX2 build instead (GGML_NATIVE=OFF,
+//                                           AVX512=OFF, AVX2, FMA, F16C), cached under <sha>-avx2/:
+//                                           the yardstick for Tessera's AVX2 kernels (--cpu avx2)
 //
 // Needs git, cmake and a C++ compiler; without one it says which, and exits 2 (never half-builds:
 // the binaries are moved into place only after the build succeeded). Flags: GGML_NATIVE=ON (this
-// CPU's instruction set, as a user building it here would), LLAMA_CURL=OFF (no network).
+// CPU's instruction set, as a user building it here would; or the AVX2 set, --variant avx2),
+// LLAMA_CURL=OFF (no network).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -20,11 +24,19 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const bundle = join(root, 'node_modules/node-llama-cpp/llama/gitRelease.bundle');
 const targets = ['llama-server', 'llama-bench'];
 
-/** The directory holding the built binaries for this bundle (whether or not they exist yet). */
-export function llamaBinDir() {
+/** The builds: 'native' (this CPU's instruction set) or 'avx2' (llama.cpp's AVX2 + FMA + F16C path). */
+const VARIANT_FLAGS = {
+  native: ['-DGGML_NATIVE=ON'],
+  avx2: ['-DGGML_NATIVE=OFF', '-DGGML_AVX512=OFF', '-DGGML_AVX2=ON', '-DGGML_FMA=ON', '-DGGML_F16C=ON'],
+};
+
+/** The directory holding the built binaries for this bundle and variant (whether or not they exist yet). */
+export function llamaBinDir(variant = 'native') {
   const sha = createHash('sha256').update(readFileSync(bundle)).digest('hex').slice(0, 12);
-  return join(root, 'bench/results/llama-native', sha, 'bin');
+  return join(root, 'bench/results/llama-native', variant === 'native' ? sha : `${sha}-${variant}`, 'bin');
 }
+
+const argVariant = process.argv.includes('--variant') ? process.argv[process.argv.indexOf('--variant') + 1] : 'native';
 
 /** The tools the build needs that are missing from PATH. */
 export function missingTools() {
@@ -38,12 +50,16 @@ function built(binDir) {
   return targets.every((t) => existsSync(join(binDir, t)));
 }
 
-function build() {
+function build(variant) {
+  if (!(variant in VARIANT_FLAGS)) {
+    console.error(`build-llama: --variant ${variant}: not one of ${Object.keys(VARIANT_FLAGS).join(', ')}`);
+    process.exit(2);
+  }
   if (!existsSync(bundle)) {
     console.error(`build-llama: ${bundle} is missing; run npm ci first`);
     process.exit(2);
   }
-  const binDir = llamaBinDir();
+  const binDir = llamaBinDir(variant);
   if (!process.argv.includes('--force') && built(binDir)) return binDir;
   const missing = missingTools();
   if (missing.length > 0) {
@@ -68,7 +84,7 @@ function build() {
       '-B',
       out,
       '-DCMAKE_BUILD_TYPE=Release',
-      '-DGGML_NATIVE=ON',
+      ...VARIANT_FLAGS[variant],
       '-DLLAMA_CURL=OFF',
       '-DLLAMA_BUILD_TESTS=OFF',
       '-DLLAMA_BUILD_EXAMPLES=OFF',
@@ -94,8 +110,8 @@ function build() {
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   if (process.argv.includes('--check')) {
-    if (built(llamaBinDir())) process.exit(0);
+    if (built(llamaBinDir(argVariant))) process.exit(0);
     process.exit(missingTools().length > 0 ? 2 : 1);
   }
-  console.log(build());
+  console.log(build(argVariant));
 }

@@ -1,17 +1,36 @@
-// Compiles Tessera's native kernels (src/kernels/native/dense.c and attention.c, a Node-API addon) to
-// build/tessera-native.node with the C compiler it finds (`cc`, or $CC). Run by `npm run build`
+// Compiles Tessera's native kernels (src/kernels/native/*.c, a Node-API addon) to
+// build/tessera-native.node with the C compiler it finds (`cc`, or $CC): the glue (dense.c,
+// attention.c) for baseline x86-64, and each instruction-set variant's kernels in their own
+// translation units with their own -m flags (VARIANTS), linked into the one addon, which picks
+// the variant by CPUID at load (or as forced: --cpu). Run by `npm run build`
 // (and so by `npm install` through `prepare`). Skips the compile when the addon is newer than its
 // source. Never fails the build: without a compiler, or on a CPU or OS the kernels do not
 // support, it prints why and Tessera uses onnxruntime for every matmul (model/engine.ts's
 // useNativeDense decides, at start-up). Never writes anywhere but build/.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, renameSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const sources = ['dense.c', 'attention.c'].map((name) => join(root, 'src/kernels/native', name));
+const dir = join(root, 'src/kernels/native');
+/** Each source with the -m flags it is compiled with ([]: baseline x86-64, runs on any CPU). */
+const AVX512 = ['-mavx512f', '-mavx512bw', '-mavx512vl', '-mavx512vnni', '-mavx2', '-mfma', '-mf16c'];
+const AVX2 = ['-mavx2', '-mfma', '-mf16c'];
+const UNITS = [
+  ['dense.c', []],
+  ['attention.c', []],
+  ['dense-avx512.c', AVX512],
+  ['attention-avx512.c', AVX512],
+  ['dense-avx2.c', AVX2],
+  ['attention-avx2.c', AVX2],
+].filter(([name]) => existsSync(join(dir, name)));
+const sources = [
+  ...UNITS.map(([name]) => join(dir, name)),
+  ...['dense.h', 'attention.h'].map((h) => join(dir, h)).filter((h) => existsSync(h)),
+];
 const outFile = join(root, 'build/tessera-native.node');
 const force = process.argv.includes('--force');
 
@@ -44,15 +63,25 @@ if (include === null) {
 const cc = process.env['CC'] ?? 'cc';
 mkdirSync(dirname(outFile), { recursive: true });
 const partial = `${outFile}.partial`;
+const objDir = mkdtempSync(join(tmpdir(), 'tessera-native-'));
 try {
-  execFileSync(
-    cc,
-    ['-O3', '-std=gnu11', '-fPIC', '-shared', '-Wall', '-Wextra', '-I', include, '-o', partial, ...sources, '-lm'],
-    {
-      stdio: ['ignore', 'inherit', 'inherit'],
-    },
-  );
+  const objects = UNITS.map(([name, flags]) => {
+    const obj = join(objDir, name.replace(/\.c$/, '.o'));
+    execFileSync(
+      cc,
+      ['-O3', '-std=gnu11', '-fPIC', '-Wall', '-Wextra', ...flags, '-I', include, '-c', '-o', obj, join(dir, name)],
+      {
+        stdio: ['ignore', 'inherit', 'inherit'],
+      },
+    );
+    return obj;
+  });
+  execFileSync(cc, ['-shared', '-o', partial, ...objects, '-lm', '-lpthread'], {
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
   renameSync(partial, outFile);
 } catch (cause) {
   console.log(`build-native: ${cc} could not build ${outFile} (${cause.message}); matmuls will run on onnxruntime`);
+} finally {
+  rmSync(objDir, { recursive: true, force: true });
 }

@@ -10,12 +10,18 @@ import { promisify } from 'node:util';
 
 const run = promisify(execFile);
 
+/** llama.cpp's builds (scripts/build-llama.mjs --variant): this CPU's instruction set, or its AVX2 path. */
+export type LlamaBuild = 'native' | 'avx2';
+
+/** The llama.cpp build that matches a Tessera --cpu choice: its AVX2 build for avx2, else native. */
+export const llamaBuildFor = (cpu: string): LlamaBuild => (cpu === 'avx2' ? 'avx2' : 'native');
+
 /**
- * The directory holding llama-bench and llama-server, building them first when missing; why not,
+ * The directory holding llama-bench and llama-server (`variant`: which build), building them first when missing; why not,
  * when they cannot be built or the run asked for none (--no-llama, BENCH_NO_LLAMA=1); BENCH_LLAMA_BIN:
  * a directory of one's own llama-bench and llama-server instead.
  */
-export function llamaNativeBin(): { bin: string } | { why: string } {
+export function llamaNativeBin(variant: LlamaBuild = 'native'): { bin: string } | { why: string } {
   if (process.argv.includes('--no-llama') || process.env['BENCH_NO_LLAMA'] === '1')
     return { why: '--no-llama / BENCH_NO_LLAMA=1' };
   // A llama.cpp built elsewhere (its build/bin): compared as it is.
@@ -23,7 +29,10 @@ export function llamaNativeBin(): { bin: string } | { why: string } {
   if (own !== undefined && own !== '') return { bin: own };
   const script = join('scripts', 'build-llama.mjs');
   try {
-    const out = execFileSync(process.execPath, [script], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+    const out = execFileSync(process.execPath, [script, '--variant', variant], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     const bin = out.trim().split('\n').at(-1) ?? '';
     return bin === '' ? { why: `${script} printed no directory` } : { bin };
   } catch (error) {

@@ -3,6 +3,7 @@
 import { Command, CommanderError } from 'commander';
 import { isConfigError, isTesseraError } from '../core/index.js';
 import { COMMANDS } from './commands/index.js';
+import { registerCpuOption } from './config-cpu.js';
 
 export async function main(argv: readonly string[]): Promise<number> {
   const program = new Command('tessera')
@@ -10,6 +11,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     .version(process.env['npm_package_version'] ?? '0.1.0')
     .exitOverride()
     .showHelpAfterError('(run `tessera --help` for usage)');
+  registerCpuOption(program);
   for (const register of COMMANDS) register(program);
   try {
     await program.parseAsync([...argv], { from: 'user' });

@@ -15,7 +15,17 @@ export { WasmRuntime, MAX_WASM_MEMORY_BYTES, type WasmRuntimeOptions } from './w
 export { WasmOps, createWasmOps } from './wasm/ops.js';
 export { WasmDense, createWasmDense, type WasmDenseOptions } from './wasm/dense.js';
 export type { OrtDense, OrtDenseOptions } from './ort/dense.js';
-export { NativeDense, nativeAvailability, type NativeDenseOptions } from './native/native.js';
+export {
+  NativeDense,
+  nativeAvailability,
+  nativeVariant,
+  nativeVariantsHere,
+  selectNativeVariant,
+  NATIVE_VARIANT_CHOICES,
+  type NativeDenseOptions,
+  type NativeVariant,
+  type NativeVariantChoice,
+} from './native/native.js';
 export { NativeAttentionOps } from './native/native-ops.js';
 
 import type { OrtDense, OrtDenseOptions } from './ort/dense.js';

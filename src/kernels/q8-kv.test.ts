@@ -8,7 +8,7 @@ import { poisonedPool } from './cases/ops-cases.js';
 import { randomF32 } from './cases/support.js';
 import { dequantize, quantize } from './formats.js';
 import { f16ToF32, Float32Bits } from './half.js';
-import { nativeAvailability } from './native/native.js';
+import { nativeVariantsHere, selectNativeVariant } from './native/native.js';
 import { NativeAttentionOps } from './native/native-ops.js';
 import { dequantizeKvRow, quantizeKvRow } from './q8-kv.js';
 import { RefOps } from './ref/ops.js';
@@ -124,12 +124,18 @@ describe('attention over a q8_0 pool against the f32 values it quantized', () =>
   beforeAll(async () => {
     runtime = await WasmRuntime.load({ maxMemoryBytes: 256 * 1024 ** 2 });
   });
-  const backends = (): [string, OpKernels][] => [
-    ['ref', new RefOps()],
-    ['wasm', new WasmOps(runtime)],
-    ...('addon' in nativeAvailability()
-      ? [['native', new NativeAttentionOps(new WasmOps(runtime))] as [string, OpKernels]]
-      : []),
+  // Each native variant this CPU runs; selected (process-wide) just before its run.
+  const backends = (): [string, OpKernels, () => void][] => [
+    ['ref', new RefOps(), () => {}],
+    ['wasm', new WasmOps(runtime), () => {}],
+    ...nativeVariantsHere().map(
+      (variant) =>
+        [
+          `native ${variant}`,
+          new NativeAttentionOps(new WasmOps(runtime)),
+          () => void selectNativeVariant(variant),
+        ] as [string, OpKernels, () => void],
+    ),
   ];
 
   it.each([
@@ -158,7 +164,8 @@ describe('attention over a q8_0 pool against the f32 values it quantized', () =>
         return out;
       };
       const exact = run(new RefOps(), 'f32');
-      for (const [name, ops] of backends()) {
+      for (const [name, ops, select] of backends()) {
+        select();
         const got = run(ops, 'q8_0');
         let worst = 0;
         for (let i = 0; i < exact.length; i++)
@@ -166,6 +173,7 @@ describe('attention over a q8_0 pool against the f32 values it quantized', () =>
         expect(worst, name).toBeLessThan(Q8_ATTENTION_TOLERANCE);
         expect(worst, `${name}: q8_0 must differ from f32 somewhere`).toBeGreaterThan(0);
       }
+      if (nativeVariantsHere().length > 0) selectNativeVariant('auto');
     },
   );
 });

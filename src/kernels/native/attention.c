@@ -1,7 +1,9 @@
-// Tessera's native paged attention (AVX-512): causal attention with GQA and an optional sliding
-// window for one request in one layer, over an f32 or an f16 KV pool, the same sums as the wasm
-// kernel's (src/kernels/wasm/assembly/attention.ts) with sixteen lanes instead of four. Part of
-// the addon dense.c builds (jsAttention is registered there); native-ops.ts is its TypeScript side.
+// Tessera's native paged attention: causal attention with GQA and an optional sliding window for
+// one request in one layer, over an f32, f16 or q8_0 KV pool, the same sums as the wasm kernel's
+// (src/kernels/wasm/assembly/attention.ts) with sixteen lanes (attention-avx512.c) or eight
+// (attention-avx2.c) instead of four: the variant dense.c chose. This file, the checks and the
+// glue, is compiled for baseline x86-64. Part of the addon dense.c builds (jsAttention is
+// registered there); native-ops.ts is its TypeScript side.
 //
 // It reads K and V only through the page table it is given, only positions [lo, startPos + t]
 // for query token t (lo: 0, or the window's first), and only pages inside the pool: every page
@@ -26,270 +28,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")
-#include <immintrin.h>
-
-// exp(x) for 16 lanes: x = n ln2 + r, |r| <= ln2 / 2, e^r by its degree-6 Taylor-like minimax
-// polynomial (Cephes' expf coefficients, ~1 ulp), times 2^n built in the exponent bits. Below
-// -87.3 it gives 0 (the softmax's far tail), never a denormal; x is never above 0 here (scores
-// minus their max), and a nan stays nan.
-static inline __m512 exp512(__m512 x) {
-  const __m512 lo = _mm512_set1_ps(-87.3f);
-  __mmask16 tiny = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-  x = _mm512_min_ps(_mm512_set1_ps(88.3f), x);  // (min gives its second operand for a nan)
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-  __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
-  return _mm512_mask_mov_ps(y, tiny, _mm512_setzero_ps());
-}
-
-// 16 (or `mask`'s) elements of a row of the pool as f32.
-static inline __attribute__((always_inline)) __m512 loadKv(int f16, const void* row, int i, __mmask16 mask) {
-  if (!f16) return _mm512_maskz_loadu_ps(mask, (const float*)row + i);
-  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, (const uint16_t*)row + i));
-}
-
-static inline __mmask16 tailMask(int left) { return left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1); }
-
-// As tailMask, 0 for left <= 0 (the second half of a short q8_0 block).
-static inline __mmask16 tailMask0(int left) { return left <= 0 ? 0 : tailMask(left); }
-
-// The f16 scale d at p (any alignment) as f32.
-static inline float q8Scale(const uint8_t* p) {
-  uint16_t h;
-  memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-
-// 16 (or `mask`'s) int8 values at p as f32.
-static inline __m512 q8Load(const uint8_t* p, __mmask16 mask) {
-  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(mask, p)));
-}
+#include "attention.h"
+#include "dense.h"
 
 // Per-thread scores scratch, grown as needed.
 static _Thread_local float* scoreBuf;
 static _Thread_local size_t scoreCap;
 
-typedef struct {
-  const uint8_t* pool;
-  size_t rowBytes, headBytes;  // of one slot's row and of one KV head in it
-  int f16, q8, numLayers, pageSize, numKvHeads, headDim, layer, numHeads, numTokens, startPos, window;
-  const int32_t* pageTable;
-  const float* q;
-  float* out;
-  float scale;
-} Attn;
+#include "attention.h"
+#include "dense.h"
 
-// Slot 0's row (K: kv = 0, V: 1) of KV head kvh in the page holding positions [pi * pageSize, ..).
-static inline const uint8_t* pageRow0(const Attn* a, int kv, int pi, int kvh) {
-  size_t page = (size_t)a->pageTable[pi];
-  return a->pool + (((page * a->numLayers + a->layer) * 2 + kv) * a->pageSize) * a->rowBytes + (size_t)kvh * a->headBytes;
-}
-
-// Every position j in [lo, n) with its row of KV head kvh, page by page: BODY sees j and row (the
-// caller's rowBytes: from one slot's row to the next).
-#define FOR_ROWS(a, kv, kvh, lo, n, BODY)                                                    \
-  for (int pi_ = (lo) / (a)->pageSize; pi_ * (a)->pageSize < (n); pi_++) {                   \
-    const int first_ = pi_ * (a)->pageSize;                                                  \
-    const uint8_t* base_ = pageRow0(a, kv, pi_, kvh);                                        \
-    const int j0_ = (lo) > first_ ? (lo) : first_;                                           \
-    const int j1_ = first_ + (a)->pageSize < (n) ? first_ + (a)->pageSize : (n);             \
-    for (int j = j0_; j < j1_; j++) {                                                        \
-      const uint8_t* row = base_ + (size_t)(j - first_) * rowBytes;                          \
-      BODY                                                                                   \
-    }                                                                                        \
-  }
-
-// out[i0, i0 + 16 NV) of one head += Σ_j scores[j - lo] V[j], in position order, its NV vectors
-// in registers (NV a constant: a runtime count left them on the stack, ~3x slower), then scaled
-// by `inverse`.
-static inline __attribute__((always_inline)) void values(const Attn* a, int f16, int NV, int kvh, int lo, int n,
-                                                          int i0, const float* scores, float inverse, float* out) {
-  const int hd = a->headDim;
-  const size_t rowBytes = (size_t)a->numKvHeads * hd * (f16 ? 2 : 4);
-  __m512 acc[8];
-  for (int v = 0; v < NV; v++) acc[v] = _mm512_setzero_ps();
-  FOR_ROWS(a, 1, kvh, lo, n, {
-    __m512 w = _mm512_set1_ps(scores[j - lo]);
-    for (int v = 0; v < NV; v++) {
-      int i = i0 + 16 * v;
-      acc[v] = _mm512_fmadd_ps(w, loadKv(f16, row, i, tailMask(hd - i)), acc[v]);
-    }
-  })
-  for (int v = 0; v < NV; v++) {
-    int i = i0 + 16 * v;
-    _mm512_mask_storeu_ps(out + i, tailMask(hd - i), _mm512_mul_ps(acc[v], _mm512_set1_ps(inverse)));
-  }
-}
-
-// scores[j - lo] = scale * q . K[j] for j in [lo, n). NV: the head's vectors (hd / 16, rounded
-// up) as a constant, q held in registers; 0: any headDim, q loaded as it goes.
-static inline __attribute__((always_inline)) void qk(const Attn* a, int f16, int NV, int kvh, int lo, int n,
-                                                      const float* q, float* scores) {
-  const int hd = a->headDim;
-  const size_t rowBytes = (size_t)a->numKvHeads * hd * (f16 ? 2 : 4);
-  __m512 qv[8];
-  for (int v = 0; v < NV; v++) qv[v] = _mm512_maskz_loadu_ps(tailMask(hd - 16 * v), q + 16 * v);
-  FOR_ROWS(a, 0, kvh, lo, n, {
-    __m512 acc = _mm512_setzero_ps();
-    if (NV > 0) {
-      for (int v = 0; v < NV; v++) acc = _mm512_fmadd_ps(qv[v], loadKv(f16, row, 16 * v, tailMask(hd - 16 * v)), acc);
-    } else {
-      for (int i = 0; i < hd; i += 16) {
-        __mmask16 m = tailMask(hd - i);
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + i), loadKv(f16, row, i, m), acc);
-      }
-    }
-    scores[j - lo] = _mm512_reduce_add_ps(acc) * a->scale;
-  })
-}
-
-// q8_0: scores[j - lo] = scale * q . K[j]: per block, the f32 dot of q with the widened int8
-// values, times the block's d. NB: the head's blocks as a constant (q held in registers), 0: any.
-static inline __attribute__((always_inline)) void qkQ8(const Attn* a, int NB, int kvh, int lo, int n, const float* q,
-                                                        float* scores) {
-  const int hd = a->headDim;
-  const size_t rowBytes = a->rowBytes;
-  __m512 qv[16];
-  for (int v = 0; v < 2 * NB; v++) qv[v] = _mm512_maskz_loadu_ps(tailMask0(hd - 16 * v), q + 16 * v);
-  FOR_ROWS(a, 0, kvh, lo, n, {
-    __m512 acc = _mm512_setzero_ps();
-    if (NB > 0) {
-      for (int b = 0; b < NB; b++) {
-        const uint8_t* blk = row + 34 * b;
-        const int left = hd - 32 * b;
-        __m512 s = _mm512_mul_ps(qv[2 * b], q8Load(blk + 2, tailMask(left)));
-        s = _mm512_fmadd_ps(qv[2 * b + 1], q8Load(blk + 18, tailMask0(left - 16)), s);
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(q8Scale(blk)), s, acc);
-      }
-    } else {
-      for (int i = 0; i < hd; i += 32) {
-        const uint8_t* blk = row + 34 * (i / 32);
-        const __mmask16 m0 = tailMask(hd - i);
-        const __mmask16 m1 = tailMask0(hd - i - 16);
-        __m512 s = _mm512_mul_ps(_mm512_maskz_loadu_ps(m0, q + i), q8Load(blk + 2, m0));
-        s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, q + i + 16), q8Load(blk + 18, m1), s);
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(q8Scale(blk)), s, acc);
-      }
-    }
-    scores[j - lo] = _mm512_reduce_add_ps(acc) * a->scale;
-  })
-}
-
-// q8_0: out[i0, i0 + 16 NV) of one head += Σ_j (scores[j - lo] * d) qs[j], in position order,
-// then scaled by `inverse`. i0 is a multiple of 128, so vector v lies in block (i0 + 16 v) / 32.
-static inline __attribute__((always_inline)) void valuesQ8(const Attn* a, int NV, int kvh, int lo, int n, int i0,
-                                                            const float* scores, float inverse, float* out) {
-  const int hd = a->headDim;
-  const size_t rowBytes = a->rowBytes;
-  __m512 acc[8];
-  for (int v = 0; v < NV; v++) acc[v] = _mm512_setzero_ps();
-  FOR_ROWS(a, 1, kvh, lo, n, {
-    const float w = scores[j - lo];
-    for (int v = 0; v < NV; v += 2) {
-      const int i = i0 + 16 * v;
-      const uint8_t* blk = row + 34 * (i / 32);
-      const __m512 wd = _mm512_set1_ps(w * q8Scale(blk));
-      acc[v] = _mm512_fmadd_ps(wd, q8Load(blk + 2, tailMask(hd - i)), acc[v]);
-      if (v + 1 < NV) acc[v + 1] = _mm512_fmadd_ps(wd, q8Load(blk + 18, tailMask0(hd - i - 16)), acc[v + 1]);
-    }
-  })
-  for (int v = 0; v < NV; v++) {
-    int i = i0 + 16 * v;
-    _mm512_mask_storeu_ps(out + i, tailMask(hd - i), _mm512_mul_ps(acc[v], _mm512_set1_ps(inverse)));
-  }
-}
-
-// out[t, h] for one (token, head): scores, softmax, the weighted sum of V, in position order.
-static inline __attribute__((always_inline)) void oneHead(const Attn* a, int f16, int t, int h, float* scores) {
-  const int hd = a->headDim, n = a->startPos + t + 1;
-  const int lo = a->window > 0 && n - a->window > 0 ? n - a->window : 0;
-  const int kvh = (int)((long)h * a->numKvHeads / a->numHeads);
-  const float* q = a->q + ((size_t)t * a->numHeads + h) * hd;
-  float* out = a->out + ((size_t)t * a->numHeads + h) * hd;
-  if (f16 == 2) {
-    switch ((hd + 31) / 32) {
-      case 1: qkQ8(a, 1, kvh, lo, n, q, scores); break;
-      case 2: qkQ8(a, 2, kvh, lo, n, q, scores); break;
-      case 3: qkQ8(a, 3, kvh, lo, n, q, scores); break;
-      case 4: qkQ8(a, 4, kvh, lo, n, q, scores); break;
-      case 8: qkQ8(a, 8, kvh, lo, n, q, scores); break;
-      default: qkQ8(a, 0, kvh, lo, n, q, scores); break;
-    }
-  } else switch ((hd + 15) / 16) {
-    case 1: qk(a, f16, 1, kvh, lo, n, q, scores); break;
-    case 2: qk(a, f16, 2, kvh, lo, n, q, scores); break;
-    case 3: qk(a, f16, 3, kvh, lo, n, q, scores); break;
-    case 4: qk(a, f16, 4, kvh, lo, n, q, scores); break;
-    case 8: qk(a, f16, 8, kvh, lo, n, q, scores); break;
-    default: qk(a, f16, 0, kvh, lo, n, q, scores); break;
-  }
-  // The largest score (a nan anywhere makes it nan, as Math.max would).
-  const int count = n - lo;
-  __m512 max16 = _mm512_set1_ps(-INFINITY);
-  __mmask16 nan = 0;
-  for (int j = 0; j < count; j += 16) {
-    __mmask16 m = tailMask(count - j);
-    __m512 v = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), m, scores + j);
-    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    max16 = _mm512_max_ps(max16, v);
-  }
-  const float max = nan ? NAN : _mm512_reduce_max_ps(max16);
-  __m512 mv = _mm512_set1_ps(max), sum16 = _mm512_setzero_ps();
-  for (int j = 0; j < count; j += 16) {
-    __mmask16 m = tailMask(count - j);
-    __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j), mv));
-    _mm512_mask_storeu_ps(scores + j, m, e);
-    sum16 = _mm512_add_ps(sum16, _mm512_maskz_mov_ps(m, e));
-  }
-  const float inverse = 1.0f / _mm512_reduce_add_ps(sum16);
-  // V: up to 8 vectors of the head's output at a time, over every position.
-  for (int i0 = 0; i0 < hd && f16 == 2; i0 += 128) {
-    switch ((hd - i0 + 15) / 16 < 8 ? (hd - i0 + 15) / 16 : 8) {
-      case 1: valuesQ8(a, 1, kvh, lo, n, i0, scores, inverse, out); break;
-      case 2: valuesQ8(a, 2, kvh, lo, n, i0, scores, inverse, out); break;
-      case 3: valuesQ8(a, 3, kvh, lo, n, i0, scores, inverse, out); break;
-      case 4: valuesQ8(a, 4, kvh, lo, n, i0, scores, inverse, out); break;
-      case 5: valuesQ8(a, 5, kvh, lo, n, i0, scores, inverse, out); break;
-      case 6: valuesQ8(a, 6, kvh, lo, n, i0, scores, inverse, out); break;
-      case 7: valuesQ8(a, 7, kvh, lo, n, i0, scores, inverse, out); break;
-      default: valuesQ8(a, 8, kvh, lo, n, i0, scores, inverse, out); break;
-    }
-  }
-  for (int i0 = 0; i0 < hd && f16 != 2; i0 += 128) {
-    switch ((hd - i0 + 15) / 16 < 8 ? (hd - i0 + 15) / 16 : 8) {
-      case 1: values(a, f16, 1, kvh, lo, n, i0, scores, inverse, out); break;
-      case 2: values(a, f16, 2, kvh, lo, n, i0, scores, inverse, out); break;
-      case 3: values(a, f16, 3, kvh, lo, n, i0, scores, inverse, out); break;
-      case 4: values(a, f16, 4, kvh, lo, n, i0, scores, inverse, out); break;
-      case 5: values(a, f16, 5, kvh, lo, n, i0, scores, inverse, out); break;
-      case 6: values(a, f16, 6, kvh, lo, n, i0, scores, inverse, out); break;
-      case 7: values(a, f16, 7, kvh, lo, n, i0, scores, inverse, out); break;
-      default: values(a, f16, 8, kvh, lo, n, i0, scores, inverse, out); break;
-    }
-  }
-}
-
-static void attend(const Attn* a, float* scores) {
-  for (int t = 0; t < a->numTokens; t++)
-    for (int h = 0; h < a->numHeads; h++) {
-      if (a->q8) oneHead(a, 2, t, h, scores);
-      else if (a->f16) oneHead(a, 1, t, h, scores);
-      else oneHead(a, 0, t, h, scores);
-    }
-}
-#pragma GCC pop_options
 
 // ---------------------------------------------------------------- Node-API glue
 static int typed(napi_env env, napi_value v, napi_typedarray_type want, void** data, size_t* length) {
@@ -357,6 +105,10 @@ napi_value tesseraAttention(napi_env env, napi_callback_info info) {
     }
   }
   if (a.numTokens == 0) return NULL;
+  if (tesseraVariant() < 0) {
+    napi_throw_error(env, NULL, "attention: this CPU has neither AVX-512 nor AVX2 + FMA + F16C");
+    return NULL;
+  }
   size_t need = end + 16;
   if (need > scoreCap) {
     free(scoreBuf);
@@ -377,6 +129,7 @@ napi_value tesseraAttention(napi_env env, napi_callback_info info) {
   a.q = (const float*)q;
   a.out = (float*)out;
   a.scale = (float)scale;
-  attend(&a, scoreBuf);
+  if (tesseraVariant() == 1) attendAvx2(&a, scoreBuf);
+  else attendAvx512(&a, scoreBuf);
   return NULL;
 }

@@ -1,7 +1,9 @@
 // Tessera's native dense kernels: y[m, rows] = x[m, cols] . W^T for GGML block weights (q4_0,
 // q8_0, q4_K, q5_K, q6_K) and float weights (f32, f16, bf16) at small m, on x86-64 with AVX-512
-// (F, BW, VL, VNNI) and F16C. A Node-API addon, built by scripts/build-native.mjs; the
-// TypeScript side is native.ts. It never allocates from JS, never keeps a pointer into a JS
+// (F, BW, VL, VNNI) and F16C (dense-avx512.c), or AVX2 with FMA and F16C (dense-avx2.c), the
+// variant chosen at load by CPUID (or forced: setVariant). A Node-API addon, built by
+// scripts/build-native.mjs; the TypeScript side is native.ts. This file (repacking, helper
+// threads, the glue) is compiled for baseline x86-64 and never runs a variant the CPU lacks. It never allocates from JS, never keeps a pointer into a JS
 // buffer past a call and never touches anything but the arrays it is given (and its per-thread
 // activation scratch).
 //
@@ -10,7 +12,8 @@
 // 5/6-bit codes as bit masks. The codes of a super-block are four vectors V0..V3 of 64, in an
 // order chosen so that 32-bit lane k of every V_j holds codes of the 16-group k (elements
 // 16k .. 16k + 15): V_j[4k + b] = code[16k + 4j + b]. Four vpdpbusd into one accumulator then
-// leave each 16-group's whole integer sum in its own lane, scaled by one FMA per super-block.
+// leave each 16-group's whole integer sum in its own lane, scaled by one FMA per super-block
+// (AVX2: each V_j as two halves of 8 lanes, vpmaddubsw + vpmaddwd in place of vpdpbusd).
 // Activations are quantized into the same order.
 //
 //   codes  4-bit: 128 bytes, V0 | V1 << 4 in the first 64, V2 | V3 << 4 in the next 64;
@@ -39,32 +42,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-enum Kind { K_F32 = 0, K_F16 = 1, K_BF16 = 2, K_Q4_0 = 3, K_Q8_0 = 4, K_Q4_K = 5, K_Q5_K = 6, K_Q6_K = 7 };
-
-#define QK 256
-// Repacked bytes per super-block.
-static int superBytes(int kind) {
-  switch (kind) {
-    case K_Q4_0: return 16 + 128;
-    case K_Q8_0: return 16 + 256;
-    case K_Q4_K: return 20 + 128;
-    case K_Q5_K: return 20 + 128 + 32;
-    case K_Q6_K: return 18 + 128 + 64;
-    default: return 0;
-  }
-}
-static int isBlockKind(int kind) { return kind >= K_Q4_0 && kind <= K_Q6_K; }
-// Float weights: panels of PR rows, column-major inside (see floatPanel).
-#define PR 32
-static int floatRowsPad(int rows) { return (rows + PR - 1) / PR * PR; }
-static size_t floatElem(int kind) { return kind == K_F32 ? 4 : 2; }
-// Bytes of a repacked weight.
-static size_t weightBytes(int kind, int rows, int cols) {
-  if (!isBlockKind(kind)) return (size_t)floatRowsPad(rows) * cols * floatElem(kind);
-  return (size_t)rows * ((cols + QK - 1) / QK) * superBytes(kind);
-}
-
-static uint16_t rd16(const uint8_t* p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+#include "dense.h"
 
 // ---------------------------------------------------------------- repacking (plain C)
 // Puts the 256 codes of one super-block (natural order, values < 64) into the layout above.
@@ -169,17 +147,12 @@ static void repackFloat(int kind, const uint8_t* src, int rows, int cols, uint8_
   }
 }
 
-// ---------------------------------------------------------------- AVX-512 kernels
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
-#include <immintrin.h>
-
-#define MB_MAX 4
-
-// Per-thread activation scratch, grown as needed.
+// ---------------------------------------------------------------- activations
+// Per-thread scratch for quantized (block kinds) or rounded (f16 / bf16) activations, grown as needed.
 static _Thread_local int8_t* sq;
-static _Thread_local float *sdx, *sc16;
-static _Thread_local size_t scap;
+static _Thread_local float *sdx, *sc16, *sxh;
+static _Thread_local size_t scap, sxhcap;
+static const DenseVariant* active;
 
 static int ensureScratch(size_t kpad, int m) {
   size_t need = kpad * (size_t)m;
@@ -198,354 +171,33 @@ static int ensureScratch(size_t kpad, int m) {
   return 1;
 }
 
-static inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
-
-// q[kpad] int8 in element order, dx16, c16 as quantizeRow's, bit for bit as llama.cpp quantizes
-// the activations it multiplies with `kind` (ggml-cpu, x86; both round to nearest even):
-//   q4_0, q8_0 (vec_dot_type Q8_0, quantize_row_q8_0): per 32 values id = 127/amax,
-//     q = round(x * id), d = f16(amax / 127): the scale the dot product uses is the f16 one;
-//   K-quants (Q8_K, quantize_row_q8_K_ref): per 256 values iscale = 127/amax,
-//     q = round(iscale * x), d = 1/iscale (f32). (ggml writes -127/max, max the signed value of
-//     largest magnitude: that negates q and d together, the same products.)
-// Per-32 scales for K-quants (as before) were finer than llama.cpp's, but not its numbers: on
-// models with outlier channels its per-256 rounding moves logits by nats, and greedy paths split.
-static void quantizeNatural(int kind, const float* x, int cols, int kpad, int8_t* q, float* dx16, float* c16) {
-  const int group = kind >= K_Q4_K ? 256 : 32;
-  for (int g = 0; g < kpad / group; g++) {
-    int at = group * g, n = cols - at;
-    if (n <= 0) {
-      memset(q + at, 0, group);
-      for (int i = 0; i < group / 16; i++) dx16[at / 16 + i] = c16[at / 16 + i] = 0;
-      continue;
-    }
-    __m512 amaxv = _mm512_setzero_ps();
-    for (int v = 0; v < group / 16; v++) {
-      int left = n - 16 * v;
-      __mmask16 mk = left >= 16 ? 0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
-      amaxv = _mm512_max_ps(amaxv, _mm512_abs_ps(_mm512_maskz_loadu_ps(mk, x + at + 16 * v)));
-    }
-    float amax = _mm512_reduce_max_ps(amaxv), id, d;
-    if (group == 32) {
-      d = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT));
-      id = amax != 0 ? 127.0f / amax : 0.0f;
-    } else {
-      id = amax != 0 ? 127.0f / amax : 0.0f;
-      d = amax != 0 ? 1.0f / id : 0.0f;
-    }
-    for (int v = 0; v < group / 16; v++) {
-      int left = n - 16 * v;
-      __mmask16 mk = left >= 16 ? 0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
-      __m512i iv = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + at + 16 * v), _mm512_set1_ps(id)));
-      _mm_storeu_si128((__m128i*)(q + at + 16 * v), _mm512_cvtsepi32_epi8(iv));
-      dx16[at / 16 + v] = d;
-      c16[at / 16 + v] = d * (float)_mm512_reduce_add_epi32(iv);
-    }
-  }
-}
-
-// q[kpad] int8 (in the codes' order, per super-block), dx16[kpad/16] (d of the 32-block, per 16),
-// c16[kpad/16] = d * sum of the 16 q.
-static void quantizeRow(int kind, const float* x, int cols, int kpad, int8_t* q, float* dx16, float* c16) {
-  static const int32_t order[4][16] = {
-      {0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60},
-      {1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41, 45, 49, 53, 57, 61},
-      {2, 6, 10, 14, 18, 22, 26, 30, 34, 38, 42, 46, 50, 54, 58, 62},
-      {3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47, 51, 55, 59, 63},
-  };
-  quantizeNatural(kind, x, cols, kpad, q, dx16, c16);
-  // Word w = 4k + j of a super-block (elements 16k + 4j ..) moves to word 16j + k.
-  for (int s = 0; s < kpad / QK; s++) {
-    int32_t* words = (int32_t*)(q + QK * s);
-    __m512i n0 = _mm512_loadu_si512(words), n1 = _mm512_loadu_si512(words + 16);
-    __m512i n2 = _mm512_loadu_si512(words + 32), n3 = _mm512_loadu_si512(words + 48);
-    for (int j = 0; j < 4; j++) {
-      // Output word 16j + k = input word 4k + j: k < 8 from n0 | n1, k >= 8 from n2 | n3 (the
-      // index's low 5 bits pick among the two it is given).
-      __m512i idx = _mm512_loadu_si512(order[j]);
-      __m512i lo = _mm512_permutex2var_epi32(n0, idx, n1);
-      __m512i hi = _mm512_permutex2var_epi32(n2, idx, n3);
-      __m512i v = _mm512_mask_blend_epi32(0xFF00, lo, hi);
-      _mm512_storeu_si512(words + 16 * j, v);  // n0..n3 hold the inputs: in place is safe
-    }
-  }
-}
-
-// Weight-side factors of one super-block: S16 (per 16 weights: the code's scale), T16 (offset).
-static inline void superFactors(int kind, const uint8_t* h, __m512* S, __m512* T) {
-  static const int32_t dup2[16] = {0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7};
-  __m512i idx = _mm512_loadu_si512(dup2);
-  if (kind == K_Q4_0 || kind == K_Q8_0) {
-    __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)h));
-    __m512 s = _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(d));
-    *S = s;
-    *T = _mm512_mul_ps(s, _mm512_set1_ps(kind == K_Q4_0 ? 8.0f : 128.0f));
-  } else if (kind == K_Q4_K || kind == K_Q5_K) {
-    float d = _cvtsh_ss(rd16(h)), dmin = _cvtsh_ss(rd16(h + 2));
-    __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(h + 4))));
-    __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(h + 12))));
-    *S = _mm512_mul_ps(_mm512_permutexvar_ps(idx, _mm512_castps256_ps512(sc)), _mm512_set1_ps(d));
-    *T = _mm512_mul_ps(_mm512_permutexvar_ps(idx, _mm512_castps256_ps512(mn)), _mm512_set1_ps(dmin));
-  } else {  // q6_K
-    float d = _cvtsh_ss(rd16(h));
-    __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(h + 2))));
-    *S = _mm512_mul_ps(sc, _mm512_set1_ps(d));
-    *T = _mm512_mul_ps(*S, _mm512_set1_ps(32.0f));
-  }
-}
-
-
-// Rows [r0, r1) of a block weight for MB x rows at once (x quantized in q/dx16/c16 at stride kpad).
-static inline __attribute__((always_inline)) void blockRows(int kind, int MB, const uint8_t* w, int rows, int nsb,
-                                                             int kpad, int r0, int r1, const int8_t* q,
-                                                             const float* dx16, const float* c16, float* out,
-                                                             int outStride) {
-  const int sbBytes = superBytes(kind);
-  const int hdr = kind == K_Q4_0 || kind == K_Q8_0 ? 16 : kind == K_Q6_K ? 18 : 20;
-  const __m512i nib = _mm512_set1_epi8(15);
-  (void)rows;
-  for (int r = r0; r < r1; r++) {
-    const uint8_t* row = w + (size_t)r * nsb * sbBytes;
-    __m512 acc[MB_MAX];
-    for (int i = 0; i < MB; i++) acc[i] = _mm512_setzero_ps();
-    for (int s = 0; s < nsb; s++) {
-      const uint8_t* sb = row + (size_t)s * sbBytes;
-      __m512 S, T, P[MB_MAX];
-      superFactors(kind, sb, &S, &T);
-      for (int i = 0; i < MB; i++) {
-        const float* d = dx16 + (size_t)i * (kpad / 16) + 16 * s;
-        const float* c = c16 + (size_t)i * (kpad / 16) + 16 * s;
-        P[i] = _mm512_mul_ps(S, _mm512_loadu_ps(d));
-        acc[i] = _mm512_fnmadd_ps(T, _mm512_loadu_ps(c), acc[i]);  // the offsets' share
-      }
-      const uint8_t* codes = sb + hdr;
-      __m512i v0, v1, v2, v3;
-      if (kind == K_Q8_0) {
-        v0 = _mm512_loadu_si512(codes);
-        v1 = _mm512_loadu_si512(codes + 64);
-        v2 = _mm512_loadu_si512(codes + 128);
-        v3 = _mm512_loadu_si512(codes + 192);
-      } else {
-        __m512i a = _mm512_loadu_si512(codes), b = _mm512_loadu_si512(codes + 64);
-        v0 = _mm512_and_si512(a, nib);
-        v1 = _mm512_and_si512(_mm512_srli_epi16(a, 4), nib);
-        v2 = _mm512_and_si512(b, nib);
-        v3 = _mm512_and_si512(_mm512_srli_epi16(b, 4), nib);
-        if (kind == K_Q5_K || kind == K_Q6_K) {
-          uint64_t mk[8];
-          memcpy(mk, codes + 128, kind == K_Q5_K ? 32 : 64);
-          const __m512i b4 = _mm512_set1_epi8(16), b5 = _mm512_set1_epi8(32);
-          v0 = _mm512_mask_add_epi8(v0, (__mmask64)mk[0], v0, b4);
-          v1 = _mm512_mask_add_epi8(v1, (__mmask64)mk[1], v1, b4);
-          v2 = _mm512_mask_add_epi8(v2, (__mmask64)mk[2], v2, b4);
-          v3 = _mm512_mask_add_epi8(v3, (__mmask64)mk[3], v3, b4);
-          if (kind == K_Q6_K) {
-            v0 = _mm512_mask_add_epi8(v0, (__mmask64)mk[4], v0, b5);
-            v1 = _mm512_mask_add_epi8(v1, (__mmask64)mk[5], v1, b5);
-            v2 = _mm512_mask_add_epi8(v2, (__mmask64)mk[6], v2, b5);
-            v3 = _mm512_mask_add_epi8(v3, (__mmask64)mk[7], v3, b5);
-          }
-        }
-      }
-      for (int i = 0; i < MB; i++) {
-        const int8_t* xq = q + (size_t)i * kpad + 256 * s;
-        __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v0, _mm512_loadu_si512(xq));
-        dot = _mm512_dpbusd_epi32(dot, v1, _mm512_loadu_si512(xq + 64));
-        dot = _mm512_dpbusd_epi32(dot, v2, _mm512_loadu_si512(xq + 128));
-        dot = _mm512_dpbusd_epi32(dot, v3, _mm512_loadu_si512(xq + 192));
-        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), P[i], acc[i]);
-      }
-    }
-    for (int i = 0; i < MB; i++) out[(size_t)i * outStride + r] = hsum512(acc[i]);
-  }
-}
-
-#define BLOCK_KINDS(MB)                                                                                 \
-  static void blockRows##MB(int kind, const uint8_t* w, int rows, int nsb, int kpad, int r0, int r1,  \
-                            const int8_t* q, const float* dx16, const float* c16, float* out, int os) { \
-    switch (kind) {                                                                                    \
-      case K_Q4_0: blockRows(K_Q4_0, MB, w, rows, nsb, kpad, r0, r1, q, dx16, c16, out, os); break;    \
-      case K_Q8_0: blockRows(K_Q8_0, MB, w, rows, nsb, kpad, r0, r1, q, dx16, c16, out, os); break;    \
-      case K_Q4_K: blockRows(K_Q4_K, MB, w, rows, nsb, kpad, r0, r1, q, dx16, c16, out, os); break;    \
-      case K_Q5_K: blockRows(K_Q5_K, MB, w, rows, nsb, kpad, r0, r1, q, dx16, c16, out, os); break;    \
-      default: blockRows(K_Q6_K, MB, w, rows, nsb, kpad, r0, r1, q, dx16, c16, out, os); break;        \
-    }                                                                                                  \
-  }
-BLOCK_KINDS(1)
-BLOCK_KINDS(2)
-BLOCK_KINDS(3)
-BLOCK_KINDS(4)
-
-static inline __attribute__((always_inline)) __m512 loadW(int kind, const uint8_t* p) {
-  if (kind == K_F32) return _mm512_loadu_ps((const float*)p);
-  __m256i h = _mm256_loadu_si256((const __m256i*)p);
-  if (kind == K_F16) return _mm512_cvtph_ps(h);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
-// Float weights are repacked into panels of PR = 32 rows, column-major inside: panel p holds, for
-// each column k in turn, w[32p .. 32p + 31][k] (rows padded with zero rows to whole panels). A
-// call goes over a panel once per FB x rows, from its start to its end: one forward stream, each
-// column's two vectors of weights loaded once and multiplied into all FB rows of x (x[i][k]
-// broadcast), the 2 x FB sums in registers. Row r's sum is one FMA chain over k = 0, 1, .., so
-// it is the same whatever m, the block of x rows, the chunk or the thread.
-//
-// It replaced groups of 8 rows interleaved per 32 columns, with a dot product per row (two
-// accumulators of 16 columns, summed across lanes at the end). There, at m > 1 a group's rows went
-// in sub-groups, each pass reading its part of every piece, strided, and the sums of m x rows
-// never fit the registers at once: one thread, f32 32000 x 768 from DRAM took 4.7 ms at m=1 but
-// 11.4 at m=8 (8.6 GB/s). Here: 4.3 ms at m=1, 5.0 at m=8 (near the FMA unit's bound: m x rows x
-// cols / 16 FMAs at one per cycle), 8.9 at m=16 (two passes, both at that bound); f16 3.8, 5.8,
-// 9.7 ms (3.9, 7.9, 12.5 before). m=1 streams as fast as before.
-#define FB 8
-static inline __attribute__((always_inline)) void floatPanel(int kind, int MB, const uint8_t* panel, int cols,
-                                                              const float* x, float* out, int outStride,
-                                                              int row0, int limit) {
-  const size_t colBytes = PR * floatElem(kind);
-  __m512 a0[FB], a1[FB];
-  for (int i = 0; i < MB; i++) a0[i] = a1[i] = _mm512_setzero_ps();
-  for (int k = 0; k < cols; k++) {
-    const uint8_t* p = panel + (size_t)k * colBytes;
-    __m512 w0 = loadW(kind, p), w1 = loadW(kind, p + colBytes / 2);
-    for (int i = 0; i < MB; i++) {
-      __m512 b = _mm512_set1_ps(x[(size_t)i * cols + k]);
-      a0[i] = _mm512_fmadd_ps(w0, b, a0[i]);
-      a1[i] = _mm512_fmadd_ps(w1, b, a1[i]);
-    }
-  }
-  int n = limit - row0 < PR ? limit - row0 : PR;  // the padding rows of the last panel: never written
-  __mmask16 m0 = n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
-  __mmask16 m1 = n >= 32 ? 0xFFFF : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1);
-  for (int i = 0; i < MB; i++) {
-    _mm512_mask_storeu_ps(out + (size_t)i * outStride + row0, m0, a0[i]);
-    _mm512_mask_storeu_ps(out + (size_t)i * outStride + row0 + 16, m1, a1[i]);
-  }
-}
-
-// Rows [r0, r1) (r0 a multiple of PR) of a repacked float weight, for MB <= FB x rows.
-static inline __attribute__((always_inline)) void floatRows(int kind, int MB, const uint8_t* w, int cols,
-                                                             int r0, int r1, const float* x, float* out,
-                                                             int outStride) {
-  const size_t panelBytes = (size_t)PR * cols * floatElem(kind);
-  for (int r = r0; r < r1; r += PR) floatPanel(kind, MB, w + (size_t)(r / PR) * panelBytes, cols, x, out, outStride, r, r1);
-}
-
-#define FLOAT_KINDS(MB)                                                                                  \
-  static void floatRows##MB(int kind, const uint8_t* w, int cols, int r0, int r1, const float* x, float* out, \
-                            int os) {                                                                       \
-    if (kind == K_F32) floatRows(K_F32, MB, w, cols, r0, r1, x, out, os);                                   \
-    else if (kind == K_F16) floatRows(K_F16, MB, w, cols, r0, r1, x, out, os);                              \
-    else floatRows(K_BF16, MB, w, cols, r0, r1, x, out, os);                                                \
-  }
-FLOAT_KINDS(1)
-FLOAT_KINDS(2)
-FLOAT_KINDS(3)
-FLOAT_KINDS(4)
-FLOAT_KINDS(5)
-FLOAT_KINDS(6)
-FLOAT_KINDS(7)
-FLOAT_KINDS(8)
-static void (*const floatRowsBy[FB + 1])(int, const uint8_t*, int, int, int, const float*, float*, int) = {
-    NULL, floatRows1, floatRows2, floatRows3, floatRows4, floatRows5, floatRows6, floatRows7, floatRows8};
-
-// One matmul call: the weight, x and y, and (block kinds) x quantized into the caller's scratch.
-typedef struct {
-  int kind, rows, cols, m, nsb, kpad;
-  const uint8_t* w;
-  const float* x;
-  float* y;
-  const int8_t* q;
-  const float *dx16, *c16;
-  int per;  // rows per chunk, when shared with the helpers
-} Job;
-
-// f16 / bf16 weights: llama.cpp converts the activations to the weight's type first (vec_dot_type
-// F16 / BF16, both rounded to nearest even) and multiplies halves widened to f32; x is rounded
-// the same way into this thread's scratch, so the products match its.
-static _Thread_local float* sxh;
-static _Thread_local size_t sxhcap;
-
-static int roundActivations(Job* j) {
-  size_t n = (size_t)j->m * j->cols;
-  if (n > sxhcap) {
-    free(sxh);
-    sxh = aligned_alloc(64, (n + 15) / 16 * 64);
-    sxhcap = sxh ? n : 0;
-    if (!sxh) return 0;
-  }
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m512 v = _mm512_loadu_ps(j->x + i);
-    if (j->kind == K_F16) {
-      v = _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    } else {  // bf16: ggml_compute_fp32_to_bf16 (NaN kept quiet, else round to nearest even)
-      __m512i b = _mm512_castps_si512(v);
-      __m512i r = _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7fff)),
-                                   _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1)));
-      __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-      r = _mm512_mask_or_epi32(r, nan, b, _mm512_set1_epi32(64 << 16));
-      v = _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
-    }
-    _mm512_storeu_ps(sxh + i, v);
-  }
-  for (; i < n; i++) {
-    float v = j->x[i];
-    if (j->kind == K_F16) {
-      v = _cvtsh_ss(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT));
-    } else {
-      uint32_t b;
-      memcpy(&b, &v, 4);
-      b = (b & 0x7fffffff) > 0x7f800000 ? (b | (64 << 16)) & 0xffff0000u : (b + (0x7fff + ((b >> 16) & 1))) & 0xffff0000u;
-      memcpy(&v, &b, 4);
-    }
-    sxh[i] = v;
-  }
-  j->x = sxh;
-  return 1;
-}
-
-// Quantizes x for a block kind (rounds it for f16 / bf16) into this thread's scratch; 0 when the
-// scratch cannot be had.
+// Quantizes x for a block kind (f16 / bf16: rounds it, so the products match llama.cpp's) into
+// this thread's scratch, with the variant in use; 0 when the scratch cannot be had.
 static int prepareJob(Job* j) {
-  if (j->kind == K_F16 || j->kind == K_BF16) return roundActivations(j);
+  if (j->kind == K_F16 || j->kind == K_BF16) {
+    size_t n = (size_t)j->m * j->cols;
+    if (n > sxhcap) {
+      free(sxh);
+      sxh = aligned_alloc(64, (n + 15) / 16 * 64);
+      sxhcap = sxh ? n : 0;
+      if (!sxh) return 0;
+    }
+    active->roundRow(j->kind, j->x, n, sxh);
+    j->x = sxh;
+    return 1;
+  }
   if (!isBlockKind(j->kind)) return 1;
   j->nsb = (j->cols + QK - 1) / QK;
   j->kpad = j->nsb * QK;
   if (!ensureScratch((size_t)j->kpad, j->m)) return 0;
   for (int i = 0; i < j->m; i++)
-    quantizeRow(j->kind, j->x + (size_t)i * j->cols, j->cols, j->kpad, sq + (size_t)i * j->kpad,
-                sdx + (size_t)i * (j->kpad / 16), sc16 + (size_t)i * (j->kpad / 16));
+    active->quantizeRow(j->kind, j->x + (size_t)i * j->cols, j->cols, j->kpad, sq + (size_t)i * j->kpad,
+                        sdx + (size_t)i * (j->kpad / 16), sc16 + (size_t)i * (j->kpad / 16));
   j->q = sq;
   j->dx16 = sdx;
   j->c16 = sc16;
   return 1;
 }
-
-// y for every x row and weight rows [r0, r1).
-static void computeRows(const Job* j, int r0, int r1) {
-  int rows = j->rows, cols = j->cols, kind = j->kind;
-  if (!isBlockKind(kind)) {
-    for (int i0 = 0; i0 < j->m; i0 += FB) {
-      int mb = j->m - i0 < FB ? j->m - i0 : FB;
-      floatRowsBy[mb](kind, j->w, cols, r0, r1, j->x + (size_t)i0 * cols, j->y + (size_t)i0 * rows, rows);
-    }
-    return;
-  }
-  for (int i0 = 0; i0 < j->m; i0 += MB_MAX) {
-    int mb = j->m - i0 < MB_MAX ? j->m - i0 : MB_MAX;
-    float* ys = j->y + (size_t)i0 * rows;
-    int kpad = j->kpad, nsb = j->nsb;
-    const int8_t* q = j->q + (size_t)i0 * kpad;
-    const float* d = j->dx16 + (size_t)i0 * (kpad / 16);
-    const float* c = j->c16 + (size_t)i0 * (kpad / 16);
-    switch (mb) {
-      case 1: blockRows1(kind, j->w, rows, nsb, kpad, r0, r1, q, d, c, ys, rows); break;
-      case 2: blockRows2(kind, j->w, rows, nsb, kpad, r0, r1, q, d, c, ys, rows); break;
-      case 3: blockRows3(kind, j->w, rows, nsb, kpad, r0, r1, q, d, c, ys, rows); break;
-      default: blockRows4(kind, j->w, rows, nsb, kpad, r0, r1, q, d, c, ys, rows); break;
-    }
-  }
-}
-#pragma GCC pop_options
 
 // ---------------------------------------------------------------- helper threads
 // A call may share its rows with up to MAX_HELPERS persistent helper threads (setThreads). Rows
@@ -611,7 +263,7 @@ static void work(void) {
     if (!atomic_compare_exchange_weak_explicit(&ticket, &t, t + 1, memory_order_acq_rel, memory_order_acquire))
       continue;
     int per = shared.per, r0 = (int)next * per, r1 = r0 + per > shared.rows ? shared.rows : r0 + per;
-    computeRows(&shared, r0, r1);
+    active->computeRows(&shared, r0, r1);
     atomic_fetch_add_explicit(&finished, 1, memory_order_release);
   }
 }
@@ -692,7 +344,7 @@ static int runJob(Job* j, int useHelpers) {
     // Alone, chunk by chunk as the helpers would: every block of x rows (MB_MAX, or FB for float
     // weights) goes over one chunk while it is in L2. Over the whole weight at once, each block streamed it from DRAM
     // again (one thread, 32000 x 768: f16 m=8 14 -> 9.5 ms, f32 m=16 45-48 -> 19-21).
-    for (int r0 = 0; r0 < j->rows; r0 += per) computeRows(j, r0, r0 + per > j->rows ? j->rows : r0 + per);
+    for (int r0 = 0; r0 < j->rows; r0 += per) active->computeRows(j, r0, r0 + per > j->rows ? j->rows : r0 + per);
     return 1;
   }
   shared = *j;
@@ -716,18 +368,74 @@ static int runJob(Job* j, int useHelpers) {
     }                                                                  \
   } while (0)
 
-static int cpuOk(void) {
+// ---------------------------------------------------------------- variants
+static int hasAvx512(void) {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
          __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2");
 }
 
+static int hasAvx2(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+}
+
+// The variant in use (`active`): the best this CPU has, unless setVariant chose another it has.
+// NULL: none.
+static int activeChosen;
+
+static const DenseVariant* bestVariant(void) { return hasAvx512() ? &denseAvx512 : hasAvx2() ? &denseAvx2 : NULL; }
+
+static const DenseVariant* variant(void) {
+  if (!activeChosen) {
+    active = bestVariant();
+    activeChosen = 1;
+  }
+  return active;
+}
+
+int tesseraVariant(void) { return variant() == NULL ? -1 : variant() == &denseAvx2 ? 1 : 0; }
+
 static napi_value jsSupported(napi_env env, napi_callback_info info) {
   (void)info;
   napi_value v;
-  CHECK(napi_get_boolean(env, cpuOk(), &v));
+  CHECK(napi_get_boolean(env, variant() != NULL, &v));
   return v;
+}
+
+// variant(): the variant's name ('avx512' or 'avx2'), or null when the CPU has neither.
+static napi_value jsVariant(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value v;
+  if (variant() == NULL) CHECK(napi_get_null(env, &v));
+  else CHECK(napi_create_string_utf8(env, variant()->name, NAPI_AUTO_LENGTH, &v));
+  return v;
+}
+
+// setVariant(name): 'auto' (the best this CPU has), 'avx512' or 'avx2'; false (and nothing
+// changed) when this CPU lacks the variant's instructions. Called before any matmul (native.ts).
+static napi_value jsSetVariant(napi_env env, napi_callback_info info) {
+  size_t argc = 1, len;
+  napi_value argv[1], result;
+  char name[16];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc != 1 || napi_get_value_string_utf8(env, argv[0], name, sizeof name, &len) != napi_ok) {
+    napi_throw_type_error(env, NULL, "setVariant(name): bad arguments");
+    return NULL;
+  }
+  const DenseVariant* want = strcmp(name, "auto") == 0     ? bestVariant()
+                             : strcmp(name, "avx512") == 0 ? (hasAvx512() ? &denseAvx512 : NULL)
+                             : strcmp(name, "avx2") == 0   ? (hasAvx2() ? &denseAvx2 : NULL)
+                                                           : NULL;
+  if (want != NULL) {
+    pthread_mutex_lock(&callerLock);  // never while a call shares its rows with the helpers
+    active = want;
+    activeChosen = 1;
+    pthread_mutex_unlock(&callerLock);
+  }
+  CHECK(napi_get_boolean(env, want != NULL, &result));
+  return result;
 }
 
 static int argInt(napi_env env, napi_value v, int* out) { return napi_get_value_int32(env, v, out) == napi_ok; }
@@ -819,6 +527,10 @@ static napi_value jsMatmul(napi_env env, napi_callback_info info) {
   }
   Job job = {.kind = kind, .rows = rows, .cols = cols, .m = m, .w = (const uint8_t*)w, .x = (const float*)x,
              .y = (float*)y};
+  if (variant() == NULL) {
+    napi_throw_error(env, NULL, "matmul: this CPU has neither AVX-512 VNNI nor AVX2 + FMA + F16C");
+    return NULL;
+  }
   if (m > 0 && rows > 0 && !runJob(&job, helpers)) {
     napi_throw_error(env, NULL, "matmul: out of memory for the activation scratch");
     return NULL;
@@ -888,6 +600,8 @@ napi_value tesseraAttention(napi_env env, napi_callback_info info);
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"supported", NULL, jsSupported, NULL, NULL, NULL, napi_default, NULL},
+      {"variant", NULL, jsVariant, NULL, NULL, NULL, napi_default, NULL},
+      {"setVariant", NULL, jsSetVariant, NULL, NULL, NULL, napi_default, NULL},
       {"repackedBytes", NULL, jsRepackedBytes, NULL, NULL, NULL, napi_default, NULL},
       {"repack", NULL, jsRepack, NULL, NULL, NULL, napi_default, NULL},
       {"matmul", NULL, jsMatmul, NULL, NULL, NULL, napi_default, NULL},

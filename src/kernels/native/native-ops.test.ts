@@ -3,7 +3,7 @@ import { f16PromotionCases } from '../cases/f16-cases.js';
 import { opsCases } from '../cases/ops-cases.js';
 import { WasmOps } from '../wasm/ops.js';
 import { WasmRuntime } from '../wasm/runtime.js';
-import { nativeAvailability } from './native.js';
+import { nativeAvailability, nativeVariantsHere, selectNativeVariant } from './native.js';
 import { NativeAttentionOps } from './native-ops.js';
 
 let runtime: WasmRuntime;
@@ -11,12 +11,16 @@ beforeAll(async () => {
   runtime = await WasmRuntime.load({ maxMemoryBytes: 512 * 1024 ** 2 });
 });
 
-describe('NativeAttentionOps (attention on the addon, the rest on wasm) runs the ops case suite', () => {
-  for (const c of [...opsCases(), ...f16PromotionCases()])
-    it(c.name, () => c.run(new NativeAttentionOps(new WasmOps(runtime))));
-});
+// Every variant this CPU runs (one per process: each describe selects its own first).
+for (const variant of nativeVariantsHere())
+  describe(`NativeAttentionOps ${variant} (attention on the addon, the rest on wasm) runs the ops case suite`, () => {
+    beforeAll(() => void selectNativeVariant(variant));
+    for (const c of [...opsCases(), ...f16PromotionCases()])
+      it(c.name, () => c.run(new NativeAttentionOps(new WasmOps(runtime))));
+  });
 
 describe('the addon attention itself', () => {
+  beforeAll(() => void selectNativeVariant('auto'));
   // One layer, page size 4, 1 KV head of 16, 2 heads; a pool of 3 pages.
   const geometry = { numLayers: 1, pageSize: 4, numKvHeads: 1, headDim: 16 };
   const pageElements = 2 * 4 * 16;

@@ -1,4 +1,4 @@
-// OpKernels whose attention runs on the native addon (attention.c: AVX-512, sixteen lanes) and
+// OpKernels whose attention runs on the native addon (attention.c: AVX-512 or AVX2, the addon's variant) and
 // everything else on the wasm kernels it wraps: the KV pool is still allocated in, and written
 // by, the wasm runtime's memory, and the addon reads it in place through the pool's typed array.
 // Why attention alone: in a decode step it is the one op whose cost grows with each request's

@@ -3,11 +3,13 @@ import { Rng } from '../../core/index.js';
 import { batchInvarianceCases, denseCases } from '../cases/dense-cases.js';
 import { expectBitwiseEqual, randomF32, randomWeight } from '../cases/support.js';
 import type { WeightDType } from '../types.js';
-import { NativeDense, nativeAvailability } from './native.js';
+import { NativeDense, nativeAvailability, nativeVariantsHere, selectNativeVariant } from './native.js';
 
 // Activations quantized (rounded, for f16/bf16) as llama.cpp does: the suite compares with the
 // reference run on those activations, at the float tolerance (dense-cases.ts).
 const AS_LLAMA_CPP = { activations: 'llama.cpp' } as const;
+
+const DTYPES: readonly WeightDType[] = ['f32', 'f16', 'bf16', 'q4_0', 'q8_0', 'q4_k', 'q5_k', 'q6_k'];
 
 describe('the native addon', () => {
   it('is built and usable on this machine (CI builds it with gcc)', () => {
@@ -16,14 +18,36 @@ describe('the native addon', () => {
   });
 });
 
-// The helper threads are one set per process: each describe sets the configuration it tests.
-describe('NativeDense (the calling thread alone) runs the dense case suite', () => {
+// Every variant this CPU runs (AVX-512 VNNI, AVX2) runs the suite: the variant is one per process
+// (selectNativeVariant), so each describe selects its own before its tests, which run in order.
+const VARIANTS = nativeVariantsHere();
+
+describe("the addon's variants", () => {
+  it('are chosen by CPUID, and a forced one sticks until another is chosen', () => {
+    const [best] = VARIANTS;
+    expect(selectNativeVariant('auto')).toBe(best);
+    for (const v of VARIANTS) expect(selectNativeVariant(v)).toBe(v);
+    expect(selectNativeVariant('auto')).toBe(best);
+  });
+});
+
+for (const variant of VARIANTS)
+  describe(`NativeDense ${variant} (the calling thread alone) runs the dense case suite`, () => {
+    let native: NativeDense;
+    beforeAll(() => {
+      selectNativeVariant(variant);
+      native = new NativeDense({ threads: 1 });
+    });
+    for (const c of denseCases(AS_LLAMA_CPP)) it(c.name, () => c.run(native));
+    for (const c of batchInvarianceCases()) it(c.name, () => c.run(native));
+  });
+
+describe('NativeDense', () => {
   let native: NativeDense;
   beforeAll(() => {
+    selectNativeVariant('auto');
     native = new NativeDense({ threads: 1 });
   });
-  for (const c of denseCases(AS_LLAMA_CPP)) it(c.name, () => c.run(native));
-  for (const c of batchInvarianceCases()) it(c.name, () => c.run(native));
   it('refuses a weight prepared by another NativeDense', async () => {
     const weight = await new NativeDense().prepare(randomWeight(new Rng(1), 'q4_0', 4, 64));
     await expect(native.matmul(weight, randomF32(new Rng(2), 64), 1)).rejects.toThrow(
@@ -32,35 +56,59 @@ describe('NativeDense (the calling thread alone) runs the dense case suite', () 
   });
 });
 
-describe('NativeDense with helper threads sharing every call', () => {
-  let threaded: NativeDense;
-  beforeAll(() => {
-    threaded = new NativeDense({ threads: 3, helperMinM: 1, spinMicros: 50 });
-  });
-  for (const c of denseCases(AS_LLAMA_CPP)) it(c.name, () => c.run(threaded));
+// The helper threads do not depend on the variant (each chunk is the variant's computeRows): the
+// best one alone keeps the file lean.
+for (const variant of VARIANTS.slice(0, 1))
+  describe(`NativeDense ${variant} with helper threads sharing every call`, () => {
+    let threaded: NativeDense;
+    beforeAll(() => {
+      selectNativeVariant(variant);
+      threaded = new NativeDense({ threads: 3, helperMinM: 1, spinMicros: 50 });
+    });
+    for (const c of denseCases(AS_LLAMA_CPP)) it(c.name, () => c.run(threaded));
 
-  const DTYPES: readonly WeightDType[] = ['f32', 'f16', 'bf16', 'q4_0', 'q8_0', 'q4_k', 'q5_k', 'q6_k'];
-  it('gives the bits the calling thread alone gives, on matrices of many chunks, call after call', async () => {
-    const alone = new NativeDense({ threads: 1 });
-    const rng = new Rng(9);
-    const cases = DTYPES.map((dtype) => ({
-      dtype,
-      weight: randomWeight(rng, dtype, 3000, 512),
-      x: randomF32(rng, 5 * 512),
-    }));
-    const expected = cases.map((c) => alone.matmulSync(alone.prepareSync(c.weight), c.x, 5));
-    const helped = new NativeDense({ threads: 3, helperMinM: 1, spinMicros: 50 });
-    const prepared = cases.map((c) => helped.prepareSync(c.weight));
-    for (let round = 0; round < 20; round++)
-      for (const [i, c] of cases.entries())
-        expectBitwiseEqual(
-          `${c.dtype} round ${round}`,
-          helped.matmulSync(prepared[i]!, c.x, 5),
-          expected[i]!,
-          5 * 3000,
-        );
-    // And after the helpers have gone to sleep (past their spin), they still wake and agree.
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    expectBitwiseEqual('after sleeping', helped.matmulSync(prepared[0]!, cases[0]!.x, 5), expected[0]!, 5 * 3000);
+    it('gives the bits the calling thread alone gives, on matrices of many chunks, call after call', async () => {
+      const alone = new NativeDense({ threads: 1 });
+      const rng = new Rng(9);
+      const cases = DTYPES.map((dtype) => ({
+        dtype,
+        weight: randomWeight(rng, dtype, 3000, 512),
+        x: randomF32(rng, 5 * 512),
+      }));
+      const expected = cases.map((c) => alone.matmulSync(alone.prepareSync(c.weight), c.x, 5));
+      const helped = new NativeDense({ threads: 3, helperMinM: 1, spinMicros: 50 });
+      const prepared = cases.map((c) => helped.prepareSync(c.weight));
+      for (let round = 0; round < 20; round++)
+        for (const [i, c] of cases.entries())
+          expectBitwiseEqual(
+            `${c.dtype} round ${round}`,
+            helped.matmulSync(prepared[i]!, c.x, 5),
+            expected[i]!,
+            5 * 3000,
+          );
+      // And after the helpers have gone to sleep (past their spin), they still wake and agree.
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expectBitwiseEqual('after sleeping', helped.matmulSync(prepared[0]!, cases[0]!.x, 5), expected[0]!, 5 * 3000);
+    });
+  });
+
+describe('the variants agree', () => {
+  // Same integer block sums (the same activation quantization), float sums in another order.
+  it('on every dtype, to float rounding', () => {
+    if (VARIANTS.length < 2) return;
+    const rng = new Rng(11);
+    for (const dtype of DTYPES) {
+      const weight = randomWeight(rng, dtype, 67, 512);
+      const x = randomF32(rng, 3 * 512);
+      const outs = VARIANTS.map((v) => {
+        selectNativeVariant(v);
+        const d = new NativeDense({ threads: 1 });
+        return d.matmulSync(d.prepareSync(weight), x, 3);
+      });
+      selectNativeVariant('auto');
+      const scale = Math.max(...outs[0]!.map(Math.abs));
+      for (let i = 0; i < outs[0]!.length; i++)
+        expect(Math.abs(outs[0]![i]! - outs[1]![i]!), `${dtype} [${i}]`).toBeLessThanOrEqual(1e-5 * scale);
+    }
   });
 });

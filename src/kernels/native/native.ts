@@ -1,5 +1,7 @@
 // Dense matmul through Tessera's own native kernels (dense.c, a Node-API addon built into
-// build/tessera-native.node by scripts/build-native.mjs): AVX-512 VNNI dot products straight on
+// build/tessera-native.node by scripts/build-native.mjs): AVX-512 VNNI (or, on CPUs without it,
+// AVX2 + FMA + F16C: the addon's variant, chosen by CPUID or forced with selectNativeVariant,
+// the CLI's --cpu) dot products straight on
 // GGML block weights (q4_0, q8_0, q4_K, q5_K, q6_K, repacked once at prepare and kept at their
 // own bit width) and on f32 / f16 / bf16 rows (f16 and bf16 stay 16-bit in memory). Activations
 // are quantized (rounded, for f16 / bf16 weights) exactly as llama.cpp's CPU backend does for
@@ -17,8 +19,25 @@ import { checkMatmul, checkWeight } from '../layout.js';
 import type { DenseKernels, DenseWeight, HostTensor, WeightDType } from '../types.js';
 import { findPackageRoot } from '../wasm/locate.js';
 
+/** The addon's instruction-set variants (dense-avx512.c / attention-avx512.c, dense-avx2.c / attention-avx2.c). */
+export type NativeVariant = 'avx512' | 'avx2';
+/** A choice of variant: 'auto' takes the best this CPU runs. */
+export type NativeVariantChoice = 'auto' | NativeVariant;
+export const NATIVE_VARIANT_CHOICES: readonly NativeVariantChoice[] = ['auto', 'avx512', 'avx2'];
+
+/** What each variant needs of the CPU (checked by CPUID in dense.c). */
+export const NATIVE_VARIANT_FEATURES: Readonly<Record<NativeVariant, readonly string[]>> = {
+  avx512: ['avx512f', 'avx512bw', 'avx512vl', 'avx512vnni', 'avx2', 'fma', 'f16c'],
+  avx2: ['avx2', 'fma', 'f16c'],
+};
+
 export interface Addon {
+  /** Whether this CPU runs any variant. */
   supported(): boolean;
+  /** The variant in use, or null when the CPU runs none. */
+  variant(): NativeVariant | null;
+  /** Uses `name` from now on ('auto': the best); false (nothing changed) when the CPU lacks it. */
+  setVariant(name: NativeVariantChoice): boolean;
   repackedBytes(kind: number, rows: number, cols: number): number;
   repack(kind: number, src: Uint8Array, rows: number, cols: number, dst: Uint8Array): void;
   matmul(
@@ -99,12 +118,43 @@ export function nativeAvailability(): { addon: Addon } | { why: string } {
   else {
     try {
       const addon = createRequire(import.meta.url)(path) as Addon;
-      loaded = addon.supported() ? { addon } : { why: 'this CPU lacks AVX-512 (F, BW, VL, VNNI) or F16C' };
+      loaded = addon.supported()
+        ? { addon }
+        : { why: 'this CPU has neither AVX-512 (F, BW, VL, VNNI) nor AVX2 + FMA + F16C' };
     } catch (cause) {
       loaded = { why: `${path} failed to load: ${(cause as Error).message}` };
     }
   }
   return loaded;
+}
+
+/** The variant the addon uses now, or null when it cannot be used here. */
+export function nativeVariant(): NativeVariant | null {
+  const found = nativeAvailability();
+  return 'addon' in found ? found.addon.variant() : null;
+}
+
+/** The variants this CPU runs, best first (none when the addon cannot be used here). */
+export function nativeVariantsHere(): NativeVariant[] {
+  const found = nativeAvailability();
+  if (!('addon' in found)) return [];
+  const before = found.addon.variant();
+  const here = (['avx512', 'avx2'] as const).filter((v) => found.addon.setVariant(v));
+  if (before !== null) found.addon.setVariant(before);
+  return here;
+}
+
+/**
+ * Makes every later native call (dense and attention, the whole process) use `choice`; throws
+ * when this CPU lacks it or the addon cannot be used. Prepared weights stay valid: the
+ * variants share one layout. Call at start-up (the CLI's --cpu), or between calls in tests.
+ */
+export function selectNativeVariant(choice: NativeVariantChoice): NativeVariant {
+  const found = nativeAvailability();
+  if (!('addon' in found)) throw new Error(`--cpu ${choice}: the native kernels are unavailable (${found.why})`);
+  if (!found.addon.setVariant(choice))
+    throw new Error(`--cpu ${choice}: this CPU lacks ${NATIVE_VARIANT_FEATURES[choice as NativeVariant].join(', ')}`);
+  return found.addon.variant()!;
 }
 
 class NativeWeight implements DenseWeight {

@@ -1,0 +1,44 @@
+// What attention.c and its kernel variants (attention-avx512.c, attention-avx2.c) share: one
+// call's arguments and the walk over a request's pages. Plain C (attention.c is compiled for
+// baseline x86-64). The variants compute the same sums with 16 or 8 lanes.
+#ifndef TESSERA_ATTENTION_H
+#define TESSERA_ATTENTION_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+  const uint8_t* pool;
+  size_t rowBytes, headBytes;  // of one slot's row and of one KV head in it
+  int f16, q8, numLayers, pageSize, numKvHeads, headDim, layer, numHeads, numTokens, startPos, window;
+  const int32_t* pageTable;
+  const float* q;
+  float* out;
+  float scale;
+} Attn;
+
+// Slot 0's row (K: kv = 0, V: 1) of KV head kvh in the page holding positions [pi * pageSize, ..).
+static inline const uint8_t* pageRow0(const Attn* a, int kv, int pi, int kvh) {
+  size_t page = (size_t)a->pageTable[pi];
+  return a->pool + (((page * a->numLayers + a->layer) * 2 + kv) * a->pageSize) * a->rowBytes + (size_t)kvh * a->headBytes;
+}
+
+// Every position j in [lo, n) with its row of KV head kvh, page by page: BODY sees j and row (the
+// caller's rowBytes: from one slot's row to the next).
+#define FOR_ROWS(a, kv, kvh, lo, n, BODY)                                                    \
+  for (int pi_ = (lo) / (a)->pageSize; pi_ * (a)->pageSize < (n); pi_++) {                   \
+    const int first_ = pi_ * (a)->pageSize;                                                  \
+    const uint8_t* base_ = pageRow0(a, kv, pi_, kvh);                                        \
+    const int j0_ = (lo) > first_ ? (lo) : first_;                                           \
+    const int j1_ = first_ + (a)->pageSize < (n) ? first_ + (a)->pageSize : (n);             \
+    for (int j = j0_; j < j1_; j++) {                                                        \
+      const uint8_t* row = base_ + (size_t)(j - first_) * rowBytes;                          \
+      BODY                                                                                   \
+    }                                                                                        \
+  }
+
+
+// out[t, h] for every token t and head h of a checked call, scores: scratch of startPos +
+// numTokens + 16 floats.
+void attendAvx512(const Attn* a, float* scores);
+void attendAvx2(const Attn* a, float* scores);
+#endif

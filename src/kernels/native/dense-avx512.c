@@ -1,0 +1,310 @@
+// Tessera's dense kernels for AVX-512 (F, BW, VL, VNNI) with F16C: dense.c's layout and
+// arithmetic (its header), vpdpbusd over 64 codes at a time. Compiled alone with
+// -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx2 -mfma -mf16c (scripts/build-native.mjs);
+// dense.c calls it only on a CPU with all of them. Never allocates but its per-thread scratch.
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dense.h"
+
+#define MB_MAX 4
+
+static inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+// q[kpad] int8 in element order, dx16, c16 as quantizeRow's, bit for bit as llama.cpp quantizes
+// the activations it multiplies with `kind` (ggml-cpu, x86; both round to nearest even):
+//   q4_0, q8_0 (vec_dot_type Q8_0, quantize_row_q8_0): per 32 values id = 127/amax,
+//     q = round(x * id), d = f16(amax / 127): the scale the dot product uses is the f16 one;
+//   K-quants (Q8_K, quantize_row_q8_K_ref): per 256 values iscale = 127/amax,
+//     q = round(iscale * x), d = 1/iscale (f32). (ggml writes -127/max, max the signed value of
+//     largest magnitude: that negates q and d together, the same products.)
+// Per-32 scales for K-quants (as before) were finer than llama.cpp's, but not its numbers: on
+// models with outlier channels its per-256 rounding moves logits by nats, and greedy paths split.
+static void quantizeNatural(int kind, const float* x, int cols, int kpad, int8_t* q, float* dx16, float* c16) {
+  const int group = kind >= K_Q4_K ? 256 : 32;
+  for (int g = 0; g < kpad / group; g++) {
+    int at = group * g, n = cols - at;
+    if (n <= 0) {
+      memset(q + at, 0, group);
+      for (int i = 0; i < group / 16; i++) dx16[at / 16 + i] = c16[at / 16 + i] = 0;
+      continue;
+    }
+    __m512 amaxv = _mm512_setzero_ps();
+    for (int v = 0; v < group / 16; v++) {
+      int left = n - 16 * v;
+      __mmask16 mk = left >= 16 ? 0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+      amaxv = _mm512_max_ps(amaxv, _mm512_abs_ps(_mm512_maskz_loadu_ps(mk, x + at + 16 * v)));
+    }
+    float amax = _mm512_reduce_max_ps(amaxv), id, d;
+    if (group == 32) {
+      d = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT));
+      id = amax != 0 ? 127.0f / amax : 0.0f;
+    } else {
+      id = amax != 0 ? 127.0f / amax : 0.0f;
+      d = amax != 0 ? 1.0f / id : 0.0f;
+    }
+    for (int v = 0; v < group / 16; v++) {
+      int left = n - 16 * v;
+      __mmask16 mk = left >= 16 ? 0xFFFF : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+      __m512i iv = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x + at + 16 * v), _mm512_set1_ps(id)));
+      _mm_storeu_si128((__m128i*)(q + at + 16 * v), _mm512_cvtsepi32_epi8(iv));
+      dx16[at / 16 + v] = d;
+      c16[at / 16 + v] = d * (float)_mm512_reduce_add_epi32(iv);
+    }
+  }
+}
+
+// q[kpad] int8 (in the codes' order, per super-block), dx16[kpad/16] (d of the 32-block, per 16),
+// c16[kpad/16] = d * sum of the 16 q.
+static void quantizeRow(int kind, const float* x, int cols, int kpad, int8_t* q, float* dx16, float* c16) {
+  static const int32_t order[4][16] = {
+      {0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60},
+      {1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41, 45, 49, 53, 57, 61},
+      {2, 6, 10, 14, 18, 22, 26, 30, 34, 38, 42, 46, 50, 54, 58, 62},
+      {3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47, 51, 55, 59, 63},
+  };
+  quantizeNatural(kind, x, cols, kpad, q, dx16, c16);
+  // Word w = 4k + j of a super-block (elements 16k + 4j ..) moves to word 16j + k.
+  for (int s = 0; s < kpad / QK; s++) {
+    int32_t* words = (int32_t*)(q + QK * s);
+    __m512i n0 = _mm512_loadu_si512(words), n1 = _mm512_loadu_si512(words + 16);
+    __m512i n2 = _mm512_loadu_si512(words + 32), n3 = _mm512_loadu_si512(words + 48);
+    for (int j = 0; j < 4; j++) {
+      // Output word 16j + k = input word 4k + j: k < 8 from n0 | n1, k >= 8 from n2 | n3 (the
+      // index's low 5 bits pick among the two it is given).
+      __m512i idx = _mm512_loadu_si512(order[j]);
+      __m512i lo = _mm512_permutex2var_epi32(n0, idx, n1);
+      __m512i hi = _mm512_permutex2var_epi32(n2, idx, n3);
+      __m512i v = _mm512_mask_blend_epi32(0xFF00, lo, hi);
+      _mm512_storeu_si512(words + 16 * j, v);  // n0..n3 hold the inputs: in place is safe
+    }
+  }
+}
+
+// Weight-side factors of one super-block: S16 (per 16 weights: the code's scale), T16 (offset).
+static inline void superFactors(int kind, const uint8_t* h, __m512* S, __m512* T) {
+  static const int32_t dup2[16] = {0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7};
+  __m512i idx = _mm512_loadu_si512(dup2);
+  if (kind == K_Q4_0 || kind == K_Q8_0) {
+    __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)h));
+    __m512 s = _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(d));
+    *S = s;
+    *T = _mm512_mul_ps(s, _mm512_set1_ps(kind == K_Q4_0 ? 8.0f : 128.0f));
+  } else if (kind == K_Q4_K || kind == K_Q5_K) {
+    float d = _cvtsh_ss(rd16(h)), dmin = _cvtsh_ss(rd16(h + 2));
+    __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(h + 4))));
+    __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(h + 12))));
+    *S = _mm512_mul_ps(_mm512_permutexvar_ps(idx, _mm512_castps256_ps512(sc)), _mm512_set1_ps(d));
+    *T = _mm512_mul_ps(_mm512_permutexvar_ps(idx, _mm512_castps256_ps512(mn)), _mm512_set1_ps(dmin));
+  } else {  // q6_K
+    float d = _cvtsh_ss(rd16(h));
+    __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(h + 2))));
+    *S = _mm512_mul_ps(sc, _mm512_set1_ps(d));
+    *T = _mm512_mul_ps(*S, _mm512_set1_ps(32.0f));
+  }
+}
+
+
+// Rows [r0, r1) of a block weight for MB x rows at once (x quantized in q/dx16/c16 at stride kpad).
+static inline __attribute__((always_inline)) void blockRows(int kind, int MB, const uint8_t* w, int rows, int nsb,
+                                                             int kpad, int r0, int r1, const int8_t* q,
+                                                             const float* dx16, const float* c16, float* out,
+                                                             int outStride) {
+  const int sbBytes = superBytes(kind);
+  const int hdr = kind == K_Q4_0 || kind == K_Q8_0 ? 16 : kind == K_Q6_K ? 18 : 20;
+  const __m512i nib = _mm512_set1_epi8(15);
+  (void)rows;
+  for (int r = r0; r < r1; r++) {
+    const uint8_t* row = w + (size_t)r * nsb * sbBytes;
+    __m512 acc[MB_MAX];
+    for (int i = 0; i < MB; i++) acc[i] = _mm512_setzero_ps();
+    for (int s = 0; s < nsb; s++) {
+      const uint8_t* sb = row + (size_t)s * sbBytes;
+      __m512 S, T, P[MB_MAX];
+      superFactors(kind, sb, &S, &T);
+      for (int i = 0; i < MB; i++) {
+        const float* d = dx16 + (size_t)i * (kpad / 16) + 16 * s;
+        const float* c = c16 + (size_t)i * (kpad / 16) + 16 * s;
+        P[i] = _mm512_mul_ps(S, _mm512_loadu_ps(d));
+        acc[i] = _mm512_fnmadd_ps(T, _mm512_loadu_ps(c), acc[i]);  // the offsets' share
+      }
+      const uint8_t* codes = sb + hdr;
+      __m512i v0, v1, v2, v3;
+      if (kind == K_Q8_0) {
+        v0 = _mm512_loadu_si512(codes);
+        v1 = _mm512_loadu_si512(codes + 64);
+        v2 = _mm512_loadu_si512(codes + 128);
+        v3 = _mm512_loadu_si512(codes + 192);
+      } else {
+        __m512i a = _mm512_loadu_si512(codes), b = _mm512_loadu_si512(codes + 64);
+        v0 = _mm512_and_si512(a, nib);
+        v1 = _mm512_and_si512(_mm512_srli_epi16(a, 4), nib);
+        v2 = _mm512_and_si512(b, nib);
+        v3 = _mm512_and_si512(_mm512_srli_epi16(b, 4), nib);
+        if (kind == K_Q5_K || kind == K_Q6_K) {
+          uint64_t mk[8];
+          memcpy(mk, codes + 128, kind == K_Q5_K ? 32 : 64);
+          const __m512i b4 = _mm512_set1_epi8(16), b5 = _mm512_set1_epi8(32);
+          v0 = _mm512_mask_add_epi8(v0, (__mmask64)mk[0], v0, b4);
+          v1 = _mm512_mask_add_epi8(v1, (__mmask64)mk[1], v1, b4);
+          v2 = _mm512_mask_add_epi8(v2, (__mmask64)mk[2], v2, b4);
+          v3 = _mm512_mask_add_epi8(v3, (__mmask64)mk[3], v3, b4);
+          if (kind == K_Q6_K) {
+            v0 = _mm512_mask_add_epi8(v0, (__mmask64)mk[4], v0, b5);
+            v1 = _mm512_mask_add_epi8(v1, (__mmask64)mk[5], v1, b5);
+            v2 = _mm512_mask_add_epi8(v2, (__mmask64)mk[6], v2, b5);
+            v3 = _mm512_mask_add_epi8(v3, (__mmask64)mk[7], v3, b5);
+          }
+        }
+      }
+      for (int i = 0; i < MB; i++) {
+        const int8_t* xq = q + (size_t)i * kpad + 256 * s;
+        __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v0, _mm512_loadu_si512(xq));
+        dot = _mm512_dpbusd_epi32(dot, v1, _mm512_loadu_si512(xq + 64));
+        dot = _mm512_dpbusd_epi32(dot, v2, _mm512_loadu_si512(xq + 128));
+        dot = _mm512_dpbusd_epi32(dot, v3, _mm512_loadu_si512(xq + 192));
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), P[i], acc[i]);
+      }
+    }
+    for (int i = 0; i < MB; i++) out[(size_t)i * outStride + r] = hsum512(acc[i]);
+  }
+}
+
+#define BLOCK_KINDS(MB)                                                                                 \
+  static void blockRows##MB(int kind, const uint8_t* w, int rows, int nsb, int kpad, int r0, int r1,  \
+                            const int8_t* q, const float* dx16, const float* c16, float* out, int os) { \
+    switch (kind) {                                                                                    \
+      case K_Q4_0: blockRows(K_Q4_0, MB, w, rows, nsb, kpad, r0, r1, q, dx16, c16, out, os); break;    \
+      case K_Q8_0: blockRows(K_Q8_0, MB, w, rows, nsb, kpad, r0, r1, q, dx16, c16, out, os); break;    \
+      case K_Q4_K: blockRows(K_Q4_K, MB, w, rows, nsb, kpad, r0, r1, q, dx16, c16, out, os); break;    \
+      case K_Q5_K: blockRows(K_Q5_K, MB, w, rows, nsb, kpad, r0, r1, q, dx16, c16, out, os); break;    \
+      default: blockRows(K_Q6_K, MB, w, rows, nsb, kpad, r0, r1, q, dx16, c16, out, os); break;        \
+    }                                                                                                  \
+  }
+BLOCK_KINDS(1)
+BLOCK_KINDS(2)
+BLOCK_KINDS(3)
+BLOCK_KINDS(4)
+
+static inline __attribute__((always_inline)) __m512 loadW(int kind, const uint8_t* p) {
+  if (kind == K_F32) return _mm512_loadu_ps((const float*)p);
+  __m256i h = _mm256_loadu_si256((const __m256i*)p);
+  if (kind == K_F16) return _mm512_cvtph_ps(h);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+// Float weights are repacked into panels of PR = 32 rows, column-major inside: panel p holds, for
+// each column k in turn, w[32p .. 32p + 31][k] (rows padded with zero rows to whole panels). A
+// call goes over a panel once per FB x rows, from its start to its end: one forward stream, each
+// column's two vectors of weights loaded once and multiplied into all FB rows of x (x[i][k]
+// broadcast), the 2 x FB sums in registers. Row r's sum is one FMA chain over k = 0, 1, .., so
+// it is the same whatever m, the block of x rows, the chunk or the thread.
+//
+// It replaced groups of 8 rows interleaved per 32 columns, with a dot product per row (two
+// accumulators of 16 columns, summed across lanes at the end). There, at m > 1 a group's rows went
+// in sub-groups, each pass reading its part of every piece, strided, and the sums of m x rows
+// never fit the registers at once: one thread, f32 32000 x 768 from DRAM took 4.7 ms at m=1 but
+// 11.4 at m=8 (8.6 GB/s). Here: 4.3 ms at m=1, 5.0 at m=8 (near the FMA unit's bound: m x rows x
+// cols / 16 FMAs at one per cycle), 8.9 at m=16 (two passes, both at that bound); f16 3.8, 5.8,
+// 9.7 ms (3.9, 7.9, 12.5 before). m=1 streams as fast as before.
+#define FB 8
+static inline __attribute__((always_inline)) void floatPanel(int kind, int MB, const uint8_t* panel, int cols,
+                                                              const float* x, float* out, int outStride,
+                                                              int row0, int limit) {
+  const size_t colBytes = PR * floatElem(kind);
+  __m512 a0[FB], a1[FB];
+  for (int i = 0; i < MB; i++) a0[i] = a1[i] = _mm512_setzero_ps();
+  for (int k = 0; k < cols; k++) {
+    const uint8_t* p = panel + (size_t)k * colBytes;
+    __m512 w0 = loadW(kind, p), w1 = loadW(kind, p + colBytes / 2);
+    for (int i = 0; i < MB; i++) {
+      __m512 b = _mm512_set1_ps(x[(size_t)i * cols + k]);
+      a0[i] = _mm512_fmadd_ps(w0, b, a0[i]);
+      a1[i] = _mm512_fmadd_ps(w1, b, a1[i]);
+    }
+  }
+  int n = limit - row0 < PR ? limit - row0 : PR;  // the padding rows of the last panel: never written
+  __mmask16 m0 = n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1);
+  __mmask16 m1 = n >= 32 ? 0xFFFF : n <= 16 ? 0 : (__mmask16)((1u << (n - 16)) - 1);
+  for (int i = 0; i < MB; i++) {
+    _mm512_mask_storeu_ps(out + (size_t)i * outStride + row0, m0, a0[i]);
+    _mm512_mask_storeu_ps(out + (size_t)i * outStride + row0 + 16, m1, a1[i]);
+  }
+}
+
+// Rows [r0, r1) (r0 a multiple of PR) of a repacked float weight, for MB <= FB x rows.
+static inline __attribute__((always_inline)) void floatRows(int kind, int MB, const uint8_t* w, int cols,
+                                                             int r0, int r1, const float* x, float* out,
+                                                             int outStride) {
+  const size_t panelBytes = (size_t)PR * cols * floatElem(kind);
+  for (int r = r0; r < r1; r += PR) floatPanel(kind, MB, w + (size_t)(r / PR) * panelBytes, cols, x, out, outStride, r, r1);
+}
+
+#define FLOAT_KINDS(MB)                                                                                  \
+  static void floatRows##MB(int kind, const uint8_t* w, int cols, int r0, int r1, const float* x, float* out, \
+                            int os) {                                                                       \
+    if (kind == K_F32) floatRows(K_F32, MB, w, cols, r0, r1, x, out, os);                                   \
+    else if (kind == K_F16) floatRows(K_F16, MB, w, cols, r0, r1, x, out, os);                              \
+    else floatRows(K_BF16, MB, w, cols, r0, r1, x, out, os);                                                \
+  }
+FLOAT_KINDS(1)
+FLOAT_KINDS(2)
+FLOAT_KINDS(3)
+FLOAT_KINDS(4)
+FLOAT_KINDS(5)
+FLOAT_KINDS(6)
+FLOAT_KINDS(7)
+FLOAT_KINDS(8)
+static void (*const floatRowsBy[FB + 1])(int, const uint8_t*, int, int, int, const float*, float*, int) = {
+    NULL, floatRows1, floatRows2, floatRows3, floatRows4, floatRows5, floatRows6, floatRows7, floatRows8};
+
+
+
+// f16 / bf16 weights: x[0, n) rounded to the weight's type (dense.h's roundActivations).
+static void roundRow(int kind, const float* x, size_t n, float* out) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 v = _mm512_loadu_ps(x + i);
+    if (kind == K_F16) {
+      v = _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    } else {  // bf16: ggml_compute_fp32_to_bf16 (NaN kept quiet, else round to nearest even)
+      __m512i b = _mm512_castps_si512(v);
+      __m512i r = _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7fff)),
+                                   _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1)));
+      __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+      r = _mm512_mask_or_epi32(r, nan, b, _mm512_set1_epi32(64 << 16));
+      v = _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
+    }
+    _mm512_storeu_ps(out + i, v);
+  }
+  for (; i < n; i++) out[i] = kind == K_F16 ? _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT)) : bf16Round(x[i]);
+}
+
+// y for every x row and weight rows [r0, r1).
+static void computeRows(const Job* j, int r0, int r1) {
+  int rows = j->rows, cols = j->cols, kind = j->kind;
+  if (!isBlockKind(kind)) {
+    for (int i0 = 0; i0 < j->m; i0 += FB) {
+      int mb = j->m - i0 < FB ? j->m - i0 : FB;
+      floatRowsBy[mb](kind, j->w, cols, r0, r1, j->x + (size_t)i0 * cols, j->y + (size_t)i0 * rows, rows);
+    }
+    return;
+  }
+  for (int i0 = 0; i0 < j->m; i0 += MB_MAX) {
+    int mb = j->m - i0 < MB_MAX ? j->m - i0 : MB_MAX;
+    float* ys = j->y + (size_t)i0 * rows;
+    int kpad = j->kpad, nsb = j->nsb;
+    const int8_t* q = j->q + (size_t)i0 * kpad;
+    const float* d = j->dx16 + (size_t)i0 * (kpad / 16);
+    const float* c = j->c16 + (size_t)i0 * (kpad / 16);
+    switch (mb) {
+      case 1: blockRows1(kind, j->w, rows, nsb, kpad, r0, r1, q, d, c, ys, rows); break;
+      case 2: blockRows2(kind, j->w, rows, nsb, kpad, r0, r1, q, d, c, ys, rows); break;
+      case 3: blockRows3(kind, j->w, rows, nsb, kpad, r0, r1, q, d, c, ys, rows); break;
+      default: blockRows4(kind, j->w, rows, nsb, kpad, r0, r1, q, d, c, ys, rows); break;
+    }
+  }
+}
+
+const DenseVariant denseAvx512 = {"avx512", quantizeRow, roundRow, computeRows};
