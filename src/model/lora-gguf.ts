@@ -97,6 +97,7 @@ export function parseLoraGguf(
       a: tensorToF32(a),
       b: tensorToF32(bHf),
       scale: pairScale,
+      halfActivations: a.dtype === 'f16' || a.dtype === 'bf16',
     });
   }
   if (pairs.size === 0) throw new ModelLoadError(file, 'the adapter holds no LoRA tensors');

@@ -38,9 +38,9 @@ const HF: Record<LoraTarget, string> = {
   down: 'mlp.down_proj.weight',
 };
 
-async function adapterFile(name: string, seed: number, dtype: 'f32' | 'f16' = 'f32'): Promise<string> {
+async function adapterFile(name: string, seed: number): Promise<string> {
   const out = join(tmpdir(), `lora-test-${process.pid}-${name}.gguf`);
-  await genLoraGguf(CONFIG, { out, rank: 4, alpha: 8, seed, dtype });
+  await genLoraGguf(CONFIG, { out, rank: 4, alpha: 8, seed });
   return out;
 }
 
@@ -116,7 +116,7 @@ describe('LoRA adapters (llama.cpp GGUF layout) in the forward pass', () => {
 
   it('a mixed step (base, adapter A, adapter B) gives each row what the weights merged with its adapter give', async () => {
     const { tensors } = randomModel(CONFIG, 5);
-    const [pathA, pathB] = [await adapterFile('a', 1), await adapterFile('b', 2, 'f16')];
+    const [pathA, pathB] = [await adapterFile('a', 1), await adapterFile('b', 2)];
     const a = parseLoraGguf(await readFile(pathA), pathA, CONFIG, 'a');
     const b = parseLoraGguf(await readFile(pathB), pathB, CONFIG, 'b');
     const bank = new LoraBank(CONFIG);
