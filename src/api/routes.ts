@@ -126,6 +126,7 @@ async function models(req: IncomingMessage, res: ServerResponse, ctx: RouteConte
       root: backend.root,
       maxModelLen: backend.contextLength,
       created: ctx.startedUnixSeconds,
+      adapters: backend.adapters?.list(auth.tenant) ?? [],
     }),
   );
 }
