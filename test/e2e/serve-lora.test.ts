@@ -13,6 +13,7 @@ import { promptIds, startServer, testHome, writeJson, type Server } from './supp
 let home: Awaited<ReturnType<typeof testHome>>;
 let args: string[];
 const KEYS = { 'sk-alice': 'alice', 'sk-bob': 'bob' };
+const ADMIN = 'sk-admin-lora-test';
 const PROMPT = promptIds(40, 4242); // 2 full pages of 16 can be cached
 
 beforeAll(async () => {
@@ -21,8 +22,9 @@ beforeAll(async () => {
   const [a, b] = [join(home.dir, 'a.gguf'), join(home.dir, 'b.gguf')];
   await genLoraGguf(config, { out: a, rank: 8, seed: 1 });
   await genLoraGguf(config, { out: b, rank: 8, seed: 2, dtype: 'f16' });
+  await genLoraGguf(config, { out: join(home.dir, 'c.gguf'), rank: 4, seed: 3 });
   const keys = await writeJson(home.dir, 'keys.json', KEYS);
-  args = ['--api-keys', keys, '--deterministic', '--kv-pages', '64', '--context-length', '256'];
+  args = ['--api-keys', keys, '--admin-key', ADMIN, '--deterministic', '--kv-pages', '64', '--context-length', '256'];
   args.push('--lora', `a=${a}`, '--lora', `b=${b}@alice`);
 });
 afterAll(async () => {
@@ -68,6 +70,39 @@ describe('serve --lora', () => {
     expect(await complete(server, 'a', promptIds(40, 5151))).toMatchObject({ cached: 32 }); // a's own pages: a hit
     expect(await complete(server, 'builtin:tiny', promptIds(40, 5151))).toEqual({ ...freshBase, cached: 32 });
     expect(await complete(server, 'b')).toEqual({ ...freshB, cached: 32 }); // b's own pages, not a's
+  });
+});
+
+describe('serve: the admin hot-loads and unloads an adapter', () => {
+  let server: Server;
+  beforeAll(async () => {
+    server = await startServer(args, home.dir);
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  const post = (path: string, key: string, body: object) =>
+    fetch(`${server.url}/v1/${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+
+  it('a tenant key is refused; the admin loads c for bob alone, bob uses it, the admin unloads it: 404 after', async () => {
+    const load = { lora_name: 'c', lora_path: join(home.dir, 'c.gguf'), tenants: ['bob'] };
+    expect((await post('load_lora_adapter', 'sk-alice', load)).status).toBe(401);
+    const bad = await post('load_lora_adapter', ADMIN, { ...load, lora_path: join(home.dir, 'keys.json') });
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ error: { type: 'invalid_request_error', param: 'lora_path' } });
+    const loaded = await post('load_lora_adapter', ADMIN, load);
+    expect(loaded.status).toBe(200);
+    expect(await loaded.json()).toMatchObject({ name: 'c', digest: expect.stringMatching(/^[0-9a-f]{32}$/) });
+    expect((await complete(server, 'builtin:tiny:c', PROMPT, 'sk-bob')).text.length).toBeGreaterThan(0);
+    await expect(complete(server, 'c', PROMPT, 'sk-alice')).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    expect((await post('unload_lora_adapter', ADMIN, { lora_name: 'c' })).status).toBe(200);
+    await expect(complete(server, 'c', PROMPT, 'sk-bob')).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    expect((await post('unload_lora_adapter', ADMIN, { lora_name: 'c' })).status).toBe(404);
   });
 });
 
