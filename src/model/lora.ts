@@ -128,12 +128,36 @@ export class LoraBank {
       xs = this.#xHalf;
       at = 0;
     }
-    for (let j = 0; j < rank; j++) {
+    // Four rows of A per pass over x (each sum in the same order as one row at a time).
+    let j = 0;
+    for (; j + 4 <= rank; j += 4) {
+      let s0 = 0;
+      let s1 = 0;
+      let s2 = 0;
+      let s3 = 0;
+      const r0 = j * inDim;
+      const r1 = r0 + inDim;
+      const r2 = r1 + inDim;
+      const r3 = r2 + inDim;
+      for (let k = 0; k < inDim; k++) {
+        const xk = xs[at + k]!;
+        s0 += a[r0 + k]! * xk;
+        s1 += a[r1 + k]! * xk;
+        s2 += a[r2 + k]! * xk;
+        s3 += a[r3 + k]! * xk;
+      }
+      tmp[j] = s0;
+      tmp[j + 1] = s1;
+      tmp[j + 2] = s2;
+      tmp[j + 3] = s3;
+    }
+    for (; j < rank; j++) {
       let sum = 0;
       const row = j * inDim;
       for (let k = 0; k < inDim; k++) sum += a[row + k]! * xs[at + k]!;
-      tmp[j] = halfActivations ? toHalf(sum) : sum;
+      tmp[j] = sum;
     }
+    if (halfActivations) for (let r = 0; r < rank; r++) tmp[r] = toHalf(tmp[r]!);
     for (let i = 0; i < outDim; i++) {
       let sum = 0;
       const row = i * rank;
