@@ -8,13 +8,19 @@ import { isTesseraError } from '../core/index.js';
 import { sameKey } from './dashboard-route.js';
 import { problem, type Problem } from './errors.js';
 import { parseJson, readBody, sendJson, sendProblem } from './http-io.js';
-import type { RouteContext } from './routes.js';
+import type { Backend } from './backend.js';
+
+/** What the routes need of the server's context (routes.ts's RouteContext has it). */
+export interface LoraAdminContext {
+  readonly dashboard: { readonly adminKey: string | null };
+  readonly backend: Backend;
+}
 
 export async function handleLoraAdmin(
   verb: 'load' | 'unload',
   req: IncomingMessage,
   res: ServerResponse,
-  ctx: RouteContext,
+  ctx: LoraAdminContext,
 ): Promise<void> {
   const { adminKey } = ctx.dashboard;
   const adapters = ctx.backend.adapters;

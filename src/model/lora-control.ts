@@ -2,10 +2,11 @@
 // ThreadForward, or LocalLora for an engine on this thread). Owns nothing else: which names exist,
 // who may use them and whether one is in use is the back end's registry (src/worker/lora-registry.ts).
 // Must never: replace an adapter a step may be reading (the registry refuses a name already loaded).
-import { readFile } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import type { ModelConfig } from './config.js';
 import type { LoraBank } from './lora.js';
 import { parseLoraGguf } from './lora-gguf.js';
+import { loadPeftLora } from './lora-peft.js';
 
 export interface LoraControl {
   /** Loads the GGUF LoRA file at `path` as `name`; resolves to its digest (its KV identity). */
@@ -13,9 +14,14 @@ export interface LoraControl {
   unloadLora(name: string): Promise<void>;
 }
 
-/** Reads an adapter file into `bank` (the engine thread's handler, and LocalLora's). */
+/**
+ * Reads an adapter into `bank` (the engine thread's handler, and LocalLora's): a GGUF file in
+ * llama.cpp's layout, or a PEFT directory (adapter_config.json + adapter_model.safetensors).
+ */
 export async function loadLoraInto(bank: LoraBank, config: ModelConfig, name: string, path: string, scale: number) {
-  const adapter = parseLoraGguf(await readFile(path), path, config, name, scale);
+  const adapter = (await stat(path)).isDirectory()
+    ? await loadPeftLora(path, config, name, scale)
+    : parseLoraGguf(await readFile(path), path, config, name, scale);
   bank.set(adapter);
   return adapter.digest;
 }

@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -9,7 +9,9 @@ import type { ModelConfig } from './config.js';
 import { tensorToF32 } from './host-tensor.js';
 import { LoraBank, type LoraAdapter, type LoraTarget } from './lora.js';
 import { genLoraGguf, parseLoraGguf } from './lora-gguf.js';
+import { loadPeftLora } from './lora-peft.js';
 import { PRESET_CONFIGS } from './presets.js';
+import { encodeSafetensors } from './safetensors.js';
 import { randomModel } from './random-model.js';
 import { ModelRunner, type ItemResult } from './runner.js';
 import { layerName } from './tensor-names.js';
@@ -149,5 +151,29 @@ describe('LoRA adapters (llama.cpp GGUF layout) in the forward pass', () => {
     const bytes = await readFile(path);
     expect(() => parseLoraGguf(bytes, path, { ...CONFIG, arch: 'qwen2' }, 'x')).toThrow(ModelLoadError);
     expect(() => parseLoraGguf(bytes, path, { ...CONFIG, hiddenSize: 64, headDim: 16 }, 'x')).toThrow(/do not fit/);
+  });
+
+  it('a PEFT directory (adapter_config.json + adapter_model.safetensors) reads as the same pairs as its GGUF twin', async () => {
+    const path = await adapterFile('peft', 4);
+    const gguf = parseLoraGguf(await readFile(path), path, CONFIG, 'g');
+    const dir = join(tmpdir(), `lora-test-${process.pid}-peft`);
+    await mkdir(dir, { recursive: true });
+    await writeFile(
+      join(dir, 'adapter_config.json'),
+      JSON.stringify({ r: 4, lora_alpha: 8, target_modules: ['q_proj'] }),
+    );
+    const tensors: HostTensor[] = [];
+    for (const [key, p] of gguf.pairs) {
+      const [layer, target] = key.split('.') as [string, LoraTarget];
+      const base = `base_model.model.${layerName(Number(layer), HF[target]).replace(/\.weight$/, '')}`;
+      const f32 = (x: Float32Array) => new Uint8Array(x.buffer.slice(x.byteOffset, x.byteOffset + x.byteLength));
+      tensors.push({ name: `${base}.lora_A.weight`, dtype: 'f32', shape: [p.rank, p.inDim], data: f32(p.a) });
+      tensors.push({ name: `${base}.lora_B.weight`, dtype: 'f32', shape: [p.outDim, p.rank], data: f32(p.b) });
+    }
+    await writeFile(join(dir, 'adapter_model.safetensors'), encodeSafetensors(tensors));
+    const peft = await loadPeftLora(dir, CONFIG, 'p');
+    expect([...peft.pairs.keys()].sort()).toEqual([...gguf.pairs.keys()].sort());
+    for (const [key, p] of gguf.pairs) expect(peft.pairs.get(key)).toEqual(p);
+    await expect(loadPeftLora(dir, { ...CONFIG, intermediateSize: 128 }, 'p')).rejects.toThrow(/do not fit/);
   });
 });
