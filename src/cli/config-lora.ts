@@ -11,7 +11,7 @@ export interface LoraFlag {
 }
 
 export const LORA_HELP =
-  'a LoRA adapter (GGUF, llama.cpp layout) served as model "<served>:NAME" or "NAME"; @TENANT,... restricts it ' +
+  'a LoRA adapter (GGUF in llama.cpp layout, or a PEFT directory) served as model "<served>:NAME" or "NAME"; @TENANT,... restricts it ' +
   'to those tenants of --api-keys (repeat for more)';
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
