@@ -7,7 +7,15 @@
 //     context-length check, OpenAI shapes, SSE, metrics, error -> HTTP status.
 //   back end: admission against its own pool(s), scheduling, sampling, stop strings,
 //     detokenization (text arrives in `tokens` events), returning pages on abort.
-import type { BackendHealth, BackendStats, GenerateEvent, GenerateRequest, PageMap } from '../core/index.js';
+import type {
+  AdapterRef,
+  BackendHealth,
+  BackendStats,
+  GenerateEvent,
+  GenerateRequest,
+  PageMap,
+  TenantId,
+} from '../core/index.js';
 
 export type { BackendHealth, BackendStats };
 
@@ -27,6 +35,8 @@ export interface Backend {
   readonly contextLength: number;
   /** It answers embedding requests (GenerateRequest.embed; co-located only); absent: /v1/embeddings is refused. */
   readonly embeddings?: boolean;
+  /** Its LoRA adapters (`--lora`, admin hot-load); absent: no adapters, `model` names the base alone. */
+  readonly adapters?: AdapterDirectory;
   generate(request: GenerateRequest, signal: AbortSignal): AsyncIterable<GenerateEvent>;
   health(): Promise<BackendHealth>;
   /** A snapshot for /metrics, taken at scrape time. */
@@ -155,4 +165,20 @@ export function promptCodecOf(
     tokenText: (id) => tokenizer.decode([id]),
     decode: (ids) => tokenizer.decode(ids),
   };
+}
+
+/** What a tenant may see of an adapter by name. */
+export type AdapterLookup =
+  | { readonly kind: 'found'; readonly ref: AdapterRef }
+  /** No such adapter, or one restricted to other tenants (the same answer: its existence is not shown). */
+  | { readonly kind: 'unknown' };
+
+/** The back end's LoRA adapters (src/worker/lora-registry.ts). */
+export interface AdapterDirectory {
+  lookup(name: string, tenant: TenantId): AdapterLookup;
+  /** The adapters `tenant` may use, by name. */
+  list(tenant: TenantId): readonly string[];
+  /** Loads a GGUF LoRA file as `name`; `tenants` null: every tenant may use it. */
+  load(name: string, path: string, scale: number, tenants: readonly string[] | null): Promise<AdapterRef>;
+  unload(name: string): 'unloaded' | 'unknown' | 'in-use';
 }

@@ -89,7 +89,7 @@ function keyOf(req: IncomingMessage): string | undefined {
   return query === undefined ? undefined : (new URLSearchParams(query).get('key') ?? undefined);
 }
 
-function sameKey(given: string, expected: string): boolean {
+export function sameKey(given: string, expected: string): boolean {
   const a = Buffer.from(given);
   const b = Buffer.from(expected);
   return a.length === b.length && timingSafeEqual(a, b);

@@ -9,7 +9,8 @@
 // Every path ends with exactly one counted outcome. Must never call the back end for a request
 // that failed any of steps 1-4, and never take the tenant from anything but step 1.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { type ConstraintSpec, type FaultSet, type SamplingParams } from '../core/index.js';
+import { asTenantId, type ConstraintSpec, type FaultSet, type SamplingParams } from '../core/index.js';
+import { resolveModel } from './adapter-model.js';
 import type { GrammarEngine } from '../grammar/index.js';
 import type { TenantAuth } from './auth.js';
 import type { Backend, PromptCodec } from './backend.js';
@@ -135,6 +136,8 @@ async function generate(
       : await parseCompletion(json.value, ctx, auth.tenant, constraintOf);
   if (parsed.kind === 'bad') return refuse(parsed.problem);
   const { params, prompts, tools, echo } = parsed.value;
+  const model = resolveModel(params.model, ctx.backend, auth.tenant);
+  const adapter = model.kind === 'ok' && model.adapter !== undefined ? { adapter: model.adapter } : {};
   const constraint: { readonly constraint?: ConstraintSpec } =
     parsed.value.constraint === undefined ? {} : { constraint: parsed.value.constraint };
   if (prompts.length * params.n > MAX_CHOICES) {
@@ -172,6 +175,7 @@ async function generate(
         rid: ctx.ids.nextRid(),
         tenant: auth.tenant,
         promptTokens,
+        ...adapter,
         sampling: {
           ...sampling,
           seed: (sampling.seed + i) % 2 ** 32,
@@ -188,7 +192,7 @@ async function generate(
           endpoint,
           id: `${endpoint === 'chat' ? 'chatcmpl' : 'cmpl'}-${rid}`,
           created: ctx.clock.unixSeconds(),
-          model: ctx.backend.modelName,
+          model: adapter.adapter === undefined ? ctx.backend.modelName : (params.model ?? ctx.backend.modelName),
           includeUsage: params.includeUsage,
           tokenIds: params.returnTokenIds
             ? { promptOf: (index) => (requests[index] as (typeof requests)[number]).promptTokens }
@@ -239,8 +243,8 @@ async function parseCompletion(
   const call = validateCompletion(body, ctx.faults);
   if (call.kind === 'bad') return call;
   const { params, prompts: texts, addSpecialTokens, echo, promptLogprobs, promptOnly } = call.value;
-  const unknownModel = checkModel(params, ctx.backend);
-  if (unknownModel !== null) return { kind: 'bad', problem: unknownModel };
+  const model = resolveModel(params.model, ctx.backend, asTenantId(tenant));
+  if (model.kind === 'bad') return model;
   const prompts: (readonly number[])[] = [];
   for (const prompt of texts) {
     // The cheap checks first: no tokenizing text that could not fit the context anyway.
@@ -281,8 +285,8 @@ async function parseChat(
   const call = validateChat(body, ctx.faults);
   if (call.kind === 'bad') return call;
   const { params, messages } = call.value;
-  const unknownModel = checkModel(params, ctx.backend);
-  if (unknownModel !== null) return { kind: 'bad', problem: unknownModel };
+  const model = resolveModel(params.model, ctx.backend, asTenantId(tenant));
+  if (model.kind === 'bad') return model;
   const numBytes = chatBytes(messages); // roles, content, tool calls: all the text the prompt brings
   const tooLong = promptTooLong(numBytes, ctx.maxPromptBytes, ctx.backend.contextLength);
   if (tooLong !== null) return { kind: 'bad', problem: problem('context_length_exceeded', tooLong, 'messages') };
@@ -301,10 +305,4 @@ async function parseChat(
   return tokens.kind === 'bad'
     ? tokens
     : { kind: 'ok', value: { params, prompts: [tokens.value], constraint: constrained.value, ...tools } };
-}
-
-/** vLLM's wording; a missing `model` means the served one. */
-function checkModel(params: CommonParams, backend: Backend): Problem | null {
-  if (params.model === null || params.model === backend.modelName) return null;
-  return problem('model_not_found', `The model \`${params.model}\` does not exist.`, 'model');
 }

@@ -223,6 +223,7 @@ export function limitedBackend(backend: Backend, limits: RateLimits, clock: Cloc
     root: backend.root,
     contextLength: backend.contextLength,
     ...(backend.embeddings === true ? { embeddings: true } : {}),
+    ...(backend.adapters === undefined ? {} : { adapters: backend.adapters }),
     generate,
     health: () => backend.health(),
     stats: () => backend.stats(),

@@ -3,6 +3,7 @@
 // shape; a path that is not valid percent-encoding (`/v1/models/%`, `%zz`, a lone surrogate) is
 // a 400, never a thrown URIError's 500. Must never serve /v1/* without the auth check when API
 // keys are configured.
+import { handleLoraAdmin } from './lora-admin-route.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Clock } from './clock.js';
 import { handleDashboardPage, handleDashboardState, type DashboardAccess } from './dashboard-route.js';
@@ -55,6 +56,8 @@ const ROUTES: ReadonlyMap<string, ReadonlyMap<string, Handler>> = new Map<string
   ['/v1/responses', new Map([['POST', interactive((req, res, ctx) => handleResponses(req, res, ctx))]])],
   ['/v1/embeddings', new Map([['POST', interactive((req, res, ctx) => handleEmbeddings(req, res, ctx))]])],
   ['/v1/models', new Map([['GET', models]])],
+  ['/v1/load_lora_adapter', new Map([['POST', (req, res, ctx) => handleLoraAdmin('load', req, res, ctx)]])],
+  ['/v1/unload_lora_adapter', new Map([['POST', (req, res, ctx) => handleLoraAdmin('unload', req, res, ctx)]])],
   ['/health', new Map([['GET', health]])],
   ['/tokenize', new Map([['POST', tokenize]])],
   ['/detokenize', new Map([['POST', detokenize]])],
@@ -126,6 +129,7 @@ async function models(req: IncomingMessage, res: ServerResponse, ctx: RouteConte
       root: backend.root,
       maxModelLen: backend.contextLength,
       created: ctx.startedUnixSeconds,
+      adapters: backend.adapters?.list(auth.tenant) ?? [],
     }),
   );
 }

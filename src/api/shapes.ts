@@ -257,19 +257,20 @@ export function modelList(model: {
   readonly root: string;
   readonly maxModelLen: number;
   readonly created: number;
+  /** LoRA adapters the caller may use, listed as vLLM lists its LoRA modules: `<model>:<name>`, parent the base. */
+  readonly adapters?: readonly string[];
 }): object {
+  const entry = (id: string, parent: string | null) => ({
+    id,
+    object: 'model',
+    created: model.created,
+    owned_by: 'tessera',
+    root: model.root,
+    parent,
+    max_model_len: model.maxModelLen,
+  });
   return {
     object: 'list',
-    data: [
-      {
-        id: model.id,
-        object: 'model',
-        created: model.created,
-        owned_by: 'tessera',
-        root: model.root,
-        parent: null,
-        max_model_len: model.maxModelLen,
-      },
-    ],
+    data: [entry(model.id, null), ...(model.adapters ?? []).map((name) => entry(`${model.id}:${name}`, model.id))],
   };
 }

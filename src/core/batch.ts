@@ -43,4 +43,6 @@ export interface BatchItem {
    * token's final hidden state (after the final norm, [hiddenSize]) in place of logits.
    */
   readonly hiddenOut?: boolean;
+  /** The LoRA adapter the item's rows run with, by its name on the engine (none: the base model). */
+  readonly adapter?: string;
 }

@@ -19,7 +19,7 @@ export interface CacheNamespaceParts {
   /** The model's fingerprint (src/model's modelFingerprint). */
   readonly model: string;
   readonly kvLayout: KvLayout;
-  /** A LoRA or other adapter that changes the KV; none today. */
+  /** A LoRA or other adapter that changes the KV (its digest). */
   readonly adapter?: string;
 }
 
@@ -39,4 +39,21 @@ export function cacheNamespace(parts: CacheNamespaceParts): CacheNamespace {
     kvLayout.bytesPerToken,
     adapter ?? '',
   ]) as CacheNamespace;
+}
+
+/**
+ * The tenant a request's KV is owned and cached under: the tenant itself for the base model, the
+ * tenant joined with the adapter's digest under a LoRA adapter. Every KV store keyed by tenant (the
+ * pool's prefix cache and its ledger owners, the spill tiers, block hashes, PD's Reserve/Prefill,
+ * peer prefix fetch) thereby keeps adapters apart without a field of its own. Fault
+ * `lora-drop-from-key` (dropAdapter): the tenant alone, so KV computed under one adapter is reused
+ * under another. Tenant names come from the admin's keys file, never from a request.
+ */
+export function kvTenantOf(
+  tenant: TenantId,
+  adapter: { readonly digest: string } | undefined,
+  dropAdapter: boolean,
+): TenantId {
+  if (adapter === undefined || dropAdapter) return tenant;
+  return `${tenant} [lora ${adapter.digest}]` as TenantId;
 }

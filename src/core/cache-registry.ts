@@ -130,6 +130,15 @@ export const NOT_CACHES: readonly StateDeclaration[] = [
   { site: 'src/model/dense-split.ts:#pairs', why: 'kernel pairs per weight (model)' },
   { site: 'src/model/gguf-reader.ts:SCALAR_BY_CODE', why: 'GGUF type table (static)' },
   { site: 'src/model/gguf-weights.ts:CONFIG_TENSORS', why: 'tensor name table (static)' },
+  {
+    site: 'src/model/lora.ts:#adapters',
+    why: "loaded LoRA adapters' weights by name (model, not requests; their KV is keyed by digest: kvTenantOf)",
+  },
+  {
+    site: 'src/worker/lora-registry.ts:#entries',
+    why: 'loaded adapters: name, digest, allowed tenants (admin configuration)',
+  },
+  { site: 'src/worker/lora-registry.ts:#loading', why: 'adapter names being loaded now' },
   { site: 'src/model/tensor-names.ts:fileOf', why: 'tensor name -> weights file (model)' },
   { site: 'src/pages/kv-events.ts:#listeners', why: 'open /kv-events streams (per connection)' },
   { site: 'src/pages/prefix-cache.ts:#pins', why: 'how many open leases pin each page (counts, per lease)' },

@@ -150,6 +150,8 @@ export const FAULT_NAMES = [
   'batch-answers-in-memory',
   /** The Batch API's store finds a file or batch by its id alone, not the asking tenant's: another tenant's upload, batch and results can be read. */
   'batch-ignore-tenant',
+  /** A request's LoRA adapter is left out of its KV namespace: a prompt cached under adapter A (or the base model) is reused under adapter B. */
+  'lora-drop-from-key',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

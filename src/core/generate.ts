@@ -28,6 +28,15 @@ export interface GenerateRequest {
    * last token's final hidden state (`finished.embedding`). Co-located only.
    */
   readonly embed?: true;
+  /** The LoRA adapter the request runs with (none: the base model), resolved by the front end. */
+  readonly adapter?: AdapterRef;
+}
+
+/** A loaded LoRA adapter as a request names it: its name on the engine, and its identity for KV. */
+export interface AdapterRef {
+  readonly name: string;
+  /** A digest of the adapter's file and scale (src/model's lora-gguf.ts). */
+  readonly digest: string;
 }
 
 /** One of the most likely tokens at a position. */

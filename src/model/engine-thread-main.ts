@@ -19,11 +19,14 @@ import {
   type EngineThreadData,
   type EngineThreadReply,
   type EngineThreadStep,
+  type LoraCommand,
 } from './engine-thread.js';
 import { modelFingerprint } from './fingerprint.js';
 import type { ForwardModel } from './forward.js';
 import { forwardFor } from './forward-gemma3.js';
 import { loadModel } from './load.js';
+import { LoraBank } from './lora.js';
+import { loadLoraInto } from './lora-control.js';
 import { ropeTable } from './rope.js';
 import { denseOutputAlloc } from './runner.js';
 import { prepareWeights } from './weights-prepared.js';
@@ -57,7 +60,12 @@ async function main(): Promise<void> {
   const logits = new SharedArrayBuffer(data.maxStepLogits * config.vocabSize * Float32Array.BYTES_PER_ELEMENT);
   const sharedLogits = new Float32Array(logits);
   const stepInput = stepInputViews(data);
-  const fm: ForwardModel = { config, weights, rope: ropeTable(config), dense, ops, kv: kvView };
+  const lora = new LoraBank(config);
+  const fm: ForwardModel = { config, weights, rope: ropeTable(config), dense, ops, kv: kvView, lora };
+  /** Unloads wait for the step in flight (a step may read the adapter until it returns). */
+  let stepInFlight = false;
+  const unloads: string[] = [];
+  const answer = (reply: EngineThreadReply): void => port.postMessage(reply);
   const ready: EngineThreadReply = {
     kind: 'ready',
     kv: kv.buffer,
@@ -72,25 +80,46 @@ async function main(): Promise<void> {
   };
   port.postMessage(ready);
   // One step at a time: the main thread sends the next only after this one's reply.
-  port.on('message', (m: EngineThreadStep | { kind: 'close' }) => {
+  port.on('message', (m: EngineThreadStep | LoraCommand | { kind: 'close' }) => {
     if (m.kind === 'close') {
       void dense.dispose().then(() => port.close());
       return;
     }
+    if (m.kind === 'lora-load') {
+      loadLoraInto(lora, config, m.name, m.path, m.scale).then(
+        (digest) => answer({ kind: 'lora', digest }),
+        (error: unknown) => answer({ kind: 'lora', error: error instanceof Error ? error.message : String(error) }),
+      );
+      return;
+    }
+    if (m.kind === 'lora-unload') {
+      if (stepInFlight) unloads.push(m.name);
+      else lora.delete(m.name);
+      answer({ kind: 'lora' });
+      return;
+    }
+    stepInFlight = true;
+    const stepEnded = (): void => {
+      stepInFlight = false;
+      for (const name of unloads.splice(0)) lora.delete(name);
+    };
     act.tokens.set(stepInput.tokens.subarray(0, m.numTokens));
     act.positions.set(stepInput.positions.subarray(0, m.numTokens));
     if (data.testStepDelayMs > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, data.testStepDelayMs);
     const hidden = m.hiddenRows === undefined ? {} : { hiddenRows: m.hiddenRows };
     forwardFor(config)(fm, { numTokens: m.numTokens, seqs: m.seqs, logitRows: m.logitRows, ...hidden }, act).then(
       (out) => {
+        stepEnded();
         sharedLogits.set(out.subarray(0, m.logitRows.length * config.vocabSize));
         port.postMessage({ kind: 'done' } satisfies EngineThreadReply);
       },
-      (error: unknown) =>
+      (error: unknown) => {
+        stepEnded();
         port.postMessage({
           kind: 'failed',
           message: error instanceof Error ? (error.stack ?? error.message) : String(error),
-        } satisfies EngineThreadReply),
+        } satisfies EngineThreadReply);
+      },
     );
   });
 }

@@ -22,7 +22,7 @@
 // (src/worker/prefill-worker.ts; `send-in-flight` is the negative control's bug).
 // It must never run two steps at once, or resolve a step before the thread replied.
 import { Worker } from 'node:worker_threads';
-import { assert, InvariantError, NO_FAULTS, type FaultSet, type KvDtype } from '../core/index.js';
+import { assert, InvariantError, ModelLoadError, NO_FAULTS, type FaultSet, type KvDtype } from '../core/index.js';
 import { PagePool, createKvView } from '../pages/index.js';
 import type { ModelConfig } from './config.js';
 import {
@@ -33,6 +33,7 @@ import {
   type EngineKernels,
 } from './engine.js';
 import type { ForwardBatch, ForwardSeq } from './forward.js';
+import type { LoraControl } from './lora-control.js';
 import { ModelRunner, type ForwardExec } from './runner.js';
 
 export interface EngineThreadOptions {
@@ -105,11 +106,22 @@ export type EngineThreadReply =
       readonly logits: SharedArrayBuffer;
     }
   | { readonly kind: 'done' }
-  | { readonly kind: 'failed'; readonly message: string };
+  | { readonly kind: 'failed'; readonly message: string }
+  /** The answer to a LoraCommand: the adapter's digest when loaded, or why it was not. */
+  | { readonly kind: 'lora'; readonly digest?: string; readonly error?: string };
+
+/**
+ * Loads (from a GGUF LoRA file the thread reads) or drops an adapter. The thread applies a load at
+ * once (no step names an adapter before its load was answered) and an unload between steps.
+ */
+export type LoraCommand =
+  | { readonly kind: 'lora-load'; readonly name: string; readonly path: string; readonly scale: number }
+  | { readonly kind: 'lora-unload'; readonly name: string };
 
 /** An Engine whose forward pass runs on its own thread; `fingerprint` was computed there. */
 export interface ThreadedEngine extends Engine {
   readonly fingerprint: string;
+  readonly lora: LoraControl;
 }
 
 export async function createThreadedEngine(o: EngineThreadOptions, threads: number): Promise<ThreadedEngine> {
@@ -161,6 +173,7 @@ export async function createThreadedEngine(o: EngineThreadOptions, threads: numb
     prepareMs: ready.prepareMs,
     weightBytesPerToken: ready.weightBytesPerToken,
     fingerprint: ready.fingerprint,
+    lora: exec,
     dispose: () => exec.close(),
   };
 }
@@ -183,7 +196,7 @@ type Ready = Extract<EngineThreadReply, { kind: 'ready' }>;
  * is in flight, the thread writes the logits only inside a step, and the logits resolved stay
  * valid until the next run(), as ForwardExec says. postMessage orders the writes before the reads.
  */
-class ThreadForward implements ForwardExec {
+class ThreadForward implements ForwardExec, LoraControl {
   readonly tokens: Int32Array;
   readonly positions: Int32Array;
   readonly ready: Promise<Ready>;
@@ -194,6 +207,8 @@ class ThreadForward implements ForwardExec {
     { resolve: (logits: Float32Array) => void; reject: (error: Error) => void; logits: Float32Array } | undefined;
   #readyWait: { resolve: (r: Ready) => void; reject: (error: Error) => void } | undefined;
   #dead: Error | undefined;
+  /** LoRA commands sent, answered in order. */
+  readonly #loraWaits: { resolve: (digest: string) => void; reject: (error: Error) => void }[] = [];
 
   constructor(worker: Worker, data: EngineThreadData) {
     this.#worker = worker;
@@ -218,6 +233,7 @@ class ThreadForward implements ForwardExec {
         startPos: s.startPos,
         pageTable: s.pageTable.slice(),
         rope: s.rope,
+        ...(s.adapter === undefined ? {} : { adapter: s.adapter }),
       })),
       logitRows: [...batch.logitRows],
       ...(batch.hiddenRows === undefined ? {} : { hiddenRows: [...batch.hiddenRows] }),
@@ -225,6 +241,22 @@ class ThreadForward implements ForwardExec {
     return new Promise<Float32Array>((resolve, reject) => {
       this.#pending = { resolve, reject, logits };
       this.#worker.postMessage(step);
+    });
+  }
+
+  loadLora(name: string, path: string, scale: number): Promise<string> {
+    return this.#lora({ kind: 'lora-load', name, path, scale });
+  }
+
+  async unloadLora(name: string): Promise<void> {
+    await this.#lora({ kind: 'lora-unload', name });
+  }
+
+  #lora(command: LoraCommand): Promise<string> {
+    if (this.#dead !== undefined) return Promise.reject(this.#dead);
+    return new Promise<string>((resolve, reject) => {
+      this.#loraWaits.push({ resolve, reject });
+      this.#worker.postMessage(command);
     });
   }
 
@@ -252,6 +284,12 @@ class ThreadForward implements ForwardExec {
       case 'failed':
         this.#die(new InvariantError(`the engine thread failed: ${m.message}`));
         return;
+      case 'lora': {
+        const wait = this.#loraWaits.shift();
+        if (m.error !== undefined) wait?.reject(new ModelLoadError('LoRA adapter', m.error));
+        else wait?.resolve(m.digest ?? '');
+        return;
+      }
     }
   }
 
@@ -262,5 +300,6 @@ class ThreadForward implements ForwardExec {
     const p = this.#pending;
     this.#pending = undefined;
     p?.reject(error);
+    for (const wait of this.#loraWaits.splice(0)) wait.reject(error);
   }
 }

@@ -36,6 +36,8 @@ import {
 import { PagePool, createKvView, elementsPerPage, kvDtypeOf, type KvShape, type PagedKvView } from '../pages/index.js';
 import type { ModelConfig } from './config.js';
 import type { LoadedModel } from './load.js';
+import { LoraBank } from './lora.js';
+import { LocalLora, type LoraControl } from './lora-control.js';
 import { ModelRunner } from './runner.js';
 import { BatchSplitDense, SizeSplitDense } from './dense-split.js';
 import { prepareWeights } from './weights-prepared.js';
@@ -81,6 +83,8 @@ export interface Engine {
   readonly prepareMs: number;
   /** Bytes of weight matrices one decode step reads, as stored (the embedding excluded). */
   readonly weightBytesPerToken: number;
+  /** Loads and drops LoRA adapters the forward pass applies per request (BatchItem.adapter). */
+  readonly lora: LoraControl;
   dispose(): Promise<void>;
 }
 
@@ -108,7 +112,9 @@ export async function createEngine(model: ModelWeights, options: EngineOptions):
   try {
     const weights = await prepareWeights(config, model.tensors, dense, ops);
     const pool = new PagePool({ kv: allocKvView(ops, shape), faults: options.faults ?? NO_FAULTS });
+    const lora = new LoraBank(config);
     const runner = new ModelRunner({
+      lora,
       config,
       weights,
       dense,
@@ -124,6 +130,7 @@ export async function createEngine(model: ModelWeights, options: EngineOptions):
       kernels: { dense: dense.name, ops: ops.name, batchInvariant: dense.batchInvariant, threads },
       prepareMs: now() - started,
       weightBytesPerToken: weights.bytesPerToken,
+      lora: new LocalLora(lora, config),
       dispose: () => dense.dispose(),
     };
   } catch (error) {

@@ -14,6 +14,7 @@ import { assert } from '../core/index.js';
 import { dequantize, type DenseKernels, type OpKernels, type PagedKvView } from '../kernels/index.js';
 import type { Activations } from './activations.js';
 import type { ModelConfig } from './config.js';
+import type { LoraBank } from './lora.js';
 import type { RopeTable } from './rope.js';
 import { matmulRows } from './row-stack.js';
 import type { PreparedWeights } from './weights-prepared.js';
@@ -29,6 +30,8 @@ export interface ForwardSeq {
   readonly pageTable: Int32Array;
   /** Its own RoPE table when the model's depends on the length (dynamic NTK); else null. */
   readonly rope: RopeTable | null;
+  /** The LoRA adapter its rows run with (lora.ts), by name; none: the base model. */
+  readonly adapter?: string;
 }
 
 export interface ForwardBatch {
@@ -52,6 +55,8 @@ export interface ForwardModel {
   readonly ops: OpKernels;
   /** The KV pool, allocated by `ops`. */
   readonly kv: PagedKvView;
+  /** Loaded LoRA adapters; each sequence naming one gets its rows' low-rank terms (lora.ts). */
+  readonly lora?: LoraBank;
 }
 
 /** Runs the batch; writes K/V of every token into its pages; returns logits [R, V] (a view into `a`). */
@@ -86,6 +91,7 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
     // ---- attention ----
     ops.rmsNorm(a.x, lw.inputNorm, eps, T, d, a.xn); //                   xn: [T, d]
     await matmulRows(dense, lw.qkv, a.xn, T, a.qkv); //                          qkv: [T, qDim + 2 kvDim]
+    m.lora?.add(batch.seqs, layer, 'qkv', a.xn, a.qkv); //                  qkv += LoRA rows (lora.ts)
     // q: [T, qDim], k, v: [T, kvDim]
     if (one) addBias(a.qkv, lw.qkvBias);
     else splitRows(a.qkv, T, lw.qkvBias, [a.q, qDim], [a.k, kvDim], [a.v, kvDim]);
@@ -108,14 +114,17 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
       });
     }
     await dense.matmul(lw.o, a.att, T, a.proj); //                          proj: [T, d]
+    m.lora?.add(batch.seqs, layer, 'o', a.att, a.proj);
     ops.addInPlace(a.x, a.proj, T * d); //                                  x += attention(x)
 
     // ---- MLP (SwiGLU) ----
     ops.rmsNorm(a.x, lw.postNorm, eps, T, d, a.xn); //                    xn: [T, d]
     await matmulRows(dense, lw.gateUp, a.xn, T, a.gateUp); //                    gateUp: [T, 2 ff]
+    m.lora?.add(batch.seqs, layer, 'gateUp', a.xn, a.gateUp);
     if (!one) splitRows(a.gateUp, T, null, [a.gate, ff], [a.up, ff]); //  gate, up: [T, ff]
     ops.siluMul(gate, up, a.hidden, T * ff); //                             hidden = silu(gate) * up: [T, ff]
     await dense.matmul(lw.down, a.hidden, T, a.proj); //                    proj: [T, d]
+    m.lora?.add(batch.seqs, layer, 'down', a.hidden, a.proj);
     ops.addInPlace(a.x, a.proj, T * d); //                                  x += mlp(x)
   }
 

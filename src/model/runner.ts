@@ -29,6 +29,7 @@ import { allocateActivations, type Activations } from './activations.js';
 import type { ModelConfig } from './config.js';
 import type { ForwardBatch, ForwardModel, ForwardSeq } from './forward.js';
 import { forwardFor } from './forward-gemma3.js';
+import type { LoraBank } from './lora.js';
 import { ropeDependsOnLength, ropeTable } from './rope.js';
 import type { PreparedWeights } from './weights-prepared.js';
 
@@ -58,6 +59,8 @@ export interface ModelRunnerOptions extends RunnerShape {
   readonly weights: PreparedWeights;
   readonly dense: DenseKernels;
   readonly ops: OpKernels;
+  /** LoRA adapters the forward pass may apply (lora.ts). */
+  readonly lora?: LoraBank;
 }
 
 /** A runner whose forward pass runs wherever `exec` runs it (the engine thread). */
@@ -103,6 +106,7 @@ export function localForward(o: ModelRunnerOptions): LocalForward {
     dense: o.dense,
     ops: o.ops,
     kv: o.pool.kv,
+    ...(o.lora === undefined ? {} : { lora: o.lora }),
   };
   return new LocalForward(
     model,
@@ -237,7 +241,8 @@ export class ModelRunner {
         exec.positions[numTokens + t] = item.startPos + t;
       }
       const rope = ropeDependsOnLength(config) ? ropeTable(config, end) : null;
-      seqs.push({ row: numTokens, numTokens: n, startPos: item.startPos, pageTable, rope });
+      const adapter = item.adapter === undefined ? {} : { adapter: item.adapter };
+      seqs.push({ row: numTokens, numTokens: n, startPos: item.startPos, pageTable, rope, ...adapter });
       if (item.wantLogits) {
         const rows = item.logitCount ?? 1;
         assert(

@@ -85,6 +85,7 @@ export class RequestBook {
       tokens: [...request.promptTokens],
       promptLogprobs: sampling.promptLogprobs !== undefined,
       embed: request.embed === true,
+      ...(request.adapter === undefined ? {} : { adapter: request.adapter.name }),
       numCachedTokens: 0,
       state,
       ...(this.#speculation !== undefined && this.#role !== 'prefill' && sampling.constraint === undefined

@@ -386,6 +386,7 @@ function itemOf(ctx: PlanContext, r: SchedRequest, numTokens: number): BatchItem
     wantLogits: promptRows || end === r.tokens.length,
     ...(promptRows ? { logitCount: numTokens, promptRows: true } : {}),
     ...(r.embed && end === r.tokens.length ? { hiddenOut: true } : {}),
+    ...(r.adapter === undefined ? {} : { adapter: r.adapter }),
   };
 }
 

@@ -62,6 +62,8 @@ export interface SchedRequest extends Owner {
   readonly promptLogprobs: boolean;
   /** An embedding request: its last prompt chunk returns the hidden state (BatchItem.hiddenOut) and it finishes there. */
   readonly embed: boolean;
+  /** The LoRA adapter its steps run with (BatchItem.adapter); its tenant already carries the adapter's digest. */
+  readonly adapter?: string;
   /** The prompt, then every output token. */
   readonly tokens: number[];
   /** Its prompt-lookup speculation (spec-lookup.ts); none when speculation is off or it is constrained. */

@@ -74,5 +74,6 @@ export function draftItemOf(r: SchedRequest, table: PageTable, draft: readonly n
     wantLogits: true,
     logitCount: 1 + draft.length,
     verifiesDrafts: true,
+    ...(r.adapter === undefined ? {} : { adapter: r.adapter }),
   };
 }

@@ -21,6 +21,7 @@ import {
   TextStream,
   InvariantError,
   TesseraError,
+  kvTenantOf,
   type BackendHealth,
   type BackendStats,
   type Detokenizer,
@@ -32,6 +33,8 @@ import {
   type TokenLogprob,
 } from '../core/index.js';
 import type { GrammarEngine, TokenConstraint } from '../grammar/index.js';
+import type { LoraControl } from '../model/index.js';
+import { LoraRegistry } from './lora-registry.js';
 import type { KvEventSink, KvSpill, PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent, type SpecOptions } from '../scheduler/index.js';
 import { EngineLoop, type MaxStepMs, type StepRunner } from './engine-loop.js';
@@ -51,6 +54,8 @@ export interface WorkerTokenizer {
 }
 
 export interface ColocatedWorkerOptions {
+  /** The engine's LoRA control: with it the worker serves adapters (`adapters`, --lora, admin loads). */
+  readonly lora?: LoraControl;
   /** The name clients pass as `model`. */
   readonly modelName: string;
   /** Where the weights came from, shown as `root` in /v1/models. */
@@ -104,6 +109,7 @@ export class ColocatedWorker {
   readonly contextLength: number;
   /** It answers embedding requests (GenerateRequest.embed): /v1/embeddings is served. */
   readonly embeddings = true;
+  readonly adapters?: LoraRegistry;
   readonly scheduler: Scheduler;
   readonly pool: PagePool;
   readonly #o: ColocatedWorkerOptions;
@@ -119,6 +125,7 @@ export class ColocatedWorker {
     this.contextLength = options.contextLength;
     this.pool = pool;
     this.scheduler = schedulerFor('colocated', options);
+    if (options.lora !== undefined) this.adapters = new LoraRegistry(options.lora, (name) => this.adapterInUse(name));
     this.#loop = new EngineLoop({
       scheduler: this.scheduler,
       runner: options.runner,
@@ -158,7 +165,12 @@ export class ColocatedWorker {
       channel.push({ type: 'failed', error: constraint });
       return channel;
     }
-    const admitted = this.scheduler.admit(request);
+    // The adapter joins the tenant as KV's owner: its cached prefixes are its own (kvTenantOf).
+    const dropAdapter = this.#o.faults.has('lora-drop-from-key');
+    const admitted = this.scheduler.admit({
+      ...request,
+      tenant: kvTenantOf(request.tenant, request.adapter, dropAdapter),
+    });
     if (admitted.kind === 'rejected') {
       constraint?.dispose();
       channel.push({ type: 'failed', error: admitted.error });
@@ -184,6 +196,13 @@ export class ColocatedWorker {
     });
     this.#loop.wake();
     return channel;
+  }
+
+  /** Live requests running with the adapter `name` (an adapter in use is not unloaded). */
+  adapterInUse(name: string): number {
+    let n = 0;
+    for (const live of this.#live.values()) if (live.request.adapter?.name === name) n++;
+    return n;
   }
 
   async health(): Promise<BackendHealth> {

@@ -1,5 +1,6 @@
 // Layer 3: the step loop of each worker role and the timers it owns. colocated: one process,
 // one pool (`tessera serve`); engine-loop.ts is the loop every role shares.
+export { LoraRegistry } from './lora-registry.js';
 export { ColocatedWorker, type ColocatedWorkerOptions, type WorkerTokenizer } from './colocated.js';
 export {
   EngineLoop,

@@ -36,9 +36,11 @@ export class LlamaCpp {
     promptIds: readonly number[],
     steps: number,
     teacher?: readonly number[],
+    lora?: { readonly filePath: string; readonly scale: number },
   ): Promise<StepTrace> {
     const model = await this.llama.loadModel({ modelPath });
     const context = await model.createContext({
+      ...(lora === undefined ? {} : { lora: { adapters: [lora] } }),
       contextSize: 256,
       sequences: 1,
       threads: 1,
@@ -92,6 +94,7 @@ export async function tesseraTrace(
   promptIds: readonly number[],
   steps: number,
   teacher?: readonly number[],
+  adapter?: string,
 ): Promise<StepTrace> {
   const { pool, runner } = engine;
   const owner = { rid: asRequestId('trace'), tenant: DEFAULT_TENANT };
@@ -105,7 +108,14 @@ export async function tesseraTrace(
     let pos = 0;
     for (let step = 0; step < steps; step++) {
       const [result] = await runner.step([
-        { ...owner, tags: allocated.tags, tokens: input, startPos: pos, wantLogits: true },
+        {
+          ...owner,
+          tags: allocated.tags,
+          tokens: input,
+          startPos: pos,
+          wantLogits: true,
+          ...(adapter === undefined ? {} : { adapter }),
+        },
       ]);
       if (result?.kind !== 'logits') throw new Error(`step ${step}: ${result?.kind}`);
       pos += input.length;

@@ -21,7 +21,7 @@ import {
   type ReasoningParserName,
 } from '../../api/index.js';
 import { BatchStore } from '../../batch/index.js';
-import { PROMPT_LOGIT_ROWS } from '../../core/index.js';
+import { ConfigError, PROMPT_LOGIT_ROWS } from '../../core/index.js';
 import { Sampler } from '../../model/index.js';
 import { DEFAULT_SPEC } from '../../scheduler/index.js';
 import { ColocatedWorker, tiersOf } from '../../worker/index.js';
@@ -42,7 +42,8 @@ import {
   type ServeConfig,
   type ServeFlags,
 } from '../config.js';
-import { DEFAULT_DATA_HOST, parsePdWorkerConfig, parseRole, type PdServeFlags } from '../config-pd.js';
+import { collect, DEFAULT_DATA_HOST, parsePdWorkerConfig, parseRole, type PdServeFlags } from '../config-pd.js';
+import { LORA_HELP, parseLoraFlags, type LoraFlag } from '../config-lora.js';
 import { ADMIN_KEY_HELP, parseAdminKey, withAdminKey, type AdminKeyFlags } from '../config-admin.js';
 import { renderPlan } from './plan.js';
 import { servePd } from './serve-pd.js';
@@ -118,19 +119,27 @@ export function registerServe(program: Command): void {
       '--reasoning-parser <name>',
       `split reasoning into reasoning_content: auto (default: qwen3 for a template that writes </think>), none, ${REASONING_PARSERS.join(', ')}`,
     )
+    .option('--lora <name=path>', LORA_HELP, collect, [])
     .option(
       '--batch-dir <dir>',
       'serve the Batch API (/v1/files, /v1/batches): uploads, batches and answers kept in DIR across restarts',
     )
     .action(
-      async (flags: ServeFlags & PdServeFlags & AdminKeyFlags & { reasoningParser?: string; batchDir?: string }) => {
+      async (
+        flags: ServeFlags &
+          PdServeFlags &
+          AdminKeyFlags & { reasoningParser?: string; batchDir?: string; lora?: string[] },
+      ) => {
         const role = parseRole(flags);
         const config = parseServeConfig(flags, process.env);
+        const loras = parseLoraFlags(flags.lora ?? []);
+        if (role !== 'colocated' && loras.length > 0)
+          throw new ConfigError('--lora is served co-located (`tessera serve` without --role) only, for now');
         const adminKey = parseAdminKey(flags, process.env);
         reasoningParserFor(flags.reasoningParser, ''); // an unknown name exits 2 before the model loads
         process.exitCode =
           role === 'colocated'
-            ? await serve(config, adminKey, corsOption(flags), flags.reasoningParser, flags.batchDir)
+            ? await serve(config, adminKey, corsOption(flags), flags.reasoningParser, flags.batchDir, loras)
             : await servePd(config, parsePdWorkerConfig(role, flags, process.env), adminKey);
       },
     );
@@ -143,6 +152,7 @@ async function serve(
   cors: { readonly corsOrigin?: string } = {},
   reasoningFlag?: string,
   batchDir?: string,
+  loras: readonly LoraFlag[] = [],
 ): Promise<number> {
   const log = (line: string): void => void process.stderr.write(`tessera: ${line}\n`);
   if (config.faults.size > 0) log(`FAULT POINTS ARMED (tests only): ${config.faults.names().join(', ')}`);
@@ -171,6 +181,7 @@ async function serve(
     contextLength: plan.contextLength,
     pool: engine.pool,
     runner: engine.runner,
+    lora: engine.lora,
     sampler: new Sampler(model.config.vocabSize),
     tokenizer: model.tokenizer,
     eosTokenIds: model.config.eosTokenIds,
@@ -196,6 +207,12 @@ async function serve(
       fatal(error);
     },
   });
+  for (const { name, path, tenants } of loras) {
+    const ref = await worker.adapters?.load(name, path, 1, tenants);
+    log(
+      `LoRA adapter ${name} from ${path} (digest ${ref?.digest ?? '?'})${tenants === null ? '' : ` for ${tenants.join(', ')}`}`,
+    );
+  }
   const codec = promptCodecOf(model.tokenizer, model.chatTemplate);
   const batchStore =
     batchDir === undefined
