@@ -24,6 +24,18 @@ const NEEDS = [
     why: 'gcc cannot build the model checker or the native kernels',
   },
   {
+    name: 'aarch64-linux-gnu-gcc',
+    there: () => onPath('aarch64-linux-gnu-gcc'),
+    pkg: 'gcc-aarch64-linux-gnu',
+    why: "the NEON kernels' cross-compiled test cannot build",
+  },
+  {
+    name: 'qemu-aarch64',
+    there: () => onPath('qemu-aarch64'),
+    pkg: 'qemu-user',
+    why: "the NEON kernels' test cannot run",
+  },
+  {
     name: 'chromium',
     there: () => onPath('chromium') || existsSync(process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium'),
     pkg: 'chromium',
