@@ -1,3 +1,4 @@
+// Kept in test/, not beside its sources: it runs the cross compiler and qemu, and src/ allows child_process only at the edges.
 // The NEON (dotprod) dot products (dot-neon.c) cross-compiled for aarch64 and run under
 // qemu-aarch64 against scalar reference values (dot-neon-test.c), with its negative control: one
 // weight code flipped must fail. Skipped, saying why, where Debian's gcc-aarch64-linux-gnu and
@@ -9,7 +10,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 
-const here = dirname(fileURLToPath(import.meta.url));
+const here = join(dirname(fileURLToPath(import.meta.url)), '../../src/kernels/native/neon');
 const has = (cmd: string) => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
 const tools = has('aarch64-linux-gnu-gcc') && has('qemu-aarch64');
 const dir = mkdtempSync(join(tmpdir(), 'tessera-neon-'));
