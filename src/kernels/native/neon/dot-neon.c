@@ -5,7 +5,7 @@
 // to nearest even). Per block: the int32 sum of code x q from sdot (vdotq_s32, exact), times
 // d_w * d_x in f32, summed in block order. Not yet part of the addon (the x86-64 variants are):
 // it is compiled and checked against scalar reference values under qemu-aarch64 by
-// dot-neon-test.c (`npm run test:neon`). Never allocates.
+// dot-neon-test.c (run by test/kernels/neon.test.ts). Never allocates.
 #include <arm_neon.h>
 #include <math.h>
 #include <stdint.h>
