@@ -68,6 +68,8 @@ describe("npm test's system tools", () => {
         cmake: 'cmake',
         'g++': 'g++',
         git: 'git',
+        'gcc-aarch64-linux-gnu': 'aarch64-linux-gnu-gcc',
+        'qemu-user': 'qemu-aarch64',
       };
       writeFileSync(
         join(dir, 'apt-get'),

@@ -64,6 +64,7 @@ const PAGES = [
 describe('README.md and docs/ against the code', () => {
   it('finds every command of the CLI (the check has something to check against)', () => {
     expect([...facts.commandFlags.keys()].sort()).toEqual([
+      'gen-lora',
       'gen-model',
       'plan',
       'probe',
