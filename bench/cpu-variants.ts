@@ -71,7 +71,8 @@ console.log(
   `# CPU-variant benchmark: ${SPECS.map(specLabel).join(', ')}; pp${PROMPT} and tg${GEN}; ${ROUNDS} interleaved rounds, medians; ${THREADS} threads each`,
 );
 console.log(
-  `machine: ${cpus()[0]?.model ?? '?'} x ${availableParallelism()} threads, load average ${loadavg()[0]!.toFixed(1)}; llama.cpp: ${[...bins].map(([k, v]) => `${k} ${v ?? 'not built'}`).join('; ')}`,
+  `machine: ${cpus()[0]?.model ?? '?'} x ${availableParallelism()} threads, load average ${loadavg()[0]!.toFixed(1)}; ` +
+    `llama.cpp: ${[...bins].map(([k, v]) => `${k} ${v ?? 'not built'}`).join('; ')}`,
 );
 const rows: YardstickRow[] = [];
 for (const spec of SPECS) {
@@ -104,7 +105,8 @@ for (const spec of SPECS) {
         }
         const theirs = (v: number[], digits: number) => (bin === null ? '-' : v.at(-1)!.toFixed(digits));
         process.stderr.write(
-          `${specLabel(spec)} ${arm.variant} round ${round}: pp ${r.pp.at(-1)!.toFixed(0)} vs ${theirs(r.llamaPp, 0)}, tg ${r.tg.at(-1)!.toFixed(1)} vs ${theirs(r.llamaTg, 1)}\n`,
+          `${specLabel(spec)} ${arm.variant} round ${round}: pp ${r.pp.at(-1)!.toFixed(0)} vs ${theirs(r.llamaPp, 0)}, ` +
+            `tg ${r.tg.at(-1)!.toFixed(1)} vs ${theirs(r.llamaTg, 1)}\n`,
         );
       }
     for (const [i, arm] of ARMS.entries()) {
@@ -141,6 +143,17 @@ const out = join('bench', 'results', `cpu-variants-${new Date().toISOString().re
 await mkdir(join('bench', 'results'), { recursive: true });
 await writeFile(
   out,
-  `${JSON.stringify({ threads: THREADS, rounds: ROUNDS, llama: Object.fromEntries(bins), cpu: cpus()[0]?.model, loadavg: loadavg(), rows: rows.map((r) => ({ ...r, ratio: ratioOf(r) })) }, null, 2)}\n`,
+  `${JSON.stringify(
+    {
+      threads: THREADS,
+      rounds: ROUNDS,
+      llama: Object.fromEntries(bins),
+      cpu: cpus()[0]?.model,
+      loadavg: loadavg(),
+      rows: rows.map((r) => ({ ...r, ratio: ratioOf(r) })),
+    },
+    null,
+    2,
+  )}\n`,
 );
 console.log(`\nwrote ${out}`);
