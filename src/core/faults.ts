@@ -150,6 +150,11 @@ export const FAULT_NAMES = [
   'batch-answers-in-memory',
   /** The Batch API's store finds a file or batch by its id alone, not the asking tenant's: another tenant's upload, batch and results can be read. */
   'batch-ignore-tenant',
+  /**
+   * Speculative decoding with a draft model: the draft model's own pool keeps the stamps of positions the target
+   * rejected (no rollback there). Negative control of the draft pool's integrity check (worker/draft-model.ts).
+   */
+  'keep-draft-model-stamps',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];
