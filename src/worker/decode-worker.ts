@@ -84,6 +84,7 @@ export class DecodeWorker {
   readonly transport: Transport;
   readonly #role: PdRole;
   readonly #trace: TraceSink;
+  readonly #drafter: PdWorkerOptions['drafter'];
   readonly #loop: EngineLoop;
   readonly #driver: MachineDriver<DecodeInput, DecodeEffect>;
   readonly #decoding = new Map<RequestId, Decoding>();
@@ -99,6 +100,7 @@ export class DecodeWorker {
 
   private constructor(options: PdWorkerOptions, transport: Transport) {
     const { pool, faults } = options;
+    this.#drafter = options.drafter;
     this.#role = new PdRole('decode', options, transport);
     this.modelName = options.modelName;
     this.root = options.root;
@@ -150,6 +152,7 @@ export class DecodeWorker {
       checkEveryStep: options.checkEveryStep,
       ...(options.maxStepMs === undefined ? {} : { maxStepMs: options.maxStepMs }),
       pool: options.pool, // speculation's rollback of rejected drafts (spec-verify.ts)
+      ...(options.drafter === undefined ? {} : { drafter: options.drafter.model }),
     });
     this.#loop.start();
   }
@@ -175,7 +178,11 @@ export class DecodeWorker {
       receiving: this.scheduler.numReceiving,
       quarantined: this.scheduler.numQuarantined,
       preempted: this.scheduler.numPreemptions,
-      ...speculationHealth(this.scheduler.specStats, this.#loop.numRolledBack),
+      ...speculationHealth(
+        this.scheduler.specStats,
+        this.#loop.numRolledBack,
+        this.#drafter === undefined ? undefined : { name: this.#drafter.name, stats: this.#drafter.model.stats },
+      ),
     };
     return this.#role.health(this.#loop, this.scheduler, this.pool, this.isIdle, own);
   }

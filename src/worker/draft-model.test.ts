@@ -130,8 +130,8 @@ async function generate(
   loop.start();
   await done;
   await loop.close();
-  // The loop releases a request's draft pages at the prepare after it ended: one more would; do it here.
-  if (fatal === undefined) await drafter?.prepare(scheduler, () => 0);
+  drafter?.sweep(scheduler); // what the loop does when it goes idle: every ended request's draft pages back
+  if (fatal === undefined) drafter?.checkIntegrity();
   return { outputs, ...scheduler.specStats, draftPagesHeld: drafter?.stats.numPagesHeld ?? 0, fatal };
 }
 

@@ -104,12 +104,17 @@ export class DraftModel {
     };
   }
 
+  /** Pages back from every request that no longer decodes (before each prepare, and when the loop goes idle). */
+  sweep(scheduler: Scheduler): void {
+    const live = new Set<RequestId>();
+    for (const r of scheduler.decodingDrafts.drafting) if (r.draft.byModel) live.add(r.rid);
+    for (const [rid, s] of this.#seqs) if (!live.has(rid)) this.#release(s);
+  }
+
   /** Step 1: drafts for the decodes the next plan will see (and pages back from those that ended). */
   async prepare(scheduler: Scheduler, now: () => number): Promise<void> {
+    this.sweep(scheduler);
     const { numDecoding, drafting } = scheduler.decodingDrafts;
-    const live = new Set<RequestId>();
-    for (const r of drafting) if (r.draft.byModel) live.add(r.rid);
-    for (const [rid, s] of this.#seqs) if (!live.has(rid)) this.#release(s);
     this.#lastNumDrafted = 0;
     if (numDecoding > this.#o.maxBatch) return;
     const started = now();

@@ -195,6 +195,7 @@ export class EngineLoop {
       if (scheduler.numRunning + scheduler.numWaiting === 0) {
         this.#o.beside?.();
         scheduler.checkIntegrity();
+        this.#o.drafter?.sweep(scheduler);
         this.#o.drafter?.checkIntegrity();
         this.#numIdleChecks++;
         await this.#sleepUntilWoken();
