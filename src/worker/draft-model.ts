@@ -62,6 +62,9 @@ export interface DraftModelStats {
   readonly numRolledBack: number;
   /** What one drafted token costs against a target step, as measured (the acceptance a draft must beat); null before any. */
   readonly costRatio: number | null;
+  /** Times the node's acceptance fell below the cost ratio and the draft model paused, and whether it is paused now. */
+  readonly numPauses: number;
+  readonly paused: boolean;
 }
 
 interface Sequence {
@@ -73,8 +76,12 @@ interface Sequence {
   offered: { readonly atLength: number; readonly numDrafts: number; readonly writtenEnd: number } | undefined;
 }
 
-/** Decay of the measured costs per step. */
+/** Decay of the measured costs and of the node's acceptance per step. */
 const COST_DECAY = 0.8;
+/** Decayed drafted tokens before the node's acceptance may pause the draft model. */
+const MIN_EVIDENCE = 6;
+const FIRST_PAUSE_STEPS = 32;
+const MAX_PAUSE_STEPS = 4096;
 
 export class DraftModel {
   readonly #o: DraftModelOptions;
@@ -86,6 +93,12 @@ export class DraftModel {
   #stepMs: number | undefined;
   #lastDraftMs = 0;
   #lastNumDrafted = 0;
+  /** The node's decayed drafted and accepted tokens, and the pause they may call. */
+  #decayedDrafted = 0;
+  #decayedAccepted = 0;
+  #pauseLeft = 0;
+  #nextPause = FIRST_PAUSE_STEPS;
+  #numPauses = 0;
 
   constructor(options: DraftModelOptions) {
     this.#o = options;
@@ -101,6 +114,8 @@ export class DraftModel {
       numPasses: this.#numPasses,
       numRolledBack: this.#numRolledBack,
       costRatio: this.#costRatio() ?? null,
+      numPauses: this.#numPauses,
+      paused: this.#pauseLeft > 0,
     };
   }
 
@@ -116,6 +131,10 @@ export class DraftModel {
     this.sweep(scheduler);
     const { numDecoding, drafting } = scheduler.decodingDrafts;
     this.#lastNumDrafted = 0;
+    if (this.#pauseLeft > 0) {
+      this.#pauseLeft--;
+      return;
+    }
     if (numDecoding > this.#o.maxBatch) return;
     const started = now();
     const ratio = this.#costRatio();
@@ -160,6 +179,7 @@ export class DraftModel {
       this.#draftMsPerToken = decayed(this.#draftMsPerToken, this.#lastDraftMs / this.#lastNumDrafted);
       this.#stepMs = decayed(this.#stepMs, stepMs);
     }
+    let numAccepted = 0;
     const accepted = new Map<RequestId, number>();
     items.forEach((item, i) => {
       const result = results[i];
@@ -172,6 +192,7 @@ export class DraftModel {
       seq.offered = undefined;
       // t (position L - 1) is real whatever happened; the accepted drafts the draft fed are too.
       const m = accepted.get(seq.owner.rid) ?? 0;
+      numAccepted += m;
       const kept = Math.min(offered.atLength + Math.min(m, offered.numDrafts - 1), offered.writtenEnd);
       if (kept < offered.writtenEnd) {
         this.#numRolledBack += offered.writtenEnd - kept;
@@ -180,6 +201,32 @@ export class DraftModel {
       }
       seq.computed = kept;
     }
+    this.#judge(numAccepted);
+  }
+
+  /**
+   * Off when it does not pay: a drafted token costs costRatio target steps and an accepted one
+   * saves one, so the draft model pays while the node's acceptance beats the cost ratio. When it
+   * does not (after enough drafts) it pauses for a number of steps that doubles each time (32 ...
+   * 4096), then tries again; the sequences keep their pages (a request that ends gives them back),
+   * so a probe after the pause catches up on the pause's tokens, not on the whole text.
+   */
+  #judge(numAccepted: number): void {
+    if (this.#lastNumDrafted === 0) return;
+    this.#decayedDrafted = this.#decayedDrafted * COST_DECAY + this.#lastNumDrafted;
+    this.#decayedAccepted = this.#decayedAccepted * COST_DECAY + numAccepted;
+    this.#lastNumDrafted = 0;
+    const ratio = this.#costRatio();
+    if (ratio === undefined || this.#decayedDrafted < MIN_EVIDENCE) return;
+    if (this.#decayedAccepted >= ratio * this.#decayedDrafted) {
+      this.#nextPause = FIRST_PAUSE_STEPS;
+      return;
+    }
+    this.#pauseLeft = this.#nextPause;
+    this.#nextPause = Math.min(MAX_PAUSE_STEPS, 2 * this.#nextPause);
+    this.#numPauses++;
+    this.#decayedDrafted = 0;
+    this.#decayedAccepted = 0;
   }
 
   /** The draft pool: the ledger's invariants, every held page a sequence's, no stamp past what a sequence computed. */
