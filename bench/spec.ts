@@ -15,6 +15,10 @@
 //
 //   node --import ./bench/lib/register-ts.mjs bench/spec.ts [--model /tmp/h2-m100.gguf] [--tokens 64]
 //        [--rounds 3] [--max-draft 4] [--threads N] [--draft-model SPEC | --draft-layers N] [--only free,text]
+//        [--llama]
+// --llama (GGUF models): llama.cpp's natively built llama-server on the same files at the same
+// threads, in the same rounds: plain, its lookup decoding (--spec-type ngram-simple) and, with
+// --draft-model, its draft model (--model-draft); decode tok/s from its own timings.
 import { availableParallelism, loadavg } from 'node:os';
 import { asRequestId, DEFAULT_TENANT, NO_FAULTS, samplingParams, type RequestId } from '../src/core/index.js';
 import { createEngine, loadModel, Sampler, type Engine } from '../src/model/index.js';
@@ -22,6 +26,7 @@ import { DEFAULT_SPEC, type SpecOptions } from '../src/scheduler/index.js';
 import { DraftModel } from '../src/worker/draft-model.js';
 import { EngineLoop } from '../src/worker/engine-loop.js';
 import { writeFirstLayers } from './lib/first-layers.js';
+import { llamaNativeBin, startLlamaServer, type LlamaServer } from './lib/llama-native.js';
 import { schedulerFor } from '../src/worker/scheduler-for.js';
 
 const args = process.argv.slice(2);
@@ -40,8 +45,51 @@ const DRAFT_MODEL =
     ? await writeFirstLayers(MODEL, `/tmp/bench-spec-draft-${DRAFT_LAYERS}`, Number(DRAFT_LAYERS))
     : flag('--draft-model', '');
 const ONLY = flag('--only', '');
-/** The arms: plain decoding, prompt lookup, a draft model. */
-type Arm = 'off' | 'lookup' | 'draft';
+/** The arms: plain decoding, prompt lookup, a draft model; llama.cpp's (llama-server) likewise. */
+type Arm = 'off' | 'lookup' | 'draft' | 'llama' | 'llama-lookup' | 'llama-draft';
+type OwnArm = 'off' | 'lookup' | 'draft';
+
+/** One greedy completion from llama-server: its decode tok/s, drafted and accepted tokens, ids. */
+async function runLlama(server: LlamaServer, prompt: readonly number[], maxTokens: number): Promise<Outcome> {
+  // A server with a draft model can answer /health before it loaded both: 503 "Loading model".
+  for (let tries = 0; ; tries++) {
+    const got = await completeLlama(server, prompt, maxTokens);
+    if (got !== 'loading' || tries === 240)
+      return got === 'loading' ? Promise.reject(new Error('llama-server never loaded')) : got;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
+
+async function completeLlama(
+  server: LlamaServer,
+  prompt: readonly number[],
+  maxTokens: number,
+): Promise<Outcome | 'loading'> {
+  const response = await fetch(`${server.url}/completion`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      prompt,
+      n_predict: maxTokens,
+      temperature: 0,
+      top_k: 1,
+      ignore_eos: true,
+      cache_prompt: false,
+      return_tokens: true,
+    }),
+  });
+  if (response.status === 503) return 'loading';
+  const body = (await response.json()) as {
+    tokens?: number[];
+    timings: { predicted_per_second: number; draft_n?: number; draft_n_accepted?: number };
+  };
+  return {
+    ids: body.tokens ?? [],
+    decodeTokensPerS: body.timings.predicted_per_second,
+    drafted: body.timings.draft_n ?? 0,
+    accepted: body.timings.draft_n_accepted ?? 0,
+  };
+}
 
 interface Outcome {
   readonly ids: number[];
@@ -57,7 +105,7 @@ async function run(
   engine: Engine,
   prompt: readonly number[],
   maxTokens: number,
-  arm: Arm,
+  arm: OwnArm,
   draftEngine?: Engine,
 ): Promise<Outcome> {
   const spec = arm !== 'off';
@@ -160,6 +208,30 @@ async function main(): Promise<void> {
           maxStepLogits: SPEC.maxBatch,
         });
   const arms: Arm[] = draftEngine === undefined ? ['lookup', 'off'] : ['lookup', 'draft', 'off'];
+  const llama = new Map<Arm, LlamaServer>();
+  if (args.includes('--llama')) {
+    const found = llamaNativeBin();
+    if ('why' in found) console.log(`llama.cpp: none (${found.why})`);
+    else {
+      const base = { model: MODEL, threads: THREADS, parallel: 1, slotContext: 2048 };
+      const variants: [Arm, readonly string[]][] = [
+        ['llama', []],
+        ['llama-lookup', ['--spec-type', 'ngram-simple', '--spec-draft-n-max', String(SPEC.maxDraft)]],
+        ...(DRAFT_MODEL === ''
+          ? []
+          : ([
+              [
+                'llama-draft',
+                ['--model-draft', DRAFT_MODEL, '--spec-draft-n-max', String(SPEC.maxDraft), '-td', String(THREADS)],
+              ],
+            ] as [Arm, readonly string[]][])),
+      ];
+      for (const [arm, extraArgs] of variants) {
+        llama.set(arm, await startLlamaServer(found.bin, { ...base, extraArgs }));
+        arms.push(arm);
+      }
+    }
+  }
   const workloads: { readonly name: string; readonly prompt: readonly number[] }[] = [
     { name: 'quote', prompt: [...seedPrompt, ...text, ...seedPrompt] },
     // The model's own text so far (S G): where its greedy output repeats itself, the rest of the
@@ -182,45 +254,58 @@ async function main(): Promise<void> {
   );
   for (const w of workloads) {
     if (ONLY !== '' && !ONLY.split(',').includes(w.name)) continue;
-    const tps: Record<Arm, number[]> = { off: [], lookup: [], draft: [] };
-    const counts: Record<Arm, { drafted: number; accepted: number }> = {
-      off: { drafted: 0, accepted: 0 },
-      lookup: { drafted: 0, accepted: 0 },
-      draft: { drafted: 0, accepted: 0 },
-    };
+    const tps = Object.fromEntries(arms.map((a) => [a, [] as number[]])) as Record<Arm, number[]>;
+    const counts = Object.fromEntries(arms.map((a) => [a, { drafted: 0, accepted: 0 }])) as Record<
+      Arm,
+      { drafted: number; accepted: number }
+    >;
+    const llamaSame: boolean[] = [];
     let same = true;
     for (let round = 0; round < ROUNDS; round++) {
       // Rotate the order each round so a drifting load hits every arm alike.
       const order = arms.map((_, i) => arms[(i + round) % arms.length] as Arm);
       const got: string[] = [];
       for (const arm of order) {
-        const o = await run(engine, w.prompt, TOKENS, arm, draftEngine);
+        const server = llama.get(arm);
+        const o =
+          server === undefined
+            ? await run(engine, w.prompt, TOKENS, arm as OwnArm, draftEngine)
+            : await runLlama(server, w.prompt, TOKENS);
         tps[arm].push(o.decodeTokensPerS);
         got.push(JSON.stringify(o.ids));
         counts[arm].drafted += o.drafted;
         counts[arm].accepted += o.accepted;
       }
-      same &&= got.every((g) => g === got[0]);
+      // Tessera's arms give one output; llama.cpp's arms theirs (its kernels round differently).
+      const own = order.flatMap((a, i) => (llama.has(a) ? [] : [got[i]]));
+      const theirs = order.flatMap((a, i) => (llama.has(a) ? [got[i]] : []));
+      same &&= own.every((g) => g === own[0]);
+      llamaSame.push(theirs.every((g) => g === theirs[0]));
     }
     const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
     const off = med(tps.off);
     const row = arms
       .filter((a) => a !== 'off')
       .map((a) => {
+        if (a === 'llama')
+          return `llama ${med(tps[a]).toFixed(1)} tok/s (tessera off / llama ${(off / med(tps[a])).toFixed(2)}x)`;
         const { drafted, accepted } = counts[a];
         const rate = drafted === 0 ? '-' : `${((100 * accepted) / drafted).toFixed(0)}%`;
         const pauses =
           a === 'draft' && sharedDrafter !== undefined
             ? `, pauses ${sharedDrafter.stats.numPauses}, cost ratio ${sharedDrafter.stats.costRatio?.toFixed(2)}`
             : '';
-        return `${a} ${med(tps[a]).toFixed(1)} tok/s ${(med(tps[a]) / off).toFixed(2)}x (drafted ${drafted}, accepted ${rate}${pauses})`;
+        // llama.cpp's speculation against llama.cpp's plain decoding; Tessera's against Tessera's.
+        const base = a.startsWith('llama') ? med(tps.llama) : off;
+        return `${a} ${med(tps[a]).toFixed(1)} tok/s ${(med(tps[a]) / base).toFixed(2)}x (drafted ${drafted}, accepted ${rate}${pauses})`;
       });
     console.log(
       `${w.name.padEnd(6)} prompt ${String(w.prompt.length).padStart(4)}  off ${off.toFixed(1)} tok/s  ${row.join('  ')}  ` +
-        `same output ${same}  [${arms.map((a) => `${a} ${tps[a].map((x) => x.toFixed(0)).join(' ')}`).join(' | ')}]`,
+        `same output ${same}${llama.size === 0 ? '' : ` (llama.cpp arms agree: ${llamaSame.every(Boolean)})`}  [${arms.map((a) => `${a} ${tps[a].map((x) => x.toFixed(0)).join(' ')}`).join(' | ')}]`,
     );
   }
   await draftEngine?.dispose();
+  for (const server of llama.values()) await server.stop();
   await engine.dispose();
 }
 

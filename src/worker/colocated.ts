@@ -38,7 +38,7 @@ import { EngineLoop, type MaxStepMs, type StepRunner } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
 import type { DraftModel } from './draft-model.js';
 import { loopHealth, poolHealth, speculationHealth } from './health.js';
-import { nodePageMap } from './page-map.js';
+import { nodePageMap, speculationView } from './page-map.js';
 import type { SamplingState, TokenSampler } from './step-results.js';
 import { constraintFor, prepareConstraints } from './constraints.js';
 import { promptLogprobsFor, type PromptLogprobs } from './prompt-logprobs.js';
@@ -235,6 +235,15 @@ export class ColocatedWorker {
       transfers: [],
       quarantined: [],
       totals: { 'tag mismatches': this.pool.numCheckFailures },
+      ...(this.#o.speculation === undefined || this.#o.speculation.maxDraft === 0
+        ? {}
+        : {
+            speculation: speculationView(
+              this.scheduler.specStats,
+              this.#loop.numRolledBack,
+              this.#o.drafter?.model.stats,
+            ),
+          }),
     });
   }
 

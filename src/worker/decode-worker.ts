@@ -60,7 +60,7 @@ import { EngineLoop } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
 import { speculationHealth } from './health.js';
 import { HookedRunner } from './hooked-runner.js';
-import { abortTotals, nodePageMap } from './page-map.js';
+import { abortTotals, nodePageMap, speculationView } from './page-map.js';
 import { notForClients, type PdWorkerOptions } from './pd-common.js';
 import { listenCluster, PdRole } from './pd-role.js';
 
@@ -85,6 +85,7 @@ export class DecodeWorker {
   readonly #role: PdRole;
   readonly #trace: TraceSink;
   readonly #drafter: PdWorkerOptions['drafter'];
+  readonly #speculates: boolean;
   readonly #loop: EngineLoop;
   readonly #driver: MachineDriver<DecodeInput, DecodeEffect>;
   readonly #decoding = new Map<RequestId, Decoding>();
@@ -101,6 +102,7 @@ export class DecodeWorker {
   private constructor(options: PdWorkerOptions, transport: Transport) {
     const { pool, faults } = options;
     this.#drafter = options.drafter;
+    this.#speculates = options.speculation !== undefined && options.speculation.maxDraft > 0;
     this.#role = new PdRole('decode', options, transport);
     this.modelName = options.modelName;
     this.root = options.root;
@@ -221,6 +223,15 @@ export class DecodeWorker {
         preempted: this.scheduler.numPreemptions,
         ...abortTotals(s.abortsByState),
       },
+      ...(this.#speculates
+        ? {
+            speculation: speculationView(
+              this.scheduler.specStats,
+              this.#loop.numRolledBack,
+              this.#drafter?.model.stats,
+            ),
+          }
+        : {}),
     });
   }
 
