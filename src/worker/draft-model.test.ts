@@ -45,6 +45,8 @@ const dense = createRefDense();
 const ops = createRefOps();
 const prepared = (config: ModelConfig) => prepareWeights(config, randomModel(config, 11).tensors, dense, ops);
 const weightsOnce = Promise.all([prepared(TARGET), prepared(DRAFT)]);
+/** A draft of the same shape from another seed: it never agrees with the target. */
+const strangerOnce = prepareWeights(DRAFT, randomModel(DRAFT, 99).tensors, dense, ops);
 
 function runnerOf(config: ModelConfig, weights: Awaited<ReturnType<typeof prepared>>, faults: Faults): ModelRunner {
   const shape = { numPages: 96, pageSize: PAGE_SIZE, numLayers: config.numLayers, numKvHeads: 2, headDim: 8 };
@@ -57,6 +59,7 @@ interface Run {
   readonly numDrafted: number;
   readonly numAccepted: number;
   readonly draftPagesHeld: number;
+  readonly numPauses: number;
   readonly fatal: unknown;
 }
 
@@ -65,14 +68,22 @@ async function generate(
   params: (i: number) => SamplingParams,
   speculation: SpecOptions | undefined,
   faults: Faults = NO_FAULTS,
+  stranger = false,
 ): Promise<Run> {
-  const [targetWeights, draftWeights] = await weightsOnce;
+  const [targetWeights, ownDraft] = await weightsOnce;
+  const draftWeights = stranger ? await strangerOnce : ownDraft;
   const runner = runnerOf(TARGET, targetWeights, faults);
   const pool = runner.pool;
   const drafter =
     speculation === undefined
       ? undefined
-      : new DraftModel({ runner: runnerOf(DRAFT, draftWeights, faults), maxBatch: speculation.maxBatch, faults });
+      : new DraftModel({
+          runner: runnerOf(DRAFT, draftWeights, faults),
+          maxBatch: speculation.maxBatch,
+          faults,
+          // The self-draft's runs must not depend on timing: it always pays; the stranger never does.
+          costRatio: stranger ? 0.5 : 0.01,
+        });
   const scheduler = schedulerFor('colocated', {
     pool,
     contextLength: 64,
@@ -132,7 +143,13 @@ async function generate(
   await loop.close();
   drafter?.sweep(scheduler); // what the loop does when it goes idle: every ended request's draft pages back
   if (fatal === undefined) drafter?.checkIntegrity();
-  return { outputs, ...scheduler.specStats, draftPagesHeld: drafter?.stats.numPagesHeld ?? 0, fatal };
+  return {
+    outputs,
+    ...scheduler.specStats,
+    draftPagesHeld: drafter?.stats.numPagesHeld ?? 0,
+    numPauses: drafter?.stats.numPauses ?? 0,
+    fatal,
+  };
 }
 
 const PROMPTS: readonly (readonly number[])[] = [
@@ -168,6 +185,18 @@ describe('speculative decoding with a draft model on real models', () => {
     const spec = await generate(prompts, sampled, SPEC);
     expect(spec.fatal).toBeUndefined();
     expect(spec.numAccepted).toBeGreaterThan(0);
+    for (const [rid, tokens] of plain.outputs) expect(spec.outputs.get(rid)).toEqual(tokens);
+  });
+
+  it('pauses a draft model that does not pay (a stranger: nothing accepted), and the answers stay the same', async () => {
+    const greedy = (): SamplingParams => samplingParams({ maxTokens: 40, temperature: 0, ignoreEos: true });
+    const plain = await generate(PROMPTS.slice(0, 2), greedy, undefined);
+    const spec = await generate(PROMPTS.slice(0, 2), greedy, SPEC, NO_FAULTS, true);
+    expect(spec.fatal).toBeUndefined();
+    expect(spec.numAccepted).toBe(0);
+    expect(spec.numPauses).toBeGreaterThan(0);
+    // Paused after its first few steps: far fewer drafts than the 80 tokens' worth it could make.
+    expect(spec.numDrafted).toBeLessThan(40);
     for (const [rid, tokens] of plain.outputs) expect(spec.outputs.get(rid)).toEqual(tokens);
   });
 

@@ -50,6 +50,8 @@ export interface DraftModelOptions {
   /** Most decodes in a step for which it drafts (SpecOptions.maxBatch). */
   readonly maxBatch: number;
   readonly faults: FaultSet;
+  /** A fixed cost ratio instead of the measured one (tests: a run that does not depend on timing). */
+  readonly costRatio?: number;
 }
 
 /** The draft model's counts for /health. */
@@ -266,6 +268,7 @@ export class DraftModel {
   }
 
   #costRatio(): number | undefined {
+    if (this.#o.costRatio !== undefined) return this.#o.costRatio;
     return this.#draftMsPerToken === undefined || this.#stepMs === undefined || this.#stepMs <= 0
       ? undefined
       : this.#draftMsPerToken / this.#stepMs;
