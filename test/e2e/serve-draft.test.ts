@@ -3,8 +3,9 @@
 // self-speculative draft written by bench/lib/first-layers.ts), its own KV pool, integrity checked
 // after every step in both pools. With the draft model and without speculation
 // (--spec-max-draft 0) every answer is the same, greedy and seeded, three at once; a json_schema
-// request (never drafted: one token per step under its grammar) validates; the drafts show in the
-// usage and in /health (drafter "model"); a draft of another vocabulary is refused at start (exit 2).
+// request (never drafted: one token per step under its grammar) validates; the drafts show in
+// /health (drafter "model", its pool, passes, cost ratio); a draft of another vocabulary is refused
+// at start (exit 2).
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -50,16 +51,27 @@ describe('speculative decoding with a draft model under tessera serve', () => {
   });
 
   it('reports the drafts per request (usage) and the draft model in /health', async () => {
+    // The first answers drafted (before the node measured what a draft costs); later ones may
+    // find the draft model paused: on a model this small a draft costs ~0.9 of a target step.
     const r = await complete(draft, PROMPTS[0]!, { temperature: 0 });
     const details = r.usage?.completion_tokens_details;
-    expect((details?.accepted_prediction_tokens ?? 0) + (details?.rejected_prediction_tokens ?? 0)).toBeGreaterThan(0);
+    if (details !== undefined) expect(details.accepted_prediction_tokens).toBeGreaterThanOrEqual(0);
     const health = (await (await fetch(`${draft.url}/health`)).json()) as {
-      speculation: { drafter: string; acceptedTokens: number; draftModel: { numPages: number; numPasses: number } };
+      speculation: {
+        drafter: string;
+        draftTokens: number;
+        acceptedTokens: number;
+        rolledBackPositions: number;
+        draftModel: { numPages: number; numPasses: number; costRatio: number };
+      };
     };
-    expect(health.speculation.drafter).toBe('model');
-    expect(health.speculation.acceptedTokens).toBeGreaterThan(0);
-    expect(health.speculation.draftModel.numPages).toBe(96);
-    expect(health.speculation.draftModel.numPasses).toBeGreaterThan(0);
+    const s = health.speculation;
+    expect(s.drafter).toBe('model');
+    expect(s.draftTokens).toBeGreaterThan(0);
+    expect(s.rolledBackPositions).toBe(s.draftTokens - s.acceptedTokens);
+    expect(s.draftModel.numPages).toBe(96);
+    expect(s.draftModel.numPasses).toBeGreaterThan(0);
+    expect(s.draftModel.costRatio).toBeGreaterThan(0);
   });
 
   it('keeps a json_schema answer to its schema with the draft model on', async () => {
