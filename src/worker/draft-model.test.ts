@@ -8,24 +8,13 @@
 //   - fault keep-draft-model-stamps: the draft pool's integrity check finds a rejected position
 //     still stamped, and the loop stops
 import { describe, expect, it } from 'vitest';
-import {
-  asRequestId,
-  asTenantId,
-  FaultSet,
-  NO_FAULTS,
-  samplingParams,
-  type FaultSet as Faults,
-  type GenerateRequest,
-  type RequestId,
-  type SamplingParams,
-} from '../core/index.js';
+import { FaultSet, NO_FAULTS, samplingParams, type FaultSet as Faults, type SamplingParams } from '../core/index.js';
 import { createRefDense, createRefOps } from '../kernels/index.js';
-import { ModelRunner, PRESET_CONFIGS, prepareWeights, randomModel, Sampler, type ModelConfig } from '../model/index.js';
+import { ModelRunner, PRESET_CONFIGS, prepareWeights, randomModel, type ModelConfig } from '../model/index.js';
 import { PagePool } from '../pages/index.js';
 import { DEFAULT_SPEC, type SpecOptions } from '../scheduler/index.js';
 import { DraftModel } from './draft-model.js';
-import { EngineLoop } from './engine-loop.js';
-import { schedulerFor } from './scheduler-for.js';
+import { runSpecLoop, type SpecRun } from './testing/spec-loop.js';
 
 const TARGET: ModelConfig = {
   ...PRESET_CONFIGS.tiny,
@@ -54,13 +43,9 @@ function runnerOf(config: ModelConfig, weights: Awaited<ReturnType<typeof prepar
   return new ModelRunner({ config, weights, dense, ops, pool, maxStepTokens: 64, maxStepLogits: 48 });
 }
 
-interface Run {
-  readonly outputs: Map<RequestId, number[]>;
-  readonly numDrafted: number;
-  readonly numAccepted: number;
+interface Run extends SpecRun {
   readonly draftPagesHeld: number;
   readonly numPauses: number;
-  readonly fatal: unknown;
 }
 
 async function generate(
@@ -73,7 +58,6 @@ async function generate(
   const [targetWeights, ownDraft] = await weightsOnce;
   const draftWeights = stranger ? await strangerOnce : ownDraft;
   const runner = runnerOf(TARGET, targetWeights, faults);
-  const pool = runner.pool;
   const drafter =
     speculation === undefined
       ? undefined
@@ -84,71 +68,20 @@ async function generate(
           // The self-draft's runs must not depend on timing: it always pays; the stranger never does.
           costRatio: stranger ? 0.5 : 0.01,
         });
-  const scheduler = schedulerFor('colocated', {
-    pool,
-    contextLength: 64,
-    maxRunningRequests: 8,
-    chunkedPrefillSize: 64,
-    maxWaiting: 1000,
-    faults,
-    eosTokenIds: [],
-    ...(speculation === undefined ? {} : { speculation }),
-  });
-  const requests: GenerateRequest[] = prompts.map((promptTokens, i) => ({
-    rid: asRequestId(`r${i}`),
-    tenant: asTenantId(`t${i % 2}`),
-    promptTokens,
-    sampling: params(i),
-  }));
-  const byRid = new Map(requests.map((r) => [r.rid, r]));
-  const outputs = new Map<RequestId, number[]>(requests.map((r) => [r.rid, []]));
-  let left = requests.length;
-  let fatal: unknown;
-  let ended!: () => void;
-  const done = new Promise<void>((resolve) => (ended = resolve));
-  const loop = new EngineLoop({
-    scheduler,
+  const run = await runSpecLoop({
     runner,
-    sampler: new Sampler(TARGET.vocabSize),
-    samplingOf: (rid) => {
-      const request = byRid.get(rid);
-      const view = scheduler.view(rid);
-      if (request === undefined || view === undefined) return undefined;
-      return {
-        params: request.sampling,
-        numOutputTokens: view.numOutputTokens,
-        outputTokens: () => scheduler.outputTokens(rid),
-      };
-    },
-    onEvents: (events) => {
-      for (const e of events) {
-        if (e.kind === 'token') outputs.get(e.rid)?.push(e.token);
-        if (e.kind === 'failed') throw e.error;
-        if (e.kind === 'finished' && --left === 0) ended();
-      }
-    },
-    onFatal: (error) => {
-      fatal = error;
-      ended();
-    },
+    prompts,
+    params,
     faults,
-    checkEveryStep: true,
-    maxStepMs: 'off',
-    pool,
+    ...(speculation === undefined ? {} : { speculation }),
     ...(drafter === undefined ? {} : { drafter }),
   });
-  for (const request of requests) expect(scheduler.admit(request).kind).toBe('admitted');
-  loop.start();
-  await done;
-  await loop.close();
-  drafter?.sweep(scheduler); // what the loop does when it goes idle: every ended request's draft pages back
-  if (fatal === undefined) drafter?.checkIntegrity();
+  drafter?.sweep(run.scheduler); // what the loop does when it goes idle: every ended request's draft pages back
+  if (run.fatal === undefined) drafter?.checkIntegrity();
   return {
-    outputs,
-    ...scheduler.specStats,
+    ...run,
     draftPagesHeld: drafter?.stats.numPagesHeld ?? 0,
     numPauses: drafter?.stats.numPauses ?? 0,
-    fatal,
   };
 }
 
