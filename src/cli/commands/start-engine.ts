@@ -46,21 +46,12 @@ export async function startEngine(config: ServeConfig, log: (line: string) => vo
   const draftSpec = config.speculation.maxDraft === 0 ? null : config.draftModel;
   if (draftSpec !== null) await checkDraftVocabulary(config, draftSpec, model); // before any weights load
   log('loading the weights on the engine thread');
-  const engine = await createThreadedEngine(
-    {
-      spec: config.model,
-      cacheDir: config.home,
-      deterministic: config.deterministic,
-      kvPages: plan.numPages,
-      pageSize: plan.pageSize,
-      kvDtype: plan.kvDtype,
-      maxStepTokens: config.chunkedPrefillSize,
-      // A prompt's own log-probabilities (echo), and speculation's drafts (at most maxBatch decodes draft).
-      maxStepLogits:
-        config.maxRunningRequests + PROMPT_LOGIT_ROWS + config.speculation.maxBatch * config.speculation.maxDraft,
-      faults: config.faults,
-    },
-    availableParallelism(),
+  const engine = await startThreadedEngine(
+    config,
+    config.model,
+    plan,
+    // A prompt's own log-probabilities (echo), and speculation's drafts (at most maxBatch decodes draft).
+    config.maxRunningRequests + PROMPT_LOGIT_ROWS + config.speculation.maxBatch * config.speculation.maxDraft,
   );
   const kernels = `${engine.kernels.dense} dense + ${engine.kernels.ops} ops${engine.kernels.batchInvariant ? ', batch-invariant' : ''}`;
   if (draftSpec === null) return { plan, model, engine, kernels };
@@ -88,7 +79,20 @@ async function startDraftModel(
   log: (line: string) => void,
 ): Promise<NonNullable<StartedEngine['drafter']>> {
   log(`loading the draft model ${spec} on its own engine thread`);
-  const engine = await createThreadedEngine(
+  // Its pool holds as many tokens as the target's; a step drafts for at most maxBatch decodes.
+  const engine = await startThreadedEngine(config, spec, plan, config.speculation.maxBatch);
+  const model = new DraftModel({ runner: engine.runner, maxBatch: config.speculation.maxBatch, faults: config.faults });
+  return { name: spec, model, engine };
+}
+
+/** A model's engine on its own thread over a pool of the plan's shape (the target's, and a draft model's). */
+function startThreadedEngine(
+  config: ServeConfig,
+  spec: string,
+  plan: PoolPlan,
+  maxStepLogits: number,
+): Promise<ThreadedEngine> {
+  return createThreadedEngine(
     {
       spec,
       cacheDir: config.home,
@@ -97,11 +101,9 @@ async function startDraftModel(
       pageSize: plan.pageSize,
       kvDtype: plan.kvDtype,
       maxStepTokens: config.chunkedPrefillSize,
-      maxStepLogits: config.speculation.maxBatch,
+      maxStepLogits,
       faults: config.faults,
     },
     availableParallelism(),
   );
-  const model = new DraftModel({ runner: engine.runner, maxBatch: config.speculation.maxBatch, faults: config.faults });
-  return { name: spec, model, engine };
 }
