@@ -9,14 +9,24 @@
 //   free    free generation from a short prompt (no text to copy: drafts only when the output
 //           repeats itself, as random models' greedy outputs do).
 // Prints per workload tok/s on/off, the ratio, and the acceptance rate; asserts nothing.
+// With --draft-model SPEC (a model of the same vocabulary; `--draft-layers n` writes the --model
+// directory's first n layers as one, a self-speculative draft: bench/lib/first-layers.ts) a third
+// arm drafts with it (worker/draft-model.ts), in the same interleaved rounds.
 //
 //   node --import ./bench/lib/register-ts.mjs bench/spec.ts [--model /tmp/h2-m100.gguf] [--tokens 64]
-//        [--rounds 3] [--max-draft 4] [--threads N]
+//        [--rounds 3] [--max-draft 4] [--threads N] [--draft-model SPEC | --draft-layers N] [--only free,text]
+//        [--llama]
+// --llama (GGUF models): llama.cpp's natively built llama-server on the same files at the same
+// threads, in the same rounds: plain, its lookup decoding (--spec-type ngram-simple) and, with
+// --draft-model, its draft model (--model-draft); decode tok/s from its own timings.
 import { availableParallelism, loadavg } from 'node:os';
 import { asRequestId, DEFAULT_TENANT, NO_FAULTS, samplingParams, type RequestId } from '../src/core/index.js';
 import { createEngine, loadModel, Sampler, type Engine } from '../src/model/index.js';
 import { DEFAULT_SPEC, type SpecOptions } from '../src/scheduler/index.js';
+import { DraftModel } from '../src/worker/draft-model.js';
 import { EngineLoop } from '../src/worker/engine-loop.js';
+import { writeFirstLayers } from './lib/first-layers.js';
+import { llamaNativeBin, startLlamaServer, type LlamaServer } from './lib/llama-native.js';
 import { schedulerFor } from '../src/worker/scheduler-for.js';
 
 const args = process.argv.slice(2);
@@ -29,6 +39,57 @@ const TOKENS = Number(flag('--tokens', '64'));
 const ROUNDS = Number(flag('--rounds', '3'));
 const THREADS = Number(flag('--threads', String(availableParallelism())));
 const SPEC: SpecOptions = { ...DEFAULT_SPEC, maxDraft: Number(flag('--max-draft', String(DEFAULT_SPEC.maxDraft))) };
+const DRAFT_LAYERS = flag('--draft-layers', '');
+const DRAFT_MODEL =
+  DRAFT_LAYERS !== ''
+    ? await writeFirstLayers(MODEL, `/tmp/bench-spec-draft-${DRAFT_LAYERS}`, Number(DRAFT_LAYERS))
+    : flag('--draft-model', '');
+const ONLY = flag('--only', '');
+/** The arms: plain decoding, prompt lookup, a draft model; llama.cpp's (llama-server) likewise. */
+type Arm = 'off' | 'lookup' | 'draft' | 'llama' | 'llama-lookup' | 'llama-draft';
+type OwnArm = 'off' | 'lookup' | 'draft';
+
+/** One greedy completion from llama-server: its decode tok/s, drafted and accepted tokens, ids. */
+async function runLlama(server: LlamaServer, prompt: readonly number[], maxTokens: number): Promise<Outcome> {
+  // A server with a draft model can answer /health before it loaded both: 503 "Loading model".
+  for (let tries = 0; ; tries++) {
+    const got = await completeLlama(server, prompt, maxTokens);
+    if (got !== 'loading' || tries === 240)
+      return got === 'loading' ? Promise.reject(new Error('llama-server never loaded')) : got;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
+
+async function completeLlama(
+  server: LlamaServer,
+  prompt: readonly number[],
+  maxTokens: number,
+): Promise<Outcome | 'loading'> {
+  const response = await fetch(`${server.url}/completion`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      prompt,
+      n_predict: maxTokens,
+      temperature: 0,
+      top_k: 1,
+      ignore_eos: true,
+      cache_prompt: false,
+      return_tokens: true,
+    }),
+  });
+  if (response.status === 503) return 'loading';
+  const body = (await response.json()) as {
+    tokens?: number[];
+    timings: { predicted_per_second: number; draft_n?: number; draft_n_accepted?: number };
+  };
+  return {
+    ids: body.tokens ?? [],
+    decodeTokensPerS: body.timings.predicted_per_second,
+    drafted: body.timings.draft_n ?? 0,
+    accepted: body.timings.draft_n_accepted ?? 0,
+  };
+}
 
 interface Outcome {
   readonly ids: number[];
@@ -38,8 +99,20 @@ interface Outcome {
 }
 
 let seq = 0;
+let sharedDrafter: DraftModel | undefined;
 /** One greedy request through a fresh scheduler and engine loop on the engine's pool. */
-async function run(engine: Engine, prompt: readonly number[], maxTokens: number, spec: boolean): Promise<Outcome> {
+async function run(
+  engine: Engine,
+  prompt: readonly number[],
+  maxTokens: number,
+  arm: OwnArm,
+  draftEngine?: Engine,
+): Promise<Outcome> {
+  const spec = arm !== 'off';
+  // One draft model for the whole run, as a server has: what it learnt of its cost and acceptance stays.
+  if (arm === 'draft' && draftEngine !== undefined && sharedDrafter === undefined)
+    sharedDrafter = new DraftModel({ runner: draftEngine.runner, maxBatch: SPEC.maxBatch, faults: NO_FAULTS });
+  const drafter = arm === 'draft' ? sharedDrafter : undefined;
   const pool = engine.pool;
   const scheduler = schedulerFor('colocated', {
     pool,
@@ -49,7 +122,7 @@ async function run(engine: Engine, prompt: readonly number[], maxTokens: number,
     maxWaiting: 4,
     faults: NO_FAULTS,
     eosTokenIds: [],
-    ...(spec ? { speculation: SPEC } : {}),
+    ...(spec ? { speculation: arm === 'draft' ? { ...SPEC, drafter: 'model' as const } : SPEC } : {}),
   });
   const rid: RequestId = asRequestId(`bench-${seq++}`);
   const sampling = samplingParams({ maxTokens, temperature: 0, ignoreEos: true });
@@ -88,11 +161,13 @@ async function run(engine: Engine, prompt: readonly number[], maxTokens: number,
     checkEveryStep: false,
     maxStepMs: 'off',
     pool,
+    ...(drafter === undefined ? {} : { drafter }),
   });
   scheduler.admit({ rid, tenant: DEFAULT_TENANT, promptTokens: prompt, sampling });
   loop.start();
   await done;
   await loop.close();
+  drafter?.sweep(scheduler); // its pages back to the draft pool for the next run
   // (Its prefix cache keeps its pages cached in the pool: each run has a fresh scheduler, so no hits.)
   const { numDrafted, numAccepted } = scheduler.specStats;
   return {
@@ -122,7 +197,41 @@ async function main(): Promise<void> {
   const vocab = model.config.vocabSize;
   const seedPrompt = Array.from({ length: 48 }, (_, i) => 300 + ((i * 7919) % Math.max(1, vocab - 400)));
   // The text to quote: the model's own greedy continuation of the seed prompt.
-  const text = (await run(engine, seedPrompt, 160, false)).ids;
+  const text = (await run(engine, seedPrompt, 160, 'off')).ids;
+  const draftEngine =
+    DRAFT_MODEL === ''
+      ? undefined
+      : await createEngine(await loadModel(DRAFT_MODEL, {}), {
+          kvPages: 2048,
+          pageSize: 16,
+          threads: THREADS,
+          maxStepLogits: SPEC.maxBatch,
+        });
+  const arms: Arm[] = draftEngine === undefined ? ['lookup', 'off'] : ['lookup', 'draft', 'off'];
+  const llama = new Map<Arm, LlamaServer>();
+  if (args.includes('--llama')) {
+    const found = llamaNativeBin();
+    if ('why' in found) console.log(`llama.cpp: none (${found.why})`);
+    else {
+      const base = { model: MODEL, threads: THREADS, parallel: 1, slotContext: 2048 };
+      const variants: [Arm, readonly string[]][] = [
+        ['llama', []],
+        ['llama-lookup', ['--spec-type', 'ngram-simple', '--spec-draft-n-max', String(SPEC.maxDraft)]],
+        ...(DRAFT_MODEL === ''
+          ? []
+          : ([
+              [
+                'llama-draft',
+                ['--model-draft', DRAFT_MODEL, '--spec-draft-n-max', String(SPEC.maxDraft), '-td', String(THREADS)],
+              ],
+            ] as [Arm, readonly string[]][])),
+      ];
+      for (const [arm, extraArgs] of variants) {
+        llama.set(arm, await startLlamaServer(found.bin, { ...base, extraArgs }));
+        arms.push(arm);
+      }
+    }
+  }
   const workloads: { readonly name: string; readonly prompt: readonly number[] }[] = [
     { name: 'quote', prompt: [...seedPrompt, ...text, ...seedPrompt] },
     // The model's own text so far (S G): where its greedy output repeats itself, the rest of the
@@ -139,38 +248,64 @@ async function main(): Promise<void> {
   console.log(`the model's greedy text: period ${periodOf(text) ?? 'none'} in its last 64 tokens`);
   console.log(
     `bench:spec  model ${MODEL}  kernels ${engine.kernels.dense}/${engine.kernels.ops}  threads ${THREADS}  ` +
-      `tokens ${TOKENS}  rounds ${ROUNDS}  max draft ${SPEC.maxDraft}  load ${loadavg()
+      `tokens ${TOKENS}  rounds ${ROUNDS}  max draft ${SPEC.maxDraft}  draft model ${DRAFT_MODEL || 'none'}  load ${loadavg()
         .map((x) => x.toFixed(1))
         .join(' ')}`,
   );
   for (const w of workloads) {
-    const on: number[] = [];
-    const off: number[] = [];
-    let drafted = 0;
-    let accepted = 0;
+    if (ONLY !== '' && !ONLY.split(',').includes(w.name)) continue;
+    const tps = Object.fromEntries(arms.map((a) => [a, [] as number[]])) as Record<Arm, number[]>;
+    const counts = Object.fromEntries(arms.map((a) => [a, { drafted: 0, accepted: 0 }])) as Record<
+      Arm,
+      { drafted: number; accepted: number }
+    >;
+    const llamaSame: boolean[] = [];
     let same = true;
     for (let round = 0; round < ROUNDS; round++) {
-      const order = round % 2 === 0 ? [true, false] : [false, true];
-      const got: Record<string, number[]> = {};
-      for (const spec of order) {
-        const o = await run(engine, w.prompt, TOKENS, spec);
-        (spec ? on : off).push(o.decodeTokensPerS);
-        got[String(spec)] = o.ids;
-        if (spec) {
-          drafted += o.drafted;
-          accepted += o.accepted;
-        }
+      // Rotate the order each round so a drifting load hits every arm alike.
+      const order = arms.map((_, i) => arms[(i + round) % arms.length] as Arm);
+      const got: string[] = [];
+      for (const arm of order) {
+        const server = llama.get(arm);
+        const o =
+          server === undefined
+            ? await run(engine, w.prompt, TOKENS, arm as OwnArm, draftEngine)
+            : await runLlama(server, w.prompt, TOKENS);
+        tps[arm].push(o.decodeTokensPerS);
+        got.push(JSON.stringify(o.ids));
+        counts[arm].drafted += o.drafted;
+        counts[arm].accepted += o.accepted;
       }
-      same &&= JSON.stringify(got['true']) === JSON.stringify(got['false']);
+      // Tessera's arms give one output; llama.cpp's arms theirs (its kernels round differently).
+      const own = order.flatMap((a, i) => (llama.has(a) ? [] : [got[i]]));
+      const theirs = order.flatMap((a, i) => (llama.has(a) ? [got[i]] : []));
+      same &&= own.every((g) => g === own[0]);
+      llamaSame.push(theirs.every((g) => g === theirs[0]));
     }
     const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
+    const off = med(tps.off);
+    const row = arms
+      .filter((a) => a !== 'off')
+      .map((a) => {
+        if (a === 'llama')
+          return `llama ${med(tps[a]).toFixed(1)} tok/s (tessera off / llama ${(off / med(tps[a])).toFixed(2)}x)`;
+        const { drafted, accepted } = counts[a];
+        const rate = drafted === 0 ? '-' : `${((100 * accepted) / drafted).toFixed(0)}%`;
+        const pauses =
+          a === 'draft' && sharedDrafter !== undefined
+            ? `, pauses ${sharedDrafter.stats.numPauses}, cost ratio ${sharedDrafter.stats.costRatio?.toFixed(2)}`
+            : '';
+        // llama.cpp's speculation against llama.cpp's plain decoding; Tessera's against Tessera's.
+        const base = a.startsWith('llama') ? med(tps.llama) : off;
+        return `${a} ${med(tps[a]).toFixed(1)} tok/s ${(med(tps[a]) / base).toFixed(2)}x (drafted ${drafted}, accepted ${rate}${pauses})`;
+      });
     console.log(
-      `${w.name.padEnd(6)} prompt ${String(w.prompt.length).padStart(4)}  on ${med(on).toFixed(1)} tok/s  ` +
-        `off ${med(off).toFixed(1)} tok/s  ratio ${(med(on) / med(off)).toFixed(2)}x  ` +
-        `drafted ${drafted} accepted ${accepted} (${drafted === 0 ? '-' : ((100 * accepted) / drafted).toFixed(0)}%)  ` +
-        `same output ${same}  [on ${on.map((x) => x.toFixed(0)).join(' ')} | off ${off.map((x) => x.toFixed(0)).join(' ')}]`,
+      `${w.name.padEnd(6)} prompt ${String(w.prompt.length).padStart(4)}  off ${off.toFixed(1)} tok/s  ${row.join('  ')}  ` +
+        `same output ${same}${llama.size === 0 ? '' : ` (llama.cpp arms agree: ${llamaSame.every(Boolean)})`}  [${arms.map((a) => `${a} ${tps[a].map((x) => x.toFixed(0)).join(' ')}`).join(' | ')}]`,
     );
   }
+  await draftEngine?.dispose();
+  for (const server of llama.values()) await server.stop();
   await engine.dispose();
 }
 

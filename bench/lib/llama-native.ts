@@ -105,7 +105,7 @@ export interface LlamaServer {
  */
 export async function startLlamaServer(
   bin: string,
-  o: { model: string; threads: number; parallel: number; slotContext: number },
+  o: { model: string; threads: number; parallel: number; slotContext: number; extraArgs?: readonly string[] },
 ): Promise<LlamaServer> {
   const port = await freePort();
   const child = spawn(
@@ -126,6 +126,7 @@ export async function startLlamaServer(
       '--port',
       String(port),
       '--no-webui',
+      ...(o.extraArgs ?? []),
     ],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );

@@ -3,7 +3,8 @@
 // pool as a grid (one cell per page, coloured by state, the owning tenant as hue, epoch and owner
 // on hover, a flash when a page changes owner or epoch), transfers in flight, quarantined pages
 // and why, its cache tiers (pool, disk, peer: pages, hits, misses, refused loads by reason), totals,
-// requests by outcome, `tessera plan`'s lines, and four small live charts
+// requests by outcome, speculation (drafted, accepted, acceptance, rolled back, a draft model's
+// pool), `tessera plan`'s lines, and four small live charts
 // (step time, batch size, tokens/s, queue depth) from the differences of the loop's counters.
 // On the router it draws every worker it knows and the pairs in flight.
 // Must never: load anything from elsewhere, or put the admin key anywhere but the requests it sends.
@@ -160,6 +161,15 @@ pre{margin:0;font:10.5px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace;color:
     }
     table(panel(n.row, "transfers in flight"), ["request", "phase", "peer", "pages", "bytes"], m.transfers.map(function (t) { return [t.rid, t.phase, t.peer, t.numPages, bytes(t.bytes)]; }), "none");
     table(panel(n.row, "quarantined pages"), ["request", "pages", "why", "until"], m.quarantined.map(function (q) { return [q.rid, q.numPages, q.reason, "AbortAck / close of " + q.waitingFor]; }), "none");
+    if (m.speculation) {
+      var sp = m.speculation, sq = panel(n.row, "speculation (" + (sp.drafter === "model" ? "draft model" : "prompt lookup") + ")"); sq.dataset.panel = "speculation";
+      var rate = function (a, d) { return d > 0 ? (100 * a / d).toFixed(0) + "%" : "-"; }, was = n.prevSpec || sp;
+      var specRows = [["drafted", sp.drafted], ["accepted", sp.accepted], ["acceptance", rate(sp.accepted, sp.drafted)],
+        ["acceptance, last interval", rate(sp.accepted - was.accepted, sp.drafted - was.drafted)], ["rolled back", sp.rolledBack]];
+      if (sp.draftPool) specRows.push(["draft pool pages", sp.draftPool.pagesHeld + " / " + sp.draftPool.numPages + (sp.draftPool.paused ? " (paused: not paying)" : "")]);
+      table(sq, ["", ""], specRows, "none");
+      n.prevSpec = sp;
+    }
     var totals = Object.keys(m.totals).filter(function (k) { return m.totals[k] > 0; });
     var outcomes = Object.keys(view.outcomes).filter(function (k) { return k !== "success" && view.outcomes[k] > 0; });
     var t2 = panel(n.row, "failures by code, totals");

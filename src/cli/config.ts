@@ -44,6 +44,7 @@ export interface ServeFlags {
   readonly kvDisk?: string;
   readonly kvDiskSize?: string;
   readonly specMaxDraft?: string;
+  readonly draftModel?: string;
 }
 
 /** --kv-disk: the directory of the disk tier under the prefix cache, and its size bound. */
@@ -79,8 +80,10 @@ export interface ServeConfig {
   readonly checkEveryStep: boolean;
   /** The disk tier (--kv-disk DIR, --kv-disk-size); null: none, an evicted prefix is gone. */
   readonly kvDisk: KvDiskConfig | null;
-  /** Prompt-lookup speculative decoding (--spec-max-draft; maxDraft 0: off). */
+  /** Speculative decoding (--spec-max-draft; maxDraft 0: off): prompt lookup, or a draft model's drafts (drafter 'model'). */
   readonly speculation: SpecOptions;
+  /** --draft-model: a smaller model of the same vocabulary that drafts (a spec as --model takes); null: prompt lookup. */
+  readonly draftModel: string | null;
 }
 
 /** The pool flags shared by serve and plan. */
@@ -154,7 +157,9 @@ export function parseServeConfig(flags: ServeFlags, env: Env): ServeConfig {
       ...(flags.specMaxDraft === undefined
         ? {}
         : { maxDraft: parseCount(flags.specMaxDraft, '--spec-max-draft', 0, 16) }),
+      ...(flags.draftModel === undefined ? {} : { drafter: 'model' as const }),
     },
+    draftModel: flags.draftModel ?? null,
   };
 }
 

@@ -182,6 +182,10 @@ export const NOT_CACHES: readonly StateDeclaration[] = [
   { site: 'src/worker/decode-worker.ts:#decoding', why: 'requests being decoded' },
   { site: 'src/worker/prefill-worker.ts:#jobs', why: 'requests being prefilled' },
   {
+    site: 'src/worker/draft-model.ts:#seqs',
+    why: "each decoding request's draft-pool page table, by request id: its own KV only, released when it stops decoding",
+  },
+  {
     site: 'src/worker/prefill-worker.ts:#hints',
     why: "the router's prefix-holder hint of a request, until its admission (bounded)",
   },

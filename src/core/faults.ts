@@ -152,6 +152,11 @@ export const FAULT_NAMES = [
   'batch-ignore-tenant',
   /** A request's LoRA adapter is left out of its KV namespace: a prompt cached under adapter A (or the base model) is reused under adapter B. */
   'lora-drop-from-key',
+  /**
+   * Speculative decoding with a draft model: the draft model's own pool keeps the stamps of positions the target
+   * rejected (no rollback there). Negative control of the draft pool's integrity check (worker/draft-model.ts).
+   */
+  'keep-draft-model-stamps',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

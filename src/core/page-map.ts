@@ -59,6 +59,18 @@ export interface TierView {
   readonly refused: Readonly<Record<string, number>>;
 }
 
+/** Speculative decoding on a node (co-located or decode), cumulative: the dashboard's speculation panel. */
+export interface SpeculationView {
+  /** Where drafts come from: the request's own text (prompt lookup) or a draft model. */
+  readonly drafter: 'lookup' | 'model';
+  readonly drafted: number;
+  readonly accepted: number;
+  /** Rejected positions whose stamps were rolled back (the target's pool). */
+  readonly rolledBack: number;
+  /** A draft model's own pool: pages held of all, and whether it is paused (not paying). */
+  readonly draftPool?: { readonly pagesHeld: number; readonly numPages: number; readonly paused: boolean };
+}
+
 /** One node's pool and work, from its back end. */
 export interface NodePageMap {
   readonly kind: 'node';
@@ -83,6 +95,8 @@ export interface NodePageMap {
   readonly totals: Readonly<Record<string, number>>;
   /** The node's cache tiers, in order of lookup (pool, disk, peer); absent on a back end that keeps none. */
   readonly tiers?: readonly TierView[];
+  /** Speculative decoding's counts; absent on a node that does not speculate (a prefill). */
+  readonly speculation?: SpeculationView;
 }
 
 /** A client request the router is relaying: its pair and how far it got. */

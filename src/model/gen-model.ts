@@ -35,7 +35,7 @@ export interface GenModelOptions {
   readonly seed?: number;
   readonly dtype?: GenDType;
   readonly onProgress?: (progress: GenProgress) => void;
-  /** Test-only shape changes on top of the preset (API only, not a CLI flag). */
+  /** Shape changes on top of the preset: tests; the CLI sets numLayers only (--layers, a truncated draft model). */
   readonly overrides?: GenOverrides;
 }
 

@@ -62,6 +62,7 @@ export {
 } from './builtin.js';
 export { packageRoot } from './package-root.js';
 export { readGguf, type GgufFile, type GgufTensorInfo } from './gguf-reader.js';
+export { vocabularyMismatch } from './draft-vocab.js';
 export { readSafetensors } from './safetensors.js';
 export { forward, type ForwardBatch, type ForwardModel, type ForwardSeq } from './forward.js';
 export { forwardFor, forwardGemma3 } from './forward-gemma3.js';

@@ -44,6 +44,7 @@ import { PageOps } from './page-ops.js';
 import { planStep } from './plan.js';
 import type { PrefillLimit } from './step-budget.js';
 import { slotsOfPage, viewOf, type PageTable, type SchedRequest } from './request-state.js';
+import type { DraftCandidate } from './spec-lookup.js';
 import type {
   AbortResult,
   AdmitResult,
@@ -516,6 +517,21 @@ export class Scheduler {
   /** Speculation so far: draft tokens verified and accepted over every request. */
   get specStats(): { readonly numDrafted: number; readonly numAccepted: number } {
     return { numDrafted: this.#numDrafted, numAccepted: this.#numAccepted };
+  }
+
+  /**
+   * The decoding requests, in start order, and how many decode in all: a draft model drafts for
+   * the speculating ones before the step that plans them (worker/draft-model.ts). Read only.
+   */
+  get decodingDrafts(): { readonly numDecoding: number; readonly drafting: readonly DraftCandidate[] } {
+    const drafting: DraftCandidate[] = [];
+    let numDecoding = 0;
+    for (const r of this.#book.running) {
+      if (r.state.kind !== 'decoding') continue;
+      numDecoding++;
+      if (r.draft !== undefined) drafting.push(r as DraftCandidate);
+    }
+    return { numDecoding, drafting };
   }
 
   #firstUncovered(tags: readonly Tag[], numTokens: number): number | undefined {

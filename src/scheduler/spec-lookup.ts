@@ -22,7 +22,13 @@
 // minAcceptance (after a few drafts), drafting pauses for a cool-down of steps that doubles each
 // time (8, 16, ... 128), then tries again with k = 1: a request whose text never repeats stops
 // paying for rows that are always rejected.
+//
+// With a draft model (--draft-model, `drafter: 'model'`) the tokens come from the worker
+// (worker/draft-model.ts), which drafts greedily with the small model before each step and
+// offers them here with the length of the text they continue; the adaptive length and the
+// cool-down are the same, and a proposal is only ever an offer made for the tokens as they are.
 import { assert } from '../core/index.js';
+import type { Owner } from '../pages/index.js';
 
 /** Prompt-lookup speculation's settings (--spec-max-draft and its defaults). */
 export interface SpecOptions {
@@ -35,6 +41,8 @@ export interface SpecOptions {
   readonly minNgram: number;
   /** Below this decayed acceptance rate drafting pauses (cool-down). */
   readonly minAcceptance: number;
+  /** Where drafts come from: the request's own text (default) or a draft model's offers. */
+  readonly drafter?: 'lookup' | 'model';
 }
 
 export const DEFAULT_SPEC: SpecOptions = { maxDraft: 4, maxBatch: 4, maxNgram: 4, minNgram: 2, minAcceptance: 0.2 };
@@ -100,10 +108,22 @@ function keyOf(tokens: readonly number[], start: number, end: number): string {
   return key;
 }
 
+/** What a worker's draft model sees of a decoding request (Scheduler.decodingDrafts). */
+export interface DraftCandidate extends Owner {
+  readonly maxTokens: number;
+  readonly numPromptTokens: number;
+  /** The prompt, then every output token; the last one is not computed yet. */
+  readonly tokens: readonly number[];
+  readonly draft: DraftState;
+}
+
 /** One request's speculation: its index, its adaptive draft length, and its counts. */
 export class DraftState {
   readonly #o: SpecOptions;
   readonly #index: NgramIndex;
+  /** A draft model's tokens, offered for the text of length `atLength` (drafter 'model'). */
+  #offer: { readonly atLength: number; readonly tokens: readonly number[] } | undefined;
+  #minAcceptance: number;
   #k: number;
   #decayedDrafted = 0;
   #decayedAccepted = 0;
@@ -113,8 +133,13 @@ export class DraftState {
   numDrafted = 0;
   numAccepted = 0;
 
+  /** The first position whose token is real (a decode node's prompt ids are placeholders). */
+  readonly from: number;
+
   constructor(options: SpecOptions, from = 0) {
     this.#o = options;
+    this.from = from;
+    this.#minAcceptance = options.minAcceptance;
     this.#index = new NgramIndex(options.minNgram, options.maxNgram, from);
     this.#k = Math.max(1, Math.ceil(options.maxDraft / 2));
   }
@@ -123,9 +148,34 @@ export class DraftState {
   propose(tokens: readonly number[], limit: number): number[] {
     if (this.#coolDownLeft > 0) {
       this.#coolDownLeft--;
+      this.#offer = undefined;
       return [];
     }
-    return this.#index.draft(tokens, Math.min(this.#k, this.#o.maxDraft, limit));
+    const k = Math.min(this.#k, this.#o.maxDraft, limit);
+    if (this.#o.drafter !== 'model') return this.#index.draft(tokens, k);
+    const offer = this.#offer;
+    this.#offer = undefined;
+    return offer === undefined || offer.atLength !== tokens.length ? [] : offer.tokens.slice(0, k);
+  }
+
+  /** Whether drafts come from a draft model's offers (worker/draft-model.ts). */
+  get byModel(): boolean {
+    return this.#o.drafter === 'model';
+  }
+
+  /** A draft model's tokens continuing the text of length `atLength`, for the next propose(). */
+  offer(atLength: number, tokens: readonly number[]): void {
+    assert(this.#o.drafter === 'model', "DraftState.offer: drafts come from the request's own text");
+    this.#offer = { atLength, tokens };
+  }
+
+  /**
+   * The acceptance rate below which drafting pauses: a draft model's worker sets it to what a
+   * draft token costs against a target step (a drafted token pays only if it is accepted more
+   * often than that), within [0.05, 0.95].
+   */
+  setMinAcceptance(rate: number): void {
+    this.#minAcceptance = Math.min(0.95, Math.max(0.05, rate));
   }
 
   /** A verified step: `numDrafted` tokens proposed, the first `numAccepted` of them accepted. */
@@ -137,7 +187,7 @@ export class DraftState {
     this.#decayedDrafted = this.#decayedDrafted * DECAY + numDrafted;
     this.#decayedAccepted = this.#decayedAccepted * DECAY + numAccepted;
     this.#k = numAccepted === numDrafted ? Math.min(this.#o.maxDraft, this.#k + 1) : Math.max(1, numAccepted + 1);
-    if (this.#decayedDrafted >= MIN_EVIDENCE && this.#decayedAccepted < this.#o.minAcceptance * this.#decayedDrafted) {
+    if (this.#decayedDrafted >= MIN_EVIDENCE && this.#decayedAccepted < this.#minAcceptance * this.#decayedDrafted) {
       this.#coolDownLeft = this.#nextCoolDown;
       this.#nextCoolDown = Math.min(MAX_COOLDOWN_STEPS, 2 * this.#nextCoolDown);
       this.#decayedDrafted = 0;

@@ -39,8 +39,9 @@ import type { KvEventSink, KvSpill, PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent, type SpecOptions } from '../scheduler/index.js';
 import { EngineLoop, type MaxStepMs, type StepRunner } from './engine-loop.js';
 import { schedulerFor } from './scheduler-for.js';
+import type { DraftModel } from './draft-model.js';
 import { loopHealth, poolHealth, speculationHealth } from './health.js';
-import { nodePageMap } from './page-map.js';
+import { nodePageMap, speculationView } from './page-map.js';
 import type { SamplingState, TokenSampler } from './step-results.js';
 import { constraintFor, prepareConstraints } from './constraints.js';
 import { promptLogprobsFor, type PromptLogprobs } from './prompt-logprobs.js';
@@ -75,6 +76,8 @@ export interface ColocatedWorkerOptions {
   readonly maxStepMs?: MaxStepMs;
   /** Prompt-lookup speculative decoding (--spec-max-draft; scheduler/spec-lookup.ts); absent: off. */
   readonly speculation?: SpecOptions;
+  /** A draft model for speculation (--draft-model; draft-model.ts; speculation.drafter 'model'); absent: prompt lookup. */
+  readonly drafter?: { readonly name: string; readonly model: DraftModel };
   readonly maxWaiting: number;
   readonly faults: FaultSet;
   /** Integrity after every step (tests); otherwise only when idle. */
@@ -143,6 +146,7 @@ export class ColocatedWorker {
       checkEveryStep: options.checkEveryStep,
       ...(options.maxStepMs === undefined ? {} : { maxStepMs: options.maxStepMs }),
       pool, // speculation's rollback of rejected drafts (spec-verify.ts)
+      ...(options.drafter === undefined ? {} : { drafter: options.drafter.model }),
     });
     this.#loop.start();
   }
@@ -215,7 +219,13 @@ export class ColocatedWorker {
         ...poolHealth(this.pool),
         idle: this.scheduler.isIdle,
         ...loopHealth(loop, this.#o.checkEveryStep),
-        ...speculationHealth(this.scheduler.specStats, this.#loop.numRolledBack),
+        ...speculationHealth(
+          this.scheduler.specStats,
+          this.#loop.numRolledBack,
+          this.#o.drafter === undefined
+            ? undefined
+            : { name: this.#o.drafter.name, stats: this.#o.drafter.model.stats },
+        ),
         ...this.#o.healthDetail,
       },
     };
@@ -244,6 +254,15 @@ export class ColocatedWorker {
       transfers: [],
       quarantined: [],
       totals: { 'tag mismatches': this.pool.numCheckFailures },
+      ...(this.#o.speculation === undefined || this.#o.speculation.maxDraft === 0
+        ? {}
+        : {
+            speculation: speculationView(
+              this.scheduler.specStats,
+              this.#loop.numRolledBack,
+              this.#o.drafter?.model.stats,
+            ),
+          }),
     });
   }
 

@@ -57,6 +57,7 @@ import type { TokenConstraint } from '../grammar/index.js';
 import { constraintFor } from './constraints.js';
 import type { EngineLoop } from './engine-loop.js';
 import { speculationHealth } from './health.js';
+import { speculationView } from './page-map.js';
 import { notForClients, type PdWorkerOptions } from './pd-common.js';
 import { listenCluster, PdRole } from './pd-role.js';
 
@@ -80,6 +81,8 @@ export class DecodeWorker {
   readonly transport: Transport;
   readonly #role: PdRole;
   readonly #tracer: Tracer;
+  readonly #drafter: PdWorkerOptions['drafter'];
+  readonly #speculates: boolean;
   readonly #loop: EngineLoop;
   readonly #driver: MachineDriver<DecodeInput, DecodeEffect>;
   readonly #decoding = new Map<RequestId, Decoding>();
@@ -95,6 +98,8 @@ export class DecodeWorker {
 
   private constructor(options: PdWorkerOptions, transport: Transport) {
     const { pool, faults } = options;
+    this.#drafter = options.drafter;
+    this.#speculates = options.speculation !== undefined && options.speculation.maxDraft > 0;
     this.#role = new PdRole('decode', options, transport);
     this.modelName = options.modelName;
     this.root = options.root;
@@ -130,7 +135,10 @@ export class DecodeWorker {
       before: (items) => this.#beforeStep(items),
       onEvents: (events) => this.#onEvents(events),
       onFatal: (error) => this.#onFatal(error),
-      more: { pool }, // speculation's rollback of rejected drafts (spec-verify.ts)
+      more: {
+        pool, // speculation's rollback of rejected drafts (spec-verify.ts)
+        ...(options.drafter === undefined ? {} : { drafter: options.drafter.model }),
+      },
     });
   }
 
@@ -155,7 +163,11 @@ export class DecodeWorker {
       receiving: this.scheduler.numReceiving,
       quarantined: this.scheduler.numQuarantined,
       preempted: this.scheduler.numPreemptions,
-      ...speculationHealth(this.scheduler.specStats, this.#loop.numRolledBack),
+      ...speculationHealth(
+        this.scheduler.specStats,
+        this.#loop.numRolledBack,
+        this.#drafter === undefined ? undefined : { name: this.#drafter.name, stats: this.#drafter.model.stats },
+      ),
     });
   }
 
@@ -186,6 +198,9 @@ export class DecodeWorker {
         },
       },
       s.abortsByState,
+      this.#speculates
+        ? speculationView(this.scheduler.specStats, this.#loop.numRolledBack, this.#drafter?.model.stats)
+        : undefined,
     );
   }
 

@@ -34,6 +34,7 @@ import type { PagePool } from '../pages/index.js';
 import { itemPairs, StepBudget, type Scheduler, type SchedulerEvent, type StepCostFit } from '../scheduler/index.js';
 import { takeHiddenStates } from './embeddings.js';
 import { takePromptRows, type PromptLogprobs } from './prompt-logprobs.js';
+import type { DraftModel } from './draft-model.js';
 import { rollbackRejected } from './spec-verify.js';
 import { toStepResults, type SamplingState, type TokenSampler } from './step-results.js';
 
@@ -80,6 +81,11 @@ export interface EngineLoopOptions {
    * each step's rejected draft positions are rolled back in it (spec-verify.ts).
    */
   readonly pool?: PagePool;
+  /**
+   * A draft model (--draft-model, draft-model.ts): it drafts for the speculating decodes before
+   * each plan, and keeps what verification accepted in its own pool after.
+   */
+  readonly drafter?: DraftModel;
   /** How long to wait before planning again when requests wait but none could run (ms). */
   readonly stalledRetryMs?: number;
   /** The time budget of a step with decodes (--max-step-ms): ms, 'auto' (default) or 'off'. */
@@ -189,6 +195,8 @@ export class EngineLoop {
       if (scheduler.numRunning + scheduler.numWaiting === 0) {
         this.#o.beside?.();
         scheduler.checkIntegrity();
+        this.#o.drafter?.sweep(scheduler);
+        this.#o.drafter?.checkIntegrity();
         this.#numIdleChecks++;
         await this.#sleepUntilWoken();
         continue;
@@ -204,9 +212,11 @@ export class EngineLoop {
   async #step(): Promise<'planned nothing' | 'held the event loop' | 'let the event loop turn'> {
     const o = this.#o;
     const budget = this.#budget;
+    if (o.drafter !== undefined) await o.drafter.prepare(o.scheduler, this.#now);
     const plan = o.scheduler.schedule(budget);
     if (plan.events.length > 0) o.onEvents(plan.events);
     if (plan.items.length === 0) {
+      o.drafter?.settle([], [], undefined);
       o.beside?.();
       return 'planned nothing';
     }
@@ -243,11 +253,13 @@ export class EngineLoop {
     const results = toStepResults(taken, o.sampler, o.samplingOf, o.faults, plan.items);
     // Speculation: the rejected drafts' positions are unstamped before complete() counts the rest.
     if (o.pool !== undefined) this.#numRolledBack += rollbackRejected(o.pool, plan.items, outputs, results, o.faults);
+    o.drafter?.settle(plan.items, results, this.#lastStepMs);
     this.#numTokensSampled += results.filter((r) => r.kind === 'sampled').length;
     const events = o.scheduler.complete(results);
     this.#numSteps++;
     if (o.checkEveryStep) {
       o.scheduler.checkIntegrity();
+      o.drafter?.checkIntegrity();
       this.#numStepChecks++;
     }
     if (events.length > 0) o.onEvents(events);

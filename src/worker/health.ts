@@ -2,6 +2,7 @@
 // the frame both PD roles share around their own fields.
 // Must never compute anything: it only reads counters the pool, the loop and the machines keep.
 import type { PagePool } from '../pages/index.js';
+import type { DraftModelStats } from './draft-model.js';
 import type { EngineLoopStats } from './engine-loop.js';
 import type { PdWorkerOptions } from './pd-common.js';
 
@@ -38,13 +39,16 @@ export function loopHealth(loop: EngineLoopStats, checkEveryStep: boolean): Reco
 export function speculationHealth(
   spec: { readonly numDrafted: number; readonly numAccepted: number },
   numRolledBack: number,
+  draftModel?: { readonly name: string; readonly stats: DraftModelStats },
 ): Record<string, unknown> {
   return {
     speculation: {
+      drafter: draftModel === undefined ? 'lookup' : 'model',
       draftTokens: spec.numDrafted,
       acceptedTokens: spec.numAccepted,
       acceptanceRate: spec.numDrafted === 0 ? null : Math.round((spec.numAccepted / spec.numDrafted) * 1000) / 1000,
       rolledBackPositions: numRolledBack,
+      ...(draftModel === undefined ? {} : { draftModel: { name: draftModel.name, ...draftModel.stats } }),
     },
   };
 }

@@ -17,3 +17,4 @@ export { HookedRunner, type StepHooks } from './hooked-runner.js';
 export type { PdWorkerOptions } from './pd-common.js';
 export { DEFAULT_KV_DISK_BYTES, DiskTier, type DiskTierOptions } from './disk-tier.js';
 export { CountedPrefixCache, setTierSource, tiersOf } from './tier-views.js';
+export { DraftModel, type DraftModelStats } from './draft-model.js';

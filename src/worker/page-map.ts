@@ -12,10 +12,12 @@ import {
   type PageLetter,
   type PageState,
   type QuarantineView,
+  type SpeculationView,
   type TierView,
   type TransferView,
 } from '../core/index.js';
 import type { PagePool } from '../pages/index.js';
+import type { DraftModelStats } from './draft-model.js';
 import type { EngineLoopStats } from './engine-loop.js';
 import { tiersOf } from './tier-views.js';
 
@@ -31,6 +33,7 @@ export interface NodePageMapParts {
   readonly transfers: readonly TransferView[];
   readonly quarantined: readonly QuarantineView[];
   readonly totals: Readonly<Record<string, number>>;
+  readonly speculation?: SpeculationView;
 }
 
 export function nodePageMap(p: NodePageMapParts): NodePageMap {
@@ -90,6 +93,7 @@ export function nodePageMap(p: NodePageMapParts): NodePageMap {
     },
     totals: p.totals,
     ...tierField(p.pool),
+    ...(p.speculation === undefined ? {} : { speculation: p.speculation }),
   };
 }
 
@@ -102,4 +106,21 @@ function tierField(pool: PagePool): { readonly tiers?: readonly TierView[] } {
 /** A machine's abortsByState as dashboard totals: `aborts <state>`. */
 export function abortTotals(abortsByState: Readonly<Record<string, number>>): Record<string, number> {
   return Object.fromEntries(Object.entries(abortsByState).map(([state, n]) => [`aborts ${state}`, n]));
+}
+
+/** A speculating node's panel: its scheduler's counts, its loop's rollbacks and its draft model's pool. */
+export function speculationView(
+  spec: { readonly numDrafted: number; readonly numAccepted: number },
+  numRolledBack: number,
+  draft: DraftModelStats | undefined,
+): SpeculationView {
+  return {
+    drafter: draft === undefined ? 'lookup' : 'model',
+    drafted: spec.numDrafted,
+    accepted: spec.numAccepted,
+    rolledBack: numRolledBack,
+    ...(draft === undefined
+      ? {}
+      : { draftPool: { pagesHeld: draft.numPagesHeld, numPages: draft.numPages, paused: draft.paused } }),
+  };
 }

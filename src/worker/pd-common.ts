@@ -2,6 +2,7 @@
 // worker takes and the answer a worker gives a client that came to it instead of to the router.
 // Must never: hold per-request state, or let a client generate on a worker directly.
 import type { GrammarEngine } from '../grammar/index.js';
+import type { DraftModel } from './draft-model.js';
 import { InvalidRequestError, type FaultSet, type GenerateEvent } from '../core/index.js';
 import type { KvEventSink, KvSpill, PagePool } from '../pages/index.js';
 import type { SpecOptions } from '../scheduler/index.js';
@@ -44,6 +45,8 @@ export interface PdWorkerOptions {
   readonly grammar?: GrammarEngine;
   /** Prompt-lookup speculation on a decode node (--spec-max-draft); a prefill ignores it. */
   readonly speculation?: SpecOptions;
+  /** A draft model on a decode node (--draft-model; draft-model.ts); a prefill has none. */
+  readonly drafter?: { readonly name: string; readonly model: DraftModel };
   /** The disk tier under a prefill's prefix cache (--kv-disk; scheduler-for.ts); decode ignores it. */
   readonly kvSpill?: KvSpill;
   /** Where a prefill's prefix cache publishes KV events (its /kv-events ring; scheduler-for.ts); decode has none. */

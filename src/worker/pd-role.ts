@@ -184,6 +184,7 @@ export class PdRole {
   pageMap(
     parts: Pick<NodePageMapParts, 'waiting' | 'transfers' | 'quarantined' | 'totals'>,
     abortsByState: Readonly<Record<string, number>>,
+    speculation?: NodePageMapParts['speculation'],
   ): NodePageMap {
     return nodePageMap({
       role: this.role,
@@ -193,6 +194,7 @@ export class PdRole {
       running: this.scheduler.numRunning,
       ...parts,
       totals: { ...parts.totals, ...abortTotals(abortsByState) },
+      ...(speculation === undefined ? {} : { speculation }),
     });
   }
 

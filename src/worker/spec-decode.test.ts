@@ -10,21 +10,17 @@
 import { describe, expect, it } from 'vitest';
 import {
   asRequestId,
-  asTenantId,
   FaultSet,
   NO_FAULTS,
   samplingParams,
   type FaultSet as Faults,
-  type GenerateRequest,
-  type RequestId,
   type SamplingParams,
 } from '../core/index.js';
 import { createRefDense, createRefOps } from '../kernels/index.js';
-import { ModelRunner, PRESET_CONFIGS, prepareWeights, randomModel, Sampler, type ModelConfig } from '../model/index.js';
+import { ModelRunner, PRESET_CONFIGS, prepareWeights, randomModel, type ModelConfig } from '../model/index.js';
 import { PagePool } from '../pages/index.js';
 import { DEFAULT_SPEC, type SpecOptions } from '../scheduler/index.js';
-import { EngineLoop } from './engine-loop.js';
-import { schedulerFor } from './scheduler-for.js';
+import { runSpecLoop, type SpecRun } from './testing/spec-loop.js';
 
 const CONFIG: ModelConfig = {
   ...PRESET_CONFIGS.tiny,
@@ -46,82 +42,18 @@ const weightsOnce = (async () => {
   return { weights: await prepareWeights(CONFIG, tensors, dense, ops), dense, ops };
 })();
 
-interface Run {
-  readonly outputs: Map<RequestId, number[]>;
-  readonly numDrafted: number;
-  readonly numAccepted: number;
-  readonly numRolledBack: number;
-  readonly fatal: unknown;
-}
-
 /** Runs the requests to their ends in one engine loop (all admitted at once: they share steps). */
 async function generate(
   prompts: readonly (readonly number[])[],
   params: (i: number) => SamplingParams,
   speculation: SpecOptions | undefined,
   faults: Faults = NO_FAULTS,
-): Promise<Run> {
+): Promise<SpecRun> {
   const { weights, dense, ops } = await weightsOnce;
   const shape = { numPages: 96, pageSize: PAGE_SIZE, numLayers: 2, numKvHeads: 2, headDim: 8 };
   const pool = PagePool.create(shape, faults);
   const runner = new ModelRunner({ config: CONFIG, weights, dense, ops, pool, maxStepTokens: 64, maxStepLogits: 48 });
-  const scheduler = schedulerFor('colocated', {
-    pool,
-    contextLength: 64,
-    maxRunningRequests: 8,
-    chunkedPrefillSize: 64,
-    maxWaiting: 1000,
-    faults,
-    eosTokenIds: [],
-    ...(speculation === undefined ? {} : { speculation }),
-  });
-  const requests: GenerateRequest[] = prompts.map((promptTokens, i) => ({
-    rid: asRequestId(`r${i}`),
-    tenant: asTenantId(`t${i % 2}`),
-    promptTokens,
-    sampling: params(i),
-  }));
-  const byRid = new Map(requests.map((r) => [r.rid, r]));
-  const outputs = new Map<RequestId, number[]>(requests.map((r) => [r.rid, []]));
-  let left = requests.length;
-  let fatal: unknown;
-  let ended!: () => void;
-  const done = new Promise<void>((resolve) => (ended = resolve));
-  const loop = new EngineLoop({
-    scheduler,
-    runner,
-    sampler: new Sampler(CONFIG.vocabSize),
-    samplingOf: (rid) => {
-      const request = byRid.get(rid);
-      const view = scheduler.view(rid);
-      if (request === undefined || view === undefined) return undefined;
-      return {
-        params: request.sampling,
-        numOutputTokens: view.numOutputTokens,
-        outputTokens: () => scheduler.outputTokens(rid),
-      };
-    },
-    onEvents: (events) => {
-      for (const e of events) {
-        if (e.kind === 'token') outputs.get(e.rid)?.push(e.token);
-        if (e.kind === 'failed') throw e.error;
-        if (e.kind === 'finished' && --left === 0) ended();
-      }
-    },
-    onFatal: (error) => {
-      fatal = error;
-      ended();
-    },
-    faults,
-    checkEveryStep: true,
-    maxStepMs: 'off',
-    pool,
-  });
-  for (const request of requests) expect(scheduler.admit(request).kind).toBe('admitted');
-  loop.start();
-  await done;
-  await loop.close();
-  return { outputs, ...scheduler.specStats, numRolledBack: loop.numRolledBack, fatal };
+  return runSpecLoop({ runner, prompts, params, faults, ...(speculation === undefined ? {} : { speculation }) });
 }
 
 /** Prompts that repeat themselves (prompt lookup finds matches) and one that does not. */

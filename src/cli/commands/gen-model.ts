@@ -15,6 +15,7 @@ interface GenModelFlags {
   out: string;
   seed: string;
   dtype: string;
+  layers?: string;
 }
 
 export function registerGenModel(program: Command): void {
@@ -32,11 +33,18 @@ export function registerGenModel(program: Command): void {
       `weight type: ${DTYPES.join(' | ')} (q8_0, q4_0 and the K-quant mixes q4_k_m, q5_k_m, q6_k as llama.cpp makes them: gguf only)`,
       'f32',
     )
+    .option(
+      '--layers <n>',
+      "keep only the preset's first n layers, with the same weights (same seed): a self-speculative draft model " +
+        'for the full preset (--draft-model)',
+    )
     .action(async (flags: GenModelFlags) => {
       const preset = pick(flags.preset, GEN_PRESETS, '--preset');
       const format = pick(flags.format, FORMATS, '--format');
       const dtype = pick(flags.dtype, DTYPES, '--dtype');
       if (!/^\d+$/.test(flags.seed)) throw new ConfigError(`--seed must be a non-negative integer, got ${flags.seed}`);
+      if (flags.layers !== undefined && !/^[1-9]\d*$/.test(flags.layers))
+        throw new ConfigError(`--layers must be a positive integer, got ${flags.layers}`);
       const started = performance.now();
       const display = progressDisplay(process.stderr);
       const result = await genModel({
@@ -45,12 +53,13 @@ export function registerGenModel(program: Command): void {
         dtype,
         out: flags.out,
         seed: Number(flags.seed),
+        ...(flags.layers === undefined ? {} : { overrides: { numLayers: Number(flags.layers) } }),
         onProgress: display.update,
       });
       display.done();
       const seconds = ((performance.now() - started) / 1000).toFixed(1);
       process.stdout.write(
-        `wrote ${preset} (${result.parameters.toLocaleString('en-US')} parameters, ${dtype}, seed ${flags.seed}) to ${result.path} in ${seconds} s\n`,
+        `wrote ${preset}${flags.layers === undefined ? '' : ` (first ${flags.layers} layers)`} (${result.parameters.toLocaleString('en-US')} parameters, ${dtype}, seed ${flags.seed}) to ${result.path} in ${seconds} s\n`,
       );
       for (const file of result.files) process.stdout.write(`  ${file}  ${formatBytes((await stat(file)).size)}\n`);
     });

@@ -42,7 +42,12 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey:
   if (config.apiKeysFile !== null)
     throw new ConfigError('--api-keys belongs to the router (clients never talk to a prefill or decode worker)');
   if (config.faults.size > 0) log(`FAULT POINTS ARMED (tests only): ${config.faults.names().join(', ')}`);
-  const { plan, model, engine, kernels } = await startEngine(config, log);
+  // A prefill never drafts: it does not load a --draft-model (the decode rebuilds the draft's KV
+  // from the output it generates; docs/serving.md, "Speculative decoding").
+  const { plan, model, engine, kernels, drafter } = await startEngine(
+    pd.role === 'prefill' ? { ...config, draftModel: null } : config,
+    log,
+  );
   const trace = pd.traceDir === null ? undefined : new TraceFile(pd.traceDir, pd.role);
   let fatal: () => void = () => undefined;
   const failed = new Promise<number>((resolve) => (fatal = () => resolve(1)));
@@ -80,6 +85,7 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey:
     promptLogitRows: PROMPT_LOGIT_ROWS, // start-engine sizes the runner's logits for them
     maxStepMs: config.maxStepMs,
     speculation: config.speculation, // a decode node drafts from the output (its prompt ids are placeholders)
+    ...(drafter === undefined ? {} : { drafter }),
     maxWaiting: config.maxWaiting,
     faults: config.faults,
     checkEveryStep: config.checkEveryStep,
@@ -134,6 +140,7 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey:
   await worker.close(code === 0 ? DRAIN_MS : 0);
   await kvDisk.close(worker.scheduler.prefixCache);
   await engine.dispose();
+  await drafter?.engine.dispose();
   trace?.close();
   log('stopped');
   return code;

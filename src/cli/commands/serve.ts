@@ -95,6 +95,11 @@ export function registerServe(program: Command): void {
       'speculative decoding by prompt lookup: most draft tokens a decode verifies per step, adapted per request ' +
         `to its acceptance; 0 turns it off (default ${DEFAULT_SPEC.maxDraft})`,
     )
+    .option(
+      '--draft-model <spec>',
+      'speculative decoding with a draft model: a smaller model of the same vocabulary (a Hugging Face directory, ' +
+        'a .gguf file or builtin:NAME) drafts greedily in its own KV pool instead of prompt lookup (PD: on decode workers)',
+    )
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant; requests without a valid key get 401')
     .option('--cors-origin <origin>', 'answer browsers from this origin (CORS; * for any); default: no CORS headers')
     .option(
@@ -158,7 +163,7 @@ async function serve(
   if (config.faults.size > 0) log(`FAULT POINTS ARMED (tests only): ${config.faults.names().join(', ')}`);
   const apiKeys = config.apiKeysFile === null ? undefined : await loadApiKeys(config.apiKeysFile);
 
-  const { plan, model, engine, kernels } = await startEngine(config, log);
+  const { plan, model, engine, kernels, drafter } = await startEngine(config, log);
 
   let fatal: (error: unknown) => void = () => undefined;
   const failed = new Promise<number>((resolve) => (fatal = () => resolve(1)));
@@ -189,6 +194,7 @@ async function serve(
     chunkedPrefillSize: config.chunkedPrefillSize,
     promptLogitRows: PROMPT_LOGIT_ROWS, // start-engine sizes the runner's logits for them
     speculation: config.speculation,
+    ...(drafter === undefined ? {} : { drafter }),
     maxStepMs: config.maxStepMs,
     maxWaiting: config.maxWaiting,
     faults: config.faults,
@@ -199,6 +205,7 @@ async function serve(
       kvPages: plan.numPages,
       pageSize: plan.pageSize,
       contextLength: plan.contextLength,
+      ...(drafter === undefined ? {} : { draftModel: drafter.name }),
     },
     onFatal: (error) => {
       log(
@@ -258,6 +265,7 @@ async function serve(
   await worker.close();
   await kvDisk.close(worker.scheduler.prefixCache);
   await engine.dispose();
+  await drafter?.engine.dispose();
   log('stopped');
   return code;
 }

@@ -4,11 +4,21 @@
 //      is its test-only negative control);
 //   2. the model's config, tokenizer and chat template on this thread (no weights); the engine
 //      on a thread of its own (src/model's engine-thread.ts: it loads the weights, prepares the
-//      kernels and runs every forward pass there), over the planned pool.
+//      kernels and runs every forward pass there), over the planned pool;
+//   3. with --draft-model: the draft model's config and tokenizer, refused (exit 2) unless its
+//      vocabulary is the target's id for id; its engine on a thread of its own, with a pool of its
+//      own holding as many tokens as the target's (a small model's KV is small).
 import { availableParallelism } from 'node:os';
-import { PROMPT_LOGIT_ROWS } from '../../core/index.js';
+import { ConfigError, PROMPT_LOGIT_ROWS } from '../../core/index.js';
 import type { ServeConfig } from '../config.js';
-import { createThreadedEngine, loadModelInfo, type ModelInfo, type ThreadedEngine } from '../../model/index.js';
+import {
+  createThreadedEngine,
+  loadModelInfo,
+  vocabularyMismatch,
+  type ModelInfo,
+  type ThreadedEngine,
+} from '../../model/index.js';
+import { DraftModel } from '../../worker/index.js';
 import { readModelConfig } from '../config-model.js';
 import { planPool, startupCheckError, type PoolPlan } from '../config-pool.js';
 import { progressDisplay } from './gen-model.js';
@@ -19,6 +29,8 @@ export interface StartedEngine {
   readonly engine: ThreadedEngine;
   /** The kernels in use, for the start-up line and /health: "native dense + wasm+native ops" (--deterministic: "wasm dense + wasm ops, batch-invariant"). */
   readonly kernels: string;
+  /** --draft-model's drafter (its engine's pool and runner), for the worker; absent without one. */
+  readonly drafter?: { readonly name: string; readonly model: DraftModel; readonly engine: ThreadedEngine };
 }
 
 export async function startEngine(config: ServeConfig, log: (line: string) => void): Promise<StartedEngine> {
@@ -31,23 +43,67 @@ export async function startEngine(config: ServeConfig, log: (line: string) => vo
   const display = progressDisplay(process.stderr);
   const model = await loadModelInfo(config.model, { cacheDir: config.home, onProgress: display.update });
   display.done();
+  const draftSpec = config.speculation.maxDraft === 0 ? null : config.draftModel;
+  if (draftSpec !== null) await checkDraftVocabulary(config, draftSpec, model); // before any weights load
   log('loading the weights on the engine thread');
-  const engine = await createThreadedEngine(
+  const engine = await startThreadedEngine(
+    config,
+    config.model,
+    plan,
+    // A prompt's own log-probabilities (echo), and speculation's drafts (at most maxBatch decodes draft).
+    config.maxRunningRequests + PROMPT_LOGIT_ROWS + config.speculation.maxBatch * config.speculation.maxDraft,
+  );
+  const kernels = `${engine.kernels.dense} dense + ${engine.kernels.ops} ops${engine.kernels.batchInvariant ? ', batch-invariant' : ''}`;
+  if (draftSpec === null) return { plan, model, engine, kernels };
+  const drafter = await startDraftModel(config, draftSpec, plan, log).catch(async (error: unknown) => {
+    await engine.dispose();
+    throw error;
+  });
+  return { plan, model, engine, kernels, drafter };
+}
+
+/** A draft model must share the target's vocabulary id for id (model/draft-vocab.ts): else exit 2. */
+async function checkDraftVocabulary(config: ServeConfig, spec: string, target: ModelInfo): Promise<void> {
+  const mismatch = vocabularyMismatch(target, await loadModelInfo(spec, { cacheDir: config.home }));
+  if (mismatch !== undefined) {
+    throw new ConfigError(
+      `--draft-model ${spec} cannot draft for --model ${config.model}: their vocabularies differ (${mismatch}); a draft model must share the target's tokenizer id for id`,
+    );
+  }
+}
+
+async function startDraftModel(
+  config: ServeConfig,
+  spec: string,
+  plan: PoolPlan,
+  log: (line: string) => void,
+): Promise<NonNullable<StartedEngine['drafter']>> {
+  log(`loading the draft model ${spec} on its own engine thread`);
+  // Its pool holds as many tokens as the target's; a step drafts for at most maxBatch decodes.
+  const engine = await startThreadedEngine(config, spec, plan, config.speculation.maxBatch);
+  const model = new DraftModel({ runner: engine.runner, maxBatch: config.speculation.maxBatch, faults: config.faults });
+  return { name: spec, model, engine };
+}
+
+/** A model's engine on its own thread over a pool of the plan's shape (the target's, and a draft model's). */
+function startThreadedEngine(
+  config: ServeConfig,
+  spec: string,
+  plan: PoolPlan,
+  maxStepLogits: number,
+): Promise<ThreadedEngine> {
+  return createThreadedEngine(
     {
-      spec: config.model,
+      spec,
       cacheDir: config.home,
       deterministic: config.deterministic,
       kvPages: plan.numPages,
       pageSize: plan.pageSize,
       kvDtype: plan.kvDtype,
       maxStepTokens: config.chunkedPrefillSize,
-      // A prompt's own log-probabilities (echo), and speculation's drafts (at most maxBatch decodes draft).
-      maxStepLogits:
-        config.maxRunningRequests + PROMPT_LOGIT_ROWS + config.speculation.maxBatch * config.speculation.maxDraft,
+      maxStepLogits,
       faults: config.faults,
     },
     availableParallelism(),
   );
-  const kernels = `${engine.kernels.dense} dense + ${engine.kernels.ops} ops${engine.kernels.batchInvariant ? ', batch-invariant' : ''}`;
-  return { plan, model, engine, kernels };
 }

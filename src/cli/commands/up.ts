@@ -14,7 +14,13 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { ConfigError } from '../../core/index.js';
-import { isBuiltinSpec, packageRoot, resolveBuiltinModel } from '../../model/index.js';
+import {
+  isBuiltinSpec,
+  loadModelInfo,
+  packageRoot,
+  resolveBuiltinModel,
+  vocabularyMismatch,
+} from '../../model/index.js';
 import { ADMIN_KEY_ENV, ADMIN_KEY_HELP, parseAdminKey } from '../config-admin.js';
 import { tesseraHome } from '../config-env.js';
 import { parseCount } from '../config-values.js';
@@ -46,6 +52,7 @@ interface UpFlags {
   readonly chunkedPrefillSize?: string;
   readonly maxStepMs?: string;
   readonly specMaxDraft?: string;
+  readonly draftModel?: string;
   readonly cpus?: string;
   readonly deterministic?: boolean;
   readonly apiKeys?: string;
@@ -86,6 +93,10 @@ export function registerUp(program: Command): void {
       'prompt-lookup speculative decoding on the decode workers: most drafted tokens (0: off)',
     )
     .option(
+      '--draft-model <spec>',
+      'speculative decoding with a draft model of the same vocabulary on the decode workers (refused before any child starts when the vocabularies differ)',
+    )
+    .option(
       '--cpus <pins>',
       'pin roles to CPUs with taskset, e.g. prefill=0,decode=1,router=0 (CPUS like 0, 2-3 or 0+2)',
     )
@@ -112,6 +123,7 @@ async function up(flags: UpFlags): Promise<number> {
   const model = flags.model ?? DEFAULT_MODEL;
   const home = tesseraHome(process.env);
   if (isBuiltinSpec(model)) await resolveBuiltinModel(model, { cacheDir: home });
+  if (flags.draftModel !== undefined) await checkDraftModel(model, flags.draftModel, home);
   const secret = process.env['TESSERA_CLUSTER_SECRET'] ?? randomBytes(32).toString('hex');
   const adminKey = parseAdminKey(flags, process.env);
   const env: NodeJS.ProcessEnv = {
@@ -158,6 +170,7 @@ async function up(flags: UpFlags): Promise<number> {
       ...opt('--kv-pages', pages),
       ...kvDisk,
       ...(role === 'decode' ? opt('--spec-max-draft', flags.specMaxDraft) : []),
+      ...(role === 'decode' ? opt('--draft-model', flags.draftModel) : []),
     ];
   };
 
@@ -297,4 +310,17 @@ async function waitHealthy(url: string, timeoutMs: number): Promise<void> {
     await delay(100);
   }
   throw new Error(`the router at ${url} did not become healthy within ${timeoutMs} ms (last: ${last})`);
+}
+
+/** --draft-model's vocabulary against the target's, before any child starts (a decode worker would refuse it too, and restart). */
+async function checkDraftModel(model: string, draft: string, home: string): Promise<void> {
+  const [target, info] = await Promise.all([
+    loadModelInfo(model, { cacheDir: home }),
+    loadModelInfo(draft, { cacheDir: home }),
+  ]);
+  const mismatch = vocabularyMismatch(target, info);
+  if (mismatch !== undefined)
+    throw new ConfigError(
+      `--draft-model ${draft} cannot draft for --model ${model}: their vocabularies differ (${mismatch}); a draft model must share the target's tokenizer id for id`,
+    );
 }
