@@ -40,3 +40,13 @@ export async function joinCompletionStream(
   }
   return choices;
 }
+
+/** The JSON answer's choices in joinCompletionStream's shape (by index, the index left out), to compare with it. */
+export function jsonChoices(json: OpenAI.Completions.Completion): Map<number, JoinedChoice> {
+  return new Map(
+    json.choices.map((choice) => {
+      const { index, ...rest } = choice as typeof choice & { prompt_logprobs?: unknown };
+      return [index, rest as unknown as JoinedChoice] as const;
+    }),
+  );
+}
