@@ -10,14 +10,18 @@
 // split by the step budget, A's steps without decodes whole 256-token chunks: the scheduler
 // before both rules); `split` and `unbounded`, one fault each; `crowded`, TESSERA_FAULT=crowded-
 // first-token-step (the step that gives B its first token fills with A's chunks to the step
-// budget); `fcfs`, TESSERA_FAULT=no-tenant-fairness (first come first served). Default: fair,
-// crowded, before, fcfs.
+// budget); `loose`, TESSERA_FAULT=loose-shared-budget (steps keep the lone tenant's budget while
+// B shares the node: the default before defence 56); `fcfs`, TESSERA_FAULT=no-tenant-fairness
+// (first come first served). Default: fair, loose, before, fcfs.
+// A's throughput is measured twice per round: beside B (while B is measured) and alone (A's
+// flood for `--a-alone-ms`, 4000 by default, after B's window of shared steps has passed), so a
+// cost of the shared budget to A shows where it is paid and where it must not be.
 // The load average is printed at the start and the end.
 // A benchmark, not a test: it asserts nothing about speed. The target (issue 33): B's p99 with
 // A's flood within 2x of B's p99 alone.
 //
 //   node --import ./bench/lib/register-ts.mjs bench/fair.ts [--samples 40] [--flood 24] [--rounds 3]
-//        [--max-step-ms auto|off|MS] [--only fair,before,split,unbounded,crowded,fcfs]
+//        [--max-step-ms auto|off|MS] [--a-alone-ms 4000] [--only fair,loose,before,split,unbounded,crowded,fcfs]
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { setMaxListeners } from 'node:events';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -36,6 +40,7 @@ const FLOOD = Number(flag('--flood') ?? 24);
 const MAX_STEP_MS = flag('--max-step-ms');
 const ONLY = flag('--only');
 const ROUNDS = Number(flag('--rounds') ?? 3);
+const A_ALONE_MS = Number(flag('--a-alone-ms') ?? 4000);
 const MODEL = '/tmp/m100.gguf';
 const KEY_A = 'sk-bench-fair-alice';
 const KEY_B = 'sk-bench-fair-bob';
@@ -237,6 +242,9 @@ interface Result {
   /** A's completion tokens generated while B was measured beside them, and the ms of those phases. */
   aTokens: number;
   aMs: number;
+  /** A's completion tokens and ms with B idle (its shared window passed). */
+  aAloneTokens: number;
+  aAloneMs: number;
 }
 
 /** One server under test and its clients. */
@@ -258,7 +266,7 @@ async function subjectOf(mode: Mode, keysFile: string): Promise<Subject> {
     a: new OpenAI({ ...opts, apiKey: KEY_A }),
     b: new OpenAI({ ...opts, apiKey: KEY_B }),
     rng: new Rng(33),
-    result: { rounds: [], aTokens: 0, aMs: 0 },
+    result: { rounds: [], aTokens: 0, aMs: 0, aAloneTokens: 0, aAloneMs: 0 },
   };
 }
 
@@ -269,6 +277,13 @@ async function round(s: Subject): Promise<void> {
   setMaxListeners(0, stop.signal); // the openai client adds listeners per A request (and per retry of its body)
   const flood = floodA(s.a, s.rng, stop);
   await flood.started;
+  // A alone: B's last request ended at least 500 ms ago (its 16 shared plans are long past).
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const aloneBefore = await aTokensSoFar(s.url);
+  const aloneStart = performance.now();
+  await new Promise((resolve) => setTimeout(resolve, A_ALONE_MS));
+  s.result.aAloneTokens += (await aTokensSoFar(s.url)) - aloneBefore;
+  s.result.aAloneMs += performance.now() - aloneStart;
   const tokensBefore = await aTokensSoFar(s.url);
   const withFlood = await phase(s.url, () => tenantB(s.b, s.rng));
   s.result.aTokens += (await aTokensSoFar(s.url)) - tokensBefore;
@@ -287,17 +302,18 @@ async function aTokensSoFar(url: string): Promise<number> {
   return Number(line?.split(' ')[1] ?? 0);
 }
 
-type Mode = 'fair' | 'before' | 'split' | 'unbounded' | 'crowded' | 'fcfs';
+type Mode = 'fair' | 'loose' | 'before' | 'split' | 'unbounded' | 'crowded' | 'fcfs';
 const MODES: Record<Mode, { readonly name: string; readonly fault: string | undefined }> = {
   fair: { name: 'fair (as it is)', fault: undefined },
+  loose: { name: 'fair, loose-shared-budget', fault: 'loose-shared-budget' },
   before: { name: 'fair, both faults (before)', fault: 'split-short-prompts,unbounded-shared-steps' },
   split: { name: 'fair, split-short-prompts', fault: 'split-short-prompts' },
   unbounded: { name: 'fair, unbounded-shared-steps', fault: 'unbounded-shared-steps' },
   crowded: { name: 'fair, crowded-first-token-step', fault: 'crowded-first-token-step' },
   fcfs: { name: 'FCFS (no-tenant-fairness)', fault: 'no-tenant-fairness' },
 };
-/** What runs without --only: the scheduler as it is, before this wave's two rules, and first come first served. */
-const DEFAULT_MODES: readonly Mode[] = ['fair', 'crowded', 'before', 'fcfs'];
+/** What runs without --only: the scheduler as it is, without the shared budget, before defences 47-48, and first come first served. */
+const DEFAULT_MODES: readonly Mode[] = ['fair', 'loose', 'before', 'fcfs'];
 
 async function main(): Promise<void> {
   ensureModel();
@@ -316,7 +332,7 @@ async function main(): Promise<void> {
       `per scheduler; --max-step-ms ${MAX_STEP_MS ?? 'auto'}; ${cpus().length} CPUs, load average ${load()}`,
   );
   console.log(
-    'scheduler                    round   B alone p50/p99 ms   B beside A p50/p99 ms   p50 ratio  p99 ratio   A tok/s',
+    'scheduler                    round   B alone p50/p99 ms   B beside A p50/p99 ms   p50 ratio  p99 ratio   A tok/s beside B / alone',
   );
   const details: string[] = [];
   // Every server is up at once (idle ones cost nothing) and the rounds take turns between them,
@@ -343,7 +359,9 @@ async function main(): Promise<void> {
       console.log(
         `${MODES[mode].name.padEnd(28)} ${n.padStart(5)}   ${f(a50)} / ${f(a99)}        ${f(b50)} / ${f(b99)}        ` +
           `${(b50 / a50).toFixed(2).padStart(6)}x   ${(b99 / a99).toFixed(2).padStart(6)}x` +
-          (n === 'all' ? `   ${(r.aTokens / (r.aMs / 1000)).toFixed(0).padStart(6)}` : ''),
+          (n === 'all'
+            ? `   ${(r.aTokens / (r.aMs / 1000)).toFixed(0).padStart(6)} / ${(r.aAloneTokens / (r.aAloneMs / 1000)).toFixed(0)}`
+            : ''),
       );
     }
     for (const [when, p] of [

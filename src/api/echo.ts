@@ -3,7 +3,9 @@
 // output's in `logprobs` (the first token's entries null: nothing precedes it, as OpenAI and vLLM
 // answer); `prompt_logprobs` is vLLM's list [null, {id: {logprob, rank, decoded_token}}, ...].
 // The back end computes the prompt's log-probabilities in its prefill (sampling.promptLogprobs;
-// src/worker/prompt-logprobs.ts) and sends them with the first tokens event.
+// src/worker/prompt-logprobs.ts) and sends them with the first tokens event. Streaming, the
+// prompt's part is a chunk of its own before the output's first (shapes.ts echoChunk), and the
+// output's text offsets start after it (echoTextOffset): the chunks joined equal the JSON answer.
 // Owns: the plan of one request's echo and the JSON of its prompt part. Must never do I/O, nor
 // show a log-probability the back end did not send (a missing one is an error, not a zero).
 import { InvariantError, type SamplingParams, type TokenLogprob } from '../core/index.js';
@@ -78,6 +80,15 @@ export function echoChoice(
     });
   }
   return out;
+}
+
+/**
+ * Streaming: where the output's `text_offset` starts in the choice's text as a whole (the echoed
+ * prompt's length as logprobs count it, when the prompt's part carries logprobs; else 0), so the
+ * chunks joined equal echoChoice's answer.
+ */
+export function echoTextOffset(plan: EchoPlan, index: number): number {
+  return plan.echo && plan.logprobs !== null ? promptTextLength(plan, plan.promptOf(index).ids) : 0;
 }
 
 /** OpenAI's completions `logprobs` object. */

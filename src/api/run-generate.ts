@@ -35,6 +35,7 @@ import { sendJson, sendProblem } from './http-io.js';
 import type { ApiMetrics, Outcome } from './metrics.js';
 import {
   chatDeltaChunk,
+  echoChunk,
   finishChunk,
   fullResponse,
   logprobsTextLength,
@@ -43,6 +44,7 @@ import {
   usageChunk,
   type ResponseMeta,
 } from './shapes.js';
+import { echoTextOffset } from './echo.js';
 import { ReasoningSplitter } from './reasoning.js';
 import { StreamingAnswer } from './tool-output.js';
 import { SseStream } from './sse.js';
@@ -83,6 +85,8 @@ interface Choice {
   end: End | null;
   /** With meta.echo: the prompt's log-probabilities, from the first tokens event. */
   prompt?: readonly (TokenLogprob | null)[];
+  /** Streaming with meta.echo: the prompt's part went out (echoChunk), before the first output token. */
+  echoSent?: boolean;
   /** Chat with tools, streaming: text -> content and tool-call deltas. */
   readonly answer: StreamingAnswer | null;
   /** Chat with a reasoning parser, streaming: text -> reasoning_content deltas, the rest on as content. */
@@ -138,6 +142,13 @@ export async function runGenerate(
     firstTokenSeen = true;
     choice.lastTokenMs = now;
     if (event.promptLogprobs !== undefined) choice.prompt = event.promptLogprobs;
+    if (sse !== null && meta.echo !== undefined && choice.echoSent !== true) {
+      // The prompt's part first, in a chunk of its own; the output's text offsets start after it.
+      await startStream(sse);
+      choice.echoSent = true;
+      choice.logprobsOffset = echoTextOffset(meta.echo, index);
+      await sse.send(echoChunk(meta, index, choice.prompt));
+    }
     if (meta.echo?.promptOnly === true) return; // max_tokens 0: the one sampled token is not the answer's
     if (sse === null) {
       choice.text += event.text;
@@ -191,7 +202,7 @@ export async function runGenerate(
         const last = choice.answer.end(end.finishReason);
         for (const delta of last.deltas) await sse.send(chatDeltaChunk(meta, delta, null, index));
         await sse.send(chatDeltaChunk(meta, {}, last.finishReason, index));
-      } else await sse.send(finishChunk(meta, end.finishReason, index));
+      } else await sse.send(finishChunk(meta, meta.echo?.promptOnly === true ? 'length' : end.finishReason, index));
     }
   };
 

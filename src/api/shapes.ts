@@ -1,6 +1,6 @@
 // OpenAI's response objects, exactly: text_completion, chat.completion, chat.completion.chunk,
 // usage, and the model list. Plain functions from data to JSON-ready objects; must never do I/O.
-import { assertNever, type FinishReason, type TokenLogprob, type Usage } from '../core/index.js';
+import { assert, assertNever, type FinishReason, type TokenLogprob, type Usage } from '../core/index.js';
 import { splitReasoning, type ReasoningPlan } from './reasoning.js';
 import { echoChoice, type CompletionLogprobs, type EchoPlan } from './echo.js';
 import { callJson, parseAnswer } from './tool-output.js';
@@ -223,6 +223,22 @@ export function openingChunk(meta: ResponseMeta, index = 0): object | null {
   if (meta.tokenIds === null) return null;
   const opening = chunk(meta, index, '', null, {}) as { choices: object[] };
   return { ...opening, choices: [{ ...opening.choices[0], prompt_token_ids: meta.tokenIds.promptOf(index) }] };
+}
+
+/**
+ * Streaming completions with `echo` or `prompt_logprobs`: choice `index`'s prompt part, a chunk
+ * before its first output token (its text, the prompt tokens' `logprobs`, vLLM's `prompt_logprobs`).
+ */
+export function echoChunk(
+  meta: ResponseMeta,
+  index: number,
+  prompt: readonly (TokenLogprob | null)[] | undefined,
+): object {
+  assert(meta.echo !== undefined, 'an echo chunk for a request without echo');
+  const part = echoChoice(meta.echo, index, '', null, prompt);
+  const base = chunk(meta, index, part.text, null, {}) as { choices: object[] };
+  const { text: _text, ...fields } = part;
+  return { ...base, choices: [{ ...base.choices[0], logprobs: null, ...fields }] };
 }
 
 /** `ids`: the token ids this chunk's text came from (sent with `return_token_ids`); `logprobs`: theirs, when asked for. */

@@ -50,11 +50,6 @@ export function validateCompletion(body: unknown, faults: FaultSet = NO_FAULTS):
     // Completions take `echo` and `prompt_logprobs` (chat refuses them with the other unsupported fields).
     const { echo: _echo, prompt_logprobs: _promptLogprobs, ...rest } = body;
     const common = readCommon(promptOnly ? { ...rest, max_tokens: 1 } : rest, ['max_tokens'], 'completion', faults);
-    if ((echo || promptLogprobs !== null) && common.stream)
-      throw new InvalidRequestError(
-        `\`${echo ? 'echo' : 'prompt_logprobs'}\` is taken only without \`stream\` (the prompt's part comes in the JSON answer).`,
-        echo ? 'echo' : 'prompt_logprobs',
-      );
     return {
       params: common,
       prompts: readPrompts(body),

@@ -157,6 +157,11 @@ export const FAULT_NAMES = [
    * rejected (no rollback there). Negative control of the draft pool's integrity check (worker/draft-model.ts).
    */
   'keep-draft-model-stamps',
+  /**
+   * While several tenants share a co-located node, its steps keep the usual step budget (twice their decodes' time, at
+   * least 20 ms), not the shared one (1.5x, at least 10 ms): another tenant's newcomer waits out a longer step in flight.
+   */
+  'loose-shared-budget',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

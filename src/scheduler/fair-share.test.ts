@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { asTenantId, FaultSet, type BatchItem, type RequestId } from '../core/index.js';
 import { SchedulerHarness, type HarnessOptions } from '../../test/sim/scheduler-runner.js';
 import { TenantCounters } from './fair-share.js';
-import { StepBudget, tokenCap, type PrefillLimit } from './step-budget.js';
+import { StepBudget, tokenCap, type PrefillLimit, type StepShape } from './step-budget.js';
 
 const range = (start: number, n: number): number[] => Array.from({ length: n }, (_, i) => start + i);
 const brief = (items: readonly BatchItem[]): string[] =>
@@ -269,5 +269,71 @@ describe("the step that gives another tenant's short prompt its first token", ()
 
   it("leaves a tenant's own requests to its order and the budget", () => {
     expect(run({}, 'A')[0]).toEqual(['a1@5+1!', 'a2@48+48']);
+  });
+});
+
+describe('every step while tenants share the node (held to the shared budget, a lone tenant never)', () => {
+  // The usual budget: 16 prefill tokens beside decodes; the shared one 8 (loose: the usual one).
+  const limit: PrefillLimit = {
+    ...tokenCap(() => 16),
+    maxSharedChunk: (s, _startPos, loose) => (loose === true ? 16 : 8) - (s.numTokens - s.numDecodes),
+  };
+
+  /**
+   * A decodes a1 and prefills a2's 600 tokens for 30 plans; with `withB`, B's 2-token chat (6
+   * tokens out) arrives before the 4th and ends in the 9th: the size of a2's chunk in each plan.
+   */
+  const run = (o: HarnessOptions, withB: boolean): number[] => {
+    const h = new SchedulerHarness({ chunkedPrefillSize: 64, numPages: 300, contextLength: 1024, cache: false, ...o });
+    h.admit('a1', 'A', range(100, 4), 40);
+    h.step(limit);
+    h.admit('a2', 'A', range(200, 600), 2);
+    const sizes: number[] = [];
+    for (let i = 0; i < 30; i++) {
+      if (withB && i === 3) h.admit('b', 'B', range(900, 2), 6);
+      sizes.push(h.step(limit).plan.items.find((x) => x.rid === ('a2' as RequestId))?.tokens.length ?? 0);
+    }
+    if (withB) expect(h.ended.get('b' as RequestId)?.kind).toBe('finished');
+    return sizes;
+  };
+  const times = (n: number, size: number): number[] => Array.from({ length: n }, () => size);
+
+  it('shrinks while another tenant has a request here and for 16 plans after, then returns to the full budget (fault loose-shared-budget: full throughout)', () => {
+    // B's request is here for plans 4-9 (its prefill rides in the 4th, beside 6 of A's tokens); the window holds to the 24th.
+    expect(run({}, true)).toEqual([...times(3, 16), 6, ...times(20, 8), ...times(6, 16)]);
+    expect(run({ faults: new FaultSet(['loose-shared-budget']) }, true)).toEqual([
+      ...times(3, 16),
+      14,
+      ...times(26, 16),
+    ]);
+  });
+
+  it("leaves a lone tenant's steps as they were", () => {
+    expect(run({}, false)).toEqual(times(30, 16));
+    expect(run({ faults: new FaultSet(['loose-shared-budget']) }, false)).toEqual(times(30, 16));
+  });
+
+  it("StepBudget: 1.5x the decodes' time while shared, at least 10 ms, where a lone tenant gets 2x, at least 20 ms", () => {
+    const budget = new StepBudget({ minPrefillTokens: 4 });
+    for (const n of [1, 101, 51, 1, 101]) budget.observe(n, 5 + 0.6 * n, n === 1 ? 1 : 0);
+    const step = (numDecodes: number): StepShape => ({
+      numTokens: numDecodes,
+      numPairs: 0,
+      numDecodes,
+      numDecodePairs: 0,
+    });
+    // ms = 5 + 0.6 tokens. Beside 2 decodes (6.2 ms): 20 ms alone (23 tokens), 10 ms shared (6 tokens).
+    expect([budget.budgetMs(2), budget.budgetMs(2, 0, true)]).toEqual([20, 10]);
+    expect([budget.maxChunk(step(2), 0), budget.maxSharedChunk(step(2), 0)]).toEqual([23, 6]);
+    // Beside 20 decodes (17 ms): 34 ms alone (28 tokens), 25.5 ms shared (14 tokens).
+    expect([budget.maxChunk(step(20), 0), budget.maxSharedChunk(step(20), 0)]).toEqual([28, 14]);
+    // Loose: the usual budget, beside decodes and without (as if one decode ran: 20 - 5.6 ms, 24 tokens; shared 7).
+    expect(budget.maxSharedChunk(step(20), 0, true)).toBe(28);
+    expect([budget.maxSharedChunk(step(0), 0), budget.maxSharedChunk(step(0), 0, true)]).toEqual([7, 24]);
+    // A fixed --max-step-ms is the operator's: shared steps keep it.
+    const fixed = new StepBudget({ maxStepMs: 30 });
+    expect(fixed.budgetMs(2, 0, true)).toBe(30);
+    expect(() => new StepBudget({ sharedFactor: 0.5 })).toThrow(RangeError);
+    expect(() => new StepBudget({ minSharedMs: 0 })).toThrow(RangeError);
   });
 });

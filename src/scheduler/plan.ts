@@ -17,10 +17,12 @@
 //      (Fault `no-tenant-fairness`, or no counters: running chunks oldest first, then the
 //      queues' tenant turns, as before.) With decodes in the step, each chunk is also capped by
 //      prefillLimit.maxChunk(the step so far, its start position) (the step's time budget,
-//      which prices a late chunk of a long prompt higher); without decodes, while several
-//      tenants share the node (ctx.shared), by prefillLimit.maxSharedChunk, so a tenant's
-//      request that arrives mid-step waits for a budgeted step, not a whole 256-token chunk
-//      (fault `unbounded-shared-steps`: no cap). A short prompt (prefillLimit.shortPromptTokens)
+//      which prices a late chunk of a long prompt higher). While several tenants share the node
+//      (ctx.shared), every step is held to prefillLimit.maxSharedChunk, a shorter budget: a
+//      tenant's request that arrives mid-step waits for the step in flight, planned before it
+//      came, so that step must be short already (fault `loose-shared-budget`: the usual budget;
+//      fault `unbounded-shared-steps`: no cap at all without decodes, a whole 256-token chunk).
+//      A lone tenant's steps are never held so. A short prompt (prefillLimit.shortPromptTokens)
 //      is not split by either cap: its rest goes whole while the step's prefill stays within
 //      that many tokens, so its first token comes one step after it was planned (measured on
 //      bench:fair: split, a 22-token chat took 3-4 steps beside another tenant's flood; fault
@@ -87,6 +89,8 @@ export interface PlanContext {
   readonly shared: boolean;
   /** Fault `crowded-first-token-step`: a step giving another tenant's short prompt its first token fills to the budget. */
   readonly crowdFirstTokenSteps?: boolean;
+  /** Fault `loose-shared-budget`: while shared, steps keep the usual budget (maxSharedChunk's `loose`). */
+  readonly looseSharedBudget?: boolean;
   /** Prompt-lookup speculation (spec-plan.ts): drafts for the step's decodes; none: off. */
   readonly speculation?: SpecOptions;
   /** A request taken off the queue starts prefilling with `table`: into `running`, the youngest. */
@@ -160,9 +164,9 @@ export function planStep(ctx: PlanContext): StepPlan {
     if (limit === undefined) return Infinity;
     const shape = shapeOf(planned);
     let capped: number;
-    if (shape.numDecodes > 0) capped = Math.max(0, limit.maxChunk(shape, startPos));
-    else if (ctx.shared && limit.maxSharedChunk !== undefined)
-      capped = Math.max(0, limit.maxSharedChunk(shape, startPos));
+    if (ctx.shared && limit.maxSharedChunk !== undefined) {
+      capped = Math.max(0, limit.maxSharedChunk(shape, startPos, ctx.looseSharedBudget === true));
+    } else if (shape.numDecodes > 0) capped = Math.max(0, limit.maxChunk(shape, startPos));
     else return Infinity;
     const short = ctx.splitShortPrompts ? undefined : limit.shortPromptTokens;
     if (short === undefined) return capped;

@@ -37,9 +37,14 @@
 // late in a long prompt gets fewer tokens than one at its start under the same budget. Two more
 // rules are the plan's, sized here: a prompt of at most `shortPromptTokens` in all is not split
 // (bench:fair: a 22-token chat cut into 17 + 1 + 4 waited 3-4 steps for its first token beside
-// another tenant's flood), and while several tenants share a co-located node a step without
-// decodes is budgeted too (`maxSharedChunk`: as if one decode ran), so a tenant's request that
-// arrives mid-step waits for a budgeted step rather than a whole 256-token chunk.
+// another tenant's flood), and while several tenants share a co-located node every step is held
+// to the shared budget (`maxSharedChunk`; a step without decodes as if one decode ran): the step
+// a newcomer of another tenant arrives in is the one it waits for, and it was planned before the
+// newcomer came, so only a short step then bounds that wait. The shared budget is `sharedFactor`
+// (1.5) x the decodes' time, at least `minSharedMs` (10 ms), where a lone tenant's steps keep
+// twice it, at least 20 ms: on m100 (decode steps of ~5 ms) a lone tenant's prefill fills ~15 ms
+// of each ~20 ms step; beside another tenant ~5 ms of a ~10 ms one, a step in flight is half as
+// long to wait for. A lone tenant's steps are unchanged: the cost falls only on tenants sharing.
 
 export interface StepBudgetOptions {
   /** A fixed budget per step with decodes (ms); undefined: `autoFactor` x the decodes' own time. */
@@ -48,6 +53,10 @@ export interface StepBudgetOptions {
   readonly autoFactor?: number;
   /** The automatic budget's floor (ms, default 20): small batches still make prefill progress. */
   readonly minAutoMs?: number;
+  /** While tenants share the node: the budget as a multiple of the decodes' time (default 1.5; maxSharedChunk). */
+  readonly sharedFactor?: number;
+  /** While tenants share the node: the budget's floor (ms, default 10; maxSharedChunk). */
+  readonly minSharedMs?: number;
   /**
    * The least prefill a step with decodes carries (default 16): the time of this many tokens at a
    * prompt's start, so fewer tokens late in a long prompt, and always at least one token: prefill
@@ -94,11 +103,13 @@ export interface PrefillLimit {
    */
   readonly shortPromptTokens?: number;
   /**
-   * Most tokens of a chunk from `startPos` in a step with no decodes while several tenants share
-   * the node (plan.ts): such a step is budgeted too, so another tenant's request that arrives
-   * while it runs waits one bounded step, not a whole chunk. Undefined: no cap without decodes.
+   * Most tokens of a chunk from `startPos` in a step (with decodes or without) while several
+   * tenants share the node (plan.ts): such a step is held to a shorter budget, so another
+   * tenant's request that arrives while it runs waits one short step, not a whole chunk.
+   * `loose` (fault `loose-shared-budget`): the usual budget, a step without decodes as if one
+   * decode ran. Undefined: no cap without decodes, the usual one with them.
    */
-  maxSharedChunk?(step: StepShape, startPos: number): number;
+  maxSharedChunk?(step: StepShape, startPos: number, loose?: boolean): number;
 }
 
 /** Attention (query, key) pairs of an item of `numTokens` tokens from `startPos`: token i reads startPos + i + 1 keys. */
@@ -205,6 +216,8 @@ export class StepBudget implements PrefillLimit {
       maxStepMs: options.maxStepMs,
       autoFactor: options.autoFactor ?? 2,
       minAutoMs: options.minAutoMs ?? 20,
+      sharedFactor: options.sharedFactor ?? 1.5,
+      minSharedMs: options.minSharedMs ?? 10,
       minPrefillTokens: options.minPrefillTokens ?? 16,
       decay: options.decay ?? 0.95,
       uncalibratedPrefillTokens: options.uncalibratedPrefillTokens ?? 32,
@@ -213,6 +226,8 @@ export class StepBudget implements PrefillLimit {
     if (o.maxStepMs !== undefined && !(o.maxStepMs > 0))
       throw new RangeError(`maxStepMs must be positive, got ${o.maxStepMs}`);
     if (!(o.autoFactor >= 1)) throw new RangeError(`autoFactor must be at least 1, got ${o.autoFactor}`);
+    if (!(o.sharedFactor >= 1)) throw new RangeError(`sharedFactor must be at least 1, got ${o.sharedFactor}`);
+    if (!(o.minSharedMs > 0)) throw new RangeError(`minSharedMs must be positive, got ${o.minSharedMs}`);
     for (const name of ['minPrefillTokens', 'uncalibratedPrefillTokens', 'shortPromptTokens'] as const) {
       if (!(Number.isInteger(o[name]) && o[name] >= 1)) {
         throw new RangeError(`${name} must be a positive integer, got ${o[name]}`);
@@ -240,9 +255,10 @@ export class StepBudget implements PrefillLimit {
 
   /**
    * The budget (ms) of a step whose decodes are `numDecodes` tokens with `decodePairs` attention
-   * pairs; undefined while the model has no fit.
+   * pairs; undefined while the model has no fit. `shared`: while several tenants share the node,
+   * `sharedFactor` x the decodes' time, at least `minSharedMs` (a fixed --max-step-ms stays).
    */
-  budgetMs(numDecodes: number, decodePairs = 0): number | undefined {
+  budgetMs(numDecodes: number, decodePairs = 0, shared = false): number | undefined {
     if (this.#o.maxStepMs !== undefined) return this.#o.maxStepMs;
     const fit = this.model.fit();
     if (fit === undefined) return undefined;
@@ -251,7 +267,10 @@ export class StepBudget implements PrefillLimit {
       this.#decodeW === 0
         ? Infinity
         : (this.#decodeMs / this.#decodeW) * Math.max(1, numDecodes / (this.#decodeN / this.#decodeW));
-    return Math.max(this.#o.minAutoMs, this.#o.autoFactor * Math.min(predicted, measured));
+    const [factor, floor] = shared
+      ? [this.#o.sharedFactor, this.#o.minSharedMs]
+      : [this.#o.autoFactor, this.#o.minAutoMs];
+    return Math.max(floor, factor * Math.min(predicted, measured));
   }
 
   /**
@@ -262,10 +281,28 @@ export class StepBudget implements PrefillLimit {
    * the budget, and for a step's first chunk at least the floor (`minPrefillTokens`' time).
    */
   maxChunk(step: StepShape, startPos: number): number {
+    return this.#maxChunkWithin(step, startPos, false);
+  }
+
+  /**
+   * While tenants share the node: most tokens of a chunk from `startPos` within the shared budget
+   * (`loose`, fault `loose-shared-budget`: the usual one); a step with no decodes is budgeted as
+   * if one decode of no context ran in it (a prompt's first chunk still gets `minPrefillTokens`'
+   * time), so every shared step takes about as long as a mixed one.
+   */
+  maxSharedChunk(step: StepShape, startPos: number, loose = false): number {
+    const shape =
+      step.numDecodes > 0
+        ? step
+        : { numTokens: step.numTokens + 1, numPairs: step.numPairs + 1, numDecodes: 1, numDecodePairs: 1 };
+    return this.#maxChunkWithin(shape, startPos, !loose);
+  }
+
+  #maxChunkWithin(step: StepShape, startPos: number, shared: boolean): number {
     if (step.numDecodes === 0) return Infinity;
     const prefillSoFar = step.numTokens - step.numDecodes;
     const fit = this.model.fit();
-    const budget = this.budgetMs(step.numDecodes, step.numDecodePairs);
+    const budget = this.budgetMs(step.numDecodes, step.numDecodePairs, shared);
     if (fit === undefined || budget === undefined) return Math.max(0, this.#o.uncalibratedPrefillTokens - prefillSoFar);
     const room = budget - predictMs(fit, step.numTokens, step.numPairs);
     const fits = maxTokensWithin(fit, startPos, room);
@@ -273,16 +310,6 @@ export class StepBudget implements PrefillLimit {
     const min = this.#o.minPrefillTokens;
     const floorMs = fit.msPerToken * min + fit.msPerPair * itemPairs(0, min);
     return Math.max(fits, maxTokensWithin(fit, startPos, floorMs), 1);
-  }
-
-  /**
-   * A step with no decodes while tenants share the node is budgeted as if one decode of no
-   * context ran in it (the budget's floor, `minAutoMs`, at least; a prompt's first chunk still
-   * gets `minPrefillTokens`' time): every step then takes about as long as a mixed one.
-   */
-  maxSharedChunk(step: StepShape, startPos: number): number {
-    const one = { numTokens: step.numTokens + 1, numPairs: step.numPairs + 1, numDecodes: 1, numDecodePairs: 1 };
-    return this.maxChunk(one, startPos);
   }
 
   /** Most prefill tokens from position 0 beside `numDecodes` decodes of no context (a summary for tests and logs). */

@@ -6,12 +6,14 @@
 // (node-llama-cpp 3.21.1, CPU, one thread, F32 KV) on the same file: every prompt token's
 // log-probability within 2e-3 (f32 engines differ by float rounding only; the f32 equivalence
 // test holds full logits within 1e-3), the sums within 1e-2, is_greedy the same. Also max_tokens 0
-// (the prompt alone), vLLM's prompt_logprobs, and the 400s.
+// (the prompt alone), vLLM's prompt_logprobs, each streamed (chunks joined equal the JSON answer),
+// and the 400s.
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { genModel } from '../../src/model/index.js';
 import { LlamaCpp } from '../llama-cpp/drivers.js';
+import { jsonChoices, joinCompletionStream } from './support/completion-stream.js';
 import { startServer, testHome, type Server } from './support/process.js';
 
 /** "The quick brown fox" + " jumps over the lazy dog" in the Llama 2 vocabulary, BOS first. */
@@ -172,6 +174,25 @@ describe('echo + logprobs: the prompt scored as lm-evaluation-harness asks', () 
     }
   });
 
+  it('streams echo + logprobs (and prompt_logprobs, and max_tokens 0) as the JSON answer, joined chunk by chunk', async () => {
+    const ids = [...CONTEXT, ...CONTINUATION];
+    const cases = [
+      { max_tokens: 3, logprobs: 2, echo: true, prompt: [ids, OTHER] },
+      { max_tokens: 2, prompt_logprobs: 1, prompt: ids },
+      { max_tokens: 0, logprobs: 0, echo: true, prompt: ids },
+    ];
+    for (const c of cases) {
+      const body = { model: path, temperature: 0, ignore_eos: true, ...c };
+      const [json, stream] = await Promise.all([
+        client.completions.create(body as never) as Promise<OpenAI.Completions.Completion>,
+        client.completions.create({ ...body, stream: true } as never) as unknown as Promise<
+          AsyncIterable<OpenAI.Completions.Completion>
+        >,
+      ]);
+      expect(await joinCompletionStream(stream)).toEqual(jsonChoices(json));
+    }
+  });
+
   it('refuses what it cannot answer with a 400 that names the field, and keeps serving', async () => {
     const bad = async (body: object) => {
       const e = await client.completions.create(body as never).catch((error: unknown) => error);
@@ -179,7 +200,6 @@ describe('echo + logprobs: the prompt scored as lm-evaluation-harness asks', () 
       return (e as InstanceType<typeof OpenAI.BadRequestError>).param;
     };
     expect(await bad({ model: path, prompt: CONTEXT, max_tokens: 0 })).toBe('max_tokens');
-    expect(await bad({ model: path, prompt: CONTEXT, echo: true, logprobs: 1, stream: true })).toBe('echo');
     expect(await bad({ model: path, prompt: CONTEXT, prompt_logprobs: 21 })).toBe('prompt_logprobs');
     const chat = await client.chat.completions
       .create({ model: path, messages: [{ role: 'user', content: 'hi' }], echo: true } as never)

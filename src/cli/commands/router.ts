@@ -3,12 +3,14 @@
 //   1. flags + environment -> the worker URLs, the cluster secret, the API's flags
 //   2. the model's tokenizer and chat template (the router tokenizes and checks the context)
 //   3. PdRouter (src/router) over the workers; the first look at every worker's /health
-//   4. the same OpenAI front end as `tessera serve` (src/api), plus the PD series in /metrics
+//   4. the same OpenAI front end as `tessera serve` (src/api), plus the PD series in /metrics,
+//      and with --batch-dir the Batch API on the router's disk (its lines run through the router)
 //   5. SIGINT/SIGTERM or, under `tessera up`, the parent's death: drain, then close
 // It must never relay or decide anything itself: it wires the modules that do.
 import { randomInt } from 'node:crypto';
 import { httpLimitsFromEnv } from '../config-http.js';
 import type { Command } from 'commander';
+import { BatchStore } from '../../batch/index.js';
 import { createApiServer, pdMetrics, promptCodecOf, reasoningParserFor, routingMetrics } from '../../api/index.js';
 import { ConfigError, TextStream } from '../../core/index.js';
 import { loadModelInfo } from '../../model/index.js';
@@ -73,6 +75,10 @@ export function registerRouter(program: Command): void {
       '--cluster-secret <secret>',
       'the secret shared by the router and its workers (default: $TESSERA_CLUSTER_SECRET)',
     )
+    .option(
+      '--batch-dir <dir>',
+      "serve the Batch API (/v1/files, /v1/batches) on the router's disk: its lines run through the router at low priority",
+    )
     .action(async (flags: RouterFlags & AdminKeyFlags & DnsFlags) => {
       process.exitCode = await runRouter(flags);
     });
@@ -83,6 +89,7 @@ interface DnsFlags {
   readonly decodeDns: readonly string[];
   readonly dnsInterval?: string;
   readonly routing?: string;
+  readonly batchDir?: string;
 }
 
 async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise<number> {
@@ -149,6 +156,15 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
   const tokenizing = await startPromptTokenizing(model, codec, faults);
   // The reasoning parser by the model's template (qwen3 for one that writes </think>), as `serve` without the flag.
   const reasoningParser = reasoningParserFor(undefined, model.chatTemplate.text);
+  // The Batch API as on `serve`: the store on this router's disk, each line a request of its
+  // tenant through this router (the API's own runner, behind interactive traffic).
+  const batchStore =
+    flags.batchDir === undefined
+      ? null
+      : new BatchStore(flags.batchDir, {
+          answersInMemory: faults.has('batch-answers-in-memory'),
+          ignoreTenant: faults.has('batch-ignore-tenant'),
+        });
   const api = createApiServer({
     backend: router,
     codec,
@@ -167,6 +183,7 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
     grammar: grammarFor(model, faults),
     ...corsOption(flags),
     ...(reasoningParser === null ? {} : { reasoningParser }),
+    ...(batchStore === null ? {} : { batch: { store: batchStore } }),
   });
   const stopped = stopRequested(env['TESSERA_SUPERVISED'] === '1', log);
   const address = await api.listen(port, host);
@@ -178,6 +195,7 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
   await stopped;
   log('shutting down');
   await api.close();
+  batchStore?.close();
   await tokenizing.close();
   await router.close(2_000);
   trace?.close();

@@ -59,6 +59,7 @@ interface UpFlags {
   readonly adminKey?: string;
   readonly kvDisk?: string;
   readonly kvDiskSize?: string;
+  readonly batchDir?: string;
 }
 
 export function registerUp(program: Command): void {
@@ -103,6 +104,7 @@ export function registerUp(program: Command): void {
     .option('--deterministic', 'batch-invariant kernels on every worker')
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant (checked by the router)')
     .option('--admin-key <key>', `${ADMIN_KEY_HELP}; given to every child through its environment`)
+    .option('--batch-dir <dir>', "serve the Batch API (/v1/files, /v1/batches) on the router's disk, in DIR")
     .action(async (flags: UpFlags) => {
       process.exitCode = await up(flags);
     });
@@ -266,6 +268,7 @@ async function up(flags: UpFlags): Promise<number> {
       ...opt('--served-model-name', flags.servedModelName),
       ...opt('--context-length', flags.contextLength),
       ...opt('--api-keys', flags.apiKeys),
+      ...opt('--batch-dir', flags.batchDir),
       ...listening.flatMap((w) => [`--${w.role}`, w.url]),
     ];
     const router = startChild('router', routerArgs);

@@ -2,9 +2,10 @@
 // its prompt chunks, KvDone carries them to decode, decode's first Tokens to the router), against
 // co-located `tessera serve`, both --deterministic on builtin:tiny, with the official openai
 // client in lm-evaluation-harness's loglikelihood shape (echo, logprobs, max_tokens 1 or 0): the
-// same answers, number for number; and vLLM's prompt_logprobs. Embeddings are refused there (co-located only).
+// same answers, number for number; and vLLM's prompt_logprobs; streamed, the same as the JSON answer. Embeddings are refused there (co-located only).
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { jsonChoices, joinCompletionStream } from '../support/completion-stream.js';
 import type { Server } from '../support/process.js';
 import { promptIds, testHome, upBesideServe, type UpBesideServe } from './support.js';
 
@@ -65,6 +66,23 @@ describe('echo and prompt_logprobs through tessera up', () => {
     expect(o.choices[0]?.logprobs).toEqual(r.choices[0]?.logprobs);
     expect(o.choices[0]?.finish_reason).toBe('length');
     expect(ours.usage?.completion_tokens).toBe(0);
+  });
+
+  it('stream echo + logprobs and prompt_logprobs as the JSON answer, joined chunk by chunk', async () => {
+    const prompts = [promptIds(150), promptIds(9, 77)];
+    for (const c of [
+      { max_tokens: 3, logprobs: 1, echo: true, prompt: prompts },
+      { max_tokens: 0, prompt_logprobs: 2, logprobs: 0, echo: true, prompt: promptIds(40, 5) },
+    ]) {
+      const body = { model: MODEL, temperature: 0, ...c };
+      const [json, stream] = await Promise.all([
+        pd.completions.create(body as never) as Promise<OpenAI.Completions.Completion>,
+        pd.completions.create({ ...body, stream: true } as never) as unknown as Promise<
+          AsyncIterable<OpenAI.Completions.Completion>
+        >,
+      ]);
+      expect(await joinCompletionStream(stream)).toEqual(jsonChoices(json));
+    }
   });
 
   it('refuses /v1/embeddings with a 400 that says co-located serve answers them', async () => {
