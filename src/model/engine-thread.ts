@@ -23,6 +23,7 @@
 // It must never run two steps at once, or resolve a step before the thread replied.
 import { Worker } from 'node:worker_threads';
 import { assert, InvariantError, NO_FAULTS, type FaultSet, type KvDtype } from '../core/index.js';
+import { detectKernelSupport, planKernels, type KernelChoice, type KernelPlan } from '../kernels/index.js';
 import { PagePool, createKvView } from '../pages/index.js';
 import type { ModelConfig } from './config.js';
 import {
@@ -39,6 +40,9 @@ export interface EngineThreadOptions {
   /** The model spec, as loadModel takes it (the thread loads the weights itself). */
   readonly spec: string;
   readonly cacheDir?: string;
+  /** Which kernels (default 'auto'); planned here, on the calling thread, and built on the engine thread. */
+  readonly kernels?: KernelChoice;
+  /** Demand batch-invariant kernels (--deterministic). */
   readonly deterministic?: boolean;
   readonly kvPages: number;
   readonly pageSize?: number;
@@ -60,7 +64,8 @@ export interface EngineThreadOptions {
 export interface EngineThreadData {
   readonly spec: string;
   readonly cacheDir: string | undefined;
-  readonly deterministic: boolean;
+  /** Which backend runs which op (kernels' planKernels, on the calling thread). */
+  readonly kernels: KernelPlan;
   readonly kvPages: number;
   readonly pageSize: number;
   readonly kvDtype: KvDtype;
@@ -117,7 +122,7 @@ export async function createThreadedEngine(o: EngineThreadOptions, threads: numb
   const data: EngineThreadData = {
     spec: o.spec,
     cacheDir: o.cacheDir,
-    deterministic: o.deterministic === true,
+    kernels: planKernels(o.kernels ?? 'auto', o.deterministic === true, detectKernelSupport()),
     kvPages: o.kvPages,
     pageSize: o.pageSize ?? DEFAULT_PAGE_SIZE,
     kvDtype: o.kvDtype ?? 'f32',

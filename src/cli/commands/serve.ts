@@ -37,6 +37,7 @@ import {
   DEFAULT_PAGE_SIZE,
   DEFAULT_KV_DISK_SIZE,
   DEFAULT_PORT,
+  KERNELS_HELP,
   KV_DTYPE_HELP,
   parseServeConfig,
   type ServeConfig,
@@ -100,6 +101,7 @@ export function registerServe(program: Command): void {
       '--deterministic',
       "batch-invariant kernels: a greedy request's output does not depend on what runs beside it",
     )
+    .option('--kernels <name>', KERNELS_HELP)
     .option(
       '--role <role>',
       'colocated (default), or prefill / decode: one worker of a disaggregated cluster (see `tessera router`, `tessera up`)',

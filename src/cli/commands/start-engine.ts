@@ -7,6 +7,7 @@
 //      kernels and runs every forward pass there), over the planned pool.
 import { availableParallelism } from 'node:os';
 import { PROMPT_LOGIT_ROWS } from '../../core/index.js';
+import { summarizeKernelPlan } from '../../kernels/index.js';
 import type { ServeConfig } from '../config.js';
 import { createThreadedEngine, loadModelInfo, type ModelInfo, type ThreadedEngine } from '../../model/index.js';
 import { readModelConfig } from '../config-model.js';
@@ -17,7 +18,7 @@ export interface StartedEngine {
   readonly plan: PoolPlan;
   readonly model: ModelInfo;
   readonly engine: ThreadedEngine;
-  /** The kernels in use, for the start-up line and /health: "native dense + wasm+native ops" (--deterministic: "wasm dense + wasm ops, batch-invariant"). */
+  /** The kernels in use, for the start-up line and /health: "native (avx512-vnni) dense + attention, wasm ops, batch-invariant". */
   readonly kernels: string;
 }
 
@@ -36,6 +37,7 @@ export async function startEngine(config: ServeConfig, log: (line: string) => vo
     {
       spec: config.model,
       cacheDir: config.home,
+      kernels: config.kernels,
       deterministic: config.deterministic,
       kvPages: plan.numPages,
       pageSize: plan.pageSize,
@@ -48,6 +50,7 @@ export async function startEngine(config: ServeConfig, log: (line: string) => vo
     },
     availableParallelism(),
   );
-  const kernels = `${engine.kernels.dense} dense + ${engine.kernels.ops} ops${engine.kernels.batchInvariant ? ', batch-invariant' : ''}`;
+  const kernels = summarizeKernelPlan(engine.kernels.plan);
+  if (engine.kernels.plan.fellBack !== null) log(`kernels: ${kernels} (${engine.kernels.plan.fellBack})`);
   return { plan, model, engine, kernels };
 }
