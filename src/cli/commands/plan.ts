@@ -5,7 +5,7 @@
 // kernel table: which backend runs which op on this machine (kernels' planKernels, as serve).
 // It reads the model's config only, never its weights.
 import type { Command } from 'commander';
-import { detectKernelSupport, formatKernelPlan, planKernels } from '../../kernels/index.js';
+import { detectKernelSupport, formatKernelPlan, planKernels, type KernelPlan } from '../../kernels/index.js';
 import { readModelConfig } from '../config-model.js';
 import { planPool, startupCheckError, type PoolPlan } from '../config-pool.js';
 import { formatBytes, formatCount } from '../config-values.js';
@@ -49,12 +49,15 @@ export function registerPlan(program: Command): void {
       );
       const config = await readModelConfig(spec, tesseraHome(process.env));
       const plan = planPool(config, pool);
-      process.stdout.write(renderPlan(spec, plan));
-      process.stdout.write(`${formatKernelPlan(kernels)}
-`);
+      process.stdout.write(`${planLines(spec, plan, kernels).join('\n')}\n`);
       const refusal = startupCheckError(plan);
       if (refusal !== undefined) throw refusal;
     });
+}
+
+/** What `tessera plan` prints (and the dashboard's "tessera plan" panel shows): the pool, then the kernels. */
+export function planLines(spec: string, plan: PoolPlan, kernels: KernelPlan): string[] {
+  return [...renderPlan(spec, plan).trimEnd().split('\n'), ...formatKernelPlan(kernels).split('\n')];
 }
 
 export function renderPlan(spec: string, plan: PoolPlan): string {

@@ -45,7 +45,7 @@ import {
 } from '../config.js';
 import { DEFAULT_DATA_HOST, parsePdWorkerConfig, parseRole, type PdServeFlags } from '../config-pd.js';
 import { ADMIN_KEY_HELP, parseAdminKey, withAdminKey, type AdminKeyFlags } from '../config-admin.js';
-import { renderPlan } from './plan.js';
+import { planLines } from './plan.js';
 import { servePd } from './serve-pd.js';
 import { startEngine } from './start-engine.js';
 import { startPromptTokenizing } from '../tokenizer-threads.js';
@@ -218,7 +218,7 @@ async function serve(
     metricsHooks: [...kvDisk.metricsHooks, (registry) => kvTierMetrics(registry, () => tiersOf(engine.pool) ?? [])],
     drainTimeoutMs: DRAIN_TIMEOUT_MS,
     httpLimits: httpLimitsFromEnv(process.env),
-    dashboard: { adminKey, plan: renderPlan(config.model, plan).trimEnd().split('\n') },
+    dashboard: { adminKey, plan: planLines(config.model, plan, engine.kernels.plan) },
     grammar,
     ...cors,
     ...reasoningOption(reasoningParserFor(reasoningFlag, model.chatTemplate.text)),
