@@ -51,7 +51,7 @@ const NEW_TOKENS = Number(flag('--tokens') ?? (quick ? 16 : 64));
 const PROMPT_TOKENS = 16;
 /** The longer context at which page checks are timed (each decode step checks every page read). */
 const LONG_CONTEXT = 1024;
-/** Models at most this many weight bytes per token also get the A/B and --deterministic runs (they need second engines). */
+/** Models at most this many weight bytes per token also get the A/B and --kernels wasm runs (they need second engines). */
 const EXTRAS_MAX_BYTES = 256 * 2 ** 20;
 const SPECS = parseModels(
   flag('--models') ?? process.env['BENCH_MODELS'] ?? (quick ? 'm100:q4_0' : 'm100:q4_0,m100:f16,m100:q4_k_m'),
@@ -116,7 +116,8 @@ interface ModelResult {
   readonly boundTokensPerSecond: number;
   /** Tessera's batch 4 and 16 decode tok/s (prompts of PROMPT_TOKENS), medians. */
   readonly batched: Record<number, number>;
-  readonly deterministic: Record<number, number>;
+  /** The same on --kernels wasm (what a CPU without the native addon runs). */
+  readonly wasm: Record<number, number>;
   readonly pageChecks: {
     batch: number;
     contextTokens: number;
@@ -160,7 +161,7 @@ for (const spec of SPECS) {
     bandwidthGbPerSecond: adjacent.gbPerSecond,
     boundTokensPerSecond: (adjacent.gbPerSecond * 1e9) / engine.weightBytesPerToken,
     batched: {},
-    deterministic: {},
+    wasm: {},
     pageChecks: [],
     abDecode: null,
   };
@@ -221,10 +222,10 @@ for (const spec of SPECS) {
   }
   await engine.dispose();
   if (extras) {
-    const det = await createEngine(model, { kvPages, threads: THREADS, deterministic: true });
-    await tesseraDecode(det, 1, PROMPT_TOKENS, NEW_TOKENS);
-    for (const b of BATCHES) result.deterministic[b] = await tesseraDecode(det, b, PROMPT_TOKENS, NEW_TOKENS);
-    await det.dispose();
+    const wasm = await createEngine(model, { kvPages, threads: THREADS, kernels: 'wasm' });
+    await tesseraDecode(wasm, 1, PROMPT_TOKENS, NEW_TOKENS);
+    for (const b of BATCHES) result.wasm[b] = await tesseraDecode(wasm, b, PROMPT_TOKENS, NEW_TOKENS);
+    await wasm.dispose();
   }
   results.push(result);
 }
@@ -237,18 +238,18 @@ console.log(
   `\n## Tessera decode tokens/s at batch ${BATCHES.join(', ')} (prompts of ${PROMPT_TOKENS}; all requests together)`,
 );
 console.log(
-  `${'model'.padEnd(16)}${'MiB/tok'.padStart(9)}${'bound'.padStart(9)} | ${BATCHES.map((b) => `tessera@${b}`.padStart(11)).join('')} | ${BATCHES.map((b) => `det@${b}`.padStart(9)).join('')}`,
+  `${'model'.padEnd(16)}${'MiB/tok'.padStart(9)}${'bound'.padStart(9)} | ${BATCHES.map((b) => `tessera@${b}`.padStart(11)).join('')} | ${BATCHES.map((b) => `wasm@${b}`.padStart(9)).join('')}`,
 );
 for (const r of results) {
   console.log(
-    `${label(r)}${f(r.weightMiB)}${f(r.boundTokensPerSecond)} | ${BATCHES.map((b) => f(r.batched[b]).padStart(11)).join('')} | ${BATCHES.map((b) => f(r.deterministic[b])).join('')}`,
+    `${label(r)}${f(r.weightMiB)}${f(r.boundTokensPerSecond)} | ${BATCHES.map((b) => f(r.batched[b]).padStart(11)).join('')} | ${BATCHES.map((b) => f(r.wasm[b])).join('')}`,
   );
   console.log(
     `${' '.repeat(16)} batch 1: ${((100 * r.batched[1]!) / r.boundTokensPerSecond).toFixed(0)}% of the bandwidth bound (${r.bandwidthGbPerSecond.toFixed(1)} GB/s / weight bytes per token as stored)`,
   );
 }
 console.log(
-  `(det: --deterministic, wasm dense (small models only); llama.cpp's batched serving: bench:serve; bandwidths in this run: ${bandwidths.map((b) => b.gbPerSecond.toFixed(1)).join(', ')} GB/s)`,
+  `(wasm: --kernels wasm, the fallback without the native addon (small models only); llama.cpp's batched serving: bench:serve; bandwidths in this run: ${bandwidths.map((b) => b.gbPerSecond.toFixed(1)).join(', ')} GB/s)`,
 );
 console.log('\n## Page checks per decode step (checkWrite + checkRead for every request), timed alone');
 for (const r of results) {

@@ -1,7 +1,7 @@
 // Kernel micro-benchmark (`npm run bench:kernels`): memory bandwidth, dense matmul GFLOP/s and
-// GB/s of weights per backend (wasm, ort, native) at m = 1, 4, 16 on m100-sized matrices (f32
-// and q4_0; --dtypes for more), ORT's batch variance, a chain of ORT sessions like one decode
-// step's, and paged attention µs per token at a 512-token context. Prints numbers side by side from one run; asserts nothing about speed.
+// GB/s of weights per backend (wasm, native) at m = 1, 4, 16 on m100-sized matrices (f32 and
+// q4_0; --dtypes for more), each backend's batch variance (none expected), a chain of matmuls
+// like one decode step's, and paged attention µs per token at a 512-token context. Prints numbers side by side from one run; asserts nothing about speed.
 import { Rng, type KvDtype } from '../src/core/index.js';
 import {
   type DenseKernels,
@@ -10,7 +10,6 @@ import {
   type PagedKvView,
   type WeightDType,
   byteSize,
-  createOrtDense,
   createRefOps,
   createWasmDense,
   createWasmOps,
@@ -76,9 +75,6 @@ async function denseSection(bandwidth: number): Promise<void> {
   const backends: [string, DenseKernels][] = [
     ['wasm t1', await createWasmDense({ runtime })],
     ['wasm t2', await createWasmDense({ runtime, threads: 2 })],
-    ['ort t1', await createOrtDense({ threads: 1 })],
-    ['ort t2', await createOrtDense({ threads: 2 })],
-    ['ort t1 f32-act', await createOrtDense({ threads: 1, activationPrecision: 'f32' })],
     ...nativeBackends(),
   ];
   console.log('\n## Dense y = x·Wᵀ: µs per call | GFLOP/s | GB/s of weights (bound: %s GB/s)', bandwidth.toFixed(1));
@@ -118,9 +114,6 @@ async function batchVarianceSection(): Promise<void> {
   const runtime = await loadWasmRuntime({ maxMemoryBytes: 256 * 1024 ** 2 });
   const backends: [string, DenseKernels][] = [
     ['wasm t2', await createWasmDense({ runtime, threads: 2 })],
-    ['ort t1', await createOrtDense({ threads: 1 })],
-    ['ort t2', await createOrtDense({ threads: 2 })],
-    ['ort t1 f32-act', await createOrtDense({ threads: 1, activationPrecision: 'f32' })],
     ...nativeBackends(),
   ];
   for (const dtype of DTYPES) {
@@ -134,7 +127,6 @@ async function batchVarianceSection(): Promise<void> {
       );
       const x = Float32Array.from({ length: 64 * cols }, () => rng.normal());
       for (const [name, b] of backends) {
-        if (dtype === 'f32' && name.endsWith('f32-act')) continue; // same graph as ort t1 for f32 weights
         const w = await b.prepare({ name: 'w', dtype, shape: [rows, cols], data });
         const alone: Float32Array[] = [];
         for (let i = 0; i < 64; i++) alone.push(await b.matmul(w, x.subarray(i * cols, (i + 1) * cols), 1));
@@ -165,7 +157,7 @@ async function batchVarianceSection(): Promise<void> {
 
 /** 48 [768x768] f32 matmuls in sequence at m = 1, one session each, like one decode step. */
 async function chainSection(): Promise<void> {
-  console.log('\n## A chain of 48 [768x768] f32 matmuls at m = 1 (one session per matrix): GB/s of weights');
+  console.log('\n## A chain of 48 [768x768] f32 matmuls at m = 1, like one decode step: GB/s of weights');
   const rng = new Rng(3);
   const data = quantize(
     'f32',
@@ -174,9 +166,12 @@ async function chainSection(): Promise<void> {
   const configs: [string, () => Promise<DenseKernels>][] = [
     ['wasm t1', () => createWasmDense()],
     ['wasm t2', () => createWasmDense({ threads: 2 })],
-    ['ort t1', () => createOrtDense({ threads: 1 })],
-    ['ort t2', () => createOrtDense({ threads: 2 })],
-    ['ort t2 spinning', () => createOrtDense({ threads: 2, spinning: true })],
+    ...(native
+      ? ([
+          ['native t1', async () => new NativeDense({ threads: 1 })],
+          ['native t2', async () => new NativeDense({ threads: 2 })],
+        ] as [string, () => Promise<DenseKernels>][])
+      : []),
   ];
   for (const [name, make] of configs) {
     const b = await make();

@@ -5,8 +5,8 @@
 // the variant by CPUID at load (or as forced: --cpu). Run by `npm run build`
 // (and so by `npm install` through `prepare`). Skips the compile when the addon is newer than its
 // source. Never fails the build: without a compiler, or on a CPU or OS the kernels do not
-// support, it prints why and Tessera uses onnxruntime for every matmul (model/engine.ts's
-// useNativeDense decides, at start-up). Never writes anywhere but build/.
+// support, it prints why and Tessera runs the wasm kernels instead (src/kernels/choose.ts decides,
+// at start-up; `tessera plan` prints the table). Never writes anywhere but build/.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -81,7 +81,7 @@ try {
   });
   renameSync(partial, outFile);
 } catch (cause) {
-  console.log(`build-native: ${cc} could not build ${outFile} (${cause.message}); matmuls will run on onnxruntime`);
+  console.log(`build-native: ${cc} could not build ${outFile} (${cause.message}); the wasm kernels will run instead`);
 } finally {
   rmSync(objDir, { recursive: true, force: true });
 }

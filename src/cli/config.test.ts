@@ -28,6 +28,7 @@ describe('parseServeConfig', () => {
       host: '127.0.0.1',
       port: 8000,
       deterministic: false,
+      kernels: 'auto',
       home: '/h',
       checkEveryStep: false,
     });
@@ -50,6 +51,7 @@ describe('parseServeConfig', () => {
         chunkedPrefillSize: '64',
         apiKeys: 'k.json',
         deterministic: true,
+        kernels: 'wasm',
       },
       { TESSERA_CHECK_EVERY_STEP: '1' },
     );
@@ -62,6 +64,7 @@ describe('parseServeConfig', () => {
       chunkedPrefillSize: 64,
       apiKeysFile: 'k.json',
       deterministic: true,
+      kernels: 'wasm',
       checkEveryStep: true,
     });
     expect(c.pool).toEqual({
@@ -76,6 +79,9 @@ describe('parseServeConfig', () => {
     expect(configError(() => parseServeConfig({ port: '80x' }, {}))).toMatch(/--port must be a whole number/);
     expect(configError(() => parseServeConfig({ kvDtype: 'bf16' }, {}))).toBe(
       "--kv-dtype must be one of f32, f16, q8_0, got 'bf16'",
+    );
+    expect(configError(() => parseServeConfig({ kernels: 'ort' }, {}))).toBe(
+      "--kernels must be one of auto, native, wasm, ref, got 'ort'",
     );
     expect(configError(() => parseServeConfig({ port: '70000' }, {}))).toMatch(/--port must be between 0 and 65535/);
     expect(configError(() => parseServeConfig({ kvPages: '0' }, {}))).toMatch(/--kv-pages/);

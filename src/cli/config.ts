@@ -3,6 +3,7 @@
 // reads the environment through config-env.ts. Pure apart from its `env` argument: no I/O,
 // so every refusal (exit 2) is testable without a process.
 import { ConfigError, KV_DTYPES, type FaultSet, type KvDtype } from '../core/index.js';
+import { KERNEL_CHOICES, type KernelChoice } from '../kernels/index.js';
 import { DEFAULT_SPEC, type SpecOptions } from '../scheduler/index.js';
 import { checkEveryStepFromEnv, faultsFromEnv, tesseraHome, type Env } from './config-env.js';
 import type { PoolFlags, PoolSize } from './config-pool.js';
@@ -40,6 +41,7 @@ export interface ServeFlags {
   readonly maxStepMs?: string;
   readonly apiKeys?: string;
   readonly deterministic?: boolean;
+  readonly kernels?: string;
   readonly servedModelName?: string;
   readonly kvDisk?: string;
   readonly kvDiskSize?: string;
@@ -73,6 +75,8 @@ export interface ServeConfig {
   readonly apiKeysFile: string | null;
   /** Batch-invariant kernels: a greedy request's output does not depend on its neighbours. */
   readonly deterministic: boolean;
+  /** --kernels: which backend runs the ops (kernels' planKernels turns it into a plan). */
+  readonly kernels: KernelChoice;
   /** TESSERA_HOME: where built-in models are generated. */
   readonly home: string;
   readonly faults: FaultSet;
@@ -115,6 +119,20 @@ export function parseKvDtype(value: string | undefined): KvDtype {
   return dtype;
 }
 
+/** --kernels: auto (default), native, wasm or ref. */
+export function parseKernelChoice(value: string | undefined): KernelChoice {
+  if (value === undefined) return 'auto';
+  const choice = KERNEL_CHOICES.find((c) => c === value);
+  if (choice === undefined)
+    throw new ConfigError(`--kernels must be one of ${KERNEL_CHOICES.join(', ')}, got '${value}'`);
+  return choice;
+}
+
+/** The --kernels option's help, shared by serve, run, plan and up. */
+export const KERNELS_HELP =
+  'which kernels run the model: auto (default: native if this CPU runs the addon, else wasm), native, wasm, ' +
+  'or ref (plain TypeScript, slow: for checking); `tessera plan` prints the table';
+
 /** The --kv-dtype option's help, shared by serve, plan and up. */
 export const KV_DTYPE_HELP =
   'how the KV pool stores K and V: f32, f16 (half the bytes per token) or q8_0 (int8 with an f16 scale per 32 ' +
@@ -148,6 +166,7 @@ export function parseServeConfig(flags: ServeFlags, env: Env): ServeConfig {
     maxWaiting: DEFAULT_MAX_WAITING,
     apiKeysFile: flags.apiKeys ?? null,
     deterministic: flags.deterministic === true,
+    kernels: parseKernelChoice(flags.kernels),
     home: tesseraHome(env),
     faults: faultsFromEnv(env),
     checkEveryStep: checkEveryStepFromEnv(env),

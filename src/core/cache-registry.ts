@@ -123,11 +123,8 @@ export const NOT_CACHES: readonly StateDeclaration[] = [
   { site: 'src/grammar/matchers.ts:#creating', why: 'matchers being created, by request id' },
   { site: 'src/grammar/ref-cycles.ts:ANNOTATIONS', why: 'keyword table (static)' },
   { site: 'src/grammar/schema-rules.ts:ANNOTATIONS', why: 'keyword table (static)' },
-  { site: 'src/kernels/ort/dense.ts:#sessions', why: 'ONNX sessions of the weights (model, not requests)' },
   { site: 'src/kernels/wasm/runtime.ts:#buffers', why: 'WASM memory buffers' },
   { site: 'src/kernels/wasm/runtime.ts:#scratch', why: 'scratch buffers by kernel shape (no request data kept)' },
-  { site: 'src/model/dense-split.ts:#owner', why: 'which kernel holds a weight (model)' },
-  { site: 'src/model/dense-split.ts:#pairs', why: 'kernel pairs per weight (model)' },
   { site: 'src/model/gguf-reader.ts:SCALAR_BY_CODE', why: 'GGUF type table (static)' },
   { site: 'src/model/gguf-weights.ts:CONFIG_TENSORS', why: 'tensor name table (static)' },
   {

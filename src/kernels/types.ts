@@ -1,6 +1,6 @@
 // The kernel interfaces. Two families, each with several backends and one shared case suite
-// (src/kernels/cases/) that every backend runs:
-//   DenseKernels  y = x · Wᵀ for one weight matrix:   ref (plain TS), wasm (SIMD), native (C), ort (onnxruntime-node)
+// (src/kernels/cases/) that every backend runs; choose.ts decides which backend runs what:
+//   DenseKernels  y = x · Wᵀ for one weight matrix:   ref (plain TS), wasm (SIMD), native (C)
 //   OpKernels     norms, RoPE, SiLU/GELU, paged attention:  ref (plain TS), wasm (SIMD), wasm+native (attention in C)
 // `ref` is the oracle: every fast kernel is tested against it.
 import type { PagedKvView } from '../core/index.js';
@@ -28,7 +28,7 @@ export interface DenseWeight {
 }
 
 export interface DenseKernels {
-  readonly name: 'ref' | 'wasm' | 'ort' | 'native';
+  readonly name: 'ref' | 'wasm' | 'native';
   /** True when each output row depends only on its input row, never on the batch size. */
   readonly batchInvariant: boolean;
   /** Copy or repack a weight for this backend. Quantized weights stay quantized. */

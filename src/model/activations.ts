@@ -3,8 +3,8 @@
 // allocates no buffer. It must never be shared by two steps in flight.
 //
 // Buffers that dense matmuls read or write come from `allocDense` (plain memory for the native
-// kernels and for onnxruntime, which cannot take views of wasm's shared memory without copying;
-// wasm memory for the wasm dense kernel); the rest may be anywhere the op kernels accept.
+// kernels, wasm memory for the wasm dense kernel: runner.ts's denseOutputAlloc); the rest may be
+// anywhere the op kernels accept.
 import type { ModelConfig } from './config.js';
 
 export interface Activations {

@@ -13,7 +13,8 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { assert } from '../core/index.js';
 import { allocateActivations } from './activations.js';
-import { allocKvView, createKernels } from './engine.js';
+import { createKernels } from '../kernels/index.js';
+import { allocKvView, engineKernels } from './engine.js';
 import {
   stepInputViews,
   type EngineThreadData,
@@ -38,7 +39,7 @@ async function main(): Promise<void> {
   const started = performance.now();
   const model = await loadModel(data.spec, { cacheDir: data.cacheDir });
   const { config } = model;
-  const { dense, ops } = await createKernels('fast', data.deterministic, data.threads);
+  const { dense, ops } = await createKernels(data.kernels, data.threads);
   const weights = await prepareWeights(config, model.tensors, dense, ops);
   const shape = {
     numPages: data.kvPages,
@@ -73,7 +74,7 @@ async function main(): Promise<void> {
     kvLength: kv.length,
     config,
     fingerprint: modelFingerprint(model),
-    kernels: { dense: dense.name, ops: ops.name, batchInvariant: dense.batchInvariant, threads: data.threads },
+    kernels: engineKernels(data.kernels, dense, ops, data.threads),
     prepareMs: performance.now() - started,
     weightBytesPerToken: weights.bytesPerToken,
     logits,

@@ -23,6 +23,7 @@
 // It must never run two steps at once, or resolve a step before the thread replied.
 import { Worker } from 'node:worker_threads';
 import { assert, InvariantError, ModelLoadError, NO_FAULTS, type FaultSet, type KvDtype } from '../core/index.js';
+import { detectKernelSupport, planKernels, type KernelChoice, type KernelPlan } from '../kernels/index.js';
 import { PagePool, createKvView } from '../pages/index.js';
 import type { ModelConfig } from './config.js';
 import {
@@ -40,6 +41,9 @@ export interface EngineThreadOptions {
   /** The model spec, as loadModel takes it (the thread loads the weights itself). */
   readonly spec: string;
   readonly cacheDir?: string;
+  /** Which kernels (default 'auto'); planned here, on the calling thread, and built on the engine thread. */
+  readonly kernels?: KernelChoice;
+  /** Demand batch-invariant kernels (--deterministic). */
   readonly deterministic?: boolean;
   readonly kvPages: number;
   readonly pageSize?: number;
@@ -61,7 +65,8 @@ export interface EngineThreadOptions {
 export interface EngineThreadData {
   readonly spec: string;
   readonly cacheDir: string | undefined;
-  readonly deterministic: boolean;
+  /** Which backend runs which op (kernels' planKernels, on the calling thread). */
+  readonly kernels: KernelPlan;
   readonly kvPages: number;
   readonly pageSize: number;
   readonly kvDtype: KvDtype;
@@ -129,7 +134,7 @@ export async function createThreadedEngine(o: EngineThreadOptions, threads: numb
   const data: EngineThreadData = {
     spec: o.spec,
     cacheDir: o.cacheDir,
-    deterministic: o.deterministic === true,
+    kernels: planKernels(o.kernels ?? 'auto', o.deterministic === true, detectKernelSupport()),
     kvPages: o.kvPages,
     pageSize: o.pageSize ?? DEFAULT_PAGE_SIZE,
     kvDtype: o.kvDtype ?? 'f32',

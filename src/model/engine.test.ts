@@ -1,7 +1,20 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { asRequestId, ConfigError, DEFAULT_TENANT, samplingParams, type Tag } from '../core/index.js';
 import type { ModelConfig } from './config.js';
-import { createEngine, type Engine } from './engine.js';
+import {
+  createRefDense,
+  createWasmDense,
+  createWasmOps,
+  loadWasmRuntime,
+  nativeAvailability,
+  type DenseKernels,
+  type DenseWeight,
+  type OpKernels,
+} from '../kernels/index.js';
+import { PagePool } from '../pages/index.js';
+import { allocKvView, createEngine, type Engine } from './engine.js';
+import { ModelRunner } from './runner.js';
+import { prepareWeights } from './weights-prepared.js';
 import { generate } from './generate.js';
 import { PRESET_CONFIGS } from './presets.js';
 import { randomModel } from './random-model.js';
@@ -18,7 +31,7 @@ const PROMPTS = [
 
 /** Logits of every greedy step of one request running beside `others` (prefilled, then decoding along). */
 async function greedyLogits(
-  engine: Engine,
+  engine: Pick<Engine, 'pool' | 'runner'>,
   prompt: readonly number[],
   steps: number,
   others: readonly (readonly number[])[] = [],
@@ -55,61 +68,72 @@ async function greedyLogits(
 let ref: Engine;
 let fast: Engine;
 let deterministic: Engine;
+let wasm: Engine;
 beforeAll(async () => {
   ref = await createEngine(MODEL, { kernels: 'ref', kvPages: 32 });
   fast = await createEngine(MODEL, { kvPages: 32, threads: 2 });
   deterministic = await createEngine(MODEL, { kvPages: 32, deterministic: true, threads: 2 });
+  wasm = await createEngine(MODEL, { kernels: 'wasm', kvPages: 32, threads: 2 });
 });
 afterAll(async () => {
-  for (const e of [ref, fast, deterministic]) await e?.dispose();
+  for (const e of [ref, fast, deterministic, wasm]) await e?.dispose();
 });
 
+/** An engine over `dense` (not one planKernels builds): the negative control's. */
+async function engineOver(dense: DenseKernels, ops: OpKernels): Promise<Pick<Engine, 'pool' | 'runner'>> {
+  const weights = await prepareWeights(MODEL.config, MODEL.tensors, dense, ops);
+  const pool = new PagePool({
+    kv: allocKvView(ops, {
+      numPages: 32,
+      pageSize: 16,
+      numLayers: CONFIG.numLayers,
+      numKvHeads: CONFIG.numKvHeads,
+      headDim: CONFIG.headDim,
+      dtype: 'f32',
+    }),
+  });
+  const runner = new ModelRunner({ config: CONFIG, weights, dense, ops, pool, maxStepTokens: 64, maxStepLogits: 8 });
+  return { pool, runner };
+}
+
+/** Batches of one row on `one`, larger ones on `many`: the shape of the native + onnxruntime split this seam removed. */
+function splitByBatch(one: DenseKernels, many: DenseKernels): DenseKernels {
+  const pairs = new WeakMap<DenseWeight, [DenseWeight, DenseWeight]>();
+  return {
+    name: one.name,
+    batchInvariant: false,
+    async prepare(weight) {
+      const pair: [DenseWeight, DenseWeight] = [await one.prepare(weight), await many.prepare(weight)];
+      pairs.set(pair[0], pair);
+      return pair[0];
+    },
+    matmul(weight, x, m, out) {
+      const [w1, wm] = pairs.get(weight)!;
+      return m === 1 ? one.matmul(w1, x, m, out) : many.matmul(wm, x, m, out);
+    },
+    dispose: async () => undefined,
+  };
+}
+
+const bitIdentical = (a: readonly Float32Array[], b: readonly Float32Array[]): boolean =>
+  a.length === b.length && a.every((x, i) => Buffer.from(x.buffer).equals(Buffer.from(b[i]!.buffer)));
+
 describe('createEngine', () => {
-  it('picks native dense (+ ort for f16/bf16 prefill) + wasm with native attention by default, wasm + wasm when deterministic, ref + ref for checking', () => {
-    expect([fast.kernels.dense, fast.kernels.ops, fast.kernels.batchInvariant]).toEqual([
-      'native',
-      'wasm+native',
-      false,
-    ]);
-    expect([deterministic.kernels.dense, deterministic.kernels.ops, deterministic.kernels.batchInvariant]).toEqual([
-      'wasm',
-      'wasm',
-      true,
-    ]);
+  it('runs the plan of its --kernels choice: auto (and --deterministic) native where the addon runs, wasm, ref', () => {
+    const native = 'addon' in nativeAvailability();
+    const expected = native ? ['native', 'wasm+native', true] : ['wasm', 'wasm', true];
+    for (const engine of [fast, deterministic])
+      expect([engine.kernels.dense, engine.kernels.ops, engine.kernels.batchInvariant]).toEqual(expected);
+    expect(fast.kernels.plan.backend).toBe(native ? 'native' : 'wasm');
+    expect([wasm.kernels.dense, wasm.kernels.ops, wasm.kernels.plan.choice]).toEqual(['wasm', 'wasm', 'wasm']);
     expect([ref.kernels.dense, ref.kernels.ops]).toEqual(['ref', 'ref']);
     expect(fast.weightBytesPerToken).toBe(4 * (4 * (128 * 128 * 2 + 2 * 64 * 128 + 3 * 128 * 384) + 512 * 128));
     expect(fast.prepareMs).toBeGreaterThan(0);
   });
 
-  it('runs onnxruntime alone with TESSERA_DENSE=ort, and q4_0 weights agree with the native kernels to the int8 tolerance', async () => {
-    const q4 = randomModel(MODEL.config, 3, 'q4_0');
-    const native = await createEngine(q4, { kvPages: 32, threads: 1 });
-    process.env['TESSERA_DENSE'] = 'ort';
-    let ort: Engine;
-    try {
-      ort = await createEngine(q4, { kvPages: 32, threads: 1 });
-    } finally {
-      delete process.env['TESSERA_DENSE'];
-    }
-    try {
-      expect([native.kernels.dense, ort.kernels.dense]).toEqual(['native', 'ort']);
-      expect([native.kernels.ops, ort.kernels.ops]).toEqual(['wasm+native', 'wasm']);
-      const a = await greedyLogits(native, PROMPTS[0]!, 4);
-      const b = await greedyLogits(ort, PROMPTS[0]!, 4);
-      a.forEach((logits, step) => {
-        const scale = Math.max(...b[step]!.map(Math.abs));
-        const maxDiff = Math.max(...logits.map((v, j) => Math.abs(v - b[step]![j]!)));
-        expect(maxDiff / scale, `step ${step}`).toBeLessThan(2e-2);
-      });
-    } finally {
-      await native.dispose();
-      await ort.dispose();
-    }
-  });
-
-  it('the fast kernels (default and deterministic) agree with the reference within 1e-3 over 6 greedy steps', async () => {
+  it('the fast kernels (auto, deterministic, wasm) agree with the reference within 1e-3 over 6 greedy steps', async () => {
     const expected = await greedyLogits(ref, PROMPTS[0]!, 6);
-    for (const engine of [fast, deterministic]) {
+    for (const engine of [fast, deterministic, wasm]) {
       const got = await greedyLogits(engine, PROMPTS[0]!, 6);
       got.forEach((logits, step) => {
         const maxDiff = Math.max(...logits.map((v, j) => Math.abs(v - expected[step]![j]!)));
@@ -118,12 +142,21 @@ describe('createEngine', () => {
     }
   });
 
-  it("deterministic: a request's logits are bit-identical alone and beside three others", async () => {
-    const alone = await greedyLogits(deterministic, PROMPTS[0]!, 5);
-    const together = await greedyLogits(deterministic, PROMPTS[0]!, 5, PROMPTS.slice(1));
-    together.forEach((logits, step) =>
-      expect(Buffer.from(logits.buffer).equals(Buffer.from(alone[step]!.buffer))).toBe(true),
-    );
+  it("every backend is batch-invariant: a request's logits are bit-identical alone and beside three others", async () => {
+    for (const engine of [deterministic, wasm, ref]) {
+      const alone = await greedyLogits(engine, PROMPTS[0]!, 5);
+      const together = await greedyLogits(engine, PROMPTS[0]!, 5, PROMPTS.slice(1));
+      expect(bitIdentical(alone, together), `${engine.kernels.dense}`).toBe(true);
+    }
+  });
+
+  it('negative control: a dense path that changes backend with the batch size fails that check', async () => {
+    const runtime = await loadWasmRuntime();
+    const ops = await createWasmOps({ runtime });
+    const split = await engineOver(splitByBatch(await createWasmDense({ runtime }), createRefDense()), ops);
+    const alone = await greedyLogits(split, PROMPTS[0]!, 3);
+    const together = await greedyLogits(split, PROMPTS[0]!, 3, PROMPTS.slice(1));
+    expect(bitIdentical(alone, together)).toBe(false);
   });
 });
 

@@ -117,11 +117,11 @@ export function localForward(o: ModelRunnerOptions): LocalForward {
 }
 
 /**
- * Where dense outputs live: onnxruntime (alone, or for prefill beside the native kernels) writes
- * straight into ordinary ArrayBuffers only; the wasm dense kernels want views of their memory.
+ * Where dense outputs live: the native kernels write ordinary memory (plain ArrayBuffers); the
+ * wasm dense kernels want views of their own memory (the ref kernels take either).
  */
 export function denseOutputAlloc(dense: DenseKernels, ops: OpKernels): (n: number) => Float32Array {
-  return dense.name === 'ort' || dense.name === 'native' ? (n) => new Float32Array(n) : (n) => ops.allocF32(n);
+  return dense.name === 'native' ? (n) => new Float32Array(n) : (n) => ops.allocF32(n);
 }
 
 export interface RunnerStats {

@@ -2,7 +2,7 @@
 // log-probabilities within a stated tolerance, and top-1 agreement on at least 99% of each path's
 // steps, a disagreement allowed only where llama.cpp's own top-2 margin is within the tolerance.
 // The default run is a small matrix (< 60 s idle); KERNEL_MATRIX=full runs every path x dtype x
-// shape (`npm run test:kernel-matrix`, minutes) and prints the table; KERNEL_MATRIX_PATHS=native,ort
+// shape (`npm run test:kernel-matrix`, minutes) and prints the table; KERNEL_MATRIX_PATHS=native,wasm
 // limits either to some paths.
 //
 // Tolerances (nats), and why:
@@ -20,9 +20,9 @@
 //     q4_0/q8_0 on the flat and wide shapes (vocabularies 515, 3001) stay 0.11-0.23 nats off at
 //     every step, no closer than exact arithmetic, where K-quants on the same shapes are exact:
 //     llama.cpp seems to take another kernel there (its repacked Q4_0 kernels need rows % 8 == 0?).
-//   ort, wasm, ref, flat shapes: 0.75. wasm and ref multiply exact activations, ort quantizes them
-//     to int8 per 32 its own way: they differ from llama.cpp by its own activation rounding.
-//   ort, wasm, ref, peaked shapes: measured and printed, not asserted. There llama.cpp's per-256
+//   wasm, ref, flat shapes: 0.75. wasm and ref multiply exact activations: they differ from
+//     llama.cpp by its own activation rounding.
+//   wasm, ref, peaked shapes: measured and printed, not asserted. There llama.cpp's per-256
 //     Q8_K rounding of outlier-channel activations moves its logits by up to ~20 nats from exact
 //     arithmetic (the paths that compute exactly agree with each other, not with it): the
 //     difference is bounded only by the model.
@@ -66,7 +66,7 @@ interface Plan {
 
 function plans(): Plan[] {
   const native = nativeAvailability();
-  const only = process.env['KERNEL_MATRIX_PATHS']?.split(','); // e.g. native,ort
+  const only = process.env['KERNEL_MATRIX_PATHS']?.split(','); // e.g. native,wasm
   const paths = PATHS.filter((p) => (p !== 'native' || 'addon' in native) && (only === undefined || only.includes(p)));
   if (FULL) {
     const out: Plan[] = [];

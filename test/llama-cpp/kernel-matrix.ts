@@ -1,10 +1,10 @@
-// The kernel matrix: every dense / attention path the engine can choose (engine.ts createKernels)
-// x weight types x model shapes, each compared with llama.cpp (node-llama-cpp 3.21.1, CPU, one
-// thread, F32 KV, no flash attention) step by step, teacher-forced on llama.cpp's own greedy
-// continuation: at every step both sides' next-token log-softmax over the whole vocabulary.
-//   native  the addon's dense kernels and attention (the default where the CPU runs them)
-//   ort     TESSERA_DENSE=ort: onnxruntime dense, wasm attention (CPUs without AVX-512 VNNI)
-//   wasm    --deterministic: wasm dense, wasm attention
+// The kernel matrix: every dense / attention path the engine can choose (--kernels, planned in
+// src/kernels/choose.ts) x weight types x model shapes, each compared with llama.cpp
+// (node-llama-cpp 3.21.1, CPU, one thread, F32 KV, no flash attention) step by step,
+// teacher-forced on llama.cpp's own greedy continuation: at every step both sides' next-token
+// log-softmax over the whole vocabulary.
+//   native  the addon's dense kernels and attention (auto, where the CPU runs them)
+//   wasm    wasm dense, wasm attention (auto on a CPU the addon does not run)
 //   ref     plain TypeScript kernels (the oracle)
 // Per step: max |log p_ours - log p_llama| over the tokens llama.cpp gives p > 1e-6 (the
 // logits that matter; a logit difference up to the softmax's constant), and whether the argmax
@@ -15,7 +15,7 @@ import { asRequestId, DEFAULT_TENANT } from '../../src/core/index.js';
 import { logSoftmax, topTwo } from './drivers.js';
 import { writeMatrixGguf, type MatrixDType, type MatrixShape } from './matrix-gguf.js';
 
-export const PATHS = ['native', 'ort', 'wasm', 'ref'] as const;
+export const PATHS = ['native', 'wasm', 'ref'] as const;
 export type KernelPath = (typeof PATHS)[number];
 
 export const SHAPES: Readonly<Record<string, MatrixShape>> = {
@@ -174,29 +174,15 @@ export async function llamaReference(
   }
 }
 
-/** An engine on `path` whose kernels are `kernelPath`'s (TESSERA_DENSE is read at creation). */
+/** An engine on `path` whose kernels are `kernelPath`'s. */
 export async function pathEngine(modelPath: string, kernelPath: KernelPath): Promise<Engine> {
   const model = await loadModel(modelPath);
-  const saved = process.env['TESSERA_DENSE'];
-  if (kernelPath === 'ort') process.env['TESSERA_DENSE'] = 'ort';
-  else delete process.env['TESSERA_DENSE'];
-  try {
-    const engine = await createEngine(model, {
-      kvPages: 8,
-      threads: 1,
-      kernels: kernelPath === 'ref' ? 'ref' : 'fast',
-      deterministic: kernelPath === 'wasm',
-    });
-    const expected = { native: 'native', ort: 'ort', wasm: 'wasm', ref: 'ref' }[kernelPath];
-    if (engine.kernels.dense !== expected) {
-      await engine.dispose();
-      throw new Error(`asked for the ${kernelPath} path, got dense kernels ${engine.kernels.dense}`);
-    }
-    return engine;
-  } finally {
-    if (saved === undefined) delete process.env['TESSERA_DENSE'];
-    else process.env['TESSERA_DENSE'] = saved;
+  const engine = await createEngine(model, { kvPages: 8, threads: 1, kernels: kernelPath });
+  if (engine.kernels.dense !== kernelPath) {
+    await engine.dispose();
+    throw new Error(`asked for the ${kernelPath} path, got dense kernels ${engine.kernels.dense}`);
   }
+  return engine;
 }
 
 /** Our log-softmax at every step, fed llama.cpp's continuation. */

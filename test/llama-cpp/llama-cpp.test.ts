@@ -1,8 +1,9 @@
 // Same answers as llama.cpp. For models written by gen-model as GGUF, Tessera (default kernels:
-// onnxruntime dense + wasm ops) and node-llama-cpp 3.21.1 run the same prompt ids:
+// --kernels auto, native where this CPU runs the addon) and node-llama-cpp 3.21.1 run the same
+// prompt ids:
 //   f32     greedy ids equal for 64 steps; first-step logits (as log-softmax) within 1e-3
-//   q8_0    llama.cpp quantizes activations to 8 bits for these dot products, and so does our
-//   q4_0    onnxruntime path (MatMulNBits accuracy level 4), but not with the same rounding; so
+//   q8_0    llama.cpp quantizes activations to 8 bits for these dot products, and so do the native
+//   q4_0    kernels (the wasm ones multiply exact activations); float rounding still differs, so
 //           only loosely: teacher-forced on llama.cpp's greedy sequence, the top-1 agrees on at
 //           least 90% of 32 steps, and the first-step log-probabilities correlate above 0.99
 // and the HF directory and the GGUF file of one seed give bit-identical logits in Tessera.

@@ -1,16 +1,29 @@
 // `tessera plan`: the KV arithmetic of a node, before it runs: bytes per token per layer, per
 // token, per page; pages, tokens and bytes in the pool; the context length in pages; and whether
 // the pool holds one request of the full context length. Exits 2 (with the start-up check's
-// message) when it does not: the same check, on the same numbers, as `tessera serve`.
+// message) when it does not: the same check, on the same numbers, as `tessera serve`. Then the
+// kernel table: which backend runs which op on this machine (kernels' planKernels, as serve).
 // It reads the model's config only, never its weights.
 import type { Command } from 'commander';
+import { detectKernelSupport, formatKernelPlan, planKernels, type KernelPlan } from '../../kernels/index.js';
 import { readModelConfig } from '../config-model.js';
 import { planPool, startupCheckError, type PoolPlan } from '../config-pool.js';
 import { formatBytes, formatCount } from '../config-values.js';
-import { DEFAULT_MODEL, DEFAULT_PAGE_SIZE, KV_DTYPE_HELP, parsePoolFlags, type ServeFlags } from '../config.js';
+import {
+  DEFAULT_MODEL,
+  DEFAULT_PAGE_SIZE,
+  KERNELS_HELP,
+  KV_DTYPE_HELP,
+  parseKernelChoice,
+  parsePoolFlags,
+  type ServeFlags,
+} from '../config.js';
 import { tesseraHome } from '../config-env.js';
 
-type PlanFlags = Pick<ServeFlags, 'model' | 'kvPages' | 'kvMemory' | 'pageSize' | 'kvDtype' | 'contextLength'>;
+type PlanFlags = Pick<
+  ServeFlags,
+  'model' | 'kvPages' | 'kvMemory' | 'pageSize' | 'kvDtype' | 'contextLength' | 'kernels' | 'deterministic'
+>;
 
 export function registerPlan(program: Command): void {
   program
@@ -24,15 +37,27 @@ export function registerPlan(program: Command): void {
     .option('--page-size <n>', `tokens per KV page (default ${DEFAULT_PAGE_SIZE})`)
     .option('--kv-dtype <dtype>', KV_DTYPE_HELP)
     .option('--context-length <n>', "largest prompt + max_tokens per request (default: the model's)")
+    .option('--kernels <name>', KERNELS_HELP)
+    .option('--deterministic', 'as `tessera serve --deterministic`: demand batch-invariant kernels')
     .action(async (flags: PlanFlags) => {
       const spec = flags.model ?? DEFAULT_MODEL;
       const pool = parsePoolFlags(flags);
+      const kernels = planKernels(
+        parseKernelChoice(flags.kernels),
+        flags.deterministic === true,
+        detectKernelSupport(),
+      );
       const config = await readModelConfig(spec, tesseraHome(process.env));
       const plan = planPool(config, pool);
-      process.stdout.write(renderPlan(spec, plan));
+      process.stdout.write(`${planLines(spec, plan, kernels).join('\n')}\n`);
       const refusal = startupCheckError(plan);
       if (refusal !== undefined) throw refusal;
     });
+}
+
+/** What `tessera plan` prints (and the dashboard's "tessera plan" panel shows): the pool, then the kernels. */
+export function planLines(spec: string, plan: PoolPlan, kernels: KernelPlan): string[] {
+  return [...renderPlan(spec, plan).trimEnd().split('\n'), ...formatKernelPlan(kernels).split('\n')];
 }
 
 export function renderPlan(spec: string, plan: PoolPlan): string {

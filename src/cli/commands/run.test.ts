@@ -82,7 +82,7 @@ describe('tessera run', () => {
     expect(r.code).toBe(0);
     expect(r.stdout.length).toBeGreaterThan(1);
     expect(r.stderr).toMatch(
-      /4 tokens \(length\) at [\d.]+ tokens\/s; prompt \d+ tokens in \d+ ms; model loaded in \d+ ms, prepared for native dense \+ wasm\+native ops in \d+ ms/,
+      /4 tokens \(length\) at [\d.]+ tokens\/s; prompt \d+ tokens in \d+ ms; model loaded in \d+ ms, prepared for (native \([\w-]+\)|wasm) dense \+ attention, wasm ops, batch-invariant in \d+ ms/,
     );
   });
 
@@ -129,7 +129,7 @@ describe('tessera run', () => {
     [['--prompt', 'x', '--top-p', '0'], '--top-p must be in (0, 1], got 0'],
     [['--prompt', 'x', '--temperature', 'hot'], '--temperature must be a number, got "hot"'],
     [['--prompt', 'x', '--max-tokens', '0'], '--max-tokens must be an integer >= 1, got "0"'],
-    [['--prompt', 'x', '--kernels', 'gpu'], '--kernels must be fast or ref, got "gpu"'],
+    [['--prompt', 'x', '--kernels', 'gpu'], "--kernels must be one of auto, native, wasm, ref, got 'gpu'"],
     [
       ['--prompt-ids', '1,2', '--max-tokens', '4095'],
       "2 prompt tokens + --max-tokens 4095 exceed the model's context of 4096 tokens",

@@ -29,7 +29,7 @@ import { formatBytes } from '../config-values.js';
 import type { ServeConfig } from '../config.js';
 import { TraceFile } from '../trace-file.js';
 import { stopRequested } from './lifecycle.js';
-import { renderPlan } from './plan.js';
+import { planLines } from './plan.js';
 import { startEngine } from './start-engine.js';
 import { startPromptTokenizing } from '../tokenizer-threads.js';
 import { openKvDisk } from '../kv-disk.js';
@@ -121,7 +121,7 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey:
       (registry) => kvTierMetrics(registry, () => tiersOf(engine.pool) ?? []),
       (registry) => kvPeerMetrics(registry, () => (worker instanceof PrefillWorker ? worker.peerStats() : undefined)),
     ],
-    dashboard: { adminKey, plan: renderPlan(config.model, plan).trimEnd().split('\n') },
+    dashboard: { adminKey, plan: planLines(config.model, plan, engine.kernels.plan) },
     ...(kvEvents === null ? {} : { kvEvents: { ...kvEvents, node: worker.address } }),
   });
   const stopped = stopRequested(pd.supervised, log);

@@ -37,6 +37,7 @@ import {
   DEFAULT_PAGE_SIZE,
   DEFAULT_KV_DISK_SIZE,
   DEFAULT_PORT,
+  KERNELS_HELP,
   KV_DTYPE_HELP,
   parseServeConfig,
   type ServeConfig,
@@ -45,7 +46,7 @@ import {
 import { collect, DEFAULT_DATA_HOST, parsePdWorkerConfig, parseRole, type PdServeFlags } from '../config-pd.js';
 import { LORA_HELP, parseLoraFlags, type LoraFlag } from '../config-lora.js';
 import { ADMIN_KEY_HELP, parseAdminKey, withAdminKey, type AdminKeyFlags } from '../config-admin.js';
-import { renderPlan } from './plan.js';
+import { planLines } from './plan.js';
 import { servePd } from './serve-pd.js';
 import { startEngine } from './start-engine.js';
 import { startPromptTokenizing } from '../tokenizer-threads.js';
@@ -106,6 +107,7 @@ export function registerServe(program: Command): void {
       '--deterministic',
       "batch-invariant kernels: a greedy request's output does not depend on what runs beside it",
     )
+    .option('--kernels <name>', KERNELS_HELP)
     .option(
       '--role <role>',
       'colocated (default), or prefill / decode: one worker of a disaggregated cluster (see `tessera router`, `tessera up`)',
@@ -240,7 +242,7 @@ async function serve(
     metricsHooks: [...kvDisk.metricsHooks, (registry) => kvTierMetrics(registry, () => tiersOf(engine.pool) ?? [])],
     drainTimeoutMs: DRAIN_TIMEOUT_MS,
     httpLimits: httpLimitsFromEnv(process.env),
-    dashboard: { adminKey, plan: renderPlan(config.model, plan).trimEnd().split('\n') },
+    dashboard: { adminKey, plan: planLines(config.model, plan, engine.kernels.plan) },
     grammar,
     ...cors,
     ...reasoningOption(reasoningParserFor(reasoningFlag, model.chatTemplate.text)),

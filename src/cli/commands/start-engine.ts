@@ -10,6 +10,7 @@
 //      own holding as many tokens as the target's (a small model's KV is small).
 import { availableParallelism } from 'node:os';
 import { ConfigError, PROMPT_LOGIT_ROWS } from '../../core/index.js';
+import { summarizeKernelPlan } from '../../kernels/index.js';
 import type { ServeConfig } from '../config.js';
 import {
   createThreadedEngine,
@@ -27,7 +28,7 @@ export interface StartedEngine {
   readonly plan: PoolPlan;
   readonly model: ModelInfo;
   readonly engine: ThreadedEngine;
-  /** The kernels in use, for the start-up line and /health: "native dense + wasm+native ops" (--deterministic: "wasm dense + wasm ops, batch-invariant"). */
+  /** The kernels in use, for the start-up line and /health: "native (avx512) dense + attention, wasm ops, batch-invariant". */
   readonly kernels: string;
   /** --draft-model's drafter (its engine's pool and runner), for the worker; absent without one. */
   readonly drafter?: { readonly name: string; readonly model: DraftModel; readonly engine: ThreadedEngine };
@@ -53,7 +54,8 @@ export async function startEngine(config: ServeConfig, log: (line: string) => vo
     // A prompt's own log-probabilities (echo), and speculation's drafts (at most maxBatch decodes draft).
     config.maxRunningRequests + PROMPT_LOGIT_ROWS + config.speculation.maxBatch * config.speculation.maxDraft,
   );
-  const kernels = `${engine.kernels.dense} dense + ${engine.kernels.ops} ops${engine.kernels.batchInvariant ? ', batch-invariant' : ''}`;
+  const kernels = summarizeKernelPlan(engine.kernels.plan);
+  if (engine.kernels.plan.fellBack !== null) log(`kernels: ${kernels} (${engine.kernels.plan.fellBack})`);
   if (draftSpec === null) return { plan, model, engine, kernels };
   const drafter = await startDraftModel(config, draftSpec, plan, log).catch(async (error: unknown) => {
     await engine.dispose();
@@ -96,6 +98,7 @@ function startThreadedEngine(
     {
       spec,
       cacheDir: config.home,
+      kernels: config.kernels,
       deterministic: config.deterministic,
       kvPages: plan.numPages,
       pageSize: plan.pageSize,

@@ -24,7 +24,15 @@ import {
 import { ADMIN_KEY_ENV, ADMIN_KEY_HELP, parseAdminKey } from '../config-admin.js';
 import { tesseraHome } from '../config-env.js';
 import { parseCount } from '../config-values.js';
-import { DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT, KV_DTYPE_HELP, parseKvDtype } from '../config.js';
+import {
+  DEFAULT_HOST,
+  DEFAULT_MODEL,
+  DEFAULT_PORT,
+  KERNELS_HELP,
+  KV_DTYPE_HELP,
+  parseKernelChoice,
+  parseKvDtype,
+} from '../config.js';
 import { delay, stopRequested } from './lifecycle.js';
 import { describeExit, SupervisedChild } from '../supervisor.js';
 import { parseCpuPins, pinnedCommand } from '../cpu-pinning.js';
@@ -55,6 +63,7 @@ interface UpFlags {
   readonly draftModel?: string;
   readonly cpus?: string;
   readonly deterministic?: boolean;
+  readonly kernels?: string;
   readonly apiKeys?: string;
   readonly adminKey?: string;
   readonly kvDisk?: string;
@@ -102,6 +111,7 @@ export function registerUp(program: Command): void {
       'pin roles to CPUs with taskset, e.g. prefill=0,decode=1,router=0 (CPUS like 0, 2-3 or 0+2)',
     )
     .option('--deterministic', 'batch-invariant kernels on every worker')
+    .option('--kernels <name>', `${KERNELS_HELP}; the same on every worker`)
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant (checked by the router)')
     .option('--admin-key <key>', `${ADMIN_KEY_HELP}; given to every child through its environment`)
     .option('--batch-dir <dir>', "serve the Batch API (/v1/files, /v1/batches) on the router's disk, in DIR")
@@ -120,6 +130,7 @@ async function up(flags: UpFlags): Promise<number> {
     );
   }
   if (flags.kvDtype !== undefined) parseKvDtype(flags.kvDtype); // refused here, before any child starts
+  parseKernelChoice(flags.kernels);
   if (flags.specMaxDraft !== undefined) parseCount(flags.specMaxDraft, '--spec-max-draft', 0, 16);
   const pins = parseCpuPins(flags.cpus);
   const model = flags.model ?? DEFAULT_MODEL;
@@ -150,6 +161,7 @@ async function up(flags: UpFlags): Promise<number> {
     ...opt('--kv-memory', flags.kvMemory),
     ...opt('--max-step-ms', flags.maxStepMs),
     ...(flags.deterministic === true ? ['--deterministic'] : []),
+    ...opt('--kernels', flags.kernels),
   ];
   const workerArgs = (role: 'prefill' | 'decode', name: string): string[] => {
     const pages = (role === 'prefill' ? flags.prefillKvPages : flags.decodeKvPages) ?? flags.kvPages;

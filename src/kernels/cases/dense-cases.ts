@@ -1,11 +1,10 @@
 // The shared case suite of DenseKernels: every backend runs these (see its *.test.ts), and each
 // compares against RefDense, the oracle. Tolerance: |y - y_ref| <= 1e-5 * Σ_k |x_k · w_k| + 1e-12
 // per element (f32 accumulation of up to ~2048 terms stays far inside it, while a wrong weight,
-// nibble order or scale is off by orders of magnitude). A backend that quantizes activations for
-// block weights (ORT's int8 mode) passes its own, looser tolerance for those. A backend that
-// quantizes (or rounds) activations exactly as llama.cpp does (the native kernels: Q8_0 for
-// q4_0/q8_0, Q8_K for K-quants, x rounded to f16/bf16 for half weights) is compared instead with
-// the reference run on those activations (activationsAsLlamaCpp), at the float tolerance.
+// nibble order or scale is off by orders of magnitude). A backend that quantizes (or rounds)
+// activations exactly as llama.cpp does (the native kernels: Q8_0 for q4_0/q8_0, Q8_K for
+// K-quants, x rounded to f16/bf16 for half weights) is compared instead with the reference run on
+// those activations (activationsAsLlamaCpp), at the same tolerance.
 // Batch-invariant backends must also give bit-identical rows whether a row is computed alone
 // or inside a batch of 16.
 import { Rng } from '../../core/index.js';
@@ -52,18 +51,11 @@ const K_SHAPES: readonly (readonly [number, number])[] = [
 const BATCH_SIZES = [1, 3, 16];
 
 export interface DenseCaseOptions {
-  /** Relative tolerance (of Σ|x·w|) for q8_0/q4_0 weights; default DENSE_RELATIVE_TOLERANCE. */
-  readonly blockTolerance?: number;
   /**
    * 'llama.cpp': the backend quantizes activations as llama.cpp does; the reference runs on
    * those (activationsAsLlamaCpp) and every dtype is held to DENSE_RELATIVE_TOLERANCE.
    */
   readonly activations?: 'exact' | 'llama.cpp';
-}
-
-function toleranceFor(dtype: WeightDType, options: DenseCaseOptions): number {
-  if (options.activations === 'llama.cpp') return DENSE_RELATIVE_TOLERANCE;
-  return BLOCK_DTYPES.includes(dtype) ? (options.blockTolerance ?? DENSE_RELATIVE_TOLERANCE) : DENSE_RELATIVE_TOLERANCE;
 }
 
 async function expectCloseToRef(
@@ -112,7 +104,7 @@ export function denseCases(options: DenseCaseOptions = {}): KernelCase<DenseKern
               cols,
               m,
               caseSeed * 31 + rows,
-              toleranceFor(dtype, options),
+              DENSE_RELATIVE_TOLERANCE,
               options.activations,
             );
         },
@@ -146,7 +138,7 @@ export function denseCases(options: DenseCaseOptions = {}): KernelCase<DenseKern
       const xRef = options.activations === 'llama.cpp' ? activationsAsLlamaCpp('q4_0', x, 64) : x;
       const expected = await ref.matmul(await ref.prepare(weight), xRef, 2);
       const magnitude = dotMagnitudes(x, 2, weightValues(weight), 6, 64);
-      const tolerance = toleranceFor('q4_0', options);
+      const tolerance = DENSE_RELATIVE_TOLERANCE;
       expectWithin(
         'm=2 of a 4-row x',
         await backend.matmul(prepared, x, 2),

@@ -1,6 +1,7 @@
-// The batch-invariant dense matmul on WebAssembly SIMD: the `--deterministic` path. Weights are
-// copied once into the runtime's memory and decoded on the fly inside the kernel: f32/f16/bf16
-// as in the file; q8_0/q4_0 repacked, still 8/4-bit, into a blocks array and an f32 scale array
+// The batch-invariant dense matmul on WebAssembly SIMD (`--kernels wasm`; auto's where the native
+// addon does not run). Weights are copied once into the runtime's memory and decoded on the fly
+// inside the kernel: f32/f16/bf16 as in the file; q8_0/q4_0 repacked, still 8/4-bit, into a
+// blocks array and an f32 scale array
 //   [rows * cols/32 blocks of 32 int8 (q8_0) | 16 nibble bytes in GGML order (q4_0)] [scales]
 // (+2 bytes per block over the file: f16 d widened to f32, so SIMD loads stay aligned and no
 // f16 conversion sits in the inner loop). Each output row's value depends only on its input row
