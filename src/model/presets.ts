@@ -210,7 +210,8 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
   /**
    * Qwen3-30B-A3B's layer shape (dim 2048, 32 query / 4 KV heads of 128, 128 experts of width 768,
    * 8 per token, normalised; RoPE base 1e6) with 2 of its 48 layers: ~1.85B parameters, each
-   * layer's experts 604M of them (~340 MB at Q4_K), of which a token reads 8/128. For bench:moe.
+   * layer's experts 604M of them (~340 MB at Q4_K), of which a token reads 8/128. For bench:decode
+   * (--models qwen3moe-a3b-2l:q4_0; the file takes minutes to generate).
    */
   'qwen3moe-a3b-2l': {
     arch: 'qwen3moe',
