@@ -8,8 +8,8 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { genModel } from '../../../src/model/index.js';
-import { startServer, type Server } from '../support/process.js';
-import { promptIds, spawnTessera, testHome, type Proc } from './support.js';
+import type { Server } from '../support/process.js';
+import { promptIds, startUpBesideServe, testHome, type Proc } from './support.js';
 
 let home: Awaited<ReturnType<typeof testHome>>;
 let cluster: Proc;
@@ -21,14 +21,10 @@ beforeAll(async () => {
   home = await testHome();
   model = join(home.dir, 'qwen3moe-tiny-q8_0.gguf');
   await genModel({ preset: 'qwen3moe-tiny', format: 'gguf', out: model, seed: 2, dtype: 'q8_0' });
-  const args = ['--model', model, '--deterministic', '--context-length', '256'];
-  cluster = spawnTessera('up', ['up', '--port', '0', ...args], home.dir);
-  const [server, routerUrl] = await Promise.all([
-    startServer(args, home.dir),
-    cluster.waitFor(/listening on (http:\/\/[\d.]+:\d+)/).then((m) => m[1] as string),
-  ]);
-  colocated = server;
-  pd = new OpenAI({ baseURL: `${routerUrl}/v1`, apiKey: 'none', maxRetries: 0, timeout: 120_000 });
+  ({ cluster, colocated, pd } = await startUpBesideServe(
+    ['--model', model, '--deterministic', '--context-length', '256'],
+    home.dir,
+  ));
 });
 afterAll(async () => {
   await Promise.all([cluster?.stop(), colocated?.stop()]);

@@ -9,7 +9,16 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { checkTrace, type CheckResult } from '../../../spec/conformance/index.js';
 import type { TraceEvent } from '../../../src/transfer/index.js';
-import { ADMIN_KEY, health, ROOT, scrape, waitUntil, withTestModel } from '../support/process.js';
+import {
+  ADMIN_KEY,
+  health,
+  ROOT,
+  scrape,
+  startServer,
+  waitUntil,
+  withTestModel,
+  type Server,
+} from '../support/process.js';
 
 export { health, kvPages, promptIds, scrape, testHome, waitUntil } from '../support/process.js';
 
@@ -324,4 +333,21 @@ export function isGone(pid: number): boolean {
   } catch {
     return true;
   }
+}
+
+/**
+ * `tessera up` and a co-located `tessera serve` on the same flags, side by side: a PD answer
+ * checked against co-located serve's (the reference). `pd` is an openai client of the router.
+ */
+export async function startUpBesideServe(
+  args: readonly string[],
+  dir: string,
+): Promise<{ cluster: Proc; colocated: Server; pd: OpenAI }> {
+  const cluster = spawnTessera('up', ['up', '--port', '0', ...args], dir);
+  const [colocated, routerUrl] = await Promise.all([
+    startServer([...args], dir),
+    cluster.waitFor(/listening on (http:\/\/[\d.]+:\d+)/).then((m) => m[1] as string),
+  ]);
+  const pd = new OpenAI({ baseURL: `${routerUrl}/v1`, apiKey: 'none', maxRetries: 0, timeout: 120_000 });
+  return { cluster, colocated, pd };
 }
