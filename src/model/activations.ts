@@ -5,7 +5,7 @@
 // Buffers that dense matmuls read or write come from `allocDense` (plain memory for the native
 // kernels, wasm memory for the wasm dense kernel: runner.ts's denseOutputAlloc); the rest may be
 // anywhere the op kernels accept.
-import type { ModelConfig } from './config.js';
+import type { ModelConfig, MoeParams } from './config.js';
 
 export interface Activations {
   readonly maxTokens: number;
@@ -42,6 +42,63 @@ export interface Activations {
   readonly tokens: Int32Array;
   /** [T] */
   readonly positions: Int32Array;
+  /** An MoE model's routing and expert buffers (forward-moe.ts); null for a dense model. */
+  readonly moe: MoeScratch | null;
+}
+
+/** forward-moe.ts's working memory for up to maxTokens rows (k = experts per token, f = expert width). */
+export interface MoeScratch {
+  readonly maxTokens: number;
+  /** [T, E] */
+  readonly routerLogits: Float32Array;
+  /** [E] one row's softmax */
+  readonly probs: Float32Array;
+  /** [T, k] each: chosen experts, descending, and their weights */
+  readonly expertIds: Int32Array;
+  readonly expertWeights: Float32Array;
+  /** [E + 1], [E], [T·k]: the slots grouped by expert */
+  readonly expertStart: Int32Array;
+  readonly expertCursor: Int32Array;
+  readonly slotOrder: Int32Array;
+  /** [T, d] one expert's tokens' rows */
+  readonly xe: Float32Array;
+  /** [T, 2f] */
+  readonly gateUp: Float32Array;
+  /** [T, f] each */
+  readonly gate: Float32Array;
+  readonly up: Float32Array;
+  readonly hidden: Float32Array;
+  /** [T, d] one expert's output */
+  readonly out: Float32Array;
+  /** [T·k, d] every slot's expert output */
+  readonly slots: Float32Array;
+}
+
+function allocateMoeScratch(
+  d: number,
+  moe: MoeParams,
+  T: number,
+  allocDense: AllocF32,
+  allocOps: AllocF32,
+): MoeScratch {
+  const { numExperts: E, numExpertsUsed: k, expertIntermediateSize: f } = moe;
+  return {
+    maxTokens: T,
+    routerLogits: allocDense(T * E),
+    probs: new Float32Array(E),
+    expertIds: new Int32Array(T * k),
+    expertWeights: new Float32Array(T * k),
+    expertStart: new Int32Array(E + 1),
+    expertCursor: new Int32Array(E),
+    slotOrder: new Int32Array(T * k),
+    xe: allocDense(T * d),
+    gateUp: allocDense(T * 2 * f),
+    gate: allocOps(T * f),
+    up: allocOps(T * f),
+    hidden: allocDense(T * f),
+    out: allocDense(T * d),
+    slots: new Float32Array(T * k * d),
+  };
 }
 
 export type AllocF32 = (length: number) => Float32Array;
@@ -76,5 +133,6 @@ export function allocateActivations(
     logits: allocDense(maxLogitRows * vocabSize),
     tokens: new Int32Array(T),
     positions: new Int32Array(T),
+    moe: config.moe === null ? null : allocateMoeScratch(d, config.moe, T, allocDense, allocOps),
   };
 }

@@ -1,10 +1,13 @@
 // The normalized model description every other part of Tessera reads: one shape for Llama 2/3,
 // TinyLlama, SmolLM, Mistral, Qwen2/3, Phi-3 and Gemma 3 (its extras in `gemma3`), whether it came from a Hugging Face config.json
-// (hf-config.ts) or GGUF metadata (gguf-config.ts). This file owns the type and its checks;
+// (hf-config.ts) or GGUF metadata (gguf-config.ts); Qwen3-MoE's routing in `moe` (moe-config.ts). This file owns the type and its checks;
 // it must never read files or guess a value a model did not give (defaults live in the parsers).
 import { ModelLoadError } from '../core/index.js';
+import { moeMlpParameters, validateMoe, type MoeParams } from './moe-config.js';
 
-export const MODEL_ARCHS = ['llama', 'mistral', 'qwen2', 'qwen3', 'phi3', 'gemma3'] as const;
+export type { MoeParams } from './moe-config.js';
+
+export const MODEL_ARCHS = ['llama', 'mistral', 'qwen2', 'qwen3', 'phi3', 'gemma3', 'qwen3moe'] as const;
 export type ModelArch = (typeof MODEL_ARCHS)[number];
 
 /**
@@ -86,11 +89,13 @@ export interface ModelConfig {
   readonly eosTokenIds: readonly number[];
   /** Gemma 3's local/global layers, attention scale and softcap; null for every other arch. */
   readonly gemma3: Gemma3Params | null;
+  /** Mixture-of-experts routing (every layer's MLP is routed experts); null for a dense model. */
+  readonly moe: MoeParams | null;
 }
 
-/** Qwen3 and Gemma 3 RMS-normalize each head of q and k (q_norm, k_norm over headDim) before RoPE. */
+/** Qwen3 (and Qwen3-MoE) and Gemma 3 RMS-normalize each head of q and k (q_norm, k_norm over headDim) before RoPE. */
 export function hasQkNorm(config: Pick<ModelConfig, 'arch'>): boolean {
-  return config.arch === 'qwen3' || config.arch === 'gemma3';
+  return config.arch === 'qwen3' || config.arch === 'qwen3moe' || config.arch === 'gemma3';
 }
 
 /** Throws one ModelLoadError naming `file` if the config is not internally consistent. */
@@ -128,6 +133,9 @@ export function validateConfig(config: ModelConfig, file: string): ModelConfig {
   }
   validateRopeScaling(config.ropeScaling, config.headDim, file);
   validateGemma3(config, file);
+  if ((config.moe !== null) !== (config.arch === 'qwen3moe'))
+    throw new ModelLoadError(file, `moe parameters must be given exactly for arch qwen3moe (arch ${config.arch})`);
+  if (config.moe !== null) validateMoe(config.moe, file);
   return config;
 }
 
@@ -181,7 +189,7 @@ export function countParameters(config: ModelConfig): number {
   const qDim = numHeads * headDim;
   const kvDim = numKvHeads * headDim;
   const attention = d * qDim + 2 * d * kvDim + qDim * d + (config.attentionBias ? qDim + 2 * kvDim : 0);
-  const mlp = 3 * d * ff;
+  const mlp = config.moe === null ? 3 * d * ff : moeMlpParameters(d, config.moe);
   const norms = config.gemma3 !== null ? 4 * d + 2 * headDim : hasQkNorm(config) ? 2 * d + 2 * headDim : 2 * d;
   const perLayer = attention + mlp + norms;
   return vocabSize * d * (config.tieWordEmbeddings ? 1 : 2) + numLayers * perLayer + d;

@@ -29,6 +29,8 @@ function computeConfig(c: ModelConfig): unknown {
     c.tieWordEmbeddings,
     c.attentionBias,
     ...(c.gemma3 === null ? [] : [c.gemma3]), // absent for other archs: their fingerprints stay as they were
+    // MoE routing: expert count, experts per token, their width, renormalisation (absent for dense models).
+    ...(c.moe === null ? [] : [{ moe: c.moe }]),
   ];
 }
 

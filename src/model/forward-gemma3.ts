@@ -64,7 +64,8 @@ export async function forwardGemma3(m: ForwardModel, batch: ForwardBatch, a: Act
   for (let layer = 0; layer < config.numLayers; layer++) {
     const lw = w.layers[layer]!;
     const local = g.localLayers[layer]!;
-    assert(lw.qNorm !== null && lw.kNorm !== null && lw.preFfnNorm !== null && lw.postFfnNorm !== null, 'gemma3 norms');
+    assert(lw.moe === null && lw.qNorm !== null && lw.kNorm !== null, 'gemma3: a dense layer with q/k norms');
+    assert(lw.preFfnNorm !== null && lw.postFfnNorm !== null, 'gemma3 norms');
 
     // ---- attention ----
     ops.rmsNorm(a.x, lw.inputNorm, eps, T, d, a.xn); //                   xn: [T, d]

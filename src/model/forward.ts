@@ -1,5 +1,5 @@
-// The forward pass of a Llama-family model (llama, mistral, qwen2, qwen3, phi3; Gemma 3's is
-// forward-gemma3.ts) over a batch of sequences,
+// The forward pass of a Llama-family model (llama, mistral, qwen2, qwen3, phi3, qwen3moe: its
+// expert MLP in forward-moe.ts; Gemma 3's is forward-gemma3.ts) over a batch of sequences,
 // top to bottom, in the spirit of llama2.c. Every sequence's tokens are rows of one [T, d]
 // matrix, so each weight is read once per step by one dense matmul, whatever the batch
 // (continuous batching); only RoPE positions, KV writes and attention are per sequence.
@@ -16,6 +16,7 @@ import type { Activations } from './activations.js';
 import type { ModelConfig } from './config.js';
 import type { LoraBank } from './lora.js';
 import type { RopeTable } from './rope.js';
+import { moeFfn } from './forward-moe.js';
 import { matmulRows } from './row-stack.js';
 import type { PreparedWeights } from './weights-prepared.js';
 
@@ -119,6 +120,12 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
 
     // ---- MLP (SwiGLU) ----
     ops.rmsNorm(a.x, lw.postNorm, eps, T, d, a.xn); //                    xn: [T, d]
+    if (lw.moe !== null) {
+      // Qwen3-MoE: routed experts instead of the SwiGLU (forward-moe.ts)    proj: [T, d]
+      await moeFfn(dense, ops, lw.moe, config.moe!, a.xn, T, a.moe!, a.proj);
+      ops.addInPlace(a.x, a.proj, T * d); //                                x += moe(x)
+      continue;
+    }
     await matmulRows(dense, lw.gateUp, a.xn, T, a.gateUp); //                    gateUp: [T, 2 ff]
     m.lora?.add(batch.seqs, layer, 'gateUp', a.xn, a.gateUp);
     if (!one) splitRows(a.gateUp, T, null, [a.gate, ff], [a.up, ff]); //  gate, up: [T, ff]

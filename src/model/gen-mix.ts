@@ -4,8 +4,10 @@
 //           use_more_bits(i, n) holds: i < n/8, i >= 7n/8, or (i - n/8) % 3 == 2
 //   q5_k_m  the same with Q5_K as the base type
 //   q6_k    Q6_K everywhere
-// 1-D tensors (norms) stay f32, as llama.cpp keeps them. A matrix whose row (ne[0]) is not a
-// multiple of 256 cannot be a K-quant: llama.cpp then falls back to Q5_0 / Q5_1 / Q8_0, which
+// 1-D tensors (norms) stay f32, as llama.cpp keeps them, and so does an MoE router (ffn_gate_inp:
+// llama.cpp's converter writes it f32 and llama-quantize never quantizes it). An MoE layer's
+// stacked experts follow their dense namesakes (ffn_down_exps as ffn_down). A matrix whose row
+// (ne[0]) is not a multiple of 256 cannot be a K-quant: llama.cpp then falls back to Q5_0 / Q5_1 / Q8_0, which
 // Tessera does not all read; we fall back to Q8_0 for each (a deviation, loud in the header).
 // Pure: no I/O.
 import type { WeightDType } from '../kernels/index.js';
@@ -34,14 +36,14 @@ export function useMoreBits(i: number, n: number): boolean {
 
 /** The dtype of tensor `name` (HF name) of `shape` in a file of `dtype`. */
 export function tensorDtype(config: ModelConfig, dtype: GenDType, name: string, shape: readonly number[]): WeightDType {
-  if (shape.length === 1) return 'f32';
+  if (shape.length === 1 || /\.mlp\.gate\.weight$/.test(name)) return 'f32';
   if (!isKMix(dtype)) return dtype;
   if (shape[shape.length - 1]! % QK_K !== 0) return 'q8_0';
   if (dtype === 'q6_k') return 'q6_k';
   const base = dtype === 'q4_k_m' ? 'q4_k' : 'q5_k';
   if (name === LM_HEAD || (name === EMBED && config.tieWordEmbeddings)) return 'q6_k'; // the head, wherever it lives
   const layer = /^model\.layers\.(\d+)\./.exec(name);
-  const promoted = /\.(self_attn\.v_proj|mlp\.down_proj)\.weight$/.test(name);
+  const promoted = /\.(self_attn\.v_proj|mlp\.(experts\.)?down_proj)\.weight$/.test(name);
   if (layer !== null && promoted && useMoreBits(Number(layer[1]), config.numLayers)) return 'q6_k';
   return base;
 }

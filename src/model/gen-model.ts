@@ -13,6 +13,7 @@ import { FILE_TYPE_OF_DTYPE, GGML_TYPE_OF_DTYPE, type GgufValue } from './gguf-f
 import { gguf, writeGgufFile } from './gguf-writer.js';
 import { ggufTokenizerMetadata, hfTokenizerFiles } from './gen-vocab.js';
 import { FUSED_GATE_UP, FUSED_QKV, hasFusedProjections } from './fused.js';
+import { ggufExpertName, moeGgufMetadata, moeHfFields, stackExperts } from './gen-moe.js';
 import { gemma3NormMultiplier, isGemma3Norm, localLayersFromPattern } from './gemma3-config.js';
 import { permuteRopeRows } from './permute.js';
 import { GEN_PRESETS, PRESET_CONFIGS, generateTensor, type GenPreset } from './presets.js';
@@ -72,6 +73,11 @@ const HF_CLASS: Readonly<Record<ModelConfig['arch'], string>> = {
   qwen3: 'Qwen3ForCausalLM',
   phi3: 'Phi3ForCausalLM',
   gemma3: 'Gemma3ForCausalLM',
+  qwen3moe: 'Qwen3MoeForCausalLM',
+};
+const HF_MODEL_TYPE: Readonly<Partial<Record<ModelConfig['arch'], string>>> = {
+  gemma3: 'gemma3_text',
+  qwen3moe: 'qwen3_moe',
 };
 const HF_DTYPES: readonly GenDType[] = ['f32', 'f16', 'bf16'];
 const TORCH_DTYPE: Readonly<Partial<Record<GenDType, string>>> = { f32: 'float32', f16: 'float16', bf16: 'bfloat16' };
@@ -106,6 +112,7 @@ export function genConfig(options: Pick<GenModelOptions, 'preset' | 'overrides' 
   }
   const dtype = options.dtype ?? 'f32';
   const cols = [config.hiddenSize, config.intermediateSize, config.numHeads * config.headDim];
+  if (config.moe !== null) cols.push(config.moe.expertIntermediateSize);
   if ((dtype === 'q8_0' || dtype === 'q4_0' || isKMix(dtype)) && cols.some((n) => n % QK !== 0)) {
     throw new ConfigError(`${dtype} needs hidden, intermediate and attention sizes that are multiples of ${QK}`);
   }
@@ -193,10 +200,10 @@ function ggufModelName(config: ModelConfig, preset: string): string {
   return config.arch === 'phi3' ? `tessera-${preset.replace('phi3', 'phi-three')}` : `tessera-${preset}`;
 }
 
-/** llama.cpp's name; Phi-3's gate | up is its ffn_up. */
+/** llama.cpp's name; Phi-3's gate | up is its ffn_up; stacked experts are ffn_*_exps. */
 function ggufName(name: string, arch: ModelConfig['arch']): string {
   const m = /^model\.layers\.(\d+)\.mlp\.gate_up_proj\.weight$/.exec(name);
-  return m !== null ? `blk.${m[1]}.ffn_up.weight` : hfToGgufName(name, arch);
+  return m !== null ? `blk.${m[1]}.ffn_up.weight` : (ggufExpertName(name) ?? hfToGgufName(name, arch));
 }
 
 function progress(
@@ -261,7 +268,7 @@ function hfConfigJson(config: ModelConfig, dtype: GenDType, seed: number, preset
         };
   return {
     architectures: [HF_CLASS[config.arch]],
-    model_type: config.arch === 'gemma3' ? 'gemma3_text' : config.arch,
+    model_type: HF_MODEL_TYPE[config.arch] ?? config.arch,
     vocab_size: config.vocabSize,
     hidden_size: config.hiddenSize,
     intermediate_size: config.intermediateSize,
@@ -270,6 +277,7 @@ function hfConfigJson(config: ModelConfig, dtype: GenDType, seed: number, preset
     num_key_value_heads: config.numKvHeads,
     head_dim: config.headDim,
     ...(g === null ? { hidden_act: 'silu' } : gemma3),
+    ...moeHfFields(config),
     max_position_embeddings: config.maxPositionEmbeddings,
     rms_norm_eps: config.rmsNormEps,
     rope_theta: config.ropeTheta,
@@ -310,10 +318,12 @@ async function writeGguf(config: ModelConfig, options: GenModelOptions): Promise
     [`${a}.attention.layer_norm_rms_epsilon`, gguf.f32(config.rmsNormEps)],
     [`${a}.rope.freq_base`, gguf.f32(config.ropeTheta)],
     ...gemma3Metadata(config),
+    ...moeGgufMetadata(config, a),
     ...(await ggufTokenizerMetadata(config)),
   ];
   // llama.cpp keeps 1-D tensors (norms) in f32 whatever the file type; K-quant mixes: gen-mix.ts.
-  const specs = tensorSpecs(config, (name, shape) => tensorDtype(config, dtype, name, shape));
+  const dtypeOf = (name: string, shape: readonly number[]): WeightDType => tensorDtype(config, dtype, name, shape);
+  const specs = stackExperts(config, tensorSpecs(config, dtypeOf), dtypeOf); // MoE: one 3-D tensor per projection
   const done = progress(options, specs);
   const ggufSpecs = specs.map((s) => ({
     name: ggufName(s.name, config.arch),

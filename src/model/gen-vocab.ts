@@ -19,7 +19,7 @@ export const GEN_CHAT_TEMPLATE =
   "{% elif message['role'] == 'assistant' %}{{ ' ' + message['content'] + eos_token }}" +
   "{% else %}{{ raise_exception('unknown role: ' + message['role']) }}{% endif %}{% endfor %}";
 
-const usesQwen3Vocab = (config: ModelConfig): boolean => config.arch === 'qwen3';
+const usesQwen3Vocab = (config: ModelConfig): boolean => config.arch === 'qwen3' || config.arch === 'qwen3moe';
 
 export async function hfTokenizerFiles(
   config: ModelConfig,

@@ -1,5 +1,5 @@
 // GGUF metadata -> ModelConfig, for general.architecture "llama" (llama.cpp writes Llama 2/3,
-// TinyLlama, SmolLM and Mistral 7B as "llama"), "qwen2", "qwen3", "phi3" and "gemma3", reading the `<arch>.*` keys with
+// TinyLlama, SmolLM and Mistral 7B as "llama"), "qwen2", "qwen3", "phi3", "gemma3" and "qwen3moe" (moe-config.ts), reading the `<arch>.*` keys with
 // llama.cpp's defaults. Llama 3 RoPE scaling arrives as a `rope_freqs.weight` tensor of
 // per-frequency divisors. It must never guess an architecture from tensor names.
 import { ModelLoadError } from '../core/index.js';
@@ -8,6 +8,7 @@ import { validateConfig, type ModelArch, type ModelConfig, type RopeScaling } fr
 import { gemma3FromGguf } from './gemma3-config.js';
 import { dtypeOfGgmlType, ggmlTypeName } from './gguf-format.js';
 import { GgufMeta } from './gguf-meta.js';
+import { moeFromGguf } from './moe-config.js';
 import { ggufTensorBytes, type GgufFile } from './gguf-reader.js';
 import { yarnMscale } from './rope.js';
 
@@ -17,6 +18,7 @@ const GGUF_ARCHS: Readonly<Record<string, ModelArch>> = {
   qwen3: 'qwen3',
   phi3: 'phi3',
   gemma3: 'gemma3',
+  qwen3moe: 'qwen3moe',
 };
 
 export function ggufArch(g: GgufFile): ModelArch {
@@ -26,7 +28,7 @@ export function ggufArch(g: GgufFile): ModelArch {
     const seen = name === null ? 'no general.architecture key' : `general.architecture "${name}"`;
     throw new ModelLoadError(
       g.file,
-      `unknown architecture: ${seen} (Tessera reads GGUF llama, qwen2, qwen3, phi3 and gemma3; Mistral 7B GGUFs say "llama")`,
+      `unknown architecture: ${seen} (Tessera reads GGUF llama, qwen2, qwen3, phi3, gemma3 and qwen3moe; Mistral 7B GGUFs say "llama")`,
     );
   }
   return arch;
@@ -72,6 +74,7 @@ export function configFromGguf(g: GgufFile): ModelConfig {
     bosTokenId: meta.optInt('tokenizer.ggml.bos_token_id'),
     eosTokenIds: [...new Set(eos)],
     gemma3: arch === 'gemma3' ? gemma3FromGguf(meta, key, { numLayers, hiddenSize, numHeads, headDim }) : null,
+    moe: arch === 'qwen3moe' ? moeFromGguf(meta, key) : null,
   };
   return validateConfig(config, g.file);
 }

@@ -33,6 +33,7 @@ function miniConfig(arch: 'llama' | 'qwen2'): ModelConfig {
     bosTokenId: null,
     eosTokenIds: [],
     gemma3: null,
+    moe: null,
   };
 }
 

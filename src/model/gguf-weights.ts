@@ -1,16 +1,25 @@
 // The weights of a GGUF file as canonical (Hugging Face) tensors: names mapped from llama.cpp's,
 // shapes from ne reversed (same bytes: GGUF's ne = [in, out] is HF's [out, in] row-major), and
 // Llama/Mistral Q and K rows un-permuted back to rotate-half order (see permute.ts; Qwen2/3,
-// Phi-3 and Gemma 3 files are not permuted; Gemma 3's norms already hold 1 + w). Zero-copy except
+// Phi-3 and Gemma 3 files are not permuted; Gemma 3's norms already hold 1 + w); an MoE layer's
+// 3-D expert tensors (ffn_*_exps, [E, rows, cols]) split into one view per expert. Zero-copy except
 // for those Q/K tensors. It must never convert dtypes.
 import { ModelLoadError } from '../core/index.js';
-import type { HostTensor } from '../kernels/index.js';
+import type { HostTensor, WeightDType } from '../kernels/index.js';
 import type { ModelConfig } from './config.js';
 import { dtypeOfGgmlType, ggmlTypeName } from './gguf-format.js';
-import { ggufTensorBytes, type GgufFile } from './gguf-reader.js';
+import { ggufTensorBytes, type GgufFile, type GgufTensorInfo } from './gguf-reader.js';
 import { permuteRopeRows } from './permute.js';
 import { FUSED_GATE_UP, hasFusedProjections } from './fused.js';
-import { checkTensors, ggufToHfName, layerName } from './tensor-names.js';
+import { byteSize } from '../kernels/index.js';
+import {
+  checkTensors,
+  expertName,
+  GGUF_EXPERT_PROJ,
+  ggufToHfName,
+  layerName,
+  type ExpertProj,
+} from './tensor-names.js';
 
 /** Tensors that configure the model rather than weigh it (read by gguf-config.ts). */
 const CONFIG_TENSORS = new Set(['rope_freqs.weight']);
@@ -19,20 +28,18 @@ export function loadGgufWeights(g: GgufFile, config: ModelConfig): Map<string, H
   const raw = new Map<string, HostTensor>();
   for (const info of g.tensors) {
     if (CONFIG_TENSORS.has(info.name)) continue;
+    const experts = /^blk\.(\d+)\.(ffn_(?:gate|up|down)_exps\.weight)$/.exec(info.name);
+    if (experts !== null) {
+      for (const t of splitExperts(g, info, Number(experts[1]), GGUF_EXPERT_PROJ[experts[2]!]!)) raw.set(t.name, t);
+      continue;
+    }
     // Phi-3's ffn_up holds gate | up (fused.ts splits it).
     const phi3GateUp = hasFusedProjections(config) ? /^blk\.(\d+)\.ffn_up\.weight$/.exec(info.name) : null;
     const name =
       phi3GateUp !== null ? layerName(Number(phi3GateUp[1]), FUSED_GATE_UP) : ggufToHfName(info.name, config.arch);
     if (name === null)
       throw new ModelLoadError(g.file, `unexpected tensor ${info.name}: not part of a ${config.arch} model`);
-    const dtype = dtypeOfGgmlType(info.ggmlType);
-    if (dtype === null) {
-      throw new ModelLoadError(
-        g.file,
-        `tensor ${info.name} has type ${ggmlTypeName(info.ggmlType)}; Tessera loads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K`,
-      );
-    }
-    raw.set(name, { name, dtype, shape: info.shape, data: ggufTensorBytes(g, info) });
+    raw.set(name, { name, dtype: readableDtype(g, info), shape: info.shape, data: ggufTensorBytes(g, info) });
   }
   const tensors = checkTensors(raw, config, g.file);
   if (config.arch !== 'llama' && config.arch !== 'mistral') return tensors;
@@ -44,4 +51,31 @@ export function loadGgufWeights(g: GgufFile, config: ModelConfig): Map<string, H
       tensors.set(name, permuteRopeRows(t, config.numKvHeads, 'gguf-to-hf'));
   }
   return tensors;
+}
+
+function readableDtype(g: GgufFile, info: GgufTensorInfo): WeightDType {
+  const dtype = dtypeOfGgmlType(info.ggmlType);
+  if (dtype === null) {
+    throw new ModelLoadError(
+      g.file,
+      `tensor ${info.name} has type ${ggmlTypeName(info.ggmlType)}; Tessera loads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K`,
+    );
+  }
+  return dtype;
+}
+
+/** A 3-D expert tensor [E, rows, cols] as E matrices [rows, cols]: views of its bytes, expert by expert. */
+function splitExperts(g: GgufFile, info: GgufTensorInfo, layer: number, proj: ExpertProj): HostTensor[] {
+  if (info.shape.length !== 3)
+    throw new ModelLoadError(g.file, `tensor ${info.name} has shape [${info.shape.join(', ')}]; experts are 3-D`);
+  const [numExperts, rows, cols] = info.shape as [number, number, number];
+  const dtype = readableDtype(g, info);
+  const bytes = ggufTensorBytes(g, info);
+  const each = byteSize(dtype, rows * cols);
+  return Array.from({ length: numExperts }, (_, e) => ({
+    name: expertName(layer, e, proj),
+    dtype,
+    shape: [rows, cols],
+    data: bytes.subarray(e * each, (e + 1) * each),
+  }));
 }

@@ -187,6 +187,7 @@ describe('configFromGguf', () => {
       bosTokenId: 1,
       eosTokenIds: [2, 7],
       gemma3: null,
+      moe: null,
     });
   });
 

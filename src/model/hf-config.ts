@@ -1,6 +1,7 @@
 // Hugging Face config.json -> ModelConfig, for LlamaForCausalLM (Llama 2/3, TinyLlama, SmolLM),
 // MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM (q/k norms), Phi3ForCausalLM and
-// Gemma3ForCausalLM (model_type gemma3_text; its extras in gemma3-config.ts), with transformers'
+// Gemma3ForCausalLM (model_type gemma3_text; its extras in gemma3-config.ts) and
+// Qwen3MoeForCausalLM (model_type qwen3_moe; its routing in moe-config.ts), with transformers'
 // defaults where a field is absent.
 // It must never accept a feature it cannot run (another activation, o_proj/MLP bias, other
 // RoPE types): those are ModelLoadErrors naming the file, not silently wrong outputs.
@@ -8,6 +9,7 @@ import { ModelLoadError } from '../core/index.js';
 import { gemma3FromHf, gemma3GlobalRope } from './gemma3-config.js';
 import { MODEL_ARCHS, validateConfig, type ModelArch, type ModelConfig, type RopeScaling } from './config.js';
 import { JsonFields, type JsonObject } from './json-fields.js';
+import { moeFromHf } from './moe-config.js';
 
 const ARCH_BY_CLASS: Readonly<Record<string, ModelArch>> = {
   LlamaForCausalLM: 'llama',
@@ -16,10 +18,11 @@ const ARCH_BY_CLASS: Readonly<Record<string, ModelArch>> = {
   Qwen3ForCausalLM: 'qwen3',
   Phi3ForCausalLM: 'phi3',
   Gemma3ForCausalLM: 'gemma3',
+  Qwen3MoeForCausalLM: 'qwen3moe',
 };
 
 /** HF model_type values that name an arch by another word. */
-const ARCH_BY_MODEL_TYPE: Readonly<Record<string, ModelArch>> = { gemma3_text: 'gemma3' };
+const ARCH_BY_MODEL_TYPE: Readonly<Record<string, ModelArch>> = { gemma3_text: 'gemma3', qwen3_moe: 'qwen3moe' };
 
 /** transformers' default max_position_embeddings per model_type. */
 const DEFAULT_CONTEXT: Readonly<Record<ModelArch, number>> = {
@@ -29,6 +32,7 @@ const DEFAULT_CONTEXT: Readonly<Record<ModelArch, number>> = {
   qwen3: 40960,
   phi3: 4096,
   gemma3: 131072,
+  qwen3moe: 40960,
 };
 
 export function configFromHf(json: JsonObject, file: string): ModelConfig {
@@ -76,6 +80,7 @@ export function configFromHf(json: JsonObject, file: string): ModelConfig {
     bosTokenId: bos,
     eosTokenIds: f.intList('eos_token_id'),
     gemma3: arch === 'gemma3' ? gemma3FromHf(f, numLayers, headDim, file) : null,
+    moe: arch === 'qwen3moe' ? moeFromHf(f, file) : null,
   };
   return validateConfig(config, file);
 }
@@ -122,6 +127,7 @@ function slidingWindow(f: JsonFields, arch: ModelArch): number | null {
       return f.optInt('sliding_window');
     case 'qwen2':
     case 'qwen3':
+    case 'qwen3moe':
       return f.bool('use_sliding_window', false) ? f.optInt('sliding_window') : null;
   }
 }

@@ -14,7 +14,16 @@ import { GEMMA3_VOCAB_SIZE } from './gemma3-vocab.js';
 import { localLayersFromPattern } from './gemma3-config.js';
 import { EMBED, LM_HEAD } from './tensor-names.js';
 
-export const GEN_PRESETS = ['tiny', 'm100', 'qwen3-tiny', 'phi3-tiny', 'llama-1b', 'gemma3-tiny'] as const;
+export const GEN_PRESETS = [
+  'tiny',
+  'm100',
+  'qwen3-tiny',
+  'phi3-tiny',
+  'llama-1b',
+  'gemma3-tiny',
+  'qwen3moe-tiny',
+  'qwen3moe-a3b-2l',
+] as const;
 export type GenPreset = (typeof GEN_PRESETS)[number];
 
 const LLAMA2_SPECIALS = { bosTokenId: 1, eosTokenIds: [2] } as const;
@@ -39,6 +48,7 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
     attentionBias: false,
     ...LLAMA2_SPECIALS,
     gemma3: null,
+    moe: null,
   },
   /**
    * ~110M parameters: dim 768, 12 layers, 12 query / 4 KV heads, untied embeddings. (Tied
@@ -63,6 +73,7 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
     attentionBias: false,
     ...LLAMA2_SPECIALS,
     gemma3: null,
+    moe: null,
   },
   /**
    * Qwen3's shape in miniature: per-head q/k RMSNorm, head dim 64 with 4 heads over a 128-wide
@@ -88,6 +99,7 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
     bosTokenId: 151643,
     eosTokenIds: [151645],
     gemma3: null,
+    moe: null,
   },
   /**
    * Llama-3.2-1B's shape (dim 2048, 16 layers, 32 query / 8 KV heads, ff 8192, tied embeddings,
@@ -111,6 +123,7 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
     attentionBias: false,
     ...LLAMA2_SPECIALS,
     gemma3: null,
+    moe: null,
   },
   /** Phi-3's shape in miniature: fused qkv and gate_up in its files, full multi-head attention, Llama 2 vocabulary. */
   'phi3-tiny': {
@@ -131,6 +144,7 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
     attentionBias: false,
     ...LLAMA2_SPECIALS,
     gemma3: null,
+    moe: null,
   },
   /**
    * Gemma 3's shape in miniature (Gemma-3-1B has 26 layers of 4 query / 1 KV heads of 256 over
@@ -165,6 +179,60 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
       queryPreAttnScalar: 32,
       finalLogitSoftcap: null,
     },
+    moe: null,
+  },
+  /**
+   * Qwen3-MoE in miniature: Qwen3's attention (q/k norms, 4 heads of 64 over a 128-wide residual)
+   * and 16 experts of width 256 per layer, 4 per token, normalised. Qwen3's real tokenizer. With
+   * `overrides: { hiddenSize: 256 }` every matrix's rows are whole K-quant super-blocks.
+   */
+  'qwen3moe-tiny': {
+    arch: 'qwen3moe',
+    vocabSize: 151936,
+    hiddenSize: 128,
+    intermediateSize: 384,
+    numLayers: 4,
+    numHeads: 4,
+    numKvHeads: 2,
+    headDim: 64,
+    rmsNormEps: 1e-6,
+    ropeTheta: 1000000,
+    ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 4096,
+    slidingWindow: null,
+    tieWordEmbeddings: false,
+    attentionBias: false,
+    bosTokenId: 151643,
+    eosTokenIds: [151645],
+    gemma3: null,
+    moe: { numExperts: 16, numExpertsUsed: 4, expertIntermediateSize: 256, normTopkProb: true },
+  },
+  /**
+   * Qwen3-30B-A3B's layer shape (dim 2048, 32 query / 4 KV heads of 128, 128 experts of width 768,
+   * 8 per token, normalised; RoPE base 1e6) with 2 of its 48 layers: ~1.85B parameters, each
+   * layer's experts 604M of them (~340 MB at Q4_K), of which a token reads 8/128. For bench:decode
+   * (--models qwen3moe-a3b-2l:q4_0; the file takes minutes to generate).
+   */
+  'qwen3moe-a3b-2l': {
+    arch: 'qwen3moe',
+    vocabSize: 151936,
+    hiddenSize: 2048,
+    intermediateSize: 6144,
+    numLayers: 2,
+    numHeads: 32,
+    numKvHeads: 4,
+    headDim: 128,
+    rmsNormEps: 1e-6,
+    ropeTheta: 1000000,
+    ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 40960,
+    slidingWindow: null,
+    tieWordEmbeddings: false,
+    attentionBias: false,
+    bosTokenId: 151643,
+    eosTokenIds: [151645],
+    gemma3: null,
+    moe: { numExperts: 128, numExpertsUsed: 8, expertIntermediateSize: 768, normTopkProb: true },
   },
 };
 
@@ -187,7 +255,8 @@ function initStd(config: ModelConfig, name: string): number {
   if (name === EMBED) return config.tieWordEmbeddings ? logitScale : config.arch === 'gemma3' ? 1 / Math.sqrt(d) : 1;
   if (name === LM_HEAD) return logitScale;
   if (name.endsWith('o_proj.weight')) return 1 / Math.sqrt(config.numHeads * config.headDim);
-  if (name.endsWith('down_proj.weight')) return 1 / Math.sqrt(config.intermediateSize);
+  if (name.endsWith('down_proj.weight'))
+    return 1 / Math.sqrt(name.includes('.experts.') ? config.moe!.expertIntermediateSize : config.intermediateSize);
   if (name.endsWith('.bias')) return 0.1;
   return 1 / Math.sqrt(d);
 }

@@ -4,7 +4,7 @@
 // a tensor Tessera would silently ignore is one ModelLoadError naming the file.
 import { InvariantError, ModelLoadError } from '../core/index.js';
 import type { HostTensor } from '../kernels/index.js';
-import { hasQkNorm, type ModelArch, type ModelConfig } from './config.js';
+import { hasQkNorm, type ModelArch, type ModelConfig, type MoeParams } from './config.js';
 import { FUSED_QKV, splitFused } from './fused.js';
 
 export const EMBED = 'model.embed_tokens.weight';
@@ -41,6 +41,10 @@ export function expectedTensors(config: ModelConfig): Map<string, readonly numbe
       out.set(layerName(i, 'pre_feedforward_layernorm.weight'), [d]);
       out.set(layerName(i, 'post_feedforward_layernorm.weight'), [d]);
     }
+    if (config.moe !== null) {
+      for (const [name, shape] of moeLayerTensors(i, d, config.moe)) out.set(name, shape);
+      continue;
+    }
     out.set(layerName(i, 'mlp.gate_proj.weight'), [ff, d]);
     out.set(layerName(i, 'mlp.up_proj.weight'), [ff, d]);
     out.set(layerName(i, 'mlp.down_proj.weight'), [d, ff]);
@@ -49,6 +53,32 @@ export function expectedTensors(config: ModelConfig): Map<string, readonly numbe
   if (!config.tieWordEmbeddings) out.set(LM_HEAD, [vocabSize, d]);
   return out;
 }
+
+/** Router: mlp.gate.weight [E, d]; expert e: mlp.experts.e.{gate,up}_proj [ffE, d], down_proj [d, ffE] (HF's names). */
+function moeLayerTensors(layer: number, d: number, moe: MoeParams): [string, readonly number[]][] {
+  const ff = moe.expertIntermediateSize;
+  const out: [string, readonly number[]][] = [[layerName(layer, 'mlp.gate.weight'), [moe.numExperts, d]]];
+  for (let e = 0; e < moe.numExperts; e++) {
+    out.push([expertName(layer, e, 'gate_proj'), [ff, d]]);
+    out.push([expertName(layer, e, 'up_proj'), [ff, d]]);
+    out.push([expertName(layer, e, 'down_proj'), [d, ff]]);
+  }
+  return out;
+}
+
+export type ExpertProj = 'gate_proj' | 'up_proj' | 'down_proj';
+export const expertName = (layer: number, expert: number, proj: ExpertProj): string =>
+  layerName(layer, `mlp.experts.${expert}.${proj}.weight`);
+
+/**
+ * llama.cpp stores a layer's experts as one 3-D tensor per projection (ne = [cols, rows, E]):
+ * blk.N.ffn_{gate,up,down}_exps.weight. Their GGUF name -> the projection, or null.
+ */
+export const GGUF_EXPERT_PROJ: Readonly<Record<string, ExpertProj>> = {
+  'ffn_gate_exps.weight': 'gate_proj',
+  'ffn_up_exps.weight': 'up_proj',
+  'ffn_down_exps.weight': 'down_proj',
+};
 
 /** Tensors some checkpoints carry that a Llama-family forward pass does not need. */
 function isIgnorable(name: string, config: ModelConfig): boolean {
@@ -107,6 +137,7 @@ const GGUF_LAYER_SUFFIX: Readonly<Record<string, string>> = {
   'ffn_gate.weight': 'mlp.gate_proj.weight',
   'ffn_up.weight': 'mlp.up_proj.weight',
   'ffn_down.weight': 'mlp.down_proj.weight',
+  'ffn_gate_inp.weight': 'mlp.gate.weight', // an MoE layer's router
 };
 /** Gemma 3's layer names where llama.cpp's differ from Llama's meaning (ffn_norm is the pre-MLP norm). */
 const GGUF_LAYER_SUFFIX_GEMMA3: Readonly<Record<string, string>> = {

@@ -8,7 +8,7 @@
 // instead of three (two) per layer, and the input row is read once.
 //
 //   qkv     [qDim + 2 kvDim, d]   rows: q_proj | k_proj | v_proj
-//   gateUp  [2 ff, d]             rows: gate_proj | up_proj
+//   gateUp  [2 ff, d]             rows: gate_proj | up_proj (and each expert's, in an MoE layer)
 //
 // Matrices of one group with different dtypes (llama.cpp's K-quant mixes: Q4_K q/k, Q6_K v) are
 // stacked by runs of one dtype, each run prepared on its own (row-stack.ts): none is widened.
@@ -25,9 +25,10 @@ import { hasQkNorm, type ModelConfig } from './config.js';
 import { tensorToF32 } from './host-tensor.js';
 import { ropeTable, type RopeTable } from './rope.js';
 import { RowStack } from './row-stack.js';
-import { EMBED, FINAL_NORM, LM_HEAD, layerName } from './tensor-names.js';
+import { EMBED, expertName, FINAL_NORM, LM_HEAD, layerName, type ExpertProj } from './tensor-names.js';
 
-export interface LayerWeights {
+/** What every layer holds: its attention and the norm before its MLP. */
+interface AttentionWeights {
   /** [d] */
   readonly inputNorm: Float32Array;
   /** [qDim + 2 kvDim, d] */
@@ -41,6 +42,10 @@ export interface LayerWeights {
   readonly o: DenseWeight;
   /** [d]: the norm before the MLP; Gemma 3's of the attention output (its post_attention_layernorm). */
   readonly postNorm: Float32Array;
+}
+
+/** A layer whose MLP is one SwiGLU (GELU for Gemma 3) over every token. */
+export interface DenseLayerWeights extends AttentionWeights {
   /** [d] each: Gemma 3's norms before and after the MLP; null for other archs. */
   readonly preFfnNorm: Float32Array | null;
   readonly postFfnNorm: Float32Array | null;
@@ -48,6 +53,27 @@ export interface LayerWeights {
   readonly gateUp: DenseWeight;
   /** [d, ff] */
   readonly down: DenseWeight;
+  readonly moe: null;
+}
+
+/** A layer whose MLP is routed experts (forward-moe.ts). */
+export interface MoeLayerWeights extends AttentionWeights {
+  readonly moe: MoeFfnWeights;
+}
+
+export type LayerWeights = DenseLayerWeights | MoeLayerWeights;
+
+/** One expert's SwiGLU: gate | up stacked [2 ffE, d] (as a dense layer's gateUp), down [d, ffE]. */
+export interface ExpertWeights {
+  readonly gateUp: DenseWeight;
+  readonly down: DenseWeight;
+}
+
+export interface MoeFfnWeights {
+  /** [E, d]: router logits (mlp.gate; f32 in every GGUF). */
+  readonly router: DenseWeight;
+  /** E of them, prepared each on its own: a step runs only the ones its tokens chose. */
+  readonly experts: readonly ExpertWeights[];
 }
 
 export interface PreparedWeights {
@@ -82,7 +108,9 @@ export async function prepareWeights(
     return out;
   };
   let bytesPerToken = 0;
-  const matrix = async (name: string, parts: readonly HostTensor[]): Promise<DenseWeight> => {
+  /** Of an expert's bytes, a token reads k / E on average. */
+  const expertShare = config.moe === null ? 1 : config.moe.numExpertsUsed / config.moe.numExperts;
+  const matrix = async (name: string, parts: readonly HostTensor[], share = 1): Promise<DenseWeight> => {
     const runs: HostTensor[][] = [];
     for (const p of parts) {
       if (runs.length > 0 && runs.at(-1)![0]!.dtype === p.dtype) runs.at(-1)!.push(p);
@@ -91,7 +119,7 @@ export async function prepareWeights(
     const prepared: DenseWeight[] = [];
     for (const run of runs) {
       const stacked = stackRows(`${name}.${prepared.length}`, run);
-      bytesPerToken += stacked.data.byteLength;
+      bytesPerToken += stacked.data.byteLength * share;
       prepared.push(await dense.prepare(runs.length === 1 ? { ...stacked, name } : stacked));
     }
     return prepared.length === 1 ? prepared[0]! : new RowStack(prepared);
@@ -111,7 +139,7 @@ export async function prepareWeights(
         at += b.length;
       }
     }
-    layers.push({
+    const attention: AttentionWeights = {
       inputNorm: vector(n('input_layernorm.weight')),
       qkv: await matrix(n('self_attn.qkv'), qkvParts),
       qkvBias,
@@ -119,10 +147,27 @@ export async function prepareWeights(
       kNorm: hasQkNorm(config) ? vector(n('self_attn.k_norm.weight')) : null,
       o: await matrix(n('self_attn.o_proj.weight'), [get(n('self_attn.o_proj.weight'))]),
       postNorm: vector(n('post_attention_layernorm.weight')),
+    };
+    if (config.moe !== null) {
+      const experts: ExpertWeights[] = [];
+      for (let e = 0; e < config.moe.numExperts; e++) {
+        const x = (proj: ExpertProj): HostTensor => get(expertName(i, e, proj));
+        experts.push({
+          gateUp: await matrix(n(`mlp.experts.${e}.gate_up`), [x('gate_proj'), x('up_proj')], expertShare),
+          down: await matrix(expertName(i, e, 'down_proj'), [x('down_proj')], expertShare),
+        });
+      }
+      const router = await matrix(n('mlp.gate.weight'), [get(n('mlp.gate.weight'))]);
+      layers.push({ ...attention, moe: { router, experts } });
+      continue;
+    }
+    layers.push({
+      ...attention,
       preFfnNorm: config.gemma3 !== null ? vector(n('pre_feedforward_layernorm.weight')) : null,
       postFfnNorm: config.gemma3 !== null ? vector(n('post_feedforward_layernorm.weight')) : null,
       gateUp: await matrix(n('mlp.gate_up'), [get(n('mlp.gate_proj.weight')), get(n('mlp.up_proj.weight'))]),
       down: await matrix(n('mlp.down_proj.weight'), [get(n('mlp.down_proj.weight'))]),
+      moe: null,
     });
   }
   const embed = get(EMBED);
