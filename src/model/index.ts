@@ -64,7 +64,8 @@ export { packageRoot } from './package-root.js';
 export { readGguf, type GgufFile, type GgufTensorInfo } from './gguf-reader.js';
 export { readSafetensors } from './safetensors.js';
 export { forward, type ForwardBatch, type ForwardModel, type ForwardSeq } from './forward.js';
-export { forwardFor, forwardGemma3 } from './forward-gemma3.js';
+export { forwardFor } from './forward-arch.js';
+export { forwardGemma3 } from './forward-gemma3.js';
 export { prepareWeights, stackRows, type LayerWeights, type PreparedWeights } from './weights-prepared.js';
 export {
   LocalForward,
