@@ -642,11 +642,101 @@ function rewritePossessive(text) {
   });
 }
 
+// docs/ARCHITECTURE.md's "## Modules": each module line (`- \`engine/runner.ts\` — ...`) goes to
+// the section of the module its first path names, new sections made where needed, headings'
+// layer numbers as the new layers have them. Lines stay in their order; other text stays put.
+const NEW_SECTIONS = {
+  formats: [
+    '### formats (layer 2, pure parsing)',
+    '*Owns model files: Hugging Face config.json and safetensors, GGUF (read and write), the normalized `ModelConfig`, canonical tensor names, RoPE tables. Never runs a model; never guesses a value a file did not give.*',
+  ],
+  tokenizer: [
+    '### tokenizer (layer 3)',
+    '*Owns text <-> token ids: the Tokenizer, chat templates, tool prompts, tenant-scoped word caches, the tokenizer threads. Never treats user text as control tokens; never shares a word cache across tenants.*',
+  ],
+  gen: [
+    '### gen (layer 3)',
+    "*Owns test and benchmark models: gen-model's presets, deterministic random weights, the vocabularies it ships. Never used to serve a user's model.*",
+  ],
+  engine: [
+    '### engine (layer 5)',
+    '*Owns running a loaded model step by step: kernel choice, weights prepared once, one forward pass per architecture, the runner with its page checks and stamps, the sampler, the engine thread, the step loop and step results. Never decides who owns a page (it checks, through pages); never speaks HTTP or the cluster protocol.*',
+  ],
+};
+const SECTION_TEXT = {
+  '*Owns what the user named -> a runnable model: formats and loaders, tokenizers and templates, gen-model, the forward passes, the runner, the engine thread and the sampler. Never decides who owns a page (it checks, through pages).*':
+    '*Owns what the user named -> a loaded model: `builtin:NAME`, a Hugging Face directory or a GGUF file -> config, checked weights, tokenizer and template; the built-in models; the fingerprint. Never runs a model (engine does).*',
+  "*Owns each role's step loop and what a role wires around it (health, disk tier, PD sends). Imports no HTTP module: `api` faces the clients.*":
+    "*Owns each role (co-located, prefill, decode) and what a role wires around the engine's step loop (health, disk tier, PD sends). Imports no HTTP module: `api` faces the clients.*",
+};
+const LAYER_NUMBERS = { model: 4, engine: 5, worker: 6, router: 6, api: 7, probe: 7, cli: 8 };
+const API_ORDER = ['api/backend', 'api/index', 'api/http/', 'api/openai/', 'api/ops/', 'api/testing/'];
+function regroupArchitecture(text) {
+  const lines = text.split('\n');
+  const start = lines.indexOf('## Modules');
+  if (start < 0) return text;
+  let end = lines.findIndex((l, i) => i > start && /^## /.test(l));
+  if (end < 0) end = lines.length;
+  const sections = []; // { mod, head: string[], bullets: string[], tail: string[] }
+  const pre = [];
+  for (const l of lines.slice(start, end)) {
+    const h = /^### (\S+)/.exec(l);
+    if (h) sections.push({ mod: h[1], head: [l], bullets: [], tail: [] });
+    else if (sections.length === 0) pre.push(l);
+    else {
+      const sec = sections[sections.length - 1];
+      if (/^- /.test(l)) sec.bullets.push(l);
+      else if (sec.bullets.length === 0) sec.head.push(l);
+      else sec.tail.push(l);
+    }
+  }
+  const byMod = new Map(sections.map((sec) => [sec.mod, sec]));
+  const make = (mod) => {
+    const sec = { mod, head: [...NEW_SECTIONS[mod]], bullets: [], tail: [''] };
+    const at =
+      mod === 'engine' ? sections.findIndex((x) => x.mod === 'worker') : sections.findIndex((x) => x.mod === 'model');
+    sections.splice(at < 0 ? sections.length : at, 0, sec);
+    byMod.set(mod, sec);
+    return sec;
+  };
+  for (const mod of ['formats', 'tokenizer', 'gen']) if (!byMod.has(mod) && byMod.has('model')) make(mod);
+  if (!byMod.has('engine') && byMod.has('worker')) make('engine');
+  for (const sec of [...sections]) {
+    const keep = [];
+    for (const b of sec.bullets) {
+      const m = /^- `(?:src\/)?([\w-]+)\//.exec(b);
+      const home = m && byMod.has(m[1]) ? m[1] : sec.mod;
+      if (home === sec.mod) keep.push(b);
+      else byMod.get(home).bullets.push(b);
+    }
+    sec.bullets = keep;
+  }
+  const api = byMod.get('api');
+  if (api) {
+    const rank = (b) => {
+      const i = API_ORDER.findIndex((p) => b.startsWith(`- \`${p}`));
+      return i < 0 ? API_ORDER.length : i;
+    };
+    api.bullets = api.bullets
+      .map((b, i) => [b, i])
+      .sort(([a, i], [b, j]) => rank(a) - rank(b) || i - j)
+      .map(([b]) => b);
+  }
+  for (const sec of sections) {
+    sec.head = sec.head.map((l) => SECTION_TEXT[l] ?? l);
+    const n = LAYER_NUMBERS[sec.mod];
+    if (n !== undefined) sec.head[0] = sec.head[0].replace(/^(### \S+ \(layer )\d+/, `$1${n}`);
+  }
+  const body = [...pre, ...sections.flatMap((sec) => [...sec.head, ...sec.bullets, ...sec.tail])];
+  return [...lines.slice(0, start), ...body, ...lines.slice(end)].join('\n');
+}
+
 const textEdits = new Map();
 for (const f of files) {
   if (!TEXT_EXT.test(f) || f === 'package-lock.json' || f === 'scripts/restructure.mjs') continue;
   const before = edits.get(f) ?? readFileSync(f, 'utf8');
-  const after = rewritePossessive(rewriteBare(rewriteMentions(before), f));
+  let after = rewritePossessive(rewriteBare(rewriteMentions(before), f));
+  if (f === 'docs/ARCHITECTURE.md') after = regroupArchitecture(after);
   if (after !== before) {
     textEdits.set(f, after);
     touched.add(f);
