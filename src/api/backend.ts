@@ -16,6 +16,7 @@ import type {
   PageMap,
   TenantId,
 } from '../core/index.js';
+import type { ChatMessage as TemplateMessage, ChatTemplate, Tokenizer, ToolSpec } from '../model/index.js';
 
 export type { BackendHealth, BackendStats };
 
@@ -45,29 +46,23 @@ export interface Backend {
   pageMap(): Promise<PageMap>;
 }
 
-/** One chat turn after validation: content parts already joined into text. */
-export interface ChatMessage {
+/**
+ * One chat turn after validation (content parts already joined into text): the chat template's
+ * message, its role one of the four OpenAI's chat API accepts.
+ */
+export interface ChatMessage extends TemplateMessage {
   readonly role: 'system' | 'user' | 'assistant' | 'tool';
-  readonly content: string;
-  /** An assistant turn's tool calls: id, function name, arguments as JSON text. */
-  readonly toolCalls?: readonly { readonly id: string; readonly name: string; readonly arguments: string }[];
-  /** A `tool` turn: the id of the call it answers. */
-  readonly toolCallId?: string;
 }
 
 /** vLLM's `chat_template_kwargs`: extra variables for the chat template (Qwen3's `enable_thinking`). */
 export type TemplateKwargs = Readonly<Record<string, unknown>>;
 
-/** A function the model may call (OpenAI's `tools[i].function`). */
-export interface ToolFunction {
-  readonly name: string;
-  readonly description?: string;
-  readonly parameters: Readonly<Record<string, unknown>>;
-}
+/** A function the model may call (OpenAI's `tools[i].function`): the chat template's ToolSpec. */
+export type ToolFunction = ToolSpec;
 
 /**
- * Text -> token ids, the way the served model expects them. Matches src/model's Tokenizer
- * and ChatTemplate structurally (see `promptCodecOf`).
+ * Text -> token ids, the way the served model expects them: src/model's Tokenizer and
+ * ChatTemplate behind one interface (`promptCodecOf`), which tests fake.
  *
  * BOS: completions encode with `addSpecialTokens: true` (the tokenizer adds BOS); chat
  * renders the template (which writes any BOS itself) and encodes with `addSpecialTokens:
@@ -80,7 +75,7 @@ export interface PromptCodec {
   encode(text: string, options: { readonly addSpecialTokens: boolean; readonly cacheScope?: string }): number[];
   /** May throw an InvalidRequestError when the template refuses the messages. */
   renderChat(
-    messages: readonly ChatMessage[],
+    messages: readonly TemplateMessage[],
     options: {
       readonly addGenerationPrompt: boolean;
       readonly tools?: readonly ToolFunction[];
@@ -92,7 +87,7 @@ export interface PromptCodec {
    * tools are not special tokens, only the template's own are. Absent: encode(renderChat(...)).
    */
   encodeChat?(
-    messages: readonly ChatMessage[],
+    messages: readonly TemplateMessage[],
     options: {
       readonly addGenerationPrompt: boolean;
       readonly addSpecialTokens: boolean;
@@ -107,26 +102,11 @@ export interface PromptCodec {
   decode?(ids: readonly number[]): string;
 }
 
-/** Build a PromptCodec from src/model's tokenizer and chat template (or anything shaped alike). */
+/** Build a PromptCodec from src/model's tokenizer and chat template. */
 export function promptCodecOf(
-  tokenizer: {
-    readonly vocabSize: number;
-    encode(text: string, options?: { addSpecialTokens?: boolean; cacheScope?: string }): number[];
-    decode(ids: readonly number[]): string;
-    escapePlain?(text: string): string;
-    encodeRendered?(text: string, options?: { addSpecialTokens?: boolean; cacheScope?: string }): number[];
-  },
-  template: {
-    render(
-      messages: readonly ChatMessage[],
-      options?: {
-        addGenerationPrompt?: boolean;
-        tools?: readonly ToolFunction[];
-        escapeText?: (text: string) => string;
-        templateKwargs?: TemplateKwargs;
-      },
-    ): string;
-  },
+  tokenizer: Pick<Tokenizer, 'vocabSize' | 'encode' | 'decode'> &
+    Partial<Pick<Tokenizer, 'escapePlain' | 'encodeRendered'>>,
+  template: Pick<ChatTemplate, 'render'>,
 ): PromptCodec {
   const { escapePlain, encodeRendered } = tokenizer;
   const encodeChat: Pick<PromptCodec, 'encodeChat'> =

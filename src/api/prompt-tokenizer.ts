@@ -10,20 +10,11 @@
 // `sharedWordCache` (the `shared-word-cache` fault point) puts every job in one scope.
 // It must never let a long prompt be encoded on the main thread, unless the `inline-tokenize`
 // fault point had the composition root pick inlineTokenizer (tests only).
-import type { ChatMessage, PromptCodec, TemplateKwargs, ToolFunction } from './backend.js';
+import type { TokenizeJob } from '../model/index.js';
+import type { PromptCodec } from './backend.js';
 
-/** Render (chat) and encode: what one request's prompt needs; `cacheScope`: the request's tenant. */
-export type TokenizeJob =
-  | { readonly kind: 'text'; readonly text: string; readonly addSpecialTokens: boolean; readonly cacheScope: string }
-  | {
-      readonly kind: 'chat';
-      readonly cacheScope: string;
-      readonly messages: readonly ChatMessage[];
-      readonly addGenerationPrompt: boolean;
-      readonly addSpecialTokens: boolean;
-      readonly tools?: readonly ToolFunction[];
-      readonly templateKwargs?: TemplateKwargs;
-    };
+/** Render (chat) and encode: what one request's prompt needs (the tokenizer threads' own job type). */
+export type { TokenizeJob };
 
 export interface PromptTokenizer {
   /** The job's ids; rejects with an InvalidRequestError (400), or a TesseraError `overloaded` / `internal`. */

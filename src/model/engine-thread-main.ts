@@ -24,7 +24,7 @@ import {
 } from './engine-thread.js';
 import { modelFingerprint } from './fingerprint.js';
 import type { ForwardModel } from './forward.js';
-import { forwardFor } from './forward-gemma3.js';
+import { forwardFor } from './forward-arch.js';
 import { loadModel } from './load.js';
 import { LoraBank } from './lora.js';
 import { loadLoraInto } from './lora-control.js';

@@ -16,15 +16,8 @@
 import { assert } from '../core/index.js';
 import { dequantize } from '../kernels/index.js';
 import type { Activations } from './activations.js';
-import { forward, splitRows, type ForwardBatch, type ForwardModel } from './forward.js';
+import { splitRows, type ForwardBatch, type ForwardModel } from './forward.js';
 import { matmulRows } from './row-stack.js';
-
-/** The forward pass a model runs: Gemma 3's, or the Llama family's. */
-export function forwardFor(
-  config: ForwardModel['config'],
-): (m: ForwardModel, batch: ForwardBatch, a: Activations) => Promise<Float32Array> {
-  return config.gemma3 !== null ? forwardGemma3 : forward;
-}
 
 /** Runs the batch; writes K/V of every token into its pages; returns logits [R, V] (a view into `a`). */
 export async function forwardGemma3(m: ForwardModel, batch: ForwardBatch, a: Activations): Promise<Float32Array> {

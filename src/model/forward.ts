@@ -68,7 +68,7 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
   const kvDim = numKvHeads * headDim;
   const T = batch.numTokens;
   const R = batch.logitRows.length;
-  assert(config.gemma3 === null, 'forward: Gemma 3 runs forwardGemma3 (forward-gemma3.ts, forwardFor)');
+  assert(config.gemma3 === null, 'forward: Gemma 3 runs forwardGemma3 (forward-gemma3.ts; forward-arch.ts picks)');
   assert(
     T > 0 && T <= a.maxTokens && R <= a.maxLogitRows,
     () => `forward: ${T} tokens / ${R} logit rows exceed the activations (${a.maxTokens} / ${a.maxLogitRows})`,

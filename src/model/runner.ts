@@ -28,7 +28,7 @@ import type { PagePool } from '../pages/index.js';
 import { allocateActivations, type Activations } from './activations.js';
 import type { ModelConfig } from './config.js';
 import type { ForwardBatch, ForwardModel, ForwardSeq } from './forward.js';
-import { forwardFor } from './forward-gemma3.js';
+import { forwardFor } from './forward-arch.js';
 import type { LoraBank } from './lora.js';
 import { ropeDependsOnLength, ropeTable } from './rope.js';
 import type { PreparedWeights } from './weights-prepared.js';
