@@ -86,7 +86,8 @@ const API_ROOT = ['index', 'backend'];
 
 const RULES = [
   // src/model
-  { from: 'src/model', test: (s) => MODEL_STEMS.includes(s), to: (s) => `model/${s}` },
+  // a draft model's fit to its target (draft-vocab) is about loaded models
+  { from: 'src/model', test: (s) => MODEL_STEMS.includes(s) || /^draft-/.test(s), to: (s) => `model/${s}` },
   {
     from: 'src/model',
     test: (s) => s === 'gguf-tokenizer' || TOKENIZER_STEMS.includes(s),
@@ -97,7 +98,8 @@ const RULES = [
   { from: 'src/model', test: (s) => FORMATS_STEMS.includes(s) || /-config$/.test(s), to: (s) => `formats/${s}` },
   {
     from: 'src/model',
-    test: (s) => /^gen-/.test(s) || /-vocab$/.test(s) || GEN_STEMS.includes(s),
+    // gen-model and the vocabularies it ships (named after the model family they come from)
+    test: (s) => /^gen-/.test(s) || /^(llama|qwen|gemma|mistral|phi)\d*-vocab$/.test(s) || GEN_STEMS.includes(s),
     to: (s) => `gen/${s}`,
   },
   // one forward file per architecture: forward.ts is the Llama family's and the shared contract
@@ -112,7 +114,12 @@ const RULES = [
     to: (s) => `engine/${s}`,
   },
   // src/worker: the step loop moves to engine/, roles stay
-  { from: 'src/worker', test: (s) => WORKER_TO_ENGINE.includes(s), to: (s) => `engine/${s}` },
+  // the step loop calls a draft model and speculation's verifier: they move with it
+  {
+    from: 'src/worker',
+    test: (s) => WORKER_TO_ENGINE.includes(s) || /^(draft|spec-)/.test(s),
+    to: (s) => `engine/${s}`,
+  },
   { from: 'src/worker', test: (s) => WORKER_STAYS.includes(s), to: (s) => `worker/${s}` },
   // the fake engine serves worker and engine tests alike; it needs a worker type, so it stays
   { from: 'src/worker/testing', test: (s) => s === 'fake-engine', to: (s) => `worker/testing/${s}` },
