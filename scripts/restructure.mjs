@@ -59,6 +59,7 @@ const WORKER_STAYS = [
   'disk-tier',
   'health',
   'hooked-runner',
+  'lora-registry',
   'page-map',
   'pd-common',
   'pd-role',
@@ -122,7 +123,7 @@ const RULES = [
   },
   { from: 'src/worker', test: (s) => WORKER_STAYS.includes(s), to: (s) => `worker/${s}` },
   // the fake engine serves worker and engine tests alike; it needs a worker type, so it stays
-  { from: 'src/worker/testing', test: (s) => s === 'fake-engine', to: (s) => `worker/testing/${s}` },
+  { from: 'src/worker/testing', test: (s) => s === 'fake-engine' || s === 'spec-loop', to: (s) => `worker/testing/${s}` },
   // src/api
   { from: 'src/api', test: (s) => API_ROOT.includes(s), to: (s) => `api/${s}` },
   { from: 'src/api', test: (s) => API_HTTP.includes(s), to: (s) => `api/http/${s}` },
@@ -135,7 +136,7 @@ const RULES = [
     from: 'src/api',
     test: (s) =>
       /-route$|-routes$|-shapes$|-input$|^validate|^prompt|^tool|^batch|^responses|^embedding|^files/.test(s) ||
-      ['params', 'shapes', 'echo', 'run-generate', 'reasoning', 'response-format', 'constraint-check'].includes(s),
+      ['params', 'shapes', 'echo', 'run-generate', 'reasoning', 'response-format', 'constraint-check', 'adapter-model'].includes(s),
     to: (s) => `api/openai/${s}`,
   },
 ];
@@ -147,6 +148,7 @@ const TEST_RENAMES = {
   'src/api/bad-input.test.ts': 'generate-route-bad-input',
   'src/api/choices.test.ts': 'run-generate-choices',
   'src/api/dashboard-tiers.test.ts': 'dashboard-page-tiers',
+  'src/api/dashboard-speculation.test.ts': 'dashboard-page-speculation',
   'src/api/failures.test.ts': 'run-generate-failures',
   'src/api/logprobs.test.ts': 'shapes-logprobs',
   'src/api/openai-sdk.test.ts': 'generate-route',
@@ -157,6 +159,7 @@ const TEST_RENAMES = {
   'src/api/validate.test.ts': 'validate-chat-completion',
   'src/api/wire-limits.property.test.ts': 'prompt-wire-limits.property',
   'src/model/gguf.test.ts': 'gguf-reader-writer',
+  'src/model/gguf-moe.test.ts': 'moe-config-gguf',
   'src/model/austen-reference.test.ts': 'generate-austen-reference',
   'src/model/llama-cpp.test.ts': 'load-llama-cpp',
   'src/worker/spec-decode.test.ts': 'engine-loop-spec-decode',
