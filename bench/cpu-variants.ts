@@ -14,7 +14,8 @@ import { availableParallelism, cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { samplingParams } from '../src/core/index.js';
 import { nativeVariant, nativeVariantsHere, selectNativeVariant, type NativeVariant } from '../src/kernels/index.js';
-import { createEngine, generate, loadModel, type Engine } from '../src/model/index.js';
+import { createEngine, generate, type Engine } from '../src/engine/index.js';
+import { loadModel } from '../src/model/index.js';
 import { llamaBench, llamaNativeBin, type LlamaBuild } from './lib/llama-native.js';
 import {
   benchModel,

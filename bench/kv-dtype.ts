@@ -16,15 +16,9 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus, homedir } from 'node:os';
 import { join } from 'node:path';
 import { asRequestId, DEFAULT_TENANT, type KvDtype } from '../src/core/index.js';
-import {
-  argmax,
-  createEngine,
-  genModel,
-  loadModel,
-  type Engine,
-  type GenPreset,
-  type LoadedModel,
-} from '../src/model/index.js';
+import { argmax, createEngine, type Engine } from '../src/engine/index.js';
+import { genModel, type GenPreset } from '../src/gen/index.js';
+import { loadModel, type LoadedModel } from '../src/model/index.js';
 import { pagesFor } from '../src/pages/index.js';
 
 const args = process.argv.slice(2);

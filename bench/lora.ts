@@ -9,7 +9,8 @@ import { mkdir } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { asRequestId, DEFAULT_TENANT, type BatchItem } from '../src/core/index.js';
-import { createEngine, genLoraGguf, loadModel, type Engine } from '../src/model/index.js';
+import { createEngine, genLoraGguf, type Engine } from '../src/engine/index.js';
+import { loadModel } from '../src/model/index.js';
 
 const arg = (name: string, fallback: string): string => {
   const i = process.argv.indexOf(`--${name}`);

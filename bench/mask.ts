@@ -8,7 +8,9 @@ import { availableParallelism, homedir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_TENANT, NO_FAULTS, samplingParams } from '../src/core/index.js';
 import { GrammarEngine, grammarVocab } from '../src/grammar/index.js';
-import { createEngine, generate, loadModel, PRESET_CONFIGS, randomModel, Sampler } from '../src/model/index.js';
+import { createEngine, generate, Sampler } from '../src/engine/index.js';
+import { loadModel } from '../src/model/index.js';
+import { PRESET_CONFIGS, randomModel } from '../src/gen/index.js';
 
 const args = process.argv.slice(2);
 const at = args.indexOf('--tokens');

@@ -13,7 +13,8 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { samplingParams } from '../src/core/index.js';
-import { createEngine, DEFAULT_MAX_STEP_TOKENS, generate, loadModel, type Engine } from '../src/model/index.js';
+import { createEngine, DEFAULT_MAX_STEP_TOKENS, generate, type Engine } from '../src/engine/index.js';
+import { loadModel } from '../src/model/index.js';
 import { selectNativeVariant, type NativeVariantChoice } from '../src/kernels/index.js';
 import { llamaBench, llamaBuildFor, llamaNativeBin } from './lib/llama-native.js';
 import {

@@ -11,7 +11,7 @@
 // Prints per workload tok/s on/off, the ratio, and the acceptance rate; asserts nothing.
 // With --draft-model SPEC (a model of the same vocabulary; `--draft-layers n` writes the --model
 // directory's first n layers as one, a self-speculative draft: bench/lib/first-layers.ts) a third
-// arm drafts with it (worker/draft-model.ts), in the same interleaved rounds.
+// arm drafts with it (engine/draft-model.ts), in the same interleaved rounds.
 //
 //   node --import ./bench/lib/register-ts.mjs bench/spec.ts [--model /tmp/h2-m100.gguf] [--tokens 64]
 //        [--rounds 3] [--max-draft 4] [--threads N] [--draft-model SPEC | --draft-layers N] [--only free,text]
@@ -21,10 +21,11 @@
 // --draft-model, its draft model (--model-draft); decode tok/s from its own timings.
 import { availableParallelism, loadavg } from 'node:os';
 import { asRequestId, DEFAULT_TENANT, NO_FAULTS, samplingParams, type RequestId } from '../src/core/index.js';
-import { createEngine, loadModel, Sampler, type Engine } from '../src/model/index.js';
+import { createEngine, Sampler, type Engine } from '../src/engine/index.js';
+import { loadModel } from '../src/model/index.js';
 import { DEFAULT_SPEC, type SpecOptions } from '../src/scheduler/index.js';
-import { DraftModel } from '../src/worker/draft-model.js';
-import { EngineLoop } from '../src/worker/engine-loop.js';
+import { DraftModel } from '../src/engine/draft-model.js';
+import { EngineLoop } from '../src/engine/engine-loop.js';
 import { writeFirstLayers } from './lib/first-layers.js';
 import { llamaNativeBin, startLlamaServer, type LlamaServer } from './lib/llama-native.js';
 import { schedulerFor } from '../src/worker/scheduler-for.js';

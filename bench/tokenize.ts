@@ -9,7 +9,8 @@
 //      INLINE_BELOW_CHARS stays inline).
 // Figures on a shared machine are under contention: read the ratios, measured side by side.
 import { INLINE_BELOW_CHARS } from '../src/api/index.js';
-import { loadModelInfo, promptRecipeOf, startTokenizerPool } from '../src/model/index.js';
+import { loadModelInfo } from '../src/model/index.js';
+import { promptRecipeOf, startTokenizerPool } from '../src/tokenizer/index.js';
 import { spawnTessera } from '../test/e2e/pd/support.js';
 import { startServer, testHome } from '../test/e2e/support/process.js';
 import { burstPrompt, tokenizeBurst, type BurstResult } from '../test/e2e/support/tokenize-burst.js';

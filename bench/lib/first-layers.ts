@@ -4,8 +4,8 @@
 // config.json's num_hidden_layers set to n. For the draft-model benchmark and e2e tests only.
 import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { readSafetensors } from '../../src/model/index.js';
-import { encodeSafetensors } from '../../src/model/safetensors.js';
+import { readSafetensors } from '../../src/formats/index.js';
+import { encodeSafetensors } from '../../src/formats/safetensors.js';
 
 const COPIED = ['generation_config.json', 'tokenizer.json', 'tokenizer_config.json'];
 

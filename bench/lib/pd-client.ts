@@ -6,7 +6,7 @@ import { mkdir } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type OpenAI from 'openai';
-import { genModel } from '../../src/model/index.js';
+import { genModel } from '../../src/gen/index.js';
 
 export interface RequestResult {
   readonly ttftMs: number;

@@ -15,7 +15,7 @@
 //
 //   node bench/lib/step-floor.mjs MODEL decode|prefill [STEPS]
 import { samplingParams } from '../../dist/core/index.js';
-import { createThreadedEngine, generate } from '../../dist/model/index.js';
+import { createThreadedEngine, generate } from '../../dist/engine/index.js';
 
 const [modelPath, job, stepsArg] = process.argv.slice(2);
 if (modelPath === undefined || (job !== 'decode' && job !== 'prefill')) {

@@ -5,7 +5,7 @@
 import { existsSync, renameSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { GEN_PRESETS, genModel, type GenDType, type GenPreset } from '../../src/model/index.js';
+import { GEN_PRESETS, genModel, type GenDType, type GenPreset } from '../../src/gen/index.js';
 
 export const MODEL_DIR = process.env['BENCH_MODEL_DIR'] ?? join('bench', 'results', 'models');
 

@@ -16,7 +16,7 @@ import type {
   PageMap,
   TenantId,
 } from '../core/index.js';
-import type { ChatMessage as TemplateMessage, ChatTemplate, Tokenizer, ToolSpec } from '../model/index.js';
+import type { ChatMessage as TemplateMessage, ChatTemplate, Tokenizer, ToolSpec } from '../tokenizer/index.js';
 
 export type { BackendHealth, BackendStats };
 
@@ -61,7 +61,7 @@ export type TemplateKwargs = Readonly<Record<string, unknown>>;
 export type ToolFunction = ToolSpec;
 
 /**
- * Text -> token ids, the way the served model expects them: src/model's Tokenizer and
+ * Text -> token ids, the way the served model expects them: src/tokenizer's Tokenizer and
  * ChatTemplate behind one interface (`promptCodecOf`), which tests fake.
  *
  * BOS: completions encode with `addSpecialTokens: true` (the tokenizer adds BOS); chat

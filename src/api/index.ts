@@ -1,6 +1,6 @@
 // Layer 4: the OpenAI-compatible HTTP front end (HTTP, SSE, auth, validation, tokenization,
 // the context-length check, metrics) and the one table from error codes to HTTP statuses.
-export { createApiServer, DEFAULT_MAX_BODY_BYTES, type ApiServer, type ApiServerOptions } from './server.js';
+export { createApiServer, DEFAULT_MAX_BODY_BYTES, type ApiServer, type ApiServerOptions } from './http/server.js';
 export {
   promptCodecOf,
   type Backend,
@@ -9,7 +9,7 @@ export {
   type ChatMessage,
   type PromptCodec,
 } from './backend.js';
-export { systemClock, type Clock } from './clock.js';
+export { systemClock, type Clock } from './http/clock.js';
 export {
   errorBody,
   httpStatusOf,
@@ -18,7 +18,7 @@ export {
   type ErrorBody,
   type HttpStatus,
   type Problem,
-} from './errors.js';
+} from './http/errors.js';
 export {
   ApiMetrics,
   MAX_NAMED_TENANTS,
@@ -27,11 +27,11 @@ export {
   type MetricsHook,
   type Outcome,
   type TenantOutcome,
-} from './metrics.js';
-export { RateLimits, type ApiKeys, type ApiKeySpec, type KeyLimits } from './rate-limit.js';
-export { pdMetrics, type PdMetrics } from './metrics-pd.js';
-export { DEFAULT_HTTP_LIMITS, type HttpLimits } from './http-guard.js';
-export { DASHBOARD_OFF, type DashboardAccess } from './dashboard-route.js';
+} from './ops/metrics.js';
+export { RateLimits, type ApiKeys, type ApiKeySpec, type KeyLimits } from './http/rate-limit.js';
+export { pdMetrics, type PdMetrics } from './ops/metrics-pd.js';
+export { DEFAULT_HTTP_LIMITS, type HttpLimits } from './http/http-guard.js';
+export { DASHBOARD_OFF, type DashboardAccess } from './ops/dashboard-route.js';
 export {
   handleKvEvents,
   handleKvEventStream,
@@ -40,16 +40,16 @@ export {
   wireBatch,
   wireEvent,
   type KvEventsAccess,
-} from './kv-events-route.js';
-export { routingMetrics, type RoutingSnapshot } from './metrics-routing.js';
-export { kvDiskMetrics } from './metrics-kv-disk.js';
-export { kvPeerMetrics } from './metrics-kv-peer.js';
-export { kvTierMetrics } from './metrics-kv-tiers.js';
+} from './ops/kv-events-route.js';
+export { routingMetrics, type RoutingSnapshot } from './ops/metrics-routing.js';
+export { kvDiskMetrics } from './ops/metrics-kv-disk.js';
+export { kvPeerMetrics } from './ops/metrics-kv-peer.js';
+export { kvTierMetrics } from './ops/metrics-kv-tiers.js';
 export {
   INLINE_BELOW_CHARS,
   inlineTokenizer,
   offloadedTokenizer,
   type PromptTokenizer,
   type TokenizeJob,
-} from './prompt-tokenizer.js';
-export { REASONING_PARSERS, reasoningParserFor, type ReasoningParserName } from './reasoning.js';
+} from './openai/prompt-tokenizer.js';
+export { REASONING_PARSERS, reasoningParserFor, type ReasoningParserName } from './openai/reasoning.js';

@@ -1,7 +1,7 @@
 // --api-keys FILE: a JSON object mapping each API key to its tenant's name,
 //   { "sk-alice-1": "alice", "sk-alice-2": "alice", "sk-bob": "bob" }
 // or to an object with the tenant and its limits (each optional, a positive integer; 429 past them,
-// src/api/rate-limit.ts), the two forms mixed freely:
+// src/api/http/rate-limit.ts), the two forms mixed freely:
 //   { "sk-a": { "tenant": "alice", "requests_per_minute": 60, "tokens_per_minute": 100000,
 //               "max_concurrent_requests": 8 }, "sk-b": "bob" }
 // Limits are the tenant's: all keys of a tenant share them, so its keys must not disagree (a key

@@ -4,14 +4,8 @@
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ModelLoadError } from '../core/index.js';
-import {
-  configFromGguf,
-  configFromHf,
-  isBuiltinSpec,
-  readGguf,
-  resolveBuiltinModel,
-  type ModelConfig,
-} from '../model/index.js';
+import { configFromGguf, configFromHf, readGguf, type ModelConfig } from '../formats/index.js';
+import { isBuiltinSpec, resolveBuiltinModel } from '../model/index.js';
 
 /** The config of the model `spec` names (a Hugging Face directory, a .gguf file or builtin:NAME). */
 export async function readModelConfig(spec: string, cacheDir: string): Promise<ModelConfig> {

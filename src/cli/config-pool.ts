@@ -29,7 +29,7 @@ export type PoolSize =
  */
 export const DEFAULT_POOL_CONTEXTS = 4;
 
-/** What a model's config says about its KV (a subset of src/model's ModelConfig). */
+/** What a model's config says about its KV (a subset of src/formats' ModelConfig). */
 export interface KvModelShape {
   readonly numLayers: number;
   readonly numKvHeads: number;

@@ -1,10 +1,10 @@
-// Every serving process's prompt tokenizer: src/model's TokenizerPool (threads built from the
+// Every serving process's prompt tokenizer: src/tokenizer's TokenizerPool (threads built from the
 // loaded model's tokenizer and template) behind src/api's offloadedTokenizer, and its close().
 // The `inline-tokenize` fault point keeps tokenization on the main thread (tests only: the
 // negative control of test/e2e/serve-tokenize.test.ts).
 import { offloadedTokenizer, inlineTokenizer, type PromptCodec, type PromptTokenizer } from '../api/index.js';
 import type { FaultSet } from '../core/index.js';
-import { promptRecipeOf, startTokenizerPool, type ChatTemplate, type Tokenizer } from '../model/index.js';
+import { promptRecipeOf, startTokenizerPool, type ChatTemplate, type Tokenizer } from '../tokenizer/index.js';
 
 /**
  * Two threads: one keeps to short prompts, so a huge one never holds up the rest (tokenizer-pool.ts).

@@ -34,7 +34,7 @@ export interface BatchItem {
   readonly verifiesDrafts?: boolean;
   /**
    * With logitCount: the rows are the prompt's own (its tokens' log-probabilities, wanted by a
-   * request with promptLogprobs), not drafts; the worker takes them (src/worker/prompt-logprobs.ts)
+   * request with promptLogprobs), not drafts; the worker takes them (src/engine/prompt-logprobs.ts)
    * and samples, when the item ends the prompt, from the last row only.
    */
   readonly promptRows?: boolean;

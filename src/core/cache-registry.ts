@@ -59,11 +59,11 @@ export const CACHES: readonly CacheDeclaration[] = [
   {
     name: 'word cache',
     sites: [
-      'src/model/tokenizer.ts:#wordCaches',
-      'src/model/word-cache.ts:class LruWordCache',
-      'src/model/word-cache.ts:class ScopedWordCaches',
-      'src/model/word-cache.ts:#scopes',
-      'src/model/word-cache.ts:#entries',
+      'src/tokenizer/tokenizer.ts:#wordCaches',
+      'src/tokenizer/word-cache.ts:class LruWordCache',
+      'src/tokenizer/word-cache.ts:class ScopedWordCaches',
+      'src/tokenizer/word-cache.ts:#scopes',
+      'src/tokenizer/word-cache.ts:#entries',
     ],
     key: "one LRU per scope, the scope being the request's tenant (TokenizeJob.cacheScope)",
     faults: ['shared-word-cache'],
@@ -94,19 +94,19 @@ export const CACHES: readonly CacheDeclaration[] = [
 ];
 
 export const NOT_CACHES: readonly StateDeclaration[] = [
-  { site: 'src/api/batch-runner.ts:#running', why: 'batch lines running now (per line, removed at its end)' },
-  { site: 'src/api/batch-runner.ts:#preemptible', why: "the running lines' abort handles (per line)" },
-  { site: 'src/api/batch-runner.ts:#preempted', why: 'how often each line gave way (per line, counts)' },
-  { site: 'src/api/batch-shapes.ts:FINISHED', why: 'batch statuses (static)' },
-  { site: 'src/api/http-connections.ts:#all', why: 'open sockets' },
-  { site: 'src/api/http-connections.ts:#waiting', why: 'sockets between requests' },
-  { site: 'src/api/http-connections.ts:#waitingBySource', why: 'idle sockets per source address' },
-  { site: 'src/api/metrics.ts:#named', why: 'metric names registered (static)' },
-  { site: 'src/api/rate-limit.ts:#limits', why: "each API key's configured limits (static, per tenant)" },
-  { site: 'src/api/rate-limit.ts:#meters', why: "a tenant's own request rate meter, keyed by the tenant" },
-  { site: 'src/api/responses-shapes.ts:#calls', why: "one response's tool calls (per request)" },
-  { site: 'src/api/routes.ts:ROUTES', why: 'the route table (static)' },
-  { site: 'src/api/server.ts:#inFlight', why: 'requests in flight (per request, removed at end)' },
+  { site: 'src/api/openai/batch-runner.ts:#running', why: 'batch lines running now (per line, removed at its end)' },
+  { site: 'src/api/openai/batch-runner.ts:#preemptible', why: "the running lines' abort handles (per line)" },
+  { site: 'src/api/openai/batch-runner.ts:#preempted', why: 'how often each line gave way (per line, counts)' },
+  { site: 'src/api/openai/batch-shapes.ts:FINISHED', why: 'batch statuses (static)' },
+  { site: 'src/api/http/http-connections.ts:#all', why: 'open sockets' },
+  { site: 'src/api/http/http-connections.ts:#waiting', why: 'sockets between requests' },
+  { site: 'src/api/http/http-connections.ts:#waitingBySource', why: 'idle sockets per source address' },
+  { site: 'src/api/ops/metrics.ts:#named', why: 'metric names registered (static)' },
+  { site: 'src/api/http/rate-limit.ts:#limits', why: "each API key's configured limits (static, per tenant)" },
+  { site: 'src/api/http/rate-limit.ts:#meters', why: "a tenant's own request rate meter, keyed by the tenant" },
+  { site: 'src/api/openai/responses-shapes.ts:#calls', why: "one response's tool calls (per request)" },
+  { site: 'src/api/http/routes.ts:ROUTES', why: 'the route table (static)' },
+  { site: 'src/api/http/server.ts:#inFlight', why: 'requests in flight (per request, removed at end)' },
   { site: 'src/batch/store.ts:TERMINAL', why: 'batch statuses (static)' },
   {
     site: 'src/batch/store.ts:#files',
@@ -125,10 +125,10 @@ export const NOT_CACHES: readonly StateDeclaration[] = [
   { site: 'src/grammar/schema-rules.ts:ANNOTATIONS', why: 'keyword table (static)' },
   { site: 'src/kernels/wasm/runtime.ts:#buffers', why: 'WASM memory buffers' },
   { site: 'src/kernels/wasm/runtime.ts:#scratch', why: 'scratch buffers by kernel shape (no request data kept)' },
-  { site: 'src/model/gguf-reader.ts:SCALAR_BY_CODE', why: 'GGUF type table (static)' },
-  { site: 'src/model/gguf-weights.ts:CONFIG_TENSORS', why: 'tensor name table (static)' },
+  { site: 'src/formats/gguf-reader.ts:SCALAR_BY_CODE', why: 'GGUF type table (static)' },
+  { site: 'src/formats/gguf-weights.ts:CONFIG_TENSORS', why: 'tensor name table (static)' },
   {
-    site: 'src/model/lora.ts:#adapters',
+    site: 'src/engine/lora.ts:#adapters',
     why: "loaded LoRA adapters' weights by name (model, not requests; their KV is keyed by digest: kvTenantOf)",
   },
   {
@@ -136,7 +136,7 @@ export const NOT_CACHES: readonly StateDeclaration[] = [
     why: 'loaded adapters: name, digest, allowed tenants (admin configuration)',
   },
   { site: 'src/worker/lora-registry.ts:#loading', why: 'adapter names being loaded now' },
-  { site: 'src/model/tensor-names.ts:fileOf', why: 'tensor name -> weights file (model)' },
+  { site: 'src/formats/tensor-names.ts:fileOf', why: 'tensor name -> weights file (model)' },
   { site: 'src/pages/kv-events.ts:#listeners', why: 'open /kv-events streams (per connection)' },
   { site: 'src/pages/prefix-cache.ts:#pins', why: 'how many open leases pin each page (counts, per lease)' },
   {
@@ -179,7 +179,7 @@ export const NOT_CACHES: readonly StateDeclaration[] = [
   { site: 'src/worker/decode-worker.ts:#decoding', why: 'requests being decoded' },
   { site: 'src/worker/prefill-worker.ts:#jobs', why: 'requests being prefilled' },
   {
-    site: 'src/worker/draft-model.ts:#seqs',
+    site: 'src/engine/draft-model.ts:#seqs',
     why: "each decoding request's draft-pool page table, by request id: its own KV only, released when it stops decoding",
   },
   {

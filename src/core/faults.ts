@@ -154,7 +154,7 @@ export const FAULT_NAMES = [
   'lora-drop-from-key',
   /**
    * Speculative decoding with a draft model: the draft model's own pool keeps the stamps of positions the target
-   * rejected (no rollback there). Negative control of the draft pool's integrity check (worker/draft-model.ts).
+   * rejected (no rollback there). Negative control of the draft pool's integrity check (engine/draft-model.ts).
    */
   'keep-draft-model-stamps',
   /**

@@ -35,7 +35,7 @@ export interface GenerateRequest {
 /** A loaded LoRA adapter as a request names it: its name on the engine, and its identity for KV. */
 export interface AdapterRef {
   readonly name: string;
-  /** A digest of the adapter's file and scale (src/model's lora-gguf.ts). */
+  /** A digest of the adapter's file and scale (src/engine's lora-gguf.ts). */
   readonly digest: string;
 }
 

@@ -34,7 +34,7 @@ export interface SamplingParams {
   /**
    * vLLM's `prompt_logprobs` (and completions' `echo` with `logprobs`): N (0..MAX_TOP_LOGPROBS):
    * every prompt token after the first comes with its log-probability under the tokens before it
-   * and the N most likely tokens' (the prefill computes them: src/worker/prompt-logprobs.ts).
+   * and the N most likely tokens' (the prefill computes them: src/engine/prompt-logprobs.ts).
    * Absent: none. Such a request reuses no cached prefix (its positions' logits are wanted).
    */
   readonly promptLogprobs?: number;

@@ -12,7 +12,7 @@
 // On a match the text before it is sent, the match and everything after it never are.
 // Must never send text that a later stop string match would have withheld.
 
-/** What a detokenizer does (src/model's IncrementalDetokenizer, structurally). */
+/** What a detokenizer does (src/tokenizer's IncrementalDetokenizer, structurally). */
 export interface Detokenizer {
   push(id: number): string;
   flush(): string;

@@ -4,7 +4,7 @@
 // SentencePiece pieces use '▁' for a space and '<0x0A>' byte-fallback tokens.
 // Must never guess silently: a vocabulary with neither marker is 'raw' (pieces are their text).
 
-/** What the engine needs of a tokenizer (src/model's Tokenizer, structurally). */
+/** What the engine needs of a tokenizer (src/tokenizer's Tokenizer, structurally). */
 export interface VocabSource {
   readonly vocabSize: number;
   readonly eosTokenIds: readonly number[];

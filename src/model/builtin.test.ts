@@ -6,10 +6,10 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, ModelLoadError } from '../core/index.js';
 import { builtinTinyDir, resolveBuiltinModel } from './builtin.js';
-import type { GenProgress } from './gen-model.js';
+import type { GenProgress } from '../gen/index.js';
 import { loadModel } from './load.js';
 import { packageRoot } from './package-root.js';
-import { PRESET_CONFIGS } from './presets.js';
+import { PRESET_CONFIGS } from '../gen/index.js';
 
 let root: string;
 beforeAll(async () => {

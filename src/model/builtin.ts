@@ -8,8 +8,8 @@
 import { mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ConfigError, ModelLoadError } from '../core/index.js';
-import { exists } from './files.js';
-import { genModel, type GenProgress } from './gen-model.js';
+import { exists } from '../formats/index.js';
+import { genModel, type GenProgress } from '../gen/index.js';
 import { packageRoot } from './package-root.js';
 
 export const BUILTIN_MODELS = ['tiny', 'austen'] as const;

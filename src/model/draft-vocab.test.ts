@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadModelInfo } from './load.js';
 import { vocabularyMismatch } from './draft-vocab.js';
-import type { Tokenizer } from './tokenizer.js';
+import type { Tokenizer } from '../tokenizer/index.js';
 
 const austen = await loadModelInfo('builtin:austen');
 

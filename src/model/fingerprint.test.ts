@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { HostTensor } from '../kernels/index.js';
 import { modelFingerprint } from './fingerprint.js';
-import { genModel, type GenOverrides } from './gen-model.js';
+import { genModel, type GenOverrides } from '../gen/index.js';
 import { loadModel, type LoadedModel } from './load.js';
 
 const SMALL: GenOverrides = { hiddenSize: 64, headDim: 16, intermediateSize: 128, numLayers: 2 };

@@ -8,7 +8,7 @@
 // second load of the same weights could change. Cost: one pass over the weights (xxh64, some
 // 10 GB/s here), once at start-up.
 import { Xxh64 } from '@node-rs/xxhash';
-import type { ModelConfig } from './config.js';
+import type { ModelConfig } from '../formats/index.js';
 import type { LoadedModel } from './load.js';
 
 /** The config fields the forward pass reads (not token ids, names or the context length). */

@@ -4,11 +4,9 @@ import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ModelLoadError } from '../core/index.js';
 import { f16ToF32, f32ToBf16, f32ToF16, bf16ToF32, quantize } from '../kernels/index.js';
-import { genModel, type GenOverrides } from './gen-model.js';
-import { tensorToF32 } from './host-tensor.js';
+import { genModel, type GenOverrides, generateTensor, PRESET_CONFIGS } from '../gen/index.js';
+import { tensorToF32, encodeSafetensors, readSafetensors } from '../formats/index.js';
 import { loadModel, loadModelInfo, type LoadedModel } from './load.js';
-import { generateTensor, PRESET_CONFIGS } from './presets.js';
-import { encodeSafetensors, readSafetensors } from './safetensors.js';
 
 const SEED = 5;
 /** A smaller shape for the weight-type tests (the 32000-row embeddings dominate anyway). */

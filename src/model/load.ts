@@ -11,8 +11,15 @@ import { join } from 'node:path';
 import { ModelLoadError } from '../core/index.js';
 import type { HostTensor } from '../kernels/index.js';
 import { resolveBuiltinModel, type BuiltinOptions } from './builtin.js';
-import { createChatTemplate, pickChatTemplate, type ChatTemplate } from './chat-template.js';
-import type { ModelConfig } from './config.js';
+import {
+  createChatTemplate,
+  pickChatTemplate,
+  type ChatTemplate,
+  ggufTokenizerJson,
+  createTokenizer,
+  type Tokenizer,
+} from '../tokenizer/index.js';
+import type { ModelConfig } from '../formats/index.js';
 import {
   exists,
   isDirectory,
@@ -20,17 +27,17 @@ import {
   readOptionalJsonFile,
   readOptionalTextFile,
   readWholeFile,
-} from './files.js';
-import { gemma3NormsFromHf } from './gemma3-config.js';
-import { configFromGguf } from './gguf-config.js';
-import { GgufMeta } from './gguf-meta.js';
-import { readGguf } from './gguf-reader.js';
-import { ggufTokenizerJson } from './gguf-tokenizer.js';
-import { loadGgufWeights } from './gguf-weights.js';
-import { configFromHf } from './hf-config.js';
-import { loadHfWeights } from './hf-weights.js';
-import { isJsonObject, JsonFields, type JsonObject } from './json-fields.js';
-import { createTokenizer, type Tokenizer } from './tokenizer.js';
+  gemma3NormsFromHf,
+  configFromGguf,
+  GgufMeta,
+  readGguf,
+  loadGgufWeights,
+  configFromHf,
+  loadHfWeights,
+  isJsonObject,
+  JsonFields,
+  type JsonObject,
+} from '../formats/index.js';
 
 export interface ModelSource {
   readonly format: 'hf' | 'gguf';

@@ -4,7 +4,7 @@
 //   BlockRemoved  it was evicted
 // Each names the page by its keyed block hash (prefix-hash.ts: HMAC with the cluster secret,
 // chained over the tenant's tag and every earlier page) and the tenant by its keyed tag.
-// KvEventRing keeps a node's latest events for its readers (api/kv-events-route.ts), each with a
+// KvEventRing keeps a node's latest events for its readers (api/ops/kv-events-route.ts), each with a
 // sequence number (1, 2, ...): a bounded ring, so a reader that falls further behind than the ring
 // holds is told so (`reset`: drop what it knows of this node, then apply what follows), and so is
 // one whose cursor is past the last event (it read an earlier run of this process).

@@ -522,7 +522,7 @@ export class Scheduler {
 
   /**
    * The decoding requests, in start order, and how many decode in all: a draft model drafts for
-   * the speculating ones before the step that plans them (worker/draft-model.ts). Read only.
+   * the speculating ones before the step that plans them (engine/draft-model.ts). Read only.
    */
   get decodingDrafts(): { readonly numDecoding: number; readonly drafting: readonly DraftCandidate[] } {
     const drafting: DraftCandidate[] = [];

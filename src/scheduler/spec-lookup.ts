@@ -24,7 +24,7 @@
 // paying for rows that are always rejected.
 //
 // With a draft model (--draft-model, `drafter: 'model'`) the tokens come from the worker
-// (worker/draft-model.ts), which drafts greedily with the small model before each step and
+// (engine/draft-model.ts), which drafts greedily with the small model before each step and
 // offers them here with the length of the text they continue; the adaptive length and the
 // cool-down are the same, and a proposal is only ever an offer made for the tokens as they are.
 import { assert } from '../core/index.js';
@@ -158,7 +158,7 @@ export class DraftState {
     return offer === undefined || offer.atLength !== tokens.length ? [] : offer.tokens.slice(0, k);
   }
 
-  /** Whether drafts come from a draft model's offers (worker/draft-model.ts). */
+  /** Whether drafts come from a draft model's offers (engine/draft-model.ts). */
   get byModel(): boolean {
     return this.#o.drafter === 'model';
   }

@@ -13,7 +13,7 @@
 //   tokens:     t            d1   d2  ...  dk          logitCount k + 1
 //   row j:      the distribution after t d1 .. dj: verifies d(j+1), or samples the bonus (j = k)
 //
-// Verification (worker/spec-verify.ts) accepts a prefix d1..dm and samples one token after it;
+// Verification (engine/spec-verify.ts) accepts a prefix d1..dm and samples one token after it;
 // the positions of d(m+1)..dk are rolled back (pool.rollbackStamps) before complete() counts
 // numComputed + 1 + m as computed.
 import { assert, type BatchItem } from '../core/index.js';

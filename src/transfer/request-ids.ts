@@ -1,6 +1,6 @@
 // The request-id scheme of a PD cluster: one client request, three forms of its rid, each
 // derived here and nowhere else.
-//   client      `<8 hex digits>-<counter>` (api/request-ids.ts): what the client sees (the
+//   client      `<8 hex digits>-<counter>` (api/http/request-ids.ts): what the client sees (the
 //               response's id), the PdRouter's key for the request while it lives.
 //   submission  the client rid, then `<client>~w<n>` (n = 1, 2, ...): PdRouter hands a request
 //               that waited for room (no pair, a worker down) to the RouterMachine again under a

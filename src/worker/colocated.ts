@@ -33,20 +33,23 @@ import {
   type TokenLogprob,
 } from '../core/index.js';
 import type { GrammarEngine, TokenConstraint } from '../grammar/index.js';
-import type { LoraControl } from '../model/index.js';
+import type { LoraControl, DraftModel, SamplingState, TokenSampler } from '../engine/index.js';
 import { LoraRegistry } from './lora-registry.js';
 import type { KvEventSink, KvSpill, PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent, type SpecOptions } from '../scheduler/index.js';
-import { EngineLoop, type MaxStepMs, type StepRunner } from './engine-loop.js';
+import {
+  EngineLoop,
+  type MaxStepMs,
+  type StepRunner,
+  promptLogprobsFor,
+  type PromptLogprobs,
+} from '../engine/index.js';
 import { schedulerFor } from './scheduler-for.js';
-import type { DraftModel } from './draft-model.js';
 import { loopHealth, poolHealth, speculationHealth } from './health.js';
 import { nodePageMap, speculationView } from './page-map.js';
-import type { SamplingState, TokenSampler } from './step-results.js';
 import { constraintFor, prepareConstraints } from './constraints.js';
-import { promptLogprobsFor, type PromptLogprobs } from './prompt-logprobs.js';
 
-/** What the worker needs of a tokenizer (src/model's Tokenizer, structurally). */
+/** What the worker needs of a tokenizer (src/tokenizer's Tokenizer, structurally). */
 export interface WorkerTokenizer {
   createDetokenizer(options: {
     readonly contextIds?: readonly number[];

@@ -55,7 +55,7 @@ import {
 } from '../transfer/index.js';
 import type { TokenConstraint } from '../grammar/index.js';
 import { constraintFor } from './constraints.js';
-import type { EngineLoop } from './engine-loop.js';
+import type { EngineLoop } from '../engine/index.js';
 import { speculationHealth } from './health.js';
 import { speculationView } from './page-map.js';
 import { notForClients, type PdWorkerOptions } from './pd-common.js';

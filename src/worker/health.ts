@@ -2,8 +2,7 @@
 // the frame both PD roles share around their own fields.
 // Must never compute anything: it only reads counters the pool, the loop and the machines keep.
 import type { PagePool } from '../pages/index.js';
-import type { DraftModelStats } from './draft-model.js';
-import type { EngineLoopStats } from './engine-loop.js';
+import type { DraftModelStats, EngineLoopStats } from '../engine/index.js';
 import type { PdWorkerOptions } from './pd-common.js';
 
 /** The pool's shape and the ledger's counts (pages per state, last epoch, page-check failures). */

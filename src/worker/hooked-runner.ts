@@ -7,8 +7,7 @@
 // (What a role does after a step runs in the EngineLoop's `beside` hook, beside the next step.)
 // Must never: run a skipped item, or hand results in another order than the items.
 import type { BatchItem } from '../core/index.js';
-import type { ItemResult } from '../model/index.js';
-import type { StepRunner } from './engine-loop.js';
+import type { ItemResult, StepRunner } from '../engine/index.js';
 
 export interface StepHooks {
   before(items: readonly BatchItem[]): ReadonlySet<BatchItem>;

@@ -2,19 +2,10 @@
 // one pool (`tessera serve`); engine-loop.ts is the loop every role shares.
 export { LoraRegistry } from './lora-registry.js';
 export { ColocatedWorker, type ColocatedWorkerOptions, type WorkerTokenizer } from './colocated.js';
-export {
-  EngineLoop,
-  stepBudgetOf,
-  type EngineLoopOptions,
-  type EngineLoopStats,
-  type MaxStepMs,
-  type StepRunner,
-} from './engine-loop.js';
-export { toStepResults, type SamplingState, type TokenSampler } from './step-results.js';
 export { PrefillWorker } from './prefill-worker.js';
 export { DecodeWorker } from './decode-worker.js';
 export { HookedRunner, type StepHooks } from './hooked-runner.js';
 export type { PdWorkerOptions } from './pd-common.js';
 export { DEFAULT_KV_DISK_BYTES, DiskTier, type DiskTierOptions } from './disk-tier.js';
 export { CountedPrefixCache, setTierSource, tiersOf } from './tier-views.js';
-export { DraftModel, type DraftModelStats } from './draft-model.js';
+export { schedulerFor } from './scheduler-for.js';

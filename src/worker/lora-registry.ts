@@ -10,7 +10,7 @@
 // Must never: replace a loaded name (a step may be reading it), or show a restricted adapter to
 // another tenant.
 import type { AdapterRef, TenantId } from '../core/index.js';
-import type { LoraControl } from '../model/index.js';
+import type { LoraControl } from '../engine/index.js';
 
 interface Entry {
   readonly ref: AdapterRef;

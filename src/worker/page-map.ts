@@ -17,8 +17,7 @@ import {
   type TransferView,
 } from '../core/index.js';
 import type { PagePool } from '../pages/index.js';
-import type { DraftModelStats } from './draft-model.js';
-import type { EngineLoopStats } from './engine-loop.js';
+import type { DraftModelStats, EngineLoopStats } from '../engine/index.js';
 import { tiersOf } from './tier-views.js';
 
 const LETTER: Readonly<Record<PageState, PageLetter>> = { free: 'f', allocated: 'a', cached: 'c', quarantined: 'q' };

@@ -2,13 +2,11 @@
 // worker takes and the answer a worker gives a client that came to it instead of to the router.
 // Must never: hold per-request state, or let a client generate on a worker directly.
 import type { GrammarEngine } from '../grammar/index.js';
-import type { DraftModel } from './draft-model.js';
+import type { DraftModel, MaxStepMs, StepRunner, TokenSampler } from '../engine/index.js';
 import { InvalidRequestError, type FaultSet, type GenerateEvent } from '../core/index.js';
 import type { KvEventSink, KvSpill, PagePool } from '../pages/index.js';
 import type { SpecOptions } from '../scheduler/index.js';
 import type { Timeouts, TraceSink } from '../transfer/index.js';
-import type { MaxStepMs, StepRunner } from './engine-loop.js';
-import type { TokenSampler } from './step-results.js';
 
 export interface PdWorkerOptions {
   /** The name clients pass as `model` (shown in /health; clients talk to the router). */

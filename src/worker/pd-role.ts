@@ -31,7 +31,7 @@ import {
   type TransportHandlers,
 } from '../transfer/index.js';
 import { prepareConstraints } from './constraints.js';
-import { EngineLoop, type EngineLoopOptions } from './engine-loop.js';
+import { EngineLoop, type EngineLoopOptions } from '../engine/index.js';
 import { pdHealth } from './health.js';
 import { HookedRunner, type StepHooks } from './hooked-runner.js';
 import { abortTotals, nodePageMap, type NodePageMapParts } from './page-map.js';

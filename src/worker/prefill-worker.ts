@@ -70,8 +70,8 @@ import {
 } from '../transfer/index.js';
 import type { TokenConstraint } from '../grammar/index.js';
 import { constraintFor } from './constraints.js';
-import type { EngineLoop } from './engine-loop.js';
-import { promptLogprobsFor, type PromptLogprobs } from './prompt-logprobs.js';
+import type { EngineLoop } from '../engine/index.js';
+import { promptLogprobsFor, type PromptLogprobs } from '../engine/index.js';
 import { prefixReport } from './prefix-report.js';
 import { notForClients, type PdWorkerOptions } from './pd-common.js';
 import { setTierSource } from './tier-views.js';

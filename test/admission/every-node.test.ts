@@ -13,8 +13,8 @@ import {
   type TesseraError,
 } from '../../src/core/index.js';
 import { admissionError, contextLengthError, PagePool, type PoolRole } from '../../src/pages/index.js';
-import type { CommonParams } from '../../src/api/params.js';
-import { planSampling } from '../../src/api/prompt.js';
+import type { CommonParams } from '../../src/api/openai/params.js';
+import { planSampling } from '../../src/api/openai/prompt.js';
 import { clusterAdmission, type WorkerView } from '../../src/router/index.js';
 import { LedgerDecodeHost, RouterMachine, type RouterEffect } from '../../src/transfer/index.js';
 import { SchedulerHarness } from '../sim/scheduler-runner.js';

@@ -17,10 +17,10 @@ import {
   type Tag,
 } from '../../src/core/index.js';
 import { inlineTokenizer, promptCodecOf, type PromptCodec } from '../../src/api/index.js';
-import { completionTokens } from '../../src/api/prompt.js';
+import { completionTokens } from '../../src/api/openai/prompt.js';
 import { GrammarEngine } from '../../src/grammar/index.js';
 import { testVocab } from '../../src/grammar/test-vocab.js';
-import { createChatTemplate, createTokenizer, type Tokenizer } from '../../src/model/index.js';
+import { createChatTemplate, createTokenizer, type Tokenizer } from '../../src/tokenizer/index.js';
 import {
   KvEventRing,
   PagePool,

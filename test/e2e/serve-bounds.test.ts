@@ -9,7 +9,7 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { genModel } from '../../src/model/index.js';
+import { genModel } from '../../src/gen/index.js';
 import { startServer, testHome, type Server } from './support/process.js';
 
 let home: Awaited<ReturnType<typeof testHome>>;

@@ -7,7 +7,9 @@
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createEngine, genModel, loadModel, type LoadedModel } from '../../src/model/index.js';
+import { createEngine } from '../../src/engine/index.js';
+import { genModel } from '../../src/gen/index.js';
+import { loadModel, type LoadedModel } from '../../src/model/index.js';
 import { tesseraTrace } from '../llama-cpp/drivers.js';
 import { startServer, testHome, type Server } from './support/process.js';
 

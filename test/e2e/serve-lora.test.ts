@@ -7,7 +7,8 @@
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { genLoraGguf, loadModel } from '../../src/model/index.js';
+import { genLoraGguf } from '../../src/engine/index.js';
+import { loadModel } from '../../src/model/index.js';
 import { promptIds, startServer, testHome, writeJson, type Server } from './support/process.js';
 
 let home: Awaited<ReturnType<typeof testHome>>;

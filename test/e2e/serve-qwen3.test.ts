@@ -5,7 +5,8 @@
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { genModel, loadModel, type LoadedModel } from '../../src/model/index.js';
+import { genModel } from '../../src/gen/index.js';
+import { loadModel, type LoadedModel } from '../../src/model/index.js';
 import { startServer, testHome, type Server } from './support/process.js';
 
 let home: Awaited<ReturnType<typeof testHome>>;

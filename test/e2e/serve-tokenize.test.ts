@@ -11,7 +11,7 @@
 // replaced; every server exits 0 on SIGTERM, its threads ended.
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TOKENIZER_CRASH_MARKER } from '../../src/model/index.js';
+import { TOKENIZER_CRASH_MARKER } from '../../src/tokenizer/index.js';
 import { startServer, testHome, type Server } from './support/process.js';
 import { burstPrompt, tokenizeBurst } from './support/tokenize-burst.js';
 

@@ -5,7 +5,7 @@
 // probabilities (temperature 1, no top-k/top-p/min-p: a plain softmax), so both sides are
 // compared as log-softmax, which is what a logit means up to a constant.
 import { asRequestId, DEFAULT_TENANT } from '../../src/core/index.js';
-import type { Engine } from '../../src/model/index.js';
+import type { Engine } from '../../src/engine/index.js';
 
 export interface StepTrace {
   /** The argmax at each step (the greedy token, or what the engine would have picked). */

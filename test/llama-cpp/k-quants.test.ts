@@ -1,5 +1,5 @@
 // K-quant GGUF files in Tessera and llama.cpp (node-llama-cpp 3.21.1, one thread):
-//   - gen-model's q4_k_m, q5_k_m and q6_k mixes (llama.cpp's rules, src/model/gen-mix.ts);
+//   - gen-model's q4_k_m, q5_k_m and q6_k mixes (llama.cpp's rules, src/gen/gen-mix.ts);
 //   - a file written here, byte by byte from the GGUF spec and ggml-common.h's block structs,
 //     with none of Tessera's writer or quantizers: a per-tensor mix of Q4_K, Q5_K and Q6_K with
 //     random quants under fixed sub-block scales (so its weights are uniform and zero-mean).
@@ -14,15 +14,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Rng } from '../../src/core/index.js';
 import { f32ToF16 } from '../../src/kernels/index.js';
-import {
-  createEngine,
-  genModel,
-  loadModel,
-  type Engine,
-  type GenDType,
-  type GenOverrides,
-} from '../../src/model/index.js';
-import { ggufVocabFromTokenizerJson, readLlama2Vocab } from '../../src/model/llama2-vocab.js';
+import { createEngine, type Engine } from '../../src/engine/index.js';
+import { genModel, type GenDType, type GenOverrides } from '../../src/gen/index.js';
+import { loadModel } from '../../src/model/index.js';
+import { ggufVocabFromTokenizerJson, readLlama2Vocab } from '../../src/gen/llama2-vocab.js';
 import { correlation, LlamaCpp, maxLogProbDiff, tesseraTrace } from './drivers.js';
 
 /** "The quick brown fox jumps over the lazy dog" in the Llama 2 vocabulary, BOS first. */

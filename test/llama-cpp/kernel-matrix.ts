@@ -10,7 +10,8 @@
 // logits that matter; a logit difference up to the softmax's constant), and whether the argmax
 // agrees. Test-only: it writes nothing but its files under `root`.
 import { join } from 'node:path';
-import { createEngine, loadModel, type Engine } from '../../src/model/index.js';
+import { createEngine, type Engine } from '../../src/engine/index.js';
+import { loadModel } from '../../src/model/index.js';
 import { asRequestId, DEFAULT_TENANT } from '../../src/core/index.js';
 import { logSoftmax, topTwo } from './drivers.js';
 import { writeMatrixGguf, type MatrixDType, type MatrixShape } from './matrix-gguf.js';

@@ -11,8 +11,10 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createEngine, genModel, loadModel, type Engine, type GenOverrides } from '../../src/model/index.js';
-import type { GenDType } from '../../src/model/index.js';
+import { createEngine, type Engine } from '../../src/engine/index.js';
+import { genModel, type GenOverrides } from '../../src/gen/index.js';
+import { loadModel } from '../../src/model/index.js';
+import type { GenDType } from '../../src/gen/index.js';
 import { correlation, LlamaCpp, maxLogProbDiff, tesseraTrace } from './drivers.js';
 
 /** "The quick brown fox jumps over the lazy dog" in the Llama 2 vocabulary, BOS first. */

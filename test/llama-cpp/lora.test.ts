@@ -8,8 +8,10 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createEngine, genModel, loadModel, type Engine } from '../../src/model/index.js';
-import { genLoraGguf } from '../../src/model/lora-gguf.js';
+import { createEngine, type Engine } from '../../src/engine/index.js';
+import { genModel } from '../../src/gen/index.js';
+import { loadModel } from '../../src/model/index.js';
+import { genLoraGguf } from '../../src/engine/lora-gguf.js';
 import { LlamaCpp, maxLogProbDiff, tesseraTrace } from './drivers.js';
 
 const STEPS = 16;

@@ -7,10 +7,10 @@
 // and the next-token distribution is sharp. Test-only; it writes nothing but `path`.
 import { Rng } from '../../src/core/index.js';
 import { quantize, type WeightDType } from '../../src/kernels/index.js';
-import { GGML_TYPE_OF_DTYPE, type GgufValue } from '../../src/model/gguf-format.js';
-import { gguf, writeGgufFile } from '../../src/model/gguf-writer.js';
-import { ggufVocabFromTokenizerJson, readLlama2Vocab } from '../../src/model/llama2-vocab.js';
-import { useMoreBits } from '../../src/model/index.js';
+import { GGML_TYPE_OF_DTYPE, type GgufValue } from '../../src/formats/gguf-format.js';
+import { gguf, writeGgufFile } from '../../src/formats/gguf-writer.js';
+import { ggufVocabFromTokenizerJson, readLlama2Vocab } from '../../src/gen/llama2-vocab.js';
+import { useMoreBits } from '../../src/gen/index.js';
 
 export interface MatrixShape {
   readonly name: string;

@@ -14,7 +14,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createEngine, genModel, loadModel, type Engine, type GenDType } from '../../src/model/index.js';
+import { createEngine, type Engine } from '../../src/engine/index.js';
+import { genModel, type GenDType } from '../../src/gen/index.js';
+import { loadModel } from '../../src/model/index.js';
 import { correlation, LlamaCpp, maxLogProbDiff, tesseraTrace, type StepTrace } from './drivers.js';
 
 const STEPS = 32;

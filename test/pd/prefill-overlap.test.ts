@@ -19,10 +19,9 @@ import {
   type GenerateEvent,
   type Tag,
 } from '../../src/core/index.js';
-import type { ItemResult } from '../../src/model/index.js';
+import type { ItemResult, StepRunner } from '../../src/engine/index.js';
 import { PagePool } from '../../src/pages/index.js';
 import { PdRouter } from '../../src/router/index.js';
-import type { StepRunner } from '../../src/worker/index.js';
 import { DecodeWorker, PrefillWorker } from '../../src/worker/index.js';
 import { EOS, fakePool, nextToken, tok, VOCAB_SIZE } from '../../src/worker/testing/fake-engine.js';
 import { fakeCluster } from './support.js';

@@ -7,7 +7,8 @@ import { createApiServer, type ApiServer } from '../../src/api/index.js';
 import { NO_FAULTS, TextStream, type FaultSet } from '../../src/core/index.js';
 import type { PagePool } from '../../src/pages/index.js';
 import { PdRouter } from '../../src/router/index.js';
-import { DecodeWorker, PrefillWorker, type MaxStepMs, type StepRunner } from '../../src/worker/index.js';
+import { DecodeWorker, PrefillWorker } from '../../src/worker/index.js';
+import { type MaxStepMs, type StepRunner } from '../../src/engine/index.js';
 import { argmaxSampler, EOS, fakeTokenizer, VOCAB_SIZE } from '../../src/worker/testing/fake-engine.js';
 
 const codec = { vocabSize: VOCAB_SIZE, encode: () => [], renderChat: () => '', tokenText: () => '' };

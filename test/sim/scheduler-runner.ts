@@ -5,7 +5,7 @@
 // position a request reads holds its own token, written for its own tenant.
 // Speculation: an item with drafts (verifiesDrafts) writes every drafted position, accepts the
 // drafts while each equals the "model's" token there, and the harness rolls the rejected
-// positions' stamps back before complete(), as the engine loop does (worker/spec-verify.ts).
+// positions' stamps back before complete(), as the engine loop does (engine/spec-verify.ts).
 import {
   asRequestId,
   asTenantId,

@@ -14,7 +14,8 @@ import {
   type SamplingParams,
 } from '../../src/core/index.js';
 import { GrammarEngine, grammarVocab } from '../../src/grammar/index.js';
-import { createEngine, loadModel, Sampler, type Engine, type LoadedModel } from '../../src/model/index.js';
+import { createEngine, Sampler, type Engine } from '../../src/engine/index.js';
+import { loadModel, type LoadedModel } from '../../src/model/index.js';
 import { ColocatedWorker } from '../../src/worker/index.js';
 
 export interface Runner {

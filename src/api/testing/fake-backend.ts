@@ -12,7 +12,7 @@ import {
   type TokenLogprob,
 } from '../../core/index.js';
 import type { Backend, BackendHealth, BackendStats, PromptCodec } from '../backend.js';
-import type { Clock } from '../clock.js';
+import type { Clock } from '../http/clock.js';
 
 export interface FakeCall {
   readonly request: GenerateRequest;

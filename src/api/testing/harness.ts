@@ -1,7 +1,7 @@
 // Test support: start an API server over a FakeBackend on 127.0.0.1, port 0.
 // Must never be imported by production code.
 import OpenAI from 'openai';
-import { createApiServer, type ApiServer, type ApiServerOptions } from '../server.js';
+import { createApiServer, type ApiServer, type ApiServerOptions } from '../http/server.js';
 import { FakeBackend, fakeCodec } from './fake-backend.js';
 
 export interface TestServer {

@@ -1,11 +1,11 @@
 // `tessera gen-lora`: write a random LoRA adapter for a model in llama.cpp's GGUF layout
-// (src/model/lora-gguf.ts), loadable by `tessera serve --lora` and llama.cpp's --lora alike.
+// (src/engine/lora-gguf.ts), loadable by `tessera serve --lora` and llama.cpp's --lora alike.
 // Owns flag parsing only; it must never generate weights itself.
 import type { Command } from 'commander';
 import { ConfigError } from '../../core/index.js';
 import { tesseraHome } from '../config-env.js';
 import { readModelConfig } from '../config-model.js';
-import { genLoraGguf, LORA_TARGETS, type LoraTarget } from '../../model/index.js';
+import { genLoraGguf, LORA_TARGETS, type LoraTarget } from '../../engine/index.js';
 
 interface GenLoraFlags {
   model: string;

@@ -1,10 +1,10 @@
-// `tessera gen-model`: write a deterministic random-weight model (src/model/gen-model.ts) and
+// `tessera gen-model`: write a deterministic random-weight model (src/gen/gen-model.ts) and
 // report what was written. Owns flag parsing and the progress display (a bar on a TTY, plain
 // lines otherwise); it must never generate weights itself.
 import { stat } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { ConfigError } from '../../core/index.js';
-import { GEN_DTYPES, GEN_PRESETS, genModel, type GenFormat, type GenProgress } from '../../model/index.js';
+import { GEN_DTYPES, GEN_PRESETS, genModel, type GenFormat, type GenProgress } from '../../gen/index.js';
 
 const FORMATS: readonly GenFormat[] = ['hf', 'gguf'];
 const DTYPES = GEN_DTYPES;

@@ -2,7 +2,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { genModel, loadModel } from '../../model/index.js';
+import { genModel } from '../../gen/index.js';
+import { loadModel } from '../../model/index.js';
 import { runMain } from '../testing/run-main.js';
 
 let root: string;

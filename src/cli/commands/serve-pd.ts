@@ -20,7 +20,7 @@ import {
   promptCodecOf,
 } from '../../api/index.js';
 import { ConfigError, PROMPT_LOGIT_ROWS } from '../../core/index.js';
-import { Sampler } from '../../model/index.js';
+import { Sampler } from '../../engine/index.js';
 import { PrefixHasher } from '../../pages/index.js';
 import { grammarFor } from '../grammar-for.js';
 import { DecodeWorker, PrefillWorker, tiersOf } from '../../worker/index.js';

@@ -22,7 +22,7 @@ import {
 } from '../../api/index.js';
 import { BatchStore } from '../../batch/index.js';
 import { ConfigError, PROMPT_LOGIT_ROWS } from '../../core/index.js';
-import { Sampler } from '../../model/index.js';
+import { Sampler } from '../../engine/index.js';
 import { DEFAULT_SPEC } from '../../scheduler/index.js';
 import { ColocatedWorker, tiersOf } from '../../worker/index.js';
 import { loadApiKeys } from '../config-api-keys.js';

@@ -3,7 +3,7 @@
 //      start-up check: a context that does not fit the pool refuses to start (skip-startup-check
 //      is its test-only negative control);
 //   2. the model's config, tokenizer and chat template on this thread (no weights); the engine
-//      on a thread of its own (src/model's engine-thread.ts: it loads the weights, prepares the
+//      on a thread of its own (src/engine's engine-thread.ts: it loads the weights, prepares the
 //      kernels and runs every forward pass there), over the planned pool;
 //   3. with --draft-model: the draft model's config and tokenizer, refused (exit 2) unless its
 //      vocabulary is the target's id for id; its engine on a thread of its own, with a pool of its
@@ -12,14 +12,8 @@ import { availableParallelism } from 'node:os';
 import { ConfigError, PROMPT_LOGIT_ROWS } from '../../core/index.js';
 import { summarizeKernelPlan } from '../../kernels/index.js';
 import type { ServeConfig } from '../config.js';
-import {
-  createThreadedEngine,
-  loadModelInfo,
-  vocabularyMismatch,
-  type ModelInfo,
-  type ThreadedEngine,
-} from '../../model/index.js';
-import { DraftModel } from '../../worker/index.js';
+import { createThreadedEngine, type ThreadedEngine, DraftModel } from '../../engine/index.js';
+import { loadModelInfo, vocabularyMismatch, type ModelInfo } from '../../model/index.js';
 import { readModelConfig } from '../config-model.js';
 import { planPool, startupCheckError, type PoolPlan } from '../config-pool.js';
 import { progressDisplay } from './gen-model.js';

@@ -6,12 +6,11 @@
 // i-th letter, so a prompt [A] generates "bcdef..." and stop strings can be placed by hand.
 // Like the real runner it checks every page before touching it and stamps what it wrote.
 import { assert, isPageCheckError, type BatchItem, type Tag } from '../../core/index.js';
-import { Sampler, type ItemResult } from '../../model/index.js';
+import { Sampler, type ItemResult } from '../../engine/index.js';
 import { PagePool } from '../../pages/index.js';
-import type { StepRunner } from '../engine-loop.js';
+import type { StepRunner, TokenSampler } from '../../engine/index.js';
 import type { WorkerTokenizer } from '../colocated.js';
 import type { Detokenizer } from '../../core/index.js';
-import type { TokenSampler } from '../step-results.js';
 
 export const BOS = 1;
 export const EOS = 2;

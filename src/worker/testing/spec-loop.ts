@@ -10,10 +10,9 @@ import {
   type RequestId,
   type SamplingParams,
 } from '../../core/index.js';
-import { Sampler, type ModelRunner } from '../../model/index.js';
+import { Sampler, type ModelRunner, EngineLoop } from '../../engine/index.js';
 import type { Scheduler, SpecOptions } from '../../scheduler/index.js';
-import type { DraftModel } from '../draft-model.js';
-import { EngineLoop } from '../engine-loop.js';
+import type { DraftModel } from '../../engine/index.js';
 import { schedulerFor } from '../scheduler-for.js';
 
 export interface SpecRun {

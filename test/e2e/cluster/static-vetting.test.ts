@@ -14,7 +14,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { genModel } from '../../../src/model/index.js';
+import { genModel } from '../../../src/gen/index.js';
 import { detail, greedyIds, promptIds, testHome, waitUntil } from '../pd/support.js';
 import { ROOT } from '../support/process.js';
 import {

@@ -3,7 +3,7 @@
 // as a request of its tenant through its own path (prefill, then decode); a line's answer equals
 // the same request sent interactively (--deterministic, temperature 0); the other tenant gets 404
 // for every id and empty lists. The crash test and the per-line errors are serve-batch.test.ts's
-// (the same store and runner, src/batch and src/api/batch-runner.ts).
+// (the same store and runner, src/batch and src/api/openai/batch-runner.ts).
 import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

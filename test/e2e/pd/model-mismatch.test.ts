@@ -11,7 +11,7 @@
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { genModel } from '../../../src/model/index.js';
+import { genModel } from '../../../src/gen/index.js';
 import {
   detail,
   greedyIds,

@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import puppeteer from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { genModel } from '../../../src/model/index.js';
+import { genModel } from '../../../src/gen/index.js';
 import { ROOT, runCli } from '../support/process.js';
 import { probe, resultOf, startCluster, type Cluster } from './support.js';
 import type { ProbeReport } from '../../../src/probe/index.js';

@@ -1,0 +1,141 @@
+// The MLP of a mixture-of-experts layer (Qwen3-MoE), called by forward/llama.ts in place of the dense
+// SwiGLU: each token's router logits, softmax over all experts, its top k (descending), their
+// weights renormalised to sum 1 when the model says so (norm_topk_prob); then the step's tokens
+// grouped by expert, and each expert that any token chose run ONCE over all of its tokens (one
+// gate|up and one down matmul with m = its token count, on whatever dense kernels the model's
+// weights were prepared for: quantized experts stay quantized); last, each token's k outputs
+// weighted and summed in the order they were chosen, as llama.cpp's build_moe_ffn adds them.
+//
+// Like forward/llama.ts it must never allocate (its scratch is Activations.moe), check a page, or read
+// an expert no token chose. Per-row arithmetic does not depend on which other tokens share the
+// step (a row's matmul result is the backend's, its sum order fixed): batch-invariant exactly
+// when the dense kernels are.
+//
+// Shapes: T tokens, d = hiddenSize, E experts, k used per token, f = expertIntermediateSize;
+// a slot is one (token, choice) pair, s = t·k + j.
+import { assert } from '../../core/index.js';
+import type { DenseKernels, OpKernels } from '../../kernels/index.js';
+import type { MoeScratch } from '../activations.js';
+import type { MoeParams } from '../../formats/index.js';
+import { matmulRows } from '../row-stack.js';
+import type { MoeFfnWeights } from '../weights-prepared.js';
+
+/** proj[T, d] = the routed experts' mixture for each row of xn[T, d]. */
+export async function moeFfn(
+  dense: DenseKernels,
+  ops: OpKernels,
+  w: MoeFfnWeights,
+  moe: MoeParams,
+  xn: Float32Array,
+  T: number,
+  s: MoeScratch,
+  proj: Float32Array,
+): Promise<void> {
+  const { numExperts: E, numExpertsUsed: k, expertIntermediateSize: f } = moe;
+  const d = w.router.cols;
+  assert(T <= s.maxTokens && w.experts.length === E, 'moeFfn: more tokens than the scratch holds, or not E experts');
+  await dense.matmul(w.router, xn, T, s.routerLogits); //                   routerLogits: [T, E]
+  routeTopK(s.routerLogits, T, E, k, moe.normTopkProb, s.probs, s.expertIds, s.expertWeights); // [T, k] each
+  groupByExpert(s.expertIds, T * k, E, s.expertStart, s.expertCursor, s.slotOrder);
+
+  for (let e = 0; e < E; e++) {
+    const first = s.expertStart[e]!;
+    const n = s.expertStart[e + 1]! - first; //                             n tokens chose expert e
+    if (n === 0) continue;
+    const ex = w.experts[e]!;
+    for (let i = 0; i < n; i++) {
+      const t = Math.trunc(s.slotOrder[first + i]! / k);
+      s.xe.set(xn.subarray(t * d, (t + 1) * d), i * d); //                  xe: [n, d], its tokens' rows
+    }
+    await matmulRows(dense, ex.gateUp, s.xe, n, s.gateUp); //               gateUp: [n, 2f]
+    for (let i = 0; i < n; i++) {
+      s.gate.set(s.gateUp.subarray(2 * i * f, (2 * i + 1) * f), i * f); //   gate, up: [n, f]
+      s.up.set(s.gateUp.subarray((2 * i + 1) * f, (2 * i + 2) * f), i * f);
+    }
+    ops.siluMul(s.gate, s.up, s.hidden, n * f); //                          hidden = silu(gate) * up: [n, f]
+    await dense.matmul(ex.down, s.hidden, n, s.out); //                     out: [n, d]
+    for (let i = 0; i < n; i++) {
+      const slot = s.slotOrder[first + i]!;
+      s.slots.set(s.out.subarray(i * d, (i + 1) * d), slot * d); //         slots: [T·k, d]
+    }
+  }
+
+  // proj[t] = Σ_j weight[t, j] · slots[t, j], j in the order chosen (f32 products and sums).
+  for (let t = 0; t < T; t++) {
+    const row = proj.subarray(t * d, (t + 1) * d);
+    for (let j = 0; j < k; j++) {
+      const slot = t * k + j;
+      const weight = s.expertWeights[slot]!;
+      const y = s.slots.subarray(slot * d, (slot + 1) * d);
+      if (j === 0) for (let c = 0; c < d; c++) row[c] = weight * y[c]!;
+      else for (let c = 0; c < d; c++) row[c] = row[c]! + Math.fround(weight * y[c]!);
+    }
+  }
+}
+
+/**
+ * For each of T rows of logits [T, E]: softmax (f32, as ggml's soft_max), the k most probable
+ * experts in descending order (the lower id first on a tie) into ids [T, k], their probabilities
+ * into weights [T, k], divided by their sum when `normalise`. probs: [E] scratch.
+ */
+export function routeTopK(
+  logits: Float32Array,
+  T: number,
+  E: number,
+  k: number,
+  normalise: boolean,
+  probs: Float32Array,
+  ids: Int32Array,
+  weights: Float32Array,
+): void {
+  for (let t = 0; t < T; t++) {
+    const row = logits.subarray(t * E, (t + 1) * E);
+    let max = -Infinity;
+    for (let e = 0; e < E; e++) max = Math.max(max, row[e]!);
+    let sum = 0;
+    for (let e = 0; e < E; e++) {
+      probs[e] = Math.exp(row[e]! - max);
+      sum += probs[e]!;
+    }
+    const inv = Math.fround(1 / sum);
+    for (let e = 0; e < E; e++) probs[e] = probs[e]! * inv;
+    let chosenSum = 0;
+    for (let j = 0; j < k; j++) {
+      let best = -1;
+      for (let e = 0; e < E; e++) {
+        if (probs[e]! < 0) continue; // taken (marked below)
+        if (best < 0 || probs[e]! > probs[best]!) best = e;
+      }
+      ids[t * k + j] = best;
+      weights[t * k + j] = probs[best]!;
+      chosenSum += probs[best]!;
+      probs[best] = -1;
+    }
+    if (!normalise) continue;
+    const total = Math.fround(chosenSum);
+    for (let j = 0; j < k; j++) weights[t * k + j] = weights[t * k + j]! / total;
+  }
+}
+
+/**
+ * Counting sort of the slots [0, numSlots) by expert: expert e's slots are order[start[e],
+ * start[e + 1]), in slot (token) order. start: [E + 1], cursor: [E] scratch.
+ */
+export function groupByExpert(
+  ids: Int32Array,
+  numSlots: number,
+  E: number,
+  start: Int32Array,
+  cursor: Int32Array,
+  order: Int32Array,
+): void {
+  start.fill(0, 0, E + 1);
+  for (let s = 0; s < numSlots; s++) start[ids[s]! + 1] = start[ids[s]! + 1]! + 1;
+  for (let e = 0; e < E; e++) start[e + 1] = start[e + 1]! + start[e]!;
+  cursor.set(start.subarray(0, E));
+  for (let s = 0; s < numSlots; s++) {
+    const e = ids[s]!;
+    order[cursor[e]!] = s;
+    cursor[e] = cursor[e]! + 1;
+  }
+}

@@ -1,0 +1,212 @@
+// The model's weights prepared once, at load, for one pair of kernels: every matrix handed to
+// DenseKernels.prepare (quantized stays quantized), norm weights and biases widened to f32 in
+// memory the op kernels read without a copy (OpKernels.allocF32). It must never run a forward
+// pass nor keep a second copy of a matrix on the host beyond the embedding table.
+//
+// Fusion: the rows of a weight matrix are independent in every dtype (GGML blocks run along a
+// row), so q/k/v rows are stacked into one matrix and gate/up rows into another: one dense call
+// instead of three (two) per layer, and the input row is read once.
+//
+//   qkv     [qDim + 2 kvDim, d]   rows: q_proj | k_proj | v_proj
+//   gateUp  [2 ff, d]             rows: gate_proj | up_proj (and each expert's, in an MoE layer)
+//
+// Matrices of one group with different dtypes (llama.cpp's K-quant mixes: Q4_K q/k, Q6_K v) are
+// stacked by runs of one dtype, each run prepared on its own (row-stack.ts): none is widened.
+import { assert } from '../core/index.js';
+import {
+  byteSize,
+  type DenseKernels,
+  type DenseWeight,
+  type HostTensor,
+  type OpKernels,
+  type WeightDType,
+} from '../kernels/index.js';
+import {
+  hasQkNorm,
+  type ModelConfig,
+  tensorToF32,
+  ropeTable,
+  type RopeTable,
+  EMBED,
+  expertName,
+  FINAL_NORM,
+  LM_HEAD,
+  layerName,
+  type ExpertProj,
+} from '../formats/index.js';
+import { RowStack } from './row-stack.js';
+
+/** What every layer holds: its attention and the norm before its MLP. */
+interface AttentionWeights {
+  /** [d] */
+  readonly inputNorm: Float32Array;
+  /** [qDim + 2 kvDim, d] */
+  readonly qkv: DenseWeight;
+  /** [qDim + 2 kvDim], or null when the model has no attention bias (all but Qwen2). */
+  readonly qkvBias: Float32Array | null;
+  /** [headDim] each: Qwen3's and Gemma 3's per-head RMSNorm of q and k before RoPE; null for other archs. */
+  readonly qNorm: Float32Array | null;
+  readonly kNorm: Float32Array | null;
+  /** [d, qDim] */
+  readonly o: DenseWeight;
+  /** [d]: the norm before the MLP; Gemma 3's of the attention output (its post_attention_layernorm). */
+  readonly postNorm: Float32Array;
+}
+
+/** A layer whose MLP is one SwiGLU (GELU for Gemma 3) over every token. */
+export interface DenseLayerWeights extends AttentionWeights {
+  /** [d] each: Gemma 3's norms before and after the MLP; null for other archs. */
+  readonly preFfnNorm: Float32Array | null;
+  readonly postFfnNorm: Float32Array | null;
+  /** [2 ff, d] */
+  readonly gateUp: DenseWeight;
+  /** [d, ff] */
+  readonly down: DenseWeight;
+  readonly moe: null;
+}
+
+/** A layer whose MLP is routed experts (forward/moe.ts). */
+export interface MoeLayerWeights extends AttentionWeights {
+  readonly moe: MoeFfnWeights;
+}
+
+export type LayerWeights = DenseLayerWeights | MoeLayerWeights;
+
+/** One expert's SwiGLU: gate | up stacked [2 ffE, d] (as a dense layer's gateUp), down [d, ffE]. */
+export interface ExpertWeights {
+  readonly gateUp: DenseWeight;
+  readonly down: DenseWeight;
+}
+
+export interface MoeFfnWeights {
+  /** [E, d]: router logits (mlp.gate; f32 in every GGUF). */
+  readonly router: DenseWeight;
+  /** E of them, prepared each on its own: a step runs only the ones its tokens chose. */
+  readonly experts: readonly ExpertWeights[];
+}
+
+export interface PreparedWeights {
+  /** Gemma 3's local layers' RoPE (base ropeLocalTheta, unscaled), built once; null for other archs. */
+  readonly ropeLocal: RopeTable | null;
+  /** [vocab, d], as in the file: rows are decoded one token at a time. */
+  readonly embed: HostTensor;
+  readonly layers: readonly LayerWeights[];
+  /** [d] */
+  readonly finalNorm: Float32Array;
+  /** [vocab, d]: lm_head.weight, or the embedding when tied. */
+  readonly lmHead: DenseWeight;
+  /** Bytes of weights one token's forward pass reads (all matrices but the embedding). */
+  readonly bytesPerToken: number;
+}
+
+export async function prepareWeights(
+  config: ModelConfig,
+  tensors: ReadonlyMap<string, HostTensor>,
+  dense: DenseKernels,
+  ops: OpKernels,
+): Promise<PreparedWeights> {
+  const get = (name: string): HostTensor => {
+    const t = tensors.get(name);
+    assert(t !== undefined, () => `prepareWeights: tensor ${name} is missing (loadModel checks every tensor)`);
+    return t;
+  };
+  const vector = (name: string): Float32Array => {
+    const values = tensorToF32(get(name));
+    const out = ops.allocF32(values.length);
+    out.set(values);
+    return out;
+  };
+  let bytesPerToken = 0;
+  /** Of an expert's bytes, a token reads k / E on average. */
+  const expertShare = config.moe === null ? 1 : config.moe.numExpertsUsed / config.moe.numExperts;
+  const matrix = async (name: string, parts: readonly HostTensor[], share = 1): Promise<DenseWeight> => {
+    const runs: HostTensor[][] = [];
+    for (const p of parts) {
+      if (runs.length > 0 && runs.at(-1)![0]!.dtype === p.dtype) runs.at(-1)!.push(p);
+      else runs.push([p]);
+    }
+    const prepared: DenseWeight[] = [];
+    for (const run of runs) {
+      const stacked = stackRows(`${name}.${prepared.length}`, run);
+      bytesPerToken += stacked.data.byteLength * share;
+      prepared.push(await dense.prepare(runs.length === 1 ? { ...stacked, name } : stacked));
+    }
+    return prepared.length === 1 ? prepared[0]! : new RowStack(prepared);
+  };
+
+  const layers: LayerWeights[] = [];
+  for (let i = 0; i < config.numLayers; i++) {
+    const n = (suffix: string): string => layerName(i, suffix);
+    const qkvParts = ['q_proj', 'k_proj', 'v_proj'].map((p) => get(n(`self_attn.${p}.weight`)));
+    let qkvBias: Float32Array | null = null;
+    if (config.attentionBias) {
+      const biases = ['q_proj', 'k_proj', 'v_proj'].map((p) => tensorToF32(get(n(`self_attn.${p}.bias`))));
+      qkvBias = ops.allocF32(biases.reduce((a, b) => a + b.length, 0));
+      let at = 0;
+      for (const b of biases) {
+        qkvBias.set(b, at);
+        at += b.length;
+      }
+    }
+    const attention: AttentionWeights = {
+      inputNorm: vector(n('input_layernorm.weight')),
+      qkv: await matrix(n('self_attn.qkv'), qkvParts),
+      qkvBias,
+      qNorm: hasQkNorm(config) ? vector(n('self_attn.q_norm.weight')) : null,
+      kNorm: hasQkNorm(config) ? vector(n('self_attn.k_norm.weight')) : null,
+      o: await matrix(n('self_attn.o_proj.weight'), [get(n('self_attn.o_proj.weight'))]),
+      postNorm: vector(n('post_attention_layernorm.weight')),
+    };
+    if (config.moe !== null) {
+      const experts: ExpertWeights[] = [];
+      for (let e = 0; e < config.moe.numExperts; e++) {
+        const x = (proj: ExpertProj): HostTensor => get(expertName(i, e, proj));
+        experts.push({
+          gateUp: await matrix(n(`mlp.experts.${e}.gate_up`), [x('gate_proj'), x('up_proj')], expertShare),
+          down: await matrix(expertName(i, e, 'down_proj'), [x('down_proj')], expertShare),
+        });
+      }
+      const router = await matrix(n('mlp.gate.weight'), [get(n('mlp.gate.weight'))]);
+      layers.push({ ...attention, moe: { router, experts } });
+      continue;
+    }
+    layers.push({
+      ...attention,
+      preFfnNorm: config.gemma3 !== null ? vector(n('pre_feedforward_layernorm.weight')) : null,
+      postFfnNorm: config.gemma3 !== null ? vector(n('post_feedforward_layernorm.weight')) : null,
+      gateUp: await matrix(n('mlp.gate_up'), [get(n('mlp.gate_proj.weight')), get(n('mlp.up_proj.weight'))]),
+      down: await matrix(n('mlp.down_proj.weight'), [get(n('mlp.down_proj.weight'))]),
+      moe: null,
+    });
+  }
+  const embed = get(EMBED);
+  const lmHead = await matrix(LM_HEAD, [config.tieWordEmbeddings ? { ...embed, name: LM_HEAD } : get(LM_HEAD)]);
+  const ropeLocal =
+    config.gemma3 === null
+      ? null
+      : ropeTable({ headDim: config.headDim, ropeTheta: config.gemma3.ropeLocalTheta, ropeScaling: { type: 'none' } });
+  return { ropeLocal, embed, layers, finalNorm: vector(FINAL_NORM), lmHead, bytesPerToken };
+}
+
+/** One matrix whose rows are those of `parts` in order (all of `cols` columns). */
+export function stackRows(name: string, parts: readonly HostTensor[]): HostTensor {
+  assert(parts.length > 0, 'stackRows: no parts');
+  const cols = parts[0]!.shape[1]!;
+  assert(
+    parts.every((p) => p.shape.length === 2 && p.shape[1] === cols),
+    () => `${name}: stacked matrices must share their column count`,
+  );
+  if (parts.length === 1) return parts[0]!;
+  const rows = parts.reduce((a, p) => a + p.shape[0]!, 0);
+  const sameDtype = parts.every((p) => p.dtype === parts[0]!.dtype);
+  const dtype: WeightDType = sameDtype ? parts[0]!.dtype : 'f32';
+  const data = new Uint8Array(byteSize(dtype, rows * cols));
+  let at = 0;
+  for (const p of parts) {
+    const bytes = sameDtype ? p.data : new Uint8Array(tensorToF32(p).buffer);
+    data.set(bytes, at);
+    at += bytes.byteLength;
+  }
+  assert(at === data.byteLength, () => `${name}: stacked ${at} bytes into ${data.byteLength}`);
+  return { name, dtype, shape: [rows, cols], data };
+}

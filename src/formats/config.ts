@@ -1,0 +1,196 @@
+// The normalized model description every other part of Tessera reads: one shape for Llama 2/3,
+// TinyLlama, SmolLM, Mistral, Qwen2/3, Phi-3 and Gemma 3 (its extras in `gemma3`), whether it came from a Hugging Face config.json
+// (hf-config.ts) or GGUF metadata (gguf-config.ts); Qwen3-MoE's routing in `moe` (moe-config.ts). This file owns the type and its checks;
+// it must never read files or guess a value a model did not give (defaults live in the parsers).
+import { ModelLoadError } from '../core/index.js';
+import { moeMlpParameters, validateMoe, type MoeParams } from './moe-config.js';
+
+export type { MoeParams } from './moe-config.js';
+
+export const MODEL_ARCHS = ['llama', 'mistral', 'qwen2', 'qwen3', 'phi3', 'gemma3', 'qwen3moe'] as const;
+export type ModelArch = (typeof MODEL_ARCHS)[number];
+
+/**
+ * RoPE frequency scaling, as named by Hugging Face's `rope_scaling.rope_type`.
+ * `freq-factors` is GGUF's form of Llama 3 scaling: llama.cpp's converter stores the
+ * per-frequency divisors as a `rope_freqs.weight` tensor instead of the four parameters.
+ */
+export type RopeScaling =
+  | { readonly type: 'none' }
+  | { readonly type: 'linear'; readonly factor: number }
+  | {
+      /** Dynamic NTK: the base grows once a sequence passes originalMaxPositionEmbeddings. */
+      readonly type: 'dynamic';
+      readonly factor: number;
+      readonly originalMaxPositionEmbeddings: number;
+    }
+  | {
+      readonly type: 'llama3';
+      readonly factor: number;
+      readonly lowFreqFactor: number;
+      readonly highFreqFactor: number;
+      readonly originalMaxPositionEmbeddings: number;
+    }
+  | {
+      readonly type: 'yarn';
+      readonly factor: number;
+      readonly originalMaxPositionEmbeddings: number;
+      readonly betaFast: number;
+      readonly betaSlow: number;
+      /** Explicit attention factor; null: derived from factor (and mscale) in rope.ts. */
+      readonly attentionFactor: number | null;
+      readonly mscale: number | null;
+      readonly mscaleAllDim: number | null;
+      /** Round the correction range to whole dimensions (HF's default). */
+      readonly truncate: boolean;
+    }
+  | { readonly type: 'freq-factors'; readonly factors: readonly number[] };
+
+/**
+ * What Gemma 3 adds to a Llama-family layer (see engine/forward/gemma3.ts): local layers attend to a
+ * sliding window of the last `slidingWindow` positions (their own included) with their own RoPE
+ * base; global layers attend to everything with `ropeTheta` and `ropeScaling`.
+ */
+export interface Gemma3Params {
+  /** Positions a local layer's query sees: p attends to [p - slidingWindow + 1, p]. */
+  readonly slidingWindow: number;
+  /** One entry per layer: true for a local (sliding-window) layer. */
+  readonly localLayers: readonly boolean[];
+  /** RoPE base of the local layers (no scaling): HF rope_local_base_freq, GGUF rope.freq_base_swa. */
+  readonly ropeLocalTheta: number;
+  /** Attention scores are scaled by queryPreAttnScalar^-1/2 (not headDim^-1/2). */
+  readonly queryPreAttnScalar: number;
+  /** logits = cap * tanh(logits / cap) after lm_head; null: none (Gemma 3 ships none). */
+  readonly finalLogitSoftcap: number | null;
+}
+
+export interface ModelConfig {
+  readonly arch: ModelArch;
+  readonly vocabSize: number;
+  readonly hiddenSize: number;
+  readonly intermediateSize: number;
+  readonly numLayers: number;
+  readonly numHeads: number;
+  readonly numKvHeads: number;
+  readonly headDim: number;
+  readonly rmsNormEps: number;
+  readonly ropeTheta: number;
+  readonly ropeScaling: RopeScaling;
+  /** The model's context length (tokens). */
+  readonly maxPositionEmbeddings: number;
+  /** Mistral's sliding attention window in tokens; null when every token sees all before it. */
+  readonly slidingWindow: number | null;
+  /** lm_head shares model.embed_tokens.weight (no lm_head.weight tensor). */
+  readonly tieWordEmbeddings: boolean;
+  /** q/k/v projections carry a bias (Qwen2). o_proj never does. */
+  readonly attentionBias: boolean;
+  readonly bosTokenId: number | null;
+  /** Every id that ends generation (Llama 3.1 lists several). */
+  readonly eosTokenIds: readonly number[];
+  /** Gemma 3's local/global layers, attention scale and softcap; null for every other arch. */
+  readonly gemma3: Gemma3Params | null;
+  /** Mixture-of-experts routing (every layer's MLP is routed experts); null for a dense model. */
+  readonly moe: MoeParams | null;
+}
+
+/** Qwen3 (and Qwen3-MoE) and Gemma 3 RMS-normalize each head of q and k (q_norm, k_norm over headDim) before RoPE. */
+export function hasQkNorm(config: Pick<ModelConfig, 'arch'>): boolean {
+  return config.arch === 'qwen3' || config.arch === 'qwen3moe' || config.arch === 'gemma3';
+}
+
+/** Throws one ModelLoadError naming `file` if the config is not internally consistent. */
+export function validateConfig(config: ModelConfig, file: string): ModelConfig {
+  const positive: (keyof ModelConfig)[] = [
+    'vocabSize',
+    'hiddenSize',
+    'intermediateSize',
+    'numLayers',
+    'numHeads',
+    'numKvHeads',
+    'headDim',
+    'maxPositionEmbeddings',
+  ];
+  for (const key of positive) {
+    const value = config[key];
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
+      throw new ModelLoadError(file, `${key} must be a positive integer, got ${JSON.stringify(value)}`);
+    }
+  }
+  if (config.numHeads % config.numKvHeads !== 0) {
+    throw new ModelLoadError(
+      file,
+      `numHeads (${config.numHeads}) is not a multiple of numKvHeads (${config.numKvHeads})`,
+    );
+  }
+  if (config.headDim % 2 !== 0) throw new ModelLoadError(file, `headDim must be even for RoPE, got ${config.headDim}`);
+  if (!(config.rmsNormEps > 0)) throw new ModelLoadError(file, `rmsNormEps must be > 0, got ${config.rmsNormEps}`);
+  if (!(config.ropeTheta > 1)) throw new ModelLoadError(file, `ropeTheta must be > 1, got ${config.ropeTheta}`);
+  if (config.slidingWindow !== null && !(Number.isSafeInteger(config.slidingWindow) && config.slidingWindow > 0)) {
+    throw new ModelLoadError(file, `slidingWindow must be a positive integer or null, got ${config.slidingWindow}`);
+  }
+  for (const id of [...config.eosTokenIds, ...(config.bosTokenId === null ? [] : [config.bosTokenId])]) {
+    if (!Number.isSafeInteger(id) || id < 0) throw new ModelLoadError(file, `bad special token id ${id}`);
+  }
+  validateRopeScaling(config.ropeScaling, config.headDim, file);
+  validateGemma3(config, file);
+  if ((config.moe !== null) !== (config.arch === 'qwen3moe'))
+    throw new ModelLoadError(file, `moe parameters must be given exactly for arch qwen3moe (arch ${config.arch})`);
+  if (config.moe !== null) validateMoe(config.moe, file);
+  return config;
+}
+
+function validateGemma3(config: ModelConfig, file: string): void {
+  const g = config.gemma3;
+  if ((g !== null) !== (config.arch === 'gemma3')) {
+    throw new ModelLoadError(file, `gemma3 parameters must be given exactly for arch gemma3 (arch ${config.arch})`);
+  }
+  if (g === null) return;
+  if (!(Number.isSafeInteger(g.slidingWindow) && g.slidingWindow > 0))
+    throw new ModelLoadError(file, `sliding window must be a positive integer, got ${g.slidingWindow}`);
+  if (g.localLayers.length !== config.numLayers)
+    throw new ModelLoadError(file, `${g.localLayers.length} layer types for ${config.numLayers} layers`);
+  if (!(g.ropeLocalTheta > 1)) throw new ModelLoadError(file, `local RoPE base must be > 1, got ${g.ropeLocalTheta}`);
+  if (!(g.queryPreAttnScalar > 0))
+    throw new ModelLoadError(file, `query_pre_attn_scalar must be > 0, got ${g.queryPreAttnScalar}`);
+  if (g.finalLogitSoftcap !== null && !(g.finalLogitSoftcap > 0))
+    throw new ModelLoadError(file, `final logit softcap must be > 0 or null, got ${g.finalLogitSoftcap}`);
+  if (config.ropeScaling.type === 'dynamic')
+    throw new ModelLoadError(file, 'dynamic RoPE scaling is not supported for gemma3');
+}
+
+function validateRopeScaling(scaling: RopeScaling, headDim: number, file: string): void {
+  switch (scaling.type) {
+    case 'none':
+      return;
+    case 'linear':
+    case 'dynamic':
+    case 'llama3':
+    case 'yarn':
+      if (!(scaling.factor > 0))
+        throw new ModelLoadError(file, `rope scaling factor must be > 0, got ${scaling.factor}`);
+      if (scaling.type === 'llama3' && !(scaling.highFreqFactor > scaling.lowFreqFactor)) {
+        throw new ModelLoadError(file, `llama3 rope scaling needs high_freq_factor > low_freq_factor`);
+      }
+      return;
+    case 'freq-factors':
+      if (scaling.factors.length !== headDim / 2) {
+        throw new ModelLoadError(
+          file,
+          `rope_freqs has ${scaling.factors.length} factors, expected headDim/2 = ${headDim / 2}`,
+        );
+      }
+      return;
+  }
+}
+
+/** Weights in one model: parameters counted from the config (embeddings once when tied). */
+export function countParameters(config: ModelConfig): number {
+  const { hiddenSize: d, intermediateSize: ff, numHeads, numKvHeads, headDim, vocabSize, numLayers } = config;
+  const qDim = numHeads * headDim;
+  const kvDim = numKvHeads * headDim;
+  const attention = d * qDim + 2 * d * kvDim + qDim * d + (config.attentionBias ? qDim + 2 * kvDim : 0);
+  const mlp = config.moe === null ? 3 * d * ff : moeMlpParameters(d, config.moe);
+  const norms = config.gemma3 !== null ? 4 * d + 2 * headDim : hasQkNorm(config) ? 2 * d + 2 * headDim : 2 * d;
+  const perLayer = attention + mlp + norms;
+  return vocabSize * d * (config.tieWordEmbeddings ? 1 : 2) + numLayers * perLayer + d;
+}

@@ -1,0 +1,46 @@
+// Model file formats: Hugging Face config.json and safetensors, GGUF (read and write), the
+// normalized ModelConfig, canonical tensor names and the RoPE tables a config implies. Pure
+// parsing and checking; see README.md. Names used outside the module only.
+export { countParameters, hasQkNorm, validateConfig, type ModelConfig } from './config.js';
+export {
+  exists,
+  isDirectory,
+  readJsonFile,
+  readOptionalJsonFile,
+  readOptionalTextFile,
+  readWholeFile,
+} from './files.js';
+export { FUSED_GATE_UP, FUSED_QKV, hasFusedProjections } from './fused.js';
+export { gemma3NormMultiplier, gemma3NormsFromHf, isGemma3Norm, localLayersFromPattern } from './gemma3-config.js';
+export { configFromGguf } from './gguf-config.js';
+export {
+  dtypeOfGgmlType,
+  FILE_TYPE_OF_DTYPE,
+  GGML_TYPE_OF_DTYPE,
+  ggmlTypeName,
+  TOKEN_TYPE,
+  type GgufValue,
+} from './gguf-format.js';
+export { GgufMeta } from './gguf-meta.js';
+export { ggufTensorBytes, readGguf, type GgufFile } from './gguf-reader.js';
+export { loadGgufWeights } from './gguf-weights.js';
+export { encodeGguf, gguf, writeGgufFile, type GgufTensorSpec } from './gguf-writer.js';
+export { configFromHf } from './hf-config.js';
+export { loadHfWeights } from './hf-weights.js';
+export { tensorToF32 } from './host-tensor.js';
+export { isJsonObject, JsonFields, parseJsonObject, type JsonObject } from './json-fields.js';
+export { type MoeParams } from './moe-config.js';
+export { permuteRopeRows } from './permute.js';
+export { ropeDependsOnLength, ropeTable, type RopeTable } from './rope.js';
+export { encodeSafetensors, readSafetensors, writeSafetensorsFile } from './safetensors.js';
+export {
+  EMBED,
+  expectedTensors,
+  expertName,
+  FINAL_NORM,
+  ggufToHfName,
+  hfToGgufName,
+  layerName,
+  LM_HEAD,
+  type ExpertProj,
+} from './tensor-names.js';

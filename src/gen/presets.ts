@@ -1,0 +1,283 @@
+// gen-model's presets and its deterministic random weights. Each tensor draws from its own Rng
+// seeded by (seed, canonical name), so a tensor's values do not depend on file format, dtype or
+// write order: the HF and GGUF files of one seed hold the same weights before quantization.
+//
+// The init is chosen so next-token distributions are peaked (logits with a standard deviation
+// of LOGIT_STD units; llama-cpp.test.ts measures it and the top-1 margin in llama.cpp): tests
+// compare greedy ids with llama.cpp and need argmax to survive float-rounding differences.
+// Embeddings are N(0, 1) and every matrix N(0, 1/fan_in), so each sublayer adds about unit RMS
+// to the residual stream and attention scores have unit spread: the output depends on context.
+// This file must never do I/O.
+import { Rng } from '../core/index.js';
+import type { ModelConfig } from '../formats/index.js';
+import { GEMMA3_VOCAB_SIZE } from './gemma3-vocab.js';
+import { localLayersFromPattern, EMBED, LM_HEAD } from '../formats/index.js';
+
+export const GEN_PRESETS = [
+  'tiny',
+  'm100',
+  'qwen3-tiny',
+  'phi3-tiny',
+  'llama-1b',
+  'gemma3-tiny',
+  'qwen3moe-tiny',
+  'qwen3moe-a3b-2l',
+] as const;
+export type GenPreset = (typeof GEN_PRESETS)[number];
+
+const LLAMA2_SPECIALS = { bosTokenId: 1, eosTokenIds: [2] } as const;
+
+export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
+  /** ~9M parameters, most of them the two 32000-row embeddings; GQA 4 query / 2 KV heads. */
+  tiny: {
+    arch: 'llama',
+    vocabSize: 32000,
+    hiddenSize: 128,
+    intermediateSize: 384,
+    numLayers: 4,
+    numHeads: 4,
+    numKvHeads: 2,
+    headDim: 32,
+    rmsNormEps: 1e-5,
+    ropeTheta: 10000,
+    ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 4096,
+    slidingWindow: null,
+    tieWordEmbeddings: false,
+    attentionBias: false,
+    ...LLAMA2_SPECIALS,
+    gemma3: null,
+    moe: null,
+  },
+  /**
+   * ~110M parameters: dim 768, 12 layers, 12 query / 4 KV heads, untied embeddings. (Tied
+   * random embeddings make greedy decoding repeat one token: the current token's embedding,
+   * still in the residual stream, scores itself highly through the shared matrix.)
+   */
+  m100: {
+    arch: 'llama',
+    vocabSize: 32000,
+    hiddenSize: 768,
+    intermediateSize: 1536,
+    numLayers: 12,
+    numHeads: 12,
+    numKvHeads: 4,
+    headDim: 64,
+    rmsNormEps: 1e-5,
+    ropeTheta: 10000,
+    ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 4096,
+    slidingWindow: null,
+    tieWordEmbeddings: false,
+    attentionBias: false,
+    ...LLAMA2_SPECIALS,
+    gemma3: null,
+    moe: null,
+  },
+  /**
+   * Qwen3's shape in miniature: per-head q/k RMSNorm, head dim 64 with 4 heads over a 128-wide
+   * residual (q is wider than the model, as in Qwen3-0.6B's 2048 over 1024). Qwen3's real
+   * tokenizer and vocabulary size (gen-vocab.ts); <|endoftext|> / <|im_end|> as in Qwen3's config.
+   */
+  'qwen3-tiny': {
+    arch: 'qwen3',
+    vocabSize: 151936,
+    hiddenSize: 128,
+    intermediateSize: 384,
+    numLayers: 4,
+    numHeads: 4,
+    numKvHeads: 2,
+    headDim: 64,
+    rmsNormEps: 1e-6,
+    ropeTheta: 1000000,
+    ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 4096,
+    slidingWindow: null,
+    tieWordEmbeddings: false,
+    attentionBias: false,
+    bosTokenId: 151643,
+    eosTokenIds: [151645],
+    gemma3: null,
+    moe: null,
+  },
+  /**
+   * Llama-3.2-1B's shape (dim 2048, 16 layers, 32 query / 8 KV heads, ff 8192, tied embeddings,
+   * RoPE base 500000) over the Llama 2 vocabulary: ~1.0B parameters, for bench:decode.
+   */
+  'llama-1b': {
+    arch: 'llama',
+    vocabSize: 32000,
+    hiddenSize: 2048,
+    intermediateSize: 8192,
+    numLayers: 16,
+    numHeads: 32,
+    numKvHeads: 8,
+    headDim: 64,
+    rmsNormEps: 1e-5,
+    ropeTheta: 500000,
+    ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 8192,
+    slidingWindow: null,
+    tieWordEmbeddings: true,
+    attentionBias: false,
+    ...LLAMA2_SPECIALS,
+    gemma3: null,
+    moe: null,
+  },
+  /** Phi-3's shape in miniature: fused qkv and gate_up in its files, full multi-head attention, Llama 2 vocabulary. */
+  'phi3-tiny': {
+    arch: 'phi3',
+    vocabSize: 32000,
+    hiddenSize: 128,
+    intermediateSize: 384,
+    numLayers: 4,
+    numHeads: 4,
+    numKvHeads: 4,
+    headDim: 32,
+    rmsNormEps: 1e-5,
+    ropeTheta: 10000,
+    ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 4096,
+    slidingWindow: null,
+    tieWordEmbeddings: false,
+    attentionBias: false,
+    ...LLAMA2_SPECIALS,
+    gemma3: null,
+    moe: null,
+  },
+  /**
+   * Gemma 3's shape in miniature (Gemma-3-1B has 26 layers of 4 query / 1 KV heads of 256 over
+   * 1152): 7 layers, local ones with a 16-token window and RoPE base 10000 around a global one
+   * (layer 5, every 6th as in Gemma 3) with base 1e6; q/k norms; GELU-tanh; Gemma 3's real
+   * tokenizer (262144 pieces plus <image_soft_token>) over Gemma 3 4B's embedding of 262208 rows.
+   * query_pre_attn_scalar = head dim, as llama.cpp assumes for every size but 27B. Untied for
+   * the reason m100 is (Gemma ties its embeddings; `overrides` can tie them).
+   */
+  'gemma3-tiny': {
+    arch: 'gemma3',
+    vocabSize: GEMMA3_VOCAB_SIZE,
+    hiddenSize: 64,
+    intermediateSize: 256,
+    numLayers: 7,
+    numHeads: 4,
+    numKvHeads: 1,
+    headDim: 32,
+    rmsNormEps: 1e-6,
+    ropeTheta: 1000000,
+    ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 4096,
+    slidingWindow: null,
+    tieWordEmbeddings: false,
+    attentionBias: false,
+    bosTokenId: 2,
+    eosTokenIds: [1, 106],
+    gemma3: {
+      slidingWindow: 16,
+      localLayers: localLayersFromPattern(7, 6),
+      ropeLocalTheta: 10000,
+      queryPreAttnScalar: 32,
+      finalLogitSoftcap: null,
+    },
+    moe: null,
+  },
+  /**
+   * Qwen3-MoE in miniature: Qwen3's attention (q/k norms, 4 heads of 64 over a 128-wide residual)
+   * and 16 experts of width 256 per layer, 4 per token, normalised. Qwen3's real tokenizer. With
+   * `overrides: { hiddenSize: 256 }` every matrix's rows are whole K-quant super-blocks.
+   */
+  'qwen3moe-tiny': {
+    arch: 'qwen3moe',
+    vocabSize: 151936,
+    hiddenSize: 128,
+    intermediateSize: 384,
+    numLayers: 4,
+    numHeads: 4,
+    numKvHeads: 2,
+    headDim: 64,
+    rmsNormEps: 1e-6,
+    ropeTheta: 1000000,
+    ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 4096,
+    slidingWindow: null,
+    tieWordEmbeddings: false,
+    attentionBias: false,
+    bosTokenId: 151643,
+    eosTokenIds: [151645],
+    gemma3: null,
+    moe: { numExperts: 16, numExpertsUsed: 4, expertIntermediateSize: 256, normTopkProb: true },
+  },
+  /**
+   * Qwen3-30B-A3B's layer shape (dim 2048, 32 query / 4 KV heads of 128, 128 experts of width 768,
+   * 8 per token, normalised; RoPE base 1e6) with 2 of its 48 layers: ~1.85B parameters, each
+   * layer's experts 604M of them (~340 MB at Q4_K), of which a token reads 8/128. For bench:decode
+   * (--models qwen3moe-a3b-2l:q4_0; the file takes minutes to generate).
+   */
+  'qwen3moe-a3b-2l': {
+    arch: 'qwen3moe',
+    vocabSize: 151936,
+    hiddenSize: 2048,
+    intermediateSize: 6144,
+    numLayers: 2,
+    numHeads: 32,
+    numKvHeads: 4,
+    headDim: 128,
+    rmsNormEps: 1e-6,
+    ropeTheta: 1000000,
+    ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 40960,
+    slidingWindow: null,
+    tieWordEmbeddings: false,
+    attentionBias: false,
+    bosTokenId: 151643,
+    eosTokenIds: [151645],
+    gemma3: null,
+    moe: { numExperts: 128, numExpertsUsed: 8, expertIntermediateSize: 768, normTopkProb: true },
+  },
+};
+
+/** Standard deviation of the logits at init (in units), before any training. */
+export const LOGIT_STD = 8;
+/** Norm weights are 1 + NORM_JITTER * N(0, 1): close to 1, but a kernel that ignores them shows. */
+const NORM_JITTER = 0.1;
+
+function nameHash(name: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}
+
+/** The standard deviation of a matrix (norms: see NORM_JITTER), by its role. */
+function initStd(config: ModelConfig, name: string): number {
+  const d = config.hiddenSize;
+  const logitScale = LOGIT_STD / Math.sqrt(d);
+  // Gemma scales embeddings by sqrt(d): rows of std 1/sqrt(d) enter the residual at unit RMS.
+  if (name === EMBED) return config.tieWordEmbeddings ? logitScale : config.arch === 'gemma3' ? 1 / Math.sqrt(d) : 1;
+  if (name === LM_HEAD) return logitScale;
+  if (name.endsWith('o_proj.weight')) return 1 / Math.sqrt(config.numHeads * config.headDim);
+  if (name.endsWith('down_proj.weight'))
+    return 1 / Math.sqrt(name.includes('.experts.') ? config.moe!.expertIntermediateSize : config.intermediateSize);
+  if (name.endsWith('.bias')) return 0.1;
+  return 1 / Math.sqrt(d);
+}
+
+/**
+ * The f32 values of one tensor (HF layout and convention: Gemma 3's norm weights w, applied as
+ * 1 + w, so jittered around 0), the same for a given (config, name, seed).
+ */
+export function generateTensor(
+  config: ModelConfig,
+  name: string,
+  shape: readonly number[],
+  seed: number,
+): Float32Array {
+  const rng = new Rng((nameHash(name) ^ Math.imul(seed >>> 0, 0x9e3779b1)) >>> 0);
+  const out = new Float32Array(shape.reduce((a, b) => a * b, 1));
+  if (shape.length === 1 && name.endsWith('norm.weight')) {
+    const center = config.arch === 'gemma3' ? 0 : 1;
+    for (let i = 0; i < out.length; i++) out[i] = center + NORM_JITTER * rng.normal();
+    return out;
+  }
+  const std = initStd(config, name);
+  for (let i = 0; i < out.length; i++) out[i] = std * rng.normal();
+  return out;
+}
