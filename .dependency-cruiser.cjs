@@ -12,14 +12,14 @@ const layers = {
   // gen: gen-model's random-weight models, presets and the vocabularies they ship.
   gen: ['core', 'kernels', 'formats'],
   // model: what the user named -> a loaded model (src/model before issue 31 held all five).
-  model: ['core', 'pages', 'kernels', 'formats', 'tokenizer', 'gen'],
+  model: ['core', 'kernels', 'formats', 'tokenizer', 'gen'],
   scheduler: ['core', 'pages'],
   transfer: ['core', 'pages'],
   grammar: ['core'],
   // batch: the Batch API's durable store (files, batches, answers) on its own write-ahead log.
   batch: ['core'],
   // engine: a loaded model run step by step: kernel choice, forward passes, runner, sampler, the step loop.
-  engine: ['core', 'pages', 'kernels', 'formats', 'tokenizer', 'model', 'scheduler', 'grammar'],
+  engine: ['core', 'pages', 'kernels', 'formats', 'model', 'scheduler'],
   worker: ['core', 'pages', 'kernels', 'formats', 'tokenizer', 'model', 'engine', 'scheduler', 'transfer', 'grammar'],
   router: ['core', 'pages', 'formats', 'tokenizer', 'model', 'scheduler', 'transfer', 'grammar'],
   api: [
