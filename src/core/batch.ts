@@ -1,5 +1,5 @@
 // One model step's work for one request, as the scheduler plans it and the model runner
-// executes it. Plain data shared by src/scheduler (which plans) and src/model (which runs).
+// executes it. Plain data shared by src/scheduler (which plans) and src/engine (which runs).
 import type { RequestId, Tag, TenantId } from './ids.js';
 
 /**

@@ -131,7 +131,7 @@ const sampling: Check<SamplingParams> = objectWithOptional<SamplingParams>(
   },
   { constraint, promptLogprobs: int(0, MAX_TOP_LOGPROBS) },
 );
-/** A log-probability as the sampler reports it: in [MIN_LOGPROB, 0] (src/model's floor, -9999). */
+/** A log-probability as the sampler reports it: in [MIN_LOGPROB, 0] (src/engine's floor, -9999). */
 const logprob = finite(-9999, 0);
 const tokenLogprob: Check<TokenLogprob> = objectWithOptional<TokenLogprob>(
   { logprob, top: array(object({ id: tokenId, logprob }), MAX_TOP_LOGPROBS) },

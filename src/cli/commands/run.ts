@@ -2,7 +2,7 @@
 // (ConfigError -> exit 2), loads the model (TESSERA_HOME, default ~/.cache/tessera, is where
 // builtin models are generated), builds an engine with a pool just large enough for this one
 // request, generates, and prints the text (streamed) or, with --json, one JSON object.
-// It must never compute anything itself: src/model does the loading, the forward pass and
+// It must never compute anything itself: src/model does the loading, src/engine the forward pass and
 // the sampling.
 import type { Command } from 'commander';
 import { ConfigError, samplingParams, type SamplingParams } from '../../core/index.js';

@@ -1,5 +1,5 @@
 // Test support for the worker: a pool, a fake runner and a fake tokenizer small enough to reason
-// about by hand. Must never be wired into a real server (src/cli uses src/model's engine).
+// about by hand. Must never be wired into a real server (src/cli uses src/engine's engine).
 //
 // The fake "model": the next token after token t is t + 1 (wrapping to FIRST_LETTER after the
 // last one), except that END_AFTER is followed by EOS. Token FIRST_LETTER + i reads as the
