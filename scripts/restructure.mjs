@@ -123,7 +123,11 @@ const RULES = [
   },
   { from: 'src/worker', test: (s) => WORKER_STAYS.includes(s), to: (s) => `worker/${s}` },
   // the fake engine serves worker and engine tests alike; it needs a worker type, so it stays
-  { from: 'src/worker/testing', test: (s) => s === 'fake-engine' || s === 'spec-loop', to: (s) => `worker/testing/${s}` },
+  {
+    from: 'src/worker/testing',
+    test: (s) => s === 'fake-engine' || s === 'spec-loop',
+    to: (s) => `worker/testing/${s}`,
+  },
   // src/api
   { from: 'src/api', test: (s) => API_ROOT.includes(s), to: (s) => `api/${s}` },
   { from: 'src/api', test: (s) => API_HTTP.includes(s), to: (s) => `api/http/${s}` },
@@ -136,7 +140,16 @@ const RULES = [
     from: 'src/api',
     test: (s) =>
       /-route$|-routes$|-shapes$|-input$|^validate|^prompt|^tool|^batch|^responses|^embedding|^files/.test(s) ||
-      ['params', 'shapes', 'echo', 'run-generate', 'reasoning', 'response-format', 'constraint-check', 'adapter-model'].includes(s),
+      [
+        'params',
+        'shapes',
+        'echo',
+        'run-generate',
+        'reasoning',
+        'response-format',
+        'constraint-check',
+        'adapter-model',
+      ].includes(s),
     to: (s) => `api/openai/${s}`,
   },
 ];
