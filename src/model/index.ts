@@ -78,7 +78,7 @@ export {
 } from './runner.js';
 export { createThreadedEngine, type EngineThreadOptions, type ThreadedEngine } from './engine-thread.js';
 export { LoraBank, LORA_TARGETS, type LoraAdapter, type LoraTarget } from './lora.js';
-export type { LoraControl } from './lora-control.js';
+export { loraFileDigest, type LoraControl } from './lora-control.js';
 export { genLoraGguf, parseLoraGguf, type GenLoraOptions } from './lora-gguf.js';
 export { MIN_LOGPROB, Sampler, argmax, type SamplingChoice } from './sampler.js';
 export {
