@@ -285,7 +285,13 @@ export class PdRouter {
       ? new TesseraError('overloaded', 'The router is shutting down.')
       : this.#o.faults.has('skip-admission')
         ? undefined
-        : clusterAdmission(request.promptTokens.length, request.sampling.maxTokens, this.#views(), this.#checks);
+        : clusterAdmission(
+            request.promptTokens.length,
+            request.sampling.maxTokens,
+            this.#views(),
+            this.#checks,
+            request.adapter,
+          );
     let tokens = request.promptTokens;
     if (refusal?.code === 'pool_too_small' && this.#o.faults.has('admit-over-pool')) {
       // Test-only (see FAULT_NAMES): keep the head of the prompt that the smallest pool holds beside max_tokens.
