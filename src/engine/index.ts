@@ -12,7 +12,7 @@ export {
 export { createThreadedEngine, type ThreadedEngine } from './engine-thread.js';
 export { createEngine, DEFAULT_MAX_STEP_TOKENS, DEFAULT_PAGE_SIZE, type Engine } from './engine.js';
 export { generate } from './generate.js';
-export { type LoraControl } from './lora-control.js';
+export { loraFileDigest, type LoraControl } from './lora-control.js';
 export { genLoraGguf } from './lora-gguf.js';
 export { LORA_TARGETS, type LoraTarget } from './lora.js';
 export { promptLogprobsFor, type PromptLogprobs } from './prompt-logprobs.js';

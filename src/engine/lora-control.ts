@@ -3,8 +3,9 @@
 // who may use them and whether one is in use is the back end's registry (src/worker/lora-registry.ts).
 // Must never: replace an adapter a step may be reading (the registry refuses a name already loaded).
 import { readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { ModelConfig } from '../formats/index.js';
-import type { LoraBank } from './lora.js';
+import { loraDigest, type LoraBank } from './lora.js';
 import { parseLoraGguf } from './lora-gguf.js';
 import { loadPeftLora } from './lora-peft.js';
 
@@ -44,4 +45,15 @@ export class LocalLora implements LoraControl {
     this.#bank.delete(name);
     return Promise.resolve();
   }
+}
+
+/**
+ * The digest loadLoraInto answers for `path` and `scale`, without reading the tensors or knowing the
+ * base model: what a router that only names adapters sends in Reserve and Prefill, for each worker
+ * to compare with its own. A file it cannot read throws (the caller says which flag).
+ */
+export async function loraFileDigest(path: string, scale: number): Promise<string> {
+  if (!(await stat(path)).isDirectory()) return loraDigest([await readFile(path)], scale);
+  const configText = await readFile(join(path, 'adapter_config.json'), 'utf8');
+  return loraDigest([configText, await readFile(join(path, 'adapter_model.safetensors'))], scale);
 }

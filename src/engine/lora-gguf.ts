@@ -9,7 +9,6 @@
 // Owns reading (checked against the base config: names, shapes, dtypes) and writing such files
 // (gen-lora: random low-rank A and B). Must never accept a tensor it cannot place, or a shape
 // that disagrees with the base model: a wrong adapter is a ModelLoadError, never a silent no-op.
-import { createHash } from 'node:crypto';
 import { ModelLoadError, Rng } from '../core/index.js';
 import { quantize, type HostTensor, type WeightDType } from '../kernels/index.js';
 import type { ModelConfig } from '../formats/index.js';
@@ -30,7 +29,15 @@ import {
   hfToGgufName,
   layerName,
 } from '../formats/index.js';
-import { pairKey, targetDims, LORA_TARGETS, type LoraAdapter, type LoraPair, type LoraTarget } from './lora.js';
+import {
+  loraDigest,
+  pairKey,
+  targetDims,
+  LORA_TARGETS,
+  type LoraAdapter,
+  type LoraPair,
+  type LoraTarget,
+} from './lora.js';
 
 const HF_SUFFIX: Readonly<Record<LoraTarget, string>> = {
   q: 'self_attn.q_proj.weight',
@@ -111,8 +118,7 @@ export function parseLoraGguf(
     });
   }
   if (pairs.size === 0) throw new ModelLoadError(file, 'the adapter holds no LoRA tensors');
-  const digest = createHash('sha256').update(bytes).update(`scale=${scale}`).digest('hex').slice(0, 32);
-  return { name, digest, pairs };
+  return { name, digest: loraDigest([bytes], scale), pairs };
 }
 
 export interface GenLoraOptions {

@@ -4,14 +4,21 @@
 //   base_model.model.model.layers.N.<self_attn|mlp>.<proj>.lora_B.weight  [out, r]
 // in Hugging Face's row order (no Q/K permutation). scale = lora_alpha / r (rsLoRA: / sqrt(r)).
 // Must never accept a tensor it cannot place or a shape that disagrees with the base model.
-import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ModelLoadError } from '../core/index.js';
 import type { HostTensor } from '../kernels/index.js';
 import type { ModelConfig } from '../formats/index.js';
 import { tensorToF32, parseJsonObject, readSafetensors } from '../formats/index.js';
-import { pairKey, targetDims, LORA_TARGETS, type LoraAdapter, type LoraPair, type LoraTarget } from './lora.js';
+import {
+  loraDigest,
+  pairKey,
+  targetDims,
+  LORA_TARGETS,
+  type LoraAdapter,
+  type LoraPair,
+  type LoraTarget,
+} from './lora.js';
 
 const PROJ: Readonly<Record<string, LoraTarget>> = {
   q_proj: 'q',
@@ -72,11 +79,5 @@ export async function loadPeftLora(dir: string, config: ModelConfig, name: strin
     });
   }
   if (pairs.size === 0) throw new ModelLoadError(file, 'the adapter holds no LoRA tensors');
-  const digest = createHash('sha256')
-    .update(configText)
-    .update(bytes)
-    .update(`scale=${scale}`)
-    .digest('hex')
-    .slice(0, 32);
-  return { name, digest, pairs };
+  return { name, digest: loraDigest([configText, bytes], scale), pairs };
 }

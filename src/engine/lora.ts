@@ -7,6 +7,7 @@
 // over every row, and only the rows of an adapted sequence get their own rank-r correction.
 // Must never: change a row whose sequence names no adapter, or run a step naming an adapter the
 // bank does not hold (the caller's registry refuses such requests; the bank throws).
+import { createHash } from 'node:crypto';
 import { InvariantError } from '../core/index.js';
 import { f16ToF32, f32ToF16 } from '../kernels/index.js';
 import type { ModelConfig } from '../formats/index.js';
@@ -29,6 +30,17 @@ export interface LoraPair {
    * llama.cpp's CPU backend rounds a half matmul's activations (agreement within 1e-3, not 4e-3).
    */
   readonly halfActivations: boolean;
+}
+
+/**
+ * An adapter's digest, its identity in every KV namespace: sha256 over its files' contents (in a
+ * fixed order) and the user's scale, 32 hex digits. One home: both readers and a router that only
+ * names adapters (lora-control.ts's loraFileDigest) compute it here.
+ */
+export function loraDigest(contents: readonly (string | Uint8Array)[], scale: number): string {
+  const hash = createHash('sha256');
+  for (const part of contents) hash.update(part);
+  return hash.update(`scale=${scale}`).digest('hex').slice(0, 32);
 }
 
 export interface LoraAdapter {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { asRequestId, asTenantId, samplingParams, type KvDtype } from '../core/index.js';
 import type { ClientRequest } from '../transfer/index.js';
-import { clusterAdmission, pickPair, type WorkerView } from './pair-policy.js';
+import { ALL_CHECKS, clusterAdmission, pickPair, type WorkerView } from './pair-policy.js';
 
 const MODEL = 'a11ce5a11ce5a11c';
 const limits = (
@@ -92,6 +92,40 @@ describe('cluster admission', () => {
         worker('d2', 'decode', { limits: other }),
       ]),
     ).toBeUndefined();
+  });
+});
+
+describe('a request under a LoRA adapter', () => {
+  const A = { name: 'a', digest: 'a1'.repeat(16) };
+  const serving = (adapters: Record<string, string>) => ({ limits: { ...limits(512, 64), adapters } });
+  const under = { ...request(10, 10), adapter: A };
+
+  it("goes only to a pair that both serve the adapter under the router's digest; base requests go anywhere", () => {
+    const workers = [
+      worker('p-none', 'prefill'),
+      worker('p-other', 'prefill', serving({ a: 'b2'.repeat(16) })),
+      worker('p-a', 'prefill', { ...serving({ a: A.digest }), inFlight: 5 }),
+      worker('d-none', 'decode'),
+      worker('d-a', 'decode', { ...serving({ a: A.digest }), inFlight: 5 }),
+    ];
+    expect(pickPair(under, { prefills: [] }, workers)).toEqual({ prefill: 'p-a', decode: 'd-a' });
+    expect(pickPair(request(10, 10), { prefills: [] }, workers)).toEqual({ prefill: 'p-none', decode: 'd-none' });
+    expect(clusterAdmission(10, 10, workers, ALL_CHECKS, A)).toBeUndefined();
+  });
+
+  it('is refused as a misconfiguration when no pair serves it (the flag named); skip-model-check lets it through', () => {
+    const workers = [
+      worker('p', 'prefill', serving({ a: A.digest })),
+      worker('d', 'decode', serving({ a: 'b2'.repeat(16) })),
+    ];
+    expect(clusterAdmission(10, 10, workers, ALL_CHECKS, A)).toMatchObject({
+      code: 'config_invalid',
+      message: expect.stringMatching(/serves the LoRA adapter a with the router's digest a1a1.*--lora a=PATH/),
+    });
+    expect(pickPair(under, { prefills: [] }, workers)).toBeUndefined();
+    const unchecked = { admission: true, model: false };
+    expect(clusterAdmission(10, 10, workers, unchecked, A)).toBeUndefined();
+    expect(pickPair(under, { prefills: [] }, workers, unchecked)).toEqual({ prefill: 'p', decode: 'd' });
   });
 });
 

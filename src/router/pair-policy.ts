@@ -8,7 +8,7 @@
 // the choice by load.
 // Must never: read a clock, a socket or randomness; pick a worker that is down, misconfigured,
 // in `avoid`, or whose own limits refuse the request (each node re-checks anyway).
-import { TesseraError, type KvDtype } from '../core/index.js';
+import { TesseraError, type AdapterRef, type KvDtype } from '../core/index.js';
 import { admissionError } from '../pages/index.js';
 import type { ClientRequest, Pair, PeerId } from '../transfer/index.js';
 
@@ -25,6 +25,8 @@ export interface WorkerLimits {
   readonly kvDtype: KvDtype;
   /** The fingerprint of the model it serves: equal on both sides of a transfer (decode checks it in KvDone). */
   readonly model: string;
+  /** The LoRA adapters it serves, name -> digest (its /health's loraAdapters); absent: none. */
+  readonly adapters?: Readonly<Record<string, string>>;
 }
 
 export interface WorkerView {
@@ -44,7 +46,11 @@ export interface WorkerView {
 export interface PolicyChecks {
   /** Each node's limits (off under `skip-admission`: each node still checks its own). */
   readonly admission: boolean;
-  /** Equal model fingerprints (off under `skip-model-check`: decode still compares KvDone's). */
+  /**
+   * Equal model fingerprints, and a request's LoRA adapter served under the router's digest on both
+   * sides (off under `skip-model-check`: each worker still refuses an adapter it lacks, decode
+   * compares KvDone's).
+   */
   readonly model: boolean;
 }
 
@@ -56,6 +62,10 @@ const compatible = (p: WorkerLimits, d: WorkerLimits, checks: PolicyChecks): boo
   p.kvBytesPerToken === d.kvBytesPerToken &&
   p.kvDtype === d.kvDtype;
 
+/** The worker serves `adapter` (none: the base model, which every worker serves) under the same digest. */
+const servesAdapter = (w: WorkerLimits, adapter: AdapterRef | undefined, checks: PolicyChecks): boolean =>
+  !checks.model || adapter === undefined || w.adapters?.[adapter.name] === adapter.digest;
+
 /**
  * Why no pair of this cluster could ever serve a prompt of numPromptTokens + maxTokens, or
  * undefined. Workers that never reported their limits are not judged (the request then waits
@@ -66,6 +76,7 @@ export function clusterAdmission(
   maxTokens: number,
   workers: readonly WorkerView[],
   checks: PolicyChecks = ALL_CHECKS,
+  adapter?: AdapterRef,
 ): TesseraError | undefined {
   const known = (role: WorkerRole) =>
     workers.filter((w): w is WorkerView & { limits: WorkerLimits } => w.role === role && w.limits !== undefined);
@@ -82,6 +93,16 @@ export function clusterAdmission(
     return new TesseraError(
       'config_invalid',
       'no prefill worker that fits this request serves the same model (by fingerprint) with the same page size, KV shape and KV dtype as a decode worker that fits it; the cluster is misconfigured',
+    );
+  }
+  const adapted = (w: WorkerView & { limits: WorkerLimits }) => servesAdapter(w.limits, adapter, checks);
+  if (
+    adapter !== undefined &&
+    !okPrefills.some((p) => adapted(p) && okDecodes.some((d) => adapted(d) && compatible(p.limits, d.limits, checks)))
+  ) {
+    return new TesseraError(
+      'config_invalid',
+      `no prefill/decode pair of this cluster serves the LoRA adapter ${adapter.name} with the router's digest ${adapter.digest}: give every worker the router's --lora ${adapter.name}=PATH`,
     );
   }
   return undefined;
@@ -111,6 +132,7 @@ export function pickPair(
           w.role === role && w.up && w.limits !== undefined && w.address !== undefined,
       )
       .filter((w) => !checks.admission || admissionError(w.limits, role, numPromptTokens, maxTokens) === undefined)
+      .filter((w) => servesAdapter(w.limits, request.adapter, checks))
       .sort(byLoad);
   const decodes = usable('decode');
   for (const p of usable('prefill')) {

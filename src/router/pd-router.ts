@@ -23,6 +23,7 @@ import {
   TesseraError,
   type BackendHealth,
   type BackendStats,
+  type AdapterRef,
   type ClusterPageMap,
   type FaultSet,
   type GenerateEvent,
@@ -30,6 +31,7 @@ import {
   type PageCounts,
   type PdMetricsSink,
   type RequestId,
+  type TenantId,
   type TextStream,
 } from '../core/index.js';
 import {
@@ -86,12 +88,29 @@ export interface PdRouterOptions {
   /** Where the router says what it saw (a worker's host lost, workers joining and leaving). */
   readonly log?: (line: string) => void;
   /** Workers named by DNS (re-resolved every intervalMs; default resolver: the system's). */
+  /**
+   * The LoRA adapters clients may name (`model`: `<served>:NAME` or `NAME`), each with its digest
+   * and tenants: the CLI builds it from --lora, the same flags as the workers'. Every Reserve and
+   * Prefill names the request's adapter with that digest; a worker without it refuses.
+   */
+  readonly adapters?: RouterAdapters;
   readonly dns?: {
     readonly targets: readonly DnsTarget[];
     readonly intervalMs: number;
     readonly resolve?: ResolveA;
     readonly log?: (line: string) => void;
   };
+}
+
+/** src/api's AdapterDirectory, structurally (cli/router.ts gives src/worker's LoraRegistry over file digests). */
+export interface RouterAdapters {
+  lookup(
+    name: string,
+    tenant: TenantId,
+  ): { readonly kind: 'found'; readonly ref: AdapterRef } | { readonly kind: 'unknown' };
+  list(tenant: TenantId): readonly string[];
+  load(name: string, path: string, scale: number, tenants: readonly string[] | null): Promise<AdapterRef>;
+  unload(name: string): 'unloaded' | 'unknown' | 'in-use';
 }
 
 /** One client request while it lives: its stream, the machine rid of its current submission. */
@@ -115,6 +134,7 @@ export class PdRouter {
   readonly root: string;
   readonly contextLength: number;
   readonly nodeId: string;
+  readonly adapters: RouterAdapters | undefined;
   readonly registry: WorkerRegistry;
   readonly machine: RouterMachine;
   readonly #o: PdRouterOptions;
@@ -144,6 +164,7 @@ export class PdRouter {
     this.root = options.root;
     this.contextLength = options.contextLength;
     this.nodeId = options.nodeId ?? `router-${hostname()}-${process.pid}`;
+    this.adapters = options.adapters;
     this.registry = new WorkerRegistry({
       prefills: options.prefills,
       decodes: options.decodes,
@@ -211,6 +232,7 @@ export class PdRouter {
       options.routing ?? 'prefix',
       new PrefixHasher(options.clusterSecret, options.faults.has('unkeyed-prefix-hashes')),
       options.faults.has('share-prefix-index-across-tenants'),
+      options.faults.has('lora-drop-from-key'),
     );
     this.machine = new RouterMachine({
       node: this.nodeId,
@@ -263,7 +285,13 @@ export class PdRouter {
       ? new TesseraError('overloaded', 'The router is shutting down.')
       : this.#o.faults.has('skip-admission')
         ? undefined
-        : clusterAdmission(request.promptTokens.length, request.sampling.maxTokens, this.#views(), this.#checks);
+        : clusterAdmission(
+            request.promptTokens.length,
+            request.sampling.maxTokens,
+            this.#views(),
+            this.#checks,
+            request.adapter,
+          );
     let tokens = request.promptTokens;
     if (refusal?.code === 'pool_too_small' && this.#o.faults.has('admit-over-pool')) {
       // Test-only (see FAULT_NAMES): keep the head of the prompt that the smallest pool holds beside max_tokens.
@@ -389,6 +417,13 @@ export class PdRouter {
     this.#transport.closePeer(address, `the router marked ${address} down (${why ?? 'no answer'})`);
   }
 
+  /** Live client requests running with the adapter `name` (the admin's unload waits for none). */
+  adapterInUse(name: string): number {
+    let n = 0;
+    for (const live of this.#live.values()) if (live.request.adapter?.name === name) n++;
+    return n;
+  }
+
   /** The client left (or a stop string ended its stream): end the stream, abort the rest through the protocol. */
   #gone(rid: RequestId): void {
     const live = this.#live.get(rid);
@@ -407,12 +442,21 @@ export class PdRouter {
   }
 
   #submit(live: Live): void {
-    const { rid, tenant, promptTokens, sampling } = live.request;
+    const { rid, tenant, promptTokens, sampling, adapter } = live.request;
     live.machineRid = submissionRid(rid, live.submissions);
     live.submissions++;
     live.queued = false;
     this.#byMachine.set(live.machineRid, rid);
-    this.#driver.handle({ kind: 'submit', request: { rid: live.machineRid, tenant, tokens: promptTokens, sampling } });
+    this.#driver.handle({
+      kind: 'submit',
+      request: {
+        rid: live.machineRid,
+        tenant,
+        tokens: promptTokens,
+        sampling,
+        ...(adapter === undefined ? {} : { adapter }),
+      },
+    });
   }
 
   /** No room now: wait (a retried one keeps its place at the front), or fail when the queue is full or the wait over. */

@@ -10,7 +10,7 @@
 // Must never: pick a pair pair-policy would not (a prefix pick goes through pickPair too), or hint
 // a holder of another tenant's prefix (the index is matched for the request's own tenant only).
 import type { PrefixHasher } from '../pages/index.js';
-import type { RequestId } from '../core/index.js';
+import { kvTenantOf, type RequestId } from '../core/index.js';
 import type { ClientRequest, Pair, PeerId } from '../transfer/index.js';
 import { pickPair, type PolicyChecks } from './pair-policy.js';
 import { choosePrefill, LOAD_BOUND } from './prefix-index.js';
@@ -47,6 +47,8 @@ export class PrefixRouting {
 
   /** Test-only fault share-prefix-index-across-tenants: the negative control of the tenant property. */
   readonly #acrossTenants: boolean;
+  /** Fault lora-drop-from-key, as on the workers: a request's KV owner is its tenant alone (kvTenantOf). */
+  readonly #dropAdapter: boolean;
 
   constructor(
     registry: WorkerRegistry,
@@ -54,8 +56,10 @@ export class PrefixRouting {
     policy: RoutingPolicy,
     hasher: PrefixHasher,
     acrossTenants = false,
+    dropAdapter = false,
   ) {
     this.#registry = registry;
+    this.#dropAdapter = dropAdapter;
     this.#hasher = hasher;
     this.#acrossTenants = acrossTenants;
     this.#checks = checks;
@@ -101,7 +105,8 @@ export class PrefixRouting {
         pageSize > 0
           ? choosePrefill(
               this.#hasher,
-              request.tenant,
+              // Prefills report their cache by KV owner: under an adapter, the tenant joined with its digest.
+              kvTenantOf(request.tenant, request.adapter, this.#dropAdapter),
               request.tokens,
               pageSize,
               candidates,

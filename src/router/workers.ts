@@ -343,9 +343,14 @@ function parseReport(body: Record<string, unknown>, role: WorkerRole): Report | 
   }
   const transfer = (body['transfer'] ?? {}) as Record<string, unknown>;
   const pages = body['pages'] as PageCounts | undefined;
+  const lora = body['loraAdapters'];
+  const adapters =
+    typeof lora === 'object' && lora !== null
+      ? Object.fromEntries(Object.entries(lora).filter((e): e is [string, string] => typeof e[1] === 'string'))
+      : {};
   return {
     address,
-    limits: { contextLength, pageSize, numPages, kvBytesPerToken, kvDtype, model },
+    limits: { contextLength, pageSize, numPages, kvBytesPerToken, kvDtype, model, adapters },
     pages: typeof pages === 'object' && pages !== null ? pages : undefined,
     totals: {
       transferBytes: num(transfer['bytesWritten']) ?? 0,

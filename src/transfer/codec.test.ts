@@ -107,6 +107,18 @@ describe('codec: every message round-trips', () => {
     expect(decodeFrame(encodeFrame(message))).toEqual(message);
   });
 
+  it('carries a LoRA adapter in Reserve, Prefill and KvDone; refuses a malformed one', () => {
+    const adapter = { name: 'sql-lora', digest: 'ab'.repeat(16) };
+    for (const m of EXAMPLES.filter((e) => e.type === 'Reserve' || e.type === 'Prefill'))
+      expect(decodeFrame(encodeFrame({ ...m, adapter } as Message))).toEqual({ ...m, adapter });
+    const done = EXAMPLES.find((e) => e.type === 'KvDone') as Message;
+    expect(decodeFrame(encodeFrame({ ...done, adapter: adapter.digest } as Message))).toMatchObject({
+      adapter: adapter.digest,
+    });
+    const bad = { ...EXAMPLES[0], adapter: { name: '../x', digest: adapter.digest } } as Message;
+    expectCodecError(() => decodeFrame(encodeFrame(bad)));
+  });
+
   it('sends a KvChunk payload as raw bytes after the header, without copying it', () => {
     const chunk = EXAMPLES[4] as Extract<Message, { type: 'KvChunk' }>;
     const parts = encodeFrameParts(chunk);

@@ -110,6 +110,9 @@ const tokenId = int(0, U31);
 const tag = object({ page: int(0, U31), epoch: int(1, Number.MAX_SAFE_INTEGER) }) as Check<Tag>;
 const tags = array(tag, MAX_ITEMS);
 const message = str(4096);
+/** A LoRA adapter as requests name it (src/cli's --lora names) and its digest (32 hex digits). */
+const adapterDigest = str(32, /^[0-9a-f]{32}$/, 32);
+const adapter = object({ name: str(64, /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 1), digest: adapterDigest });
 /** Structured output (sampling.constraint, optional): what the sampling node builds its matcher from. */
 const constraint = tagged<ConstraintSpec>({
   json_object: object({ kind: oneOf(['json_object'] as const) }),
@@ -143,7 +146,10 @@ type Fields<T extends Message> = Omit<T, 'type' | 'payload'>;
 type Schemas = { readonly [K in MessageType]: Check<Fields<Extract<Message, { type: K }>>> };
 
 const SCHEMAS: Schemas = {
-  Reserve: object({ rid, tenant, promptTokens: int(1, U31), promptDigest: digest, sampling, prefillAddress: address }),
+  Reserve: objectWithOptional(
+    { rid, tenant, promptTokens: int(1, U31), promptDigest: digest, sampling, prefillAddress: address },
+    { adapter },
+  ),
   Reserved: object({ rid, tags, pageSize: int(1, 1 << 16), dataAddress: address }),
   Rejected: object({ rid, code: errorCode, message }),
   Prefill: objectWithOptional(
@@ -156,7 +162,7 @@ const SCHEMAS: Schemas = {
       tags,
       pageSize: int(1, 1 << 16),
     },
-    { prefixHolder: address },
+    { prefixHolder: address, adapter },
   ),
   KvChunk: object({
     rid,
@@ -178,7 +184,7 @@ const SCHEMAS: Schemas = {
       firstToken: tokenId,
       firstLogprobs: array(tokenLogprob, 1),
     },
-    { cachedTokens: count, promptLogprobs: tokenLogprobs },
+    { cachedTokens: count, promptLogprobs: tokenLogprobs, adapter: adapterDigest },
   ),
   Ack: object({ rid }),
   Tokens: objectWithOptional(

@@ -105,6 +105,7 @@ export function checkChecksum(
 export interface DoneRequest extends ReceivingRequest {
   readonly promptDigest: string;
   readonly digest: TransferDigest;
+  readonly adapter?: string;
 }
 
 /** undefined when decode may start; else why the transfer fails closed. */
@@ -125,6 +126,12 @@ export function checkDone(
   if (m.model !== host.model && !faults.has('skip-model-check')) {
     return fail(
       `KvDone comes from a prefill serving another model (fingerprint ${m.model}; this decode serves ${host.model}): the cluster is misconfigured`,
+    );
+  }
+  // The adapter is part of the model the KV was computed with: the same check, the same control.
+  if ((m.adapter ?? 'none') !== (r.adapter ?? 'none') && !faults.has('skip-model-check')) {
+    return fail(
+      `KvDone's KV was computed under LoRA adapter ${m.adapter ?? 'none'}; this request decodes under ${r.adapter ?? 'none'}: the cluster is misconfigured`,
     );
   }
   const digest = r.digest.hex();

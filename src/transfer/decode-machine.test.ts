@@ -355,6 +355,44 @@ describe('DecodeMachine: KV computed by another model is never decoded', () => {
   });
 });
 
+describe('DecodeMachine: KV computed under a LoRA adapter is decoded only under the same one', () => {
+  it('fails a transfer whose KvDone names an adapter the Reserve did not; skip-model-check decodes it', () => {
+    for (const faults of [[], ['skip-model-check']] as FaultName[][]) {
+      const d = setup({ faults });
+      const { tags } = d.reserve('r1'); // the base model
+      const { chunks, done } = frames('r1', tags, 6);
+      for (const c of chunks) d.recv(P, c);
+      const effects = d.recv(P, { ...done, adapter: 'ab'.repeat(16) });
+      expect(effects.some((e) => e.kind === 'startDecoding')).toBe(faults.length > 0);
+      if (faults.length === 0)
+        expect(sent(effects, R)).toEqual([
+          expect.objectContaining({
+            type: 'Failed',
+            code: 'transfer_failed',
+            message: expect.stringMatching(/under LoRA adapter abab.*; this request decodes under none/),
+          }),
+        ]);
+    }
+  });
+
+  it('a decode serving no adapter refuses a Reserve that names one, before any page', () => {
+    const d = setup();
+    const before = d.pool.ledger.counts();
+    const effects = d.recv(R, {
+      type: 'Reserve',
+      rid: asRequestId('r1'),
+      tenant: asTenantId('t0'),
+      promptTokens: 6,
+      promptDigest: promptDigest(TOKENS),
+      sampling: samplingParams({ maxTokens: 4 }),
+      prefillAddress: P,
+      adapter: { name: 'a', digest: 'ab'.repeat(16) },
+    });
+    expect(sent(effects, R)).toEqual([expect.objectContaining({ type: 'Rejected', code: 'model_not_found' })]);
+    expect(d.pool.ledger.counts()).toEqual(before);
+  });
+});
+
 function digestOf(chunks: readonly KvChunk[]): string {
   const d = new TransferDigest();
   for (const c of chunks) d.add(c.checksum);

@@ -29,6 +29,7 @@
 import {
   AbortedError,
   assertNever,
+  kvTenantOf,
   TimeoutError,
   TransferError,
   type QuarantineView,
@@ -166,8 +167,10 @@ export class DecodeMachine extends ProtocolMachine<Active, Tombstone, DecodeInpu
 
   #onReserve(from: PeerId, m: Reserve): void {
     if (this.book.active.has(m.rid) || this.book.ended.has(m.rid)) return this.#drop(m.rid, 'Reserve', 'state');
-    const owner: Owner = { rid: m.rid, tenant: m.tenant };
-    const verdict = this.#host.reserve(owner, m.promptTokens, m.sampling);
+    // Under a LoRA adapter the pages are owned as the adapter's (kvTenantOf), as on prefill.
+    const tenant = kvTenantOf(m.tenant, m.adapter, this.faults.has('lora-drop-from-key'));
+    const owner: Owner = { rid: m.rid, tenant };
+    const verdict = this.#host.reserve(owner, m.promptTokens, m.sampling, m.adapter);
     if (verdict.kind === 'rejected') {
       this.#stats.rejected++;
       this.book.bury(m.rid, 'Idle', { state: 'Released', writer: m.prefillAddress, abortOwed: false });
@@ -186,6 +189,7 @@ export class DecodeMachine extends ProtocolMachine<Active, Tombstone, DecodeInpu
       sampling: m.sampling,
       tags: verdict.tags,
       digest: new TransferDigest(),
+      ...(m.adapter === undefined ? {} : { adapter: m.adapter.digest }),
       state: 'AwaitingKv',
       pages: 'allocated',
       nextSeq: 0,

@@ -74,6 +74,8 @@ export interface Active {
   readonly sampling: SamplingParams;
   readonly tags: readonly Tag[];
   readonly digest: TransferDigest;
+  /** The digest of Reserve's LoRA adapter (absent: the base model): KvDone must carry the same. */
+  readonly adapter?: string;
   state: 'AwaitingKv' | 'Receiving' | 'Decoding' | 'Aborting';
   /** What our ledger holds for this request before decoding: allocated, quarantined, or nothing (free-before-ack). */
   pages: 'allocated' | 'quarantined' | 'none';

@@ -10,7 +10,14 @@
 //   DecodeHost.reserve -> scheduler.reserve    free -> abort(rid, no peer)    quarantine ->
 //   abort(rid, peer may write)    release -> release(rid)     (effect startDecoding -> startDecode)
 //   PrefillHost.admit -> scheduler.admit       stop -> abort(rid)            release -> release(rid)
-import { NO_FAULTS, TesseraError, type FaultSet, type SamplingParams, type Tag } from '../core/index.js';
+import {
+  NO_FAULTS,
+  TesseraError,
+  type AdapterRef,
+  type FaultSet,
+  type SamplingParams,
+  type Tag,
+} from '../core/index.js';
 import { admissionError, pagesFor, type Owner, type PagePool } from '../pages/index.js';
 
 export type ReserveVerdict =
@@ -25,9 +32,10 @@ export interface DecodeHost {
   /**
    * Admission with this node's own limits (prompt + maxTokens against its context length and
    * its pool), then pages for positions [0, promptTokens), each with a new epoch, in prompt order.
-   * Nothing is allocated when it rejects.
+   * Nothing is allocated when it rejects. `adapter`: the Reserve's LoRA adapter, refused unless
+   * this node serves that name under that digest (owner.tenant already carries it: kvTenantOf).
    */
-  reserve(owner: Owner, promptTokens: number, sampling: SamplingParams): ReserveVerdict;
+  reserve(owner: Owner, promptTokens: number, sampling: SamplingParams, adapter?: AdapterRef): ReserveVerdict;
   /** allocated -> free: no peer can write these pages any more. */
   free(owner: Owner, tags: readonly Tag[]): void;
   /** allocated -> quarantined: a peer may still write them. */
@@ -46,9 +54,9 @@ export interface PrefillHost {
   /**
    * Admission with this node's own limits; when admitted, the node computes the prompt and
    * reports progress (`computed`, `computeDone`, `computeFailed`). Nothing is allocated and
-   * nothing computed when it rejects.
+   * nothing computed when it rejects. `adapter`: as DecodeHost.reserve's (computed under it).
    */
-  admit(owner: Owner, tokens: readonly number[], sampling: SamplingParams): AdmitVerdict;
+  admit(owner: Owner, tokens: readonly number[], sampling: SamplingParams, adapter?: AdapterRef): AdmitVerdict;
   /**
    * Stop computing and give the pages back. 'stopped': done, nothing touches them any more.
    * 'stopping': a step in flight still does; the pages come back when it ends, and the driver
@@ -81,7 +89,12 @@ export class LedgerDecodeHost implements DecodeHost {
     this.#skipAdmission = (options.faults ?? NO_FAULTS).has('skip-admission');
   }
 
-  reserve(owner: Owner, promptTokens: number, sampling: SamplingParams): ReserveVerdict {
+  reserve(owner: Owner, promptTokens: number, sampling: SamplingParams, adapter?: AdapterRef): ReserveVerdict {
+    if (adapter !== undefined)
+      return {
+        kind: 'rejected',
+        error: new TesseraError('model_not_found', `this decode serves no LoRA adapter (${adapter.name} asked)`),
+      };
     const limits = {
       contextLength: this.#contextLength,
       pageSize: this.pool.pageSize,

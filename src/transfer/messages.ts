@@ -23,7 +23,16 @@
 // A side that sent Abort keeps pages that a peer may still write *quarantined* until that
 // peer's AbortAck or the close of the peer's connection (deferred release).
 
-import type { ErrorCode, KvDtype, RequestId, SamplingParams, Tag, TenantId, TokenLogprob } from '../core/index.js';
+import type {
+  AdapterRef,
+  ErrorCode,
+  KvDtype,
+  RequestId,
+  SamplingParams,
+  Tag,
+  TenantId,
+  TokenLogprob,
+} from '../core/index.js';
 
 /** Why a request is being aborted, and by whom; carried for metrics ("aborts by phase"). */
 export type AbortReason = 'client-disconnect' | 'router' | 'prefill-failed' | 'decode-failed' | 'timeout' | 'shutdown';
@@ -42,6 +51,12 @@ export interface Reserve {
    * knows whom to tell when it aborts, and knows which requests a closed connection ends.
    */
   readonly prefillAddress: string;
+  /**
+   * The LoRA adapter the request runs with (absent: the base model), as the router names it: its
+   * name and digest. Decode refuses one it does not serve under that digest, and owns the pages
+   * under `kvTenantOf(tenant, adapter)` (core/cache-namespace.ts).
+   */
+  readonly adapter?: AdapterRef;
 }
 
 export interface Reserved {
@@ -75,6 +90,8 @@ export interface Prefill {
    * for the tenant, to fetch them from (prefix-fetch-*.ts) instead of recomputing. Absent: none.
    */
   readonly prefixHolder?: string;
+  /** Reserve's adapter: prefill computes under it (refused when it does not serve that digest), caches under kvTenantOf. */
+  readonly adapter?: AdapterRef;
 }
 
 export interface KvChunk {
@@ -123,6 +140,8 @@ export interface KvDone {
    * by prefill's prompt chunks; decode sends them on with its first Tokens. Absent: not asked.
    */
   readonly promptLogprobs?: readonly TokenLogprob[];
+  /** The digest of the LoRA adapter prefill computed the KV under; decode decodes only under the same one. Absent: the base model. */
+  readonly adapter?: string;
 }
 
 export interface Ack {

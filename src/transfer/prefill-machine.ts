@@ -24,6 +24,7 @@ import {
   assert,
   assertNever,
   isPageCheckError,
+  kvTenantOf,
   TransferError,
   type RequestId,
   type Tag,
@@ -103,6 +104,8 @@ interface Active {
   /** Peers owed an AbortAck once nothing writes any more (decode always, unless its connection closed). */
   readonly ackTo: Set<PeerId>;
   wait: Deadline | undefined;
+  /** The digest of the LoRA adapter it computes under (KvDone carries it); absent: the base model. */
+  readonly adapter?: string;
 }
 
 interface Tombstone {
@@ -211,7 +214,9 @@ export class PrefillMachine extends ProtocolMachine<Active, Tombstone, PrefillIn
 
   #onPrefill(from: PeerId, m: Prefill): void {
     if (this.book.active.has(m.rid) || this.book.ended.has(m.rid)) return this.tracer.drop(m.rid, 'Prefill', 'state');
-    const owner: Owner = { rid: m.rid, tenant: m.tenant };
+    // Under a LoRA adapter the pages are owned and cached as the adapter's (kvTenantOf).
+    const tenant = kvTenantOf(m.tenant, m.adapter, this.faults.has('lora-drop-from-key'));
+    const owner: Owner = { rid: m.rid, tenant };
     const pageSize = this.#host.pool.pageSize;
     let error: TesseraError | undefined;
     if (m.pageSize !== pageSize) {
@@ -223,7 +228,7 @@ export class PrefillMachine extends ProtocolMachine<Active, Tombstone, PrefillIn
         `${m.rid}: ${m.tags.length} destination tags for a prompt of ${m.tokens.length} tokens in pages of ${pageSize}`,
       );
     } else {
-      const verdict = this.#host.admit(owner, m.tokens, m.sampling);
+      const verdict = this.#host.admit(owner, m.tokens, m.sampling, m.adapter);
       if (verdict.kind === 'rejected') error = verdict.error;
     }
     if (error !== undefined) {
@@ -250,6 +255,7 @@ export class PrefillMachine extends ProtocolMachine<Active, Tombstone, PrefillIn
       seq: 0,
       ackTo: new Set([m.decodeAddress]),
       wait: undefined,
+      ...(m.adapter === undefined ? {} : { adapter: m.adapter.digest }),
     };
     this.book.active.set(m.rid, r);
     this.tracer.state(m.rid, 'Idle', 'Computing');
@@ -285,6 +291,7 @@ export class PrefillMachine extends ProtocolMachine<Active, Tombstone, PrefillIn
       digest: r.digest.hex(),
       promptDigest: r.promptDigest,
       model: this.#host.model,
+      ...(r.adapter === undefined ? {} : { adapter: r.adapter }),
       firstToken,
       firstLogprobs,
       ...(cachedTokens > 0 ? { cachedTokens } : {}),

@@ -1,6 +1,14 @@
 import { xxh64 } from '@node-rs/xxhash';
 import { describe, expect, it } from 'vitest';
-import { asRequestId, asTenantId, FaultSet, NO_FAULTS, type FaultSet as Faults, type Tag } from '../core/index.js';
+import {
+  asRequestId,
+  asTenantId,
+  FaultSet,
+  kvTenantOf,
+  NO_FAULTS,
+  type FaultSet as Faults,
+  type Tag,
+} from '../core/index.js';
 import {
   PagePool,
   pagesFor,
@@ -144,6 +152,19 @@ describe('the prefix lease protocol over the in-memory transport', () => {
     serve(h, owner('a1', 't1'), PROMPT, 1);
     expect(await r.store.fill(T2, PROMPT, 'holder:1')).toEqual({ asked: 3, installed: 3 });
     expect(matched(r, owner('b1', 't2'), PROMPT, 1)).toEqual({ pages: 3, bytesAreSeed: true });
+    await close();
+  });
+
+  it('keeps LoRA adapters apart: a prefix cached under adapter A is fetched under A only (kvTenantOf), not under B or the base model', async () => {
+    const A = kvTenantOf(T1, { digest: 'a1'.repeat(16) }, false);
+    const B = kvTenantOf(T1, { digest: 'b2'.repeat(16) }, false);
+    const { h, r, close } = memoryPair();
+    serve(h, owner('a1', A), PROMPT, 1);
+    expect(await r.store.fill(B, PROMPT, 'holder:1')).toEqual({ asked: 3, installed: 0 });
+    expect(await r.store.fill(T1, PROMPT, 'holder:1')).toEqual({ asked: 3, installed: 0 });
+    expect(await r.store.fill(A, PROMPT, 'holder:1')).toEqual({ asked: 3, installed: 3 });
+    expect(matched(r, owner('a2', A), PROMPT, 1)).toEqual({ pages: 3, bytesAreSeed: true });
+    expect(kvTenantOf(T1, { digest: 'a1'.repeat(16) }, true)).toBe(T1); // lora-drop-from-key: the base model's owner
     await close();
   });
 

@@ -28,6 +28,7 @@ import {
   TimeoutError,
   TransferError,
   type ErrorCode,
+  type AdapterRef,
   type PairView,
   type RequestId,
   type SamplingParams,
@@ -57,6 +58,8 @@ export interface ClientRequest {
   readonly tenant: TenantId;
   readonly tokens: readonly number[];
   readonly sampling: SamplingParams;
+  /** The LoRA adapter it runs with (absent: the base model), sent in Reserve and Prefill. */
+  readonly adapter?: AdapterRef;
 }
 
 export interface Pair {
@@ -271,7 +274,7 @@ export class RouterMachine extends ProtocolMachine<Attempt, Tombstone, RouterInp
     this.book.active.set(rid, a);
     this.#addLoad(pair, +1);
     this.tracer.state(rid, 'Idle', 'Reserving');
-    const { tenant, tokens, sampling } = client.request;
+    const { tenant, tokens, sampling, adapter } = client.request;
     this.out.send(pair.decode, {
       type: 'Reserve',
       rid,
@@ -280,6 +283,7 @@ export class RouterMachine extends ProtocolMachine<Attempt, Tombstone, RouterInp
       promptDigest: client.digest,
       sampling,
       prefillAddress: pair.prefill,
+      ...(adapter === undefined ? {} : { adapter }),
     });
   }
 
@@ -301,7 +305,7 @@ export class RouterMachine extends ProtocolMachine<Attempt, Tombstone, RouterInp
           this.timeouts.prefillMs,
           `the first token (prefill on ${a.pair.prefill}, KV transfer to ${a.pair.decode})`,
         );
-        const { tenant, tokens, sampling } = a.client.request;
+        const { tenant, tokens, sampling, adapter } = a.client.request;
         a.prefillSentMs = this.now;
         this.out.send(a.pair.prefill, {
           type: 'Prefill',
@@ -312,6 +316,7 @@ export class RouterMachine extends ProtocolMachine<Attempt, Tombstone, RouterInp
           decodeAddress: m.dataAddress,
           tags: m.tags,
           pageSize: m.pageSize,
+          ...(adapter === undefined ? {} : { adapter }),
         });
         return;
       }

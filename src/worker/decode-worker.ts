@@ -39,6 +39,7 @@ import {
   type SamplingParams,
   type Tag,
   type BatchItem,
+  type AdapterRef,
 } from '../core/index.js';
 import type { Owner, PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
@@ -60,6 +61,7 @@ import { speculationHealth } from './health.js';
 import { speculationView } from './page-map.js';
 import { notForClients, type PdWorkerOptions } from './pd-common.js';
 import { listenCluster, PdRole } from './pd-role.js';
+import type { LoraRegistry } from './lora-registry.js';
 
 interface Decoding {
   readonly owner: Owner;
@@ -112,7 +114,7 @@ export class DecodeWorker {
     const host: DecodeHost = {
       pool,
       model: options.modelFingerprint,
-      reserve: (owner, n, sampling) => this.#reserve(owner, n, sampling),
+      reserve: (owner, n, sampling, adapter) => this.#reserve(owner, n, sampling, adapter),
       free: (owner) => void this.scheduler.abort(owner.rid),
       quarantine: (owner) => void this.scheduler.abort(owner.rid, 'peer-may-write'),
       release: (owner) => {
@@ -140,6 +142,11 @@ export class DecodeWorker {
         ...(options.drafter === undefined ? {} : { drafter: options.drafter.model }),
       },
     });
+  }
+
+  /** Its LoRA adapters (--lora; not the front end's `adapters`: clients and hot loads go to the router). */
+  get loras(): LoraRegistry | undefined {
+    return this.#role.adapters;
   }
 
   get address(): string {
@@ -211,8 +218,8 @@ export class DecodeWorker {
     await this.#role.close(drainMs, () => this.#driver.stop(), endAll);
   }
 
-  #reserve(owner: Owner, promptTokens: number, sampling: SamplingParams): ReserveVerdict {
-    const refusal = this.#role.refusal();
+  #reserve(owner: Owner, promptTokens: number, sampling: SamplingParams, adapter?: AdapterRef): ReserveVerdict {
+    const refusal = this.#role.refusal() ?? this.#role.adapterRefusal(adapter);
     if (refusal !== undefined) return { kind: 'rejected', error: refusal };
     // Structured output: refused before any page when this node cannot enforce it; else its
     // grammar starts compiling now, while prefill computes (startDecoding builds the matcher).
@@ -225,6 +232,7 @@ export class DecodeWorker {
       tenant: owner.tenant,
       promptTokens: new Array<number>(promptTokens).fill(0),
       sampling,
+      ...(adapter === undefined ? {} : { adapter }),
     };
     return this.scheduler.reserve(request);
   }

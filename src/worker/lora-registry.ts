@@ -50,6 +50,16 @@ export class LoraRegistry {
     return { kind: 'found', ref: entry.ref };
   }
 
+  /** The digest `name` is loaded under, whatever the tenant (a PD worker: the router decides who may use it). */
+  digestOf(name: string): string | undefined {
+    return this.#entries.get(name)?.ref.digest;
+  }
+
+  /** Every loaded adapter's digest by name (a PD worker's /health). */
+  digests(): Record<string, string> {
+    return Object.fromEntries([...this.#entries].map(([name, e]) => [name, e.ref.digest]));
+  }
+
   list(tenant: TenantId): readonly string[] {
     return [...this.#entries.keys()].filter((name) => this.lookup(name, tenant).kind === 'found');
   }

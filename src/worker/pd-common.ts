@@ -5,6 +5,7 @@ import type { GrammarEngine } from '../grammar/index.js';
 import type { DraftModel, MaxStepMs, StepRunner, TokenSampler } from '../engine/index.js';
 import { InvalidRequestError, type FaultSet, type GenerateEvent } from '../core/index.js';
 import type { KvEventSink, KvSpill, PagePool } from '../pages/index.js';
+import type { LoraControl } from '../engine/index.js';
 import type { SpecOptions } from '../scheduler/index.js';
 import type { Timeouts, TraceSink } from '../transfer/index.js';
 
@@ -49,6 +50,8 @@ export interface PdWorkerOptions {
   readonly kvSpill?: KvSpill;
   /** Where a prefill's prefix cache publishes KV events (its /kv-events ring; scheduler-for.ts); decode has none. */
   readonly kvEvents?: KvEventSink;
+  /** The engine's LoRA control: with it the worker serves the adapters loaded into `PdRole.adapters` (--lora). */
+  readonly lora?: LoraControl;
 }
 
 /** A client that asks a PD worker to generate: 400, it should ask the router. */

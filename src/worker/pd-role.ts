@@ -15,6 +15,7 @@ import {
   type BackendHealth,
   type BackendStats,
   type NodePageMap,
+  type AdapterRef,
   type PdMetricsSink,
   type RequestId,
   type SamplingParams,
@@ -37,6 +38,7 @@ import { HookedRunner, type StepHooks } from './hooked-runner.js';
 import { abortTotals, nodePageMap, type NodePageMapParts } from './page-map.js';
 import type { PdWorkerOptions } from './pd-common.js';
 import { schedulerFor } from './scheduler-for.js';
+import { LoraRegistry } from './lora-registry.js';
 
 /** The machine a role runs, as far as the shared parts look at it. */
 export interface RoleMachine {
@@ -114,6 +116,8 @@ export class PdRole {
   readonly scheduler: Scheduler;
   readonly pool: PagePool;
   readonly mirror = new TotalsMirror();
+  /** The LoRA adapters this worker serves (--lora, loaded at start; no hot loads on a PD worker). */
+  readonly adapters: LoraRegistry | undefined;
   metrics: PdMetricsSink | undefined;
   #closed = false;
   #machine: RoleMachine | undefined;
@@ -126,6 +130,8 @@ export class PdRole {
     this.transport = transport;
     this.pool = options.pool;
     this.scheduler = schedulerFor(role, options);
+    // Adapters are unloaded only through the co-located admin route: none is ever in use here.
+    this.adapters = options.lora === undefined ? undefined : new LoraRegistry(options.lora, () => 0);
   }
 
   /** Builds and starts the engine loop (once, after the machine): the role's scheduler, runner, sampler and grammar masks. */
@@ -219,6 +225,28 @@ export class PdRole {
     return undefined;
   }
 
+  /**
+   * A Reserve's or Prefill's LoRA adapter against this worker's: undefined when it serves that
+   * name under the same digest (the file and scale the router named), else the honest refusal:
+   * a worker started without the adapter, or with another file under its name, never computes
+   * or decodes under it.
+   */
+  adapterRefusal(adapter: AdapterRef | undefined): TesseraError | undefined {
+    if (adapter === undefined) return undefined;
+    const digest = this.adapters?.digestOf(adapter.name);
+    if (digest === undefined)
+      return new TesseraError(
+        'model_not_found',
+        `this ${this.role} worker does not serve the LoRA adapter ${adapter.name}: start it with --lora ${adapter.name}=PATH, as the router`,
+      );
+    if (digest !== adapter.digest)
+      return new TesseraError(
+        'config_invalid',
+        `this ${this.role} worker serves LoRA adapter ${adapter.name} with digest ${digest}, the router ${adapter.digest}: the cluster's --lora files differ`,
+      );
+    return undefined;
+  }
+
   /** Carries out a network effect of the machine; each one may end a request, so a drain looks again. */
   carryOut(effect: NetworkEffect): void {
     switch (effect.kind) {
@@ -253,7 +281,7 @@ export class PdRole {
           transport: this.transport.stats(),
           loop: loop.stats,
         },
-        own,
+        this.adapters === undefined ? own : { ...own, loraAdapters: this.adapters.digests() },
       ),
     };
   }

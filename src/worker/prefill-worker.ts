@@ -53,6 +53,7 @@ import {
   type SamplingParams,
   type Tag,
   type BatchItem,
+  type AdapterRef,
 } from '../core/index.js';
 import { PrefixHasher, type Owner, type PagePool } from '../pages/index.js';
 import { Scheduler, type SchedulerEvent } from '../scheduler/index.js';
@@ -76,6 +77,7 @@ import { prefixReport } from './prefix-report.js';
 import { notForClients, type PdWorkerOptions } from './pd-common.js';
 import { setTierSource } from './tier-views.js';
 import { listenCluster, PdRole } from './pd-role.js';
+import type { LoraRegistry } from './lora-registry.js';
 
 interface Job {
   readonly sampling: SamplingParams;
@@ -174,7 +176,7 @@ export class PrefillWorker {
     const host: PrefillHost = {
       pool,
       model: options.modelFingerprint,
-      admit: (o, t, s) => this.#admit(o, t, s),
+      admit: (o, t, s, adapter) => this.#admit(o, t, s, adapter),
       stop: (o) => this.#stop(o),
       release: (o) => this.#release(o),
     };
@@ -208,6 +210,11 @@ export class PrefillWorker {
         },
       },
     });
+  }
+
+  /** Its LoRA adapters (--lora; not the front end's `adapters`: clients and hot loads go to the router). */
+  get loras(): LoraRegistry | undefined {
+    return this.#role.adapters;
   }
 
   /** This node's id on the cluster network: where the router and decode reach it. */
@@ -311,8 +318,8 @@ export class PrefillWorker {
     };
   }
 
-  #admit(owner: Owner, tokens: readonly number[], sampling: SamplingParams): AdmitVerdict {
-    const refusal = this.#role.refusal();
+  #admit(owner: Owner, tokens: readonly number[], sampling: SamplingParams, adapter?: AdapterRef): AdmitVerdict {
+    const refusal = this.#role.refusal() ?? this.#role.adapterRefusal(adapter);
     if (refusal !== undefined) return { kind: 'rejected', error: refusal };
     const constraint = constraintFor({ sampling, tenant: owner.tenant }, this.#role.options.grammar);
     if (constraint instanceof TesseraError) return { kind: 'rejected', error: constraint };
@@ -327,10 +334,10 @@ export class PrefillWorker {
         ...(constraint === undefined ? {} : { constraint }),
         ...promptOf(tokens, sampling),
       });
-      void this.#fetchThenAdmit(this.#peerStore, owner, tokens, sampling, holder);
+      void this.#fetchThenAdmit(this.#peerStore, owner, tokens, sampling, holder, adapter);
       return { kind: 'admitted' };
     }
-    const verdict = this.scheduler.admit({ rid: owner.rid, tenant: owner.tenant, promptTokens: tokens, sampling });
+    const verdict = this.scheduler.admit(requestOf(owner, tokens, sampling, adapter));
     if (verdict.kind === 'rejected') {
       constraint?.dispose();
       return verdict;
@@ -357,6 +364,7 @@ export class PrefillWorker {
     tokens: readonly number[],
     sampling: SamplingParams,
     holder: string,
+    adapter: AdapterRef | undefined,
   ): Promise<void> {
     await store.fill(owner.tenant, tokens, holder);
     const job = this.#jobs.get(owner.rid);
@@ -366,7 +374,7 @@ export class PrefillWorker {
     const verdict =
       refusal !== undefined
         ? ({ kind: 'rejected', error: refusal } as const)
-        : this.scheduler.admit({ rid: owner.rid, tenant: owner.tenant, promptTokens: tokens, sampling });
+        : this.scheduler.admit(requestOf(owner, tokens, sampling, adapter));
     if (verdict.kind === 'rejected') {
       this.#dropJob(owner.rid);
       this.#driver.handle({ kind: 'computeFailed', rid: owner.rid, error: verdict.error });
@@ -482,4 +490,20 @@ export class PrefillWorker {
 function promptOf(tokens: readonly number[], sampling: SamplingParams): { readonly prompt?: PromptLogprobs } {
   const topN = sampling.promptLogprobs;
   return topN === undefined ? {} : { prompt: promptLogprobsFor(tokens, topN) };
+}
+
+/** The scheduler's request for a Prefill: owner.tenant already carries the adapter's digest (kvTenantOf). */
+function requestOf(
+  owner: Owner,
+  tokens: readonly number[],
+  sampling: SamplingParams,
+  adapter: AdapterRef | undefined,
+): GenerateRequest {
+  return {
+    rid: owner.rid,
+    tenant: owner.tenant,
+    promptTokens: tokens,
+    sampling,
+    ...(adapter === undefined ? {} : { adapter }),
+  };
 }

@@ -47,10 +47,12 @@ describe('serve --lora', () => {
     await server?.stop();
   });
 
-  it('lists the adapters each tenant may use; a restricted or unknown adapter is a 404', async () => {
+  it('lists the adapters each tenant may use as vLLM does (id the name, parent the base); a restricted or unknown adapter is a 404', async () => {
     const ids = async (key: string) => (await server.client(key).models.list()).data.map((m) => m.id);
-    expect(await ids('sk-alice')).toEqual(['builtin:tiny', 'builtin:tiny:a', 'builtin:tiny:b']);
-    expect(await ids('sk-bob')).toEqual(['builtin:tiny', 'builtin:tiny:a']);
+    expect(await ids('sk-alice')).toEqual(['builtin:tiny', 'a', 'b']);
+    expect(await ids('sk-bob')).toEqual(['builtin:tiny', 'a']);
+    expect(await server.client('sk-bob').models.retrieve('a')).toMatchObject({ id: 'a', parent: 'builtin:tiny' });
+    await expect(server.client('sk-bob').models.retrieve('b')).rejects.toBeInstanceOf(OpenAI.NotFoundError);
     await expect(complete(server, 'b', PROMPT, 'sk-bob')).rejects.toBeInstanceOf(OpenAI.NotFoundError);
     await expect(complete(server, 'builtin:tiny:nope')).rejects.toBeInstanceOf(OpenAI.NotFoundError);
   });

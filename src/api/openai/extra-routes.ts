@@ -17,6 +17,7 @@ import { describe, field, isObject, optionalBool, tokenIdList, validating, type 
 import { chatBytes, promptTooLong } from './prompt-bound.js';
 import { chatTokens, completionTokens } from './prompt.js';
 import { modelList } from './shapes.js';
+import { resolveModel } from './adapter-model.js';
 import { validateChat } from './validate-chat.js';
 
 export interface ExtraContext extends GenerateContext {
@@ -46,15 +47,18 @@ export async function oneModel(
   const auth = ctx.auth.tenantOf(req.headers.authorization);
   if (auth.kind === 'refused') return sendProblem(res, auth.problem);
   const { backend } = ctx;
-  if (id !== backend.modelName)
-    return sendProblem(res, problem('model_not_found', `The model \`${id}\` does not exist.`, 'model'));
+  // The base model, or an adapter the caller may use by `<served>:<name>` or its name (vLLM's ids).
+  const choice = resolveModel(id, backend, auth.tenant);
+  if (choice.kind === 'bad') return sendProblem(res, choice.problem);
+  const adapters = choice.adapter === undefined ? [] : [choice.adapter.name];
   const list = modelList({
     id: backend.modelName,
     root: backend.root,
     maxModelLen: backend.contextLength,
     created: ctx.startedUnixSeconds,
+    adapters,
   }) as { data: object[] };
-  sendJson(res, 200, list.data[0]);
+  sendJson(res, 200, list.data[adapters.length]);
 }
 
 /** The body, and the caller's tenant (whose word cache /tokenize may use). */

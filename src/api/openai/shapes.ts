@@ -273,7 +273,7 @@ export function modelList(model: {
   readonly root: string;
   readonly maxModelLen: number;
   readonly created: number;
-  /** LoRA adapters the caller may use, listed as vLLM lists its LoRA modules: `<model>:<name>`, parent the base. */
+  /** LoRA adapters the caller may use, listed as vLLM lists its LoRA modules: id the adapter's name, parent the base. */
   readonly adapters?: readonly string[];
 }): object {
   const entry = (id: string, parent: string | null) => ({
@@ -287,6 +287,6 @@ export function modelList(model: {
   });
   return {
     object: 'list',
-    data: [entry(model.id, null), ...(model.adapters ?? []).map((name) => entry(`${model.id}:${name}`, model.id))],
+    data: [entry(model.id, null), ...(model.adapters ?? []).map((name) => entry(name, model.id))],
   };
 }

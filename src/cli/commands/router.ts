@@ -13,7 +13,10 @@ import type { Command } from 'commander';
 import { BatchStore } from '../../batch/index.js';
 import { createApiServer, pdMetrics, promptCodecOf, reasoningParserFor, routingMetrics } from '../../api/index.js';
 import { ConfigError, TextStream } from '../../core/index.js';
+import { loraFileDigest } from '../../engine/index.js';
 import { loadModelInfo } from '../../model/index.js';
+import { LoraRegistry } from '../../worker/index.js';
+import { LORA_HELP, parseLoraFlags, type LoraFlag } from '../config-lora.js';
 import { corsOption, grammarFor } from '../grammar-for.js';
 import { parseDnsTarget, PdRouter } from '../../router/index.js';
 import { ADMIN_KEY_HELP, parseAdminKey, withAdminKey, type AdminKeyFlags } from '../config-admin.js';
@@ -69,6 +72,7 @@ export function registerRouter(program: Command): void {
       "largest prompt + max_tokens per request (default: the model's); each worker re-checks its own",
     )
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant; requests without a valid key get 401')
+    .option('--lora <name=path>', `${LORA_HELP}; every worker needs the same --lora`, collect, [])
     .option('--admin-key <key>', ADMIN_KEY_HELP)
     .option('--cors-origin <origin>', 'answer browsers from this origin (CORS; * for any); default: no CORS headers')
     .option(
@@ -85,6 +89,7 @@ export function registerRouter(program: Command): void {
 }
 
 interface DnsFlags {
+  readonly lora?: readonly string[];
   readonly prefillDns: readonly string[];
   readonly decodeDns: readonly string[];
   readonly dnsInterval?: string;
@@ -121,6 +126,7 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
   if (faults.size > 0) log(`FAULT POINTS ARMED (tests only): ${faults.names().join(', ')}`);
   const apiKeys = flags.apiKeys === undefined ? undefined : await loadApiKeys(flags.apiKeys);
   const adminKey = parseAdminKey(flags, env);
+  const adapters = await routerAdapters(parseLoraFlags(flags.lora ?? []), (name) => router.adapterInUse(name), log);
 
   const display = progressDisplay(process.stderr);
   // The router never runs the model: config, tokenizer and chat template suffice.
@@ -142,6 +148,7 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
     timeouts,
     faults,
     adminKey,
+    ...(adapters === undefined ? {} : { adapters }),
     dns: { targets: dnsTargets, intervalMs: dnsIntervalMs },
     routing,
     log,
@@ -201,4 +208,29 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
   trace?.close();
   log('stopped');
   return 0;
+}
+
+/**
+ * The router's adapters: the names of --lora, each with the digest of its file (the router runs no
+ * model: it reads the file only to name it as the workers do), for the tenants it names.
+ */
+async function routerAdapters(
+  loras: readonly LoraFlag[],
+  inUse: (name: string) => number,
+  log: (line: string) => void,
+): Promise<LoraRegistry | undefined> {
+  if (loras.length === 0) return undefined;
+  const registry = new LoraRegistry(
+    { loadLora: (_name, path, scale) => loraFileDigest(path, scale), unloadLora: () => Promise.resolve() },
+    inUse,
+  );
+  for (const { name, path, tenants } of loras) {
+    const ref = await registry.load(name, path, 1, tenants).catch((error: unknown) => {
+      throw new ConfigError(`--lora ${name}: ${error instanceof Error ? error.message : String(error)}`);
+    });
+    log(
+      `LoRA adapter ${name} from ${path} (digest ${ref.digest})${tenants === null ? '' : ` for ${tenants.join(', ')}`}`,
+    );
+  }
+  return registry;
 }

@@ -33,11 +33,17 @@ import { planLines } from './plan.js';
 import { startEngine } from './start-engine.js';
 import { startPromptTokenizing } from '../tokenizer-threads.js';
 import { openKvDisk } from '../kv-disk.js';
+import type { LoraFlag } from '../config-lora.js';
 
 /** How long transfers in flight may finish after a stop request. */
 const DRAIN_MS = 5_000;
 
-export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey: string | null): Promise<number> {
+export async function servePd(
+  config: ServeConfig,
+  pd: PdWorkerConfig,
+  adminKey: string | null,
+  loras: readonly LoraFlag[] = [],
+): Promise<number> {
   const log = (line: string): void => void process.stderr.write(`tessera ${pd.role}: ${line}\n`);
   if (config.apiKeysFile !== null)
     throw new ConfigError('--api-keys belongs to the router (clients never talk to a prefill or decode worker)');
@@ -78,6 +84,7 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey:
     contextLength: plan.contextLength,
     pool: engine.pool,
     runner: engine.runner,
+    lora: engine.lora,
     sampler: new Sampler(model.config.vocabSize),
     eosTokenIds: model.config.eosTokenIds,
     maxRunningRequests: config.maxRunningRequests,
@@ -104,6 +111,12 @@ export async function servePd(config: ServeConfig, pd: PdWorkerConfig, adminKey:
     },
   };
   const worker = pd.role === 'prefill' ? await PrefillWorker.start(options) : await DecodeWorker.start(options);
+  // The router names each request's adapter with its digest; a worker refuses a name it lacks or
+  // a digest that is not its own. Tenants (@...) are the router's to enforce.
+  for (const { name, path } of loras) {
+    const ref = await worker.loras?.load(name, path, 1, null);
+    log(`LoRA adapter ${name} from ${path} (digest ${ref?.digest ?? '?'})`);
+  }
   // Clients never generate here, but /tokenize is served: one thread keeps it off the protocol's thread.
   const codec = promptCodecOf(model.tokenizer, model.chatTemplate);
   const tokenizing = await startPromptTokenizing(model, codec, config.faults, 1);

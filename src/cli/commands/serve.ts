@@ -21,7 +21,7 @@ import {
   type ReasoningParserName,
 } from '../../api/index.js';
 import { BatchStore } from '../../batch/index.js';
-import { ConfigError, PROMPT_LOGIT_ROWS } from '../../core/index.js';
+import { PROMPT_LOGIT_ROWS } from '../../core/index.js';
 import { Sampler } from '../../engine/index.js';
 import { DEFAULT_SPEC } from '../../scheduler/index.js';
 import { ColocatedWorker, tiersOf } from '../../worker/index.js';
@@ -140,14 +140,12 @@ export function registerServe(program: Command): void {
         const role = parseRole(flags);
         const config = parseServeConfig(flags, process.env);
         const loras = parseLoraFlags(flags.lora ?? []);
-        if (role !== 'colocated' && loras.length > 0)
-          throw new ConfigError('--lora is served co-located (`tessera serve` without --role) only, for now');
         const adminKey = parseAdminKey(flags, process.env);
         reasoningParserFor(flags.reasoningParser, ''); // an unknown name exits 2 before the model loads
         process.exitCode =
           role === 'colocated'
             ? await serve(config, adminKey, corsOption(flags), flags.reasoningParser, flags.batchDir, loras)
-            : await servePd(config, parsePdWorkerConfig(role, flags, process.env), adminKey);
+            : await servePd(config, parsePdWorkerConfig(role, flags, process.env), adminKey, loras);
       },
     );
 }

@@ -22,6 +22,8 @@ import {
   vocabularyMismatch,
 } from '../../model/index.js';
 import { ADMIN_KEY_ENV, ADMIN_KEY_HELP, parseAdminKey } from '../config-admin.js';
+import { LORA_HELP, parseLoraFlags } from '../config-lora.js';
+import { collect } from '../config-pd.js';
 import { tesseraHome } from '../config-env.js';
 import { parseCount } from '../config-values.js';
 import {
@@ -69,6 +71,7 @@ interface UpFlags {
   readonly kvDisk?: string;
   readonly kvDiskSize?: string;
   readonly batchDir?: string;
+  readonly lora?: readonly string[];
 }
 
 export function registerUp(program: Command): void {
@@ -115,6 +118,7 @@ export function registerUp(program: Command): void {
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant (checked by the router)')
     .option('--admin-key <key>', `${ADMIN_KEY_HELP}; given to every child through its environment`)
     .option('--batch-dir <dir>', "serve the Batch API (/v1/files, /v1/batches) on the router's disk, in DIR")
+    .option('--lora <name=path>', `${LORA_HELP}; loaded by every worker, named by the router`, collect, [])
     .action(async (flags: UpFlags) => {
       process.exitCode = await up(flags);
     });
@@ -133,6 +137,12 @@ async function up(flags: UpFlags): Promise<number> {
   parseKernelChoice(flags.kernels);
   if (flags.specMaxDraft !== undefined) parseCount(flags.specMaxDraft, '--spec-max-draft', 0, 16);
   const pins = parseCpuPins(flags.cpus);
+  const loras = parseLoraFlags(flags.lora ?? []); // refused here, before any child starts
+  const loraArgs = (withTenants: boolean): string[] =>
+    loras.flatMap(({ name, path, tenants }) => [
+      '--lora',
+      `${name}=${path}${withTenants && tenants !== null ? `@${tenants.join(',')}` : ''}`,
+    ]);
   const model = flags.model ?? DEFAULT_MODEL;
   const home = tesseraHome(process.env);
   if (isBuiltinSpec(model)) await resolveBuiltinModel(model, { cacheDir: home });
@@ -185,6 +195,7 @@ async function up(flags: UpFlags): Promise<number> {
       ...kvDisk,
       ...(role === 'decode' ? opt('--spec-max-draft', flags.specMaxDraft) : []),
       ...(role === 'decode' ? opt('--draft-model', flags.draftModel) : []),
+      ...loraArgs(false),
     ];
   };
 
@@ -281,6 +292,7 @@ async function up(flags: UpFlags): Promise<number> {
       ...opt('--context-length', flags.contextLength),
       ...opt('--api-keys', flags.apiKeys),
       ...opt('--batch-dir', flags.batchDir),
+      ...loraArgs(true),
       ...listening.flatMap((w) => [`--${w.role}`, w.url]),
     ];
     const router = startChild('router', routerArgs);
