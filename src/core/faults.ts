@@ -155,6 +155,12 @@ export const FAULT_NAMES = [
    * least 20 ms), not the shared one (1.5x, at least 10 ms): another tenant's newcomer waits out a longer step in flight.
    */
   'loose-shared-budget',
+  /**
+   * A tenant's waiting head that the step budget leaves no time for (a long prompt, at a smaller
+   * virtual token counter) stops every start in the step: another tenant's short prompt, which
+   * the budget does not split, waits steps behind it instead of riding this one.
+   */
+  'budget-closes-admission',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

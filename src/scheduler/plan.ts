@@ -91,6 +91,8 @@ export interface PlanContext {
   readonly crowdFirstTokenSteps?: boolean;
   /** Fault `loose-shared-budget`: while shared, steps keep the usual budget (maxSharedChunk's `loose`). */
   readonly looseSharedBudget?: boolean;
+  /** Fault `budget-closes-admission`: a tenant's head the step budget leaves no time for stops every start in the step. */
+  readonly budgetClosesAdmission?: boolean;
   /** Prompt-lookup speculation (spec-plan.ts): drafts for the step's decodes; none: off. */
   readonly speculation?: SpecOptions;
   /** A request taken off the queue starts prefilling with `table`: into `running`, the youngest. */
@@ -250,7 +252,11 @@ export function planStep(ctx: PlanContext): StepPlan {
     const n = tokensThatFit(ctx, table, want);
     if (n === 0) {
       ctx.pages.letGo(r, hit.tags);
-      admitting = false;
+      // No time left for this tenant's head: another tenant's head (a short prompt, which the
+      // step budget does not split) may still start; no pages: nobody's (fault
+      // `budget-closes-admission`, or first come first served: the step budget closes it too).
+      if (want === 0 && ctx.counters !== undefined && !ctx.budgetClosesAdmission) visited.add(r);
+      else admitting = false;
       continue;
     }
     if (ctx.counters === undefined) ctx.waiting.pop();
@@ -302,7 +308,7 @@ function next(ctx: PlanContext, visited: ReadonlySet<SchedRequest>, admissionOpe
   });
   if (admissionOpen) {
     ctx.waiting.heads().forEach((r, turn) => {
-      if (byTenant.has(r.tenant)) return;
+      if (byTenant.has(r.tenant) || visited.has(r)) return;
       const order = ctx.running.length + turn;
       byTenant.set(r.tenant, { kind: 'start', request: r, tenant: r.tenant, numTokensLeft: r.tokens.length, order });
     });

@@ -64,6 +64,14 @@ export interface StepBudgetOptions {
    * at position ~800 made m100 steps of ~80 ms beside decodes of ~30 ms, measured on bench:pd).
    */
   readonly minPrefillTokens?: number;
+  /**
+   * While tenants share the node (maxSharedChunk): the least prefill of a step's first chunk
+   * (default 4), the time of this many tokens at a prompt's start, at least one token. The
+   * shared budget's own floor: `minPrefillTokens`' 16 tokens took 12-15 ms on m100, longer than
+   * the 10 ms budget they were a floor of, so every shared step was as long as a lone tenant's
+   * (bench:fair: A's steps ~19 ms either way, B waiting out most of one).
+   */
+  readonly minSharedPrefillTokens?: number;
   /** Weight kept by older steps per new one (default 0.95: about the last 20 steps count). */
   readonly decay?: number;
   /** Prefill tokens beside decodes while the cost model has never fitted (default 32). */
@@ -219,6 +227,7 @@ export class StepBudget implements PrefillLimit {
       sharedFactor: options.sharedFactor ?? 1.5,
       minSharedMs: options.minSharedMs ?? 10,
       minPrefillTokens: options.minPrefillTokens ?? 16,
+      minSharedPrefillTokens: options.minSharedPrefillTokens ?? 4,
       decay: options.decay ?? 0.95,
       uncalibratedPrefillTokens: options.uncalibratedPrefillTokens ?? 32,
       shortPromptTokens: options.shortPromptTokens ?? 32,
@@ -228,7 +237,12 @@ export class StepBudget implements PrefillLimit {
     if (!(o.autoFactor >= 1)) throw new RangeError(`autoFactor must be at least 1, got ${o.autoFactor}`);
     if (!(o.sharedFactor >= 1)) throw new RangeError(`sharedFactor must be at least 1, got ${o.sharedFactor}`);
     if (!(o.minSharedMs > 0)) throw new RangeError(`minSharedMs must be positive, got ${o.minSharedMs}`);
-    for (const name of ['minPrefillTokens', 'uncalibratedPrefillTokens', 'shortPromptTokens'] as const) {
+    for (const name of [
+      'minPrefillTokens',
+      'minSharedPrefillTokens',
+      'uncalibratedPrefillTokens',
+      'shortPromptTokens',
+    ] as const) {
       if (!(Number.isInteger(o[name]) && o[name] >= 1)) {
         throw new RangeError(`${name} must be a positive integer, got ${o[name]}`);
       }
@@ -307,7 +321,7 @@ export class StepBudget implements PrefillLimit {
     const room = budget - predictMs(fit, step.numTokens, step.numPairs);
     const fits = maxTokensWithin(fit, startPos, room);
     if (prefillSoFar > 0) return fits;
-    const min = this.#o.minPrefillTokens;
+    const min = shared ? this.#o.minSharedPrefillTokens : this.#o.minPrefillTokens;
     const floorMs = fit.msPerToken * min + fit.msPerPair * itemPairs(0, min);
     return Math.max(fits, maxTokensWithin(fit, startPos, floorMs), 1);
   }
