@@ -29,10 +29,14 @@
 //      `split-short-prompts`: split like any other). A step that gives another tenant's short
 //      prompt its first token holds long prompts' chunks within that many tokens of prefill too,
 //      so that first token's step stays near its decodes' time (fault `crowded-first-token-step`:
-//      they fill the budget). A new request starts only while the running limit and the pages
-//      allow; it never preempts anything, none starts in a step
-//      that preempted (the victims would just take their pages back), and a chunk after a start
-//      takes what fits without preempting. Fairness changes only this order, never who may run.
+//      they fill the budget). A tenant's waiting head that the budget leaves no time for is
+//      passed over for this step, and the next tenant's head may still start (a short prompt
+//      takes its rest whole): measured on bench:fair, A's long head, first by its counter and out
+//      of time, held B's admitted 22-token chat back for up to 11 steps (fault
+//      `budget-closes-admission`: it stops every start, as pages running out do). A new request
+//      starts only while the running limit and the pages allow; it never preempts anything,
+//      none starts in a step that preempted (the victims would just take their pages back), and
+//      a chunk after a start takes what fits without preempting. Fairness changes only this order, never who may run.
 // When a running request cannot get even one page (after evicting unreferenced cached pages),
 // the most recently started running request is preempted: its pages go back (full stamped ones
 // into the prefix cache, where they are evictable, the rest freed), it goes to the front of its

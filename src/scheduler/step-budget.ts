@@ -44,7 +44,11 @@
 // (1.5) x the decodes' time, at least `minSharedMs` (10 ms), where a lone tenant's steps keep
 // twice it, at least 20 ms: on m100 (decode steps of ~5 ms) a lone tenant's prefill fills ~15 ms
 // of each ~20 ms step; beside another tenant ~5 ms of a ~10 ms one, a step in flight is half as
-// long to wait for. A lone tenant's steps are unchanged: the cost falls only on tenants sharing.
+// long to wait for. A shared step's first chunk has its own floor, `minSharedPrefillTokens` (4
+// tokens' time): the lone floor of 16 took 12-15 ms on m100 and overrode the 10 ms budget, so
+// shared steps were as long as a lone tenant's (bench:fair, traced: A's 12-token chunks at
+// positions 300-500, ~19 ms steps, either way). A lone tenant's steps are unchanged: the cost
+// falls only on tenants sharing.
 
 export interface StepBudgetOptions {
   /** A fixed budget per step with decodes (ms); undefined: `autoFactor` x the decodes' own time. */
