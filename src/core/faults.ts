@@ -152,7 +152,8 @@ export const FAULT_NAMES = [
   'batch-ignore-tenant',
   /**
    * While several tenants share a co-located node, its steps keep the usual step budget (twice their decodes' time, at
-   * least 20 ms), not the shared one (1.5x, at least 10 ms): another tenant's newcomer waits out a longer step in flight.
+   * least 20 ms, a first chunk of at least 16 tokens' time), not the shared one (1.5x, at least 10 ms, 4 tokens' time):
+   * another tenant's newcomer waits out a longer step in flight.
    */
   'loose-shared-budget',
   /**
