@@ -1,4 +1,4 @@
-// The shared step budget as the plan applies it (defences 56 and 58): a tenant's head the budget
+// The shared step budget as the plan applies it (defences 58 and 59): a tenant's head the budget
 // leaves no time for does not stop another tenant's short prompt from starting in the same step,
 // and a shared step's first chunk has the shared floor, not the lone tenant's 16 tokens.
 import { describe, expect, it } from 'vitest';
