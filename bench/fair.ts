@@ -11,8 +11,10 @@
 // before both rules); `split` and `unbounded`, one fault each; `crowded`, TESSERA_FAULT=crowded-
 // first-token-step (the step that gives B its first token fills with A's chunks to the step
 // budget); `loose`, TESSERA_FAULT=loose-shared-budget (steps keep the lone tenant's budget while
-// B shares the node: the default before defence 56); `fcfs`, TESSERA_FAULT=no-tenant-fairness
-// (first come first served). Default: fair, loose, before, fcfs.
+// B shares the node: the default before defence 58); `closes`, TESSERA_FAULT=budget-closes-
+// admission (A's long head, out of time in the step, stops B's start too: defence 59 off);
+// `fcfs`, TESSERA_FAULT=no-tenant-fairness (first come first served). Default: fair, loose,
+// before, fcfs.
 // A's throughput is measured twice per round: beside B (while B is measured) and alone (A's
 // flood for `--a-alone-ms`, 4000 by default, after B's window of shared steps has passed), so a
 // cost of the shared budget to A shows where it is paid and where it must not be.
@@ -21,7 +23,7 @@
 // A's flood within 2x of B's p99 alone.
 //
 //   node --import ./bench/lib/register-ts.mjs bench/fair.ts [--samples 40] [--flood 24] [--rounds 3]
-//        [--max-step-ms auto|off|MS] [--a-alone-ms 4000] [--only fair,loose,before,split,unbounded,crowded,fcfs]
+//        [--max-step-ms auto|off|MS] [--a-alone-ms 4000] [--only fair,loose,closes,before,split,unbounded,crowded,fcfs]
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { setMaxListeners } from 'node:events';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -302,10 +304,11 @@ async function aTokensSoFar(url: string): Promise<number> {
   return Number(line?.split(' ')[1] ?? 0);
 }
 
-type Mode = 'fair' | 'loose' | 'before' | 'split' | 'unbounded' | 'crowded' | 'fcfs';
+type Mode = 'fair' | 'loose' | 'closes' | 'before' | 'split' | 'unbounded' | 'crowded' | 'fcfs';
 const MODES: Record<Mode, { readonly name: string; readonly fault: string | undefined }> = {
   fair: { name: 'fair (as it is)', fault: undefined },
   loose: { name: 'fair, loose-shared-budget', fault: 'loose-shared-budget' },
+  closes: { name: 'fair, budget-closes-admission', fault: 'budget-closes-admission' },
   before: { name: 'fair, both faults (before)', fault: 'split-short-prompts,unbounded-shared-steps' },
   split: { name: 'fair, split-short-prompts', fault: 'split-short-prompts' },
   unbounded: { name: 'fair, unbounded-shared-steps', fault: 'unbounded-shared-steps' },
@@ -332,7 +335,7 @@ async function main(): Promise<void> {
       `per scheduler; --max-step-ms ${MAX_STEP_MS ?? 'auto'}; ${cpus().length} CPUs, load average ${load()}`,
   );
   console.log(
-    'scheduler                    round   B alone p50/p99 ms   B beside A p50/p99 ms   p50 ratio  p99 ratio   A tok/s beside B / alone',
+    'scheduler                      round   B alone p50/p99 ms   B beside A p50/p99 ms   p50 ratio  p99 ratio   A tok/s beside B / alone',
   );
   const details: string[] = [];
   // Every server is up at once (idle ones cost nothing) and the rounds take turns between them,
@@ -357,7 +360,7 @@ async function main(): Promise<void> {
         percentile(flood.ttfts, 99),
       ];
       console.log(
-        `${MODES[mode].name.padEnd(28)} ${n.padStart(5)}   ${f(a50)} / ${f(a99)}        ${f(b50)} / ${f(b99)}        ` +
+        `${MODES[mode].name.padEnd(30)} ${n.padStart(5)}   ${f(a50)} / ${f(a99)}        ${f(b50)} / ${f(b99)}        ` +
           `${(b50 / a50).toFixed(2).padStart(6)}x   ${(b99 / a99).toFixed(2).padStart(6)}x` +
           (n === 'all'
             ? `   ${(r.aTokens / (r.aMs / 1000)).toFixed(0).padStart(6)} / ${(r.aAloneTokens / (r.aAloneMs / 1000)).toFixed(0)}`

@@ -159,9 +159,16 @@ export const FAULT_NAMES = [
   'keep-draft-model-stamps',
   /**
    * While several tenants share a co-located node, its steps keep the usual step budget (twice their decodes' time, at
-   * least 20 ms), not the shared one (1.5x, at least 10 ms): another tenant's newcomer waits out a longer step in flight.
+   * least 20 ms, a first chunk of at least 16 tokens' time), not the shared one (1.5x, at least 10 ms, 4 tokens' time):
+   * another tenant's newcomer waits out a longer step in flight.
    */
   'loose-shared-budget',
+  /**
+   * A tenant's waiting head that the step budget leaves no time for (a long prompt, at a smaller
+   * virtual token counter) stops every start in the step: another tenant's short prompt, which
+   * the budget does not split, waits steps behind it instead of riding this one.
+   */
+  'budget-closes-admission',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

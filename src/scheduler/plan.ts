@@ -29,10 +29,14 @@
 //      `split-short-prompts`: split like any other). A step that gives another tenant's short
 //      prompt its first token holds long prompts' chunks within that many tokens of prefill too,
 //      so that first token's step stays near its decodes' time (fault `crowded-first-token-step`:
-//      they fill the budget). A new request starts only while the running limit and the pages
-//      allow; it never preempts anything, none starts in a step
-//      that preempted (the victims would just take their pages back), and a chunk after a start
-//      takes what fits without preempting. Fairness changes only this order, never who may run.
+//      they fill the budget). A tenant's waiting head that the budget leaves no time for is
+//      passed over for this step, and the next tenant's head may still start (a short prompt
+//      takes its rest whole): measured on bench:fair, A's long head, first by its counter and out
+//      of time, held B's admitted 22-token chat back for up to 11 steps (fault
+//      `budget-closes-admission`: it stops every start, as pages running out do). A new request
+//      starts only while the running limit and the pages allow; it never preempts anything,
+//      none starts in a step that preempted (the victims would just take their pages back), and
+//      a chunk after a start takes what fits without preempting. Fairness changes only this order, never who may run.
 // When a running request cannot get even one page (after evicting unreferenced cached pages),
 // the most recently started running request is preempted: its pages go back (full stamped ones
 // into the prefix cache, where they are evictable, the rest freed), it goes to the front of its
@@ -91,6 +95,8 @@ export interface PlanContext {
   readonly crowdFirstTokenSteps?: boolean;
   /** Fault `loose-shared-budget`: while shared, steps keep the usual budget (maxSharedChunk's `loose`). */
   readonly looseSharedBudget?: boolean;
+  /** Fault `budget-closes-admission`: a tenant's head the step budget leaves no time for stops every start in the step. */
+  readonly budgetClosesAdmission?: boolean;
   /** Prompt-lookup speculation (spec-plan.ts): drafts for the step's decodes; none: off. */
   readonly speculation?: SpecOptions;
   /** A request taken off the queue starts prefilling with `table`: into `running`, the youngest. */
@@ -250,7 +256,11 @@ export function planStep(ctx: PlanContext): StepPlan {
     const n = tokensThatFit(ctx, table, want);
     if (n === 0) {
       ctx.pages.letGo(r, hit.tags);
-      admitting = false;
+      // No time left for this tenant's head: another tenant's head (a short prompt, which the
+      // step budget does not split) may still start; no pages: nobody's (fault
+      // `budget-closes-admission`, or first come first served: the step budget closes it too).
+      if (want === 0 && ctx.counters !== undefined && !ctx.budgetClosesAdmission) visited.add(r);
+      else admitting = false;
       continue;
     }
     if (ctx.counters === undefined) ctx.waiting.pop();
@@ -302,7 +312,7 @@ function next(ctx: PlanContext, visited: ReadonlySet<SchedRequest>, admissionOpe
   });
   if (admissionOpen) {
     ctx.waiting.heads().forEach((r, turn) => {
-      if (byTenant.has(r.tenant)) return;
+      if (byTenant.has(r.tenant) || visited.has(r)) return;
       const order = ctx.running.length + turn;
       byTenant.set(r.tenant, { kind: 'start', request: r, tenant: r.tenant, numTokensLeft: r.tokens.length, order });
     });

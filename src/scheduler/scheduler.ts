@@ -283,6 +283,7 @@ export class Scheduler {
       shared: this.#shared(),
       crowdFirstTokenSteps: this.#options.faults.has('crowded-first-token-step'),
       looseSharedBudget: this.#options.faults.has('loose-shared-budget'),
+      budgetClosesAdmission: this.#options.faults.has('budget-closes-admission'),
       ...(this.#options.speculation === undefined || this.#options.speculation.maxDraft === 0
         ? {}
         : { speculation: this.#options.speculation }),

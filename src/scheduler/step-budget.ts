@@ -44,7 +44,11 @@
 // (1.5) x the decodes' time, at least `minSharedMs` (10 ms), where a lone tenant's steps keep
 // twice it, at least 20 ms: on m100 (decode steps of ~5 ms) a lone tenant's prefill fills ~15 ms
 // of each ~20 ms step; beside another tenant ~5 ms of a ~10 ms one, a step in flight is half as
-// long to wait for. A lone tenant's steps are unchanged: the cost falls only on tenants sharing.
+// long to wait for. A shared step's first chunk has its own floor, `minSharedPrefillTokens` (4
+// tokens' time): the lone floor of 16 took 12-15 ms on m100 and overrode the 10 ms budget, so
+// shared steps were as long as a lone tenant's (bench:fair, traced: A's 12-token chunks at
+// positions 300-500, ~19 ms steps, either way). A lone tenant's steps are unchanged: the cost
+// falls only on tenants sharing.
 
 export interface StepBudgetOptions {
   /** A fixed budget per step with decodes (ms); undefined: `autoFactor` x the decodes' own time. */
@@ -64,6 +68,14 @@ export interface StepBudgetOptions {
    * at position ~800 made m100 steps of ~80 ms beside decodes of ~30 ms, measured on bench:pd).
    */
   readonly minPrefillTokens?: number;
+  /**
+   * While tenants share the node (maxSharedChunk): the least prefill of a step's first chunk
+   * (default 4), the time of this many tokens at a prompt's start, at least one token. The
+   * shared budget's own floor: `minPrefillTokens`' 16 tokens took 12-15 ms on m100, longer than
+   * the 10 ms budget they were a floor of, so every shared step was as long as a lone tenant's
+   * (bench:fair: A's steps ~19 ms either way, B waiting out most of one).
+   */
+  readonly minSharedPrefillTokens?: number;
   /** Weight kept by older steps per new one (default 0.95: about the last 20 steps count). */
   readonly decay?: number;
   /** Prefill tokens beside decodes while the cost model has never fitted (default 32). */
@@ -219,6 +231,7 @@ export class StepBudget implements PrefillLimit {
       sharedFactor: options.sharedFactor ?? 1.5,
       minSharedMs: options.minSharedMs ?? 10,
       minPrefillTokens: options.minPrefillTokens ?? 16,
+      minSharedPrefillTokens: options.minSharedPrefillTokens ?? 4,
       decay: options.decay ?? 0.95,
       uncalibratedPrefillTokens: options.uncalibratedPrefillTokens ?? 32,
       shortPromptTokens: options.shortPromptTokens ?? 32,
@@ -228,7 +241,12 @@ export class StepBudget implements PrefillLimit {
     if (!(o.autoFactor >= 1)) throw new RangeError(`autoFactor must be at least 1, got ${o.autoFactor}`);
     if (!(o.sharedFactor >= 1)) throw new RangeError(`sharedFactor must be at least 1, got ${o.sharedFactor}`);
     if (!(o.minSharedMs > 0)) throw new RangeError(`minSharedMs must be positive, got ${o.minSharedMs}`);
-    for (const name of ['minPrefillTokens', 'uncalibratedPrefillTokens', 'shortPromptTokens'] as const) {
+    for (const name of [
+      'minPrefillTokens',
+      'minSharedPrefillTokens',
+      'uncalibratedPrefillTokens',
+      'shortPromptTokens',
+    ] as const) {
       if (!(Number.isInteger(o[name]) && o[name] >= 1)) {
         throw new RangeError(`${name} must be a positive integer, got ${o[name]}`);
       }
@@ -307,7 +325,7 @@ export class StepBudget implements PrefillLimit {
     const room = budget - predictMs(fit, step.numTokens, step.numPairs);
     const fits = maxTokensWithin(fit, startPos, room);
     if (prefillSoFar > 0) return fits;
-    const min = this.#o.minPrefillTokens;
+    const min = shared ? this.#o.minSharedPrefillTokens : this.#o.minPrefillTokens;
     const floorMs = fit.msPerToken * min + fit.msPerPair * itemPairs(0, min);
     return Math.max(fits, maxTokensWithin(fit, startPos, floorMs), 1);
   }
