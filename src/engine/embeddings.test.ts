@@ -3,36 +3,16 @@
 // the last token: the lm_head applied to it gives exactly the logits a plain run gives there.
 import { afterEach, describe, expect, it } from 'vitest';
 import { asRequestId, DEFAULT_TENANT, NO_FAULTS, samplingParams, type GenerateEvent } from '../core/index.js';
-import { createRefDense, createRefOps } from '../kernels/index.js';
-import { ModelRunner } from './runner.js';
-import { prepareWeights } from './weights-prepared.js';
-import { PRESET_CONFIGS, randomModel } from '../gen/index.js';
+import { randomModel } from '../gen/index.js';
+import { REF_CONFIG } from '../gen/testing/ref-config.js';
+import { refRunner } from './testing/ref-runner.js';
 import { Sampler } from './sampler.js';
-import { type ModelConfig } from '../formats/index.js';
-import { PagePool } from '../pages/index.js';
 import { ColocatedWorker } from '../worker/index.js';
 
-const CONFIG: ModelConfig = {
-  ...PRESET_CONFIGS.tiny,
-  vocabSize: 96,
-  hiddenSize: 32,
-  intermediateSize: 64,
-  numLayers: 2,
-  numHeads: 4,
-  numKvHeads: 2,
-  headDim: 8,
-};
 const PROMPT = [5, 17, 42, 8, 8, 63, 21, 90, 3, 44, 12, 7, 70];
 
-async function engine() {
-  const { tensors } = randomModel(CONFIG, 5);
-  const dense = createRefDense();
-  const ops = createRefOps();
-  const weights = await prepareWeights(CONFIG, tensors, dense, ops);
-  const geometry = { numLayers: CONFIG.numLayers, numKvHeads: CONFIG.numKvHeads, headDim: CONFIG.headDim };
-  const pool = PagePool.create({ numPages: 32, pageSize: 4, ...geometry, dtype: 'f32' }, NO_FAULTS);
-  const runner = new ModelRunner({ config: CONFIG, weights, dense, ops, pool, maxStepTokens: 32, maxStepLogits: 4 });
-  return { pool, runner, dense, weights };
+function engine() {
+  return refRunner(randomModel(REF_CONFIG, 5), { numPages: 32 });
 }
 
 let workers: ColocatedWorker[] = [];
@@ -64,7 +44,7 @@ describe('embedding requests', () => {
       contextLength: 64,
       pool,
       runner,
-      sampler: new Sampler(CONFIG.vocabSize),
+      sampler: new Sampler(REF_CONFIG.vocabSize),
       tokenizer: { createDetokenizer: () => ({ push: (id: number) => `<${id}>`, flush: () => '' }) },
       eosTokenIds: [],
       maxRunningRequests: 4,
@@ -78,7 +58,7 @@ describe('embedding requests', () => {
     expect(embedded.map((e) => e.type)).toEqual(['finished']); // nothing sampled
     const end = embedded[0];
     if (end?.type !== 'finished' || end.embedding === undefined) throw new Error('no embedding');
-    expect(end.embedding).toHaveLength(CONFIG.hiddenSize);
+    expect(end.embedding).toHaveLength(REF_CONFIG.hiddenSize);
     expect(end.usage).toMatchObject({ promptTokens: PROMPT.length, completionTokens: 0 });
     expect(generated.at(-1)?.type).toBe('finished');
     expect(pool.ledger.counts().allocated).toBe(0);
@@ -92,7 +72,7 @@ describe('embedding requests', () => {
       { ...owner, tags: pages.tags, tokens: PROMPT, startPos: 0, wantLogits: true },
     ]);
     if (out?.kind !== 'logits') throw new Error('no logits');
-    const logits = await dense.matmul(weights.lmHead, end.embedding, 1, new Float32Array(CONFIG.vocabSize));
+    const logits = await dense.matmul(weights.lmHead, end.embedding, 1, new Float32Array(REF_CONFIG.vocabSize));
     expect(Array.from(logits)).toEqual(Array.from(out.logits));
 
     // Again, now from the prefix cache: the same state.
