@@ -24,6 +24,21 @@ import {
   type Harness,
 } from './testing/harness.js';
 
+/** A KvChunk with a 6 MiB payload of a known pattern. */
+function bigChunk(): Extract<Message, { type: 'KvChunk' }> {
+  return {
+    type: 'KvChunk',
+    rid,
+    seq: 0,
+    tag: { page: asPageId(1), epoch: asEpoch(2) },
+    firstSlot: 0,
+    numSlots: 4,
+    kvDtype: 'f32',
+    checksum: '0123456789abcdef',
+    payload: new Uint8Array(6 * 1024 * 1024).map((_, i) => (i * 7) & 0xff),
+  };
+}
+
 describe.each([
   ['memory', memoryHarness],
   ['tcp', tcpHarness],
@@ -57,18 +72,8 @@ describe.each([
     h = makeHarness();
     const decode = await h.node({ dial: false });
     const prefill = await h.node({ dial: true });
-    const payload = new Uint8Array(6 * 1024 * 1024).map((_, i) => (i * 7) & 0xff);
-    const chunk: Message = {
-      type: 'KvChunk',
-      rid,
-      seq: 0,
-      tag: { page: asPageId(1), epoch: asEpoch(2) },
-      firstSlot: 0,
-      numSlots: 4,
-      kvDtype: 'f32',
-      checksum: '0123456789abcdef',
-      payload,
-    };
+    const chunk = bigChunk();
+    const { payload } = chunk;
     prefill.transport.send(decode.transport.nodeId, chunk);
     await prefill.transport.whenDrained(decode.transport.nodeId);
     await decode.recorder.until(() => decode.recorder.messages.length === 1, 'the chunk');
@@ -81,18 +86,8 @@ describe.each([
     h = makeHarness();
     const decode = await h.node({ dial: false, streamed: true });
     const prefill = await h.node({ dial: true });
-    const payload = new Uint8Array(6 * 1024 * 1024).map((_, i) => (i * 7) & 0xff);
-    const chunk: Message = {
-      type: 'KvChunk',
-      rid,
-      seq: 0,
-      tag: { page: asPageId(1), epoch: asEpoch(2) },
-      firstSlot: 0,
-      numSlots: 4,
-      kvDtype: 'f32',
-      checksum: '0123456789abcdef',
-      payload,
-    };
+    const chunk = bigChunk();
+    const { payload } = chunk;
     prefill.transport.send(decode.transport.nodeId, ack(0));
     prefill.transport.send(decode.transport.nodeId, chunk);
     prefill.transport.send(decode.transport.nodeId, ack(1));
