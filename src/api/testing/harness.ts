@@ -104,3 +104,9 @@ export function sseEventData(text: string): unknown[] {
       return JSON.parse(data.slice('data: '.length)) as unknown;
     });
 }
+
+/** The value of one series (name and labels, as printed) in a Prometheus text exposition; undefined when absent. */
+export function seriesValue(text: string, series: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
