@@ -2,12 +2,12 @@
 // (chunked), no token sampled, pages back after; the hidden state is the final-normed state of
 // the last token: the lm_head applied to it gives exactly the logits a plain run gives there.
 import { afterEach, describe, expect, it } from 'vitest';
-import { asRequestId, DEFAULT_TENANT, NO_FAULTS, samplingParams, type GenerateEvent } from '../core/index.js';
+import { asRequestId, DEFAULT_TENANT, samplingParams, type GenerateEvent } from '../core/index.js';
 import { randomModel } from '../gen/index.js';
 import { REF_CONFIG } from '../gen/testing/ref-config.js';
 import { refRunner } from './testing/ref-runner.js';
-import { Sampler } from './sampler.js';
 import { ColocatedWorker } from '../worker/index.js';
+import { idWorker } from '../worker/testing/id-worker.js';
 
 const PROMPT = [5, 17, 42, 8, 8, 63, 21, 90, 3, 44, 12, 7, 70];
 
@@ -38,21 +38,7 @@ async function run(w: ColocatedWorker, prompt: readonly number[], embed: boolean
 describe('embedding requests', () => {
   it("finish after the prompt with its last token's final hidden state, beside a generation; pages back", async () => {
     const { pool, runner, dense, weights } = await engine();
-    const w = new ColocatedWorker({
-      modelName: 'tiny',
-      root: 'tiny',
-      contextLength: 64,
-      pool,
-      runner,
-      sampler: new Sampler(REF_CONFIG.vocabSize),
-      tokenizer: { createDetokenizer: () => ({ push: (id: number) => `<${id}>`, flush: () => '' }) },
-      eosTokenIds: [],
-      maxRunningRequests: 4,
-      chunkedPrefillSize: 8,
-      maxWaiting: 16,
-      faults: NO_FAULTS,
-      checkEveryStep: true,
-    });
+    const w = idWorker({ pool, runner, vocabSize: REF_CONFIG.vocabSize });
     workers.push(w);
     const [embedded, generated] = await Promise.all([run(w, PROMPT, true), run(w, PROMPT.slice(0, 6), false)]);
     expect(embedded.map((e) => e.type)).toEqual(['finished']); // nothing sampled

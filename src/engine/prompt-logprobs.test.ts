@@ -18,6 +18,7 @@ import { REF_CONFIG } from '../gen/testing/ref-config.js';
 import { refRunner } from './testing/ref-runner.js';
 import { Sampler } from './sampler.js';
 import { ColocatedWorker } from '../worker/index.js';
+import { idWorker } from '../worker/testing/id-worker.js';
 
 const PROMPT = [5, 17, 42, 8, 8, 63, 21, 90, 3, 44, 12, 7, 70];
 const MAX_RUNNING = 4;
@@ -63,22 +64,10 @@ afterEach(async () => {
 
 async function worker(promptLogitRows: number, faults: FaultSet = NO_FAULTS) {
   const { pool, runner } = await engine(MAX_RUNNING + promptLogitRows, faults);
-  const w = new ColocatedWorker({
-    modelName: 'tiny',
-    root: 'tiny',
-    contextLength: 64,
-    pool,
-    runner,
-    sampler: new Sampler(REF_CONFIG.vocabSize),
-    tokenizer: { createDetokenizer: () => ({ push: (id: number) => `<${id}>`, flush: () => '' }) },
-    eosTokenIds: [],
-    maxRunningRequests: MAX_RUNNING,
-    chunkedPrefillSize: 8,
-    promptLogitRows,
-    maxWaiting: 16,
-    faults,
-    checkEveryStep: true,
-  });
+  const w = idWorker(
+    { pool, runner, vocabSize: REF_CONFIG.vocabSize },
+    { maxRunningRequests: MAX_RUNNING, promptLogitRows, faults },
+  );
   workers.push(w);
   return { w, pool };
 }
