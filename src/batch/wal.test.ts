@@ -6,7 +6,7 @@ import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { BatchStore } from './store.js';
+import { BatchStore, type BatchState, type FileMeta } from './store.js';
 import { Wal, WalCorruptError } from './wal.js';
 
 const dirs: string[] = [];
@@ -18,6 +18,25 @@ const fresh = (): string => {
 afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
+
+const LINES = ['a', 'b', 'c']
+  .map((id) => JSON.stringify({ custom_id: id, method: 'POST', url: '/v1/completions', body: { prompt: id } }))
+  .join('\n');
+
+/** An uploaded LINES file of `tenant`'s and a 24 h batch of /v1/completions made from it, at `now`. */
+function fileAndBatch(store: BatchStore, tenant: string, now: number): { file: FileMeta; batch: BatchState } {
+  const file = store.putFile(tenant, 'in.jsonl', 'batch', Buffer.from(LINES), now);
+  const meta = {
+    tenant,
+    endpoint: '/v1/completions',
+    inputFileId: file.id,
+    completionWindow: '24h',
+    createdAt: now,
+    expiresAt: now + 86400,
+    metadata: null,
+  } as const;
+  return { file, batch: store.createBatch(meta, file, now) };
+}
 
 describe('Wal', () => {
   it('replays what was appended, drops a torn last line and appends after it cleanly', () => {
@@ -47,25 +66,11 @@ describe('Wal', () => {
   });
 });
 
-const LINES = ['a', 'b', 'c']
-  .map((id) => JSON.stringify({ custom_id: id, method: 'POST', url: '/v1/completions', body: { prompt: id } }))
-  .join('\n');
-
 describe('BatchStore', () => {
   it('replays files, batches and answers; the first answer of a line wins; tenants see only their own', () => {
     const dir = fresh();
     const store = new BatchStore(dir);
-    const file = store.putFile('alice', 'in.jsonl', 'batch', Buffer.from(LINES), 100);
-    const meta = {
-      tenant: 'alice',
-      endpoint: '/v1/completions',
-      inputFileId: file.id,
-      completionWindow: '24h',
-      createdAt: 100,
-      expiresAt: 100 + 86400,
-      metadata: null,
-    };
-    const batch = store.createBatch(meta, file, 100);
+    const { file, batch } = fileAndBatch(store, 'alice', 100);
     expect(batch.lines.map((l) => l.customId)).toEqual(['a', 'b', 'c']);
     expect(store.answer(batch, { index: 1, ok: true, record: { first: true } })).toBe(true);
     expect(store.answer(batch, { index: 1, ok: true, record: { first: false } })).toBe(false);
@@ -87,20 +92,7 @@ describe('BatchStore', () => {
   it('answersInMemory (the batch-answers-in-memory fault) loses the answers at a reopen', () => {
     const dir = fresh();
     const store = new BatchStore(dir, { answersInMemory: true });
-    const file = store.putFile('t', 'in.jsonl', 'batch', Buffer.from(LINES), 1);
-    const batch = store.createBatch(
-      {
-        tenant: 't',
-        endpoint: '/v1/completions',
-        inputFileId: file.id,
-        completionWindow: '24h',
-        createdAt: 1,
-        expiresAt: 2,
-        metadata: null,
-      },
-      file,
-      1,
-    );
+    const { batch } = fileAndBatch(store, 't', 1);
     store.answer(batch, { index: 0, ok: true, record: {} });
     store.close();
     expect(new BatchStore(dir).batch('t', batch.id)?.results.size).toBe(0);
@@ -109,20 +101,7 @@ describe('BatchStore', () => {
   it('negative control: with ignoreTenant (the batch-ignore-tenant fault) another tenant reads the file and the batch', () => {
     const dir = fresh();
     const store = new BatchStore(dir, { ignoreTenant: true });
-    const file = store.putFile('alice', 'in.jsonl', 'batch', Buffer.from(LINES), 1);
-    const batch = store.createBatch(
-      {
-        tenant: 'alice',
-        endpoint: '/v1/completions',
-        inputFileId: file.id,
-        completionWindow: '24h',
-        createdAt: 1,
-        expiresAt: 2,
-        metadata: null,
-      },
-      file,
-      1,
-    );
+    const { file, batch } = fileAndBatch(store, 'alice', 1);
     expect(store.file('bob', file.id)).toBeDefined();
     expect(store.batch('bob', batch.id)).toBeDefined();
     store.close();

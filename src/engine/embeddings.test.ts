@@ -2,37 +2,17 @@
 // (chunked), no token sampled, pages back after; the hidden state is the final-normed state of
 // the last token: the lm_head applied to it gives exactly the logits a plain run gives there.
 import { afterEach, describe, expect, it } from 'vitest';
-import { asRequestId, DEFAULT_TENANT, NO_FAULTS, samplingParams, type GenerateEvent } from '../core/index.js';
-import { createRefDense, createRefOps } from '../kernels/index.js';
-import { ModelRunner } from './runner.js';
-import { prepareWeights } from './weights-prepared.js';
-import { PRESET_CONFIGS, randomModel } from '../gen/index.js';
-import { Sampler } from './sampler.js';
-import { type ModelConfig } from '../formats/index.js';
-import { PagePool } from '../pages/index.js';
+import { asRequestId, DEFAULT_TENANT, samplingParams, type GenerateEvent } from '../core/index.js';
+import { randomModel } from '../gen/index.js';
+import { REF_CONFIG } from '../gen/testing/ref-config.js';
+import { refRunner } from './testing/ref-runner.js';
 import { ColocatedWorker } from '../worker/index.js';
+import { idWorker } from '../worker/testing/id-worker.js';
 
-const CONFIG: ModelConfig = {
-  ...PRESET_CONFIGS.tiny,
-  vocabSize: 96,
-  hiddenSize: 32,
-  intermediateSize: 64,
-  numLayers: 2,
-  numHeads: 4,
-  numKvHeads: 2,
-  headDim: 8,
-};
 const PROMPT = [5, 17, 42, 8, 8, 63, 21, 90, 3, 44, 12, 7, 70];
 
-async function engine() {
-  const { tensors } = randomModel(CONFIG, 5);
-  const dense = createRefDense();
-  const ops = createRefOps();
-  const weights = await prepareWeights(CONFIG, tensors, dense, ops);
-  const geometry = { numLayers: CONFIG.numLayers, numKvHeads: CONFIG.numKvHeads, headDim: CONFIG.headDim };
-  const pool = PagePool.create({ numPages: 32, pageSize: 4, ...geometry, dtype: 'f32' }, NO_FAULTS);
-  const runner = new ModelRunner({ config: CONFIG, weights, dense, ops, pool, maxStepTokens: 32, maxStepLogits: 4 });
-  return { pool, runner, dense, weights };
+function engine() {
+  return refRunner(randomModel(REF_CONFIG, 5), { numPages: 32 });
 }
 
 let workers: ColocatedWorker[] = [];
@@ -58,27 +38,13 @@ async function run(w: ColocatedWorker, prompt: readonly number[], embed: boolean
 describe('embedding requests', () => {
   it("finish after the prompt with its last token's final hidden state, beside a generation; pages back", async () => {
     const { pool, runner, dense, weights } = await engine();
-    const w = new ColocatedWorker({
-      modelName: 'tiny',
-      root: 'tiny',
-      contextLength: 64,
-      pool,
-      runner,
-      sampler: new Sampler(CONFIG.vocabSize),
-      tokenizer: { createDetokenizer: () => ({ push: (id: number) => `<${id}>`, flush: () => '' }) },
-      eosTokenIds: [],
-      maxRunningRequests: 4,
-      chunkedPrefillSize: 8,
-      maxWaiting: 16,
-      faults: NO_FAULTS,
-      checkEveryStep: true,
-    });
+    const w = idWorker({ pool, runner, vocabSize: REF_CONFIG.vocabSize });
     workers.push(w);
     const [embedded, generated] = await Promise.all([run(w, PROMPT, true), run(w, PROMPT.slice(0, 6), false)]);
     expect(embedded.map((e) => e.type)).toEqual(['finished']); // nothing sampled
     const end = embedded[0];
     if (end?.type !== 'finished' || end.embedding === undefined) throw new Error('no embedding');
-    expect(end.embedding).toHaveLength(CONFIG.hiddenSize);
+    expect(end.embedding).toHaveLength(REF_CONFIG.hiddenSize);
     expect(end.usage).toMatchObject({ promptTokens: PROMPT.length, completionTokens: 0 });
     expect(generated.at(-1)?.type).toBe('finished');
     expect(pool.ledger.counts().allocated).toBe(0);
@@ -92,7 +58,7 @@ describe('embedding requests', () => {
       { ...owner, tags: pages.tags, tokens: PROMPT, startPos: 0, wantLogits: true },
     ]);
     if (out?.kind !== 'logits') throw new Error('no logits');
-    const logits = await dense.matmul(weights.lmHead, end.embedding, 1, new Float32Array(CONFIG.vocabSize));
+    const logits = await dense.matmul(weights.lmHead, end.embedding, 1, new Float32Array(REF_CONFIG.vocabSize));
     expect(Array.from(logits)).toEqual(Array.from(out.logits));
 
     // Again, now from the prefix cache: the same state.

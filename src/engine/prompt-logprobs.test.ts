@@ -13,39 +13,18 @@ import {
   type SamplingParams,
   type TokenLogprob,
 } from '../core/index.js';
-import { createRefDense, createRefOps } from '../kernels/index.js';
-import { ModelRunner } from './runner.js';
-import { prepareWeights } from './weights-prepared.js';
-import { PRESET_CONFIGS, randomModel } from '../gen/index.js';
+import { randomModel } from '../gen/index.js';
+import { REF_CONFIG } from '../gen/testing/ref-config.js';
+import { refRunner } from './testing/ref-runner.js';
 import { Sampler } from './sampler.js';
-import { type ModelConfig } from '../formats/index.js';
-import { PagePool } from '../pages/index.js';
 import { ColocatedWorker } from '../worker/index.js';
+import { idWorker } from '../worker/testing/id-worker.js';
 
-const CONFIG: ModelConfig = {
-  ...PRESET_CONFIGS.tiny,
-  vocabSize: 96,
-  hiddenSize: 32,
-  intermediateSize: 64,
-  numLayers: 2,
-  numHeads: 4,
-  numKvHeads: 2,
-  headDim: 8,
-};
 const PROMPT = [5, 17, 42, 8, 8, 63, 21, 90, 3, 44, 12, 7, 70];
 const MAX_RUNNING = 4;
 
-async function engine(maxStepLogits: number, faults: FaultSet = NO_FAULTS) {
-  const { tensors } = randomModel(CONFIG, 5);
-  const dense = createRefDense();
-  const ops = createRefOps();
-  const weights = await prepareWeights(CONFIG, tensors, dense, ops);
-  const geometry = { numLayers: CONFIG.numLayers, numKvHeads: CONFIG.numKvHeads, headDim: CONFIG.headDim };
-  const pool = PagePool.create({ numPages: 32, pageSize: 4, ...geometry, dtype: 'f32' }, faults);
-  return {
-    pool,
-    runner: new ModelRunner({ config: CONFIG, weights, dense, ops, pool, maxStepTokens: 32, maxStepLogits }),
-  };
+function engine(maxStepLogits: number, faults: FaultSet = NO_FAULTS) {
+  return refRunner(randomModel(REF_CONFIG, 5), { numPages: 32, faults, maxStepLogits });
 }
 
 /** The reference: the whole prompt in one step, a logits row per token, log-softmax by the same sampler. */
@@ -58,8 +37,8 @@ async function teacherForced(prompt: readonly number[], topN: number): Promise<(
     { ...owner, tags: pages.tags, tokens: [...prompt], startPos: 0, wantLogits: true, logitCount: prompt.length },
   ]);
   if (out?.kind !== 'logits') throw new Error('no logits');
-  const sampler = new Sampler(CONFIG.vocabSize);
-  const V = CONFIG.vocabSize;
+  const sampler = new Sampler(REF_CONFIG.vocabSize);
+  const V = REF_CONFIG.vocabSize;
   return prompt.map((token, p) =>
     p === 0 ? null : sampler.logprobsOf(out.logits.slice((p - 1) * V, p * V), token, topN),
   );
@@ -85,22 +64,10 @@ afterEach(async () => {
 
 async function worker(promptLogitRows: number, faults: FaultSet = NO_FAULTS) {
   const { pool, runner } = await engine(MAX_RUNNING + promptLogitRows, faults);
-  const w = new ColocatedWorker({
-    modelName: 'tiny',
-    root: 'tiny',
-    contextLength: 64,
-    pool,
-    runner,
-    sampler: new Sampler(CONFIG.vocabSize),
-    tokenizer: { createDetokenizer: () => ({ push: (id: number) => `<${id}>`, flush: () => '' }) },
-    eosTokenIds: [],
-    maxRunningRequests: MAX_RUNNING,
-    chunkedPrefillSize: 8,
-    promptLogitRows,
-    maxWaiting: 16,
-    faults,
-    checkEveryStep: true,
-  });
+  const w = idWorker(
+    { pool, runner, vocabSize: REF_CONFIG.vocabSize },
+    { maxRunningRequests: MAX_RUNNING, promptLogitRows, faults },
+  );
   workers.push(w);
   return { w, pool };
 }

@@ -12,24 +12,12 @@ import {
   type KvDtype,
   type Tag,
 } from '../core/index.js';
-import { createRefDense, createRefOps } from '../kernels/index.js';
 import { PagePool } from '../pages/index.js';
-import type { ModelConfig } from '../formats/index.js';
-import { PRESET_CONFIGS, randomModel } from '../gen/index.js';
+import { randomModel } from '../gen/index.js';
+import { REF_CONFIG } from '../gen/testing/ref-config.js';
+import { refRunner } from './testing/ref-runner.js';
 import { ModelRunner, type ItemResult } from './runner.js';
-import { prepareWeights } from './weights-prepared.js';
 
-/** 2 layers, GQA 4/2, a 96-token vocabulary: tiny enough for the reference kernels. */
-const CONFIG: ModelConfig = {
-  ...PRESET_CONFIGS.tiny,
-  vocabSize: 96,
-  hiddenSize: 32,
-  intermediateSize: 64,
-  numLayers: 2,
-  numHeads: 4,
-  numKvHeads: 2,
-  headDim: 8,
-};
 const PAGE_SIZE = 4;
 
 async function setup(
@@ -37,25 +25,7 @@ async function setup(
   faults: Faults = NO_FAULTS,
   dtype: KvDtype = 'f32',
 ): Promise<{ runner: ModelRunner; pool: PagePool }> {
-  const { tensors } = randomModel(CONFIG, 5);
-  const dense = createRefDense();
-  const ops = createRefOps();
-  const weights = await prepareWeights(CONFIG, tensors, dense, ops);
-  const pool = PagePool.create(
-    {
-      numPages,
-      pageSize: PAGE_SIZE,
-      numLayers: CONFIG.numLayers,
-      numKvHeads: CONFIG.numKvHeads,
-      headDim: CONFIG.headDim,
-      dtype,
-    },
-    faults,
-  );
-  return {
-    runner: new ModelRunner({ config: CONFIG, weights, dense, ops, pool, maxStepTokens: 32, maxStepLogits: 4 }),
-    pool,
-  };
+  return refRunner(randomModel(REF_CONFIG, 5), { numPages, pageSize: PAGE_SIZE, faults, dtype });
 }
 
 const who = (rid: string, tenant = 't1') => ({ rid: asRequestId(rid), tenant: asTenantId(tenant) });
@@ -197,7 +167,7 @@ describe('ModelRunner.step', () => {
     const [multi] = await runner.step([{ ...item(a, tags, prompt.slice(5), 5), logitCount: 3 }]);
     if (multi?.kind !== 'logits') throw new Error(`expected logits, got ${multi?.kind}`);
     expect(multi.rows).toBe(3);
-    const V = CONFIG.vocabSize;
+    const V = REF_CONFIG.vocabSize;
     expect(multi.logits.length).toBe(3 * V);
     const rows = Array.from({ length: 3 }, (_, r) => multi.logits.slice(r * V, (r + 1) * V));
     for (let r = 0; r < 3; r++) {

@@ -2,18 +2,16 @@
 // OpenAI's shape (JSON errors for framing too), and afterwards every page free or cached.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fuzzHttp } from './support/fuzz.js';
-import { kvPages, startServer, testHome, waitUntil, type Server } from './support/process.js';
+import { kvPages, startServer, useTestHome, waitUntil, type Server } from './support/process.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let server: Server;
 
 beforeAll(async () => {
-  home = await testHome();
   server = await startServer(['--context-length', '512'], home.dir);
 });
 afterAll(async () => {
   await server?.stop();
-  await home?.remove();
 });
 
 describe('tessera serve under 2,500 fuzzed requests', () => {

@@ -10,19 +10,14 @@ import {
   promptIds,
   runCli,
   startServer,
-  testHome,
+  useTestHome,
   waitUntil,
   writeJson,
   type Server,
 } from './support/process.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
-beforeAll(async () => {
-  home = await testHome();
-});
-afterAll(async () => {
-  await home?.remove();
-});
+const home = useTestHome();
+beforeAll(async () => {});
 
 const MODEL = 'builtin:tiny';
 

@@ -4,18 +4,16 @@
 // right after it succeeds.
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kvPages, startServer, testHome, type Server } from './support/process.js';
+import { kvPages, startServer, useTestHome, type Server } from './support/process.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let server: Server;
 
 beforeAll(async () => {
-  home = await testHome();
   server = await startServer(['--context-length', '128', '--kv-pages', '16'], home.dir);
 });
 afterAll(async () => {
   await server?.stop();
-  await home?.remove();
 });
 
 async function post(path: string, body: string | Uint8Array, method = 'POST'): Promise<{ status: number; json: any }> {

@@ -10,18 +10,14 @@
 import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, testHome, writeJson, type Server } from './support/process.js';
+import { startServer, useTestHome, writeJson, type Server } from './support/process.js';
 
 const KEYS = { 'sk-alice': 'alice', 'sk-bob': 'bob' };
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let keysFile: string;
 
 beforeAll(async () => {
-  home = await testHome();
   keysFile = await writeJson(home.dir, 'keys.json', KEYS);
-});
-afterAll(async () => {
-  await home?.remove();
 });
 
 const line = (i: number, maxTokens = 4): string =>

@@ -10,15 +10,14 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { genModel } from '../../src/gen/index.js';
-import { startServer, testHome, type Server } from './support/process.js';
+import { startServer, useTestHome, type Server } from './support/process.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let tiny: Server;
 let qwen: Server;
 let qwenInjectable: Server;
 
 beforeAll(async () => {
-  home = await testHome();
   const path = join(home.dir, 'qwen3-tiny.gguf');
   await genModel({ preset: 'qwen3-tiny', format: 'gguf', out: path, seed: 1 });
   const qwenArgs = ['--model', path, '--context-length', '256', '--kv-pages', '64'];
@@ -30,7 +29,6 @@ beforeAll(async () => {
 }, 180_000);
 afterAll(async () => {
   await Promise.all([tiny?.stop(), qwen?.stop(), qwenInjectable?.stop()]);
-  await home?.remove();
 });
 
 /** One raw HTTP/1.1 request line, as an attacker sends it; the status and body of the answer. */

@@ -10,9 +10,9 @@
 // refuses the openai client once the cap is full.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Attacker, answerOf, outcome } from './support/attacker.js';
-import { startServer, testHome, type Server } from './support/process.js';
+import { startServer, useTestHome, type Server } from './support/process.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 /** Short bounds: what closes a socket there is a deadline. */
 let timed: Server;
 /** Long bounds, a small cap: what closes a socket there is the cap. */
@@ -24,7 +24,6 @@ const WATCH_MS = 5_000;
 const attacker = new Attacker();
 
 beforeAll(async () => {
-  home = await testHome();
   [timed, capped] = await Promise.all([
     startServer(['--context-length', '512'], home.dir, { TESSERA_HTTP_LIMITS: 'headersMs=1000,idleMs=1500' }),
     startServer(['--context-length', '512'], home.dir, {
@@ -35,7 +34,6 @@ beforeAll(async () => {
 afterEach(() => attacker.destroyAll());
 afterAll(async () => {
   await Promise.all([timed?.stop(), capped?.stop()]);
-  await home?.remove();
 });
 
 const port = (of: Server): number => Number(new URL(of.url).port);

@@ -14,21 +14,20 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { genModel } from '../../src/gen/index.js';
 import { LlamaCpp } from '../llama-cpp/drivers.js';
 import { jsonChoices, joinCompletionStream } from './support/completion-stream.js';
-import { startServer, testHome, type Server } from './support/process.js';
+import { startServer, useTestHome, type Server } from './support/process.js';
 
 /** "The quick brown fox" + " jumps over the lazy dog" in the Llama 2 vocabulary, BOS first. */
 const CONTEXT = [1, 450, 4996, 17354, 1701, 29916];
 const CONTINUATION = [432, 17204, 975, 278, 17366, 11203];
 const OTHER = [1, 450, 17366, 11203, 432, 17204, 975, 278, 4996, 17354];
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let server: Server;
 let client: OpenAI;
 let path: string;
 let llamaCpp: LlamaCpp;
 
 beforeAll(async () => {
-  home = await testHome();
   path = join(home.dir, 'tiny-f32.gguf');
   await genModel({ preset: 'tiny', format: 'gguf', out: path, seed: 3, dtype: 'f32' });
   [server, llamaCpp] = await Promise.all([
@@ -40,7 +39,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.stop();
   await llamaCpp?.dispose();
-  await home?.remove();
 });
 
 /** llama.cpp's log-probability of each prompt token after the ones before it (the first: null), and whether it was the top. */

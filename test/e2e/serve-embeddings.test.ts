@@ -6,21 +6,19 @@
 // /v1/embeddings with a 400: test/e2e/pd/echo.test.ts.)
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kvPages, startServer, testHome, waitUntil, type Server } from './support/process.js';
+import { kvPages, startServer, useTestHome, waitUntil, type Server } from './support/process.js';
 
 const MODEL = 'builtin:tiny';
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let server: Server;
 let client: OpenAI;
 
 beforeAll(async () => {
-  home = await testHome();
   server = await startServer(['--deterministic', '--context-length', '256', '--kv-pages', '64'], home.dir);
   client = server.client();
 });
 afterAll(async () => {
   await server?.stop();
-  await home?.remove();
 });
 
 const norm = (v: readonly number[]) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));

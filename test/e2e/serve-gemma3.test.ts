@@ -11,15 +11,14 @@ import { createEngine } from '../../src/engine/index.js';
 import { genModel } from '../../src/gen/index.js';
 import { loadModel, type LoadedModel } from '../../src/model/index.js';
 import { tesseraTrace } from '../llama-cpp/drivers.js';
-import { startServer, testHome, type Server } from './support/process.js';
+import { startServer, useTestHome, type Server } from './support/process.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let server: Server;
 let client: OpenAI;
 let model: LoadedModel;
 
 beforeAll(async () => {
-  home = await testHome();
   const dir = join(home.dir, 'gemma3-tiny');
   await genModel({ preset: 'gemma3-tiny', format: 'hf', out: dir, seed: 1 });
   [model, server] = await Promise.all([
@@ -30,7 +29,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await server?.stop();
-  await home?.remove();
 });
 
 const MESSAGES = [

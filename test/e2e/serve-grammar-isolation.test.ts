@@ -6,7 +6,7 @@
 // /health keeps answering while it runs (its latencies are printed, not asserted tightly).
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, testHome, writeJson, type Server } from './support/process.js';
+import { startServer, useTestHome, writeJson, type Server } from './support/process.js';
 
 const KEYS = { 'sk-alice': 'alice', 'sk-bob': 'bob' };
 const ARGS = ['--context-length', '256', '--kv-pages', '64'];
@@ -36,14 +36,10 @@ async function bobGetsStructuredOutput(server: Server): Promise<void> {
   else expect(choice.finish_reason).toBe('length');
 }
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let keysFile: string;
 beforeAll(async () => {
-  home = await testHome();
   keysFile = await writeJson(home.dir, 'keys.json', KEYS);
-});
-afterAll(async () => {
-  await home?.remove();
 });
 
 function serverWith(faults: readonly string[]): { get(): Server } {

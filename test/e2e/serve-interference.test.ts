@@ -9,9 +9,9 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Rng } from '../../src/core/index.js';
-import { promptIds, startServer, testHome, writeJson, type Server } from './support/process.js';
+import { promptIds, startServer, useTestHome, writeJson, type Server } from './support/process.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let keysFile: string;
 const ARGS = [
   '--deterministic',
@@ -34,11 +34,7 @@ const TARGET = {
 };
 
 beforeAll(async () => {
-  home = await testHome();
   keysFile = await writeJson(home.dir, 'keys.json', { 'sk-alice': 'alice', 'sk-bob': 'bob' });
-});
-afterAll(async () => {
-  await home?.remove();
 });
 
 interface Output {

@@ -5,9 +5,9 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { promptIds, scrape, startServer, testHome, waitUntil, writeJson, type Server } from './support/process.js';
+import { promptIds, scrape, startServer, useTestHome, waitUntil, writeJson, type Server } from './support/process.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let keysFile: string;
 let diskDir: string;
 const KEYS = { 'sk-alice': 'alice', 'sk-bob': 'bob' };
@@ -17,13 +17,9 @@ const PROMPT = promptIds(70, 4242); // 4 full pages can be cached (the last toke
 const HOT = promptIds(70, 6161); // bob's, still in the pool at the stop
 
 beforeAll(async () => {
-  home = await testHome();
   keysFile = await writeJson(home.dir, 'keys.json', KEYS);
   diskDir = join(home.dir, 'kv-disk');
   await mkdir(diskDir);
-});
-afterAll(async () => {
-  await home?.remove();
 });
 
 async function complete(server: Server, key: string, prompt: number[]): Promise<{ cached: number; text: string }> {

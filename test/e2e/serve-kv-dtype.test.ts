@@ -5,13 +5,12 @@
 // (1.88x f16's tokens) and the same greedy tokens (builtin:tiny; bench:kv-dtype measures the
 // agreement at scale). Its stale-page defence is checked per dtype in src/pages and src/model.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { health, promptIds, startServer, testHome, type Server } from './support/process.js';
+import { health, promptIds, startServer, useTestHome, type Server } from './support/process.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 const servers: Partial<Record<'f32' | 'f16' | 'q8_0', Server>> = {};
 
 beforeAll(async () => {
-  home = await testHome();
   const flags = ['--context-length', '512', '--kv-memory', '16MiB'];
   const [f32, f16, q8_0] = await Promise.all([
     startServer([...flags, '--kv-dtype', 'f32'], home.dir),
@@ -22,7 +21,6 @@ beforeAll(async () => {
 }, 180_000);
 afterAll(async () => {
   await Promise.all(Object.values(servers).map((s) => s.stop()));
-  await home?.remove();
 });
 
 describe('tessera serve --kv-dtype f16', () => {

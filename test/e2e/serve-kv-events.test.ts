@@ -6,7 +6,7 @@
 // at once with a stream open (the stream ends when the server starts closing).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PrefixHasher } from '../../src/pages/index.js';
-import { ADMIN_KEY, promptIds, startServer, testHome, writeJson, type Server } from './support/process.js';
+import { ADMIN_KEY, promptIds, startServer, useTestHome, writeJson, type Server } from './support/process.js';
 
 const KEYS = { 'sk-alice': 'alice', 'sk-bob': 'bob' };
 const PAGE_SIZE = 16;
@@ -14,16 +14,14 @@ const ALICE = promptIds(70, 4242); // 4 full pages cached (the last prompt token
 const BOB = promptIds(40, 777);
 const hasher = new PrefixHasher(ADMIN_KEY);
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let server: Server;
 beforeAll(async () => {
-  home = await testHome();
   const keys = await writeJson(home.dir, 'keys.json', KEYS);
   server = await startServer(['--api-keys', keys, '--context-length', '256', '--kv-pages', '32'], home.dir);
 });
 afterAll(async () => {
   await server?.stop();
-  await home?.remove();
 });
 
 const get = (path: string, key?: string): Promise<Response> =>

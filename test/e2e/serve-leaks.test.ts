@@ -11,17 +11,16 @@ import {
   promptIds,
   scrape,
   startServer,
-  testHome,
+  useTestHome,
   waitUntil,
   type Server,
 } from './support/process.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let server: Server;
 const NUM_PAGES = 40;
 
 beforeAll(async () => {
-  home = await testHome();
   server = await startServer(
     [
       '--context-length',
@@ -39,7 +38,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await server?.stop();
-  await home?.remove();
 });
 
 type Fate = 'finished' | 'aborted' | 'failed';

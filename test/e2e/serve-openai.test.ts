@@ -3,20 +3,18 @@
 // model list, and errors as the SDK parses them.
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { kvPages, promptIds, startServer, testHome, waitUntil, type Server } from './support/process.js';
+import { kvPages, promptIds, startServer, useTestHome, waitUntil, type Server } from './support/process.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let server: Server;
 let client: OpenAI;
 
 beforeAll(async () => {
-  home = await testHome();
   server = await startServer(['--context-length', '256', '--kv-pages', '64'], home.dir);
   client = server.client();
 });
 afterAll(async () => {
   await server?.stop();
-  await home?.remove();
 });
 
 const MODEL = 'builtin:tiny';

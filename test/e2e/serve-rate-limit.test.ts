@@ -4,16 +4,15 @@
 // /metrics counts the 429 and each tenant's tokens. A bad limit stops the server at start-up.
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli, startServer, testHome, writeJson, type Server } from './support/process.js';
+import { runCli, startServer, useTestHome, writeJson, type Server } from './support/process.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let server: Server;
 const KEYS = { 'sk-alice': { tenant: 'alice', requests_per_minute: 2 }, 'sk-bob': 'bob' };
 const ARGS = ['--context-length', '256', '--kv-pages', '64'];
 const ADMIN_KEY = 'sk-rate-limit-admin';
 
 beforeAll(async () => {
-  home = await testHome();
   server = await startServer(
     ['--api-keys', await writeJson(home.dir, 'keys.json', KEYS), '--admin-key', ADMIN_KEY, ...ARGS],
     home.dir,
@@ -21,7 +20,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await server?.stop();
-  await home?.remove();
 });
 
 describe('a server whose keys file gives a key limits', () => {

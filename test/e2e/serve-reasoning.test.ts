@@ -12,16 +12,15 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { genModel } from '../../src/gen/index.js';
 import { loadModel, type LoadedModel } from '../../src/model/index.js';
-import { startServer, testHome, type Server } from './support/process.js';
+import { startServer, useTestHome, type Server } from './support/process.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let server: Server;
 let client: OpenAI;
 let model: LoadedModel;
 let id: string;
 
 beforeAll(async () => {
-  home = await testHome();
   const path = join(home.dir, 'qwen3-tiny.gguf');
   await genModel({ preset: 'qwen3-tiny', format: 'gguf', out: path, seed: 1 });
   model = await loadModel(path);
@@ -34,7 +33,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await server?.stop();
-  await home?.remove();
 });
 
 const MESSAGES = [{ role: 'user', content: 'Name a colour.' }] as const;

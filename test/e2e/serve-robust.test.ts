@@ -14,21 +14,19 @@
 import { connect, type Socket } from 'node:net';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startServer, testHome, type Server } from './support/process.js';
+import { startServer, useTestHome, type Server } from './support/process.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let server: Server;
 const CAP = 40;
 
 beforeAll(async () => {
-  home = await testHome();
   server = await startServer(['--context-length', '512'], home.dir, {
     TESSERA_HTTP_LIMITS: `idleMs=1000,maxConnections=${CAP}`,
   });
 });
 afterAll(async () => {
   await server?.stop();
-  await home?.remove();
 });
 
 const port = (of: Server = server): number => Number(new URL(of.url).port);

@@ -9,22 +9,20 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { strictAjv, validJson } from '../structured/ajv-strict.js';
-import { startServer, testHome, type Server } from './support/process.js';
+import { startServer, useTestHome, type Server } from './support/process.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let server: Server;
 let client: OpenAI;
 let model: string;
 
 beforeAll(async () => {
-  home = await testHome();
   server = await startServer(['--context-length', '512', '--kv-pages', '128'], home.dir);
   client = server.client();
   model = (await client.models.list()).data[0]!.id;
 }, 120_000);
 afterAll(async () => {
   await server?.stop();
-  await home?.remove();
 });
 
 const SEEDS = [1, 2, 3, 4, 5, 6];

@@ -3,19 +3,15 @@
 // tenant misses — and under `share-prefix-across-tenants` (the negative control) it hits.
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { promptIds, startServer, testHome, writeJson, type Server } from './support/process.js';
+import { promptIds, startServer, useTestHome, writeJson, type Server } from './support/process.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let keysFile: string;
 const KEYS = { 'sk-alice-1': 'alice', 'sk-alice-2': 'alice', 'sk-bob': 'bob' };
 const ARGS = ['--context-length', '256', '--kv-pages', '64'];
 
 beforeAll(async () => {
-  home = await testHome();
   keysFile = await writeJson(home.dir, 'keys.json', KEYS);
-});
-afterAll(async () => {
-  await home?.remove();
 });
 
 /** cached_tokens of a greedy request for `prompt` sent with `key`. */

@@ -12,7 +12,7 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TOKENIZER_CRASH_MARKER } from '../../src/tokenizer/index.js';
-import { startServer, testHome, type Server } from './support/process.js';
+import { startServer, useTestHome, type Server } from './support/process.js';
 import { burstPrompt, tokenizeBurst } from './support/tokenize-burst.js';
 
 const NUM_PROMPTS = 128;
@@ -21,12 +21,11 @@ const PROMPT_BYTES = 6144;
 const HEALTH_RATIO = 2;
 const FAULTS = { TESSERA_ALLOW_FAULTS: '1' };
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let threaded: Server;
 let inline: Server;
 
 beforeAll(async () => {
-  home = await testHome();
   [threaded, inline] = await Promise.all([
     startServer(['--context-length', '4096'], home.dir),
     startServer(['--context-length', '4096'], home.dir, { ...FAULTS, TESSERA_FAULT: 'inline-tokenize' }),
@@ -34,7 +33,6 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(async () => {
   await Promise.all([threaded?.stop(), inline?.stop()]);
-  await home?.remove();
 });
 
 /** The slowest /health answer during one burst of NUM_PROMPTS x PROMPT_BYTES. */

@@ -8,7 +8,7 @@ import { problemOf } from './errors.js';
 import { MAX_NAMED_TENANTS, OTHER_TENANTS } from '../ops/metrics.js';
 import { RateLimits, type ApiKeys, type ApiKeySpec, type KeyLimits } from './rate-limit.js';
 import { FakeBackend, FakeClock, wordScript } from '../testing/fake-backend.js';
-import { send, startTestServer, type TestServer } from '../testing/harness.js';
+import { send, seriesValue, startTestServer, type TestServer } from '../testing/harness.js';
 
 const ALICE = asTenantId('alice');
 const keys = (limits: KeyLimits): ApiKeys =>
@@ -162,10 +162,7 @@ describe('a server with per-key limits', () => {
     expect((await send(t.url, 'POST', '/v1/completions', body, auth('sk-alice'))).status).toBe(429);
     for (let i = 0; i < MAX_NAMED_TENANTS + 6; i++) await send(t.url, 'POST', '/v1/completions', body, auth(`sk-${i}`));
     const text = (await send(t.url, 'GET', '/metrics', undefined, auth('sk-admin'))).text; // only the admin sees tenants
-    const line = (series: string): number | undefined => {
-      const found = text.split('\n').find((l) => l.startsWith(`${series} `));
-      return found === undefined ? undefined : Number(found.slice(series.length + 1));
-    };
+    const line = (series: string): number | undefined => seriesValue(text, series);
     expect(line('tessera_tenant_requests_total{tenant="alice",outcome="finished"}')).toBe(1);
     expect(line('tessera_tenant_requests_total{tenant="alice",outcome="rate_limited"}')).toBe(1);
     expect(line('tessera_tenant_rate_limited_total{tenant="alice",limit="requests_per_minute"}')).toBe(1);

@@ -4,26 +4,18 @@
 // one pass. Under the fault points that turn a bound off, the matching test fails.
 import { afterEach, describe, expect, it } from 'vitest';
 import { FaultSet } from '../../core/index.js';
-import { send, startTestServer, type TestServer } from '../testing/harness.js';
+import { send, TestServers } from '../testing/harness.js';
 import { MAX_INPUT_ITEMS } from '../openai/responses-input.js';
 import { MAX_MESSAGES } from '../openai/validate-chat.js';
 
-let servers: TestServer[] = [];
-afterEach(async () => {
-  await Promise.all(servers.map((s) => s.close()));
-  servers = [];
-});
-async function server(options: Parameters<typeof startTestServer>[0] = {}): Promise<TestServer> {
-  const s = await startTestServer(options);
-  servers.push(s);
-  return s;
-}
+const servers = new TestServers();
+afterEach(() => servers.closeAll());
 
 describe('malformed paths', () => {
   it.each(['/v1/models/%', '/v1/models/%zz', '/v1/models/%E0%A4%A', '/v1/models/%ED%A0%80'])(
     'answers GET %s with a 400 in the OpenAI error shape, never a 500',
     async (path) => {
-      const t = await server();
+      const t = await servers.start();
       const reply = await send(t.url, 'GET', path);
       expect(reply.status).toBe(400);
       expect(reply.json.error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_request' });
@@ -32,21 +24,21 @@ describe('malformed paths', () => {
   );
 
   it('still serves a well-encoded model id', async () => {
-    const t = await server();
+    const t = await servers.start();
     expect((await send(t.url, 'GET', '/v1/models/fake%2Dmodel')).status).toBe(200);
   });
 });
 
 describe('/tokenize and /detokenize bounds', () => {
   it('refuses a prompt longer than the prompt bound untokenized, as generation does', async () => {
-    const t = await server();
+    const t = await servers.start();
     const reply = await send(t.url, 'POST', '/tokenize', { prompt: 'x'.repeat(64 * 1024) });
     expect(reply.status).toBe(400);
     expect(reply.json.error).toMatchObject({ code: 'context_length_exceeded', param: 'prompt' });
   });
 
   it('refuses messages longer than the prompt bound, roles and tool calls counted', async () => {
-    const t = await server();
+    const t = await servers.start();
     const calls = Array.from({ length: 200 }, (_, i) => ({
       id: `call_${i}`,
       type: 'function',
@@ -60,13 +52,13 @@ describe('/tokenize and /detokenize bounds', () => {
   });
 
   it('fails the prompt test when skip-prompt-bound is on (negative control)', async () => {
-    const t = await server({ faults: new FaultSet(['skip-prompt-bound']) });
+    const t = await servers.start({ faults: new FaultSet(['skip-prompt-bound']) });
     const reply = await send(t.url, 'POST', '/tokenize', { prompt: 'x'.repeat(64 * 1024) });
     expect(reply.status).toBe(200);
   });
 
   it('takes at most the context length in ids, and says so', async () => {
-    const t = await server();
+    const t = await servers.start();
     expect((await send(t.url, 'POST', '/detokenize', { tokens: Array(64).fill(70) })).status).toBe(200);
     const reply = await send(t.url, 'POST', '/detokenize', { tokens: Array(65).fill(70) });
     expect(reply.status).toBe(400);
@@ -77,14 +69,14 @@ describe('/tokenize and /detokenize bounds', () => {
 
 describe('/detokenize under skip-request-limits (negative control)', () => {
   it('takes more ids than the context', async () => {
-    const t = await server({ faults: new FaultSet(['skip-request-limits']) });
+    const t = await servers.start({ faults: new FaultSet(['skip-request-limits']) });
     expect((await send(t.url, 'POST', '/detokenize', { tokens: Array(65).fill(70) })).status).toBe(200);
   });
 });
 
 describe('turn counts', () => {
   it('refuses a chat of more than MAX_MESSAGES messages, naming the limit', async () => {
-    const t = await server();
+    const t = await servers.start();
     const messages = Array.from({ length: MAX_MESSAGES + 1 }, () => ({ role: 'user', content: '' }));
     const reply = await send(t.url, 'POST', '/v1/chat/completions', { messages, max_tokens: 1 });
     expect(reply.status).toBe(400);
@@ -93,14 +85,14 @@ describe('turn counts', () => {
   });
 
   it('lets that chat through to later checks when skip-request-limits is on (negative control)', async () => {
-    const t = await server({ faults: new FaultSet(['skip-request-limits']) });
+    const t = await servers.start({ faults: new FaultSet(['skip-request-limits']) });
     const messages = Array.from({ length: MAX_MESSAGES + 1 }, () => ({ role: 'user', content: '' }));
     const reply = await send(t.url, 'POST', '/v1/chat/completions', { messages, max_tokens: 1 });
     expect(reply.json.error?.message ?? '').not.toContain(`at most ${MAX_MESSAGES}`);
   });
 
   it('refuses a Responses input of more than MAX_INPUT_ITEMS items, naming the limit', async () => {
-    const t = await server();
+    const t = await servers.start();
     const input = Array.from({ length: MAX_INPUT_ITEMS + 1 }, (_, i) => ({
       type: 'function_call',
       call_id: `c${i}`,
@@ -158,7 +150,7 @@ describe('the inline rule', () => {
 
 describe('the prompt bound on chat', () => {
   it('counts tool call arguments, not only content: a chat of huge arguments is refused untokenized', async () => {
-    const t = await server();
+    const t = await servers.start();
     const calls = Array.from({ length: 50 }, (_, i) => ({
       id: `call_${i}`,
       type: 'function',

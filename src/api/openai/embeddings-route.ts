@@ -13,7 +13,8 @@ import { InvalidRequestError, samplingParams, type GenerateRequest } from '../..
 import { clientAbort } from '../http/client-abort.js';
 import { problem, problemOf, type Problem } from '../http/errors.js';
 import type { GenerateContext } from './generate-route.js';
-import { parseJson, readBody, refuseOversizeBody, sendJson, sendProblem } from '../http/http-io.js';
+import { sendJson } from '../http/http-io.js';
+import { admitJson, countOutcome, refuseWith } from './admit-json.js';
 import type { Outcome } from '../ops/metrics.js';
 import { describe, field, isObject, optionalInt, optionalString, tokenIdList, validating } from './params.js';
 import { completionTokens } from './prompt.js';
@@ -33,30 +34,15 @@ interface EmbeddingCall {
 }
 
 export async function handleEmbeddings(req: IncomingMessage, res: ServerResponse, ctx: GenerateContext): Promise<void> {
-  let outcome: Outcome = 'internal';
-  try {
-    outcome = await embeddings(req, res, ctx);
-  } finally {
-    ctx.metrics.countOutcome(outcome);
-  }
+  return countOutcome(ctx.metrics, () => embeddings(req, res, ctx));
 }
 
 async function embeddings(req: IncomingMessage, res: ServerResponse, ctx: GenerateContext): Promise<Outcome> {
-  const refuse = (p: Problem): Outcome => {
-    sendProblem(res, p);
-    return p.code;
-  };
-  const auth = ctx.auth.tenantOf(req.headers.authorization);
-  if (auth.kind === 'refused') return refuse(auth.problem);
-  const body = await readBody(req, ctx.maxBodyBytes);
-  if (body.kind === 'too-large') {
-    refuseOversizeBody(req, res, ctx.maxBodyBytes, ctx.oversizeGraceMs);
-    return 'body_too_large';
-  }
-  if (body.kind === 'closed') return 'aborted';
-  const json = parseJson(body.bytes);
-  if (json.kind === 'bad') return refuse(json.problem);
-  const call = validating(() => readCall(json.value));
+  const refuse = refuseWith(res);
+  const admitted = await admitJson(req, res, ctx);
+  if (admitted.kind === 'done') return admitted.outcome;
+  const { tenant, json } = admitted;
+  const call = validating(() => readCall(json));
   if (call.kind === 'bad') return refuse(call.problem);
   const { model, inputs, base64, dimensions } = call.value;
   if (model !== null && model !== ctx.backend.modelName)
@@ -78,7 +64,7 @@ async function embeddings(req: IncomingMessage, res: ServerResponse, ctx: Genera
       prompts.push(input.ids);
       continue;
     }
-    const ids = await completionTokens(input, true, ctx.codec, ctx.tokenizer, auth.tenant);
+    const ids = await completionTokens(input, true, ctx.codec, ctx.tokenizer, tenant);
     if (ids.kind === 'bad') return refuse(ids.problem);
     prompts.push([...ids.value]);
   }
@@ -103,7 +89,7 @@ async function embeddings(req: IncomingMessage, res: ServerResponse, ctx: Genera
         const index = next++;
         const request: GenerateRequest = {
           rid: ctx.ids.nextRid(),
-          tenant: auth.tenant,
+          tenant,
           promptTokens: prompts[index] as number[],
           sampling: samplingParams({ maxTokens: 1, temperature: 0 }),
           embed: true,

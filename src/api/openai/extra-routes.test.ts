@@ -2,22 +2,14 @@
 // /tokenize, /detokenize, /version, x-request-id, opt-in CORS; and the Responses API's input
 // forms reaching the back end as chat turns, with its 400s naming the field.
 import { afterEach, describe, expect, it } from 'vitest';
-import { send, startTestServer, type TestServer } from '../testing/harness.js';
+import { send, TestServers } from '../testing/harness.js';
 
-let servers: TestServer[] = [];
-afterEach(async () => {
-  await Promise.all(servers.map((s) => s.close()));
-  servers = [];
-});
-async function server(options: Parameters<typeof startTestServer>[0] = {}): Promise<TestServer> {
-  const s = await startTestServer(options);
-  servers.push(s);
-  return s;
-}
+const servers = new TestServers();
+afterEach(() => servers.closeAll());
 
 describe('agent-facing routes', () => {
   it('serves one model by id, and 404s another', async () => {
-    const t = await server();
+    const t = await servers.start();
     expect((await send(t.url, 'GET', '/v1/models/fake-model')).json).toMatchObject({
       id: 'fake-model',
       object: 'model',
@@ -29,7 +21,7 @@ describe('agent-facing routes', () => {
   });
 
   it('tokenizes a prompt or messages, detokenizes ids, and says its version', async () => {
-    const t = await server();
+    const t = await servers.start();
     const tok = await send(t.url, 'POST', '/tokenize', { prompt: 'Hi' });
     expect(tok.status).toBe(200);
     expect(tok.json).toMatchObject({ count: tok.json.tokens.length, max_model_len: 64, token_strs: null });
@@ -44,7 +36,7 @@ describe('agent-facing routes', () => {
   });
 
   it('echoes a sane x-request-id and makes one up otherwise', async () => {
-    const t = await server();
+    const t = await servers.start();
     expect(
       (await send(t.url, 'GET', '/v1/models', undefined, { 'x-request-id': 'abc-123' })).headers.get('x-request-id'),
     ).toBe('abc-123');
@@ -57,10 +49,10 @@ describe('agent-facing routes', () => {
   });
 
   it('sends CORS headers and answers preflights only when --cors-origin is set', async () => {
-    const off = await server();
+    const off = await servers.start();
     expect((await send(off.url, 'GET', '/v1/models')).headers.get('access-control-allow-origin')).toBeNull();
     expect((await send(off.url, 'OPTIONS', '/v1/chat/completions')).status).toBe(405);
-    const on = await server({ corsOrigin: 'https://app.example' });
+    const on = await servers.start({ corsOrigin: 'https://app.example' });
     const pre = await send(on.url, 'OPTIONS', '/v1/chat/completions', undefined, {
       'access-control-request-headers': 'authorization, content-type',
     });
@@ -73,7 +65,7 @@ describe('agent-facing routes', () => {
   });
 
   it('takes Responses input as text or items and passes it on as chat turns', async () => {
-    const t = await server({ contextLength: 512 });
+    const t = await servers.start({ contextLength: 512 });
     const r = await send(t.url, 'POST', '/v1/responses', {
       instructions: 'Be brief.',
       input: [

@@ -18,8 +18,8 @@ import type { PromptTokenizer } from './prompt-tokenizer.js';
 import type { Clock } from '../http/clock.js';
 import { requestConstraint } from './constraint-check.js';
 import { readTools, shownTools, type ToolPlan } from './tools.js';
-import { problem, type Problem } from '../http/errors.js';
-import { parseJson, readBody, refuseOversizeBody, sendProblem } from '../http/http-io.js';
+import { problem } from '../http/errors.js';
+import { admitJson, countOutcome, refuseWith } from './admit-json.js';
 import type { ApiMetrics, Outcome } from '../ops/metrics.js';
 import { MAX_CHOICES, validating, type CommonParams, type JsonObject, type Validated } from './params.js';
 import { chatBytes, promptTooLong } from './prompt-bound.js';
@@ -91,13 +91,7 @@ export async function handleGenerate(
   res: ServerResponse,
   ctx: GenerateContext,
 ): Promise<void> {
-  let outcome: Outcome = 'internal';
-  try {
-    outcome = await generate(endpoint, req, res, ctx);
-  } finally {
-    // A throw (a bug, e.g. in the tokenizer) is answered 500 by the server and counted here.
-    ctx.metrics.countOutcome(outcome);
-  }
+  return countOutcome(ctx.metrics, () => generate(endpoint, req, res, ctx));
 }
 
 async function generate(
@@ -107,36 +101,19 @@ async function generate(
   ctx: GenerateContext,
 ): Promise<Outcome> {
   const arrivedMs = ctx.clock.nowMs();
-  const refuse = (p: Problem): Outcome => {
-    sendProblem(res, p);
-    return p.code;
-  };
+  const refuse = refuseWith(res);
+  const admitted = await admitJson(req, res, ctx);
+  if (admitted.kind === 'done') return admitted.outcome;
+  const { tenant, json } = admitted;
 
-  const auth = ctx.auth.tenantOf(req.headers.authorization);
-  if (auth.kind === 'refused') return refuse(auth.problem);
-
-  const body = await readBody(req, ctx.maxBodyBytes);
-  switch (body.kind) {
-    case 'too-large':
-      refuseOversizeBody(req, res, ctx.maxBodyBytes, ctx.oversizeGraceMs);
-      return 'body_too_large';
-    case 'closed':
-      return 'aborted';
-    case 'ok':
-      break;
-  }
-  const json = parseJson(body.bytes);
-  if (json.kind === 'bad') return refuse(json.problem);
-
-  const constraintOf: ConstraintOf = (tools) =>
-    requestConstraint(json.value, tools, ctx.grammar, auth.tenant, ctx.faults);
+  const constraintOf: ConstraintOf = (tools) => requestConstraint(json, tools, ctx.grammar, tenant, ctx.faults);
   const parsed =
     endpoint === 'chat'
-      ? await parseChat(json.value, ctx, auth.tenant, constraintOf)
-      : await parseCompletion(json.value, ctx, auth.tenant, constraintOf);
+      ? await parseChat(json, ctx, tenant, constraintOf)
+      : await parseCompletion(json, ctx, tenant, constraintOf);
   if (parsed.kind === 'bad') return refuse(parsed.problem);
   const { params, prompts, tools, echo } = parsed.value;
-  const model = resolveModel(params.model, ctx.backend, auth.tenant);
+  const model = resolveModel(params.model, ctx.backend, tenant);
   const adapter = model.kind === 'ok' && model.adapter !== undefined ? { adapter: model.adapter } : {};
   const constraint: { readonly constraint?: ConstraintSpec } =
     parsed.value.constraint === undefined ? {} : { constraint: parsed.value.constraint };
@@ -173,7 +150,7 @@ async function generate(
       const sampling = samplings[p] as SamplingParams;
       return Array.from({ length: params.n }, (_, i) => ({
         rid: ctx.ids.nextRid(),
-        tenant: auth.tenant,
+        tenant,
         promptTokens,
         ...adapter,
         sampling: {

@@ -15,7 +15,8 @@ import { checkConstraint } from './constraint-check.js';
 import { problem, problemOf, type Problem } from '../http/errors.js';
 import { reasoningOf, type GenerateContext } from './generate-route.js';
 import { ReasoningSplitter, splitReasoning, type ReasoningPlan } from './reasoning.js';
-import { parseJson, readBody, refuseOversizeBody, sendJson, sendProblem } from '../http/http-io.js';
+import { sendJson, sendProblem } from '../http/http-io.js';
+import { admitJson, countOutcome, refuseWith } from './admit-json.js';
 import type { Outcome } from '../ops/metrics.js';
 import { describe, isObject, readCommon, validating } from './params.js';
 import { chatBytes, promptTooLong } from './prompt-bound.js';
@@ -28,12 +29,7 @@ import { readTools, shownTools, toolConstraint } from './tools.js';
 import { clientAbort } from '../http/client-abort.js';
 
 export async function handleResponses(req: IncomingMessage, res: ServerResponse, ctx: GenerateContext): Promise<void> {
-  let outcome: Outcome = 'internal';
-  try {
-    outcome = await respond(req, res, ctx);
-  } finally {
-    ctx.metrics.countOutcome(outcome);
-  }
+  return countOutcome(ctx.metrics, () => respond(req, res, ctx));
 }
 
 /** Request fields the response object echoes. */
@@ -50,21 +46,11 @@ const ECHOED = [
 ] as const;
 
 async function respond(req: IncomingMessage, res: ServerResponse, ctx: GenerateContext): Promise<Outcome> {
-  const refuse = (p: Problem): Outcome => {
-    sendProblem(res, p);
-    return p.code;
-  };
-  const auth = ctx.auth.tenantOf(req.headers.authorization);
-  if (auth.kind === 'refused') return refuse(auth.problem);
-  const body = await readBody(req, ctx.maxBodyBytes);
-  if (body.kind === 'too-large') {
-    refuseOversizeBody(req, res, ctx.maxBodyBytes, ctx.oversizeGraceMs);
-    return 'body_too_large';
-  }
-  if (body.kind === 'closed') return 'aborted';
-  const json = parseJson(body.bytes);
-  if (json.kind === 'bad') return refuse(json.problem);
-  const value = json.value;
+  const refuse = refuseWith(res);
+  const admitted = await admitJson(req, res, ctx);
+  if (admitted.kind === 'done') return admitted.outcome;
+  const { tenant, json } = admitted;
+  const value = json;
   if (!isObject(value))
     return refuse(problem('invalid_request', `The request body must be a JSON object, got ${describe(value)}.`));
 
@@ -88,7 +74,7 @@ async function respond(req: IncomingMessage, res: ServerResponse, ctx: GenerateC
     messages,
     { addGenerationPrompt: true, addSpecialTokens: false, ...(shown === undefined ? {} : { tools: shown }) },
     ctx.tokenizer,
-    auth.tenant,
+    tenant,
   );
   if (tokens.kind === 'bad') return refuse(tokens.problem);
   const spec = toolConstraint(tools) ?? format;
@@ -99,7 +85,7 @@ async function respond(req: IncomingMessage, res: ServerResponse, ctx: GenerateC
           spec,
           ctx.grammar,
           toolConstraint(tools) === undefined ? 'text.format' : 'tools',
-          auth.tenant,
+          tenant,
           ctx.faults,
         );
   if (constraint?.kind === 'bad') return refuse(constraint.problem);
@@ -138,7 +124,7 @@ async function respond(req: IncomingMessage, res: ServerResponse, ctx: GenerateC
   const client = clientAbort(res, ctx.shutdown);
   try {
     const events = ctx.backend.generate(
-      { rid, tenant: auth.tenant, promptTokens: tokens.value, sampling: withConstraint },
+      { rid, tenant, promptTokens: tokens.value, sampling: withConstraint },
       client.signal,
     );
     const { reasoning } = reasoningOf(ctx, tokens.value, constraint !== undefined);

@@ -8,7 +8,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { send, sseData, startTestServer, type TestServer } from '../testing/harness.js';
+import { send, sseData, sseEventData, startTestServer, type TestServer } from '../testing/harness.js';
 
 let t: TestServer;
 beforeAll(async () => {
@@ -82,38 +82,12 @@ describe('answers against the openai package types', () => {
       input: [{ role: 'user', content: 'Hi' }],
       stream: true,
     });
-    bodies.event!.push(
-      ...stream.text
-        .split('\n\n')
-        .filter((e) => e !== '')
-        .map(
-          (e) =>
-            JSON.parse(
-              e
-                .split('\n')
-                .find((l) => l.startsWith('data: '))!
-                .slice(6),
-            ) as unknown,
-        ),
-    );
+    bodies.event!.push(...sseEventData(stream.text));
     const rtools = [{ type: 'function', name: 'get_weather', parameters: WEATHER }];
     answer('<tool_call>{"name": "get_weather", "arguments": {"city": "Bath"}}</tool_call>');
     bodies.response!.push((await send(t.url, 'POST', '/v1/responses', { input: 'Weather?', tools: rtools })).json);
     const callStream = await send(t.url, 'POST', '/v1/responses', { input: 'Weather?', tools: rtools, stream: true });
-    bodies.event!.push(
-      ...callStream.text
-        .split('\n\n')
-        .filter((e) => e !== '')
-        .map(
-          (e) =>
-            JSON.parse(
-              e
-                .split('\n')
-                .find((l) => l.startsWith('data: '))!
-                .slice(6),
-            ) as unknown,
-        ),
-    );
+    bodies.event!.push(...sseEventData(callStream.text));
 
     expect(
       (bodies.chat![1] as { choices: { message: { tool_calls: unknown[] } }[] }).choices[0]?.message.tool_calls,

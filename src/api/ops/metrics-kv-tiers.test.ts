@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TierView } from '../../core/index.js';
 import { kvTierMetrics } from './metrics-kv-tiers.js';
-import { send, startTestServer, type TestServer } from '../testing/harness.js';
+import { send, seriesValue, startTestServer, type TestServer } from '../testing/harness.js';
 
 let t: TestServer;
 let tiers: TierView[] = [];
@@ -12,16 +12,11 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
-const value = (text: string, series: string): number | undefined => {
-  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
-  return line === undefined ? undefined : Number(line.slice(series.length + 1));
-};
-
 describe('the tier series of /metrics', () => {
   it('show each tier the node has, as it is at scrape time', async () => {
     tiers = [{ name: 'pool', pages: 4, hits: 2, misses: 4, refused: {} }];
     const before = (await send(t.url, 'GET', '/metrics')).text;
-    expect(value(before, 'tessera_kv_tier_pages{tier="pool"}')).toBe(4);
+    expect(seriesValue(before, 'tessera_kv_tier_pages{tier="pool"}')).toBe(4);
     expect(before).not.toContain('tier="disk"');
     tiers = [
       { name: 'pool', pages: 5, hits: 7, misses: 9, refused: {} },
@@ -29,15 +24,15 @@ describe('the tier series of /metrics', () => {
       { name: 'peer', pages: 8, hits: 8, misses: 0, refused: { epoch: 1 } },
     ];
     const text = (await send(t.url, 'GET', '/metrics')).text;
-    expect(value(text, 'tessera_kv_tier_pages{tier="pool"}')).toBe(5);
-    expect(value(text, 'tessera_kv_tier_hits{tier="pool"}')).toBe(7);
-    expect(value(text, 'tessera_kv_tier_misses{tier="pool"}')).toBe(9);
-    expect(value(text, 'tessera_kv_tier_pages{tier="disk"}')).toBe(40);
-    expect(value(text, 'tessera_kv_tier_hits{tier="disk"}')).toBe(6);
-    expect(value(text, 'tessera_kv_tier_misses{tier="disk"}')).toBe(3);
-    expect(value(text, 'tessera_kv_tier_refused{tier="disk",reason="checksum"}')).toBe(2);
-    expect(value(text, 'tessera_kv_tier_refused{tier="disk",reason="namespace"}')).toBe(1);
-    expect(value(text, 'tessera_kv_tier_hits{tier="peer"}')).toBe(8);
-    expect(value(text, 'tessera_kv_tier_refused{tier="peer",reason="epoch"}')).toBe(1);
+    expect(seriesValue(text, 'tessera_kv_tier_pages{tier="pool"}')).toBe(5);
+    expect(seriesValue(text, 'tessera_kv_tier_hits{tier="pool"}')).toBe(7);
+    expect(seriesValue(text, 'tessera_kv_tier_misses{tier="pool"}')).toBe(9);
+    expect(seriesValue(text, 'tessera_kv_tier_pages{tier="disk"}')).toBe(40);
+    expect(seriesValue(text, 'tessera_kv_tier_hits{tier="disk"}')).toBe(6);
+    expect(seriesValue(text, 'tessera_kv_tier_misses{tier="disk"}')).toBe(3);
+    expect(seriesValue(text, 'tessera_kv_tier_refused{tier="disk",reason="checksum"}')).toBe(2);
+    expect(seriesValue(text, 'tessera_kv_tier_refused{tier="disk",reason="namespace"}')).toBe(1);
+    expect(seriesValue(text, 'tessera_kv_tier_hits{tier="peer"}')).toBe(8);
+    expect(seriesValue(text, 'tessera_kv_tier_refused{tier="peer",reason="epoch"}')).toBe(1);
   });
 });

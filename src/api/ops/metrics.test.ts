@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pdMetrics } from './metrics-pd.js';
 import { FakeBackend, FakeClock, wordScript } from '../testing/fake-backend.js';
-import { send, startTestServer, type TestServer } from '../testing/harness.js';
+import { send, seriesValue, startTestServer, type TestServer } from '../testing/harness.js';
 
 let t: TestServer;
 const clock = new FakeClock();
@@ -27,25 +27,20 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 const scrape = async (url: string): Promise<string> => (await send(url, 'GET', '/metrics')).text;
-const value = (text: string, series: string): number | undefined => {
-  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
-  return line === undefined ? undefined : Number(line.slice(series.length + 1));
-};
-
 describe('GET /metrics', () => {
   it('publishes one kv_pages series per ledger state, running/waiting and tag mismatches from the back end', async () => {
     const r = await send(t.url, 'GET', '/metrics');
     expect(r.headers.get('content-type')).toMatch(/^text\/plain/);
     const text = r.text;
-    expect(value(text, 'tessera_kv_pages{state="free"}')).toBe(7);
-    expect(value(text, 'tessera_kv_pages{state="allocated"}')).toBe(2);
-    expect(value(text, 'tessera_kv_pages{state="cached"}')).toBe(1);
-    expect(value(text, 'tessera_kv_pages{state="quarantined"}')).toBe(3);
-    expect(value(text, 'tessera_requests_running')).toBe(2);
-    expect(value(text, 'tessera_requests_waiting')).toBe(5);
-    expect(value(text, 'tessera_kv_tag_mismatches_total')).toBe(4);
+    expect(seriesValue(text, 'tessera_kv_pages{state="free"}')).toBe(7);
+    expect(seriesValue(text, 'tessera_kv_pages{state="allocated"}')).toBe(2);
+    expect(seriesValue(text, 'tessera_kv_pages{state="cached"}')).toBe(1);
+    expect(seriesValue(text, 'tessera_kv_pages{state="quarantined"}')).toBe(3);
+    expect(seriesValue(text, 'tessera_requests_running')).toBe(2);
+    expect(seriesValue(text, 'tessera_requests_waiting')).toBe(5);
+    expect(seriesValue(text, 'tessera_kv_tag_mismatches_total')).toBe(4);
     t.backend.statsSnapshot = { ...t.backend.statsSnapshot, tagMismatchesTotal: 6 };
-    expect(value(await scrape(t.url), 'tessera_kv_tag_mismatches_total')).toBe(6);
+    expect(seriesValue(await scrape(t.url), 'tessera_kv_tag_mismatches_total')).toBe(6);
   });
 
   it('counts outcomes and observes TTFT, inter-token and end-to-end latency on the injected clock', async () => {
@@ -54,28 +49,28 @@ describe('GET /metrics', () => {
     );
     expect((await send(t.url, 'POST', '/v1/completions', { prompt: 'Hi', max_tokens: 999 })).status).toBe(400);
     const text = await scrape(t.url);
-    expect(value(text, 'tessera_requests_total{outcome="success"}')).toBe(1);
-    expect(value(text, 'tessera_requests_total{outcome="context_length_exceeded"}')).toBe(1);
-    expect(value(text, 'tessera_requests_total{outcome="aborted"}')).toBe(0);
-    expect(value(text, 'tessera_time_to_first_token_seconds_count')).toBe(1);
-    expect(value(text, 'tessera_time_to_first_token_seconds_sum')).toBeCloseTo(0.1, 9);
-    expect(value(text, 'tessera_inter_token_latency_seconds_count')).toBe(3);
-    expect(value(text, 'tessera_inter_token_latency_seconds_sum')).toBeCloseTo(0.06, 9);
-    expect(value(text, 'tessera_e2e_request_latency_seconds_count')).toBe(1);
-    expect(value(text, 'tessera_e2e_request_latency_seconds_sum')).toBeCloseTo(0.16, 9);
+    expect(seriesValue(text, 'tessera_requests_total{outcome="success"}')).toBe(1);
+    expect(seriesValue(text, 'tessera_requests_total{outcome="context_length_exceeded"}')).toBe(1);
+    expect(seriesValue(text, 'tessera_requests_total{outcome="aborted"}')).toBe(0);
+    expect(seriesValue(text, 'tessera_time_to_first_token_seconds_count')).toBe(1);
+    expect(seriesValue(text, 'tessera_time_to_first_token_seconds_sum')).toBeCloseTo(0.1, 9);
+    expect(seriesValue(text, 'tessera_inter_token_latency_seconds_count')).toBe(3);
+    expect(seriesValue(text, 'tessera_inter_token_latency_seconds_sum')).toBeCloseTo(0.06, 9);
+    expect(seriesValue(text, 'tessera_e2e_request_latency_seconds_count')).toBe(1);
+    expect(seriesValue(text, 'tessera_e2e_request_latency_seconds_sum')).toBeCloseTo(0.16, 9);
   });
 
   it('adds the PD router series through the hook', async () => {
     const text = await scrape(t.url);
-    expect(value(text, 'tessera_kv_transfer_bytes_total')).toBe(4096);
-    expect(value(text, 'tessera_kv_transfer_checksum_failures_total')).toBe(0);
+    expect(seriesValue(text, 'tessera_kv_transfer_bytes_total')).toBe(4096);
+    expect(seriesValue(text, 'tessera_kv_transfer_checksum_failures_total')).toBe(0);
     expect(text).toContain('# TYPE tessera_kv_transfer_seconds histogram');
   });
 
   it('keeps a registry per server: another server counts only its own requests', async () => {
     const other = await startTestServer();
     try {
-      expect(value(await scrape(other.url), 'tessera_requests_total{outcome="success"}')).toBe(0);
+      expect(seriesValue(await scrape(other.url), 'tessera_requests_total{outcome="success"}')).toBe(0);
       expect(await scrape(other.url)).not.toContain('tessera_kv_transfer_bytes_total');
     } finally {
       await other.close();

@@ -147,17 +147,23 @@ function finished(
   };
 }
 
+/** The word script's first `numTokens` token events, its length unbounded by the request's max_tokens. */
+async function* firstWords(
+  request: GenerateRequest,
+  signal: AbortSignal,
+  numTokens: number,
+): AsyncGenerator<GenerateEvent> {
+  let i = 0;
+  for await (const event of wordScript()({ ...request, sampling: { ...request.sampling, maxTokens: 1000 } }, signal)) {
+    if (i++ === numTokens) break;
+    yield event;
+  }
+}
+
 /** Yields `numTokens` tokens of the word script, then fails with `error`. 0: fails first. */
 export function failingScript(numTokens: number, error: TesseraError): FakeScript {
   return async function* (request, signal) {
-    let i = 0;
-    for await (const event of wordScript()(
-      { ...request, sampling: { ...request.sampling, maxTokens: 1000 } },
-      signal,
-    )) {
-      if (i++ === numTokens) break;
-      yield event;
-    }
+    yield* firstWords(request, signal, numTokens);
     yield { type: 'failed', error };
   };
 }
@@ -165,14 +171,7 @@ export function failingScript(numTokens: number, error: TesseraError): FakeScrip
 /** Throws `error` from the iterator after `numTokens` tokens (a back end that throws instead of yielding `failed`). */
 export function throwingScript(numTokens: number, error: unknown): FakeScript {
   return async function* (request, signal) {
-    let i = 0;
-    for await (const event of wordScript()(
-      { ...request, sampling: { ...request.sampling, maxTokens: 1000 } },
-      signal,
-    )) {
-      if (i++ === numTokens) break;
-      yield event;
-    }
+    yield* firstWords(request, signal, numTokens);
     throw error;
   };
 }

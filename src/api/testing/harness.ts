@@ -32,6 +32,23 @@ export async function startSdkTestServer(
   return { t, client: new OpenAI({ baseURL: `${t.url}/v1`, apiKey: 'unused', maxRetries: 0 }) };
 }
 
+/** Test servers started through it, closed together by closeAll (a test file's afterEach). */
+export class TestServers {
+  #open: TestServer[] = [];
+
+  async start(options: Parameters<typeof startTestServer>[0] = {}): Promise<TestServer> {
+    const s = await startTestServer(options);
+    this.#open.push(s);
+    return s;
+  }
+
+  async closeAll(): Promise<void> {
+    const open = this.#open;
+    this.#open = [];
+    await Promise.all(open.map((s) => s.close()));
+  }
+}
+
 export interface RawResponse {
   readonly status: number;
   readonly headers: Headers;
@@ -74,4 +91,22 @@ export function sseData(text: string): string[] {
       if (!event.startsWith('data: ')) throw new Error(`not an SSE data event: ${JSON.stringify(event)}`);
       return event.slice('data: '.length);
     });
+}
+
+/** The parsed JSON `data:` of each event of an SSE body whose events also name themselves (`event:`, the Responses API). */
+export function sseEventData(text: string): unknown[] {
+  return text
+    .split('\n\n')
+    .filter((event) => event !== '')
+    .map((event) => {
+      const data = event.split('\n').find((line) => line.startsWith('data: '));
+      if (data === undefined) throw new Error(`an SSE event with no data: ${JSON.stringify(event)}`);
+      return JSON.parse(data.slice('data: '.length)) as unknown;
+    });
+}
+
+/** The value of one series (name and labels, as printed) in a Prometheus text exposition; undefined when absent. */
+export function seriesValue(text: string, series: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }

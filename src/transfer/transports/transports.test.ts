@@ -24,6 +24,27 @@ import {
   type Harness,
 } from './testing/harness.js';
 
+type KvChunk = Extract<Message, { type: 'KvChunk' }>;
+
+/** A KvChunk of 4 slots of page 1 (epoch 2) carrying `payload`, `fields` over the rest. */
+function kvChunk(payload: Uint8Array, fields: Partial<KvChunk> = {}): KvChunk {
+  return {
+    type: 'KvChunk',
+    rid,
+    seq: 0,
+    tag: { page: asPageId(1), epoch: asEpoch(2) },
+    firstSlot: 0,
+    numSlots: 4,
+    kvDtype: 'f32',
+    checksum: '0123456789abcdef',
+    payload,
+    ...fields,
+  };
+}
+
+/** A KvChunk with a 6 MiB payload of a known pattern. */
+const bigChunk = (): KvChunk => kvChunk(new Uint8Array(6 * 1024 * 1024).map((_, i) => (i * 7) & 0xff));
+
 describe.each([
   ['memory', memoryHarness],
   ['tcp', tcpHarness],
@@ -57,22 +78,12 @@ describe.each([
     h = makeHarness();
     const decode = await h.node({ dial: false });
     const prefill = await h.node({ dial: true });
-    const payload = new Uint8Array(6 * 1024 * 1024).map((_, i) => (i * 7) & 0xff);
-    const chunk: Message = {
-      type: 'KvChunk',
-      rid,
-      seq: 0,
-      tag: { page: asPageId(1), epoch: asEpoch(2) },
-      firstSlot: 0,
-      numSlots: 4,
-      kvDtype: 'f32',
-      checksum: '0123456789abcdef',
-      payload,
-    };
+    const chunk = bigChunk();
+    const { payload } = chunk;
     prefill.transport.send(decode.transport.nodeId, chunk);
     await prefill.transport.whenDrained(decode.transport.nodeId);
     await decode.recorder.until(() => decode.recorder.messages.length === 1, 'the chunk');
-    const got = decode.recorder.messages[0]?.message as Extract<Message, { type: 'KvChunk' }>;
+    const got = decode.recorder.messages[0]?.message as KvChunk;
     expect({ ...got, payload: undefined }).toEqual({ ...chunk, payload: undefined });
     expect(Buffer.compare(got.payload, payload)).toBe(0);
   });
@@ -81,18 +92,8 @@ describe.each([
     h = makeHarness();
     const decode = await h.node({ dial: false, streamed: true });
     const prefill = await h.node({ dial: true });
-    const payload = new Uint8Array(6 * 1024 * 1024).map((_, i) => (i * 7) & 0xff);
-    const chunk: Message = {
-      type: 'KvChunk',
-      rid,
-      seq: 0,
-      tag: { page: asPageId(1), epoch: asEpoch(2) },
-      firstSlot: 0,
-      numSlots: 4,
-      kvDtype: 'f32',
-      checksum: '0123456789abcdef',
-      payload,
-    };
+    const chunk = bigChunk();
+    const { payload } = chunk;
     prefill.transport.send(decode.transport.nodeId, ack(0));
     prefill.transport.send(decode.transport.nodeId, chunk);
     prefill.transport.send(decode.transport.nodeId, ack(1));
@@ -118,28 +119,8 @@ describe.each([
     const pipe = h.raw(decode.transport.nodeId);
     const closed = new Promise<string>((resolve) => pipe.onClose(resolve));
     await authenticate(pipe, 'prefill-9:1');
-    const good = encodeFrame({
-      type: 'KvChunk',
-      rid,
-      seq: 0,
-      tag: { page: asPageId(1), epoch: asEpoch(2) },
-      firstSlot: 0,
-      numSlots: 1,
-      kvDtype: 'f32',
-      checksum: '0123456789abcdef',
-      payload: new Uint8Array(64).fill(1),
-    });
-    const bad = encodeFrame({
-      type: 'KvChunk',
-      rid,
-      seq: 1,
-      tag: { page: asPageId(1), epoch: asEpoch(2) },
-      firstSlot: 0,
-      numSlots: 1,
-      kvDtype: 'f32',
-      checksum: '0123456789abcdeX',
-      payload: new Uint8Array(64).fill(2),
-    });
+    const good = encodeFrame(kvChunk(new Uint8Array(64).fill(1), { numSlots: 1 }));
+    const bad = encodeFrame(kvChunk(new Uint8Array(64).fill(2), { seq: 1, numSlots: 1, checksum: '0123456789abcdeX' }));
     pipe.write([good, bad]);
     await closed;
     await decode.recorder.untilEvent(/closed prefill-9:1: malformed frame: KvChunk.checksum must be a string matching/);

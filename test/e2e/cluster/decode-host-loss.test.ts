@@ -12,7 +12,7 @@
 // on d1 is still waiting when the first router's requests on d1 have long failed.
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { allIdle, detail, greedyIds, health, promptIds, testHome, waitUntil } from '../pd/support.js';
+import { allIdle, detail, greedyIds, health, promptIds, useTestHome, waitUntil } from '../pd/support.js';
 import { ADMIN_KEY } from '../support/process.js';
 import {
   createLan,
@@ -34,7 +34,7 @@ const DETECTION_BOUND_MS = 8_000;
 const MAX_TOKENS = 400;
 const PROMPTS = [0, 1, 2, 3, 4, 5].map((i) => promptIds(40, 5150 + i));
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let lan: Lan | undefined;
 const procs: { stop(): Promise<unknown> }[] = [];
 let p1: HostWorker, d1: HostWorker, d2: HostWorker;
@@ -42,7 +42,6 @@ let router: HostRouter, unguarded: HostRouter;
 
 beforeAll(async () => {
   if (unavailable !== undefined) return;
-  home = await testHome();
   const l = createLan();
   lan = l;
   [p1, d1, d2] = await Promise.all([
@@ -62,7 +61,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(procs.map((p) => p.stop()));
   lan?.close();
-  await home?.remove();
 });
 
 interface Streamed {

@@ -11,7 +11,7 @@
 import { mkdtemp } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { allIdle, detail, greedyIds, promptIds, testHome, waitUntil } from '../pd/support.js';
+import { allIdle, detail, greedyIds, promptIds, useTestHome, waitUntil } from '../pd/support.js';
 import { startDnsmasq, type Dns } from './dnsmasq.js';
 import {
   createLan,
@@ -31,7 +31,7 @@ const ARGS = ['--port', PORT, '--context-length', '512', '--kv-pages', '96'];
 const P = 'prefill.tessera.test';
 const D = 'decode.tessera.test';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let lan: Lan | undefined;
 let dns: Dns | undefined;
 const procs: { stop(): Promise<unknown> }[] = [];
@@ -40,7 +40,6 @@ let router: HostRouter, unchecked: HostRouter;
 
 beforeAll(async () => {
   if (unavailable !== undefined) return;
-  home = await testHome();
   const l = createLan();
   lan = l;
   const dnsHost = l.host('dns');
@@ -85,7 +84,6 @@ afterAll(async () => {
   await Promise.all(procs.map((p) => p.stop()));
   await dns?.stop();
   lan?.close();
-  await home?.remove();
 });
 
 /** Clients sending requests until stopped: every outcome, with when it started. */

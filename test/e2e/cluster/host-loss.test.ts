@@ -15,7 +15,7 @@
 // connection (the writer sends on its next one), so a control still queued behind the router's request
 // on p2 would wait, holding d1's pages, until p2 came back.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { allIdle, detail, greedyIds, promptIds, testHome, waitUntil } from '../pd/support.js';
+import { allIdle, detail, greedyIds, promptIds, useTestHome, waitUntil } from '../pd/support.js';
 import type { TransferView } from '../../../src/core/index.js';
 import { ADMIN_KEY } from '../support/process.js';
 import {
@@ -35,7 +35,7 @@ const ARGS = ['--context-length', '2048', '--kv-pages', '256', '--chunked-prefil
 const ENV = { TESSERA_PD_TIMEOUTS: 'abortAckMs=1500,abortRetries=1,ackMs=3000' };
 const DETECTION_BOUND_MS = 8_000;
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let lan: Lan | undefined;
 const procs: { stop(): Promise<unknown> }[] = [];
 let p1: HostWorker, p2: HostWorker, d1: HostWorker;
@@ -43,7 +43,6 @@ let router: HostRouter, unguarded: HostRouter;
 
 beforeAll(async () => {
   if (unavailable !== undefined) return;
-  home = await testHome();
   const l = createLan();
   lan = l;
   [p1, p2, d1] = await Promise.all([
@@ -63,7 +62,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(procs.map((p) => p.stop()));
   lan?.close();
-  await home?.remove();
 });
 
 /** d1's transfers from p2 (its admin-only page map). */

@@ -12,7 +12,7 @@
 // Skipped, loudly, only where namespaces cannot be made (not root, no iproute2).
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { allIdle, detail, greedyIds, health, promptIds, testHome, waitUntil } from '../pd/support.js';
+import { allIdle, detail, greedyIds, health, promptIds, useTestHome, waitUntil } from '../pd/support.js';
 import {
   createLan,
   namespacesOrWarn,
@@ -26,7 +26,7 @@ import {
 
 const unavailable = namespacesOrWarn('test/e2e/cluster/hosts.test.ts');
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let lan: Lan | undefined;
 const procs: { stop(): Promise<unknown> }[] = [];
 let p1: HostWorker,
@@ -56,7 +56,6 @@ const ENV = { TESSERA_PD_TIMEOUTS: 'abortAckMs=1500,abortRetries=1' };
 
 beforeAll(async () => {
   if (unavailable !== undefined) return;
-  home = await testHome();
   const l = createLan();
   lan = l;
   const h = (name: string) => l.host(name);
@@ -96,7 +95,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(procs.map((p) => p.stop()));
   lan?.close();
-  await home?.remove();
 });
 
 const alive = (ws: HostWorker[]) => ws.filter((w) => w.child.exitCode === null && w.child.signalCode === null);

@@ -13,7 +13,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PrefixHasher } from '../../../src/pages/index.js';
 import { writeJson } from '../support/process.js';
-import { detail, greedyIds, health, promptIds, scrape, testHome, waitUntil } from '../pd/support.js';
+import { detail, greedyIds, health, promptIds, scrape, useTestHome, waitUntil } from '../pd/support.js';
 import {
   createLan,
   namespacesOrWarn,
@@ -29,7 +29,7 @@ const unavailable = namespacesOrWarn('test/e2e/cluster/prefix-routing.test.ts');
 const ARGS = ['--context-length', '1024', '--kv-pages', '256'];
 const KEYS = { 'sk-a': 'a', 'sk-b': 'b', 'sk-c': 'c' };
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let lan: Lan | undefined;
 const procs: { stop(): Promise<unknown> }[] = [];
 let p1: HostWorker, p2: HostWorker, d1: HostWorker;
@@ -37,7 +37,6 @@ let router: HostRouter, loadOnly: HostRouter, leaky: HostRouter;
 
 beforeAll(async () => {
   if (unavailable !== undefined) return;
-  home = await testHome();
   const l = createLan();
   lan = l;
   [p1, p2, d1] = await Promise.all([
@@ -78,7 +77,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(procs.map((p) => p.stop()));
   lan?.close();
-  await home?.remove();
 });
 
 interface Routing {

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { genModel } from '../../../src/gen/index.js';
-import { detail, greedyIds, promptIds, testHome, waitUntil } from '../pd/support.js';
+import { detail, greedyIds, promptIds, useTestHome, waitUntil } from '../pd/support.js';
 import { ROOT } from '../support/process.js';
 import {
   createLan,
@@ -33,7 +33,7 @@ const unavailable = namespacesOrWarn('test/e2e/cluster/static-vetting.test.ts');
 const ARGS = ['--context-length', '512', '--kv-pages', '96'];
 const API_KEY = 'static-vetting-key-0123456789';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let lan: Lan | undefined;
 const procs: { stop(): Promise<unknown> }[] = [];
 let pOther: HostWorker, pLayout: HostWorker, pSecret: HostWorker, p1: HostWorker, d1: HostWorker;
@@ -41,7 +41,6 @@ let router: HostRouter, unchecked: HostRouter;
 
 beforeAll(async () => {
   if (unavailable !== undefined) return;
-  home = await testHome();
   const other = join(home.dir, 'tiny-seed-2');
   await genModel({ preset: 'tiny', format: 'hf', out: other, seed: 2 });
   const keys = join(home.dir, 'api-keys.json');
@@ -77,7 +76,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(procs.map((p) => p.stop()));
   lan?.close();
-  await home?.remove();
 });
 
 const stateOf = async (r: HostRouter, w: HostWorker) => (await routerWorkers(r)).find((x) => x.url === w.url);

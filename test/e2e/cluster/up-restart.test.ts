@@ -3,21 +3,28 @@
 // router knows it by them), and says where; the router sees it up again and requests are served
 // through it. Killed again at once, the next restart waits twice as long (backoff).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { greedyIds, health, isGone, promptIds, spawnTessera, testHome, waitUntil, type Proc } from '../pd/support.js';
+import {
+  greedyIds,
+  health,
+  isGone,
+  promptIds,
+  spawnTessera,
+  useTestHome,
+  waitUntil,
+  type Proc,
+} from '../pd/support.js';
 import OpenAI from 'openai';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let cluster: Proc;
 let routerUrl: string;
 
 beforeAll(async () => {
-  home = await testHome();
   cluster = spawnTessera('up', ['up', '--port', '0', '--context-length', '256', '--kv-pages', '32'], home.dir);
   routerUrl = (await cluster.waitFor(/listening on (http:\/\/[\d.]+:\d+)/))[1] as string;
 });
 afterAll(async () => {
   await cluster?.stop();
-  await home?.remove();
 });
 
 const client = () => new OpenAI({ baseURL: `${routerUrl}/v1`, apiKey: 'none', maxRetries: 0, timeout: 60_000 });

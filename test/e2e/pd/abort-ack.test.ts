@@ -25,13 +25,13 @@ import {
   ridsOf,
   startRouter,
   startWorker,
-  testHome,
+  useTestHome,
   waitUntil,
   type Router,
   type Worker,
 } from './support.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let traceDir: string;
 const procs: { stop(): Promise<unknown> }[] = [];
 let pGood: Worker, pNoAck: Worker, dClean: Worker, dFree: Worker;
@@ -43,7 +43,6 @@ const DECODE_ENV = { TESSERA_PD_TIMEOUTS: 'abortAckMs=1000,abortRetries=1' };
 const faults = (names: string) => ({ TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: names });
 
 beforeAll(async () => {
-  home = await testHome();
   traceDir = await mkdtemp(join(home.dir, 'trace-'));
   const trace = { TESSERA_TRACE_DIR: traceDir };
   [pGood, pNoAck, dClean, dFree] = await Promise.all([
@@ -62,7 +61,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await Promise.all(procs.map((p) => p.stop()));
-  await home?.remove();
 });
 
 const PAGES = 7; // a prompt of 100 tokens in pages of 16

@@ -22,14 +22,14 @@ import {
   SECRET,
   startRouter,
   startWorker,
-  testHome,
+  useTestHome,
   transferBytes,
   waitUntil,
   type Router,
   type Worker,
 } from './support.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 const procs: { stop(): Promise<unknown> }[] = [];
 let pSmall: Worker, pBig: Worker, dSmall: Worker, dBig: Worker;
 let rPSmall: Router, rDSmall: Router, rUnchecked: Router;
@@ -38,7 +38,6 @@ const SMALL = ['--context-length', '128', '--kv-pages', '8'];
 const BIG = ['--context-length', '512', '--kv-pages', '64'];
 
 beforeAll(async () => {
-  home = await testHome();
   [pSmall, pBig, dSmall, dBig] = await Promise.all([
     startWorker('p-small', 'prefill', SMALL, home.dir),
     startWorker('p-big', 'prefill', BIG, home.dir),
@@ -58,7 +57,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await Promise.all(procs.map((p) => p.stop()));
-  await home?.remove();
 });
 
 interface Footprint {

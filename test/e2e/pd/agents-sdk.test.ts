@@ -11,27 +11,22 @@ import { tool as lcTool } from '@langchain/core/tools';
 import { ChatOpenAI } from '@langchain/openai';
 import { generateText, Output, stepCountIs, streamText, tool } from 'ai';
 import { Ajv2020 as Ajv } from 'ajv/dist/2020.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { testHome, upBesideServe, type UpBesideServe } from './support.js';
+import { useUpBesideServe } from './support.js';
 
 const MODEL = 'builtin:austen';
 const ARGS = ['--model', MODEL, '--deterministic'];
 
-let home: Awaited<ReturnType<typeof testHome>>;
-let up: UpBesideServe;
-const urls: Record<'serve' | 'up', string> = { serve: '', up: '' };
-
-beforeAll(async () => {
-  home = await testHome();
-  up = await upBesideServe(ARGS, home.dir);
-  urls.serve = up.colocated.url;
-  urls.up = up.routerUrl;
-});
-afterAll(async () => {
-  await up?.stop();
-  await home?.remove();
-});
+const up = useUpBesideServe(ARGS);
+const urls: Record<'serve' | 'up', string> = {
+  get serve() {
+    return up.colocated.url;
+  },
+  get up() {
+    return up.routerUrl;
+  },
+};
 
 const ajv = new Ajv({ strict: false });
 const Person = z.object({

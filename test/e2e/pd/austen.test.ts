@@ -8,19 +8,18 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type Server } from '../support/process.js';
-import { spawnTessera, testHome, type Proc } from './support.js';
+import { spawnTessera, useTestHome, type Proc } from './support.js';
 
 const MODEL = 'builtin:austen';
 const ARGS = ['--model', MODEL, '--deterministic'];
 const PROMPT = 'It is a truth universally acknowledged';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let cluster: Proc;
 let colocated: Server;
 let routerUrl: string;
 
 beforeAll(async () => {
-  home = await testHome();
   cluster = spawnTessera('up', ['up', '--port', '0', ...ARGS], home.dir);
   [colocated, routerUrl] = await Promise.all([
     startServer(ARGS, home.dir),
@@ -29,7 +28,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await Promise.all([cluster?.stop(), colocated?.stop()]);
-  await home?.remove();
 });
 
 async function greedy(client: OpenAI, extra: object = {}): Promise<number[]> {

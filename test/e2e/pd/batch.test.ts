@@ -8,18 +8,17 @@ import { join } from 'node:path';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeJson } from '../support/process.js';
-import { spawnTessera, testHome, type Proc } from './support.js';
+import { spawnTessera, useTestHome, type Proc } from './support.js';
 
 const MODEL = 'builtin:tiny';
 const KEYS = { 'sk-alice': 'alice', 'sk-bob': 'bob' };
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let cluster: Proc;
 let alice: OpenAI;
 let bob: OpenAI;
 
 beforeAll(async () => {
-  home = await testHome();
   const keys = await writeJson(home.dir, 'keys.json', KEYS);
   cluster = spawnTessera(
     'up',
@@ -36,7 +35,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await cluster?.stop();
-  await home?.remove();
 });
 
 const body = (i: number) => ({

@@ -10,11 +10,11 @@
 import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Attacker } from '../support/attacker.js';
-import { detail, promptIds, spawnTessera, testHome, type Proc } from './support.js';
+import { detail, promptIds, spawnTessera, useTestHome, type Proc } from './support.js';
 
 const HTTP_CAP = 40;
 const CLUSTER_FLOOD = 300; // past both pre-auth caps (256 per node, 32 per source)
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 const attacker = new Attacker();
 afterEach(() => attacker.destroyAll());
 
@@ -62,7 +62,6 @@ async function requestsDuringClusterFlood(c: Cluster): Promise<string[]> {
 describe('tessera up: strangers on the cluster and HTTP ports', () => {
   let cluster: Cluster;
   beforeAll(async () => {
-    home = await testHome();
     cluster = await startCluster('up', {});
   });
   afterAll(async () => {
@@ -92,7 +91,6 @@ describe('negative control: `up` with refuse-at-preauth-cap', () => {
   });
   afterAll(async () => {
     await faulty?.proc.stop();
-    await home?.remove();
   });
 
   it("the router's dial is refused at the per-source cap: 502 for the requests during the flood", async () => {

@@ -27,14 +27,14 @@ import {
   scrape,
   startRouter,
   startWorker,
-  testHome,
+  useTestHome,
   waitUntil,
   type Router,
   type Worker,
 } from './support.js';
 import { writeJson } from '../support/process.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let traceDir: string;
 const procs: { stop(): Promise<unknown> }[] = [];
 let prefills: Worker[];
@@ -50,7 +50,6 @@ const LONG_2 = promptIds(1500, 8484);
 const KEYS = { 'sk-a': 'a', 'sk-b': 'b' };
 
 beforeAll(async () => {
-  home = await testHome();
   traceDir = await mkdtemp(join(home.dir, 'trace-'));
   // A writer that never connected to a decode cannot be told to stop: decode waits abortAckMs x (1 + abortRetries) before it declares it dead.
   const env = {
@@ -80,7 +79,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await Promise.all(procs.map((p) => p.stop()));
-  await home?.remove();
 });
 
 const alive = (ws: Worker[]) => ws.filter((w) => w.child.exitCode === null && w.child.signalCode === null);

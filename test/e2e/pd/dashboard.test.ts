@@ -13,14 +13,14 @@ import OpenAI from 'openai';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, startServer, writeJson, type Server } from '../support/process.js';
-import { kvPages, spawnTessera, testHome, type Proc } from './support.js';
+import { kvPages, spawnTessera, useTestHome, type Proc } from './support.js';
 
 const ADMIN = 'e2e-admin-key-0123456789abcdef';
 const KEYS = { 'key-acme': 'acme', 'key-globex': 'globex', 'key-initech': 'initech' } as const;
 const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
 type Counts = { free: number; allocated: number; cached: number; quarantined: number };
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let cluster: Proc;
 let routerUrl: string;
 let workers: { readonly name: string; readonly role: string; readonly url: string; readonly address: string }[];
@@ -30,7 +30,6 @@ let page: Page;
 const consoleErrors: string[] = [];
 
 beforeAll(async () => {
-  home = await testHome();
   const keys = await writeJson(home.dir, 'keys.json', KEYS);
   // The held phase below freezes the prefill (SIGSTOP) for longer than the router's down-detection
   // (3 timed-out /health polls, ~6-9 s; each redraw also waits out the frozen prefill's 2 s
@@ -86,7 +85,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await browser?.close();
   await Promise.all([cluster?.stop(), ...servers.map((x) => x.stop())]);
-  await home?.remove();
 });
 
 const client = (key: keyof typeof KEYS) =>

@@ -4,28 +4,14 @@
 // client in lm-evaluation-harness's loglikelihood shape (echo, logprobs, max_tokens 1 or 0): the
 // same answers, number for number; and vLLM's prompt_logprobs; streamed, the same as the JSON answer. Embeddings are refused there (co-located only).
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { jsonChoices, joinCompletionStream } from '../support/completion-stream.js';
-import type { Server } from '../support/process.js';
-import { promptIds, testHome, upBesideServe, type UpBesideServe } from './support.js';
+import { promptIds, useUpBesideServe } from './support.js';
 
 const MODEL = 'builtin:tiny';
 const ARGS = ['--model', MODEL, '--deterministic', '--context-length', '256'];
 
-let home: Awaited<ReturnType<typeof testHome>>;
-let up: UpBesideServe;
-let colocated: Server;
-let pd: OpenAI;
-
-beforeAll(async () => {
-  home = await testHome();
-  up = await upBesideServe(ARGS, home.dir);
-  ({ colocated, pd } = up);
-});
-afterAll(async () => {
-  await up?.stop();
-  await home?.remove();
-});
+const up = useUpBesideServe(ARGS);
 
 describe('echo and prompt_logprobs through tessera up', () => {
   it('answer what co-located serve answers, the first prompt token null, every other scored', async () => {
@@ -33,8 +19,8 @@ describe('echo and prompt_logprobs through tessera up', () => {
     const prompts = [promptIds(150), promptIds(9, 77)];
     const body = { model: MODEL, prompt: prompts, max_tokens: 1, logprobs: 1, echo: true, temperature: 0 };
     const [ours, reference] = await Promise.all([
-      pd.completions.create(body),
-      colocated.client().completions.create(body),
+      up.pd.completions.create(body),
+      up.colocated.client().completions.create(body),
     ]);
     expect(ours.choices).toHaveLength(2);
     for (const choice of ours.choices) {
@@ -53,8 +39,8 @@ describe('echo and prompt_logprobs through tessera up', () => {
   it('take max_tokens 0 (the prompt alone) and prompt_logprobs as serve does', async () => {
     const body = { model: MODEL, prompt: promptIds(40, 5), max_tokens: 0, prompt_logprobs: 3, logprobs: 0, echo: true };
     const [ours, reference] = await Promise.all([
-      pd.completions.create(body as never),
-      colocated.client().completions.create(body as never),
+      up.pd.completions.create(body as never),
+      up.colocated.client().completions.create(body as never),
     ]);
     const o = ours as unknown as {
       choices: { prompt_logprobs: unknown[]; logprobs: unknown; finish_reason: string }[];
@@ -76,8 +62,8 @@ describe('echo and prompt_logprobs through tessera up', () => {
     ]) {
       const body = { model: MODEL, temperature: 0, ...c };
       const [json, stream] = await Promise.all([
-        pd.completions.create(body as never) as Promise<OpenAI.Completions.Completion>,
-        pd.completions.create({ ...body, stream: true } as never) as unknown as Promise<
+        up.pd.completions.create(body as never) as Promise<OpenAI.Completions.Completion>,
+        up.pd.completions.create({ ...body, stream: true } as never) as unknown as Promise<
           AsyncIterable<OpenAI.Completions.Completion>
         >,
       ]);
@@ -86,7 +72,7 @@ describe('echo and prompt_logprobs through tessera up', () => {
   });
 
   it('refuses /v1/embeddings with a 400 that says co-located serve answers them', async () => {
-    const e = await pd.embeddings.create({ model: MODEL, input: 'x' }).catch((error: unknown) => error);
+    const e = await up.pd.embeddings.create({ model: MODEL, input: 'x' }).catch((error: unknown) => error);
     expect(e).toBeInstanceOf(OpenAI.BadRequestError);
     expect(String((e as Error).message)).toMatch(/tessera serve/);
   });

@@ -3,15 +3,14 @@
 // no connection), and afterwards every page on both workers free or cached.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fuzzHttp } from '../support/fuzz.js';
-import { allIdle, detail, spawnTessera, testHome, type Proc } from './support.js';
+import { allIdle, detail, spawnTessera, useTestHome, type Proc } from './support.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let cluster: Proc;
 let routerUrl: string;
 let workers: { name: string; url: string }[];
 
 beforeAll(async () => {
-  home = await testHome();
   cluster = spawnTessera('up', ['up', '--port', '0', '--context-length', '512', '--decode-kv-pages', '96'], home.dir);
   routerUrl = (await cluster.waitFor(/router +http: (http:\/\/[\d.]+:\d+)/))[1] as string;
   await cluster.waitFor(/listening on/);
@@ -22,7 +21,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await cluster?.stop();
-  await home?.remove();
 });
 
 describe('tessera up under 2,500 fuzzed requests', () => {

@@ -24,12 +24,12 @@ import {
   scrape,
   startRouter,
   startWorker,
-  testHome,
+  useTestHome,
   type Router,
   type Worker,
 } from './support.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let traceDir: string;
 let controlTraceDir: string;
 const procs: { stop(): Promise<unknown> }[] = [];
@@ -40,7 +40,6 @@ const POOL = ['--context-length', '256', '--kv-pages', '48'];
 const faults = (names: string) => ({ TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: names });
 
 beforeAll(async () => {
-  home = await testHome();
   traceDir = await mkdtemp(join(home.dir, 'trace-'));
   controlTraceDir = await mkdtemp(join(home.dir, 'trace-control-'));
   const trace = { TESSERA_TRACE_DIR: traceDir };
@@ -63,7 +62,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await Promise.all(procs.map((p) => p.stop()));
-  await home?.remove();
 });
 
 const PROMPT = promptIds(40, 3000); // 3 pages of 16: the placeholder covers only the first

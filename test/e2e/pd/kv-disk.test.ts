@@ -9,9 +9,18 @@ import type OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PrefixHasher } from '../../../src/pages/index.js';
 import { promptIds, scrape, waitUntil, writeJson } from '../support/process.js';
-import { detail, SECRET, startRouter, startWorker, testHome, type Proc, type Router, type Worker } from './support.js';
+import {
+  detail,
+  SECRET,
+  startRouter,
+  startWorker,
+  useTestHome,
+  type Proc,
+  type Router,
+  type Worker,
+} from './support.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 const procs: Proc[] = [];
 let prefill: Worker;
 let router: Router;
@@ -20,7 +29,6 @@ const POOL = ['--model', 'builtin:tiny', '--context-length', '256', '--kv-pages'
 const PROMPT = promptIds(70, 5151);
 
 beforeAll(async () => {
-  home = await testHome();
   const keys = await writeJson(home.dir, 'keys.json', { 'sk-alice': 'alice', 'sk-bob': 'bob' });
   dir = join(home.dir, 'kv-disk');
   await mkdir(dir);
@@ -33,7 +41,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await Promise.all(procs.map((p) => p.stop()));
-  await home?.remove();
 });
 
 async function complete(key: string, prompt: number[]): Promise<{ cached: number; text: string }> {

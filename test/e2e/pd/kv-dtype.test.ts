@@ -15,13 +15,13 @@ import {
   promptIds,
   startRouter,
   startWorker,
-  testHome,
+  useTestHome,
   transferBytes,
   type Router,
   type Worker,
 } from './support.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 const procs: { stop(): Promise<unknown> }[] = [];
 let p16: Worker, d16: Worker, p32: Worker, d32: Worker, p8: Worker, d8: Worker;
 let half: Router, full: Router, mixed: Router, q8: Router;
@@ -29,7 +29,6 @@ const POOL = ['--context-length', '256', '--kv-pages', '32', '--deterministic'];
 const PROMPT = promptIds(40, 700);
 
 beforeAll(async () => {
-  home = await testHome();
   [p16, d16, p32, d32, p8, d8] = await Promise.all([
     startWorker('p-f16', 'prefill', [...POOL, '--kv-dtype', 'f16'], home.dir),
     startWorker('d-f16', 'decode', [...POOL, '--kv-dtype', 'f16'], home.dir),
@@ -49,7 +48,6 @@ beforeAll(async () => {
 }, 240_000);
 afterAll(async () => {
   await Promise.all(procs.map((p) => p.stop()));
-  await home?.remove();
 });
 
 describe('PD with f16 KV', () => {

@@ -19,12 +19,12 @@ import {
   promptIds,
   startRouter,
   startWorker,
-  testHome,
+  useTestHome,
   type Router,
   type Worker,
 } from './support.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 const procs: { stop(): Promise<unknown> }[] = [];
 let prefill: Worker, decode: Worker, unchecked: Worker, sameModel: Worker;
 let checked: Router, decodeChecks: Router, noChecks: Router, consistent: Router;
@@ -33,7 +33,6 @@ const FAULT = { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'skip-model-check' };
 const PROMPT = promptIds(20, 300);
 
 beforeAll(async () => {
-  home = await testHome();
   const other = join(home.dir, 'tiny-seed-2');
   await genModel({ preset: 'tiny', format: 'hf', out: other, seed: 2 });
   [prefill, decode, unchecked, sameModel] = await Promise.all([
@@ -53,7 +52,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await Promise.all(procs.map((p) => p.stop()));
-  await home?.remove();
 });
 
 describe('a prefill and a decode serving different models', () => {

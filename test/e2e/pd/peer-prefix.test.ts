@@ -7,7 +7,16 @@
 // and fetches nothing (and gets the same output, computed from scratch).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { promptIds, scrape, waitUntil, writeJson } from '../support/process.js';
-import { detail, health, startRouter, startWorker, testHome, type Proc, type Router, type Worker } from './support.js';
+import {
+  detail,
+  health,
+  startRouter,
+  startWorker,
+  useTestHome,
+  type Proc,
+  type Router,
+  type Worker,
+} from './support.js';
 
 /**
  * The lever that holds X over the load bound: the router keeps the attempt of a frozen decode in
@@ -20,7 +29,7 @@ const HOLD_ENV = {
   TESSERA_PD_TIMEOUTS: 'tokenMs=300000',
 };
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 const procs: Proc[] = [];
 let prefills: Worker[];
 let decodes: Worker[];
@@ -29,7 +38,6 @@ const POOL = ['--model', 'builtin:tiny', '--context-length', '1024', '--kv-pages
 const PROMPT = promptIds(161, 4242); // 160 tokens looked up: 10 full pages of 16
 
 beforeAll(async () => {
-  home = await testHome();
   const keys = await writeJson(home.dir, 'keys.json', { 'sk-a': 'a', 'sk-b': 'b' });
   const workers = await Promise.all([
     startWorker('p1', 'prefill', POOL, home.dir),
@@ -53,7 +61,6 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const d of decodes ?? []) d.signal('SIGCONT');
   await Promise.all(procs.map((p) => p.stop()));
-  await home?.remove();
 });
 
 interface Reply {

@@ -4,15 +4,23 @@
 // before their first token retry on the other prefill, so every request finishes while the
 // worker is still frozen (before: they waited for the whole stall, bounded only by 600 s).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { allIdle, detail, promptIds, startRouter, startWorker, testHome, type Router, type Worker } from './support.js';
+import {
+  allIdle,
+  detail,
+  promptIds,
+  startRouter,
+  startWorker,
+  useTestHome,
+  type Router,
+  type Worker,
+} from './support.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let prefills: Worker[];
 let decode: Worker;
 let router: Router;
 
 beforeAll(async () => {
-  home = await testHome();
   const args = ['--context-length', '512'];
   [prefills, decode] = await Promise.all([
     Promise.all([
@@ -26,7 +34,6 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const w of prefills ?? []) w.signal('SIGCONT');
   await Promise.all([router?.stop(), decode?.stop(), ...(prefills ?? []).map((w) => w.stop())]);
-  await home?.remove();
 });
 
 describe('a stalled prefill worker', () => {

@@ -6,27 +6,13 @@
 // tokens (the first from KvDone) and samples the rest.
 import { Ajv } from 'ajv';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Server } from '../support/process.js';
-import { testHome, upBesideServe, type UpBesideServe } from './support.js';
+import { describe, expect, it } from 'vitest';
+import { useUpBesideServe } from './support.js';
 
 const MODEL = 'builtin:austen';
 const ARGS = ['--model', MODEL, '--deterministic'];
 
-let home: Awaited<ReturnType<typeof testHome>>;
-let up: UpBesideServe;
-let colocated: Server;
-let pd: OpenAI;
-
-beforeAll(async () => {
-  home = await testHome();
-  up = await upBesideServe(ARGS, home.dir);
-  ({ colocated, pd } = up);
-});
-afterAll(async () => {
-  await up?.stop();
-  await home?.remove();
-});
+const up = useUpBesideServe(ARGS);
 
 const PERSON = {
   type: 'object',
@@ -65,8 +51,8 @@ describe('structured outputs (response_format), co-located and through tessera u
       [1, 8],
     ] as const) {
       const [co, viaPd] = [
-        await colocated.client().chat.completions.create(chat(PERSON, temperature, seed)),
-        await pd.chat.completions.create(chat(PERSON, temperature, seed)),
+        await up.colocated.client().chat.completions.create(chat(PERSON, temperature, seed)),
+        await up.pd.chat.completions.create(chat(PERSON, temperature, seed)),
       ];
       const text = co.choices[0]?.message.content ?? '';
       expect(co.choices[0]?.finish_reason).toBe('stop');
@@ -89,8 +75,8 @@ describe('structured outputs (response_format), co-located and through tessera u
     const validate = ajv.compile(RATIO);
     for (const seed of [1, 2, 3, 4]) {
       const [co, viaPd] = [
-        await colocated.client().chat.completions.create(chat(RATIO, 1, seed)),
-        await pd.chat.completions.create(chat(RATIO, 1, seed)),
+        await up.colocated.client().chat.completions.create(chat(RATIO, 1, seed)),
+        await up.pd.chat.completions.create(chat(RATIO, 1, seed)),
       ];
       const text = co.choices[0]?.message.content ?? '';
       expect(co.choices[0]?.finish_reason).toBe('stop');
@@ -100,7 +86,7 @@ describe('structured outputs (response_format), co-located and through tessera u
   });
 
   it('json_object gives a JSON object, or says "length" when the object cannot close within max_tokens', async () => {
-    for (const client of [colocated.client(), pd]) {
+    for (const client of [up.colocated.client(), up.pd]) {
       const body = {
         model: MODEL,
         messages: [{ role: 'user' as const, content: 'JSON please' }],
@@ -120,7 +106,7 @@ describe('structured outputs (response_format), co-located and through tessera u
         3,
       );
     const body = { model: MODEL, prompt, max_tokens: 2, temperature: 0 };
-    for (const client of [colocated.client(), pd]) {
+    for (const client of [up.colocated.client(), up.pd]) {
       await client.completions.create(body);
       const again = await client.completions.create(body);
       const cached =
@@ -132,7 +118,7 @@ describe('structured outputs (response_format), co-located and through tessera u
   });
 
   it('refuses a schema it cannot enforce with a 400 naming the field, before any back-end work', async () => {
-    for (const client of [colocated.client(), pd]) {
+    for (const client of [up.colocated.client(), up.pd]) {
       const bad = client.chat.completions.create(
         chat({ type: 'object', properties: { a: { type: 'string', pattern: '(' } } }, 0, 0),
       );

@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import OpenAI from 'openai';
+import { afterAll, beforeAll } from 'vitest';
 import { checkTrace, type CheckResult } from '../../../spec/conformance/index.js';
 import type { TraceEvent } from '../../../src/transfer/index.js';
 import {
@@ -15,12 +16,13 @@ import {
   ROOT,
   scrape,
   startServer,
+  useTestHome,
   waitUntil,
   withTestModel,
   type Server,
 } from '../support/process.js';
 
-export { health, kvPages, promptIds, scrape, testHome, waitUntil } from '../support/process.js';
+export { health, kvPages, promptIds, scrape, testHome, useTestHome, waitUntil } from '../support/process.js';
 
 const BIN = join(ROOT, 'bin', 'tessera.js');
 export const SECRET = 'pd-e2e-cluster-secret-0123456789abcdef';
@@ -356,4 +358,35 @@ export async function upBesideServe(args: readonly string[], homeDir: string): P
   });
   const pd = new OpenAI({ baseURL: `${routerUrl}/v1`, apiKey: 'none', maxRetries: 0, timeout: 120_000 });
   return { colocated, routerUrl, pd, stop: async () => void (await Promise.all([cluster.stop(), colocated.stop()])) };
+}
+
+/**
+ * upBesideServe for a whole test file, in the file's own test home (useTestHome): started in a
+ * beforeAll, stopped in an afterAll. Call it at the top of the file; its fields throw until the
+ * hook has run.
+ */
+export function useUpBesideServe(args: readonly string[]): Omit<UpBesideServe, 'stop'> {
+  const home = useTestHome();
+  let up: UpBesideServe | undefined;
+  beforeAll(async () => {
+    up = await upBesideServe(args, home.dir);
+  });
+  afterAll(async () => {
+    await up?.stop();
+  });
+  const started = (): UpBesideServe => {
+    if (up === undefined) throw new Error('useUpBesideServe: started in beforeAll');
+    return up;
+  };
+  return {
+    get colocated() {
+      return started().colocated;
+    },
+    get routerUrl() {
+      return started().routerUrl;
+    },
+    get pd() {
+      return started().pd;
+    },
+  };
 }

@@ -14,16 +14,15 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_KEY } from '../support/process.js';
-import { allIdle, detail, promptIds, scrape, spawnTessera, testHome, type Proc } from './support.js';
+import { allIdle, detail, promptIds, scrape, spawnTessera, useTestHome, type Proc } from './support.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let cluster: Proc;
 let routerUrl: string;
 let workers: { name: string; url: string }[];
 const KEY = 'sk-robust-tenant-a';
 
 beforeAll(async () => {
-  home = await testHome();
   const keys = join(home.dir, 'keys.json');
   await writeFile(keys, JSON.stringify({ [KEY]: 'alice' }));
   cluster = spawnTessera(
@@ -40,7 +39,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await cluster?.stop();
-  await home?.remove();
 });
 
 const client = (url = routerUrl) => new OpenAI({ baseURL: `${url}/v1`, apiKey: KEY, maxRetries: 0, timeout: 120_000 });

@@ -7,12 +7,12 @@
 // 525-2388 ms. test/e2e/serve-tokenize.test.ts checks the threads' ids against the inline path.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tokenizeBurst } from '../support/tokenize-burst.js';
-import { spawnTessera, testHome, type Proc } from './support.js';
+import { spawnTessera, useTestHome, type Proc } from './support.js';
 
 const HEALTH_MAX_MS = 250;
 const POOL = ['--context-length', '4096', '--kv-pages', '256'];
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 const clusters: Proc[] = [];
 let threaded: string;
 let inline: string;
@@ -24,7 +24,6 @@ function startUp(env: Record<string, string>): Promise<string> {
 }
 
 beforeAll(async () => {
-  home = await testHome();
   [threaded, inline] = await Promise.all([
     startUp({}),
     startUp({ TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'inline-tokenize' }),
@@ -32,7 +31,6 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(async () => {
   await Promise.all(clusters.map((c) => c.stop()));
-  await home?.remove();
 });
 
 async function worstHealthMs(url: string): Promise<number> {

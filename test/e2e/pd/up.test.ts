@@ -14,19 +14,18 @@ import {
   promptIds,
   scrape,
   spawnTessera,
-  testHome,
+  useTestHome,
   waitUntil,
   type Proc,
 } from './support.js';
 
-let home: Awaited<ReturnType<typeof testHome>>;
+const home = useTestHome();
 let cluster: Proc;
 let colocated: Server;
 let routerUrl: string;
 const POOL = ['--context-length', '512', '--kv-pages', '96', '--chunked-prefill-size', '64', '--deterministic'];
 
 beforeAll(async () => {
-  home = await testHome();
   cluster = spawnTessera('up', ['up', '--port', '0', ...POOL], home.dir);
   [colocated, routerUrl] = await Promise.all([
     startServer(POOL, home.dir),
@@ -35,7 +34,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await Promise.all([cluster?.stop(), colocated?.stop()]);
-  await home?.remove();
 });
 
 const client = (url: string) => new OpenAI({ baseURL: `${url}/v1`, apiKey: 'none', maxRetries: 0, timeout: 120_000 });

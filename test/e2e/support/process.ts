@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
+import { afterAll, beforeAll } from 'vitest';
 import { resolveBuiltinModel } from '../../../src/model/index.js';
 
 export const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -29,6 +30,28 @@ export async function testHome(): Promise<{ readonly dir: string; remove(): Prom
   const dir = await mkdtemp(join(tmpdir(), 'tessera-e2e-'));
   await resolveBuiltinModel('builtin:tiny', { cacheDir: dir });
   return { dir, remove: () => rm(dir, { recursive: true, force: true }) };
+}
+
+/**
+ * The file's testHome(), made in a beforeAll and removed in an afterAll. Call it at the top of the
+ * file, before the hooks that start processes in it: beforeAll hooks run in order and afterAll
+ * hooks in reverse (vitest's `sequence.hooks: 'stack'`), so the home is there before the first
+ * process starts and removed after the last one stops. `dir` throws before the hook has run.
+ */
+export function useTestHome(): { readonly dir: string } {
+  let home: Awaited<ReturnType<typeof testHome>> | undefined;
+  beforeAll(async () => {
+    home = await testHome();
+  });
+  afterAll(async () => {
+    await home?.remove();
+  });
+  return {
+    get dir(): string {
+      if (home === undefined) throw new Error('useTestHome: the home is made in beforeAll');
+      return home.dir;
+    },
+  };
 }
 
 export async function writeJson(dir: string, name: string, value: unknown): Promise<string> {
