@@ -122,10 +122,10 @@ const RULES = [
     to: (s) => `engine/${s}`,
   },
   { from: 'src/worker', test: (s) => WORKER_STAYS.includes(s), to: (s) => `worker/${s}` },
-  // the fake engine serves worker and engine tests alike; it needs a worker type, so it stays
+  // worker's test helpers stay (the fake engine needs a worker type; the spec loop and idWorker build roles' parts)
   {
     from: 'src/worker/testing',
-    test: (s) => s === 'fake-engine' || s === 'spec-loop',
+    test: (s) => ['fake-engine', 'spec-loop', 'id-worker'].includes(s),
     to: (s) => `worker/testing/${s}`,
   },
   // src/api
