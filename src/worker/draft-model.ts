@@ -81,7 +81,8 @@ interface Sequence {
 /** Decay of the measured costs and of the node's acceptance per step. */
 const COST_DECAY = 0.8;
 /** Decayed drafted tokens before the node's acceptance may pause the draft model. */
-const MIN_EVIDENCE = 6;
+// (Under 1 / (1 - COST_DECAY) = 5, which one rejected draft a step tends to: scheduler/spec-lookup.ts.)
+const MIN_EVIDENCE = 3;
 const FIRST_PAUSE_STEPS = 32;
 const MAX_PAUSE_STEPS = 4096;
 
@@ -101,6 +102,8 @@ export class DraftModel {
   #pauseLeft = 0;
   #nextPause = FIRST_PAUSE_STEPS;
   #numPauses = 0;
+  /** The first judged step after a pause: it alone decides whether the draft model stays on. */
+  #probing = false;
 
   constructor(options: DraftModelOptions) {
     this.#o = options;
@@ -135,6 +138,7 @@ export class DraftModel {
     this.#lastNumDrafted = 0;
     if (this.#pauseLeft > 0) {
       this.#pauseLeft--;
+      this.#probing = this.#pauseLeft === 0;
       return;
     }
     if (numDecoding > this.#o.maxBatch) return;
@@ -219,8 +223,11 @@ export class DraftModel {
     this.#decayedAccepted = this.#decayedAccepted * COST_DECAY + numAccepted;
     this.#lastNumDrafted = 0;
     const ratio = this.#costRatio();
-    if (ratio === undefined || this.#decayedDrafted < MIN_EVIDENCE) return;
-    if (this.#decayedAccepted >= ratio * this.#decayedDrafted) {
+    // A probe after a pause that drafted nothing acceptable pauses again at once (twice as long).
+    const failedProbe = this.#probing && numAccepted === 0;
+    this.#probing = false;
+    if (!failedProbe && (ratio === undefined || this.#decayedDrafted < MIN_EVIDENCE)) return;
+    if (!failedProbe && ratio !== undefined && this.#decayedAccepted >= ratio * this.#decayedDrafted) {
       this.#nextPause = FIRST_PAUSE_STEPS;
       return;
     }
