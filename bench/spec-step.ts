@@ -4,7 +4,9 @@
 // is bounded by (accepted + 1) / (cost of k + 1 rows / cost of 1 row): this prints that cost ratio.
 //
 //   node --import ./bench/lib/register-ts.mjs bench/spec-step.ts [--model /tmp/h2-m100.gguf] [--depth 256]
-//        [--reps 20] [--threads N] [--llama]
+//        [--reps 20] [--threads N] [--one-logit] [--llama]
+// --one-logit: the last row's logits only (what the rows cost without their logits: on m100 the
+// output matrix is a large share of a step).
 // --llama: llama.cpp's llama-bench on the same file at the same threads, the same ratio: a batch of
 // k + 1 tokens at the same depth (-p k+1 -n 0 -d depth) against one token (-p 1).
 import { availableParallelism, loadavg } from 'node:os';
@@ -41,7 +43,7 @@ for (let rep = 0; rep < REPS; rep++) {
       tokens: Array.from({ length: k + 1 }, (_, i) => 500 + i),
       startPos: DEPTH,
       wantLogits: true,
-      logitCount: k + 1,
+      logitCount: args.includes('--one-logit') ? 1 : k + 1,
       ...(k > 0 ? { verifiesDrafts: true } : {}),
     };
     const t0 = performance.now();
