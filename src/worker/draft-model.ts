@@ -96,6 +96,14 @@ export class DraftModel {
   #stepMs: number | undefined;
   #lastDraftMs = 0;
   #lastNumDrafted = 0;
+  /**
+   * Whether the last prepare fed at most 2 real tokens per sequence (the sampled token and an
+   * accepted draft): its time is what drafting costs from step to step. A prepare that first
+   * caught a sequence up on a whole prompt (a new request, a probe after a pause) is a one-off
+   * prefill: counted in the cost ratio it made a 256-token prompt's drafts look 3-4 target steps
+   * each on m100 (bench:spec quote), so no acceptance could ever pay for them again.
+   */
+  #lastSteady = true;
   /** The node's decayed drafted and accepted tokens, and the pause they may call. */
   #decayedDrafted = 0;
   #decayedAccepted = 0;
@@ -162,6 +170,7 @@ export class DraftModel {
       work.push({ seq, real, k: limit, drafts: [] });
     }
     if (work.length === 0) return;
+    this.#lastSteady = work.every((w) => w.real.length - w.seq.computed <= 2);
     await this.#catchUp(work);
     for (let j = 1; work.some((w) => w.drafts.length > 0 && w.drafts.length < w.k); j++) {
       const active = work.filter((w) => w.drafts.length === j && j < w.k);
@@ -181,7 +190,8 @@ export class DraftModel {
 
   /** Step 3: after verification, before complete(): keep what the target accepted, roll back the rest. */
   settle(items: readonly BatchItem[], results: readonly StepResult[], stepMs: number | undefined): void {
-    if (this.#lastNumDrafted > 0 && stepMs !== undefined) {
+    // A prefill-like catch-up's time is counted only while there is no steady measurement yet.
+    if (this.#lastNumDrafted > 0 && stepMs !== undefined && (this.#lastSteady || this.#draftMsPerToken === undefined)) {
       this.#draftMsPerToken = decayed(this.#draftMsPerToken, this.#lastDraftMs / this.#lastNumDrafted);
       this.#stepMs = decayed(this.#stepMs, stepMs);
     }
