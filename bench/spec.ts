@@ -77,19 +77,38 @@ async function completeLlama(
       ignore_eos: true,
       cache_prompt: false,
       return_tokens: true,
+      stream: true,
     }),
   });
   if (response.status === 503) return 'loading';
-  const body = (await response.json()) as {
-    tokens?: number[];
-    timings: { predicted_per_second: number; draft_n?: number; draft_n_accepted?: number };
-  };
+  // Streamed, so the tokens before an error are seen. llama-server runs the text through a
+  // chat-format parser, which a random model's bytes can fail (500 "does not match the expected
+  // Content-only format", seen with --spec-type ngram-simple on m100's quote): failedRun.
+  const ids: number[] = [];
+  let timings: { predicted_per_second: number; draft_n?: number; draft_n_accepted?: number } | undefined;
+  const text = await response.text();
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('data: ')) continue;
+    const chunk = JSON.parse(line.slice(6)) as { tokens?: number[]; timings?: typeof timings; error?: unknown };
+    if (chunk.error !== undefined)
+      throw new Error(`llama-server: ${JSON.stringify(chunk.error)} after ${ids.length} tokens`);
+    ids.push(...(chunk.tokens ?? []));
+    timings = chunk.timings ?? timings;
+  }
+  if (response.status !== 200 || timings === undefined)
+    throw new Error(`llama-server ${response.status}: ${text.slice(0, 400)}`);
   return {
-    ids: body.tokens ?? [],
-    decodeTokensPerS: body.timings.predicted_per_second,
-    drafted: body.timings.draft_n ?? 0,
-    accepted: body.timings.draft_n_accepted ?? 0,
+    ids,
+    decodeTokensPerS: timings.predicted_per_second,
+    drafted: timings.draft_n ?? 0,
+    accepted: timings.draft_n_accepted ?? 0,
   };
+}
+
+/** A llama.cpp arm's failed request: reported, its tok/s NaN (the others still compare). */
+function failedRun(arm: Arm, error: unknown): Outcome {
+  console.log(`  ${arm}: ${error instanceof Error ? error.message : String(error)}`);
+  return { ids: [], decodeTokensPerS: Number.NaN, drafted: 0, accepted: 0 };
 }
 
 interface Outcome {
@@ -271,7 +290,7 @@ async function main(): Promise<void> {
         const o =
           server === undefined
             ? await run(engine, w.prompt, TOKENS, arm as OwnArm, draftEngine)
-            : await runLlama(server, w.prompt, TOKENS);
+            : await runLlama(server, w.prompt, TOKENS).catch((error: unknown) => failedRun(arm, error));
         tps[arm].push(o.decodeTokensPerS);
         got.push(JSON.stringify(o.ids));
         counts[arm].drafted += o.drafted;
@@ -283,7 +302,11 @@ async function main(): Promise<void> {
       same &&= own.every((g) => g === own[0]);
       llamaSame.push(theirs.every((g) => g === theirs[0]));
     }
-    const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
+    // Failed runs (NaN) left out; NaN when every run failed.
+    const med = (all: number[]) => {
+      const xs = all.filter((x) => !Number.isNaN(x)).sort((a, b) => a - b);
+      return xs.length === 0 ? Number.NaN : (xs[Math.floor(xs.length / 2)] as number);
+    };
     const off = med(tps.off);
     const row = arms
       .filter((a) => a !== 'off')

@@ -82,7 +82,8 @@ interface Sequence {
 /** Decay of the measured costs and of the node's acceptance per step. */
 const COST_DECAY = 0.8;
 /** Decayed drafted tokens before the node's acceptance may pause the draft model. */
-const MIN_EVIDENCE = 6;
+// (Under 1 / (1 - COST_DECAY) = 5, which one rejected draft a step tends to: scheduler/spec-lookup.ts.)
+const MIN_EVIDENCE = 3;
 const FIRST_PAUSE_STEPS = 32;
 const MAX_PAUSE_STEPS = 4096;
 
@@ -96,12 +97,22 @@ export class DraftModel {
   #stepMs: number | undefined;
   #lastDraftMs = 0;
   #lastNumDrafted = 0;
+  /**
+   * Whether the last prepare fed at most 2 real tokens per sequence (the sampled token and an
+   * accepted draft): its time is what drafting costs from step to step. A prepare that first
+   * caught a sequence up on a whole prompt (a new request, a probe after a pause) is a one-off
+   * prefill: counted in the cost ratio it made a 256-token prompt's drafts look 3-4 target steps
+   * each on m100 (bench:spec quote), so no acceptance could ever pay for them again.
+   */
+  #lastSteady = true;
   /** The node's decayed drafted and accepted tokens, and the pause they may call. */
   #decayedDrafted = 0;
   #decayedAccepted = 0;
   #pauseLeft = 0;
   #nextPause = FIRST_PAUSE_STEPS;
   #numPauses = 0;
+  /** The first judged step after a pause: it alone decides whether the draft model stays on. */
+  #probing = false;
 
   constructor(options: DraftModelOptions) {
     this.#o = options;
@@ -136,6 +147,7 @@ export class DraftModel {
     this.#lastNumDrafted = 0;
     if (this.#pauseLeft > 0) {
       this.#pauseLeft--;
+      this.#probing = this.#pauseLeft === 0;
       return;
     }
     if (numDecoding > this.#o.maxBatch) return;
@@ -159,6 +171,7 @@ export class DraftModel {
       work.push({ seq, real, k: limit, drafts: [] });
     }
     if (work.length === 0) return;
+    this.#lastSteady = work.every((w) => w.real.length - w.seq.computed <= 2);
     await this.#catchUp(work);
     for (let j = 1; work.some((w) => w.drafts.length > 0 && w.drafts.length < w.k); j++) {
       const active = work.filter((w) => w.drafts.length === j && j < w.k);
@@ -178,7 +191,8 @@ export class DraftModel {
 
   /** Step 3: after verification, before complete(): keep what the target accepted, roll back the rest. */
   settle(items: readonly BatchItem[], results: readonly StepResult[], stepMs: number | undefined): void {
-    if (this.#lastNumDrafted > 0 && stepMs !== undefined) {
+    // A prefill-like catch-up's time is counted only while there is no steady measurement yet.
+    if (this.#lastNumDrafted > 0 && stepMs !== undefined && (this.#lastSteady || this.#draftMsPerToken === undefined)) {
       this.#draftMsPerToken = decayed(this.#draftMsPerToken, this.#lastDraftMs / this.#lastNumDrafted);
       this.#stepMs = decayed(this.#stepMs, stepMs);
     }
@@ -220,8 +234,11 @@ export class DraftModel {
     this.#decayedAccepted = this.#decayedAccepted * COST_DECAY + numAccepted;
     this.#lastNumDrafted = 0;
     const ratio = this.#costRatio();
-    if (ratio === undefined || this.#decayedDrafted < MIN_EVIDENCE) return;
-    if (this.#decayedAccepted >= ratio * this.#decayedDrafted) {
+    // A probe after a pause that drafted nothing acceptable pauses again at once (twice as long).
+    const failedProbe = this.#probing && numAccepted === 0;
+    this.#probing = false;
+    if (!failedProbe && (ratio === undefined || this.#decayedDrafted < MIN_EVIDENCE)) return;
+    if (!failedProbe && ratio !== undefined && this.#decayedAccepted >= ratio * this.#decayedDrafted) {
       this.#nextPause = FIRST_PAUSE_STEPS;
       return;
     }

@@ -234,7 +234,7 @@ export class EngineLoop {
     this.#lastStepMs = this.#now() - started;
     this.#stepMsTotal += this.#lastStepMs;
     this.#numItemsStepped += plan.items.length;
-    if (budget !== undefined) {
+    {
       let numTokens = 0;
       let numPairs = 0;
       let numDecodes = 0;
@@ -243,7 +243,8 @@ export class EngineLoop {
         numPairs += itemPairs(item.startPos, item.tokens.length);
         if (item.tokens.length === 1 || item.verifiesDrafts === true) numDecodes += item.tokens.length; // drafts: decode tokens, as plan.ts counts them
       }
-      budget.observe(numTokens, this.#lastStepMs, numDecodes, numPairs);
+      budget?.observe(numTokens, this.#lastStepMs, numDecodes, numPairs);
+      if (plan.items.length > 0) o.scheduler.observeStepCost(numTokens, this.#lastStepMs, numPairs);
     }
     const hidden = o.onHiddenState === undefined ? outputs : takeHiddenStates(plan.items, outputs, o.onHiddenState);
     const taken =

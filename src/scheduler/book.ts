@@ -19,6 +19,7 @@ import type { QuarantineRecord } from './integrity.js';
 import { DEFAULT_FAIR_SHARE, TenantCounters, type FairShareWeights } from './fair-share.js';
 import type { PageOps } from './page-ops.js';
 import { TenantQueues } from './queue.js';
+import { SpecCost } from './spec-cost.js';
 import { DraftState, type SpecOptions } from './spec-lookup.js';
 import {
   computedTokens,
@@ -45,6 +46,8 @@ export class RequestBook {
   readonly #eosTokenIds: readonly number[];
   /** Prompt-lookup speculation for decoding requests (constrained ones excepted); none: off. */
   readonly #speculation: SpecOptions | undefined;
+  /** The measured step costs every request's draft length reads (spec-cost.ts); none without speculation. */
+  readonly specCost: SpecCost | undefined;
 
   constructor(
     pages: PageOps,
@@ -55,6 +58,7 @@ export class RequestBook {
     speculation?: SpecOptions,
   ) {
     this.#speculation = speculation !== undefined && speculation.maxDraft > 0 ? speculation : undefined;
+    this.specCost = this.#speculation === undefined ? undefined : new SpecCost();
     this.counters = new TenantCounters(weights);
     this.#pages = pages;
     this.#role = role;
@@ -90,7 +94,13 @@ export class RequestBook {
       state,
       ...(this.#speculation !== undefined && this.#role !== 'prefill' && sampling.constraint === undefined
         ? // A decode node's prompt ids are placeholders: it drafts from the output alone.
-          { draft: new DraftState(this.#speculation, this.#role === 'decode' ? request.promptTokens.length : 0) }
+          {
+            draft: new DraftState(
+              this.#speculation,
+              this.#role === 'decode' ? request.promptTokens.length : 0,
+              this.specCost,
+            ),
+          }
         : {}),
     };
     this.requests.set(r.rid, r);

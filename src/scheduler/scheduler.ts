@@ -516,6 +516,14 @@ export class Scheduler {
     return events;
   }
 
+  /**
+   * A step the worker ran: its tokens over all items, attention pairs and milliseconds, for the
+   * cost of verifying drafts (spec-cost.ts). Nothing without speculation.
+   */
+  observeStepCost(numTokens: number, ms: number, numPairs: number): void {
+    this.#book.specCost?.observe(numTokens, ms, numPairs);
+  }
+
   /** Speculation so far: draft tokens verified and accepted over every request. */
   get specStats(): { readonly numDrafted: number; readonly numAccepted: number } {
     return { numDrafted: this.#numDrafted, numAccepted: this.#numAccepted };

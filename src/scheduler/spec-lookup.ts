@@ -18,7 +18,9 @@
 // appended since the last call, so a lookup costs O(n) however long the request is.
 //
 // The adaptive length (per request): k grows by one after a step that accepted every draft, and
-// falls to accepted + 1 after one that did not. When the decayed acceptance rate falls below
+// falls to accepted + 1 after one that did not; once the scheduler's measured step costs and the
+// request's acceptance are known, k is capped at the length that pays best (spec-cost.ts), and a
+// request for which no length pays cools down as below. When the decayed acceptance rate falls below
 // minAcceptance (after a few drafts), drafting pauses for a cool-down of steps that doubles each
 // time (8, 16, ... 128), then tries again with k = 1: a request whose text never repeats stops
 // paying for rows that are always rejected.
@@ -29,6 +31,7 @@
 // cool-down are the same, and a proposal is only ever an offer made for the tokens as they are.
 import { assert } from '../core/index.js';
 import type { Owner } from '../pages/index.js';
+import { bestDraftLength, type SpecCost } from './spec-cost.js';
 
 /** Prompt-lookup speculation's settings (--spec-max-draft and its defaults). */
 export interface SpecOptions {
@@ -50,7 +53,10 @@ export const DEFAULT_SPEC: SpecOptions = { maxDraft: 4, maxBatch: 4, maxNgram: 4
 /** Decay of the acceptance counts per verified step (about the last 5 steps count). */
 const DECAY = 0.8;
 /** Decayed drafted tokens before the acceptance rate may pause drafting. */
-const MIN_EVIDENCE = 6;
+// (Under 1 / (1 - DECAY) = 5: at one draft a step, as a rejected k = 1 drafts, the decayed count
+// tends to 5; a threshold of 6 was never reached, and a request whose drafts all failed at k = 1
+// drafted on forever: bench:spec's draft model at 0.40-0.60x.)
+const MIN_EVIDENCE = 3;
 const FIRST_COOLDOWN_STEPS = 8;
 const MAX_COOLDOWN_STEPS = 128;
 
@@ -124,11 +130,16 @@ export class DraftState {
   /** A draft model's tokens, offered for the text of length `atLength` (drafter 'model'). */
   #offer: { readonly atLength: number; readonly tokens: readonly number[] } | undefined;
   #minAcceptance: number;
+  /** The measured step costs (the scheduler's), and a draft model's cost per drafted token in target steps. */
+  readonly #cost: SpecCost | undefined;
+  #draftCost = 0;
   #k: number;
   #decayedDrafted = 0;
   #decayedAccepted = 0;
   #coolDownLeft = 0;
   #nextCoolDown = FIRST_COOLDOWN_STEPS;
+  /** The first verified step after a cool-down: it alone decides whether drafting resumes. */
+  #probing = false;
   /** Draft tokens verified and accepted over the request's life. */
   numDrafted = 0;
   numAccepted = 0;
@@ -136,8 +147,9 @@ export class DraftState {
   /** The first position whose token is real (a decode node's prompt ids are placeholders). */
   readonly from: number;
 
-  constructor(options: SpecOptions, from = 0) {
+  constructor(options: SpecOptions, from = 0, cost?: SpecCost) {
     this.#o = options;
+    this.#cost = cost;
     this.from = from;
     this.#minAcceptance = options.minAcceptance;
     this.#index = new NgramIndex(options.minNgram, options.maxNgram, from);
@@ -148,10 +160,12 @@ export class DraftState {
   propose(tokens: readonly number[], limit: number): number[] {
     if (this.#coolDownLeft > 0) {
       this.#coolDownLeft--;
+      this.#probing = this.#coolDownLeft === 0;
       this.#offer = undefined;
       return [];
     }
-    const k = Math.min(this.#k, this.#o.maxDraft, limit);
+    const k = Math.min(this.draftLength, limit);
+    if (k === 0) return [];
     if (this.#o.drafter !== 'model') return this.#index.draft(tokens, k);
     const offer = this.#offer;
     this.#offer = undefined;
@@ -176,6 +190,7 @@ export class DraftState {
    */
   setMinAcceptance(rate: number): void {
     this.#minAcceptance = Math.min(0.95, Math.max(0.05, rate));
+    this.#draftCost = this.#minAcceptance;
   }
 
   /** A verified step: `numDrafted` tokens proposed, the first `numAccepted` of them accepted. */
@@ -187,17 +202,37 @@ export class DraftState {
     this.#decayedDrafted = this.#decayedDrafted * DECAY + numDrafted;
     this.#decayedAccepted = this.#decayedAccepted * DECAY + numAccepted;
     this.#k = numAccepted === numDrafted ? Math.min(this.#o.maxDraft, this.#k + 1) : Math.max(1, numAccepted + 1);
-    if (this.#decayedDrafted >= MIN_EVIDENCE && this.#decayedAccepted < this.#minAcceptance * this.#decayedDrafted) {
-      this.#coolDownLeft = this.#nextCoolDown;
-      this.#nextCoolDown = Math.min(MAX_COOLDOWN_STEPS, 2 * this.#nextCoolDown);
-      this.#decayedDrafted = 0;
-      this.#decayedAccepted = 0;
-      this.#k = 1;
+    if (this.#probing) {
+      // A probe that drafted nothing acceptable cools down again at once (twice as long): one
+      // wasted step per cool-down, not the several that rebuilding the evidence would take.
+      this.#probing = false;
+      if (numAccepted === 0) return this.#coolDown();
     }
+    if (this.#decayedDrafted >= MIN_EVIDENCE && this.#decayedAccepted < this.#minAcceptance * this.#decayedDrafted)
+      this.#coolDown();
   }
 
-  /** The draft length the next proposal may use (tests, metrics). */
+  /**
+   * The draft length the next proposal may use: the adaptive length, capped by what pays at the
+   * measured step costs once there is evidence (0 then starts a cool-down); 0 while cooling down.
+   */
   get draftLength(): number {
-    return this.#coolDownLeft > 0 ? 0 : this.#k;
+    if (this.#coolDownLeft > 0) return 0;
+    const k = Math.min(this.#k, this.#o.maxDraft);
+    const cost = this.#cost;
+    if (cost === undefined || this.#decayedDrafted < MIN_EVIDENCE || cost.ratio(1) === undefined) return k;
+    const rate = this.#decayedAccepted / this.#decayedDrafted;
+    const best = bestDraftLength(rate, k, (j) => cost.ratio(j) ?? 1, this.#draftCost);
+    if (best === 0) this.#coolDown();
+    return best;
+  }
+
+  /** Drafting pauses for the next cool-down (doubling up to MAX_COOLDOWN_STEPS); its evidence starts over. */
+  #coolDown(): void {
+    this.#coolDownLeft = this.#nextCoolDown;
+    this.#nextCoolDown = Math.min(MAX_COOLDOWN_STEPS, 2 * this.#nextCoolDown);
+    this.#decayedDrafted = 0;
+    this.#decayedAccepted = 0;
+    this.#k = 1;
   }
 }
