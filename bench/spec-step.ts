@@ -11,7 +11,8 @@
 // k + 1 tokens at the same depth (-p k+1 -n 0 -d depth) against one token (-p 1).
 import { availableParallelism, loadavg } from 'node:os';
 import { asRequestId, DEFAULT_TENANT, type BatchItem } from '../src/core/index.js';
-import { createEngine, loadModel } from '../src/model/index.js';
+import { createEngine } from '../src/engine/index.js';
+import { loadModel } from '../src/model/index.js';
 import { llamaBench, llamaNativeBin } from './lib/llama-native.js';
 
 const args = process.argv.slice(2);
