@@ -7,7 +7,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { ConfigError } from '../core/index.js';
 import { QK, byteSize, quantize, type WeightDType } from '../kernels/index.js';
-import { countParameters, validateConfig, type ModelConfig } from './config.js';
+import { countParameters, rotaryDims, validateConfig, type ModelConfig } from './config.js';
 import { FILE_TYPE_OF_MIX, isKMix, tensorDtype, type GenDType } from './gen-mix.js';
 import { FILE_TYPE_OF_DTYPE, GGML_TYPE_OF_DTYPE, type GgufValue } from './gguf-format.js';
 import { gguf, writeGgufFile } from './gguf-writer.js';
@@ -74,10 +74,12 @@ const HF_CLASS: Readonly<Record<ModelConfig['arch'], string>> = {
   phi3: 'Phi3ForCausalLM',
   gemma3: 'Gemma3ForCausalLM',
   qwen3moe: 'Qwen3MoeForCausalLM',
+  glm4moe: 'Glm4MoeForCausalLM',
 };
 const HF_MODEL_TYPE: Readonly<Partial<Record<ModelConfig['arch'], string>>> = {
   gemma3: 'gemma3_text',
   qwen3moe: 'qwen3_moe',
+  glm4moe: 'glm4_moe',
 };
 const HF_DTYPES: readonly GenDType[] = ['f32', 'f16', 'bf16'];
 const TORCH_DTYPE: Readonly<Partial<Record<GenDType, string>>> = { f32: 'float32', f16: 'float16', bf16: 'bfloat16' };
@@ -283,7 +285,7 @@ function hfConfigJson(config: ModelConfig, dtype: GenDType, seed: number, preset
     rope_theta: config.ropeTheta,
     rope_scaling: null,
     tie_word_embeddings: config.tieWordEmbeddings,
-    attention_bias: false,
+    attention_bias: config.arch === 'glm4moe' && config.attentionBias,
     mlp_bias: false,
     bos_token_id: config.bosTokenId,
     eos_token_id: config.eosTokenIds[0],
@@ -310,7 +312,7 @@ async function writeGguf(config: ModelConfig, options: GenModelOptions): Promise
     [`${a}.embedding_length`, gguf.u32(config.hiddenSize)],
     [`${a}.block_count`, gguf.u32(config.numLayers)],
     [`${a}.feed_forward_length`, gguf.u32(config.intermediateSize)],
-    [`${a}.rope.dimension_count`, gguf.u32(config.headDim)],
+    [`${a}.rope.dimension_count`, gguf.u32(rotaryDims(config))],
     [`${a}.attention.key_length`, gguf.u32(config.headDim)],
     [`${a}.attention.value_length`, gguf.u32(config.headDim)],
     [`${a}.attention.head_count`, gguf.u32(config.numHeads)],

@@ -21,11 +21,21 @@ import {
   type OpKernels,
   type WeightDType,
 } from '../kernels/index.js';
-import { hasQkNorm, type ModelConfig } from './config.js';
+import { hasQkNorm, isMoeLayer, rotaryDims, type ModelConfig } from './config.js';
 import { tensorToF32 } from './host-tensor.js';
 import { ropeTable, type RopeTable } from './rope.js';
+import { partialRopeOrder, permuteHeadRows } from './permute.js';
 import { RowStack } from './row-stack.js';
-import { EMBED, expertName, FINAL_NORM, LM_HEAD, layerName, type ExpertProj } from './tensor-names.js';
+import {
+  EMBED,
+  expertName,
+  FINAL_NORM,
+  LM_HEAD,
+  layerName,
+  ROUTER_BIAS,
+  sharedExpertName,
+  type ExpertProj,
+} from './tensor-names.js';
 
 /** What every layer holds: its attention and the norm before its MLP. */
 interface AttentionWeights {
@@ -72,6 +82,10 @@ export interface ExpertWeights {
 export interface MoeFfnWeights {
   /** [E, d]: router logits (mlp.gate; f32 in every GGUF). */
   readonly router: DenseWeight;
+  /** [E]: GLM-4.5's selection bias (sigmoid routing); null for softmax routing. */
+  readonly scoreBias: Float32Array | null;
+  /** GLM-4.5's shared experts, one SwiGLU of width ffE · n every token runs; null when none. */
+  readonly shared: ExpertWeights | null;
   /** E of them, prepared each on its own: a step runs only the ones its tokens chose. */
   readonly experts: readonly ExpertWeights[];
 }
@@ -96,10 +110,16 @@ export async function prepareWeights(
   dense: DenseKernels,
   ops: OpKernels,
 ): Promise<PreparedWeights> {
+  // Partial RoPE: q/k rows (and biases, norms) in the order the rotate-half kernels rotate (permute.ts).
+  const ropeOrder = rotaryDims(config) === config.headDim ? null : partialRopeOrder(config.headDim, rotaryDims(config));
   const get = (name: string): HostTensor => {
     const t = tensors.get(name);
     assert(t !== undefined, () => `prepareWeights: tensor ${name} is missing (loadModel checks every tensor)`);
-    return t;
+    if (ropeOrder === null) return t;
+    const head = /\.self_attn\.(?:([qk])_proj\.(?:weight|bias)|[qk]_norm\.weight)$/.exec(name);
+    if (head === null) return t;
+    const heads = head[1] === 'q' ? config.numHeads : head[1] === 'k' ? config.numKvHeads : 1; // a norm: one head
+    return permuteHeadRows(t, heads, ropeOrder);
   };
   const vector = (name: string): Float32Array => {
     const values = tensorToF32(get(name));
@@ -148,7 +168,7 @@ export async function prepareWeights(
       o: await matrix(n('self_attn.o_proj.weight'), [get(n('self_attn.o_proj.weight'))]),
       postNorm: vector(n('post_attention_layernorm.weight')),
     };
-    if (config.moe !== null) {
+    if (isMoeLayer(config.moe, i)) {
       const experts: ExpertWeights[] = [];
       for (let e = 0; e < config.moe.numExperts; e++) {
         const x = (proj: ExpertProj): HostTensor => get(expertName(i, e, proj));
@@ -158,7 +178,16 @@ export async function prepareWeights(
         });
       }
       const router = await matrix(n('mlp.gate.weight'), [get(n('mlp.gate.weight'))]);
-      layers.push({ ...attention, moe: { router, experts } });
+      const scoreBias = config.moe.gating === 'sigmoid' ? vector(n(ROUTER_BIAS)) : null;
+      const s = (proj: ExpertProj): HostTensor => get(sharedExpertName(i, proj));
+      const shared =
+        (config.moe.numSharedExperts ?? 0) === 0
+          ? null
+          : {
+              gateUp: await matrix(n('mlp.shared_experts.gate_up'), [s('gate_proj'), s('up_proj')]),
+              down: await matrix(sharedExpertName(i, 'down_proj'), [s('down_proj')]),
+            };
+      layers.push({ ...attention, moe: { router, scoreBias, shared, experts } });
       continue;
     }
     layers.push({
