@@ -8,7 +8,17 @@ import { isMoeLayer, moeMlpParameters, validateMoe, type MoeParams } from './moe
 export type { MoeParams } from './moe-config.js';
 export { isMoeLayer } from './moe-config.js';
 
-export const MODEL_ARCHS = ['llama', 'mistral', 'qwen2', 'qwen3', 'phi3', 'gemma3', 'qwen3moe', 'glm4moe'] as const;
+export const MODEL_ARCHS = [
+  'llama',
+  'mistral',
+  'qwen2',
+  'qwen3',
+  'phi3',
+  'gemma3',
+  'qwen3moe',
+  'glm4moe',
+  'glm4',
+] as const;
 
 /** Archs whose MLPs are routed experts (config.moe set). */
 export const MOE_ARCHS: readonly ModelArch[] = ['qwen3moe', 'glm4moe'];
@@ -110,6 +120,11 @@ export function hasQkNorm(config: Pick<ModelConfig, 'arch' | 'qkNorm'>): boolean
 }
 
 /** The rotating dimensions of a head: ropeDims when partial, else headDim. */
+/** GLM-4 (dense) rotates adjacent pairs (2i, 2i + 1: llama.cpp's NORM rope, HF's interleaved); every other arch rotate-half. */
+export function ropeInterleaved(config: Pick<ModelConfig, 'arch'>): boolean {
+  return config.arch === 'glm4';
+}
+
 export function rotaryDims(config: Pick<ModelConfig, 'headDim' | 'ropeDims'>): number {
   return config.ropeDims ?? config.headDim;
 }
@@ -213,7 +228,14 @@ export function countParameters(config: ModelConfig): number {
   const qDim = numHeads * headDim;
   const kvDim = numKvHeads * headDim;
   const attention = d * qDim + 2 * d * kvDim + qDim * d + (config.attentionBias ? qDim + 2 * kvDim : 0);
-  const norms = config.gemma3 !== null ? 4 * d + 2 * headDim : hasQkNorm(config) ? 2 * d + 2 * headDim : 2 * d;
+  const norms =
+    config.gemma3 !== null
+      ? 4 * d + 2 * headDim
+      : hasQkNorm(config)
+        ? 2 * d + 2 * headDim
+        : config.arch === 'glm4'
+          ? 4 * d
+          : 2 * d;
   let layers = 0;
   for (let i = 0; i < numLayers; i++)
     layers += attention + norms + (isMoeLayer(config.moe, i) ? moeMlpParameters(d, config.moe) : 3 * d * ff);

@@ -12,7 +12,7 @@ import { FILE_TYPE_OF_MIX, isKMix, tensorDtype, type GenDType } from './gen-mix.
 import { FILE_TYPE_OF_DTYPE, GGML_TYPE_OF_DTYPE, type GgufValue } from './gguf-format.js';
 import { gguf, writeGgufFile } from './gguf-writer.js';
 import { ggufTokenizerMetadata, hfTokenizerFiles } from './gen-vocab.js';
-import { FUSED_GATE_UP, FUSED_QKV, hasFusedProjections } from './fused.js';
+import { FUSED_GATE_UP, FUSED_QKV, hasFusedProjections, hasFusedQkv } from './fused.js';
 import { ggufExpertName, moeGgufMetadata, moeHfFields, stackExperts } from './gen-moe.js';
 import { gemma3NormMultiplier, isGemma3Norm, localLayersFromPattern } from './gemma3-config.js';
 import { permuteRopeRows } from './permute.js';
@@ -75,6 +75,7 @@ const HF_CLASS: Readonly<Record<ModelConfig['arch'], string>> = {
   gemma3: 'Gemma3ForCausalLM',
   qwen3moe: 'Qwen3MoeForCausalLM',
   glm4moe: 'Glm4MoeForCausalLM',
+  glm4: 'Glm4ForCausalLM',
 };
 const HF_MODEL_TYPE: Readonly<Partial<Record<ModelConfig['arch'], string>>> = {
   gemma3: 'gemma3_text',
@@ -168,7 +169,8 @@ function tensorSpecs(
   const out: TensorSpec[] = [];
   for (const [name, shape] of expected) {
     const m = /^(model\.layers\.\d+\.)(?:self_attn\.([qkv])_proj|mlp\.(gate|up)_proj)\.weight$/.exec(name);
-    if (m === null) out.push(single(name, shape));
+    if (m === null || (m[2] !== undefined && !hasFusedQkv(config)))
+      out.push(single(name, shape)); // GLM-4: gate|up only
     else if (m[2] === 'q' || m[3] === 'gate') {
       const suffixes =
         m[2] === 'q' ? ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj'] : ['mlp.gate_proj', 'mlp.up_proj'];
@@ -285,7 +287,8 @@ function hfConfigJson(config: ModelConfig, dtype: GenDType, seed: number, preset
     rope_theta: config.ropeTheta,
     rope_scaling: null,
     tie_word_embeddings: config.tieWordEmbeddings,
-    attention_bias: config.arch === 'glm4moe' && config.attentionBias,
+    attention_bias: (config.arch === 'glm4moe' || config.arch === 'glm4') && config.attentionBias,
+    ...(config.arch === 'glm4' ? { partial_rotary_factor: rotaryDims(config) / config.headDim } : {}),
     mlp_bias: false,
     bos_token_id: config.bosTokenId,
     eos_token_id: config.eosTokenIds[0],

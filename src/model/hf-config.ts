@@ -22,6 +22,7 @@ const ARCH_BY_CLASS: Readonly<Record<string, ModelArch>> = {
   Gemma3ForCausalLM: 'gemma3',
   Qwen3MoeForCausalLM: 'qwen3moe',
   Glm4MoeForCausalLM: 'glm4moe',
+  Glm4ForCausalLM: 'glm4',
 };
 
 /** HF model_type values that name an arch by another word. */
@@ -41,6 +42,7 @@ const DEFAULT_CONTEXT: Readonly<Record<ModelArch, number>> = {
   gemma3: 131072,
   qwen3moe: 40960,
   glm4moe: 131072,
+  glm4: 131072,
 };
 
 export function configFromHf(json: JsonObject, file: string): ModelConfig {
@@ -51,8 +53,9 @@ export function configFromHf(json: JsonObject, file: string): ModelConfig {
   const act = arch === 'gemma3' ? 'silu' : f.str('hidden_act', 'silu'); // gemma3: gemma3FromHf checks
   if (act !== 'silu') throw new ModelLoadError(file, `hidden_act "${act}" is not supported (Tessera runs silu)`);
   if (f.bool('mlp_bias', false)) throw new ModelLoadError(file, 'mlp_bias=true is not supported');
-  const attentionBias = arch === 'qwen2' || (arch === 'glm4moe' && f.bool('attention_bias', false));
-  if (arch !== 'qwen2' && arch !== 'glm4moe' && f.bool('attention_bias', false)) {
+  const glm = arch === 'glm4moe' || arch === 'glm4';
+  const attentionBias = arch === 'qwen2' || (glm && f.bool('attention_bias', arch === 'glm4'));
+  if (arch !== 'qwen2' && !glm && f.bool('attention_bias', false)) {
     throw new ModelLoadError(file, 'attention_bias=true (a bias on q/k/v/o) is not supported for llama/mistral');
   }
   const maxPositionEmbeddings = f.int('max_position_embeddings', DEFAULT_CONTEXT[arch]);
@@ -65,7 +68,7 @@ export function configFromHf(json: JsonObject, file: string): ModelConfig {
     ? f.int('head_dim')
     : arch === 'gemma3'
       ? 256
-      : arch === 'glm4moe'
+      : glm
         ? 128
         : derivedHeadDim(hiddenSize, numHeads, file);
   const config: ModelConfig = {
@@ -92,7 +95,7 @@ export function configFromHf(json: JsonObject, file: string): ModelConfig {
     eosTokenIds: f.intList('eos_token_id'),
     gemma3: arch === 'gemma3' ? gemma3FromHf(f, numLayers, headDim, file) : null,
     moe: arch === 'qwen3moe' ? moeFromHf(f, file) : arch === 'glm4moe' ? glm4MoeFromHf(f, file) : null,
-    ...(arch === 'glm4moe' ? glm4Attention(f, headDim) : {}),
+    ...(glm ? glm4Attention(f, headDim) : {}),
   };
   return validateConfig(config, file);
 }
@@ -148,6 +151,7 @@ function slidingWindow(f: JsonFields, arch: ModelArch): number | null {
     case 'qwen3moe':
       return f.bool('use_sliding_window', false) ? f.optInt('sliding_window') : null;
     case 'glm4moe':
+    case 'glm4':
       return null;
   }
 }

@@ -35,21 +35,22 @@ export function permuteRopeRows(t: HostTensor, numHeads: number, direction: Rope
 }
 
 /**
- * Partial RoPE (GLM-4.5: the first ropeDims of a head rotate in NeoX pairs i, i + ropeDims/2; the
- * rest pass through) in the rotate-half kernels' terms: a per-head order of rows, new row j <-
+ * Partial RoPE (GLM-4.5: the first ropeDims of a head rotate in NeoX pairs i, i + ropeDims/2, GLM-4:
+ * in adjacent pairs 2i, 2i + 1 when `interleaved`; the rest pass through) in the rotate-half kernels' terms: a per-head order of rows, new row j <-
  * old row order[j], that puts rotating pair i at (i, i + headDim/2) for i < ropeDims/2 and pairs
  * the passing dims after them, which rope.ts gives inverse frequency 0 (cos 1, sin 0: unchanged).
  * Applied alike to q and k (and their biases and norm weights) it leaves every q·k, hence the
  * attention, as it was.
  */
-export function partialRopeOrder(headDim: number, ropeDims: number): Int32Array {
+export function partialRopeOrder(headDim: number, ropeDims: number, interleaved = false): Int32Array {
   const half = headDim / 2;
   const rotHalf = ropeDims / 2;
   const passHalf = (headDim - ropeDims) / 2;
   const order = new Int32Array(headDim);
   for (let j = 0; j < half; j++) {
-    order[j] = j < rotHalf ? j : ropeDims + (j - rotHalf);
-    order[half + j] = j < rotHalf ? rotHalf + j : ropeDims + passHalf + (j - rotHalf);
+    // GLM-4's interleaved pairs are (2j, 2j + 1); NeoX's (j, j + ropeDims/2).
+    order[j] = j < rotHalf ? (interleaved ? 2 * j : j) : ropeDims + (j - rotHalf);
+    order[half + j] = j < rotHalf ? (interleaved ? 2 * j + 1 : rotHalf + j) : ropeDims + passHalf + (j - rotHalf);
   }
   return order;
 }

@@ -24,6 +24,7 @@ export const GEN_PRESETS = [
   'qwen3moe-tiny',
   'qwen3moe-a3b-2l',
   'glm4moe-tiny',
+  'glm4-tiny',
 ] as const;
 export type GenPreset = (typeof GEN_PRESETS)[number];
 
@@ -272,6 +273,33 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
     },
     ropeDims: 32,
     qkNorm: true,
+  },
+  /**
+   * GLM-4 (dense, GLM-4-0414) in miniature: q/k/v bias, partial RoPE on half of each 64-wide head in
+   * adjacent (interleaved) pairs, sandwich norms (the attention's and the MLP's outputs normalised
+   * before the residual add), gate|up fused in its files. Qwen3's tokenizer stands in for GLM's.
+   */
+  'glm4-tiny': {
+    arch: 'glm4',
+    vocabSize: 151936,
+    hiddenSize: 128,
+    intermediateSize: 384,
+    numLayers: 4,
+    numHeads: 4,
+    numKvHeads: 2,
+    headDim: 64,
+    rmsNormEps: 1e-5,
+    ropeTheta: 10000,
+    ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 4096,
+    slidingWindow: null,
+    tieWordEmbeddings: false,
+    attentionBias: true,
+    bosTokenId: 151643,
+    eosTokenIds: [151645],
+    gemma3: null,
+    moe: null,
+    ropeDims: 32,
   },
 };
 

@@ -41,6 +41,11 @@ export function expectedTensors(config: ModelConfig): Map<string, readonly numbe
       out.set(layerName(i, 'pre_feedforward_layernorm.weight'), [d]);
       out.set(layerName(i, 'post_feedforward_layernorm.weight'), [d]);
     }
+    if (config.arch === 'glm4') {
+      // GLM-4's sandwich: the attention's and the MLP's outputs normalised before the residual add.
+      out.set(layerName(i, GLM4_POST_ATTN_NORM), [d]);
+      out.set(layerName(i, GLM4_POST_MLP_NORM), [d]);
+    }
     if (isMoeLayer(config.moe, i)) {
       for (const [name, shape] of moeLayerTensors(i, d, config.moe)) out.set(name, shape);
       continue;
@@ -77,6 +82,9 @@ function moeLayerTensors(layer: number, d: number, moe: MoeParams): [string, rea
   return out;
 }
 
+export const GLM4_POST_ATTN_NORM = 'post_self_attn_layernorm.weight';
+export const GLM4_POST_MLP_NORM = 'post_mlp_layernorm.weight';
+
 /** GLM-4.5's per-expert selection bias (added to the sigmoid scores to choose, not to weigh). */
 export const ROUTER_BIAS = 'mlp.gate.e_score_correction_bias';
 export const sharedExpertName = (layer: number, proj: ExpertProj): string =>
@@ -105,7 +113,7 @@ function isIgnorable(name: string, config: ModelConfig): boolean {
 
 /** GLM-4.5's next-token-prediction layers (past numLayers): kept in its files, never run (nor by llama.cpp's graph). */
 export function isNextnLayer(name: string, config: ModelConfig): boolean {
-  if (config.arch !== 'glm4moe') return false;
+  if (config.arch !== 'glm4moe' && config.arch !== 'glm4') return false;
   const m = /^(?:model\.layers|blk)\.(\d+)\./.exec(name);
   return m !== null && Number(m[1]) >= config.numLayers;
 }
@@ -180,8 +188,20 @@ const GGUF_LAYER_SUFFIX_GEMMA3: Readonly<Record<string, string>> = {
   'ffn_norm.weight': 'pre_feedforward_layernorm.weight',
   'post_ffw_norm.weight': 'post_feedforward_layernorm.weight',
 };
+/** GLM-4's sandwich norms (ffn_norm stays the pre-MLP norm). */
+const GGUF_LAYER_SUFFIX_GLM4: Readonly<Record<string, string>> = {
+  ...GGUF_LAYER_SUFFIX,
+  'post_attention_norm.weight': GLM4_POST_ATTN_NORM,
+  'post_ffw_norm.weight': GLM4_POST_MLP_NORM,
+};
 const layerSuffixes = (arch: ModelArch): Readonly<Record<string, string>> =>
-  arch === 'gemma3' ? GGUF_LAYER_SUFFIX_GEMMA3 : arch === 'glm4moe' ? GGUF_LAYER_SUFFIX_GLM4MOE : GGUF_LAYER_SUFFIX;
+  arch === 'gemma3'
+    ? GGUF_LAYER_SUFFIX_GEMMA3
+    : arch === 'glm4moe'
+      ? GGUF_LAYER_SUFFIX_GLM4MOE
+      : arch === 'glm4'
+        ? GGUF_LAYER_SUFFIX_GLM4
+        : GGUF_LAYER_SUFFIX;
 const GGUF_GLOBAL: Readonly<Record<string, string>> = {
   'token_embd.weight': EMBED,
   'output_norm.weight': FINAL_NORM,

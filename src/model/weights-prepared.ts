@@ -21,7 +21,7 @@ import {
   type OpKernels,
   type WeightDType,
 } from '../kernels/index.js';
-import { hasQkNorm, isMoeLayer, rotaryDims, type ModelConfig } from './config.js';
+import { hasQkNorm, isMoeLayer, ropeInterleaved, rotaryDims, type ModelConfig } from './config.js';
 import { tensorToF32 } from './host-tensor.js';
 import { ropeTable, type RopeTable } from './rope.js';
 import { partialRopeOrder, permuteHeadRows } from './permute.js';
@@ -30,6 +30,8 @@ import {
   EMBED,
   expertName,
   FINAL_NORM,
+  GLM4_POST_ATTN_NORM,
+  GLM4_POST_MLP_NORM,
   LM_HEAD,
   layerName,
   ROUTER_BIAS,
@@ -56,9 +58,11 @@ interface AttentionWeights {
 
 /** A layer whose MLP is one SwiGLU (GELU for Gemma 3) over every token. */
 export interface DenseLayerWeights extends AttentionWeights {
-  /** [d] each: Gemma 3's norms before and after the MLP; null for other archs. */
+  /** [d] each: Gemma 3's norms before and after the MLP (GLM-4: after); null for other archs. */
   readonly preFfnNorm: Float32Array | null;
   readonly postFfnNorm: Float32Array | null;
+  /** [d]: GLM-4's norm of the attention output before the residual add; null for other archs. */
+  readonly attnPostNorm: Float32Array | null;
   /** [2 ff, d] */
   readonly gateUp: DenseWeight;
   /** [d, ff] */
@@ -111,7 +115,11 @@ export async function prepareWeights(
   ops: OpKernels,
 ): Promise<PreparedWeights> {
   // Partial RoPE: q/k rows (and biases, norms) in the order the rotate-half kernels rotate (permute.ts).
-  const ropeOrder = rotaryDims(config) === config.headDim ? null : partialRopeOrder(config.headDim, rotaryDims(config));
+  const interleaved = ropeInterleaved(config);
+  const ropeOrder =
+    rotaryDims(config) === config.headDim && !interleaved
+      ? null
+      : partialRopeOrder(config.headDim, rotaryDims(config), interleaved);
   const get = (name: string): HostTensor => {
     const t = tensors.get(name);
     assert(t !== undefined, () => `prepareWeights: tensor ${name} is missing (loadModel checks every tensor)`);
@@ -193,7 +201,13 @@ export async function prepareWeights(
     layers.push({
       ...attention,
       preFfnNorm: config.gemma3 !== null ? vector(n('pre_feedforward_layernorm.weight')) : null,
-      postFfnNorm: config.gemma3 !== null ? vector(n('post_feedforward_layernorm.weight')) : null,
+      postFfnNorm:
+        config.gemma3 !== null
+          ? vector(n('post_feedforward_layernorm.weight'))
+          : config.arch === 'glm4'
+            ? vector(n(GLM4_POST_MLP_NORM))
+            : null,
+      attnPostNorm: config.arch === 'glm4' ? vector(n(GLM4_POST_ATTN_NORM)) : null,
       gateUp: await matrix(n('mlp.gate_up'), [get(n('mlp.gate_proj.weight')), get(n('mlp.up_proj.weight'))]),
       down: await matrix(n('mlp.down_proj.weight'), [get(n('mlp.down_proj.weight'))]),
       moe: null,
