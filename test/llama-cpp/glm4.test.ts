@@ -3,7 +3,7 @@
 // files) against llama.cpp (node-llama-cpp 3.21.1, one thread, F32 KV, its glm4 graph): gen-model's
 // glm4-tiny as GGUF. The default run is f32 over 8 steps and the negative controls;
 // MOE_AGREEMENT=full (`npm run test:moe-agreement`) runs 32 steps, q8_0 and the HF directory.
-//   - f32: the same greedy ids and first-step logits within 1e-3;
+//   - f32 (seed 7: its 32 greedy steps have no near-tie, margin 0.021): the same greedy ids and first-step logits within 1e-3;
 //   - q8_0: teacher-forced top-1 agrees on 29 of 32 steps, first-step correlation > 0.99;
 //   - the HF directory (Glm4ForCausalLM, mlp.gate_up_proj) and the GGUF of one seed give
 //     bit-identical logits;
@@ -35,7 +35,7 @@ async function engineFor(model: Parameters<typeof createEngine>[0]): Promise<Eng
 
 async function gen(dtype: GenDType): Promise<string> {
   const path = join(root, `glm4-${dtype}.gguf`);
-  await genModel({ preset: 'glm4-tiny', format: 'gguf', out: path, seed: 5, dtype });
+  await genModel({ preset: 'glm4-tiny', format: 'gguf', out: path, seed: 7, dtype });
   return path;
 }
 
@@ -88,7 +88,7 @@ describe('glm4: Tessera and llama.cpp', () => {
 
   it.runIf(FULL)('the HF directory (Glm4ForCausalLM) and the GGUF of one seed give bit-identical logits', async () => {
     const hf = join(root, 'glm4-hf');
-    await genModel({ preset: 'glm4-tiny', format: 'hf', out: hf, seed: 5 });
+    await genModel({ preset: 'glm4-tiny', format: 'hf', out: hf, seed: 7 });
     const fromHf = await tesseraTrace(await engineFor(await loadModel(hf)), PROMPT, 4);
     const fromGguf = await tesseraTrace(await engineFor(f32Model!), PROMPT, 4);
     expect(fromHf.ids).toEqual(fromGguf.ids);
