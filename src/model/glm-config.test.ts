@@ -1,9 +1,10 @@
 // GLM-4.5's config.json read as Tessera's ModelConfig (partial RoPE, bias, routing), what is refused,
-// and the per-head row order that runs partial RoPE on the rotate-half kernels.
+// the per-head row order that runs partial RoPE on the rotate-half kernels, and its routing rule.
 import { describe, expect, it } from 'vitest';
 import { ModelLoadError } from '../core/index.js';
 import { countParameters } from './config.js';
 import { configFromHf } from './hf-config.js';
+import { routeSigmoidTopK } from './forward-moe.js';
 import { partialRopeOrder } from './permute.js';
 
 const FILE = '/models/glm/config.json';
@@ -82,5 +83,30 @@ describe('partialRopeOrder', () => {
     for (const order of [partialRopeOrder(128, 64), partialRopeOrder(128, 64, true), partialRopeOrder(64, 64)])
       expect([...order].sort((a, b) => a - b)).toEqual([...Array(order.length).keys()]);
     expect([...partialRopeOrder(6, 6)]).toEqual([0, 1, 2, 3, 4, 5]); // whole-head NeoX: unchanged
+  });
+});
+
+describe('routeSigmoidTopK', () => {
+  const moe = { numExperts: 4, numExpertsUsed: 2, expertIntermediateSize: 8, normTopkProb: true };
+  const sigmoid = (x: number): number => Math.fround(1 / (1 + Math.exp(-x)));
+  function route(bias: number[], scale: number, normTopkProb = true): { ids: number[]; weights: number[] } {
+    const ids = new Int32Array(2);
+    const weights = new Float32Array(2);
+    const logits = Float32Array.from([2, 1, 0, -1]);
+    const m = { ...moe, normTopkProb, routedScalingFactor: scale };
+    routeSigmoidTopK(logits, 1, 4, 2, Float32Array.from(bias), m, new Float32Array(4), ids, weights);
+    return { ids: [...ids], weights: [...weights] };
+  }
+
+  it('chooses by score + bias, weighs by the unbiased score, normalised then scaled', () => {
+    const plain = route([0, 0, 0, 0], 1);
+    expect(plain.ids).toEqual([0, 1]);
+    const sum = sigmoid(2) + sigmoid(1);
+    expect(plain.weights[0]).toBeCloseTo(sigmoid(2) / sum, 6);
+    const biased = route([0, 0, 0, 1], 2.5); // expert 3 chosen by its bias, weighed by sigmoid(-1)
+    expect(biased.ids).toEqual([3, 0]);
+    const total = sigmoid(-1) + sigmoid(2);
+    expect(biased.weights[0]).toBeCloseTo((2.5 * sigmoid(-1)) / total, 6);
+    expect(route([0, 0, 0, 0], 1, false).weights[1]).toBeCloseTo(sigmoid(1), 6);
   });
 });
