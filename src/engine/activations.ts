@@ -81,7 +81,9 @@ function allocateMoeScratch(
   allocDense: AllocF32,
   allocOps: AllocF32,
 ): MoeScratch {
-  const { numExperts: E, numExpertsUsed: k, expertIntermediateSize: f } = moe;
+  const { numExperts: E, numExpertsUsed: k } = moe;
+  // The widest SwiGLU run on these buffers: a routed expert's, or GLM-4.5's shared experts' (f · n).
+  const f = moe.expertIntermediateSize * Math.max(1, moe.numSharedExperts ?? 0);
   return {
     maxTokens: T,
     routerLogits: allocDense(T * E),

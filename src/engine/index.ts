@@ -10,7 +10,8 @@ export {
   type StepRunner,
 } from './engine-loop.js';
 export { createThreadedEngine, type ThreadedEngine } from './engine-thread.js';
-export { createEngine, DEFAULT_MAX_STEP_TOKENS, DEFAULT_PAGE_SIZE, type Engine } from './engine.js';
+export { createEngine, DEFAULT_MAX_STEP_TOKENS, DEFAULT_PAGE_SIZE, type Engine, type ModelWeights } from './engine.js';
+export { routeSigmoidTopK } from './forward/moe.js';
 export { generate } from './generate.js';
 export { loraFileDigest, type LoraControl } from './lora-control.js';
 export { genLoraGguf } from './lora-gguf.js';

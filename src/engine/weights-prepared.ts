@@ -23,6 +23,15 @@ import {
 } from '../kernels/index.js';
 import {
   hasQkNorm,
+  isMoeLayer,
+  ropeInterleaved,
+  rotaryDims,
+  partialRopeOrder,
+  permuteHeadRows,
+  GLM4_POST_ATTN_NORM,
+  GLM4_POST_MLP_NORM,
+  ROUTER_BIAS,
+  sharedExpertName,
   type ModelConfig,
   tensorToF32,
   ropeTable,
@@ -55,9 +64,11 @@ interface AttentionWeights {
 
 /** A layer whose MLP is one SwiGLU (GELU for Gemma 3) over every token. */
 export interface DenseLayerWeights extends AttentionWeights {
-  /** [d] each: Gemma 3's norms before and after the MLP; null for other archs. */
+  /** [d] each: Gemma 3's norms before and after the MLP (GLM-4: after); null for other archs. */
   readonly preFfnNorm: Float32Array | null;
   readonly postFfnNorm: Float32Array | null;
+  /** [d]: GLM-4's norm of the attention output before the residual add; null for other archs. */
+  readonly attnPostNorm: Float32Array | null;
   /** [2 ff, d] */
   readonly gateUp: DenseWeight;
   /** [d, ff] */
@@ -81,6 +92,10 @@ export interface ExpertWeights {
 export interface MoeFfnWeights {
   /** [E, d]: router logits (mlp.gate; f32 in every GGUF). */
   readonly router: DenseWeight;
+  /** [E]: GLM-4.5's selection bias (sigmoid routing); null for softmax routing. */
+  readonly scoreBias: Float32Array | null;
+  /** GLM-4.5's shared experts, one SwiGLU of width ffE · n every token runs; null when none. */
+  readonly shared: ExpertWeights | null;
   /** E of them, prepared each on its own: a step runs only the ones its tokens chose. */
   readonly experts: readonly ExpertWeights[];
 }
@@ -105,10 +120,20 @@ export async function prepareWeights(
   dense: DenseKernels,
   ops: OpKernels,
 ): Promise<PreparedWeights> {
+  // Partial RoPE: q/k rows (and biases, norms) in the order the rotate-half kernels rotate (permute.ts).
+  const interleaved = ropeInterleaved(config);
+  const ropeOrder =
+    rotaryDims(config) === config.headDim && !interleaved
+      ? null
+      : partialRopeOrder(config.headDim, rotaryDims(config), interleaved);
   const get = (name: string): HostTensor => {
     const t = tensors.get(name);
     assert(t !== undefined, () => `prepareWeights: tensor ${name} is missing (loadModel checks every tensor)`);
-    return t;
+    if (ropeOrder === null) return t;
+    const head = /\.self_attn\.(?:([qk])_proj\.(?:weight|bias)|[qk]_norm\.weight)$/.exec(name);
+    if (head === null) return t;
+    const heads = head[1] === 'q' ? config.numHeads : head[1] === 'k' ? config.numKvHeads : 1; // a norm: one head
+    return permuteHeadRows(t, heads, ropeOrder);
   };
   const vector = (name: string): Float32Array => {
     const values = tensorToF32(get(name));
@@ -157,7 +182,7 @@ export async function prepareWeights(
       o: await matrix(n('self_attn.o_proj.weight'), [get(n('self_attn.o_proj.weight'))]),
       postNorm: vector(n('post_attention_layernorm.weight')),
     };
-    if (config.moe !== null) {
+    if (isMoeLayer(config.moe, i)) {
       const experts: ExpertWeights[] = [];
       for (let e = 0; e < config.moe.numExperts; e++) {
         const x = (proj: ExpertProj): HostTensor => get(expertName(i, e, proj));
@@ -167,13 +192,28 @@ export async function prepareWeights(
         });
       }
       const router = await matrix(n('mlp.gate.weight'), [get(n('mlp.gate.weight'))]);
-      layers.push({ ...attention, moe: { router, experts } });
+      const scoreBias = config.moe.gating === 'sigmoid' ? vector(n(ROUTER_BIAS)) : null;
+      const s = (proj: ExpertProj): HostTensor => get(sharedExpertName(i, proj));
+      const shared =
+        (config.moe.numSharedExperts ?? 0) === 0
+          ? null
+          : {
+              gateUp: await matrix(n('mlp.shared_experts.gate_up'), [s('gate_proj'), s('up_proj')]),
+              down: await matrix(sharedExpertName(i, 'down_proj'), [s('down_proj')]),
+            };
+      layers.push({ ...attention, moe: { router, scoreBias, shared, experts } });
       continue;
     }
     layers.push({
       ...attention,
       preFfnNorm: config.gemma3 !== null ? vector(n('pre_feedforward_layernorm.weight')) : null,
-      postFfnNorm: config.gemma3 !== null ? vector(n('post_feedforward_layernorm.weight')) : null,
+      postFfnNorm:
+        config.gemma3 !== null
+          ? vector(n('post_feedforward_layernorm.weight'))
+          : config.arch === 'glm4'
+            ? vector(n(GLM4_POST_MLP_NORM))
+            : null,
+      attnPostNorm: config.arch === 'glm4' ? vector(n(GLM4_POST_ATTN_NORM)) : null,
       gateUp: await matrix(n('mlp.gate_up'), [get(n('mlp.gate_proj.weight')), get(n('mlp.up_proj.weight'))]),
       down: await matrix(n('mlp.down_proj.weight'), [get(n('mlp.down_proj.weight'))]),
       moe: null,

@@ -163,7 +163,7 @@ describe('configFromHf', () => {
 
   it('names the file and the value for an unknown architecture', () => {
     expect(loadError({ ...llama2, model_type: 'gemma2', architectures: ['Gemma2ForCausalLM'] }).message).toBe(
-      `${FILE}: unknown architecture: model_type "gemma2" (Tessera supports llama, mistral, qwen2, qwen3, phi3, gemma3, qwen3moe)`,
+      `${FILE}: unknown architecture: model_type "gemma2" (Tessera supports llama, mistral, qwen2, qwen3, phi3, gemma3, qwen3moe, glm4moe, glm4)`,
     );
     expect(loadError({ ...llama2, model_type: undefined, architectures: ['FalconForCausalLM'] }).message).toContain(
       'architectures ["FalconForCausalLM"]',

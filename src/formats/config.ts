@@ -1,13 +1,27 @@
 // The normalized model description every other part of Tessera reads: one shape for Llama 2/3,
 // TinyLlama, SmolLM, Mistral, Qwen2/3, Phi-3 and Gemma 3 (its extras in `gemma3`), whether it came from a Hugging Face config.json
-// (hf-config.ts) or GGUF metadata (gguf-config.ts); Qwen3-MoE's routing in `moe` (moe-config.ts). This file owns the type and its checks;
+// (hf-config.ts) or GGUF metadata (gguf-config.ts); Qwen3-MoE's and GLM-4.5's routing in `moe` (moe-config.ts). This file owns the type and its checks;
 // it must never read files or guess a value a model did not give (defaults live in the parsers).
 import { ModelLoadError } from '../core/index.js';
-import { moeMlpParameters, validateMoe, type MoeParams } from './moe-config.js';
+import { isMoeLayer, moeMlpParameters, validateMoe, type MoeParams } from './moe-config.js';
 
 export type { MoeParams } from './moe-config.js';
+export { isMoeLayer } from './moe-config.js';
 
-export const MODEL_ARCHS = ['llama', 'mistral', 'qwen2', 'qwen3', 'phi3', 'gemma3', 'qwen3moe'] as const;
+export const MODEL_ARCHS = [
+  'llama',
+  'mistral',
+  'qwen2',
+  'qwen3',
+  'phi3',
+  'gemma3',
+  'qwen3moe',
+  'glm4moe',
+  'glm4',
+] as const;
+
+/** Archs whose MLPs are routed experts (config.moe set). */
+export const MOE_ARCHS: readonly ModelArch[] = ['qwen3moe', 'glm4moe'];
 export type ModelArch = (typeof MODEL_ARCHS)[number];
 
 /**
@@ -91,11 +105,28 @@ export interface ModelConfig {
   readonly gemma3: Gemma3Params | null;
   /** Mixture-of-experts routing (every layer's MLP is routed experts); null for a dense model. */
   readonly moe: MoeParams | null;
+  /**
+   * Partial RoPE (GLM-4.5): only the first ropeDims of each head rotate (NeoX pairs i, i + ropeDims/2,
+   * base^(-2i/ropeDims)), the rest pass through; absent: the whole head.
+   */
+  readonly ropeDims?: number;
+  /** Per-head RMSNorm of q and k for an arch where it is optional (GLM-4.5's use_qk_norm); absent: the arch decides. */
+  readonly qkNorm?: boolean;
 }
 
 /** Qwen3 (and Qwen3-MoE) and Gemma 3 RMS-normalize each head of q and k (q_norm, k_norm over headDim) before RoPE. */
-export function hasQkNorm(config: Pick<ModelConfig, 'arch'>): boolean {
-  return config.arch === 'qwen3' || config.arch === 'qwen3moe' || config.arch === 'gemma3';
+export function hasQkNorm(config: Pick<ModelConfig, 'arch' | 'qkNorm'>): boolean {
+  return config.qkNorm === true || config.arch === 'qwen3' || config.arch === 'qwen3moe' || config.arch === 'gemma3';
+}
+
+/** The rotating dimensions of a head: ropeDims when partial, else headDim. */
+/** GLM-4 (dense) rotates adjacent pairs (2i, 2i + 1: llama.cpp's NORM rope, HF's interleaved); every other arch rotate-half. */
+export function ropeInterleaved(config: Pick<ModelConfig, 'arch'>): boolean {
+  return config.arch === 'glm4';
+}
+
+export function rotaryDims(config: Pick<ModelConfig, 'headDim' | 'ropeDims'>): number {
+  return config.ropeDims ?? config.headDim;
 }
 
 /** Throws one ModelLoadError naming `file` if the config is not internally consistent. */
@@ -133,9 +164,17 @@ export function validateConfig(config: ModelConfig, file: string): ModelConfig {
   }
   validateRopeScaling(config.ropeScaling, config.headDim, file);
   validateGemma3(config, file);
-  if ((config.moe !== null) !== (config.arch === 'qwen3moe'))
-    throw new ModelLoadError(file, `moe parameters must be given exactly for arch qwen3moe (arch ${config.arch})`);
+  if ((config.moe !== null) !== MOE_ARCHS.includes(config.arch))
+    throw new ModelLoadError(
+      file,
+      `moe parameters must be given exactly for archs ${MOE_ARCHS.join(', ')} (arch ${config.arch})`,
+    );
   if (config.moe !== null) validateMoe(config.moe, file);
+  const rot = rotaryDims(config);
+  if (!(Number.isSafeInteger(rot) && rot > 0 && rot % 2 === 0 && rot <= config.headDim))
+    throw new ModelLoadError(file, `rotary dims must be even and within headDim ${config.headDim}, got ${rot}`);
+  if (rot !== config.headDim && config.ropeScaling.type !== 'none')
+    throw new ModelLoadError(file, 'partial RoPE with RoPE scaling is not supported');
   return config;
 }
 
@@ -189,8 +228,16 @@ export function countParameters(config: ModelConfig): number {
   const qDim = numHeads * headDim;
   const kvDim = numKvHeads * headDim;
   const attention = d * qDim + 2 * d * kvDim + qDim * d + (config.attentionBias ? qDim + 2 * kvDim : 0);
-  const mlp = config.moe === null ? 3 * d * ff : moeMlpParameters(d, config.moe);
-  const norms = config.gemma3 !== null ? 4 * d + 2 * headDim : hasQkNorm(config) ? 2 * d + 2 * headDim : 2 * d;
-  const perLayer = attention + mlp + norms;
-  return vocabSize * d * (config.tieWordEmbeddings ? 1 : 2) + numLayers * perLayer + d;
+  const norms =
+    config.gemma3 !== null
+      ? 4 * d + 2 * headDim
+      : hasQkNorm(config)
+        ? 2 * d + 2 * headDim
+        : config.arch === 'glm4'
+          ? 4 * d
+          : 2 * d;
+  let layers = 0;
+  for (let i = 0; i < numLayers; i++)
+    layers += attention + norms + (isMoeLayer(config.moe, i) ? moeMlpParameters(d, config.moe) : 3 * d * ff);
+  return vocabSize * d * (config.tieWordEmbeddings ? 1 : 2) + layers + d;
 }

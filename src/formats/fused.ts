@@ -1,4 +1,4 @@
-// Phi-3's fused projections split into the canonical per-projection tensors the rest of Tessera
+// Phi-3's (and GLM-4's gate|up) fused projections split into the canonical per-projection tensors the rest of Tessera
 // knows: self_attn.qkv_proj (rows q | k | v) and mlp.gate_up_proj (rows gate | up), in HF and
 // GGUF files alike (GGUF: attn_qkv, and ffn_up holding gate | up). Rows are independent in every
 // dtype (GGML blocks run along a row), so each part is a zero-copy view of the fused bytes.
@@ -11,8 +11,11 @@ import type { ModelConfig } from './config.js';
 const layerName = (layer: number, suffix: string): string => `model.layers.${layer}.${suffix}`;
 
 export function hasFusedProjections(config: Pick<ModelConfig, 'arch'>): boolean {
-  return config.arch === 'phi3';
+  return config.arch === 'phi3' || config.arch === 'glm4';
 }
+
+/** Phi-3 fuses q/k/v too; GLM-4 only gate|up. */
+export const hasFusedQkv = (config: Pick<ModelConfig, 'arch'>): boolean => config.arch === 'phi3';
 
 export const FUSED_QKV = 'self_attn.qkv_proj.weight';
 export const FUSED_GATE_UP = 'mlp.gate_up_proj.weight';
@@ -29,11 +32,12 @@ export function splitFused(
   const kvDim = config.numKvHeads * config.headDim;
   const ff = config.intermediateSize;
   for (let i = 0; i < config.numLayers; i++) {
-    split(out, layerName(i, FUSED_QKV), file, [
-      [layerName(i, 'self_attn.q_proj.weight'), qDim],
-      [layerName(i, 'self_attn.k_proj.weight'), kvDim],
-      [layerName(i, 'self_attn.v_proj.weight'), kvDim],
-    ]);
+    if (hasFusedQkv(config))
+      split(out, layerName(i, FUSED_QKV), file, [
+        [layerName(i, 'self_attn.q_proj.weight'), qDim],
+        [layerName(i, 'self_attn.k_proj.weight'), kvDim],
+        [layerName(i, 'self_attn.v_proj.weight'), kvDim],
+      ]);
     split(out, layerName(i, FUSED_GATE_UP), file, [
       [layerName(i, 'mlp.gate_proj.weight'), ff],
       [layerName(i, 'mlp.up_proj.weight'), ff],

@@ -1,5 +1,7 @@
 // GGUF metadata -> ModelConfig, for general.architecture "llama" (llama.cpp writes Llama 2/3,
-// TinyLlama, SmolLM and Mistral 7B as "llama"), "qwen2", "qwen3", "phi3", "gemma3" and "qwen3moe" (moe-config.ts), reading the `<arch>.*` keys with
+// TinyLlama, SmolLM and Mistral 7B as "llama"), "qwen2", "qwen3", "phi3", "gemma3", "qwen3moe" and "glm4moe" (moe-config.ts) / "glm4" (dense;
+// partial RoPE from rope.dimension_count, q/k/v bias and q/k norms from their tensors, nextn_predict_layers
+// trailing layers not run, as llama.cpp's graph skips them), reading the `<arch>.*` keys with
 // llama.cpp's defaults. Llama 3 RoPE scaling arrives as a `rope_freqs.weight` tensor of
 // per-frequency divisors. It must never guess an architecture from tensor names.
 import { ModelLoadError } from '../core/index.js';
@@ -8,7 +10,7 @@ import { validateConfig, type ModelArch, type ModelConfig, type RopeScaling } fr
 import { gemma3FromGguf } from './gemma3-config.js';
 import { dtypeOfGgmlType, ggmlTypeName } from './gguf-format.js';
 import { GgufMeta } from './gguf-meta.js';
-import { moeFromGguf } from './moe-config.js';
+import { glm4MoeFromGguf, moeFromGguf } from './moe-config.js';
 import { ggufTensorBytes, type GgufFile } from './gguf-reader.js';
 import { yarnMscale } from './rope.js';
 
@@ -19,6 +21,8 @@ const GGUF_ARCHS: Readonly<Record<string, ModelArch>> = {
   phi3: 'phi3',
   gemma3: 'gemma3',
   qwen3moe: 'qwen3moe',
+  glm4moe: 'glm4moe',
+  glm4: 'glm4',
 };
 
 export function ggufArch(g: GgufFile): ModelArch {
@@ -28,7 +32,7 @@ export function ggufArch(g: GgufFile): ModelArch {
     const seen = name === null ? 'no general.architecture key' : `general.architecture "${name}"`;
     throw new ModelLoadError(
       g.file,
-      `unknown architecture: ${seen} (Tessera reads GGUF llama, qwen2, qwen3, phi3, gemma3 and qwen3moe; Mistral 7B GGUFs say "llama")`,
+      `unknown architecture: ${seen} (Tessera reads GGUF llama, qwen2, qwen3, phi3, gemma3, qwen3moe, glm4moe and glm4; Mistral 7B GGUFs say "llama")`,
     );
   }
   return arch;
@@ -42,7 +46,9 @@ export function configFromGguf(g: GgufFile): ModelConfig {
   const numHeads = meta.int(key('attention.head_count'));
   const headDim = meta.optInt(key('attention.key_length')) ?? hiddenSize / numHeads;
   const ropeDims = meta.optInt(key('rope.dimension_count'));
-  if (ropeDims !== null && ropeDims !== headDim) {
+  const glm = arch === 'glm4moe' || arch === 'glm4';
+  const partial = glm && ropeDims !== null && ropeDims < headDim;
+  if (ropeDims !== null && ropeDims !== headDim && !partial) {
     throw new ModelLoadError(
       g.file,
       `${key('rope.dimension_count')} = ${ropeDims} but head dim is ${headDim}: partial RoPE is not supported`,
@@ -54,7 +60,9 @@ export function configFromGguf(g: GgufFile): ModelConfig {
   const eos = ['tokenizer.ggml.eos_token_id', 'tokenizer.ggml.eot_token_id', 'tokenizer.ggml.eom_token_id']
     .map((k) => meta.optInt(k))
     .filter((id): id is number => id !== null);
-  const numLayers = meta.int(key('block_count'));
+  const has = (name: string): boolean => g.tensors.some((t) => t.name === name);
+  // GLM-4.5's next-token-prediction layers are counted in block_count and not run by llama.cpp's graph.
+  const numLayers = meta.int(key('block_count')) - (glm ? (meta.optInt(key('nextn_predict_layers')) ?? 0) : 0);
   const config: ModelConfig = {
     arch,
     vocabSize: meta.optInt(key('vocab_size')) ?? embed.shape[0]!,
@@ -70,11 +78,13 @@ export function configFromGguf(g: GgufFile): ModelConfig {
     maxPositionEmbeddings,
     slidingWindow: null,
     tieWordEmbeddings: !g.tensors.some((t) => t.name === 'output.weight'),
-    attentionBias: arch === 'qwen2',
+    attentionBias: arch === 'qwen2' || (glm && has('blk.0.attn_q.bias')),
     bosTokenId: meta.optInt('tokenizer.ggml.bos_token_id'),
     eosTokenIds: [...new Set(eos)],
     gemma3: arch === 'gemma3' ? gemma3FromGguf(meta, key, { numLayers, hiddenSize, numHeads, headDim }) : null,
-    moe: arch === 'qwen3moe' ? moeFromGguf(meta, key) : null,
+    moe: arch === 'qwen3moe' ? moeFromGguf(meta, key) : arch === 'glm4moe' ? glm4MoeFromGguf(meta, key, g.file) : null,
+    ...(partial && ropeDims !== null ? { ropeDims } : {}),
+    ...(arch === 'glm4moe' && has('blk.0.attn_q_norm.weight') ? { qkNorm: true } : {}),
   };
   return validateConfig(config, g.file);
 }

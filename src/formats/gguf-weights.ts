@@ -17,6 +17,7 @@ import {
   expertName,
   GGUF_EXPERT_PROJ,
   ggufToHfName,
+  isNextnLayer,
   layerName,
   type ExpertProj,
 } from './tensor-names.js';
@@ -27,7 +28,7 @@ const CONFIG_TENSORS = new Set(['rope_freqs.weight']);
 export function loadGgufWeights(g: GgufFile, config: ModelConfig): Map<string, HostTensor> {
   const raw = new Map<string, HostTensor>();
   for (const info of g.tensors) {
-    if (CONFIG_TENSORS.has(info.name)) continue;
+    if (CONFIG_TENSORS.has(info.name) || isNextnLayer(info.name, config)) continue;
     const experts = /^blk\.(\d+)\.(ffn_(?:gate|up|down)_exps\.weight)$/.exec(info.name);
     if (experts !== null) {
       for (const t of splitExperts(g, info, Number(experts[1]), GGUF_EXPERT_PROJ[experts[2]!]!)) raw.set(t.name, t);

@@ -1,15 +1,17 @@
 // Hugging Face config.json -> ModelConfig, for LlamaForCausalLM (Llama 2/3, TinyLlama, SmolLM),
 // MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM (q/k norms), Phi3ForCausalLM and
 // Gemma3ForCausalLM (model_type gemma3_text; its extras in gemma3-config.ts) and
-// Qwen3MoeForCausalLM (model_type qwen3_moe; its routing in moe-config.ts), with transformers'
-// defaults where a field is absent.
+// Qwen3MoeForCausalLM (model_type qwen3_moe; its routing in moe-config.ts) and Glm4MoeForCausalLM
+// (model_type glm4_moe: partial RoPE, q/k/v bias, optional q/k norms, leading dense layers; its
+// next-token-prediction layers, num_nextn_predict_layers past num_hidden_layers, are not run),
+// with transformers' defaults where a field is absent.
 // It must never accept a feature it cannot run (another activation, o_proj/MLP bias, other
 // RoPE types): those are ModelLoadErrors naming the file, not silently wrong outputs.
 import { ModelLoadError } from '../core/index.js';
 import { gemma3FromHf, gemma3GlobalRope } from './gemma3-config.js';
 import { MODEL_ARCHS, validateConfig, type ModelArch, type ModelConfig, type RopeScaling } from './config.js';
 import { JsonFields, type JsonObject } from './json-fields.js';
-import { moeFromHf } from './moe-config.js';
+import { glm4MoeFromHf, moeFromHf } from './moe-config.js';
 
 const ARCH_BY_CLASS: Readonly<Record<string, ModelArch>> = {
   LlamaForCausalLM: 'llama',
@@ -19,10 +21,16 @@ const ARCH_BY_CLASS: Readonly<Record<string, ModelArch>> = {
   Phi3ForCausalLM: 'phi3',
   Gemma3ForCausalLM: 'gemma3',
   Qwen3MoeForCausalLM: 'qwen3moe',
+  Glm4MoeForCausalLM: 'glm4moe',
+  Glm4ForCausalLM: 'glm4',
 };
 
 /** HF model_type values that name an arch by another word. */
-const ARCH_BY_MODEL_TYPE: Readonly<Record<string, ModelArch>> = { gemma3_text: 'gemma3', qwen3_moe: 'qwen3moe' };
+const ARCH_BY_MODEL_TYPE: Readonly<Record<string, ModelArch>> = {
+  gemma3_text: 'gemma3',
+  qwen3_moe: 'qwen3moe',
+  glm4_moe: 'glm4moe',
+};
 
 /** transformers' default max_position_embeddings per model_type. */
 const DEFAULT_CONTEXT: Readonly<Record<ModelArch, number>> = {
@@ -33,6 +41,8 @@ const DEFAULT_CONTEXT: Readonly<Record<ModelArch, number>> = {
   phi3: 4096,
   gemma3: 131072,
   qwen3moe: 40960,
+  glm4moe: 131072,
+  glm4: 131072,
 };
 
 export function configFromHf(json: JsonObject, file: string): ModelConfig {
@@ -43,7 +53,9 @@ export function configFromHf(json: JsonObject, file: string): ModelConfig {
   const act = arch === 'gemma3' ? 'silu' : f.str('hidden_act', 'silu'); // gemma3: gemma3FromHf checks
   if (act !== 'silu') throw new ModelLoadError(file, `hidden_act "${act}" is not supported (Tessera runs silu)`);
   if (f.bool('mlp_bias', false)) throw new ModelLoadError(file, 'mlp_bias=true is not supported');
-  if (arch !== 'qwen2' && f.bool('attention_bias', false)) {
+  const glm = arch === 'glm4moe' || arch === 'glm4';
+  const attentionBias = arch === 'qwen2' || (glm && f.bool('attention_bias', arch === 'glm4'));
+  if (arch !== 'qwen2' && !glm && f.bool('attention_bias', false)) {
     throw new ModelLoadError(file, 'attention_bias=true (a bias on q/k/v/o) is not supported for llama/mistral');
   }
   const maxPositionEmbeddings = f.int('max_position_embeddings', DEFAULT_CONTEXT[arch]);
@@ -56,7 +68,9 @@ export function configFromHf(json: JsonObject, file: string): ModelConfig {
     ? f.int('head_dim')
     : arch === 'gemma3'
       ? 256
-      : derivedHeadDim(hiddenSize, numHeads, file);
+      : glm
+        ? 128
+        : derivedHeadDim(hiddenSize, numHeads, file);
   const config: ModelConfig = {
     arch,
     vocabSize: f.int('vocab_size'),
@@ -76,13 +90,20 @@ export function configFromHf(json: JsonObject, file: string): ModelConfig {
     maxPositionEmbeddings,
     slidingWindow: slidingWindow(f, arch),
     tieWordEmbeddings: f.bool('tie_word_embeddings', arch === 'gemma3'),
-    attentionBias: arch === 'qwen2',
+    attentionBias,
     bosTokenId: bos,
     eosTokenIds: f.intList('eos_token_id'),
     gemma3: arch === 'gemma3' ? gemma3FromHf(f, numLayers, headDim, file) : null,
-    moe: arch === 'qwen3moe' ? moeFromHf(f, file) : null,
+    moe: arch === 'qwen3moe' ? moeFromHf(f, file) : arch === 'glm4moe' ? glm4MoeFromHf(f, file) : null,
+    ...(glm ? glm4Attention(f, headDim) : {}),
   };
   return validateConfig(config, file);
+}
+
+/** GLM-4.5's partial RoPE (partial_rotary_factor, default 0.5) and optional q/k norms (use_qk_norm). */
+function glm4Attention(f: JsonFields, headDim: number): Pick<ModelConfig, 'ropeDims' | 'qkNorm'> {
+  const ropeDims = Math.trunc(headDim * f.num('partial_rotary_factor', 0.5));
+  return { ...(ropeDims === headDim ? {} : { ropeDims }), ...(f.bool('use_qk_norm', false) ? { qkNorm: true } : {}) };
 }
 
 function hfArch(f: JsonFields, file: string): ModelArch {
@@ -129,6 +150,9 @@ function slidingWindow(f: JsonFields, arch: ModelArch): number | null {
     case 'qwen3':
     case 'qwen3moe':
       return f.bool('use_sliding_window', false) ? f.optInt('sliding_window') : null;
+    case 'glm4moe':
+    case 'glm4':
+      return null;
   }
 }
 

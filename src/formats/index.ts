@@ -1,7 +1,15 @@
 // Model file formats: Hugging Face config.json and safetensors, GGUF (read and write), the
 // normalized ModelConfig, canonical tensor names and the RoPE tables a config implies. Pure
 // parsing and checking; see README.md. Names used outside the module only.
-export { countParameters, hasQkNorm, validateConfig, type ModelConfig } from './config.js';
+export {
+  countParameters,
+  hasQkNorm,
+  isMoeLayer,
+  ropeInterleaved,
+  rotaryDims,
+  validateConfig,
+  type ModelConfig,
+} from './config.js';
 export {
   exists,
   isDirectory,
@@ -10,7 +18,7 @@ export {
   readOptionalTextFile,
   readWholeFile,
 } from './files.js';
-export { FUSED_GATE_UP, FUSED_QKV, hasFusedProjections } from './fused.js';
+export { FUSED_GATE_UP, FUSED_QKV, hasFusedProjections, hasFusedQkv } from './fused.js';
 export { gemma3NormMultiplier, gemma3NormsFromHf, isGemma3Norm, localLayersFromPattern } from './gemma3-config.js';
 export { configFromGguf } from './gguf-config.js';
 export {
@@ -30,7 +38,7 @@ export { loadHfWeights } from './hf-weights.js';
 export { tensorToF32 } from './host-tensor.js';
 export { isJsonObject, JsonFields, parseJsonObject, type JsonObject } from './json-fields.js';
 export { type MoeParams } from './moe-config.js';
-export { permuteRopeRows } from './permute.js';
+export { partialRopeOrder, permuteHeadRows, permuteRopeRows } from './permute.js';
 export { ropeDependsOnLength, ropeTable, type RopeTable } from './rope.js';
 export { encodeSafetensors, readSafetensors, writeSafetensorsFile } from './safetensors.js';
 export {
@@ -39,8 +47,12 @@ export {
   expertName,
   FINAL_NORM,
   ggufToHfName,
+  GLM4_POST_ATTN_NORM,
+  GLM4_POST_MLP_NORM,
   hfToGgufName,
   layerName,
   LM_HEAD,
+  ROUTER_BIAS,
+  sharedExpertName,
   type ExpertProj,
 } from './tensor-names.js';

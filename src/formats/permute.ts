@@ -33,3 +33,40 @@ export function permuteRopeRows(t: HostTensor, numHeads: number, direction: Rope
   }
   return { name: t.name, dtype: t.dtype, shape: t.shape, data: out };
 }
+
+/**
+ * Partial RoPE (GLM-4.5: the first ropeDims of a head rotate in NeoX pairs i, i + ropeDims/2, GLM-4:
+ * in adjacent pairs 2i, 2i + 1 when `interleaved`; the rest pass through) in the rotate-half kernels' terms: a per-head order of rows, new row j <-
+ * old row order[j], that puts rotating pair i at (i, i + headDim/2) for i < ropeDims/2 and pairs
+ * the passing dims after them, which rope.ts gives inverse frequency 0 (cos 1, sin 0: unchanged).
+ * Applied alike to q and k (and their biases and norm weights) it leaves every q·k, hence the
+ * attention, as it was.
+ */
+export function partialRopeOrder(headDim: number, ropeDims: number, interleaved = false): Int32Array {
+  const half = headDim / 2;
+  const rotHalf = ropeDims / 2;
+  const passHalf = (headDim - ropeDims) / 2;
+  const order = new Int32Array(headDim);
+  for (let j = 0; j < half; j++) {
+    // GLM-4's interleaved pairs are (2j, 2j + 1); NeoX's (j, j + ropeDims/2).
+    order[j] = j < rotHalf ? (interleaved ? 2 * j : j) : ropeDims + (j - rotHalf);
+    order[half + j] = j < rotHalf ? (interleaved ? 2 * j + 1 : rotHalf + j) : ropeDims + passHalf + (j - rotHalf);
+  }
+  return order;
+}
+
+/** t's rows reordered within each of numHeads heads: new row h·hd + j <- old row h·hd + order[j]. */
+export function permuteHeadRows(t: HostTensor, numHeads: number, order: Int32Array): HostTensor {
+  const rows = t.shape[0]!;
+  const headDim = order.length;
+  assert(rows === numHeads * headDim, `${t.name}: ${rows} rows are not ${numHeads} heads of ${headDim}`);
+  const rowBytes = t.data.byteLength / rows;
+  const out = new Uint8Array(t.data.byteLength);
+  for (let h = 0; h < numHeads; h++) {
+    for (let j = 0; j < headDim; j++) {
+      const from = h * headDim + order[j]!;
+      out.set(t.data.subarray(from * rowBytes, (from + 1) * rowBytes), (h * headDim + j) * rowBytes);
+    }
+  }
+  return { name: t.name, dtype: t.dtype, shape: t.shape, data: out };
+}

@@ -12,7 +12,7 @@ export interface RopeTable {
   readonly attentionFactor: number;
 }
 
-export type RopeConfig = Pick<ModelConfig, 'headDim' | 'ropeTheta' | 'ropeScaling'>;
+export type RopeConfig = Pick<ModelConfig, 'headDim' | 'ropeTheta' | 'ropeScaling' | 'ropeDims'>;
 
 /** invFreq[i] = theta^(-2i/headDim), in float64. */
 export function baseInvFreq(headDim: number, theta: number): Float64Array {
@@ -31,7 +31,14 @@ export function ropeDependsOnLength(config: RopeConfig): boolean {
  * base once a sequence is longer than the original context (as transformers does).
  */
 export function ropeTable(config: RopeConfig, seqLen = 0): RopeTable {
-  const { headDim, ropeTheta } = config;
+  const { headDim, ropeTheta, ropeDims } = config;
+  if (ropeDims !== undefined && ropeDims !== headDim) {
+    // Partial RoPE (validateConfig: unscaled): ropeDims/2 rotating pairs at base^(-2i/ropeDims), then
+    // frequency 0 for the pairs that pass through (weights-prepared.ts orders q/k rows so: permute.ts).
+    const invFreq = new Float64Array(headDim / 2);
+    invFreq.set(baseInvFreq(ropeDims, ropeTheta));
+    return table(invFreq, 1);
+  }
   const scaling = config.ropeScaling;
   switch (scaling.type) {
     case 'none':

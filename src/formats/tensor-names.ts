@@ -4,7 +4,7 @@
 // a tensor Tessera would silently ignore is one ModelLoadError naming the file.
 import { InvariantError, ModelLoadError } from '../core/index.js';
 import type { HostTensor } from '../kernels/index.js';
-import { hasQkNorm, type ModelArch, type ModelConfig, type MoeParams } from './config.js';
+import { hasQkNorm, isMoeLayer, type ModelArch, type ModelConfig, type MoeParams } from './config.js';
 import { FUSED_QKV, splitFused } from './fused.js';
 
 export const EMBED = 'model.embed_tokens.weight';
@@ -41,7 +41,12 @@ export function expectedTensors(config: ModelConfig): Map<string, readonly numbe
       out.set(layerName(i, 'pre_feedforward_layernorm.weight'), [d]);
       out.set(layerName(i, 'post_feedforward_layernorm.weight'), [d]);
     }
-    if (config.moe !== null) {
+    if (config.arch === 'glm4') {
+      // GLM-4's sandwich: the attention's and the MLP's outputs normalised before the residual add.
+      out.set(layerName(i, GLM4_POST_ATTN_NORM), [d]);
+      out.set(layerName(i, GLM4_POST_MLP_NORM), [d]);
+    }
+    if (isMoeLayer(config.moe, i)) {
       for (const [name, shape] of moeLayerTensors(i, d, config.moe)) out.set(name, shape);
       continue;
     }
@@ -54,17 +59,36 @@ export function expectedTensors(config: ModelConfig): Map<string, readonly numbe
   return out;
 }
 
-/** Router: mlp.gate.weight [E, d]; expert e: mlp.experts.e.{gate,up}_proj [ffE, d], down_proj [d, ffE] (HF's names). */
+/**
+ * Router: mlp.gate.weight [E, d] (GLM-4.5: and its selection bias mlp.gate.e_score_correction_bias [E]);
+ * expert e: mlp.experts.e.{gate,up}_proj [ffE, d], down_proj [d, ffE]; GLM-4.5's shared experts:
+ * mlp.shared_experts.{gate,up,down}_proj of width ffE · n (HF's names).
+ */
 function moeLayerTensors(layer: number, d: number, moe: MoeParams): [string, readonly number[]][] {
   const ff = moe.expertIntermediateSize;
   const out: [string, readonly number[]][] = [[layerName(layer, 'mlp.gate.weight'), [moe.numExperts, d]]];
+  if (moe.gating === 'sigmoid') out.push([layerName(layer, ROUTER_BIAS), [moe.numExperts]]);
   for (let e = 0; e < moe.numExperts; e++) {
     out.push([expertName(layer, e, 'gate_proj'), [ff, d]]);
     out.push([expertName(layer, e, 'up_proj'), [ff, d]]);
     out.push([expertName(layer, e, 'down_proj'), [d, ff]]);
   }
+  const shared = ff * (moe.numSharedExperts ?? 0);
+  if (shared > 0) {
+    out.push([sharedExpertName(layer, 'gate_proj'), [shared, d]]);
+    out.push([sharedExpertName(layer, 'up_proj'), [shared, d]]);
+    out.push([sharedExpertName(layer, 'down_proj'), [d, shared]]);
+  }
   return out;
 }
+
+export const GLM4_POST_ATTN_NORM = 'post_self_attn_layernorm.weight';
+export const GLM4_POST_MLP_NORM = 'post_mlp_layernorm.weight';
+
+/** GLM-4.5's per-expert selection bias (added to the sigmoid scores to choose, not to weigh). */
+export const ROUTER_BIAS = 'mlp.gate.e_score_correction_bias';
+export const sharedExpertName = (layer: number, proj: ExpertProj): string =>
+  layerName(layer, `mlp.shared_experts.${proj}.weight`);
 
 export type ExpertProj = 'gate_proj' | 'up_proj' | 'down_proj';
 export const expertName = (layer: number, expert: number, proj: ExpertProj): string =>
@@ -82,7 +106,16 @@ export const GGUF_EXPERT_PROJ: Readonly<Record<string, ExpertProj>> = {
 
 /** Tensors some checkpoints carry that a Llama-family forward pass does not need. */
 function isIgnorable(name: string, config: ModelConfig): boolean {
-  return /\.rotary_emb\.inv_freq$/.test(name) || (config.tieWordEmbeddings && name === LM_HEAD);
+  return (
+    /\.rotary_emb\.inv_freq$/.test(name) || (config.tieWordEmbeddings && name === LM_HEAD) || isNextnLayer(name, config)
+  );
+}
+
+/** GLM-4.5's next-token-prediction layers (past numLayers): kept in its files, never run (nor by llama.cpp's graph). */
+export function isNextnLayer(name: string, config: ModelConfig): boolean {
+  if (config.arch !== 'glm4moe' && config.arch !== 'glm4') return false;
+  const m = /^(?:model\.layers|blk)\.(\d+)\./.exec(name);
+  return m !== null && Number(m[1]) >= config.numLayers;
 }
 
 /**
@@ -138,7 +171,16 @@ const GGUF_LAYER_SUFFIX: Readonly<Record<string, string>> = {
   'ffn_up.weight': 'mlp.up_proj.weight',
   'ffn_down.weight': 'mlp.down_proj.weight',
   'ffn_gate_inp.weight': 'mlp.gate.weight', // an MoE layer's router
+  'exp_probs_b.bias': ROUTER_BIAS, // GLM-4.5's selection bias
+  'ffn_gate_shexp.weight': 'mlp.shared_experts.gate_proj.weight',
+  'ffn_up_shexp.weight': 'mlp.shared_experts.up_proj.weight',
+  'ffn_down_shexp.weight': 'mlp.shared_experts.down_proj.weight',
 };
+/** GLM-4.5's pre-MLP norm is llama.cpp's attn_post_norm (post_attention_norm), not ffn_norm. */
+const GGUF_LAYER_SUFFIX_GLM4MOE: Readonly<Record<string, string>> = Object.fromEntries([
+  ...Object.entries(GGUF_LAYER_SUFFIX).filter(([g]) => g !== 'ffn_norm.weight'),
+  ['post_attention_norm.weight', 'post_attention_layernorm.weight'],
+]);
 /** Gemma 3's layer names where llama.cpp's differ from Llama's meaning (ffn_norm is the pre-MLP norm). */
 const GGUF_LAYER_SUFFIX_GEMMA3: Readonly<Record<string, string>> = {
   ...GGUF_LAYER_SUFFIX,
@@ -146,8 +188,20 @@ const GGUF_LAYER_SUFFIX_GEMMA3: Readonly<Record<string, string>> = {
   'ffn_norm.weight': 'pre_feedforward_layernorm.weight',
   'post_ffw_norm.weight': 'post_feedforward_layernorm.weight',
 };
+/** GLM-4's sandwich norms (ffn_norm stays the pre-MLP norm). */
+const GGUF_LAYER_SUFFIX_GLM4: Readonly<Record<string, string>> = {
+  ...GGUF_LAYER_SUFFIX,
+  'post_attention_norm.weight': GLM4_POST_ATTN_NORM,
+  'post_ffw_norm.weight': GLM4_POST_MLP_NORM,
+};
 const layerSuffixes = (arch: ModelArch): Readonly<Record<string, string>> =>
-  arch === 'gemma3' ? GGUF_LAYER_SUFFIX_GEMMA3 : GGUF_LAYER_SUFFIX;
+  arch === 'gemma3'
+    ? GGUF_LAYER_SUFFIX_GEMMA3
+    : arch === 'glm4moe'
+      ? GGUF_LAYER_SUFFIX_GLM4MOE
+      : arch === 'glm4'
+        ? GGUF_LAYER_SUFFIX_GLM4
+        : GGUF_LAYER_SUFFIX;
 const GGUF_GLOBAL: Readonly<Record<string, string>> = {
   'token_embd.weight': EMBED,
   'output_norm.weight': FINAL_NORM,

@@ -9,6 +9,8 @@ import { ConfigError } from '../core/index.js';
 import { QK, byteSize, quantize, type WeightDType } from '../kernels/index.js';
 import {
   countParameters,
+  rotaryDims,
+  hasFusedQkv,
   validateConfig,
   type ModelConfig,
   FILE_TYPE_OF_DTYPE,
@@ -86,10 +88,13 @@ const HF_CLASS: Readonly<Record<ModelConfig['arch'], string>> = {
   phi3: 'Phi3ForCausalLM',
   gemma3: 'Gemma3ForCausalLM',
   qwen3moe: 'Qwen3MoeForCausalLM',
+  glm4moe: 'Glm4MoeForCausalLM',
+  glm4: 'Glm4ForCausalLM',
 };
 const HF_MODEL_TYPE: Readonly<Partial<Record<ModelConfig['arch'], string>>> = {
   gemma3: 'gemma3_text',
   qwen3moe: 'qwen3_moe',
+  glm4moe: 'glm4_moe',
 };
 const HF_DTYPES: readonly GenDType[] = ['f32', 'f16', 'bf16'];
 const TORCH_DTYPE: Readonly<Partial<Record<GenDType, string>>> = { f32: 'float32', f16: 'float16', bf16: 'bfloat16' };
@@ -178,7 +183,8 @@ function tensorSpecs(
   const out: TensorSpec[] = [];
   for (const [name, shape] of expected) {
     const m = /^(model\.layers\.\d+\.)(?:self_attn\.([qkv])_proj|mlp\.(gate|up)_proj)\.weight$/.exec(name);
-    if (m === null) out.push(single(name, shape));
+    if (m === null || (m[2] !== undefined && !hasFusedQkv(config)))
+      out.push(single(name, shape)); // GLM-4: gate|up only
     else if (m[2] === 'q' || m[3] === 'gate') {
       const suffixes =
         m[2] === 'q' ? ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj'] : ['mlp.gate_proj', 'mlp.up_proj'];
@@ -295,7 +301,8 @@ function hfConfigJson(config: ModelConfig, dtype: GenDType, seed: number, preset
     rope_theta: config.ropeTheta,
     rope_scaling: null,
     tie_word_embeddings: config.tieWordEmbeddings,
-    attention_bias: false,
+    attention_bias: (config.arch === 'glm4moe' || config.arch === 'glm4') && config.attentionBias,
+    ...(config.arch === 'glm4' ? { partial_rotary_factor: rotaryDims(config) / config.headDim } : {}),
     mlp_bias: false,
     bos_token_id: config.bosTokenId,
     eos_token_id: config.eosTokenIds[0],
@@ -322,7 +329,7 @@ async function writeGguf(config: ModelConfig, options: GenModelOptions): Promise
     [`${a}.embedding_length`, gguf.u32(config.hiddenSize)],
     [`${a}.block_count`, gguf.u32(config.numLayers)],
     [`${a}.feed_forward_length`, gguf.u32(config.intermediateSize)],
-    [`${a}.rope.dimension_count`, gguf.u32(config.headDim)],
+    [`${a}.rope.dimension_count`, gguf.u32(rotaryDims(config))],
     [`${a}.attention.key_length`, gguf.u32(config.headDim)],
     [`${a}.attention.value_length`, gguf.u32(config.headDim)],
     [`${a}.attention.head_count`, gguf.u32(config.numHeads)],

@@ -56,10 +56,22 @@ export function ggufExpertName(name: string): string | null {
   return m === null ? null : `blk.${m[1]}.ffn_${m[2]}_exps.weight`;
 }
 
-/** qwen3moe.* keys (moe-config.ts reads them). llama.cpp renormalises the top-k weights always. */
+/** qwen3moe.* / glm4moe.* keys (moe-config.ts reads them). llama.cpp's qwen3moe renormalises the top-k weights always. */
 export function moeGgufMetadata(config: ModelConfig, arch: string): [string, GgufValue][] {
   const moe = config.moe;
   if (moe === null) return [];
+  if (config.arch === 'glm4moe')
+    return [
+      [`${arch}.expert_count`, gguf.u32(moe.numExperts)],
+      [`${arch}.expert_used_count`, gguf.u32(moe.numExpertsUsed)],
+      [`${arch}.expert_feed_forward_length`, gguf.u32(moe.expertIntermediateSize)],
+      [`${arch}.expert_shared_count`, gguf.u32(moe.numSharedExperts ?? 0)],
+      [`${arch}.leading_dense_block_count`, gguf.u32(moe.firstDenseLayers ?? 0)],
+      [`${arch}.expert_weights_scale`, gguf.f32(moe.routedScalingFactor ?? 1)],
+      [`${arch}.expert_weights_norm`, gguf.bool(moe.normTopkProb)],
+      [`${arch}.expert_gating_func`, gguf.u32(2)], // sigmoid
+      [`${arch}.nextn_predict_layers`, gguf.u32(0)],
+    ];
   if (!moe.normTopkProb)
     throw new ConfigError('qwen3moe: a GGUF is always normalised (llama.cpp); norm_topk_prob false has no GGUF form');
   return [
@@ -69,10 +81,25 @@ export function moeGgufMetadata(config: ModelConfig, arch: string): [string, Ggu
   ];
 }
 
-/** Qwen3MoeConfig's fields in config.json (every layer sparse). */
+/** Qwen3MoeConfig's fields in config.json (every layer sparse); Glm4MoeConfig's for glm4moe. */
 export function moeHfFields(config: ModelConfig): Record<string, unknown> {
   const moe = config.moe;
   if (moe === null) return {};
+  if (config.arch === 'glm4moe')
+    return {
+      n_routed_experts: moe.numExperts,
+      num_experts_per_tok: moe.numExpertsUsed,
+      moe_intermediate_size: moe.expertIntermediateSize,
+      n_shared_experts: moe.numSharedExperts ?? 0,
+      first_k_dense_replace: moe.firstDenseLayers ?? 0,
+      routed_scaling_factor: moe.routedScalingFactor ?? 1,
+      norm_topk_prob: moe.normTopkProb,
+      n_group: 1,
+      topk_group: 1,
+      partial_rotary_factor: (config.ropeDims ?? config.headDim) / config.headDim,
+      use_qk_norm: config.qkNorm === true,
+      num_nextn_predict_layers: 0,
+    };
   return {
     num_experts: moe.numExperts,
     num_experts_per_tok: moe.numExpertsUsed,

@@ -22,6 +22,8 @@ export const GEN_PRESETS = [
   'gemma3-tiny',
   'qwen3moe-tiny',
   'qwen3moe-a3b-2l',
+  'glm4moe-tiny',
+  'glm4-tiny',
 ] as const;
 export type GenPreset = (typeof GEN_PRESETS)[number];
 
@@ -232,6 +234,71 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
     eosTokenIds: [151645],
     gemma3: null,
     moe: { numExperts: 128, numExpertsUsed: 8, expertIntermediateSize: 768, normTopkProb: true },
+  },
+  /**
+   * GLM-4.5 in miniature: its attention (q/k/v bias, q/k norms as GLM-4.5 355B, partial RoPE on half
+   * of each 64-wide head, NeoX pairs), layer 0 a dense SwiGLU and layers 1-3 16 routed experts of
+   * width 128, 4 per token by sigmoid score + correction bias, normalised and scaled by 2.5, beside
+   * one shared expert. Qwen3's tokenizer stands in for GLM's (gen-model ships no GLM vocabulary).
+   */
+  'glm4moe-tiny': {
+    arch: 'glm4moe',
+    vocabSize: 151936,
+    hiddenSize: 128,
+    intermediateSize: 384,
+    numLayers: 4,
+    numHeads: 4,
+    numKvHeads: 2,
+    headDim: 64,
+    rmsNormEps: 1e-5,
+    ropeTheta: 1000000,
+    ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 4096,
+    slidingWindow: null,
+    tieWordEmbeddings: false,
+    attentionBias: true,
+    bosTokenId: 151643,
+    eosTokenIds: [151645],
+    gemma3: null,
+    moe: {
+      numExperts: 16,
+      numExpertsUsed: 4,
+      expertIntermediateSize: 128,
+      normTopkProb: true,
+      gating: 'sigmoid',
+      routedScalingFactor: 2.5,
+      numSharedExperts: 1,
+      firstDenseLayers: 1,
+    },
+    ropeDims: 32,
+    qkNorm: true,
+  },
+  /**
+   * GLM-4 (dense, GLM-4-0414) in miniature: q/k/v bias, partial RoPE on half of each 64-wide head in
+   * adjacent (interleaved) pairs, sandwich norms (the attention's and the MLP's outputs normalised
+   * before the residual add), gate|up fused in its files. Qwen3's tokenizer stands in for GLM's.
+   */
+  'glm4-tiny': {
+    arch: 'glm4',
+    vocabSize: 151936,
+    hiddenSize: 128,
+    intermediateSize: 384,
+    numLayers: 4,
+    numHeads: 4,
+    numKvHeads: 2,
+    headDim: 64,
+    rmsNormEps: 1e-5,
+    ropeTheta: 10000,
+    ropeScaling: { type: 'none' },
+    maxPositionEmbeddings: 4096,
+    slidingWindow: null,
+    tieWordEmbeddings: false,
+    attentionBias: true,
+    bosTokenId: 151643,
+    eosTokenIds: [151645],
+    gemma3: null,
+    moe: null,
+    ropeDims: 32,
   },
 };
 

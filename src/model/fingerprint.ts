@@ -29,8 +29,12 @@ function computeConfig(c: ModelConfig): unknown {
     c.tieWordEmbeddings,
     c.attentionBias,
     ...(c.gemma3 === null ? [] : [c.gemma3]), // absent for other archs: their fingerprints stay as they were
-    // MoE routing: expert count, experts per token, their width, renormalisation (absent for dense models).
+    // MoE routing: expert count, experts per token, their width, renormalisation; GLM-4.5's gating,
+    // scaling, shared experts and leading dense layers (absent for dense models).
     ...(c.moe === null ? [] : [{ moe: c.moe }]),
+    // GLM-4.5's partial RoPE and optional q/k norms (absent for every other arch).
+    ...(c.ropeDims === undefined ? [] : [{ ropeDims: c.ropeDims }]),
+    ...(c.qkNorm === undefined ? [] : [{ qkNorm: c.qkNorm }]),
   ];
 }
 

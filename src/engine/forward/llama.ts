@@ -1,5 +1,6 @@
-// The forward pass of a Llama-family model (llama, mistral, qwen2, qwen3, phi3, qwen3moe: its
-// expert MLP in forward/moe.ts; Gemma 3's is forward/gemma3.ts) over a batch of sequences,
+// The forward pass of a Llama-family model (llama, mistral, qwen2, qwen3, phi3, glm4: its outputs'
+// sandwich norms; qwen3moe, glm4moe: their expert MLP in forward/moe.ts; Gemma 3's is
+// forward/gemma3.ts) over a batch of sequences,
 // top to bottom, in the spirit of llama2.c. Every sequence's tokens are rows of one [T, d]
 // matrix, so each weight is read once per step by one dense matmul, whatever the batch
 // (continuous batching); only RoPE positions, KV writes and attention are per sequence.
@@ -115,6 +116,7 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
     }
     await dense.matmul(lw.o, a.att, T, a.proj); //                          proj: [T, d]
     m.lora?.add(batch.seqs, layer, 'o', a.att, a.proj);
+    if (lw.moe === null && lw.attnPostNorm !== null) ops.rmsNorm(a.proj, lw.attnPostNorm, eps, T, d, a.proj); // GLM-4
     ops.addInPlace(a.x, a.proj, T * d); //                                  x += attention(x)
 
     // ---- MLP (SwiGLU) ----
@@ -131,6 +133,7 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
     ops.siluMul(gate, up, a.hidden, T * ff); //                             hidden = silu(gate) * up: [T, ff]
     await dense.matmul(lw.down, a.hidden, T, a.proj); //                    proj: [T, d]
     m.lora?.add(batch.seqs, layer, 'down', a.hidden, a.proj);
+    if (lw.postFfnNorm !== null) ops.rmsNorm(a.proj, lw.postFfnNorm, eps, T, d, a.proj); // GLM-4's sandwich
     ops.addInPlace(a.x, a.proj, T * d); //                                  x += mlp(x)
   }
 

@@ -1,10 +1,13 @@
-// The MLP of a mixture-of-experts layer (Qwen3-MoE), called by forward/llama.ts in place of the dense
-// SwiGLU: each token's router logits, softmax over all experts, its top k (descending), their
-// weights renormalised to sum 1 when the model says so (norm_topk_prob); then the step's tokens
+// The MLP of a mixture-of-experts layer (Qwen3-MoE, GLM-4.5), called by forward/llama.ts in place of the
+// dense SwiGLU: each token's router logits, softmax over all experts (GLM-4.5: sigmoid scores, chosen
+// by score + a per-expert bias, weighted by the unbiased score), its top k (descending), their
+// weights renormalised to sum 1 when the model says so (norm_topk_prob; GLM-4.5 then scales them by
+// routed_scaling_factor); then the step's tokens
 // grouped by expert, and each expert that any token chose run ONCE over all of its tokens (one
 // gate|up and one down matmul with m = its token count, on whatever dense kernels the model's
 // weights were prepared for: quantized experts stay quantized); last, each token's k outputs
-// weighted and summed in the order they were chosen, as llama.cpp's build_moe_ffn adds them.
+// weighted and summed in the order they were chosen, as llama.cpp's build_moe_ffn adds them; GLM-4.5's
+// shared experts (one SwiGLU over every token) added last, as its graph adds routed + shared.
 //
 // Like forward/llama.ts it must never allocate (its scratch is Activations.moe), check a page, or read
 // an expert no token chose. Per-row arithmetic does not depend on which other tokens share the
@@ -18,7 +21,7 @@ import type { DenseKernels, OpKernels } from '../../kernels/index.js';
 import type { MoeScratch } from '../activations.js';
 import type { MoeParams } from '../../formats/index.js';
 import { matmulRows } from '../row-stack.js';
-import type { MoeFfnWeights } from '../weights-prepared.js';
+import type { ExpertWeights, MoeFfnWeights } from '../weights-prepared.js';
 
 /** proj[T, d] = the routed experts' mixture for each row of xn[T, d]. */
 export async function moeFfn(
@@ -35,7 +38,11 @@ export async function moeFfn(
   const d = w.router.cols;
   assert(T <= s.maxTokens && w.experts.length === E, 'moeFfn: more tokens than the scratch holds, or not E experts');
   await dense.matmul(w.router, xn, T, s.routerLogits); //                   routerLogits: [T, E]
-  routeTopK(s.routerLogits, T, E, k, moe.normTopkProb, s.probs, s.expertIds, s.expertWeights); // [T, k] each
+  if (w.scoreBias !== null) {
+    routeSigmoidTopK(s.routerLogits, T, E, k, w.scoreBias, moe, s.probs, s.expertIds, s.expertWeights);
+  } else {
+    routeTopK(s.routerLogits, T, E, k, moe.normTopkProb, s.probs, s.expertIds, s.expertWeights); // [T, k] each
+  }
   groupByExpert(s.expertIds, T * k, E, s.expertStart, s.expertCursor, s.slotOrder);
 
   for (let e = 0; e < E; e++) {
@@ -47,13 +54,7 @@ export async function moeFfn(
       const t = Math.trunc(s.slotOrder[first + i]! / k);
       s.xe.set(xn.subarray(t * d, (t + 1) * d), i * d); //                  xe: [n, d], its tokens' rows
     }
-    await matmulRows(dense, ex.gateUp, s.xe, n, s.gateUp); //               gateUp: [n, 2f]
-    for (let i = 0; i < n; i++) {
-      s.gate.set(s.gateUp.subarray(2 * i * f, (2 * i + 1) * f), i * f); //   gate, up: [n, f]
-      s.up.set(s.gateUp.subarray((2 * i + 1) * f, (2 * i + 2) * f), i * f);
-    }
-    ops.siluMul(s.gate, s.up, s.hidden, n * f); //                          hidden = silu(gate) * up: [n, f]
-    await dense.matmul(ex.down, s.hidden, n, s.out); //                     out: [n, d]
+    await swiGlu(dense, ops, ex, s.xe, n, f, s); //                          out: [n, d]
     for (let i = 0; i < n; i++) {
       const slot = s.slotOrder[first + i]!;
       s.slots.set(s.out.subarray(i * d, (i + 1) * d), slot * d); //         slots: [T·k, d]
@@ -69,6 +70,74 @@ export async function moeFfn(
       const y = s.slots.subarray(slot * d, (slot + 1) * d);
       if (j === 0) for (let c = 0; c < d; c++) row[c] = weight * y[c]!;
       else for (let c = 0; c < d; c++) row[c] = row[c]! + Math.fround(weight * y[c]!);
+    }
+  }
+  if (w.shared === null) return;
+  // GLM-4.5's shared experts: every token, width f · n; proj += their output.
+  await swiGlu(dense, ops, w.shared, xn, T, f * (moe.numSharedExperts ?? 0), s); //  out: [T, d]
+  ops.addInPlace(proj, s.out, T * d);
+}
+
+/** s.out[n, d] = down(silu(gate(x)) * up(x)) for n rows of x, an expert of width f (the scratch's gateUp, gate, up, hidden). */
+async function swiGlu(
+  dense: DenseKernels,
+  ops: OpKernels,
+  ex: ExpertWeights,
+  x: Float32Array,
+  n: number,
+  f: number,
+  s: MoeScratch,
+): Promise<void> {
+  await matmulRows(dense, ex.gateUp, x, n, s.gateUp); //                    gateUp: [n, 2f]
+  for (let i = 0; i < n; i++) {
+    s.gate.set(s.gateUp.subarray(2 * i * f, (2 * i + 1) * f), i * f); //     gate, up: [n, f]
+    s.up.set(s.gateUp.subarray((2 * i + 1) * f, (2 * i + 2) * f), i * f);
+  }
+  ops.siluMul(s.gate, s.up, s.hidden, n * f); //                            hidden = silu(gate) * up: [n, f]
+  await dense.matmul(ex.down, s.hidden, n, s.out); //                       out: [n, d]
+}
+
+/**
+ * GLM-4.5's routing, as llama.cpp's build_moe_ffn with sigmoid gating and exp_probs_b: for each of T
+ * rows of logits [T, E], scores sigmoid(logit) (f32); the k experts of highest score + bias[e], in
+ * descending order (lower id first on a tie), into ids [T, k]; their unbiased scores into weights
+ * [T, k], divided by their sum (clamped at 2^-14) when moe.normTopkProb, then times
+ * moe.routedScalingFactor. probs: [E] scratch (the biased scores).
+ */
+export function routeSigmoidTopK(
+  logits: Float32Array,
+  T: number,
+  E: number,
+  k: number,
+  bias: Float32Array,
+  moe: MoeParams,
+  probs: Float32Array,
+  ids: Int32Array,
+  weights: Float32Array,
+): void {
+  const scale = moe.routedScalingFactor ?? 1;
+  for (let t = 0; t < T; t++) {
+    const row = logits.subarray(t * E, (t + 1) * E);
+    for (let e = 0; e < E; e++) probs[e] = Math.fround(1 / (1 + Math.exp(-row[e]!))) + bias[e]!;
+    let chosenSum = 0;
+    for (let j = 0; j < k; j++) {
+      let best = -1;
+      for (let e = 0; e < E; e++) {
+        if (probs[e]! === -Infinity) continue; // taken (marked below)
+        if (best < 0 || probs[e]! > probs[best]!) best = e;
+      }
+      const score = Math.fround(1 / (1 + Math.exp(-row[best]!)));
+      ids[t * k + j] = best;
+      weights[t * k + j] = score;
+      chosenSum = Math.fround(chosenSum + score);
+      probs[best] = -Infinity;
+    }
+    const total = Math.max(chosenSum, 6.103515625e-5);
+    for (let j = 0; j < k; j++) {
+      let weight = weights[t * k + j]!;
+      if (moe.normTopkProb) weight = Math.fround(weight / total);
+      if (scale !== 1) weight = Math.fround(weight * scale);
+      weights[t * k + j] = weight;
     }
   }
 }
