@@ -170,7 +170,7 @@ export async function createKernels(
   if (!useNativeDense()) return { dense: ort, ops };
   return {
     dense: new BatchSplitDense(new NativeDense({ threads }), ort, nativeMaxM),
-    ops: new NativeAttentionOps(ops),
+    ops: new NativeAttentionOps(ops, { threads }),
   };
 }
 

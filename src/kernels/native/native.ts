@@ -51,9 +51,14 @@ export interface Addon {
     helpers: 0 | 1,
   ): void;
   setThreads(threads: number, spinMicros: number): boolean;
+  /** Chunks of shared calls (matmul rows, attention items) the helper threads computed since load. */
+  helperChunks(): number;
   /** Zeroed memory the addon owns, 2 MiB aligned, advised to use huge pages (dense.c). */
   alloc(bytes: number): Uint8Array;
-  /** Paged attention for one request in one layer (attention.c; window 0: none). */
+  /**
+   * Paged attention for one request in one layer (attention.c; window 0: none), its (token, KV
+   * head) items shared with the helper threads when helpers is 1 (bit-identical either way).
+   */
   attention(
     pool: Float32Array | Uint16Array | Uint8Array,
     numLayers: number,
@@ -69,6 +74,7 @@ export interface Addon {
     numHeads: number,
     scale: number,
     window: number,
+    helpers: 0 | 1,
   ): void;
 }
 
