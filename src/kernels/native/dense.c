@@ -364,7 +364,12 @@ int tesseraShare(ShareFn fn, void* ctx, int count, int per, int useHelpers) {
   atomic_fetch_add_explicit(&posted, 1, memory_order_release);
   if (atomic_load(&sleepers) > 0) syscall(SYS_futex, &posted, FUTEX_WAKE_PRIVATE, MAX_HELPERS, NULL, NULL, 0);
   work(0);
-  while (atomic_load_explicit(&finished, memory_order_acquire) < chunks) __builtin_ia32_pause();
+  // Every 64 pauses, the core goes to any other runnable thread: on a loaded machine the helper
+  // still computing a chunk may be waiting for this very core.
+  for (int spins = 1; atomic_load_explicit(&finished, memory_order_acquire) < chunks; spins++) {
+    __builtin_ia32_pause();
+    if (spins % 64 == 0) sched_yield();
+  }
   int ok = !atomic_load_explicit(&failedChunks, memory_order_acquire);
   pthread_mutex_unlock(&callerLock);
   return ok;
