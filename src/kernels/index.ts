@@ -17,6 +17,7 @@ export { WasmDense, createWasmDense, type WasmDenseOptions } from './wasm/dense.
 export type { OrtDense, OrtDenseOptions } from './ort/dense.js';
 export {
   NativeDense,
+  nativeArgmax,
   nativeAvailability,
   nativeVariant,
   nativeVariantsHere,

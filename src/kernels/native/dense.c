@@ -635,8 +635,9 @@ static napi_value jsAlloc(napi_env env, napi_callback_info info) {
   return out;
 }
 
-// attention.c's paged attention.
+// attention.c's paged attention; argmax.c's argmax.
 napi_value tesseraAttention(napi_env env, napi_callback_info info);
+napi_value tesseraArgmax(napi_env env, napi_callback_info info);
 
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
@@ -650,6 +651,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"helperChunks", NULL, jsHelperChunks, NULL, NULL, NULL, napi_default, NULL},
       {"alloc", NULL, jsAlloc, NULL, NULL, NULL, napi_default, NULL},
       {"attention", NULL, tesseraAttention, NULL, NULL, NULL, napi_default, NULL},
+      {"argmax", NULL, tesseraArgmax, NULL, NULL, NULL, napi_default, NULL},
   };
   CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   return exports;
