@@ -22,6 +22,7 @@ const AVX2 = ['-mavx2', '-mfma', '-mf16c'];
 const UNITS = [
   ['dense.c', []],
   ['attention.c', []],
+  ['argmax.c', []],
   ['dense-avx512.c', AVX512],
   ['attention-avx512.c', AVX512],
   ['dense-avx2.c', AVX2],

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvariantError, Rng, uniformAt } from '../core/index.js';
-import { Sampler, argmax, type SamplingChoice } from './sampler.js';
+import { Sampler, argmax, argmaxScan, type SamplingChoice } from './sampler.js';
 
 const choice = (o: Partial<SamplingChoice>): SamplingChoice => ({ temperature: 1, topK: 0, topP: 1, seed: 7, ...o });
 
@@ -41,6 +41,22 @@ describe('argmax', () => {
       const want = scan(xs);
       if (want < 0) expect(() => argmax(xs)).toThrow(InvariantError);
       else expect(argmax(xs), `${Array.from(xs).join(',')}`).toBe(want);
+    }
+  });
+
+  it('gives the same id on vocabulary-sized rows (the native argmax where the addon loads; argmaxScan)', () => {
+    const rng = new Rng(8);
+    const pool = [NaN, -Infinity, Infinity, 0, 1, 2, 3];
+    for (let trial = 0; trial < 300; trial++) {
+      const n = 1024 + rng.int(1100);
+      const xs = Float32Array.from({ length: n }, () => (rng.int(4) === 0 ? pool[rng.int(pool.length)]! : rng.int(50)));
+      // Now and then every value impossible but one, or all of them.
+      if (trial % 50 === 1) xs.fill(NaN).fill(-Infinity, 0, n >> 1);
+      if (trial % 50 === 2) xs.fill(-Infinity)[n - 1 - rng.int(40)] = -1;
+      if (!xs.some((v) => v > -Infinity)) {
+        expect(() => argmaxScan(xs)).toThrow(InvariantError);
+        expect(() => argmax(xs)).toThrow(InvariantError);
+      } else expect(argmax(xs)).toBe(argmaxScan(xs));
     }
   });
 });

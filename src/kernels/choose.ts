@@ -185,5 +185,5 @@ async function build(backend: KernelBackend, threads: number): Promise<{ dense: 
   const runtime = await WasmRuntime.load();
   const wasm = await createWasmOps({ runtime });
   if (backend === 'wasm') return { dense: await createWasmDense({ runtime, threads }), ops: wasm };
-  return { dense: new NativeDense({ threads }), ops: new NativeAttentionOps(wasm) };
+  return { dense: new NativeDense({ threads }), ops: new NativeAttentionOps(wasm, { threads }) };
 }

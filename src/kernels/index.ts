@@ -28,6 +28,7 @@ export { WasmOps, createWasmOps } from './wasm/ops.js';
 export { WasmDense, createWasmDense, type WasmDenseOptions } from './wasm/dense.js';
 export {
   NativeDense,
+  nativeArgmax,
   nativeAvailability,
   nativeVariant,
   nativeVariantsHere,

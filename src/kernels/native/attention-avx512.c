@@ -224,11 +224,8 @@ static inline __attribute__((always_inline)) void oneHead(const Attn* a, int f16
   }
 }
 
-void attendAvx512(const Attn* a, float* scores) {
-  for (int t = 0; t < a->numTokens; t++)
-    for (int h = 0; h < a->numHeads; h++) {
-      if (a->q8) oneHead(a, 2, t, h, scores);
-      else if (a->f16) oneHead(a, 1, t, h, scores);
-      else oneHead(a, 0, t, h, scores);
-    }
+void attendHeadAvx512(const Attn* a, int t, int h, float* scores) {
+  if (a->q8) oneHead(a, 2, t, h, scores);
+  else if (a->f16) oneHead(a, 1, t, h, scores);
+  else oneHead(a, 0, t, h, scores);
 }

@@ -9,8 +9,10 @@
 // for query token t (lo: 0, or the window's first), and only pages inside the pool: every page
 // number it will use is checked against the pool's size before anything is read, and a call
 // with one outside fails whole (RangeError) with nothing written. It never checks ownership (the
-// runner did). Each (token, head) is computed by the same arithmetic whatever numTokens is, so
-// chunked prefill and decode give bit-identical outputs; an f16 pool's halves are promoted to f32
+// runner did). Each (token, head) is computed by the same arithmetic whatever numTokens is, and
+// whichever thread computes it (a call's (token, KV head) items may be shared with dense.c's
+// helper threads, each item whole on one), so chunked prefill and decode, threaded or not, give
+// bit-identical outputs; an f16 pool's halves are promoted to f32
 // exactly (vcvtph2ps) before any sum, by the same code, so f16 attention equals f32 attention
 // over the promoted values bit for bit. A q8_0 pool (a Uint8Array; core/kv-view.ts's Q8_0 LAYOUT:
 // per head, blocks of an f16 scale d and 32 int8 qs) is read as d * qs: each block's int8 values
@@ -31,12 +33,46 @@
 #include "attention.h"
 #include "dense.h"
 
-// Per-thread scores scratch, grown as needed.
+// Per-thread scores scratch, grown as needed (the caller's and each helper thread's).
 static _Thread_local float* scoreBuf;
 static _Thread_local size_t scoreCap;
 
-#include "attention.h"
-#include "dense.h"
+// This thread's scratch of at least `need` floats, or NULL when it cannot be had.
+static float* scores(size_t need) {
+  if (need > scoreCap) {
+    free(scoreBuf);
+    scoreBuf = aligned_alloc(64, (need * 4 + 63) / 64 * 64);
+    scoreCap = scoreBuf != NULL ? need : 0;
+  }
+  return scoreBuf;
+}
+
+// ---------------------------------------------------------------- work items
+// A call's work is split into items (token t, KV head kvh), item t * numKvHeads + kvh: every
+// query head reading kvh, whole (scores, softmax, weighted V), by the one thread that took the
+// item. No sum crosses items, so the output is bit-identical however the items are shared out
+// (dense.c's tesseraShare: the caller and the helper threads) and in whatever order they run;
+// a KV head's rows, read once per query head of its group, stay in that thread's cache.
+static int attendItems(void* ctx, int i0, int i1) {
+  const Attn* a = (const Attn*)ctx;
+  float* s = scores((size_t)a->startPos + a->numTokens + 16);
+  if (s == NULL) return 0;
+  for (int i = i0; i < i1; i++) {
+    const int t = i / a->numKvHeads, kvh = i % a->numKvHeads;
+    int h0, h1;
+    groupHeads(a, kvh, &h0, &h1);
+    for (int h = h0; h < h1; h++) {
+      if (a->avx2) attendHeadAvx2(a, t, h, s);
+      else attendHeadAvx512(a, t, h, s);
+    }
+  }
+  return 1;
+}
+
+// A call shares its items with the helper threads (when asked) only when it has at least this
+// many query-position x head-dimension products: below it (a short context) waking a helper
+// costs about what the work does.
+#define SHARE_MIN_WORK (64 * 1024)
 
 
 // ---------------------------------------------------------------- Node-API glue
@@ -52,12 +88,14 @@ static int intArg(napi_env env, napi_value v, int* out) { return napi_get_value_
 
 // attention(pool: Float32Array | Uint16Array (f16) | Uint8Array (q8_0), numLayers, pageSize, numKvHeads, headDim, layer,
 //   pageTable: Int32Array, q: Float32Array, out: Float32Array, numTokens, startPos, numHeads,
-//   scale, window): out[t, h] for t < numTokens, h < numHeads (window 0: none).
+//   scale, window, helpers: 0 | 1): out[t, h] for t < numTokens, h < numHeads (window 0: none),
+//   with dense.c's helper threads taking work items when helpers is 1 (the result is the same).
 napi_value tesseraAttention(napi_env env, napi_callback_info info) {
-  size_t argc = 14;
-  napi_value argv[14];
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 14) {
-    napi_throw_type_error(env, NULL, "attention: 14 arguments");
+  size_t argc = 15;
+  napi_value argv[15];
+  int helpers;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 15) {
+    napi_throw_type_error(env, NULL, "attention: 15 arguments");
     return NULL;
   }
   Attn a;
@@ -74,15 +112,15 @@ napi_value tesseraAttention(napi_env env, napi_callback_info info) {
       !typed(env, argv[7], napi_float32_array, &q, &qLen) || !typed(env, argv[8], napi_float32_array, &out, &outLen) ||
       !intArg(env, argv[9], &a.numTokens) || !intArg(env, argv[10], &a.startPos) ||
       !intArg(env, argv[11], &a.numHeads) || napi_get_value_double(env, argv[12], &scale) != napi_ok ||
-      !intArg(env, argv[13], &a.window)) {
+      !intArg(env, argv[13], &a.window) || !intArg(env, argv[14], &helpers)) {
     napi_throw_type_error(env, NULL,
                           "attention(pool, numLayers, pageSize, numKvHeads, headDim, layer, pageTable, q, out, "
-                          "numTokens, startPos, numHeads, scale, window): bad arguments");
+                          "numTokens, startPos, numHeads, scale, window, helpers): bad arguments");
     return NULL;
   }
   if (a.numLayers <= 0 || a.pageSize <= 0 || a.numKvHeads <= 0 || a.headDim <= 0 || a.layer < 0 ||
       a.layer >= a.numLayers || a.numTokens < 0 || a.startPos < 0 || a.numHeads < a.numKvHeads || a.window < 0 ||
-      (long)a.startPos + a.numTokens > 0x7FFFFFFF) {
+      (long)a.startPos + a.numTokens > 0x7FFFFFFF || (long)a.numTokens * a.numKvHeads > 0x7FFFFFFF) {
     napi_throw_range_error(env, NULL, "attention: bad shape or range");
     return NULL;
   }
@@ -109,15 +147,9 @@ napi_value tesseraAttention(napi_env env, napi_callback_info info) {
     napi_throw_error(env, NULL, "attention: this CPU has neither AVX-512 nor AVX2 + FMA + F16C");
     return NULL;
   }
-  size_t need = end + 16;
-  if (need > scoreCap) {
-    free(scoreBuf);
-    scoreBuf = aligned_alloc(64, (need * 4 + 63) / 64 * 64);
-    scoreCap = scoreBuf != NULL ? need : 0;
-    if (scoreBuf == NULL) {
-      napi_throw_error(env, NULL, "attention: out of memory for the scores");
-      return NULL;
-    }
+  if (scores(end + 16) == NULL) {
+    napi_throw_error(env, NULL, "attention: out of memory for the scores");
+    return NULL;
   }
   a.pool = (const uint8_t*)pool;
   a.f16 = poolType == napi_uint16_array;
@@ -129,7 +161,16 @@ napi_value tesseraAttention(napi_env env, napi_callback_info info) {
   a.q = (const float*)q;
   a.out = (float*)out;
   a.scale = (float)scale;
-  if (tesseraVariant() == 1) attendAvx2(&a, scoreBuf);
-  else attendAvx512(&a, scoreBuf);
+  a.avx2 = tesseraVariant() == 1;
+  // Positions each token reads (the last token's, at most the window) x heads x head dimension.
+  const double positions = a.window > 0 && (size_t)a.window < end ? a.window : (double)end;
+  const int items = a.numTokens * a.numKvHeads;
+  const int share = helpers == 1 && (double)a.numTokens * positions * qDim >= SHARE_MIN_WORK;
+  // A chunk of items: one each for a decode step; ~32 chunks per thread for a prefill chunk.
+  const int per = 1 + items / (32 * tesseraThreads());
+  if (!tesseraShare(attendItems, &a, items, per, share)) {
+    napi_throw_error(env, NULL, "attention: out of memory for a helper thread's scores (the output is incomplete)");
+    return NULL;
+  }
   return NULL;
 }

@@ -9,7 +9,7 @@
 typedef struct {
   const uint8_t* pool;
   size_t rowBytes, headBytes;  // of one slot's row and of one KV head in it
-  int f16, q8, numLayers, pageSize, numKvHeads, headDim, layer, numHeads, numTokens, startPos, window;
+  int f16, q8, avx2, numLayers, pageSize, numKvHeads, headDim, layer, numHeads, numTokens, startPos, window;
   const int32_t* pageTable;
   const float* q;
   float* out;
@@ -37,8 +37,14 @@ static inline const uint8_t* pageRow0(const Attn* a, int kv, int pi, int kvh) {
   }
 
 
-// out[t, h] for every token t and head h of a checked call, scores: scratch of startPos +
+// The query heads that read KV head kvh, [*h0, *h1): those with h * numKvHeads / numHeads == kvh.
+static inline void groupHeads(const Attn* a, int kvh, int* h0, int* h1) {
+  *h0 = (int)(((long)kvh * a->numHeads + a->numKvHeads - 1) / a->numKvHeads);
+  *h1 = (int)(((long)(kvh + 1) * a->numHeads + a->numKvHeads - 1) / a->numKvHeads);
+}
+
+// out[t, h] for one token t and head h of a checked call, scores: scratch of startPos +
 // numTokens + 16 floats.
-void attendAvx512(const Attn* a, float* scores);
-void attendAvx2(const Attn* a, float* scores);
+void attendHeadAvx512(const Attn* a, int t, int h, float* scores);
+void attendHeadAvx2(const Attn* a, int t, int h, float* scores);
 #endif

@@ -200,11 +200,12 @@ static int prepareJob(Job* j) {
 }
 
 // ---------------------------------------------------------------- helper threads
-// A call may share its rows with up to MAX_HELPERS persistent helper threads (setThreads). Rows
-// go in chunks handed out through one 64-bit ticket, seq (24 bits) | chunks (20) | next (20): a
+// A call may share its work with up to MAX_HELPERS persistent helper threads (setThreads):
+// tesseraShare runs a function over items [0, count) (a matmul's weight rows; attention.c's
+// (token, KV head) pairs), in chunks handed out through one 64-bit ticket, seq (24 bits) | chunks (20) | next (20): a
 // thread takes chunk `next` by CAS on the whole ticket, so a helper that read the ticket of an
 // ended job fails its CAS (seq differs) and can only ever take a chunk of the job now posted,
-// whose `shared` fields were written before its ticket. The caller computes
+// whose `shared*` fields were written before its ticket. The caller computes
 // chunks too and returns only after every chunk is done (`finished`), so it never waits on a
 // helper that is asleep: it does the work itself. Helpers spin for spinMicros after a job (the
 // next matmul of a decode step comes within microseconds), yielding the core to any runnable
@@ -227,7 +228,11 @@ static int prepareJob(Job* j) {
 // software prefetch 4 or 16 super-blocks ahead only slowed it down (it was removed).
 #define CHUNK_MIN_BYTES (32 * 1024)
 #define CHUNK_MAX_BYTES (256 * 1024)
-static Job shared;
+// The job now posted: fn over items [0, count), per items a chunk (written before its ticket).
+static ShareFn sharedFn;
+static void* sharedCtx;
+static int sharedCount, sharedPer;
+static atomic_int failedChunks;
 static _Atomic uint64_t ticket;
 static atomic_int finished;
 static atomic_uint posted;  // futex word: bumped with every job
@@ -254,16 +259,21 @@ static int chunkRows(const Job* j, int threads) {
   return r < 4 ? 4 : (int)r;
 }
 
-// Takes and computes chunks of the current job until none is left to take.
-static void work(void) {
+// Chunks the helper threads (not callers) have computed since load: the tests' proof that a
+// shared call was shared.
+static atomic_long helperChunks;
+
+// Takes and computes chunks of the current job until none is left to take (helper: 1 on a helper thread).
+static void work(int helper) {
   for (;;) {
     uint64_t t = atomic_load_explicit(&ticket, memory_order_acquire);
     uint32_t chunks = (uint32_t)(t >> 20) & 0xFFFFF, next = (uint32_t)t & 0xFFFFF;
     if (next >= chunks) return;
     if (!atomic_compare_exchange_weak_explicit(&ticket, &t, t + 1, memory_order_acq_rel, memory_order_acquire))
       continue;
-    int per = shared.per, r0 = (int)next * per, r1 = r0 + per > shared.rows ? shared.rows : r0 + per;
-    active->computeRows(&shared, r0, r1);
+    int per = sharedPer, i0 = (int)next * per, i1 = i0 + per > sharedCount ? sharedCount : i0 + per;
+    if (!sharedFn(sharedCtx, i0, i1)) atomic_store_explicit(&failedChunks, 1, memory_order_relaxed);
+    if (helper) atomic_fetch_add_explicit(&helperChunks, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&finished, 1, memory_order_release);
   }
 }
@@ -290,7 +300,7 @@ static void* helperMain(void* arg) {
       }
     }
     seen = now;
-    work();
+    work(1);
   }
 out:
   atomic_fetch_sub(&helpersRunning, 1);
@@ -336,27 +346,50 @@ static int setThreads(int threads, long spinMicros) {
   return ok;
 }
 
-static int runJob(Job* j, int useHelpers) {
-  if (!prepareJob(j)) return 0;
-  int per = chunkRows(j, 1 + atomic_load(&helpersWanted)), chunks = (j->rows + per - 1) / per;
-  j->per = per;
+int tesseraShare(ShareFn fn, void* ctx, int count, int per, int useHelpers) {
+  int chunks = (count + per - 1) / per;
   if (!useHelpers || chunks < 2 || chunks > 0xFFFFF || atomic_load(&helpersWanted) == 0 || pthread_mutex_trylock(&callerLock) != 0) {
-    // Alone, chunk by chunk as the helpers would: every block of x rows (MB_MAX, or FB for float
-    // weights) goes over one chunk while it is in L2. Over the whole weight at once, each block streamed it from DRAM
-    // again (one thread, 32000 x 768: f16 m=8 14 -> 9.5 ms, f32 m=16 45-48 -> 19-21).
-    for (int r0 = 0; r0 < j->rows; r0 += per) active->computeRows(j, r0, r0 + per > j->rows ? j->rows : r0 + per);
-    return 1;
+    int ok = 1;
+    for (int i0 = 0; i0 < count; i0 += per) ok &= fn(ctx, i0, i0 + per > count ? count : i0 + per);
+    return ok;
   }
-  shared = *j;
+  sharedFn = fn;
+  sharedCtx = ctx;
+  sharedCount = count;
+  sharedPer = per;
   uint32_t seq = ++jobSeq & 0xFFFFFF;
   atomic_store_explicit(&finished, 0, memory_order_relaxed);
+  atomic_store_explicit(&failedChunks, 0, memory_order_relaxed);
   atomic_store_explicit(&ticket, ((uint64_t)seq << 40) | ((uint64_t)chunks << 20), memory_order_release);
   atomic_fetch_add_explicit(&posted, 1, memory_order_release);
   if (atomic_load(&sleepers) > 0) syscall(SYS_futex, &posted, FUTEX_WAKE_PRIVATE, MAX_HELPERS, NULL, NULL, 0);
-  work();
-  while (atomic_load_explicit(&finished, memory_order_acquire) < chunks) __builtin_ia32_pause();
+  work(0);
+  // Every 64 pauses, the core goes to any other runnable thread: on a loaded machine the helper
+  // still computing a chunk may be waiting for this very core.
+  for (int spins = 1; atomic_load_explicit(&finished, memory_order_acquire) < chunks; spins++) {
+    __builtin_ia32_pause();
+    if (spins % 64 == 0) sched_yield();
+  }
+  int ok = !atomic_load_explicit(&failedChunks, memory_order_acquire);
   pthread_mutex_unlock(&callerLock);
+  return ok;
+}
+
+int tesseraThreads(void) { return 1 + atomic_load(&helpersWanted); }
+
+// One chunk of a matmul: weight rows [r0, r1) for every x row.
+static int denseChunk(void* ctx, int r0, int r1) {
+  active->computeRows((const Job*)ctx, r0, r1);
   return 1;
+}
+
+static int runJob(Job* j, int useHelpers) {
+  if (!prepareJob(j)) return 0;
+  // Alone, chunk by chunk as the helpers would: every block of x rows (MB_MAX, or FB for float
+  // weights) goes over one chunk while it is in L2. Over the whole weight at once, each block streamed it from DRAM
+  // again (one thread, 32000 x 768: f16 m=8 14 -> 9.5 ms, f32 m=16 45-48 -> 19-21).
+  j->per = chunkRows(j, tesseraThreads());
+  return tesseraShare(denseChunk, j, j->rows, j->per, useHelpers);
 }
 
 // ---------------------------------------------------------------- Node-API glue
@@ -552,6 +585,14 @@ static napi_value jsSetThreads(napi_env env, napi_callback_info info) {
   return result;
 }
 
+// helperChunks(): chunks of shared calls the helper threads have computed since load.
+static napi_value jsHelperChunks(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value v;
+  CHECK(napi_create_double(env, (double)atomic_load(&helperChunks), &v));
+  return v;
+}
+
 // alloc(bytes): a zeroed Uint8Array of memory the addon owns, 2 MiB aligned and advised to be
 // backed by transparent huge pages: a decode step streams every weight once, and with 4 KiB
 // pages it pays a TLB miss (and a hardware-prefetch stop) every 4 KiB. Freed when collected.
@@ -594,8 +635,9 @@ static napi_value jsAlloc(napi_env env, napi_callback_info info) {
   return out;
 }
 
-// attention.c's paged attention.
+// attention.c's paged attention; argmax.c's argmax.
 napi_value tesseraAttention(napi_env env, napi_callback_info info);
+napi_value tesseraArgmax(napi_env env, napi_callback_info info);
 
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
@@ -606,8 +648,10 @@ static napi_value init(napi_env env, napi_value exports) {
       {"repack", NULL, jsRepack, NULL, NULL, NULL, napi_default, NULL},
       {"matmul", NULL, jsMatmul, NULL, NULL, NULL, napi_default, NULL},
       {"setThreads", NULL, jsSetThreads, NULL, NULL, NULL, napi_default, NULL},
+      {"helperChunks", NULL, jsHelperChunks, NULL, NULL, NULL, napi_default, NULL},
       {"alloc", NULL, jsAlloc, NULL, NULL, NULL, napi_default, NULL},
       {"attention", NULL, tesseraAttention, NULL, NULL, NULL, napi_default, NULL},
+      {"argmax", NULL, tesseraArgmax, NULL, NULL, NULL, napi_default, NULL},
   };
   CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   return exports;

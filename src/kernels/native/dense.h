@@ -73,4 +73,13 @@ extern const DenseVariant denseAvx2;
 
 // The variant chosen (0: AVX-512 VNNI, 1: AVX2, -1: none; dense.c): attention.c follows it.
 int tesseraVariant(void);
+
+// One chunk of shared work: items [i0, i1) of ctx's job; 0 when it could not be done (no scratch).
+typedef int (*ShareFn)(void* ctx, int i0, int i1);
+// Runs fn over items [0, count), `per` a chunk, on the calling thread and (useHelpers, when no
+// other caller has them) dense.c's helper threads; returns when every chunk is done, 0 when one
+// failed. Chunks never split an item, so an item's result does not depend on who computed it.
+int tesseraShare(ShareFn fn, void* ctx, int count, int per, int useHelpers);
+// Threads a shared job can run on: the caller and the helpers started (setThreads).
+int tesseraThreads(void);
 #endif

@@ -42,6 +42,7 @@ describe('the addon attention itself', () => {
       2,
       0.25,
       0,
+      0,
     );
   };
 

@@ -6,21 +6,34 @@
 // third of a batch-8 step on one core), where the rest of the ops together took ~0.3 ms.
 // Checks as WasmOps does (layout.ts's checkAttention: page table covering the positions, inside
 // the pool), and the addon checks the page numbers against the pool again before it reads.
+// With threads > 1, a call's (token, KV head) items are shared with the addon's helper threads
+// (the same set NativeDense's matmuls use), each item whole on one thread: the same bits.
 import { checkAttention } from '../layout.js';
 import type { AttentionArgs, OpKernels, PagedKvView, RopeArgs } from '../types.js';
 import type { WasmOps } from '../wasm/ops.js';
 import { nativeAvailability, type Addon } from './native.js';
 
+export interface NativeAttentionOptions {
+  /**
+   * Threads that share each attention call's (token, KV head) items: the calling thread and the
+   * addon's helper threads, which a NativeDense with as many threads starts (default 1: alone).
+   * The output is bit-identical at any count.
+   */
+  readonly threads?: number;
+}
+
 export class NativeAttentionOps implements OpKernels {
   readonly name = 'wasm+native' as const;
   readonly wasm: WasmOps;
   readonly #addon: Addon;
+  readonly #helpers: 0 | 1;
 
-  constructor(wasm: WasmOps) {
+  constructor(wasm: WasmOps, options: NativeAttentionOptions = {}) {
     const found = nativeAvailability();
     if (!('addon' in found)) throw new Error(`NativeAttentionOps: ${found.why}`);
     this.wasm = wasm;
     this.#addon = found.addon;
+    this.#helpers = (options.threads ?? 1) > 1 ? 1 : 0;
   }
 
   allocF32(length: number): Float32Array {
@@ -77,6 +90,7 @@ export class NativeAttentionOps implements OpKernels {
       shape.numHeads,
       shape.scale,
       args.window ?? 0,
+      this.#helpers,
     );
   }
 }

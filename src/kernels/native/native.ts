@@ -51,9 +51,16 @@ export interface Addon {
     helpers: 0 | 1,
   ): void;
   setThreads(threads: number, spinMicros: number): boolean;
+  /** Chunks of shared calls (matmul rows, attention items) the helper threads computed since load. */
+  helperChunks(): number;
+  /** The lowest index of the largest value, NaN never chosen; -1 when none is above -infinity (argmax.c). */
+  argmax(x: Float32Array): number;
   /** Zeroed memory the addon owns, 2 MiB aligned, advised to use huge pages (dense.c). */
   alloc(bytes: number): Uint8Array;
-  /** Paged attention for one request in one layer (attention.c; window 0: none). */
+  /**
+   * Paged attention for one request in one layer (attention.c; window 0: none), its (token, KV
+   * head) items shared with the helper threads when helpers is 1 (bit-identical either way).
+   */
   attention(
     pool: Float32Array | Uint16Array | Uint8Array,
     numLayers: number,
@@ -69,6 +76,7 @@ export interface Addon {
     numHeads: number,
     scale: number,
     window: number,
+    helpers: 0 | 1,
   ): void;
 }
 
@@ -126,6 +134,18 @@ export function nativeAvailability(): { addon: Addon } | { why: string } {
     }
   }
   return loaded;
+}
+
+/**
+ * The addon's argmax (argmax.c: baseline x86-64, ~5 µs over 32000 logits) when the addon loads
+ * here, else null: the lowest index of the largest value, NaN never chosen, -1 when no value is
+ * above -infinity.
+ */
+export function nativeArgmax(): ((x: Float32Array) => number) | null {
+  const found = nativeAvailability();
+  if (!('addon' in found)) return null;
+  const { addon } = found;
+  return (x) => addon.argmax(x);
 }
 
 /** The variant the addon uses now, or null when it cannot be used here. */
