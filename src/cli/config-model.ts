@@ -3,9 +3,15 @@
 // header and metadata only as far as src/formats' reader needs).
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ModelLoadError } from '../core/index.js';
+import { ConfigError, ModelLoadError } from '../core/index.js';
 import { configFromGguf, configFromHf, readGguf, type ModelConfig } from '../formats/index.js';
-import { isBuiltinSpec, resolveBuiltinModel } from '../model/index.js';
+import {
+  isBuiltinSpec,
+  loadModelInfo,
+  resolveBuiltinModel,
+  vocabularyMismatch,
+  type ModelInfo,
+} from '../model/index.js';
 
 /** The config of the model `spec` names (a Hugging Face directory, a .gguf file or builtin:NAME). */
 export async function readModelConfig(spec: string, cacheDir: string): Promise<ModelConfig> {
@@ -33,4 +39,22 @@ export async function readModelConfig(spec: string, cacheDir: string): Promise<M
     return configFromHf(json as Record<string, unknown>, file);
   }
   return configFromGguf(readGguf(await readFile(path), path));
+}
+
+/**
+ * A draft model must share the target's vocabulary id for id (model/draft-vocab.ts): else a
+ * ConfigError (exit 2), before any weights load. `tessera up` checks it before any child starts.
+ */
+export async function checkDraftVocabulary(
+  modelSpec: string,
+  draftSpec: string,
+  target: ModelInfo,
+  home: string,
+): Promise<void> {
+  const mismatch = vocabularyMismatch(target, await loadModelInfo(draftSpec, { cacheDir: home }));
+  if (mismatch === undefined) return;
+  throw new ConfigError(
+    `--draft-model ${draftSpec} cannot draft for --model ${modelSpec}: their vocabularies differ (${mismatch}); ` +
+      "a draft model must share the target's tokenizer id for id",
+  );
 }

@@ -9,12 +9,12 @@
 //      vocabulary is the target's id for id; its engine on a thread of its own, with a pool of its
 //      own holding as many tokens as the target's (a small model's KV is small).
 import { availableParallelism } from 'node:os';
-import { ConfigError, PROMPT_LOGIT_ROWS } from '../../core/index.js';
+import { PROMPT_LOGIT_ROWS } from '../../core/index.js';
 import { summarizeKernelPlan } from '../../kernels/index.js';
 import type { ServeConfig } from '../config.js';
 import { createThreadedEngine, type ThreadedEngine, DraftModel } from '../../engine/index.js';
-import { loadModelInfo, vocabularyMismatch, type ModelInfo } from '../../model/index.js';
-import { readModelConfig } from '../config-model.js';
+import { loadModelInfo, type ModelInfo } from '../../model/index.js';
+import { checkDraftVocabulary, readModelConfig } from '../config-model.js';
 import { planPool, startupCheckError, type PoolPlan } from '../config-pool.js';
 import { progressDisplay } from './gen-model.js';
 
@@ -39,7 +39,7 @@ export async function startEngine(config: ServeConfig, log: (line: string) => vo
   const model = await loadModelInfo(config.model, { cacheDir: config.home, onProgress: display.update });
   display.done();
   const draftSpec = config.speculation.maxDraft === 0 ? null : config.draftModel;
-  if (draftSpec !== null) await checkDraftVocabulary(config, draftSpec, model); // before any weights load
+  if (draftSpec !== null) await checkDraftVocabulary(config.model, draftSpec, model, config.home); // before any weights load
   log('loading the weights on the engine thread');
   const engine = await startThreadedEngine(
     config,
@@ -56,16 +56,6 @@ export async function startEngine(config: ServeConfig, log: (line: string) => vo
     throw error;
   });
   return { plan, model, engine, kernels, drafter };
-}
-
-/** A draft model must share the target's vocabulary id for id (model/draft-vocab.ts): else exit 2. */
-async function checkDraftVocabulary(config: ServeConfig, spec: string, target: ModelInfo): Promise<void> {
-  const mismatch = vocabularyMismatch(target, await loadModelInfo(spec, { cacheDir: config.home }));
-  if (mismatch !== undefined) {
-    throw new ConfigError(
-      `--draft-model ${spec} cannot draft for --model ${config.model}: their vocabularies differ (${mismatch}); a draft model must share the target's tokenizer id for id`,
-    );
-  }
 }
 
 async function startDraftModel(

@@ -14,17 +14,12 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { ConfigError } from '../../core/index.js';
-import {
-  isBuiltinSpec,
-  loadModelInfo,
-  packageRoot,
-  resolveBuiltinModel,
-  vocabularyMismatch,
-} from '../../model/index.js';
+import { isBuiltinSpec, loadModelInfo, packageRoot, resolveBuiltinModel } from '../../model/index.js';
 import { ADMIN_KEY_ENV, ADMIN_KEY_HELP, parseAdminKey } from '../config-admin.js';
 import { LORA_HELP, parseLoraFlags } from '../config-lora.js';
 import { collect } from '../config-pd.js';
 import { tesseraHome } from '../config-env.js';
+import { checkDraftVocabulary } from '../config-model.js';
 import { parseCount } from '../config-values.js';
 import {
   DEFAULT_HOST,
@@ -146,7 +141,9 @@ async function up(flags: UpFlags): Promise<number> {
   const model = flags.model ?? DEFAULT_MODEL;
   const home = tesseraHome(process.env);
   if (isBuiltinSpec(model)) await resolveBuiltinModel(model, { cacheDir: home });
-  if (flags.draftModel !== undefined) await checkDraftModel(model, flags.draftModel, home);
+  // before any child starts (a decode worker would refuse it too, and restart)
+  if (flags.draftModel !== undefined)
+    await checkDraftVocabulary(model, flags.draftModel, await loadModelInfo(model, { cacheDir: home }), home);
   const secret = process.env['TESSERA_CLUSTER_SECRET'] ?? randomBytes(32).toString('hex');
   const adminKey = parseAdminKey(flags, process.env);
   const env: NodeJS.ProcessEnv = {
@@ -337,17 +334,4 @@ async function waitHealthy(url: string, timeoutMs: number): Promise<void> {
     await delay(100);
   }
   throw new Error(`the router at ${url} did not become healthy within ${timeoutMs} ms (last: ${last})`);
-}
-
-/** --draft-model's vocabulary against the target's, before any child starts (a decode worker would refuse it too, and restart). */
-async function checkDraftModel(model: string, draft: string, home: string): Promise<void> {
-  const [target, info] = await Promise.all([
-    loadModelInfo(model, { cacheDir: home }),
-    loadModelInfo(draft, { cacheDir: home }),
-  ]);
-  const mismatch = vocabularyMismatch(target, info);
-  if (mismatch !== undefined)
-    throw new ConfigError(
-      `--draft-model ${draft} cannot draft for --model ${model}: their vocabularies differ (${mismatch}); a draft model must share the target's tokenizer id for id`,
-    );
 }
