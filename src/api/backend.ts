@@ -8,17 +8,16 @@
 //   back end: admission against its own pool(s), scheduling, sampling, stop strings,
 //     detokenization (text arrives in `tokens` events), returning pages on abort.
 import type {
-  AdapterRef,
+  AdapterDirectory,
   BackendHealth,
   BackendStats,
   GenerateEvent,
   GenerateRequest,
   PageMap,
-  TenantId,
 } from '../core/index.js';
 import type { ChatMessage as TemplateMessage, ChatTemplate, Tokenizer, ToolSpec } from '../tokenizer/index.js';
 
-export type { BackendHealth, BackendStats };
+export type { AdapterDirectory, AdapterLookup, BackendHealth, BackendStats } from '../core/index.js';
 
 /**
  * A back end. `generate` must honour `signal`: once it aborts, the back end stops work, returns
@@ -145,20 +144,4 @@ export function promptCodecOf(
     tokenText: (id) => tokenizer.decode([id]),
     decode: (ids) => tokenizer.decode(ids),
   };
-}
-
-/** What a tenant may see of an adapter by name. */
-export type AdapterLookup =
-  | { readonly kind: 'found'; readonly ref: AdapterRef }
-  /** No such adapter, or one restricted to other tenants (the same answer: its existence is not shown). */
-  | { readonly kind: 'unknown' };
-
-/** The back end's LoRA adapters (src/worker/lora-registry.ts). */
-export interface AdapterDirectory {
-  lookup(name: string, tenant: TenantId): AdapterLookup;
-  /** The adapters `tenant` may use, by name. */
-  list(tenant: TenantId): readonly string[];
-  /** Loads a GGUF LoRA file as `name`; `tenants` null: every tenant may use it. */
-  load(name: string, path: string, scale: number, tenants: readonly string[] | null): Promise<AdapterRef>;
-  unload(name: string): 'unloaded' | 'unknown' | 'in-use';
 }

@@ -39,6 +39,25 @@ export interface AdapterRef {
   readonly digest: string;
 }
 
+/** What a tenant may see of an adapter by name. */
+export type AdapterLookup =
+  | { readonly kind: 'found'; readonly ref: AdapterRef }
+  /** No such adapter, or one restricted to other tenants (the same answer: its existence is not shown). */
+  | { readonly kind: 'unknown' };
+
+/**
+ * The LoRA adapters a front end may name: the co-located back end's (src/worker/lora-registry.ts),
+ * and the PD router's (the same registry over file digests, no weights).
+ */
+export interface AdapterDirectory {
+  lookup(name: string, tenant: TenantId): AdapterLookup;
+  /** The adapters `tenant` may use, by name. */
+  list(tenant: TenantId): readonly string[];
+  /** Loads a GGUF LoRA file as `name`; `tenants` null: every tenant may use it. */
+  load(name: string, path: string, scale: number, tenants: readonly string[] | null): Promise<AdapterRef>;
+  unload(name: string): 'unloaded' | 'unknown' | 'in-use';
+}
+
 /** One of the most likely tokens at a position. */
 export interface TopLogprob {
   readonly id: number;

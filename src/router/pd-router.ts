@@ -23,7 +23,7 @@ import {
   TesseraError,
   type BackendHealth,
   type BackendStats,
-  type AdapterRef,
+  type AdapterDirectory,
   type ClusterPageMap,
   type FaultSet,
   type GenerateEvent,
@@ -31,7 +31,6 @@ import {
   type PageCounts,
   type PdMetricsSink,
   type RequestId,
-  type TenantId,
   type TextStream,
 } from '../core/index.js';
 import {
@@ -93,24 +92,13 @@ export interface PdRouterOptions {
    * and tenants: the CLI builds it from --lora, the same flags as the workers'. Every Reserve and
    * Prefill names the request's adapter with that digest; a worker without it refuses.
    */
-  readonly adapters?: RouterAdapters;
+  readonly adapters?: AdapterDirectory;
   readonly dns?: {
     readonly targets: readonly DnsTarget[];
     readonly intervalMs: number;
     readonly resolve?: ResolveA;
     readonly log?: (line: string) => void;
   };
-}
-
-/** src/api's AdapterDirectory, structurally (cli/router.ts gives src/worker's LoraRegistry over file digests). */
-export interface RouterAdapters {
-  lookup(
-    name: string,
-    tenant: TenantId,
-  ): { readonly kind: 'found'; readonly ref: AdapterRef } | { readonly kind: 'unknown' };
-  list(tenant: TenantId): readonly string[];
-  load(name: string, path: string, scale: number, tenants: readonly string[] | null): Promise<AdapterRef>;
-  unload(name: string): 'unloaded' | 'unknown' | 'in-use';
 }
 
 /** One client request while it lives: its stream, the machine rid of its current submission. */
@@ -134,7 +122,7 @@ export class PdRouter {
   readonly root: string;
   readonly contextLength: number;
   readonly nodeId: string;
-  readonly adapters: RouterAdapters | undefined;
+  readonly adapters: AdapterDirectory | undefined;
   readonly registry: WorkerRegistry;
   readonly machine: RouterMachine;
   readonly #o: PdRouterOptions;

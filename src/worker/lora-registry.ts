@@ -1,6 +1,6 @@
 // LoraRegistry: the adapters one engine serves, by name: where each came from, its digest (its
 // KV identity, computed by the engine from the file), which tenants may use it, and whether a live
-// request runs with it. The API's AdapterDirectory (api/backend.ts), structurally.
+// request runs with it. It implements core's AdapterDirectory (what api and the PD router look up).
 // Life of an adapter:
 //   1. load(name, path, scale, tenants): the engine (its thread) reads and checks the file and
 //      answers the digest; only then is the name visible to requests.
@@ -9,7 +9,7 @@
 //      once and the engine drops the weights between steps.
 // Must never: replace a loaded name (a step may be reading it), or show a restricted adapter to
 // another tenant.
-import type { AdapterRef, TenantId } from '../core/index.js';
+import type { AdapterDirectory, AdapterLookup, AdapterRef, TenantId } from '../core/index.js';
 import type { LoraControl } from '../engine/index.js';
 
 interface Entry {
@@ -18,7 +18,7 @@ interface Entry {
   readonly tenants: ReadonlySet<string> | null;
 }
 
-export class LoraRegistry {
+export class LoraRegistry implements AdapterDirectory {
   readonly #engine: LoraControl;
   readonly #inUse: (name: string) => number;
   readonly #entries = new Map<string, Entry>();
@@ -44,7 +44,7 @@ export class LoraRegistry {
     }
   }
 
-  lookup(name: string, tenant: TenantId): { kind: 'found'; ref: AdapterRef } | { kind: 'unknown' } {
+  lookup(name: string, tenant: TenantId): AdapterLookup {
     const entry = this.#entries.get(name);
     if (entry === undefined || (entry.tenants !== null && !entry.tenants.has(tenant))) return { kind: 'unknown' };
     return { kind: 'found', ref: entry.ref };
