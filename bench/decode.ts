@@ -137,10 +137,12 @@ if (!('bin' in found)) process.stderr.write(`llama.cpp's tools are unavailable (
 const bin = 'bin' in found ? found.bin : null;
 const bandwidths = [await measureReadBandwidth()];
 console.log(
-  `# Decode benchmark: ${SPECS.map(specLabel).join(', ')}; batch 1 at depths ${DEPTHS.join(', ')}, ${NEW_TOKENS} new tokens; ${ROUNDS} interleaved rounds, medians; ${THREADS} threads each`,
+  `# Decode benchmark: ${SPECS.map(specLabel).join(', ')}; batch 1 at depths ${DEPTHS.join(', ')}, ` +
+    `${NEW_TOKENS} new tokens; ${ROUNDS} interleaved rounds, medians; ${THREADS} threads each`,
 );
 console.log(
-  `machine: ${cpus()[0]?.model ?? '?'} x ${availableParallelism()} threads, load average ${loadavg()[0]!.toFixed(1)}; memory read bandwidth ${bandwidths[0]!.gbPerSecond.toFixed(1)} GB/s (measured now; again before each model)`,
+  `machine: ${cpus()[0]?.model ?? '?'} x ${availableParallelism()} threads, load average ` +
+    `${loadavg()[0]!.toFixed(1)}; memory read bandwidth ${bandwidths[0]!.gbPerSecond.toFixed(1)} GB/s (measured now; again before each model)`,
 );
 console.log(`llama.cpp: ${bin ?? 'not built'}`);
 
@@ -239,29 +241,35 @@ console.log(
   `\n## Tessera decode tokens/s at batch ${BATCHES.join(', ')} (prompts of ${PROMPT_TOKENS}; all requests together)`,
 );
 console.log(
-  `${'model'.padEnd(16)}${'MiB/tok'.padStart(9)}${'bound'.padStart(9)} | ${BATCHES.map((b) => `tessera@${b}`.padStart(11)).join('')} | ${BATCHES.map((b) => `wasm@${b}`.padStart(9)).join('')}`,
+  `${'model'.padEnd(16)}${'MiB/tok'.padStart(9)}${'bound'.padStart(9)} | ` +
+    `${BATCHES.map((b) => `tessera@${b}`.padStart(11)).join('')} | ${BATCHES.map((b) => `wasm@${b}`.padStart(9)).join('')}`,
 );
 for (const r of results) {
   console.log(
-    `${label(r)}${f(r.weightMiB)}${f(r.boundTokensPerSecond)} | ${BATCHES.map((b) => f(r.batched[b]).padStart(11)).join('')} | ${BATCHES.map((b) => f(r.wasm[b])).join('')}`,
+    `${label(r)}${f(r.weightMiB)}${f(r.boundTokensPerSecond)} | ${BATCHES.map((b) => f(r.batched[b]).padStart(11)).join('')} ` +
+      `| ${BATCHES.map((b) => f(r.wasm[b])).join('')}`,
   );
   console.log(
-    `${' '.repeat(16)} batch 1: ${((100 * r.batched[1]!) / r.boundTokensPerSecond).toFixed(0)}% of the bandwidth bound (${r.bandwidthGbPerSecond.toFixed(1)} GB/s / weight bytes per token as stored)`,
+    `${' '.repeat(16)} batch 1: ${((100 * r.batched[1]!) / r.boundTokensPerSecond).toFixed(0)}% of ` +
+      `the bandwidth bound (${r.bandwidthGbPerSecond.toFixed(1)} GB/s / weight bytes per token as stored)`,
   );
 }
 console.log(
-  `(wasm: --kernels wasm, the fallback without the native addon (small models only); llama.cpp's batched serving: bench:serve; bandwidths in this run: ${bandwidths.map((b) => b.gbPerSecond.toFixed(1)).join(', ')} GB/s)`,
+  `(wasm: --kernels wasm, the fallback without the native addon (small models only); llama.cpp's ` +
+    `batched serving: bench:serve; bandwidths in this run: ${bandwidths.map((b) => b.gbPerSecond.toFixed(1)).join(', ')} GB/s)`,
 );
 console.log('\n## Page checks per decode step (checkWrite + checkRead for every request), timed alone');
 for (const r of results) {
   for (const c of r.pageChecks) {
     console.log(
-      `${label(r)} batch ${String(c.batch).padStart(2)}, context ${String(c.contextTokens).padStart(4)}: ${c.checkMicros.toFixed(1).padStart(7)} µs of a ${(c.stepMicros / 1000).toFixed(2)} ms step = ${(100 * c.share).toFixed(3)}%`,
+      `${label(r)} batch ${String(c.batch).padStart(2)}, context ${String(c.contextTokens).padStart(4)}: ` +
+        `${c.checkMicros.toFixed(1).padStart(7)} µs of a ${(c.stepMicros / 1000).toFixed(2)} ms step = ${(100 * c.share).toFixed(3)}%`,
     );
   }
   if (r.abDecode !== null)
     console.log(
-      `${label(r)} A/B at batch 1: ${r.abDecode.withChecks.toFixed(1)} tok/s with checks, ${r.abDecode.skipPageCheck.toFixed(1)} with skip-page-check (${((100 * (r.abDecode.skipPageCheck - r.abDecode.withChecks)) / r.abDecode.skipPageCheck).toFixed(1)}%, within noise unless large)`,
+      `${label(r)} A/B at batch 1: ${r.abDecode.withChecks.toFixed(1)} tok/s with checks, ` +
+        `${r.abDecode.skipPageCheck.toFixed(1)} with skip-page-check (${((100 * (r.abDecode.skipPageCheck - r.abDecode.withChecks)) / r.abDecode.skipPageCheck).toFixed(1)}%, within noise unless large)`,
     );
 }
 const out = join('bench', 'results', `decode-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);

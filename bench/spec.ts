@@ -325,7 +325,8 @@ async function main(): Promise<void> {
       });
     console.log(
       `${w.name.padEnd(6)} prompt ${String(w.prompt.length).padStart(4)}  off ${off.toFixed(1)} tok/s  ${row.join('  ')}  ` +
-        `same output ${same}${llama.size === 0 ? '' : ` (llama.cpp arms agree: ${llamaSame.every(Boolean)})`}  [${arms.map((a) => `${a} ${tps[a].map((x) => x.toFixed(0)).join(' ')}`).join(' | ')}]`,
+        `same output ${same}${llama.size === 0 ? '' : ` (llama.cpp arms agree: ${llamaSame.every(Boolean)})`} ` +
+        ` [${arms.map((a) => `${a} ${tps[a].map((x) => x.toFixed(0)).join(' ')}`).join(' | ')}]`,
     );
   }
   await draftEngine?.dispose();

@@ -671,11 +671,13 @@ function rewritePossessive(text) {
 const NEW_SECTIONS = {
   formats: [
     '### formats (layer 2, pure parsing)',
-    '*Owns model files: Hugging Face config.json and safetensors, GGUF (read and write), the normalized `ModelConfig`, canonical tensor names, RoPE tables. Never runs a model; never guesses a value a file did not give.*',
+    '*Owns model files: Hugging Face config.json and safetensors, GGUF (read and write), the normalized ' +
+      '`ModelConfig`, canonical tensor names, RoPE tables. Never runs a model; never guesses a value a file did not give.*',
   ],
   tokenizer: [
     '### tokenizer (layer 3)',
-    '*Owns text <-> token ids: the Tokenizer, chat templates, tool prompts, tenant-scoped word caches, the tokenizer threads. Never treats user text as control tokens; never shares a word cache across tenants.*',
+    '*Owns text <-> token ids: the Tokenizer, chat templates, tool prompts, tenant-scoped word caches, ' +
+      'the tokenizer threads. Never treats user text as control tokens; never shares a word cache across tenants.*',
   ],
   gen: [
     '### gen (layer 3)',
@@ -683,14 +685,18 @@ const NEW_SECTIONS = {
   ],
   engine: [
     '### engine (layer 5)',
-    '*Owns running a loaded model step by step: kernel choice, weights prepared once, one forward pass per architecture, the runner with its page checks and stamps, the sampler, the engine thread, the step loop and step results. Never decides who owns a page (it checks, through pages); never speaks HTTP or the cluster protocol.*',
+    '*Owns running a loaded model step by step: kernel choice, weights prepared once, one forward pass ' +
+      'per architecture, the runner with its page checks and stamps, the sampler, the engine thread, the step loop and step results. Never decides who owns a page (it checks, through pages); never speaks HTTP or the cluster protocol.*',
   ],
 };
 const SECTION_TEXT = {
-  '*Owns what the user named -> a runnable model: formats and loaders, tokenizers and templates, gen-model, the forward passes, the runner, the engine thread and the sampler. Never decides who owns a page (it checks, through pages).*':
-    '*Owns what the user named -> a loaded model: `builtin:NAME`, a Hugging Face directory or a GGUF file -> config, checked weights, tokenizer and template; the built-in models; the fingerprint. Never runs a model (engine does).*',
+  ['*Owns what the user named -> a runnable model: formats and loaders, tokenizers and templates, ' +
+  'gen-model, the forward passes, the runner, the engine thread and the sampler. Never decides who owns a page (it checks, through pages).*']:
+    '*Owns what the user named -> a loaded model: `builtin:NAME`, a Hugging Face directory or a GGUF ' +
+    'file -> config, checked weights, tokenizer and template; the built-in models; the fingerprint. Never runs a model (engine does).*',
   "*Owns each role's step loop and what a role wires around it (health, disk tier, PD sends). Imports no HTTP module: `api` faces the clients.*":
-    "*Owns each role (co-located, prefill, decode) and what a role wires around the engine's step loop (health, disk tier, PD sends). Imports no HTTP module: `api` faces the clients.*",
+    "*Owns each role (co-located, prefill, decode) and what a role wires around the engine's step loop " +
+    '(health, disk tier, PD sends). Imports no HTTP module: `api` faces the clients.*',
 };
 const LAYER_NUMBERS = { model: 4, engine: 5, worker: 6, router: 6, api: 7, probe: 7, cli: 8 };
 const API_ORDER = ['api/backend', 'api/index', 'api/http/', 'api/openai/', 'api/ops/', 'api/testing/'];

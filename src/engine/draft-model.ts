@@ -269,7 +269,8 @@ export class DraftModel {
         assert(
           filled === want,
           () =>
-            `draft pool: page ${tag.page} of ${s.owner.rid} is stamped with ${filled} slots, its computed positions fill ${want} (rejected drafts not rolled back?)`,
+            `draft pool: page ${tag.page} of ${s.owner.rid} is stamped with ${filled} slots, its ` +
+            `computed positions fill ${want} (rejected drafts not rolled back?)`,
         );
       });
     }

@@ -92,7 +92,8 @@ export function moeFromHf(f: JsonFields, file: string): MoeParams {
   if (step !== 1 || mlpOnly.length > 0) {
     throw new ModelLoadError(
       file,
-      `dense layers among the expert layers are not supported (decoder_sparse_step ${step}, mlp_only_layers [${mlpOnly.join(', ')}]; Tessera runs decoder_sparse_step 1 and no mlp_only_layers, as every released Qwen3-MoE and llama.cpp's qwen3moe)`,
+      `dense layers among the expert layers are not supported (decoder_sparse_step ${step}, mlp_only_layers ` +
+        `[${mlpOnly.join(', ')}]; Tessera runs decoder_sparse_step 1 and no mlp_only_layers, as every released Qwen3-MoE and llama.cpp's qwen3moe)`,
     );
   }
   if (f.has('shared_expert_intermediate_size') && f.int('shared_expert_intermediate_size') > 0)

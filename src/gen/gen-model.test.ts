@@ -100,7 +100,8 @@ describe('gen-model options', () => {
       '--out must name a .gguf file for --format gguf, got /tmp/model',
     );
     expect(configError({ ...base, preset: 'huge' as never })).toBe(
-      'unknown preset "huge" (choose tiny or m100 or qwen3-tiny or phi3-tiny or llama-1b or gemma3-tiny or qwen3moe-tiny or qwen3moe-a3b-2l or glm4moe-tiny or glm4-tiny)',
+      'unknown preset "huge" (choose tiny or m100 or qwen3-tiny or phi3-tiny or llama-1b or gemma3-tiny ' +
+        'or qwen3moe-tiny or qwen3moe-a3b-2l or glm4moe-tiny or glm4-tiny)',
     );
     expect(configError({ ...base, seed: -1 })).toContain('--seed must be an integer');
   });

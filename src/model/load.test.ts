@@ -242,7 +242,8 @@ describe('bad input is one ModelLoadError naming the file and the problem', () =
       JSON.stringify({ ...config, model_type: 'gemma2', architectures: ['Gemma2ForCausalLM'] }),
     );
     expect((await loadError(dir)).message).toBe(
-      `${join(dir, 'config.json')}: unknown architecture: model_type "gemma2" (Tessera supports llama, mistral, qwen2, qwen3, phi3, gemma3, qwen3moe, glm4moe, glm4)`,
+      `${join(dir, 'config.json')}: unknown architecture: model_type "gemma2" (Tessera supports llama, ` +
+        `mistral, qwen2, qwen3, phi3, gemma3, qwen3moe, glm4moe, glm4)`,
     );
   });
 

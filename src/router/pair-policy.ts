@@ -92,7 +92,8 @@ export function clusterAdmission(
   if (!okPrefills.some((p) => okDecodes.some((d) => compatible(p.limits, d.limits, checks)))) {
     return new TesseraError(
       'config_invalid',
-      'no prefill worker that fits this request serves the same model (by fingerprint) with the same page size, KV shape and KV dtype as a decode worker that fits it; the cluster is misconfigured',
+      'no prefill worker that fits this request serves the same model (by fingerprint) with the same ' +
+        'page size, KV shape and KV dtype as a decode worker that fits it; the cluster is misconfigured',
     );
   }
   const adapted = (w: WorkerView & { limits: WorkerLimits }) => servesAdapter(w.limits, adapter, checks);
@@ -102,7 +103,8 @@ export function clusterAdmission(
   ) {
     return new TesseraError(
       'config_invalid',
-      `no prefill/decode pair of this cluster serves the LoRA adapter ${adapter.name} with the router's digest ${adapter.digest}: give every worker the router's --lora ${adapter.name}=PATH`,
+      `no prefill/decode pair of this cluster serves the LoRA adapter ${adapter.name} with the router's ` +
+        `digest ${adapter.digest}: give every worker the router's --lora ${adapter.name}=PATH`,
     );
   }
   return undefined;

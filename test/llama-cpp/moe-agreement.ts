@@ -84,7 +84,8 @@ export function describeAgreement(spec: AgreementSpec): void {
       const { maxDiff, numCompared } = maxLogProbDiff(ours.firstLogProbs, theirs.firstLogProbs);
       const agree = ours.ids.filter((id, i) => id === theirs.ids[i]).length;
       console.log(
-        `${name} f32: max |logit diff| ${maxDiff.toExponential(2)} over ${numCompared} tokens; greedy ids agree ${agree}/${STEPS}; smallest greedy margin ${Math.min(...theirs.margins).toFixed(3)}`,
+        `${name} f32: max |logit diff| ${maxDiff.toExponential(2)} over ${numCompared} tokens; greedy ` +
+          `ids agree ${agree}/${STEPS}; smallest greedy margin ${Math.min(...theirs.margins).toFixed(3)}`,
       );
       expect(numCompared).toBeGreaterThan(30_000);
       expect(maxDiff).toBeLessThan(1e-3);

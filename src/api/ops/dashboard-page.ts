@@ -162,11 +162,13 @@ pre{margin:0;font:10.5px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace;color:
     table(panel(n.row, "transfers in flight"), ["request", "phase", "peer", "pages", "bytes"], m.transfers.map(function (t) { return [t.rid, t.phase, t.peer, t.numPages, bytes(t.bytes)]; }), "none");
     table(panel(n.row, "quarantined pages"), ["request", "pages", "why", "until"], m.quarantined.map(function (q) { return [q.rid, q.numPages, q.reason, "AbortAck / close of " + q.waitingFor]; }), "none");
     if (m.speculation) {
-      var sp = m.speculation, sq = panel(n.row, "speculation (" + (sp.drafter === "model" ? "draft model" : "prompt lookup") + ")"); sq.dataset.panel = "speculation";
+      var sp = m.speculation, sq = panel(n.row, "speculation (" + (sp.drafter === "model" ? "draft model" : "prompt lookup") + ")");
+      sq.dataset.panel = "speculation";
       var rate = function (a, d) { return d > 0 ? (100 * a / d).toFixed(0) + "%" : "-"; }, was = n.prevSpec || sp;
       var specRows = [["drafted", sp.drafted], ["accepted", sp.accepted], ["acceptance", rate(sp.accepted, sp.drafted)],
         ["acceptance, last interval", rate(sp.accepted - was.accepted, sp.drafted - was.drafted)], ["rolled back", sp.rolledBack]];
-      if (sp.draftPool) specRows.push(["draft pool pages", sp.draftPool.pagesHeld + " / " + sp.draftPool.numPages + (sp.draftPool.paused ? " (paused: not paying)" : "")]);
+      if (sp.draftPool)
+        specRows.push(["draft pool pages", sp.draftPool.pagesHeld + " / " + sp.draftPool.numPages + (sp.draftPool.paused ? " (paused: not paying)" : "")]);
       table(sq, ["", ""], specRows, "none");
       n.prevSpec = sp;
     }

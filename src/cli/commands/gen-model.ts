@@ -59,7 +59,8 @@ export function registerGenModel(program: Command): void {
       display.done();
       const seconds = ((performance.now() - started) / 1000).toFixed(1);
       process.stdout.write(
-        `wrote ${preset}${flags.layers === undefined ? '' : ` (first ${flags.layers} layers)`} (${result.parameters.toLocaleString('en-US')} parameters, ${dtype}, seed ${flags.seed}) to ${result.path} in ${seconds} s\n`,
+        `wrote ${preset}${flags.layers === undefined ? '' : ` (first ${flags.layers} layers)`} ` +
+          `(${result.parameters.toLocaleString('en-US')} parameters, ${dtype}, seed ${flags.seed}) to ${result.path} in ${seconds} s\n`,
       );
       for (const file of result.files) process.stdout.write(`  ${file}  ${formatBytes((await stat(file)).size)}\n`);
     });
