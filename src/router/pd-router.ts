@@ -110,7 +110,11 @@ interface Live {
   submissions: number;
   /** When it first had to wait, until its first token. */
   waitingSinceMs: number | undefined;
+  /** Its place in the order clients sent requests (the WaitQueue keeps it). */
+  readonly arrival: number;
   queued: boolean;
+  /** Its current submission came from the WaitQueue's take() (a refusal gives that charge back). */
+  taken: boolean;
   detach: () => void;
 }
 
@@ -137,6 +141,8 @@ export class PdRouter {
   readonly #byMachine = new Map<RequestId, RequestId>();
   readonly #queue: WaitQueue<Live>;
   readonly #queueStats = { waited: 0, timedOut: 0 };
+  /** Client requests numbered as they come (Live.arrival). */
+  #numArrived = 0;
   #queueTimer: NodeJS.Timeout | undefined;
   readonly #discovery: Discovery | undefined;
   readonly #routing: PrefixRouting;
@@ -302,14 +308,16 @@ export class PdRouter {
       machineRid: rid,
       submissions: 0,
       waitingSinceMs: undefined,
+      arrival: this.#numArrived++,
       queued: false,
+      taken: false,
       detach: () => signal.removeEventListener('abort', onAbort),
     };
     this.#live.set(rid, live);
     // Those already waiting go first.
     if (this.#queue.size > 0)
       this.#wait(live, new TesseraError('overloaded', 'requests are waiting for room on the cluster'));
-    else this.#submit(live);
+    else this.#submit(live, false);
     if (signal.aborted) this.#gone(rid);
     return stream;
   }
@@ -429,11 +437,13 @@ export class PdRouter {
     live.detach();
   }
 
-  #submit(live: Live): void {
+  /** `taken`: from the WaitQueue (a refusal of this submission gives its charge back). */
+  #submit(live: Live, taken: boolean): void {
     const { rid, tenant, promptTokens, sampling, adapter } = live.request;
     live.machineRid = submissionRid(rid, live.submissions);
     live.submissions++;
     live.queued = false;
+    live.taken = taken;
     this.#byMachine.set(live.machineRid, rid);
     this.#driver.handle({
       kind: 'submit',
@@ -447,7 +457,7 @@ export class PdRouter {
     });
   }
 
-  /** No room now: wait (a retried one keeps its place at the front), or fail when the queue is full or the wait over. */
+  /** No room now: wait (in its place by arrival, a retried one too), or fail when the queue is full or the wait over. */
   #wait(live: Live, why: TesseraError): void {
     const now = Date.now();
     const since = live.waitingSinceMs ?? now;
@@ -460,7 +470,7 @@ export class PdRouter {
       unavailable === undefined &&
       queues &&
       !this.#closed &&
-      this.#queue.park(live, since, now, live.submissions > 0)
+      this.#queue.park(live, live.arrival, since, now, live.taken)
     ) {
       live.queued = true;
       this.#queueTimer ??= setTimeout(() => this.#onQueueTimer(), WAIT_RETRY_MS);
@@ -476,7 +486,8 @@ export class PdRouter {
   /** Room may have come back: the longest-waiting request tries again. */
   #admitNext(): void {
     const next = this.#queue.take();
-    if (next !== undefined) this.#submit(next.item);
+    if (next === undefined) return;
+    this.#submit(next.item, true);
   }
 
   #onQueueTimer(): void {

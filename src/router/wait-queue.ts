@@ -6,8 +6,12 @@
 // scheduler's TenantCounters, charged with a request's prompt tokens when it is taken; a tenant
 // whose first request parks is lifted to the smallest counter of the tenants waiting), first
 // come first served within a tenant; without (the fault `no-tenant-fairness`), arrival order.
-// Must never: hold a request past its deadline, or reorder one tenant's requests (a request
-// that was tried again and refused goes back to the front, and its charge is given back).
+// Arrival order is the router's numbering of client requests, not the order they park in: the
+// first requests of a burst are all tried at once (the queue was empty) and refused in any order,
+// and one tried again from the queue and refused goes back to its place, not behind later ones.
+// Must never: hold a request past its deadline, reorder one tenant's requests, or give a tenant
+// back a charge it never paid (only a request taken from here and refused again gets its charge
+// back).
 
 import type { TenantId } from '../core/index.js';
 import { TenantCounters } from '../scheduler/index.js';
@@ -32,11 +36,17 @@ export interface WaitQueueOptions {
   readonly maxWaitMs: number;
 }
 
+/** A waiting request and its place in arrival order. */
+interface Entry<T> extends Waiting<T> {
+  readonly arrival: number;
+}
+
 export const DEFAULT_WAIT_QUEUE: WaitQueueOptions = { maxWaiting: 1024, maxWaitMs: 60_000 };
 
 export class WaitQueue<T> {
   readonly options: WaitQueueOptions;
-  readonly #queue: Waiting<T>[] = [];
+  /** Sorted by arrival. */
+  readonly #queue: Entry<T>[] = [];
   readonly #fairness: WaitFairness<T> | undefined;
   readonly #counters = new TenantCounters();
 
@@ -56,19 +66,20 @@ export class WaitQueue<T> {
   }
 
   /**
-   * Queue `item`, first waiting since `sinceMs` (now for a new one; its first wait for one that
-   * was tried again). `front`: a retried request keeps its place (and gets back the charge of
-   * its take). False: full or past its wait.
+   * Queue `item`, number `arrival` in the order clients sent requests, first waiting since
+   * `sinceMs` (now for a new one; its first wait for one that was tried again): it goes before
+   * every waiting request that arrived after it. `taken`: it came from take() and was refused
+   * again, so the charge of that take comes back. False: full or past its wait.
    */
-  park(item: T, sinceMs: number, nowMs: number, front: boolean): boolean {
+  park(item: T, arrival: number, sinceMs: number, nowMs: number, taken: boolean): boolean {
     if (this.#queue.length >= this.options.maxWaiting || nowMs - sinceMs >= this.options.maxWaitMs) return false;
-    const entry = { item, sinceMs };
-    if (front) this.#queue.unshift(entry);
-    else this.#queue.push(entry);
+    let at = this.#queue.length;
+    while (at > 0 && (this.#queue[at - 1] as Entry<T>).arrival > arrival) at--;
+    this.#queue.splice(at, 0, { item, sinceMs, arrival });
     const f = this.#fairness;
     if (f !== undefined) {
       this.#counters.join(f.tenantOf(item));
-      if (front) this.#counters.charge(f.tenantOf(item), -f.tokensOf(item), 'input');
+      if (taken) this.#counters.charge(f.tenantOf(item), -f.tokensOf(item), 'input');
     }
     return true;
   }
@@ -76,7 +87,7 @@ export class WaitQueue<T> {
   /** The request to try again: the longest-waiting one, or with fairness the least-served tenant's first. */
   take(): Waiting<T> | undefined {
     const f = this.#fairness;
-    if (f === undefined) return this.#queue.shift();
+    if (f === undefined) return waiting(this.#queue.shift());
     const firsts = new Map<TenantId, { tenant: TenantId; numTokensLeft: number; order: number }>();
     this.#queue.forEach((w, order) => {
       const tenant = f.tenantOf(w.item);
@@ -84,10 +95,10 @@ export class WaitQueue<T> {
     });
     const pick = this.#counters.pick([...firsts.values()]);
     if (pick === undefined) return undefined;
-    const [taken] = this.#queue.splice(pick.order, 1) as [Waiting<T>];
+    const [taken] = this.#queue.splice(pick.order, 1) as [Entry<T>];
     this.#counters.charge(pick.tenant, pick.numTokensLeft, 'input');
     this.#counters.leave(pick.tenant);
-    return taken;
+    return waiting(taken);
   }
 
   /** Removes the requests for which `match` holds (the client left). */
@@ -103,11 +114,17 @@ export class WaitQueue<T> {
   #drop(match: (w: Waiting<T>) => boolean): Waiting<T>[] {
     const gone: Waiting<T>[] = [];
     for (let i = this.#queue.length - 1; i >= 0; i--) {
-      const w = this.#queue[i] as Waiting<T>;
+      const w = this.#queue[i] as Entry<T>;
       if (!match(w)) continue;
-      gone.unshift(...this.#queue.splice(i, 1));
+      this.#queue.splice(i, 1);
+      gone.unshift(waiting(w) as Waiting<T>);
       if (this.#fairness !== undefined) this.#counters.leave(this.#fairness.tenantOf(w.item));
     }
     return gone;
   }
+}
+
+/** The entry as callers see it (its arrival number is the queue's own business). */
+function waiting<T>(entry: Entry<T> | undefined): Waiting<T> | undefined {
+  return entry === undefined ? undefined : { item: entry.item, sinceMs: entry.sinceMs };
 }
