@@ -169,6 +169,11 @@ export const FAULT_NAMES = [
    * the budget does not split, waits steps behind it instead of riding this one.
    */
   'budget-closes-admission',
+  /**
+   * The keys file's per-key limits are not checked: a key past its requests or tokens per minute,
+   * or its concurrent requests, is served, never answered 429 (the per-tenant counts still run).
+   */
+  'skip-key-limits',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

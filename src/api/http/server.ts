@@ -120,8 +120,14 @@ class HttpApiServer implements ApiServer {
     const promptBytes = maxPromptBytes(options.backend.contextLength, longestTokenBytes(options.codec));
     const bodyCeiling = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.#ctx = {
-      // Every request's back-end call passes its key's limits (429) and is counted per tenant.
-      backend: limitedBackend(options.backend, new RateLimits(options.apiKeys), clock, this.metrics),
+      // Every request's back-end call passes its key's limits (429) and is counted per tenant
+      // (test-only skip-key-limits: counted, never limited).
+      backend: limitedBackend(
+        options.backend,
+        new RateLimits(faults.has('skip-key-limits') ? undefined : options.apiKeys),
+        clock,
+        this.metrics,
+      ),
       codec: options.codec,
       tokenizer: options.tokenizer ?? inlineTokenizer(options.codec),
       auth: new TenantAuth(options.apiKeys, options.adminKey),
