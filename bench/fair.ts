@@ -19,11 +19,16 @@
 // flood for `--a-alone-ms`, 4000 by default, after B's window of shared steps has passed), so a
 // cost of the shared budget to A shows where it is paid and where it must not be.
 // The load average is printed at the start and the end.
+// `--target up`: the same measurement through a cluster, `tessera up` (a router, one prefill and
+// one decode worker, each its own process) with the same two keys checked by the router; the
+// fault reaches every process (the router's wait queue and both workers' schedulers). The
+// engine-loop counters are a worker's, so only B's wait (the router's /metrics) is printed then.
 // A benchmark, not a test: it asserts nothing about speed. The target (issue 33): B's p99 with
 // A's flood within 2x of B's p99 alone.
 //
 //   node --import ./bench/lib/register-ts.mjs bench/fair.ts [--samples 40] [--flood 24] [--rounds 3]
 //        [--max-step-ms auto|off|MS] [--a-alone-ms 4000] [--only fair,loose,closes,before,split,unbounded,crowded,fcfs]
+//        [--target serve|up]
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { setMaxListeners } from 'node:events';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -43,6 +48,8 @@ const MAX_STEP_MS = flag('--max-step-ms');
 const ONLY = flag('--only');
 const ROUNDS = Number(flag('--rounds') ?? 3);
 const A_ALONE_MS = Number(flag('--a-alone-ms') ?? 4000);
+const TARGET = flag('--target') ?? 'serve';
+if (TARGET !== 'serve' && TARGET !== 'up') throw new Error(`--target: serve or up, not ${TARGET}`);
 const MODEL = '/tmp/m100.gguf';
 const KEY_A = 'sk-bench-fair-alice';
 const KEY_B = 'sk-bench-fair-bob';
@@ -66,7 +73,7 @@ async function startServer(
     process.execPath,
     [
       'bin/tessera.js',
-      'serve',
+      TARGET,
       '--model',
       MODEL,
       '--served-model-name',
@@ -89,7 +96,10 @@ async function startServer(
     child.on('exit', (code) => reject(new Error(`the server exited with code ${code} before listening`)));
     child.stdout?.on('data', (d: Buffer) => {
       out += d.toString();
-      const url = /listening on (http:\/\/[\d.]+:\d+)/.exec(out)?.[1];
+      // `up` forwards its workers' lines: its own says `tessera: listening on` once the router is ready.
+      const url = (
+        TARGET === 'up' ? /^tessera: listening on (http:\/\/[\d.]+:\d+)/m : /listening on (http:\/\/[\d.]+:\d+)/
+      ).exec(out)?.[1];
       if (url !== undefined) resolve({ url, child });
     });
   });
@@ -332,7 +342,8 @@ async function main(): Promise<void> {
   console.log(
     `bench:fair  m100 q4_0, tenant B: ${SAMPLES} short streaming chats (8 tokens) one after another; ` +
       `tenant A: ${FLOOD} long prompts (400 words, 64 tokens) in flight; ${ROUNDS} rounds of (B alone, B beside A) ` +
-      `per scheduler; --max-step-ms ${MAX_STEP_MS ?? 'auto'}; ${cpus().length} CPUs, load average ${load()}`,
+      `per scheduler; target ${TARGET === 'up' ? 'up (router, prefill, decode: separate processes)' : 'serve'}; ` +
+      `--max-step-ms ${MAX_STEP_MS ?? 'auto'}; ${cpus().length} CPUs, load average ${load()}`,
   );
   console.log(
     'scheduler                      round   B alone p50/p99 ms   B beside A p50/p99 ms   p50 ratio  p99 ratio   A tok/s beside B / alone',
@@ -372,6 +383,11 @@ async function main(): Promise<void> {
       ['beside A', joined(r.rounds.map((x) => x.flood))],
     ] as const) {
       const steps = Math.max(1, p.numSteps);
+      const queued = `B's server-side wait for its first token ${(p.queueMs / Math.max(1, p.numQueued)).toFixed(1)} ms`;
+      if (TARGET === 'up') {
+        details.push(`  ${mode} ${when}: ${queued} (the router's handoff to B's first token)`);
+        continue;
+      }
       details.push(
         `  ${mode} ${when}: mean step ${(p.stepMs / steps).toFixed(1)} ms (${(p.numItems / steps).toFixed(1)} items; ` +
           `one step per ${(p.wallMs / steps).toFixed(1)} ms of wall time), ` +
