@@ -28,7 +28,7 @@
 //
 //   node --import ./bench/lib/register-ts.mjs bench/fair.ts [--samples 40] [--flood 24] [--rounds 3]
 //        [--max-step-ms auto|off|MS] [--a-alone-ms 4000] [--only fair,loose,closes,before,split,unbounded,crowded,fcfs]
-//        [--target serve|up]
+//        [--target serve|up] [--server-args '--chunked-prefill-size 64 ...' (more flags for serve or up)]
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { setMaxListeners } from 'node:events';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -49,6 +49,7 @@ const ONLY = flag('--only');
 const ROUNDS = Number(flag('--rounds') ?? 3);
 const A_ALONE_MS = Number(flag('--a-alone-ms') ?? 4000);
 const TARGET = flag('--target') ?? 'serve';
+const SERVER_ARGS = (flag('--server-args') ?? '').split(' ').filter((a) => a !== '');
 if (TARGET !== 'serve' && TARGET !== 'up') throw new Error(`--target: serve or up, not ${TARGET}`);
 const MODEL = '/tmp/m100.gguf';
 const KEY_A = 'sk-bench-fair-alice';
@@ -85,6 +86,7 @@ async function startServer(
       '--admin-key',
       ADMIN_KEY,
       ...(MAX_STEP_MS === undefined ? [] : ['--max-step-ms', MAX_STEP_MS]),
+      ...SERVER_ARGS,
     ],
     {
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -343,7 +345,8 @@ async function main(): Promise<void> {
     `bench:fair  m100 q4_0, tenant B: ${SAMPLES} short streaming chats (8 tokens) one after another; ` +
       `tenant A: ${FLOOD} long prompts (400 words, 64 tokens) in flight; ${ROUNDS} rounds of (B alone, B beside A) ` +
       `per scheduler; target ${TARGET === 'up' ? 'up (router, prefill, decode: separate processes)' : 'serve'}; ` +
-      `--max-step-ms ${MAX_STEP_MS ?? 'auto'}; ${cpus().length} CPUs, load average ${load()}`,
+      `--max-step-ms ${MAX_STEP_MS ?? 'auto'}${SERVER_ARGS.length > 0 ? `, ${SERVER_ARGS.join(' ')}` : ''}; ` +
+      `${cpus().length} CPUs, load average ${load()}`,
   );
   console.log(
     'scheduler                      round   B alone p50/p99 ms   B beside A p50/p99 ms   p50 ratio  p99 ratio   A tok/s beside B / alone',
