@@ -222,7 +222,7 @@ describe('steps without decodes while tenants share the node (budgeted, not a wh
     step();
     h.admit('b', 'B', range(5000, 3), 1);
     for (let i = 0; i < 17; i++) step();
-    expect(h.ended.get('b' as RequestId)?.kind).toBe('finished');
+    expect(h.ended.get('b' as RequestId)?.kind).toBe(o.role === 'prefill' ? 'prefilled' : 'finished');
     return sizes;
   };
 
@@ -230,6 +230,16 @@ describe('steps without decodes while tenants share the node (budgeted, not a wh
     expect(run({})).toEqual([32, ...Array.from({ length: 16 }, () => 8), 32]);
     const whole = run({ faults: new FaultSet(['unbounded-shared-steps']) });
     expect(whole).toEqual([32, 29, ...Array.from({ length: 16 }, () => 32)]);
+  });
+
+  it('does so on a prefill worker too (fault unbounded-shared-steps: whole chunks)', () => {
+    // B's request leaves a prefill worker with its prompt (one plan before it would finish on serve): 16 plans after that one.
+    expect(run({ role: 'prefill' })).toEqual([32, ...Array.from({ length: 17 }, () => 8)]);
+    expect(run({ role: 'prefill', faults: new FaultSet(['unbounded-shared-steps']) })).toEqual([
+      32,
+      29,
+      ...Array.from({ length: 16 }, () => 32),
+    ]);
   });
 
   it('StepBudget budgets such a step as if one decode ran in it', () => {

@@ -305,11 +305,15 @@ export class Scheduler {
   /**
    * Whether several tenants share the node for this plan: two or more have requests now, or had
    * within the last SHARED_WINDOW_STEPS plans (a tenant between two of its requests, whose next
-   * arrives a few ms after its last ended, still counts). Co-located only: a prefill node's
-   * steps never hold decodes, and its throughput is its purpose. Fault `unbounded-shared-steps`: never.
+   * arrives a few ms after its last ended, still counts). Co-located and prefill nodes: on a
+   * prefill node another tenant's short prompt waits out the chunk in flight too, and a whole
+   * 256-token chunk there was most of its time to first token through a cluster (bench:fair
+   * --target up, loaded machine: B's p50 17x alone with whole chunks, 1.65x budgeted; A's
+   * prefill throughput pays while B is active). A decode node never prefills.
+   * Fault `unbounded-shared-steps`: never.
    */
   #shared(): boolean {
-    if (this.role !== 'colocated' || this.#options.faults.has('unbounded-shared-steps')) return false;
+    if (this.role === 'decode' || this.#options.faults.has('unbounded-shared-steps')) return false;
     if (this.#book.counters.numActive >= 2) this.#sharedStepsLeft = SHARED_WINDOW_STEPS;
     else if (this.#sharedStepsLeft > 0) this.#sharedStepsLeft--;
     return this.#sharedStepsLeft > 0;
