@@ -169,6 +169,10 @@ export const FAULT_NAMES = [
    * the budget does not split, waits steps behind it instead of riding this one.
    */
   'budget-closes-admission',
+  /** The router's hot load of a LoRA adapter that one worker refused is not rolled back: the workers that loaded it keep it. */
+  'lora-no-rollback',
+  /** A PD worker's unload of a LoRA adapter drops its weights while its own requests still run with it (no deferral). */
+  'lora-unload-in-use',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

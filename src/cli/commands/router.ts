@@ -18,7 +18,7 @@ import { loadModelInfo } from '../../model/index.js';
 import { LoraRegistry } from '../../worker/index.js';
 import { LORA_HELP, parseLoraFlags, type LoraFlag } from '../config-lora.js';
 import { corsOption, grammarFor } from '../grammar-for.js';
-import { parseDnsTarget, PdRouter } from '../../router/index.js';
+import { ClusterLora, parseDnsTarget, PdRouter } from '../../router/index.js';
 import { ADMIN_KEY_HELP, parseAdminKey, withAdminKey, type AdminKeyFlags } from '../config-admin.js';
 import { loadApiKeys } from '../config-api-keys.js';
 import { startPromptTokenizing } from '../tokenizer-threads.js';
@@ -126,7 +126,22 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
   if (faults.size > 0) log(`FAULT POINTS ARMED (tests only): ${faults.names().join(', ')}`);
   const apiKeys = flags.apiKeys === undefined ? undefined : await loadApiKeys(flags.apiKeys);
   const adminKey = parseAdminKey(flags, env);
-  const adapters = await routerAdapters(parseLoraFlags(flags.lora ?? []), (name) => router.adapterInUse(name), log);
+  // The admin's hot loads go to every worker (ClusterLora), with the cluster secret.
+  const cluster = new ClusterLora({
+    workers: () => router.registry.entries,
+    refresh: () => router.registry.refresh(),
+    clusterSecret: secret,
+    fileDigest: loraFileDigest,
+    timeoutMs: 120_000,
+    faults,
+    log,
+  });
+  const adapters = await routerAdapters(
+    parseLoraFlags(flags.lora ?? []),
+    cluster,
+    (name) => router.adapterInUse(name),
+    log,
+  );
 
   const display = progressDisplay(process.stderr);
   // The router never runs the model: config, tokenizer and chat template suffice.
@@ -148,7 +163,7 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
     timeouts,
     faults,
     adminKey,
-    ...(adapters === undefined ? {} : { adapters }),
+    adapters,
     dns: { targets: dnsTargets, intervalMs: dnsIntervalMs },
     routing,
     log,
@@ -212,16 +227,21 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
 
 /**
  * The router's adapters: the names of --lora, each with the digest of its file (the router runs no
- * model: it reads the file only to name it as the workers do), for the tenants it names.
+ * model: it reads the file only to name it as the workers do; they load their own --lora), for
+ * the tenants it names; then the admin's hot loads and unloads, which go to every worker.
  */
 async function routerAdapters(
   loras: readonly LoraFlag[],
+  cluster: ClusterLora,
   inUse: (name: string) => number,
   log: (line: string) => void,
-): Promise<LoraRegistry | undefined> {
-  if (loras.length === 0) return undefined;
+): Promise<LoraRegistry> {
+  let started = false;
   const registry = new LoraRegistry(
-    { loadLora: (_name, path, scale) => loraFileDigest(path, scale), unloadLora: () => Promise.resolve() },
+    {
+      loadLora: (name, path, scale) => (started ? cluster.loadLora(name, path, scale) : loraFileDigest(path, scale)),
+      unloadLora: (name) => cluster.unloadLora(name),
+    },
     inUse,
   );
   for (const { name, path, tenants } of loras) {
@@ -232,5 +252,6 @@ async function routerAdapters(
       `LoRA adapter ${name} from ${path} (digest ${ref.digest})${tenants === null ? '' : ` for ${tenants.join(', ')}`}`,
     );
   }
+  started = true;
   return registry;
 }

@@ -245,7 +245,8 @@ async function serve(
     ...cors,
     ...reasoningOption(reasoningParserFor(reasoningFlag, model.chatTemplate.text)),
     ...(batchStore === null ? {} : { batch: { store: batchStore } }),
-    ...(kvEvents === null ? {} : { kvEvents }),
+    // BlockStored's lora_id: the adapter's name, by its digest in the block's KV tenant.
+    ...(kvEvents === null ? {} : { kvEvents: { ...kvEvents, adapterName: (d: string) => worker.adapters?.nameOf(d) } }),
   });
   // Signal handlers go in before the address is printed: a supervisor (or a test) may send
   // SIGTERM the moment it reads it, and must get a graceful shutdown, not the default death.
