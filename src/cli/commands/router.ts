@@ -150,6 +150,7 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
   const maxContext = Math.min(model.config.maxPositionEmbeddings, model.config.slidingWindow ?? Infinity);
   const contextLength =
     flags.contextLength === undefined ? maxContext : parseCount(flags.contextLength, '--context-length', 1, maxContext);
+  const harmony = reasoningParserFor(undefined, '', model.config.arch) === 'gpt-oss';
   const trace = traceDir === null ? undefined : new TraceFile(traceDir, 'router');
   const router = new PdRouter({
     modelName: flags.servedModelName ?? modelSpec,
@@ -159,7 +160,11 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
     decodes,
     clusterSecret: secret,
     textStream: (promptTokens, stops) =>
-      new TextStream(model.tokenizer.createDetokenizer({ contextIds: promptTokens, skipSpecialTokens: true }), stops),
+      new TextStream(
+        // harmony's parser (gpt-oss) reads its channels from the special tokens
+        model.tokenizer.createDetokenizer({ contextIds: promptTokens, skipSpecialTokens: !harmony }),
+        stops,
+      ),
     timeouts,
     faults,
     adminKey,
@@ -177,7 +182,7 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
   const codec = promptCodecOf(model.tokenizer, model.chatTemplate);
   const tokenizing = await startPromptTokenizing(model, codec, faults);
   // The reasoning parser by the model's template (qwen3 for one that writes </think>), as `serve` without the flag.
-  const reasoningParser = reasoningParserFor(undefined, model.chatTemplate.text);
+  const reasoningParser = reasoningParserFor(undefined, model.chatTemplate.text, model.config.arch);
   // The Batch API as on `serve`: the store on this router's disk, each line a request of its
   // tenant through this router (the API's own runner, behind interactive traffic).
   const batchStore =
