@@ -7,7 +7,22 @@
 // row's output never depends on which other rows share its step (--deterministic).
 // Must never: read or write a row outside `rows`.
 import { f16ToF32, f32ToF16 } from '../kernels/index.js';
-import type { LoraPair } from './lora.js';
+
+/** One adapted projection: A [rank, inDim], B [outDim, rank], row-major f32. */
+export interface LoraPair {
+  readonly rank: number;
+  readonly inDim: number;
+  readonly outDim: number;
+  readonly a: Float32Array;
+  readonly b: Float32Array;
+  /** alpha / rank (alpha 0: 1), times the adapter's user scale. */
+  readonly scale: number;
+  /**
+   * The file stored A and B as f16/bf16: x and A x are rounded to f16 before each product, as
+   * llama.cpp's CPU backend rounds a half matmul's activations (agreement within 1e-3, not 4e-3).
+   */
+  readonly halfActivations: boolean;
+}
 
 const toHalf = (v: number): number => f16ToF32(f32ToF16(v));
 

@@ -10,27 +10,13 @@
 import { createHash } from 'node:crypto';
 import { InvariantError } from '../core/index.js';
 import type { ModelConfig } from '../formats/index.js';
-import { addLoraRows, LoraScratch } from './lora-rows.js';
+import { addLoraRows, LoraScratch, type LoraPair } from './lora-rows.js';
 
 /** The projections LoRA adapts, by llama.cpp's and PEFT's names. */
 export const LORA_TARGETS = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const;
 export type LoraTarget = (typeof LORA_TARGETS)[number];
 
-/** One adapted projection: A [rank, inDim], B [outDim, rank], row-major f32. */
-export interface LoraPair {
-  readonly rank: number;
-  readonly inDim: number;
-  readonly outDim: number;
-  readonly a: Float32Array;
-  readonly b: Float32Array;
-  /** alpha / rank (alpha 0: 1), times the adapter's user scale. */
-  readonly scale: number;
-  /**
-   * The file stored A and B as f16/bf16: x and A x are rounded to f16 before each product, as
-   * llama.cpp's CPU backend rounds a half matmul's activations (agreement within 1e-3, not 4e-3).
-   */
-  readonly halfActivations: boolean;
-}
+export type { LoraPair } from './lora-rows.js';
 
 /**
  * An adapter's digest, its identity in every KV namespace: sha256 over its files' contents (in a

@@ -19,7 +19,7 @@
 // reasoning (content null); a cut tool call's block never closes, so it is no call.
 // Must never: show analysis text as content, or a tool call's arguments as content.
 // Pure: never does I/O; selected by `--reasoning-parser gpt-oss` or a model whose arch is gpt-oss.
-import type { AnswerSplitter, ReasoningPiece } from './reasoning.js';
+import type { AnswerSplitter, ReasoningPiece } from './reasoning-piece.js';
 
 export const HARMONY = {
   start: '<|start|>',

@@ -17,6 +17,7 @@
 // Pure: never does I/O; the answer's tool calls are parsed from the content, after the split.
 import { ConfigError } from '../../core/index.js';
 import { HarmonySplitter } from './reasoning-harmony.js';
+import type { AnswerSplitter, ReasoningPiece } from './reasoning-piece.js';
 import type { ToolPlan } from './tools.js';
 
 export const REASONING_PARSERS = ['qwen3', 'deepseek_r1', 'gpt-oss'] as const;
@@ -72,21 +73,7 @@ export function reasoningPlan(parser: ReasoningParserName, promptOpens: boolean)
   return { parser, startsInReasoning: parser === 'deepseek_r1' || (parser !== 'gpt-oss' && promptOpens) };
 }
 
-/**
- * What one piece of answer text became. Content may hold Hermes `<tool_call>` blocks (the harmony
- * parser writes its tool calls so), which the request's ToolPlan turns into calls (tool-output.ts).
- */
-export interface ReasoningPiece {
-  readonly reasoning: string;
-  readonly content: string;
-}
-
-/** One answer's splitter, streamed: the `<think>` parsers' or harmony's. */
-export interface AnswerSplitter {
-  readonly sawReasoning: boolean;
-  push(text: string): ReasoningPiece;
-  end(): ReasoningPiece;
-}
+export type { AnswerSplitter, ReasoningPiece } from './reasoning-piece.js';
 
 /** Whether a request's tool plan lets a call be reported (tools offered, `tool_choice` not "none"). */
 export const offersCalls = (plan: ToolPlan | undefined): boolean => plan !== undefined && plan.choice.kind !== 'none';
