@@ -124,6 +124,22 @@ describe('ClusterLora: a hot load on every worker, all or nothing', () => {
     expect(ws[0]!.calls).toEqual([]);
   });
 
+  it('a worker that restarted without a hot-loaded adapter gets it again; one holding it is left alone', async () => {
+    const ws = await Promise.all([worker('prefill', ok), worker('decode', ok)]);
+    const c = cluster(ws);
+    await c.lora.loadLora('c', '/adapters/c.gguf', 1);
+    ws[0]!.entry.limits = { adapters: { c: DIGEST } } as unknown as WorkerEntry['limits'];
+    ws[1]!.entry.limits = { adapters: {} } as unknown as WorkerEntry['limits']; // restarted: its /health lacks c
+    await c.lora.reconcile();
+    expect(routes(ws[0]!)).toEqual(['load_lora_adapter']);
+    expect(routes(ws[1]!)).toEqual(['load_lora_adapter', 'load_lora_adapter']);
+    expect(c.refreshed()).toBe(2);
+    await c.lora.unloadLora('c');
+    ws[1]!.entry.limits = { adapters: {} } as unknown as WorkerEntry['limits'];
+    await c.lora.reconcile(); // unloaded: nothing to give
+    expect(routes(ws[1]!)).toEqual(['load_lora_adapter', 'load_lora_adapter', 'unload_lora_adapter']);
+  });
+
   it('negative control lora-no-rollback: the worker that loaded it keeps it', async () => {
     const ws = await Promise.all([
       worker('prefill', ok),

@@ -12,8 +12,9 @@
 //      /health lists the digest), and only then does the name become visible to requests.
 // An unload: the directory drops the name first (new requests: 404; one still running at the
 // router refuses it), then every worker drops it, its weights kept until its own last request
-// under the name ends (worker/lora-registry.ts). A worker down during a load never gets the
-// adapter: the pair policy never pairs it for that adapter, and the router says so.
+// under the name ends (worker/lora-registry.ts). A worker down during a load, or restarted since
+// (`tessera up` restarts a crashed one with its start-up flags), gets the adapter from reconcile()
+// once it is up again; until its /health lists it, the pair policy never pairs it for that adapter.
 // Must never: show a name before every worker holds it, leave a half-loaded cluster after a
 // failure it saw, or send the cluster secret anywhere but a worker's URL.
 import { TesseraError, type FaultSet } from '../core/index.js';
@@ -41,12 +42,67 @@ type Answer =
 
 export class ClusterLora {
   readonly #o: ClusterLoraOptions;
+  /** The adapters hot-loaded through this router, by name: what a worker that (re)joins is given. */
+  readonly #loaded = new Map<string, { readonly path: string; readonly scale: number; readonly digest: string }>();
+  /** Loads, unloads and reconciles run one at a time, so none lands on a worker after a later one. */
+  #queue: Promise<unknown> = Promise.resolve();
 
   constructor(options: ClusterLoraOptions) {
     this.#o = options;
   }
 
-  async loadLora(name: string, path: string, scale: number): Promise<string> {
+  #serial<T>(run: () => Promise<T>): Promise<T> {
+    const next = this.#queue.then(run, run);
+    this.#queue = next.catch(() => undefined);
+    return next;
+  }
+
+  loadLora(name: string, path: string, scale: number): Promise<string> {
+    return this.#serial(async () => {
+      const digest = await this.#load(name, path, scale);
+      this.#loaded.set(name, { path, scale, digest });
+      return digest;
+    });
+  }
+
+  unloadLora(name: string): Promise<void> {
+    return this.#serial(async () => {
+      this.#loaded.delete(name);
+      await this.#unloadEverywhere(name, this.#o.workers());
+      await this.#o.refresh();
+      this.#o.log?.(`LoRA adapter ${name} unloaded`);
+    });
+  }
+
+  /**
+   * Gives every up worker whose /health lacks a hot-loaded adapter (one restarted, or joined since)
+   * that adapter; one that then reports another digest drops it again. Until its /health lists the
+   * adapter the pair policy never pairs it for that adapter. Called every few seconds (src/cli).
+   */
+  reconcile(): Promise<void> {
+    return this.#serial(async () => {
+      let changed = false;
+      for (const w of this.#o.workers()) {
+        if (w.state !== 'up' || !w.admitted || w.draining || w.limits === undefined) continue;
+        for (const [name, { path, digest }] of this.#loaded) {
+          if (w.limits.adapters?.[name] === digest) continue;
+          changed = true;
+          const answer = await this.#post(w, 'load_lora_adapter', { lora_name: name, lora_path: path });
+          if (answer.kind === 'ok' && answer.body['digest'] === digest) {
+            this.#o.log?.(`LoRA adapter ${name} given to ${w.role} ${w.url}, which lacked it`);
+            continue;
+          }
+          if (answer.kind === 'ok') await this.#post(w, 'unload_lora_adapter', { lora_name: name });
+          this.#o.log?.(
+            `${w.role} ${w.url} lacks LoRA adapter ${name} and did not take it (${answer.kind === 'ok' ? `digest ${String(answer.body['digest'])}` : answer.message}): never paired for it`,
+          );
+        }
+      }
+      if (changed) await this.#o.refresh();
+    });
+  }
+
+  async #load(name: string, path: string, scale: number): Promise<string> {
     const digest = await this.#o.fileDigest(path, scale);
     const targets = this.#o.workers().filter((w) => w.state === 'up' && w.admitted && !w.draining);
     for (const role of ['prefill', 'decode'] as const)
@@ -69,12 +125,6 @@ export class ClusterLora {
     await this.#o.refresh();
     this.#o.log?.(`LoRA adapter ${name} loaded on ${targets.length} workers from ${path} (digest ${digest})`);
     return digest;
-  }
-
-  async unloadLora(name: string): Promise<void> {
-    await this.#unloadEverywhere(name, this.#o.workers());
-    await this.#o.refresh();
-    this.#o.log?.(`LoRA adapter ${name} unloaded`);
   }
 
   /** Each of `workers` drops `name` (one that never had it answers 404: nothing to do); failures are logged. */

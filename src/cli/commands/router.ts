@@ -175,6 +175,9 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
     ...(trace === undefined ? {} : { trace, onWriter: (rid: string, prefill: string) => trace.writer(rid, prefill) }),
   });
   await router.start();
+  // A worker that restarted or joined since a hot load gets the adapter (every 2 s, one pass at a time).
+  const reconciling = setInterval(() => void cluster.reconcile(), 2_000);
+  reconciling.unref();
   for (const w of router.registry.entries)
     log(
       `${w.role} ${w.url}: ${w.state}${w.address === undefined ? '' : ` (cluster ${w.address})`}${w.lastError === undefined ? '' : ` - ${w.lastError}`}`,
@@ -221,6 +224,7 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
   log(tokenizing.description);
   await stopped;
   log('shutting down');
+  clearInterval(reconciling);
   await api.close();
   batchStore?.close();
   await tokenizing.close();
