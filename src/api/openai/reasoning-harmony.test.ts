@@ -69,6 +69,13 @@ describe('the harmony parser (gpt-oss)', () => {
     expect(answer.calls.map((c) => c.arguments)).toEqual(['{"city":"Bergen"}']);
   });
 
+  it('a call addressed on the analysis channel is a call too, not reasoning', () => {
+    const text = `${ANALYSIS}<|start|>assistant<|channel|>analysis to=functions.get_weather code<|message|>{"city":"Oslo"}<|call|>`;
+    const split = splitReasoning(PLAN, text, true);
+    expect(split.reasoning).toBe('The user asks for 6*7. That is 42.');
+    expect(parseAnswer(TOOLS, split.content, 'stop').calls.map((c) => c.name)).toEqual(['get_weather']);
+  });
+
   it('a call of a function the request did not offer, or with no tools at all, is never a call nor content', () => {
     const other = CALL.replace('get_weather', 'rm_rf');
     expect(parseAnswer(TOOLS, splitReasoning(PLAN, ANALYSIS + other, true).content, 'stop')).toMatchObject({

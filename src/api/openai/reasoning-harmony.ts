@@ -7,7 +7,8 @@
 // recipient `to=...` may stand before or after `<|channel|>`). Bodies go by channel:
 //   analysis                          reasoning (`reasoning_content`, Responses reasoning items)
 //   final                             content
-//   commentary to=functions.NAME      a tool call of NAME, its body the arguments: written on as a
+//   commentary (or analysis)          a tool call of NAME, its body the arguments: written on as a
+//     to=functions.NAME
 //                                     Hermes `<tool_call>{"name","arguments"}</tool_call>` block, so
 //                                     the request's ToolPlan (tool-output.ts) reports it, only for
 //                                     functions the request offered, whole and streamed
@@ -134,8 +135,8 @@ export class HarmonySplitter implements AnswerSplitter {
 function sinkOf(header: string): Sink {
   const channel = /<\|channel\|>\s*([A-Za-z_]+)/.exec(header)?.[1];
   const recipient = /\bto=functions\.([A-Za-z0-9_.-]+)/.exec(header)?.[1];
-  if (recipient !== undefined && channel !== 'analysis' && channel !== 'final')
-    return { kind: 'call', name: recipient };
+  // gpt-oss addresses function calls on commentary, and now and then on analysis: a call either way.
+  if (recipient !== undefined && channel !== 'final') return { kind: 'call', name: recipient };
   if (channel === 'analysis') return { kind: 'reasoning' };
   return { kind: 'content' };
 }
