@@ -1,13 +1,16 @@
 // bench/embeddings.ts: /v1/embeddings throughput of `tessera serve` against llama-server
 // --embedding --pooling last (llama.cpp's own build, scripts/build-llama.mjs) on the same GGUF
 // at the same thread count (Tessera uses every core; llama-server gets -t/-tb = that count),
-// rounds interleaved (T L T L ...), each round one request of BATCH inputs of about WORDS words.
-// Prints inputs/s per engine (median of rounds), the ratio, and how close the two engines'
-// vectors are (cosine of each input's two vectors: both are last-token, L2-normalised).
+// rounds interleaved (T L T L ...), each round one request of BATCH inputs of about WORDS words,
+// for each batch size of --batches (default 1 and 16). Prints, per engine and batch size (median
+// of rounds), requests/s, inputs/s and prompt tokens/s (each engine's own `usage.prompt_tokens`),
+// the ratios, the load average before and after (these machines are shared), and how close the two
+// engines' vectors are (cosine of each input's two vectors: both are last-token, L2-normalised).
 //
-//   node --import ./bench/lib/register-ts.mjs bench/embeddings.ts [--model m100:f32] [--rounds 5]
+//   node --import ./bench/lib/register-ts.mjs bench/embeddings.ts [--model m100:f32 | --file X.gguf]
+//        [--rounds 5] [--batches 1,16] [--words 48] [--llama-args '--poll 0']
 import { spawn, type ChildProcess } from 'node:child_process';
-import { availableParallelism } from 'node:os';
+import { availableParallelism, loadavg } from 'node:os';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { llamaNativeBin } from './lib/llama-native.js';
@@ -19,15 +22,24 @@ const arg = (name: string, fallback: string): string => {
 };
 const [SPEC] = parseModels(arg('--model', 'm100:f32'));
 const ROUNDS = Number(arg('--rounds', '5'));
-const BATCH = Number(arg('--batch', '32'));
+const BATCHES = arg('--batches', arg('--batch', '1,16')).split(',').map(Number);
+const FILE = arg('--file', '');
+/** Extra llama-server flags, space-separated (e.g. `--poll 0`: no spin-waiting on a shared machine). */
+const LLAMA_ARGS = arg('--llama-args', '')
+  .split(' ')
+  .filter((a) => a !== '');
 const WORDS = Number(arg('--words', '48'));
 const THREADS = availableParallelism();
 const SLOTS = Number(arg('--slots', '8'));
 const VOCAB = 'the quick brown fox jumps over a lazy dog while seven small birds sing near old river stones'.split(' ');
 
-function inputs(round: number): string[] {
-  return Array.from({ length: BATCH }, (_, i) =>
-    Array.from({ length: WORDS }, (_, w) => VOCAB[(round * 31 + i * 7 + w * w) % VOCAB.length]).join(' '),
+/** Inputs unique across rounds and batch sizes from their first word, so no engine reuses a cached prefix. */
+function inputs(round: number, batch: number): string[] {
+  return Array.from(
+    { length: batch },
+    (_, i) =>
+      `${batch * 100_000 + round * 1000 + i} ` +
+      Array.from({ length: WORDS }, (_, w) => VOCAB[(round * 31 + i * 7 + w * w) % VOCAB.length]).join(' '),
   );
 }
 
@@ -89,6 +101,7 @@ async function llamaServer(bin: string, model: string) {
       '--port',
       String(port),
       '--no-webui',
+      ...LLAMA_ARGS,
     ]),
     { stdio: ['ignore', 'ignore', 'inherit'] },
   );
@@ -106,7 +119,7 @@ async function llamaServer(bin: string, model: string) {
   });
 }
 
-async function embed(url: string, input: string[]): Promise<{ ms: number; vectors: number[][] }> {
+async function embed(url: string, input: string[]): Promise<{ ms: number; tokens: number; vectors: number[][] }> {
   const t0 = performance.now();
   const res = await fetch(`${url}/v1/embeddings`, {
     method: 'POST',
@@ -114,9 +127,13 @@ async function embed(url: string, input: string[]): Promise<{ ms: number; vector
     body: JSON.stringify({ input, encoding_format: 'float' }),
   });
   if (res.status !== 200) throw new Error(`${url}: HTTP ${res.status} ${await res.text()}`);
-  const body = (await res.json()) as { data: { index: number; embedding: number[] }[] };
+  const body = (await res.json()) as {
+    data: { index: number; embedding: number[] }[];
+    usage?: { prompt_tokens?: number };
+  };
   const ms = performance.now() - t0;
-  return { ms, vectors: [...body.data].sort((a, b) => a.index - b.index).map((d) => d.embedding) };
+  const vectors = [...body.data].sort((a, b) => a.index - b.index).map((d) => d.embedding);
+  return { ms, tokens: body.usage?.prompt_tokens ?? Number.NaN, vectors };
 }
 
 const cosine = (a: number[], b: number[]) => {
@@ -127,34 +144,54 @@ const cosine = (a: number[], b: number[]) => {
   return ab / Math.sqrt(aa * bb);
 };
 
+const load = (): string =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
+
 async function main(): Promise<void> {
   if (SPEC === undefined) throw new Error('--model');
-  const model = await benchModel(SPEC);
+  const model = FILE !== '' ? FILE : await benchModel(SPEC);
   const native = llamaNativeBin();
   if ('why' in native) throw new Error(`no llama-server: ${native.why}`);
   const [t, l] = [await tessera(model), await llamaServer(native.bin, model)];
   try {
     const [tUrl, lUrl] = [await t.url, await l.url];
-    await embed(tUrl, inputs(99)); // warm-up both
-    await embed(lUrl, inputs(99));
-    const rate: { tessera: number[]; llama: number[] } = { tessera: [], llama: [] };
+    await embed(tUrl, inputs(99, 16)); // warm-up both
+    await embed(lUrl, inputs(99, 16));
+    const loadBefore = load();
+    const rows: string[] = [];
     let worst = 1;
-    for (let round = 0; round < ROUNDS; round++) {
-      const a = await embed(tUrl, inputs(round));
-      const b = await embed(lUrl, inputs(round));
-      rate.tessera.push((BATCH * 1000) / a.ms);
-      rate.llama.push((BATCH * 1000) / b.ms);
-      a.vectors.forEach((v, i) => (worst = Math.min(worst, cosine(v, b.vectors[i] ?? []))));
+    for (const batch of BATCHES) {
+      const runs: { tessera: { ms: number; tokens: number }[]; llama: { ms: number; tokens: number }[] } = {
+        tessera: [],
+        llama: [],
+      };
+      for (let round = 0; round < ROUNDS; round++) {
+        const a = await embed(tUrl, inputs(round, batch));
+        const b = await embed(lUrl, inputs(round, batch));
+        runs.tessera.push(a);
+        runs.llama.push(b);
+        a.vectors.forEach((v, i) => (worst = Math.min(worst, cosine(v, b.vectors[i] ?? []))));
+      }
+      const rates = (list: { ms: number; tokens: number }[]) => ({
+        rps: median(list.map((r) => 1000 / r.ms)),
+        tps: median(list.map((r) => (r.tokens * 1000) / r.ms)),
+        tokens: median(list.map((r) => r.tokens)),
+      });
+      const [rt, rl] = [rates(runs.tessera), rates(runs.llama)];
+      rows.push(
+        `  batch ${String(batch).padStart(2)}  tessera ${rt.rps.toFixed(2)} req/s ${(rt.rps * batch).toFixed(1)} inputs/s ${rt.tps.toFixed(0)} tok/s` +
+          ` | llama-server ${rl.rps.toFixed(2)} req/s ${(rl.rps * batch).toFixed(1)} inputs/s ${rl.tps.toFixed(0)} tok/s` +
+          ` | ratio ${(rt.rps / rl.rps).toFixed(2)}x (prompt tokens per request: tessera ${rt.tokens}, llama ${rl.tokens})`,
+      );
     }
-    const [rt, rl] = [median(rate.tessera), median(rate.llama)];
     console.log(
-      `embeddings: ${SPEC.preset} ${SPEC.dtype}, ${THREADS} threads, ${ROUNDS} rounds of ${BATCH} inputs x ~${WORDS} words (interleaved)`,
+      `embeddings: ${FILE !== '' ? FILE : `${SPEC.preset} ${SPEC.dtype}`}, ${THREADS} threads${LLAMA_ARGS.length === 0 ? '' : ` (llama-server ${LLAMA_ARGS.join(' ')})`}, ${ROUNDS} rounds per batch size, inputs of ~${WORDS} words (interleaved), last-token pooling`,
     );
-    console.log(`  tessera serve        ${rt.toFixed(1)} inputs/s`);
-    console.log(`  llama-server         ${rl.toFixed(1)} inputs/s`);
-    console.log(
-      `  ratio tessera/llama  ${(rt / rl).toFixed(2)}x; lowest cosine between the two engines' vectors ${worst.toFixed(6)}`,
-    );
+    for (const row of rows) console.log(row);
+    console.log(`  lowest cosine between the two engines' vectors ${worst.toFixed(6)}`);
+    console.log(`  load average before ${loadBefore}, after ${load()} (1, 5, 15 min)`);
   } finally {
     await Promise.all([t.stop(), l.stop()]);
   }

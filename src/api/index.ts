@@ -32,6 +32,7 @@ export { RateLimits, type ApiKeys, type ApiKeySpec, type KeyLimits } from './htt
 export { pdMetrics, type PdMetrics } from './ops/metrics-pd.js';
 export { DEFAULT_HTTP_LIMITS, type HttpLimits } from './http/http-guard.js';
 export { DASHBOARD_OFF, type DashboardAccess } from './ops/dashboard-route.js';
+export { loraAdminAccess, type LoraAdminAccess } from './openai/lora-admin-route.js';
 export {
   handleKvEvents,
   handleKvEventStream,

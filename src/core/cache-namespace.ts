@@ -57,3 +57,8 @@ export function kvTenantOf(
   if (adapter === undefined || dropAdapter) return tenant;
   return `${tenant} [lora ${adapter.digest}]` as TenantId;
 }
+
+/** The adapter digest a KV tenant (kvTenantOf) carries; null for the base model's. */
+export function adapterDigestOf(kvTenant: string): string | null {
+  return /^.* \[lora ([^\]]+)\]$/s.exec(kvTenant)?.[1] ?? null;
+}

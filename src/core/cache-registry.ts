@@ -136,6 +136,15 @@ export const NOT_CACHES: readonly StateDeclaration[] = [
     why: 'loaded adapters: name, digest, allowed tenants (admin configuration)',
   },
   { site: 'src/worker/lora-registry.ts:#loading', why: 'adapter names being loaded now' },
+  {
+    site: 'src/worker/lora-registry.ts:#retiring',
+    why: "unloaded adapter names whose weights wait for this node's last request under them",
+  },
+  {
+    site: 'src/worker/lora-registry.ts:#names',
+    why: 'adapter digest -> the admin-given name it was last loaded under (KV events), at most 1024',
+  },
+  { site: 'src/router/workers.ts:#polls', why: "each worker's /health poll under way (at most one per worker)" },
   { site: 'src/formats/tensor-names.ts:fileOf', why: 'tensor name -> weights file (model)' },
   { site: 'src/pages/kv-events.ts:#listeners', why: 'open /kv-events streams (per connection)' },
   { site: 'src/pages/prefix-cache.ts:#pins', why: 'how many open leases pin each page (counts, per lease)' },

@@ -174,6 +174,10 @@ export const FAULT_NAMES = [
    * or its concurrent requests, is served, never answered 429 (the per-tenant counts still run).
    */
   'skip-key-limits',
+  /** The router's hot load of a LoRA adapter that one worker refused is not rolled back: the workers that loaded it keep it. */
+  'lora-no-rollback',
+  /** A PD worker's unload of a LoRA adapter drops its weights while its own requests still run with it (no deferral). */
+  'lora-unload-in-use',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

@@ -55,7 +55,8 @@ export interface AdapterDirectory {
   list(tenant: TenantId): readonly string[];
   /** Loads a GGUF LoRA file as `name`; `tenants` null: every tenant may use it. */
   load(name: string, path: string, scale: number, tenants: readonly string[] | null): Promise<AdapterRef>;
-  unload(name: string): 'unloaded' | 'unknown' | 'in-use';
+  /** Unloads `name`: the name is gone for new requests once this resolves ('in-use': refused, nothing changed). */
+  unload(name: string): Promise<'unloaded' | 'unknown' | 'in-use'>;
 }
 
 /** One of the most likely tokens at a position. */

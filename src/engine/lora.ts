@@ -9,28 +9,14 @@
 // bank does not hold (the caller's registry refuses such requests; the bank throws).
 import { createHash } from 'node:crypto';
 import { InvariantError } from '../core/index.js';
-import { f16ToF32, f32ToF16 } from '../kernels/index.js';
 import type { ModelConfig } from '../formats/index.js';
+import { addLoraRows, LoraScratch, type LoraPair } from './lora-rows.js';
 
 /** The projections LoRA adapts, by llama.cpp's and PEFT's names. */
 export const LORA_TARGETS = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const;
 export type LoraTarget = (typeof LORA_TARGETS)[number];
 
-/** One adapted projection: A [rank, inDim], B [outDim, rank], row-major f32. */
-export interface LoraPair {
-  readonly rank: number;
-  readonly inDim: number;
-  readonly outDim: number;
-  readonly a: Float32Array;
-  readonly b: Float32Array;
-  /** alpha / rank (alpha 0: 1), times the adapter's user scale. */
-  readonly scale: number;
-  /**
-   * The file stored A and B as f16/bf16: x and A x are rounded to f16 before each product, as
-   * llama.cpp's CPU backend rounds a half matmul's activations (agreement within 1e-3, not 4e-3).
-   */
-  readonly halfActivations: boolean;
-}
+export type { LoraPair } from './lora-rows.js';
 
 /**
  * An adapter's digest, its identity in every KV namespace: sha256 over its files' contents (in a
@@ -68,8 +54,7 @@ export class LoraBank {
   readonly #parts: Readonly<Record<LoraProjection, readonly (readonly [LoraTarget, number])[]>>;
   readonly #width: Readonly<Record<LoraProjection, number>>;
   readonly #config: ModelConfig;
-  #tmp = new Float32Array(64);
-  #xHalf = new Float32Array(0);
+  readonly #scratch = new LoraScratch();
 
   constructor(config: ModelConfig) {
     this.#config = config;
@@ -113,73 +98,27 @@ export class LoraBank {
   /**
    * y[row, off + i] += scale · Σ_j B[i, j] (A x[row])[j] for every row of every sequence naming an
    * adapter, and every target of `proj` that adapter has. x: [T, inDim], y: [T, width of proj].
+   * The rows of all sequences naming one adapter go through its pairs together (lora-rows.ts).
    */
   add(seqs: readonly AdaptedSeq[], layer: number, proj: LoraProjection, x: Float32Array, y: Float32Array): void {
     const width = this.#width[proj];
+    const rowsOf = new Map<string, number[]>();
     for (const s of seqs) {
       if (s.adapter === undefined) continue;
-      const adapter = this.#adapters.get(s.adapter);
-      if (adapter === undefined) throw new InvariantError(`LoRA adapter ${s.adapter} is not loaded on this engine`);
+      let rows = rowsOf.get(s.adapter);
+      if (rows === undefined) rowsOf.set(s.adapter, (rows = []));
+      for (let t = s.row; t < s.row + s.numTokens; t++) rows.push(t);
+    }
+    for (const [name, rows] of rowsOf) {
+      const adapter = this.#adapters.get(name);
+      if (adapter === undefined) throw new InvariantError(`LoRA adapter ${name} is not loaded on this engine`);
       for (const [target, offset] of this.#parts[proj]) {
         const pair = adapter.pairs.get(pairKey(layer, target));
-        if (pair === undefined) continue;
-        for (let t = s.row; t < s.row + s.numTokens; t++) this.#addRow(pair, x, t * pair.inDim, y, t * width + offset);
+        if (pair !== undefined) addLoraRows(pair, x, rows, y, width, offset, this.#scratch);
       }
-    }
-  }
-
-  #addRow(p: LoraPair, x: Float32Array, xAt: number, y: Float32Array, yAt: number): void {
-    const { rank, inDim, outDim, a, b, scale, halfActivations } = p;
-    if (this.#tmp.length < rank) this.#tmp = new Float32Array(rank);
-    if (this.#xHalf.length < inDim) this.#xHalf = new Float32Array(inDim);
-    const tmp = this.#tmp;
-    let xs = x;
-    let at = xAt;
-    if (halfActivations) {
-      for (let k = 0; k < inDim; k++) this.#xHalf[k] = toHalf(x[xAt + k]!);
-      xs = this.#xHalf;
-      at = 0;
-    }
-    // Four rows of A per pass over x (each sum in the same order as one row at a time).
-    let j = 0;
-    for (; j + 4 <= rank; j += 4) {
-      let s0 = 0;
-      let s1 = 0;
-      let s2 = 0;
-      let s3 = 0;
-      const r0 = j * inDim;
-      const r1 = r0 + inDim;
-      const r2 = r1 + inDim;
-      const r3 = r2 + inDim;
-      for (let k = 0; k < inDim; k++) {
-        const xk = xs[at + k]!;
-        s0 += a[r0 + k]! * xk;
-        s1 += a[r1 + k]! * xk;
-        s2 += a[r2 + k]! * xk;
-        s3 += a[r3 + k]! * xk;
-      }
-      tmp[j] = s0;
-      tmp[j + 1] = s1;
-      tmp[j + 2] = s2;
-      tmp[j + 3] = s3;
-    }
-    for (; j < rank; j++) {
-      let sum = 0;
-      const row = j * inDim;
-      for (let k = 0; k < inDim; k++) sum += a[row + k]! * xs[at + k]!;
-      tmp[j] = sum;
-    }
-    if (halfActivations) for (let r = 0; r < rank; r++) tmp[r] = toHalf(tmp[r]!);
-    for (let i = 0; i < outDim; i++) {
-      let sum = 0;
-      const row = i * rank;
-      for (let j = 0; j < rank; j++) sum += b[row + j]! * tmp[j]!;
-      y[yAt + i] = y[yAt + i]! + scale * sum;
     }
   }
 }
-
-const toHalf = (v: number): number => f16ToF32(f32ToF16(v));
 
 /** [in, out] of each target's projection in this config. */
 export function targetDims(config: ModelConfig, target: LoraTarget): readonly [number, number] {

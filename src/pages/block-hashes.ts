@@ -4,6 +4,7 @@
 // held) and the events' shape for one node.
 // Must never: hash anything but the hasher's own links (the tenant's tag, the chain, page keys),
 // or put a token id or a tenant's name into an event.
+import { adapterDigestOf } from '../core/index.js';
 import type { KvEvent } from './kv-events.js';
 import type { PrefixHasher } from './prefix-hash.js';
 
@@ -57,11 +58,14 @@ export class BlockHashes {
   }
 
   stored(node: ChainNode, hasher: PrefixHasher): KvEvent {
+    let root: ChainNode | ChainRoot = node;
+    while (root.kind === 'page') root = root.parent;
     return {
       type: 'BlockStored',
       tenant: this.tenantTag(node, hasher),
       blockHash: this.hash(node, hasher),
       parentHash: node.parent.kind === 'page' ? this.hash(node.parent, hasher) : null,
+      adapterDigest: adapterDigestOf(this.#tenantOf(root)),
     };
   }
 

@@ -6,7 +6,13 @@ import { KvEventRing, type KvEvent } from './kv-events.js';
 import { PrefixHasher } from './prefix-hash.js';
 
 const hasher = new PrefixHasher('cluster-secret');
-const stored = (n: number): KvEvent => ({ type: 'BlockStored', tenant: 't', blockHash: `h${n}`, parentHash: null });
+const stored = (n: number): KvEvent => ({
+  type: 'BlockStored',
+  tenant: 't',
+  blockHash: `h${n}`,
+  parentHash: null,
+  adapterDigest: null,
+});
 const seqs = (ring: KvEventRing, after: number, max = 100): number[] => ring.read(after, max).records.map((r) => r.seq);
 
 function ringWith(capacity: number, numEvents: number): KvEventRing {

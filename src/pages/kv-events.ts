@@ -21,6 +21,8 @@ export type KvEvent =
       readonly blockHash: string;
       /** The block before it; null for a prompt's first page. */
       readonly parentHash: string | null;
+      /** The digest of the LoRA adapter its KV was computed under (from the KV tenant, kvTenantOf); null: the base model. */
+      readonly adapterDigest: string | null;
     }
   | { readonly type: 'BlockRemoved'; readonly tenant: string; readonly blockHash: string };
 

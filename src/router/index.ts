@@ -21,3 +21,4 @@ export {
   type ResolveA,
 } from './discovery.js';
 export { PdRouter, type PdRouterOptions } from './pd-router.js';
+export { ClusterLora, type ClusterLoraOptions } from './cluster-lora.js';

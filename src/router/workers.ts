@@ -80,6 +80,8 @@ export class WorkerRegistry {
   #timer: ReturnType<typeof setInterval> | undefined;
   /** Until the first poll of every static worker is in, their join checks wait (see #vetStatic). */
   #staticVetted = false;
+  /** The poll under way of each worker (at most one at a time). */
+  readonly #polls = new Map<WorkerEntry, Promise<void>>();
   #staticVetting = false;
 
   constructor(options: WorkerRegistryOptions) {
@@ -237,14 +239,29 @@ export class WorkerRegistry {
     this.#o.onDown?.(e);
   }
 
-  async #poll(e: WorkerEntry): Promise<void> {
-    if (e.polling) return;
+  /**
+   * Every worker polled again, each after the poll already under way (whose answer may predate a
+   * change the caller just made, such as a hot-loaded LoRA adapter): resolves once all answered.
+   */
+  async refresh(): Promise<void> {
+    await Promise.all(
+      this.#entries.map(async (e) => {
+        await this.#polls.get(e);
+        await this.#poll(e);
+      }),
+    );
+  }
+
+  #poll(e: WorkerEntry): Promise<void> {
+    const running = this.#polls.get(e);
+    if (running !== undefined) return running;
     e.polling = true;
-    try {
-      await this.#pollOnce(e);
-    } finally {
+    const poll = this.#pollOnce(e).finally(() => {
       e.polling = false;
-    }
+      this.#polls.delete(e);
+    });
+    this.#polls.set(e, poll);
+    return poll;
   }
 
   async #pollOnce(e: WorkerEntry): Promise<void> {

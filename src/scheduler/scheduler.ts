@@ -155,6 +155,13 @@ export class Scheduler {
     return this.#book.requests.size === 0 && this.#book.quarantined.size === 0 && this.#inFlight === undefined;
   }
 
+  /** Live requests (waiting, running, receiving or held) that run with the LoRA adapter `name`. */
+  numWithAdapter(name: string): number {
+    let n = 0;
+    for (const r of this.#book.requests.values()) if (r.adapter === name) n++;
+    return n;
+  }
+
   view(rid: RequestId): RequestView | undefined {
     const r = this.#book.requests.get(rid);
     return r === undefined ? undefined : viewOf(r);

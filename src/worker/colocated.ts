@@ -70,6 +70,8 @@ export interface ColocatedWorkerOptions {
   readonly runner: StepRunner;
   readonly sampler: TokenSampler;
   readonly tokenizer: WorkerTokenizer;
+  /** The answers' text keeps special tokens (the gpt-oss reasoning parser reads harmony's channels from them). Default: skipped. */
+  readonly keepSpecialTokens?: boolean;
   readonly eosTokenIds: readonly number[];
   readonly maxRunningRequests: number;
   readonly chunkedPrefillSize: number;
@@ -187,7 +189,7 @@ export class ColocatedWorker {
     signal.addEventListener('abort', onAbort, { once: true });
     const detokenizer = this.#o.tokenizer.createDetokenizer({
       contextIds: request.promptTokens,
-      skipSpecialTokens: true,
+      skipSpecialTokens: this.#o.keepSpecialTokens !== true,
     });
     const output = new TextOutput(channel, new TextStream(detokenizer, request.sampling.stop));
     const topN = request.sampling.promptLogprobs;

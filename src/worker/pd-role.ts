@@ -116,7 +116,7 @@ export class PdRole {
   readonly scheduler: Scheduler;
   readonly pool: PagePool;
   readonly mirror = new TotalsMirror();
-  /** The LoRA adapters this worker serves (--lora, loaded at start; no hot loads on a PD worker). */
+  /** The LoRA adapters this worker serves (--lora at start, and the router's hot loads through /v1/load_lora_adapter). */
   readonly adapters: LoraRegistry | undefined;
   metrics: PdMetricsSink | undefined;
   #closed = false;
@@ -130,8 +130,16 @@ export class PdRole {
     this.transport = transport;
     this.pool = options.pool;
     this.scheduler = schedulerFor(role, options);
-    // Adapters are unloaded only through the co-located admin route: none is ever in use here.
-    this.adapters = options.lora === undefined ? undefined : new LoraRegistry(options.lora, () => 0);
+    // Loaded at start (--lora) and by the router's fan-out (its admin's hot loads). An unload takes
+    // the name at once; the weights stay until this node's last request under it ended (settle()
+    // after each step), so no step runs a request whose adapter was dropped.
+    this.adapters =
+      options.lora === undefined
+        ? undefined
+        : new LoraRegistry(options.lora, (name) => this.scheduler.numWithAdapter(name), {
+            deferUnload: true,
+            faults: options.faults,
+          });
   }
 
   /** Builds and starts the engine loop (once, after the machine): the role's scheduler, runner, sampler and grammar masks. */
@@ -156,7 +164,10 @@ export class PdRole {
         };
       },
       prepareSampling: (items) => prepareConstraints(items, (rid) => parts.recordOf(rid)?.constraint),
-      onEvents: parts.onEvents,
+      onEvents: (events) => {
+        parts.onEvents(events);
+        if (this.adapters !== undefined && this.adapters.numRetiring > 0) void this.adapters.settle();
+      },
       onFatal: parts.onFatal,
       faults: o.faults,
       checkEveryStep: o.checkEveryStep,

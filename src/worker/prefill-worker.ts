@@ -370,7 +370,8 @@ export class PrefillWorker {
     const job = this.#jobs.get(owner.rid);
     if (job === undefined || !job.fetching) return;
     job.fetching = false;
-    const refusal = this.#role.refusal();
+    // The adapter may have been unloaded (or replaced) during the fetch: checked again, before any step runs it.
+    const refusal = this.#role.refusal() ?? this.#role.adapterRefusal(adapter);
     const verdict =
       refusal !== undefined
         ? ({ kind: 'rejected', error: refusal } as const)

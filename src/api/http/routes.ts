@@ -3,7 +3,7 @@
 // shape; a path that is not valid percent-encoding (`/v1/models/%`, `%zz`, a lone surrogate) is
 // a 400, never a thrown URIError's 500. Must never serve /v1/* without the auth check when API
 // keys are configured.
-import { handleLoraAdmin } from '../openai/lora-admin-route.js';
+import { handleLoraAdmin, type LoraAdminAccess } from '../openai/lora-admin-route.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Clock } from './clock.js';
 import { handleDashboardPage, handleDashboardState, type DashboardAccess } from '../ops/dashboard-route.js';
@@ -33,6 +33,8 @@ export interface RouteContext extends GenerateContext {
   readonly kvEvents: KvEventsAccess | null;
   /** Aborts when the server starts closing: endless streams (KV events) end then, not at the drain deadline. */
   readonly closing: AbortSignal;
+  /** Who may load and unload LoRA adapters, and into which directory; null: off (404). */
+  readonly loraAdmin: LoraAdminAccess | null;
   /** The Batch API (/v1/files, /v1/batches; --batch-dir); null: off (404). */
   readonly batch: { readonly store: BatchStore; readonly gauge: InteractiveGauge } | null;
 }

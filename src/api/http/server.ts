@@ -24,6 +24,7 @@ import { ApiMetrics, type MetricsHook } from '../ops/metrics.js';
 import { limitedBackend, RateLimits, type ApiKeys } from './rate-limit.js';
 import { RequestIds } from './request-ids.js';
 import { dispatch, type RouteContext } from './routes.js';
+import { loraAdminAccess, type LoraAdminAccess } from '../openai/lora-admin-route.js';
 import { answerHttpExtras } from './http-extras.js';
 
 export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
@@ -67,6 +68,11 @@ export interface ApiServerOptions {
   readonly corsOrigin?: string;
   /** GET /kv-events(/stream): the node's KV event ring and who may read it (kv-events-route.ts). Absent: 404. */
   readonly kvEvents?: KvEventsAccess;
+  /**
+   * POST /v1/(un)load_lora_adapter: the directory and the keys (a PD worker's own registry, for the
+   * admin key and the cluster secret). Absent: the back end's adapters, for the dashboard's admin key.
+   */
+  readonly loraAdmin?: LoraAdminAccess | null;
 }
 
 export interface ApiServer {
@@ -142,6 +148,10 @@ class HttpApiServer implements ApiServer {
       startedUnixSeconds: clock.unixSeconds(),
       dashboard: options.dashboard ?? DASHBOARD_OFF,
       kvEvents: options.kvEvents ?? null,
+      loraAdmin:
+        options.loraAdmin !== undefined
+          ? options.loraAdmin
+          : loraAdminAccess(options.backend.adapters, [options.dashboard?.adminKey]),
       closing: this.#closingSignal.signal,
       logError: this.#logError,
       ...(options.grammar === undefined ? {} : { grammar: options.grammar }),

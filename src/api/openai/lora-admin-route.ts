@@ -1,19 +1,34 @@
 // The admin's LoRA routes, named as vLLM names them:
 //   POST /v1/load_lora_adapter    {"lora_name", "lora_path", "tenants"?: [..]}  -> 200 {name, digest}
-//   POST /v1/unload_lora_adapter  {"lora_name"}                                -> 200 | 404 | 409 (in use)
-// Only the admin key (--admin-key) may call them; without one configured they do not exist (404).
+//   POST /v1/unload_lora_adapter  {"lora_name"}                                -> 200 | 404 | 503 (in use)
+// Who may call them (LoraAdminAccess.keys): the admin key (--admin-key) on `serve` and on the router;
+// on a PD worker also the cluster secret (the router's fan-out of its admin's loads, router/cluster-lora.ts).
+// Without a key or a directory they do not exist (404).
 // Must never: load a file for a tenant's key, or answer a failed load with 200.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { isTesseraError } from '../../core/index.js';
+import { isTesseraError, type AdapterDirectory } from '../../core/index.js';
 import { sameKey } from '../ops/dashboard-route.js';
 import { problem, type Problem } from '../http/errors.js';
 import { parseJson, readBody, sendJson, sendProblem } from '../http/http-io.js';
-import type { Backend } from '../backend.js';
+
+/** The directory the admin routes change, and the bearer keys that may change it (none: the routes are off). */
+export interface LoraAdminAccess {
+  readonly adapters: AdapterDirectory;
+  readonly keys: readonly string[];
+}
 
 /** What the routes need of the server's context (routes.ts's RouteContext has it). */
 export interface LoraAdminContext {
-  readonly dashboard: { readonly adminKey: string | null };
-  readonly backend: Backend;
+  readonly loraAdmin: LoraAdminAccess | null;
+}
+
+/** The access a server gives: the directory (a back end's, or a PD worker's own), the keys that are set. */
+export function loraAdminAccess(
+  adapters: AdapterDirectory | undefined,
+  keys: readonly (string | null | undefined)[],
+): LoraAdminAccess | null {
+  const set = keys.filter((k): k is string => typeof k === 'string' && k !== '');
+  return adapters === undefined || set.length === 0 ? null : { adapters, keys: set };
 }
 
 export async function handleLoraAdmin(
@@ -22,12 +37,12 @@ export async function handleLoraAdmin(
   res: ServerResponse,
   ctx: LoraAdminContext,
 ): Promise<void> {
-  const { adminKey } = ctx.dashboard;
-  const adapters = ctx.backend.adapters;
-  if (adminKey === null || adapters === undefined)
+  const access = ctx.loraAdmin;
+  if (access === null)
     return sendProblem(res, problem('route_not_found', `Invalid URL (POST /v1/${verb}_lora_adapter).`));
+  const adapters = access.adapters;
   const given = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '')?.[1];
-  if (given === undefined || !sameKey(given, adminKey))
+  if (given === undefined || !access.keys.some((key) => sameKey(given, key)))
     return sendProblem(res, problem('unauthorized', 'Loading and unloading LoRA adapters needs the admin key.'));
   const body = await readBody(req, 64 * 1024);
   if (body.kind !== 'ok') return sendProblem(res, problem('invalid_request', 'The request body is too large.'));
@@ -39,7 +54,7 @@ export async function handleLoraAdmin(
   if (typeof name !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(name))
     return bad('lora_name', '`lora_name` must be a name of [A-Za-z0-9._-], up to 64 characters.');
   if (verb === 'unload') {
-    const outcome = adapters.unload(name);
+    const outcome = await adapters.unload(name);
     if (outcome === 'unloaded') return sendJson(res, 200, { name, unloaded: true });
     const p: Problem =
       outcome === 'unknown'
@@ -56,7 +71,10 @@ export async function handleLoraAdmin(
     const ref = await adapters.load(name, path, 1, (tenants as string[] | undefined) ?? null);
     sendJson(res, 200, { name: ref.name, digest: ref.digest });
   } catch (error) {
-    const message = isTesseraError(error) || error instanceof Error ? error.message : String(error);
-    sendProblem(res, problem('invalid_request', `The LoRA adapter was not loaded: ${message}`, 'lora_path'));
+    // The cluster's state keeps its code (a worker down or busy: 503; the workers read another
+    // file than the router: 500); anything else is the file's fault: 400 naming lora_path.
+    const message = `The LoRA adapter was not loaded: ${error instanceof Error ? error.message : String(error)}`;
+    const cluster = isTesseraError(error) && (error.code === 'overloaded' || error.code === 'config_invalid');
+    sendProblem(res, cluster ? problem(error.code, message) : problem('invalid_request', message, 'lora_path'));
   }
 }

@@ -111,7 +111,7 @@ describe('parser selection', () => {
     expect(reasoningParserFor('auto', '{{ messages }}')).toBeNull();
     expect(reasoningParserFor('none', '</think>')).toBeNull();
     expect(reasoningParserFor('deepseek_r1', '')).toBe('deepseek_r1');
-    expect(() => reasoningParserFor('gpt-oss', '')).toThrow(/reasoning-parser/);
+    expect(() => reasoningParserFor('harmony', '')).toThrow(/reasoning-parser/);
   });
 
   it('promptOpensThink: the prompt ends with <think> and blanks', () => {

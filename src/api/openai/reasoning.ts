@@ -12,11 +12,15 @@
 // Either way a prompt that ends with an open `<think>` (the template opened the block) starts the
 // answer inside it. A block cut by max_tokens stays reasoning (content null), as llama-server
 // reports it. Tags split across stream chunks are held back until they resolve. After
-// `</think>` the blank lines before the content are dropped.
+// `</think>` the blank lines before the content are dropped. The third, gpt-oss (OpenAI's harmony
+// channels), is reasoning-harmony.ts.
 // Pure: never does I/O; the answer's tool calls are parsed from the content, after the split.
 import { ConfigError } from '../../core/index.js';
+import { HarmonySplitter } from './reasoning-harmony.js';
+import type { AnswerSplitter, ReasoningPiece } from './reasoning-piece.js';
+import type { ToolPlan } from './tools.js';
 
-export const REASONING_PARSERS = ['qwen3', 'deepseek_r1'] as const;
+export const REASONING_PARSERS = ['qwen3', 'deepseek_r1', 'gpt-oss'] as const;
 export type ReasoningParserName = (typeof REASONING_PARSERS)[number];
 
 export const THINK_OPEN = '<think>';
@@ -29,12 +33,18 @@ export interface ReasoningPlan {
 }
 
 /**
- * The parser a server uses: `flag` is --reasoning-parser ('auto' or absent: by the template,
- * qwen3 for a template that writes `<think>`, none otherwise; 'none': off).
+ * The parser a server uses: `flag` is --reasoning-parser ('auto' or absent: by the model, gpt-oss
+ * (harmony, reasoning-harmony.ts) for arch `gpt-oss`; else by the template, qwen3 for a template
+ * that writes `<think>`, none otherwise; 'none': off).
  */
-export function reasoningParserFor(flag: string | undefined, templateText: string): ReasoningParserName | null {
+export function reasoningParserFor(
+  flag: string | undefined,
+  templateText: string,
+  arch?: string,
+): ReasoningParserName | null {
   if (flag === 'none') return null;
   if (flag === undefined || flag === 'auto') {
+    if (arch === 'gpt-oss') return 'gpt-oss';
     // A template that opens the block in the prompt (R1's) is served right by qwen3 too: the
     // prompt's open `<think>` starts the answer inside it (promptOpensThink).
     return templateText.includes(THINK_CLOSE) ? 'qwen3' : null;
@@ -60,19 +70,23 @@ export function promptOpensThink(promptIds: readonly number[], tokenText: (id: n
 }
 
 export function reasoningPlan(parser: ReasoningParserName, promptOpens: boolean): ReasoningPlan {
-  return { parser, startsInReasoning: parser === 'deepseek_r1' || promptOpens };
+  return { parser, startsInReasoning: parser === 'deepseek_r1' || (parser !== 'gpt-oss' && promptOpens) };
 }
 
-/** What one piece of answer text became. */
-export interface ReasoningPiece {
-  readonly reasoning: string;
-  readonly content: string;
+export type { AnswerSplitter, ReasoningPiece } from './reasoning-piece.js';
+
+/** Whether a request's tool plan lets a call be reported (tools offered, `tool_choice` not "none"). */
+export const offersCalls = (plan: ToolPlan | undefined): boolean => plan !== undefined && plan.choice.kind !== 'none';
+
+/** The splitter of `plan`; `withTools`: the request offered tools (else a harmony call is dropped, never shown). */
+export function answerSplitter(plan: ReasoningPlan, withTools: boolean): AnswerSplitter {
+  return plan.parser === 'gpt-oss' ? new HarmonySplitter({ calls: withTools }) : new ReasoningSplitter(plan);
 }
 
 type State = 'start' | 'reasoning' | 'after' | 'content';
 
-/** One streamed answer: text in, reasoning and content out, in order. */
-export class ReasoningSplitter {
+/** One streamed `<think>` answer: text in, reasoning and content out, in order. */
+export class ReasoningSplitter implements AnswerSplitter {
   readonly #startsInReasoning: boolean;
   #state: State = 'start';
   #held = '';
@@ -158,8 +172,12 @@ export class ReasoningSplitter {
 }
 
 /** A whole answer split: reasoning null when there was none; content as the rest of the text. */
-export function splitReasoning(plan: ReasoningPlan, text: string): { reasoning: string | null; content: string } {
-  const splitter = new ReasoningSplitter(plan);
+export function splitReasoning(
+  plan: ReasoningPlan,
+  text: string,
+  withTools = false,
+): { reasoning: string | null; content: string } {
+  const splitter = answerSplitter(plan, withTools);
   const a = splitter.push(text);
   const b = splitter.end();
   return { reasoning: splitter.sawReasoning ? a.reasoning + b.reasoning : null, content: a.content + b.content };

@@ -14,7 +14,7 @@ import { isTesseraError, type GenerateEvent, type SamplingParams } from '../../c
 import { checkConstraint } from './constraint-check.js';
 import { problem, problemOf, type Problem } from '../http/errors.js';
 import { reasoningOf, type GenerateContext } from './generate-route.js';
-import { ReasoningSplitter, splitReasoning, type ReasoningPlan } from './reasoning.js';
+import { answerSplitter, offersCalls, splitReasoning, type ReasoningPlan } from './reasoning.js';
 import { sendJson, sendProblem } from '../http/http-io.js';
 import { admitJson, countOutcome, refuseWith } from './admit-json.js';
 import type { Outcome } from '../ops/metrics.js';
@@ -155,7 +155,10 @@ async function whole(
         continue;
       }
       if (event.type === 'failed') return fail(res, null, problemOf(event.error));
-      const split = reasoning === undefined ? { reasoning: null, content: text } : splitReasoning(reasoning, text);
+      const split =
+        reasoning === undefined
+          ? { reasoning: null, content: text }
+          : splitReasoning(reasoning, text, offersCalls(tools));
       const answer = parseAnswer(tools, split.content, event.finishReason);
       const shown = split.reasoning !== null && answer.content === '' ? { ...answer, content: null } : answer;
       const items = outputItems(shown, split.reasoning);
@@ -179,7 +182,7 @@ async function stream(
 ): Promise<Outcome> {
   const sse = new SseStream(res);
   const answer = new StreamingAnswer(tools);
-  const splitter = reasoning === undefined ? null : new ReasoningSplitter(reasoning);
+  const splitter = reasoning === undefined ? null : answerSplitter(reasoning, offersCalls(tools));
   /** Text -> its reasoning delta (when there is some), then the content's deltas. */
   const deltasOf = (piece: { reasoning: string; content: string }): object[] => [
     ...(piece.reasoning === '' ? [] : [{ reasoning_content: piece.reasoning }]),

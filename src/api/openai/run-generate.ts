@@ -45,7 +45,7 @@ import {
   type ResponseMeta,
 } from './shapes.js';
 import { echoTextOffset } from './echo.js';
-import { ReasoningSplitter } from './reasoning.js';
+import { answerSplitter, offersCalls, type AnswerSplitter } from './reasoning.js';
 import { StreamingAnswer } from './tool-output.js';
 import { SseStream } from '../http/sse.js';
 
@@ -90,7 +90,7 @@ interface Choice {
   /** Chat with tools, streaming: text -> content and tool-call deltas. */
   readonly answer: StreamingAnswer | null;
   /** Chat with a reasoning parser, streaming: text -> reasoning_content deltas, the rest on as content. */
-  readonly reasoning: ReasoningSplitter | null;
+  readonly reasoning: AnswerSplitter | null;
 }
 
 /** `clientGone()`: true once the client disconnected (the caller aborted `signal` then). */
@@ -113,7 +113,10 @@ export async function runGenerate(
     lastTokenMs: null,
     end: null,
     answer: answerOf(),
-    reasoning: meta.endpoint === 'chat' && meta.reasoning !== undefined ? new ReasoningSplitter(meta.reasoning) : null,
+    reasoning:
+      meta.endpoint === 'chat' && meta.reasoning !== undefined
+        ? answerSplitter(meta.reasoning, offersCalls(meta.tools))
+        : null,
   }));
   let firstTokenSeen = false;
   /** The error the client gets: the first choice that failed (its siblings' aborts follow from it). */

@@ -1,7 +1,7 @@
 // OpenAI's response objects, exactly: text_completion, chat.completion, chat.completion.chunk,
 // usage, and the model list. Plain functions from data to JSON-ready objects; must never do I/O.
 import { assert, assertNever, type FinishReason, type TokenLogprob, type Usage } from '../../core/index.js';
-import { splitReasoning, type ReasoningPlan } from './reasoning.js';
+import { offersCalls, splitReasoning, type ReasoningPlan } from './reasoning.js';
 import { echoChoice, type CompletionLogprobs, type EchoPlan } from './echo.js';
 import { callJson, parseAnswer } from './tool-output.js';
 import type { ToolPlan } from './tools.js';
@@ -171,7 +171,7 @@ function chatMessage(
   text: string,
   finishReason: FinishReason,
 ): { message: object; finish_reason: string } {
-  const split = meta.reasoning === undefined ? null : splitReasoning(meta.reasoning, text);
+  const split = meta.reasoning === undefined ? null : splitReasoning(meta.reasoning, text, offersCalls(meta.tools));
   const answer = parseAnswer(meta.tools, split === null ? text : split.content, finishReason);
   const calls = answer.calls.length === 0 ? {} : { tool_calls: answer.calls.map(callJson) };
   // As vLLM: the field is there with a parser (null when the answer had none); no content after a cut-off block is null.

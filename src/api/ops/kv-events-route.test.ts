@@ -6,9 +6,9 @@
 // Negative control: the `open-kv-events` fault point serves the events to a stranger.
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { asRequestId, asTenantId, FaultSet, type Tag } from '../../core/index.js';
+import { asRequestId, asTenantId, FaultSet, kvTenantOf, type Tag } from '../../core/index.js';
 import { KvEventRing, PagePool, PrefixCache, PrefixHasher, type Owner } from '../../pages/index.js';
-import type { KvEventsAccess } from './kv-events-route.js';
+import { wireBatch, type KvEventsAccess } from './kv-events-route.js';
 import { send, startTestServer, type TestServer } from '../testing/harness.js';
 
 const ADMIN = 'admin-key-0123456789abcdef';
@@ -142,6 +142,25 @@ describe('what /kv-events carries', () => {
     expect(later.json.next).toBe(3);
   });
 
+  it("a block computed under a LoRA adapter names it in lora_id (vLLM's field); the base model's is null", () => {
+    const c = cacheInto(64);
+    const digest = 'f'.repeat(32);
+    serve(c.pool, c.cache, kvTenantOf(asTenantId('acme'), { digest }, false), TOKENS.slice(0, 4));
+    serve(c.pool, c.cache, 'acme', TOKENS.slice(0, 8));
+    const names = (d: string): string | undefined => (d === digest ? 'sql-lora' : undefined);
+    const batch = wireBatch(c.ring.read(0, 10), { ...access(c.ring), adapterName: names }, 0);
+    const stored = (batch['events'] as Record<string, unknown>[]).filter((e) => e['type'] === 'BlockStored');
+    expect(stored.map((e) => e['lora_id'])).toEqual(['sql-lora', null, null]);
+    // A digest the node no longer names (never loaded here): the digest, never null (that would say base).
+    expect(wireBatch(c.ring.read(0, 1), access(c.ring), 0)['events']).toMatchObject([{ lora_id: digest }]);
+  });
+
+  it('negative control: under lora-drop-from-key the adapter is out of the KV tenant, and lora_id is null', () => {
+    const c = cacheInto(64);
+    serve(c.pool, c.cache, kvTenantOf(asTenantId('acme'), { digest: 'f'.repeat(32) }, true), TOKENS.slice(0, 4));
+    expect(wireBatch(c.ring.read(0, 1), access(c.ring), 0)['events']).toMatchObject([{ lora_id: null }]);
+  });
+
   it("neither a token id nor the tenant's name, as JSON or as a stream", async () => {
     const json = (await send(on.url, 'GET', '/kv-events', undefined, bearer(ADMIN))).text;
     const sse = await firstStreamMessage(on.url, '/kv-events/stream', bearer(SECRET));
@@ -196,7 +215,13 @@ describe('what /kv-events carries', () => {
     const t = await startTestServer({ adminKey: ADMIN, kvEvents: access(ring) });
     servers.push(t);
     const TOTAL = 400 * 512; // about 36 MB as a stream: far beyond what the sockets buffer (4 MB here)
-    const event = { type: 'BlockStored', tenant: 'tag', blockHash: 'ab'.repeat(8), parentHash: null } as const;
+    const event = {
+      type: 'BlockStored',
+      tenant: 'tag',
+      blockHash: 'ab'.repeat(8),
+      parentHash: null,
+      adapterDigest: null,
+    } as const;
     type Batch = { reset: boolean; next: number; events: { event_id?: number }[] };
     const stats = await new Promise<{ bytes: number; batches: Batch[] }>((resolve, reject) => {
       const req = request(`${t.url}/kv-events/stream`, { headers: bearer(ADMIN) }, (res) => {

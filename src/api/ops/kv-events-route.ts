@@ -6,11 +6,12 @@
 //                                        `id:` the batch's last seq (Last-Event-ID resumes), a
 //                                        comment every 15 s while idle
 //   batch = {node, block_size, ts, reset, next, events: [
-//     {event_id, type: 'BlockStored', block_hashes: [h], parent_block_hash, token_ids: [], block_size, lora_id: null, medium, tenant},
+//     {event_id, type: 'BlockStored', block_hashes: [h], parent_block_hash, token_ids: [], block_size, lora_id, medium, tenant},
 //     {event_id, type: 'BlockRemoved', block_hashes: [h], medium, tenant},
 //     {type: 'AllBlocksCleared'} first when reset]}
 // Hashes and tenant tags are the keyed ones (prefix-hash.ts); `token_ids` is always empty (vLLM's
-// field, kept so its decoders parse the batch). A reader whose cursor fell out of the ring (a slow
+// field, kept so its decoders parse the batch); `lora_id` names the LoRA adapter the block's KV was
+// computed under (null: the base model). A reader whose cursor fell out of the ring (a slow
 // one) or comes from another run of the node gets `reset: true` and an AllBlocksCleared first.
 // A stream reader is sent only what its socket takes: it never holds more than one batch here;
 // falling behind the ring resets it. Off (404) without keys; the keys are the admin key and, on a
@@ -32,6 +33,8 @@ export interface KvEventsAccess {
   /** The node's name in batches (its cluster address, or "colocated"). */
   readonly node: string;
   readonly blockSize: number;
+  /** The LoRA adapter's name for a digest (the node's adapter registry): BlockStored's `lora_id`. */
+  readonly adapterName?: (digest: string) => string | undefined;
 }
 
 export interface KvEventsContext {
@@ -65,7 +68,11 @@ const KEEPALIVE_MS = 15_000;
 const MEDIUM = 'GPU';
 
 /** One event as it leaves the node. */
-export function wireEvent(record: KvEventRecord, blockSize: number): Record<string, unknown> {
+export function wireEvent(
+  record: KvEventRecord,
+  blockSize: number,
+  adapterName?: (digest: string) => string | undefined,
+): Record<string, unknown> {
   const { event } = record;
   const base = { event_id: record.seq, type: event.type, block_hashes: [event.blockHash] };
   return event.type === 'BlockStored'
@@ -74,7 +81,8 @@ export function wireEvent(record: KvEventRecord, blockSize: number): Record<stri
         parent_block_hash: event.parentHash,
         token_ids: [],
         block_size: blockSize,
-        lora_id: null,
+        // vLLM's field: the adapter the block was computed under, by name (its digest when no name is known); null: base.
+        lora_id: event.adapterDigest === null ? null : (adapterName?.(event.adapterDigest) ?? event.adapterDigest),
         medium: MEDIUM,
         tenant: event.tenant,
       }
@@ -83,7 +91,7 @@ export function wireEvent(record: KvEventRecord, blockSize: number): Record<stri
 
 /** One read as a batch. */
 export function wireBatch(read: KvEventRead, access: KvEventsAccess, nowMs: number): Record<string, unknown> {
-  const events = read.records.map((r) => wireEvent(r, access.blockSize));
+  const events = read.records.map((r) => wireEvent(r, access.blockSize, access.adapterName));
   return {
     node: access.node,
     block_size: access.blockSize,

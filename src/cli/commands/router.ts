@@ -18,7 +18,7 @@ import { loadModelInfo } from '../../model/index.js';
 import { LoraRegistry } from '../../worker/index.js';
 import { LORA_HELP, parseLoraFlags, type LoraFlag } from '../config-lora.js';
 import { corsOption, grammarFor } from '../grammar-for.js';
-import { parseDnsTarget, PdRouter } from '../../router/index.js';
+import { ClusterLora, parseDnsTarget, PdRouter } from '../../router/index.js';
 import { ADMIN_KEY_HELP, parseAdminKey, withAdminKey, type AdminKeyFlags } from '../config-admin.js';
 import { loadApiKeys } from '../config-api-keys.js';
 import { startPromptTokenizing } from '../tokenizer-threads.js';
@@ -126,7 +126,22 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
   if (faults.size > 0) log(`FAULT POINTS ARMED (tests only): ${faults.names().join(', ')}`);
   const apiKeys = flags.apiKeys === undefined ? undefined : await loadApiKeys(flags.apiKeys);
   const adminKey = parseAdminKey(flags, env);
-  const adapters = await routerAdapters(parseLoraFlags(flags.lora ?? []), (name) => router.adapterInUse(name), log);
+  // The admin's hot loads go to every worker (ClusterLora), with the cluster secret.
+  const cluster = new ClusterLora({
+    workers: () => router.registry.entries,
+    refresh: () => router.registry.refresh(),
+    clusterSecret: secret,
+    fileDigest: loraFileDigest,
+    timeoutMs: 120_000,
+    faults,
+    log,
+  });
+  const adapters = await routerAdapters(
+    parseLoraFlags(flags.lora ?? []),
+    cluster,
+    (name) => router.adapterInUse(name),
+    log,
+  );
 
   const display = progressDisplay(process.stderr);
   // The router never runs the model: config, tokenizer and chat template suffice.
@@ -135,6 +150,7 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
   const maxContext = Math.min(model.config.maxPositionEmbeddings, model.config.slidingWindow ?? Infinity);
   const contextLength =
     flags.contextLength === undefined ? maxContext : parseCount(flags.contextLength, '--context-length', 1, maxContext);
+  const harmony = reasoningParserFor(undefined, '', model.config.arch) === 'gpt-oss';
   const trace = traceDir === null ? undefined : new TraceFile(traceDir, 'router');
   const router = new PdRouter({
     modelName: flags.servedModelName ?? modelSpec,
@@ -144,17 +160,24 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
     decodes,
     clusterSecret: secret,
     textStream: (promptTokens, stops) =>
-      new TextStream(model.tokenizer.createDetokenizer({ contextIds: promptTokens, skipSpecialTokens: true }), stops),
+      new TextStream(
+        // harmony's parser (gpt-oss) reads its channels from the special tokens
+        model.tokenizer.createDetokenizer({ contextIds: promptTokens, skipSpecialTokens: !harmony }),
+        stops,
+      ),
     timeouts,
     faults,
     adminKey,
-    ...(adapters === undefined ? {} : { adapters }),
+    adapters,
     dns: { targets: dnsTargets, intervalMs: dnsIntervalMs },
     routing,
     log,
     ...(trace === undefined ? {} : { trace, onWriter: (rid: string, prefill: string) => trace.writer(rid, prefill) }),
   });
   await router.start();
+  // A worker that restarted or joined since a hot load gets the adapter (every 2 s, one pass at a time).
+  const reconciling = setInterval(() => void cluster.reconcile(), 2_000);
+  reconciling.unref();
   for (const w of router.registry.entries)
     log(
       `${w.role} ${w.url}: ${w.state}${w.address === undefined ? '' : ` (cluster ${w.address})`}${w.lastError === undefined ? '' : ` - ${w.lastError}`}`,
@@ -162,7 +185,7 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
   const codec = promptCodecOf(model.tokenizer, model.chatTemplate);
   const tokenizing = await startPromptTokenizing(model, codec, faults);
   // The reasoning parser by the model's template (qwen3 for one that writes </think>), as `serve` without the flag.
-  const reasoningParser = reasoningParserFor(undefined, model.chatTemplate.text);
+  const reasoningParser = reasoningParserFor(undefined, model.chatTemplate.text, model.config.arch);
   // The Batch API as on `serve`: the store on this router's disk, each line a request of its
   // tenant through this router (the API's own runner, behind interactive traffic).
   const batchStore =
@@ -201,6 +224,7 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
   log(tokenizing.description);
   await stopped;
   log('shutting down');
+  clearInterval(reconciling);
   await api.close();
   batchStore?.close();
   await tokenizing.close();
@@ -212,16 +236,21 @@ async function runRouter(flags: RouterFlags & AdminKeyFlags & DnsFlags): Promise
 
 /**
  * The router's adapters: the names of --lora, each with the digest of its file (the router runs no
- * model: it reads the file only to name it as the workers do), for the tenants it names.
+ * model: it reads the file only to name it as the workers do; they load their own --lora), for
+ * the tenants it names; then the admin's hot loads and unloads, which go to every worker.
  */
 async function routerAdapters(
   loras: readonly LoraFlag[],
+  cluster: ClusterLora,
   inUse: (name: string) => number,
   log: (line: string) => void,
-): Promise<LoraRegistry | undefined> {
-  if (loras.length === 0) return undefined;
+): Promise<LoraRegistry> {
+  let started = false;
   const registry = new LoraRegistry(
-    { loadLora: (_name, path, scale) => loraFileDigest(path, scale), unloadLora: () => Promise.resolve() },
+    {
+      loadLora: (name, path, scale) => (started ? cluster.loadLora(name, path, scale) : loraFileDigest(path, scale)),
+      unloadLora: (name) => cluster.unloadLora(name),
+    },
     inUse,
   );
   for (const { name, path, tenants } of loras) {
@@ -232,5 +261,6 @@ async function routerAdapters(
       `LoRA adapter ${name} from ${path} (digest ${ref.digest})${tenants === null ? '' : ` for ${tenants.join(', ')}`}`,
     );
   }
+  started = true;
   return registry;
 }

@@ -16,6 +16,7 @@ import {
   kvEventsFor,
   kvPeerMetrics,
   kvTierMetrics,
+  loraAdminAccess,
   pdMetrics,
   promptCodecOf,
 } from '../../api/index.js';
@@ -135,7 +136,11 @@ export async function servePd(
       (registry) => kvPeerMetrics(registry, () => (worker instanceof PrefillWorker ? worker.peerStats() : undefined)),
     ],
     dashboard: { adminKey, plan: planLines(config.model, plan, engine.kernels.plan) },
-    ...(kvEvents === null ? {} : { kvEvents: { ...kvEvents, node: worker.address } }),
+    ...(kvEvents === null
+      ? {}
+      : { kvEvents: { ...kvEvents, node: worker.address, adapterName: (d: string) => worker.loras?.nameOf(d) } }),
+    // The router's hot loads (its admin's, fanned out with the cluster secret) and this node's admin key.
+    loraAdmin: loraAdminAccess(worker.loras, [adminKey, pd.clusterSecret]),
   });
   const stopped = stopRequested(pd.supervised, log);
   const address = await api.listen(config.port, config.host);

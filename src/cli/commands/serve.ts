@@ -124,7 +124,7 @@ export function registerServe(program: Command): void {
     .option('--admin-key <key>', ADMIN_KEY_HELP)
     .option(
       '--reasoning-parser <name>',
-      `split reasoning into reasoning_content: auto (default: qwen3 for a template that writes </think>), none, ${REASONING_PARSERS.join(', ')}`,
+      `split reasoning into reasoning_content: auto (default: gpt-oss for a gpt-oss model, qwen3 for a template that writes </think>), none, ${REASONING_PARSERS.join(', ')}`,
     )
     .option('--lora <name=path>', LORA_HELP, collect, [])
     .option(
@@ -177,8 +177,11 @@ async function serve(
     blockSize: plan.pageSize,
     faults: config.faults,
   });
+  // The reasoning parser by --reasoning-parser, else by the model's arch or template; harmony's needs the special tokens.
+  const reasoningParser = reasoningParserFor(reasoningFlag, model.chatTemplate.text, model.config.arch);
   const worker = new ColocatedWorker({
     ...kvDisk.spill,
+    keepSpecialTokens: reasoningParser === 'gpt-oss',
     ...(kvEvents === null ? {} : { kvEvents: kvEvents.ring }),
     grammar,
     modelName: config.servedModelName,
@@ -243,9 +246,10 @@ async function serve(
     dashboard: { adminKey, plan: planLines(config.model, plan, engine.kernels.plan) },
     grammar,
     ...cors,
-    ...reasoningOption(reasoningParserFor(reasoningFlag, model.chatTemplate.text)),
+    ...reasoningOption(reasoningParser),
     ...(batchStore === null ? {} : { batch: { store: batchStore } }),
-    ...(kvEvents === null ? {} : { kvEvents }),
+    // BlockStored's lora_id: the adapter's name, by its digest in the block's KV tenant.
+    ...(kvEvents === null ? {} : { kvEvents: { ...kvEvents, adapterName: (d: string) => worker.adapters?.nameOf(d) } }),
   });
   // Signal handlers go in before the address is printed: a supervisor (or a test) may send
   // SIGTERM the moment it reads it, and must get a graceful shutdown, not the default death.
