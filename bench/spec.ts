@@ -15,7 +15,7 @@
 //
 //   node --import ./bench/lib/register-ts.mjs bench/spec.ts [--model /tmp/h2-m100.gguf] [--tokens 64]
 //        [--rounds 3] [--max-draft 4] [--threads N] [--draft-model SPEC | --draft-layers N] [--only free,text]
-//        [--llama]
+//        [--llama] [--probe-window N]
 // --llama (GGUF models): llama.cpp's natively built llama-server on the same files at the same
 // threads, in the same rounds: plain, its lookup decoding (--spec-type ngram-simple) and, with
 // --draft-model, its draft model (--model-draft); decode tok/s from its own timings.
@@ -46,6 +46,8 @@ const DRAFT_MODEL =
     ? await writeFirstLayers(MODEL, `/tmp/bench-spec-draft-${DRAFT_LAYERS}`, Number(DRAFT_LAYERS))
     : flag('--draft-model', '');
 const ONLY = flag('--only', '');
+/** The draft model's catch-up window while unproven (engine/draft-model.ts; a huge one: the whole prompt, as before). */
+const PROBE_WINDOW = flag('--probe-window', '');
 /** The arms: plain decoding, prompt lookup, a draft model; llama.cpp's (llama-server) likewise. */
 type Arm = 'off' | 'lookup' | 'draft' | 'llama' | 'llama-lookup' | 'llama-draft';
 type OwnArm = 'off' | 'lookup' | 'draft';
@@ -131,7 +133,12 @@ async function run(
   const spec = arm !== 'off';
   // One draft model for the whole run, as a server has: what it learnt of its cost and acceptance stays.
   if (arm === 'draft' && draftEngine !== undefined && sharedDrafter === undefined)
-    sharedDrafter = new DraftModel({ runner: draftEngine.runner, maxBatch: SPEC.maxBatch, faults: NO_FAULTS });
+    sharedDrafter = new DraftModel({
+      runner: draftEngine.runner,
+      maxBatch: SPEC.maxBatch,
+      faults: NO_FAULTS,
+      ...(PROBE_WINDOW === '' ? {} : { probeWindow: Number(PROBE_WINDOW) }),
+    });
   const drafter = arm === 'draft' ? sharedDrafter : undefined;
   const pool = engine.pool;
   const scheduler = schedulerFor('colocated', {
@@ -317,7 +324,8 @@ async function main(): Promise<void> {
         const rate = drafted === 0 ? '-' : `${((100 * accepted) / drafted).toFixed(0)}%`;
         const pauses =
           a === 'draft' && sharedDrafter !== undefined
-            ? `, pauses ${sharedDrafter.stats.numPauses}, cost ratio ${sharedDrafter.stats.costRatio?.toFixed(2)}`
+            ? `, pauses ${sharedDrafter.stats.numPauses}, cost ratio ${sharedDrafter.stats.costRatio?.toFixed(2)}, ` +
+              `draft caught up on ${sharedDrafter.stats.numCaughtUp} tokens`
             : '';
         // llama.cpp's speculation against llama.cpp's plain decoding; Tessera's against Tessera's.
         const base = a.startsWith('llama') ? med(tps.llama) : off;
