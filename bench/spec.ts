@@ -16,9 +16,14 @@
 //   node --import ./bench/lib/register-ts.mjs bench/spec.ts [--model /tmp/h2-m100.gguf] [--tokens 64]
 //        [--rounds 3] [--max-draft 4] [--threads N] [--draft-model SPEC | --draft-layers N] [--only free,text]
 //        [--llama] [--probe-window N]
-// --llama (GGUF models): llama.cpp's natively built llama-server on the same files at the same
-// threads, in the same rounds: plain, its lookup decoding (--spec-type ngram-simple) and, with
-// --draft-model, its draft model (--model-draft); decode tok/s from its own timings.
+// --llama (GGUF models): llama.cpp's own speculative decoding on the same files at the same
+// threads, in the same rounds, from its example binaries built from the same bundled source
+// (bench/lib/llama-examples.ts; `node scripts/build-llama.mjs --examples DIR`): plain
+// (llama-lookup drafting nothing), its prompt lookup (llama-lookup) and, with a GGUF
+// --draft-model, its draft model (llama-speculative-simple); decode tok/s as each prints it. The
+// prompt is the workload's ids as text (Tessera's detokenizer), which llama.cpp tokenizes again:
+// about the same tokens. (llama-server answered 500 on m100's random bytes under
+// --spec-type ngram-simple: its chat-format parser; the examples have none.)
 import { availableParallelism, loadavg } from 'node:os';
 import { asRequestId, DEFAULT_TENANT, NO_FAULTS, samplingParams, type RequestId } from '../src/core/index.js';
 import { createEngine, Sampler, type Engine } from '../src/engine/index.js';
@@ -27,7 +32,8 @@ import { DEFAULT_SPEC, type SpecOptions } from '../src/scheduler/index.js';
 import { DraftModel } from '../src/engine/draft-model.js';
 import { EngineLoop } from '../src/engine/engine-loop.js';
 import { writeFirstLayers } from './lib/first-layers.js';
-import { llamaNativeBin, startLlamaServer, type LlamaServer } from './lib/llama-native.js';
+import { writeFileSync } from 'node:fs';
+import { llamaExamplesBin, runLlamaExample } from './lib/llama-examples.js';
 import { schedulerFor } from '../src/worker/scheduler-for.js';
 
 const args = process.argv.slice(2);
@@ -48,64 +54,9 @@ const DRAFT_MODEL =
 const ONLY = flag('--only', '');
 /** The draft model's catch-up window while unproven (engine/draft-model.ts; a huge one: the whole prompt, as before). */
 const PROBE_WINDOW = flag('--probe-window', '');
-/** The arms: plain decoding, prompt lookup, a draft model; llama.cpp's (llama-server) likewise. */
+/** The arms: plain decoding, prompt lookup, a draft model; llama.cpp's (its example binaries) likewise. */
 type Arm = 'off' | 'lookup' | 'draft' | 'llama' | 'llama-lookup' | 'llama-draft';
 type OwnArm = 'off' | 'lookup' | 'draft';
-
-/** One greedy completion from llama-server: its decode tok/s, drafted and accepted tokens, ids. */
-async function runLlama(server: LlamaServer, prompt: readonly number[], maxTokens: number): Promise<Outcome> {
-  // A server with a draft model can answer /health before it loaded both: 503 "Loading model".
-  for (let tries = 0; ; tries++) {
-    const got = await completeLlama(server, prompt, maxTokens);
-    if (got !== 'loading' || tries === 240)
-      return got === 'loading' ? Promise.reject(new Error('llama-server never loaded')) : got;
-    await new Promise((resolve) => setTimeout(resolve, 500));
-  }
-}
-
-async function completeLlama(
-  server: LlamaServer,
-  prompt: readonly number[],
-  maxTokens: number,
-): Promise<Outcome | 'loading'> {
-  const response = await fetch(`${server.url}/completion`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({
-      prompt,
-      n_predict: maxTokens,
-      temperature: 0,
-      top_k: 1,
-      ignore_eos: true,
-      cache_prompt: false,
-      return_tokens: true,
-      stream: true,
-    }),
-  });
-  if (response.status === 503) return 'loading';
-  // Streamed, so the tokens before an error are seen. llama-server runs the text through a
-  // chat-format parser, which a random model's bytes can fail (500 "does not match the expected
-  // Content-only format", seen with --spec-type ngram-simple on m100's quote): failedRun.
-  const ids: number[] = [];
-  let timings: { predicted_per_second: number; draft_n?: number; draft_n_accepted?: number } | undefined;
-  const text = await response.text();
-  for (const line of text.split('\n')) {
-    if (!line.startsWith('data: ')) continue;
-    const chunk = JSON.parse(line.slice(6)) as { tokens?: number[]; timings?: typeof timings; error?: unknown };
-    if (chunk.error !== undefined)
-      throw new Error(`llama-server: ${JSON.stringify(chunk.error)} after ${ids.length} tokens`);
-    ids.push(...(chunk.tokens ?? []));
-    timings = chunk.timings ?? timings;
-  }
-  if (response.status !== 200 || timings === undefined)
-    throw new Error(`llama-server ${response.status}: ${text.slice(0, 400)}`);
-  return {
-    ids,
-    decodeTokensPerS: timings.predicted_per_second,
-    drafted: timings.draft_n ?? 0,
-    accepted: timings.draft_n_accepted ?? 0,
-  };
-}
 
 /** A llama.cpp arm's failed request: reported, its tok/s NaN (the others still compare). */
 function failedRun(arm: Arm, error: unknown): Outcome {
@@ -235,28 +186,18 @@ async function main(): Promise<void> {
           maxStepLogits: SPEC.maxBatch,
         });
   const arms: Arm[] = draftEngine === undefined ? ['lookup', 'off'] : ['lookup', 'draft', 'off'];
-  const llama = new Map<Arm, LlamaServer>();
+  /** llama.cpp's arms: how each runs (llama-lookup, or llama-speculative-simple with the draft model). */
+  const llama = new Map<Arm, { readonly maxDraft: number; readonly draftModel?: string }>();
+  let llamaBin = '';
   if (args.includes('--llama')) {
-    const found = llamaNativeBin();
+    const found = llamaExamplesBin();
     if ('why' in found) console.log(`llama.cpp: none (${found.why})`);
     else {
-      const base = { model: MODEL, threads: THREADS, parallel: 1, slotContext: 2048 };
-      const variants: [Arm, readonly string[]][] = [
-        ['llama', []],
-        ['llama-lookup', ['--spec-type', 'ngram-simple', '--spec-draft-n-max', String(SPEC.maxDraft)]],
-        ...(DRAFT_MODEL === ''
-          ? []
-          : ([
-              [
-                'llama-draft',
-                ['--model-draft', DRAFT_MODEL, '--spec-draft-n-max', String(SPEC.maxDraft), '-td', String(THREADS)],
-              ],
-            ] as [Arm, readonly string[]][])),
-      ];
-      for (const [arm, extraArgs] of variants) {
-        llama.set(arm, await startLlamaServer(found.bin, { ...base, extraArgs }));
-        arms.push(arm);
-      }
+      llamaBin = found.bin;
+      llama.set('llama', { maxDraft: 0 });
+      llama.set('llama-lookup', { maxDraft: SPEC.maxDraft });
+      if (DRAFT_MODEL.endsWith('.gguf')) llama.set('llama-draft', { maxDraft: SPEC.maxDraft, draftModel: DRAFT_MODEL });
+      arms.push(...llama.keys());
     }
   }
   const workloads: { readonly name: string; readonly prompt: readonly number[] }[] = [
@@ -288,16 +229,20 @@ async function main(): Promise<void> {
     >;
     const llamaSame: boolean[] = [];
     let same = true;
+    const promptFile = `/tmp/bench-spec-prompt-${process.pid}-${w.name}.txt`;
+    if (llama.size > 0) writeFileSync(promptFile, model.tokenizer?.decode([...w.prompt]) ?? '');
     for (let round = 0; round < ROUNDS; round++) {
       // Rotate the order each round so a drifting load hits every arm alike.
       const order = arms.map((_, i) => arms[(i + round) % arms.length] as Arm);
       const got: string[] = [];
       for (const arm of order) {
-        const server = llama.get(arm);
+        const theirs = llama.get(arm);
         const o =
-          server === undefined
+          theirs === undefined
             ? await run(engine, w.prompt, TOKENS, arm as OwnArm, draftEngine)
-            : await runLlama(server, w.prompt, TOKENS).catch((error: unknown) => failedRun(arm, error));
+            : await runLlamaExample(llamaBin, { model: MODEL, promptFile, tokens: TOKENS, threads: THREADS, ...theirs })
+                .then((r): Outcome => ({ ...r, ids: [...Buffer.from(r.text)] }))
+                .catch((error: unknown) => failedRun(arm, error));
         tps[arm].push(o.decodeTokensPerS);
         got.push(JSON.stringify(o.ids));
         counts[arm].drafted += o.drafted;
@@ -338,7 +283,6 @@ async function main(): Promise<void> {
     );
   }
   await draftEngine?.dispose();
-  for (const server of llama.values()) await server.stop();
   await engine.dispose();
 }
 
