@@ -222,6 +222,8 @@ async function main(): Promise<void> {
   );
   for (const w of workloads) {
     if (ONLY !== '' && !ONLY.split(',').includes(w.name)) continue;
+    // The shared draft model's counts are its lifetime's: this workload's are the difference.
+    const drafterBefore = sharedDrafter?.stats;
     const tps = Object.fromEntries(arms.map((a) => [a, [] as number[]])) as Record<Arm, number[]>;
     const counts = Object.fromEntries(arms.map((a) => [a, { drafted: 0, accepted: 0 }])) as Record<
       Arm,
@@ -269,8 +271,9 @@ async function main(): Promise<void> {
         const rate = drafted === 0 ? '-' : `${((100 * accepted) / drafted).toFixed(0)}%`;
         const pauses =
           a === 'draft' && sharedDrafter !== undefined
-            ? `, pauses ${sharedDrafter.stats.numPauses}, cost ratio ${sharedDrafter.stats.costRatio?.toFixed(2)}, ` +
-              `draft caught up on ${sharedDrafter.stats.numCaughtUp} tokens`
+            ? `, pauses ${sharedDrafter.stats.numPauses - (drafterBefore?.numPauses ?? 0)}, ` +
+              `cost ratio ${sharedDrafter.stats.costRatio?.toFixed(2)}, draft caught up on ` +
+              `${sharedDrafter.stats.numCaughtUp - (drafterBefore?.numCaughtUp ?? 0)} tokens`
             : '';
         // llama.cpp's speculation against llama.cpp's plain decoding; Tessera's against Tessera's.
         const base = a.startsWith('llama') ? med(tps.llama) : off;
