@@ -73,6 +73,8 @@ interface Outcome {
 
 let seq = 0;
 let sharedDrafter: DraftModel | undefined;
+/** The draft arm's time in the draft model's passes (its prepare()) and in decoding, this workload: what drafting costs, load aside. */
+const draftTime = { draftMs: 0, decodeMs: 0 };
 /** One greedy request through a fresh scheduler and engine loop on the engine's pool. */
 async function run(
   engine: Engine,
@@ -83,13 +85,20 @@ async function run(
 ): Promise<Outcome> {
   const spec = arm !== 'off';
   // One draft model for the whole run, as a server has: what it learnt of its cost and acceptance stays.
-  if (arm === 'draft' && draftEngine !== undefined && sharedDrafter === undefined)
+  if (arm === 'draft' && draftEngine !== undefined && sharedDrafter === undefined) {
     sharedDrafter = new DraftModel({
       runner: draftEngine.runner,
       maxBatch: SPEC.maxBatch,
       faults: NO_FAULTS,
       ...(PROBE_WINDOW === '' ? {} : { probeWindow: Number(PROBE_WINDOW) }),
     });
+    const prepare = sharedDrafter.prepare.bind(sharedDrafter);
+    sharedDrafter.prepare = async (scheduler, now) => {
+      const started = performance.now();
+      await prepare(scheduler, now);
+      draftTime.draftMs += performance.now() - started;
+    };
+  }
   const drafter = arm === 'draft' ? sharedDrafter : undefined;
   const pool = engine.pool;
   const scheduler = schedulerFor('colocated', {
@@ -148,6 +157,7 @@ async function run(
   drafter?.sweep(scheduler); // its pages back to the draft pool for the next run
   // (Its prefix cache keeps its pages cached in the pool: each run has a fresh scheduler, so no hits.)
   const { numDrafted, numAccepted } = scheduler.specStats;
+  if (arm === 'draft') draftTime.decodeMs += endAt - firstAt;
   return {
     ids,
     decodeTokensPerS: (ids.length - 1) / ((endAt - firstAt) / 1000),
@@ -224,6 +234,8 @@ async function main(): Promise<void> {
     if (ONLY !== '' && !ONLY.split(',').includes(w.name)) continue;
     // The shared draft model's counts are its lifetime's: this workload's are the difference.
     const drafterBefore = sharedDrafter?.stats;
+    draftTime.draftMs = 0;
+    draftTime.decodeMs = 0;
     const tps = Object.fromEntries(arms.map((a) => [a, [] as number[]])) as Record<Arm, number[]>;
     const counts = Object.fromEntries(arms.map((a) => [a, { drafted: 0, accepted: 0 }])) as Record<
       Arm,
@@ -273,7 +285,8 @@ async function main(): Promise<void> {
           a === 'draft' && sharedDrafter !== undefined
             ? `, pauses ${sharedDrafter.stats.numPauses - (drafterBefore?.numPauses ?? 0)}, ` +
               `cost ratio ${sharedDrafter.stats.costRatio?.toFixed(2)}, draft caught up on ` +
-              `${sharedDrafter.stats.numCaughtUp - (drafterBefore?.numCaughtUp ?? 0)} tokens`
+              `${sharedDrafter.stats.numCaughtUp - (drafterBefore?.numCaughtUp ?? 0)} tokens, draft passes ` +
+              `${((100 * draftTime.draftMs) / draftTime.decodeMs).toFixed(1)}% of its decode time`
             : '';
         // llama.cpp's speculation against llama.cpp's plain decoding; Tessera's against Tessera's.
         const base = a.startsWith('llama') ? med(tps.llama) : off;
