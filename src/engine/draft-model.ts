@@ -70,7 +70,7 @@ export interface DraftModelStats {
   /** Draft model passes run, and the draft positions rolled back after verification. */
   readonly numPasses: number;
   readonly numRolledBack: number;
-  /** What one drafted token costs against a target step, as measured (the acceptance a draft must beat); null before any. */
+  /** What one drafted token costs against a plain target step, as measured (the acceptance a draft must beat); null before any. */
   readonly costRatio: number | null;
   /** Times the node's acceptance fell below the cost ratio and the draft model paused, and whether it is paused now. */
   readonly numPauses: number;
@@ -117,6 +117,13 @@ export class DraftModel {
   #stepMs: number | undefined;
   #lastDraftMs = 0;
   #lastNumDrafted = 0;
+  /**
+   * A plain decode step's ms by the scheduler's fit, read at each prepare: the cost ratio's
+   * denominator. The step that verified the drafts feeds k + 1 rows (1.7-2.6 plain steps on the
+   * 1B, bench:spec-step); dividing by it understated the draft's cost by that much (bench:spec,
+   * 1B: a ratio of 0.07 while the draft passes took 21-36% of the decode time).
+   */
+  #plainStepMs: number | undefined;
   /**
    * Whether the last prepare fed at most 2 real tokens per sequence (the sampled token and an
    * accepted draft): its time is what drafting costs from step to step. A prepare that first
@@ -168,6 +175,7 @@ export class DraftModel {
   /** Step 1: drafts for the decodes the next plan will see (and pages back from those that ended). */
   async prepare(scheduler: Scheduler, now: () => number): Promise<void> {
     this.sweep(scheduler);
+    this.#plainStepMs = scheduler.plainStepMs;
     const { numDecoding, drafting } = scheduler.decodingDrafts;
     this.#lastNumDrafted = 0;
     if (this.#pauseLeft > 0) {
@@ -226,7 +234,7 @@ export class DraftModel {
     // A prefill-like catch-up's time is counted only while there is no steady measurement yet.
     if (this.#lastNumDrafted > 0 && stepMs !== undefined && (this.#lastSteady || this.#draftMsPerToken === undefined)) {
       this.#draftMsPerToken = decayed(this.#draftMsPerToken, this.#lastDraftMs / this.#lastNumDrafted);
-      this.#stepMs = decayed(this.#stepMs, stepMs);
+      this.#stepMs = decayed(this.#stepMs, this.#plainStepMs ?? stepMs);
     }
     let numAccepted = 0;
     const accepted = new Map<RequestId, number>();
