@@ -15,10 +15,15 @@
 //
 //   node --import ./bench/lib/register-ts.mjs bench/spec.ts [--model /tmp/h2-m100.gguf] [--tokens 64]
 //        [--rounds 3] [--max-draft 4] [--threads N] [--draft-model SPEC | --draft-layers N] [--only free,text]
-//        [--llama]
-// --llama (GGUF models): llama.cpp's natively built llama-server on the same files at the same
-// threads, in the same rounds: plain, its lookup decoding (--spec-type ngram-simple) and, with
-// --draft-model, its draft model (--model-draft); decode tok/s from its own timings.
+//        [--llama] [--probe-window N]
+// --llama (GGUF models): llama.cpp's own speculative decoding on the same files at the same
+// threads, in the same rounds, from its example binaries built from the same bundled source
+// (bench/lib/llama-examples.ts; `node scripts/build-llama.mjs --examples DIR`): plain
+// (llama-lookup drafting nothing), its prompt lookup (llama-lookup) and, with a GGUF
+// --draft-model, its draft model (llama-speculative-simple); decode tok/s as each prints it. The
+// prompt is the workload's ids as text (Tessera's detokenizer), which llama.cpp tokenizes again:
+// about the same tokens. (llama-server answered 500 on m100's random bytes under
+// --spec-type ngram-simple: its chat-format parser; the examples have none.)
 import { availableParallelism, loadavg } from 'node:os';
 import { asRequestId, DEFAULT_TENANT, NO_FAULTS, samplingParams, type RequestId } from '../src/core/index.js';
 import { createEngine, Sampler, type Engine } from '../src/engine/index.js';
@@ -27,7 +32,8 @@ import { DEFAULT_SPEC, type SpecOptions } from '../src/scheduler/index.js';
 import { DraftModel } from '../src/engine/draft-model.js';
 import { EngineLoop } from '../src/engine/engine-loop.js';
 import { writeFirstLayers } from './lib/first-layers.js';
-import { llamaNativeBin, startLlamaServer, type LlamaServer } from './lib/llama-native.js';
+import { writeFileSync } from 'node:fs';
+import { llamaExamplesBin, runLlamaExample } from './lib/llama-examples.js';
 import { schedulerFor } from '../src/worker/scheduler-for.js';
 
 const args = process.argv.slice(2);
@@ -46,64 +52,11 @@ const DRAFT_MODEL =
     ? await writeFirstLayers(MODEL, `/tmp/bench-spec-draft-${DRAFT_LAYERS}`, Number(DRAFT_LAYERS))
     : flag('--draft-model', '');
 const ONLY = flag('--only', '');
-/** The arms: plain decoding, prompt lookup, a draft model; llama.cpp's (llama-server) likewise. */
+/** The draft model's catch-up window while unproven (engine/draft-model.ts; a huge one: the whole prompt, as before). */
+const PROBE_WINDOW = flag('--probe-window', '');
+/** The arms: plain decoding, prompt lookup, a draft model; llama.cpp's (its example binaries) likewise. */
 type Arm = 'off' | 'lookup' | 'draft' | 'llama' | 'llama-lookup' | 'llama-draft';
 type OwnArm = 'off' | 'lookup' | 'draft';
-
-/** One greedy completion from llama-server: its decode tok/s, drafted and accepted tokens, ids. */
-async function runLlama(server: LlamaServer, prompt: readonly number[], maxTokens: number): Promise<Outcome> {
-  // A server with a draft model can answer /health before it loaded both: 503 "Loading model".
-  for (let tries = 0; ; tries++) {
-    const got = await completeLlama(server, prompt, maxTokens);
-    if (got !== 'loading' || tries === 240)
-      return got === 'loading' ? Promise.reject(new Error('llama-server never loaded')) : got;
-    await new Promise((resolve) => setTimeout(resolve, 500));
-  }
-}
-
-async function completeLlama(
-  server: LlamaServer,
-  prompt: readonly number[],
-  maxTokens: number,
-): Promise<Outcome | 'loading'> {
-  const response = await fetch(`${server.url}/completion`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({
-      prompt,
-      n_predict: maxTokens,
-      temperature: 0,
-      top_k: 1,
-      ignore_eos: true,
-      cache_prompt: false,
-      return_tokens: true,
-      stream: true,
-    }),
-  });
-  if (response.status === 503) return 'loading';
-  // Streamed, so the tokens before an error are seen. llama-server runs the text through a
-  // chat-format parser, which a random model's bytes can fail (500 "does not match the expected
-  // Content-only format", seen with --spec-type ngram-simple on m100's quote): failedRun.
-  const ids: number[] = [];
-  let timings: { predicted_per_second: number; draft_n?: number; draft_n_accepted?: number } | undefined;
-  const text = await response.text();
-  for (const line of text.split('\n')) {
-    if (!line.startsWith('data: ')) continue;
-    const chunk = JSON.parse(line.slice(6)) as { tokens?: number[]; timings?: typeof timings; error?: unknown };
-    if (chunk.error !== undefined)
-      throw new Error(`llama-server: ${JSON.stringify(chunk.error)} after ${ids.length} tokens`);
-    ids.push(...(chunk.tokens ?? []));
-    timings = chunk.timings ?? timings;
-  }
-  if (response.status !== 200 || timings === undefined)
-    throw new Error(`llama-server ${response.status}: ${text.slice(0, 400)}`);
-  return {
-    ids,
-    decodeTokensPerS: timings.predicted_per_second,
-    drafted: timings.draft_n ?? 0,
-    accepted: timings.draft_n_accepted ?? 0,
-  };
-}
 
 /** A llama.cpp arm's failed request: reported, its tok/s NaN (the others still compare). */
 function failedRun(arm: Arm, error: unknown): Outcome {
@@ -120,6 +73,8 @@ interface Outcome {
 
 let seq = 0;
 let sharedDrafter: DraftModel | undefined;
+/** The draft arm's time in the draft model's passes (its prepare()) and in decoding, this workload: what drafting costs, load aside. */
+const draftTime = { draftMs: 0, decodeMs: 0 };
 /** One greedy request through a fresh scheduler and engine loop on the engine's pool. */
 async function run(
   engine: Engine,
@@ -130,8 +85,20 @@ async function run(
 ): Promise<Outcome> {
   const spec = arm !== 'off';
   // One draft model for the whole run, as a server has: what it learnt of its cost and acceptance stays.
-  if (arm === 'draft' && draftEngine !== undefined && sharedDrafter === undefined)
-    sharedDrafter = new DraftModel({ runner: draftEngine.runner, maxBatch: SPEC.maxBatch, faults: NO_FAULTS });
+  if (arm === 'draft' && draftEngine !== undefined && sharedDrafter === undefined) {
+    sharedDrafter = new DraftModel({
+      runner: draftEngine.runner,
+      maxBatch: SPEC.maxBatch,
+      faults: NO_FAULTS,
+      ...(PROBE_WINDOW === '' ? {} : { probeWindow: Number(PROBE_WINDOW) }),
+    });
+    const prepare = sharedDrafter.prepare.bind(sharedDrafter);
+    sharedDrafter.prepare = async (scheduler, now) => {
+      const started = performance.now();
+      await prepare(scheduler, now);
+      draftTime.draftMs += performance.now() - started;
+    };
+  }
   const drafter = arm === 'draft' ? sharedDrafter : undefined;
   const pool = engine.pool;
   const scheduler = schedulerFor('colocated', {
@@ -190,6 +157,7 @@ async function run(
   drafter?.sweep(scheduler); // its pages back to the draft pool for the next run
   // (Its prefix cache keeps its pages cached in the pool: each run has a fresh scheduler, so no hits.)
   const { numDrafted, numAccepted } = scheduler.specStats;
+  if (arm === 'draft') draftTime.decodeMs += endAt - firstAt;
   return {
     ids,
     decodeTokensPerS: (ids.length - 1) / ((endAt - firstAt) / 1000),
@@ -228,28 +196,18 @@ async function main(): Promise<void> {
           maxStepLogits: SPEC.maxBatch,
         });
   const arms: Arm[] = draftEngine === undefined ? ['lookup', 'off'] : ['lookup', 'draft', 'off'];
-  const llama = new Map<Arm, LlamaServer>();
+  /** llama.cpp's arms: how each runs (llama-lookup, or llama-speculative-simple with the draft model). */
+  const llama = new Map<Arm, { readonly maxDraft: number; readonly draftModel?: string }>();
+  let llamaBin = '';
   if (args.includes('--llama')) {
-    const found = llamaNativeBin();
+    const found = llamaExamplesBin();
     if ('why' in found) console.log(`llama.cpp: none (${found.why})`);
     else {
-      const base = { model: MODEL, threads: THREADS, parallel: 1, slotContext: 2048 };
-      const variants: [Arm, readonly string[]][] = [
-        ['llama', []],
-        ['llama-lookup', ['--spec-type', 'ngram-simple', '--spec-draft-n-max', String(SPEC.maxDraft)]],
-        ...(DRAFT_MODEL === ''
-          ? []
-          : ([
-              [
-                'llama-draft',
-                ['--model-draft', DRAFT_MODEL, '--spec-draft-n-max', String(SPEC.maxDraft), '-td', String(THREADS)],
-              ],
-            ] as [Arm, readonly string[]][])),
-      ];
-      for (const [arm, extraArgs] of variants) {
-        llama.set(arm, await startLlamaServer(found.bin, { ...base, extraArgs }));
-        arms.push(arm);
-      }
+      llamaBin = found.bin;
+      llama.set('llama', { maxDraft: 0 });
+      llama.set('llama-lookup', { maxDraft: SPEC.maxDraft });
+      if (DRAFT_MODEL.endsWith('.gguf')) llama.set('llama-draft', { maxDraft: SPEC.maxDraft, draftModel: DRAFT_MODEL });
+      arms.push(...llama.keys());
     }
   }
   const workloads: { readonly name: string; readonly prompt: readonly number[] }[] = [
@@ -274,6 +232,10 @@ async function main(): Promise<void> {
   );
   for (const w of workloads) {
     if (ONLY !== '' && !ONLY.split(',').includes(w.name)) continue;
+    // The shared draft model's counts are its lifetime's: this workload's are the difference.
+    const drafterBefore = sharedDrafter?.stats;
+    draftTime.draftMs = 0;
+    draftTime.decodeMs = 0;
     const tps = Object.fromEntries(arms.map((a) => [a, [] as number[]])) as Record<Arm, number[]>;
     const counts = Object.fromEntries(arms.map((a) => [a, { drafted: 0, accepted: 0 }])) as Record<
       Arm,
@@ -281,16 +243,20 @@ async function main(): Promise<void> {
     >;
     const llamaSame: boolean[] = [];
     let same = true;
+    const promptFile = `/tmp/bench-spec-prompt-${process.pid}-${w.name}.txt`;
+    if (llama.size > 0) writeFileSync(promptFile, model.tokenizer?.decode([...w.prompt]) ?? '');
     for (let round = 0; round < ROUNDS; round++) {
       // Rotate the order each round so a drifting load hits every arm alike.
       const order = arms.map((_, i) => arms[(i + round) % arms.length] as Arm);
       const got: string[] = [];
       for (const arm of order) {
-        const server = llama.get(arm);
+        const theirs = llama.get(arm);
         const o =
-          server === undefined
+          theirs === undefined
             ? await run(engine, w.prompt, TOKENS, arm as OwnArm, draftEngine)
-            : await runLlama(server, w.prompt, TOKENS).catch((error: unknown) => failedRun(arm, error));
+            : await runLlamaExample(llamaBin, { model: MODEL, promptFile, tokens: TOKENS, threads: THREADS, ...theirs })
+                .then((r): Outcome => ({ ...r, ids: [...Buffer.from(r.text)] }))
+                .catch((error: unknown) => failedRun(arm, error));
         tps[arm].push(o.decodeTokensPerS);
         got.push(JSON.stringify(o.ids));
         counts[arm].drafted += o.drafted;
@@ -317,7 +283,10 @@ async function main(): Promise<void> {
         const rate = drafted === 0 ? '-' : `${((100 * accepted) / drafted).toFixed(0)}%`;
         const pauses =
           a === 'draft' && sharedDrafter !== undefined
-            ? `, pauses ${sharedDrafter.stats.numPauses}, cost ratio ${sharedDrafter.stats.costRatio?.toFixed(2)}`
+            ? `, pauses ${sharedDrafter.stats.numPauses - (drafterBefore?.numPauses ?? 0)}, ` +
+              `cost ratio ${sharedDrafter.stats.costRatio?.toFixed(2)}, draft caught up on ` +
+              `${sharedDrafter.stats.numCaughtUp - (drafterBefore?.numCaughtUp ?? 0)} tokens, draft passes ` +
+              `${((100 * draftTime.draftMs) / draftTime.decodeMs).toFixed(1)}% of its decode time`
             : '';
         // llama.cpp's speculation against llama.cpp's plain decoding; Tessera's against Tessera's.
         const base = a.startsWith('llama') ? med(tps.llama) : off;
@@ -330,7 +299,6 @@ async function main(): Promise<void> {
     );
   }
   await draftEngine?.dispose();
-  for (const server of llama.values()) await server.stop();
   await engine.dispose();
 }
 

@@ -10,6 +10,11 @@
 //                                           AVX512=OFF, AVX2, FMA, F16C), cached under <sha>-avx2/:
 //                                           the yardstick for Tessera's AVX2 kernels (--cpu avx2)
 //
+//   --examples DIR                          llama.cpp's speculative-decoding examples (llama-lookup,
+//                                           llama-speculative-simple) from the same bundle, built
+//                                           under DIR (src/, build/, bin/), never into the shared
+//                                           cache: bench:spec --llama reads DIR/bin (BENCH_LLAMA_EXAMPLES)
+//
 // Needs git, cmake and a C++ compiler; without one it says which, and exits 2 (never half-builds:
 // the binaries are moved into place only after the build succeeded). Flags: GGML_NATIVE=ON (this
 // CPU's instruction set, as a user building it here would; or the AVX2 set, --variant avx2),
@@ -108,7 +113,57 @@ function build(variant) {
   return binDir;
 }
 
+/** The speculative-decoding examples under `dir` (its own clone and build, kept for a rebuild). */
+function buildExamples(dir) {
+  const examples = ['llama-lookup', 'llama-speculative-simple'];
+  const binDir = join(dir, 'bin');
+  if (!process.argv.includes('--force') && examples.every((t) => existsSync(join(binDir, t)))) return binDir;
+  const missing = missingTools();
+  if (missing.length > 0) {
+    console.error(`build-llama: cannot build llama.cpp: ${missing.join(', ')} not found`);
+    process.exit(2);
+  }
+  const src = join(dir, 'src');
+  const out = join(dir, 'build');
+  if (!existsSync(src)) execFileSync('git', ['clone', '--quiet', bundle, src], { stdio: 'inherit' });
+  const jobs = String(Math.max(1, Number(process.env['BUILD_LLAMA_JOBS'] ?? 0) || 2));
+  const t0 = Date.now();
+  execFileSync(
+    'cmake',
+    [
+      '-S',
+      src,
+      '-B',
+      out,
+      '-DCMAKE_BUILD_TYPE=Release',
+      ...VARIANT_FLAGS.native,
+      '-DLLAMA_CURL=OFF',
+      '-DLLAMA_BUILD_TESTS=OFF',
+      '-DLLAMA_BUILD_EXAMPLES=ON',
+      '-DLLAMA_BUILD_SERVER=OFF',
+      '-DBUILD_SHARED_LIBS=OFF',
+    ],
+    { stdio: ['ignore', 'ignore', 'inherit'] },
+  );
+  execFileSync('cmake', ['--build', out, '--config', 'Release', '-j', jobs, '--target', ...examples], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  mkdirSync(binDir, { recursive: true });
+  for (const t of examples) cpSync(join(out, 'bin', t), join(binDir, t));
+  console.error(`build-llama: built ${examples.join(', ')} in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+  return binDir;
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  if (process.argv.includes('--examples')) {
+    const dir = process.argv[process.argv.indexOf('--examples') + 1];
+    if (dir === undefined || dir.startsWith('--')) {
+      console.error('build-llama: --examples needs a directory (e.g. /tmp/tessera-llama-examples)');
+      process.exit(2);
+    }
+    console.log(buildExamples(dir));
+    process.exit(0);
+  }
   if (process.argv.includes('--check')) {
     if (built(llamaBinDir(argVariant))) process.exit(0);
     process.exit(missingTools().length > 0 ? 2 : 1);

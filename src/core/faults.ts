@@ -157,6 +157,8 @@ export const FAULT_NAMES = [
    * rejected (no rollback there). Negative control of the draft pool's integrity check (engine/draft-model.ts).
    */
   'keep-draft-model-stamps',
+  /** The grammar matcher keeps the drafts it accepted for a speculative step's masks instead of rolling them back. */
+  'skip-grammar-rollback',
   /**
    * While several tenants share a co-located node, its steps keep the usual step budget (twice their decodes' time, at
    * least 20 ms, a first chunk of at least 16 tokens' time), not the shared one (1.5x, at least 10 ms, 4 tokens' time):

@@ -49,6 +49,8 @@ function runnerOf(config: ModelConfig, weights: Awaited<ReturnType<typeof prepar
 interface Run extends SpecRun {
   readonly draftPagesHeld: number;
   readonly numPauses: number;
+  readonly numCaughtUp: number;
+  readonly proven: boolean;
 }
 
 async function generate(
@@ -57,6 +59,7 @@ async function generate(
   speculation: SpecOptions | undefined,
   faults: Faults = NO_FAULTS,
   stranger = false,
+  probeWindow?: number,
 ): Promise<Run> {
   const [targetWeights, ownDraft] = await weightsOnce;
   const draftWeights = stranger ? await strangerOnce : ownDraft;
@@ -70,6 +73,7 @@ async function generate(
           faults,
           // The self-draft's runs must not depend on timing: it always pays; the stranger never does.
           costRatio: stranger ? 0.5 : 0.01,
+          ...(probeWindow === undefined ? {} : { probeWindow }),
         });
   const run = await runSpecLoop({
     runner,
@@ -85,6 +89,8 @@ async function generate(
     ...run,
     draftPagesHeld: drafter?.stats.numPagesHeld ?? 0,
     numPauses: drafter?.stats.numPauses ?? 0,
+    numCaughtUp: drafter?.stats.numCaughtUp ?? 0,
+    proven: drafter?.stats.proven ?? false,
   };
 }
 
@@ -134,6 +140,28 @@ describe('speculative decoding with a draft model on real models', () => {
     // Paused after its first few steps: far fewer drafts than the 80 tokens' worth it could make.
     expect(spec.numDrafted).toBeLessThan(40);
     for (const [rid, tokens] of plain.outputs) expect(spec.outputs.get(rid)).toEqual(tokens);
+  });
+
+  it('an unproven draft model catches a new request up on a window, never the whole prompt; answers unchanged', async () => {
+    // One 30-token prompt (8 pages): a draft model that never pays sees its last 4 tokens only.
+    const long = [Array.from({ length: 30 }, (_, i) => (i * 7 + 3) % 64)];
+    const greedy = (): SamplingParams => samplingParams({ maxTokens: 30, temperature: 0, ignoreEos: true });
+    const plain = await generate(long, greedy, undefined);
+    const stranger = await generate(long, greedy, SPEC, NO_FAULTS, true, 4);
+    expect(stranger.fatal).toBeUndefined();
+    expect(stranger.numPauses).toBeGreaterThan(0);
+    expect(stranger.proven).toBe(false);
+    // 4 window tokens, then 1-2 a drafting step and the tokens of each pause: never the 30 of the prompt.
+    expect(stranger.numCaughtUp).toBeLessThan(30);
+    expect(stranger.outputs.get('r0' as never)).toEqual(plain.outputs.get('r0' as never));
+    // The self-draft pays: proven, its window gives way to the whole text, the answer is the same.
+    const own = await generate(long, greedy, SPEC, NO_FAULTS, false, 4);
+    expect(own.fatal).toBeUndefined();
+    expect(own.proven).toBe(true);
+    expect(own.numAccepted).toBeGreaterThan(0);
+    expect(own.numCaughtUp).toBeGreaterThan(30); // the window, then the whole text once proven
+    expect(own.draftPagesHeld).toBe(0);
+    expect(own.outputs.get('r0' as never)).toEqual(plain.outputs.get('r0' as never));
   });
 
   it('fault keep-draft-model-stamps: the draft pool integrity check finds a rejected position still stamped', async () => {

@@ -19,7 +19,12 @@
 //      node's prompt ids are placeholders: the draft sees its output only, at positions from 0):
 //        catch-up   feed tokens[computed, L): the whole prompt the first time (the draft's
 //                   prefill, in chunks), afterwards the token the last step sampled and at most
-//                   one accepted draft the draft never fed; the last row's argmax is d1
+//                   one accepted draft the draft never fed; the last row's argmax is d1. While
+//                   the draft model is unproven (no evidence yet, or a probe after a pause) a
+//                   new sequence is a window: the last PROBE_WINDOW real tokens at positions
+//                   from 0 (L counts from its base); once the node's acceptance beats the cost
+//                   ratio, a window is dropped and reopened on the whole text. So a draft model
+//                   that does not pay never runs over a whole prompt again.
 //        drafting   k - 1 passes of one token each: d_j at position L - 1 + j gives d_(j+1)
 //      every sequence rides in the same batch of each pass; the offer [d1..dk] goes to its DraftState
 //   2. the scheduler plans the verification from the offer (spec-plan.ts: maybe fewer drafts)
@@ -53,6 +58,8 @@ export interface DraftModelOptions {
   readonly faults: FaultSet;
   /** A fixed cost ratio instead of the measured one (tests: a run that does not depend on timing). */
   readonly costRatio?: number;
+  /** Real tokens an unproven draft model catches a new sequence up on (PROBE_WINDOW by default). */
+  readonly probeWindow?: number;
 }
 
 /** The draft model's counts for /health. */
@@ -63,16 +70,22 @@ export interface DraftModelStats {
   /** Draft model passes run, and the draft positions rolled back after verification. */
   readonly numPasses: number;
   readonly numRolledBack: number;
-  /** What one drafted token costs against a target step, as measured (the acceptance a draft must beat); null before any. */
+  /** What one drafted token costs against a plain target step, as measured (the acceptance a draft must beat); null before any. */
   readonly costRatio: number | null;
   /** Times the node's acceptance fell below the cost ratio and the draft model paused, and whether it is paused now. */
   readonly numPauses: number;
   readonly paused: boolean;
+  /** Real tokens fed to the draft model to catch its sequences up (prompts included). */
+  readonly numCaughtUp: number;
+  /** Whether the node's acceptance has beaten the cost ratio since the last pause (sequences then see the whole text). */
+  readonly proven: boolean;
 }
 
 interface Sequence {
   readonly owner: DraftCandidate;
   readonly tags: Tag[];
+  /** Real tokens before the draft's position 0 (a window: the draft never saw them); 0: the whole text. */
+  readonly base: number;
   /** Draft positions whose K/V is the request's real text (stamped, never rolled back). */
   computed: number;
   /** This step's offer: the real length L it continues and the positions it wrote, [computed, writtenEnd). */
@@ -86,6 +99,13 @@ const COST_DECAY = 0.8;
 const MIN_EVIDENCE = 3;
 const FIRST_PAUSE_STEPS = 32;
 const MAX_PAUSE_STEPS = 4096;
+/**
+ * The real tokens an unproven draft model (no evidence yet, or probing after a pause) catches a
+ * new sequence up on: the last 32, at draft positions from 0. A whole 256-token prompt through
+ * m100's first 2 layers cost about as much as 10 target steps, paid by every probe of a new
+ * request (bench:spec quote, draft model 0.82-0.88x at 0% accepted); a window costs about one.
+ */
+const PROBE_WINDOW = 32;
 
 export class DraftModel {
   readonly #o: DraftModelOptions;
@@ -97,6 +117,13 @@ export class DraftModel {
   #stepMs: number | undefined;
   #lastDraftMs = 0;
   #lastNumDrafted = 0;
+  /**
+   * A plain decode step's ms by the scheduler's fit, read at each prepare: the cost ratio's
+   * denominator. The step that verified the drafts feeds k + 1 rows (1.7-2.6 plain steps on the
+   * 1B, bench:spec-step); dividing by it understated the draft's cost by that much (bench:spec,
+   * 1B: a ratio of 0.07 while the draft passes took 21-36% of the decode time).
+   */
+  #plainStepMs: number | undefined;
   /**
    * Whether the last prepare fed at most 2 real tokens per sequence (the sampled token and an
    * accepted draft): its time is what drafting costs from step to step. A prepare that first
@@ -113,6 +140,9 @@ export class DraftModel {
   #numPauses = 0;
   /** The first judged step after a pause: it alone decides whether the draft model stays on. */
   #probing = false;
+  /** The node's acceptance beat the cost ratio since the last pause: new sequences see the whole text. */
+  #proven = false;
+  #numCaughtUp = 0;
 
   constructor(options: DraftModelOptions) {
     this.#o = options;
@@ -130,6 +160,8 @@ export class DraftModel {
       costRatio: this.#costRatio() ?? null,
       numPauses: this.#numPauses,
       paused: this.#pauseLeft > 0,
+      numCaughtUp: this.#numCaughtUp,
+      proven: this.#proven,
     };
   }
 
@@ -143,6 +175,7 @@ export class DraftModel {
   /** Step 1: drafts for the decodes the next plan will see (and pages back from those that ended). */
   async prepare(scheduler: Scheduler, now: () => number): Promise<void> {
     this.sweep(scheduler);
+    this.#plainStepMs = scheduler.plainStepMs;
     const { numDecoding, drafting } = scheduler.decodingDrafts;
     this.#lastNumDrafted = 0;
     if (this.#pauseLeft > 0) {
@@ -158,8 +191,15 @@ export class DraftModel {
       const k = r.draft.byModel ? r.draft.draftLength : 0;
       if (ratio !== undefined && r.draft.byModel) r.draft.setMinAcceptance(ratio);
       if (k === 0) continue;
-      const real = r.tokens.slice(r.draft.from);
-      const seq = this.#seqs.get(r.rid) ?? this.#open(r);
+      let seq = this.#seqs.get(r.rid);
+      // A window opened while unproven gives way to the whole text once the draft model pays.
+      if (seq !== undefined && seq.base > 0 && this.#proven) {
+        this.#release(seq);
+        seq = undefined;
+      }
+      const numReal = r.tokens.length - r.draft.from;
+      seq ??= this.#open(r, this.#proven ? 0 : Math.max(0, numReal - (this.#o.probeWindow ?? PROBE_WINDOW)));
+      const real = r.tokens.slice(r.draft.from + seq.base);
       // The draft's positions: the real tokens, then k - 1 fed drafts; within its context.
       const limit = Math.min(k, r.maxTokens - (r.tokens.length - r.numPromptTokens) - 1);
       if (
@@ -194,7 +234,7 @@ export class DraftModel {
     // A prefill-like catch-up's time is counted only while there is no steady measurement yet.
     if (this.#lastNumDrafted > 0 && stepMs !== undefined && (this.#lastSteady || this.#draftMsPerToken === undefined)) {
       this.#draftMsPerToken = decayed(this.#draftMsPerToken, this.#lastDraftMs / this.#lastNumDrafted);
-      this.#stepMs = decayed(this.#stepMs, stepMs);
+      this.#stepMs = decayed(this.#stepMs, this.#plainStepMs ?? stepMs);
     }
     let numAccepted = 0;
     const accepted = new Map<RequestId, number>();
@@ -240,8 +280,10 @@ export class DraftModel {
     if (!failedProbe && (ratio === undefined || this.#decayedDrafted < MIN_EVIDENCE)) return;
     if (!failedProbe && ratio !== undefined && this.#decayedAccepted >= ratio * this.#decayedDrafted) {
       this.#nextPause = FIRST_PAUSE_STEPS;
+      this.#proven = true;
       return;
     }
+    this.#proven = false;
     this.#pauseLeft = this.#nextPause;
     this.#nextPause = Math.min(MAX_PAUSE_STEPS, 2 * this.#nextPause);
     this.#numPauses++;
@@ -325,6 +367,7 @@ export class DraftModel {
           return;
         }
         b.w.seq.computed += b.item.tokens.length;
+        this.#numCaughtUp += b.item.tokens.length;
         if (b.last) this.#take(b.w, out);
       });
       pending = pending.filter((w) => w.k > 0 && w.seq.computed < w.real.length);
@@ -338,7 +381,7 @@ export class DraftModel {
       return;
     }
     w.drafts.push(argmax(out.logits.subarray(0, out.logits.length / out.rows)));
-    const atLength = w.seq.owner.tokens.length - w.seq.owner.draft.from;
+    const atLength = w.seq.owner.tokens.length - w.seq.owner.draft.from - w.seq.base;
     w.seq.offered = { atLength, numDrafts: w.drafts.length, writtenEnd: atLength + w.drafts.length - 1 };
   }
 
@@ -358,8 +401,8 @@ export class DraftModel {
     return this.#o.runner.step(items);
   }
 
-  #open(owner: DraftCandidate): Sequence {
-    const seq: Sequence = { owner, tags: [], computed: 0, offered: undefined };
+  #open(owner: DraftCandidate, base: number): Sequence {
+    const seq: Sequence = { owner, tags: [], base, computed: 0, offered: undefined };
     this.#seqs.set(owner.rid, seq);
     return seq;
   }

@@ -24,4 +24,6 @@ export interface SamplingState {
   outputTokens(): readonly number[];
   /** A constrained request's allowed next tokens (src/grammar's bitmask), prepared before the step ended. */
   readonly mask?: () => Int32Array;
+  /** A constrained request's masks after each of a speculative step's drafts the grammar accepts (src/grammar). */
+  readonly draftMasks?: (drafts: readonly number[]) => readonly Int32Array[];
 }

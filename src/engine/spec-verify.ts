@@ -20,7 +20,10 @@
 //   stamps:  s, s+1 stay (t, d1); s+2, s+3 (d2, d3) rolled back: pool.rollbackStamps(tags, s+2, s+4)
 //
 // Position j samples output index numOutputTokens + j with the output so far plus the drafts
-// accepted before it as `previous` (penalties), exactly as j plain decode steps would.
+// accepted before it as `previous` (penalties), exactly as j plain decode steps would. A
+// constrained request (structured output) samples row j under the grammar's mask after d1..dj
+// (src/grammar made them and rolled its matcher back): a draft the grammar refuses is never the
+// draw, so it is rejected, and every accepted token is one the grammar accepts, as plain decoding's.
 import { assert, usesPenalties, type BatchItem, type FaultSet, type TokenLogprob } from '../core/index.js';
 import type { ItemResult } from './runner.js';
 import type { PagePool } from '../pages/index.js';
@@ -38,13 +41,16 @@ export function verifyDrafts(
   item: BatchItem,
   state: SamplingState,
   sampler: TokenSampler,
+  /** Fault point skip-token-mask: sample without the grammar's masks. */
+  skipMask = false,
 ): Extract<StepResult, { kind: 'sampled' }> {
   const drafts = item.tokens.slice(1);
   assert(
     item.rid === result.rid && result.rows === item.tokens.length && drafts.length >= 1,
     () => `${result.rid}: ${result.rows} logits rows to verify an item of ${item.tokens.length} tokens`,
   );
-  assert(state.mask === undefined, () => `${result.rid}: a constrained request never drafts`);
+  const masks =
+    state.mask === undefined || skipMask ? undefined : [state.mask(), ...(state.draftMasks?.(drafts) ?? [])];
   const vocab = result.logits.length / result.rows;
   const { params } = state;
   const topN = params.logprobs;
@@ -54,7 +60,10 @@ export function verifyDrafts(
     const row = result.logits.subarray(j * vocab, (j + 1) * vocab);
     const stepIndex = state.numOutputTokens + j;
     const draft = drafts[j];
-    const token = sampler.sample(row, params, stepIndex, previous);
+    const mask = masks?.[j];
+    // Row j is reached only past drafts the last row's mask allowed: the grammar accepted them.
+    assert(masks === undefined || mask !== undefined, () => `${result.rid}: no grammar mask for draft row ${j}`);
+    const token = sampler.sample(row, params, stepIndex, previous, mask);
     const logprob = topN === null ? undefined : sampler.logprobsOf(row, token, topN);
     if (draft !== undefined && token === draft) {
       accepted.push(logprob === undefined ? { token } : { token, logprob });

@@ -46,7 +46,8 @@ export function toStepResults(
           return { kind: 'failed', rid: result.rid, error: new AbortedError('the request ended while its step ran') };
         try {
           const item = items?.[i];
-          if (item !== undefined && isDraftItem(item)) return verifyDrafts(result, item, state, sampler);
+          if (item !== undefined && isDraftItem(item))
+            return verifyDrafts(result, item, state, sampler, faults.has('skip-token-mask'));
           const previous = usesPenalties(state.params) ? state.outputTokens() : [];
           const mask = state.mask?.(); // throws when the grammar failed or refused an earlier token
           const token = sampler.sample(

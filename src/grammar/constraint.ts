@@ -6,8 +6,13 @@
 // Why a replay queue: the matcher is built asynchronously (the checker compiles, then the matcher
 // thread), while tokens may arrive before it is ready (a PD decode node learns the first token
 // from KvDone); they are sent in order with the first mask request.
+// Speculative decoding: prepare(drafts) also fetches the mask after each draft the grammar
+// accepts (draftMasks), made on the matcher thread, which then rolls the drafts back, so the
+// matcher stays where the accepted output is; the tokens verification accepts reach it through
+// accept() like any others.
 // Must never hand out a mask older than the last accepted token: mask() before prepare()
-// finished for the current state is a broken invariant.
+// finished for the current state is a broken invariant, and so is draftMasks() for drafts other
+// than the ones it was prepared with.
 import { InvariantError, TesseraError } from '../core/index.js';
 import { GrammarError } from './grammar-error.js';
 import type { MatcherHandle, Matchers } from './matchers.js';
@@ -18,6 +23,9 @@ export class TokenConstraint {
   #matchers: Matchers | undefined;
   readonly #pending: number[] = [];
   #mask: Int32Array | undefined;
+  /** The masks after each draft of #maskDrafts the grammar accepted (with #mask, one state). */
+  #draftMasks: readonly Int32Array[] = [];
+  #maskDrafts: readonly number[] = [];
   #terminated = false;
   #error: TesseraError | undefined;
   #disposed = false;
@@ -52,11 +60,14 @@ export class TokenConstraint {
     this.#pending.push(token);
   }
 
-  /** Make mask() valid for the current state. Rejects when the grammar failed or refused a token. */
-  async prepare(): Promise<void> {
+  /**
+   * Make mask() valid for the current state, and draftMasks(drafts) for a speculative step's
+   * drafts. Rejects when the grammar failed or refused a token.
+   */
+  async prepare(drafts: readonly number[] = []): Promise<void> {
     if (this.#disposed) throw new InvariantError('prepare() on a disposed constraint');
-    while (this.#mask === undefined) {
-      this.#preparing ??= this.#prepareNow().finally(() => (this.#preparing = undefined));
+    while (this.#mask === undefined || !sameTokens(this.#maskDrafts, drafts)) {
+      this.#preparing ??= this.#prepareNow(drafts).finally(() => (this.#preparing = undefined));
       await this.#preparing;
       if (this.#disposed) return;
     }
@@ -67,6 +78,18 @@ export class TokenConstraint {
     if (this.#error !== undefined) throw this.#error;
     if (this.#mask === undefined) throw new InvariantError('a constraint mask was asked for before it was prepared');
     return this.#mask;
+  }
+
+  /**
+   * Row j's mask of a speculative step (j >= 1: after d1..dj), for each draft the grammar accepted:
+   * fewer than `drafts` when it refused one (that draft is rejected under the mask before it).
+   * Valid only after prepare(drafts) for the current state.
+   */
+  draftMasks(drafts: readonly number[]): readonly Int32Array[] {
+    this.mask();
+    if (!sameTokens(this.#maskDrafts, drafts))
+      throw new InvariantError('draft masks were asked for drafts they were not prepared for');
+    return this.#draftMasks;
   }
 
   /** Whether the output is complete (the matcher accepted a stop token), as of the last prepare(). */
@@ -80,7 +103,7 @@ export class TokenConstraint {
     if (this.#handle !== undefined) this.#matchers?.dispose(this.#handle);
   }
 
-  async #prepareNow(): Promise<void> {
+  async #prepareNow(drafts: readonly number[]): Promise<void> {
     const handle = await this.#ready;
     if (handle === undefined || this.#matchers === undefined)
       throw this.#error ?? new GrammarError('the grammar did not compile');
@@ -89,13 +112,21 @@ export class TokenConstraint {
     const tokens = this.#pending.splice(0);
     const numAccepted = this.#numAccepted;
     try {
-      const reply = await this.#matchers.step(handle, tokens);
+      const reply = await this.#matchers.step(handle, tokens, drafts);
       this.#terminated = reply.terminated;
       // A token accepted while the mask was on its way makes it stale: the next prepare() asks again.
-      if (this.#numAccepted === numAccepted) this.#mask = reply.mask;
+      if (this.#numAccepted === numAccepted) {
+        this.#mask = reply.mask;
+        this.#draftMasks = reply.draftMasks;
+        this.#maskDrafts = [...drafts];
+      }
     } catch (error) {
       this.#error = error instanceof TesseraError ? error : new GrammarError('the grammar failed', error);
       throw this.#error;
     }
   }
+}
+
+function sameTokens(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((t, i) => t === b[i]);
 }

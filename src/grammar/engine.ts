@@ -75,6 +75,7 @@ export class GrammarEngine {
       vocab,
       cacheSize: GRAMMAR_CACHE_SIZE,
       crashOnMarker: faults.has('crash-grammar-thread'),
+      skipRollback: faults.has('skip-grammar-rollback'),
     });
     this.#checker = new Checker({
       data: data('checker'),

@@ -16,6 +16,8 @@ export interface GrammarThreadData {
   readonly cacheSize: number;
   /** Fault point crash-grammar-thread: the matcher thread exits on a schema holding GRAMMAR_CRASH_MARKER. */
   readonly crashOnMarker: boolean;
+  /** Fault point skip-grammar-rollback: a speculative step's drafts stay accepted by the matcher. */
+  readonly skipRollback: boolean;
 }
 
 /** With crash-grammar-thread armed, a schema holding this text ends the matcher thread (tests only). */
@@ -31,14 +33,26 @@ export type GrammarThreadRequest =
   | { readonly kind: 'check'; readonly id: number; readonly source: GrammarSource }
   /** Build matcher `id` over the grammar of `source`, compiled once per `key` (tenant and schema). */
   | { readonly kind: 'create'; readonly id: number; readonly key: string; readonly source: GrammarSource }
-  /** Per matcher: accept `tokens` in order, then its next mask. */
-  | { readonly kind: 'step'; readonly batch: readonly { readonly id: number; readonly tokens: readonly number[] }[] }
+  /**
+   * Per matcher: accept `tokens` in order, then its next mask; with `drafts` (a speculative step),
+   * also the mask after each draft the grammar accepts (stopping at the first it refuses), then
+   * roll those drafts back: the matcher ends where `tokens` left it.
+   */
+  | { readonly kind: 'step'; readonly batch: readonly StepAsk[] }
   | { readonly kind: 'dispose'; readonly ids: readonly number[] };
+
+export interface StepAsk {
+  readonly id: number;
+  readonly tokens: readonly number[];
+  readonly drafts?: readonly number[];
+}
 
 export interface StepResult {
   readonly id: number;
   /** Absent when `error` is set. */
   readonly mask?: Int32Array;
+  /** With drafts: the mask after d1, after d1 d2, ... for each draft the grammar accepted (maybe none). */
+  readonly draftMasks?: readonly Int32Array[];
   readonly terminated: boolean;
   /** A token that does not continue the grammar, or a matcher this thread does not hold. */
   readonly error?: string;

@@ -77,6 +77,14 @@ async function check(source: GrammarSource): Promise<number> {
 
 class RefusedError extends Error {}
 
+/**
+ * The matcher's next mask. xgrammar aborts (and its instance is then broken for everyone) when a
+ * terminated matcher is asked for a mask: a complete output's mask allows the stop tokens only, built here.
+ */
+async function maskOf(matcher: Matcher): Promise<Int32Array> {
+  return matcher.isTerminated() ? stopOnlyMask() : Int32Array.from(await matcher.getNextTokenBitmask());
+}
+
 function stopOnlyMask(): Int32Array {
   const mask = new Int32Array(Math.ceil(numLogits / 32));
   for (const id of stopTokenIds) mask[id >> 5] = (mask[id >> 5] as number) | (1 << (id & 31));
@@ -86,7 +94,7 @@ function stopOnlyMask(): Int32Array {
 async function step(batch: Extract<GrammarThreadRequest, { kind: 'step' }>['batch']): Promise<void> {
   const results: StepResult[] = [];
   const transfer: ArrayBuffer[] = [];
-  for (const { id, tokens } of batch) {
+  for (const { id, tokens, drafts } of batch) {
     const matcher = matchers.get(id);
     if (matcher === undefined) {
       results.push({ id, terminated: false, error: 'this structured output was lost (its grammar thread restarted)' });
@@ -97,11 +105,25 @@ async function step(batch: Extract<GrammarThreadRequest, { kind: 'step' }>['batc
       results.push({ id, terminated: matcher.isTerminated(), error: `token ${refused} does not continue the grammar` });
       continue;
     }
-    // xgrammar aborts (and its instance is then broken for everyone) when a terminated matcher is
-    // asked for a mask: a complete output's mask allows the stop tokens only, built here.
-    const mask = matcher.isTerminated() ? stopOnlyMask() : Int32Array.from(await matcher.getNextTokenBitmask());
+    const terminated = matcher.isTerminated();
+    const mask = await maskOf(matcher);
     transfer.push(mask.buffer as ArrayBuffer);
-    results.push({ id, terminated: matcher.isTerminated(), mask });
+    if (drafts === undefined || drafts.length === 0) {
+      results.push({ id, terminated, mask });
+      continue;
+    }
+    // A speculative step: the mask each draft position is sampled under, as far as the grammar
+    // accepts the drafts (row j after a refused draft is never reached: its draft was rejected by
+    // the mask before it), then back to where the output really is.
+    const draftMasks: Int32Array[] = [];
+    for (const draft of drafts) {
+      if (matcher.isTerminated() || !matcher.acceptToken(draft)) break;
+      const next = await maskOf(matcher);
+      transfer.push(next.buffer as ArrayBuffer);
+      draftMasks.push(next);
+    }
+    if (draftMasks.length > 0 && !data.skipRollback) matcher.rollBack(draftMasks.length);
+    results.push({ id, terminated, mask, draftMasks });
   }
   reply({ kind: 'stepped', results }, transfer);
 }

@@ -17,11 +17,14 @@ export interface MatcherHandle {
 export interface StepReply {
   readonly mask: Int32Array;
   readonly terminated: boolean;
+  /** A speculative step's masks after each draft the grammar accepted (the matcher rolled them back). */
+  readonly draftMasks: readonly Int32Array[];
 }
 
 interface StepWaiter {
   readonly id: number;
   readonly tokens: readonly number[];
+  readonly drafts: readonly number[];
   readonly resolve: (reply: StepReply) => void;
   readonly reject: (error: Error) => void;
 }
@@ -73,13 +76,16 @@ export class Matchers {
     });
   }
 
-  /** Accept `tokens`, then the next mask; batched with every other step of this turn. */
-  step(handle: MatcherHandle, tokens: readonly number[]): Promise<StepReply> {
+  /**
+   * Accept `tokens`, then the next mask, and with `drafts` the masks after each draft the grammar
+   * accepts (rolled back after); batched with every other step of this turn.
+   */
+  step(handle: MatcherHandle, tokens: readonly number[], drafts: readonly number[] = []): Promise<StepReply> {
     if (handle.generation !== this.#generation || this.#thread === undefined)
       return Promise.reject(lost('its grammar thread stopped'));
     return new Promise<StepReply>((resolve, reject) => {
       if (this.#batch.length === 0) queueMicrotask(() => this.#flush());
-      this.#batch.push({ id: handle.id, tokens, resolve, reject });
+      this.#batch.push({ id: handle.id, tokens, drafts, resolve, reject });
     });
   }
 
@@ -115,7 +121,10 @@ export class Matchers {
     }
     this.#sent.push(batch);
     thread.hold();
-    thread.post({ kind: 'step', batch: batch.map(({ id, tokens }) => ({ id, tokens })) });
+    thread.post({
+      kind: 'step',
+      batch: batch.map(({ id, tokens, drafts }) => (drafts.length === 0 ? { id, tokens } : { id, tokens, drafts })),
+    });
   }
 
   #spawn(): GrammarThread {
@@ -191,7 +200,8 @@ function answer(batch: readonly StepWaiter[], results: readonly StepResult[]): v
   const byId = new Map(results.map((r) => [r.id, r]));
   for (const waiter of batch) {
     const result = byId.get(waiter.id);
-    if (result?.mask !== undefined) waiter.resolve({ mask: result.mask, terminated: result.terminated });
+    if (result?.mask !== undefined)
+      waiter.resolve({ mask: result.mask, terminated: result.terminated, draftMasks: result.draftMasks ?? [] });
     else waiter.reject(new GrammarError(result?.error ?? 'the grammar thread did not answer for this request'));
   }
 }

@@ -44,7 +44,7 @@ export class RequestBook {
   readonly #role: Role;
   readonly #faults: FaultSet;
   readonly #eosTokenIds: readonly number[];
-  /** Prompt-lookup speculation for decoding requests (constrained ones excepted); none: off. */
+  /** Prompt-lookup speculation for decoding requests (constrained ones too: their masks follow the drafts); none: off. */
   readonly #speculation: SpecOptions | undefined;
   /** The measured step costs every request's draft length reads (spec-cost.ts); none without speculation. */
   readonly specCost: SpecCost | undefined;
@@ -92,7 +92,7 @@ export class RequestBook {
       ...(request.adapter === undefined ? {} : { adapter: request.adapter.name }),
       numCachedTokens: 0,
       state,
-      ...(this.#speculation !== undefined && this.#role !== 'prefill' && sampling.constraint === undefined
+      ...(this.#speculation !== undefined && this.#role !== 'prefill'
         ? // A decode node's prompt ids are placeholders: it drafts from the output alone.
           {
             draft: new DraftState(

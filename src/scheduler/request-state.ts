@@ -66,7 +66,7 @@ export interface SchedRequest extends Owner {
   readonly adapter?: string;
   /** The prompt, then every output token. */
   readonly tokens: number[];
-  /** Its prompt-lookup speculation (spec-lookup.ts); none when speculation is off or it is constrained. */
+  /** Its prompt-lookup speculation (spec-lookup.ts); none when speculation is off. */
   readonly draft?: DraftState;
   /** Prompt tokens the prefix cache supplied when the request last started. */
   numCachedTokens: number;

@@ -535,6 +535,11 @@ export class Scheduler {
     this.#book.specCost?.observe(numTokens, ms, numPairs);
   }
 
+  /** A batch-1 plain decode step's ms by the measured steps' fit (spec-cost.ts); undefined until fitted or without speculation. */
+  get plainStepMs(): number | undefined {
+    return this.#book.specCost?.plainMs();
+  }
+
   /** Speculation so far: draft tokens verified and accepted over every request. */
   get specStats(): { readonly numDrafted: number; readonly numAccepted: number } {
     return { numDrafted: this.#numDrafted, numAccepted: this.#numAccepted };

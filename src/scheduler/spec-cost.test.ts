@@ -27,6 +27,12 @@ function costOf(fixed: number, perToken: number): SpecCost {
 }
 
 describe('speculation pays or stops (spec-cost.ts, spec-lookup.ts)', () => {
+  it("plainMs: a one-token step's ms by the fit (the draft model's cost ratio divides by it, not by a verify step)", () => {
+    expect(new SpecCost().plainMs()).toBeUndefined();
+    expect(costOf(2, 3).plainMs()).toBeCloseTo(5, 6);
+    expect(costOf(2, 3).ratio(4)).toBeCloseTo(17 / 5, 6); // a verify step of 5 rows: 3.4 plain steps
+  });
+
   it('bestDraftLength: none when nothing is accepted, the most when rows are cheap and drafts accepted', () => {
     const cheap = (k: number) => 1 + 0.05 * k;
     expect(bestDraftLength(0, 4, cheap, 0)).toBe(0);

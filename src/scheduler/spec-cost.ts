@@ -28,6 +28,14 @@ export class SpecCost {
     this.#model.observe(numTokens, ms, numPairs);
   }
 
+  /** A batch-1 plain decode step's milliseconds (one token) by the fit; undefined until fitted. */
+  plainMs(): number | undefined {
+    const fit = this.#model.fit();
+    if (fit === undefined) return undefined;
+    const one = fit.fixedMs + fit.msPerToken;
+    return one > 0 ? one : undefined;
+  }
+
   /** C(k): a batch-1 decode step with k drafts against one without; undefined until fitted. */
   ratio(k: number): number | undefined {
     const fit = this.#model.fit();

@@ -3,8 +3,8 @@
 // context each may still use, and the BatchItem of a decode with drafts.
 // Must never: take a page or a token of the budget that a plain decode or a prompt needed first
 // (drafts are planned after every decode got its one token, and only from what fits without
-// preempting anyone), or draft for a constrained request (its grammar state would have to roll
-// back: it decodes one token per step).
+// preempting anyone). A constrained request drafts too: its grammar gives a mask per draft row
+// and rolls back (src/grammar, engine/spec-verify.ts).
 //
 // A decode with drafts d1..dk feeds its last sampled token t and the drafts at the positions
 // after it, and wants the logits of all k + 1 positions:

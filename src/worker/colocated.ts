@@ -287,7 +287,9 @@ export class ColocatedWorker {
       params: live.request.sampling,
       numOutputTokens: view.numOutputTokens,
       outputTokens: () => this.scheduler.outputTokens(rid),
-      ...(constraint === undefined ? {} : { mask: () => constraint.mask() }),
+      ...(constraint === undefined
+        ? {}
+        : { mask: () => constraint.mask(), draftMasks: (drafts) => constraint.draftMasks(drafts) }),
     };
   }
 

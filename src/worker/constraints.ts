@@ -38,7 +38,9 @@ export async function prepareConstraints(
   const pending: Promise<void>[] = [];
   for (const item of items) {
     const constraint = constraintOf(item.rid);
-    if (constraint !== undefined) pending.push(constraint.prepare().catch(() => undefined));
+    // A decode verifying drafts (fed [t, d1..dk]) needs the mask after each draft too.
+    const drafts = item.verifiesDrafts === true ? item.tokens.slice(1) : [];
+    if (constraint !== undefined) pending.push(constraint.prepare(drafts).catch(() => undefined));
   }
   if (pending.length > 0) await Promise.all(pending);
 }

@@ -160,7 +160,9 @@ export class PdRole {
           params: record.sampling,
           numOutputTokens: view?.numOutputTokens ?? 0,
           outputTokens: () => (parts.outputs ? scheduler.outputTokens(rid) : []),
-          ...(constraint === undefined ? {} : { mask: () => constraint.mask() }),
+          ...(constraint === undefined
+            ? {}
+            : { mask: () => constraint.mask(), draftMasks: (drafts) => constraint.draftMasks(drafts) }),
         };
       },
       prepareSampling: (items) => prepareConstraints(items, (rid) => parts.recordOf(rid)?.constraint),
