@@ -119,7 +119,12 @@ for (const variant of nativeVariantsHere().filter((v) => v === 'avx512'))
                   grouped.subarray(pick(t, kvh) * headDim, (pick(t, kvh) + 1) * headDim),
                   (t * numKvHeads + kvh) * headDim,
                 );
-            expectBitwiseEqual(`${dtype} ${JSON.stringify(shape)} head ${g} of each group`, alone, expected, alone.length);
+            expectBitwiseEqual(
+              `${dtype} ${JSON.stringify(shape)} head ${g} of each group`,
+              alone,
+              expected,
+              alone.length,
+            );
           }
         }
       });
