@@ -19,6 +19,8 @@ const dir = join(root, 'src/kernels/native');
 /** Each source with the -m flags it is compiled with ([]: baseline x86-64, runs on any CPU). */
 const AVX512 = ['-mavx512f', '-mavx512bw', '-mavx512vl', '-mavx512vnni', '-mavx2', '-mfma', '-mf16c'];
 const AVX2 = ['-mavx2', '-mfma', '-mf16c'];
+// rowops.c repeats the wasm kernels' arithmetic bit for bit: no fused multiply-add, ever.
+const ROWOPS = ['-mavx2', '-mf16c', '-ffp-contract=off'];
 const UNITS = [
   ['dense.c', []],
   ['attention.c', []],
@@ -27,6 +29,7 @@ const UNITS = [
   ['attention-avx512.c', AVX512],
   ['dense-avx2.c', AVX2],
   ['attention-avx2.c', AVX2],
+  ['rowops.c', ROWOPS],
 ].filter(([name]) => existsSync(join(dir, name)));
 const sources = [
   ...UNITS.map(([name]) => join(dir, name)),

@@ -55,15 +55,18 @@ static float* scores(size_t need) {
 // a KV head's rows, read once per query head of its group, stay in that thread's cache.
 static int attendItems(void* ctx, int i0, int i1) {
   const Attn* a = (const Attn*)ctx;
-  float* s = scores((size_t)a->startPos + a->numTokens + 16);
+  float* s = scores(scratchFloats(a));
   if (s == NULL) return 0;
   for (int i = i0; i < i1; i++) {
     const int t = i / a->numKvHeads, kvh = i % a->numKvHeads;
+    if (!a->avx2) {
+      attendGroupAvx512(a, t, kvh, s);
+      continue;
+    }
     int h0, h1;
     groupHeads(a, kvh, &h0, &h1);
     for (int h = h0; h < h1; h++) {
-      if (a->avx2) attendHeadAvx2(a, t, h, s);
-      else attendHeadAvx512(a, t, h, s);
+      attendHeadAvx2(a, t, h, s);
     }
   }
   return 1;
@@ -147,7 +150,7 @@ napi_value tesseraAttention(napi_env env, napi_callback_info info) {
     napi_throw_error(env, NULL, "attention: this CPU has neither AVX-512 nor AVX2 + FMA + F16C");
     return NULL;
   }
-  if (scores(end + 16) == NULL) {
+  if (scores(scratchFloats(&a)) == NULL) {
     napi_throw_error(env, NULL, "attention: out of memory for the scores");
     return NULL;
   }

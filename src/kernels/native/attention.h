@@ -46,5 +46,16 @@ static inline void groupHeads(const Attn* a, int kvh, int* h0, int* h1) {
 // out[t, h] for one token t and head h of a checked call, scores: scratch of startPos +
 // numTokens + 16 floats.
 void attendHeadAvx512(const Attn* a, int t, int h, float* scores);
+// Most query heads per KV head that attendGroupAvx512 takes at once (more: one by one).
+#define GROUP_MAX 16
+// out[t, h] for token t and every head h of KV head kvh's group (attention-avx512.c), the same
+// bits as attendHeadAvx512 for each; scratch: scratchFloats(a) floats.
+void attendGroupAvx512(const Attn* a, int t, int kvh, float* scratch);
+// Floats of per-thread scratch one (token, KV head) item needs: a group's scores and sums.
+static inline size_t scratchFloats(const Attn* a) {
+  size_t g = (size_t)(a->numHeads + a->numKvHeads - 1) / a->numKvHeads;
+  if (g > GROUP_MAX) g = 1;
+  return g * (256 + (size_t)a->startPos + a->numTokens + 32);
+}
 void attendHeadAvx2(const Attn* a, int t, int h, float* scores);
 #endif

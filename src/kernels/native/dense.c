@@ -171,9 +171,37 @@ static int ensureScratch(size_t kpad, int m) {
   return 1;
 }
 
+// One call's x rows to quantize (block kinds) or round (f16 / bf16) into the caller's scratch:
+// items are x rows, each whole on one thread (the caller's or a helper's), the same bits either way.
+typedef struct {
+  Job* job;
+  int8_t* q;
+  float *dx, *c, *xh;
+} Prep;
+
+static int prepareRows(void* ctx, int i0, int i1) {
+  const Prep* p = (const Prep*)ctx;
+  const Job* j = p->job;
+  if (p->xh != NULL) {
+    active->roundRow(j->kind, j->x + (size_t)i0 * j->cols, (size_t)(i1 - i0) * j->cols, p->xh + (size_t)i0 * j->cols);
+    return 1;
+  }
+  for (int i = i0; i < i1; i++)
+    active->quantizeRow(j->kind, j->x + (size_t)i * j->cols, j->cols, j->kpad, p->q + (size_t)i * j->kpad,
+                        p->dx + (size_t)i * (j->kpad / 16), p->c + (size_t)i * (j->kpad / 16));
+  return 1;
+}
+
+// x rows from which sharing their preparation with the helpers pays for the hand-off.
+#define PREPARE_SHARE_MIN_ROWS 16
+
+int tesseraShare(ShareFn fn, void* ctx, int count, int per, int useHelpers);
+
 // Quantizes x for a block kind (f16 / bf16: rounds it, so the products match llama.cpp's) into
-// this thread's scratch, with the variant in use; 0 when the scratch cannot be had.
-static int prepareJob(Job* j) {
+// this thread's scratch, with the variant in use, its rows shared with the helpers when asked and
+// there are enough of them; 0 when the scratch cannot be had.
+static int prepareJob(Job* j, int useHelpers) {
+  Prep p = {.job = j};
   if (j->kind == K_F16 || j->kind == K_BF16) {
     size_t n = (size_t)j->m * j->cols;
     if (n > sxhcap) {
@@ -182,20 +210,26 @@ static int prepareJob(Job* j) {
       sxhcap = sxh ? n : 0;
       if (!sxh) return 0;
     }
-    active->roundRow(j->kind, j->x, n, sxh);
-    j->x = sxh;
+    p.xh = sxh;
+  } else if (isBlockKind(j->kind)) {
+    j->nsb = (j->cols + QK - 1) / QK;
+    j->kpad = j->nsb * QK;
+    if (!ensureScratch((size_t)j->kpad, j->m)) return 0;
+    p.q = sq;
+    p.dx = sdx;
+    p.c = sc16;
+  } else {
     return 1;
   }
-  if (!isBlockKind(j->kind)) return 1;
-  j->nsb = (j->cols + QK - 1) / QK;
-  j->kpad = j->nsb * QK;
-  if (!ensureScratch((size_t)j->kpad, j->m)) return 0;
-  for (int i = 0; i < j->m; i++)
-    active->quantizeRow(j->kind, j->x + (size_t)i * j->cols, j->cols, j->kpad, sq + (size_t)i * j->kpad,
-                        sdx + (size_t)i * (j->kpad / 16), sc16 + (size_t)i * (j->kpad / 16));
-  j->q = sq;
-  j->dx16 = sdx;
-  j->c16 = sc16;
+  const int share = useHelpers && j->m >= PREPARE_SHARE_MIN_ROWS;
+  tesseraShare(prepareRows, &p, j->m, share ? (j->m + 7) / 8 : j->m, share);
+  if (p.xh != NULL) {
+    j->x = sxh;
+  } else {
+    j->q = sq;
+    j->dx16 = sdx;
+    j->c16 = sc16;
+  }
   return 1;
 }
 
@@ -384,7 +418,7 @@ static int denseChunk(void* ctx, int r0, int r1) {
 }
 
 static int runJob(Job* j, int useHelpers) {
-  if (!prepareJob(j)) return 0;
+  if (!prepareJob(j, useHelpers)) return 0;
   // Alone, chunk by chunk as the helpers would: every block of x rows (MB_MAX, or FB for float
   // weights) goes over one chunk while it is in L2. Over the whole weight at once, each block streamed it from DRAM
   // again (one thread, 32000 x 768: f16 m=8 14 -> 9.5 ms, f32 m=16 45-48 -> 19-21).
@@ -638,6 +672,8 @@ static napi_value jsAlloc(napi_env env, napi_callback_info info) {
 // attention.c's paged attention; argmax.c's argmax.
 napi_value tesseraAttention(napi_env env, napi_callback_info info);
 napi_value tesseraArgmax(napi_env env, napi_callback_info info);
+// rowops.c's RMSNorm, SiLU·mul and add.
+napi_value tesseraRowOp(napi_env env, napi_callback_info info);
 
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
@@ -652,6 +688,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"alloc", NULL, jsAlloc, NULL, NULL, NULL, napi_default, NULL},
       {"attention", NULL, tesseraAttention, NULL, NULL, NULL, napi_default, NULL},
       {"argmax", NULL, tesseraArgmax, NULL, NULL, NULL, napi_default, NULL},
+      {"rowOp", NULL, tesseraRowOp, NULL, NULL, NULL, napi_default, NULL},
   };
   CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   return exports;

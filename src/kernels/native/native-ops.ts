@@ -8,10 +8,15 @@
 // the pool), and the addon checks the page numbers against the pool again before it reads.
 // With threads > 1, a call's (token, KV head) items are shared with the addon's helper threads
 // (the same set NativeDense's matmuls use), each item whole on one thread: the same bits.
-import { checkAttention } from '../layout.js';
+import { checkAttention, checkLengths } from '../layout.js';
 import type { AttentionArgs, OpKernels, PagedKvView, RopeArgs } from '../types.js';
 import type { WasmOps } from '../wasm/ops.js';
 import { nativeAvailability, type Addon } from './native.js';
+
+/** rowops.c's ops (Addon.rowOp's first argument). */
+const ROW_RMS_NORM = 0;
+const ROW_ADD = 2;
+const ROW_SILU_MUL = 3;
 
 export interface NativeAttentionOptions {
   /**
@@ -48,8 +53,13 @@ export class NativeAttentionOps implements OpKernels {
     return this.wasm.allocU8(length);
   }
 
+  // RMSNorm, SiLU·mul and add on the addon (rowops.c: the wasm kernels' arithmetic, bit for bit),
+  // reading and writing the arrays in place (no copy into wasm memory and back), their rows shared
+  // with the helper threads in a prefill chunk.
   rmsNorm(x: Float32Array, weight: Float32Array, eps: number, m: number, dim: number, out: Float32Array): void {
-    this.wasm.rmsNorm(x, weight, eps, m, dim, out);
+    checkLengths('rmsNorm', m * dim, x, out);
+    checkLengths('rmsNorm weight', dim, weight);
+    this.#addon.rowOp(ROW_RMS_NORM, x, weight, out, m, dim, eps, this.#helpers);
   }
 
   rope(args: RopeArgs): void {
@@ -57,7 +67,8 @@ export class NativeAttentionOps implements OpKernels {
   }
 
   siluMul(gate: Float32Array, up: Float32Array, out: Float32Array, n: number): void {
-    this.wasm.siluMul(gate, up, out, n);
+    checkLengths('siluMul', n, gate, up, out);
+    if (n > 0) this.#addon.rowOp(ROW_SILU_MUL, gate, up, out, 1, n, 0, this.#helpers);
   }
 
   geluTanhMul(gate: Float32Array, up: Float32Array, out: Float32Array, n: number): void {
@@ -65,7 +76,8 @@ export class NativeAttentionOps implements OpKernels {
   }
 
   addInPlace(x: Float32Array, y: Float32Array, n: number): void {
-    this.wasm.addInPlace(x, y, n);
+    checkLengths('addInPlace', n, x, y);
+    if (n > 0) this.#addon.rowOp(ROW_ADD, x, y, x, 1, n, 0, this.#helpers);
   }
 
   writeKv(...args: Parameters<OpKernels['writeKv']>): void {

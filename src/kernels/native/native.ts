@@ -55,6 +55,21 @@ export interface Addon {
   helperChunks(): number;
   /** The lowest index of the largest value, NaN never chosen; -1 when none is above -infinity (argmax.c). */
   argmax(x: Float32Array): number;
+  /**
+   * rowops.c: op 0 RMSNorm (y: the weight), 1 SiLU·mul over fused gate | up rows (y unused), 2
+   * out += y, 3 SiLU·mul of x and y; rows of width, shared with the helper threads when helpers is
+   * 1; the wasm kernels' bits.
+   */
+  rowOp(
+    op: 0 | 1 | 2 | 3,
+    x: Float32Array,
+    y: Float32Array | null,
+    out: Float32Array,
+    rows: number,
+    width: number,
+    eps: number,
+    helpers: 0 | 1,
+  ): void;
   /** Zeroed memory the addon owns, 2 MiB aligned, advised to use huge pages (dense.c). */
   alloc(bytes: number): Uint8Array;
   /**

@@ -1,0 +1,131 @@
+// The AVX-512 attention takes a KV head's whole group of query heads at once (attention-avx512.c's
+// attendGroupAvx512: each K / V row loaded once for the group, sixteen dot products reduced
+// together). Its promise: every head's output is bit for bit what the one-head path
+// (oneHead, taken when a KV head has a single query head) gives. Checked by running each head of
+// a GQA call again as a call of its own with one query head per KV head (numHeads = numKvHeads:
+// the one-head path) and comparing the bits, on f32 / f16 / q8_0 pools, group sizes 2 to 8 (one
+// uneven), head sizes that are not multiples of 16, contexts ending mid-page, a window, prefill
+// chunks and decode steps.
+import { describe, it } from 'vitest';
+import { kvRowUnits, Rng, type KvDtype } from '../../core/index.js';
+import { expectBitwiseEqual, randomF32 } from '../cases/support.js';
+import { Float32Bits } from '../half.js';
+import { quantizeKvRow } from '../q8-kv.js';
+import { nativeAvailability, nativeVariantsHere, selectNativeVariant, type Addon } from './native.js';
+
+interface Shape {
+  readonly numHeads: number;
+  readonly numKvHeads: number;
+  readonly headDim: number;
+  readonly startPos: number;
+  readonly numTokens: number;
+  readonly window: number;
+}
+
+const SHAPES: readonly Shape[] = [
+  { numHeads: 12, numKvHeads: 4, headDim: 64, startPos: 517, numTokens: 1, window: 0 }, // m100's decode
+  { numHeads: 12, numKvHeads: 4, headDim: 64, startPos: 40, numTokens: 70, window: 0 }, // a prefill chunk
+  { numHeads: 8, numKvHeads: 1, headDim: 80, startPos: 0, numTokens: 45, window: 0 }, // MQA, 8 heads
+  { numHeads: 5, numKvHeads: 2, headDim: 128, startPos: 300, numTokens: 3, window: 0 }, // uneven groups
+  { numHeads: 32, numKvHeads: 8, headDim: 64, startPos: 200, numTokens: 2, window: 0 }, // the 1B's
+  { numHeads: 6, numKvHeads: 3, headDim: 40, startPos: 90, numTokens: 9, window: 33 }, // a window, hd 40
+  { numHeads: 6, numKvHeads: 2, headDim: 96, startPos: 15, numTokens: 18, window: 0 },
+];
+const NUM_LAYERS = 2;
+const PAGE_SIZE = 16;
+
+function addon(): Addon {
+  const found = nativeAvailability();
+  if (!('addon' in found)) throw new Error(found.why);
+  return found.addon;
+}
+
+/** A pool of `pages` pages of random K and V, as `dtype` stores them. */
+function randomPool(rng: Rng, dtype: KvDtype, shape: Shape, pages: number): Float32Array | Uint16Array | Uint8Array {
+  const { numKvHeads, headDim } = shape;
+  const rows = pages * NUM_LAYERS * 2 * PAGE_SIZE;
+  const length = rows * numKvHeads * headDim;
+  if (dtype === 'f16') return Uint16Array.from({ length }, () => (rng.nextU32() % 0x4000) | (rng.nextU32() & 0x8000));
+  const values = randomF32(rng, length, 2);
+  if (dtype === 'f32') return values;
+  const bits = new Float32Bits();
+  const rowBytes = kvRowUnits({ numKvHeads, headDim, dtype });
+  const pool = new Uint8Array(rows * rowBytes);
+  for (let r = 0; r < rows; r++)
+    quantizeKvRow(values, r * numKvHeads * headDim, numKvHeads, headDim, pool, r * rowBytes, bits);
+  return pool;
+}
+
+/** The query heads of KV head kvh, [h0, h1), as attention.h's groupHeads. */
+function groupOf(shape: Shape, kvh: number): [number, number] {
+  const { numHeads: H, numKvHeads: K } = shape;
+  return [Math.ceil((kvh * H) / K), Math.ceil(((kvh + 1) * H) / K)];
+}
+
+for (const variant of nativeVariantsHere().filter((v) => v === 'avx512'))
+  describe(`the addon's grouped attention (${variant})`, () => {
+    for (const dtype of ['f32', 'f16', 'q8_0'] as const)
+      it(`gives each head the one-head path's bits on a ${dtype} pool, every shape`, () => {
+        selectNativeVariant(variant);
+        const native = addon();
+        const rng = new Rng(11);
+        for (const shape of SHAPES) {
+          const { numHeads, numKvHeads, headDim, startPos, numTokens, window } = shape;
+          const pages = Math.ceil((startPos + numTokens) / PAGE_SIZE);
+          const pool = randomPool(rng, dtype, shape, pages + 1);
+          const table = Int32Array.from({ length: pages }, (_, p) => pages - p); // reversed, page 0 unused
+          const q = randomF32(rng, numTokens * numHeads * headDim);
+          const attend = (query: Float32Array, heads: number): Float32Array => {
+            const out = new Float32Array(numTokens * heads * headDim).fill(Number.NaN);
+            native.attention(
+              pool,
+              NUM_LAYERS,
+              PAGE_SIZE,
+              numKvHeads,
+              headDim,
+              1,
+              table,
+              query,
+              out,
+              numTokens,
+              startPos,
+              heads,
+              1 / Math.sqrt(headDim),
+              window,
+              0,
+            );
+            return out;
+          };
+          const grouped = attend(q, numHeads);
+          const largest = Math.ceil(numHeads / numKvHeads);
+          for (let g = 0; g < largest; g++) {
+            // Head h0 + g of every group (or the group's first, where it has fewer), one per KV head.
+            const pick = (t: number, kvh: number) => {
+              const [h0, h1] = groupOf(shape, kvh);
+              return Math.min(h0 + g, h1 - 1) + t * numHeads;
+            };
+            const single = new Float32Array(numTokens * numKvHeads * headDim);
+            for (let t = 0; t < numTokens; t++)
+              for (let kvh = 0; kvh < numKvHeads; kvh++)
+                single.set(
+                  q.subarray(pick(t, kvh) * headDim, (pick(t, kvh) + 1) * headDim),
+                  (t * numKvHeads + kvh) * headDim,
+                );
+            const alone = attend(single, numKvHeads);
+            const expected = new Float32Array(alone.length);
+            for (let t = 0; t < numTokens; t++)
+              for (let kvh = 0; kvh < numKvHeads; kvh++)
+                expected.set(
+                  grouped.subarray(pick(t, kvh) * headDim, (pick(t, kvh) + 1) * headDim),
+                  (t * numKvHeads + kvh) * headDim,
+                );
+            expectBitwiseEqual(
+              `${dtype} ${JSON.stringify(shape)} head ${g} of each group`,
+              alone,
+              expected,
+              alone.length,
+            );
+          }
+        }
+      });
+  });
