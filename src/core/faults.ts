@@ -169,6 +169,10 @@ export const FAULT_NAMES = [
    * the budget does not split, waits steps behind it instead of riding this one.
    */
   'budget-closes-admission',
+  /** A GGUF's weights map is mapped writable (copy-on-write) instead of read-only: a stray write changes the weights in use instead of faulting. */
+  'writable-weights-map',
+  /** `serve` / `up` start without checking that weights, KV pool and activations fit the machine's memory (`tessera plan`'s memory rows). */
+  'skip-memory-check',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

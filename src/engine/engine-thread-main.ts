@@ -36,7 +36,8 @@ async function main(): Promise<void> {
   assert(port !== null, 'engine-thread-main.ts runs as a worker thread');
   const data = workerData as EngineThreadData;
   const started = performance.now();
-  const model = await loadModel(data.spec, { cacheDir: data.cacheDir });
+  // Mapped here, in the thread that reads the weights: a mapping's ArrayBuffer cannot be transferred.
+  const model = await loadModel(data.spec, { cacheDir: data.cacheDir, weights: data.weights });
   const { config } = model;
   const { dense, ops } = await createKernels(data.kernels, data.threads);
   const weights = await prepareWeights(config, model.tensors, dense, ops);
@@ -76,6 +77,8 @@ async function main(): Promise<void> {
     kernels: engineKernels(data.kernels, dense, ops, data.threads),
     prepareMs: performance.now() - started,
     weightBytesPerToken: weights.bytesPerToken,
+    weightBytes: weights.bytes,
+    weightsFile: { how: model.source.weights, fellBack: model.source.weightsFellBack },
     logits,
   };
   port.postMessage(ready);

@@ -1,10 +1,88 @@
-// Reading model files whole into memory (Node has no mmap): one Buffer per file, from which
-// loaders hand out zero-copy views. Every failure (missing, a directory, unreadable, too
-// large for one Buffer) is a ModelLoadError naming the file; this file never parses anything.
+// Model files as bytes: read whole into memory (one Buffer per file), or, for a GGUF's weights,
+// mapped read-only from the page cache (openModelFile: the native addon's mmap, where it loads;
+// else read, and it says why), from which loaders hand out zero-copy views. Every failure
+// (missing, a directory, unreadable, too large) is a ModelLoadError naming the file; this file
+// never parses anything and never writes through a mapping.
 import { constants as bufferConstants } from 'node:buffer';
 import { open, readFile, stat } from 'node:fs/promises';
-import { ModelLoadError } from '../core/index.js';
+import { ModelLoadError, NO_FAULTS, type FaultSet } from '../core/index.js';
+import { mapFileReadOnly } from '../kernels/index.js';
 import { parseJsonObject, type JsonObject } from './json-fields.js';
+
+/**
+ * A file's bytes: a Uint8Array, or a mapping's (or a large read's) ArrayBuffer, which may hold
+ * more than the 2^32 - 1 bytes one Uint8Array can view in Node 20 (readers view it in pieces).
+ */
+export interface FileBytes {
+  readonly buffer: ArrayBufferLike;
+  readonly byteOffset: number;
+  readonly byteLength: number;
+}
+
+/** How a GGUF's weights reach the kernels' prepare (--weights). */
+export type WeightsMode = 'mmap' | 'copy';
+export const WEIGHTS_MODES: readonly WeightsMode[] = ['mmap', 'copy'];
+
+export interface ModelFile {
+  readonly bytes: FileBytes;
+  /** What was done: mapped, or read into this process's memory. */
+  readonly how: WeightsMode;
+  /** Why `mmap` was asked for and the file was read instead (no addon here); null otherwise. */
+  readonly fellBack: string | null;
+}
+
+/**
+ * A model file's bytes the way `mode` asks: mapped read-only (a write through the map faults;
+ * `writable-weights-map` maps it copy-on-write, the negative control), or read whole. Where the
+ * native addon does not load (no compiler, another OS), `mmap` falls back to reading and says why.
+ */
+export async function openModelFile(path: string, mode: WeightsMode, faults: FaultSet = NO_FAULTS): Promise<ModelFile> {
+  if (mode === 'copy') return { bytes: await readLargeFile(path), how: 'copy', fellBack: null };
+  try {
+    await stat(path);
+  } catch (error) {
+    throw new ModelLoadError(path, describe(error), error);
+  }
+  let mapped: ReturnType<typeof mapFileReadOnly>;
+  try {
+    mapped = mapFileReadOnly(path, faults.has('writable-weights-map'));
+  } catch (error) {
+    throw new ModelLoadError(path, error instanceof Error ? error.message : String(error), error);
+  }
+  if ('why' in mapped) return { bytes: await readLargeFile(path), how: 'copy', fellBack: mapped.why };
+  return {
+    bytes: { buffer: mapped.buffer, byteOffset: 0, byteLength: mapped.buffer.byteLength },
+    how: 'mmap',
+    fellBack: null,
+  };
+}
+
+/** The whole file in one ArrayBuffer, read in pieces of at most 1 GiB (no 4 GiB limit as for one Buffer). */
+async function readLargeFile(path: string): Promise<FileBytes> {
+  let handle;
+  try {
+    handle = await open(path, 'r');
+  } catch (error) {
+    throw new ModelLoadError(path, describe(error), error);
+  }
+  try {
+    const size = (await handle.stat()).size;
+    const buffer = new ArrayBuffer(size);
+    let at = 0;
+    while (at < size) {
+      const piece = new Uint8Array(buffer, at, Math.min(size - at, 1 << 30));
+      const { bytesRead } = await handle.read(piece, 0, piece.byteLength, at);
+      if (bytesRead === 0) throw new ModelLoadError(path, `shrank while being read (${at} of ${size} bytes)`);
+      at += bytesRead;
+    }
+    return { buffer, byteOffset: 0, byteLength: size };
+  } catch (error) {
+    if (error instanceof ModelLoadError) throw error;
+    throw new ModelLoadError(path, describe(error), error);
+  } finally {
+    await handle.close();
+  }
+}
 
 function describe(error: unknown): string {
   const code = (error as { code?: unknown }).code;

@@ -1,8 +1,9 @@
-// Parse a GGUF v2/v3 file held in memory: metadata, tensor infos and the data section.
+// Parse a GGUF v2/v3 file held in memory (read, or mapped: files.ts): metadata, tensor infos and the data section.
 // Every read is bounds-checked, so a corrupt or truncated file gives one ModelLoadError naming
 // the file, what was being read and where, never a RangeError from inside a DataView.
 // It hands out zero-copy views of tensor bytes; it must never copy or convert tensor data.
 import { ModelLoadError } from '../core/index.js';
+import type { FileBytes } from './files.js';
 import {
   GGML_BLOCK,
   GGML_MAX_DIMS,
@@ -37,7 +38,8 @@ export interface GgufFile {
   readonly metadata: ReadonlyMap<string, GgufValue>;
   readonly tensors: readonly GgufTensorInfo[];
   readonly dataOffset: number;
-  readonly bytes: Uint8Array;
+  /** The whole file (a mapping's ArrayBuffer may be larger than one Uint8Array can view). */
+  readonly bytes: FileBytes;
 }
 
 /** Smallest possible encodings, to reject absurd counts before looping over them. */
@@ -62,10 +64,10 @@ const SCALAR_BY_CODE: ReadonlyMap<number, GgufScalarType> = new Map(
   GGUF_SCALAR_TYPES.map((t) => [GGUF_TYPE_CODE[t], t]),
 );
 
-export function readGguf(bytes: Uint8Array, file: string): GgufFile {
+export function readGguf(bytes: FileBytes, file: string): GgufFile {
   const c = new Cursor(bytes, file);
   if (bytes.byteLength < 4 || c.u32('magic') !== GGUF_MAGIC) {
-    const got = Buffer.from(bytes.subarray(0, 4)).toString('latin1');
+    const got = Buffer.from(bytes.buffer, bytes.byteOffset, Math.min(4, bytes.byteLength)).toString('latin1');
     throw new ModelLoadError(file, `not a GGUF file: bad magic ${JSON.stringify(got)} (expected "GGUF")`);
   }
   const version = c.u32('version');
@@ -128,8 +130,17 @@ export function ggufTensorBytes(gguf: GgufFile, info: GgufTensorInfo): Uint8Arra
       `tensor ${info.name} has type ${ggmlTypeName(info.ggmlType)}, which Tessera cannot read`,
     );
   }
-  return gguf.bytes.subarray(info.fileOffset, info.fileOffset + info.byteLength);
+  if (info.byteLength > MAX_VIEW_BYTES) {
+    throw new ModelLoadError(
+      gguf.file,
+      `tensor ${info.name} holds ${info.byteLength} bytes; Tessera views at most ${MAX_VIEW_BYTES} bytes per tensor`,
+    );
+  }
+  return new Uint8Array(gguf.bytes.buffer, gguf.bytes.byteOffset + info.fileOffset, info.byteLength);
 }
+
+/** The most bytes one Uint8Array views in Node 20. */
+const MAX_VIEW_BYTES = 2 ** 32 - 1;
 
 function readAlignment(metadata: ReadonlyMap<string, GgufValue>, file: string): number {
   const v = metadata.get('general.alignment');
@@ -162,11 +173,11 @@ function tensorByteLength(ne: readonly number[], ggmlType: number, name: string,
 /** A bounds-checked little-endian reader. */
 class Cursor {
   readonly #view: DataView;
-  readonly #bytes: Uint8Array;
+  readonly #bytes: FileBytes;
   readonly #file: string;
   position = 0;
 
-  constructor(bytes: Uint8Array, file: string) {
+  constructor(bytes: FileBytes, file: string) {
     this.#bytes = bytes;
     this.#view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     this.#file = file;

@@ -30,6 +30,7 @@ export {
   NativeDense,
   nativeArgmax,
   nativeAvailability,
+  mapFileReadOnly,
   nativeVariant,
   nativeVariantsHere,
   selectNativeVariant,

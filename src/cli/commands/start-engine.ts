@@ -12,7 +12,7 @@ import { availableParallelism } from 'node:os';
 import { PROMPT_LOGIT_ROWS } from '../../core/index.js';
 import { summarizeKernelPlan } from '../../kernels/index.js';
 import type { ServeConfig } from '../config.js';
-import { createThreadedEngine, type ThreadedEngine, DraftModel } from '../../engine/index.js';
+import { createThreadedEngine, describeWeights, type ThreadedEngine, DraftModel } from '../../engine/index.js';
 import { loadModelInfo, type ModelInfo } from '../../model/index.js';
 import { checkDraftVocabulary, readModelConfig } from '../config-model.js';
 import { planPool, startupCheckError, type PoolPlan } from '../config-pool.js';
@@ -50,6 +50,7 @@ export async function startEngine(config: ServeConfig, log: (line: string) => vo
   );
   const kernels = summarizeKernelPlan(engine.kernels.plan);
   if (engine.kernels.plan.fellBack !== null) log(`kernels: ${kernels} (${engine.kernels.plan.fellBack})`);
+  log(describeWeights(engine.weightsFile, engine.weightBytes, engine.kernels.dense));
   if (draftSpec === null) return { plan, model, engine, kernels };
   const drafter = await startDraftModel(config, draftSpec, plan, log).catch(async (error: unknown) => {
     await engine.dispose();
@@ -83,6 +84,7 @@ function startThreadedEngine(
       spec,
       cacheDir: config.home,
       kernels: config.kernels,
+      weights: config.weights,
       deterministic: config.deterministic,
       kvPages: plan.numPages,
       pageSize: plan.pageSize,

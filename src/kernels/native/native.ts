@@ -55,6 +55,12 @@ export interface Addon {
   helperChunks(): number;
   /** The lowest index of the largest value, NaN never chosen; -1 when none is above -infinity (argmax.c). */
   argmax(x: Float32Array): number;
+  /**
+   * The whole file mapped MAP_PRIVATE, PROT_READ (writable 1: the `writable-weights-map` fault point's
+   * PROT_READ | PROT_WRITE, copy-on-write); unmapped when collected (mapfile.c). Its buffer spans the
+   * file; the view covers at most its first 2^32 - 1 bytes.
+   */
+  mapFile(path: string, writable: 0 | 1): Uint8Array;
   /** Zeroed memory the addon owns, 2 MiB aligned, advised to use huge pages (dense.c). */
   alloc(bytes: number): Uint8Array;
   /**
@@ -148,6 +154,19 @@ export function nativeArgmax(): ((x: Float32Array) => number) | null {
   if (!('addon' in found)) return null;
   const { addon } = found;
   return (x) => addon.argmax(x);
+}
+
+/**
+ * `path` mapped read-only into this thread's address space (mapfile.c): an ArrayBuffer over the
+ * whole file, unmapped when collected (so it cannot be transferred: each thread maps its own), or
+ * why it cannot be mapped here (the addon not built or not loadable; the caller reads the file
+ * instead). A write through it faults; `writable` (a fault point's, tests only) maps it
+ * copy-on-write instead. Throws the addon's error (open, stat, mmap) for a file it cannot map.
+ */
+export function mapFileReadOnly(path: string, writable = false): { buffer: ArrayBuffer } | { why: string } {
+  const found = nativeAvailability();
+  if (!('addon' in found)) return { why: found.why };
+  return { buffer: found.addon.mapFile(path, writable ? 1 : 0).buffer as ArrayBuffer };
 }
 
 /** The variant the addon uses now, or null when it cannot be used here. */

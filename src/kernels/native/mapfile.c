@@ -1,0 +1,81 @@
+// A read-only memory map of a model file as an external ArrayBuffer (native.ts: mapFileReadOnly):
+// the weights are used where they lie in the page cache instead of being copied into the
+// process. The mapping is PROT_READ: a write through it faults (SIGSEGV) rather than changing
+// the file or the weights. The finalizer unmaps when the ArrayBuffer is collected, so a view of
+// it must stay referenced while anything reads it (a mapping cannot be transferred between
+// threads: each thread maps its own). It never writes through the mapping and never keeps the
+// file descriptor past the call.
+#include <errno.h>
+#include <fcntl.h>
+#include <node_api.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void unmapFile(napi_env env, void* data, void* hint) {
+  (void)env;
+  munmap(data, (size_t)(uintptr_t)hint);
+}
+
+// The caller (native.ts) names the file; the message says what failed and why.
+static napi_value fail(napi_env env, const char* what, int err) {
+  char message[256];
+  snprintf(message, sizeof message, "%s (%s)", what, strerror(err));
+  napi_throw_error(env, NULL, message);
+  return NULL;
+}
+
+// mapFile(path: string, writable: 0 | 1): a Uint8Array over the whole file, mapped MAP_PRIVATE
+// and PROT_READ (writable 1, the `writable-weights-map` fault point only: PROT_READ | PROT_WRITE,
+// copy-on-write, so a write changes this process's view and never the file). Files of more than
+// 2^32 - 1 bytes: an ArrayBuffer the caller views in pieces (the Uint8Array covers its start).
+napi_value tesseraMapFile(napi_env env, napi_callback_info info) {
+  size_t argc = 2, pathLength = 0;
+  napi_value argv[2], ab, out;
+  int32_t writable = 0;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 2 ||
+      napi_get_value_string_utf8(env, argv[0], NULL, 0, &pathLength) != napi_ok ||
+      napi_get_value_int32(env, argv[1], &writable) != napi_ok || pathLength == 0 || pathLength > 4096) {
+    napi_throw_type_error(env, NULL, "mapFile(path, writable): bad arguments");
+    return NULL;
+  }
+  char path[4097];
+  if (napi_get_value_string_utf8(env, argv[0], path, sizeof path, &pathLength) != napi_ok) return NULL;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fail(env, "cannot open", errno);
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int err = errno;
+    close(fd);
+    return fail(env, "cannot stat", err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return fail(env, "cannot map: not a regular file", EINVAL);
+  }
+  size_t bytes = (size_t)st.st_size;
+  void* base = NULL;
+  if (bytes > 0) {
+    base = mmap(NULL, bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_PRIVATE, fd, 0);
+    if (base == MAP_FAILED) {
+      int err = errno;
+      close(fd);
+      return fail(env, "cannot map", err);
+    }
+  }
+  close(fd);
+  if (bytes == 0) {
+    if (napi_create_arraybuffer(env, 0, NULL, &ab) != napi_ok) return NULL;
+  } else if (napi_create_external_arraybuffer(env, base, bytes, unmapFile, (void*)(uintptr_t)bytes, &ab) != napi_ok) {
+    munmap(base, bytes);
+    napi_throw_error(env, NULL, "mapFile: cannot wrap the mapping in an ArrayBuffer");
+    return NULL;
+  }
+  size_t viewLength = bytes > 0xFFFFFFFFu ? 0xFFFFFFFFu : bytes;
+  if (napi_create_typedarray(env, napi_uint8_array, viewLength, ab, 0, &out) != napi_ok) return NULL;
+  return out;
+}
