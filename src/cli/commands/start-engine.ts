@@ -16,6 +16,7 @@ import { createThreadedEngine, describeWeights, type ThreadedEngine, DraftModel 
 import { loadModelInfo, type ModelInfo } from '../../model/index.js';
 import { checkDraftVocabulary, readModelConfig } from '../config-model.js';
 import { planPool, startupCheckError, type PoolPlan } from '../config-pool.js';
+import { memoryCheckError, planMemory, readWeightsOnDisk } from '../config-memory.js';
 import { progressDisplay } from './gen-model.js';
 
 export interface StartedEngine {
@@ -29,11 +30,22 @@ export interface StartedEngine {
 }
 
 export async function startEngine(config: ServeConfig, log: (line: string) => void): Promise<StartedEngine> {
-  const plan = planPool(await readModelConfig(config.model, config.home), config.pool);
+  const modelConfig = await readModelConfig(config.model, config.home);
+  const plan = planPool(modelConfig, config.pool);
   const refusal = startupCheckError(plan);
   if (refusal !== undefined) {
     if (!config.faults.has('skip-startup-check')) throw refusal;
     log(`start-up check skipped (fault skip-startup-check): ${refusal.message}`);
+  }
+  // Weights, KV pool and activations against the machine's memory (`tessera plan`'s numbers).
+  const memory = planMemory(modelConfig, await readWeightsOnDisk(config.model, config.home, config.weights), plan, {
+    maxStepTokens: config.chunkedPrefillSize,
+    maxStepLogits: config.maxRunningRequests + PROMPT_LOGIT_ROWS,
+  });
+  const tooBig = memoryCheckError(memory);
+  if (tooBig !== undefined) {
+    if (!config.faults.has('skip-memory-check')) throw tooBig;
+    log(`memory check skipped (fault skip-memory-check): ${tooBig.message}`);
   }
   const display = progressDisplay(process.stderr);
   const model = await loadModelInfo(config.model, { cacheDir: config.home, onProgress: display.update });
