@@ -13,7 +13,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { assert } from '../core/index.js';
 import { allocateActivations } from './activations.js';
-import { createKernels } from '../kernels/index.js';
+import { createKernels, releaseMappedPages } from '../kernels/index.js';
 import { allocKvView, engineKernels } from './engine.js';
 import {
   stepInputViews,
@@ -41,6 +41,10 @@ async function main(): Promise<void> {
   const { config } = model;
   const { dense, ops } = await createKernels(data.kernels, data.threads);
   const weights = await prepareWeights(config, model.tensors, dense, ops);
+  const fingerprint = modelFingerprint(model);
+  // Mapped: every matrix now lives repacked in the kernels' memory; the file's pages leave this
+  // process's RSS (they stay in the page cache; an embedding row read later faults back in).
+  if (model.source.weights === 'mmap') releaseMappedPages(weights.embed.data.buffer as ArrayBuffer);
   const shape = {
     numPages: data.kvPages,
     pageSize: data.pageSize,
@@ -73,7 +77,7 @@ async function main(): Promise<void> {
     kvByteOffset: kv.byteOffset,
     kvLength: kv.length,
     config,
-    fingerprint: modelFingerprint(model),
+    fingerprint,
     kernels: engineKernels(data.kernels, dense, ops, data.threads),
     prepareMs: performance.now() - started,
     weightBytesPerToken: weights.bytesPerToken,

@@ -31,6 +31,7 @@ export {
   nativeArgmax,
   nativeAvailability,
   mapFileReadOnly,
+  releaseMappedPages,
   nativeVariant,
   nativeVariantsHere,
   selectNativeVariant,

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <node_api.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,4 +79,25 @@ napi_value tesseraMapFile(napi_env env, napi_callback_info info) {
   size_t viewLength = bytes > 0xFFFFFFFFu ? 0xFFFFFFFFu : bytes;
   if (napi_create_typedarray(env, napi_uint8_array, viewLength, ab, 0, &out) != napi_ok) return NULL;
   return out;
+}
+
+// releaseFilePages(buffer: ArrayBuffer): drops this process's page-table entries for a mapping
+// from mapFile (madvise MADV_DONTNEED over the whole of it) once its bytes were repacked: the pages
+// stay in the page cache (reclaimable, shared), the process's RSS no longer counts them, and a later
+// read (an embedding row) faults the page back in from the cache. Never changes a byte.
+napi_value tesseraReleaseFilePages(napi_env env, napi_callback_info info) {
+  size_t argc = 1, bytes = 0;
+  napi_value argv[1];
+  void* data = NULL;
+  bool external = false;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 1 ||
+      napi_is_arraybuffer(env, argv[0], &external) != napi_ok || !external ||
+      napi_get_arraybuffer_info(env, argv[0], &data, &bytes) != napi_ok) {
+    napi_throw_type_error(env, NULL, "releaseFilePages(buffer): bad arguments");
+    return NULL;
+  }
+  long page = sysconf(_SC_PAGESIZE);
+  if (bytes > 0 && ((uintptr_t)data % (uintptr_t)page != 0 || madvise(data, bytes, MADV_DONTNEED) != 0))
+    return fail(env, "cannot release the mapping's pages", errno == 0 ? EINVAL : errno);
+  return NULL;
 }

@@ -61,6 +61,8 @@ export interface Addon {
    * file; the view covers at most its first 2^32 - 1 bytes.
    */
   mapFile(path: string, writable: 0 | 1): Uint8Array;
+  /** Drops this process's pages of a mapFile buffer (MADV_DONTNEED); they stay in the page cache. */
+  releaseFilePages(buffer: ArrayBuffer): void;
   /** Zeroed memory the addon owns, 2 MiB aligned, advised to use huge pages (dense.c). */
   alloc(bytes: number): Uint8Array;
   /**
@@ -167,6 +169,16 @@ export function mapFileReadOnly(path: string, writable = false): { buffer: Array
   const found = nativeAvailability();
   if (!('addon' in found)) return { why: found.why };
   return { buffer: found.addon.mapFile(path, writable ? 1 : 0).buffer as ArrayBuffer };
+}
+
+/**
+ * After a mapping's bytes were repacked: this process's resident pages of it are dropped (they
+ * stay in the page cache; a later read faults one back in). Never changes a byte.
+ */
+export function releaseMappedPages(buffer: ArrayBuffer): void {
+  const found = nativeAvailability();
+  assert('addon' in found, 'releaseMappedPages: only a mapFileReadOnly buffer has pages to release');
+  found.addon.releaseFilePages(buffer);
 }
 
 /** The variant the addon uses now, or null when it cannot be used here. */
