@@ -44,7 +44,7 @@ async function main(): Promise<void> {
   const fingerprint = modelFingerprint(model);
   // Mapped: every matrix now lives repacked in the kernels' memory; the file's pages leave this
   // process's RSS (they stay in the page cache; an embedding row read later faults back in).
-  if (model.source.weights === 'mmap') releaseMappedPages(weights.embed.data.buffer as ArrayBuffer);
+  for (const buffer of model.mappedBuffers) releaseMappedPages(buffer);
   const shape = {
     numPages: data.kvPages,
     pageSize: data.pageSize,

@@ -6,17 +6,49 @@
 import { constants as bufferConstants } from 'node:buffer';
 import { open, readFile, stat } from 'node:fs/promises';
 import { ModelLoadError, NO_FAULTS, type FaultSet } from '../core/index.js';
-import { mapFileReadOnly } from '../kernels/index.js';
+import { mapFileReadOnly, PIECE_STRIDE, type MappedPiece } from '../kernels/index.js';
 import { parseJsonObject, type JsonObject } from './json-fields.js';
 
 /**
- * A file's bytes: a Uint8Array, or a mapping's (or a large read's) ArrayBuffer, which may hold
- * more than the 2^32 - 1 bytes one Uint8Array can view in Node 20 (readers view it in pieces).
+ * A file's bytes, viewed zero-copy: one Uint8Array (a read), or a mapping's pieces (a file over
+ * 4 GiB is mapped in overlapping pieces: Node 20 views at most 2^32 - 1 bytes with one array).
  */
 export interface FileBytes {
-  readonly buffer: ArrayBufferLike;
-  readonly byteOffset: number;
   readonly byteLength: number;
+  /** `length` bytes from `offset`; a RangeError past the end (readers check extents first). */
+  view(offset: number, length: number): Uint8Array;
+}
+
+/** A Uint8Array as FileBytes. */
+export function fileBytesOf(bytes: Uint8Array): FileBytes {
+  return {
+    byteLength: bytes.byteLength,
+    view: (offset, length) => {
+      if (offset < 0 || offset + length > bytes.byteLength)
+        throw new RangeError(`bytes ${offset}..${offset + length} past ${bytes.byteLength}`);
+      return bytes.subarray(offset, offset + length);
+    },
+  };
+}
+
+/** An ArrayBuffer of any size (a large read) as FileBytes. */
+function fileBytesOfBuffer(buffer: ArrayBuffer): FileBytes {
+  return { byteLength: buffer.byteLength, view: (offset, length) => new Uint8Array(buffer, offset, length) };
+}
+
+/** A mapping's pieces (native.ts mapFileReadOnly) as FileBytes: a range is viewed in the piece that holds it whole. */
+function fileBytesOfPieces(pieces: readonly MappedPiece[], size: number): FileBytes {
+  return {
+    byteLength: size,
+    view: (offset, length) => {
+      const piece = pieces[Math.min(Math.floor(offset / PIECE_STRIDE), pieces.length - 1)]!;
+      if (offset + length > piece.start + piece.buffer.byteLength)
+        throw new RangeError(
+          `bytes ${offset}..${offset + length} span two mapped pieces (at most ${PIECE_STRIDE} bytes each)`,
+        );
+      return new Uint8Array(piece.buffer, offset - piece.start, length);
+    },
+  };
 }
 
 /** How a GGUF's weights reach the kernels' prepare (--weights). */
@@ -29,6 +61,8 @@ export interface ModelFile {
   readonly how: WeightsMode;
   /** Why `mmap` was asked for and the file was read instead (no addon here); null otherwise. */
   readonly fellBack: string | null;
+  /** The mapping's buffers (releaseMappedPages drops their resident pages); none when read. */
+  readonly mapped: readonly ArrayBuffer[];
 }
 
 /**
@@ -37,23 +71,25 @@ export interface ModelFile {
  * native addon does not load (no compiler, another OS), `mmap` falls back to reading and says why.
  */
 export async function openModelFile(path: string, mode: WeightsMode, faults: FaultSet = NO_FAULTS): Promise<ModelFile> {
-  if (mode === 'copy') return { bytes: await readLargeFile(path), how: 'copy', fellBack: null };
+  if (mode === 'copy') return { bytes: await readLargeFile(path), how: 'copy', fellBack: null, mapped: [] };
+  let size: number;
   try {
-    await stat(path);
+    size = (await stat(path)).size;
   } catch (error) {
     throw new ModelLoadError(path, describe(error), error);
   }
   let mapped: ReturnType<typeof mapFileReadOnly>;
   try {
-    mapped = mapFileReadOnly(path, faults.has('writable-weights-map'));
+    mapped = mapFileReadOnly(path, size, faults.has('writable-weights-map'));
   } catch (error) {
     throw new ModelLoadError(path, error instanceof Error ? error.message : String(error), error);
   }
-  if ('why' in mapped) return { bytes: await readLargeFile(path), how: 'copy', fellBack: mapped.why };
+  if ('why' in mapped) return { bytes: await readLargeFile(path), how: 'copy', fellBack: mapped.why, mapped: [] };
   return {
-    bytes: { buffer: mapped.buffer, byteOffset: 0, byteLength: mapped.buffer.byteLength },
+    bytes: fileBytesOfPieces(mapped.pieces, size),
     how: 'mmap',
     fellBack: null,
+    mapped: mapped.pieces.map((p) => p.buffer),
   };
 }
 
@@ -75,7 +111,7 @@ async function readLargeFile(path: string): Promise<FileBytes> {
       if (bytesRead === 0) throw new ModelLoadError(path, `shrank while being read (${at} of ${size} bytes)`);
       at += bytesRead;
     }
-    return { buffer, byteOffset: 0, byteLength: size };
+    return fileBytesOfBuffer(buffer);
   } catch (error) {
     if (error instanceof ModelLoadError) throw error;
     throw new ModelLoadError(path, describe(error), error);

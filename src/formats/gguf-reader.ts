@@ -3,7 +3,7 @@
 // the file, what was being read and where, never a RangeError from inside a DataView.
 // It hands out zero-copy views of tensor bytes; it must never copy or convert tensor data.
 import { ModelLoadError } from '../core/index.js';
-import type { FileBytes } from './files.js';
+import { fileBytesOf, type FileBytes } from './files.js';
 import {
   GGML_BLOCK,
   GGML_MAX_DIMS,
@@ -64,10 +64,12 @@ const SCALAR_BY_CODE: ReadonlyMap<number, GgufScalarType> = new Map(
   GGUF_SCALAR_TYPES.map((t) => [GGUF_TYPE_CODE[t], t]),
 );
 
-export function readGguf(bytes: FileBytes, file: string): GgufFile {
-  const c = new Cursor(bytes, file);
+export function readGguf(source: Uint8Array | FileBytes, file: string): GgufFile {
+  const bytes = source instanceof Uint8Array ? fileBytesOf(source) : source;
+  // The header lies in the first 2 GiB (one view; a mapping's first piece holds at least that much).
+  const c = new Cursor(bytes.view(0, Math.min(bytes.byteLength, 2 ** 31)), file);
   if (bytes.byteLength < 4 || c.u32('magic') !== GGUF_MAGIC) {
-    const got = Buffer.from(bytes.buffer, bytes.byteOffset, Math.min(4, bytes.byteLength)).toString('latin1');
+    const got = Buffer.from(bytes.view(0, Math.min(4, bytes.byteLength))).toString('latin1');
     throw new ModelLoadError(file, `not a GGUF file: bad magic ${JSON.stringify(got)} (expected "GGUF")`);
   }
   const version = c.u32('version');
@@ -136,7 +138,7 @@ export function ggufTensorBytes(gguf: GgufFile, info: GgufTensorInfo): Uint8Arra
       `tensor ${info.name} holds ${info.byteLength} bytes; Tessera views at most ${MAX_VIEW_BYTES} bytes per tensor`,
     );
   }
-  return new Uint8Array(gguf.bytes.buffer, gguf.bytes.byteOffset + info.fileOffset, info.byteLength);
+  return gguf.bytes.view(info.fileOffset, info.byteLength);
 }
 
 /** The most bytes one Uint8Array views in Node 20. */
@@ -173,11 +175,11 @@ function tensorByteLength(ne: readonly number[], ggmlType: number, name: string,
 /** A bounds-checked little-endian reader. */
 class Cursor {
   readonly #view: DataView;
-  readonly #bytes: FileBytes;
+  readonly #bytes: Uint8Array;
   readonly #file: string;
   position = 0;
 
-  constructor(bytes: FileBytes, file: string) {
+  constructor(bytes: Uint8Array, file: string) {
     this.#bytes = bytes;
     this.#view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     this.#file = file;

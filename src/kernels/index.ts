@@ -31,6 +31,8 @@ export {
   nativeArgmax,
   nativeAvailability,
   mapFileReadOnly,
+  type MappedPiece,
+  PIECE_STRIDE,
   releaseMappedPages,
   nativeVariant,
   nativeVariantsHere,

@@ -63,6 +63,8 @@ export interface LoadedModel {
   readonly tokenizer: Tokenizer;
   readonly chatTemplate: ChatTemplate;
   readonly source: ModelSource;
+  /** A mapped GGUF's buffers (their resident pages may be released once repacked); none when read. */
+  readonly mappedBuffers: readonly ArrayBuffer[];
 }
 
 export type LoadOptions = Partial<BuiltinOptions> & {
@@ -73,7 +75,7 @@ export type LoadOptions = Partial<BuiltinOptions> & {
 };
 
 /** A model without its weights: what a router needs to template, tokenize and check lengths. */
-export type ModelInfo = Omit<LoadedModel, 'tensors'>;
+export type ModelInfo = Omit<LoadedModel, 'tensors' | 'mappedBuffers'>;
 
 export async function loadModel(spec: string, options: LoadOptions = {}): Promise<LoadedModel> {
   return (await load(spec, options, true)) as LoadedModel;
@@ -136,6 +138,7 @@ async function loadHfDirectory(spec: string, dir: string, withWeights: boolean):
   return {
     config,
     tensors: gemma3NormsFromHf(config, weights.tensors),
+    mappedBuffers: [],
     tokenizer,
     chatTemplate,
     source: { ...source, files: weights.files },
@@ -177,7 +180,7 @@ async function loadGgufFile(
   } as const;
   return tensors === null
     ? { config, tokenizer, chatTemplate, source }
-    : { config, tensors, tokenizer, chatTemplate, source };
+    : { config, tensors, tokenizer, chatTemplate, source, mappedBuffers: opened.mapped };
 }
 
 /**

@@ -23,8 +23,8 @@ function writeThroughMap(path: string, fault: 'writable-weights-map' | null): Re
     `const faults = new FaultSet(${JSON.stringify(fault === null ? [] : [fault])});`,
     `const opened = await openModelFile(${JSON.stringify(path)}, 'mmap', faults);`,
     `if (opened.how !== 'mmap') process.exit(3);`,
-    `new Uint8Array(opened.bytes.buffer)[0] = 0x58;`,
-    `process.stdout.write('wrote ' + String.fromCharCode(new Uint8Array(opened.bytes.buffer)[0]));`,
+    `opened.bytes.view(0, 1)[0] = 0x58;`,
+    `process.stdout.write('wrote ' + String.fromCharCode(opened.bytes.view(0, 1)[0]));`,
   ].join('\n');
   return spawnSync(
     process.execPath,

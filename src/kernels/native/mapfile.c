@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <node_api.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,9 +18,44 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+// Live mappings (this process, every thread): releaseFilePages acts only on one of these, so it
+// can never zero anonymous memory (MADV_DONTNEED on an ordinary buffer would).
+#define MAX_MAPPINGS 1024
+static struct {
+  void* base;
+  size_t bytes;
+} mappings[MAX_MAPPINGS];
+static pthread_mutex_t mappingsLock = PTHREAD_MUTEX_INITIALIZER;
+
+static int remember(void* base, size_t bytes) {
+  int ok = 0;
+  pthread_mutex_lock(&mappingsLock);
+  for (int i = 0; i < MAX_MAPPINGS && !ok; i++)
+    if (mappings[i].base == NULL) {
+      mappings[i].base = base;
+      mappings[i].bytes = bytes;
+      ok = 1;
+    }
+  pthread_mutex_unlock(&mappingsLock);
+  return ok;
+}
+
+static int isMapping(void* base, size_t bytes) {
+  int found = 0;
+  pthread_mutex_lock(&mappingsLock);
+  for (int i = 0; i < MAX_MAPPINGS && !found; i++) found = mappings[i].base == base && mappings[i].bytes == bytes;
+  pthread_mutex_unlock(&mappingsLock);
+  return found;
+}
+
 static void unmapFile(napi_env env, void* data, void* hint) {
   (void)env;
-  munmap(data, (size_t)(uintptr_t)hint);
+  size_t bytes = (size_t)(uintptr_t)hint;
+  pthread_mutex_lock(&mappingsLock);
+  for (int i = 0; i < MAX_MAPPINGS; i++)
+    if (mappings[i].base == data) mappings[i].base = NULL;
+  pthread_mutex_unlock(&mappingsLock);
+  munmap(data, bytes);
 }
 
 // The caller (native.ts) names the file; the message says what failed and why.
@@ -30,18 +66,24 @@ static napi_value fail(napi_env env, const char* what, int err) {
   return NULL;
 }
 
-// mapFile(path: string, writable: 0 | 1): a Uint8Array over the whole file, mapped MAP_PRIVATE
-// and PROT_READ (writable 1, the `writable-weights-map` fault point only: PROT_READ | PROT_WRITE,
-// copy-on-write, so a write changes this process's view and never the file). Files of more than
-// 2^32 - 1 bytes: an ArrayBuffer the caller views in pieces (the Uint8Array covers its start).
+// mapFile(path: string, writable: 0 | 1, offset, length): a Uint8Array over bytes
+// [offset, offset + length) of the file (offset a multiple of the page size; length at most
+// 2^32, Node 20's limit for one ArrayBuffer made here: native.ts maps a larger file in
+// overlapping pieces), mapped MAP_PRIVATE and PROT_READ (writable 1, the `writable-weights-map`
+// fault point only: PROT_READ | PROT_WRITE, copy-on-write, so a write changes this process's view
+// and never the file).
 napi_value tesseraMapFile(napi_env env, napi_callback_info info) {
-  size_t argc = 2, pathLength = 0;
-  napi_value argv[2], ab, out;
+  size_t argc = 4, pathLength = 0;
+  napi_value argv[4], ab, out;
   int32_t writable = 0;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 2 ||
+  double offsetD = -1, lengthD = -1;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 4 ||
       napi_get_value_string_utf8(env, argv[0], NULL, 0, &pathLength) != napi_ok ||
-      napi_get_value_int32(env, argv[1], &writable) != napi_ok || pathLength == 0 || pathLength > 4096) {
-    napi_throw_type_error(env, NULL, "mapFile(path, writable): bad arguments");
+      napi_get_value_int32(env, argv[1], &writable) != napi_ok || napi_get_value_double(env, argv[2], &offsetD) != napi_ok ||
+      napi_get_value_double(env, argv[3], &lengthD) != napi_ok || pathLength == 0 || pathLength > 4096 ||
+      !(offsetD >= 0) || !(lengthD >= 0) || lengthD > 4294967296.0 ||
+      (uint64_t)offsetD % (uint64_t)sysconf(_SC_PAGESIZE) != 0) {
+    napi_throw_type_error(env, NULL, "mapFile(path, writable, offset, length): bad arguments");
     return NULL;
   }
   char path[4097];
@@ -58,10 +100,14 @@ napi_value tesseraMapFile(napi_env env, napi_callback_info info) {
     close(fd);
     return fail(env, "cannot map: not a regular file", EINVAL);
   }
-  size_t bytes = (size_t)st.st_size;
+  size_t offset = (size_t)offsetD, bytes = (size_t)lengthD;
+  if ((uint64_t)st.st_size < (uint64_t)offset + bytes) {
+    close(fd);
+    return fail(env, "cannot map past the end of the file", EINVAL);
+  }
   void* base = NULL;
   if (bytes > 0) {
-    base = mmap(NULL, bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_PRIVATE, fd, 0);
+    base = mmap(NULL, bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_PRIVATE, fd, (off_t)offset);
     if (base == MAP_FAILED) {
       int err = errno;
       close(fd);
@@ -71,8 +117,12 @@ napi_value tesseraMapFile(napi_env env, napi_callback_info info) {
   close(fd);
   if (bytes == 0) {
     if (napi_create_arraybuffer(env, 0, NULL, &ab) != napi_ok) return NULL;
-  } else if (napi_create_external_arraybuffer(env, base, bytes, unmapFile, (void*)(uintptr_t)bytes, &ab) != napi_ok) {
+  } else if (!remember(base, bytes)) {
     munmap(base, bytes);
+    napi_throw_error(env, NULL, "mapFile: too many live mappings");
+    return NULL;
+  } else if (napi_create_external_arraybuffer(env, base, bytes, unmapFile, (void*)(uintptr_t)bytes, &ab) != napi_ok) {
+    unmapFile(env, base, (void*)(uintptr_t)bytes);
     napi_throw_error(env, NULL, "mapFile: cannot wrap the mapping in an ArrayBuffer");
     return NULL;
   }
@@ -81,10 +131,11 @@ napi_value tesseraMapFile(napi_env env, napi_callback_info info) {
   return out;
 }
 
-// releaseFilePages(buffer: ArrayBuffer): drops this process's page-table entries for a mapping
+// releaseFilePages(buffer: ArrayBuffer) -> boolean: drops this process's page-table entries for a mapping
 // from mapFile (madvise MADV_DONTNEED over the whole of it) once its bytes were repacked: the pages
 // stay in the page cache (reclaimable, shared), the process's RSS no longer counts them, and a later
-// read (an embedding row) faults the page back in from the cache. Never changes a byte.
+// read (an embedding row) faults the page back in from the cache. Never changes a byte: a buffer
+// that is not a live mapping of mapFile's is left alone (false).
 napi_value tesseraReleaseFilePages(napi_env env, napi_callback_info info) {
   size_t argc = 1, bytes = 0;
   napi_value argv[1];
@@ -96,8 +147,9 @@ napi_value tesseraReleaseFilePages(napi_env env, napi_callback_info info) {
     napi_throw_type_error(env, NULL, "releaseFilePages(buffer): bad arguments");
     return NULL;
   }
-  long page = sysconf(_SC_PAGESIZE);
-  if (bytes > 0 && ((uintptr_t)data % (uintptr_t)page != 0 || madvise(data, bytes, MADV_DONTNEED) != 0))
-    return fail(env, "cannot release the mapping's pages", errno == 0 ? EINVAL : errno);
-  return NULL;
+  napi_value result;
+  int mapped = bytes > 0 && isMapping(data, bytes);
+  if (mapped && madvise(data, bytes, MADV_DONTNEED) != 0) return fail(env, "cannot release the mapping's pages", errno);
+  if (napi_get_boolean(env, mapped, &result) != napi_ok) return NULL;
+  return result;
 }

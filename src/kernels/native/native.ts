@@ -56,13 +56,13 @@ export interface Addon {
   /** The lowest index of the largest value, NaN never chosen; -1 when none is above -infinity (argmax.c). */
   argmax(x: Float32Array): number;
   /**
-   * The whole file mapped MAP_PRIVATE, PROT_READ (writable 1: the `writable-weights-map` fault point's
-   * PROT_READ | PROT_WRITE, copy-on-write); unmapped when collected (mapfile.c). Its buffer spans the
-   * file; the view covers at most its first 2^32 - 1 bytes.
+   * Bytes [offset, offset + length) of a file (offset page-aligned, length at most 2^32) mapped
+   * MAP_PRIVATE, PROT_READ (writable 1: the `writable-weights-map` fault point's PROT_READ |
+   * PROT_WRITE, copy-on-write); unmapped when collected (mapfile.c).
    */
-  mapFile(path: string, writable: 0 | 1): Uint8Array;
-  /** Drops this process's pages of a mapFile buffer (MADV_DONTNEED); they stay in the page cache. */
-  releaseFilePages(buffer: ArrayBuffer): void;
+  mapFile(path: string, writable: 0 | 1, offset: number, length: number): Uint8Array;
+  /** Drops this process's pages of a mapFile buffer (MADV_DONTNEED; false, nothing done, for any other buffer). */
+  releaseFilePages(buffer: ArrayBuffer): boolean;
   /** Zeroed memory the addon owns, 2 MiB aligned, advised to use huge pages (dense.c). */
   alloc(bytes: number): Uint8Array;
   /**
@@ -158,27 +158,48 @@ export function nativeArgmax(): ((x: Float32Array) => number) | null {
   return (x) => addon.argmax(x);
 }
 
+/** One mapped piece of a file: its bytes from `start` on. */
+export interface MappedPiece {
+  readonly start: number;
+  readonly buffer: ArrayBuffer;
+}
+
+/** Node 20 makes an external ArrayBuffer of at most 2^32 bytes: larger files are mapped in pieces. */
+const PIECE_BYTES = 2 ** 32 - 2 ** 16;
+/** Pieces start every 2 GiB and overlap by ~2 GiB, so any range of at most that much lies whole in one. */
+export const PIECE_STRIDE = 2 ** 31;
+
 /**
- * `path` mapped read-only into this thread's address space (mapfile.c): an ArrayBuffer over the
- * whole file, unmapped when collected (so it cannot be transferred: each thread maps its own), or
- * why it cannot be mapped here (the addon not built or not loadable; the caller reads the file
- * instead). A write through it faults; `writable` (a fault point's, tests only) maps it
+ * `path` (of `size` bytes) mapped read-only into this thread's address space (mapfile.c):
+ * ArrayBuffers over the file, one piece every PIECE_STRIDE bytes (one in all for a file of up
+ * to ~4 GiB), each unmapped when collected (so it cannot be transferred: each thread maps its
+ * own); or why it cannot be mapped here (the addon not built or not loadable: the caller reads
+ * the file instead). A write through it faults; `writable` (a fault point's, tests only) maps it
  * copy-on-write instead. Throws the addon's error (open, stat, mmap) for a file it cannot map.
  */
-export function mapFileReadOnly(path: string, writable = false): { buffer: ArrayBuffer } | { why: string } {
+export function mapFileReadOnly(
+  path: string,
+  size: number,
+  writable = false,
+): { pieces: readonly MappedPiece[] } | { why: string } {
   const found = nativeAvailability();
   if (!('addon' in found)) return { why: found.why };
-  return { buffer: found.addon.mapFile(path, writable ? 1 : 0).buffer as ArrayBuffer };
+  const pieces: MappedPiece[] = [];
+  for (let start = 0; start === 0 || start + PIECE_BYTES - PIECE_STRIDE < size; start += PIECE_STRIDE) {
+    const length = Math.min(size - start, PIECE_BYTES);
+    pieces.push({ start, buffer: found.addon.mapFile(path, writable ? 1 : 0, start, length).buffer as ArrayBuffer });
+  }
+  return { pieces };
 }
 
 /**
  * After a mapping's bytes were repacked: this process's resident pages of it are dropped (they
- * stay in the page cache; a later read faults one back in). Never changes a byte.
+ * stay in the page cache; a later read faults one back in). A buffer that is not a live mapping
+ * is left alone (false). Never changes a byte. A no-op where the addon does not load.
  */
-export function releaseMappedPages(buffer: ArrayBuffer): void {
+export function releaseMappedPages(buffer: ArrayBuffer): boolean {
   const found = nativeAvailability();
-  assert('addon' in found, 'releaseMappedPages: only a mapFileReadOnly buffer has pages to release');
-  found.addon.releaseFilePages(buffer);
+  return 'addon' in found && found.addon.releaseFilePages(buffer);
 }
 
 /** The variant the addon uses now, or null when it cannot be used here. */
