@@ -25,6 +25,7 @@ const UNITS = [
   ['dense.c', []],
   ['attention.c', []],
   ['argmax.c', []],
+  ['mapfile.c', []],
   ['dense-avx512.c', AVX512],
   ['attention-avx512.c', AVX512],
   ['dense-avx2.c', AVX2],

@@ -1,10 +1,10 @@
 // A model's config without its weights: what `tessera plan` and the start-up check need to size
-// the KV pool before anything large is read. Must never load tensors (a GGUF is read for its
-// header and metadata only as far as src/formats' reader needs).
+// the KV pool before anything large is read. Must never load tensors (a GGUF is mapped, and only
+// its header's pages are read; read whole where the native addon does not load).
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ConfigError, ModelLoadError } from '../core/index.js';
-import { configFromGguf, configFromHf, readGguf, type ModelConfig } from '../formats/index.js';
+import { configFromGguf, configFromHf, openModelFile, readGguf, type ModelConfig } from '../formats/index.js';
 import {
   isBuiltinSpec,
   loadModelInfo,
@@ -38,7 +38,7 @@ export async function readModelConfig(spec: string, cacheDir: string): Promise<M
       throw new ModelLoadError(file, 'must hold a JSON object');
     return configFromHf(json as Record<string, unknown>, file);
   }
-  return configFromGguf(readGguf(await readFile(path), path));
+  return configFromGguf(readGguf((await openModelFile(path, 'mmap')).bytes, path));
 }
 
 /**

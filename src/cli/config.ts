@@ -4,6 +4,7 @@
 // so every refusal (exit 2) is testable without a process.
 import { ConfigError, KV_DTYPES, type FaultSet, type KvDtype } from '../core/index.js';
 import { KERNEL_CHOICES, type KernelChoice } from '../kernels/index.js';
+import { WEIGHTS_MODES, type WeightsMode } from '../formats/index.js';
 import { DEFAULT_SPEC, type SpecOptions } from '../scheduler/index.js';
 import { checkEveryStepFromEnv, faultsFromEnv, tesseraHome, type Env } from './config-env.js';
 import type { PoolFlags, PoolSize } from './config-pool.js';
@@ -42,6 +43,7 @@ export interface ServeFlags {
   readonly apiKeys?: string;
   readonly deterministic?: boolean;
   readonly kernels?: string;
+  readonly weights?: string;
   readonly servedModelName?: string;
   readonly kvDisk?: string;
   readonly kvDiskSize?: string;
@@ -77,6 +79,8 @@ export interface ServeConfig {
   readonly deterministic: boolean;
   /** --kernels: which backend runs the ops (kernels' planKernels turns it into a plan). */
   readonly kernels: KernelChoice;
+  /** --weights: a GGUF's weights mapped read-only (mmap, default) or read whole (copy). */
+  readonly weights: WeightsMode;
   /** TESSERA_HOME: where built-in models are generated. */
   readonly home: string;
   readonly faults: FaultSet;
@@ -128,6 +132,20 @@ export function parseKernelChoice(value: string | undefined): KernelChoice {
   return choice;
 }
 
+/** --weights: mmap (default) or copy. */
+export function parseWeightsMode(value: string | undefined): WeightsMode {
+  if (value === undefined) return 'mmap';
+  const mode = WEIGHTS_MODES.find((m) => m === value);
+  if (mode === undefined) throw new ConfigError(`--weights must be one of ${WEIGHTS_MODES.join(', ')}, got '${value}'`);
+  return mode;
+}
+
+/** The --weights option's help, shared by serve, run, plan and up. */
+export const WEIGHTS_HELP =
+  "how a GGUF's weights reach memory: mmap (default: mapped read-only, the page cache holds the file and only " +
+  "what the kernels repack is this process's own; read instead where the native addon does not load) or copy " +
+  '(read whole into memory)';
+
 /** The --kernels option's help, shared by serve, run, plan and up. */
 export const KERNELS_HELP =
   'which kernels run the model: auto (default: native if this CPU runs the addon, else wasm), native, wasm, ' +
@@ -167,6 +185,7 @@ export function parseServeConfig(flags: ServeFlags, env: Env): ServeConfig {
     apiKeysFile: flags.apiKeys ?? null,
     deterministic: flags.deterministic === true,
     kernels: parseKernelChoice(flags.kernels),
+    weights: parseWeightsMode(flags.weights),
     home: tesseraHome(env),
     faults: faultsFromEnv(env),
     checkEveryStep: checkEveryStepFromEnv(env),

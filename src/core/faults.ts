@@ -180,6 +180,10 @@ export const FAULT_NAMES = [
   'lora-no-rollback',
   /** A PD worker's unload of a LoRA adapter drops its weights while its own requests still run with it (no deferral). */
   'lora-unload-in-use',
+  /** A GGUF's weights map is mapped writable (copy-on-write) instead of read-only: a stray write changes the weights in use instead of faulting. */
+  'writable-weights-map',
+  /** `serve` / `up` start without checking that weights, KV pool and activations fit the machine's memory (`tessera plan`'s memory rows). */
+  'skip-memory-check',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];

@@ -138,3 +138,14 @@ export function allocateActivations(
     moe: config.moe === null ? null : allocateMoeScratch(d, config.moe, T, allocDense, allocOps),
   };
 }
+
+/** Bytes allocateActivations takes for this config and step size (`tessera plan`'s memory rows; the logits included). */
+export function activationBytes(config: ModelConfig, maxTokens: number, maxLogitRows: number): number {
+  let floats = 0;
+  const count: AllocF32 = (n) => {
+    floats += n;
+    return new Float32Array(0);
+  };
+  allocateActivations(config, maxTokens, maxLogitRows, count, count);
+  return floats * Float32Array.BYTES_PER_ELEMENT;
+}

@@ -13,7 +13,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { assert } from '../core/index.js';
 import { allocateActivations } from './activations.js';
-import { createKernels } from '../kernels/index.js';
+import { createKernels, releaseMappedPages } from '../kernels/index.js';
 import { allocKvView, engineKernels } from './engine.js';
 import {
   stepInputViews,
@@ -36,10 +36,15 @@ async function main(): Promise<void> {
   assert(port !== null, 'engine-thread-main.ts runs as a worker thread');
   const data = workerData as EngineThreadData;
   const started = performance.now();
-  const model = await loadModel(data.spec, { cacheDir: data.cacheDir });
+  // Mapped here, in the thread that reads the weights: a mapping's ArrayBuffer cannot be transferred.
+  const model = await loadModel(data.spec, { cacheDir: data.cacheDir, weights: data.weights });
   const { config } = model;
   const { dense, ops } = await createKernels(data.kernels, data.threads);
   const weights = await prepareWeights(config, model.tensors, dense, ops);
+  const fingerprint = modelFingerprint(model);
+  // Mapped: every matrix now lives repacked in the kernels' memory; the file's pages leave this
+  // process's RSS (they stay in the page cache; an embedding row read later faults back in).
+  for (const buffer of model.mappedBuffers) releaseMappedPages(buffer);
   const shape = {
     numPages: data.kvPages,
     pageSize: data.pageSize,
@@ -72,10 +77,12 @@ async function main(): Promise<void> {
     kvByteOffset: kv.byteOffset,
     kvLength: kv.length,
     config,
-    fingerprint: modelFingerprint(model),
+    fingerprint,
     kernels: engineKernels(data.kernels, dense, ops, data.threads),
     prepareMs: performance.now() - started,
     weightBytesPerToken: weights.bytesPerToken,
+    weightBytes: weights.bytes,
+    weightsFile: { how: model.source.weights, fellBack: model.source.weightsFellBack },
     logits,
   };
   port.postMessage(ready);

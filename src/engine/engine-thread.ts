@@ -25,7 +25,7 @@ import { Worker } from 'node:worker_threads';
 import { assert, InvariantError, ModelLoadError, NO_FAULTS, type FaultSet, type KvDtype } from '../core/index.js';
 import { detectKernelSupport, planKernels, type KernelChoice, type KernelPlan } from '../kernels/index.js';
 import { PagePool, createKvView } from '../pages/index.js';
-import type { ModelConfig } from '../formats/index.js';
+import type { ModelConfig, WeightsMode } from '../formats/index.js';
 import {
   DEFAULT_MAX_STEP_LOGITS,
   DEFAULT_MAX_STEP_TOKENS,
@@ -36,11 +36,14 @@ import {
 import type { ForwardBatch, ForwardSeq } from './forward/llama.js';
 import type { LoraControl } from './lora-control.js';
 import { ModelRunner, type ForwardExec } from './runner.js';
+import type { WeightBytes } from './weights-prepared.js';
 
 export interface EngineThreadOptions {
   /** The model spec, as loadModel takes it (the thread loads the weights itself). */
   readonly spec: string;
   readonly cacheDir?: string;
+  /** A GGUF's weights mapped read-only (default) or read whole (--weights). */
+  readonly weights?: WeightsMode;
   /** Which kernels (default 'auto'); planned here, on the calling thread, and built on the engine thread. */
   readonly kernels?: KernelChoice;
   /** Demand batch-invariant kernels (--deterministic). */
@@ -65,6 +68,7 @@ export interface EngineThreadOptions {
 export interface EngineThreadData {
   readonly spec: string;
   readonly cacheDir: string | undefined;
+  readonly weights: WeightsMode;
   /** Which backend runs which op (kernels' planKernels, on the calling thread). */
   readonly kernels: KernelPlan;
   readonly kvPages: number;
@@ -107,6 +111,8 @@ export type EngineThreadReply =
       readonly kernels: EngineKernels;
       readonly prepareMs: number;
       readonly weightBytesPerToken: number;
+      readonly weightBytes: WeightBytes;
+      readonly weightsFile: WeightsFile;
       /** maxStepLogits x vocab floats: each step's logits, written by the thread before its 'done'. */
       readonly logits: SharedArrayBuffer;
     }
@@ -123,9 +129,17 @@ export type LoraCommand =
   | { readonly kind: 'lora-load'; readonly name: string; readonly path: string; readonly scale: number }
   | { readonly kind: 'lora-unload'; readonly name: string };
 
+/** How the engine thread's model file reached memory (model/load.ts's ModelSource). */
+export interface WeightsFile {
+  readonly how: WeightsMode;
+  /** Why --weights mmap was asked for and the file was read instead; null otherwise. */
+  readonly fellBack: string | null;
+}
+
 /** An Engine whose forward pass runs on its own thread; `fingerprint` was computed there. */
 export interface ThreadedEngine extends Engine {
   readonly fingerprint: string;
+  readonly weightsFile: WeightsFile;
   readonly lora: LoraControl;
 }
 
@@ -134,6 +148,7 @@ export async function createThreadedEngine(o: EngineThreadOptions, threads: numb
   const data: EngineThreadData = {
     spec: o.spec,
     cacheDir: o.cacheDir,
+    weights: o.weights ?? 'mmap',
     kernels: planKernels(o.kernels ?? 'auto', o.deterministic === true, detectKernelSupport()),
     kvPages: o.kvPages,
     pageSize: o.pageSize ?? DEFAULT_PAGE_SIZE,
@@ -177,6 +192,8 @@ export async function createThreadedEngine(o: EngineThreadOptions, threads: numb
     kernels: ready.kernels,
     prepareMs: ready.prepareMs,
     weightBytesPerToken: ready.weightBytesPerToken,
+    weightBytes: ready.weightBytes,
+    weightsFile: ready.weightsFile,
     fingerprint: ready.fingerprint,
     lora: exec,
     dispose: () => exec.close(),

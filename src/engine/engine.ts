@@ -21,7 +21,7 @@ import type { LoadedModel } from '../model/index.js';
 import { LoraBank } from './lora.js';
 import { LocalLora, type LoraControl } from './lora-control.js';
 import { ModelRunner } from './runner.js';
-import { prepareWeights } from './weights-prepared.js';
+import { prepareWeights, type WeightBytes } from './weights-prepared.js';
 
 export interface EngineOptions {
   /** Which kernels (default 'auto': the fastest this machine runs; 'ref': the oracle, for tests). */
@@ -66,6 +66,8 @@ export interface Engine {
   readonly prepareMs: number;
   /** Bytes of weight matrices one decode step reads, as stored (the embedding excluded). */
   readonly weightBytesPerToken: number;
+  /** The model's tensor bytes repacked into the kernels' memory, and those read in place. */
+  readonly weightBytes: WeightBytes;
   /** Loads and drops LoRA adapters the forward pass applies per request (BatchItem.adapter). */
   readonly lora: LoraControl;
   dispose(): Promise<void>;
@@ -112,6 +114,7 @@ export async function createEngine(model: ModelWeights, options: EngineOptions):
       kernels: engineKernels(plan, dense, ops, threads),
       prepareMs: now() - started,
       weightBytesPerToken: weights.bytesPerToken,
+      weightBytes: weights.bytes,
       lora: new LocalLora(lora, config),
       dispose: () => dense.dispose(),
     };

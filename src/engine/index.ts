@@ -9,7 +9,7 @@ export {
   type MaxStepMs,
   type StepRunner,
 } from './engine-loop.js';
-export { createThreadedEngine, type ThreadedEngine } from './engine-thread.js';
+export { createThreadedEngine, type ThreadedEngine, type WeightsFile } from './engine-thread.js';
 export { createEngine, DEFAULT_MAX_STEP_TOKENS, DEFAULT_PAGE_SIZE, type Engine, type ModelWeights } from './engine.js';
 export { routeSigmoidTopK } from './forward/moe.js';
 export { generate } from './generate.js';
@@ -19,4 +19,6 @@ export { LORA_TARGETS, type LoraTarget } from './lora.js';
 export { promptLogprobsFor, type PromptLogprobs } from './prompt-logprobs.js';
 export { type ItemResult, type ModelRunner } from './runner.js';
 export { argmax, Sampler } from './sampler.js';
+export { describeWeights, type WeightBytes } from './weights-prepared.js';
+export { activationBytes } from './activations.js';
 export { type SamplingState, type TokenSampler } from './sampling.js';

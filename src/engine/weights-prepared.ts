@@ -3,6 +3,11 @@
 // memory the op kernels read without a copy (OpKernels.allocF32). It must never run a forward
 // pass nor keep a second copy of a matrix on the host beyond the embedding table.
 //
+// Mapped or read, the file's bytes are the tensors' (model/load.ts, --weights). What prepare
+// hands to the kernels is copied into their own layout (native: dense.c's super-blocks and float
+// panels; wasm: its memory; ref: a copy), so it is counted as repacked; the embedding's rows are
+// read in place, one token at a time, and counted so (`WeightBytes`: the start-up line).
+//
 // Fusion: the rows of a weight matrix are independent in every dtype (GGML blocks run along a
 // row), so q/k/v rows are stacked into one matrix and gate/up rows into another: one dense call
 // instead of three (two) per layer, and the input row is read once.
@@ -112,6 +117,18 @@ export interface PreparedWeights {
   readonly lmHead: DenseWeight;
   /** Bytes of weights one token's forward pass reads (all matrices but the embedding). */
   readonly bytesPerToken: number;
+  /** The file's bytes this preparation copied into the kernels' memory, and those it reads in place. */
+  readonly bytes: WeightBytes;
+}
+
+/**
+ * Of a model's tensor bytes (in the file, mapped or read): `repacked`, handed to the kernels'
+ * prepare (copied into their own layout) or widened to f32 (norms, biases); `inPlace`, read
+ * where they lie while serving (the embedding; a tied one is also repacked as the LM head).
+ */
+export interface WeightBytes {
+  readonly repacked: number;
+  readonly inPlace: number;
 }
 
 export async function prepareWeights(
@@ -135,13 +152,20 @@ export async function prepareWeights(
     const heads = head[1] === 'q' ? config.numHeads : head[1] === 'k' ? config.numKvHeads : 1; // a norm: one head
     return permuteHeadRows(t, heads, ropeOrder);
   };
+  let repacked = 0;
   const vector = (name: string): Float32Array => {
-    const values = tensorToF32(get(name));
+    const t = get(name);
+    repacked += t.data.byteLength;
+    const values = tensorToF32(t);
     const out = ops.allocF32(values.length);
     out.set(values);
     return out;
   };
   let bytesPerToken = 0;
+  // One buffer reused for every stack of one dtype: prepare copies (repacks) what it is given, so
+  // a stack is garbage as soon as prepare returns; a fresh one per expert left GBs for the GC
+  // (Qwen3-30B-A3B's shape: 4.3 GB of anonymous memory still held after load, measured).
+  const scratch = { bytes: new Uint8Array(0) };
   /** Of an expert's bytes, a token reads k / E on average. */
   const expertShare = config.moe === null ? 1 : config.moe.numExpertsUsed / config.moe.numExperts;
   const matrix = async (name: string, parts: readonly HostTensor[], share = 1): Promise<DenseWeight> => {
@@ -151,8 +175,9 @@ export async function prepareWeights(
       else runs.push([p]);
     }
     const prepared: DenseWeight[] = [];
+    repacked += parts.reduce((a, p) => a + p.data.byteLength, 0);
     for (const run of runs) {
-      const stacked = stackRows(`${name}.${prepared.length}`, run);
+      const stacked = stackRows(`${name}.${prepared.length}`, run, scratch);
       bytesPerToken += stacked.data.byteLength * share;
       prepared.push(await dense.prepare(runs.length === 1 ? { ...stacked, name } : stacked));
     }
@@ -165,7 +190,11 @@ export async function prepareWeights(
     const qkvParts = ['q_proj', 'k_proj', 'v_proj'].map((p) => get(n(`self_attn.${p}.weight`)));
     let qkvBias: Float32Array | null = null;
     if (config.attentionBias) {
-      const biases = ['q_proj', 'k_proj', 'v_proj'].map((p) => tensorToF32(get(n(`self_attn.${p}.bias`))));
+      const biases = ['q_proj', 'k_proj', 'v_proj'].map((p) => {
+        const t = get(n(`self_attn.${p}.bias`));
+        repacked += t.data.byteLength;
+        return tensorToF32(t);
+      });
       qkvBias = ops.allocF32(biases.reduce((a, b) => a + b.length, 0));
       let at = 0;
       for (const b of biases) {
@@ -225,11 +254,35 @@ export async function prepareWeights(
     config.gemma3 === null
       ? null
       : ropeTable({ headDim: config.headDim, ropeTheta: config.gemma3.ropeLocalTheta, ropeScaling: { type: 'none' } });
-  return { ropeLocal, embed, layers, finalNorm: vector(FINAL_NORM), lmHead, bytesPerToken };
+  const finalNorm = vector(FINAL_NORM);
+  const bytes = { repacked, inPlace: embed.data.byteLength };
+  return { ropeLocal, embed, layers, finalNorm, lmHead, bytesPerToken, bytes };
 }
 
-/** One matrix whose rows are those of `parts` in order (all of `cols` columns). */
-export function stackRows(name: string, parts: readonly HostTensor[]): HostTensor {
+/**
+ * The start-up line: how the file reached memory and what became of its bytes, e.g.
+ * "weights mapped read-only (mmap): 8.78 GB repacked by the native kernels, 0.31 GB read in place".
+ */
+export function describeWeights(
+  file: { readonly how: 'mmap' | 'copy'; readonly fellBack: string | null },
+  bytes: WeightBytes,
+  dense: DenseKernels['name'],
+): string {
+  const gb = (n: number): string => `${(n / 1e9).toFixed(2)} GB`;
+  const how =
+    file.how === 'mmap'
+      ? 'mapped read-only (mmap)'
+      : file.fellBack === null
+        ? 'read into memory (copy)'
+        : `read into memory, not mapped (${file.fellBack})`;
+  return `weights ${how}: ${gb(bytes.repacked)} repacked into the ${dense} kernels' memory, ${gb(bytes.inPlace)} read in place (the embedding)`;
+}
+
+/**
+ * One matrix whose rows are those of `parts` in order (all of `cols` columns). With `scratch`,
+ * parts of one dtype are stacked into its buffer (grown as needed): valid until the next call.
+ */
+export function stackRows(name: string, parts: readonly HostTensor[], scratch?: { bytes: Uint8Array }): HostTensor {
   assert(parts.length > 0, 'stackRows: no parts');
   const cols = parts[0]!.shape[1]!;
   assert(
@@ -240,7 +293,9 @@ export function stackRows(name: string, parts: readonly HostTensor[]): HostTenso
   const rows = parts.reduce((a, p) => a + p.shape[0]!, 0);
   const sameDtype = parts.every((p) => p.dtype === parts[0]!.dtype);
   const dtype: WeightDType = sameDtype ? parts[0]!.dtype : 'f32';
-  const data = new Uint8Array(byteSize(dtype, rows * cols));
+  const size = byteSize(dtype, rows * cols);
+  if (scratch !== undefined && sameDtype && scratch.bytes.byteLength < size) scratch.bytes = new Uint8Array(size);
+  const data = scratch !== undefined && sameDtype ? scratch.bytes.subarray(0, size) : new Uint8Array(size);
   let at = 0;
   for (const p of parts) {
     const bytes = sameDtype ? p.data : new Uint8Array(tensorToF32(p).buffer);

@@ -1,10 +1,124 @@
-// Reading model files whole into memory (Node has no mmap): one Buffer per file, from which
-// loaders hand out zero-copy views. Every failure (missing, a directory, unreadable, too
-// large for one Buffer) is a ModelLoadError naming the file; this file never parses anything.
+// Model files as bytes: read whole into memory (one Buffer per file), or, for a GGUF's weights,
+// mapped read-only from the page cache (openModelFile: the native addon's mmap, where it loads;
+// else read, and it says why), from which loaders hand out zero-copy views. Every failure
+// (missing, a directory, unreadable, too large) is a ModelLoadError naming the file; this file
+// never parses anything and never writes through a mapping.
 import { constants as bufferConstants } from 'node:buffer';
 import { open, readFile, stat } from 'node:fs/promises';
-import { ModelLoadError } from '../core/index.js';
+import { ModelLoadError, NO_FAULTS, type FaultSet } from '../core/index.js';
+import { mapFileReadOnly, PIECE_STRIDE, type MappedPiece } from '../kernels/index.js';
 import { parseJsonObject, type JsonObject } from './json-fields.js';
+
+/**
+ * A file's bytes, viewed zero-copy: one Uint8Array (a read), or a mapping's pieces (a file over
+ * 4 GiB is mapped in overlapping pieces: Node 20 views at most 2^32 - 1 bytes with one array).
+ */
+export interface FileBytes {
+  readonly byteLength: number;
+  /** `length` bytes from `offset`; a RangeError past the end (readers check extents first). */
+  view(offset: number, length: number): Uint8Array;
+}
+
+/** A Uint8Array as FileBytes. */
+export function fileBytesOf(bytes: Uint8Array): FileBytes {
+  return {
+    byteLength: bytes.byteLength,
+    view: (offset, length) => {
+      if (offset < 0 || offset + length > bytes.byteLength)
+        throw new RangeError(`bytes ${offset}..${offset + length} past ${bytes.byteLength}`);
+      return bytes.subarray(offset, offset + length);
+    },
+  };
+}
+
+/** An ArrayBuffer of any size (a large read) as FileBytes. */
+function fileBytesOfBuffer(buffer: ArrayBuffer): FileBytes {
+  return { byteLength: buffer.byteLength, view: (offset, length) => new Uint8Array(buffer, offset, length) };
+}
+
+/** A mapping's pieces (native.ts mapFileReadOnly) as FileBytes: a range is viewed in the piece that holds it whole. */
+function fileBytesOfPieces(pieces: readonly MappedPiece[], size: number): FileBytes {
+  return {
+    byteLength: size,
+    view: (offset, length) => {
+      const piece = pieces[Math.min(Math.floor(offset / PIECE_STRIDE), pieces.length - 1)]!;
+      if (offset + length > piece.start + piece.buffer.byteLength)
+        throw new RangeError(
+          `bytes ${offset}..${offset + length} span two mapped pieces (at most ${PIECE_STRIDE} bytes each)`,
+        );
+      return new Uint8Array(piece.buffer, offset - piece.start, length);
+    },
+  };
+}
+
+/** How a GGUF's weights reach the kernels' prepare (--weights). */
+export type WeightsMode = 'mmap' | 'copy';
+export const WEIGHTS_MODES: readonly WeightsMode[] = ['mmap', 'copy'];
+
+export interface ModelFile {
+  readonly bytes: FileBytes;
+  /** What was done: mapped, or read into this process's memory. */
+  readonly how: WeightsMode;
+  /** Why `mmap` was asked for and the file was read instead (no addon here); null otherwise. */
+  readonly fellBack: string | null;
+  /** The mapping's buffers (releaseMappedPages drops their resident pages); none when read. */
+  readonly mapped: readonly ArrayBuffer[];
+}
+
+/**
+ * A model file's bytes the way `mode` asks: mapped read-only (a write through the map faults;
+ * `writable-weights-map` maps it copy-on-write, the negative control), or read whole. Where the
+ * native addon does not load (no compiler, another OS), `mmap` falls back to reading and says why.
+ */
+export async function openModelFile(path: string, mode: WeightsMode, faults: FaultSet = NO_FAULTS): Promise<ModelFile> {
+  if (mode === 'copy') return { bytes: await readLargeFile(path), how: 'copy', fellBack: null, mapped: [] };
+  let size: number;
+  try {
+    size = (await stat(path)).size;
+  } catch (error) {
+    throw new ModelLoadError(path, describe(error), error);
+  }
+  let mapped: ReturnType<typeof mapFileReadOnly>;
+  try {
+    mapped = mapFileReadOnly(path, size, faults.has('writable-weights-map'));
+  } catch (error) {
+    throw new ModelLoadError(path, error instanceof Error ? error.message : String(error), error);
+  }
+  if ('why' in mapped) return { bytes: await readLargeFile(path), how: 'copy', fellBack: mapped.why, mapped: [] };
+  return {
+    bytes: fileBytesOfPieces(mapped.pieces, size),
+    how: 'mmap',
+    fellBack: null,
+    mapped: mapped.pieces.map((p) => p.buffer),
+  };
+}
+
+/** The whole file in one ArrayBuffer, read in pieces of at most 1 GiB (no 4 GiB limit as for one Buffer). */
+async function readLargeFile(path: string): Promise<FileBytes> {
+  let handle;
+  try {
+    handle = await open(path, 'r');
+  } catch (error) {
+    throw new ModelLoadError(path, describe(error), error);
+  }
+  try {
+    const size = (await handle.stat()).size;
+    const buffer = new ArrayBuffer(size);
+    let at = 0;
+    while (at < size) {
+      const piece = new Uint8Array(buffer, at, Math.min(size - at, 1 << 30));
+      const { bytesRead } = await handle.read(piece, 0, piece.byteLength, at);
+      if (bytesRead === 0) throw new ModelLoadError(path, `shrank while being read (${at} of ${size} bytes)`);
+      at += bytesRead;
+    }
+    return fileBytesOfBuffer(buffer);
+  } catch (error) {
+    if (error instanceof ModelLoadError) throw error;
+    throw new ModelLoadError(path, describe(error), error);
+  } finally {
+    await handle.close();
+  }
+}
 
 function describe(error: unknown): string {
   const code = (error as { code?: unknown }).code;

@@ -1,8 +1,9 @@
-// Parse a GGUF v2/v3 file held in memory: metadata, tensor infos and the data section.
+// Parse a GGUF v2/v3 file held in memory (read, or mapped: files.ts): metadata, tensor infos and the data section.
 // Every read is bounds-checked, so a corrupt or truncated file gives one ModelLoadError naming
 // the file, what was being read and where, never a RangeError from inside a DataView.
 // It hands out zero-copy views of tensor bytes; it must never copy or convert tensor data.
 import { ModelLoadError } from '../core/index.js';
+import { fileBytesOf, type FileBytes } from './files.js';
 import {
   GGML_BLOCK,
   GGML_MAX_DIMS,
@@ -37,7 +38,8 @@ export interface GgufFile {
   readonly metadata: ReadonlyMap<string, GgufValue>;
   readonly tensors: readonly GgufTensorInfo[];
   readonly dataOffset: number;
-  readonly bytes: Uint8Array;
+  /** The whole file (a mapping's ArrayBuffer may be larger than one Uint8Array can view). */
+  readonly bytes: FileBytes;
 }
 
 /** Smallest possible encodings, to reject absurd counts before looping over them. */
@@ -62,10 +64,12 @@ const SCALAR_BY_CODE: ReadonlyMap<number, GgufScalarType> = new Map(
   GGUF_SCALAR_TYPES.map((t) => [GGUF_TYPE_CODE[t], t]),
 );
 
-export function readGguf(bytes: Uint8Array, file: string): GgufFile {
-  const c = new Cursor(bytes, file);
+export function readGguf(source: Uint8Array | FileBytes, file: string): GgufFile {
+  const bytes = source instanceof Uint8Array ? fileBytesOf(source) : source;
+  // The header lies in the first 2 GiB (one view; a mapping's first piece holds at least that much).
+  const c = new Cursor(bytes.view(0, Math.min(bytes.byteLength, 2 ** 31)), file);
   if (bytes.byteLength < 4 || c.u32('magic') !== GGUF_MAGIC) {
-    const got = Buffer.from(bytes.subarray(0, 4)).toString('latin1');
+    const got = Buffer.from(bytes.view(0, Math.min(4, bytes.byteLength))).toString('latin1');
     throw new ModelLoadError(file, `not a GGUF file: bad magic ${JSON.stringify(got)} (expected "GGUF")`);
   }
   const version = c.u32('version');
@@ -128,8 +132,17 @@ export function ggufTensorBytes(gguf: GgufFile, info: GgufTensorInfo): Uint8Arra
       `tensor ${info.name} has type ${ggmlTypeName(info.ggmlType)}, which Tessera cannot read`,
     );
   }
-  return gguf.bytes.subarray(info.fileOffset, info.fileOffset + info.byteLength);
+  if (info.byteLength > MAX_VIEW_BYTES) {
+    throw new ModelLoadError(
+      gguf.file,
+      `tensor ${info.name} holds ${info.byteLength} bytes; Tessera views at most ${MAX_VIEW_BYTES} bytes per tensor`,
+    );
+  }
+  return gguf.bytes.view(info.fileOffset, info.byteLength);
 }
+
+/** The most bytes one Uint8Array views in Node 20. */
+const MAX_VIEW_BYTES = 2 ** 32 - 1;
 
 function readAlignment(metadata: ReadonlyMap<string, GgufValue>, file: string): number {
   const v = metadata.get('general.alignment');

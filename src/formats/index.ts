@@ -17,6 +17,11 @@ export {
   readOptionalJsonFile,
   readOptionalTextFile,
   readWholeFile,
+  openModelFile,
+  WEIGHTS_MODES,
+  type FileBytes,
+  type ModelFile,
+  type WeightsMode,
 } from './files.js';
 export { FUSED_GATE_UP, FUSED_QKV, hasFusedProjections, hasFusedQkv } from './fused.js';
 export { gemma3NormMultiplier, gemma3NormsFromHf, isGemma3Norm, localLayersFromPattern } from './gemma3-config.js';

@@ -31,7 +31,7 @@ export interface DenseKernels {
   readonly name: 'ref' | 'wasm' | 'native';
   /** True when each output row depends only on its input row, never on the batch size. */
   readonly batchInvariant: boolean;
-  /** Copy or repack a weight for this backend. Quantized weights stay quantized. */
+  /** Copy or repack a weight for this backend (the caller may reuse `weight.data` once it resolves). Quantized weights stay quantized. */
   prepare(weight: HostTensor): Promise<DenseWeight>;
   /**
    * y[m, rows] = x[m, cols] · Wᵀ, written into `out` when given (length >= m * rows; for wasm,

@@ -3,12 +3,14 @@
 //   1. `builtin:NAME` -> a directory (generated on first use into the cache, see builtin.ts)
 //   2. a directory   -> Hugging Face: config.json, safetensors (single or sharded),
 //                       tokenizer.json + tokenizer_config.json (+ generation_config.json)
-//   3. a file        -> GGUF: metadata, tensors and the embedded tokenizer
+//   3. a file        -> GGUF: metadata, tensors and the embedded tokenizer, the file mapped
+//                       read-only (--weights mmap, the default where the native addon loads:
+//                       tensors are views of the page cache) or read whole (--weights copy)
 //   4. every tensor checked against the config; tokenizer and chat template built (added tokens
 //      past the embedding's rows dropped)
 // Every failure is one ModelLoadError naming the file and the problem. It never runs a model.
 import { join } from 'node:path';
-import { ModelLoadError } from '../core/index.js';
+import { ModelLoadError, NO_FAULTS, type FaultSet } from '../core/index.js';
 import type { HostTensor } from '../kernels/index.js';
 import { resolveBuiltinModel, type BuiltinOptions } from './builtin.js';
 import {
@@ -26,7 +28,7 @@ import {
   readJsonFile,
   readOptionalJsonFile,
   readOptionalTextFile,
-  readWholeFile,
+  openModelFile,
   gemma3NormsFromHf,
   configFromGguf,
   GgufMeta,
@@ -37,6 +39,7 @@ import {
   isJsonObject,
   JsonFields,
   type JsonObject,
+  type WeightsMode,
 } from '../formats/index.js';
 
 export interface ModelSource {
@@ -47,6 +50,10 @@ export interface ModelSource {
   readonly path: string;
   /** Weight files read. */
   readonly files: readonly string[];
+  /** How the weights reach memory: mapped read-only (GGUF), or read (Hugging Face files, --weights copy). */
+  readonly weights: WeightsMode;
+  /** Why --weights mmap was asked for and the file was read instead; null otherwise. */
+  readonly weightsFellBack: string | null;
 }
 
 export interface LoadedModel {
@@ -56,12 +63,19 @@ export interface LoadedModel {
   readonly tokenizer: Tokenizer;
   readonly chatTemplate: ChatTemplate;
   readonly source: ModelSource;
+  /** A mapped GGUF's buffers (their resident pages may be released once repacked); none when read. */
+  readonly mappedBuffers: readonly ArrayBuffer[];
 }
 
-export type LoadOptions = Partial<BuiltinOptions>;
+export type LoadOptions = Partial<BuiltinOptions> & {
+  /** A GGUF's weights mapped read-only (default) or read whole; Hugging Face weights are always read. */
+  readonly weights?: WeightsMode;
+  /** Test-only fault points (`writable-weights-map`). */
+  readonly faults?: FaultSet;
+};
 
 /** A model without its weights: what a router needs to template, tokenize and check lengths. */
-export type ModelInfo = Omit<LoadedModel, 'tensors'>;
+export type ModelInfo = Omit<LoadedModel, 'tensors' | 'mappedBuffers'>;
 
 export async function loadModel(spec: string, options: LoadOptions = {}): Promise<LoadedModel> {
   return (await load(spec, options, true)) as LoadedModel;
@@ -69,7 +83,8 @@ export async function loadModel(spec: string, options: LoadOptions = {}): Promis
 
 /**
  * Config, tokenizer and chat template, without reading a Hugging Face model's weight files
- * (a GGUF file is still read whole: its tokenizer lives in the same file as its weights).
+ * (a GGUF file is mapped, so only the pages of its header are read; read whole where the
+ * addon does not load: its tokenizer lives in the same file as its weights).
  */
 export async function loadModelInfo(spec: string, options: LoadOptions = {}): Promise<ModelInfo> {
   return load(spec, options, false);
@@ -84,7 +99,7 @@ async function load(spec: string, options: LoadOptions, withWeights: boolean): P
   if (/(\.safetensors|\.json)$/.test(path)) {
     throw new ModelLoadError(path, 'is one file of a Hugging Face model: pass the directory that holds it');
   }
-  return loadGgufFile(spec, path, withWeights);
+  return loadGgufFile(spec, path, withWeights, options);
 }
 
 async function loadHfDirectory(spec: string, dir: string, withWeights: boolean): Promise<ModelInfo | LoadedModel> {
@@ -117,19 +132,32 @@ async function loadHfDirectory(spec: string, dir: string, withWeights: boolean):
     pickChatTemplate(tokenizerConfig['chat_template'], tokenizerConfigPath) ??
     (await readOptionalTextFile(join(dir, 'chat_template.jinja')));
   const chatTemplate = createChatTemplate(templateText, tokenizer, tokenizerConfigPath);
-  if (!withWeights) return { config, tokenizer, chatTemplate, source: { format: 'hf', spec, path: dir, files: [] } };
+  const source = { format: 'hf', spec, path: dir, weights: 'copy', weightsFellBack: null } as const;
+  if (!withWeights) return { config, tokenizer, chatTemplate, source: { ...source, files: [] } };
   const weights = await loadHfWeights(dir, config);
   return {
     config,
     tensors: gemma3NormsFromHf(config, weights.tensors),
+    mappedBuffers: [],
     tokenizer,
     chatTemplate,
-    source: { format: 'hf', spec, path: dir, files: weights.files },
+    source: { ...source, files: weights.files },
   };
 }
 
-async function loadGgufFile(spec: string, file: string, withWeights: boolean): Promise<ModelInfo | LoadedModel> {
-  const g = readGguf(await readWholeFile(file), file);
+async function loadGgufFile(
+  spec: string,
+  file: string,
+  withWeights: boolean,
+  options: LoadOptions,
+): Promise<ModelInfo | LoadedModel> {
+  // Without weights, mapped whatever --weights says: only the header's pages are touched.
+  const opened = await openModelFile(
+    file,
+    withWeights ? (options.weights ?? 'mmap') : 'mmap',
+    options.faults ?? NO_FAULTS,
+  );
+  const g = readGguf(opened.bytes, file);
   const parsed = configFromGguf(g);
   const tensors = withWeights ? loadGgufWeights(g, parsed) : null;
   const { tokenizerJson, tokenizerConfig } = ggufTokenizerJson(g);
@@ -142,10 +170,17 @@ async function loadGgufFile(spec: string, file: string, withWeights: boolean): P
   });
   const config = withTokenizer(parsed, tokenizer, file);
   const chatTemplate = createChatTemplate(new GgufMeta(g).optStr('tokenizer.chat_template'), tokenizer, file);
-  const source = { format: 'gguf', spec, path: file, files: [file] } as const;
+  const source = {
+    format: 'gguf',
+    spec,
+    path: file,
+    files: [file],
+    weights: opened.how,
+    weightsFellBack: opened.fellBack,
+  } as const;
   return tensors === null
     ? { config, tokenizer, chatTemplate, source }
-    : { config, tensors, tokenizer, chatTemplate, source };
+    : { config, tensors, tokenizer, chatTemplate, source, mappedBuffers: opened.mapped };
 }
 
 /**

@@ -3,17 +3,25 @@
 // the pool holds one request of the full context length. Exits 2 (with the start-up check's
 // message) when it does not: the same check, on the same numbers, as `tessera serve`. Then the
 // kernel table: which backend runs which op on this machine (kernels' planKernels, as serve).
-// It reads the model's config only, never its weights.
+// Then the memory: weights (repacked + what stays of the file, by --weights), KV pool and
+// activations against the machine's memory; exits 2 when they do not fit, as `serve` refuses to
+// start (config-memory.ts). It reads the model's config and tensor sizes only, never its weights.
 import type { Command } from 'commander';
 import { detectKernelSupport, formatKernelPlan, planKernels, type KernelPlan } from '../../kernels/index.js';
 import { readModelConfig } from '../config-model.js';
 import { planPool, startupCheckError, type PoolPlan } from '../config-pool.js';
+import { memoryCheckError, memoryLines, planMemory, readWeightsOnDisk, type MemoryPlan } from '../config-memory.js';
+import { PROMPT_LOGIT_ROWS } from '../../core/index.js';
 import { formatBytes, formatCount } from '../config-values.js';
 import {
   DEFAULT_MODEL,
   DEFAULT_PAGE_SIZE,
   KERNELS_HELP,
   KV_DTYPE_HELP,
+  WEIGHTS_HELP,
+  DEFAULT_CHUNKED_PREFILL_SIZE,
+  DEFAULT_MAX_RUNNING_REQUESTS,
+  parseWeightsMode,
   parseKernelChoice,
   parsePoolFlags,
   type ServeFlags,
@@ -22,7 +30,7 @@ import { tesseraHome } from '../config-env.js';
 
 type PlanFlags = Pick<
   ServeFlags,
-  'model' | 'kvPages' | 'kvMemory' | 'pageSize' | 'kvDtype' | 'contextLength' | 'kernels' | 'deterministic'
+  'model' | 'kvPages' | 'kvMemory' | 'pageSize' | 'kvDtype' | 'contextLength' | 'kernels' | 'deterministic' | 'weights'
 >;
 
 export function registerPlan(program: Command): void {
@@ -38,6 +46,7 @@ export function registerPlan(program: Command): void {
     .option('--kv-dtype <dtype>', KV_DTYPE_HELP)
     .option('--context-length <n>', "largest prompt + max_tokens per request (default: the model's)")
     .option('--kernels <name>', KERNELS_HELP)
+    .option('--weights <mode>', WEIGHTS_HELP)
     .option('--deterministic', 'as `tessera serve --deterministic`: demand batch-invariant kernels')
     .action(async (flags: PlanFlags) => {
       const spec = flags.model ?? DEFAULT_MODEL;
@@ -49,15 +58,26 @@ export function registerPlan(program: Command): void {
       );
       const config = await readModelConfig(spec, tesseraHome(process.env));
       const plan = planPool(config, pool);
-      process.stdout.write(`${planLines(spec, plan, kernels).join('\n')}\n`);
-      const refusal = startupCheckError(plan);
+      const weights = await readWeightsOnDisk(spec, tesseraHome(process.env), parseWeightsMode(flags.weights));
+      const memory = planMemory(config, weights, plan, {
+        maxStepTokens: DEFAULT_CHUNKED_PREFILL_SIZE,
+        maxStepLogits: DEFAULT_MAX_RUNNING_REQUESTS + PROMPT_LOGIT_ROWS,
+      });
+      process.stdout.write(`${planLines(spec, plan, kernels, memory).join('\n')}\n`);
+      const refusal = startupCheckError(plan) ?? memoryCheckError(memory);
       if (refusal !== undefined) throw refusal;
     });
 }
 
 /** What `tessera plan` prints (and the dashboard's "tessera plan" panel shows): the pool, then the kernels. */
-export function planLines(spec: string, plan: PoolPlan, kernels: KernelPlan): string[] {
-  return [...renderPlan(spec, plan).trimEnd().split('\n'), ...formatKernelPlan(kernels).split('\n')];
+export function planLines(spec: string, plan: PoolPlan, kernels: KernelPlan, memory?: MemoryPlan): string[] {
+  const rows = memory === undefined ? [] : memoryLines(memory);
+  const width = Math.max('KV per token per layer'.length, ...rows.map(([k]) => k.length)); // renderPlan's widest key
+  return [
+    ...renderPlan(spec, plan).trimEnd().split('\n'),
+    ...rows.map(([k, v]) => `${k.padEnd(width)}  ${v}`),
+    ...formatKernelPlan(kernels).split('\n'),
+  ];
 }
 
 export function renderPlan(spec: string, plan: PoolPlan): string {

@@ -8,9 +8,17 @@ import type { Command } from 'commander';
 import { ConfigError, samplingParams, type SamplingParams } from '../../core/index.js';
 import { summarizeKernelPlan } from '../../kernels/index.js';
 import { pagesFor } from '../../pages/index.js';
-import { createEngine, DEFAULT_PAGE_SIZE, generate } from '../../engine/index.js';
+import { createEngine, DEFAULT_PAGE_SIZE, describeWeights, generate } from '../../engine/index.js';
 import { loadModel, type LoadedModel } from '../../model/index.js';
-import { DEFAULT_MODEL, KERNELS_HELP, KV_DTYPE_HELP, parseKernelChoice, parseKvDtype } from '../config.js';
+import {
+  DEFAULT_MODEL,
+  KERNELS_HELP,
+  KV_DTYPE_HELP,
+  WEIGHTS_HELP,
+  parseKernelChoice,
+  parseKvDtype,
+  parseWeightsMode,
+} from '../config.js';
 import { tesseraHome } from '../config-env.js';
 import { progressDisplay } from './gen-model.js';
 
@@ -28,6 +36,7 @@ interface RunFlags {
   deterministic?: boolean;
   ignoreEos?: boolean;
   kernels?: string;
+  weights?: string;
   threads?: string;
   kvDtype?: string;
   json?: boolean;
@@ -50,6 +59,7 @@ export function registerRun(program: Command): void {
     .option('--ignore-eos', 'keep generating past the end-of-sequence token')
     .option('--deterministic', 'batch-invariant kernels (slower; bit-identical whatever runs beside)')
     .option('--kernels <name>', KERNELS_HELP)
+    .option('--weights <mode>', WEIGHTS_HELP)
     .option('--threads <n>', 'threads per matrix multiplication (default: every core)')
     .option('--kv-dtype <dtype>', KV_DTYPE_HELP)
     .option('--json', 'print one JSON object: ids, text, tokensPerSecond, prompt ids, timing')
@@ -59,6 +69,7 @@ export function registerRun(program: Command): void {
 async function runCommand(flags: RunFlags): Promise<void> {
   const sampling = parseSampling(flags);
   const kernels = parseKernelChoice(flags.kernels);
+  const weights = parseWeightsMode(flags.weights);
   const threads = flags.threads === undefined ? undefined : integer(flags.threads, '--threads', 1);
   const kvDtype = parseKvDtype(flags.kvDtype);
   if ((flags.prompt === undefined) === (flags.promptIds === undefined))
@@ -68,6 +79,7 @@ async function runCommand(flags: RunFlags): Promise<void> {
   const display = flags.json ? undefined : progressDisplay(process.stderr);
   const model = await loadModel(flags.model, {
     cacheDir: tesseraHome(process.env),
+    weights,
     ...(display ? { onProgress: display.update } : {}),
   });
   display?.done();
@@ -121,7 +133,8 @@ async function runCommand(flags: RunFlags): Promise<void> {
     process.stderr.write(
       `\n${ids.length} tokens (${finishReason}) at ${tokensPerSecond.toFixed(1)} tokens/s; prompt ${promptIds.length} tokens in ${timing.prefillMs.toFixed(0)} ms; ` +
         `model loaded in ${loadMs.toFixed(0)} ms, ` +
-        `prepared for ${summarizeKernelPlan(engine.kernels.plan)} in ${engine.prepareMs.toFixed(0)} ms\n`,
+        `prepared for ${summarizeKernelPlan(engine.kernels.plan)} in ${engine.prepareMs.toFixed(0)} ms; ` +
+        `${describeWeights({ how: model.source.weights, fellBack: model.source.weightsFellBack }, engine.weightBytes, engine.kernels.dense)}\n`,
     );
   } finally {
     await engine.dispose();

@@ -38,6 +38,7 @@ import {
   DEFAULT_KV_DISK_SIZE,
   DEFAULT_PORT,
   KERNELS_HELP,
+  WEIGHTS_HELP,
   KV_DTYPE_HELP,
   parseServeConfig,
   type ServeConfig,
@@ -108,6 +109,7 @@ export function registerServe(program: Command): void {
       "batch-invariant kernels: a greedy request's output does not depend on what runs beside it",
     )
     .option('--kernels <name>', KERNELS_HELP)
+    .option('--weights <mode>', WEIGHTS_HELP)
     .option(
       '--role <role>',
       'colocated (default), or prefill / decode: one worker of a disaggregated cluster (see `tessera router`, `tessera up`)',

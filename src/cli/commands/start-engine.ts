@@ -12,10 +12,11 @@ import { availableParallelism } from 'node:os';
 import { PROMPT_LOGIT_ROWS } from '../../core/index.js';
 import { summarizeKernelPlan } from '../../kernels/index.js';
 import type { ServeConfig } from '../config.js';
-import { createThreadedEngine, type ThreadedEngine, DraftModel } from '../../engine/index.js';
+import { createThreadedEngine, describeWeights, type ThreadedEngine, DraftModel } from '../../engine/index.js';
 import { loadModelInfo, type ModelInfo } from '../../model/index.js';
 import { checkDraftVocabulary, readModelConfig } from '../config-model.js';
 import { planPool, startupCheckError, type PoolPlan } from '../config-pool.js';
+import { memoryCheckError, planMemory, readWeightsOnDisk } from '../config-memory.js';
 import { progressDisplay } from './gen-model.js';
 
 export interface StartedEngine {
@@ -29,11 +30,22 @@ export interface StartedEngine {
 }
 
 export async function startEngine(config: ServeConfig, log: (line: string) => void): Promise<StartedEngine> {
-  const plan = planPool(await readModelConfig(config.model, config.home), config.pool);
+  const modelConfig = await readModelConfig(config.model, config.home);
+  const plan = planPool(modelConfig, config.pool);
   const refusal = startupCheckError(plan);
   if (refusal !== undefined) {
     if (!config.faults.has('skip-startup-check')) throw refusal;
     log(`start-up check skipped (fault skip-startup-check): ${refusal.message}`);
+  }
+  // Weights, KV pool and activations against the machine's memory (`tessera plan`'s numbers).
+  const memory = planMemory(modelConfig, await readWeightsOnDisk(config.model, config.home, config.weights), plan, {
+    maxStepTokens: config.chunkedPrefillSize,
+    maxStepLogits: config.maxRunningRequests + PROMPT_LOGIT_ROWS,
+  });
+  const tooBig = memoryCheckError(memory);
+  if (tooBig !== undefined) {
+    if (!config.faults.has('skip-memory-check')) throw tooBig;
+    log(`memory check skipped (fault skip-memory-check): ${tooBig.message}`);
   }
   const display = progressDisplay(process.stderr);
   const model = await loadModelInfo(config.model, { cacheDir: config.home, onProgress: display.update });
@@ -50,6 +62,7 @@ export async function startEngine(config: ServeConfig, log: (line: string) => vo
   );
   const kernels = summarizeKernelPlan(engine.kernels.plan);
   if (engine.kernels.plan.fellBack !== null) log(`kernels: ${kernels} (${engine.kernels.plan.fellBack})`);
+  log(describeWeights(engine.weightsFile, engine.weightBytes, engine.kernels.dense));
   if (draftSpec === null) return { plan, model, engine, kernels };
   const drafter = await startDraftModel(config, draftSpec, plan, log).catch(async (error: unknown) => {
     await engine.dispose();
@@ -83,6 +96,7 @@ function startThreadedEngine(
       spec,
       cacheDir: config.home,
       kernels: config.kernels,
+      weights: config.weights,
       deterministic: config.deterministic,
       kvPages: plan.numPages,
       pageSize: plan.pageSize,

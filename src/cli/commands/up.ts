@@ -26,6 +26,8 @@ import {
   DEFAULT_MODEL,
   DEFAULT_PORT,
   KERNELS_HELP,
+  WEIGHTS_HELP,
+  parseWeightsMode,
   KV_DTYPE_HELP,
   parseKernelChoice,
   parseKvDtype,
@@ -61,6 +63,7 @@ interface UpFlags {
   readonly cpus?: string;
   readonly deterministic?: boolean;
   readonly kernels?: string;
+  readonly weights?: string;
   readonly apiKeys?: string;
   readonly adminKey?: string;
   readonly kvDisk?: string;
@@ -110,6 +113,7 @@ export function registerUp(program: Command): void {
     )
     .option('--deterministic', 'batch-invariant kernels on every worker')
     .option('--kernels <name>', `${KERNELS_HELP}; the same on every worker`)
+    .option('--weights <mode>', `${WEIGHTS_HELP}; the same on every worker`)
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant (checked by the router)')
     .option('--admin-key <key>', `${ADMIN_KEY_HELP}; given to every child through its environment`)
     .option('--batch-dir <dir>', "serve the Batch API (/v1/files, /v1/batches) on the router's disk, in DIR")
@@ -130,6 +134,7 @@ async function up(flags: UpFlags): Promise<number> {
   }
   if (flags.kvDtype !== undefined) parseKvDtype(flags.kvDtype); // refused here, before any child starts
   parseKernelChoice(flags.kernels);
+  parseWeightsMode(flags.weights);
   if (flags.specMaxDraft !== undefined) parseCount(flags.specMaxDraft, '--spec-max-draft', 0, 16);
   const pins = parseCpuPins(flags.cpus);
   const loras = parseLoraFlags(flags.lora ?? []); // refused here, before any child starts
@@ -169,6 +174,7 @@ async function up(flags: UpFlags): Promise<number> {
     ...opt('--max-step-ms', flags.maxStepMs),
     ...(flags.deterministic === true ? ['--deterministic'] : []),
     ...opt('--kernels', flags.kernels),
+    ...opt('--weights', flags.weights),
   ];
   const workerArgs = (role: 'prefill' | 'decode', name: string): string[] => {
     const pages = (role === 'prefill' ? flags.prefillKvPages : flags.decodeKvPages) ?? flags.kvPages;

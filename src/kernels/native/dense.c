@@ -674,6 +674,9 @@ napi_value tesseraAttention(napi_env env, napi_callback_info info);
 napi_value tesseraArgmax(napi_env env, napi_callback_info info);
 // rowops.c's RMSNorm, SiLU·mul and add.
 napi_value tesseraRowOp(napi_env env, napi_callback_info info);
+// mapfile.c's read-only file mapping.
+napi_value tesseraMapFile(napi_env env, napi_callback_info info);
+napi_value tesseraReleaseFilePages(napi_env env, napi_callback_info info);
 
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
@@ -689,6 +692,8 @@ static napi_value init(napi_env env, napi_value exports) {
       {"attention", NULL, tesseraAttention, NULL, NULL, NULL, napi_default, NULL},
       {"argmax", NULL, tesseraArgmax, NULL, NULL, NULL, napi_default, NULL},
       {"rowOp", NULL, tesseraRowOp, NULL, NULL, NULL, napi_default, NULL},
+      {"mapFile", NULL, tesseraMapFile, NULL, NULL, NULL, napi_default, NULL},
+      {"releaseFilePages", NULL, tesseraReleaseFilePages, NULL, NULL, NULL, napi_default, NULL},
   };
   CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   return exports;

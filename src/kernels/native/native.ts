@@ -70,6 +70,14 @@ export interface Addon {
     eps: number,
     helpers: 0 | 1,
   ): void;
+  /**
+   * Bytes [offset, offset + length) of a file (offset page-aligned, length at most 2^32) mapped
+   * MAP_PRIVATE, PROT_READ (writable 1: the `writable-weights-map` fault point's PROT_READ |
+   * PROT_WRITE, copy-on-write); unmapped when collected (mapfile.c).
+   */
+  mapFile(path: string, writable: 0 | 1, offset: number, length: number): Uint8Array;
+  /** Drops this process's pages of a mapFile buffer (MADV_DONTNEED; false, nothing done, for any other buffer). */
+  releaseFilePages(buffer: ArrayBuffer): boolean;
   /** Zeroed memory the addon owns, 2 MiB aligned, advised to use huge pages (dense.c). */
   alloc(bytes: number): Uint8Array;
   /**
@@ -131,6 +139,9 @@ const KIND: Readonly<Record<WeightDType, number>> = {
   q6_k: 7,
 };
 
+/** The arenas small repacked weights share (NativeDense's #allocWeight). */
+const ARENA_BYTES = 64 * 2 ** 20;
+
 let loaded: { addon: Addon } | { why: string } | undefined;
 /** Threads the addon's helper set serves now (helpers + 1); it only grows. */
 let helperThreads = 1;
@@ -163,6 +174,50 @@ export function nativeArgmax(): ((x: Float32Array) => number) | null {
   if (!('addon' in found)) return null;
   const { addon } = found;
   return (x) => addon.argmax(x);
+}
+
+/** One mapped piece of a file: its bytes from `start` on. */
+export interface MappedPiece {
+  readonly start: number;
+  readonly buffer: ArrayBuffer;
+}
+
+/** Node 20 makes an external ArrayBuffer of at most 2^32 bytes: larger files are mapped in pieces. */
+const PIECE_BYTES = 2 ** 32 - 2 ** 16;
+/** Pieces start every 2 GiB and overlap by ~2 GiB, so any range of at most that much lies whole in one. */
+export const PIECE_STRIDE = 2 ** 31;
+
+/**
+ * `path` (of `size` bytes) mapped read-only into this thread's address space (mapfile.c):
+ * ArrayBuffers over the file, one piece every PIECE_STRIDE bytes (one in all for a file of up
+ * to ~4 GiB), each unmapped when collected (so it cannot be transferred: each thread maps its
+ * own); or why it cannot be mapped here (the addon not built or not loadable: the caller reads
+ * the file instead). A write through it faults; `writable` (a fault point's, tests only) maps it
+ * copy-on-write instead. Throws the addon's error (open, stat, mmap) for a file it cannot map.
+ */
+export function mapFileReadOnly(
+  path: string,
+  size: number,
+  writable = false,
+): { pieces: readonly MappedPiece[] } | { why: string } {
+  const found = nativeAvailability();
+  if (!('addon' in found)) return { why: found.why };
+  const pieces: MappedPiece[] = [];
+  for (let start = 0; start === 0 || start + PIECE_BYTES - PIECE_STRIDE < size; start += PIECE_STRIDE) {
+    const length = Math.min(size - start, PIECE_BYTES);
+    pieces.push({ start, buffer: found.addon.mapFile(path, writable ? 1 : 0, start, length).buffer as ArrayBuffer });
+  }
+  return { pieces };
+}
+
+/**
+ * After a mapping's bytes were repacked: this process's resident pages of it are dropped (they
+ * stay in the page cache; a later read faults one back in). A buffer that is not a live mapping
+ * is left alone (false). Never changes a byte. A no-op where the addon does not load.
+ */
+export function releaseMappedPages(buffer: ArrayBuffer): boolean {
+  const found = nativeAvailability();
+  return 'addon' in found && found.addon.releaseFilePages(buffer);
 }
 
 /** The variant the addon uses now, or null when it cannot be used here. */
@@ -213,6 +268,9 @@ export class NativeDense implements DenseKernels {
   readonly #useHelpers: boolean;
   readonly #helperMinM: number;
   readonly #helperMinBytes: number;
+  /** The arena small weights are carved from, and how much of it is used. */
+  #arena: Uint8Array | null = null;
+  #arenaUsed = 0;
 
   constructor(options: NativeDenseOptions = {}) {
     const found = nativeAvailability();
@@ -238,9 +296,27 @@ export class NativeDense implements DenseKernels {
     const kind = KIND[weight.dtype];
     // Copied and repacked (float weights into panels of 32 rows, dense.c's floatPanel), into
     // memory independent of the file buffer's lifetime.
-    const bytes = this.#addon.alloc(this.#addon.repackedBytes(kind, rows, cols));
+    const bytes = this.#allocWeight(this.#addon.repackedBytes(kind, rows, cols));
     this.#addon.repack(kind, weight.data, rows, cols, bytes);
     return new NativeWeight(rows, cols, weight.dtype, kind, bytes, this);
+  }
+
+  /**
+   * The addon's memory for one repacked weight. alloc() rounds to 2 MiB huge pages, which an MoE's
+   * thousands of small experts (Qwen3-30B-A3B's down: 0.9 MB each) would more than double: 13.0 GiB
+   * resident for 8.6 GB of weights (measured). Weights under a quarter of an arena are carved from
+   * 64 MiB arenas at 64-byte alignment (an arena is freed when its last weight is collected).
+   */
+  #allocWeight(bytes: number): Uint8Array {
+    if (bytes >= ARENA_BYTES / 4) return this.#addon.alloc(bytes);
+    const at = Math.ceil(this.#arenaUsed / 64) * 64;
+    if (this.#arena === null || at + bytes > this.#arena.byteLength) {
+      this.#arena = this.#addon.alloc(ARENA_BYTES);
+      this.#arenaUsed = bytes;
+      return this.#arena.subarray(0, bytes);
+    }
+    this.#arenaUsed = at + bytes;
+    return this.#arena.subarray(at, at + bytes);
   }
 
   async matmul(weight: DenseWeight, x: Float32Array, m: number, out?: Float32Array): Promise<Float32Array> {
