@@ -188,7 +188,7 @@ static inline __attribute__((always_inline)) void oneHead(const Attn* a, int f16
     nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
     max16 = _mm512_max_ps(max16, v);
   }
-  const float max = nan ? NAN : _mm512_reduce_max_ps(max16);
+  const float max = nan ? NAN : sinkMax(a, h, _mm512_reduce_max_ps(max16));
   __m512 mv = _mm512_set1_ps(max), sum16 = _mm512_setzero_ps();
   for (int j = 0; j < count; j += 16) {
     __mmask16 m = tailMask(count - j);
@@ -196,7 +196,7 @@ static inline __attribute__((always_inline)) void oneHead(const Attn* a, int f16
     _mm512_mask_storeu_ps(scores + j, m, e);
     sum16 = _mm512_add_ps(sum16, _mm512_maskz_mov_ps(m, e));
   }
-  const float inverse = 1.0f / _mm512_reduce_add_ps(sum16);
+  const float inverse = 1.0f / (_mm512_reduce_add_ps(sum16) + sinkTerm(a, h, max));
   // V: up to 8 vectors of the head's output at a time, over every position.
   for (int i0 = 0; i0 < hd && f16 == 2; i0 += 128) {
     switch ((hd - i0 + 15) / 16 < 8 ? (hd - i0 + 15) / 16 : 8) {

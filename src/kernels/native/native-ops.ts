@@ -91,6 +91,7 @@ export class NativeAttentionOps implements OpKernels {
       shape.scale,
       args.window ?? 0,
       this.#helpers,
+      args.sinks ?? null,
     );
   }
 }
