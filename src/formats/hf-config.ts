@@ -43,11 +43,17 @@ const DEFAULT_CONTEXT: Readonly<Record<ModelArch, number>> = {
   qwen3moe: 40960,
   glm4moe: 131072,
   glm4: 131072,
+  'gpt-oss': 131072,
 };
 
 export function configFromHf(json: JsonObject, file: string): ModelConfig {
   const f = new JsonFields(json, file);
   const arch = hfArch(f, file);
+  if (arch === 'gpt-oss')
+    throw new ModelLoadError(
+      file,
+      'gpt-oss is read from GGUF only (its Hugging Face directory, MXFP4 _blocks/_scales, is not)',
+    );
   const numHeads = f.int('num_attention_heads');
   const hiddenSize = f.int('hidden_size');
   const act = arch === 'gemma3' ? 'silu' : f.str('hidden_act', 'silu'); // gemma3: gemma3FromHf checks
@@ -125,7 +131,8 @@ function hfArch(f: JsonFields, file: string): ModelArch {
       : firstClass !== null
         ? `architectures ["${firstClass}"]`
         : 'no model_type or architectures';
-  throw new ModelLoadError(file, `unknown architecture: ${seen} (Tessera supports ${MODEL_ARCHS.join(', ')})`);
+  const readable = MODEL_ARCHS.filter((a) => a !== 'gpt-oss'); // gpt-oss: GGUF only
+  throw new ModelLoadError(file, `unknown architecture: ${seen} (Tessera supports ${readable.join(', ')})`);
 }
 
 function derivedHeadDim(hiddenSize: number, numHeads: number, file: string): number {
@@ -152,6 +159,7 @@ function slidingWindow(f: JsonFields, arch: ModelArch): number | null {
       return f.bool('use_sliding_window', false) ? f.optInt('sliding_window') : null;
     case 'glm4moe':
     case 'glm4':
+    case 'gpt-oss':
       return null;
   }
 }

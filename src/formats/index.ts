@@ -8,8 +8,18 @@ export {
   ropeInterleaved,
   rotaryDims,
   validateConfig,
+  type GptOssParams,
   type ModelConfig,
 } from './config.js';
+export { GPT_OSS_SWIGLU, slidingLayersFromPattern } from './gpt-oss-config.js';
+export {
+  dequantizeMxfp4,
+  emptyRepackStats,
+  MXFP4_GGML_TYPE,
+  mxfp4Bytes,
+  quantizeMxfp4,
+  type RepackStats,
+} from './mxfp4.js';
 export {
   exists,
   isDirectory,
@@ -39,11 +49,13 @@ export { tensorToF32 } from './host-tensor.js';
 export { isJsonObject, JsonFields, parseJsonObject, type JsonObject } from './json-fields.js';
 export { type MoeParams } from './moe-config.js';
 export { partialRopeOrder, permuteHeadRows, permuteRopeRows } from './permute.js';
-export { ropeDependsOnLength, ropeTable, type RopeTable } from './rope.js';
+export { ropeDependsOnLength, ropeTable, yarnMscale, type RopeTable } from './rope.js';
 export { encodeSafetensors, readSafetensors, writeSafetensorsFile } from './safetensors.js';
 export {
+  ATTENTION_SINKS,
   EMBED,
   expectedTensors,
+  expertBiasName,
   expertName,
   FINAL_NORM,
   ggufToHfName,
@@ -52,7 +64,9 @@ export {
   hfToGgufName,
   layerName,
   LM_HEAD,
+  O_PROJ_BIAS,
   ROUTER_BIAS,
+  ROUTER_LOGIT_BIAS,
   sharedExpertName,
   type ExpertProj,
 } from './tensor-names.js';

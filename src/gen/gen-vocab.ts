@@ -17,9 +17,13 @@ export const GEN_CHAT_TEMPLATE =
   "{% elif message['role'] == 'assistant' %}{{ ' ' + message['content'] + eos_token }}" +
   "{% else %}{{ raise_exception('unknown role: ' + message['role']) }}{% endif %}{% endfor %}";
 
-/** qwen3 presets, and glm4moe's and glm4's (gen-model ships no GLM tokenizer: Qwen3's stands in, its ids within GLM's vocabulary size). */
+/** qwen3 presets, and glm4moe's, glm4's and gpt-oss's (gen-model ships no GLM or o200k tokenizer: Qwen3's stands in, its ids within GLM's vocabulary size). */
 const usesQwen3Vocab = (config: ModelConfig): boolean =>
-  config.arch === 'qwen3' || config.arch === 'qwen3moe' || config.arch === 'glm4moe' || config.arch === 'glm4';
+  config.arch === 'qwen3' ||
+  config.arch === 'qwen3moe' ||
+  config.arch === 'glm4moe' ||
+  config.arch === 'glm4' ||
+  config.arch === 'gpt-oss';
 
 export async function hfTokenizerFiles(
   config: ModelConfig,
