@@ -12,7 +12,7 @@ import type { ModelConfig } from './config.js';
 import { dtypeOfGgmlType, ggmlTypeName } from './gguf-format.js';
 import { ggufTensorBytes, type GgufFile, type GgufTensorInfo } from './gguf-reader.js';
 import { permuteRopeRows } from './permute.js';
-import { MXFP4_GGML_TYPE, emptyRepackStats, repackMxfp4, type RepackStats } from './mxfp4.js';
+import { MXFP4_GGML_TYPE, emptyRepackStats, fitsQ8_0, repackMxfp4, type RepackStats } from './mxfp4.js';
 import { FUSED_GATE_UP, hasFusedProjections } from './fused.js';
 import { byteSize } from '../kernels/index.js';
 import {
@@ -130,4 +130,23 @@ function splitExpertBias(g: GgufFile, info: GgufTensorInfo, layer: number, proj:
     shape: [n],
     data: bytes.subarray(e * each, (e + 1) * each),
   }));
+}
+
+/**
+ * What loading `g`'s weights repacks (its MXFP4 tensors), counted from the scale bytes alone, so a
+ * caller that does not load the weights here (serve: the engine thread does) can say it: the same
+ * numbers loadGgufWeights' stats reach.
+ */
+export function ggufRepackStats(g: GgufFile): RepackStats {
+  const stats = emptyRepackStats();
+  for (const info of g.tensors) {
+    if (info.ggmlType !== MXFP4_GGML_TYPE) continue;
+    const count = info.shape.reduce((a, b) => a * b, 1);
+    const q8 = fitsQ8_0(ggufTensorBytes(g, info), count);
+    stats.tensors++;
+    stats.mxfp4Bytes += info.byteLength ?? 0;
+    stats.repackedBytes += byteSize(q8 ? 'q8_0' : 'bf16', count);
+    if (!q8) stats.bf16Tensors++;
+  }
+  return stats;
 }

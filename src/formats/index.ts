@@ -41,7 +41,7 @@ export {
 } from './gguf-format.js';
 export { GgufMeta } from './gguf-meta.js';
 export { ggufTensorBytes, readGguf, type GgufFile } from './gguf-reader.js';
-export { loadGgufWeights } from './gguf-weights.js';
+export { ggufRepackStats, loadGgufWeights } from './gguf-weights.js';
 export { encodeGguf, gguf, writeGgufFile, type GgufTensorSpec } from './gguf-writer.js';
 export { configFromHf } from './hf-config.js';
 export { loadHfWeights } from './hf-weights.js';

@@ -32,6 +32,8 @@ import {
   GgufMeta,
   readGguf,
   loadGgufWeights,
+  ggufRepackStats,
+  type RepackStats,
   configFromHf,
   loadHfWeights,
   isJsonObject,
@@ -47,6 +49,8 @@ export interface ModelSource {
   readonly path: string;
   /** Weight files read. */
   readonly files: readonly string[];
+  /** A GGUF's MXFP4 tensors, repacked at load into q8_0 (bf16 where a scale has no f16 form); absent when none. */
+  readonly repacked?: RepackStats;
 }
 
 export interface LoadedModel {
@@ -142,7 +146,14 @@ async function loadGgufFile(spec: string, file: string, withWeights: boolean): P
   });
   const config = withTokenizer(parsed, tokenizer, file);
   const chatTemplate = createChatTemplate(new GgufMeta(g).optStr('tokenizer.chat_template'), tokenizer, file);
-  const source = { format: 'gguf', spec, path: file, files: [file] } as const;
+  const repacked = ggufRepackStats(g);
+  const source = {
+    format: 'gguf',
+    spec,
+    path: file,
+    files: [file],
+    ...(repacked.tensors > 0 ? { repacked } : {}),
+  } as const;
   return tensors === null
     ? { config, tokenizer, chatTemplate, source }
     : { config, tensors, tokenizer, chatTemplate, source };
