@@ -3,7 +3,8 @@
 // over those 4, expert biases, the clamped SwiGLU) against llama.cpp's gpt-oss graph
 // (llama_model_openai_moe: build_attn with attn_sinks, the iSWA KV cache, build_moe_ffn with
 // SOFTMAX_WEIGHT and SWIGLU_OAI_MOE): gen-model's gpt-oss-tiny, the checks of moe-agreement.ts
-// (f32; in the full run MXFP4 experts, repacked exactly to q8_0 at load, and q8_0). Negative
+// (f32, o200k tokenizing as llama.cpp does; in the full run MXFP4 experts, repacked exactly to q8_0
+// at load, and q8_0). Negative
 // controls: the sinks dropped, the window ignored (every layer full), the clamp removed, the
 // weights a softmax over every expert (not over the chosen ones).
 import { expect } from 'vitest';
@@ -16,6 +17,13 @@ describeAgreement({
   hfClass: 'GptOssForCausalLM',
   quantized: ['mxfp4', 'q8_0'],
   hf: false,
+  // o200k as Tessera reads it from the GGUF (pre 'gpt-4o'), harmony's markers among the texts.
+  texts: [
+    'The quick brown fox jumps over the lazy dog.',
+    "Don't SHOUT: it's 12345 o'clock, we'VE said.  Two  spaces\n\nand lines\r\n",
+    '日本語のテキストと emoji 🦊 and ünïcödé',
+    '<|start|>user<|message|>Name a colour.<|end|><|start|>assistant<|channel|>final<|message|>Red<|return|>',
+  ],
   checkConfig: (model) => {
     // What the GGUF's gpt-oss.* and rope.scaling.* keys give back is the preset's.
     const preset = PRESET_CONFIGS['gpt-oss-tiny'];

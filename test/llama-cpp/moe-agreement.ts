@@ -1,7 +1,8 @@
 // The agreement suite the MoE and GLM architectures share (qwen3moe.test.ts, glm4moe.test.ts,
 // glm4.test.ts, gpt-oss.test.ts): a gen-model preset as GGUF against llama.cpp (node-llama-cpp 3.21.1, one thread,
 // F32 KV) from "The quick brown fox jumps over the lazy dog.":
-//   - f32: the same greedy ids and first-step logits within 1e-3;
+//   - f32: the same greedy ids and first-step logits within 1e-3 (and, where given, the same token ids
+//     for texts from both tokenizers);
 //   - each quantized dtype: teacher-forced on llama.cpp's greedy ids, top-1 agrees on 29 of 32
 //     steps and first-step log-probabilities correlate above 0.99 (k-quants.test.ts's bound);
 //   - the HF directory and the GGUF of one seed give bit-identical logits;
@@ -32,6 +33,8 @@ export interface AgreementSpec {
   readonly quantized: readonly GenDType[];
   /** The HF directory check (false: the arch is read from GGUF only). Default true. */
   readonly hf?: boolean;
+  /** Texts the f32 GGUF's tokenizer must split as llama.cpp does (special tokens parsed); default none. */
+  readonly texts?: readonly string[];
   /** gen-model overrides a dtype needs (K-quant mixes: a 256-wide residual). */
   readonly overrides?: (dtype: GenDType) => GenOverrides | undefined;
   /** Checks of the f32 GGUF's config. */
@@ -79,6 +82,14 @@ export function describeAgreement(spec: AgreementSpec): void {
       const model = await loadModel(path);
       f32Model = model;
       spec.checkConfig(model);
+      if (spec.texts !== undefined) {
+        const theirModel = await llamaCpp.llama.loadModel({ modelPath: path });
+        for (const text of spec.texts)
+          expect(model.tokenizer.encode(text, { addSpecialTokens: false }), text).toEqual([
+            ...theirModel.tokenize(text, true),
+          ]);
+        await theirModel.dispose();
+      }
       prompt = model.tokenizer.encode(TEXT);
       const theirs = await llamaCpp.trace(path, prompt, STEPS);
       reference = theirs;
