@@ -81,7 +81,7 @@ function readableDtype(g: GgufFile, info: GgufTensorInfo): WeightDType {
   if (dtype === null) {
     throw new ModelLoadError(
       g.file,
-      `tensor ${info.name} has type ${ggmlTypeName(info.ggmlType)}; Tessera loads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K`,
+      `tensor ${info.name} has type ${ggmlTypeName(info.ggmlType)}; Tessera loads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and MXFP4 (repacked)`,
     );
   }
   return dtype;
