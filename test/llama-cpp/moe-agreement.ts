@@ -141,11 +141,14 @@ export function describeAgreement(spec: AgreementSpec): void {
       const variants = spec.negativeControls(model);
       const prints = new Set([model, ...variants].map((m) => modelFingerprint(m)));
       expect(prints.size).toBe(variants.length + 1);
+      const diffs: string[] = [];
       for (const variant of variants) {
         const ours = await tesseraTrace(await engineFor(variant), prompt, 1);
         const { maxDiff } = maxLogProbDiff(ours.firstLogProbs, reference!.firstLogProbs);
+        diffs.push(maxDiff.toFixed(2));
         expect(maxDiff, JSON.stringify(variant.config)).toBeGreaterThan(0.1);
       }
+      console.log(`${name} negative controls (${spec.controls}): max |logit diff| ${diffs.join(', ')}`);
     });
   });
 }
