@@ -6,6 +6,7 @@ import { Rng } from '../core/index.js';
 import { dequantize } from '../kernels/index.js';
 import { routeTopKSoftmax, swigluOai } from '../engine/index.js';
 import { countParameters } from './config.js';
+import { configFromHf } from './hf-config.js';
 import { GPT_OSS_SWIGLU, slidingLayersFromPattern } from './gpt-oss-config.js';
 import { dequantizeMxfp4, emptyRepackStats, MXFP4_BLOCK_BYTES, quantizeMxfp4, repackMxfp4 } from './mxfp4.js';
 import { PRESET_CONFIGS } from '../gen/index.js';
@@ -81,6 +82,13 @@ describe('gpt-oss config', () => {
     const n = countParameters(config);
     expect(n).toBeGreaterThan(20.8e9);
     expect(n).toBeLessThan(21.0e9);
+  });
+
+  it("refuses gpt-oss's Hugging Face directory by name (its MXFP4 _blocks/_scales are not read): GGUF only", () => {
+    const json = { architectures: ['GptOssForCausalLM'], model_type: 'gpt_oss', hidden_size: 2880 };
+    expect(() => configFromHf(json, '/m/config.json')).toThrow(
+      '/m/config.json: gpt-oss is read from GGUF only (its Hugging Face directory, MXFP4 _blocks/_scales, is not)',
+    );
   });
 
   it('layers slide as llama.cpp set_swa_pattern(2): the even ones', () => {

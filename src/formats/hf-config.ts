@@ -23,6 +23,7 @@ const ARCH_BY_CLASS: Readonly<Record<string, ModelArch>> = {
   Qwen3MoeForCausalLM: 'qwen3moe',
   Glm4MoeForCausalLM: 'glm4moe',
   Glm4ForCausalLM: 'glm4',
+  GptOssForCausalLM: 'gpt-oss', // refused by configFromHf: GGUF only
 };
 
 /** HF model_type values that name an arch by another word. */
@@ -30,6 +31,7 @@ const ARCH_BY_MODEL_TYPE: Readonly<Record<string, ModelArch>> = {
   gemma3_text: 'gemma3',
   qwen3_moe: 'qwen3moe',
   glm4_moe: 'glm4moe',
+  gpt_oss: 'gpt-oss',
 };
 
 /** transformers' default max_position_embeddings per model_type. */
