@@ -11,7 +11,7 @@ export {
 } from './engine-loop.js';
 export { createThreadedEngine, type ThreadedEngine, type WeightsFile } from './engine-thread.js';
 export { createEngine, DEFAULT_MAX_STEP_TOKENS, DEFAULT_PAGE_SIZE, type Engine, type ModelWeights } from './engine.js';
-export { routeSigmoidTopK } from './forward/moe.js';
+export { routeSigmoidTopK, routeTopKSoftmax, swigluOai } from './forward/moe.js';
 export { generate } from './generate.js';
 export { loraFileDigest, type LoraControl } from './lora-control.js';
 export { genLoraGguf } from './lora-gguf.js';

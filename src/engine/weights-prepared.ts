@@ -36,6 +36,10 @@ import {
   GLM4_POST_ATTN_NORM,
   GLM4_POST_MLP_NORM,
   ROUTER_BIAS,
+  ROUTER_LOGIT_BIAS,
+  O_PROJ_BIAS,
+  ATTENTION_SINKS,
+  expertBiasName,
   sharedExpertName,
   type ModelConfig,
   tensorToF32,
@@ -63,6 +67,10 @@ interface AttentionWeights {
   readonly kNorm: Float32Array | null;
   /** [d, qDim] */
   readonly o: DenseWeight;
+  /** [d]: gpt-oss's o_proj bias; null for other archs. */
+  readonly oBias: Float32Array | null;
+  /** [numHeads]: gpt-oss's attention sinks (one logit per head in the softmax); null for other archs. */
+  readonly sinks: Float32Array | null;
   /** [d]: the norm before the MLP; Gemma 3's of the attention output (its post_attention_layernorm). */
   readonly postNorm: Float32Array;
 }
@@ -92,6 +100,9 @@ export type LayerWeights = DenseLayerWeights | MoeLayerWeights;
 export interface ExpertWeights {
   readonly gateUp: DenseWeight;
   readonly down: DenseWeight;
+  /** gpt-oss: [2 ffE] gate | up biases and [d] down's; null for other archs. */
+  readonly gateUpBias: Float32Array | null;
+  readonly downBias: Float32Array | null;
 }
 
 export interface MoeFfnWeights {
@@ -99,6 +110,8 @@ export interface MoeFfnWeights {
   readonly router: DenseWeight;
   /** [E]: GLM-4.5's selection bias (sigmoid routing); null for softmax routing. */
   readonly scoreBias: Float32Array | null;
+  /** [E]: gpt-oss's router bias, added to the logits; null for other archs. */
+  readonly routerBias: Float32Array | null;
   /** GLM-4.5's shared experts, one SwiGLU of width ffE · n every token runs; null when none. */
   readonly shared: ExpertWeights | null;
   /** E of them, prepared each on its own: a step runs only the ones its tokens chose. */
@@ -161,6 +174,17 @@ export async function prepareWeights(
     out.set(values);
     return out;
   };
+  /** Vectors end to end in one f32 buffer the op kernels read (gpt-oss's gate | up biases). */
+  const vectors = (names: readonly string[]): Float32Array => {
+    const parts = names.map((name) => tensorToF32(get(name)));
+    const out = ops.allocF32(parts.reduce((a, p) => a + p.length, 0));
+    let at = 0;
+    for (const p of parts) {
+      out.set(p, at);
+      at += p.length;
+    }
+    return out;
+  };
   let bytesPerToken = 0;
   // One buffer reused for every stack of one dtype: prepare copies (repacks) what it is given, so
   // a stack is garbage as soon as prepare returns; a fresh one per expert left GBs for the GC
@@ -209,19 +233,25 @@ export async function prepareWeights(
       qNorm: hasQkNorm(config) ? vector(n('self_attn.q_norm.weight')) : null,
       kNorm: hasQkNorm(config) ? vector(n('self_attn.k_norm.weight')) : null,
       o: await matrix(n('self_attn.o_proj.weight'), [get(n('self_attn.o_proj.weight'))]),
+      oBias: config.gptOss !== undefined ? vector(n(O_PROJ_BIAS)) : null,
+      sinks: config.gptOss !== undefined ? vector(n(ATTENTION_SINKS)) : null,
       postNorm: vector(n('post_attention_layernorm.weight')),
     };
     if (isMoeLayer(config.moe, i)) {
       const experts: ExpertWeights[] = [];
       for (let e = 0; e < config.moe.numExperts; e++) {
         const x = (proj: ExpertProj): HostTensor => get(expertName(i, e, proj));
+        const biased = config.moe.expertBias === true;
         experts.push({
           gateUp: await matrix(n(`mlp.experts.${e}.gate_up`), [x('gate_proj'), x('up_proj')], expertShare),
           down: await matrix(expertName(i, e, 'down_proj'), [x('down_proj')], expertShare),
+          gateUpBias: biased ? vectors([expertBiasName(i, e, 'gate_proj'), expertBiasName(i, e, 'up_proj')]) : null,
+          downBias: biased ? vector(expertBiasName(i, e, 'down_proj')) : null,
         });
       }
       const router = await matrix(n('mlp.gate.weight'), [get(n('mlp.gate.weight'))]);
       const scoreBias = config.moe.gating === 'sigmoid' ? vector(n(ROUTER_BIAS)) : null;
+      const routerBias = config.moe.expertBias === true ? vector(n(ROUTER_LOGIT_BIAS)) : null;
       const s = (proj: ExpertProj): HostTensor => get(sharedExpertName(i, proj));
       const shared =
         (config.moe.numSharedExperts ?? 0) === 0
@@ -229,8 +259,10 @@ export async function prepareWeights(
           : {
               gateUp: await matrix(n('mlp.shared_experts.gate_up'), [s('gate_proj'), s('up_proj')]),
               down: await matrix(sharedExpertName(i, 'down_proj'), [s('down_proj')]),
+              gateUpBias: null,
+              downBias: null,
             };
-      layers.push({ ...attention, moe: { router, scoreBias, shared, experts } });
+      layers.push({ ...attention, moe: { router, scoreBias, routerBias, shared, experts } });
       continue;
     }
     layers.push({

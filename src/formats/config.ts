@@ -1,9 +1,13 @@
 // The normalized model description every other part of Tessera reads: one shape for Llama 2/3,
 // TinyLlama, SmolLM, Mistral, Qwen2/3, Phi-3 and Gemma 3 (its extras in `gemma3`), whether it came from a Hugging Face config.json
-// (hf-config.ts) or GGUF metadata (gguf-config.ts); Qwen3-MoE's and GLM-4.5's routing in `moe` (moe-config.ts). This file owns the type and its checks;
+// (hf-config.ts) or GGUF metadata (gguf-config.ts); Qwen3-MoE's, GLM-4.5's and gpt-oss's routing in `moe` (moe-config.ts),
+// gpt-oss's attention and activation in `gptOss` (gpt-oss-config.ts). This file owns the type and its checks;
 // it must never read files or guess a value a model did not give (defaults live in the parsers).
 import { ModelLoadError } from '../core/index.js';
 import { isMoeLayer, moeMlpParameters, validateMoe, type MoeParams } from './moe-config.js';
+import { validateGptOss, type GptOssParams } from './gpt-oss-config.js';
+
+export type { GptOssParams } from './gpt-oss-config.js';
 
 export type { MoeParams } from './moe-config.js';
 export { isMoeLayer } from './moe-config.js';
@@ -18,10 +22,11 @@ export const MODEL_ARCHS = [
   'qwen3moe',
   'glm4moe',
   'glm4',
+  'gpt-oss',
 ] as const;
 
 /** Archs whose MLPs are routed experts (config.moe set). */
-export const MOE_ARCHS: readonly ModelArch[] = ['qwen3moe', 'glm4moe'];
+export const MOE_ARCHS: readonly ModelArch[] = ['qwen3moe', 'glm4moe', 'gpt-oss'];
 export type ModelArch = (typeof MODEL_ARCHS)[number];
 
 /**
@@ -112,6 +117,8 @@ export interface ModelConfig {
   readonly ropeDims?: number;
   /** Per-head RMSNorm of q and k for an arch where it is optional (GLM-4.5's use_qk_norm); absent: the arch decides. */
   readonly qkNorm?: boolean;
+  /** gpt-oss's attention sinks, sliding-window layers and clamped SwiGLU; present exactly for arch gpt-oss. */
+  readonly gptOss?: GptOssParams;
 }
 
 /** Qwen3 (and Qwen3-MoE) and Gemma 3 RMS-normalize each head of q and k (q_norm, k_norm over headDim) before RoPE. */
@@ -170,6 +177,9 @@ export function validateConfig(config: ModelConfig, file: string): ModelConfig {
       `moe parameters must be given exactly for archs ${MOE_ARCHS.join(', ')} (arch ${config.arch})`,
     );
   if (config.moe !== null) validateMoe(config.moe, file);
+  if ((config.gptOss !== undefined) !== (config.arch === 'gpt-oss'))
+    throw new ModelLoadError(file, `gpt-oss parameters must be given exactly for arch gpt-oss (arch ${config.arch})`);
+  if (config.gptOss !== undefined) validateGptOss(config.gptOss, config.numLayers, file);
   const rot = rotaryDims(config);
   if (!(Number.isSafeInteger(rot) && rot > 0 && rot % 2 === 0 && rot <= config.headDim))
     throw new ModelLoadError(file, `rotary dims must be even and within headDim ${config.headDim}, got ${rot}`);
@@ -227,7 +237,12 @@ export function countParameters(config: ModelConfig): number {
   const { hiddenSize: d, intermediateSize: ff, numHeads, numKvHeads, headDim, vocabSize, numLayers } = config;
   const qDim = numHeads * headDim;
   const kvDim = numKvHeads * headDim;
-  const attention = d * qDim + 2 * d * kvDim + qDim * d + (config.attentionBias ? qDim + 2 * kvDim : 0);
+  const attention =
+    d * qDim +
+    2 * d * kvDim +
+    qDim * d +
+    (config.attentionBias ? qDim + 2 * kvDim : 0) +
+    (config.gptOss !== undefined ? d + numHeads : 0); // gpt-oss: o_proj's bias and a sink per head
   const norms =
     config.gemma3 !== null
       ? 4 * d + 2 * headDim

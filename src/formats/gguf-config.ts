@@ -1,5 +1,6 @@
 // GGUF metadata -> ModelConfig, for general.architecture "llama" (llama.cpp writes Llama 2/3,
-// TinyLlama, SmolLM and Mistral 7B as "llama"), "qwen2", "qwen3", "phi3", "gemma3", "qwen3moe" and "glm4moe" (moe-config.ts) / "glm4" (dense;
+// TinyLlama, SmolLM and Mistral 7B as "llama"), "qwen2", "qwen3", "phi3", "gemma3", "qwen3moe",
+// "gpt-oss" (gpt-oss-config.ts) and "glm4moe" (moe-config.ts) / "glm4" (dense;
 // partial RoPE from rope.dimension_count, q/k/v bias and q/k norms from their tensors, nextn_predict_layers
 // trailing layers not run, as llama.cpp's graph skips them), reading the `<arch>.*` keys with
 // llama.cpp's defaults. Llama 3 RoPE scaling arrives as a `rope_freqs.weight` tensor of
@@ -11,6 +12,7 @@ import { gemma3FromGguf } from './gemma3-config.js';
 import { dtypeOfGgmlType, ggmlTypeName } from './gguf-format.js';
 import { GgufMeta } from './gguf-meta.js';
 import { glm4MoeFromGguf, moeFromGguf } from './moe-config.js';
+import { gptOssFromGguf } from './gpt-oss-config.js';
 import { ggufTensorBytes, type GgufFile } from './gguf-reader.js';
 import { yarnMscale } from './rope.js';
 
@@ -23,6 +25,7 @@ const GGUF_ARCHS: Readonly<Record<string, ModelArch>> = {
   qwen3moe: 'qwen3moe',
   glm4moe: 'glm4moe',
   glm4: 'glm4',
+  'gpt-oss': 'gpt-oss',
 };
 
 export function ggufArch(g: GgufFile): ModelArch {
@@ -32,7 +35,7 @@ export function ggufArch(g: GgufFile): ModelArch {
     const seen = name === null ? 'no general.architecture key' : `general.architecture "${name}"`;
     throw new ModelLoadError(
       g.file,
-      `unknown architecture: ${seen} (Tessera reads GGUF llama, qwen2, qwen3, phi3, gemma3, qwen3moe, glm4moe and glm4; Mistral 7B GGUFs say "llama")`,
+      `unknown architecture: ${seen} (Tessera reads GGUF llama, qwen2, qwen3, phi3, gemma3, qwen3moe, glm4moe, glm4 and gpt-oss; Mistral 7B GGUFs say "llama")`,
     );
   }
   return arch;
@@ -63,11 +66,15 @@ export function configFromGguf(g: GgufFile): ModelConfig {
   const has = (name: string): boolean => g.tensors.some((t) => t.name === name);
   // GLM-4.5's next-token-prediction layers are counted in block_count and not run by llama.cpp's graph.
   const numLayers = meta.int(key('block_count')) - (glm ? (meta.optInt(key('nextn_predict_layers')) ?? 0) : 0);
+  const gptOss = arch === 'gpt-oss' ? gptOssFromGguf(meta, key, numLayers, g.file) : null;
   const config: ModelConfig = {
     arch,
     vocabSize: meta.optInt(key('vocab_size')) ?? embed.shape[0]!,
     hiddenSize,
-    intermediateSize: meta.int(key('feed_forward_length')),
+    intermediateSize:
+      gptOss === null
+        ? meta.int(key('feed_forward_length'))
+        : (meta.optInt(key('feed_forward_length')) ?? gptOss.moe.expertIntermediateSize),
     numLayers,
     numHeads,
     numKvHeads: meta.optInt(key('attention.head_count_kv')) ?? numHeads,
@@ -78,11 +85,19 @@ export function configFromGguf(g: GgufFile): ModelConfig {
     maxPositionEmbeddings,
     slidingWindow: null,
     tieWordEmbeddings: !g.tensors.some((t) => t.name === 'output.weight'),
-    attentionBias: arch === 'qwen2' || (glm && has('blk.0.attn_q.bias')),
+    attentionBias: arch === 'qwen2' || arch === 'gpt-oss' || (glm && has('blk.0.attn_q.bias')),
     bosTokenId: meta.optInt('tokenizer.ggml.bos_token_id'),
     eosTokenIds: [...new Set(eos)],
     gemma3: arch === 'gemma3' ? gemma3FromGguf(meta, key, { numLayers, hiddenSize, numHeads, headDim }) : null,
-    moe: arch === 'qwen3moe' ? moeFromGguf(meta, key) : arch === 'glm4moe' ? glm4MoeFromGguf(meta, key, g.file) : null,
+    moe:
+      gptOss !== null
+        ? gptOss.moe
+        : arch === 'qwen3moe'
+          ? moeFromGguf(meta, key)
+          : arch === 'glm4moe'
+            ? glm4MoeFromGguf(meta, key, g.file)
+            : null,
+    ...(gptOss !== null ? { gptOss: gptOss.gptOss } : {}),
     ...(partial && ropeDims !== null ? { ropeDims } : {}),
     ...(arch === 'glm4moe' && has('blk.0.attn_q_norm.weight') ? { qkNorm: true } : {}),
   };

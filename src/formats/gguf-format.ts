@@ -89,6 +89,7 @@ export const GGML_TYPE_NAMES: Readonly<Record<number, string>> = {
   30: 'BF16',
   34: 'TQ1_0',
   35: 'TQ2_0',
+  39: 'MXFP4',
 };
 
 /** [weights per block, bytes per block] of GGML types, to check a tensor fits its file. */
@@ -113,6 +114,7 @@ export const GGML_BLOCK: Readonly<Record<number, readonly [number, number]>> = {
   27: [1, 8],
   28: [1, 8],
   30: [1, 2],
+  39: [32, 17], // MXFP4: repacked at load (mxfp4.ts)
 };
 
 export const GGML_TYPE_OF_DTYPE: Readonly<Record<WeightDType, number>> = {

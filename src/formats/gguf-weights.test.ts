@@ -102,7 +102,7 @@ describe('GGUF weights', () => {
     expect(() => load(q4k)).toThrow(
       new ModelLoadError(
         FILE,
-        'tensor token_embd.weight has type Q4_1; Tessera loads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K',
+        'tensor token_embd.weight has type Q4_1; Tessera loads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and MXFP4 (repacked)',
       ),
     );
   });

@@ -23,6 +23,7 @@ const ARCH_BY_CLASS: Readonly<Record<string, ModelArch>> = {
   Qwen3MoeForCausalLM: 'qwen3moe',
   Glm4MoeForCausalLM: 'glm4moe',
   Glm4ForCausalLM: 'glm4',
+  GptOssForCausalLM: 'gpt-oss', // refused by configFromHf: GGUF only
 };
 
 /** HF model_type values that name an arch by another word. */
@@ -30,6 +31,7 @@ const ARCH_BY_MODEL_TYPE: Readonly<Record<string, ModelArch>> = {
   gemma3_text: 'gemma3',
   qwen3_moe: 'qwen3moe',
   glm4_moe: 'glm4moe',
+  gpt_oss: 'gpt-oss',
 };
 
 /** transformers' default max_position_embeddings per model_type. */
@@ -43,11 +45,17 @@ const DEFAULT_CONTEXT: Readonly<Record<ModelArch, number>> = {
   qwen3moe: 40960,
   glm4moe: 131072,
   glm4: 131072,
+  'gpt-oss': 131072,
 };
 
 export function configFromHf(json: JsonObject, file: string): ModelConfig {
   const f = new JsonFields(json, file);
   const arch = hfArch(f, file);
+  if (arch === 'gpt-oss')
+    throw new ModelLoadError(
+      file,
+      'gpt-oss is read from GGUF only (its Hugging Face directory, MXFP4 _blocks/_scales, is not)',
+    );
   const numHeads = f.int('num_attention_heads');
   const hiddenSize = f.int('hidden_size');
   const act = arch === 'gemma3' ? 'silu' : f.str('hidden_act', 'silu'); // gemma3: gemma3FromHf checks
@@ -125,7 +133,8 @@ function hfArch(f: JsonFields, file: string): ModelArch {
       : firstClass !== null
         ? `architectures ["${firstClass}"]`
         : 'no model_type or architectures';
-  throw new ModelLoadError(file, `unknown architecture: ${seen} (Tessera supports ${MODEL_ARCHS.join(', ')})`);
+  const readable = MODEL_ARCHS.filter((a) => a !== 'gpt-oss'); // gpt-oss: GGUF only
+  throw new ModelLoadError(file, `unknown architecture: ${seen} (Tessera supports ${readable.join(', ')})`);
 }
 
 function derivedHeadDim(hiddenSize: number, numHeads: number, file: string): number {
@@ -152,6 +161,7 @@ function slidingWindow(f: JsonFields, arch: ModelArch): number | null {
       return f.bool('use_sliding_window', false) ? f.optInt('sliding_window') : null;
     case 'glm4moe':
     case 'glm4':
+    case 'gpt-oss':
       return null;
   }
 }

@@ -8,8 +8,18 @@ export {
   ropeInterleaved,
   rotaryDims,
   validateConfig,
+  type GptOssParams,
   type ModelConfig,
 } from './config.js';
+export { GPT_OSS_SWIGLU, slidingLayersFromPattern } from './gpt-oss-config.js';
+export {
+  dequantizeMxfp4,
+  emptyRepackStats,
+  MXFP4_GGML_TYPE,
+  mxfp4Bytes,
+  quantizeMxfp4,
+  type RepackStats,
+} from './mxfp4.js';
 export {
   exists,
   isDirectory,
@@ -36,7 +46,7 @@ export {
 } from './gguf-format.js';
 export { GgufMeta } from './gguf-meta.js';
 export { ggufTensorBytes, readGguf, type GgufFile } from './gguf-reader.js';
-export { loadGgufWeights } from './gguf-weights.js';
+export { ggufRepackStats, loadGgufWeights } from './gguf-weights.js';
 export { encodeGguf, gguf, writeGgufFile, type GgufTensorSpec } from './gguf-writer.js';
 export { configFromHf } from './hf-config.js';
 export { loadHfWeights } from './hf-weights.js';
@@ -44,11 +54,13 @@ export { tensorToF32 } from './host-tensor.js';
 export { isJsonObject, JsonFields, parseJsonObject, type JsonObject } from './json-fields.js';
 export { type MoeParams } from './moe-config.js';
 export { partialRopeOrder, permuteHeadRows, permuteRopeRows } from './permute.js';
-export { ropeDependsOnLength, ropeTable, type RopeTable } from './rope.js';
+export { ropeDependsOnLength, ropeTable, yarnMscale, type RopeTable } from './rope.js';
 export { encodeSafetensors, readSafetensors, writeSafetensorsFile } from './safetensors.js';
 export {
+  ATTENTION_SINKS,
   EMBED,
   expectedTensors,
+  expertBiasName,
   expertName,
   FINAL_NORM,
   ggufToHfName,
@@ -57,7 +69,9 @@ export {
   hfToGgufName,
   layerName,
   LM_HEAD,
+  O_PROJ_BIAS,
   ROUTER_BIAS,
+  ROUTER_LOGIT_BIAS,
   sharedExpertName,
   type ExpertProj,
 } from './tensor-names.js';

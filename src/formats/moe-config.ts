@@ -1,6 +1,6 @@
 // The routing config of a mixture-of-experts model (config.ts's MoeParams) from a Hugging Face
 // config.json (Qwen3MoeForCausalLM, Glm4MoeForCausalLM) or GGUF metadata (general.architecture
-// "qwen3moe", "glm4moe"), and its checks. It must never accept a layout Tessera cannot run: dense layers among the sparse ones
+// "qwen3moe", "glm4moe"; gpt-oss's in gpt-oss-config.ts), and its checks. It must never accept a layout Tessera cannot run: dense layers among the sparse ones
 // (decoder_sparse_step > 1, mlp_only_layers), a shared expert, or another gating function are
 // ModelLoadErrors naming the file, not silently wrong outputs.
 //
@@ -34,8 +34,14 @@ export interface MoeParams {
   readonly expertIntermediateSize: number;
   /** Divide the top-k softmax weights by their sum (Qwen3-MoE's norm_topk_prob). */
   readonly normTopkProb: boolean;
-  /** GLM-4.5: sigmoid scores, chosen by score + a per-expert correction bias; absent: softmax (Qwen3-MoE). */
-  readonly gating?: 'softmax' | 'sigmoid';
+  /**
+   * GLM-4.5: sigmoid scores, chosen by score + a per-expert correction bias; gpt-oss: 'softmax-weight'
+   * (llama.cpp's SOFTMAX_WEIGHT: the top k by logit, weighted by a softmax over those k alone);
+   * absent: softmax over every expert, then the top k (Qwen3-MoE).
+   */
+  readonly gating?: 'softmax' | 'sigmoid' | 'softmax-weight';
+  /** gpt-oss: the router (mlp.gate.bias) and each expert's gate, up and down projections carry a bias; absent: none. */
+  readonly expertBias?: boolean;
   /** Multiplier on the (normalised) top-k weights (GLM-4.5's routed_scaling_factor); absent: 1. */
   readonly routedScalingFactor?: number;
   /** Always-on experts of width expertIntermediateSize each, run as one SwiGLU; absent: 0. */
@@ -137,6 +143,7 @@ export function validateMoe(moe: MoeParams, file: string): void {
 /** Parameters of one MoE layer's MLP: the router (and its bias), every expert's and the shared experts' gate, up and down. */
 export function moeMlpParameters(hiddenSize: number, moe: MoeParams): number {
   const experts = moe.numExperts + (moe.numSharedExperts ?? 0);
-  const bias = moe.gating === 'sigmoid' ? moe.numExperts : 0;
-  return moe.numExperts * hiddenSize + bias + experts * 3 * hiddenSize * moe.expertIntermediateSize;
+  const bias = moe.gating === 'sigmoid' || moe.expertBias === true ? moe.numExperts : 0;
+  const expertBias = moe.expertBias === true ? moe.numExperts * (2 * moe.expertIntermediateSize + hiddenSize) : 0;
+  return moe.numExperts * hiddenSize + bias + expertBias + experts * 3 * hiddenSize * moe.expertIntermediateSize;
 }

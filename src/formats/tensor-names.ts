@@ -34,6 +34,10 @@ export function expectedTensors(config: ModelConfig): Map<string, readonly numbe
       out.set(layerName(i, 'self_attn.k_norm.weight'), [headDim]);
     }
     out.set(layerName(i, 'self_attn.o_proj.weight'), [d, qDim]);
+    if (config.gptOss !== undefined) {
+      out.set(layerName(i, O_PROJ_BIAS), [d]);
+      out.set(layerName(i, ATTENTION_SINKS), [numHeads]);
+    }
     // Llama's post_attention_layernorm is the norm before the MLP; Gemma 3's is the norm of the
     // attention output, and pre/post_feedforward_layernorm surround its MLP.
     out.set(layerName(i, 'post_attention_layernorm.weight'), [d]);
@@ -68,10 +72,15 @@ function moeLayerTensors(layer: number, d: number, moe: MoeParams): [string, rea
   const ff = moe.expertIntermediateSize;
   const out: [string, readonly number[]][] = [[layerName(layer, 'mlp.gate.weight'), [moe.numExperts, d]]];
   if (moe.gating === 'sigmoid') out.push([layerName(layer, ROUTER_BIAS), [moe.numExperts]]);
+  if (moe.expertBias === true) out.push([layerName(layer, ROUTER_LOGIT_BIAS), [moe.numExperts]]);
   for (let e = 0; e < moe.numExperts; e++) {
     out.push([expertName(layer, e, 'gate_proj'), [ff, d]]);
     out.push([expertName(layer, e, 'up_proj'), [ff, d]]);
     out.push([expertName(layer, e, 'down_proj'), [d, ff]]);
+    if (moe.expertBias !== true) continue;
+    out.push([expertBiasName(layer, e, 'gate_proj'), [ff]]);
+    out.push([expertBiasName(layer, e, 'up_proj'), [ff]]);
+    out.push([expertBiasName(layer, e, 'down_proj'), [d]]);
   }
   const shared = ff * (moe.numSharedExperts ?? 0);
   if (shared > 0) {
@@ -85,6 +94,11 @@ function moeLayerTensors(layer: number, d: number, moe: MoeParams): [string, rea
 export const GLM4_POST_ATTN_NORM = 'post_self_attn_layernorm.weight';
 export const GLM4_POST_MLP_NORM = 'post_mlp_layernorm.weight';
 
+/** gpt-oss: o_proj's bias, the per-head attention sinks, the router's bias (added to its logits). */
+export const O_PROJ_BIAS = 'self_attn.o_proj.bias';
+export const ATTENTION_SINKS = 'self_attn.sinks';
+export const ROUTER_LOGIT_BIAS = 'mlp.gate.bias';
+
 /** GLM-4.5's per-expert selection bias (added to the sigmoid scores to choose, not to weigh). */
 export const ROUTER_BIAS = 'mlp.gate.e_score_correction_bias';
 export const sharedExpertName = (layer: number, proj: ExpertProj): string =>
@@ -93,6 +107,10 @@ export const sharedExpertName = (layer: number, proj: ExpertProj): string =>
 export type ExpertProj = 'gate_proj' | 'up_proj' | 'down_proj';
 export const expertName = (layer: number, expert: number, proj: ExpertProj): string =>
   layerName(layer, `mlp.experts.${expert}.${proj}.weight`);
+
+/** gpt-oss: an expert's projection's bias. */
+export const expertBiasName = (layer: number, expert: number, proj: ExpertProj): string =>
+  layerName(layer, `mlp.experts.${expert}.${proj}.bias`);
 
 /**
  * llama.cpp stores a layer's experts as one 3-D tensor per projection (ne = [cols, rows, E]):
@@ -181,6 +199,13 @@ const GGUF_LAYER_SUFFIX_GLM4MOE: Readonly<Record<string, string>> = Object.fromE
   ...Object.entries(GGUF_LAYER_SUFFIX).filter(([g]) => g !== 'ffn_norm.weight'),
   ['post_attention_norm.weight', 'post_attention_layernorm.weight'],
 ]);
+/** gpt-oss: GLM-4.5's names (post_attention_norm before the MLP), o_proj's bias, the sinks and the router's bias. */
+const GGUF_LAYER_SUFFIX_GPT_OSS: Readonly<Record<string, string>> = {
+  ...GGUF_LAYER_SUFFIX_GLM4MOE,
+  'attn_output.bias': O_PROJ_BIAS,
+  'attn_sinks.weight': ATTENTION_SINKS,
+  'ffn_gate_inp.bias': ROUTER_LOGIT_BIAS,
+};
 /** Gemma 3's layer names where llama.cpp's differ from Llama's meaning (ffn_norm is the pre-MLP norm). */
 const GGUF_LAYER_SUFFIX_GEMMA3: Readonly<Record<string, string>> = {
   ...GGUF_LAYER_SUFFIX,
@@ -201,7 +226,9 @@ const layerSuffixes = (arch: ModelArch): Readonly<Record<string, string>> =>
       ? GGUF_LAYER_SUFFIX_GLM4MOE
       : arch === 'glm4'
         ? GGUF_LAYER_SUFFIX_GLM4
-        : GGUF_LAYER_SUFFIX;
+        : arch === 'gpt-oss'
+          ? GGUF_LAYER_SUFFIX_GPT_OSS
+          : GGUF_LAYER_SUFFIX;
 const GGUF_GLOBAL: Readonly<Record<string, string>> = {
   'token_embd.weight': EMBED,
   'output_norm.weight': FINAL_NORM,

@@ -101,9 +101,15 @@ describe('gen-model options', () => {
     );
     expect(configError({ ...base, preset: 'huge' as never })).toBe(
       'unknown preset "huge" (choose tiny or m100 or qwen3-tiny or phi3-tiny or llama-1b or gemma3-tiny ' +
-        'or qwen3moe-tiny or qwen3moe-a3b-2l or glm4moe-tiny or glm4-tiny)',
+        'or qwen3moe-tiny or qwen3moe-a3b-2l or glm4moe-tiny or glm4-tiny or gpt-oss-tiny or gpt-oss-20b-2l)',
     );
     expect(configError({ ...base, seed: -1 })).toContain('--seed must be an integer');
+    expect(configError({ ...base, preset: 'gpt-oss-tiny' })).toBe(
+      "--preset gpt-oss-tiny writes GGUF only (Tessera does not read gpt-oss's HF directory)",
+    );
+    expect(configError({ ...base, format: 'gguf', out: '/tmp/x.gguf', dtype: 'mxfp4' })).toBe(
+      '--dtype mxfp4 quantizes routed experts: choose an MoE preset',
+    );
   });
 
   it('refuse overrides that make an inconsistent model', async () => {

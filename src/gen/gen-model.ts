@@ -28,8 +28,13 @@ import {
   writeSafetensorsFile,
   expectedTensors,
   hfToGgufName,
+  MXFP4_GGML_TYPE,
+  GPT_OSS_SWIGLU,
+  mxfp4Bytes,
+  yarnMscale,
+  quantizeMxfp4,
 } from '../formats/index.js';
-import { FILE_TYPE_OF_MIX, isKMix, tensorDtype, type GenDType } from './gen-mix.js';
+import { FILE_TYPE_OF_MIX, isMix, tensorDtype, type GenDType, type GenTensorType } from './gen-mix.js';
 import { ggufTokenizerMetadata, hfTokenizerFiles } from './gen-vocab.js';
 import { ggufExpertName, moeGgufMetadata, moeHfFields, stackExperts } from './gen-moe.js';
 import { GEN_PRESETS, PRESET_CONFIGS, generateTensor, type GenPreset } from './presets.js';
@@ -90,6 +95,7 @@ const HF_CLASS: Readonly<Record<ModelConfig['arch'], string>> = {
   qwen3moe: 'Qwen3MoeForCausalLM',
   glm4moe: 'Glm4MoeForCausalLM',
   glm4: 'Glm4ForCausalLM',
+  'gpt-oss': 'GptOssForCausalLM',
 };
 const HF_MODEL_TYPE: Readonly<Partial<Record<ModelConfig['arch'], string>>> = {
   gemma3: 'gemma3_text',
@@ -108,6 +114,12 @@ export function checkGenOptions(options: GenModelOptions): void {
     throw new ConfigError(
       `--dtype ${dtype} is not supported with --format hf: safetensors holds f32, f16 or bf16 (use --format gguf for q8_0/q4_0)`,
     );
+  }
+  if (options.format === 'hf' && PRESET_CONFIGS[options.preset]?.arch === 'gpt-oss') {
+    throw new ConfigError(`--preset ${options.preset} writes GGUF only (Tessera does not read gpt-oss's HF directory)`);
+  }
+  if (dtype === 'mxfp4' && PRESET_CONFIGS[options.preset]?.moe === null) {
+    throw new ConfigError('--dtype mxfp4 quantizes routed experts: choose an MoE preset');
   }
   if (options.format === 'gguf' && !options.out.endsWith('.gguf')) {
     throw new ConfigError(`--out must name a .gguf file for --format gguf, got ${options.out}`);
@@ -130,7 +142,7 @@ export function genConfig(options: Pick<GenModelOptions, 'preset' | 'overrides' 
   const dtype = options.dtype ?? 'f32';
   const cols = [config.hiddenSize, config.intermediateSize, config.numHeads * config.headDim];
   if (config.moe !== null) cols.push(config.moe.expertIntermediateSize);
-  if ((dtype === 'q8_0' || dtype === 'q4_0' || isKMix(dtype)) && cols.some((n) => n % QK !== 0)) {
+  if ((dtype === 'q8_0' || dtype === 'q4_0' || isMix(dtype)) && cols.some((n) => n % QK !== 0)) {
     throw new ConfigError(`${dtype} needs hidden, intermediate and attention sizes that are multiples of ${QK}`);
   }
   return config;
@@ -161,7 +173,7 @@ export async function genModel(options: GenModelOptions): Promise<GenModelResult
 interface TensorSpec {
   readonly name: string;
   readonly shape: readonly number[];
-  readonly dtype: WeightDType;
+  readonly dtype: GenTensorType;
   /** The canonical tensors generated into it, in row order (two or three for Phi-3's fused ones). */
   readonly parts: readonly (readonly [string, readonly number[]])[];
 }
@@ -169,7 +181,7 @@ interface TensorSpec {
 /** The tensors to write: canonical ones, with Phi-3's q/k/v and gate/up fused as its files hold them. */
 function tensorSpecs(
   config: ModelConfig,
-  dtypeOf: (name: string, shape: readonly number[]) => WeightDType,
+  dtypeOf: (name: string, shape: readonly number[]) => GenTensorType,
 ): TensorSpec[] {
   const expected = [...expectedTensors(config)];
   const single = (name: string, shape: readonly number[]): TensorSpec => ({
@@ -224,12 +236,22 @@ function ggufName(name: string, arch: ModelConfig['arch']): string {
   return m !== null ? `blk.${m[1]}.ffn_up.weight` : (ggufExpertName(name) ?? hfToGgufName(name, arch));
 }
 
+/** Bytes of `count` weights written as `type`. */
+function genByteSize(type: GenTensorType, count: number): number {
+  return type === 'mxfp4' ? mxfp4Bytes(count) : byteSize(type, count);
+}
+
+/** `values` written as `type` (MXFP4: llama.cpp's quantize_row_mxfp4_ref). */
+function genQuantize(type: GenTensorType, values: Float32Array): Uint8Array {
+  return type === 'mxfp4' ? quantizeMxfp4(values) : quantize(type, values);
+}
+
 function progress(
   options: GenModelOptions,
-  specs: readonly { name: string; shape: readonly number[]; dtype: WeightDType }[],
+  specs: readonly { name: string; shape: readonly number[]; dtype: GenTensorType }[],
 ) {
   const sizes = specs.map((s) =>
-    byteSize(
+    genByteSize(
       s.dtype,
       s.shape.reduce((a, b) => a * b, 1),
     ),
@@ -254,14 +276,15 @@ async function writeHf(config: ModelConfig, options: GenModelOptions): Promise<s
   await writeFile(files[0]!, `${JSON.stringify(hfConfigJson(config, dtype, seed, options.preset), null, 2)}\n`);
   await writeFile(files[1]!, tokenizer.tokenizerJson);
   await writeFile(files[2]!, tokenizer.tokenizerConfig);
-  const specs = tensorSpecs(config, () => dtype as WeightDType); // checkGenOptions: f32, f16 or bf16
+  const hfDtype = dtype as WeightDType; // checkGenOptions: f32, f16 or bf16
+  const specs = tensorSpecs(config, () => hfDtype).map((spec) => ({ ...spec, dtype: hfDtype }));
   const done = progress(options, specs);
   await writeSafetensorsFile(
     files[3]!,
     specs,
     (i) => {
       const spec = specs[i]!;
-      const data = quantize(spec.dtype, generateSpec(config, spec, seed));
+      const data = genQuantize(spec.dtype, generateSpec(config, spec, seed));
       done(i);
       return data;
     },
@@ -321,7 +344,7 @@ async function writeGguf(config: ModelConfig, options: GenModelOptions): Promise
     ['general.architecture', gguf.str(a)],
     ['general.name', gguf.str(ggufModelName(config, options.preset))],
     ['general.alignment', gguf.u32(32)],
-    ['general.file_type', gguf.u32(isKMix(dtype) ? FILE_TYPE_OF_MIX[dtype] : FILE_TYPE_OF_DTYPE[dtype])],
+    ['general.file_type', gguf.u32(isMix(dtype) ? FILE_TYPE_OF_MIX[dtype] : FILE_TYPE_OF_DTYPE[dtype])],
     ['tessera.preset', gguf.str(options.preset)],
     ['tessera.seed', gguf.u32(seed)],
     [`${a}.vocab_size`, gguf.u32(config.vocabSize)],
@@ -337,17 +360,19 @@ async function writeGguf(config: ModelConfig, options: GenModelOptions): Promise
     [`${a}.attention.layer_norm_rms_epsilon`, gguf.f32(config.rmsNormEps)],
     [`${a}.rope.freq_base`, gguf.f32(config.ropeTheta)],
     ...gemma3Metadata(config),
+    ...ropeScalingMetadata(config, a),
+    ...gptOssMetadata(config, a),
     ...moeGgufMetadata(config, a),
     ...(await ggufTokenizerMetadata(config)),
   ];
   // llama.cpp keeps 1-D tensors (norms) in f32 whatever the file type; K-quant mixes: gen-mix.ts.
-  const dtypeOf = (name: string, shape: readonly number[]): WeightDType => tensorDtype(config, dtype, name, shape);
+  const dtypeOf = (name: string, shape: readonly number[]): GenTensorType => tensorDtype(config, dtype, name, shape);
   const specs = stackExperts(config, tensorSpecs(config, dtypeOf), dtypeOf); // MoE: one 3-D tensor per projection
   const done = progress(options, specs);
   const ggufSpecs = specs.map((s) => ({
     name: ggufName(s.name, config.arch),
     shape: s.shape,
-    ggmlType: GGML_TYPE_OF_DTYPE[s.dtype],
+    ggmlType: s.dtype === 'mxfp4' ? MXFP4_GGML_TYPE : GGML_TYPE_OF_DTYPE[s.dtype],
   }));
   await writeGgufFile(options.out, metadata, ggufSpecs, (i) => {
     const spec = specs[i]!;
@@ -364,7 +389,7 @@ async function writeGguf(config: ModelConfig, options: GenModelOptions): Promise
     const stored = isGemma3Norm(config, spec.name) ? gemma3NormMultiplier(values) : values;
     const f32 = { name: spec.name, dtype: 'f32' as const, shape: spec.shape, data: new Uint8Array(stored.buffer) };
     const ordered = heads > 0 ? permuteRopeRows(f32, heads, 'hf-to-gguf').data : f32.data;
-    const data = quantize(spec.dtype, new Float32Array(ordered.buffer, ordered.byteOffset, ordered.byteLength / 4));
+    const data = genQuantize(spec.dtype, new Float32Array(ordered.buffer, ordered.byteOffset, ordered.byteLength / 4));
     done(i);
     return data;
   });
@@ -390,4 +415,36 @@ function gemma3Metadata(config: ModelConfig): [string, GgufValue][] {
       ? []
       : [['gemma3.final_logit_softcapping', gguf.f32(g.finalLogitSoftcap)] as [string, GgufValue]]),
   ];
+}
+
+/** YaRN as llama.cpp's converter writes it (gpt-oss); the other presets are unscaled. */
+function ropeScalingMetadata(config: ModelConfig, a: string): [string, GgufValue][] {
+  const r = config.ropeScaling;
+  switch (r.type) {
+    case 'none':
+      return [];
+    case 'yarn':
+      if (r.attentionFactor !== yarnMscale(r.factor) || !r.truncate)
+        throw new ConfigError('YaRN in GGUF: llama.cpp derives the attention factor from the factor and truncates');
+      return [
+        [`${a}.rope.scaling.type`, gguf.str('yarn')],
+        [`${a}.rope.scaling.factor`, gguf.f32(r.factor)],
+        [`${a}.rope.scaling.original_context_length`, gguf.u32(r.originalMaxPositionEmbeddings)],
+        [`${a}.rope.scaling.yarn_beta_fast`, gguf.f32(r.betaFast)],
+        [`${a}.rope.scaling.yarn_beta_slow`, gguf.f32(r.betaSlow)],
+      ];
+    default:
+      throw new ConfigError(`gen-model writes no ${r.type} RoPE scaling`);
+  }
+}
+
+/** gpt-oss's sliding window (its layer pattern must be llama.cpp's default: every other layer from 0). */
+function gptOssMetadata(config: ModelConfig, a: string): [string, GgufValue][] {
+  const g = config.gptOss;
+  if (g === undefined) return [];
+  if (!g.slidingLayers.every((sliding, i) => sliding === (i % 2 === 0)))
+    throw new ConfigError('gpt-oss: GGUF holds the default pattern only (even layers sliding)');
+  if (!g.attentionSinks || g.swigluLimit !== GPT_OSS_SWIGLU.limit || g.swigluAlpha !== GPT_OSS_SWIGLU.alpha)
+    throw new ConfigError("gpt-oss: llama.cpp fixes the sinks and the SwiGLU's constants; a GGUF cannot change them");
+  return [[`${a}.attention.sliding_window`, gguf.u32(g.slidingWindow)]];
 }

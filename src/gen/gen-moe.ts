@@ -5,29 +5,31 @@
 // each expert's rows generated under its own HF name so both formats hold the same weights.
 // It must never do I/O.
 import { ConfigError } from '../core/index.js';
-import type { WeightDType } from '../kernels/index.js';
 import type { ModelConfig, GgufValue } from '../formats/index.js';
 import { gguf } from '../formats/index.js';
+import type { GenTensorType } from './gen-mix.js';
 
 /** What gen-model writes per tensor (gen-model.ts's TensorSpec). */
 interface Spec {
   readonly name: string;
   readonly shape: readonly number[];
-  readonly dtype: WeightDType;
+  readonly dtype: GenTensorType;
   readonly parts: readonly (readonly [string, readonly number[]])[];
 }
 
-const EXPERT = /^model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(gate|up|down)_proj\.weight$/;
-const STACKED = /^model\.layers\.(\d+)\.mlp\.experts\.(gate|up|down)_proj\.weight$/;
+/** An expert's matrix, or (gpt-oss) its bias: stacked per layer and projection, [E, rows, cols] or [E, n]. */
+const EXPERT = /^model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(gate|up|down)_proj\.(weight|bias)$/;
+const STACKED = /^model\.layers\.(\d+)\.mlp\.experts\.(gate|up|down)_proj\.(weight|bias)$/;
 
 /** The stacked name of a layer's experts' projection (its GGUF name: ggufExpertName). */
-const stackedName = (layer: string, proj: string): string => `model.layers.${layer}.mlp.experts.${proj}_proj.weight`;
+const stackedName = (layer: string, proj: string, kind: string): string =>
+  `model.layers.${layer}.mlp.experts.${proj}_proj.${kind}`;
 
 /** Each layer's per-expert specs as three 3-D specs [E, rows, cols] (in the first expert's place). */
 export function stackExperts<S extends Spec>(
   config: ModelConfig,
   specs: readonly S[],
-  dtypeOf: (name: string, shape: readonly number[]) => WeightDType,
+  dtypeOf: (name: string, shape: readonly number[]) => GenTensorType,
 ): Spec[] {
   if (config.moe === null) return [...specs];
   const E = config.moe.numExperts;
@@ -40,10 +42,10 @@ export function stackExperts<S extends Spec>(
     }
     if (m[2] !== '0') continue; // experts 1.. join expert 0's stack
     const parts = Array.from({ length: E }, (_, e) => {
-      const name = `model.layers.${m[1]}.mlp.experts.${e}.${m[3]}_proj.weight`;
+      const name = `model.layers.${m[1]}.mlp.experts.${e}.${m[3]}_proj.${m[4]}`;
       return [name, spec.shape] as const;
     });
-    const name = stackedName(m[1]!, m[3]!);
+    const name = stackedName(m[1]!, m[3]!, m[4]!);
     const shape = [E, ...spec.shape];
     out.push({ name, shape, dtype: dtypeOf(name, shape), parts });
   }
@@ -53,10 +55,10 @@ export function stackExperts<S extends Spec>(
 /** llama.cpp's name of a stacked expert tensor, or null for any other name. */
 export function ggufExpertName(name: string): string | null {
   const m = STACKED.exec(name);
-  return m === null ? null : `blk.${m[1]}.ffn_${m[2]}_exps.weight`;
+  return m === null ? null : `blk.${m[1]}.ffn_${m[2]}_exps.${m[3]}`;
 }
 
-/** qwen3moe.* / glm4moe.* keys (moe-config.ts reads them). llama.cpp's qwen3moe renormalises the top-k weights always. */
+/** qwen3moe.* / glm4moe.* / gpt-oss.* keys (moe-config.ts, gpt-oss-config.ts read them). llama.cpp's qwen3moe renormalises the top-k weights always. */
 export function moeGgufMetadata(config: ModelConfig, arch: string): [string, GgufValue][] {
   const moe = config.moe;
   if (moe === null) return [];
@@ -71,6 +73,12 @@ export function moeGgufMetadata(config: ModelConfig, arch: string): [string, Ggu
       [`${arch}.expert_weights_norm`, gguf.bool(moe.normTopkProb)],
       [`${arch}.expert_gating_func`, gguf.u32(2)], // sigmoid
       [`${arch}.nextn_predict_layers`, gguf.u32(0)],
+    ];
+  if (config.arch === 'gpt-oss')
+    return [
+      [`${arch}.expert_count`, gguf.u32(moe.numExperts)],
+      [`${arch}.expert_used_count`, gguf.u32(moe.numExpertsUsed)],
+      [`${arch}.expert_feed_forward_length`, gguf.u32(moe.expertIntermediateSize)],
     ];
   if (!moe.normTopkProb)
     throw new ConfigError('qwen3moe: a GGUF is always normalised (llama.cpp); norm_topk_prob false has no GGUF form');

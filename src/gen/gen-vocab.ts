@@ -1,13 +1,14 @@
 // The tokenizer gen-model writes beside its random weights, chosen by architecture: Llama 2's
 // SentencePiece vocabulary with a Llama 2 chat template for llama presets, Qwen3's byte-level
 // BPE with Qwen3's own chat template for qwen3 presets, Gemma 3's with its template for gemma3
-// presets; as tokenizer.json + tokenizer_config.json
+// presets, o200k with harmony for gpt-oss presets (gptoss-vocab.ts); as tokenizer.json + tokenizer_config.json
 // for a Hugging Face directory, or as GGUF tokenizer.* metadata. It must never write files.
 import type { ModelConfig, GgufValue } from '../formats/index.js';
 import { GEMMA3_SPECIALS, ggufGemma3Vocab, readGemma3Vocab } from './gemma3-vocab.js';
 import { gguf, parseJsonObject } from '../formats/index.js';
 import { ggufVocabFromTokenizerJson, readLlama2Vocab } from './llama2-vocab.js';
 import { QWEN3_SPECIALS, ggufBpeVocab, readQwen3Vocab } from './qwen3-vocab.js';
+import { gptossTokenizerFiles, gptossTokenizerMetadata } from './gptoss-vocab.js';
 
 /** A Llama 2 chat-style template for gen-model's llama models (they ship none of their own). */
 export const GEN_CHAT_TEMPLATE =
@@ -31,6 +32,7 @@ export async function hfTokenizerFiles(
       tokenizerConfig: `${JSON.stringify(vocab.tokenizerConfig, null, 2)}\n`,
     };
   }
+  if (config.arch === 'gpt-oss') return gptossTokenizerFiles();
   if (usesQwen3Vocab(config)) {
     const vocab = await readQwen3Vocab();
     return {
@@ -47,6 +49,7 @@ export async function hfTokenizerFiles(
 
 export async function ggufTokenizerMetadata(config: ModelConfig): Promise<[string, GgufValue][]> {
   if (config.arch === 'gemma3') return gemma3TokenizerMetadata(config);
+  if (config.arch === 'gpt-oss') return gptossTokenizerMetadata(config.vocabSize);
   if (usesQwen3Vocab(config)) {
     const vocab = await readQwen3Vocab();
     const v = ggufBpeVocab(

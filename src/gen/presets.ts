@@ -11,7 +11,15 @@
 import { Rng } from '../core/index.js';
 import type { ModelConfig } from '../formats/index.js';
 import { GEMMA3_VOCAB_SIZE } from './gemma3-vocab.js';
-import { localLayersFromPattern, EMBED, LM_HEAD } from '../formats/index.js';
+import { GPTOSS_SPECIALS, GPTOSS_VOCAB_SIZE } from './gptoss-vocab.js';
+import {
+  localLayersFromPattern,
+  EMBED,
+  GPT_OSS_SWIGLU,
+  LM_HEAD,
+  slidingLayersFromPattern,
+  yarnMscale,
+} from '../formats/index.js';
 
 export const GEN_PRESETS = [
   'tiny',
@@ -24,10 +32,17 @@ export const GEN_PRESETS = [
   'qwen3moe-a3b-2l',
   'glm4moe-tiny',
   'glm4-tiny',
+  'gpt-oss-tiny',
+  'gpt-oss-20b-2l',
 ] as const;
 export type GenPreset = (typeof GEN_PRESETS)[number];
 
 const LLAMA2_SPECIALS = { bosTokenId: 1, eosTokenIds: [2] } as const;
+/** o200k's <|startoftext|>; replies end at <|return|> (and <|call|>: a tool call), as gpt-oss's generation_config. */
+const GPTOSS_TOKENS = {
+  bosTokenId: GPTOSS_SPECIALS.startOfText,
+  eosTokenIds: [GPTOSS_SPECIALS.return, GPTOSS_SPECIALS.call],
+} as const;
 
 export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
   /** ~9M parameters, most of them the two 32000-row embeddings; GQA 4 query / 2 KV heads. */
@@ -300,7 +315,105 @@ export const PRESET_CONFIGS: Readonly<Record<GenPreset, ModelConfig>> = {
     moe: null,
     ropeDims: 32,
   },
+  /**
+   * gpt-oss in miniature: 4 layers (even ones sliding, window 4: the agreement prompt outgrows it),
+   * 4 query / 2 KV heads of 64 over 128, q/k/v/o biases, a sink per head; 16 experts of width 128
+   * (as gpt-oss, width = hidden), 4 per token, top 4 by biased logit then a softmax over them, the
+   * clamped SwiGLU; YaRN factor 32 over 128 positions, base 150000. o200k and harmony (gptoss-vocab.ts)
+   * over gpt-oss's 201088 embedding rows. Expert gate/up weights are drawn 4x wider
+   * than the others (initStd) so the clamp at 7 binds, as it does in the trained model.
+   */
+  'gpt-oss-tiny': {
+    arch: 'gpt-oss',
+    vocabSize: GPTOSS_VOCAB_SIZE,
+    hiddenSize: 128,
+    intermediateSize: 128,
+    numLayers: 4,
+    numHeads: 4,
+    numKvHeads: 2,
+    headDim: 64,
+    rmsNormEps: 1e-5,
+    ropeTheta: 150000,
+    ropeScaling: gptOssYarn(128),
+    maxPositionEmbeddings: 4096,
+    slidingWindow: null,
+    tieWordEmbeddings: false,
+    attentionBias: true,
+    ...GPTOSS_TOKENS,
+    gemma3: null,
+    ...gptOss(4, 4, [16, 4, 128]),
+  },
+  /**
+   * gpt-oss-20b's layer shape (dim 2880, 64 query / 8 KV heads of 64, 32 experts of width 2880, 4 per
+   * token, window 128, YaRN 32 over 4096, base 150000) with 2 of its 24 layers (one sliding, one
+   * full): ~2.52B parameters, each layer's experts 796M of them (~420 MB in MXFP4; a token reads 4/32),
+   * 1.16B the two embeddings; o200k and harmony. At 24 layers the same shape counts 20.91B,
+   * gpt-oss-20b's published size (gpt-oss-config.test.ts).
+   */
+  'gpt-oss-20b-2l': {
+    arch: 'gpt-oss',
+    vocabSize: GPTOSS_VOCAB_SIZE,
+    hiddenSize: 2880,
+    intermediateSize: 2880,
+    numLayers: 2,
+    numHeads: 64,
+    numKvHeads: 8,
+    headDim: 64,
+    rmsNormEps: 1e-5,
+    ropeTheta: 150000,
+    ropeScaling: gptOssYarn(4096),
+    maxPositionEmbeddings: 131072,
+    slidingWindow: null,
+    tieWordEmbeddings: false,
+    attentionBias: true,
+    ...GPTOSS_TOKENS,
+    gemma3: null,
+    ...gptOss(2, 128, [32, 4, 2880]),
+  },
 };
+
+/**
+ * gpt-oss's attention and routing (gpt-oss-config.ts) over `numLayers` layers: sliding window on the
+ * even layers, sinks, the clamped SwiGLU; top-k by logit, softmax over the k, biases everywhere.
+ */
+function gptOss(
+  numLayers: number,
+  slidingWindow: number,
+  experts: [number, number, number],
+): Pick<ModelConfig, 'gptOss' | 'moe'> {
+  return {
+    gptOss: {
+      slidingWindow,
+      slidingLayers: slidingLayersFromPattern(numLayers, 2),
+      attentionSinks: true,
+      swigluLimit: GPT_OSS_SWIGLU.limit,
+      swigluAlpha: GPT_OSS_SWIGLU.alpha,
+    },
+    moe: {
+      numExperts: experts[0],
+      numExpertsUsed: experts[1],
+      expertIntermediateSize: experts[2],
+      normTopkProb: false,
+      gating: 'softmax-weight',
+      expertBias: true,
+    },
+  };
+}
+
+/** gpt-oss's YaRN (factor 32 over an original context; llama.cpp's truncated correction range, its attention factor). */
+function gptOssYarn(originalMaxPositionEmbeddings: number): ModelConfig['ropeScaling'] {
+  return {
+    type: 'yarn',
+    factor: 32,
+    originalMaxPositionEmbeddings,
+    betaFast: 32,
+    betaSlow: 1,
+    attentionFactor: yarnMscale(32),
+    mscale: null,
+    mscaleAllDim: null,
+    truncate: true,
+  };
+}
 
 /** Standard deviation of the logits at init (in units), before any training. */
 export const LOGIT_STD = 8;
@@ -321,6 +434,12 @@ function initStd(config: ModelConfig, name: string): number {
   if (name === EMBED) return config.tieWordEmbeddings ? logitScale : config.arch === 'gemma3' ? 1 / Math.sqrt(d) : 1;
   if (name === LM_HEAD) return logitScale;
   if (name.endsWith('o_proj.weight')) return 1 / Math.sqrt(config.numHeads * config.headDim);
+  if (config.gptOss !== undefined && name.includes('.experts.')) {
+    // gpt-oss: gate/up 4x wider, so the SwiGLU's clamp at 7 binds; down narrower, so its output stays near unit RMS.
+    if (name.endsWith('down_proj.weight')) return 1 / (16 * Math.sqrt(config.moe!.expertIntermediateSize));
+    if (name.endsWith('proj.weight')) return 4 / Math.sqrt(d);
+  }
+  if (name.endsWith('self_attn.sinks')) return 1; // a logit beside unit-spread scores
   if (name.endsWith('down_proj.weight'))
     return 1 / Math.sqrt(name.includes('.experts.') ? config.moe!.expertIntermediateSize : config.intermediateSize);
   if (name.endsWith('.bias')) return 0.1;

@@ -133,6 +133,10 @@ export function checkAttention(kv: PagedKvView, args: AttentionArgs): void {
     args.window === undefined || (Number.isSafeInteger(args.window) && args.window > 0),
     () => `attention: bad window ${args.window}`,
   );
+  assert(
+    args.sinks === undefined || args.sinks.length >= shape.numHeads,
+    () => `attention: ${args.sinks?.length} sinks for ${shape.numHeads} heads`,
+  );
   checkPageTable(kv, args.pageTable, startPos + numTokens);
 }
 

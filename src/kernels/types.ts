@@ -83,6 +83,13 @@ export interface AttentionArgs {
    * [max(0, p - window + 1), p], and no slot before that is read. Absent: [0, p].
    */
   readonly window?: number;
+  /**
+   * gpt-oss's attention sinks: one learned logit per query head ([numHeads]) that joins each
+   * softmax's max and denominator and weighs no value (llama.cpp's soft_max sinks):
+   *   out = Σ_p e^(s_p - m) v_p / (Σ_p e^(s_p - m) + e^(sink - m)),  m = max(max_p s_p, sink).
+   * Absent: none.
+   */
+  readonly sinks?: Float32Array;
 }
 
 export interface RopeArgs {

@@ -35,6 +35,8 @@ function computeConfig(c: ModelConfig): unknown {
     // GLM-4.5's partial RoPE and optional q/k norms (absent for every other arch).
     ...(c.ropeDims === undefined ? [] : [{ ropeDims: c.ropeDims }]),
     ...(c.qkNorm === undefined ? [] : [{ qkNorm: c.qkNorm }]),
+    // gpt-oss's sinks switch, sliding window and its layers, SwiGLU clamp and alpha (its YaRN is ropeScaling's).
+    ...(c.gptOss === undefined ? [] : [{ gptOss: c.gptOss }]),
   ];
 }
 

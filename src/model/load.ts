@@ -34,6 +34,8 @@ import {
   GgufMeta,
   readGguf,
   loadGgufWeights,
+  ggufRepackStats,
+  type RepackStats,
   configFromHf,
   loadHfWeights,
   isJsonObject,
@@ -54,6 +56,8 @@ export interface ModelSource {
   readonly weights: WeightsMode;
   /** Why --weights mmap was asked for and the file was read instead; null otherwise. */
   readonly weightsFellBack: string | null;
+  /** A GGUF's MXFP4 tensors, repacked at load into q8_0 (bf16 where a scale has no f16 form); absent when none. */
+  readonly repacked?: RepackStats;
 }
 
 export interface LoadedModel {
@@ -170,6 +174,7 @@ async function loadGgufFile(
   });
   const config = withTokenizer(parsed, tokenizer, file);
   const chatTemplate = createChatTemplate(new GgufMeta(g).optStr('tokenizer.chat_template'), tokenizer, file);
+  const repacked = ggufRepackStats(g);
   const source = {
     format: 'gguf',
     spec,
@@ -177,6 +182,7 @@ async function loadGgufFile(
     files: [file],
     weights: opened.how,
     weightsFellBack: opened.fellBack,
+    ...(repacked.tensors > 0 ? { repacked } : {}),
   } as const;
   return tensors === null
     ? { config, tokenizer, chatTemplate, source }

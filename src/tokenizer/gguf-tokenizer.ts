@@ -2,7 +2,7 @@
 // pair that tokenizer.ts builds from, as transformers' GGUF converter does:
 //   'llama' -> SentencePiece-style BPE with byte fallback; merges rebuilt from vocab + scores
 //   'gpt2'  -> byte-level BPE with the file's merges and the pre-tokenizer named by
-//              tokenizer.ggml.pre (llama-bpe, qwen2, smollm, gpt2)
+//              tokenizer.ggml.pre (llama-bpe, qwen2, gpt-4o, smollm, gpt2)
 // It must never guess: an unknown tokenizer model or pre-tokenizer is a ModelLoadError.
 import { ModelLoadError } from '../core/index.js';
 import { TOKEN_TYPE, GgufMeta } from '../formats/index.js';
@@ -21,6 +21,9 @@ const PRE_TOKENIZER_REGEX: Readonly<Record<string, string>> = {
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
   qwen2:
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+  // o200k (gpt-oss, GPT-4o): llama.cpp's LLAMA_VOCAB_PRE_TYPE_GPT4O, the regex of gpt-oss's tokenizer.json.
+  'gpt-4o':
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
 };
 
 export function ggufTokenizerJson(g: GgufFile): GgufTokenizerJson {
@@ -184,7 +187,7 @@ function byteLevelPreTokenizer(pre: string, file: string): JsonObject {
     default:
       throw new ModelLoadError(
         file,
-        `tokenizer.ggml.pre "${pre}" is not supported (llama-bpe, qwen2, smollm, gpt2, default)`,
+        `tokenizer.ggml.pre "${pre}" is not supported (llama-bpe, qwen2, gpt-4o, smollm, gpt2, default)`,
       );
   }
 }

@@ -62,7 +62,7 @@ describe('tessera gen-model', () => {
     expect([r.code, r.stderr]).toEqual([
       2,
       'tessera: --preset must be one of tiny, m100, qwen3-tiny, phi3-tiny, llama-1b, gemma3-tiny, ' +
-        'qwen3moe-tiny, qwen3moe-a3b-2l, glm4moe-tiny, glm4-tiny, got "huge"\n',
+        'qwen3moe-tiny, qwen3moe-a3b-2l, glm4moe-tiny, glm4-tiny, gpt-oss-tiny, gpt-oss-20b-2l, got "huge"\n',
     ]);
     const f = await run(['gen-model', '--preset', 'tiny', '--format', 'onnx', '--out', join(root, 'x')]);
     expect([f.code, f.stderr]).toEqual([2, 'tessera: --format must be one of hf, gguf, got "onnx"\n']);

@@ -52,6 +52,12 @@ export async function startEngine(config: ServeConfig, log: (line: string) => vo
   display.done();
   const draftSpec = config.speculation.maxDraft === 0 ? null : config.draftModel;
   if (draftSpec !== null) await checkDraftVocabulary(config.model, draftSpec, model, config.home); // before any weights load
+  const repacked = model.source.repacked;
+  if (repacked !== undefined)
+    log(
+      `MXFP4: ${repacked.tensors} tensors (${mib(repacked.mxfp4Bytes)} MiB) repacked exactly at load to ` +
+        `q8_0${repacked.bf16Tensors > 0 ? ` (${repacked.bf16Tensors} to bf16)` : ''}: ${mib(repacked.repackedBytes)} MiB`,
+    );
   log('loading the weights on the engine thread');
   const engine = await startThreadedEngine(
     config,
@@ -107,4 +113,8 @@ function startThreadedEngine(
     },
     availableParallelism(),
   );
+}
+
+function mib(bytes: number): string {
+  return (bytes / 2 ** 20).toFixed(1);
 }

@@ -1,5 +1,6 @@
 // The forward pass of a Llama-family model (llama, mistral, qwen2, qwen3, phi3, glm4: its outputs'
-// sandwich norms; qwen3moe, glm4moe: their expert MLP in forward/moe.ts; Gemma 3's is
+// sandwich norms; qwen3moe, glm4moe: their expert MLP in forward/moe.ts; gpt-oss: o_proj's bias,
+// attention sinks, sliding-window layers, and its expert MLP in forward/moe.ts; Gemma 3's is
 // forward/gemma3.ts) over a batch of sequences,
 // top to bottom, in the spirit of llama2.c. Every sequence's tokens are rows of one [T, d]
 // matrix, so each weight is read once per step by one dense matmul, whatever the batch
@@ -16,7 +17,7 @@ import { dequantize, type DenseKernels, type OpKernels, type PagedKvView } from 
 import type { Activations } from '../activations.js';
 import type { ModelConfig, RopeTable } from '../../formats/index.js';
 import type { LoraBank } from '../lora.js';
-import { moeFfn } from './moe.js';
+import { addRowBias, moeFfn } from './moe.js';
 import { matmulRows } from '../row-stack.js';
 import type { PreparedWeights } from '../weights-prepared.js';
 
@@ -74,6 +75,7 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
     () => `forward: ${T} tokens / ${R} logit rows exceed the activations (${a.maxTokens} / ${a.maxLogitRows})`,
   );
   const attentionShape = { numHeads, numKvHeads, headDim, scale: 1 / Math.sqrt(headDim) };
+  const gptOss = config.gptOss;
   // One row (a decode step of one request): q, k, v and gate, up are views of the fused outputs, not copies.
   const one = T === 1;
   const q = one ? a.qkv.subarray(0, qDim) : a.q;
@@ -100,6 +102,9 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
     if (lw.kNorm !== null) ops.rmsNorm(k, lw.kNorm, eps, T * numKvHeads, headDim, k);
     rope(m, batch, q, numHeads, a.positions); //                            q, k rotated at each token's position
     rope(m, batch, k, numKvHeads, a.positions);
+    // gpt-oss: its sliding layers' window, and its sinks (one logit per head in each softmax).
+    const window = gptOss?.slidingLayers[layer] === true ? { window: gptOss.slidingWindow } : {};
+    const sinks = gptOss?.attentionSinks === true && lw.sinks !== null ? { sinks: lw.sinks } : {};
     for (const s of batch.seqs) {
       // This step's K/V go into the sequence's pages first, so attention reads them like the past.
       const rows = (buf: Float32Array, width: number) => buf.subarray(s.row * width, (s.row + s.numTokens) * width);
@@ -112,9 +117,12 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
         numTokens: s.numTokens,
         startPos: s.startPos,
         pageTable: s.pageTable,
+        ...window,
+        ...sinks,
       });
     }
     await dense.matmul(lw.o, a.att, T, a.proj); //                          proj: [T, d]
+    if (lw.oBias !== null) addRowBias(a.proj, T, lw.oBias); //              gpt-oss: + o_proj bias
     m.lora?.add(batch.seqs, layer, 'o', a.att, a.proj);
     if (lw.moe === null && lw.attnPostNorm !== null) ops.rmsNorm(a.proj, lw.attnPostNorm, eps, T, d, a.proj); // GLM-4
     ops.addInPlace(a.x, a.proj, T * d); //                                  x += attention(x)
@@ -123,7 +131,7 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
     ops.rmsNorm(a.x, lw.postNorm, eps, T, d, a.xn); //                    xn: [T, d]
     if (lw.moe !== null) {
       // Qwen3-MoE: routed experts instead of the SwiGLU (forward/moe.ts)    proj: [T, d]
-      await moeFfn(dense, ops, lw.moe, config.moe!, a.xn, T, a.moe!, a.proj);
+      await moeFfn(dense, ops, lw.moe, config.moe!, a.xn, T, a.moe!, a.proj, gptOss);
       ops.addInPlace(a.x, a.proj, T * d); //                                x += moe(x)
       continue;
     }

@@ -8,6 +8,8 @@
 // weights were prepared for: quantized experts stay quantized); last, each token's k outputs
 // weighted and summed in the order they were chosen, as llama.cpp's build_moe_ffn adds them; GLM-4.5's
 // shared experts (one SwiGLU over every token) added last, as its graph adds routed + shared.
+// gpt-oss: a router bias on the logits, the top k by logit weighted by a softmax over those k
+// (routeTopKSoftmax), each expert's gate/up/down biases, and the clamped SwiGLU (swigluOai) for SiLU.
 //
 // Like forward/llama.ts it must never allocate (its scratch is Activations.moe), check a page, or read
 // an expert no token chose. Per-row arithmetic does not depend on which other tokens share the
@@ -19,7 +21,7 @@
 import { assert } from '../../core/index.js';
 import type { DenseKernels, OpKernels } from '../../kernels/index.js';
 import type { MoeScratch } from '../activations.js';
-import type { MoeParams } from '../../formats/index.js';
+import type { GptOssParams, MoeParams } from '../../formats/index.js';
 import { matmulRows } from '../row-stack.js';
 import type { ExpertWeights, MoeFfnWeights } from '../weights-prepared.js';
 
@@ -33,13 +35,17 @@ export async function moeFfn(
   T: number,
   s: MoeScratch,
   proj: Float32Array,
+  gptOss?: GptOssParams,
 ): Promise<void> {
   const { numExperts: E, numExpertsUsed: k, expertIntermediateSize: f } = moe;
   const d = w.router.cols;
   assert(T <= s.maxTokens && w.experts.length === E, 'moeFfn: more tokens than the scratch holds, or not E experts');
   await dense.matmul(w.router, xn, T, s.routerLogits); //                   routerLogits: [T, E]
+  if (w.routerBias !== null) addRowBias(s.routerLogits, T, w.routerBias); // gpt-oss
   if (w.scoreBias !== null) {
     routeSigmoidTopK(s.routerLogits, T, E, k, w.scoreBias, moe, s.probs, s.expertIds, s.expertWeights);
+  } else if (moe.gating === 'softmax-weight') {
+    routeTopKSoftmax(s.routerLogits, T, E, k, s.probs, s.expertIds, s.expertWeights);
   } else {
     routeTopK(s.routerLogits, T, E, k, moe.normTopkProb, s.probs, s.expertIds, s.expertWeights); // [T, k] each
   }
@@ -54,7 +60,7 @@ export async function moeFfn(
       const t = Math.trunc(s.slotOrder[first + i]! / k);
       s.xe.set(xn.subarray(t * d, (t + 1) * d), i * d); //                  xe: [n, d], its tokens' rows
     }
-    await swiGlu(dense, ops, ex, s.xe, n, f, s); //                          out: [n, d]
+    await swiGlu(dense, ops, ex, s.xe, n, f, s, gptOss); //                  out: [n, d]
     for (let i = 0; i < n; i++) {
       const slot = s.slotOrder[first + i]!;
       s.slots.set(s.out.subarray(i * d, (i + 1) * d), slot * d); //         slots: [T·k, d]
@@ -87,14 +93,79 @@ async function swiGlu(
   n: number,
   f: number,
   s: MoeScratch,
+  gptOss?: GptOssParams,
 ): Promise<void> {
   await matmulRows(dense, ex.gateUp, x, n, s.gateUp); //                    gateUp: [n, 2f]
+  if (ex.gateUpBias !== null) addRowBias(s.gateUp, n, ex.gateUpBias); //    gpt-oss: + gate | up biases
   for (let i = 0; i < n; i++) {
     s.gate.set(s.gateUp.subarray(2 * i * f, (2 * i + 1) * f), i * f); //     gate, up: [n, f]
     s.up.set(s.gateUp.subarray((2 * i + 1) * f, (2 * i + 2) * f), i * f);
   }
-  ops.siluMul(s.gate, s.up, s.hidden, n * f); //                            hidden = silu(gate) * up: [n, f]
+  if (gptOss !== undefined)
+    swigluOai(s.gate, s.up, s.hidden, n * f, gptOss); // hidden: [n, f]
+  else ops.siluMul(s.gate, s.up, s.hidden, n * f); //                       hidden = silu(gate) * up: [n, f]
   await dense.matmul(ex.down, s.hidden, n, s.out); //                       out: [n, d]
+  if (ex.downBias !== null) addRowBias(s.out, n, ex.downBias); //           gpt-oss: + down bias
+}
+
+/** x[r] += bias for each of `rows` rows of bias.length (f32 sums, as ggml_add). */
+export function addRowBias(x: Float32Array, rows: number, bias: Float32Array): void {
+  const w = bias.length;
+  for (let r = 0; r < rows; r++) for (let i = 0; i < w; i++) x[r * w + i] = x[r * w + i]! + bias[i]!;
+}
+
+/**
+ * gpt-oss's clamped SwiGLU, as ggml's swiglu_oai (f32): g = min(gate, limit), u = clamp(up, -limit,
+ * limit), out = g / (1 + e^(-alpha g)) · (u + 1). limit null: no clamp (a variant, not gpt-oss).
+ */
+export function swigluOai(gate: Float32Array, up: Float32Array, out: Float32Array, n: number, g: GptOssParams): void {
+  const limit = g.swigluLimit ?? Infinity;
+  const alpha = Math.fround(g.swigluAlpha);
+  for (let i = 0; i < n; i++) {
+    const x = Math.min(gate[i]!, limit);
+    const y = Math.min(Math.max(up[i]!, -limit), limit);
+    const glu = Math.fround(x / Math.fround(1 + Math.fround(Math.exp(Math.fround(alpha * -x)))));
+    out[i] = glu * Math.fround(y + 1);
+  }
+}
+
+/**
+ * gpt-oss's routing, as llama.cpp's build_moe_ffn with SOFTMAX_WEIGHT gating: for each of T rows of
+ * (biased) logits [T, E], the k largest in descending order (the lower id first on a tie) into ids
+ * [T, k], and a softmax over those k logits alone (f32, as ggml's soft_max) into weights [T, k].
+ * probs: [E] scratch.
+ */
+export function routeTopKSoftmax(
+  logits: Float32Array,
+  T: number,
+  E: number,
+  k: number,
+  probs: Float32Array,
+  ids: Int32Array,
+  weights: Float32Array,
+): void {
+  for (let t = 0; t < T; t++) {
+    probs.set(logits.subarray(t * E, (t + 1) * E));
+    for (let j = 0; j < k; j++) {
+      let best = -1;
+      for (let e = 0; e < E; e++) {
+        if (probs[e]! === -Infinity) continue; // taken (marked below)
+        if (best < 0 || probs[e]! > probs[best]!) best = e;
+      }
+      ids[t * k + j] = best;
+      weights[t * k + j] = probs[best]!;
+      probs[best] = -Infinity;
+    }
+    const max = weights[t * k]!; // the first chosen is the largest
+    let sum = 0;
+    for (let j = 0; j < k; j++) {
+      const e = Math.fround(Math.exp(weights[t * k + j]! - max));
+      weights[t * k + j] = e;
+      sum += e;
+    }
+    const inv = Math.fround(1 / sum);
+    for (let j = 0; j < k; j++) weights[t * k + j] = weights[t * k + j]! * inv;
+  }
 }
 
 /**

@@ -30,6 +30,8 @@ interface AttentionSetup {
   readonly numTokens: number;
   /** A sliding window (Gemma 3's local layers); undefined: full causal attention. */
   readonly window?: number;
+  /** gpt-oss's attention sinks, one logit per query head; undefined: none. */
+  readonly sinks?: Float32Array;
 }
 
 function setup(
@@ -60,7 +62,15 @@ const ATTENTION_SETUPS: readonly AttentionSetup[] = [
   setup('window 5: chunk, GQA 6/3, headDim 6', 6, 3, 6, 5, [7, 1, 4, 2], 11, 6, 5),
   setup('decode, headDim 256 (Gemma 3), GQA 4/1', 4, 1, 256, 8, [3, 0, 5, 2], 29, 1),
   setup('decode at position 300 of 20 scattered pages, GQA 12/4, headDim 64', 12, 4, 64, 16, PAGES_20, 300, 1),
+  withSinks(setup('sinks (gpt-oss): chunk, GQA 8/2, window 7', 8, 2, 16, 4, [6, 1, 8, 3, 0, 2], 9, 6, 7)),
+  withSinks(setup('sinks (gpt-oss): decode, GQA 4/1, headDim 64, full', 4, 1, 64, 16, [3, 0, 5], 40, 1)),
 ];
+
+/** The setup with one sink logit per head, spread over [-3, 3) (scores here have unit spread): each moves its head's output. */
+function withSinks(s: AttentionSetup): AttentionSetup {
+  const sinks = Float32Array.from({ length: s.shape.numHeads }, (_, h) => -3 + (6 * h) / s.shape.numHeads);
+  return { ...s, sinks };
+}
 const NUM_LAYERS = 2;
 const LAYER = 1;
 
@@ -160,6 +170,7 @@ function runAttention(
     startPos,
     pageTable: Int32Array.from(s.pageTable),
     ...(s.window === undefined ? {} : { window: s.window }),
+    ...(s.sinks === undefined ? {} : { sinks: s.sinks }),
   });
   return out;
 }
@@ -202,6 +213,29 @@ function attentionCasesOf(dtype: KvDtype): KernelCase<OpKernels>[] {
       },
     ];
   });
+}
+
+/** Sinks join each head's softmax: a dominant sink takes (nearly) all the weight, so the output shrinks to ~0. */
+function sinkCases(): KernelCase<OpKernels>[] {
+  const s = ATTENTION_SETUPS.find((x) => x.sinks !== undefined)!;
+  return [
+    {
+      name: 'attention sinks: a dominant sink drives every output to 0, a very negative one changes nothing',
+      run(backend) {
+        const qDim = s.shape.numHeads * s.shape.headDim;
+        const q = randomF32(new Rng(410), s.numTokens * qDim);
+        const kv = filledPool(backend, s, 310);
+        const none = runAttention(backend, kv, { ...s, sinks: undefined }, q, s.startPos, s.numTokens);
+        const faint = runAttention(backend, kv, { ...s, sinks: new Float32Array(8).fill(-80) }, q, s.startPos, 6);
+        expectWithin('sinks -80', faint, none, none.length, (i) => OPS_RELATIVE_TOLERANCE * (Math.abs(none[i]!) + 1));
+        const loud = runAttention(backend, kv, { ...s, sinks: new Float32Array(8).fill(60) }, q, s.startPos, 6);
+        const zeros = new Float32Array(loud.length);
+        expectWithin('sinks 60', loud, zeros, loud.length, () => 1e-12);
+        const some = runAttention(backend, kv, s, q, s.startPos, s.numTokens);
+        if (some.every((x, i) => Math.abs(x - none[i]!) < 1e-3)) throw new Error('the sinks moved no output');
+      },
+    },
+  ];
 }
 
 function f16ReadCases(): KernelCase<OpKernels>[] {
@@ -506,5 +540,5 @@ function refusalCases(): KernelCase<OpKernels>[] {
 }
 
 export function opsCases(): KernelCase<OpKernels>[] {
-  return [...rowCases(), ...writeKvCases(), ...attentionCases(), ...f16ReadCases(), ...refusalCases()];
+  return [...rowCases(), ...writeKvCases(), ...attentionCases(), ...sinkCases(), ...f16ReadCases(), ...refusalCases()];
 }

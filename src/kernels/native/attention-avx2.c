@@ -135,7 +135,7 @@ static inline __attribute__((always_inline)) void oneHead(const Attn* a, int kin
   }
   __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(max8), _mm256_extractf128_ps(max8, 1));
   m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  const float max = nan ? NAN : _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+  const float max = nan ? NAN : sinkMax(a, h, _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4))));
   __m256 mv = _mm256_set1_ps(max), sum8 = _mm256_setzero_ps();
   for (int j = 0; j < count; j += 8) {
     __m256 ex = exp256(_mm256_sub_ps(_mm256_loadu_ps(scores + j), mv));  // the tail's: exp(-inf) = 0
@@ -144,7 +144,7 @@ static inline __attribute__((always_inline)) void oneHead(const Attn* a, int kin
     _mm256_storeu_ps(scores + j, ex);
     sum8 = _mm256_add_ps(sum8, ex);
   }
-  const float inverse = 1.0f / hsum8(sum8);
+  const float inverse = 1.0f / (hsum8(sum8) + sinkTerm(a, h, max));
   for (int i0 = 0; i0 < hd; i0 += 64) {
     switch ((hd - i0 + 7) / 8 < 8 ? (hd - i0 + 7) / 8 : 8) {
       case 1: values(a, kind, 1, kvh, lo, n, i0, scores, inverse, out); break;

@@ -158,7 +158,8 @@ static inline __attribute__((always_inline)) void valuesQ8(const Attn* a, int NV
 }
 
 // scores[0, count) = exp(scores - their max), in place; returns 1 / their sum.
-static inline float softmax(float* scores, int count) {
+// h: the query head, for its sink logit (gpt-oss; none when a->sinks is NULL).
+static inline float softmax(const Attn* a, int h, float* scores, int count) {
   // The largest score (a nan anywhere makes it nan, as Math.max would).
   __m512 max16 = _mm512_set1_ps(-INFINITY);
   __mmask16 nan = 0;
@@ -168,7 +169,7 @@ static inline float softmax(float* scores, int count) {
     nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
     max16 = _mm512_max_ps(max16, v);
   }
-  const float max = nan ? NAN : _mm512_reduce_max_ps(max16);
+  const float max = nan ? NAN : sinkMax(a, h, _mm512_reduce_max_ps(max16));
   __m512 mv = _mm512_set1_ps(max), sum16 = _mm512_setzero_ps();
   for (int j = 0; j < count; j += 16) {
     __mmask16 m = tailMask(count - j);
@@ -176,7 +177,7 @@ static inline float softmax(float* scores, int count) {
     _mm512_mask_storeu_ps(scores + j, m, e);
     sum16 = _mm512_add_ps(sum16, _mm512_maskz_mov_ps(m, e));
   }
-  return 1.0f / _mm512_reduce_add_ps(sum16);
+  return 1.0f / (_mm512_reduce_add_ps(sum16) + sinkTerm(a, h, max));
 }
 
 // out[t, h] for one (token, head): scores, softmax, the weighted sum of V, in position order.
@@ -203,7 +204,7 @@ static inline __attribute__((always_inline)) void oneHead(const Attn* a, int f16
     case 8: qk(a, f16, 8, kvh, lo, n, q, scores); break;
     default: qk(a, f16, 0, kvh, lo, n, q, scores); break;
   }
-  const float inverse = softmax(scores, n - lo);
+  const float inverse = softmax(a, h, scores, n - lo);
   // V: up to 8 vectors of the head's output at a time, over every position.
   for (int i0 = 0; i0 < hd && f16 == 2; i0 += 128) {
     switch ((hd - i0 + 15) / 16 < 8 ? (hd - i0 + 15) / 16 : 8) {
@@ -391,7 +392,7 @@ static inline __attribute__((always_inline)) void groupKind(const Attn* a, int k
     case 7: qkGroup(a, kind, 7, G, kvh, lo, n, q, scores, ss, raw); break;
     default: qkGroup(a, kind, 8, G, kvh, lo, n, q, scores, ss, raw); break;
   }
-  for (int g = 0; g < G; g++) inverse[g] = softmax(scores + g * ss, count);
+  for (int g = 0; g < G; g++) inverse[g] = softmax(a, h0 + g, scores + g * ss, count);
   const int maxHG = 24 / NV < 4 ? 24 / NV : 4;
   for (int g0 = 0; g0 < G; g0 += maxHG) {
     const int hg = G - g0 < maxHG ? G - g0 : maxHG;

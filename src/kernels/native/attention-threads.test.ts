@@ -97,6 +97,7 @@ for (const variant of nativeVariantsHere())
               scale,
               window,
               helpers,
+              null,
             );
             return out;
           };

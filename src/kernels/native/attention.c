@@ -77,6 +77,8 @@ static int attendItems(void* ctx, int i0, int i1) {
 // costs about what the work does.
 #define SHARE_MIN_WORK (64 * 1024)
 
+float sinkTerm(const Attn* a, int h, float max) { return a->sinks == NULL ? 0.0f : expf(a->sinks[h] - max); }
+
 
 // ---------------------------------------------------------------- Node-API glue
 static int typed(napi_env env, napi_value v, napi_typedarray_type want, void** data, size_t* length) {
@@ -91,14 +93,15 @@ static int intArg(napi_env env, napi_value v, int* out) { return napi_get_value_
 
 // attention(pool: Float32Array | Uint16Array (f16) | Uint8Array (q8_0), numLayers, pageSize, numKvHeads, headDim, layer,
 //   pageTable: Int32Array, q: Float32Array, out: Float32Array, numTokens, startPos, numHeads,
-//   scale, window, helpers: 0 | 1): out[t, h] for t < numTokens, h < numHeads (window 0: none),
-//   with dense.c's helper threads taking work items when helpers is 1 (the result is the same).
+//   scale, window, helpers: 0 | 1, sinks: Float32Array | null): out[t, h] for t < numTokens, h < numHeads
+//   (window 0: none), with dense.c's helper threads taking work items when helpers is 1 (the result is
+//   the same); sinks (gpt-oss): one logit per head in each softmax's max and denominator.
 napi_value tesseraAttention(napi_env env, napi_callback_info info) {
-  size_t argc = 15;
-  napi_value argv[15];
+  size_t argc = 16;
+  napi_value argv[16];
   int helpers;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 15) {
-    napi_throw_type_error(env, NULL, "attention: 15 arguments");
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 16) {
+    napi_throw_type_error(env, NULL, "attention: 16 arguments");
     return NULL;
   }
   Attn a;
@@ -118,7 +121,17 @@ napi_value tesseraAttention(napi_env env, napi_callback_info info) {
       !intArg(env, argv[13], &a.window) || !intArg(env, argv[14], &helpers)) {
     napi_throw_type_error(env, NULL,
                           "attention(pool, numLayers, pageSize, numKvHeads, headDim, layer, pageTable, q, out, "
-                          "numTokens, startPos, numHeads, scale, window, helpers): bad arguments");
+                          "numTokens, startPos, numHeads, scale, window, helpers, sinks): bad arguments");
+    return NULL;
+  }
+  void* sinks = NULL;
+  size_t sinksLen = 0;
+  napi_valuetype sinksType;
+  if (napi_typeof(env, argv[15], &sinksType) != napi_ok ||
+      (sinksType != napi_null && !typed(env, argv[15], napi_float32_array, &sinks, &sinksLen))) {
+    napi_throw_type_error(env, NULL,
+                          "attention(pool, numLayers, pageSize, numKvHeads, headDim, layer, pageTable, q, out, "
+                          "numTokens, startPos, numHeads, scale, window, helpers, sinks): sinks must be a Float32Array or null");
     return NULL;
   }
   if (a.numLayers <= 0 || a.pageSize <= 0 || a.numKvHeads <= 0 || a.headDim <= 0 || a.layer < 0 ||
@@ -133,8 +146,9 @@ napi_value tesseraAttention(napi_env env, napi_callback_info info) {
   size_t headUnits = q8 ? (size_t)a.headDim + 2 * (((size_t)a.headDim + 31) / 32) : (size_t)a.headDim;
   size_t pageElems = (size_t)a.numLayers * 2 * a.pageSize * a.numKvHeads * headUnits;
   size_t poolPages = poolLen / pageElems, pages = (end + a.pageSize - 1) / a.pageSize;
-  if (qLen < a.numTokens * qDim || outLen < a.numTokens * qDim || tableLen < pages) {
-    napi_throw_range_error(env, NULL, "attention: q, out or the page table is too short");
+  if (qLen < a.numTokens * qDim || outLen < a.numTokens * qDim || tableLen < pages ||
+      (sinks != NULL && sinksLen < (size_t)a.numHeads)) {
+    napi_throw_range_error(env, NULL, "attention: q, out, the page table or the sinks are too short");
     return NULL;
   }
   // Every page the call can read, inside the pool (the window only ever reads fewer).
@@ -164,6 +178,7 @@ napi_value tesseraAttention(napi_env env, napi_callback_info info) {
   a.q = (const float*)q;
   a.out = (float*)out;
   a.scale = (float)scale;
+  a.sinks = (const float*)sinks;
   a.avx2 = tesseraVariant() == 1;
   // Positions each token reads (the last token's, at most the window) x heads x head dimension.
   const double positions = a.window > 0 && (size_t)a.window < end ? a.window : (double)end;

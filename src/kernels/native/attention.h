@@ -14,7 +14,15 @@ typedef struct {
   const float* q;
   float* out;
   float scale;
+  const float* sinks;  // [numHeads] learned logits in each softmax's max and denominator (gpt-oss); NULL: none
 } Attn;
+
+// The max and denominator of head h's softmax with its sink (if any) taken in: m = max(max, sink),
+// and the sink's e^(sink - m) to add to the sum of the scores' e^(s - m) (0 without one).
+static inline float sinkMax(const Attn* a, int h, float max) {
+  return a->sinks != NULL && a->sinks[h] > max ? a->sinks[h] : max;
+}
+float sinkTerm(const Attn* a, int h, float max);
 
 // Slot 0's row (K: kv = 0, V: 1) of KV head kvh in the page holding positions [pi * pageSize, ..).
 static inline const uint8_t* pageRow0(const Attn* a, int kv, int pi, int kvh) {

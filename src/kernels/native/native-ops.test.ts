@@ -43,6 +43,7 @@ describe('the addon attention itself', () => {
       0.25,
       0,
       0,
+      null,
     );
   };
 

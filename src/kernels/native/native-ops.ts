@@ -103,6 +103,7 @@ export class NativeAttentionOps implements OpKernels {
       shape.scale,
       args.window ?? 0,
       this.#helpers,
+      args.sinks ?? null,
     );
   }
 }

@@ -100,6 +100,8 @@ export interface Addon {
     scale: number,
     window: number,
     helpers: 0 | 1,
+    /** gpt-oss's attention sinks, one logit per head; null: none. */
+    sinks: Float32Array | null,
   ): void;
 }
 

@@ -140,7 +140,9 @@ export class RefOps implements OpKernels {
           scores[p] = dot * scale;
           max = Math.max(max, scores[p]!);
         }
-        let sum = 0;
+        const sink = args.sinks?.[h];
+        if (sink !== undefined) max = Math.max(max, sink);
+        let sum = sink === undefined ? 0 : Math.exp(sink - max); // the sink: in the denominator, no value
         for (let p = first; p < numPositions; p++) {
           scores[p] = Math.exp(scores[p]! - max);
           sum += scores[p]!;

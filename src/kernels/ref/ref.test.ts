@@ -33,6 +33,14 @@ class IgnoresWindow extends RefOps {
   }
 }
 
+/** Leaves the sinks out of the softmax. */
+class IgnoresSinks extends RefOps {
+  override attention(kv: PagedKvView, args: AttentionArgs): void {
+    const { sinks: _ignored, ...none } = args;
+    super.attention(kv, none);
+  }
+}
+
 describe('the ops case suite itself (negative controls)', () => {
   const attentionCases = opsCases().filter((c) => c.name.includes('matches the reference and reads only'));
 
@@ -44,9 +52,18 @@ describe('the ops case suite itself (negative controls)', () => {
 
   it('fails every sliding-window attention case for a backend that reads before the window', async () => {
     const windowed = attentionCases.filter((c) => c.name.includes('window'));
-    expect(windowed.length).toBe(3 * KV_DTYPES.length); // three windowed setups, over each KV dtype
+    expect(windowed.length).toBe(4 * KV_DTYPES.length); // four windowed setups (one with sinks), over each KV dtype
     for (const c of windowed)
       await expect(Promise.resolve().then(() => c.run(new IgnoresWindow()))).rejects.toThrow(/is NaN|expected/);
+  });
+
+  it('fails every attention-sink case for a backend that leaves the sinks out', async () => {
+    const withSinks = opsCases().filter(
+      (c) => c.name.includes('sinks') && (c.name.includes('matches the reference') || c.name.includes('dominant')),
+    );
+    expect(withSinks.length).toBe(2 * KV_DTYPES.length + 1); // two setups over each KV dtype, and the sink case
+    for (const c of withSinks)
+      await expect(Promise.resolve().then(() => c.run(new IgnoresSinks()))).rejects.toThrow(/expected|moved no output/);
   });
 });
 

@@ -211,6 +211,7 @@ export class WasmOps implements OpKernels {
     // One stretch of scores per query head, its last float for 1 / sum.
     const stride = Math.ceil((endPos + 5) / 4) * 4;
     const scores = rt.scratch('d', shape.numHeads * stride * 4);
+    const sinks = args.sinks === undefined ? 0 : rt.input('f', args.sinks, shape.numHeads);
     if (kv.dtype === 'q8_0' || kv.dtype === 'f16') {
       // rows: the K (or V) rows turned to f32 before the sums: one page of dequantized q8_0 rows,
       // or four pages of promoted f16 planes. The rows scratch starts 1088 bytes into its region:
@@ -237,6 +238,7 @@ export class WasmOps implements OpKernels {
         stride,
         rt.scratch('e', rowsBytes) + 1088,
         args.window ?? 0,
+        sinks,
       );
     } else {
       rt.kernels.attention(
@@ -256,6 +258,7 @@ export class WasmOps implements OpKernels {
         scores,
         stride,
         args.window ?? 0,
+        sinks,
       );
     }
     rt.output(op, args.out, n);

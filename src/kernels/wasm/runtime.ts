@@ -63,6 +63,8 @@ export interface KernelExports {
     scores: number,
     stride: number,
     window: number,
+    /** [numHeads] f32 attention sinks (gpt-oss); 0: none. */
+    sinks: number,
   ): void;
   /** attention over an f16 pool: the same arguments, with a rows scratch before the window. */
   attentionF16: RowsAttention;
@@ -221,4 +223,5 @@ type RowsAttention = (
   stride: number,
   rows: number,
   window: number,
+  sinks: number,
 ) => void;

@@ -69,10 +69,15 @@ function pageScores<T>(q: usize, k: usize, ks: usize, count: i32, headDim: i32, 
   }
 }
 
-/** In place: scores[p] = exp(scores[p] - max); returns the sum. */
-function softmaxNumerators(scores: usize, n: i32): f32 {
+/**
+ * In place: scores[p] = exp(scores[p] - max); returns the sum. With a sink (sinks != 0: gpt-oss's
+ * learned logit of this head) the max takes it in and the sum adds its exp(sink - max).
+ */
+function softmaxNumerators(scores: usize, n: i32, sinks: usize, h: i32): f32 {
   let max = -Infinity as f32;
   for (let p = 0; p < n; p++) max = Mathf.max(max, load<f32>(scores + (<usize>p << 2)));
+  const sink = sinks == 0 ? (-Infinity as f32) : load<f32>(sinks + (<usize>h << 2));
+  if (sinks != 0) max = Mathf.max(max, sink);
   const mv = f32x4.splat(max);
   let acc = f32x4.splat(0);
   let p = 0;
@@ -89,6 +94,7 @@ function softmaxNumerators(scores: usize, n: i32): f32 {
     store<f32>(at, e);
     sum += e;
   }
+  if (sinks != 0) sum += f32x4.extract_lane(expF32x4(f32x4.splat(sink - max)), 0);
   return sum;
 }
 
@@ -148,7 +154,7 @@ function pageValues<T>(w: usize, v: usize, vs: usize, count: i32, headDim: i32, 
 function pageMajorAttention<T>(
   pool: usize, numLayers: i32, pageSize: i32, numKvHeads: i32, headDim: i32, layer: i32,
   pageTable: usize, q: usize, out: usize, numTokens: i32, startPos: i32, numHeads: i32, scale: f32, scores: usize,
-  stride: i32, rows: usize, window: i32,
+  stride: i32, rows: usize, window: i32, sinks: usize,
 ): void {
   const kvDim = numKvHeads * headDim;
   const rowBytes = sizeof<T>() == 1
@@ -210,7 +216,7 @@ function pageMajorAttention<T>(
       if (kv == 0) {
         for (let h = 0; h < numHeads; h++) {
           const sh = scores + <usize>h * scoreBytes;
-          store<f32>(sh + (<usize>(stride - 1) << 2), <f32>1 / softmaxNumerators(sh + (<usize>lo << 2), n - lo)); // the last float: 1 / sum
+          store<f32>(sh + (<usize>(stride - 1) << 2), <f32>1 / softmaxNumerators(sh + (<usize>lo << 2), n - lo, sinks, h)); // the last float: 1 / sum
         }
         memory.fill(out + <usize>(t * numHeads) * headBytes, 0, <usize>numHeads * headBytes);
       }
@@ -226,15 +232,15 @@ function pageMajorAttention<T>(
   }
 }
 
-/** Attention over an f32 pool (window 0: none); scores as pageMajorAttention's. */
+/** Attention over an f32 pool (window 0: none; sinks 0: none, else [numHeads] f32); scores as pageMajorAttention's. */
 export function attention(
   pool: usize, numLayers: i32, pageSize: i32, numKvHeads: i32, headDim: i32, layer: i32,
   pageTable: usize, q: usize, out: usize, numTokens: i32, startPos: i32, numHeads: i32, scale: f32, scores: usize,
-  stride: i32, window: i32,
+  stride: i32, window: i32, sinks: usize,
 ): void {
   pageMajorAttention<f32>(
     pool, numLayers, pageSize, numKvHeads, headDim, layer,
-    pageTable, q, out, numTokens, startPos, numHeads, scale, scores, stride, 0, window,
+    pageTable, q, out, numTokens, startPos, numHeads, scale, scores, stride, 0, window, sinks,
   );
 }
 
@@ -246,11 +252,11 @@ export function attention(
 export function attentionF16(
   pool: usize, numLayers: i32, pageSize: i32, numKvHeads: i32, headDim: i32, layer: i32,
   pageTable: usize, q: usize, out: usize, numTokens: i32, startPos: i32, numHeads: i32, scale: f32, scores: usize,
-  stride: i32, rows: usize, window: i32,
+  stride: i32, rows: usize, window: i32, sinks: usize,
 ): void {
   pageMajorAttention<u16>(
     pool, numLayers, pageSize, numKvHeads, headDim, layer,
-    pageTable, q, out, numTokens, startPos, numHeads, scale, scores, stride, rows, window,
+    pageTable, q, out, numTokens, startPos, numHeads, scale, scores, stride, rows, window, sinks,
   );
 }
 
@@ -261,11 +267,11 @@ export function attentionF16(
 export function attentionQ8(
   pool: usize, numLayers: i32, pageSize: i32, numKvHeads: i32, headDim: i32, layer: i32,
   pageTable: usize, q: usize, out: usize, numTokens: i32, startPos: i32, numHeads: i32, scale: f32, scores: usize,
-  stride: i32, rows: usize, window: i32,
+  stride: i32, rows: usize, window: i32, sinks: usize,
 ): void {
   pageMajorAttention<u8>(
     pool, numLayers, pageSize, numKvHeads, headDim, layer,
-    pageTable, q, out, numTokens, startPos, numHeads, scale, scores, stride, rows, window,
+    pageTable, q, out, numTokens, startPos, numHeads, scale, scores, stride, rows, window, sinks,
   );
 }
 
