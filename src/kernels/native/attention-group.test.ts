@@ -93,6 +93,7 @@ for (const variant of nativeVariantsHere().filter((v) => v === 'avx512'))
               1 / Math.sqrt(headDim),
               window,
               0,
+              null,
             );
             return out;
           };
