@@ -117,6 +117,10 @@ export const NOT_CACHES: readonly StateDeclaration[] = [
   { site: 'src/batch/store.ts:#batches', why: "batches by id, each with its tenant; every lookup is the tenant's own" },
   { site: 'src/core/faults.ts:#active', why: 'armed fault points (static)' },
   { site: 'src/core/cache-registry.ts:CACHES', why: 'this registry (static)' },
+  {
+    site: 'src/router/cluster-lora.ts:#loaded',
+    why: 'hot-loaded adapter names and file digests (admin state, no request data)',
+  },
   { site: 'src/core/cache-registry.ts:NOT_CACHES', why: 'this registry (static)' },
   { site: 'src/core/telemetry.ts:#seen', why: 'last totals mirrored into counters (numbers, no request data)' },
   { site: 'src/grammar/grammar-thread-main.ts:matchers', why: "one request's matcher by id, disposed at its end" },

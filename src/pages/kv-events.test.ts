@@ -33,8 +33,8 @@ describe('KV events of the prefix cache', () => {
     const tag = hasher.tenantTag('alice');
     const [h0, h1] = hasher.blockHashes(tag, TOKENS, PAGE_SIZE);
     expect(events).toEqual([
-      { type: 'BlockStored', tenant: tag, blockHash: h0, parentHash: null },
-      { type: 'BlockStored', tenant: tag, blockHash: h1, parentHash: h0 },
+      { type: 'BlockStored', tenant: tag, blockHash: h0, parentHash: null, adapterDigest: null },
+      { type: 'BlockStored', tenant: tag, blockHash: h1, parentHash: h0, adapterDigest: null },
     ]);
   });
 

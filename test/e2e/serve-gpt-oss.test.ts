@@ -22,7 +22,12 @@ beforeAll(async () => {
   await genModel({ preset: 'gpt-oss-tiny', format: 'gguf', out: path, seed: 1, dtype: 'mxfp4' });
   [model, server] = await Promise.all([
     loadModel(path),
-    startServer(['--model', path, '--context-length', '256', '--kv-pages', '64'], home.dir, {}, 150_000),
+    startServer(
+      ['--model', path, '--context-length', '256', '--kv-pages', '64', '--reasoning-parser', 'none'],
+      home.dir,
+      {},
+      150_000,
+    ),
   ]);
   client = server.client();
 });
