@@ -79,27 +79,8 @@ function build(variant) {
   rmSync(src, { recursive: true, force: true });
   console.error(`build-llama: cloning ${bundle} into ${src}`);
   execFileSync('git', ['clone', '--quiet', bundle, src], { stdio: 'inherit' });
-  const jobs = String(Math.max(1, Number(process.env['BUILD_LLAMA_JOBS'] ?? 0) || 2));
   const t0 = Date.now();
-  execFileSync(
-    'cmake',
-    [
-      '-S',
-      src,
-      '-B',
-      out,
-      '-DCMAKE_BUILD_TYPE=Release',
-      ...VARIANT_FLAGS[variant],
-      '-DLLAMA_CURL=OFF',
-      '-DLLAMA_BUILD_TESTS=OFF',
-      '-DLLAMA_BUILD_EXAMPLES=OFF',
-      '-DBUILD_SHARED_LIBS=OFF',
-    ],
-    { stdio: ['ignore', 'ignore', 'inherit'] },
-  );
-  execFileSync('cmake', ['--build', out, '--config', 'Release', '-j', jobs, '--target', ...targets], {
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  const jobs = cmakeBuild(src, out, VARIANT_FLAGS[variant], ['-DLLAMA_BUILD_EXAMPLES=OFF'], targets);
   const staged = `${binDir}.partial`;
   rmSync(staged, { recursive: true, force: true });
   mkdirSync(staged, { recursive: true });
@@ -111,6 +92,32 @@ function build(variant) {
   rmSync(src, { recursive: true, force: true });
   console.error(`build-llama: built ${targets.join(', ')} in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
   return binDir;
+}
+
+/**
+ * cmake's configure step for llama.cpp's source `src` into `out` (Release, static, no curl, no
+ * tests; `variantFlags` the instruction set, `buildFlags` which programs), then the build of
+ * `buildTargets` alone, -j BUILD_LLAMA_JOBS (2 by default). Returns the job count it used.
+ */
+function cmakeBuild(src, out, variantFlags, buildFlags, buildTargets) {
+  const jobs = String(Math.max(1, Number(process.env['BUILD_LLAMA_JOBS'] ?? 0) || 2));
+  const configure = [
+    '-S',
+    src,
+    '-B',
+    out,
+    '-DCMAKE_BUILD_TYPE=Release',
+    ...variantFlags,
+    '-DLLAMA_CURL=OFF',
+    '-DLLAMA_BUILD_TESTS=OFF',
+    ...buildFlags,
+    '-DBUILD_SHARED_LIBS=OFF',
+  ];
+  execFileSync('cmake', configure, { stdio: ['ignore', 'ignore', 'inherit'] });
+  execFileSync('cmake', ['--build', out, '--config', 'Release', '-j', jobs, '--target', ...buildTargets], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  return jobs;
 }
 
 /** The speculative-decoding examples under `dir` (its own clone and build, kept for a rebuild). */
@@ -126,28 +133,8 @@ function buildExamples(dir) {
   const src = join(dir, 'src');
   const out = join(dir, 'build');
   if (!existsSync(src)) execFileSync('git', ['clone', '--quiet', bundle, src], { stdio: 'inherit' });
-  const jobs = String(Math.max(1, Number(process.env['BUILD_LLAMA_JOBS'] ?? 0) || 2));
   const t0 = Date.now();
-  execFileSync(
-    'cmake',
-    [
-      '-S',
-      src,
-      '-B',
-      out,
-      '-DCMAKE_BUILD_TYPE=Release',
-      ...VARIANT_FLAGS.native,
-      '-DLLAMA_CURL=OFF',
-      '-DLLAMA_BUILD_TESTS=OFF',
-      '-DLLAMA_BUILD_EXAMPLES=ON',
-      '-DLLAMA_BUILD_SERVER=OFF',
-      '-DBUILD_SHARED_LIBS=OFF',
-    ],
-    { stdio: ['ignore', 'ignore', 'inherit'] },
-  );
-  execFileSync('cmake', ['--build', out, '--config', 'Release', '-j', jobs, '--target', ...examples], {
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  cmakeBuild(src, out, VARIANT_FLAGS.native, ['-DLLAMA_BUILD_EXAMPLES=ON', '-DLLAMA_BUILD_SERVER=OFF'], examples);
   mkdirSync(binDir, { recursive: true });
   for (const t of examples) cpSync(join(out, 'bin', t), join(binDir, t));
   console.error(`build-llama: built ${examples.join(', ')} in ${((Date.now() - t0) / 1000).toFixed(0)} s`);

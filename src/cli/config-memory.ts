@@ -87,12 +87,14 @@ export function memoryLines(m: MemoryPlan): [string, string][] {
   return [
     [
       'weights',
-      `${formatBytes(m.repackedBytes + m.fileResidentBytes)} = ${formatBytes(m.repackedBytes)} repacked by the kernels + ${formatBytes(m.fileResidentBytes)} of the file (${stays}); file ${formatBytes(m.weights.fileBytes)}`,
+      `${formatBytes(m.repackedBytes + m.fileResidentBytes)} = ${formatBytes(m.repackedBytes)} repacked by the kernels + ` +
+        `${formatBytes(m.fileResidentBytes)} of the file (${stays}); file ${formatBytes(m.weights.fileBytes)}`,
     ],
     ['activations', formatBytes(m.activationBytes)],
     [
       'memory',
-      `${formatBytes(m.totalBytes)} (weights + KV pool ${formatBytes(m.kvPoolBytes)} + activations) of ${formatBytes(m.machineBytes)}: ${m.totalBytes <= m.machineBytes ? 'fits' : 'NO, does not fit'}`,
+      `${formatBytes(m.totalBytes)} (weights + KV pool ${formatBytes(m.kvPoolBytes)} + activations) of ` +
+        `${formatBytes(m.machineBytes)}: ${m.totalBytes <= m.machineBytes ? 'fits' : 'NO, does not fit'}`,
     ],
   ];
 }

@@ -4,7 +4,7 @@
 // (missing, a directory, unreadable, too large) is a ModelLoadError naming the file; this file
 // never parses anything and never writes through a mapping.
 import { constants as bufferConstants } from 'node:buffer';
-import { open, readFile, stat } from 'node:fs/promises';
+import { open, readFile, stat, type FileHandle } from 'node:fs/promises';
 import { ModelLoadError, NO_FAULTS, type FaultSet } from '../core/index.js';
 import { mapFileReadOnly, PIECE_STRIDE, type MappedPiece } from '../kernels/index.js';
 import { parseJsonObject, type JsonObject } from './json-fields.js';
@@ -76,7 +76,7 @@ export async function openModelFile(path: string, mode: WeightsMode, faults: Fau
   try {
     size = (await stat(path)).size;
   } catch (error) {
-    throw new ModelLoadError(path, describe(error), error);
+    throw loadError(path, error);
   }
   let mapped: ReturnType<typeof mapFileReadOnly>;
   try {
@@ -95,29 +95,53 @@ export async function openModelFile(path: string, mode: WeightsMode, faults: Fau
 
 /** The whole file in one ArrayBuffer, read in pieces of at most 1 GiB (no 4 GiB limit as for one Buffer). */
 async function readLargeFile(path: string): Promise<FileBytes> {
-  let handle;
+  return readOpenedFile(path, async (handle, size) => {
+    const buffer = new ArrayBuffer(size);
+    await readFully(handle, path, size, (at, length) => new Uint8Array(buffer, at, length));
+    return fileBytesOfBuffer(buffer);
+  });
+}
+
+/**
+ * Opens `path`, hands its handle and size to `read`, and closes it: a failure to open, stat or
+ * read becomes a ModelLoadError naming the file (a ModelLoadError `read` throws passes as it is).
+ */
+async function readOpenedFile<T>(path: string, read: (handle: FileHandle, size: number) => Promise<T>): Promise<T> {
+  let handle: FileHandle;
   try {
     handle = await open(path, 'r');
   } catch (error) {
-    throw new ModelLoadError(path, describe(error), error);
+    throw loadError(path, error);
   }
   try {
-    const size = (await handle.stat()).size;
-    const buffer = new ArrayBuffer(size);
-    let at = 0;
-    while (at < size) {
-      const piece = new Uint8Array(buffer, at, Math.min(size - at, 1 << 30));
-      const { bytesRead } = await handle.read(piece, 0, piece.byteLength, at);
-      if (bytesRead === 0) throw new ModelLoadError(path, `shrank while being read (${at} of ${size} bytes)`);
-      at += bytesRead;
-    }
-    return fileBytesOfBuffer(buffer);
+    return await read(handle, (await handle.stat()).size);
   } catch (error) {
     if (error instanceof ModelLoadError) throw error;
-    throw new ModelLoadError(path, describe(error), error);
+    throw loadError(path, error);
   } finally {
     await handle.close();
   }
+}
+
+/** Reads `size` bytes from the start of the file into `viewAt`'s views, at most 1 GiB a call; a file that shrinks is an error. */
+async function readFully(
+  handle: FileHandle,
+  path: string,
+  size: number,
+  viewAt: (at: number, length: number) => Uint8Array,
+): Promise<void> {
+  let at = 0;
+  while (at < size) {
+    const piece = viewAt(at, Math.min(size - at, 1 << 30));
+    const { bytesRead } = await handle.read(piece, 0, piece.byteLength, at);
+    if (bytesRead === 0) throw new ModelLoadError(path, `shrank while being read (${at} of ${size} bytes)`);
+    at += bytesRead;
+  }
+}
+
+/** A failure of the file system on `path` as a ModelLoadError that says what went wrong in words. */
+function loadError(path: string, error: unknown): ModelLoadError {
+  return new ModelLoadError(path, describe(error), error);
 }
 
 function describe(error: unknown): string {
@@ -148,20 +172,13 @@ export async function isDirectory(path: string): Promise<boolean> {
   try {
     return (await stat(path)).isDirectory();
   } catch (error) {
-    throw new ModelLoadError(path, describe(error), error);
+    throw loadError(path, error);
   }
 }
 
 /** The whole file as one Buffer (byteOffset 0, so f32 data at aligned offsets stays aligned). */
 export async function readWholeFile(path: string): Promise<Buffer> {
-  let handle;
-  try {
-    handle = await open(path, 'r');
-  } catch (error) {
-    throw new ModelLoadError(path, describe(error), error);
-  }
-  try {
-    const size = (await handle.stat()).size;
+  return readOpenedFile(path, async (handle, size) => {
     if (size > bufferConstants.MAX_LENGTH) {
       throw new ModelLoadError(
         path,
@@ -169,19 +186,9 @@ export async function readWholeFile(path: string): Promise<Buffer> {
       );
     }
     const buffer = Buffer.allocUnsafeSlow(size);
-    let at = 0;
-    while (at < size) {
-      const { bytesRead } = await handle.read(buffer, at, Math.min(size - at, 1 << 30), at);
-      if (bytesRead === 0) throw new ModelLoadError(path, `shrank while being read (${at} of ${size} bytes)`);
-      at += bytesRead;
-    }
+    await readFully(handle, path, size, (at, length) => buffer.subarray(at, at + length));
     return buffer;
-  } catch (error) {
-    if (error instanceof ModelLoadError) throw error;
-    throw new ModelLoadError(path, describe(error), error);
-  } finally {
-    await handle.close();
-  }
+  });
 }
 
 export async function readJsonFile(path: string): Promise<JsonObject> {
@@ -189,7 +196,7 @@ export async function readJsonFile(path: string): Promise<JsonObject> {
   try {
     text = await readFile(path, 'utf8');
   } catch (error) {
-    throw new ModelLoadError(path, describe(error), error);
+    throw loadError(path, error);
   }
   return parseJsonObject(text, path);
 }
@@ -203,6 +210,6 @@ export async function readOptionalTextFile(path: string): Promise<string | null>
   try {
     return await readFile(path, 'utf8');
   } catch (error) {
-    throw new ModelLoadError(path, describe(error), error);
+    throw loadError(path, error);
   }
 }

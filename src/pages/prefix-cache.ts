@@ -1,12 +1,9 @@
 // PrefixCache: a radix tree over token ids at page granularity, scoped by tenant, so a new
 // request can reuse the KV pages of a prompt prefix its own tenant computed before.
-// Owns: the tree, LRU order, which cached page sits at which prefix.
+// Owns: what the tree's pages mean (cached in the ledger, referenced by readers), LRU order, the
+// spill and lease pins; the tree itself (roots, nodes, path index) is prefix-tree.ts's.
 // Must never: share a page between tenants (the tenant is the first key of every path),
 // cache a page that is not full and stamped for its epoch, or evict a page someone reads.
-//
-//   roots: tenant -> root                       each edge is one full page of token ids
-//     t1 -> ( [1,2,3,4] -> page 0 -> ( [5,6,7,8] -> page 1 ,  [9,9,9,9] -> page 5 ) )
-//     t2 -> ( [1,2,3,4] -> page 7 )            same tokens, other tenant: its own page
 //
 // Keys are the exact token ids (joined), not hashes: a hash collision would hand one
 // prompt's KV to another. Only leaves are evicted (a child's KV is only valid after its
@@ -31,6 +28,7 @@
 import { assert, NO_FAULTS, type FaultSet, type PageId, type Tag, type TenantId } from '../core/index.js';
 import type { PageLedger } from './ledger.js';
 import { MinHeap } from './min-heap.js';
+import { PrefixTree, type PageNode, type Root } from './prefix-tree.js';
 import type { PrefixHasher } from './prefix-hash.js';
 import type { KvEventSink } from './kv-events.js';
 import { BlockHashes } from './block-hashes.js';
@@ -48,28 +46,6 @@ import { PageLease, type LeasedPage } from './lease.js';
 
 /** Most evicted-and-spilled pages the block-hash report remembers (so routing counts the disk tier). */
 const MAX_SPILLED_REPORTED = 8192;
-
-const EVERY_TENANT = Symbol('every tenant');
-type RootKey = TenantId | typeof EVERY_TENANT;
-
-interface Root {
-  readonly kind: 'root';
-  readonly key: RootKey;
-  readonly children: Map<string, PageNode>;
-}
-
-interface PageNode {
-  readonly kind: 'page';
-  /** The page's token ids, joined with ','. */
-  readonly key: string;
-  readonly tag: Tag;
-  readonly parent: Root | PageNode;
-  readonly children: Map<string, PageNode>;
-  /** The cache's logical clock at the last match or insert through this node. */
-  lastUsed: number;
-  /** The hash of every token id from the root to this page (spill-tier.ts), once asked for. */
-  pathHash?: string;
-}
 
 export interface PrefixMatch {
   /** Cached pages holding tokens [0, numTokens), in order; the reader now holds a reference to each. */
@@ -90,21 +66,14 @@ export class PrefixCache {
   readonly #pool: PagePool;
   readonly #ledger: PageLedger;
   readonly #pageSize: number;
-  readonly #shareAcrossTenants: boolean;
   readonly #spill: PageSpill | undefined;
-  readonly #roots = new Map<RootKey, Root>();
-  readonly #nodes = new Map<PageId, PageNode>();
-  /** Every cached node by (root, path hash): how a peer's fetch finds pages. */
-  readonly #byPath = new Map<string, PageNode>();
+  readonly #tree: PrefixTree;
   /** Pages leased to a peer's read (lease.ts), with how many leases hold each: never evicted. */
   readonly #pins = new Map<PageId, number>();
   /** Nodes evicted into the spill store, by (root, path hash), oldest first: the report's disk-tier pages. */
   readonly #spilled = new Map<string, PageNode>();
   /** Each cached page's block hash, per hasher that asked (blockHashReport, events). */
-  readonly #hashes = new BlockHashes((root) => {
-    const key = (root as Root).key;
-    return key === EVERY_TENANT ? '*' : key;
-  });
+  readonly #hashes = new BlockHashes((root) => this.#tree.tenantOf(root as Root));
   readonly #events: KvEventSink | undefined;
   #clock = 0;
   /** Prompt tokens looked up, and of those found cached, over every match (the hit rate a router reads). */
@@ -115,14 +84,14 @@ export class PrefixCache {
     this.#pool = options.pool;
     this.#ledger = options.pool.ledger;
     this.#pageSize = options.pool.pageSize;
-    this.#shareAcrossTenants = (options.faults ?? NO_FAULTS).has('share-prefix-across-tenants');
+    this.#tree = new PrefixTree(this.#pageSize, (options.faults ?? NO_FAULTS).has('share-prefix-across-tenants'));
     this.#spill = options.spill === undefined ? undefined : new PageSpill(options.pool, options.spill, options.faults);
     this.#events = options.events;
   }
 
   /** Pages the cache holds. */
   get numPages(): number {
-    return this.#nodes.size;
+    return this.#tree.size;
   }
 
   /**
@@ -131,15 +100,9 @@ export class PrefixCache {
    * needs at least one token to compute, to get logits.
    */
   match(reader: Owner, tokens: readonly number[]): PrefixMatch {
-    const nodes: PageNode[] = [];
     this.#lookupTokens += tokens.length;
     const numFull = Math.floor(tokens.length / this.#pageSize);
-    let parent: Root | PageNode | undefined = this.#roots.get(this.#rootKey(reader.tenant));
-    for (let i = 0; parent !== undefined && i < numFull; i++) {
-      const child: PageNode | undefined = parent.children.get(this.#pageKey(tokens, i));
-      if (child !== undefined) nodes.push(child);
-      parent = child;
-    }
+    const nodes = this.#tree.path(reader.tenant, tokens, numFull);
     this.#ledger.ref(
       nodes.map((node) => node.tag),
       reader,
@@ -155,14 +118,14 @@ export class PrefixCache {
 
   /** Appends to `nodes` the pages after them that the spill store holds, loaded, cached and referenced by reader. */
   #load(spill: PageSpill, reader: Owner, tokens: readonly number[], nodes: PageNode[], numFull: number): void {
-    let hash = nodes.length === 0 ? ROOT_PATH_HASH : this.#pathHashOf(nodes[nodes.length - 1] as PageNode);
+    let hash = nodes.length === 0 ? ROOT_PATH_HASH : this.#tree.pathHashOf(nodes[nodes.length - 1] as PageNode);
     for (let i = nodes.length; i < numFull; i++) {
-      const key = this.#pageKey(tokens, i);
+      const key = this.#tree.pageKey(tokens, i);
       hash = nextPathHash(hash, key);
       const tag = spill.load(reader, hash, (n, owner) => this.allocate(n, owner));
       if (tag === undefined) return;
       // The root is looked up after the allocation: an eviction may have emptied and dropped it.
-      const parent = nodes[nodes.length - 1] ?? this.#rootFor(reader.tenant);
+      const parent = nodes[nodes.length - 1] ?? this.#tree.rootFor(reader.tenant);
       this.#ledger.cache([tag], reader);
       const node: PageNode = { kind: 'page', key, tag, parent, children: new Map(), lastUsed: 0, pathHash: hash };
       this.#addNode(node);
@@ -171,32 +134,10 @@ export class PrefixCache {
     }
   }
 
-  /** Files a new node in the tree and the indexes; publishes BlockStored. */
+  /** Files a new node in the tree and its indexes (no longer a spilled page); publishes BlockStored. */
   #addNode(node: PageNode): void {
-    node.parent.children.set(node.key, node);
-    this.#nodes.set(node.tag.page, node);
-    const pathKey = this.#pathKey(this.#rootOf(node).key, this.#pathHashOf(node));
-    this.#byPath.set(pathKey, node);
-    this.#spilled.delete(pathKey);
+    this.#spilled.delete(this.#tree.add(node));
     this.#stored(node);
-  }
-
-  #rootOf(node: PageNode): Root {
-    let at: Root | PageNode = node;
-    while (at.kind === 'page') at = at.parent;
-    return at;
-  }
-
-  #pathKey(root: RootKey, pathHash: string): string {
-    return `${root === EVERY_TENANT ? '\u0000*' : root}\n${pathHash}`;
-  }
-
-  #pathHashOf(node: PageNode): string {
-    if (node.pathHash === undefined) {
-      const parentHash = node.parent.kind === 'root' ? ROOT_PATH_HASH : this.#pathHashOf(node.parent);
-      node.pathHash = nextPathHash(parentHash, node.key);
-    }
-    return node.pathHash;
   }
 
   /**
@@ -208,13 +149,13 @@ export class PrefixCache {
   insert(owner: Owner, tokens: readonly number[], tags: readonly Tag[]): number {
     this.#assertHeldBy(owner, tags);
     const now = ++this.#clock;
-    const root = this.#rootFor(owner.tenant);
+    const root = this.#tree.rootFor(owner.tenant);
     let parent: Root | PageNode = root;
     let numCached = 0;
     let i = 0;
     for (; i < Math.min(Math.floor(tokens.length / this.#pageSize), tags.length); i++) {
       const tag = tags[i] as Tag;
-      const key = this.#pageKey(tokens, i);
+      const key = this.#tree.pageKey(tokens, i);
       const existing: PageNode | undefined = parent.children.get(key);
       if (existing !== undefined) {
         // Cached already: our own matched reference (dropped here) or a duplicate we computed (freed).
@@ -232,7 +173,7 @@ export class PrefixCache {
       parent = node;
     }
     this.#ledger.relinquish(tags.slice(i), owner);
-    if (root.children.size === 0) this.#roots.delete(root.key);
+    this.#tree.dropIfEmpty(root);
     return numCached;
   }
 
@@ -249,8 +190,8 @@ export class PrefixCache {
    */
   blockHashReport(limit: number, hasher: PrefixHasher): Map<string, string[]> {
     const all: { tag: string; hash: string; lastUsed: number }[] = [];
-    for (const root of this.#roots.values()) {
-      const tag = hasher.tenantTag(root.key === EVERY_TENANT ? '*' : root.key);
+    for (const root of this.#tree.roots()) {
+      const tag = hasher.tenantTag(this.#tree.tenantOf(root));
       const seed = hasher.seed(tag);
       const walk = (node: Root | PageNode): void => {
         for (const child of node.children.values()) {
@@ -262,9 +203,8 @@ export class PrefixCache {
     }
     // Pages evicted into the spill store count too (a later match loads them): routing sees every tier.
     for (const [pathKey, node] of this.#spilled) {
-      const root = this.#rootOf(node);
-      const tenant = root.key === EVERY_TENANT ? '*' : root.key;
-      if (this.#spill === undefined || !this.#spill.has(tenant as TenantId, this.#pathHashOf(node))) {
+      const tenant = this.#tree.tenantOf(this.#tree.rootOf(node));
+      if (this.#spill === undefined || !this.#spill.has(tenant as TenantId, this.#tree.pathHashOf(node))) {
         this.#spilled.delete(pathKey);
         continue;
       }
@@ -304,30 +244,23 @@ export class PrefixCache {
     const heap = new MinHeap<PageNode>(
       (a, b) => a.lastUsed < b.lastUsed || (a.lastUsed === b.lastUsed && a.tag.page < b.tag.page),
     );
-    for (const node of this.#nodes.values()) if (this.#isEvictableLeaf(node)) heap.push(node);
+    for (const node of this.#tree.nodes()) if (this.#isEvictableLeaf(node)) heap.push(node);
     while (evicted.length < numPages) {
       const node = heap.pop();
       if (node === undefined) break;
       const e = this.#ledger.entry(node.tag.page);
-      const pathKey = this.#pathKey(this.#rootOf(node).key, this.#pathHashOf(node));
       if (this.#spill !== undefined && e.state === 'cached') {
-        this.#spill.spill(e.tenant, this.#pathHashOf(node), e.page, this.#hintOf(this.#spill, node));
-        this.#spilled.set(pathKey, node);
+        this.#spill.spill(e.tenant, this.#tree.pathHashOf(node), e.page, this.#hintOf(this.#spill, node));
+        this.#spilled.set(this.#tree.pathKeyOf(node), node);
         if (this.#spilled.size > MAX_SPILLED_REPORTED)
           this.#spilled.delete(this.#spilled.keys().next().value as string);
       }
       this.#removed(node);
       this.#ledger.uncache([node.tag]);
-      node.parent.children.delete(node.key);
-      this.#nodes.delete(node.tag.page);
-      this.#byPath.delete(pathKey);
+      this.#tree.remove(node); // and its root, when that leaves it empty
       evicted.push(node.tag.page);
       const parent = node.parent;
-      if (parent.kind === 'page') {
-        if (this.#isEvictableLeaf(parent)) heap.push(parent);
-      } else if (parent.children.size === 0) {
-        this.#roots.delete(parent.key);
-      }
+      if (parent.kind === 'page' && this.#isEvictableLeaf(parent)) heap.push(parent);
     }
     return evicted;
   }
@@ -338,12 +271,12 @@ export class PrefixCache {
    */
   spillAll(): number {
     if (this.#spill === undefined) return 0;
-    for (const node of this.#nodes.values()) {
+    for (const node of this.#tree.nodes()) {
       const e = this.#ledger.entry(node.tag.page);
       if (e.state === 'cached')
-        this.#spill.spill(e.tenant, this.#pathHashOf(node), e.page, this.#hintOf(this.#spill, node));
+        this.#spill.spill(e.tenant, this.#tree.pathHashOf(node), e.page, this.#hintOf(this.#spill, node));
     }
-    return this.#nodes.size;
+    return this.#tree.size;
   }
 
   /**
@@ -352,17 +285,11 @@ export class PrefixCache {
    */
   localRun(tenant: TenantId, tokens: readonly number[]): number {
     const numFull = Math.floor(tokens.length / this.#pageSize);
-    let parent: Root | PageNode | undefined = this.#roots.get(this.#rootKey(tenant));
-    let n = 0;
-    let hash = ROOT_PATH_HASH;
-    for (; parent !== undefined && n < numFull; n++) {
-      const child: PageNode | undefined = parent.children.get(this.#pageKey(tokens, n));
-      if (child === undefined) break;
-      hash = this.#pathHashOf(child);
-      parent = child;
-    }
+    const cached = this.#tree.path(tenant, tokens, numFull);
+    let n = cached.length;
+    let hash = n === 0 ? ROOT_PATH_HASH : this.#tree.pathHashOf(cached[n - 1] as PageNode);
     for (; this.#spill !== undefined && n < numFull; n++) {
-      hash = nextPathHash(hash, this.#pageKey(tokens, n));
+      hash = nextPathHash(hash, this.#tree.pageKey(tokens, n));
       if (!this.#spill.has(tenant, hash)) break;
     }
     return n;
@@ -378,9 +305,7 @@ export class PrefixCache {
   lease(tenant: TenantId, pathHashes: readonly string[], pin = true, anyTenant = false): PageLease {
     const pages: LeasedPage[] = [];
     for (const pathHash of pathHashes) {
-      const node = anyTenant
-        ? [...this.#roots.keys()].map((k) => this.#byPath.get(this.#pathKey(k, pathHash))).find((n) => n !== undefined)
-        : this.#byPath.get(this.#pathKey(this.#rootKey(tenant), pathHash));
+      const node = this.#tree.byPath(tenant, pathHash, anyTenant);
       if (node !== undefined) {
         pages.push({ pathHash, source: 'pool', tag: node.tag });
         continue;
@@ -429,13 +354,7 @@ export class PrefixCache {
    */
   adopt(owner: Owner, tokens: readonly number[], firstPage: number, pages: readonly Uint8Array[]): number {
     const end = Math.min(firstPage + pages.length, Math.floor(tokens.length / this.#pageSize));
-    const nodes: PageNode[] = [];
-    let parent: Root | PageNode | undefined = this.#roots.get(this.#rootKey(owner.tenant));
-    for (let i = 0; parent !== undefined && i < end; i++) {
-      const child: PageNode | undefined = parent.children.get(this.#pageKey(tokens, i));
-      if (child !== undefined) nodes.push(child);
-      parent = child;
-    }
+    const nodes = this.#tree.path(owner.tenant, tokens, end);
     this.#ledger.ref(
       nodes.map((node) => node.tag),
       owner,
@@ -443,17 +362,17 @@ export class PrefixCache {
     if (this.#spill !== undefined && nodes.length < firstPage) this.#load(this.#spill, owner, tokens, nodes, firstPage);
     let installed = 0;
     if (nodes.length >= firstPage) {
-      let hash = nodes.length === 0 ? ROOT_PATH_HASH : this.#pathHashOf(nodes[nodes.length - 1] as PageNode);
+      let hash = nodes.length === 0 ? ROOT_PATH_HASH : this.#tree.pathHashOf(nodes[nodes.length - 1] as PageNode);
       const now = ++this.#clock;
       for (let i = nodes.length; i < end; i++) {
-        const key = this.#pageKey(tokens, i);
+        const key = this.#tree.pageKey(tokens, i);
         hash = nextPathHash(hash, key);
         const tag = writeFreshPage(this.#pool, owner, pages[i - firstPage] as Uint8Array, (n, o) =>
           this.allocate(n, o),
         );
         if (tag === undefined) break;
         // The root is looked up after the allocation: an eviction may have emptied and dropped it.
-        const parentNode = nodes[nodes.length - 1] ?? this.#rootFor(owner.tenant);
+        const parentNode = nodes[nodes.length - 1] ?? this.#tree.rootFor(owner.tenant);
         this.#ledger.cache([tag], owner);
         const node: PageNode = {
           kind: 'page',
@@ -480,11 +399,11 @@ export class PrefixCache {
   /** Pages evict() could free now: those with no reader in their subtree. */
   numEvictable(): number {
     const pinned = new Set<PageNode>();
-    for (const node of this.#nodes.values()) {
+    for (const node of this.#tree.nodes()) {
       if (this.#numReaders(node) === 0 && !this.#pins.has(node.tag.page)) continue;
       for (let n: Root | PageNode = node; n.kind === 'page' && !pinned.has(n); n = n.parent) pinned.add(n);
     }
-    return this.#nodes.size - pinned.size;
+    return this.#tree.size - pinned.size;
   }
 
   /** ledger.allocate, evicting just enough cached pages first when that makes the allocation fit. */
@@ -495,58 +414,44 @@ export class PrefixCache {
   }
 
   /**
-   * The tree and the ledger agree: every node's page is cached in the node's epoch for the
-   * root's tenant, full and stamped; every cached page has one node; a child's readers all read
-   * its parent. Throws InvariantError.
+   * The tree holds together (prefix-tree.ts's check) and agrees with the ledger: every node's
+   * page is cached in the node's epoch for the root's tenant, full and stamped; every cached page
+   * has one node; a child's readers all read its parent; every pinned page is cached. Throws
+   * InvariantError.
    */
   checkIntegrity(): void {
-    let numNodes = 0;
-    for (const root of this.#roots.values()) {
-      assert(root.children.size > 0, () => `prefix cache keeps an empty root for ${String(root.key)}`);
-      const stack: (Root | PageNode)[] = [root];
-      for (let parent = stack.pop(); parent !== undefined; parent = stack.pop()) {
-        for (const [key, node] of parent.children) {
-          const e = this.#ledger.entry(node.tag.page);
-          const where = `prefix cache page ${node.tag.page}`;
-          assert(node.key === key && node.parent === parent, () => `${where} is filed under the wrong key or parent`);
-          assert(this.#nodes.get(node.tag.page) === node, () => `${where} is missing from the page index`);
-          assert(
-            e.state === 'cached' && e.epoch === node.tag.epoch,
-            () => `${where} (epoch ${node.tag.epoch}) is ${describeEntry(e)}`,
-          );
-          assert(
-            e.state === 'cached' && (root.key === EVERY_TENANT || e.tenant === root.key),
-            () => `${where} sits under tenant ${String(root.key)} but is ${describeEntry(e)}`,
-          );
-          assert(
-            this.#pool.isWritten(node.tag, this.#pageSize),
-            () => `${where} is not stamped full in epoch ${node.tag.epoch}`,
-          );
-          if (parent.kind === 'page') {
-            const parentEntry = this.#ledger.entry(parent.tag.page);
-            const parentReaders = parentEntry.state === 'cached' ? parentEntry.readers : [];
-            assert(
-              e.state === 'cached' && e.readers.every((rid) => parentReaders.includes(rid)),
-              () => `${where} has a reader that does not read its parent page ${parent.tag.page}`,
-            );
-          }
-          numNodes++;
-          stack.push(node);
-        }
+    this.#tree.checkIntegrity((node, root) => {
+      const e = this.#ledger.entry(node.tag.page);
+      const where = `prefix cache page ${node.tag.page}`;
+      assert(
+        e.state === 'cached' && e.epoch === node.tag.epoch,
+        () => `${where} (epoch ${node.tag.epoch}) is ${describeEntry(e)}`,
+      );
+      assert(
+        e.state === 'cached' && this.#tree.admits(root, e.tenant),
+        () => `${where} sits under tenant ${this.#tree.tenantOf(root)} but is ${describeEntry(e)}`,
+      );
+      assert(
+        this.#pool.isWritten(node.tag, this.#pageSize),
+        () => `${where} is not stamped full in epoch ${node.tag.epoch}`,
+      );
+      const parent = node.parent;
+      if (parent.kind === 'page') {
+        const parentEntry = this.#ledger.entry(parent.tag.page);
+        const parentReaders = parentEntry.state === 'cached' ? parentEntry.readers : [];
+        assert(
+          e.state === 'cached' && e.readers.every((rid) => parentReaders.includes(rid)),
+          () => `${where} has a reader that does not read its parent page ${parent.tag.page}`,
+        );
       }
-    }
-    assert(
-      numNodes === this.#nodes.size,
-      () => `prefix cache tree holds ${numNodes} pages, its index ${this.#nodes.size}`,
-    );
+    });
     const numCached = this.#ledger.counts().cached;
-    assert(numCached === numNodes, () => `ledger has ${numCached} cached pages, the prefix cache ${numNodes}`);
     assert(
-      this.#byPath.size === numNodes,
-      () => `the path index holds ${this.#byPath.size} pages, the tree ${numNodes}`,
+      numCached === this.#tree.size,
+      () => `ledger has ${numCached} cached pages, the prefix cache ${this.#tree.size}`,
     );
     for (const page of this.#pins.keys())
-      assert(this.#nodes.has(page), () => `prefix cache page ${page} is pinned by a lease but not cached`);
+      assert(this.#tree.has(page), () => `prefix cache page ${page} is pinned by a lease but not cached`);
   }
 
   #stored(node: PageNode): void {
@@ -555,24 +460,6 @@ export class PrefixCache {
 
   #removed(node: PageNode): void {
     if (this.#events !== undefined) this.#events.publish(this.#hashes.removed(node, this.#events.hasher));
-  }
-
-  #rootKey(tenant: TenantId): RootKey {
-    return this.#shareAcrossTenants ? EVERY_TENANT : tenant;
-  }
-
-  #rootFor(tenant: TenantId): Root {
-    const key = this.#rootKey(tenant);
-    let root = this.#roots.get(key);
-    if (root === undefined) {
-      root = { kind: 'root', key, children: new Map() };
-      this.#roots.set(key, root);
-    }
-    return root;
-  }
-
-  #pageKey(tokens: readonly number[], pageIndex: number): string {
-    return tokens.slice(pageIndex * this.#pageSize, (pageIndex + 1) * this.#pageSize).join(',');
   }
 
   #numReaders(node: PageNode): number {

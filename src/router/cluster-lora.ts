@@ -94,7 +94,8 @@ export class ClusterLora {
           }
           if (answer.kind === 'ok') await this.#post(w, 'unload_lora_adapter', { lora_name: name });
           this.#o.log?.(
-            `${w.role} ${w.url} lacks LoRA adapter ${name} and did not take it (${answer.kind === 'ok' ? `digest ${String(answer.body['digest'])}` : answer.message}): never paired for it`,
+            `${w.role} ${w.url} lacks LoRA adapter ${name} and did not take it ` +
+              `(${answer.kind === 'ok' ? `digest ${String(answer.body['digest'])}` : answer.message}): never paired for it`,
           );
         }
       }
@@ -163,7 +164,8 @@ function failureError(name: string, digest: string, worker: WorkerEntry, answer:
     case 'ok':
       return new TesseraError(
         'config_invalid',
-        `${at} loaded ${name} with digest ${String(answer.body['digest'])}, the router read ${digest} (the workers see another file at that path); rolled back on every worker`,
+        `${at} loaded ${name} with digest ${String(answer.body['digest'])}, the router read ${digest} ` +
+          '(the workers see another file at that path); rolled back on every worker',
       );
     case 'refused':
       return new TesseraError(

@@ -9,7 +9,7 @@
 // refuse-at-http-cap (through TESSERA_FAULT) keeps the silent socket and the trickle open, and
 // refuses the openai client once the cap is full.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Attacker, answerOf, outcome } from './support/attacker.js';
+import { Attacker, outcome } from './support/attacker.js';
 import { startServer, useTestHome, type Server } from './support/process.js';
 
 const home = useTestHome();
@@ -39,17 +39,7 @@ afterAll(async () => {
 const port = (of: Server): number => Number(new URL(of.url).port);
 
 /** A silent socket, a slowloris and a keep-alive idle after its answer: how each ended within WATCH_MS. */
-async function deadlines(of: Server): Promise<Record<string, string>> {
-  const [silent, trickle, idle] = await Promise.all([
-    attacker.silent(port(of)),
-    attacker.slowloris(port(of), 300),
-    attacker.idleAfterResponse(port(of)),
-  ]);
-  const [a, b, c] = await Promise.all([silent, trickle, idle].map((s) => outcome(s, WATCH_MS)));
-  const say = (o: { closed: boolean; text: string }): string =>
-    o.closed ? `closed ${answerOf(o.text)}`.trim() : 'open';
-  return { silent: say(a!), slowloris: say(b!), idle: say(c!) };
-}
+const deadlines = (of: Server) => attacker.deadlines(port(of), WATCH_MS);
 
 /** Silent sockets from two addresses up to the cap, then the openai client: its answer, and which silent ones the server closed. */
 async function capFullOfSilentSockets(of: Server): Promise<{ answer: string; oldest: string; newest: string }> {

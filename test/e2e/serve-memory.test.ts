@@ -21,15 +21,21 @@ beforeAll(async () => {
 }, 120_000);
 
 const tooMuch = ['--kv-memory', '4096GiB'];
-const refusal =
-  /this node needs 4 TiB \(\d+ bytes: weights [\d.]+ [KM]iB repacked \+ [\d.]+ [KM]iB of the file, KV pool 4 TiB, activations [\d.]+ MiB\) but this machine has [\d.]+ GiB \(\d+ bytes\)\. Lower --kv-memory or --kv-pages, or use a smaller model\./;
+const refusal = new RegExp(
+  /this node needs 4 TiB \(\d+ bytes: weights [\d.]+ [KM]iB repacked \+ [\d.]+ [KM]iB of the file, /.source +
+    /KV pool 4 TiB, activations [\d.]+ MiB\) but this machine has [\d.]+ GiB \(\d+ bytes\)\. /.source +
+    /Lower --kv-memory or --kv-pages, or use a smaller model\./.source,
+);
 
 describe('tessera plan: memory', () => {
   it('counts the mapped file by the pages it reads in place, the copied file whole', async () => {
     const mapped = await runCli(['plan', '--model', model, '--kv-memory', '64MiB'], home.dir);
     expect(mapped.code, mapped.stderr).toBe(0);
     expect(mapped.stdout).toMatch(
-      /weights\s+[\d.]+ [KM]iB = [\d.]+ [KM]iB repacked by the kernels \+ [\d.]+ [KM]iB of the file \(the embedding read in place from the map \(page cache\)\); file [\d.]+ [KM]iB/,
+      new RegExp(
+        /weights\s+[\d.]+ [KM]iB = [\d.]+ [KM]iB repacked by the kernels \+ [\d.]+ [KM]iB of the file /.source +
+          /\(the embedding read in place from the map \(page cache\)\); file [\d.]+ [KM]iB/.source,
+      ),
     );
     expect(mapped.stdout).toMatch(
       /memory\s+[\d.]+ [KMG]iB \(weights \+ KV pool 64 MiB \+ activations\) of [\d.]+ GiB: fits/,

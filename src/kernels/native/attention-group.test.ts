@@ -7,20 +7,10 @@
 // uneven), head sizes that are not multiples of 16, contexts ending mid-page, a window, prefill
 // chunks and decode steps.
 import { describe, it } from 'vitest';
-import { kvRowUnits, Rng, type KvDtype } from '../../core/index.js';
+import { Rng } from '../../core/index.js';
 import { expectBitwiseEqual, randomF32 } from '../cases/support.js';
-import { Float32Bits } from '../half.js';
-import { quantizeKvRow } from '../q8-kv.js';
-import { nativeAvailability, nativeVariantsHere, selectNativeVariant, type Addon } from './native.js';
-
-interface Shape {
-  readonly numHeads: number;
-  readonly numKvHeads: number;
-  readonly headDim: number;
-  readonly startPos: number;
-  readonly numTokens: number;
-  readonly window: number;
-}
+import { addon, attendPaged, PAGE_SIZE, randomPool, type AttentionShape as Shape } from './attention-pools.js';
+import { nativeVariantsHere, selectNativeVariant } from './native.js';
 
 const SHAPES: readonly Shape[] = [
   { numHeads: 12, numKvHeads: 4, headDim: 64, startPos: 517, numTokens: 1, window: 0 }, // m100's decode
@@ -31,31 +21,6 @@ const SHAPES: readonly Shape[] = [
   { numHeads: 6, numKvHeads: 3, headDim: 40, startPos: 90, numTokens: 9, window: 33 }, // a window, hd 40
   { numHeads: 6, numKvHeads: 2, headDim: 96, startPos: 15, numTokens: 18, window: 0 },
 ];
-const NUM_LAYERS = 2;
-const PAGE_SIZE = 16;
-
-function addon(): Addon {
-  const found = nativeAvailability();
-  if (!('addon' in found)) throw new Error(found.why);
-  return found.addon;
-}
-
-/** A pool of `pages` pages of random K and V, as `dtype` stores them. */
-function randomPool(rng: Rng, dtype: KvDtype, shape: Shape, pages: number): Float32Array | Uint16Array | Uint8Array {
-  const { numKvHeads, headDim } = shape;
-  const rows = pages * NUM_LAYERS * 2 * PAGE_SIZE;
-  const length = rows * numKvHeads * headDim;
-  if (dtype === 'f16') return Uint16Array.from({ length }, () => (rng.nextU32() % 0x4000) | (rng.nextU32() & 0x8000));
-  const values = randomF32(rng, length, 2);
-  if (dtype === 'f32') return values;
-  const bits = new Float32Bits();
-  const rowBytes = kvRowUnits({ numKvHeads, headDim, dtype });
-  const pool = new Uint8Array(rows * rowBytes);
-  for (let r = 0; r < rows; r++)
-    quantizeKvRow(values, r * numKvHeads * headDim, numKvHeads, headDim, pool, r * rowBytes, bits);
-  return pool;
-}
-
 /** The query heads of KV head kvh, [h0, h1), as attention.h's groupHeads. */
 function groupOf(shape: Shape, kvh: number): [number, number] {
   const { numHeads: H, numKvHeads: K } = shape;
@@ -70,33 +35,13 @@ for (const variant of nativeVariantsHere().filter((v) => v === 'avx512'))
         const native = addon();
         const rng = new Rng(11);
         for (const shape of SHAPES) {
-          const { numHeads, numKvHeads, headDim, startPos, numTokens, window } = shape;
+          const { numHeads, numKvHeads, headDim, startPos, numTokens } = shape;
           const pages = Math.ceil((startPos + numTokens) / PAGE_SIZE);
           const pool = randomPool(rng, dtype, shape, pages + 1);
           const table = Int32Array.from({ length: pages }, (_, p) => pages - p); // reversed, page 0 unused
           const q = randomF32(rng, numTokens * numHeads * headDim);
-          const attend = (query: Float32Array, heads: number): Float32Array => {
-            const out = new Float32Array(numTokens * heads * headDim).fill(Number.NaN);
-            native.attention(
-              pool,
-              NUM_LAYERS,
-              PAGE_SIZE,
-              numKvHeads,
-              headDim,
-              1,
-              table,
-              query,
-              out,
-              numTokens,
-              startPos,
-              heads,
-              1 / Math.sqrt(headDim),
-              window,
-              0,
-              null,
-            );
-            return out;
-          };
+          const attend = (query: Float32Array, heads: number): Float32Array =>
+            attendPaged(native, pool, shape, table, query, heads, 0);
           const grouped = attend(q, numHeads);
           const largest = Math.ceil(numHeads / numKvHeads);
           for (let g = 0; g < largest; g++) {

@@ -5,20 +5,10 @@
 // chunks (numTokens > 1) and a batch of requests over one pool, call after call; and the helpers
 // did take items (their chunk count grew), so the equality is not the caller's alone.
 import { beforeAll, describe, expect, it } from 'vitest';
-import { kvRowUnits, Rng, type KvDtype } from '../../core/index.js';
+import { Rng } from '../../core/index.js';
 import { expectBitwiseEqual, randomF32 } from '../cases/support.js';
-import { Float32Bits } from '../half.js';
-import { quantizeKvRow } from '../q8-kv.js';
-import { NativeDense, nativeAvailability, nativeVariantsHere, selectNativeVariant, type Addon } from './native.js';
-
-interface Shape {
-  readonly numHeads: number;
-  readonly numKvHeads: number;
-  readonly headDim: number;
-  readonly startPos: number;
-  readonly numTokens: number;
-  readonly window: number;
-}
+import { addon, attendPaged, PAGE_SIZE, randomPool, type AttentionShape as Shape } from './attention-pools.js';
+import { NativeDense, nativeVariantsHere, selectNativeVariant } from './native.js';
 
 const SHAPES: readonly Shape[] = [
   { numHeads: 12, numKvHeads: 4, headDim: 64, startPos: 517, numTokens: 1, window: 0 }, // m100's decode
@@ -27,33 +17,8 @@ const SHAPES: readonly Shape[] = [
   { numHeads: 5, numKvHeads: 2, headDim: 128, startPos: 300, numTokens: 3, window: 0 }, // uneven groups
   { numHeads: 32, numKvHeads: 8, headDim: 64, startPos: 200, numTokens: 2, window: 0 },
 ];
-const NUM_LAYERS = 2;
-const PAGE_SIZE = 16;
 /** Requests in one batch, each with its own pages of the one pool. */
 const BATCH = 2;
-
-function addon(): Addon {
-  const found = nativeAvailability();
-  if (!('addon' in found)) throw new Error(found.why);
-  return found.addon;
-}
-
-/** A pool of `pages` pages of random K and V, as `dtype` stores them. */
-function randomPool(rng: Rng, dtype: KvDtype, shape: Shape, pages: number): Float32Array | Uint16Array | Uint8Array {
-  const { numKvHeads, headDim } = shape;
-  const rows = pages * NUM_LAYERS * 2 * PAGE_SIZE;
-  const length = rows * numKvHeads * headDim;
-  // f16: random halves in [-2, 2), their sign, exponent and mantissa drawn directly (fast).
-  if (dtype === 'f16') return Uint16Array.from({ length }, () => (rng.nextU32() % 0x4000) | (rng.nextU32() & 0x8000));
-  const values = randomF32(rng, length, 2);
-  if (dtype === 'f32') return values;
-  const bits = new Float32Bits();
-  const rowBytes = kvRowUnits({ numKvHeads, headDim, dtype });
-  const pool = new Uint8Array(rows * rowBytes);
-  for (let r = 0; r < rows; r++)
-    quantizeKvRow(values, r * numKvHeads * headDim, numKvHeads, headDim, pool, r * rowBytes, bits);
-  return pool;
-}
 
 for (const variant of nativeVariantsHere())
   describe(`the addon's attention (${variant}) shared with two helper threads`, () => {
@@ -68,7 +33,7 @@ for (const variant of nativeVariantsHere())
         const before = native.helperChunks();
         const rng = new Rng(7);
         for (const shape of SHAPES) {
-          const { numHeads, numKvHeads, headDim, startPos, numTokens, window } = shape;
+          const { numHeads, headDim, startPos, numTokens } = shape;
           const pagesEach = Math.ceil((startPos + numTokens) / PAGE_SIZE);
           const pool = randomPool(rng, dtype, shape, BATCH * pagesEach + 1);
           // Each request's pages, interleaved and reversed through the pool.
@@ -77,30 +42,8 @@ for (const variant of nativeVariantsHere())
           );
           const qs = tables.map(() => randomF32(rng, numTokens * numHeads * headDim));
           const length = numTokens * numHeads * headDim;
-          const attend = (b: number, helpers: 0 | 1): Float32Array => {
-            const out = new Float32Array(length).fill(Number.NaN);
-            const scale = 1 / Math.sqrt(headDim);
-            const layer = 1;
-            native.attention(
-              pool,
-              NUM_LAYERS,
-              PAGE_SIZE,
-              numKvHeads,
-              headDim,
-              layer,
-              tables[b]!,
-              qs[b]!,
-              out,
-              numTokens,
-              startPos,
-              numHeads,
-              scale,
-              window,
-              helpers,
-              null,
-            );
-            return out;
-          };
+          const attend = (b: number, helpers: 0 | 1): Float32Array =>
+            attendPaged(native, pool, shape, tables[b]!, qs[b]!, numHeads, helpers);
           const alone = tables.map((_, b) => attend(b, 0));
           for (const out of alone) expect(out.every(Number.isFinite)).toBe(true);
           for (let round = 0; round < 4; round++)

@@ -12,7 +12,7 @@
 import OpenAI from 'openai';
 import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Attacker, answerOf, outcome } from '../support/attacker.js';
+import { Attacker, outcome } from '../support/attacker.js';
 import { startRouter, startWorker, useTestHome, type Router, type Worker } from './support.js';
 
 const home = useTestHome();
@@ -47,17 +47,7 @@ afterAll(async () => {
 const port = (of: { url: string }): number => Number(new URL(of.url).port);
 
 /** A silent socket, a slowloris and a keep-alive idle after its answer: how each ended within WATCH_MS. */
-async function deadlines(of: { url: string }): Promise<Record<string, string>> {
-  const [silent, trickle, idle] = await Promise.all([
-    attacker.silent(port(of)),
-    attacker.slowloris(port(of), 300),
-    attacker.idleAfterResponse(port(of)),
-  ]);
-  const [a, b, c] = await Promise.all([silent, trickle, idle].map((s) => outcome(s, WATCH_MS)));
-  const say = (o: { closed: boolean; text: string }): string =>
-    o.closed ? `closed ${answerOf(o.text)}`.trim() : 'open';
-  return { silent: say(a!), slowloris: say(b!), idle: say(c!) };
-}
+const deadlines = (of: { url: string }) => attacker.deadlines(port(of), WATCH_MS);
 
 /**
  * Silent sockets from two addresses up to the cap, then the openai client on a connection of its

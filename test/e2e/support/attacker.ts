@@ -63,6 +63,23 @@ export class Attacker {
     return s;
   }
 
+  /**
+   * A silent socket, a slowloris (a header line every 300 ms) and a keep-alive idle after its
+   * answer, all at once against `port`: how each ended within `watchMs` ('open', or 'closed' with
+   * the answer's status and code when one came, e.g. 'closed 408 request_timeout').
+   */
+  async deadlines(port: number, watchMs: number): Promise<{ silent: string; slowloris: string; idle: string }> {
+    const [silent, trickle, idle] = await Promise.all([
+      this.silent(port),
+      this.slowloris(port, 300),
+      this.idleAfterResponse(port),
+    ]);
+    const [a, b, c] = await Promise.all([silent, trickle, idle].map((s) => outcome(s, watchMs)));
+    const say = (o: { closed: boolean; text: string }): string =>
+      o.closed ? `closed ${answerOf(o.text)}`.trim() : 'open';
+    return { silent: say(a!), slowloris: say(b!), idle: say(c!) };
+  }
+
   destroyAll(): void {
     for (const s of this.#sockets.splice(0)) s.destroy();
   }
