@@ -26,7 +26,14 @@
 // --spec-type ngram-simple: its chat-format parser; the examples have none.)
 import { availableParallelism, loadavg } from 'node:os';
 import { asRequestId, DEFAULT_TENANT, NO_FAULTS, samplingParams, type RequestId } from '../src/core/index.js';
-import { createEngine, Sampler, type Engine } from '../src/engine/index.js';
+import {
+  createEngine,
+  rankTokens,
+  restrictHead,
+  Sampler,
+  type Engine,
+  type ModelWeights,
+} from '../src/engine/index.js';
 import { loadModel } from '../src/model/index.js';
 import { DEFAULT_SPEC, type SpecOptions } from '../src/scheduler/index.js';
 import { DraftModel } from '../src/engine/draft-model.js';
@@ -52,6 +59,14 @@ const DRAFT_MODEL =
     ? await writeFirstLayers(MODEL, `/tmp/bench-spec-draft-${DRAFT_LAYERS}`, Number(DRAFT_LAYERS))
     : flag('--draft-model', '');
 const ONLY = flag('--only', '');
+/**
+ * --draft-vocab N: the draft model's head restricted to N tokens (FR-Spec; engine/draft-head.ts),
+ * ranked by how often the target's greedy outputs held them over --draft-vocab-calib prompts
+ * unlike the workloads' (default 4; 0: by id alone), the rest by id.
+ */
+const DRAFT_VOCAB = Number(flag('--draft-vocab', '0'));
+const DRAFT_VOCAB_CALIB = Number(flag('--draft-vocab-calib', '4'));
+let headTokens: Int32Array | undefined;
 /** The draft model's catch-up window while unproven (engine/draft-model.ts; a huge one: the whole prompt, as before). */
 const PROBE_WINDOW = flag('--probe-window', '');
 /** The arms: plain decoding, prompt lookup, a draft model; llama.cpp's (its example binaries) likewise. */
@@ -91,6 +106,7 @@ async function run(
       maxBatch: SPEC.maxBatch,
       faults: NO_FAULTS,
       ...(PROBE_WINDOW === '' ? {} : { probeWindow: Number(PROBE_WINDOW) }),
+      ...(headTokens === undefined ? {} : { headTokens }),
     });
     const prepare = sharedDrafter.prepare.bind(sharedDrafter);
     sharedDrafter.prepare = async (scheduler, now) => {
@@ -186,10 +202,28 @@ async function main(): Promise<void> {
   const seedPrompt = Array.from({ length: 48 }, (_, i) => 300 + ((i * 7919) % Math.max(1, vocab - 400)));
   // The text to quote: the model's own greedy continuation of the seed prompt.
   const text = (await run(engine, seedPrompt, 160, 'off')).ids;
+  let draftWeights: ModelWeights | undefined = DRAFT_MODEL === '' ? undefined : await loadModel(DRAFT_MODEL, {});
+  if (draftWeights !== undefined && DRAFT_VOCAB > 0) {
+    // Calibration: the target's own greedy outputs from prompts of another pattern than the workloads'.
+    const counts = new Map<number, number>();
+    for (let c = 0; c < DRAFT_VOCAB_CALIB; c++) {
+      const calib = Array.from(
+        { length: 16 },
+        (_, i) => 1000 + ((c * 104729 + i * 15485863) % Math.max(1, vocab - 2000)),
+      );
+      for (const t of (await run(engine, calib, 48, 'off')).ids) counts.set(t, (counts.get(t) ?? 0) + 1);
+    }
+    const restricted = restrictHead(draftWeights, rankTokens(counts, vocab, Math.min(DRAFT_VOCAB, vocab)));
+    draftWeights = restricted.model;
+    headTokens = restricted.tokens;
+    console.log(
+      `draft head: ${headTokens.length} of ${vocab} tokens (${counts.size} seen in ${DRAFT_VOCAB_CALIB} calibration outputs)`,
+    );
+  }
   const draftEngine =
-    DRAFT_MODEL === ''
+    draftWeights === undefined
       ? undefined
-      : await createEngine(await loadModel(DRAFT_MODEL, {}), {
+      : await createEngine(draftWeights, {
           kvPages: 2048,
           pageSize: 16,
           threads: THREADS,

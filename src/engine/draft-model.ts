@@ -60,6 +60,11 @@ export interface DraftModelOptions {
   readonly costRatio?: number;
   /** Real tokens an unproven draft model catches a new sequence up on (PROBE_WINDOW by default). */
   readonly probeWindow?: number;
+  /**
+   * The tokens of a restricted head (draft-head.ts: the runner's logit row i is token
+   * headTokens[i]'s); absent: the whole vocabulary.
+   */
+  readonly headTokens?: Int32Array;
 }
 
 /** The draft model's counts for /health. */
@@ -380,7 +385,8 @@ export class DraftModel {
       w.k = w.drafts.length; // a failed pass: the offer stops here
       return;
     }
-    w.drafts.push(argmax(out.logits.subarray(0, out.logits.length / out.rows)));
+    const best = argmax(out.logits.subarray(0, out.logits.length / out.rows));
+    w.drafts.push(this.#o.headTokens === undefined ? best : (this.#o.headTokens[best] as number));
     const atLength = w.seq.owner.tokens.length - w.seq.owner.draft.from - w.seq.base;
     w.seq.offered = { atLength, numDrafts: w.drafts.length, writtenEnd: atLength + w.drafts.length - 1 };
   }
