@@ -15,7 +15,9 @@
 //
 //   node --import ./bench/lib/register-ts.mjs bench/spec.ts [--model /tmp/h2-m100.gguf] [--tokens 64]
 //        [--rounds 3] [--max-draft 4] [--threads N] [--draft-model SPEC | --draft-layers N] [--only free,text]
-//        [--llama] [--probe-window N]
+//        [--llama] [--probe-window N] [--draft-vocab N [--draft-vocab-calib C]]
+// --draft-vocab N adds a fourth arm, draft-fr: the same draft model with its output head cut to N
+// frequency-ranked tokens (FR-Spec; engine/draft-head.ts), in the same rounds.
 // --llama (GGUF models): llama.cpp's own speculative decoding on the same files at the same
 // threads, in the same rounds, from its example binaries built from the same bundled source
 // (bench/lib/llama-examples.ts; `node scripts/build-llama.mjs --examples DIR`): plain
@@ -66,12 +68,19 @@ const ONLY = flag('--only', '');
  */
 const DRAFT_VOCAB = Number(flag('--draft-vocab', '0'));
 const DRAFT_VOCAB_CALIB = Number(flag('--draft-vocab-calib', '4'));
-let headTokens: Int32Array | undefined;
 /** The draft model's catch-up window while unproven (engine/draft-model.ts; a huge one: the whole prompt, as before). */
 const PROBE_WINDOW = flag('--probe-window', '');
 /** The arms: plain decoding, prompt lookup, a draft model; llama.cpp's (its example binaries) likewise. */
-type Arm = 'off' | 'lookup' | 'draft' | 'llama' | 'llama-lookup' | 'llama-draft';
-type OwnArm = 'off' | 'lookup' | 'draft';
+type Arm = 'off' | 'lookup' | 'draft' | 'draft-fr' | 'llama' | 'llama-lookup' | 'llama-draft';
+type OwnArm = 'off' | 'lookup' | DraftArm;
+/** The draft model with its whole head, and (--draft-vocab) with its restricted head. */
+type DraftArm = 'draft' | 'draft-fr';
+const isDraft = (a: Arm): a is DraftArm => a === 'draft' || a === 'draft-fr';
+/** A draft arm's engine, and the tokens of its restricted head (draft-fr). */
+interface DraftSetup {
+  readonly engine: Engine;
+  readonly headTokens?: Int32Array;
+}
 
 /** A llama.cpp arm's failed request: reported, its tok/s NaN (the others still compare). */
 function failedRun(arm: Arm, error: unknown): Outcome {
@@ -87,35 +96,36 @@ interface Outcome {
 }
 
 let seq = 0;
-let sharedDrafter: DraftModel | undefined;
-/** The draft arm's time in the draft model's passes (its prepare()) and in decoding, this workload: what drafting costs, load aside. */
-const draftTime = { draftMs: 0, decodeMs: 0 };
+const sharedDrafters = new Map<DraftArm, DraftModel>();
+/** A draft arm's time in the draft model's passes (its prepare()) and in decoding, this workload: what drafting costs, load aside. */
+const draftTimes = new Map<DraftArm, { draftMs: number; decodeMs: number }>();
 /** One greedy request through a fresh scheduler and engine loop on the engine's pool. */
 async function run(
   engine: Engine,
   prompt: readonly number[],
   maxTokens: number,
   arm: OwnArm,
-  draftEngine?: Engine,
+  draftSetup?: DraftSetup,
 ): Promise<Outcome> {
   const spec = arm !== 'off';
   // One draft model for the whole run, as a server has: what it learnt of its cost and acceptance stays.
-  if (arm === 'draft' && draftEngine !== undefined && sharedDrafter === undefined) {
-    sharedDrafter = new DraftModel({
-      runner: draftEngine.runner,
+  if (isDraft(arm) && draftSetup !== undefined && !sharedDrafters.has(arm)) {
+    const made = new DraftModel({
+      runner: draftSetup.engine.runner,
       maxBatch: SPEC.maxBatch,
       faults: NO_FAULTS,
       ...(PROBE_WINDOW === '' ? {} : { probeWindow: Number(PROBE_WINDOW) }),
-      ...(headTokens === undefined ? {} : { headTokens }),
+      ...(draftSetup.headTokens === undefined ? {} : { headTokens: draftSetup.headTokens }),
     });
-    const prepare = sharedDrafter.prepare.bind(sharedDrafter);
-    sharedDrafter.prepare = async (scheduler, now) => {
+    const prepare = made.prepare.bind(made);
+    made.prepare = async (scheduler, now) => {
       const started = performance.now();
       await prepare(scheduler, now);
-      draftTime.draftMs += performance.now() - started;
+      draftTimeOf(arm).draftMs += performance.now() - started;
     };
+    sharedDrafters.set(arm, made);
   }
-  const drafter = arm === 'draft' ? sharedDrafter : undefined;
+  const drafter = isDraft(arm) ? sharedDrafters.get(arm) : undefined;
   const pool = engine.pool;
   const scheduler = schedulerFor('colocated', {
     pool,
@@ -125,7 +135,7 @@ async function run(
     maxWaiting: 4,
     faults: NO_FAULTS,
     eosTokenIds: [],
-    ...(spec ? { speculation: arm === 'draft' ? { ...SPEC, drafter: 'model' as const } : SPEC } : {}),
+    ...(spec ? { speculation: isDraft(arm) ? { ...SPEC, drafter: 'model' as const } : SPEC } : {}),
   });
   const rid: RequestId = asRequestId(`bench-${seq++}`);
   const sampling = samplingParams({ maxTokens, temperature: 0, ignoreEos: true });
@@ -173,13 +183,19 @@ async function run(
   drafter?.sweep(scheduler); // its pages back to the draft pool for the next run
   // (Its prefix cache keeps its pages cached in the pool: each run has a fresh scheduler, so no hits.)
   const { numDrafted, numAccepted } = scheduler.specStats;
-  if (arm === 'draft') draftTime.decodeMs += endAt - firstAt;
+  if (isDraft(arm)) draftTimeOf(arm).decodeMs += endAt - firstAt;
   return {
     ids,
     decodeTokensPerS: (ids.length - 1) / ((endAt - firstAt) / 1000),
     drafted: numDrafted,
     accepted: numAccepted,
   };
+}
+
+function draftTimeOf(arm: DraftArm): { draftMs: number; decodeMs: number } {
+  let t = draftTimes.get(arm);
+  if (t === undefined) draftTimes.set(arm, (t = { draftMs: 0, decodeMs: 0 }));
+  return t;
 }
 
 /** A public-domain paragraph (Pride and Prejudice, ch. 1) for --text: quoted back by a trained model. */
@@ -202,7 +218,11 @@ async function main(): Promise<void> {
   const seedPrompt = Array.from({ length: 48 }, (_, i) => 300 + ((i * 7919) % Math.max(1, vocab - 400)));
   // The text to quote: the model's own greedy continuation of the seed prompt.
   const text = (await run(engine, seedPrompt, 160, 'off')).ids;
-  let draftWeights: ModelWeights | undefined = DRAFT_MODEL === '' ? undefined : await loadModel(DRAFT_MODEL, {});
+  const draftWeights: ModelWeights | undefined = DRAFT_MODEL === '' ? undefined : await loadModel(DRAFT_MODEL, {});
+  const draftEngineOf = (weights: ModelWeights) =>
+    createEngine(weights, { kvPages: 2048, pageSize: 16, threads: THREADS, maxStepLogits: SPEC.maxBatch });
+  const draftSetups = new Map<DraftArm, DraftSetup>();
+  if (draftWeights !== undefined) draftSetups.set('draft', { engine: await draftEngineOf(draftWeights) });
   if (draftWeights !== undefined && DRAFT_VOCAB > 0) {
     // Calibration: the target's own greedy outputs from prompts of another pattern than the workloads'.
     const counts = new Map<number, number>();
@@ -214,22 +234,12 @@ async function main(): Promise<void> {
       for (const t of (await run(engine, calib, 48, 'off')).ids) counts.set(t, (counts.get(t) ?? 0) + 1);
     }
     const restricted = restrictHead(draftWeights, rankTokens(counts, vocab, Math.min(DRAFT_VOCAB, vocab)));
-    draftWeights = restricted.model;
-    headTokens = restricted.tokens;
+    draftSetups.set('draft-fr', { engine: await draftEngineOf(restricted.model), headTokens: restricted.tokens });
     console.log(
-      `draft head: ${headTokens.length} of ${vocab} tokens (${counts.size} seen in ${DRAFT_VOCAB_CALIB} calibration outputs)`,
+      `draft-fr head: ${restricted.tokens.length} of ${vocab} tokens (${counts.size} seen in ${DRAFT_VOCAB_CALIB} calibration outputs)`,
     );
   }
-  const draftEngine =
-    draftWeights === undefined
-      ? undefined
-      : await createEngine(draftWeights, {
-          kvPages: 2048,
-          pageSize: 16,
-          threads: THREADS,
-          maxStepLogits: SPEC.maxBatch,
-        });
-  const arms: Arm[] = draftEngine === undefined ? ['lookup', 'off'] : ['lookup', 'draft', 'off'];
+  const arms: Arm[] = ['lookup', ...draftSetups.keys(), 'off'];
   /** llama.cpp's arms: how each runs (llama-lookup, or llama-speculative-simple with the draft model). */
   const llama = new Map<Arm, { readonly maxDraft: number; readonly draftModel?: string }>();
   let llamaBin = '';
@@ -267,9 +277,8 @@ async function main(): Promise<void> {
   for (const w of workloads) {
     if (ONLY !== '' && !ONLY.split(',').includes(w.name)) continue;
     // The shared draft model's counts are its lifetime's: this workload's are the difference.
-    const drafterBefore = sharedDrafter?.stats;
-    draftTime.draftMs = 0;
-    draftTime.decodeMs = 0;
+    const drafterBefore = new Map([...sharedDrafters].map(([a, d]) => [a, d.stats]));
+    draftTimes.clear();
     const tps = Object.fromEntries(arms.map((a) => [a, [] as number[]])) as Record<Arm, number[]>;
     const counts = Object.fromEntries(arms.map((a) => [a, { drafted: 0, accepted: 0 }])) as Record<
       Arm,
@@ -287,7 +296,7 @@ async function main(): Promise<void> {
         const theirs = llama.get(arm);
         const o =
           theirs === undefined
-            ? await run(engine, w.prompt, TOKENS, arm as OwnArm, draftEngine)
+            ? await run(engine, w.prompt, TOKENS, arm as OwnArm, isDraft(arm) ? draftSetups.get(arm) : undefined)
             : await runLlamaExample(llamaBin, { model: MODEL, promptFile, tokens: TOKENS, threads: THREADS, ...theirs })
                 .then((r): Outcome => ({ ...r, ids: [...Buffer.from(r.text)] }))
                 .catch((error: unknown) => failedRun(arm, error));
@@ -315,12 +324,15 @@ async function main(): Promise<void> {
           return `llama ${med(tps[a]).toFixed(1)} tok/s (tessera off / llama ${(off / med(tps[a])).toFixed(2)}x)`;
         const { drafted, accepted } = counts[a];
         const rate = drafted === 0 ? '-' : `${((100 * accepted) / drafted).toFixed(0)}%`;
+        const drafter = isDraft(a) ? sharedDrafters.get(a) : undefined;
+        const before = isDraft(a) ? drafterBefore.get(a) : undefined;
+        const time = isDraft(a) ? draftTimeOf(a) : undefined;
         const pauses =
-          a === 'draft' && sharedDrafter !== undefined
-            ? `, pauses ${sharedDrafter.stats.numPauses - (drafterBefore?.numPauses ?? 0)}, ` +
-              `cost ratio ${sharedDrafter.stats.costRatio?.toFixed(2)}, draft caught up on ` +
-              `${sharedDrafter.stats.numCaughtUp - (drafterBefore?.numCaughtUp ?? 0)} tokens, draft passes ` +
-              `${((100 * draftTime.draftMs) / draftTime.decodeMs).toFixed(1)}% of its decode time`
+          drafter !== undefined && time !== undefined
+            ? `, pauses ${drafter.stats.numPauses - (before?.numPauses ?? 0)}, ` +
+              `cost ratio ${drafter.stats.costRatio?.toFixed(2)}, draft caught up on ` +
+              `${drafter.stats.numCaughtUp - (before?.numCaughtUp ?? 0)} tokens, draft passes ` +
+              `${((100 * time.draftMs) / time.decodeMs).toFixed(1)}% of its decode time`
             : '';
         // llama.cpp's speculation against llama.cpp's plain decoding; Tessera's against Tessera's.
         const base = a.startsWith('llama') ? med(tps.llama) : off;
@@ -332,7 +344,7 @@ async function main(): Promise<void> {
         ` [${arms.map((a) => `${a} ${tps[a].map((x) => x.toFixed(0)).join(' ')}`).join(' | ')}]`,
     );
   }
-  await draftEngine?.dispose();
+  for (const d of draftSetups.values()) await d.engine.dispose();
   await engine.dispose();
 }
 
