@@ -84,6 +84,8 @@ export interface DraftModelStats {
   readonly numCaughtUp: number;
   /** Whether the node's acceptance has beaten the cost ratio since the last pause (sequences then see the whole text). */
   readonly proven: boolean;
+  /** Tokens its head covers (--draft-vocab: draft-head.ts); null: the whole vocabulary. */
+  readonly headTokens: number | null;
 }
 
 interface Sequence {
@@ -167,6 +169,7 @@ export class DraftModel {
       paused: this.#pauseLeft > 0,
       numCaughtUp: this.#numCaughtUp,
       proven: this.#proven,
+      headTokens: this.#o.headTokens?.length ?? null,
     };
   }
 
