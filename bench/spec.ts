@@ -67,6 +67,8 @@ const ONLY = flag('--only', '');
  * unlike the workloads' (default 4; 0: by id alone), the rest by id.
  */
 const DRAFT_VOCAB = Number(flag('--draft-vocab', '0'));
+/** --text-tokens N: the length of the model's own greedy text G the quote and repeat prompts hold (default 160). */
+const TEXT_TOKENS = Number(flag('--text-tokens', '160'));
 const DRAFT_VOCAB_CALIB = Number(flag('--draft-vocab-calib', '4'));
 /** The draft model's catch-up window while unproven (engine/draft-model.ts; a huge one: the whole prompt, as before). */
 const PROBE_WINDOW = flag('--probe-window', '');
@@ -217,7 +219,7 @@ async function main(): Promise<void> {
   const vocab = model.config.vocabSize;
   const seedPrompt = Array.from({ length: 48 }, (_, i) => 300 + ((i * 7919) % Math.max(1, vocab - 400)));
   // The text to quote: the model's own greedy continuation of the seed prompt.
-  const text = (await run(engine, seedPrompt, 160, 'off')).ids;
+  const text = (await run(engine, seedPrompt, TEXT_TOKENS, 'off')).ids;
   const draftWeights: ModelWeights | undefined = DRAFT_MODEL === '' ? undefined : await loadModel(DRAFT_MODEL, {});
   const draftEngineOf = (weights: ModelWeights) =>
     createEngine(weights, { kvPages: 2048, pageSize: 16, threads: THREADS, maxStepLogits: SPEC.maxBatch });
