@@ -15,7 +15,9 @@
 //
 //   node --import ./bench/lib/register-ts.mjs bench/spec.ts [--model /tmp/h2-m100.gguf] [--tokens 64]
 //        [--rounds 3] [--max-draft 4] [--threads N] [--draft-model SPEC | --draft-layers N] [--only free,text]
-//        [--llama] [--probe-window N]
+//        [--llama] [--probe-window N] [--draft-vocab N [--draft-vocab-calib C]]
+// --draft-vocab N adds a fourth arm, draft-fr: the same draft model with its output head cut to N
+// frequency-ranked tokens (FR-Spec; engine/draft-head.ts), in the same rounds.
 // --llama (GGUF models): llama.cpp's own speculative decoding on the same files at the same
 // threads, in the same rounds, from its example binaries built from the same bundled source
 // (bench/lib/llama-examples.ts; `node scripts/build-llama.mjs --examples DIR`): plain
@@ -26,7 +28,14 @@
 // --spec-type ngram-simple: its chat-format parser; the examples have none.)
 import { availableParallelism, loadavg } from 'node:os';
 import { asRequestId, DEFAULT_TENANT, NO_FAULTS, samplingParams, type RequestId } from '../src/core/index.js';
-import { createEngine, Sampler, type Engine } from '../src/engine/index.js';
+import {
+  createEngine,
+  rankTokens,
+  restrictHead,
+  Sampler,
+  type Engine,
+  type ModelWeights,
+} from '../src/engine/index.js';
 import { loadModel } from '../src/model/index.js';
 import { DEFAULT_SPEC, type SpecOptions } from '../src/scheduler/index.js';
 import { DraftModel } from '../src/engine/draft-model.js';
@@ -52,11 +61,28 @@ const DRAFT_MODEL =
     ? await writeFirstLayers(MODEL, `/tmp/bench-spec-draft-${DRAFT_LAYERS}`, Number(DRAFT_LAYERS))
     : flag('--draft-model', '');
 const ONLY = flag('--only', '');
+/**
+ * --draft-vocab N: the draft model's head restricted to N tokens (FR-Spec; engine/draft-head.ts),
+ * ranked by how often the target's greedy outputs held them over --draft-vocab-calib prompts
+ * unlike the workloads' (default 4; 0: by id alone), the rest by id.
+ */
+const DRAFT_VOCAB = Number(flag('--draft-vocab', '0'));
+/** --text-tokens N: the length of the model's own greedy text G the quote and repeat prompts hold (default 160). */
+const TEXT_TOKENS = Number(flag('--text-tokens', '160'));
+const DRAFT_VOCAB_CALIB = Number(flag('--draft-vocab-calib', '4'));
 /** The draft model's catch-up window while unproven (engine/draft-model.ts; a huge one: the whole prompt, as before). */
 const PROBE_WINDOW = flag('--probe-window', '');
 /** The arms: plain decoding, prompt lookup, a draft model; llama.cpp's (its example binaries) likewise. */
-type Arm = 'off' | 'lookup' | 'draft' | 'llama' | 'llama-lookup' | 'llama-draft';
-type OwnArm = 'off' | 'lookup' | 'draft';
+type Arm = 'off' | 'lookup' | 'draft' | 'draft-fr' | 'llama' | 'llama-lookup' | 'llama-draft';
+type OwnArm = 'off' | 'lookup' | DraftArm;
+/** The draft model with its whole head, and (--draft-vocab) with its restricted head. */
+type DraftArm = 'draft' | 'draft-fr';
+const isDraft = (a: Arm): a is DraftArm => a === 'draft' || a === 'draft-fr';
+/** A draft arm's engine, and the tokens of its restricted head (draft-fr). */
+interface DraftSetup {
+  readonly engine: Engine;
+  readonly headTokens?: Int32Array;
+}
 
 /** A llama.cpp arm's failed request: reported, its tok/s NaN (the others still compare). */
 function failedRun(arm: Arm, error: unknown): Outcome {
@@ -72,34 +98,36 @@ interface Outcome {
 }
 
 let seq = 0;
-let sharedDrafter: DraftModel | undefined;
-/** The draft arm's time in the draft model's passes (its prepare()) and in decoding, this workload: what drafting costs, load aside. */
-const draftTime = { draftMs: 0, decodeMs: 0 };
+const sharedDrafters = new Map<DraftArm, DraftModel>();
+/** A draft arm's time in the draft model's passes (its prepare()) and in decoding, this workload: what drafting costs, load aside. */
+const draftTimes = new Map<DraftArm, { draftMs: number; decodeMs: number }>();
 /** One greedy request through a fresh scheduler and engine loop on the engine's pool. */
 async function run(
   engine: Engine,
   prompt: readonly number[],
   maxTokens: number,
   arm: OwnArm,
-  draftEngine?: Engine,
+  draftSetup?: DraftSetup,
 ): Promise<Outcome> {
   const spec = arm !== 'off';
   // One draft model for the whole run, as a server has: what it learnt of its cost and acceptance stays.
-  if (arm === 'draft' && draftEngine !== undefined && sharedDrafter === undefined) {
-    sharedDrafter = new DraftModel({
-      runner: draftEngine.runner,
+  if (isDraft(arm) && draftSetup !== undefined && !sharedDrafters.has(arm)) {
+    const made = new DraftModel({
+      runner: draftSetup.engine.runner,
       maxBatch: SPEC.maxBatch,
       faults: NO_FAULTS,
       ...(PROBE_WINDOW === '' ? {} : { probeWindow: Number(PROBE_WINDOW) }),
+      ...(draftSetup.headTokens === undefined ? {} : { headTokens: draftSetup.headTokens }),
     });
-    const prepare = sharedDrafter.prepare.bind(sharedDrafter);
-    sharedDrafter.prepare = async (scheduler, now) => {
+    const prepare = made.prepare.bind(made);
+    made.prepare = async (scheduler, now) => {
       const started = performance.now();
       await prepare(scheduler, now);
-      draftTime.draftMs += performance.now() - started;
+      draftTimeOf(arm).draftMs += performance.now() - started;
     };
+    sharedDrafters.set(arm, made);
   }
-  const drafter = arm === 'draft' ? sharedDrafter : undefined;
+  const drafter = isDraft(arm) ? sharedDrafters.get(arm) : undefined;
   const pool = engine.pool;
   const scheduler = schedulerFor('colocated', {
     pool,
@@ -109,7 +137,7 @@ async function run(
     maxWaiting: 4,
     faults: NO_FAULTS,
     eosTokenIds: [],
-    ...(spec ? { speculation: arm === 'draft' ? { ...SPEC, drafter: 'model' as const } : SPEC } : {}),
+    ...(spec ? { speculation: isDraft(arm) ? { ...SPEC, drafter: 'model' as const } : SPEC } : {}),
   });
   const rid: RequestId = asRequestId(`bench-${seq++}`);
   const sampling = samplingParams({ maxTokens, temperature: 0, ignoreEos: true });
@@ -157,13 +185,19 @@ async function run(
   drafter?.sweep(scheduler); // its pages back to the draft pool for the next run
   // (Its prefix cache keeps its pages cached in the pool: each run has a fresh scheduler, so no hits.)
   const { numDrafted, numAccepted } = scheduler.specStats;
-  if (arm === 'draft') draftTime.decodeMs += endAt - firstAt;
+  if (isDraft(arm)) draftTimeOf(arm).decodeMs += endAt - firstAt;
   return {
     ids,
     decodeTokensPerS: (ids.length - 1) / ((endAt - firstAt) / 1000),
     drafted: numDrafted,
     accepted: numAccepted,
   };
+}
+
+function draftTimeOf(arm: DraftArm): { draftMs: number; decodeMs: number } {
+  let t = draftTimes.get(arm);
+  if (t === undefined) draftTimes.set(arm, (t = { draftMs: 0, decodeMs: 0 }));
+  return t;
 }
 
 /** A public-domain paragraph (Pride and Prejudice, ch. 1) for --text: quoted back by a trained model. */
@@ -185,17 +219,29 @@ async function main(): Promise<void> {
   const vocab = model.config.vocabSize;
   const seedPrompt = Array.from({ length: 48 }, (_, i) => 300 + ((i * 7919) % Math.max(1, vocab - 400)));
   // The text to quote: the model's own greedy continuation of the seed prompt.
-  const text = (await run(engine, seedPrompt, 160, 'off')).ids;
-  const draftEngine =
-    DRAFT_MODEL === ''
-      ? undefined
-      : await createEngine(await loadModel(DRAFT_MODEL, {}), {
-          kvPages: 2048,
-          pageSize: 16,
-          threads: THREADS,
-          maxStepLogits: SPEC.maxBatch,
-        });
-  const arms: Arm[] = draftEngine === undefined ? ['lookup', 'off'] : ['lookup', 'draft', 'off'];
+  const text = (await run(engine, seedPrompt, TEXT_TOKENS, 'off')).ids;
+  const draftWeights: ModelWeights | undefined = DRAFT_MODEL === '' ? undefined : await loadModel(DRAFT_MODEL, {});
+  const draftEngineOf = (weights: ModelWeights) =>
+    createEngine(weights, { kvPages: 2048, pageSize: 16, threads: THREADS, maxStepLogits: SPEC.maxBatch });
+  const draftSetups = new Map<DraftArm, DraftSetup>();
+  if (draftWeights !== undefined) draftSetups.set('draft', { engine: await draftEngineOf(draftWeights) });
+  if (draftWeights !== undefined && DRAFT_VOCAB > 0) {
+    // Calibration: the target's own greedy outputs from prompts of another pattern than the workloads'.
+    const counts = new Map<number, number>();
+    for (let c = 0; c < DRAFT_VOCAB_CALIB; c++) {
+      const calib = Array.from(
+        { length: 16 },
+        (_, i) => 1000 + ((c * 104729 + i * 15485863) % Math.max(1, vocab - 2000)),
+      );
+      for (const t of (await run(engine, calib, 48, 'off')).ids) counts.set(t, (counts.get(t) ?? 0) + 1);
+    }
+    const restricted = restrictHead(draftWeights, rankTokens(counts, vocab, Math.min(DRAFT_VOCAB, vocab)));
+    draftSetups.set('draft-fr', { engine: await draftEngineOf(restricted.model), headTokens: restricted.tokens });
+    console.log(
+      `draft-fr head: ${restricted.tokens.length} of ${vocab} tokens (${counts.size} seen in ${DRAFT_VOCAB_CALIB} calibration outputs)`,
+    );
+  }
+  const arms: Arm[] = ['lookup', ...draftSetups.keys(), 'off'];
   /** llama.cpp's arms: how each runs (llama-lookup, or llama-speculative-simple with the draft model). */
   const llama = new Map<Arm, { readonly maxDraft: number; readonly draftModel?: string }>();
   let llamaBin = '';
@@ -233,9 +279,8 @@ async function main(): Promise<void> {
   for (const w of workloads) {
     if (ONLY !== '' && !ONLY.split(',').includes(w.name)) continue;
     // The shared draft model's counts are its lifetime's: this workload's are the difference.
-    const drafterBefore = sharedDrafter?.stats;
-    draftTime.draftMs = 0;
-    draftTime.decodeMs = 0;
+    const drafterBefore = new Map([...sharedDrafters].map(([a, d]) => [a, d.stats]));
+    draftTimes.clear();
     const tps = Object.fromEntries(arms.map((a) => [a, [] as number[]])) as Record<Arm, number[]>;
     const counts = Object.fromEntries(arms.map((a) => [a, { drafted: 0, accepted: 0 }])) as Record<
       Arm,
@@ -253,7 +298,7 @@ async function main(): Promise<void> {
         const theirs = llama.get(arm);
         const o =
           theirs === undefined
-            ? await run(engine, w.prompt, TOKENS, arm as OwnArm, draftEngine)
+            ? await run(engine, w.prompt, TOKENS, arm as OwnArm, isDraft(arm) ? draftSetups.get(arm) : undefined)
             : await runLlamaExample(llamaBin, { model: MODEL, promptFile, tokens: TOKENS, threads: THREADS, ...theirs })
                 .then((r): Outcome => ({ ...r, ids: [...Buffer.from(r.text)] }))
                 .catch((error: unknown) => failedRun(arm, error));
@@ -281,12 +326,15 @@ async function main(): Promise<void> {
           return `llama ${med(tps[a]).toFixed(1)} tok/s (tessera off / llama ${(off / med(tps[a])).toFixed(2)}x)`;
         const { drafted, accepted } = counts[a];
         const rate = drafted === 0 ? '-' : `${((100 * accepted) / drafted).toFixed(0)}%`;
+        const drafter = isDraft(a) ? sharedDrafters.get(a) : undefined;
+        const before = isDraft(a) ? drafterBefore.get(a) : undefined;
+        const time = isDraft(a) ? draftTimeOf(a) : undefined;
         const pauses =
-          a === 'draft' && sharedDrafter !== undefined
-            ? `, pauses ${sharedDrafter.stats.numPauses - (drafterBefore?.numPauses ?? 0)}, ` +
-              `cost ratio ${sharedDrafter.stats.costRatio?.toFixed(2)}, draft caught up on ` +
-              `${sharedDrafter.stats.numCaughtUp - (drafterBefore?.numCaughtUp ?? 0)} tokens, draft passes ` +
-              `${((100 * draftTime.draftMs) / draftTime.decodeMs).toFixed(1)}% of its decode time`
+          drafter !== undefined && time !== undefined
+            ? `, pauses ${drafter.stats.numPauses - (before?.numPauses ?? 0)}, ` +
+              `cost ratio ${drafter.stats.costRatio?.toFixed(2)}, draft caught up on ` +
+              `${drafter.stats.numCaughtUp - (before?.numCaughtUp ?? 0)} tokens, draft passes ` +
+              `${((100 * time.draftMs) / time.decodeMs).toFixed(1)}% of its decode time`
             : '';
         // llama.cpp's speculation against llama.cpp's plain decoding; Tessera's against Tessera's.
         const base = a.startsWith('llama') ? med(tps.llama) : off;
@@ -298,7 +346,7 @@ async function main(): Promise<void> {
         ` [${arms.map((a) => `${a} ${tps[a].map((x) => x.toFixed(0)).join(' ')}`).join(' | ')}]`,
     );
   }
-  await draftEngine?.dispose();
+  for (const d of draftSetups.values()) await d.engine.dispose();
   await engine.dispose();
 }
 

@@ -49,6 +49,7 @@ export interface ServeFlags {
   readonly kvDiskSize?: string;
   readonly specMaxDraft?: string;
   readonly draftModel?: string;
+  readonly draftVocab?: string;
 }
 
 /** --kv-disk: the directory of the disk tier under the prefix cache, and its size bound. */
@@ -92,6 +93,8 @@ export interface ServeConfig {
   readonly speculation: SpecOptions;
   /** --draft-model: a smaller model of the same vocabulary that drafts (a spec as --model takes); null: prompt lookup. */
   readonly draftModel: string | null;
+  /** --draft-vocab N: the draft model's head cut to the vocabulary's first N ids (FR-Spec; engine/draft-head.ts); absent: whole. */
+  readonly draftVocab?: number;
 }
 
 /** The pool flags shared by serve and plan. */
@@ -198,6 +201,7 @@ export function parseServeConfig(flags: ServeFlags, env: Env): ServeConfig {
       ...(flags.draftModel === undefined ? {} : { drafter: 'model' as const }),
     },
     draftModel: flags.draftModel ?? null,
+    ...(flags.draftVocab === undefined ? {} : { draftVocab: parseCount(flags.draftVocab, '--draft-vocab', 1) }),
   };
 }
 

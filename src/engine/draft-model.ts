@@ -60,6 +60,11 @@ export interface DraftModelOptions {
   readonly costRatio?: number;
   /** Real tokens an unproven draft model catches a new sequence up on (PROBE_WINDOW by default). */
   readonly probeWindow?: number;
+  /**
+   * The tokens of a restricted head (draft-head.ts: the runner's logit row i is token
+   * headTokens[i]'s); absent: the whole vocabulary.
+   */
+  readonly headTokens?: Int32Array;
 }
 
 /** The draft model's counts for /health. */
@@ -79,6 +84,8 @@ export interface DraftModelStats {
   readonly numCaughtUp: number;
   /** Whether the node's acceptance has beaten the cost ratio since the last pause (sequences then see the whole text). */
   readonly proven: boolean;
+  /** Tokens its head covers (--draft-vocab: draft-head.ts); null: the whole vocabulary. */
+  readonly headTokens: number | null;
 }
 
 interface Sequence {
@@ -162,6 +169,7 @@ export class DraftModel {
       paused: this.#pauseLeft > 0,
       numCaughtUp: this.#numCaughtUp,
       proven: this.#proven,
+      headTokens: this.#o.headTokens?.length ?? null,
     };
   }
 
@@ -380,7 +388,8 @@ export class DraftModel {
       w.k = w.drafts.length; // a failed pass: the offer stops here
       return;
     }
-    w.drafts.push(argmax(out.logits.subarray(0, out.logits.length / out.rows)));
+    const best = argmax(out.logits.subarray(0, out.logits.length / out.rows));
+    w.drafts.push(this.#o.headTokens === undefined ? best : (this.#o.headTokens[best] as number));
     const atLength = w.seq.owner.tokens.length - w.seq.owner.draft.from - w.seq.base;
     w.seq.offered = { atLength, numDrafts: w.drafts.length, writtenEnd: atLength + w.drafts.length - 1 };
   }

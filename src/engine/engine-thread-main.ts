@@ -30,6 +30,7 @@ import { loadLoraInto } from './lora-control.js';
 import { ropeTable } from '../formats/index.js';
 import { denseOutputAlloc } from './runner.js';
 import { prepareWeights } from './weights-prepared.js';
+import { restrictHead } from './draft-head.js';
 
 async function main(): Promise<void> {
   const port = parentPort;
@@ -40,7 +41,9 @@ async function main(): Promise<void> {
   const model = await loadModel(data.spec, { cacheDir: data.cacheDir, weights: data.weights });
   const { config } = model;
   const { dense, ops } = await createKernels(data.kernels, data.threads);
-  const weights = await prepareWeights(config, model.tensors, dense, ops);
+  // A draft model's head cut to some tokens (draft-head.ts): only those rows of the output matrix.
+  const served = data.headTokens === undefined ? model : restrictHead(model, data.headTokens).model;
+  const weights = await prepareWeights(served.config, served.tensors, dense, ops);
   const fingerprint = modelFingerprint(model);
   // Mapped: every matrix now lives repacked in the kernels' memory; the file's pages leave this
   // process's RSS (they stay in the page cache; an embedding row read later faults back in).

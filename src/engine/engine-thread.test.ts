@@ -67,6 +67,18 @@ describe('the engine thread', () => {
     threaded.pool.ledger.free(tags, who);
   });
 
+  it("a draft model's head cut to some tokens (draft-head.ts): those tokens' logits only, the same values", async () => {
+    const headTokens = [42, 5, 100, 3];
+    const cut = await createThreadedEngine({ spec: 'builtin:tiny', cacheDir, ...OPTIONS, headTokens }, 1);
+    try {
+      const tags = allocate(cut.pool, 3);
+      await cut.runner.step([prefill(tags)]);
+      expect([...logitsOf((await cut.runner.step([decode(tags)]))[0])]).toEqual(headTokens.map((t) => expected[t]));
+    } finally {
+      await cut.dispose();
+    }
+  });
+
   it('passes every step’s logits through one shared buffer (no copy per step)', async () => {
     const tags = allocate(threaded.pool, 3);
     const [first] = await threaded.runner.step([prefill(tags)]);

@@ -57,6 +57,8 @@ export interface EngineThreadOptions {
   /** Threads per dense matmul (default: the thread's own choice, every core). */
   readonly threads?: number;
   readonly faults?: FaultSet;
+  /** A draft model's head cut to these tokens (draft-head.ts): logit rows hold their logits only. */
+  readonly headTokens?: readonly number[];
   /**
    * Tests only: the thread waits this long before each step's forward pass, so a test can put a
    * write inside the step's window deterministically (the lend check's negative control). Default 0.
@@ -78,6 +80,7 @@ export interface EngineThreadData {
   readonly maxStepLogits: number;
   readonly threads: number;
   readonly testStepDelayMs: number;
+  readonly headTokens: readonly number[] | undefined;
   /** The step's token ids and positions (maxStepTokens int32 each): the main thread writes them before it sends a step. */
   readonly stepInput: SharedArrayBuffer;
 }
@@ -157,6 +160,7 @@ export async function createThreadedEngine(o: EngineThreadOptions, threads: numb
     maxStepLogits: o.maxStepLogits ?? DEFAULT_MAX_STEP_LOGITS,
     threads,
     testStepDelayMs: o.testStepDelayMs ?? 0,
+    headTokens: o.headTokens,
     stepInput: new SharedArrayBuffer(2 * maxStepTokens * Int32Array.BYTES_PER_ELEMENT),
   };
   const worker = new Worker(threadMainUrl(), { workerData: data });
@@ -184,6 +188,7 @@ export async function createThreadedEngine(o: EngineThreadOptions, threads: numb
     exec,
     maxStepTokens: data.maxStepTokens,
     maxStepLogits: data.maxStepLogits,
+    ...(data.headTokens === undefined ? {} : { logitWidth: data.headTokens.length }),
   });
   return {
     config,

@@ -2,6 +2,7 @@
 // with its page checks, the sampler, the engine thread and the step loop. See README.md.
 // Names used outside the module only.
 export { DraftModel, type DraftModelStats } from './draft-model.js';
+export { rankTokens, restrictHead, type RestrictedHead } from './draft-head.js';
 export {
   EngineLoop,
   type EngineLoopOptions,

@@ -52,6 +52,8 @@ interface RunnerShape {
   readonly maxStepTokens: number;
   /** Most items wanting logits in one step. */
   readonly maxStepLogits: number;
+  /** Logits per row: the vocabulary (default), or a draft model's restricted head's rows (draft-head.ts). */
+  readonly logitWidth?: number;
 }
 
 /** A runner whose forward pass runs on this thread, with these kernels and weights. */
@@ -139,6 +141,8 @@ export class ModelRunner {
   readonly maxStepTokens: number;
   readonly maxStepLogits: number;
   readonly #exec: ForwardExec;
+  /** Logits per row (RunnerShape.logitWidth). */
+  readonly #logitWidth: number;
   /** Page tables of the step's items, one after the other; grown (rarely) when a step needs more. */
   #pageTables: Int32Array;
   #busy = false;
@@ -169,6 +173,7 @@ export class ModelRunner {
     this.maxStepTokens = o.maxStepTokens;
     this.maxStepLogits = o.maxStepLogits;
     this.#exec = 'exec' in o ? o.exec : localForward(o);
+    this.#logitWidth = o.logitWidth ?? ('weights' in o ? o.weights.lmHead.rows : config.vocabSize);
     this.#pageTables = new Int32Array(pool.kv.numPages + o.maxStepTokens);
   }
 
@@ -273,7 +278,7 @@ export class ModelRunner {
       // 4. Stamp what was written.
       for (let i = 0; i < items.length; i++) if (results[i] === undefined) this.#stampWritten(items[i]!);
       // 5. Results.
-      const V = config.vocabSize;
+      const V = this.#logitWidth;
       let row = 0;
       for (const { i, rows } of logitItems) {
         // An embedding item's row holds its hidden state in the first hiddenSize floats (forward/llama.ts).

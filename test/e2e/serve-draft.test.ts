@@ -5,7 +5,8 @@
 // (--spec-max-draft 0) every answer is the same, greedy and seeded, three at once; a json_schema
 // request (never drafted: one token per step under its grammar) validates; the drafts show in
 // /health (drafter "model", its pool, passes, cost ratio); a draft of another vocabulary is refused
-// at start (exit 2).
+// at start (exit 2). With --draft-vocab (the draft's head cut to the first ids: FR-Spec) the
+// answers are the same too, and it drafts.
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,19 +19,23 @@ const PROMPTS = ['It is a truth universally acknowledged', 'Mr. Darcy said', 'El
 let home: Awaited<ReturnType<typeof testHome>>;
 let draft: Server;
 let off: Server;
+let cut: Server;
 
 beforeAll(async () => {
   home = await testHome();
   const draftDir = await writeFirstLayers(join(ROOT, 'models', 'austen'), join(home.dir, 'austen-2'), 2);
-  [draft, off] = await Promise.all([
+  [draft, off, cut] = await Promise.all([
     startServer(['--model', MODEL, '--kv-pages', '96', '--draft-model', draftDir], home.dir, {
       TESSERA_CHECK_EVERY_STEP: '1',
     }),
     startServer(['--model', MODEL, '--kv-pages', '96', '--spec-max-draft', '0'], home.dir),
+    startServer(['--model', MODEL, '--kv-pages', '96', '--draft-model', draftDir, '--draft-vocab', '200'], home.dir, {
+      TESSERA_CHECK_EVERY_STEP: '1',
+    }),
   ]);
 });
 afterAll(async () => {
-  await Promise.all([draft?.stop(), off?.stop()]);
+  await Promise.all([draft?.stop(), off?.stop(), cut?.stop()]);
   await home?.remove();
 });
 
@@ -42,12 +47,19 @@ const complete = (server: Server, prompt: string, extra: object) =>
 describe('speculative decoding with a draft model under tessera serve', () => {
   it('answers every prompt as without speculation, greedy and seeded, several at once', async () => {
     for (const extra of [{ temperature: 0 }, { temperature: 0.8, seed: 7 }]) {
-      const [withDraft, without] = await Promise.all([
+      const [withDraft, without, withCut] = await Promise.all([
         Promise.all(PROMPTS.map((p) => complete(draft, p, extra))),
         Promise.all(PROMPTS.map((p) => complete(off, p, extra))),
+        Promise.all(PROMPTS.map((p) => complete(cut, p, extra))),
       ]);
       expect(withDraft.map((r) => r.choices[0]?.text)).toEqual(without.map((r) => r.choices[0]?.text));
+      expect(withCut.map((r) => r.choices[0]?.text)).toEqual(without.map((r) => r.choices[0]?.text));
     }
+    const health = (await (await fetch(`${cut.url}/health`)).json()) as {
+      speculation: { draftTokens: number; draftModel: { headTokens: number | null } };
+    };
+    expect(health.speculation.draftTokens).toBeGreaterThan(0);
+    expect(health.speculation.draftModel.headTokens).toBe(200);
   });
 
   it('reports the drafts per request (usage) and the draft model in /health', async () => {

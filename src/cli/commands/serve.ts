@@ -102,6 +102,11 @@ export function registerServe(program: Command): void {
       'speculative decoding with a draft model: a smaller model of the same vocabulary (a Hugging Face directory, ' +
         'a .gguf file or builtin:NAME) drafts greedily in its own KV pool instead of prompt lookup (PD: on decode workers)',
     )
+    .option(
+      '--draft-vocab <n>',
+      "the draft model's output head cut to the vocabulary's first n ids (a BPE vocabulary's merge order: its most " +
+        'frequent tokens; FR-Spec): cheaper draft passes, drafts only of those tokens; the target still verifies every token',
+    )
     .option('--api-keys <file>', 'JSON object mapping each API key to its tenant; requests without a valid key get 401')
     .option('--cors-origin <origin>', 'answer browsers from this origin (CORS; * for any); default: no CORS headers')
     .option(

@@ -85,8 +85,16 @@ async function startDraftModel(
 ): Promise<NonNullable<StartedEngine['drafter']>> {
   log(`loading the draft model ${spec} on its own engine thread`);
   // Its pool holds as many tokens as the target's; a step drafts for at most maxBatch decodes.
-  const engine = await startThreadedEngine(config, spec, plan, config.speculation.maxBatch);
-  const model = new DraftModel({ runner: engine.runner, maxBatch: config.speculation.maxBatch, faults: config.faults });
+  // --draft-vocab N: the head's rows are the first N ids (a BPE vocabulary's merge order, roughly its frequency).
+  const headTokens =
+    config.draftVocab === undefined ? undefined : Int32Array.from({ length: config.draftVocab }, (_, i) => i);
+  const engine = await startThreadedEngine(config, spec, plan, config.speculation.maxBatch, headTokens);
+  const model = new DraftModel({
+    runner: engine.runner,
+    maxBatch: config.speculation.maxBatch,
+    faults: config.faults,
+    ...(headTokens === undefined ? {} : { headTokens }),
+  });
   return { name: spec, model, engine };
 }
 
@@ -96,6 +104,7 @@ function startThreadedEngine(
   spec: string,
   plan: PoolPlan,
   maxStepLogits: number,
+  headTokens?: Int32Array,
 ): Promise<ThreadedEngine> {
   return createThreadedEngine(
     {
@@ -110,6 +119,7 @@ function startThreadedEngine(
       maxStepTokens: config.chunkedPrefillSize,
       maxStepLogits,
       faults: config.faults,
+      ...(headTokens === undefined ? {} : { headTokens: [...headTokens] }),
     },
     availableParallelism(),
   );

@@ -24,7 +24,7 @@ export async function forwardGemma3(m: ForwardModel, batch: ForwardBatch, a: Act
   const { config, weights: w, dense, ops, kv } = m;
   const g = config.gemma3;
   assert(g !== null && w.ropeLocal !== null, 'forwardGemma3: not a gemma3 model');
-  const { hiddenSize: d, intermediateSize: ff, numHeads, numKvHeads, headDim, vocabSize, rmsNormEps: eps } = config;
+  const { hiddenSize: d, intermediateSize: ff, numHeads, numKvHeads, headDim, rmsNormEps: eps } = config;
   const qDim = numHeads * headDim;
   const kvDim = numKvHeads * headDim;
   const T = batch.numTokens;
@@ -103,10 +103,11 @@ export async function forwardGemma3(m: ForwardModel, batch: ForwardBatch, a: Act
   batch.logitRows.forEach((row, i) => a.xLast.set(a.x.subarray(row * d, (row + 1) * d), i * d));
   ops.rmsNorm(a.xLast, w.finalNorm, eps, R, d, a.xLast);
   await dense.matmul(w.lmHead, a.xLast, R, a.logits); //                    logits: [R, V]
-  const logits = a.logits.subarray(0, R * vocabSize);
+  const V = w.lmHead.rows; // a draft model's restricted head: fewer rows (draft-head.ts)
+  const logits = a.logits.subarray(0, R * V);
   const cap = g.finalLogitSoftcap;
   if (cap !== null) for (let i = 0; i < logits.length; i++) logits[i] = cap * Math.tanh(logits[i]! / cap);
   // Embeddings (forward/llama.ts): the hidden state, not capped.
-  for (const i of batch.hiddenRows ?? []) logits.set(a.xLast.subarray(i * d, (i + 1) * d), i * vocabSize);
+  for (const i of batch.hiddenRows ?? []) logits.set(a.xLast.subarray(i * d, (i + 1) * d), i * V);
   return logits;
 }

@@ -150,8 +150,11 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
   batch.logitRows.forEach((row, i) => a.xLast.set(a.x.subarray(row * d, (row + 1) * d), i * d));
   ops.rmsNorm(a.xLast, w.finalNorm, eps, R, d, a.xLast);
   await dense.matmul(w.lmHead, a.xLast, R, a.logits); //                    logits: [R, V]
-  for (const i of batch.hiddenRows ?? []) a.logits.set(a.xLast.subarray(i * d, (i + 1) * d), i * vocabSize);
-  return a.logits.subarray(0, R * vocabSize);
+  // (A draft model's restricted head has fewer rows than the vocabulary: draft-head.ts.)
+  const V = w.lmHead.rows;
+  assert(V <= vocabSize, 'forward: an output head wider than the vocabulary');
+  for (const i of batch.hiddenRows ?? []) a.logits.set(a.xLast.subarray(i * d, (i + 1) * d), i * V);
+  return a.logits.subarray(0, R * V);
 }
 
 /**
