@@ -9,6 +9,7 @@ import { assert, NO_FAULTS, type FaultSet, type KvDtype } from '../core/index.js
 import {
   createKernels,
   detectKernelSupport,
+  nativeLoraRows,
   planKernels,
   type DenseKernels,
   type KernelChoice,
@@ -96,7 +97,7 @@ export async function createEngine(model: ModelWeights, options: EngineOptions):
   try {
     const weights = await prepareWeights(config, model.tensors, dense, ops);
     const pool = new PagePool({ kv: allocKvView(ops, shape), faults: options.faults ?? NO_FAULTS });
-    const lora = new LoraBank(config);
+    const lora = new LoraBank(config, dense.name === 'native' ? nativeLoraRows() : null);
     const runner = new ModelRunner({
       lora,
       config,

@@ -177,7 +177,7 @@ interface Streamed {
 async function streamed(client: OpenAI, body: Record<string, unknown>): Promise<Streamed> {
   const out: Streamed = { reasoning: '', content: '', mixed: 0, calls: new Map() };
   const stream = await client.chat.completions.create({ ...body, stream: true } as never);
-  for await (const chunk of stream as AsyncIterable<{ choices: { delta: Record<string, unknown> }[] }>) {
+  for await (const chunk of stream as unknown as AsyncIterable<{ choices: { delta: Record<string, unknown> }[] }>) {
     const delta = chunk.choices[0]?.delta ?? {};
     const r = typeof delta['reasoning_content'] === 'string' ? delta['reasoning_content'] : '';
     const c = typeof delta['content'] === 'string' ? delta['content'] : '';
@@ -280,7 +280,9 @@ describe("gpt-oss's reasoning parser: Tessera's split is llama-server's (--reaso
       seed: TOOL_SEED,
     };
     const ours = await tessera.client().chat.completions.create(request as never);
-    const message = ours.choices[0]!.message as Message & {
+    const message = ours.choices[0]!.message as unknown as {
+      content: string | null;
+      reasoning_content?: string;
       tool_calls: { function: { name: string; arguments: string } }[];
     };
     expect(ours.choices[0]!.finish_reason).toBe('tool_calls');
