@@ -5,7 +5,7 @@
 //   lora   every row on adapter a
 // The adapted mixes run twice: with the low-rank products on the native addon (kernels/native/lora.c, the
 // default when the dense kernels are native) and in TypeScript (`ts`: a second engine, loraKernels
-// 'typescript'), all rounds interleaved. Prints decode tok/s per mix and the ratio to base, measured in the same run.
+// 'typescript', its own base run as a check that it is as fast without adapters), all rounds interleaved. Prints decode tok/s per mix and the ratio to base, measured in the same run.
 //   node --import ./bench/lib/register-ts.mjs bench/lora.ts [--model FILE (default: bench/decode.ts's m100 q4_0 GGUF)] [--batch 8] [--rank 16]
 import { mkdir } from 'node:fs/promises';
 import { loadavg } from 'node:os';
@@ -29,7 +29,7 @@ const home = process.env['TESSERA_HOME'] ?? '/tmp/lora-bench-home';
 type Mix = 'base' | 'mixed' | 'lora';
 const adapterOf = (mix: Mix, row: number): string | undefined =>
   mix === 'base' ? undefined : mix === 'lora' ? 'a' : [undefined, 'a', 'b'][row % 3];
-const RUNS = ['base', 'mixed', 'lora', 'mixed ts', 'lora ts'] as const;
+const RUNS = ['base', 'mixed', 'lora', 'base ts', 'mixed ts', 'lora ts'] as const;
 type Run = (typeof RUNS)[number];
 
 /** Decode tokens per second of BATCH sequences for STEPS steps after a prompt each. */
@@ -77,7 +77,7 @@ async function main(): Promise<void> {
     await engine.lora.loadLora(name, path, 1);
     await tsEngine.lora.loadLora(name, path, 1);
   }
-  const rates: Record<Run, number[]> = { base: [], mixed: [], lora: [], 'mixed ts': [], 'lora ts': [] };
+  const rates: Record<Run, number[]> = { base: [], mixed: [], lora: [], 'base ts': [], 'mixed ts': [], 'lora ts': [] };
   await decodeRate(engine, 'base'); // warm-up
   await decodeRate(tsEngine, 'mixed');
   for (let round = 0; round < ROUNDS; round++)
