@@ -5,7 +5,8 @@
 //   lora   every row on adapter a
 // The adapted mixes run twice: with the low-rank products on the native addon (kernels/native/lora.c, the
 // default when the dense kernels are native) and in TypeScript (`ts`: a second engine, loraKernels
-// 'typescript', its own base run as a check that it is as fast without adapters), all rounds interleaved. Prints decode tok/s per mix and the ratio to base, measured in the same run.
+// 'typescript', its own base run as a check that it is as fast without adapters), all rounds
+// interleaved. Prints decode tok/s per mix and the ratio to base, measured in the same run.
 //   node --import ./bench/lib/register-ts.mjs bench/lora.ts [--model FILE (default: bench/decode.ts's m100 q4_0 GGUF)] [--batch 8] [--rank 16]
 import { mkdir } from 'node:fs/promises';
 import { loadavg } from 'node:os';
