@@ -3,7 +3,10 @@
 //   base   every row on the base model
 //   mixed  rows spread over the base and two rank-R adapters (a and b), in one step
 //   lora   every row on adapter a
-// Prints decode tok/s per mix and the ratio to base, measured in the same run.
+// The adapted mixes run twice: with the low-rank products on the native addon (kernels/native/lora.c, the
+// default when the dense kernels are native) and in TypeScript (`ts`: a second engine, loraKernels
+// 'typescript', its own base run as a check that it is as fast without adapters), all rounds
+// interleaved. Prints decode tok/s per mix and the ratio to base, measured in the same run.
 //   node --import ./bench/lib/register-ts.mjs bench/lora.ts [--model FILE (default: bench/decode.ts's m100 q4_0 GGUF)] [--batch 8] [--rank 16]
 import { mkdir } from 'node:fs/promises';
 import { loadavg } from 'node:os';
@@ -27,6 +30,8 @@ const home = process.env['TESSERA_HOME'] ?? '/tmp/lora-bench-home';
 type Mix = 'base' | 'mixed' | 'lora';
 const adapterOf = (mix: Mix, row: number): string | undefined =>
   mix === 'base' ? undefined : mix === 'lora' ? 'a' : [undefined, 'a', 'b'][row % 3];
+const RUNS = ['base', 'mixed', 'lora', 'base ts', 'mixed ts', 'lora ts'] as const;
+type Run = (typeof RUNS)[number];
 
 /** Decode tokens per second of BATCH sequences for STEPS steps after a prompt each. */
 async function decodeRate(engine: Engine, mix: Mix): Promise<number> {
@@ -63,6 +68,7 @@ async function main(): Promise<void> {
   await mkdir(home, { recursive: true });
   const model = await loadModel(MODEL, { cacheDir: home });
   const engine = await createEngine(model, { kvPages: BATCH * 8 + 8 });
+  const tsEngine = await createEngine(model, { kvPages: BATCH * 8 + 8, loraKernels: 'typescript' });
   for (const [name, seed] of [
     ['a', 1],
     ['b', 2],
@@ -70,24 +76,28 @@ async function main(): Promise<void> {
     const path = join(home, `bench-lora-${name}-r${RANK}.gguf`);
     await genLoraGguf(model.config, { out: path, rank: RANK, seed });
     await engine.lora.loadLora(name, path, 1);
+    await tsEngine.lora.loadLora(name, path, 1);
   }
-  const rates: Record<Mix, number[]> = { base: [], mixed: [], lora: [] };
+  const rates: Record<Run, number[]> = { base: [], mixed: [], lora: [], 'base ts': [], 'mixed ts': [], 'lora ts': [] };
   await decodeRate(engine, 'base'); // warm-up
+  await decodeRate(tsEngine, 'mixed');
   for (let round = 0; round < ROUNDS; round++)
-    for (const mix of ['base', 'mixed', 'lora'] as const) rates[mix].push(await decodeRate(engine, mix));
+    for (const run of RUNS)
+      rates[run].push(await decodeRate(run.endsWith(' ts') ? tsEngine : engine, run.replace(' ts', '') as Mix));
   const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
   const base = median(rates.base);
   console.log(
     `${MODEL}, batch ${BATCH}, rank ${RANK} adapters on q,k,v,o,gate,up,down; kernels ${engine.kernels.dense}/${engine.kernels.ops}; ` +
       `${STEPS} decode steps x ${ROUNDS} interleaved rounds; load average ${loadavg()[0]!.toFixed(2)}`,
   );
-  for (const mix of ['base', 'mixed', 'lora'] as const) {
-    const m = median(rates[mix]);
+  for (const run of RUNS) {
+    const m = median(rates[run]);
     console.log(
-      `  ${mix.padEnd(6)} ${m.toFixed(1).padStart(7)} tok/s  (x${(m / base).toFixed(2)} of base; rounds ${rates[mix].map((r) => r.toFixed(1)).join(', ')})`,
+      `  ${run.padEnd(8)} ${m.toFixed(1).padStart(7)} tok/s  (x${(m / base).toFixed(2)} of base; rounds ${rates[run].map((r) => r.toFixed(1)).join(', ')})`,
     );
   }
   await engine.dispose();
+  await tsEngine.dispose();
 }
 
 await main();

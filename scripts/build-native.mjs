@@ -31,6 +31,7 @@ const UNITS = [
   ['dense-avx2.c', AVX2],
   ['attention-avx2.c', AVX2],
   ['rowops.c', ROWOPS],
+  ['lora.c', AVX2],
 ].filter(([name]) => existsSync(join(dir, name)));
 const sources = [
   ...UNITS.map(([name]) => join(dir, name)),

@@ -3,6 +3,7 @@
 //   TESSERA_HOME              model cache (default $XDG_CACHE_HOME/tessera or ~/.cache/tessera)
 //   TESSERA_ALLOW_FAULTS=1    arms fault points; without it TESSERA_FAULT is refused
 //   TESSERA_FAULT=a[,b]       fault points to switch on (names from src/core's FAULT_NAMES)
+//   TESSERA_FORCED_TOKENS     with the forced-answer fault point: [[ids...], ...], the output of seed 0, 1, ...
 //   TESSERA_CHECK_EVERY_STEP=1  the worker checks ledger integrity after every step (tests)
 // Must never arm a fault point without TESSERA_ALLOW_FAULTS=1, nor ignore an unknown name.
 import { homedir } from 'node:os';
@@ -37,7 +38,26 @@ export function faultsFromEnv(env: Env): FaultSet {
       throw new ConfigError(`TESSERA_FAULT: unknown fault point "${name}" (known: ${FAULT_NAMES.join(', ')})`);
     names.push(name);
   }
-  return new FaultSet(names);
+  return new FaultSet(names, names.includes('forced-answer') ? forcedTokensFromEnv(env) : []);
+}
+
+/** TESSERA_FORCED_TOKENS (with the `forced-answer` fault point): a JSON array of token-id arrays, a request's seed picks one. */
+function forcedTokensFromEnv(env: Env): number[][] {
+  const text = env['TESSERA_FORCED_TOKENS'] ?? '';
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    value = undefined;
+  }
+  const ok =
+    Array.isArray(value) &&
+    value.every((s) => Array.isArray(s) && s.every((id) => Number.isInteger(id) && (id as number) >= 0));
+  if (!ok)
+    throw new ConfigError(
+      `TESSERA_FAULT=forced-answer needs TESSERA_FORCED_TOKENS: a JSON array of arrays of token ids, got ${JSON.stringify(text.slice(0, 80))}`,
+    );
+  return value as number[][];
 }
 
 export function checkEveryStepFromEnv(env: Env): boolean {

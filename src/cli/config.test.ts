@@ -108,6 +108,21 @@ describe('environment', () => {
     );
   });
 
+  it("reads forced-answer's sequences from TESSERA_FORCED_TOKENS, and refuses them malformed", () => {
+    const armed = { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'forced-answer' };
+    const faults = faultsFromEnv({ ...armed, TESSERA_FORCED_TOKENS: '[[5, 6], [7]]' });
+    expect([faults.forcedToken(0, 0), faults.forcedToken(0, 1), faults.forcedToken(0, 2)]).toEqual([5, 6, undefined]);
+    expect([faults.forcedToken(1, 0), faults.forcedToken(2, 0)]).toEqual([7, undefined]);
+    // Without the fault point the sequences are not read, and nothing is forced.
+    expect(faultsFromEnv({ TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: 'skip-startup-check' }).forcedToken(0, 0)).toBe(
+      undefined,
+    );
+    for (const bad of [undefined, 'nope', '[1, 2]', '[[1.5]]', '[[-1]]'])
+      expect(
+        configError(() => faultsFromEnv({ ...armed, ...(bad === undefined ? {} : { TESSERA_FORCED_TOKENS: bad }) })),
+      ).toMatch(/forced-answer needs TESSERA_FORCED_TOKENS/);
+  });
+
   it('puts the model cache in TESSERA_HOME, else under the user cache directory', () => {
     expect(tesseraHome({ TESSERA_HOME: '/x' }, '/home/u')).toBe('/x');
     expect(tesseraHome({ XDG_CACHE_HOME: '/c' }, '/home/u')).toBe('/c/tessera');

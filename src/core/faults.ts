@@ -184,6 +184,12 @@ export const FAULT_NAMES = [
   'writable-weights-map',
   /** `serve` / `up` start without checking that weights, KV pool and activations fit the machine's memory (`tessera plan`'s memory rows). */
   'skip-memory-check',
+  /**
+   * Not a defence's switch but a test's lever: a request whose seed is i emits TESSERA_FORCED_TOKENS' sequence i, one id
+   * per step in place of the sampled one (then samples again), as llama-server's one-string grammar forces its output:
+   * the reasoning parsers' agreement test with llama-server (test/llama-cpp/harmony-llama-server.test.ts).
+   */
+  'forced-answer',
 ] as const;
 
 export type FaultName = (typeof FAULT_NAMES)[number];
@@ -195,9 +201,18 @@ export function isFaultName(name: string): name is FaultName {
 /** An immutable set of active fault points. `NO_FAULTS` in production. */
 export class FaultSet {
   readonly #active: ReadonlySet<FaultName>;
+  /** `forced-answer`'s sequences, by seed. */
+  readonly #forced: readonly (readonly number[])[];
 
-  constructor(active: Iterable<FaultName> = []) {
+  constructor(active: Iterable<FaultName> = [], forced: readonly (readonly number[])[] = []) {
     this.#active = new Set(active);
+    this.#forced = forced;
+  }
+
+  /** Under `forced-answer`: the id a request with `seed` emits as its output token `index`; undefined: sample it. */
+  forcedToken(seed: number, index: number): number | undefined {
+    if (!this.#active.has('forced-answer')) return undefined;
+    return this.#forced[seed]?.[index];
   }
 
   has(name: FaultName): boolean {

@@ -13,7 +13,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { assert } from '../core/index.js';
 import { allocateActivations } from './activations.js';
-import { createKernels, releaseMappedPages } from '../kernels/index.js';
+import { createKernels, nativeLoraRows, releaseMappedPages } from '../kernels/index.js';
 import { allocKvView, engineKernels } from './engine.js';
 import {
   stepInputViews,
@@ -68,7 +68,7 @@ async function main(): Promise<void> {
   const logits = new SharedArrayBuffer(data.maxStepLogits * config.vocabSize * Float32Array.BYTES_PER_ELEMENT);
   const sharedLogits = new Float32Array(logits);
   const stepInput = stepInputViews(data);
-  const lora = new LoraBank(config);
+  const lora = new LoraBank(config, dense.name === 'native' ? nativeLoraRows() : null);
   const fm: ForwardModel = { config, weights, rope: ropeTable(config), dense, ops, kv: kvView, lora };
   /** Unloads wait for the step in flight (a step may read the adapter until it returns). */
   let stepInFlight = false;

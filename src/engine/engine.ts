@@ -9,6 +9,7 @@ import { assert, NO_FAULTS, type FaultSet, type KvDtype } from '../core/index.js
 import {
   createKernels,
   detectKernelSupport,
+  nativeLoraRows,
   planKernels,
   type DenseKernels,
   type KernelChoice,
@@ -41,6 +42,8 @@ export interface EngineOptions {
   /** Threads per dense matmul (default: every core). */
   readonly threads?: number;
   readonly faults?: FaultSet;
+  /** LoRA's low-rank products: on the native addon when the dense kernels are native ('auto'), or in TypeScript (bench:lora's A/B). */
+  readonly loraKernels?: 'auto' | 'typescript';
   /** The clock that times weight preparation (default performance.now). */
   readonly now?: () => number;
 }
@@ -96,7 +99,10 @@ export async function createEngine(model: ModelWeights, options: EngineOptions):
   try {
     const weights = await prepareWeights(config, model.tensors, dense, ops);
     const pool = new PagePool({ kv: allocKvView(ops, shape), faults: options.faults ?? NO_FAULTS });
-    const lora = new LoraBank(config);
+    const lora = new LoraBank(
+      config,
+      dense.name === 'native' && options.loraKernels !== 'typescript' ? nativeLoraRows() : null,
+    );
     const runner = new ModelRunner({
       lora,
       config,

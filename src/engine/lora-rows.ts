@@ -5,8 +5,14 @@
 // Every sum runs in the same order as one row at a time (k ascending into one accumulator per
 // (row, j); j ascending per (row, i)), so the result is bit-identical whatever the grouping: a
 // row's output never depends on which other rows share its step (--deterministic).
+// With the native addon (a bank built with `native`: the engine's dense kernels are native) the
+// products run in C instead (kernels/native/lora.c: AVX2 + FMA, single-precision sums, B kept
+// transposed per pair): also a row's bits whatever its group, but not this file's bits (~1e-6).
 // Must never: read or write a row outside `rows`.
-import { f16ToF32, f32ToF16 } from '../kernels/index.js';
+import { f16ToF32, f32ToF16, type nativeLoraRows } from '../kernels/index.js';
+
+/** The addon's LoRA term (kernels/native/lora.c). */
+export type NativeLoraRows = NonNullable<ReturnType<typeof nativeLoraRows>>;
 
 /** One adapted projection: A [rank, inDim], B [outDim, rank], row-major f32. */
 export interface LoraPair {
@@ -30,6 +36,7 @@ const toHalf = (v: number): number => f16ToF32(f32ToF16(v));
 export class LoraScratch {
   tmp = new Float32Array(128);
   xHalf = new Float32Array(0);
+  rows = new Int32Array(64);
 
   /** Room for `rows` rows of A·x and of half-rounded activations. */
   fit(p: LoraPair, rows: number): void {
@@ -50,11 +57,46 @@ export function addLoraRows(
   width: number,
   offset: number,
   scratch: LoraScratch,
+  native: NativeLoraRows | null = null,
 ): void {
+  if (native !== null) {
+    if (scratch.rows.length < rows.length) scratch.rows = new Int32Array(rows.length);
+    scratch.rows.set(rows);
+    const { a, rank, inDim, outDim, scale } = p;
+    native(
+      a,
+      transposedB(p),
+      x,
+      scratch.rows,
+      rows.length,
+      y,
+      rank,
+      inDim,
+      outDim,
+      width,
+      offset,
+      scale,
+      p.halfActivations ? 1 : 0,
+    );
+    return;
+  }
   let r = 0;
   scratch.fit(p, 2);
   for (; r + 2 <= rows.length; r += 2) addTwo(p, x, rows[r]!, rows[r + 1]!, y, width, offset, scratch);
   if (r < rows.length) addOne(p, x, rows[r]!, y, width, offset, scratch);
+}
+
+/** B [outDim, rank] as [rank, outDim], made once per pair (the native kernel's B·(A·x) reads it by rows). */
+const transposed = new WeakMap<LoraPair, Float32Array>();
+function transposedB(p: LoraPair): Float32Array {
+  let bT = transposed.get(p);
+  if (bT === undefined) {
+    const { b, rank, outDim } = p;
+    bT = new Float32Array(rank * outDim);
+    for (let i = 0; i < outDim; i++) for (let q = 0; q < rank; q++) bT[q * outDim + i] = b[i * rank + q]!;
+    transposed.set(p, bT);
+  }
+  return bT;
 }
 
 /** x's row t, as the products read it (rounded to f16 for a half adapter): [array, start]. */

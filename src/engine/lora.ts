@@ -10,13 +10,13 @@
 import { createHash } from 'node:crypto';
 import { InvariantError } from '../core/index.js';
 import type { ModelConfig } from '../formats/index.js';
-import { addLoraRows, LoraScratch, type LoraPair } from './lora-rows.js';
+import { addLoraRows, LoraScratch, type LoraPair, type NativeLoraRows } from './lora-rows.js';
 
 /** The projections LoRA adapts, by llama.cpp's and PEFT's names. */
 export const LORA_TARGETS = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const;
 export type LoraTarget = (typeof LORA_TARGETS)[number];
 
-export type { LoraPair } from './lora-rows.js';
+export type { LoraPair, NativeLoraRows } from './lora-rows.js';
 
 /**
  * An adapter's digest, its identity in every KV namespace: sha256 over its files' contents (in a
@@ -55,9 +55,12 @@ export class LoraBank {
   readonly #width: Readonly<Record<LoraProjection, number>>;
   readonly #config: ModelConfig;
   readonly #scratch = new LoraScratch();
+  readonly #native: NativeLoraRows | null;
 
-  constructor(config: ModelConfig) {
+  /** `native`: the addon's LoRA term (the engine's dense kernels are native), else the TypeScript one. */
+  constructor(config: ModelConfig, native: NativeLoraRows | null = null) {
     this.#config = config;
+    this.#native = native;
     const qDim = config.numHeads * config.headDim;
     const kvDim = config.numKvHeads * config.headDim;
     const ff = config.intermediateSize;
@@ -114,7 +117,7 @@ export class LoraBank {
       if (adapter === undefined) throw new InvariantError(`LoRA adapter ${name} is not loaded on this engine`);
       for (const [target, offset] of this.#parts[proj]) {
         const pair = adapter.pairs.get(pairKey(layer, target));
-        if (pair !== undefined) addLoraRows(pair, x, rows, y, width, offset, this.#scratch);
+        if (pair !== undefined) addLoraRows(pair, x, rows, y, width, offset, this.#scratch, this.#native);
       }
     }
   }

@@ -43,6 +43,8 @@ export function verifyDrafts(
   sampler: TokenSampler,
   /** Fault point skip-token-mask: sample without the grammar's masks. */
   skipMask = false,
+  /** Fault point forced-answer: the id output token i is instead of its draw (undefined: draw it). */
+  forced: (index: number) => number | undefined = () => undefined,
 ): Extract<StepResult, { kind: 'sampled' }> {
   const drafts = item.tokens.slice(1);
   assert(
@@ -63,7 +65,7 @@ export function verifyDrafts(
     const mask = masks?.[j];
     // Row j is reached only past drafts the last row's mask allowed: the grammar accepted them.
     assert(masks === undefined || mask !== undefined, () => `${result.rid}: no grammar mask for draft row ${j}`);
-    const token = sampler.sample(row, params, stepIndex, previous, mask);
+    const token = forced(stepIndex) ?? sampler.sample(row, params, stepIndex, previous, mask);
     const logprob = topN === null ? undefined : sampler.logprobsOf(row, token, topN);
     if (draft !== undefined && token === draft) {
       accepted.push(logprob === undefined ? { token } : { token, logprob });

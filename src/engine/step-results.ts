@@ -2,7 +2,8 @@
 // after the step, while the logits (views into the runner's buffers) are still valid.
 // Must never sample one request's token from another request's logits — except under the
 // `swap-batch-rows` fault point, the negative control of the non-interference test, which
-// hands every logits row to its neighbour exactly as a misaligned batch would.
+// hands every logits row to its neighbour exactly as a misaligned batch would. Under `forced-answer`
+// (a test's lever, core/faults.ts) a request emits the ids the test gave instead of sampled ones.
 import {
   AbortedError,
   assertNever,
@@ -47,16 +48,20 @@ export function toStepResults(
         try {
           const item = items?.[i];
           if (item !== undefined && isDraftItem(item))
-            return verifyDrafts(result, item, state, sampler, faults.has('skip-token-mask'));
+            return verifyDrafts(result, item, state, sampler, faults.has('skip-token-mask'), (index) =>
+              faults.forcedToken(state.params.seed, index),
+            );
           const previous = usesPenalties(state.params) ? state.outputTokens() : [];
           const mask = state.mask?.(); // throws when the grammar failed or refused an earlier token
-          const token = sampler.sample(
-            logits,
-            state.params,
-            state.numOutputTokens,
-            previous,
-            faults.has('skip-token-mask') ? undefined : mask,
-          );
+          const token =
+            faults.forcedToken(state.params.seed, state.numOutputTokens) ??
+            sampler.sample(
+              logits,
+              state.params,
+              state.numOutputTokens,
+              previous,
+              faults.has('skip-token-mask') ? undefined : mask,
+            );
           const topN = state.params.logprobs;
           return {
             kind: 'sampled',

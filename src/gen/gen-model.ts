@@ -57,6 +57,8 @@ export interface GenModelOptions {
   readonly onProgress?: (progress: GenProgress) => void;
   /** Shape changes on top of the preset: tests; the CLI sets numLayers only (--layers, a truncated draft model). */
   readonly overrides?: GenOverrides;
+  /** GGUF only: this chat template instead of the preset's (tests: a model's own, e.g. gpt-oss's real harmony template). */
+  readonly chatTemplate?: string;
 }
 
 /** The fields of a preset a test may change (arch, vocabulary and RoPE stay the preset's). */
@@ -363,7 +365,11 @@ async function writeGguf(config: ModelConfig, options: GenModelOptions): Promise
     ...ropeScalingMetadata(config, a),
     ...gptOssMetadata(config, a),
     ...moeGgufMetadata(config, a),
-    ...(await ggufTokenizerMetadata(config)),
+    ...(await ggufTokenizerMetadata(config)).map(([key, value]): [string, GgufValue] =>
+      key === 'tokenizer.chat_template' && options.chatTemplate !== undefined
+        ? [key, gguf.str(options.chatTemplate)]
+        : [key, value],
+    ),
   ];
   // llama.cpp keeps 1-D tensors (norms) in f32 whatever the file type; K-quant mixes: gen-mix.ts.
   const dtypeOf = (name: string, shape: readonly number[]): GenTensorType => tensorDtype(config, dtype, name, shape);

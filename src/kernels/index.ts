@@ -30,6 +30,7 @@ export {
   NativeDense,
   nativeArgmax,
   nativeAvailability,
+  nativeLoraRows,
   mapFileReadOnly,
   type MappedPiece,
   PIECE_STRIDE,

@@ -51,6 +51,19 @@ describe('chat templates', () => {
     );
   });
 
+  it("gives an assistant turn's reasoning to the template as reasoning_content and as thinking, escaped", () => {
+    const t = createChatTemplate(
+      "{%- for m in messages -%}[{{ m['reasoning_content'] }}|{{ m['thinking'] }}|{{ m['content'] }}]{%- endfor -%}",
+      specials,
+      FILE,
+    );
+    const messages = [{ role: 'assistant', content: 'A', reasoning: 'R<' }];
+    expect(t.render(messages, { addGenerationPrompt: false })).toBe('[R<|R<|A]');
+    expect(t.render(messages, { addGenerationPrompt: false, escapeText: (s) => s.replace('<', '&') })).toBe(
+      '[R&|R&|A]',
+    );
+  });
+
   it('picks the "default" template from a list of named templates', () => {
     expect(
       pickChatTemplate(

@@ -26,6 +26,11 @@ export interface ChatMessage {
   readonly toolCalls?: readonly ToolCallText[];
   /** A `tool` turn: the call it answers. */
   readonly toolCallId?: string;
+  /**
+   * An assistant turn's reasoning (the request's `reasoning_content`): the template gets it as
+   * `reasoning_content` and as `thinking` (gpt-oss's name), as llama.cpp passes it.
+   */
+  readonly reasoning?: string;
 }
 
 export interface RenderOptions {
@@ -116,6 +121,7 @@ function escapeMessage(m: ChatMessage, escape: (text: string) => string): ChatMe
           })),
         }),
     ...(m.toolCallId === undefined ? {} : { toolCallId: escape(m.toolCallId) }),
+    ...(m.reasoning === undefined ? {} : { reasoning: escape(m.reasoning) }),
   };
 }
 

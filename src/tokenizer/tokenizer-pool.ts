@@ -292,7 +292,7 @@ function jobChars(job: TokenizeJob): number {
   if (job.kind === 'text') return job.text.length;
   let n = job.tools === undefined || job.tools.length === 0 ? 0 : JSON.stringify(job.tools).length;
   for (const m of job.messages) {
-    n += 16 + m.role.length + m.content.length + (m.toolCallId?.length ?? 0);
+    n += 16 + m.role.length + m.content.length + (m.toolCallId?.length ?? 0) + (m.reasoning?.length ?? 0);
     for (const c of m.toolCalls ?? []) n += 16 + c.id.length + c.name.length + c.arguments.length;
   }
   return n;

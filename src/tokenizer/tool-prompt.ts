@@ -26,6 +26,7 @@ export interface ToolAwareMessage {
   readonly content: string;
   readonly toolCalls?: readonly ToolCallText[];
   readonly toolCallId?: string;
+  readonly reasoning?: string;
 }
 
 /** The template's view of one message (transformers' conventions). */
@@ -43,6 +44,8 @@ export function templateMessage(m: ToolAwareMessage): Record<string, unknown> {
           })),
         }),
     ...(m.toolCallId === undefined ? {} : { tool_call_id: m.toolCallId }),
+    // llama.cpp's names: `reasoning_content` (Qwen3's, DeepSeek's templates), `thinking` (gpt-oss's).
+    ...(m.reasoning === undefined ? {} : { reasoning_content: m.reasoning, thinking: m.reasoning }),
   };
 }
 

@@ -1,6 +1,6 @@
 // The small routes clients and tools expect beside the OpenAI ones (vLLM's shapes):
 //   GET  /v1/models/{id}  one model, or 404 model_not_found
-//   POST /tokenize        {prompt} or {messages} -> {count, max_model_len, tokens, token_strs: null}
+//   POST /tokenize        {prompt} or {messages[, tools]} -> {count, max_model_len, tokens, token_strs: null}
 //   POST /detokenize      {tokens} -> {prompt}
 //   GET  /version         {version}
 // All but /version check the API key as /v1/* does. Bounds before work, as for generation: a
@@ -18,6 +18,7 @@ import { chatBytes, promptTooLong } from './prompt-bound.js';
 import { chatTokens, completionTokens } from './prompt.js';
 import { modelList } from './shapes.js';
 import { resolveModel } from './adapter-model.js';
+import { readTools, shownTools } from './tools.js';
 import { validateChat } from './validate-chat.js';
 
 export interface ExtraContext extends GenerateContext {
@@ -103,7 +104,16 @@ export async function tokenize(req: IncomingMessage, res: ServerResponse, ctx: E
     if (call.kind === 'bad') return sendProblem(res, call.problem);
     const tooLong = promptTooLong(chatBytes(call.value.messages), ctx.maxPromptBytes, ctx.backend.contextLength);
     if (tooLong !== null) return sendProblem(res, problem('context_length_exceeded', tooLong, 'messages'));
-    ids = await chatTokens(call.value.messages, call.value, ctx.tokenizer, tenant);
+    // The tools the template shows, as chat shows them (vLLM's /tokenize takes `tools` too).
+    const plan = validating(() => readTools(body, 'chat'));
+    if (plan.kind === 'bad') return sendProblem(res, plan.problem);
+    const shown = shownTools(plan.value);
+    ids = await chatTokens(
+      call.value.messages,
+      { ...call.value, ...(shown === undefined ? {} : { tools: shown }) },
+      ctx.tokenizer,
+      tenant,
+    );
   } else {
     const prompt = field(body, 'prompt');
     if (typeof prompt !== 'string')

@@ -41,14 +41,15 @@ export function promptTooLong(numBytes: number, limitBytes: number, contextLengt
 }
 
 /**
- * The UTF-8 bytes a chat's messages bring to its prompt: each turn's role, content, tool call id
- * and tool calls (id, name, arguments). Linear, and no rendering: what promptTooLong is given.
+ * The UTF-8 bytes a chat's messages bring to its prompt: each turn's role, content, reasoning, tool
+ * call id and tool calls (id, name, arguments). Linear, and no rendering: what promptTooLong is given.
  */
 export function chatBytes(messages: readonly ChatMessage[]): number {
   let numBytes = 0;
   for (const m of messages) {
     numBytes += Buffer.byteLength(m.role) + Buffer.byteLength(m.content, 'utf8');
     if (m.toolCallId !== undefined) numBytes += Buffer.byteLength(m.toolCallId, 'utf8');
+    if (m.reasoning !== undefined) numBytes += Buffer.byteLength(m.reasoning, 'utf8');
     for (const c of m.toolCalls ?? [])
       numBytes +=
         Buffer.byteLength(c.id, 'utf8') + Buffer.byteLength(c.name, 'utf8') + Buffer.byteLength(c.arguments, 'utf8');

@@ -101,7 +101,12 @@ export function jobChars(job: TokenizeJob): number {
     case 'chat': {
       let n = 0;
       for (const m of job.messages) {
-        n += TURN_OVERHEAD_CHARS + m.role.length + m.content.length + (m.toolCallId?.length ?? 0);
+        n +=
+          TURN_OVERHEAD_CHARS +
+          m.role.length +
+          m.content.length +
+          (m.toolCallId?.length ?? 0) +
+          (m.reasoning?.length ?? 0);
         for (const c of m.toolCalls ?? []) n += TURN_OVERHEAD_CHARS + c.id.length + c.name.length + c.arguments.length;
       }
       // Tool schemas are rendered too; count a cheap bound of them only when they are there.

@@ -75,6 +75,25 @@ describe('validateCompletion', () => {
 });
 
 describe('validateChat', () => {
+  it("reads an assistant turn's reasoning_content (a string; null is none) and refuses any other type", () => {
+    const call = ok(
+      validateChat({
+        messages: [
+          { role: 'user', content: 'q' },
+          { role: 'assistant', content: 'a', reasoning_content: 'because' },
+          { role: 'assistant', content: 'b', reasoning_content: null },
+        ],
+      }),
+    );
+    expect(call.messages).toEqual([
+      { role: 'user', content: 'q' },
+      { role: 'assistant', content: 'a', reasoning: 'because' },
+      { role: 'assistant', content: 'b' },
+    ]);
+    const bad = validateChat({ messages: [{ role: 'assistant', content: 'a', reasoning_content: 3 }] });
+    expect(bad.kind === 'bad' && bad.problem.param).toBe('messages[0].reasoning_content');
+  });
+
   it('joins text parts with newlines, maps developer to system, allows an assistant turn without content', () => {
     const call = ok(
       validateChat({

@@ -88,13 +88,23 @@ function readMessage(value: unknown, at: string): ChatMessage {
   const toolCalls = calls.length === 0 ? {} : { toolCalls: calls };
   const toolCallId =
     role === 'tool' ? { toolCallId: readToolCallId(field(value, 'tool_call_id'), `${at}.tool_call_id`) } : {};
+  const reasoning =
+    role === 'assistant' ? readReasoning(field(value, 'reasoning_content'), `${at}.reasoning_content`) : {};
   const content = field(value, 'content');
   if (content === undefined) {
     // OpenAI allows an assistant turn without content (it then carries tool calls).
-    if (role === 'assistant') return { role, content: '', ...toolCalls };
+    if (role === 'assistant') return { role, content: '', ...toolCalls, ...reasoning };
     throw new InvalidRequestError(`\`${at}.content\` is required.`, `${at}.content`);
   }
-  return { role, content: readContent(content, `${at}.content`), ...toolCalls, ...toolCallId };
+  return { role, content: readContent(content, `${at}.content`), ...toolCalls, ...toolCallId, ...reasoning };
+}
+
+/** An assistant turn's `reasoning_content` (as chat answers give it back): a string, or null / absent for none. */
+function readReasoning(value: unknown, at: string): { reasoning?: string } {
+  if (value === undefined) return {};
+  if (typeof value !== 'string')
+    throw new InvalidRequestError(`\`${at}\` must be a string, got ${describe(value)}.`, at);
+  return { reasoning: value };
 }
 
 function readRole(value: unknown, at: string): ChatMessage['role'] {

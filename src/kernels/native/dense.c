@@ -674,6 +674,8 @@ napi_value tesseraAttention(napi_env env, napi_callback_info info);
 napi_value tesseraArgmax(napi_env env, napi_callback_info info);
 // rowops.c's RMSNorm, SiLU·mul and add.
 napi_value tesseraRowOp(napi_env env, napi_callback_info info);
+// lora.c's low-rank LoRA term over a group of rows.
+napi_value tesseraLoraRows(napi_env env, napi_callback_info info);
 // mapfile.c's read-only file mapping.
 napi_value tesseraMapFile(napi_env env, napi_callback_info info);
 napi_value tesseraReleaseFilePages(napi_env env, napi_callback_info info);
@@ -692,6 +694,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"attention", NULL, tesseraAttention, NULL, NULL, NULL, napi_default, NULL},
       {"argmax", NULL, tesseraArgmax, NULL, NULL, NULL, napi_default, NULL},
       {"rowOp", NULL, tesseraRowOp, NULL, NULL, NULL, napi_default, NULL},
+      {"loraRows", NULL, tesseraLoraRows, NULL, NULL, NULL, napi_default, NULL},
       {"mapFile", NULL, tesseraMapFile, NULL, NULL, NULL, napi_default, NULL},
       {"releaseFilePages", NULL, tesseraReleaseFilePages, NULL, NULL, NULL, napi_default, NULL},
   };

@@ -78,6 +78,25 @@ export interface Addon {
   mapFile(path: string, writable: 0 | 1, offset: number, length: number): Uint8Array;
   /** Drops this process's pages of a mapFile buffer (MADV_DONTNEED; false, nothing done, for any other buffer). */
   releaseFilePages(buffer: ArrayBuffer): boolean;
+  /**
+   * lora.c: y[t, offset + i] += scale · Σ_q bT[q, i] (A x[t])[q] for t in rows[0, numRows); A [rank, inDim],
+   * bT [rank, outDim]; half 1: x and A·x rounded to f16 first. Each row's bits independent of the others.
+   */
+  loraRows(
+    a: Float32Array,
+    bT: Float32Array,
+    x: Float32Array,
+    rows: Int32Array,
+    numRows: number,
+    y: Float32Array,
+    rank: number,
+    inDim: number,
+    outDim: number,
+    width: number,
+    offset: number,
+    scale: number,
+    half: 0 | 1,
+  ): void;
   /** Zeroed memory the addon owns, 2 MiB aligned, advised to use huge pages (dense.c). */
   alloc(bytes: number): Uint8Array;
   /**
@@ -176,6 +195,14 @@ export function nativeArgmax(): ((x: Float32Array) => number) | null {
   if (!('addon' in found)) return null;
   const { addon } = found;
   return (x) => addon.argmax(x);
+}
+
+/** The addon's LoRA term (Addon.loraRows), or null when the addon is not available. */
+export function nativeLoraRows(): Addon['loraRows'] | null {
+  const found = nativeAvailability();
+  if (!('addon' in found)) return null;
+  const { addon } = found;
+  return (...args) => addon.loraRows(...args);
 }
 
 /** One mapped piece of a file: its bytes from `start` on. */
