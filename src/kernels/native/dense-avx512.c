@@ -13,10 +13,12 @@
 #define MB_MAX 8
 // Batch 1 (one x row) streams each weight byte once and is bound by memory: a software prefetch
 // PREFETCH_BYTES ahead of the super-block being read keeps more lines in flight than the hardware
-// prefetchers do alone (they stop at every 4 KiB page). Measured on this machine's AMD EPYC (2
-// cores, weights of 300 MB, interleaved best of 10): q4_K 23 -> 27-28 GB/s, q6_K 26-29 -> 27-32,
-// q4_0 28.6 -> 29.1; 512-2048 bytes ahead was no better or slower than none (the 4-16 super-blocks
-// an earlier attempt tried), prefetcht1 at 4096 slower. Float weights gained nothing (not used there).
+// prefetchers do alone (they stop at every 4 KiB page). Measured alone on this machine's AMD EPYC
+// (weights of 300 MB, static row split, interleaved, best / mean of 10; a plain read 32.7 GB/s on
+// 2 threads): one thread q4_K 23.9 / 21.9 -> 27.3 / 26.0 GB/s; two threads q4_K 33.2 / 30.7 ->
+// 34.7 / 32.2, q6_K 31.2 / 21.6 -> 31.2 / 28.6, q4_0 32.8 / 31.6 -> 33.7 / 32.4. 512-2048 bytes
+// ahead (measured under load) was no better than none (an earlier attempt's 4-16 super-blocks); f16
+// panels gained nothing (no prefetch there).
 #define PREFETCH_BYTES 4096
 
 static inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
