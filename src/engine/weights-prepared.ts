@@ -22,6 +22,7 @@ import {
   byteSize,
   type DenseKernels,
   type DenseWeight,
+  type ExpertsInPlace,
   type HostTensor,
   type OpKernels,
   type WeightDType,
@@ -114,8 +115,10 @@ export interface MoeFfnWeights {
   readonly routerBias: Float32Array | null;
   /** GLM-4.5's shared experts, one SwiGLU of width ffE · n every token runs; null when none. */
   readonly shared: ExpertWeights | null;
-  /** E of them, prepared each on its own: a step runs only the ones its tokens chose. */
+  /** E of them, prepared each on its own: a step runs only the ones its tokens chose; none when `inPlace`. */
   readonly experts: readonly ExpertWeights[];
+  /** The E experts read where they lie in the file (DenseKernels.expertsInPlace); null: `experts` run them. */
+  readonly inPlace: ExpertsInPlace | null;
 }
 
 export interface PreparedWeights {
@@ -144,11 +147,21 @@ export interface WeightBytes {
   readonly inPlace: number;
 }
 
+export interface PrepareOptions {
+  /**
+   * Routed experts whose file layout the dense kernels read (a GGUF's q4_0 / q8_0 expert stacks on
+   * the native kernels) are used in place, not repacked (default true; false: every expert
+   * repacked, as before experts.c: the A/B of bench:decode --experts-ab).
+   */
+  readonly expertsInPlace?: boolean;
+}
+
 export async function prepareWeights(
   config: ModelConfig,
   tensors: ReadonlyMap<string, HostTensor>,
   dense: DenseKernels,
   ops: OpKernels,
+  options: PrepareOptions = {},
 ): Promise<PreparedWeights> {
   // Partial RoPE: q/k rows (and biases, norms) in the order the rotate-half kernels rotate (permute.ts).
   const interleaved = ropeInterleaved(config);
@@ -166,6 +179,7 @@ export async function prepareWeights(
     return permuteHeadRows(t, heads, ropeOrder);
   };
   let repacked = 0;
+  let inPlaceBytes = 0;
   const vector = (name: string): Float32Array => {
     const t = get(name);
     repacked += t.data.byteLength;
@@ -239,7 +253,17 @@ export async function prepareWeights(
     };
     if (isMoeLayer(config.moe, i)) {
       const experts: ExpertWeights[] = [];
-      for (let e = 0; e < config.moe.numExperts; e++) {
+      const E = config.moe.numExperts;
+      const all = (proj: ExpertProj): HostTensor[] => Array.from({ length: E }, (_, e) => get(expertName(i, e, proj)));
+      const inPlace =
+        options.expertsInPlace === false || config.moe.expertBias === true || dense.expertsInPlace === undefined
+          ? null
+          : dense.expertsInPlace(all('gate_proj'), all('up_proj'), all('down_proj'));
+      if (inPlace !== null) {
+        inPlaceBytes += inPlace.bytes;
+        bytesPerToken += inPlace.bytes * expertShare;
+      }
+      for (let e = 0; e < (inPlace === null ? E : 0); e++) {
         const x = (proj: ExpertProj): HostTensor => get(expertName(i, e, proj));
         const biased = config.moe.expertBias === true;
         experts.push({
@@ -262,7 +286,7 @@ export async function prepareWeights(
               gateUpBias: null,
               downBias: null,
             };
-      layers.push({ ...attention, moe: { router, scoreBias, routerBias, shared, experts } });
+      layers.push({ ...attention, moe: { router, scoreBias, routerBias, shared, experts, inPlace } });
       continue;
     }
     layers.push({
@@ -287,7 +311,7 @@ export async function prepareWeights(
       ? null
       : ropeTable({ headDim: config.headDim, ropeTheta: config.gemma3.ropeLocalTheta, ropeScaling: { type: 'none' } });
   const finalNorm = vector(FINAL_NORM);
-  const bytes = { repacked, inPlace: embed.data.byteLength };
+  const bytes = { repacked, inPlace: embed.data.byteLength + inPlaceBytes };
   return { ropeLocal, embed, layers, finalNorm, lmHead, bytesPerToken, bytes };
 }
 
