@@ -41,6 +41,8 @@ export interface EngineOptions {
   /** Threads per dense matmul (default: every core). */
   readonly threads?: number;
   readonly faults?: FaultSet;
+  /** Routed experts used in place where the kernels read their file layout (default true; prepareWeights' option). */
+  readonly expertsInPlace?: boolean;
   /** The clock that times weight preparation (default performance.now). */
   readonly now?: () => number;
 }
@@ -94,7 +96,7 @@ export async function createEngine(model: ModelWeights, options: EngineOptions):
     dtype: options.kvDtype ?? 'f32',
   };
   try {
-    const weights = await prepareWeights(config, model.tensors, dense, ops);
+    const weights = await prepareWeights(config, model.tensors, dense, ops, { expertsInPlace: options.expertsInPlace });
     const pool = new PagePool({ kv: allocKvView(ops, shape), faults: options.faults ?? NO_FAULTS });
     const lora = new LoraBank(config);
     const runner = new ModelRunner({

@@ -6,7 +6,9 @@
 // Mapped or read, the file's bytes are the tensors' (model/load.ts, --weights). What prepare
 // hands to the kernels is copied into their own layout (native: dense.c's super-blocks and float
 // panels; wasm: its memory; ref: a copy), so it is counted as repacked; the embedding's rows are
-// read in place, one token at a time, and counted so (`WeightBytes`: the start-up line).
+// read in place, one token at a time, and counted so (`WeightBytes`: the start-up line), as are a
+// GGUF's q4_0 / q8_0 routed-expert stacks on the native kernels (DenseKernels.expertsInPlace,
+// kernels/native/experts.c: never copied; PrepareOptions.expertsInPlace false repacks them).
 //
 // Fusion: the rows of a weight matrix are independent in every dtype (GGML blocks run along a
 // row), so q/k/v rows are stacked into one matrix and gate/up rows into another: one dense call
@@ -140,7 +142,8 @@ export interface PreparedWeights {
 /**
  * Of a model's tensor bytes (in the file, mapped or read): `repacked`, handed to the kernels'
  * prepare (copied into their own layout) or widened to f32 (norms, biases); `inPlace`, read
- * where they lie while serving (the embedding; a tied one is also repacked as the LM head).
+ * where they lie while serving (the embedding; a tied one is also repacked as the LM head; routed
+ * experts the dense kernels read in their file layout).
  */
 export interface WeightBytes {
   readonly repacked: number;
@@ -331,7 +334,7 @@ export function describeWeights(
       : file.fellBack === null
         ? 'read into memory (copy)'
         : `read into memory, not mapped (${file.fellBack})`;
-  return `weights ${how}: ${gb(bytes.repacked)} repacked into the ${dense} kernels' memory, ${gb(bytes.inPlace)} read in place (the embedding)`;
+  return `weights ${how}: ${gb(bytes.repacked)} repacked into the ${dense} kernels' memory, ${gb(bytes.inPlace)} read in place (the embedding; routed experts in a layout the kernels read)`;
 }
 
 /**

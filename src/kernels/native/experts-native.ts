@@ -5,7 +5,26 @@
 // NativeDense.expertsInPlace hands these out; forward/moe.ts runs them after its routing.
 import { assert } from '../../core/index.js';
 import type { ExpertsInPlace, HostTensor } from '../types.js';
-import type { Addon } from './native.js';
+
+/** The addon's experts.c entry (native.ts's Addon has it; repeated here so this file imports nothing of native.ts). */
+interface Addon {
+  experts(
+    kind: number,
+    gate: Uint8Array,
+    up: Uint8Array,
+    down: Uint8Array,
+    E: number,
+    f: number,
+    d: number,
+    x: Float32Array,
+    T: number,
+    k: number,
+    ids: Int32Array,
+    weights: Float32Array,
+    out: Float32Array,
+    helpers: 0 | 1,
+  ): void;
+}
 
 /** GGML block kinds experts.c reads in place (dense.h's Kind numbers). */
 const IN_PLACE_KIND: Readonly<Partial<Record<HostTensor['dtype'], number>>> = { q4_0: 3, q8_0: 4 };

@@ -33,8 +33,10 @@
 
 static inline size_t blockBytes(int kind) { return kind == K_Q4_0 ? 18 : 34; }
 
-// x[0, n) (n a multiple of 32) as Q8_0: q[n] in element order, d[n / 32] (f16-rounded).
-static void quantizeQ8(const float* x, int n, int8_t* q, float* d) {
+// x[0, n) (n a multiple of 32) as Q8_0: q[n] in element order, d[n / 32] (f16-rounded), and for
+// the VNNI q4_0 dot, off[n / 4]: -8 times each 4-group's sum (int32 lane i of a block's 8 holds
+// -8 (q[4i] + .. + q[4i + 3])), so one vpdpbusd from it gives the exact sum of (code - 8) q.
+static void quantizeQ8(const float* x, int n, int8_t* q, float* d, int32_t* off) {
   const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   for (int g = 0; g < n / 32; g++) {
     const float* src = x + 32 * g;
@@ -53,6 +55,10 @@ static void quantizeQ8(const float* x, int n, int8_t* q, float* d) {
       __m128i w = _mm_packs_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
       _mm_storeu_si128((__m128i*)(q + 32 * g + v), w);
     }
+    for (int i = 0; i < 8; i++) {
+      const int8_t* p = q + 32 * g + 4 * i;
+      off[8 * g + i] = -8 * (p[0] + p[1] + p[2] + p[3]);
+    }
   }
 }
 
@@ -64,40 +70,90 @@ static inline float hsum8(__m256 x) {
   return _mm_cvtss_f32(r);
 }
 
-// One GGML row of nb blocks . one Q8_0 row.
-static inline float dotRow(int kind, const uint8_t* w, const int8_t* q, const float* dx, int nb) {
-  __m256 acc = _mm256_setzero_ps();
-  const __m256i ones = _mm256_set1_epi16(1);
+// The block's d_w * d_x, broadcast.
+static inline __m256 blockScale(const uint8_t* blk, float dx) { return _mm256_set1_ps(_cvtsh_ss(rd16(blk)) * dx); }
+
+// The 32 4-bit codes of a q4_0 block as bytes, elements 0..15 then 16..31.
+static inline __m256i q40Codes(const uint8_t* blk) {
+  const __m128i m4 = _mm_set1_epi8(15);
+  __m128i raw = _mm_loadu_si128((const __m128i*)(blk + 2));
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
+}
+
+#define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+
+// dotRow with AVX-512 VNNI (256-bit vpdpbusd): the same integer sums per block, one instruction.
+// Blocks alternate between two accumulators (their sum at the end): the FMA chain's latency, not
+// the loads, bounded one accumulator.
+VNNI_TARGET static inline __m256 blockVnni(int kind, const uint8_t* w, const int8_t* q, const float* dx,
+                                           const int32_t* off, int b, __m256 acc) {
   if (kind == K_Q4_0) {
-    const __m128i m4 = _mm_set1_epi8(15);
-    const __m256i eight = _mm256_set1_epi8(8);
-    for (int b = 0; b < nb; b++) {
-      const uint8_t* blk = w + 18 * (size_t)b;
-      __m128i raw = _mm_loadu_si128((const __m128i*)(blk + 2));
-      __m256i codes = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_and_si128(raw, m4));
-      __m256i xq = _mm256_loadu_si256((const __m256i*)(q + 32 * b));
-      __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(codes, xq), _mm256_maddubs_epi16(eight, xq));
-      __m256 s = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
-      acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(rd16(blk)) * dx[b]), s, acc);
-    }
-  } else {
-    for (int b = 0; b < nb; b++) {
-      const uint8_t* blk = w + 34 * (size_t)b;
-      __m256i wv = _mm256_loadu_si256((const __m256i*)(blk + 2));
-      __m256i xq = _mm256_loadu_si256((const __m256i*)(q + 32 * b));
-      __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xq, wv));
-      __m256 s = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
-      acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(rd16(blk)) * dx[b]), s, acc);
-    }
+    const uint8_t* blk = w + 18 * (size_t)b;
+    __m256i sum = _mm256_dpbusd_epi32(_mm256_loadu_si256((const __m256i*)(off + 8 * b)), q40Codes(blk),
+                                      _mm256_loadu_si256((const __m256i*)(q + 32 * b)));
+    return _mm256_fmadd_ps(blockScale(blk, dx[b]), _mm256_cvtepi32_ps(sum), acc);
   }
-  return hsum8(acc);
+  const uint8_t* blk = w + 34 * (size_t)b;
+  __m256i wv = _mm256_loadu_si256((const __m256i*)(blk + 2));
+  __m256i xq = _mm256_loadu_si256((const __m256i*)(q + 32 * b));
+  __m256i sum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xq, wv));
+  return _mm256_fmadd_ps(blockScale(blk, dx[b]), _mm256_cvtepi32_ps(sum), acc);
+}
+
+// dotRow with AVX-512 VNNI (256-bit vpdpbusd): the same integer sums per block, one instruction.
+// Even blocks go to one accumulator, odd to another (their sum at the end): one chain of FMAs was
+// bound by its latency.
+VNNI_TARGET static float dotRowVnni(int kind, const uint8_t* w, const int8_t* q, const float* dx, const int32_t* off,
+                                    int nb) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int b = 0;
+  for (; b + 1 < nb; b += 2) {
+    acc0 = blockVnni(kind, w, q, dx, off, b, acc0);
+    acc1 = blockVnni(kind, w, q, dx, off, b + 1, acc1);
+  }
+  if (b < nb) acc0 = blockVnni(kind, w, q, dx, off, b, acc0);
+  return hsum8(_mm256_add_ps(acc0, acc1));
+}
+
+// One block of dotRowAvx2 (vpmaddubsw + vpmaddwd: the same exact integer sums).
+static inline __m256 blockAvx2(int kind, const uint8_t* w, const int8_t* q, const float* dx, int b, __m256 acc) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i xq = _mm256_loadu_si256((const __m256i*)(q + 32 * b)), p;
+  const uint8_t* blk;
+  if (kind == K_Q4_0) {
+    blk = w + 18 * (size_t)b;
+    p = _mm256_sub_epi16(_mm256_maddubs_epi16(q40Codes(blk), xq), _mm256_maddubs_epi16(_mm256_set1_epi8(8), xq));
+  } else {
+    blk = w + 34 * (size_t)b;
+    __m256i wv = _mm256_loadu_si256((const __m256i*)(blk + 2));
+    p = _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xq, wv));
+  }
+  return _mm256_fmadd_ps(blockScale(blk, dx[b]), _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), acc);
+}
+
+// One GGML row of nb blocks . one Q8_0 row, AVX2: as dotRowVnni.
+static float dotRowAvx2(int kind, const uint8_t* w, const int8_t* q, const float* dx, int nb) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int b = 0;
+  for (; b + 1 < nb; b += 2) {
+    acc0 = blockAvx2(kind, w, q, dx, b, acc0);
+    acc1 = blockAvx2(kind, w, q, dx, b + 1, acc1);
+  }
+  if (b < nb) acc0 = blockAvx2(kind, w, q, dx, b, acc0);
+  return hsum8(_mm256_add_ps(acc0, acc1));
+}
+
+// Both give the same bits (exact integer sums per block, the same float steps after).
+static inline float dotRow(int vnni, int kind, const uint8_t* w, const int8_t* q, const float* dx, const int32_t* off,
+                           int nb) {
+  return vnni ? dotRowVnni(kind, w, q, dx, off, nb) : dotRowAvx2(kind, w, q, dx, nb);
 }
 
 // ggml's silu(g) * u, one element.
 static inline float siluMul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
 typedef struct {
-  int kind, E, f, d, T, k, groups;
+  int kind, E, f, d, T, k, groups, vnni;
   const uint8_t *gate, *up, *down;
   size_t gateRow, downRow;  // bytes per row: d / 32 blocks, f / 32 blocks
   const int* groupExpert;   // [groups]
@@ -105,11 +161,22 @@ typedef struct {
   const int* order;         // slots, grouped by expert
   const int8_t* xq;         // [T, d]
   const float* xd;          // [T, d / 32]
+  const int32_t* xo;        // [T, d / 4]
+  const int32_t* ho;        // [T k, f / 4]
   float* gu;                // [T k, 2 f]: gate | up per slot
   const int8_t* hq;         // [T k, f]
   const float* hd;          // [T k, f / 32]
   float* ys;                // [T k, d]
 } ExpertJob;
+
+// The bytes PREFETCH_ROWS rows after this one (rows of one expert lie end to end; past the end of
+// a stack a prefetch is harmless): without it, rows read from a file's 4 KiB pages ran at half
+// the speed of the same rows repacked onto huge pages.
+#define PREFETCH_AHEAD 2048
+static inline void prefetchAhead(const uint8_t* row, size_t rowBytes) {
+  const uint8_t* at = row + PREFETCH_AHEAD;
+  for (size_t o = 0; o < rowBytes; o += 64) _mm_prefetch((const char*)(at + o), _MM_HINT_T0);
+}
 
 // Items [i0, i1) of the gate | up pass: item = group * 2f + r (r < f: gate row r, else up row r - f).
 static int gateUpChunk(void* ctx, int i0, int i1) {
@@ -119,9 +186,11 @@ static int gateUpChunk(void* ctx, int i0, int i1) {
     int g = i / R, r = i % R, e = j->groupExpert[g];
     const uint8_t* row = (r < j->f ? j->gate + ((size_t)e * j->f + r) * j->gateRow
                                    : j->up + ((size_t)e * j->f + (r - j->f)) * j->gateRow);
+    prefetchAhead(row, j->gateRow);
     for (int s = j->groupStart[g]; s < j->groupStart[g + 1]; s++) {
       int slot = j->order[s], t = slot / j->k;
-      j->gu[(size_t)slot * R + r] = dotRow(j->kind, row, j->xq + (size_t)t * j->d, j->xd + (size_t)t * nb, nb);
+      j->gu[(size_t)slot * R + r] =
+          dotRow(j->vnni, j->kind, row, j->xq + (size_t)t * j->d, j->xd + (size_t)t * nb, j->xo + (size_t)t * (j->d / 4), nb);
     }
   }
   return 1;
@@ -134,9 +203,11 @@ static int downChunk(void* ctx, int i0, int i1) {
   for (int i = i0; i < i1; i++) {
     int g = i / j->d, r = i % j->d, e = j->groupExpert[g];
     const uint8_t* row = j->down + ((size_t)e * j->d + r) * j->downRow;
+    prefetchAhead(row, j->downRow);
     for (int s = j->groupStart[g]; s < j->groupStart[g + 1]; s++) {
       int slot = j->order[s];
-      j->ys[(size_t)slot * j->d + r] = dotRow(j->kind, row, j->hq + (size_t)slot * j->f, j->hd + (size_t)slot * nb, nb);
+      j->ys[(size_t)slot * j->d + r] = dotRow(j->vnni, j->kind, row, j->hq + (size_t)slot * j->f, j->hd + (size_t)slot * nb,
+                                              j->ho + (size_t)slot * (j->f / 4), nb);
     }
   }
   return 1;
@@ -164,6 +235,7 @@ static int runExperts(int kind, const uint8_t* gate, const uint8_t* up, const ui
   size_t oXq = CARVE((size_t)T * d), oXd = CARVE((size_t)T * (d / 32) * 4);
   size_t oGu = CARVE((size_t)S * 2 * f * 4), oHq = CARVE((size_t)S * f), oHd = CARVE((size_t)S * (f / 32) * 4);
   size_t oYs = CARVE((size_t)S * d * 4), oH = CARVE((size_t)f * 4);
+  size_t oXo = CARVE((size_t)T * d), oHo = CARVE((size_t)S * f);  // int32 per 4 values
 #undef CARVE
   if (need > scratchCap) {
     free(scratch);
@@ -192,10 +264,12 @@ static int runExperts(int kind, const uint8_t* gate, const uint8_t* up, const ui
                  .downRow = (size_t)(f / 32) * blockBytes(kind), .groupExpert = groupE, .groupStart = groupS,
                  .order = order, .xq = (int8_t*)(base + oXq), .xd = (float*)(base + oXd),
                  .gu = (float*)(base + oGu), .hq = (int8_t*)(base + oHq), .hd = (float*)(base + oHd),
-                 .ys = (float*)(base + oYs)};
+                 .ys = (float*)(base + oYs), .xo = (int32_t*)(base + oXo), .ho = (int32_t*)(base + oHo),
+                 .vnni = tesseraVariant() == 0};
   // 1. x quantized.
   for (int t = 0; t < T; t++)
-    quantizeQ8(x + (size_t)t * d, d, (int8_t*)j.xq + (size_t)t * d, (float*)j.xd + (size_t)t * (d / 32));
+    quantizeQ8(x + (size_t)t * d, d, (int8_t*)j.xq + (size_t)t * d, (float*)j.xd + (size_t)t * (d / 32),
+               (int32_t*)j.xo + (size_t)t * (d / 4));
   const int threads = tesseraThreads();
   // 3. gate | up of every chosen expert.
   int items = groups * 2 * f;
@@ -205,7 +279,7 @@ static int runExperts(int kind, const uint8_t* gate, const uint8_t* up, const ui
   for (int s = 0; s < S; s++) {
     const float* g = j.gu + (size_t)s * 2 * f;
     for (int i = 0; i < f; i++) h[i] = siluMul(g[i], g[f + i]);
-    quantizeQ8(h, f, (int8_t*)j.hq + (size_t)s * f, (float*)j.hd + (size_t)s * (f / 32));
+    quantizeQ8(h, f, (int8_t*)j.hq + (size_t)s * f, (float*)j.hd + (size_t)s * (f / 32), (int32_t*)j.ho + (size_t)s * (f / 4));
   }
   // 5. down of every chosen expert.
   items = groups * d;

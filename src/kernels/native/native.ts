@@ -366,7 +366,11 @@ export class NativeDense implements DenseKernels {
   }
 
   /** A GGUF's q4_0 / q8_0 experts read in place (experts-native.ts), else null. */
-  expertsInPlace(gate: readonly HostTensor[], up: readonly HostTensor[], down: readonly HostTensor[]): ExpertsInPlace | null {
+  expertsInPlace(
+    gate: readonly HostTensor[],
+    up: readonly HostTensor[],
+    down: readonly HostTensor[],
+  ): ExpertsInPlace | null {
     return nativeExpertsInPlace(this.#addon, gate, up, down, this.#useHelpers);
   }
 
