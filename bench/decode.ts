@@ -337,12 +337,14 @@ for (const ab of expertsAb) {
   console.log(`\n## ${ab.model}: routed experts in place (experts.c) vs repacked, tok/s, rounds interleaved`);
   for (const b of [1, 16]) console.log(`batch ${b}: in place ${m(ab.inPlace[b]!)}; repacked ${m(ab.repacked[b]!)}`);
 }
+const summary = {
+  ...{ threads: THREADS, rounds: ROUNDS, depths: DEPTHS, newTokens: NEW_TOKENS, llama: bin, cpu: cpus()[0]?.model },
+  ...{ bandwidths, yardstick: yard.map((r) => ({ ...r, ratio: ratioOf(r) })), results },
+  ...{ llamaBatched: batchedExe, expertsAb },
+};
 const out = join('bench', 'results', `decode-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
 await mkdir(join('bench', 'results'), { recursive: true });
-await writeFile(
-  out,
-  `${JSON.stringify({ threads: THREADS, rounds: ROUNDS, depths: DEPTHS, newTokens: NEW_TOKENS, llama: bin, llamaBatched: batchedExe, expertsAb, cpu: cpus()[0]?.model, bandwidths, yardstick: yard.map((r) => ({ ...r, ratio: ratioOf(r) })), results }, null, 2)}\n`,
-);
+await writeFile(out, `${JSON.stringify(summary, null, 2)}\n`);
 await writeFile(
   svgPathFor(out),
   groupedBarsSvg({

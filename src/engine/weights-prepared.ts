@@ -334,7 +334,10 @@ export function describeWeights(
       : file.fellBack === null
         ? 'read into memory (copy)'
         : `read into memory, not mapped (${file.fellBack})`;
-  return `weights ${how}: ${gb(bytes.repacked)} repacked into the ${dense} kernels' memory, ${gb(bytes.inPlace)} read in place (the embedding; routed experts in a layout the kernels read)`;
+  return (
+    `weights ${how}: ${gb(bytes.repacked)} repacked into the ${dense} kernels' memory, ` +
+    `${gb(bytes.inPlace)} read in place (the embedding; routed experts in a layout the kernels read)`
+  );
 }
 
 /**
