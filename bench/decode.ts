@@ -16,6 +16,11 @@
 //     first time, ~0.7 GB in q4_k_m, 2 GB in f16).
 //   --threads (or BENCH_THREADS): both sides' threads (default all cores).
 //   BENCH_MODEL_DIR: where generated files are kept (default bench/results/models).
+//   --llama-examples DIR (or BENCH_LLAMA_EXAMPLES): DIR/bin/llama-batched-bench (scripts/build-llama.mjs
+//     --examples DIR) gives llama.cpp's batch-1 and batch-16 decode (prompts of 16, not shared), each
+//     round interleaved with Tessera's batch 1 and 16 on the same prompts' shape: yardstick rows.
+//   --experts-ab: for an MoE model, Tessera with its routed experts in place (experts.c, the default
+//     where the file's layout allows) against repacked (expertsInPlace false), batch 1 and 16, interleaved.
 import { mkdir, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -24,7 +29,8 @@ import { createEngine, generate, type Engine } from '../src/engine/index.js';
 import { loadModel, type LoadedModel } from '../src/model/index.js';
 import { measureReadBandwidth } from './lib/bandwidth.js';
 import { selectNativeVariant, type NativeVariantChoice } from '../src/kernels/index.js';
-import { llamaBench, llamaBuildFor, llamaNativeBin } from './lib/llama-native.js';
+import { llamaBatchedBench, llamaBench, llamaBuildFor, llamaNativeBin } from './lib/llama-native.js';
+import { existsSync } from 'node:fs';
 import { groupedBarsSvg, svgPathFor } from './lib/svg-plot.js';
 import {
   benchModel,
@@ -135,6 +141,13 @@ if (CPU !== 'auto') selectNativeVariant(CPU);
 const found = llamaNativeBin(llamaBuildFor(CPU));
 if (!('bin' in found)) process.stderr.write(`llama.cpp's tools are unavailable (${found.why}): Tessera alone\n`);
 const bin = 'bin' in found ? found.bin : null;
+const examples = flag('--llama-examples') ?? process.env['BENCH_LLAMA_EXAMPLES'];
+const batchedExe = examples === undefined ? null : join(examples, 'bin', 'llama-batched-bench');
+if (batchedExe !== null && !existsSync(batchedExe))
+  throw new Error(`${batchedExe} is missing: node scripts/build-llama.mjs --examples ${examples}`);
+const EXPERTS_AB = args.includes('--experts-ab');
+/** --experts-ab's figures per model: tok/s medians at batch 1 and 16, experts in place and repacked. */
+const expertsAb: { model: string; inPlace: Record<number, number[]>; repacked: Record<number, number[]> }[] = [];
 const bandwidths = [await measureReadBandwidth()];
 console.log(
   `# Decode benchmark: ${SPECS.map(specLabel).join(', ')}; batch 1 at depths ${DEPTHS.join(', ')}, ` +
@@ -192,6 +205,53 @@ for (const spec of SPECS) {
     process.stderr.write(
       `${specLabel(spec)} depth ${depth}: tessera ${ours.map((v) => v.toFixed(1)).join(' ')} | llama.cpp ${theirs.map((v) => v.toFixed(1)).join(' ')}\n`,
     );
+  }
+  if (batchedExe !== null) {
+    // Batch 1 and 16 against llama-batched-bench, rounds interleaved (prompts of PROMPT_TOKENS each).
+    const ours: Record<number, number[]> = { 1: [], 16: [] };
+    const theirs: Record<number, number[]> = { 1: [], 16: [] };
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const b of [1, 16]) ours[b]!.push(await tesseraDecode(engine, b, PROMPT_TOKENS, NEW_TOKENS));
+      const runs = await llamaBatchedBench(batchedExe, {
+        model: path,
+        threads: THREADS,
+        prompt: PROMPT_TOKENS,
+        gen: NEW_TOKENS,
+        parallel: [1, 16],
+      });
+      for (const r of runs) theirs[r.parallel]!.push(r.tgTokensPerSecond);
+    }
+    for (const b of [1, 16]) {
+      yard.push({
+        model: specLabel(spec),
+        measure: `batch-${b} decode tok/s, prompts of ${PROMPT_TOKENS} (llama-batched-bench -npl ${b}, tg${NEW_TOKENS})`,
+        tessera: median(ours[b]!),
+        llama: median(theirs[b]!),
+        tesseraRuns: ours[b]!,
+        llamaRuns: theirs[b]!,
+        better: 'higher',
+      });
+      process.stderr.write(
+        `${specLabel(spec)} batch ${b}: tessera ${ours[b]!.map((v) => v.toFixed(1)).join(' ')} | ` +
+          `llama-batched-bench ${theirs[b]!.map((v) => v.toFixed(1)).join(' ')}\n`,
+      );
+    }
+  }
+  if (EXPERTS_AB && model.config.moe !== null) {
+    const repackedEngine = await createEngine(model, { kvPages, threads: THREADS, expertsInPlace: false });
+    await tesseraDecode(repackedEngine, 1, PROMPT_TOKENS, Math.min(8, NEW_TOKENS));
+    const ab = {
+      model: specLabel(spec),
+      inPlace: { 1: [], 16: [] },
+      repacked: { 1: [], 16: [] },
+    } as (typeof expertsAb)[0];
+    for (let round = 0; round < ROUNDS; round++)
+      for (const b of [1, 16]) {
+        ab.inPlace[b]!.push(await tesseraDecode(engine, b, PROMPT_TOKENS, NEW_TOKENS));
+        ab.repacked[b]!.push(await tesseraDecode(repackedEngine, b, PROMPT_TOKENS, NEW_TOKENS));
+      }
+    expertsAb.push(ab);
+    await repackedEngine.dispose();
   }
   for (const b of BATCHES) {
     const runs: number[] = [];
@@ -272,12 +332,19 @@ for (const r of results) {
         `${r.abDecode.skipPageCheck.toFixed(1)} with skip-page-check (${((100 * (r.abDecode.skipPageCheck - r.abDecode.withChecks)) / r.abDecode.skipPageCheck).toFixed(1)}%, within noise unless large)`,
     );
 }
+for (const ab of expertsAb) {
+  const m = (runs: number[]) => `${median(runs).toFixed(1)} (${runs.map((v) => v.toFixed(1)).join(', ')})`;
+  console.log(`\n## ${ab.model}: routed experts in place (experts.c) vs repacked, tok/s, rounds interleaved`);
+  for (const b of [1, 16]) console.log(`batch ${b}: in place ${m(ab.inPlace[b]!)}; repacked ${m(ab.repacked[b]!)}`);
+}
+const summary = {
+  ...{ threads: THREADS, rounds: ROUNDS, depths: DEPTHS, newTokens: NEW_TOKENS, llama: bin, cpu: cpus()[0]?.model },
+  ...{ bandwidths, yardstick: yard.map((r) => ({ ...r, ratio: ratioOf(r) })), results },
+  ...{ llamaBatched: batchedExe, expertsAb },
+};
 const out = join('bench', 'results', `decode-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
 await mkdir(join('bench', 'results'), { recursive: true });
-await writeFile(
-  out,
-  `${JSON.stringify({ threads: THREADS, rounds: ROUNDS, depths: DEPTHS, newTokens: NEW_TOKENS, llama: bin, cpu: cpus()[0]?.model, bandwidths, yardstick: yard.map((r) => ({ ...r, ratio: ratioOf(r) })), results }, null, 2)}\n`,
-);
+await writeFile(out, `${JSON.stringify(summary, null, 2)}\n`);
 await writeFile(
   svgPathFor(out),
   groupedBarsSvg({

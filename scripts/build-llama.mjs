@@ -10,10 +10,11 @@
 //                                           AVX512=OFF, AVX2, FMA, F16C), cached under <sha>-avx2/:
 //                                           the yardstick for Tessera's AVX2 kernels (--cpu avx2)
 //
-//   --examples DIR                          llama.cpp's speculative-decoding examples (llama-lookup,
-//                                           llama-speculative-simple) from the same bundle, built
+//   --examples DIR                          llama.cpp's examples (llama-lookup, llama-speculative-simple,
+//                                           llama-batched-bench) from the same bundle, built
 //                                           under DIR (src/, build/, bin/), never into the shared
-//                                           cache: bench:spec --llama reads DIR/bin (BENCH_LLAMA_EXAMPLES)
+//                                           cache: bench:spec --llama reads DIR/bin (BENCH_LLAMA_EXAMPLES),
+//                                           bench:decode's batch-16 row DIR/bin/llama-batched-bench
 //
 // Needs git, cmake and a C++ compiler; without one it says which, and exits 2 (never half-builds:
 // the binaries are moved into place only after the build succeeded). Flags: GGML_NATIVE=ON (this
@@ -122,7 +123,7 @@ function cmakeBuild(src, out, variantFlags, buildFlags, buildTargets) {
 
 /** The speculative-decoding examples under `dir` (its own clone and build, kept for a rebuild). */
 function buildExamples(dir) {
-  const examples = ['llama-lookup', 'llama-speculative-simple'];
+  const examples = ['llama-lookup', 'llama-speculative-simple', 'llama-batched-bench'];
   const binDir = join(dir, 'bin');
   if (!process.argv.includes('--force') && examples.every((t) => existsSync(join(binDir, t)))) return binDir;
   const missing = missingTools();

@@ -21,6 +21,8 @@ const AVX512 = ['-mavx512f', '-mavx512bw', '-mavx512vl', '-mavx512vnni', '-mavx2
 const AVX2 = ['-mavx2', '-mfma', '-mf16c'];
 // rowops.c repeats the wasm kernels' arithmetic bit for bit: no fused multiply-add, ever.
 const ROWOPS = ['-mavx2', '-mf16c', '-ffp-contract=off'];
+// experts.c fuses only the multiply-adds it writes as intrinsics.
+const EXPERTS = ['-mavx2', '-mfma', '-mf16c', '-ffp-contract=off'];
 const UNITS = [
   ['dense.c', []],
   ['attention.c', []],
@@ -32,6 +34,7 @@ const UNITS = [
   ['attention-avx2.c', AVX2],
   ['rowops.c', ROWOPS],
   ['lora.c', AVX2],
+  ['experts.c', EXPERTS],
 ].filter(([name]) => existsSync(join(dir, name)));
 const sources = [
   ...UNITS.map(([name]) => join(dir, name)),

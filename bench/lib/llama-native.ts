@@ -153,3 +153,31 @@ export async function startLlamaServer(
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
+
+/** One llama-batched-bench line: `parallel` sequences, each `gen` tokens after its own prompt. */
+export interface LlamaBatchedRun {
+  readonly parallel: number;
+  /** Generated tokens per second over all sequences (speed_tg: pl · tg / t_tg). */
+  readonly tgTokensPerSecond: number;
+}
+
+/**
+ * llama.cpp's llama-batched-bench (scripts/build-llama.mjs --examples DIR: DIR/bin/llama-batched-bench)
+ * on `model`: for each of `parallel`, that many sequences of `prompt` tokens each (not shared) then
+ * `gen` decode steps of one token per sequence, on `threads` threads; its decode rate per line.
+ */
+export async function llamaBatchedBench(
+  exe: string,
+  o: { model: string; threads: number; prompt: number; gen: number; parallel: readonly number[] },
+): Promise<LlamaBatchedRun[]> {
+  const most = Math.max(...o.parallel);
+  const args = ['-m', o.model, '-t', String(o.threads), '-tb', String(o.threads)];
+  args.push('-c', String(most * (o.prompt + o.gen) + 64), '-b', '512', '-ub', '512');
+  args.push('-npp', String(o.prompt), '-ntg', String(o.gen), '-npl', o.parallel.join(','), '--output-format', 'jsonl');
+  const { stdout } = await run(exe, args, { maxBuffer: 1 << 24 });
+  const lines = stdout.split('\n').filter((l) => l.startsWith('{'));
+  const parsed = lines.map((l) => JSON.parse(l) as { pl: number; speed_tg: number });
+  if (parsed.length !== o.parallel.length)
+    throw new Error(`llama-batched-bench ${args.join(' ')}: ${parsed.length} lines`);
+  return parsed.map((p) => ({ parallel: p.pl, tgTokensPerSecond: p.speed_tg }));
+}

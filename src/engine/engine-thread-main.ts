@@ -45,8 +45,9 @@ async function main(): Promise<void> {
   const served = data.headTokens === undefined ? model : restrictHead(model, data.headTokens).model;
   const weights = await prepareWeights(served.config, served.tensors, dense, ops);
   const fingerprint = modelFingerprint(model);
-  // Mapped: every matrix now lives repacked in the kernels' memory; the file's pages leave this
-  // process's RSS (they stay in the page cache; an embedding row read later faults back in).
+  // Mapped: every other matrix now lives repacked in the kernels' memory; the file's pages leave
+  // this process's RSS (they stay in the page cache; an embedding row or an expert used in place,
+  // kernels/native/experts.c, read later faults back in).
   for (const buffer of model.mappedBuffers) releaseMappedPages(buffer);
   const shape = {
     numPages: data.kvPages,

@@ -44,6 +44,8 @@ export interface EngineOptions {
   readonly faults?: FaultSet;
   /** LoRA's low-rank products: on the native addon when the dense kernels are native ('auto'), or in TypeScript (bench:lora's A/B). */
   readonly loraKernels?: 'auto' | 'typescript';
+  /** Routed experts used in place where the kernels read their file layout (default true; prepareWeights' option). */
+  readonly expertsInPlace?: boolean;
   /** The clock that times weight preparation (default performance.now). */
   readonly now?: () => number;
 }
@@ -97,7 +99,7 @@ export async function createEngine(model: ModelWeights, options: EngineOptions):
     dtype: options.kvDtype ?? 'f32',
   };
   try {
-    const weights = await prepareWeights(config, model.tensors, dense, ops);
+    const weights = await prepareWeights(config, model.tensors, dense, ops, { expertsInPlace: options.expertsInPlace });
     const pool = new PagePool({ kv: allocKvView(ops, shape), faults: options.faults ?? NO_FAULTS });
     const lora = new LoraBank(
       config,

@@ -6,7 +6,9 @@
 // Mapped or read, the file's bytes are the tensors' (model/load.ts, --weights). What prepare
 // hands to the kernels is copied into their own layout (native: dense.c's super-blocks and float
 // panels; wasm: its memory; ref: a copy), so it is counted as repacked; the embedding's rows are
-// read in place, one token at a time, and counted so (`WeightBytes`: the start-up line).
+// read in place, one token at a time, and counted so (`WeightBytes`: the start-up line), as are a
+// GGUF's q4_0 / q8_0 routed-expert stacks on the native kernels (DenseKernels.expertsInPlace,
+// kernels/native/experts.c: never copied; PrepareOptions.expertsInPlace false repacks them).
 //
 // Fusion: the rows of a weight matrix are independent in every dtype (GGML blocks run along a
 // row), so q/k/v rows are stacked into one matrix and gate/up rows into another: one dense call
@@ -22,6 +24,7 @@ import {
   byteSize,
   type DenseKernels,
   type DenseWeight,
+  type ExpertsInPlace,
   type HostTensor,
   type OpKernels,
   type WeightDType,
@@ -114,8 +117,10 @@ export interface MoeFfnWeights {
   readonly routerBias: Float32Array | null;
   /** GLM-4.5's shared experts, one SwiGLU of width ffE · n every token runs; null when none. */
   readonly shared: ExpertWeights | null;
-  /** E of them, prepared each on its own: a step runs only the ones its tokens chose. */
+  /** E of them, prepared each on its own: a step runs only the ones its tokens chose; none when `inPlace`. */
   readonly experts: readonly ExpertWeights[];
+  /** The E experts read where they lie in the file (DenseKernels.expertsInPlace); null: `experts` run them. */
+  readonly inPlace: ExpertsInPlace | null;
 }
 
 export interface PreparedWeights {
@@ -137,11 +142,21 @@ export interface PreparedWeights {
 /**
  * Of a model's tensor bytes (in the file, mapped or read): `repacked`, handed to the kernels'
  * prepare (copied into their own layout) or widened to f32 (norms, biases); `inPlace`, read
- * where they lie while serving (the embedding; a tied one is also repacked as the LM head).
+ * where they lie while serving (the embedding; a tied one is also repacked as the LM head; routed
+ * experts the dense kernels read in their file layout).
  */
 export interface WeightBytes {
   readonly repacked: number;
   readonly inPlace: number;
+}
+
+export interface PrepareOptions {
+  /**
+   * Routed experts whose file layout the dense kernels read (a GGUF's q4_0 / q8_0 expert stacks on
+   * the native kernels) are used in place, not repacked (default true; false: every expert
+   * repacked, as before experts.c: the A/B of bench:decode --experts-ab).
+   */
+  readonly expertsInPlace?: boolean;
 }
 
 export async function prepareWeights(
@@ -149,6 +164,7 @@ export async function prepareWeights(
   tensors: ReadonlyMap<string, HostTensor>,
   dense: DenseKernels,
   ops: OpKernels,
+  options: PrepareOptions = {},
 ): Promise<PreparedWeights> {
   // Partial RoPE: q/k rows (and biases, norms) in the order the rotate-half kernels rotate (permute.ts).
   const interleaved = ropeInterleaved(config);
@@ -166,6 +182,7 @@ export async function prepareWeights(
     return permuteHeadRows(t, heads, ropeOrder);
   };
   let repacked = 0;
+  let inPlaceBytes = 0;
   const vector = (name: string): Float32Array => {
     const t = get(name);
     repacked += t.data.byteLength;
@@ -239,7 +256,17 @@ export async function prepareWeights(
     };
     if (isMoeLayer(config.moe, i)) {
       const experts: ExpertWeights[] = [];
-      for (let e = 0; e < config.moe.numExperts; e++) {
+      const E = config.moe.numExperts;
+      const all = (proj: ExpertProj): HostTensor[] => Array.from({ length: E }, (_, e) => get(expertName(i, e, proj)));
+      const inPlace =
+        options.expertsInPlace === false || config.moe.expertBias === true || dense.expertsInPlace === undefined
+          ? null
+          : dense.expertsInPlace(all('gate_proj'), all('up_proj'), all('down_proj'));
+      if (inPlace !== null) {
+        inPlaceBytes += inPlace.bytes;
+        bytesPerToken += inPlace.bytes * expertShare;
+      }
+      for (let e = 0; e < (inPlace === null ? E : 0); e++) {
         const x = (proj: ExpertProj): HostTensor => get(expertName(i, e, proj));
         const biased = config.moe.expertBias === true;
         experts.push({
@@ -262,7 +289,7 @@ export async function prepareWeights(
               gateUpBias: null,
               downBias: null,
             };
-      layers.push({ ...attention, moe: { router, scoreBias, routerBias, shared, experts } });
+      layers.push({ ...attention, moe: { router, scoreBias, routerBias, shared, experts, inPlace } });
       continue;
     }
     layers.push({
@@ -287,7 +314,7 @@ export async function prepareWeights(
       ? null
       : ropeTable({ headDim: config.headDim, ropeTheta: config.gemma3.ropeLocalTheta, ropeScaling: { type: 'none' } });
   const finalNorm = vector(FINAL_NORM);
-  const bytes = { repacked, inPlace: embed.data.byteLength };
+  const bytes = { repacked, inPlace: embed.data.byteLength + inPlaceBytes };
   return { ropeLocal, embed, layers, finalNorm, lmHead, bytesPerToken, bytes };
 }
 
@@ -307,7 +334,10 @@ export function describeWeights(
       : file.fellBack === null
         ? 'read into memory (copy)'
         : `read into memory, not mapped (${file.fellBack})`;
-  return `weights ${how}: ${gb(bytes.repacked)} repacked into the ${dense} kernels' memory, ${gb(bytes.inPlace)} read in place (the embedding)`;
+  return (
+    `weights ${how}: ${gb(bytes.repacked)} repacked into the ${dense} kernels' memory, ` +
+    `${gb(bytes.inPlace)} read in place (the embedding; routed experts in a layout the kernels read)`
+  );
 }
 
 /**

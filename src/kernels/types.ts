@@ -40,6 +40,27 @@ export interface DenseKernels {
    */
   matmul(weight: DenseWeight, x: Float32Array, m: number, out?: Float32Array): Promise<Float32Array>;
   dispose(): Promise<void>;
+  /**
+   * An MoE layer's E experts (gate and up [f, d], down [d, f] each) run where their bytes lie,
+   * not repacked (the native backend, for a GGUF's q4_0 / q8_0 expert tensors); null, or absent,
+   * where this backend cannot: the caller prepares them as matrices.
+   */
+  expertsInPlace?(
+    gate: readonly HostTensor[],
+    up: readonly HostTensor[],
+    down: readonly HostTensor[],
+  ): ExpertsInPlace | null;
+}
+
+/** A layer's routed experts used in place (DenseKernels.expertsInPlace). */
+export interface ExpertsInPlace {
+  /** The file's bytes they read where they lie. */
+  readonly bytes: number;
+  /**
+   * out[T, d] = for each token t, sum over j < k of weights[t k + j] times expert ids[t k + j]'s
+   * SwiGLU of x[t] (added in j order); synchronous.
+   */
+  run(x: Float32Array, T: number, k: number, ids: Int32Array, weights: Float32Array, out: Float32Array): void;
 }
 
 /**

@@ -1,6 +1,6 @@
 // Qwen3-MoE (Qwen3's attention; every layer's MLP 16 routed experts, 4 per token, softmax then
 // renormalised top-k, no shared expert) against llama.cpp's qwen3moe graph (build_moe_ffn):
-// gen-model's qwen3moe-tiny, the checks of moe-agreement.ts: f32; f16, q8_0 and q4_k_m (at a
+// gen-model's qwen3moe-tiny, the checks of moe-agreement.ts: f32; f16, q8_0, q4_0 and q4_k_m (at a
 // 256-wide residual, so every matrix is a K-quant; activations are quantized per block on both
 // sides, with different rounding in places, and a routing near-tie may pick another expert for
 // one token); the HF directory (Qwen3MoeForCausalLM, one tensor per expert) against the GGUF
@@ -13,7 +13,7 @@ describeAgreement({
   preset: 'qwen3moe-tiny',
   seed: 5,
   hfClass: 'Qwen3MoeForCausalLM',
-  quantized: ['f16', 'q8_0', 'q4_k_m'],
+  quantized: ['f16', 'q8_0', 'q4_0', 'q4_k_m'],
   overrides: (dtype) => (dtype === 'q4_k_m' ? { hiddenSize: 256 } : undefined),
   checkConfig: (model) =>
     expect(model.config.moe).toEqual({

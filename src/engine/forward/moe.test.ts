@@ -6,6 +6,7 @@ import {
   nativeAvailability,
   type DenseKernels,
   type DenseWeight,
+  type HostTensor,
 } from '../../kernels/index.js';
 import { allocateActivations } from '../activations.js';
 import type { ModelConfig } from '../../formats/index.js';
@@ -162,6 +163,57 @@ describe('moeFfn', () => {
       await dense.dispose();
     },
   );
+});
+
+/** randomModel's per-expert tensors laid end to end per projection, as a GGUF's 3-D tensor is split into views. */
+function asGgufStacks(tensors: Map<string, HostTensor>): Map<string, HostTensor> {
+  const out = new Map(tensors);
+  for (const proj of ['gate_proj', 'up_proj', 'down_proj'] as const) {
+    const views = Array.from({ length: MOE.numExperts }, (_, e) => tensors.get(expertName(0, e, proj))!);
+    const each = views[0]!.data.byteLength;
+    const stack = new Uint8Array(each * views.length);
+    views.forEach((v, e) => {
+      stack.set(v.data, e * each);
+      out.set(v.name, { ...v, data: stack.subarray(e * each, (e + 1) * each) });
+    });
+  }
+  return out;
+}
+
+describe.skipIf(!('addon' in nativeAvailability()))('experts in place (kernels/native/experts.c)', () => {
+  for (const dtype of ['q4_0', 'q8_0'] as const)
+    it(`a GGUF's ${dtype} expert stacks are read in place, not repacked, and mix as the repacked experts do`, async () => {
+      const dense = new NativeDense({ threads: 1 });
+      const tensors = asGgufStacks(randomModel(CONFIG, 7, dtype).tensors);
+      const ops = createRefOps();
+      const inPlace = await prepareWeights(CONFIG, tensors, dense, ops);
+      const repacked = await prepareWeights(CONFIG, tensors, dense, ops, { expertsInPlace: false });
+      const a = inPlace.layers[0]!.moe!;
+      const b = repacked.layers[0]!.moe!;
+      expect(a.inPlace).not.toBeNull();
+      expect(a.experts).toHaveLength(0);
+      expect(b.inPlace).toBeNull();
+      const expertBytes = 3 * MOE.numExperts * tensors.get(expertName(0, 0, 'gate_proj'))!.data.byteLength;
+      expect(inPlace.bytes.inPlace - repacked.bytes.inPlace).toBe(expertBytes);
+      expect(repacked.bytes.repacked - inPlace.bytes.repacked).toBe(expertBytes);
+      const act = allocateActivations(
+        CONFIG,
+        16,
+        1,
+        (n) => new Float32Array(n),
+        (n) => new Float32Array(n),
+      );
+      const T = 6;
+      const xn = randomRows(T, 4);
+      const [pa, pb] = [new Float32Array(T * D), new Float32Array(T * D)];
+      await moeFfn(dense, ops, a, MOE, xn, T, act.moe!, pa);
+      await moeFfn(dense, ops, b, MOE, xn, T, act.moe!, pb);
+      const scale = Math.max(...pb.map(Math.abs));
+      const worst = Math.max(...pa.map((v, i) => Math.abs(v - pb[i]!)));
+      expect(scale).toBeGreaterThan(1e-3);
+      expect(worst / scale).toBeLessThan(1e-4);
+      await dense.dispose();
+    });
 });
 
 function dot(a: ArrayLike<number>, b: ArrayLike<number>): number {

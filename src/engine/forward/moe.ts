@@ -39,7 +39,10 @@ export async function moeFfn(
 ): Promise<void> {
   const { numExperts: E, numExpertsUsed: k, expertIntermediateSize: f } = moe;
   const d = w.router.cols;
-  assert(T <= s.maxTokens && w.experts.length === E, 'moeFfn: more tokens than the scratch holds, or not E experts');
+  assert(
+    T <= s.maxTokens && (w.inPlace !== null || w.experts.length === E),
+    'moeFfn: more tokens than the scratch holds, or not E experts',
+  );
   await dense.matmul(w.router, xn, T, s.routerLogits); //                   routerLogits: [T, E]
   if (w.routerBias !== null) addRowBias(s.routerLogits, T, w.routerBias); // gpt-oss
   if (w.scoreBias !== null) {
@@ -49,6 +52,34 @@ export async function moeFfn(
   } else {
     routeTopK(s.routerLogits, T, E, k, moe.normTopkProb, s.probs, s.expertIds, s.expertWeights); // [T, k] each
   }
+  if (w.inPlace !== null) {
+    // The experts read where they lie in the file: grouping, SwiGLUs and the weighted sum in one
+    // native call (kernels/native/experts.c), in the same order as below.
+    w.inPlace.run(xn, T, k, s.expertIds, s.expertWeights, proj);
+  } else {
+    await runExperts(dense, ops, w, xn, T, k, d, f, s, proj, gptOss);
+  }
+  if (w.shared === null) return;
+  // GLM-4.5's shared experts: every token, width f · n; proj += their output.
+  await swiGlu(dense, ops, w.shared, xn, T, f * (moe.numSharedExperts ?? 0), s); //  out: [T, d]
+  ops.addInPlace(proj, s.out, T * d);
+}
+
+/** The routed experts prepared as matrices: grouped by expert, each chosen one run once, mixed. */
+async function runExperts(
+  dense: DenseKernels,
+  ops: OpKernels,
+  w: MoeFfnWeights,
+  xn: Float32Array,
+  T: number,
+  k: number,
+  d: number,
+  f: number,
+  s: MoeScratch,
+  proj: Float32Array,
+  gptOss?: GptOssParams,
+): Promise<void> {
+  const E = w.experts.length;
   groupByExpert(s.expertIds, T * k, E, s.expertStart, s.expertCursor, s.slotOrder);
 
   for (let e = 0; e < E; e++) {
@@ -78,10 +109,6 @@ export async function moeFfn(
       else for (let c = 0; c < d; c++) row[c] = row[c]! + Math.fround(weight * y[c]!);
     }
   }
-  if (w.shared === null) return;
-  // GLM-4.5's shared experts: every token, width f · n; proj += their output.
-  await swiGlu(dense, ops, w.shared, xn, T, f * (moe.numSharedExperts ?? 0), s); //  out: [T, d]
-  ops.addInPlace(proj, s.out, T * d);
 }
 
 /** s.out[n, d] = down(silu(gate(x)) * up(x)) for n rows of x, an expert of width f (the scratch's gateUp, gate, up, hidden). */

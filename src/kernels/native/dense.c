@@ -679,6 +679,8 @@ napi_value tesseraLoraRows(napi_env env, napi_callback_info info);
 // mapfile.c's read-only file mapping.
 napi_value tesseraMapFile(napi_env env, napi_callback_info info);
 napi_value tesseraReleaseFilePages(napi_env env, napi_callback_info info);
+// experts.c's routed experts over GGML blocks in place.
+napi_value tesseraExperts(napi_env env, napi_callback_info info);
 
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
@@ -697,6 +699,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"loraRows", NULL, tesseraLoraRows, NULL, NULL, NULL, napi_default, NULL},
       {"mapFile", NULL, tesseraMapFile, NULL, NULL, NULL, napi_default, NULL},
       {"releaseFilePages", NULL, tesseraReleaseFilePages, NULL, NULL, NULL, napi_default, NULL},
+      {"experts", NULL, tesseraExperts, NULL, NULL, NULL, napi_default, NULL},
   };
   CHECK(napi_define_properties(env, exports, sizeof props / sizeof props[0], props));
   return exports;

@@ -16,7 +16,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { assert } from '../../core/index.js';
 import { checkMatmul, checkWeight } from '../layout.js';
-import type { DenseKernels, DenseWeight, HostTensor, WeightDType } from '../types.js';
+import type { DenseKernels, DenseWeight, ExpertsInPlace, HostTensor, WeightDType } from '../types.js';
+import { nativeExpertsInPlace } from './experts-native.js';
 import { findPackageRoot } from '../wasm/locate.js';
 
 /** The addon's instruction-set variants (dense-avx512.c / attention-avx512.c, dense-avx2.c / attention-avx2.c). */
@@ -76,6 +77,23 @@ export interface Addon {
    * PROT_WRITE, copy-on-write); unmapped when collected (mapfile.c).
    */
   mapFile(path: string, writable: 0 | 1, offset: number, length: number): Uint8Array;
+  /** experts.c: a layer's chosen experts over GGML q4_0 / q8_0 stacks in place (experts-native.ts). */
+  experts(
+    kind: number,
+    gate: Uint8Array,
+    up: Uint8Array,
+    down: Uint8Array,
+    E: number,
+    f: number,
+    d: number,
+    x: Float32Array,
+    T: number,
+    k: number,
+    ids: Int32Array,
+    weights: Float32Array,
+    out: Float32Array,
+    helpers: 0 | 1,
+  ): void;
   /** Drops this process's pages of a mapFile buffer (MADV_DONTNEED; false, nothing done, for any other buffer). */
   releaseFilePages(buffer: ArrayBuffer): boolean;
   /**
@@ -372,6 +390,15 @@ export class NativeDense implements DenseKernels {
       this.#useHelpers && (m >= this.#helperMinM || weight.bytes.byteLength >= this.#helperMinBytes) ? 1 : 0,
     );
     return y;
+  }
+
+  /** A GGUF's q4_0 / q8_0 experts read in place (experts-native.ts), else null. */
+  expertsInPlace(
+    gate: readonly HostTensor[],
+    up: readonly HostTensor[],
+    down: readonly HostTensor[],
+  ): ExpertsInPlace | null {
+    return nativeExpertsInPlace(this.#addon, gate, up, down, this.#useHelpers);
   }
 
   async dispose(): Promise<void> {}
