@@ -429,27 +429,31 @@ async function main(): Promise<void> {
     start('serve', M100),
     needUp ? start('up', M100) : Promise.resolve(undefined),
   ]);
+  let timed: Proc | undefined;
   try {
     await findings12(serve);
     // Finding 3's timing sockets are watched while the rest runs (70 s), on their own serve so that
     // the floods and the cap cannot close them early.
-    const timed = wanted('3a') ? await start('serve', M100) : undefined;
-    const timing =
-      timed === undefined ? Promise.resolve() : finding3a(timed).finally(() => timed.child.kill('SIGTERM'));
+    timed = wanted('3a') ? await start('serve', M100) : undefined;
+    const timing = timed === undefined ? Promise.resolve() : finding3a(timed);
     if (up !== undefined && wanted('4')) await finding4(up);
     await finding6(serve);
     await findings7(serve, wanted, add);
     if (['3b', '3c', '3d'].some(wanted)) await finding3caps(serve, up);
     await timing;
+  } catch (error) {
+    console.error(error);
+    process.exitCode = 1;
   } finally {
     serve.child.kill('SIGTERM');
     up?.child.kill('SIGTERM');
+    timed?.child.kill('SIGTERM');
   }
   console.log(`load average at the end: ${load()}`);
   console.log('\n| # | finding | before (issue 33) | after (this run) |\n|---|---|---|---|');
   const cell = (t: string): string => t.replaceAll('|', '\\|');
   for (const r of rows) console.log(`| ${r.id} | ${cell(r.finding)} | ${cell(r.before)} | ${cell(r.after)} |`);
-  process.exit(0);
+  process.exit(process.exitCode ?? 0);
 }
 
 await main();

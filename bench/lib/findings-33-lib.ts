@@ -44,13 +44,15 @@ export async function start(
   ];
   const child =
     shellPrefix === ''
-      ? spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'inherit'] })
+      ? spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'pipe'] })
       : spawn('bash', ['-c', `${shellPrefix}; exec "$0" "$@"`, process.execPath, ...argv], {
-          stdio: ['ignore', 'pipe', 'inherit'],
+          stdio: ['ignore', 'pipe', 'pipe'],
         });
   const proc = { url: '', child, out: '' };
   return new Promise((resolve, reject) => {
     child.on('exit', (code) => reject(new Error(`${command} exited with code ${code} before listening`)));
+    // `up` forwards its workers' lines (the decode's cluster listener among them) on either stream.
+    child.stderr?.on('data', (d: Buffer) => (proc.out += d.toString()));
     child.stdout?.on('data', (d: Buffer) => {
       proc.out += d.toString();
       const re =
