@@ -13,6 +13,8 @@
 // budget); `loose`, TESSERA_FAULT=loose-shared-budget (steps keep the lone tenant's budget while
 // B shares the node: the default before defence 58); `closes`, TESSERA_FAULT=budget-closes-
 // admission (A's long head, out of time in the step, stops B's start too: defence 59 off);
+// `window`, TESSERA_FAULT=plan-count-shared-window (the shared window after B's last request is
+// 16 plans only, not also a second of steps: on a prefill worker it closed between B's requests);
 // `fcfs`, TESSERA_FAULT=no-tenant-fairness (first come first served). Default: fair, loose,
 // before, fcfs.
 // A's throughput is measured twice per round: beside B (while B is measured) and alone (A's
@@ -27,7 +29,8 @@
 // A's flood within 2x of B's p99 alone.
 //
 //   node --import ./bench/lib/register-ts.mjs bench/fair.ts [--samples 40] [--flood 24] [--rounds 3]
-//        [--max-step-ms auto|off|MS] [--a-alone-ms 4000] [--only fair,loose,closes,before,split,unbounded,crowded,fcfs]
+//        [--max-step-ms auto|off|MS] [--a-alone-ms 4000] [--only fair,loose,closes,window,before,split,unbounded,crowded,fcfs]
+//        [--breakdown (target up: B's TTFT split by hop from the cluster's protocol trace; bench/lib/fair-breakdown.ts)]
 //        [--target serve|up] [--server-args '--chunked-prefill-size 64 ...' (more flags for serve or up)]
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { setMaxListeners } from 'node:events';
@@ -36,6 +39,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { Rng } from '../src/core/index.js';
+import { breakdownLines, type BRequest } from './lib/fair-breakdown.js';
 
 const args = process.argv.slice(2);
 const flag = (name: string): string | undefined => {
@@ -51,6 +55,9 @@ const A_ALONE_MS = Number(flag('--a-alone-ms') ?? 4000);
 const TARGET = flag('--target') ?? 'serve';
 const SERVER_ARGS = (flag('--server-args') ?? '').split(' ').filter((a) => a !== '');
 if (TARGET !== 'serve' && TARGET !== 'up') throw new Error(`--target: serve or up, not ${TARGET}`);
+/** --breakdown (target up): every process traces the protocol (TESSERA_TRACE_DIR), and B's TTFT is split by hop. */
+const BREAKDOWN = args.includes('--breakdown');
+if (BREAKDOWN && TARGET !== 'up') throw new Error('--breakdown is for --target up');
 const MODEL = '/tmp/m100.gguf';
 const KEY_A = 'sk-bench-fair-alice';
 const KEY_B = 'sk-bench-fair-bob';
@@ -69,6 +76,7 @@ function ensureModel(): void {
 async function startServer(
   keysFile: string,
   faults: string | undefined,
+  traceDir: string | undefined,
 ): Promise<{ url: string; child: ChildProcess }> {
   const child = spawn(
     process.execPath,
@@ -90,7 +98,11 @@ async function startServer(
     ],
     {
       stdio: ['ignore', 'pipe', 'inherit'],
-      env: { ...process.env, ...(faults === undefined ? {} : { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: faults }) },
+      env: {
+        ...process.env,
+        ...(faults === undefined ? {} : { TESSERA_ALLOW_FAULTS: '1', TESSERA_FAULT: faults }),
+        ...(traceDir === undefined ? {} : { TESSERA_TRACE_DIR: traceDir }),
+      },
     },
   );
   let out = '';
@@ -197,11 +209,13 @@ async function phase(url: string, run: () => Promise<number[]>): Promise<Phase> 
 }
 
 /** B's short requests, one after another (two warm-ups first, not counted); their TTFTs. */
-async function tenantB(client: OpenAI, rng: Rng): Promise<number[]> {
+async function tenantB(client: OpenAI, rng: Rng, record?: { list: BRequest[]; beside: boolean }): Promise<number[]> {
   const ttfts: number[] = [];
   for (let i = 0; i < SAMPLES + 2; i++) {
+    const startMs = performance.timeOrigin + performance.now();
     const ms = await ttftOf(client, `question ${i}: ${words(rng, 8)}`, 8);
     if (i >= 2) ttfts.push(ms);
+    if (i >= 2) record?.list.push({ startMs, firstMs: startMs + ms, beside: record.beside });
   }
   return ttfts;
 }
@@ -269,10 +283,14 @@ interface Subject {
   readonly b: OpenAI;
   readonly rng: Rng;
   readonly result: Result;
+  /** --breakdown: the cluster's trace directory and B's requests (epoch ms). */
+  readonly traceDir: string | undefined;
+  readonly bRequests: BRequest[];
 }
 
 async function subjectOf(mode: Mode, keysFile: string): Promise<Subject> {
-  const { url, child } = await startServer(keysFile, MODES[mode].fault);
+  const traceDir = BREAKDOWN ? mkdtempSync(join(tmpdir(), `tessera-bench-fair-trace-${mode}-`)) : undefined;
+  const { url, child } = await startServer(keysFile, MODES[mode].fault, traceDir);
   const opts = { baseURL: `${url}/v1`, maxRetries: 0, timeout: 600_000 };
   return {
     url,
@@ -281,12 +299,14 @@ async function subjectOf(mode: Mode, keysFile: string): Promise<Subject> {
     b: new OpenAI({ ...opts, apiKey: KEY_B }),
     rng: new Rng(33),
     result: { rounds: [], aTokens: 0, aMs: 0, aAloneTokens: 0, aAloneMs: 0 },
+    traceDir,
+    bRequests: [],
   };
 }
 
 /** One round on one server: B alone, then B beside A's flood (started for the round, stopped after it). */
 async function round(s: Subject): Promise<void> {
-  const alone = await phase(s.url, () => tenantB(s.b, s.rng));
+  const alone = await phase(s.url, () => tenantB(s.b, s.rng, { list: s.bRequests, beside: false }));
   const stop = new AbortController();
   setMaxListeners(0, stop.signal); // the openai client adds listeners per A request (and per retry of its body)
   const flood = floodA(s.a, s.rng, stop);
@@ -299,7 +319,7 @@ async function round(s: Subject): Promise<void> {
   s.result.aAloneTokens += (await aTokensSoFar(s.url)) - aloneBefore;
   s.result.aAloneMs += performance.now() - aloneStart;
   const tokensBefore = await aTokensSoFar(s.url);
-  const withFlood = await phase(s.url, () => tenantB(s.b, s.rng));
+  const withFlood = await phase(s.url, () => tenantB(s.b, s.rng, { list: s.bRequests, beside: true }));
   s.result.aTokens += (await aTokensSoFar(s.url)) - tokensBefore;
   s.result.aMs += withFlood.wallMs;
   stop.abort();
@@ -316,11 +336,12 @@ async function aTokensSoFar(url: string): Promise<number> {
   return Number(line?.split(' ')[1] ?? 0);
 }
 
-type Mode = 'fair' | 'loose' | 'closes' | 'before' | 'split' | 'unbounded' | 'crowded' | 'fcfs';
+type Mode = 'fair' | 'loose' | 'closes' | 'window' | 'before' | 'split' | 'unbounded' | 'crowded' | 'fcfs';
 const MODES: Record<Mode, { readonly name: string; readonly fault: string | undefined }> = {
   fair: { name: 'fair (as it is)', fault: undefined },
   loose: { name: 'fair, loose-shared-budget', fault: 'loose-shared-budget' },
   closes: { name: 'fair, budget-closes-admission', fault: 'budget-closes-admission' },
+  window: { name: 'fair, plan-count-shared-window', fault: 'plan-count-shared-window' },
   before: { name: 'fair, both faults (before)', fault: 'split-short-prompts,unbounded-shared-steps' },
   split: { name: 'fair, split-short-prompts', fault: 'split-short-prompts' },
   unbounded: { name: 'fair, unbounded-shared-steps', fault: 'unbounded-shared-steps' },
@@ -381,6 +402,8 @@ async function main(): Promise<void> {
             : ''),
       );
     }
+    const traced = subjects[index] as Subject;
+    if (traced.traceDir !== undefined) details.push(...breakdownLines(mode, traced.traceDir, traced.bRequests));
     for (const [when, p] of [
       ['alone', joined(r.rounds.map((x) => x.alone))],
       ['beside A', joined(r.rounds.map((x) => x.flood))],

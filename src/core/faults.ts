@@ -110,6 +110,8 @@ export const FAULT_NAMES = [
   'split-short-prompts',
   /** A step without decodes takes a whole chunk (chunkedPrefillSize) even while several tenants share the node, not a budgeted one. */
   'unbounded-shared-steps',
+  /** The shared window after two tenants had requests lasts SHARED_WINDOW_STEPS plans only, not also SHARED_WINDOW_MS of steps (w6-fair). */
+  'plan-count-shared-window',
   /** Decode reserves pages for the prompt alone, not for the whole output, before the 200 (a started stream may end `overloaded`). */
   'skip-output-reservation',
   /** With API keys, /health tells anyone its detail (a router's workers, their internal addresses and loads), not only the admin key. */

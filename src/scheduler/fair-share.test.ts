@@ -210,18 +210,31 @@ describe('short prompts beside decodes (the step budget does not split them)', (
 describe('steps without decodes while tenants share the node (budgeted, not a whole chunk)', () => {
   const limit: PrefillLimit = { ...tokenCap(() => 16), maxSharedChunk: () => 8 };
 
-  /** A's 900-token prompt alone, then B's 3-token request (one token out) beside it: the size of A's chunk in each plan. */
-  const run = (o: HarnessOptions): number[] => {
-    const h = new SchedulerHarness({ chunkedPrefillSize: 32, numPages: 300, contextLength: 1024, cache: false, ...o });
+  /**
+   * A's 900-token prompt alone, then B's 3-token request (one token out) beside it: the size of
+   * A's chunk in each of `plans` plans after. Steps of 100 ms unless `o.stepMs` says otherwise
+   * (the window's second of steps passes within its 16 plans).
+   */
+  const run = (o: HarnessOptions, plans = 17): number[] => {
+    const h = new SchedulerHarness({
+      chunkedPrefillSize: 32,
+      numPages: 300,
+      contextLength: 1024,
+      cache: false,
+      stepMs: 100,
+      ...o,
+    });
     h.admit('a', 'A', range(100, 900), 2);
     const sizes: number[] = [];
     const step = (): void => {
       const items = h.step(limit).plan.items;
       sizes.push(items.find((i) => i.rid === ('a' as RequestId))?.tokens.length ?? 0);
+      // Prefill role: decode's Ack for B's transfer comes right after it (B's request leaves the node).
+      if (h.scheduler.view('b' as RequestId)?.state === 'held') h.scheduler.release('b' as RequestId);
     };
     step();
     h.admit('b', 'B', range(5000, 3), 1);
-    for (let i = 0; i < 17; i++) step();
+    for (let i = 0; i < plans; i++) step();
     expect(h.ended.get('b' as RequestId)?.kind).toBe(o.role === 'prefill' ? 'prefilled' : 'finished');
     return sizes;
   };
@@ -233,12 +246,27 @@ describe('steps without decodes while tenants share the node (budgeted, not a wh
   });
 
   it('does so on a prefill worker too (fault unbounded-shared-steps: whole chunks)', () => {
-    // B's request leaves a prefill worker with its prompt (one plan before it would finish on serve): 16 plans after that one.
-    expect(run({ role: 'prefill' })).toEqual([32, ...Array.from({ length: 17 }, () => 8)]);
+    // B's request leaves a prefill worker at decode's Ack for its prompt, right after its one plan.
+    expect(run({ role: 'prefill' })).toEqual([32, ...Array.from({ length: 16 }, () => 8), 32]);
     expect(run({ role: 'prefill', faults: new FaultSet(['unbounded-shared-steps']) })).toEqual([
       32,
       29,
       ...Array.from({ length: 16 }, () => 32),
+    ]);
+  });
+
+  it('on a prefill worker with short steps, stays shared for a second of steps after B left, not 16 plans (fault plan-count-shared-window: 16 plans)', () => {
+    // Steps of 10 ms: B's request leaves with its prompt after the first shared plan; the window
+    // closes 100 plans (1000 ms of steps, counted once B has gone: B's decode elsewhere and its client's turn) after it.
+    // With the plan count alone it closed 16 plans after, and on bench:fair --target up B's next
+    // request found a whole 256-token chunk in flight.
+    const o = { role: 'prefill' as const, stepMs: 10 };
+    expect(run(o, 102)).toEqual([32, ...Array.from({ length: 101 }, () => 8), 32]);
+    // (A's 900 tokens are all computed 40 plans in: the first 20 plans are compared.)
+    expect(run({ ...o, faults: new FaultSet(['plan-count-shared-window']) }, 102).slice(0, 20)).toEqual([
+      32,
+      ...Array.from({ length: 16 }, () => 8),
+      ...Array.from({ length: 3 }, () => 32),
     ]);
   });
 
@@ -294,7 +322,14 @@ describe('every step while tenants share the node (held to the shared budget, a 
    * tokens out) arrives before the 4th and ends in the 9th: the size of a2's chunk in each plan.
    */
   const run = (o: HarnessOptions, withB: boolean): number[] => {
-    const h = new SchedulerHarness({ chunkedPrefillSize: 64, numPages: 300, contextLength: 1024, cache: false, ...o });
+    const h = new SchedulerHarness({
+      chunkedPrefillSize: 64,
+      numPages: 300,
+      contextLength: 1024,
+      cache: false,
+      stepMs: 100, // the window's second of steps passes within its 16 plans
+      ...o,
+    });
     h.admit('a1', 'A', range(100, 4), 40);
     h.step(limit);
     h.admit('a2', 'A', range(200, 600), 2);
@@ -308,7 +343,7 @@ describe('every step while tenants share the node (held to the shared budget, a 
   };
   const times = (n: number, size: number): number[] => Array.from({ length: n }, () => size);
 
-  it('shrinks while another tenant has a request here and for 16 plans after, then returns to the full budget (fault loose-shared-budget: full throughout)', () => {
+  it('shrinks while another tenant has a request here and for 16 plans after, then returns to the full budget (fault loose-shared-budget: full)', () => {
     // B's request is here for plans 4-9 (its prefill rides in the 4th, beside 6 of A's tokens); the window holds to the 24th.
     expect(run({}, true)).toEqual([...times(3, 16), 6, ...times(20, 8), ...times(6, 16)]);
     expect(run({ faults: new FaultSet(['loose-shared-budget']) }, true)).toEqual([

@@ -76,8 +76,10 @@ export class Scheduler {
   #numPreemptions = 0;
   #numDrafted = 0;
   #numAccepted = 0;
-  /** Steps left in which the node counts as shared by several tenants (SHARED_WINDOW_STEPS after the last). */
+  /** Plans left in which the node counts as shared by several tenants (SHARED_WINDOW_STEPS after the last). */
   #sharedStepsLeft = 0;
+  /** Milliseconds of steps left in which it still counts as shared (SHARED_WINDOW_MS after the last; observeStepCost counts them down). */
+  #sharedMsLeft = 0;
 
   constructor(options: SchedulerOptions) {
     const { pool, pageSize, contextLength, maxRunningRequests, chunkedPrefillSize, maxWaiting } = options;
@@ -311,19 +313,27 @@ export class Scheduler {
 
   /**
    * Whether several tenants share the node for this plan: two or more have requests now, or had
-   * within the last SHARED_WINDOW_STEPS plans (a tenant between two of its requests, whose next
-   * arrives a few ms after its last ended, still counts). Co-located and prefill nodes: on a
-   * prefill node another tenant's short prompt waits out the chunk in flight too, and a whole
-   * 256-token chunk there was most of its time to first token through a cluster (bench:fair
-   * --target up, loaded machine: B's p50 17x alone with whole chunks, 1.65x budgeted; A's
-   * prefill throughput pays while B is active). A decode node never prefills.
+   * within the last SHARED_WINDOW_STEPS plans and SHARED_WINDOW_MS of steps (a tenant between two
+   * of its requests, whose next arrives a while after its last ended, still counts). Co-located
+   * and prefill nodes: on a prefill node another tenant's short prompt waits out the chunk in
+   * flight too, and a whole 256-token chunk there was most of its time to first token through a
+   * cluster (bench:fair --target up, loaded machine: B's p50 17x alone with whole chunks, 1.65x
+   * budgeted; A's prefill throughput pays while B is active). A decode node never prefills.
+   * The window is also in step time because on a prefill node B's request leaves with its prompt:
+   * the node sees A alone for all of B's decode and B's client's turn, and 16 shared plans
+   * (~10 ms each on m100) were over before B's next request came (bench:fair --target up
+   * --breakdown, traced: the plan count ran out 155 ms after B's last request left, the next step
+   * was a whole 256-token chunk of 160 ms, and B's next request waited it out: 175 ms on the
+   * prefill node against ~16 alone, the p99). Fault `plan-count-shared-window`: plans only.
    * Fault `unbounded-shared-steps`: never.
    */
   #shared(): boolean {
     if (this.role === 'decode' || this.#options.faults.has('unbounded-shared-steps')) return false;
-    if (this.#book.counters.numActive >= 2) this.#sharedStepsLeft = SHARED_WINDOW_STEPS;
-    else if (this.#sharedStepsLeft > 0) this.#sharedStepsLeft--;
-    return this.#sharedStepsLeft > 0;
+    if (this.#book.counters.numActive >= 2) {
+      this.#sharedStepsLeft = SHARED_WINDOW_STEPS;
+      this.#sharedMsLeft = this.#options.faults.has('plan-count-shared-window') ? 0 : SHARED_WINDOW_MS;
+    } else if (this.#sharedStepsLeft > 0) this.#sharedStepsLeft--;
+    return this.#sharedStepsLeft > 0 || this.#sharedMsLeft > 0;
   }
 
   /** The runner's results for the step in flight, one per item; returns what happened. */
@@ -529,9 +539,12 @@ export class Scheduler {
 
   /**
    * A step the worker ran: its tokens over all items, attention pairs and milliseconds, for the
-   * cost of verifying drafts (spec-cost.ts). Nothing without speculation.
+   * cost of verifying drafts (spec-cost.ts; nothing without speculation), and for the shared
+   * window's step time (#shared).
    */
   observeStepCost(numTokens: number, ms: number, numPairs: number): void {
+    // The shared window's step time runs only while no second tenant is here (#shared sets it again).
+    if (this.#book.counters.numActive < 2 && ms > 0) this.#sharedMsLeft = Math.max(0, this.#sharedMsLeft - ms);
     this.#book.specCost?.observe(numTokens, ms, numPairs);
   }
 
@@ -570,6 +583,15 @@ export class Scheduler {
 
 /** Plans after the last moment two tenants had requests here during which steps without decodes stay budgeted. */
 export const SHARED_WINDOW_STEPS = 16;
+
+/**
+ * Milliseconds of steps after the last moment two tenants had requests here during which steps
+ * stay budgeted too (with SHARED_WINDOW_STEPS: the longer of the two). Measured on bench:fair
+ * --target up (quiet 2-core machine): B's next request reached the prefill node 50-265 ms after
+ * its last left; a second covers that with room for a loaded machine, and costs a tenant left
+ * alone at most a second of shared steps.
+ */
+export const SHARED_WINDOW_MS = 1000;
 
 /** A decode node cannot recompute a prompt it never saw: the request it would preempt fails. */
 function preemptedOnDecode(rid: RequestId): TesseraError {

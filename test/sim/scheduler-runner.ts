@@ -183,6 +183,8 @@ export interface HarnessOptions {
   readonly forgetLastStamp?: boolean;
   /** Prompt-lookup speculation for decodes; rejected positions rolled back unless keep-rejected-stamps. */
   readonly speculation?: SpecOptions;
+  /** Each step's milliseconds, reported as the engine loop does (observeStepCost); none: no step times. */
+  readonly stepMs?: number;
 }
 
 /** A scheduler on a tiny pool with a fake runner, stepping the loop a worker runs and checking integrity around every step. */
@@ -198,6 +200,7 @@ export class SchedulerHarness {
   readonly events: SchedulerEvent[] = [];
   numSteps = 0;
   readonly #faults: FaultSet;
+  readonly #stepMs: number | undefined;
 
   constructor(o: HarnessOptions = {}) {
     const faults = o.faults ?? NO_FAULTS;
@@ -221,6 +224,7 @@ export class SchedulerHarness {
       ...(o.speculation === undefined ? {} : { speculation: o.speculation }),
     });
     this.#faults = faults;
+    this.#stepMs = o.stepMs;
     this.runner = new FakeRunner({
       pool: this.pool,
       tokensOf: (rid) => this.known.get(rid) ?? [],
@@ -267,6 +271,10 @@ export class SchedulerHarness {
     this.record(plan.events);
     const results = plan.items.length > 0 ? this.run(plan.items) : [];
     const events = plan.items.length > 0 ? this.scheduler.complete(results) : [];
+    if (this.#stepMs !== undefined && plan.items.length > 0) {
+      const numTokens = plan.items.reduce((n, item) => n + item.tokens.length, 0);
+      this.scheduler.observeStepCost(numTokens, this.#stepMs, 0);
+    }
     this.record(events);
     this.scheduler.checkIntegrity();
     this.numSteps++;
