@@ -123,7 +123,18 @@ export class PeerTransport implements Transport {
         this.#stats.undeliverable++;
         return;
       }
-      c = this.#connect(this.#dialPipe(peer), 'dialer', peer);
+      let pipe: Pipe;
+      try {
+        pipe = this.#dialPipe(peer);
+      } catch (error) {
+        // A peer that reached us but is no address to dial (a router's id, once its connection
+        // closed): the message is dropped and the peer reported gone, as a refused dial would be.
+        this.#stats.undeliverable++;
+        const reason = `cannot dial ${peer}: ${error instanceof Error ? error.message : String(error)}`;
+        queueMicrotask(() => this.#options.handlers.closed(peer, reason));
+        return;
+      }
+      c = this.#connect(pipe, 'dialer', peer);
       this.#byPeer.set(peer, c);
     }
     c.send(message);

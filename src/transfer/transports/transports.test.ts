@@ -267,4 +267,15 @@ describe.each([
     await router.recorder.untilEvent(/closed/);
     expect(router.recorder.events).toHaveLength(1);
   });
+
+  it('drops a message to a peer that left and is no address to dial (a router), reports it closed, and serves on', async () => {
+    h = makeHarness();
+    const decode = await h.node({ dial: false });
+    const prefill = await h.node({ dial: true });
+    expect(() => prefill.transport.send('router-vm-1', ack(0))).not.toThrow();
+    await prefill.recorder.untilEvent(/closed router-vm-1/);
+    prefill.transport.send(decode.transport.nodeId, ack(1));
+    await decode.recorder.untilEvent(/message/);
+    expect(decode.recorder.messages).toHaveLength(1);
+  });
 });
