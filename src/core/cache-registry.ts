@@ -32,8 +32,8 @@ export const CACHES: readonly CacheDeclaration[] = [
     name: 'prefix cache',
     sites: [
       'src/pages/prefix-cache.ts:class PrefixCache',
-      'src/pages/prefix-cache.ts:#roots',
-      'src/pages/prefix-cache.ts:#nodes',
+      'src/pages/prefix-tree.ts:#roots',
+      'src/pages/prefix-tree.ts:#nodes',
       'src/pages/prefix-cache.ts:#spilled',
       'src/pages/block-hashes.ts:#memos',
       'src/pages/block-hashes.ts:#tags',
@@ -44,7 +44,7 @@ export const CACHES: readonly CacheDeclaration[] = [
   },
   {
     name: 'peer lookup',
-    sites: ['src/pages/prefix-cache.ts:#byPath'],
+    sites: ['src/pages/prefix-tree.ts:#byPath'],
     key: "byPath is keyed by (the tenant's root, path hash): a peer's PrefixFetch finds only its namespace's pages",
     faults: ['prefix-key-without-tenant'],
   },
@@ -134,6 +134,10 @@ export const NOT_CACHES: readonly StateDeclaration[] = [
   {
     site: 'src/engine/lora.ts:#adapters',
     why: "loaded LoRA adapters' weights by name (model, not requests; their KV is keyed by digest: kvTenantOf)",
+  },
+  {
+    site: 'src/engine/lora-rows.ts:transposed',
+    why: "each LoRA pair's B transposed for the native kernel, keyed weakly by the pair (adapter weights, no request data)",
   },
   {
     site: 'src/worker/lora-registry.ts:#entries',
