@@ -24,6 +24,7 @@
 //   node --import ./bench/lib/register-ts.mjs bench/serve.ts [--quick] [--concurrency 1,4,16]
 //        [--input-len 128] [--output-len 64] [--prompts-per-client 4] [--models m100:q4_0]
 //        [--model PATH] [--deterministic] [--no-llama] [--against-decode] [--llama-logit-bias none]
+//        [--tessera-args '--max-step-ms 40']
 // --models: gen-model preset:dtype pairs (files cached in BENCH_MODEL_DIR, default
 // bench/results/models), default m100:q4_0; --model PATH: one GGUF file instead.
 // llama-server gets -np = the largest concurrency and that many slots of input + output + 16 tokens.
@@ -59,9 +60,13 @@ const DETERMINISTIC = args.includes('--deterministic');
 const AGAINST_DECODE = args.includes('--against-decode');
 const AGAINST_BATCH = 16;
 const LLAMA_BIAS = flag('--llama-logit-bias') !== 'none';
+/** --tessera-args '--max-step-ms 40': more options for `tessera serve` (printed in the header). */
+const TESSERA_ARGS = (flag('--tessera-args') ?? '').split(' ').filter((a) => a !== '');
 const THREADS = availableParallelism();
 const HOME = process.env['TESSERA_HOME'] ?? join(homedir(), '.cache', 'tessera');
 const NAME = 'bench-model';
+/** Opens /dashboard/state, whose engine-loop counters give where a level's wall time went. */
+const ADMIN_KEY = `bench-serve-admin-${process.pid}`;
 
 /** The models to serve: --model PATH, else --models' presets (cached files). */
 async function models(): Promise<{ label: string; path: string }[]> {
@@ -94,7 +99,10 @@ async function startTessera(model: string): Promise<Server> {
       '0',
       '--max-running-requests',
       maxRunning,
+      '--admin-key',
+      ADMIN_KEY,
       ...(DETERMINISTIC ? ['--deterministic'] : []),
+      ...TESSERA_ARGS,
     ],
     { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TESSERA_HOME: HOME } },
   );
@@ -112,6 +120,41 @@ async function startTessera(model: string): Promise<Server> {
       if (url !== undefined) resolve({ url, stop, kernels: /\(([^)]*ops[^)]*)\)/.exec(out)?.[1] ?? '?' });
     });
   });
+}
+
+interface LoopCounters {
+  readonly numSteps: number;
+  readonly numTokensSampled: number;
+  readonly stepMsTotal: number;
+  readonly numItemsStepped: number;
+}
+
+/** Tessera's engine-loop counters (/dashboard/state), or null where the page does not answer. */
+async function loopCounters(url: string): Promise<LoopCounters | null> {
+  try {
+    const res = await fetch(`${url}/dashboard/state?key=${ADMIN_KEY}`);
+    if (res.status !== 200) return null;
+    const view = (await res.json()) as { map?: { loop?: LoopCounters } };
+    return view.map?.loop ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/** Where a Tessera level's time went: steps, time inside runner.step against the level's wall time. */
+function loopShare(before: LoopCounters | null, after: LoopCounters | null, level: Level) {
+  if (before === null || after === null) return null;
+  const steps = after.numSteps - before.numSteps;
+  const stepMs = after.stepMsTotal - before.stepMsTotal;
+  return {
+    steps,
+    stepMs,
+    /** Time inside runner.step over the level's wall time (its warm-up request included in the steps). */
+    stepShare: stepMs / (level.durationS * 1000),
+    meanStepMs: stepMs / steps,
+    itemsPerStep: (after.numItemsStepped - before.numItemsStepped) / steps,
+    sampled: after.numTokensSampled - before.numTokensSampled,
+  };
 }
 
 /** The ids of the byte tokens <0x80> .. <0xFF> in the GGUF's vocabulary (none in a byte-level BPE one). */
@@ -157,7 +200,7 @@ const shape: LoadShape = {
 };
 console.log(
   `# Serving benchmark on ${cpus()[0]?.model ?? '?'} x ${THREADS} (load average ${loadavg()[0]!.toFixed(1)}); input ${INPUT_LEN}, output ${OUTPUT_LEN} tokens, greedy, ignore_eos; ` +
-    `tessera serve beside ${bin === null ? 'nothing' : `llama-server -np ${Math.max(...CONCURRENCY)} -t ${THREADS}`}, taking turns per level`,
+    `tessera serve${TESSERA_ARGS.length === 0 ? '' : ` ${TESSERA_ARGS.join(' ')}`} beside ${bin === null ? 'nothing' : `llama-server -np ${Math.max(...CONCURRENCY)} -t ${THREADS}`}, taking turns per level`,
 );
 
 interface ModelRun {
@@ -165,6 +208,8 @@ interface ModelRun {
   readonly path: string;
   readonly kernels: string;
   readonly tessera: Level[];
+  /** Per level: Tessera's engine-loop counters over it (null: /dashboard/state did not answer). */
+  readonly tesseraLoop: (ReturnType<typeof loopShare> | null)[];
   readonly llama: Level[];
   /** Byte tokens llama-server's requests bias to -inf (see the header). */
   readonly llamaBannedTokens: number;
@@ -184,6 +229,7 @@ for (const { label, path } of await models()) {
     path,
     kernels: tessera.kernels,
     tessera: [],
+    tesseraLoop: [],
     llama: [],
     llamaBannedTokens: banned.length,
     unsound: [],
@@ -206,9 +252,18 @@ for (const { label, path } of await models()) {
               'which its Content-only parser would reject',
       );
     for (const c of CONCURRENCY) {
+      const countersBefore = await loopCounters(tessera.url);
       const ours = await runLevel(tessera.url, shape, c, c);
+      const share = loopShare(countersBefore, await loopCounters(tessera.url), ours);
       run.tessera.push(ours);
+      run.tesseraLoop.push(share);
       printLevel('tessera', ours);
+      if (share !== null)
+        console.log(
+          `tessera's engine loop: ${share.steps} steps, ${share.stepMs.toFixed(0)} ms inside runner.step = ` +
+            `${(100 * share.stepShare).toFixed(0)}% of the level's ${ours.durationS.toFixed(2)} s; ` +
+            `mean step ${share.meanStepMs.toFixed(2)} ms, ${share.itemsPerStep.toFixed(1)} items/step, ${share.sampled} tokens sampled`,
+        );
       if (llama !== null) {
         const theirs = await runLevel(llama.url, shape, c, c, llamaExtra);
         run.llama.push(theirs);
