@@ -161,7 +161,9 @@ function loopShare(before: LoopCounters | null, after: LoopCounters | null, leve
 async function highByteTokens(model: string): Promise<number[]> {
   const tokens = readGguf(new Uint8Array(await readFile(model)), model).metadata.get('tokenizer.ggml.tokens');
   if (tokens?.type !== 'array') return [];
-  return tokens.items.flatMap((piece, id) => (typeof piece === 'string' && /^<0x[89A-F][0-9A-F]>$/.test(piece) ? [id] : []));
+  return tokens.items.flatMap((piece, id) =>
+    typeof piece === 'string' && /^<0x[89A-F][0-9A-F]>$/.test(piece) ? [id] : [],
+  );
 }
 
 /** bench:decode's figure in this process: decode tok/s of AGAINST_BATCH requests, best of `runs`. */

@@ -29,7 +29,12 @@ interface RequestResult {
   readonly inputTokens: number;
 }
 
-async function oneRequest(client: OpenAI, shape: LoadShape, prompt: number[], extra: ExtraBody): Promise<RequestResult> {
+async function oneRequest(
+  client: OpenAI,
+  shape: LoadShape,
+  prompt: number[],
+  extra: ExtraBody,
+): Promise<RequestResult> {
   const start = performance.now();
   const stream = (await client.completions.create({
     ...extra,
@@ -86,7 +91,13 @@ const stats = (xs: readonly number[]) => ({ mean: mean(xs), median: percentile(x
  * One level: `concurrency` clients, each sending promptsPerClient requests one after another
  * (prompts from `seed`: the same for every server), each request with `extra`'s fields added.
  */
-export async function runLevel(url: string, shape: LoadShape, concurrency: number, seed: number, extra: ExtraBody = {}) {
+export async function runLevel(
+  url: string,
+  shape: LoadShape,
+  concurrency: number,
+  seed: number,
+  extra: ExtraBody = {},
+) {
   const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'none', maxRetries: 0, timeout: 600_000 });
   const rng = new Rng(seed);
   const numPrompts = concurrency * shape.promptsPerClient;
