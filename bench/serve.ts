@@ -8,9 +8,23 @@
 // the comparison table (model | measure | Tessera | llama.cpp | ratio), written to
 // bench/results/serve-<time>.json. A benchmark, not a test: it asserts nothing about speed.
 //
+// Like for like: both servers get the same prompts and max_tokens with ignore_eos, and a request
+// counts only when its usage says it generated exactly max_tokens (bench/lib/serve-load.ts).
+// llama-server's completions run their text through common/chat.cpp's Content-only parser, which
+// fails on text that is not valid UTF-8 (common/peg-parser.cpp) and answers HTTP 500 "The model
+// produced output that does not match the expected Content-only format": on a random-weight model
+// with SentencePiece byte tokens, about one request in five of 64 tokens samples a lone byte
+// 0x80-0xFF. So llama-server's requests carry a logit_bias of -inf on those byte tokens (<0x80> ..
+// <0xFF>, found in the GGUF's vocabulary): its sampler already applies a logit_bias on every token
+// with ignore_eos (its end-of-generation tokens), so this adds 128 additions to a pass over the
+// vocabulary, and no request fails. Tessera accepts no logit_bias and needs none (its text output
+// keeps invalid bytes as U+FFFD). --llama-logit-bias none sends none (the failures come back,
+// counted per side). A level where either side failed requests is marked not like for like.
+//
 //   node --import ./bench/lib/register-ts.mjs bench/serve.ts [--quick] [--concurrency 1,4,16]
 //        [--input-len 128] [--output-len 64] [--prompts-per-client 4] [--models m100:q4_0]
-//        [--model PATH] [--deterministic] [--no-llama] [--against-decode]
+//        [--model PATH] [--deterministic] [--no-llama] [--against-decode] [--llama-logit-bias none]
+//        [--tessera-args '--max-step-ms 40']
 // --models: gen-model preset:dtype pairs (files cached in BENCH_MODEL_DIR, default
 // bench/results/models), default m100:q4_0; --model PATH: one GGUF file instead.
 // llama-server gets -np = the largest concurrency and that many slots of input + output + 16 tokens.
@@ -20,14 +34,15 @@
 // concurrency-16 throughput beside it: the output token throughput (prefill and request turnover
 // included) and the decode rate (16 / median TPOT), each as a fraction of the decode figure.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { availableParallelism, cpus, homedir, loadavg } from 'node:os';
 import { basename, join } from 'node:path';
 import { Rng, samplingParams } from '../src/core/index.js';
+import { readGguf } from '../src/formats/index.js';
 import { createEngine, generate } from '../src/engine/index.js';
 import { loadModel } from '../src/model/index.js';
 import { startLlamaServer, llamaNativeBin, type LlamaServer } from './lib/llama-native.js';
-import { printLevel, runLevel, type Level, type LoadShape } from './lib/serve-load.js';
+import { printLevel, runLevel, type ExtraBody, type Level, type LoadShape } from './lib/serve-load.js';
 import { linePanelsSvg, svgPathFor } from './lib/svg-plot.js';
 import { benchModel, parseModels, printYardstick, ratioOf, specLabel, type YardstickRow } from './lib/yardstick.js';
 
@@ -44,9 +59,14 @@ const PROMPTS_PER_CLIENT = Number(flag('--prompts-per-client') ?? (quick ? 2 : 4
 const DETERMINISTIC = args.includes('--deterministic');
 const AGAINST_DECODE = args.includes('--against-decode');
 const AGAINST_BATCH = 16;
+const LLAMA_BIAS = flag('--llama-logit-bias') !== 'none';
+/** --tessera-args '--max-step-ms 40': more options for `tessera serve` (printed in the header). */
+const TESSERA_ARGS = (flag('--tessera-args') ?? '').split(' ').filter((a) => a !== '');
 const THREADS = availableParallelism();
 const HOME = process.env['TESSERA_HOME'] ?? join(homedir(), '.cache', 'tessera');
 const NAME = 'bench-model';
+/** Opens /dashboard/state, whose engine-loop counters give where a level's wall time went. */
+const ADMIN_KEY = `bench-serve-admin-${process.pid}`;
 
 /** The models to serve: --model PATH, else --models' presets (cached files). */
 async function models(): Promise<{ label: string; path: string }[]> {
@@ -79,7 +99,10 @@ async function startTessera(model: string): Promise<Server> {
       '0',
       '--max-running-requests',
       maxRunning,
+      '--admin-key',
+      ADMIN_KEY,
       ...(DETERMINISTIC ? ['--deterministic'] : []),
+      ...TESSERA_ARGS,
     ],
     { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, TESSERA_HOME: HOME } },
   );
@@ -97,6 +120,50 @@ async function startTessera(model: string): Promise<Server> {
       if (url !== undefined) resolve({ url, stop, kernels: /\(([^)]*ops[^)]*)\)/.exec(out)?.[1] ?? '?' });
     });
   });
+}
+
+interface LoopCounters {
+  readonly numSteps: number;
+  readonly numTokensSampled: number;
+  readonly stepMsTotal: number;
+  readonly numItemsStepped: number;
+}
+
+/** Tessera's engine-loop counters (/dashboard/state), or null where the page does not answer. */
+async function loopCounters(url: string): Promise<LoopCounters | null> {
+  try {
+    const res = await fetch(`${url}/dashboard/state?key=${ADMIN_KEY}`);
+    if (res.status !== 200) return null;
+    const view = (await res.json()) as { map?: { loop?: LoopCounters } };
+    return view.map?.loop ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/** Where a Tessera level's time went: steps, time inside runner.step against the level's wall time. */
+function loopShare(before: LoopCounters | null, after: LoopCounters | null, level: Level) {
+  if (before === null || after === null) return null;
+  const steps = after.numSteps - before.numSteps;
+  const stepMs = after.stepMsTotal - before.stepMsTotal;
+  return {
+    steps,
+    stepMs,
+    /** Time inside runner.step over the level's wall time (its warm-up request included in the steps). */
+    stepShare: stepMs / (level.durationS * 1000),
+    meanStepMs: stepMs / steps,
+    itemsPerStep: (after.numItemsStepped - before.numItemsStepped) / steps,
+    sampled: after.numTokensSampled - before.numTokensSampled,
+  };
+}
+
+/** The ids of the byte tokens <0x80> .. <0xFF> in the GGUF's vocabulary (none in a byte-level BPE one). */
+async function highByteTokens(model: string): Promise<number[]> {
+  const tokens = readGguf(new Uint8Array(await readFile(model)), model).metadata.get('tokenizer.ggml.tokens');
+  if (tokens?.type !== 'array') return [];
+  return tokens.items.flatMap((piece, id) =>
+    typeof piece === 'string' && /^<0x[89A-F][0-9A-F]>$/.test(piece) ? [id] : [],
+  );
 }
 
 /** bench:decode's figure in this process: decode tok/s of AGAINST_BATCH requests, best of `runs`. */
@@ -135,7 +202,7 @@ const shape: LoadShape = {
 };
 console.log(
   `# Serving benchmark on ${cpus()[0]?.model ?? '?'} x ${THREADS} (load average ${loadavg()[0]!.toFixed(1)}); input ${INPUT_LEN}, output ${OUTPUT_LEN} tokens, greedy, ignore_eos; ` +
-    `tessera serve beside ${bin === null ? 'nothing' : `llama-server -np ${Math.max(...CONCURRENCY)} -t ${THREADS}`}, taking turns per level`,
+    `tessera serve${TESSERA_ARGS.length === 0 ? '' : ` ${TESSERA_ARGS.join(' ')}`} beside ${bin === null ? 'nothing' : `llama-server -np ${Math.max(...CONCURRENCY)} -t ${THREADS}`}, taking turns per level`,
 );
 
 interface ModelRun {
@@ -143,7 +210,13 @@ interface ModelRun {
   readonly path: string;
   readonly kernels: string;
   readonly tessera: Level[];
+  /** Per level: Tessera's engine-loop counters over it (null: /dashboard/state did not answer). */
+  readonly tesseraLoop: (ReturnType<typeof loopShare> | null)[];
   readonly llama: Level[];
+  /** Byte tokens llama-server's requests bias to -inf (see the header). */
+  readonly llamaBannedTokens: number;
+  /** Concurrencies where either side failed requests (their ratios compare unlike work). */
+  readonly unsound: number[];
   against: { decodeTokensPerS: number; serveOutputShare: number; serveDecodeShare: number } | null;
 }
 const runs: ModelRun[] = [];
@@ -151,7 +224,19 @@ const yard: YardstickRow[] = [];
 for (const { label, path } of await models()) {
   const tessera = await startTessera(path);
   let llama: LlamaServer | null = null;
-  const run: ModelRun = { label, path, kernels: tessera.kernels, tessera: [], llama: [], against: null };
+  const banned = LLAMA_BIAS ? await highByteTokens(path) : [];
+  const llamaExtra: ExtraBody = banned.length === 0 ? {} : { logit_bias: banned.map((id) => [id, false]) };
+  const run: ModelRun = {
+    label,
+    path,
+    kernels: tessera.kernels,
+    tessera: [],
+    tesseraLoop: [],
+    llama: [],
+    llamaBannedTokens: banned.length,
+    unsound: [],
+    against: null,
+  };
   try {
     if (bin !== null)
       llama = await startLlamaServer(bin, {
@@ -161,16 +246,39 @@ for (const { label, path } of await models()) {
         slotContext: INPUT_LEN + OUTPUT_LEN + 16,
       });
     console.log(`\n# ${label}: ${path} (tessera: ${tessera.kernels})`);
+    if (llama !== null)
+      console.log(
+        banned.length === 0
+          ? '# llama-server: no logit_bias (its Content-only parser answers 500 to output that is not valid UTF-8)'
+          : `# llama-server: logit_bias -inf on the ${banned.length} byte tokens <0x80>..<0xFF> (ids ${banned[0]}..${banned.at(-1)}), ` +
+              'which its Content-only parser would reject',
+      );
     for (const c of CONCURRENCY) {
+      const countersBefore = await loopCounters(tessera.url);
       const ours = await runLevel(tessera.url, shape, c, c);
+      const share = loopShare(countersBefore, await loopCounters(tessera.url), ours);
       run.tessera.push(ours);
+      run.tesseraLoop.push(share);
       printLevel('tessera', ours);
+      if (share !== null)
+        console.log(
+          `tessera's engine loop: ${share.steps} steps, ${share.stepMs.toFixed(0)} ms inside runner.step = ` +
+            `${(100 * share.stepShare).toFixed(0)}% of the level's ${ours.durationS.toFixed(2)} s; ` +
+            `mean step ${share.meanStepMs.toFixed(2)} ms, ${share.itemsPerStep.toFixed(1)} items/step, ${share.sampled} tokens sampled`,
+        );
       if (llama !== null) {
-        const theirs = await runLevel(llama.url, shape, c, c);
+        const theirs = await runLevel(llama.url, shape, c, c, llamaExtra);
         run.llama.push(theirs);
         printLevel('llama-server', theirs);
       }
       const theirs = run.llama.at(-1);
+      if (ours.failed > 0 || (theirs?.failed ?? 0) > 0) {
+        run.unsound.push(c);
+        console.log(
+          `# NOT LIKE FOR LIKE at ${c} streams: tessera failed ${ours.failed}, llama-server ${theirs?.failed ?? 0} ` +
+            `of ${c * PROMPTS_PER_CLIENT} requests; its throughput ratio compares unlike work`,
+        );
+      }
       const row = (measure: string, better: 'higher' | 'lower', pick: (l: Level) => number): YardstickRow => ({
         model: label,
         measure: `${c} streams: ${measure}`,
@@ -218,7 +326,7 @@ const out = join('bench', 'results', `serve-${new Date().toISOString().replace(/
 await mkdir(join('bench', 'results'), { recursive: true });
 await writeFile(
   out,
-  `${JSON.stringify({ deterministic: DETERMINISTIC, inputLen: INPUT_LEN, outputLen: OUTPUT_LEN, cpu: cpus()[0]?.model, threads: THREADS, llama: bin, runs, yardstick: yard.map((r) => ({ ...r, ratio: ratioOf(r) })) }, null, 2)}\n`,
+  `${JSON.stringify({ deterministic: DETERMINISTIC, llamaLogitBias: LLAMA_BIAS, inputLen: INPUT_LEN, outputLen: OUTPUT_LEN, cpu: cpus()[0]?.model, threads: THREADS, llama: bin, runs, yardstick: yard.map((r) => ({ ...r, ratio: ratioOf(r) })) }, null, 2)}\n`,
 );
 const series = (name: string, levels: Level[], y: (l: Level) => number) =>
   levels.length === 0 ? [] : [{ name, points: levels.map((l) => ({ x: l.concurrency, y: y(l) })) }];

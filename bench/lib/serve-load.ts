@@ -1,7 +1,10 @@
 // bench:serve's load generator: closed-loop streaming clients (the official openai client) sending
 // greedy completions of token-id prompts with ignore_eos to an OpenAI-compatible server, Tessera's
-// or llama-server, the same requests to each; per level the metrics of vLLM's benchmark_serving
-// (throughputs; TTFT, TPOT, ITL and end-to-end latency: mean, median, p99) and their printout.
+// or llama-server, the same prompts and max_tokens to each; per level the metrics of vLLM's
+// benchmark_serving (throughputs; TTFT, TPOT, ITL and end-to-end latency: mean, median, p99) and
+// their printout. A request counts only when it streamed to its end and its usage says it generated
+// exactly max_tokens; every other request is a failure, counted per message (a server's error, or
+// a wrong or missing token count), so a side that fails requests is seen doing less work.
 // Benchmark code: it asserts nothing.
 import OpenAI from 'openai';
 import { Rng } from '../../src/core/index.js';
@@ -14,6 +17,9 @@ export interface LoadShape {
   readonly modelName: string;
 }
 
+/** Fields added to every request of one server (bench:serve: llama-server's logit_bias). */
+export type ExtraBody = Readonly<Record<string, unknown>>;
+
 interface RequestResult {
   readonly ttftMs: number;
   /** Gaps between successive chunks that carried tokens. */
@@ -23,9 +29,15 @@ interface RequestResult {
   readonly inputTokens: number;
 }
 
-async function oneRequest(client: OpenAI, shape: LoadShape, prompt: number[]): Promise<RequestResult> {
+async function oneRequest(
+  client: OpenAI,
+  shape: LoadShape,
+  prompt: number[],
+  extra: ExtraBody,
+): Promise<RequestResult> {
   const start = performance.now();
   const stream = (await client.completions.create({
+    ...extra,
     model: shape.modelName,
     prompt,
     max_tokens: shape.outputLen,
@@ -49,13 +61,18 @@ async function oneRequest(client: OpenAI, shape: LoadShape, prompt: number[]): P
     last = now;
   }
   const end = performance.now();
+  // Both servers report usage with include_usage; a count other than max_tokens is a failure (not like for like).
+  if (usage === undefined) throw new Error(`no usage in the stream (${textChunks} text chunks)`);
+  if (usage.completion_tokens !== shape.outputLen)
+    throw new Error(`usage.completion_tokens ${usage.completion_tokens}, asked for ${shape.outputLen}`);
+  if (usage.prompt_tokens !== prompt.length)
+    throw new Error(`usage.prompt_tokens ${usage.prompt_tokens}, sent ${prompt.length}`);
   return {
     ttftMs: (first ?? end) - start,
     itlMs,
     e2eMs: end - start,
-    // A server that reports no usage in its stream: one token per chunk (llama-server streams so).
-    outputTokens: usage?.completion_tokens ?? textChunks,
-    inputTokens: usage?.prompt_tokens ?? prompt.length,
+    outputTokens: usage.completion_tokens,
+    inputTokens: usage.prompt_tokens,
   };
 }
 
@@ -70,15 +87,24 @@ function percentile(xs: readonly number[], p: number): number {
 }
 const stats = (xs: readonly number[]) => ({ mean: mean(xs), median: percentile(xs, 50), p99: percentile(xs, 99) });
 
-/** One level: `concurrency` clients, each sending promptsPerClient requests one after another (prompts from `seed`). */
-export async function runLevel(url: string, shape: LoadShape, concurrency: number, seed: number) {
+/**
+ * One level: `concurrency` clients, each sending promptsPerClient requests one after another
+ * (prompts from `seed`: the same for every server), each request with `extra`'s fields added.
+ */
+export async function runLevel(
+  url: string,
+  shape: LoadShape,
+  concurrency: number,
+  seed: number,
+  extra: ExtraBody = {},
+) {
   const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'none', maxRetries: 0, timeout: 600_000 });
   const rng = new Rng(seed);
   const numPrompts = concurrency * shape.promptsPerClient;
   const prompts = Array.from({ length: numPrompts }, () =>
     Array.from({ length: shape.inputLen }, () => 3 + rng.int(31_000)),
   );
-  await oneRequest(client, shape, prompts[0] as number[]).catch(() => undefined); // warm-up (not counted)
+  await oneRequest(client, shape, prompts[0] as number[], extra).catch(() => undefined); // warm-up (not counted)
   let next = 0;
   const results: RequestResult[] = [];
   /** Requests the server failed (an error status or an error event in the stream): counted, not timed. */
@@ -88,7 +114,7 @@ export async function runLevel(url: string, shape: LoadShape, concurrency: numbe
     Array.from({ length: concurrency }, async () => {
       while (next < numPrompts) {
         try {
-          results.push(await oneRequest(client, shape, prompts[next++] as number[]));
+          results.push(await oneRequest(client, shape, prompts[next++] as number[], extra));
         } catch (error) {
           errors.push(error instanceof Error ? error.message : String(error));
         }
@@ -96,6 +122,8 @@ export async function runLevel(url: string, shape: LoadShape, concurrency: numbe
     }),
   );
   const durationS = (performance.now() - start) / 1000;
+  const failures: Record<string, number> = {};
+  for (const e of errors) failures[e] = (failures[e] ?? 0) + 1;
   const totalIn = results.reduce((a, r) => a + r.inputTokens, 0);
   const totalOut = results.reduce((a, r) => a + r.outputTokens, 0);
   const tpot = results.filter((r) => r.outputTokens > 1).map((r) => (r.e2eMs - r.ttftMs) / (r.outputTokens - 1));
@@ -105,6 +133,8 @@ export async function runLevel(url: string, shape: LoadShape, concurrency: numbe
     failed: errors.length,
     /** The first failure's message (a server's own words). */
     firstError: errors[0] ?? null,
+    /** Every failure message and how often it came. */
+    failures,
     durationS,
     totalInputTokens: totalIn,
     totalOutputTokens: totalOut,
@@ -128,7 +158,8 @@ export function printLevel(server: string, level: Level): void {
   const section = (title: string) => console.log(title.padStart(25 + title.length / 2, '-').padEnd(50, '-'));
   console.log(`${` Serving Benchmark Result: ${server} `.padStart(37, '=').padEnd(50, '=')}`);
   line('Successful requests:', level.completed);
-  if (level.failed > 0) line(`Failed requests (${level.firstError ?? ''}):`, level.failed);
+  if (level.failed > 0) line('Failed requests:', level.failed);
+  for (const [message, n] of Object.entries(level.failures)) console.log(`  ${n} x ${message}`);
   line('Maximum request concurrency:', level.concurrency);
   line('Benchmark duration (s):', f(level.durationS));
   line('Total input tokens:', level.totalInputTokens);
