@@ -112,12 +112,15 @@ async function startTessera(model: string): Promise<Server> {
     await exited;
   };
   let out = '';
+  let listening = false;
   return new Promise((resolve, reject) => {
     child.on('exit', (code) => reject(new Error(`the server exited with code ${code} before listening`)));
     child.stdout?.on('data', (d: Buffer) => {
       out += d.toString();
       const url = /listening on (http:\/\/[\d.]+:\d+)/.exec(out)?.[1];
-      if (url !== undefined) resolve({ url, stop, kernels: /\(([^)]*ops[^)]*)\)/.exec(out)?.[1] ?? '?' });
+      if (url === undefined || listening) return;
+      listening = true;
+      void kernelLabel(url).then((kernels) => resolve({ url, stop, kernels }));
     });
   });
 }
@@ -127,6 +130,18 @@ interface LoopCounters {
   readonly numTokensSampled: number;
   readonly stepMsTotal: number;
   readonly numItemsStepped: number;
+}
+
+/** The kernels the server chose: the summary in its `tessera plan` lines (/dashboard/state), or '?'. */
+async function kernelLabel(url: string): Promise<string> {
+  try {
+    const res = await fetch(`${url}/dashboard/state?key=${ADMIN_KEY}`);
+    const view = (await res.json()) as { plan?: readonly string[] };
+    const line = view.plan?.find((l) => l.startsWith('kernels: '));
+    return line?.replace(/^kernels: --kernels \S+ -> /, '') ?? '?';
+  } catch {
+    return '?';
+  }
 }
 
 /** Tessera's engine-loop counters (/dashboard/state), or null where the page does not answer. */
