@@ -187,7 +187,9 @@ async function main(): Promise<void> {
       );
     }
     console.log(
-      `embeddings: ${FILE !== '' ? FILE : `${SPEC.preset} ${SPEC.dtype}`}, ${THREADS} threads${LLAMA_ARGS.length === 0 ? '' : ` (llama-server ${LLAMA_ARGS.join(' ')})`}, ${ROUNDS} rounds per batch size, inputs of ~${WORDS} words (interleaved), last-token pooling`,
+      `embeddings: ${FILE !== '' ? FILE : `${SPEC.preset} ${SPEC.dtype}`}, ${THREADS} threads` +
+        (LLAMA_ARGS.length === 0 ? '' : ` (llama-server ${LLAMA_ARGS.join(' ')})`) +
+        `, ${ROUNDS} rounds per batch size, inputs of ~${WORDS} words (interleaved), last-token pooling`,
     );
     for (const row of rows) console.log(row);
     console.log(`  lowest cosine between the two engines' vectors ${worst.toFixed(6)}`);

@@ -216,8 +216,11 @@ const shape: LoadShape = {
   modelName: NAME,
 };
 console.log(
-  `# Serving benchmark on ${cpus()[0]?.model ?? '?'} x ${THREADS} (load average ${loadavg()[0]!.toFixed(1)}); input ${INPUT_LEN}, output ${OUTPUT_LEN} tokens, greedy, ignore_eos; ` +
-    `tessera serve${TESSERA_ARGS.length === 0 ? '' : ` ${TESSERA_ARGS.join(' ')}`} beside ${bin === null ? 'nothing' : `llama-server -np ${Math.max(...CONCURRENCY)} -t ${THREADS}`}, taking turns per level`,
+  `# Serving benchmark on ${cpus()[0]?.model ?? '?'} x ${THREADS} (load average ${loadavg()[0]!.toFixed(1)}); ` +
+    `input ${INPUT_LEN}, output ${OUTPUT_LEN} tokens, greedy, ignore_eos; ` +
+    `tessera serve${TESSERA_ARGS.length === 0 ? '' : ` ${TESSERA_ARGS.join(' ')}`} beside ` +
+    (bin === null ? 'nothing' : `llama-server -np ${Math.max(...CONCURRENCY)} -t ${THREADS}`) +
+    ', taking turns per level',
 );
 
 interface ModelRun {
@@ -341,7 +344,21 @@ const out = join('bench', 'results', `serve-${new Date().toISOString().replace(/
 await mkdir(join('bench', 'results'), { recursive: true });
 await writeFile(
   out,
-  `${JSON.stringify({ deterministic: DETERMINISTIC, llamaLogitBias: LLAMA_BIAS, inputLen: INPUT_LEN, outputLen: OUTPUT_LEN, cpu: cpus()[0]?.model, threads: THREADS, llama: bin, runs, yardstick: yard.map((r) => ({ ...r, ratio: ratioOf(r) })) }, null, 2)}\n`,
+  `${JSON.stringify(
+    {
+      deterministic: DETERMINISTIC,
+      llamaLogitBias: LLAMA_BIAS,
+      inputLen: INPUT_LEN,
+      outputLen: OUTPUT_LEN,
+      cpu: cpus()[0]?.model,
+      threads: THREADS,
+      llama: bin,
+      runs,
+      yardstick: yard.map((r) => ({ ...r, ratio: ratioOf(r) })),
+    },
+    null,
+    2,
+  )}\n`,
 );
 const series = (name: string, levels: Level[], y: (l: Level) => number) =>
   levels.length === 0 ? [] : [{ name, points: levels.map((l) => ({ x: l.concurrency, y: y(l) })) }];

@@ -131,7 +131,8 @@ export function registerServe(program: Command): void {
     .option('--admin-key <key>', ADMIN_KEY_HELP)
     .option(
       '--reasoning-parser <name>',
-      `split reasoning into reasoning_content: auto (default: gpt-oss for a gpt-oss model, qwen3 for a template that writes </think>), none, ${REASONING_PARSERS.join(', ')}`,
+      'split reasoning into reasoning_content: auto (default: gpt-oss for a gpt-oss model, qwen3 for a template ' +
+        `that writes </think>), none, ${REASONING_PARSERS.join(', ')}`,
     )
     .option('--lora <name=path>', LORA_HELP, collect, [])
     .option(
