@@ -6,8 +6,8 @@
 import { assert } from '../../core/index.js';
 import type { ExpertsInPlace, HostTensor } from '../types.js';
 
-/** The addon's experts.c entry (native.ts's Addon has it; repeated here so this file imports nothing of native.ts). */
-interface Addon {
+/** The addon's experts.c entry (native.ts's Addon extends it, so this file imports nothing of native.ts). */
+export interface ExpertsAddon {
   experts(
     kind: number,
     gate: Uint8Array,
@@ -64,7 +64,7 @@ export function expertStacks(
 class NativeExperts implements ExpertsInPlace {
   readonly bytes: number;
   constructor(
-    private readonly addon: Addon,
+    private readonly addon: ExpertsAddon,
     private readonly s: NonNullable<ReturnType<typeof expertStacks>>,
     private readonly E: number,
     private readonly helpers: 0 | 1,
@@ -80,7 +80,7 @@ class NativeExperts implements ExpertsInPlace {
 
 /** The experts in place on `addon`, or null when their layout is not one experts.c reads. */
 export function nativeExpertsInPlace(
-  addon: Addon,
+  addon: ExpertsAddon,
   gate: readonly HostTensor[],
   up: readonly HostTensor[],
   down: readonly HostTensor[],

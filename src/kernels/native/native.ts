@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { assert } from '../../core/index.js';
 import { checkMatmul, checkWeight } from '../layout.js';
 import type { DenseKernels, DenseWeight, ExpertsInPlace, HostTensor, WeightDType } from '../types.js';
-import { nativeExpertsInPlace } from './experts-native.js';
+import { nativeExpertsInPlace, type ExpertsAddon } from './experts-native.js';
 import { findPackageRoot } from '../wasm/locate.js';
 
 /** The addon's instruction-set variants (dense-avx512.c / attention-avx512.c, dense-avx2.c / attention-avx2.c). */
@@ -32,7 +32,8 @@ export const NATIVE_VARIANT_FEATURES: Readonly<Record<NativeVariant, readonly st
   avx2: ['avx2', 'fma', 'f16c'],
 };
 
-export interface Addon {
+/** The addon's functions (experts.c's `experts`: ExpertsAddon, beside its caller). */
+export interface Addon extends ExpertsAddon {
   /** Whether this CPU runs any variant. */
   supported(): boolean;
   /** The variant in use, or null when the CPU runs none. */
@@ -77,23 +78,6 @@ export interface Addon {
    * PROT_WRITE, copy-on-write); unmapped when collected (mapfile.c).
    */
   mapFile(path: string, writable: 0 | 1, offset: number, length: number): Uint8Array;
-  /** experts.c: a layer's chosen experts over GGML q4_0 / q8_0 stacks in place (experts-native.ts). */
-  experts(
-    kind: number,
-    gate: Uint8Array,
-    up: Uint8Array,
-    down: Uint8Array,
-    E: number,
-    f: number,
-    d: number,
-    x: Float32Array,
-    T: number,
-    k: number,
-    ids: Int32Array,
-    weights: Float32Array,
-    out: Float32Array,
-    helpers: 0 | 1,
-  ): void;
   /** Drops this process's pages of a mapFile buffer (MADV_DONTNEED; false, nothing done, for any other buffer). */
   releaseFilePages(buffer: ArrayBuffer): boolean;
   /**
