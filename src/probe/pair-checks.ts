@@ -9,10 +9,11 @@
 //   Binomial(n, 1/2), below 0.01 is a finding. The same count over A's pairs is the positive
 //   control: it shows whether order reveals even one's own hits here. Where it does not (a
 //   scheduler that serves a tenant's requests first come first served, in shared steps), the
-//   check says inconclusive: order carries no signal to measure, for A or B.
+//   check says inconclusive: order carries no signal to measure, for A or B. While the control is not
+//   yet significant, trials go on (ten at a time, up to twice those planned) before either is judged.
 import { binomialTail } from './stats.js';
 import type { CheckContext, CheckOutput } from './context.js';
-import { pairTrials, runPairs, type PairOutcome } from './pair-trials.js';
+import { ORDER_EXTEND_MAX, pairTrials, runPairs, type PairOutcome } from './pair-trials.js';
 import { ALPHA } from './prefix-timing.js';
 import { fmtP, timingArms, timingVerdict } from './timing-verdict.js';
 
@@ -21,7 +22,7 @@ export function prefillTimingBudget(budget: number): number {
 }
 
 export function responseOrderBudget(budget: number): number {
-  return 6 * pairTrials(budget, 20) + 1;
+  return 6 * ORDER_EXTEND_MAX * pairTrials(budget, 20) + 1; // at most: the trials its control may add
 }
 
 const ORDER_TOKENS = 4;
@@ -77,7 +78,8 @@ export function orderCount(outcomes: readonly PairOutcome[]): OrderCount {
 }
 
 export async function responseOrder(ctx: CheckContext): Promise<CheckOutput> {
-  const data = await runPairs(ctx, 'response-order', ORDER_TOKENS, 'order');
+  // More trials while A's own order is not yet significant (see pair-trials.ts): B's count is judged once, at the end.
+  const data = await runPairs(ctx, 'response-order', ORDER_TOKENS, 'order', (c) => orderCount(c).pValue < ALPHA);
   const cross = orderCount(data.cross);
   const control = orderCount(data.control);
   const figures = {

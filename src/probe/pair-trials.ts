@@ -15,7 +15,9 @@
 // way: does order show A's own hits (the control), and A's hits to B?
 // On one node the pairs share its steps.
 // Budget: 5 requests per trial (response-order: 6); trials = budget / 5 (12 to 40; response-order
-// at least 20); prompts 0.4 of what the server admits; A's n primes
+// at least 20, and up to twice that, ten trials at a time, while its positive control is not yet
+// significant: the stopping rule reads only A's pairs, so B's count is still tested once, at the
+// end, at the stated level); prompts 0.4 of what the server admits; A's n primes
 // must stay cached until their trial (n pages of promptTokens / pageSize on the prefills).
 import { inParallel, usableTokens, type CheckContext } from './context.js';
 import { randomIds, shuffle } from './prompts.js';
@@ -52,7 +54,8 @@ export interface PairData {
   readonly promptTokens: number;
   readonly settleMs: number;
   readonly maxTokens: number;
-  readonly trials: number;
+  /** Trials run (response-order: more than planned when its control asked for them). */
+  trials: number;
   readonly primeTtft: number[];
   readonly cross: PairOutcome[];
   readonly control: PairOutcome[];
@@ -67,16 +70,25 @@ export const SETTLE_MS = 2500;
 const endOf = (r: RequestRecord): number => r.startMs + (r.totalMs ?? Infinity);
 const ok = (r: RequestRecord): boolean => r.status === 200 && r.ttftMs !== undefined && r.error === undefined;
 
+/** response-order's extension: trials added at a time, and the most trials in all as a multiple of those planned. */
+export const ORDER_EXTEND_STEP = 10;
+export const ORDER_EXTEND_MAX = 2;
+
+/**
+ * `controlDone` (order mode): whether A's pairs so far already show what the control must show; while
+ * not, trials go on past those planned, ORDER_EXTEND_STEP at a time, up to ORDER_EXTEND_MAX times them.
+ */
 export async function runPairs(
   ctx: CheckContext,
   name: string,
   maxTokens: number,
   mode: 'timing' | 'order',
+  controlDone?: (control: readonly PairOutcome[]) => boolean,
 ): Promise<PairData> {
   const { client, facts, rng } = ctx;
   const trials = pairTrials(ctx.budget, mode === 'order' ? 20 : 12);
   const promptTokens = pairPromptTokens(usableTokens(facts), maxTokens);
-  const total = (mode === 'order' ? 6 : 5) * trials + 1;
+  let total = (mode === 'order' ? 6 : 5) * trials + 1;
   let done = 0;
   const data: PairData = {
     promptTokens,
@@ -128,7 +140,7 @@ export async function runPairs(
   if (mode === 'order') {
     // response-order: each X_i primed on every prefill (twice at once), just before its trial, so A's own X_i is a
     // hit wherever its pair puts it: the control asks only whether order shows a hit.
-    for (let i = 0; i < trials; i++) {
+    for (let i = 0; i < data.trials; i++) {
       const x = randomIds(rng, promptTokens);
       for (const p of await Promise.all([send('A', 'prime', x), send('A', 'prime', x)]))
         if (ok(p)) data.primeTtft.push(p.ttftMs as number);
@@ -137,6 +149,11 @@ export async function runPairs(
         async () => void data.control.push(await pair('A', x, 'control')),
       ]))
         await run();
+      const last = i + 1 === data.trials;
+      if (last && data.trials < ORDER_EXTEND_MAX * trials && controlDone?.(data.control) === false) {
+        data.trials += ORDER_EXTEND_STEP;
+        total += 6 * ORDER_EXTEND_STEP;
+      }
     }
     return data;
   }

@@ -2,8 +2,11 @@
 // cross-tenant arm; clean only when the positive control sees the cache, else inconclusive) and
 // orderCount (the binomial tail of "A's prompt finished first").
 import { describe, expect, it } from 'vitest';
-import { orderCount } from './pair-checks.js';
+import { Rng } from '../core/index.js';
+import type { CheckContext } from './context.js';
+import { orderCount, responseOrder } from './pair-checks.js';
 import type { PairOutcome } from './pair-trials.js';
+import type { RequestRecord, Tenant } from './types.js';
 import { timingVerdict, type TimingArm } from './timing-verdict.js';
 
 const FAST = [10, 11, 12, 13, 14, 15, 16, 17];
@@ -57,5 +60,58 @@ describe('orderCount', () => {
     const c = orderCount([...Array.from({ length: 18 }, () => o('hit')), o('fresh', false), o('tie'), o('failed')]);
     expect(c).toMatchObject({ hitFirst: 18, freshFirst: 1, ties: 1, failed: 1, n: 19, launchedFirstWon: 19 });
     expect(c.pValue).toBeCloseTo(20 / 2 ** 19, 12); // P(X >= 18), X ~ Binomial(19, 1/2)
+  });
+});
+
+// response-order's trials against a scripted server: in A's i-th pair the request with A's prompt finishes first
+// when aWins(i); in B's pairs, every other time. The check (pair-checks.ts) adds trials while A's order is not
+// yet significant.
+function scriptedServer(aWins: (pair: number) => boolean): CheckContext {
+  let id = 0;
+  const calls = { control: 0, cross: 0 };
+  const client = {
+    async stream(tenant: Tenant, purpose: string, body: Record<string, unknown>): Promise<RequestRecord> {
+      const arm = purpose.split(': ')[1] as string; // 'response-order: control: A's prompt'
+      let totalMs = 50;
+      if (arm === 'control' || arm === 'cross') {
+        const pair = Math.floor(calls[arm]++ / 2);
+        const hitWins = arm === 'control' ? aWins(pair) : pair % 2 === 0;
+        totalMs = purpose.endsWith("A's prompt") === hitWins ? 10 : 90;
+      }
+      const r = { id: ++id, check: 'response-order', tenant, method: 'POST', path: '/v1/completions', body, purpose };
+      return { ...r, startMs: 0, status: 200, ttftMs: 1, totalMs } as RequestRecord;
+    },
+  };
+  return {
+    client: client as unknown as CheckContext['client'],
+    facts: { model: 'm', contextLength: 256, contextSource: 'test', poolLimit: null, sameKey: false },
+    rng: new Rng(7),
+    budget: 1,
+    batchInvariant: true,
+    progress: () => {},
+  };
+}
+
+describe('response-order trials', () => {
+  it('stops at the planned 20 trials when A always sees its own hit first', async () => {
+    const out = await responseOrder(scriptedServer(() => true));
+    const f = out.figures as { trials: number; control: { hitFirst: number; n: number }; cross: { hitFirst: number } };
+    expect([out.status, f.trials, f.control.hitFirst, f.control.n, f.cross.hitFirst]).toEqual([
+      'clean',
+      20,
+      20,
+      20,
+      10,
+    ]);
+  });
+  it('goes on, ten trials at a time, while the control is not yet significant, and stops once it is', async () => {
+    // A's hit loses every 3rd of the first 20 pairs (14/20, p 0.058), then none (24/30, p 0.0007): 30 trials ...
+    const late = await responseOrder(scriptedServer((i) => i >= 20 || i % 3 !== 2));
+    expect([late.status, (late.figures as { trials: number }).trials]).toEqual(['clean', 30]);
+    // ... every 3rd throughout (14/20; 20/30, p 0.049; 27/40, p 0.019): 40 trials, the most, then inconclusive.
+    const weak = await responseOrder(scriptedServer((i) => i % 3 !== 2));
+    const f = weak.figures as { trials: number; control: { n: number; pValue: number } };
+    expect([weak.status, f.trials, f.control.n]).toEqual(['inconclusive', 40, 40]);
+    expect(f.control.pValue).toBeGreaterThan(0.01);
   });
 });
