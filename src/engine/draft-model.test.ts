@@ -126,7 +126,9 @@ describe('speculative decoding with a draft model on real models', () => {
       samplingParams({ maxTokens: 8, temperature: 0.7, topK: 6, ignoreEos: true, seed: 500 + i });
     const prompts = Array.from({ length: 16 }, (_, i) => PROMPTS[i % PROMPTS.length]!);
     const plain = await generate(prompts, sampled, undefined);
-    const spec = await generate(prompts, sampled, SPEC);
+    // 16 requests in flight: drafting needs a maxBatch that holds them all (spec-plan.ts counts
+    // running and waiting requests, not only the decodes).
+    const spec = await generate(prompts, sampled, { ...SPEC, maxBatch: 16 });
     expect(spec.fatal).toBeUndefined();
     expect(spec.numAccepted).toBeGreaterThan(0);
     for (const [rid, tokens] of plain.outputs) expect(spec.outputs.get(rid)).toEqual(tokens);

@@ -14,8 +14,8 @@
 // the same tokens as without speculation.
 //
 // Life of one step (engine-loop.ts: prepare() before schedule(), settle() after verification):
-//   1. prepare: the decoding requests (scheduler.decodingDrafts; none when more decode than
-//      maxBatch); for each whose DraftState wants k >= 1 tokens, with L its real tokens (a decode
+//   1. prepare: the decoding requests (scheduler.decodingDrafts; none when more than maxBatch
+//      requests run or wait); for each whose DraftState wants k >= 1 tokens, with L its real tokens (a decode
 //      node's prompt ids are placeholders: the draft sees its output only, at positions from 0):
 //        catch-up   feed tokens[computed, L): the whole prompt the first time (the draft's
 //                   prefill, in chunks), afterwards the token the last step sampled and at most
@@ -210,7 +210,8 @@ export class DraftModel {
       this.#probing = this.#pauseLeft === 0;
       return;
     }
-    if (numDecoding > this.#o.maxBatch) return;
+    // Prompts in flight count as spec-plan.ts counts them: the plan would take none of the drafts.
+    if (numDecoding > this.#o.maxBatch || scheduler.numRunning + scheduler.numWaiting > this.#o.maxBatch) return;
     const started = now();
     const ratio = this.#costRatio();
     const work: { seq: Sequence; real: readonly number[]; k: number; drafts: number[] }[] = [];
