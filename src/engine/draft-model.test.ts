@@ -172,23 +172,19 @@ describe('speculative decoding with a draft model on real models', () => {
     const greedy = (): SamplingParams => samplingParams({ maxTokens: 40, temperature: 0, ignoreEos: true });
     const prompts = PROMPTS.slice(0, 2);
     const plain = await generate(prompts, greedy, undefined);
-    // Nearly free drafts, rows at 0.05 of a step: the self-draft pays.
-    const cheap = await generate(prompts, greedy, SPEC, NO_FAULTS, false, undefined, {
-      ratio: 0.01,
-      verify: (k) => 1 + 0.05 * k,
-    });
-    // The same drafts with every verify row a whole step: no draft length beats plain decoding.
+    // The self-draft (it agrees with the target at times) at a draft cost of 0.01 of a step, but
+    // every verify row a whole step: no draft length beats plain decoding at any acceptance, so
+    // the node pauses after its first drafting step. (Judged by acceptance against the draft's own
+    // cost alone, as before, it drafted on: any acceptance beat 0.01.)
     const dear = await generate(prompts, greedy, SPEC, NO_FAULTS, false, undefined, {
       ratio: 0.01,
       verify: (k) => 1 + k,
     });
-    expect(cheap.numAccepted).toBeGreaterThan(0);
-    expect(cheap.numPauses).toBe(0);
-    // (Judged by acceptance against the draft's own cost alone, both would run unpaused.)
+    expect(dear.fatal).toBeUndefined();
     expect(dear.numPauses).toBeGreaterThan(0);
-    expect(dear.numDrafted).toBeLessThan(cheap.numDrafted);
-    for (const run of [cheap, dear])
-      for (const [rid, tokens] of plain.outputs) expect(run.outputs.get(rid)).toEqual(tokens);
+    // The first step's drafts (2 a request) and a probe's after the 32-step pause.
+    expect(dear.numDrafted).toBeLessThanOrEqual(8);
+    for (const [rid, tokens] of plain.outputs) expect(dear.outputs.get(rid)).toEqual(tokens);
   });
 
   it('a draft that cannot pay even at an optimistic acceptance pauses after its first drafting step', async () => {
