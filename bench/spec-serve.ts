@@ -1,8 +1,8 @@
 // Speculation under load (issue 27): `tessera serve` at 16 streams with speculation off
 // (--spec-max-draft 0), on by prompt lookup (the default) and, with --draft-model, by a draft
 // model; output tokens/s per arm, rounds rotated so a drifting machine load hits every arm alike.
-// Beyond SpecOptions.maxBatch (4) decodes in a step no decode drafts, so the arms should match;
-// this measures that they do. A benchmark: asserts nothing.
+// Beyond SpecOptions.maxBatch (4) requests running or waiting (decodes and prompts in flight
+// alike) no decode drafts, so the arms should match; this measures that they do. A benchmark: asserts nothing.
 //
 //   node --import ./bench/lib/register-ts.mjs bench/spec-serve.ts --model /tmp/m100.gguf
 //        [--draft-model SPEC] [--concurrency 16] [--rounds 3] [--input-len 64] [--output-len 32]

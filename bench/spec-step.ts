@@ -4,7 +4,7 @@
 // is bounded by (accepted + 1) / (cost of k + 1 rows / cost of 1 row): this prints that cost ratio.
 //
 //   node --import ./bench/lib/register-ts.mjs bench/spec-step.ts [--model /tmp/h2-m100.gguf] [--depth 256]
-//        [--reps 20] [--threads N] [--one-logit] [--llama]
+//        [--reps 20] [--threads N] [--one-logit] [--llama] [--ks 1,2,4,8]
 // --one-logit: the last row's logits only (what the rows cost without their logits: on m100 the
 // output matrix is a large share of a step).
 // --llama: llama.cpp's llama-bench on the same file at the same threads, the same ratio: a batch of
@@ -24,12 +24,19 @@ const MODEL = flag('--model', '/tmp/h2-m100.gguf');
 const DEPTH = Number(flag('--depth', '256'));
 const REPS = Number(flag('--reps', '20'));
 const THREADS = Number(flag('--threads', String(availableParallelism())));
-const KS = [0, 1, 2, 4, 8];
+/** --ks 1,2,3: the draft lengths measured (0, the plain step, always). */
+const KS = [0, ...flag('--ks', '1,2,4,8').split(',').map(Number)];
 
 const model = await loadModel(MODEL, {});
-const engine = await createEngine(model, { kvPages: 256, pageSize: 16, threads: THREADS, maxStepLogits: 16 });
+const MAX_K = Math.max(...KS);
+const engine = await createEngine(model, {
+  kvPages: Math.max(256, Math.ceil((DEPTH + MAX_K + 16) / 16) + 16),
+  pageSize: 16,
+  threads: THREADS,
+  maxStepLogits: Math.max(16, MAX_K + 1),
+});
 const owner = { rid: asRequestId('step'), tenant: DEFAULT_TENANT };
-const got = engine.pool.ledger.allocate(Math.ceil((DEPTH + 16) / 16), owner);
+const got = engine.pool.ledger.allocate(Math.ceil((DEPTH + MAX_K + 16) / 16), owner);
 if (got.kind !== 'allocated') throw new Error('pool too small');
 const tags = got.tags;
 const vocab = model.config.vocabSize;

@@ -338,7 +338,13 @@ async function main(): Promise<void> {
             : '';
         // llama.cpp's speculation against llama.cpp's plain decoding; Tessera's against Tessera's.
         const base = a.startsWith('llama') ? med(tps.llama) : off;
-        return `${a} ${med(tps[a]).toFixed(1)} tok/s ${(med(tps[a]) / base).toFixed(2)}x (drafted ${drafted}, accepted ${rate}${pauses})`;
+        // The median of each round's own ratio (the two arms minutes apart at most): steadier than
+        // the ratio of the medians when the machine's speed drifts between rounds.
+        const paired = med(tps[a].map((x, i) => x / (a.startsWith('llama') ? tps.llama : tps.off)[i]!));
+        return (
+          `${a} ${med(tps[a]).toFixed(1)} tok/s ${(med(tps[a]) / base).toFixed(2)}x (paired ${paired.toFixed(2)}x; ` +
+          `drafted ${drafted}, accepted ${rate}${pauses})`
+        );
       });
     console.log(
       `${w.name.padEnd(6)} prompt ${String(w.prompt.length).padStart(4)}  off ${off.toFixed(1)} tok/s  ${row.join('  ')}  ` +

@@ -60,6 +60,7 @@ async function generate(
   faults: Faults = NO_FAULTS,
   stranger = false,
   probeWindow?: number,
+  cost?: { readonly ratio: number; readonly verify: (k: number) => number },
 ): Promise<Run> {
   const [targetWeights, ownDraft] = await weightsOnce;
   const draftWeights = stranger ? await strangerOnce : ownDraft;
@@ -72,7 +73,8 @@ async function generate(
           maxBatch: speculation.maxBatch,
           faults,
           // The self-draft's runs must not depend on timing: it always pays; the stranger never does.
-          costRatio: stranger ? 0.5 : 0.01,
+          costRatio: cost?.ratio ?? (stranger ? 0.5 : 0.01),
+          ...(cost === undefined ? {} : { verifyCost: cost.verify }),
           ...(probeWindow === undefined ? {} : { probeWindow }),
         });
   const run = await runSpecLoop({
@@ -124,7 +126,9 @@ describe('speculative decoding with a draft model on real models', () => {
       samplingParams({ maxTokens: 8, temperature: 0.7, topK: 6, ignoreEos: true, seed: 500 + i });
     const prompts = Array.from({ length: 16 }, (_, i) => PROMPTS[i % PROMPTS.length]!);
     const plain = await generate(prompts, sampled, undefined);
-    const spec = await generate(prompts, sampled, SPEC);
+    // 16 requests in flight: drafting needs a maxBatch that holds them all (spec-plan.ts counts
+    // running and waiting requests, not only the decodes).
+    const spec = await generate(prompts, sampled, { ...SPEC, maxBatch: 16 });
     expect(spec.fatal).toBeUndefined();
     expect(spec.numAccepted).toBeGreaterThan(0);
     for (const [rid, tokens] of plain.outputs) expect(spec.outputs.get(rid)).toEqual(tokens);
@@ -162,6 +166,39 @@ describe('speculative decoding with a draft model on real models', () => {
     expect(own.numCaughtUp).toBeGreaterThan(30); // the window, then the whole text once proven
     expect(own.draftPagesHeld).toBe(0);
     expect(own.outputs.get('r0' as never)).toEqual(plain.outputs.get('r0' as never));
+  });
+
+  it('weighs the verify rows: a draft that agrees at times but whose rows cost a step each pauses', async () => {
+    const greedy = (): SamplingParams => samplingParams({ maxTokens: 40, temperature: 0, ignoreEos: true });
+    const prompts = PROMPTS.slice(0, 2);
+    const plain = await generate(prompts, greedy, undefined);
+    // The self-draft (it agrees with the target at times) at a draft cost of 0.01 of a step, but
+    // every verify row a whole step: no draft length beats plain decoding at any acceptance, so
+    // the node pauses after its first drafting step. (Judged by acceptance against the draft's own
+    // cost alone, as before, it drafted on: any acceptance beat 0.01.)
+    const dear = await generate(prompts, greedy, SPEC, NO_FAULTS, false, undefined, {
+      ratio: 0.01,
+      verify: (k) => 1 + k,
+    });
+    expect(dear.fatal).toBeUndefined();
+    expect(dear.numPauses).toBeGreaterThan(0);
+    // The first step's drafts (2 a request) and a probe's after the 32-step pause.
+    expect(dear.numDrafted).toBeLessThanOrEqual(8);
+    for (const [rid, tokens] of plain.outputs) expect(dear.outputs.get(rid)).toEqual(tokens);
+  });
+
+  it('a draft that cannot pay even at an optimistic acceptance pauses after its first drafting step', async () => {
+    const greedy = (): SamplingParams => samplingParams({ maxTokens: 40, temperature: 0, ignoreEos: true });
+    const one = PROMPTS.slice(0, 1);
+    // m100's case: a draft token at 0.65 of a step, verify rows at 0.3: about 95% must be accepted.
+    const m100 = { ratio: 0.65, verify: (k: number) => 1 + 0.3 * k };
+    const run = await generate(one, greedy, SPEC, NO_FAULTS, true, undefined, m100);
+    expect(run.fatal).toBeUndefined();
+    expect(run.numAccepted).toBe(0);
+    // Its first step's 2 drafts, then one failed probe after the 32-step pause (the evidence
+    // threshold alone would draft 2, 1 and 1 before pausing: 5).
+    expect(run.numDrafted).toBeLessThanOrEqual(3);
+    expect(run.numPauses).toBe(2);
   });
 
   it('fault keep-draft-model-stamps: the draft pool integrity check finds a rejected position still stamped', async () => {

@@ -14,8 +14,8 @@
 // the same tokens as without speculation.
 //
 // Life of one step (engine-loop.ts: prepare() before schedule(), settle() after verification):
-//   1. prepare: the decoding requests (scheduler.decodingDrafts; none when more decode than
-//      maxBatch); for each whose DraftState wants k >= 1 tokens, with L its real tokens (a decode
+//   1. prepare: the decoding requests (scheduler.decodingDrafts; none when more than maxBatch
+//      requests run or wait); for each whose DraftState wants k >= 1 tokens, with L its real tokens (a decode
 //      node's prompt ids are placeholders: the draft sees its output only, at positions from 0):
 //        catch-up   feed tokens[computed, L): the whole prompt the first time (the draft's
 //                   prefill, in chunks), afterwards the token the last step sampled and at most
@@ -40,7 +40,14 @@ import { type ItemResult } from './runner.js';
 import type { BatchItem, FaultSet, RequestId, Tag } from '../core/index.js';
 import { assert } from '../core/index.js';
 import { pagesFor, type PagePool } from '../pages/index.js';
-import type { DraftCandidate, Scheduler, StepResult } from '../scheduler/index.js';
+import {
+  bestDraftLength,
+  DEFAULT_SPEC,
+  perTokenAcceptance,
+  type DraftCandidate,
+  type Scheduler,
+  type StepResult,
+} from '../scheduler/index.js';
 
 /** The draft model's runner (src/engine's ModelRunner, structurally). */
 export interface DraftRunner {
@@ -55,9 +62,16 @@ export interface DraftModelOptions {
   readonly runner: DraftRunner;
   /** Most decodes in a step for which it drafts (SpecOptions.maxBatch). */
   readonly maxBatch: number;
+  /** Most drafts a step verifies (SpecOptions.maxDraft; DEFAULT_SPEC's by default): the longest draft the judge weighs. */
+  readonly maxDraft?: number;
   readonly faults: FaultSet;
-  /** A fixed cost ratio instead of the measured one (tests: a run that does not depend on timing). */
+  /**
+   * A fixed cost ratio instead of the measured one (tests: a run that does not depend on timing);
+   * with it the judge weighs the verify steps only by `verifyCost`, and without that not at all.
+   */
   readonly costRatio?: number;
+  /** A fixed C(k) instead of the scheduler's measured fit (tests). */
+  readonly verifyCost?: (k: number) => number;
   /** Real tokens an unproven draft model catches a new sequence up on (PROBE_WINDOW by default). */
   readonly probeWindow?: number;
   /**
@@ -139,9 +153,12 @@ export class DraftModel {
    * each on m100 (bench:spec quote), so no acceptance could ever pay for them again.
    */
   #lastSteady = true;
-  /** The node's decayed drafted and accepted tokens, and the pause they may call. */
+  /** The node's decayed drafted and accepted tokens and per-token trials (spec-lookup.ts), and the pause they may call. */
   #decayedDrafted = 0;
   #decayedAccepted = 0;
+  #decayedTrials = 0;
+  /** C(k), a step verifying k drafts against a plain one (the scheduler's fit), read at each prepare. */
+  #verifyCost: ((k: number) => number | undefined) | undefined;
   #pauseLeft = 0;
   #nextPause = FIRST_PAUSE_STEPS;
   #numPauses = 0;
@@ -153,6 +170,7 @@ export class DraftModel {
 
   constructor(options: DraftModelOptions) {
     this.#o = options;
+    this.#verifyCost = options.verifyCost;
   }
 
   get stats(): DraftModelStats {
@@ -184,6 +202,7 @@ export class DraftModel {
   async prepare(scheduler: Scheduler, now: () => number): Promise<void> {
     this.sweep(scheduler);
     this.#plainStepMs = scheduler.plainStepMs;
+    if (this.#o.costRatio === undefined) this.#verifyCost = (k) => scheduler.verifyCostRatio(k);
     const { numDecoding, drafting } = scheduler.decodingDrafts;
     this.#lastNumDrafted = 0;
     if (this.#pauseLeft > 0) {
@@ -191,7 +210,8 @@ export class DraftModel {
       this.#probing = this.#pauseLeft === 0;
       return;
     }
-    if (numDecoding > this.#o.maxBatch) return;
+    // Prompts in flight count as spec-plan.ts counts them: the plan would take none of the drafts.
+    if (numDecoding > this.#o.maxBatch || scheduler.numRunning + scheduler.numWaiting > this.#o.maxBatch) return;
     const started = now();
     const ratio = this.#costRatio();
     const work: { seq: Sequence; real: readonly number[]; k: number; drafts: number[] }[] = [];
@@ -245,11 +265,14 @@ export class DraftModel {
       this.#stepMs = decayed(this.#stepMs, this.#plainStepMs ?? stepMs);
     }
     let numAccepted = 0;
+    let numTrials = 0;
     const accepted = new Map<RequestId, number>();
     items.forEach((item, i) => {
       const result = results[i];
-      if (item.verifiesDrafts === true && result?.kind === 'sampled')
-        accepted.set(item.rid, result.drafts?.accepted.length ?? 0);
+      if (item.verifiesDrafts !== true || result?.kind !== 'sampled') return;
+      const m = result.drafts?.accepted.length ?? 0;
+      accepted.set(item.rid, m);
+      numTrials += m + (m < item.tokens.length - 1 ? 1 : 0);
     });
     for (const seq of this.#seqs.values()) {
       const offered = seq.offered;
@@ -266,27 +289,40 @@ export class DraftModel {
       }
       seq.computed = kept;
     }
-    this.#judge(numAccepted);
+    this.#judge(numAccepted, numTrials);
   }
 
   /**
-   * Off when it does not pay: a drafted token costs costRatio target steps and an accepted one
-   * saves one, so the draft model pays while the node's acceptance beats the cost ratio. When it
-   * does not (after enough drafts) it pauses for a number of steps that doubles each time (32 ...
-   * 4096), then tries again; the sequences keep their pages (a request that ends gives them back),
-   * so a probe after the pause catches up on the pause's tokens, not on the whole text.
+   * Off when it does not pay: a step verifying k drafted tokens costs C(k) plain steps (the
+   * scheduler's measured fit) plus k draft tokens at costRatio each, and yields E(k) = 1 + a + ...
+   * + a^k tokens at the node's per-token acceptance a; the draft model pays while some k up to
+   * maxDraft beats plain decoding (spec-cost.ts's bestDraftLength; before C is fitted: while a
+   * beats the cost ratio). When it does not it pauses for a number of steps that doubles each
+   * time (32 ... 4096), then tries again; the sequences keep their pages (a request that ends gives
+   * them back), so a probe after the pause catches up on the pause's tokens, not on the whole text.
+   * It pauses before the evidence threshold too when even an optimistic acceptance, one more
+   * accepted trial than seen, would not pay: on m100 (a draft at 0.65 of a target step per
+   * token needs about 95% accepted) the first step's rejected drafts end the trial at once.
    */
-  #judge(numAccepted: number): void {
+  #judge(numAccepted: number, numTrials: number): void {
     if (this.#lastNumDrafted === 0) return;
     this.#decayedDrafted = this.#decayedDrafted * COST_DECAY + this.#lastNumDrafted;
     this.#decayedAccepted = this.#decayedAccepted * COST_DECAY + numAccepted;
+    this.#decayedTrials = this.#decayedTrials * COST_DECAY + numTrials;
     this.#lastNumDrafted = 0;
     const ratio = this.#costRatio();
     // A probe after a pause that drafted nothing acceptable pauses again at once (twice as long).
     const failedProbe = this.#probing && numAccepted === 0;
     this.#probing = false;
-    if (!failedProbe && (ratio === undefined || this.#decayedDrafted < MIN_EVIDENCE)) return;
-    if (!failedProbe && ratio !== undefined && this.#decayedAccepted >= ratio * this.#decayedDrafted) {
+    if (!failedProbe && ratio === undefined) return;
+    const optimistic = (this.#decayedAccepted + 1) / (this.#decayedTrials + 1);
+    const hopeless = ratio !== undefined && !this.#pays(optimistic, ratio);
+    if (!failedProbe && !hopeless && this.#decayedDrafted < MIN_EVIDENCE) return;
+    if (
+      !failedProbe &&
+      !hopeless &&
+      this.#pays(perTokenAcceptance(this.#decayedAccepted, this.#decayedTrials), ratio)
+    ) {
       this.#nextPause = FIRST_PAUSE_STEPS;
       this.#proven = true;
       return;
@@ -297,6 +333,15 @@ export class DraftModel {
     this.#numPauses++;
     this.#decayedDrafted = 0;
     this.#decayedAccepted = 0;
+    this.#decayedTrials = 0;
+  }
+
+  /** Whether drafting at per-token acceptance `a` beats plain decoding at a draft cost of `ratio` target steps per token. */
+  #pays(a: number, ratio: number | undefined): boolean {
+    if (ratio === undefined) return true;
+    const cost = this.#verifyCost;
+    if (cost === undefined || cost(1) === undefined) return a >= ratio;
+    return bestDraftLength(a, this.#o.maxDraft ?? DEFAULT_SPEC.maxDraft, (k) => cost(k) ?? 1, ratio) > 0;
   }
 
   /** The draft pool: the ledger's invariants, every held page a sequence's, no stamp past what a sequence computed. */

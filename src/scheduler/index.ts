@@ -15,7 +15,15 @@ export {
   type StepShape,
 } from './step-budget.js';
 export { REQUEST_STATE_KINDS, ROLES } from './types.js';
-export { DEFAULT_SPEC, DraftState, NgramIndex, type DraftCandidate, type SpecOptions } from './spec-lookup.js';
+export {
+  DEFAULT_SPEC,
+  DraftState,
+  NgramIndex,
+  perTokenAcceptance,
+  type DraftCandidate,
+  type SpecOptions,
+} from './spec-lookup.js';
+export { bestDraftLength } from './spec-cost.js';
 export type {
   AbortResult,
   AdmitResult,

@@ -212,6 +212,7 @@ export function planStep(ctx: PlanContext): StepPlan {
     drafts = planDrafts({
       speculation: ctx.speculation,
       decodes: ctx.running.filter((r) => planned.has(r) && r.state.kind === 'decoding'),
+      numPrompting: ctx.running.filter((r) => r.state.kind !== 'decoding').length + ctx.waiting.size,
       contextLength: ctx.contextLength,
       budget,
       tableOf: runningTable,

@@ -553,6 +553,11 @@ export class Scheduler {
     return this.#book.specCost?.plainMs();
   }
 
+  /** C(k): a batch-1 step verifying k drafts against a plain one by the same fit (spec-cost.ts); undefined likewise. */
+  verifyCostRatio(k: number): number | undefined {
+    return this.#book.specCost?.ratio(k);
+  }
+
   /** Speculation so far: draft tokens verified and accepted over every request. */
   get specStats(): { readonly numDrafted: number; readonly numAccepted: number } {
     return { numDrafted: this.#numDrafted, numAccepted: this.#numAccepted };

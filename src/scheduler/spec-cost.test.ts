@@ -66,4 +66,21 @@ describe('speculation pays or stops (spec-cost.ts, spec-lookup.ts)', () => {
     // Without the measured cost the same acceptance keeps drafting (above minAcceptance 0.2).
     expect(drive(new DraftState(DEFAULT_SPEC), 250, () => 1).drafting).toBeGreaterThan(200);
   });
+
+  it('with the measured cost a rejection does not reset the draft length: the model picks it at the per-token acceptance', () => {
+    /** Drafted tokens over 40 steps where every 5th step's second draft is rejected (about 95% per token). */
+    const drafted = (state: DraftState) => {
+      let total = 0;
+      for (let s = 0; s < 40; s++) {
+        const draft = state.propose(REPEATING, 8);
+        total += draft.length;
+        state.observe(draft.length, s % 5 === 4 ? Math.min(1, draft.length) : draft.length);
+      }
+      return total;
+    };
+    // Cheap rows: k = maxDraft (4) but for the first steps' climb; without the cost each rejection
+    // falls back to accepted + 1 = 2 and climbs back one a step.
+    expect(drafted(new DraftState(DEFAULT_SPEC, 0, costOf(10, 0.5)))).toBeGreaterThanOrEqual(150);
+    expect(drafted(new DraftState(DEFAULT_SPEC))).toBeLessThan(140);
+  });
 });

@@ -3,15 +3,17 @@
 // Owns: the step cost model speculation reads (fed by the worker's measured steps) and the rule
 // that turns (acceptance, cost) into a draft length. Pure and synchronous.
 // Must never: read a clock (the worker passes each step's milliseconds in), or lengthen a draft
-// beyond what the request's own adaptive length (spec-lookup.ts) allows.
+// beyond the request's maxDraft (spec-lookup.ts).
 //
 // A step that verifies k drafts feeds k + 1 rows. On a CPU the weights are read once for up to
-// four rows (the native kernels' MB_MAX), but every row still costs its multiply-adds: measured
+// eight rows (the AVX-512 kernels' MB_MAX), but every row still costs its multiply-adds: measured
 // on m100 q4_0, 2 threads of a loaded machine (bench/spec-step.ts), k = 1, 2, 4, 8 cost 1.10,
 // 1.68, 2.25 and 3.60 plain steps. With per-token acceptance a, k drafts give
 // E(k) = 1 + a + ... + a^k tokens for C(k) + k * d plain steps' time (d: a draft model's cost
-// per drafted token, 0 for prompt lookup), so the length taken is the k <= the adaptive length
-// that maximises E(k) / (C(k) + k d), and none when no k beats plain decoding (E(0) / C(0) = 1).
+// per drafted token, 0 for prompt lookup), so the length taken is the k <= maxDraft that
+// maximises E(k) / (C(k) + k d), a the per-token acceptance (spec-lookup.ts's perTokenAcceptance),
+// and none when no k beats plain decoding (E(0) / C(0) = 1). The draft model's node-level pause
+// (engine/draft-model.ts) asks the same question of the node's acceptance.
 // The fit is StepCostModel's (step-budget.ts): ms = fixed + perToken * tokens + perPair * pairs;
 // until the steps seen differ in size it is unknown, and the adaptive length alone decides.
 import { StepCostModel } from './step-budget.js';

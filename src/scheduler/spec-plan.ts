@@ -25,6 +25,12 @@ export interface DraftPlanning {
   readonly speculation: SpecOptions;
   /** The decodes planned so far (one token each), oldest first. */
   readonly decodes: readonly SchedRequest[];
+  /**
+   * Requests with prompt work left (running prefills, waiting ones): they count toward the batch
+   * as decodes do. Drafts are planned before prompts' chunks and would take their budget; while
+   * they wait, the step's weight pass is shared with their rows anyway.
+   */
+  readonly numPrompting: number;
   readonly contextLength: number;
   /** Tokens of the step's budget left. */
   readonly budget: number;
@@ -36,7 +42,7 @@ export interface DraftPlanning {
 /** Each drafting decode's draft tokens (a decode not in the map feeds its one token). */
 export function planDrafts(p: DraftPlanning): Map<SchedRequest, readonly number[]> {
   const drafts = new Map<SchedRequest, readonly number[]>();
-  if (p.decodes.length > p.speculation.maxBatch) return drafts;
+  if (p.decodes.length + p.numPrompting > p.speculation.maxBatch) return drafts;
   let budget = p.budget;
   for (const r of p.decodes) {
     if (r.draft === undefined || budget <= 0) continue;

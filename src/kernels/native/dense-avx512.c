@@ -18,7 +18,9 @@
 // 2 threads): one thread q4_K 23.9 / 21.9 -> 27.3 / 26.0 GB/s; two threads q4_K 33.2 / 30.7 ->
 // 34.7 / 32.2, q6_K 31.2 / 21.6 -> 31.2 / 28.6, q4_0 32.8 / 31.6 -> 33.7 / 32.4. 512-2048 bytes
 // ahead (measured under load) was no better than none (an earlier attempt's 4-16 super-blocks); f16
-// panels gained nothing (no prefetch there).
+// panels gained nothing (no prefetch there). Verify steps of 2-7 rows (speculative decoding) are
+// still bound by the weight stream on the 1B: prefetching there too took a 5-row step from 48-56
+// to 40-48 ms (bench:spec-step, 1B q4_k_m, 2 threads); a full 8-row prefill pass is left as it was.
 #define PREFETCH_BYTES 4096
 
 static inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
@@ -132,7 +134,7 @@ static inline __attribute__((always_inline)) void blockRows(int kind, int MB, co
     for (int i = 0; i < MB; i++) acc[i] = _mm512_setzero_ps();
     for (int s = 0; s < nsb; s++) {
       const uint8_t* sb = row + (size_t)s * sbBytes;
-      if (MB == 1)  // compile-time: only the batch-1 kernel; a prefetch never faults, even past the weight's end
+      if (MB < MB_MAX)  // compile-time: decode and verify steps, not full prefill passes; never faults
         for (int o = 0; o < sbBytes; o += 64) _mm_prefetch((const char*)sb + PREFETCH_BYTES + o, _MM_HINT_T0);
       __m512 S, T, P[MB_MAX];
       superFactors(kind, sb, &S, &T);
