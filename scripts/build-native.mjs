@@ -35,10 +35,11 @@ const UNITS = [
   ['rowops.c', ROWOPS],
   ['lora.c', AVX2],
   ['experts.c', EXPERTS],
+  ['experts-kquant.c', EXPERTS],
 ].filter(([name]) => existsSync(join(dir, name)));
 const sources = [
   ...UNITS.map(([name]) => join(dir, name)),
-  ...['dense.h', 'attention.h'].map((h) => join(dir, h)).filter((h) => existsSync(h)),
+  ...['dense.h', 'attention.h', 'experts.h'].map((h) => join(dir, h)).filter((h) => existsSync(h)),
 ];
 const outFile = join(root, 'build/tessera-native.node');
 const force = process.argv.includes('--force');

@@ -7,7 +7,7 @@
 // hands to the kernels is copied into their own layout (native: dense.c's super-blocks and float
 // panels; wasm: its memory; ref: a copy), so it is counted as repacked; the embedding's rows are
 // read in place, one token at a time, and counted so (`WeightBytes`: the start-up line), as are a
-// GGUF's q4_0 / q8_0 routed-expert stacks on the native kernels (DenseKernels.expertsInPlace,
+// GGUF's q4_0 / q8_0 / q4_K / q6_K routed-expert stacks on the native kernels (DenseKernels.expertsInPlace,
 // kernels/native/experts.c: never copied; PrepareOptions.expertsInPlace false repacks them).
 //
 // Fusion: the rows of a weight matrix are independent in every dtype (GGML blocks run along a
@@ -152,7 +152,7 @@ export interface WeightBytes {
 
 export interface PrepareOptions {
   /**
-   * Routed experts whose file layout the dense kernels read (a GGUF's q4_0 / q8_0 expert stacks on
+   * Routed experts whose file layout the dense kernels read (a GGUF's q4_0 / q8_0 / q4_K / q6_K expert stacks on
    * the native kernels) are used in place, not repacked (default true; false: every expert
    * repacked, as before experts.c: the A/B of bench:decode --experts-ab).
    */

@@ -44,6 +44,7 @@ export {
   type NativeVariantChoice,
 } from './native/native.js';
 export { NativeAttentionOps } from './native/native-ops.js';
+export { expertKindInPlace } from './native/experts-native.js';
 
 import { WasmRuntime, type WasmRuntimeOptions } from './wasm/runtime.js';
 

@@ -58,7 +58,12 @@ export function registerPlan(program: Command): void {
       );
       const config = await readModelConfig(spec, tesseraHome(process.env));
       const plan = planPool(config, pool);
-      const weights = await readWeightsOnDisk(spec, tesseraHome(process.env), parseWeightsMode(flags.weights));
+      const weights = await readWeightsOnDisk(
+        spec,
+        tesseraHome(process.env),
+        parseWeightsMode(flags.weights),
+        kernels.backend === 'native',
+      );
       const memory = planMemory(config, weights, plan, {
         maxStepTokens: DEFAULT_CHUNKED_PREFILL_SIZE,
         maxStepLogits: DEFAULT_MAX_RUNNING_REQUESTS + PROMPT_LOGIT_ROWS,

@@ -10,7 +10,7 @@
 //      own holding as many tokens as the target's (a small model's KV is small).
 import { availableParallelism } from 'node:os';
 import { PROMPT_LOGIT_ROWS } from '../../core/index.js';
-import { summarizeKernelPlan } from '../../kernels/index.js';
+import { detectKernelSupport, planKernels, summarizeKernelPlan } from '../../kernels/index.js';
 import type { ServeConfig } from '../config.js';
 import { createThreadedEngine, describeWeights, type ThreadedEngine, DraftModel } from '../../engine/index.js';
 import { loadModelInfo, type ModelInfo } from '../../model/index.js';
@@ -38,7 +38,10 @@ export async function startEngine(config: ServeConfig, log: (line: string) => vo
     log(`start-up check skipped (fault skip-startup-check): ${refusal.message}`);
   }
   // Weights, KV pool and activations against the machine's memory (`tessera plan`'s numbers).
-  const memory = planMemory(modelConfig, await readWeightsOnDisk(config.model, config.home, config.weights), plan, {
+  // The experts read in place only on the native kernels (the engine plans its kernels alike).
+  const native = planKernels(config.kernels, config.deterministic, detectKernelSupport()).backend === 'native';
+  const onDisk = await readWeightsOnDisk(config.model, config.home, config.weights, native);
+  const memory = planMemory(modelConfig, onDisk, plan, {
     maxStepTokens: config.chunkedPrefillSize,
     maxStepLogits: config.maxRunningRequests + PROMPT_LOGIT_ROWS,
   });

@@ -1,24 +1,28 @@
 // Tessera's routed-expert kernel: one call runs a whole MoE layer's chosen experts (Qwen3-MoE,
 // GLM-4.5's routed part) straight on the GGUF's 3-D expert tensors in GGML's own block layout
-// (q4_0: f16 d + 16 bytes of nibbles, elements 0..15 low, 16..31 high; q8_0: f16 d + 32 int8),
-// read where they lie (the read-only file map, or the file's buffer), never repacked or copied.
-// experts-native.ts is its TypeScript side; forward/moe.ts calls it after routing.
+// (q4_0: f16 d + 16 bytes of nibbles, elements 0..15 low, 16..31 high; q8_0: f16 d + 32 int8;
+// q4_K and q6_K super-blocks: experts-kquant.c), read where they lie (the read-only file map, or
+// the file's buffer), never repacked or copied. experts-native.ts is its TypeScript side;
+// forward/moe.ts calls it after routing.
 //
 //   1. every token's row x quantized as llama.cpp's CPU backend quantizes it for these weights
-//      (Q8_0 per 32, the scale rounded to f16: dense-avx2.c's quantizeNatural, same arithmetic);
+//      (Q8_0 per 32, the scale rounded to f16: dense-avx2.c's quantizeNatural, same arithmetic;
+//      Q8_K per 256 for K-quants);
 //   2. the (token, choice) slots grouped by expert (counting sort, token order kept);
 //   3. one shared pass over every chosen expert's gate and up rows (rows of all the step's
 //      experts, flattened: one hand-out to the helper threads for the whole layer, not two per
-//      expert), each row dotted with each of its tokens while it is in L1;
-//   4. per slot silu(gate) * up (ggml's silu: x / (1 + e^-x)), quantized as in 1;
-//   5. one shared pass over every chosen expert's down rows;
+//      expert), each row dotted with its group's tokens TILE at a time: every block's codes are
+//      loaded and decoded once per tile, not once per token;
+//   4. per slot silu(gate) * up (ggml's silu: x / (1 + e^-x)), quantized for the down rows
+//      (shared with the helpers from SHARE_HIDDEN_SLOTS slots);
+//   5. one shared pass over every chosen expert's down rows, tiled as 3;
 //   6. out[t] = sum_j weight[t, j] * y[t, j], j in the order chosen (llama.cpp's build_moe_ffn).
 // A dot is llama.cpp's AVX2 q4_0 x q8_0 (q8_0 x q8_0) loop: per block the exact integer
 // sum of (code - 8) * q (vpmaddubsw, vpmaddwd), widened to f32 and added by one FMA with
 // d_w * d_x into eight lanes, summed at the end as its hsum_float_8. Every row's arithmetic is
-// its own: a token's result does not depend on the other tokens of the step (batch-invariant),
-// nor on which thread computed it. Compiled with AVX2 + FMA + F16C (both addon variants have
-// them) and -ffp-contract=off (only the FMAs written here are fused).
+// its own: a token's result does not depend on the other tokens of the step or of its tile
+// (batch-invariant), nor on which thread computed it. Compiled with AVX2 + FMA + F16C (both addon
+// variants have them) and -ffp-contract=off (only the FMAs written here are fused).
 #include <immintrin.h>
 #include <math.h>
 #include <node_api.h>
@@ -27,11 +31,10 @@
 #include <string.h>
 
 #include "dense.h"
+#include "experts.h"
 
 // Bytes per chunk of rows handed out (as dense.c's chunks: long runs keep the prefetchers on).
 #define CHUNK_BYTES (128 * 1024)
-
-static inline size_t blockBytes(int kind) { return kind == K_Q4_0 ? 18 : 34; }
 
 // x[0, n) (n a multiple of 32) as Q8_0: q[n] in element order, d[n / 32] (f16-rounded), and for
 // the VNNI q4_0 dot, off[n / 4]: -8 times each 4-group's sum (int32 lane i of a block's 8 holds
@@ -70,9 +73,6 @@ static inline float hsum8(__m256 x) {
   return _mm_cvtss_f32(r);
 }
 
-// The block's d_w * d_x, broadcast.
-static inline __m256 blockScale(const uint8_t* blk, float dx) { return _mm256_set1_ps(_cvtsh_ss(rd16(blk)) * dx); }
-
 // The 32 4-bit codes of a q4_0 block as bytes, elements 0..15 then 16..31.
 static inline __m256i q40Codes(const uint8_t* blk) {
   const __m128i m4 = _mm_set1_epi8(15);
@@ -81,91 +81,124 @@ static inline __m256i q40Codes(const uint8_t* blk) {
 }
 
 #define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define INLINE static inline __attribute__((always_inline))
 
-// dotRow with AVX-512 VNNI (256-bit vpdpbusd): the same integer sums per block, one instruction.
-// Blocks alternate between two accumulators (their sum at the end): the FMA chain's latency, not
-// the loads, bounded one accumulator.
-VNNI_TARGET static inline __m256 blockVnni(int kind, const uint8_t* w, const int8_t* q, const float* dx,
-                                           const int32_t* off, int b, __m256 acc) {
+// Block b of a q4_0 / q8_0 row against NT tokens, AVX-512 VNNI (256-bit vpdpbusd): the block's
+// codes and d_w decoded once; per token the exact integer sum, widened to f32 and added by one FMA
+// with d_w * d_x into its eight lanes.
+VNNI_TARGET INLINE void blockVnni(int kind, const uint8_t* w, const XRow* x, int b, __m256* acc, const int NT) {
   if (kind == K_Q4_0) {
     const uint8_t* blk = w + 18 * (size_t)b;
-    __m256i sum = _mm256_dpbusd_epi32(_mm256_loadu_si256((const __m256i*)(off + 8 * b)), q40Codes(blk),
-                                      _mm256_loadu_si256((const __m256i*)(q + 32 * b)));
-    return _mm256_fmadd_ps(blockScale(blk, dx[b]), _mm256_cvtepi32_ps(sum), acc);
+    const __m256i codes = q40Codes(blk);
+    const float dw = _cvtsh_ss(rd16(blk));
+    for (int t = 0; t < NT; t++) {
+      __m256i sum = _mm256_dpbusd_epi32(_mm256_loadu_si256((const __m256i*)(x[t].aux + 8 * b)), codes,
+                                        _mm256_loadu_si256((const __m256i*)(x[t].q + 32 * b)));
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[t].d[b]), _mm256_cvtepi32_ps(sum), acc[t]);
+    }
+    return;
   }
   const uint8_t* blk = w + 34 * (size_t)b;
-  __m256i wv = _mm256_loadu_si256((const __m256i*)(blk + 2));
-  __m256i xq = _mm256_loadu_si256((const __m256i*)(q + 32 * b));
-  __m256i sum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xq, wv));
-  return _mm256_fmadd_ps(blockScale(blk, dx[b]), _mm256_cvtepi32_ps(sum), acc);
-}
-
-// dotRow with AVX-512 VNNI (256-bit vpdpbusd): the same integer sums per block, one instruction.
-// Even blocks go to one accumulator, odd to another (their sum at the end): one chain of FMAs was
-// bound by its latency.
-VNNI_TARGET static float dotRowVnni(int kind, const uint8_t* w, const int8_t* q, const float* dx, const int32_t* off,
-                                    int nb) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int b = 0;
-  for (; b + 1 < nb; b += 2) {
-    acc0 = blockVnni(kind, w, q, dx, off, b, acc0);
-    acc1 = blockVnni(kind, w, q, dx, off, b + 1, acc1);
+  const __m256i wv = _mm256_loadu_si256((const __m256i*)(blk + 2)), wabs = _mm256_sign_epi8(wv, wv);
+  const float dw = _cvtsh_ss(rd16(blk));
+  for (int t = 0; t < NT; t++) {
+    __m256i xq = _mm256_loadu_si256((const __m256i*)(x[t].q + 32 * b));
+    __m256i sum = _mm256_dpbusd_epi32(_mm256_setzero_si256(), wabs, _mm256_sign_epi8(xq, wv));
+    acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[t].d[b]), _mm256_cvtepi32_ps(sum), acc[t]);
   }
-  if (b < nb) acc0 = blockVnni(kind, w, q, dx, off, b, acc0);
-  return hsum8(_mm256_add_ps(acc0, acc1));
 }
 
-// One block of dotRowAvx2 (vpmaddubsw + vpmaddwd: the same exact integer sums).
-static inline __m256 blockAvx2(int kind, const uint8_t* w, const int8_t* q, const float* dx, int b, __m256 acc) {
+// The same integer sums with vpmaddubsw + vpmaddwd (AVX2): the same bits.
+INLINE void blockAvx2(int kind, const uint8_t* w, const XRow* x, int b, __m256* acc, const int NT) {
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256i xq = _mm256_loadu_si256((const __m256i*)(q + 32 * b)), p;
-  const uint8_t* blk;
   if (kind == K_Q4_0) {
-    blk = w + 18 * (size_t)b;
-    p = _mm256_sub_epi16(_mm256_maddubs_epi16(q40Codes(blk), xq), _mm256_maddubs_epi16(_mm256_set1_epi8(8), xq));
-  } else {
-    blk = w + 34 * (size_t)b;
-    __m256i wv = _mm256_loadu_si256((const __m256i*)(blk + 2));
-    p = _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xq, wv));
+    const uint8_t* blk = w + 18 * (size_t)b;
+    const __m256i codes = q40Codes(blk), eights = _mm256_set1_epi8(8);
+    const float dw = _cvtsh_ss(rd16(blk));
+    for (int t = 0; t < NT; t++) {
+      __m256i xq = _mm256_loadu_si256((const __m256i*)(x[t].q + 32 * b));
+      __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(codes, xq), _mm256_maddubs_epi16(eights, xq));
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[t].d[b]), _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), acc[t]);
+    }
+    return;
   }
-  return _mm256_fmadd_ps(blockScale(blk, dx[b]), _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), acc);
+  const uint8_t* blk = w + 34 * (size_t)b;
+  const __m256i wv = _mm256_loadu_si256((const __m256i*)(blk + 2)), wabs = _mm256_sign_epi8(wv, wv);
+  const float dw = _cvtsh_ss(rd16(blk));
+  for (int t = 0; t < NT; t++) {
+    __m256i xq = _mm256_loadu_si256((const __m256i*)(x[t].q + 32 * b));
+    __m256i p = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(xq, wv));
+    acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[t].d[b]), _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), acc[t]);
+  }
 }
 
-// One GGML row of nb blocks . one Q8_0 row, AVX2: as dotRowVnni.
-static float dotRowAvx2(int kind, const uint8_t* w, const int8_t* q, const float* dx, int nb) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int b = 0;
-  for (; b + 1 < nb; b += 2) {
-    acc0 = blockAvx2(kind, w, q, dx, b, acc0);
-    acc1 = blockAvx2(kind, w, q, dx, b + 1, acc1);
+// One GGML row of nb blocks . NT Q8_0 rows: even blocks into one accumulator per token, odd into
+// another (one FMA chain was bound by its latency), their sum at the end (llama.cpp's hsum).
+#define TILE_BODY(BLOCK)                                                         \
+  __m256 a0[TILE], a1[TILE];                                                     \
+  for (int t = 0; t < NT; t++) a0[t] = a1[t] = _mm256_setzero_ps();              \
+  int b = 0;                                                                     \
+  for (; b + 1 < nb; b += 2) {                                                   \
+    BLOCK(kind, w, x, b, a0, NT);                                                \
+    BLOCK(kind, w, x, b + 1, a1, NT);                                            \
+  }                                                                              \
+  if (b < nb) BLOCK(kind, w, x, b, a0, NT);                                      \
+  for (int t = 0; t < NT; t++) out[t] = hsum8(_mm256_add_ps(a0[t], a1[t]));
+VNNI_TARGET INLINE void tileVnni(int kind, const uint8_t* w, const XRow* x, int nb, float* out, const int NT) {
+  TILE_BODY(blockVnni)
+}
+INLINE void tileAvx2(int kind, const uint8_t* w, const XRow* x, int nb, float* out, const int NT) {
+  TILE_BODY(blockAvx2)
+}
+#undef TILE_BODY
+
+VNNI_TARGET static void dotTileVnni(int kind, const uint8_t* w, const XRow* x, int n, int nb, float* out) {
+  switch (n) {
+    case 1: tileVnni(kind, w, x, nb, out, 1); break;
+    case 2: tileVnni(kind, w, x, nb, out, 2); break;
+    case 3: tileVnni(kind, w, x, nb, out, 3); break;
+    default: tileVnni(kind, w, x, nb, out, 4); break;
   }
-  if (b < nb) acc0 = blockAvx2(kind, w, q, dx, b, acc0);
-  return hsum8(_mm256_add_ps(acc0, acc1));
+}
+static void dotTileAvx2(int kind, const uint8_t* w, const XRow* x, int n, int nb, float* out) {
+  switch (n) {
+    case 1: tileAvx2(kind, w, x, nb, out, 1); break;
+    case 2: tileAvx2(kind, w, x, nb, out, 2); break;
+    case 3: tileAvx2(kind, w, x, nb, out, 3); break;
+    default: tileAvx2(kind, w, x, nb, out, 4); break;
+  }
 }
 
-// Both give the same bits (exact integer sums per block, the same float steps after).
-static inline float dotRow(int vnni, int kind, const uint8_t* w, const int8_t* q, const float* dx, const int32_t* off,
-                           int nb) {
-  return vnni ? dotRowVnni(kind, w, q, dx, off, nb) : dotRowAvx2(kind, w, q, dx, nb);
+static inline int isK(int kind) { return kind == K_Q4_K || kind == K_Q6_K; }
+
+// out[t] = one row of `cols` weights . x[t], t < n <= TILE; every kind gives the same bits per
+// token whatever n (VNNI and AVX2 alike).
+static inline void dotTile(int vnni, int kind, const uint8_t* w, const XRow* x, int n, int cols, float* out) {
+  if (isK(kind))
+    expertsDotTileK(kind, w, x, n, cols / 256, out);
+  else if (vnni)
+    dotTileVnni(kind, w, x, n, cols / 32, out);
+  else
+    dotTileAvx2(kind, w, x, n, cols / 32, out);
 }
 
 // ggml's silu(g) * u, one element.
 static inline float siluMul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
 typedef struct {
-  int kind, E, f, d, T, k, groups, vnni;
+  int kind, kindDown, E, f, d, T, k, groups, vnni;
   const uint8_t *gate, *up, *down;
-  size_t gateRow, downRow;  // bytes per row: d / 32 blocks, f / 32 blocks
+  size_t gateRow, downRow;  // bytes per row
   const int* groupExpert;   // [groups]
   const int* groupStart;    // [groups + 1], into order
   const int* order;         // slots, grouped by expert
   const int8_t* xq;         // [T, d]
-  const float* xd;          // [T, d / 32]
-  const int32_t* xo;        // [T, d / 4]
-  const int32_t* ho;        // [T k, f / 4]
+  const float* xd;          // [T, d / 32] (Q8_K: d / 256 used)
+  const int32_t* xo;        // [T, d / 4] (Q8_K: d / 16 used)
+  int32_t* ho;              // [T k, f / 4] (Q8_K: f / 16 used)
   float* gu;                // [T k, 2 f]: gate | up per slot
-  const int8_t* hq;         // [T k, f]
-  const float* hd;          // [T k, f / 32]
+  int8_t* hq;               // [T k, f]
+  float* hd;                // [T k, f / 32]
   float* ys;                // [T k, d]
 } ExpertJob;
 
@@ -178,20 +211,73 @@ static inline void prefetchAhead(const uint8_t* row, size_t rowBytes) {
   for (size_t o = 0; o < rowBytes; o += 64) _mm_prefetch((const char*)(at + o), _MM_HINT_T0);
 }
 
+// Bytes of one row of `cols` weights of `kind`.
+static size_t rowBytes(int kind, int cols) {
+  switch (kind) {
+    case K_Q4_0: return (size_t)(cols / 32) * 18;
+    case K_Q8_0: return (size_t)(cols / 32) * 34;
+    case K_Q4_K: return (size_t)(cols / 256) * 144;
+    default: return (size_t)(cols / 256) * 210;  // K_Q6_K
+  }
+}
+
+// x[0, n) quantized as llama.cpp quantizes the activations of `kind` weights: Q8_0 (q, d per 32,
+// the VNNI q4_0 offsets per 4) or Q8_K (q, d per 256, the sums per 16).
+static void quantizeFor(int kind, const float* x, int n, int8_t* q, float* d, int32_t* aux) {
+  if (isK(kind))
+    expertsQuantizeQ8K(x, n, q, d, aux);
+  else
+    quantizeQ8(x, n, q, d, aux);
+}
+
+// Rows dotted with their group's slots, TILE at a time: each block read and decoded once per tile.
+static void rowTiles(const ExpertJob* j, int kind, const uint8_t* row, int cols, int g, int rowIndex, int isDown) {
+  const int s0 = j->groupStart[g], s1 = j->groupStart[g + 1], R = 2 * j->f;
+  for (int s = s0; s < s1; s += TILE) {
+    const int n = s1 - s < TILE ? s1 - s : TILE;
+    XRow xr[TILE];
+    float res[TILE];
+    for (int i = 0; i < n; i++) {
+      const int slot = j->order[s + i], t = isDown ? slot : slot / j->k;
+      const int8_t* q = isDown ? j->hq : j->xq;
+      const float* dd = isDown ? j->hd : j->xd;
+      const int32_t* aux = isDown ? j->ho : j->xo;
+      xr[i] = (XRow){q + (size_t)t * cols, dd + (size_t)t * (cols / 32), aux + (size_t)t * (cols / 4)};
+    }
+    dotTile(j->vnni, kind, row, xr, n, cols, res);
+    for (int i = 0; i < n; i++) {
+      const int slot = j->order[s + i];
+      if (isDown)
+        j->ys[(size_t)slot * j->d + rowIndex] = res[i];
+      else
+        j->gu[(size_t)slot * R + rowIndex] = res[i];
+    }
+  }
+}
+
 // Items [i0, i1) of the gate | up pass: item = group * 2f + r (r < f: gate row r, else up row r - f).
 static int gateUpChunk(void* ctx, int i0, int i1) {
   const ExpertJob* j = ctx;
-  const int R = 2 * j->f, nb = j->d / 32;
+  const int R = 2 * j->f;
   for (int i = i0; i < i1; i++) {
     int g = i / R, r = i % R, e = j->groupExpert[g];
     const uint8_t* row = (r < j->f ? j->gate + ((size_t)e * j->f + r) * j->gateRow
                                    : j->up + ((size_t)e * j->f + (r - j->f)) * j->gateRow);
     prefetchAhead(row, j->gateRow);
-    for (int s = j->groupStart[g]; s < j->groupStart[g + 1]; s++) {
-      int slot = j->order[s], t = slot / j->k;
-      j->gu[(size_t)slot * R + r] =
-          dotRow(j->vnni, j->kind, row, j->xq + (size_t)t * j->d, j->xd + (size_t)t * nb, j->xo + (size_t)t * (j->d / 4), nb);
-    }
+    rowTiles(j, j->kind, row, j->d, g, r, 0);
+  }
+  return 1;
+}
+
+// Slots [i0, i1): hidden = silu(gate) * up (in the gate's place), quantized for the down rows.
+static int hiddenChunk(void* ctx, int i0, int i1) {
+  const ExpertJob* j = ctx;
+  const int f = j->f;
+  for (int s = i0; s < i1; s++) {
+    float* g = j->gu + (size_t)s * 2 * f;
+    for (int i = 0; i < f; i++) g[i] = siluMul(g[i], g[f + i]);
+    quantizeFor(j->kindDown, g, f, j->hq + (size_t)s * f, j->hd + (size_t)s * (f / 32),
+                j->ho + (size_t)s * (f / 4));
   }
   return 1;
 }
@@ -199,16 +285,11 @@ static int gateUpChunk(void* ctx, int i0, int i1) {
 // Items [i0, i1) of the down pass: item = group * d + r.
 static int downChunk(void* ctx, int i0, int i1) {
   const ExpertJob* j = ctx;
-  const int nb = j->f / 32;
   for (int i = i0; i < i1; i++) {
     int g = i / j->d, r = i % j->d, e = j->groupExpert[g];
     const uint8_t* row = j->down + ((size_t)e * j->d + r) * j->downRow;
     prefetchAhead(row, j->downRow);
-    for (int s = j->groupStart[g]; s < j->groupStart[g + 1]; s++) {
-      int slot = j->order[s];
-      j->ys[(size_t)slot * j->d + r] = dotRow(j->vnni, j->kind, row, j->hq + (size_t)slot * j->f, j->hd + (size_t)slot * nb,
-                                              j->ho + (size_t)slot * (j->f / 4), nb);
-    }
+    rowTiles(j, j->kindDown, row, j->f, g, r, 1);
   }
   return 1;
 }
@@ -224,9 +305,13 @@ static int perChunk(size_t rowBytes, int items, int threads) {
   return per < 4 ? 4 : (int)per;
 }
 
+// Slots from which step 4 is shared with the helpers (below it a hand-out costs more than it saves).
+#define SHARE_HIDDEN_SLOTS 16
+
 // 0 when the scratch cannot be had.
-static int runExperts(int kind, const uint8_t* gate, const uint8_t* up, const uint8_t* down, int E, int f, int d,
-                      const float* x, int T, int k, const int* ids, const float* weights, float* out, int helpers) {
+static int runExperts(int kind, int kindDown, const uint8_t* gate, const uint8_t* up, const uint8_t* down, int E,
+                      int f, int d, const float* x, int T, int k, const int* ids, const float* weights, float* out,
+                      int helpers) {
   const int S = T * k;
   size_t need = 0;
 #define CARVE(bytes) (need = (need + 63) / 64 * 64, need += (bytes), need - (bytes))
@@ -234,7 +319,7 @@ static int runExperts(int kind, const uint8_t* gate, const uint8_t* up, const ui
   size_t oGroupE = CARVE((size_t)E * 4), oGroupS = CARVE((size_t)(E + 1) * 4);
   size_t oXq = CARVE((size_t)T * d), oXd = CARVE((size_t)T * (d / 32) * 4);
   size_t oGu = CARVE((size_t)S * 2 * f * 4), oHq = CARVE((size_t)S * f), oHd = CARVE((size_t)S * (f / 32) * 4);
-  size_t oYs = CARVE((size_t)S * d * 4), oH = CARVE((size_t)f * 4);
+  size_t oYs = CARVE((size_t)S * d * 4);
   size_t oXo = CARVE((size_t)T * d), oHo = CARVE((size_t)S * f);  // int32 per 4 values
 #undef CARVE
   if (need > scratchCap) {
@@ -259,28 +344,25 @@ static int runExperts(int kind, const uint8_t* gate, const uint8_t* up, const ui
       groupS[groups++] = start[e];
     }
   groupS[groups] = S;
-  ExpertJob j = {.kind = kind, .E = E, .f = f, .d = d, .T = T, .k = k, .groups = groups, .gate = gate, .up = up,
-                 .down = down, .gateRow = (size_t)(d / 32) * blockBytes(kind),
-                 .downRow = (size_t)(f / 32) * blockBytes(kind), .groupExpert = groupE, .groupStart = groupS,
-                 .order = order, .xq = (int8_t*)(base + oXq), .xd = (float*)(base + oXd),
-                 .gu = (float*)(base + oGu), .hq = (int8_t*)(base + oHq), .hd = (float*)(base + oHd),
-                 .ys = (float*)(base + oYs), .xo = (int32_t*)(base + oXo), .ho = (int32_t*)(base + oHo),
-                 .vnni = tesseraVariant() == 0};
+  ExpertJob j = {.kind = kind, .kindDown = kindDown, .E = E, .f = f, .d = d, .T = T, .k = k, .groups = groups,
+                 .gate = gate, .up = up, .down = down, .gateRow = rowBytes(kind, d), .downRow = rowBytes(kindDown, f),
+                 .groupExpert = groupE, .groupStart = groupS, .order = order, .xq = (int8_t*)(base + oXq),
+                 .xd = (float*)(base + oXd), .gu = (float*)(base + oGu), .hq = (int8_t*)(base + oHq),
+                 .hd = (float*)(base + oHd), .ys = (float*)(base + oYs), .xo = (int32_t*)(base + oXo),
+                 .ho = (int32_t*)(base + oHo), .vnni = tesseraVariant() == 0};
   // 1. x quantized.
   for (int t = 0; t < T; t++)
-    quantizeQ8(x + (size_t)t * d, d, (int8_t*)j.xq + (size_t)t * d, (float*)j.xd + (size_t)t * (d / 32),
-               (int32_t*)j.xo + (size_t)t * (d / 4));
+    quantizeFor(kind, x + (size_t)t * d, d, (int8_t*)j.xq + (size_t)t * d, (float*)j.xd + (size_t)t * (d / 32),
+                (int32_t*)j.xo + (size_t)t * (d / 4));
   const int threads = tesseraThreads();
   // 3. gate | up of every chosen expert.
   int items = groups * 2 * f;
   tesseraShare(gateUpChunk, &j, items, perChunk(j.gateRow, items, threads), helpers);
-  // 4. hidden = silu(gate) * up, quantized.
-  float* h = (float*)(base + oH);
-  for (int s = 0; s < S; s++) {
-    const float* g = j.gu + (size_t)s * 2 * f;
-    for (int i = 0; i < f; i++) h[i] = siluMul(g[i], g[f + i]);
-    quantizeQ8(h, f, (int8_t*)j.hq + (size_t)s * f, (float*)j.hd + (size_t)s * (f / 32), (int32_t*)j.ho + (size_t)s * (f / 4));
-  }
+  // 4. hidden = silu(gate) * up, quantized (per slot: the same bits whoever computes it).
+  if (S >= SHARE_HIDDEN_SLOTS && helpers)
+    tesseraShare(hiddenChunk, &j, S, (S + 2 * threads - 1) / (2 * threads), helpers);
+  else
+    hiddenChunk(&j, 0, S);
   // 5. down of every chosen expert.
   items = groups * d;
   tesseraShare(downChunk, &j, items, perChunk(j.downRow, items, threads), helpers);
@@ -309,31 +391,38 @@ static int typed(napi_env env, napi_value v, napi_typedarray_type want, void** d
 
 static int intArgE(napi_env env, napi_value v, int* out) { return napi_get_value_int32(env, v, out) == napi_ok; }
 
-// experts(kind, gate, up, down: Uint8Array, E, f, d, x: Float32Array, T, k, ids: Int32Array,
-//         weights: Float32Array, out: Float32Array, helpers: 0 | 1):
+// A kind read in place whose blocks divide `cols`.
+static int kindFits(int kind, int cols) {
+  if (kind == K_Q4_0 || kind == K_Q8_0) return cols % 32 == 0;
+  return (kind == K_Q4_K || kind == K_Q6_K) && cols % 256 == 0;
+}
+
+// experts(kind, kindDown, gate, up, down: Uint8Array, E, f, d, x: Float32Array, T, k,
+//         ids: Int32Array, weights: Float32Array, out: Float32Array, helpers: 0 | 1):
 // out[T, d] = the mixture of each token's k chosen experts (ids, weights [T, k]) over x[T, d];
-// gate, up [E, f, d] and down [E, d, f] in GGML's layout, kind K_Q4_0 or K_Q8_0. Every size and
-// id is checked here: a bad one throws with nothing written.
+// gate, up [E, f, d] (kind) and down [E, d, f] (kindDown) in GGML's layout: K_Q4_0, K_Q8_0,
+// K_Q4_K or K_Q6_K. Every size and id is checked here: a bad one throws with nothing written.
 napi_value tesseraExperts(napi_env env, napi_callback_info info) {
-  size_t argc = 14;
-  napi_value argv[14];
-  int kind, E, f, d, T, k, helpers;
+  size_t argc = 15;
+  napi_value argv[15];
+  int kind, kindDown, E, f, d, T, k, helpers;
   void *gate, *up, *down, *x, *ids, *weights, *out;
   size_t gateN, upN, downN, xN, idsN, weightsN, outN;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 14 || !intArgE(env, argv[0], &kind) ||
-      !typed(env, argv[1], napi_uint8_array, &gate, &gateN) || !typed(env, argv[2], napi_uint8_array, &up, &upN) ||
-      !typed(env, argv[3], napi_uint8_array, &down, &downN) || !intArgE(env, argv[4], &E) ||
-      !intArgE(env, argv[5], &f) || !intArgE(env, argv[6], &d) || !typed(env, argv[7], napi_float32_array, &x, &xN) ||
-      !intArgE(env, argv[8], &T) || !intArgE(env, argv[9], &k) || !typed(env, argv[10], napi_int32_array, &ids, &idsN) ||
-      !typed(env, argv[11], napi_float32_array, &weights, &weightsN) ||
-      !typed(env, argv[12], napi_float32_array, &out, &outN) || !intArgE(env, argv[13], &helpers) ||
-      (kind != K_Q4_0 && kind != K_Q8_0) || E <= 0 || f <= 0 || d <= 0 || f % 32 != 0 || d % 32 != 0 || T < 0 ||
-      k <= 0 || k > E) {
-    napi_throw_type_error(env, NULL, "experts(kind, gate, up, down, E, f, d, x, T, k, ids, weights, out, helpers): bad arguments");
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 15 || !intArgE(env, argv[0], &kind) ||
+      !intArgE(env, argv[1], &kindDown) || !typed(env, argv[2], napi_uint8_array, &gate, &gateN) ||
+      !typed(env, argv[3], napi_uint8_array, &up, &upN) || !typed(env, argv[4], napi_uint8_array, &down, &downN) ||
+      !intArgE(env, argv[5], &E) || !intArgE(env, argv[6], &f) || !intArgE(env, argv[7], &d) ||
+      !typed(env, argv[8], napi_float32_array, &x, &xN) || !intArgE(env, argv[9], &T) ||
+      !intArgE(env, argv[10], &k) || !typed(env, argv[11], napi_int32_array, &ids, &idsN) ||
+      !typed(env, argv[12], napi_float32_array, &weights, &weightsN) ||
+      !typed(env, argv[13], napi_float32_array, &out, &outN) || !intArgE(env, argv[14], &helpers) || E <= 0 ||
+      f <= 0 || d <= 0 || !kindFits(kind, d) || !kindFits(kindDown, f) || T < 0 || k <= 0 || k > E) {
+    napi_throw_type_error(
+        env, NULL, "experts(kind, kindDown, gate, up, down, E, f, d, x, T, k, ids, weights, out, helpers): bad arguments");
     return NULL;
   }
-  size_t bb = blockBytes(kind), expert = (size_t)f * (d / 32) * bb;
-  if (gateN != E * expert || upN != E * expert || downN != E * expert || xN < (size_t)T * d ||
+  size_t expert = (size_t)f * rowBytes(kind, d), expertDown = (size_t)d * rowBytes(kindDown, f);
+  if (gateN != E * expert || upN != E * expert || downN != E * expertDown || xN < (size_t)T * d ||
       idsN < (size_t)T * k || weightsN < (size_t)T * k || outN < (size_t)T * d) {
     napi_throw_range_error(env, NULL, "experts: a weight or array has the wrong size");
     return NULL;
@@ -347,7 +436,7 @@ napi_value tesseraExperts(napi_env env, napi_callback_info info) {
     napi_throw_error(env, NULL, "experts: this CPU has neither AVX-512 nor AVX2 + FMA + F16C");
     return NULL;
   }
-  if (T > 0 && !runExperts(kind, gate, up, down, E, f, d, x, T, k, ids, weights, out, helpers)) {
+  if (T > 0 && !runExperts(kind, kindDown, gate, up, down, E, f, d, x, T, k, ids, weights, out, helpers)) {
     napi_throw_error(env, NULL, "experts: out of memory for the scratch");
     return NULL;
   }

@@ -1,4 +1,4 @@
-// experts.c (a layer's routed experts over GGML q4_0 / q8_0 stacks in place) against the same
+// experts.c (a layer's routed experts over GGML q4_0 / q8_0 / q4_K / q6_K stacks in place) against the same
 // experts prepared as matrices on NativeDense (repacked, the path every other weight takes): equal
 // to float rounding; a token's bits do not depend on the other tokens of the call nor on the
 // helper threads; bad sizes and ids throw with nothing written.
@@ -24,7 +24,10 @@ function random(n: number, seed: number): Float32Array {
 
 /** E experts' [rows, cols] views of one [E, rows, cols] stack, as a GGUF's 3-D tensor is split. */
 function stack(dtype: WeightDType, rows: number, cols: number, seed: number): HostTensor[] {
-  const bytes = quantize(dtype, random(E * rows * cols, seed));
+  // K-quants' quantizer looks for structure: give each row its own scale so the scales differ.
+  const values = random(E * rows * cols, seed);
+  for (let r = 0; r < E * rows; r++) for (let c = 0; c < cols; c++) values[r * cols + c]! *= 0.25 + (r % 7) / 4;
+  const bytes = quantize(dtype, values);
   const each = bytes.byteLength / E;
   return Array.from({ length: E }, (_, e) => ({
     name: `e${e}`,
@@ -52,16 +55,25 @@ function routing(T: number, seed: number): { ids: Int32Array; weights: Float32Ar
 describe.skipIf(!('addon' in found))('experts.c: routed experts in place', () => {
   const addon = (found as { addon: Addon }).addon;
 
-  for (const dtype of ['q4_0', 'q8_0'] as const) {
-    it(`${dtype}: the mixture equals the experts repacked on NativeDense, to float rounding`, async () => {
-      const [gate, up, down] = [stack(dtype, F, D, 1), stack(dtype, F, D, 2), stack(dtype, D, F, 3)];
+  // gate | up kind, down kind, F, D: a Q4_K_M file's experts are q4_K with down q4_K or q6_K.
+  const cases: [WeightDType, WeightDType, number, number][] = [
+    ['q4_0', 'q4_0', F, D],
+    ['q8_0', 'q8_0', F, D],
+    ['q4_k', 'q4_k', 256, 512],
+    ['q4_k', 'q6_k', 256, 512],
+    ['q6_k', 'q6_k', 256, 256],
+  ];
+  for (const [dtype, downType, F1, D1] of cases) {
+    it(`${dtype} / ${downType}: the mixture equals the experts repacked on NativeDense, to float rounding`, async () => {
+      const [gate, up, down] = [stack(dtype, F1, D1, 1), stack(dtype, F1, D1, 2), stack(downType, D1, F1, 3)];
       const experts = nativeExpertsInPlace(addon, gate!, up!, down!, false)!;
       expect(experts).not.toBeNull();
-      expect(experts.bytes).toBe(3 * E * F * (D / 32) * (dtype === 'q4_0' ? 18 : 34));
-      const T = 5;
-      const x = random(T * D, 4);
+      const bytes = (t: HostTensor[]): number => t.reduce((a, v) => a + v.data.byteLength, 0);
+      expect(experts.bytes).toBe(bytes(gate!) + bytes(up!) + bytes(down!));
+      const T = 7;
+      const x = random(T * D1, 4);
       const { ids, weights } = routing(T, 5);
-      const out = new Float32Array(T * D);
+      const out = new Float32Array(T * D1);
       experts.run(x, T, K, ids, weights, out);
       // The same experts as matrices: gate, up, silu·mul, down per (token, choice).
       const dense = new NativeDense({ threads: 1 });
@@ -69,17 +81,17 @@ describe.skipIf(!('addon' in found))('experts.c: routed experts in place', () =>
       const [g, u, dn] = [await prep(gate!), await prep(up!), await prep(down!)];
       let worst = 0;
       for (let t = 0; t < T; t++) {
-        const want = new Float32Array(D);
+        const want = new Float32Array(D1);
         for (let j = 0; j < K; j++) {
           const e = ids[t * K + j]!;
-          const xt = x.subarray(t * D, (t + 1) * D);
+          const xt = x.subarray(t * D1, (t + 1) * D1);
           const a = await dense.matmul(g[e]!, xt, 1);
           const b = await dense.matmul(u[e]!, xt, 1);
           const h = a.map((v, i) => (v / (1 + Math.exp(-v))) * b[i]!);
           const y = await dense.matmul(dn[e]!, h, 1);
-          for (let c = 0; c < D; c++) want[c] += weights[t * K + j]! * y[c]!;
+          for (let c = 0; c < D1; c++) want[c] += weights[t * K + j]! * y[c]!;
         }
-        for (let c = 0; c < D; c++) worst = Math.max(worst, Math.abs(out[t * D + c]! - want[c]!));
+        for (let c = 0; c < D1; c++) worst = Math.max(worst, Math.abs(out[t * D1 + c]! - want[c]!));
       }
       const scale = Math.max(...out.map(Math.abs));
       expect(scale).toBeGreaterThan(0.01);
@@ -87,23 +99,29 @@ describe.skipIf(!('addon' in found))('experts.c: routed experts in place', () =>
     });
   }
 
-  it("a token's bits are the same alone, among others, and with the helper threads", () => {
-    const [gate, up, down] = [stack('q4_0', F, D, 6), stack('q4_0', F, D, 7), stack('q4_0', D, F, 8)];
-    const alone = nativeExpertsInPlace(addon, gate!, up!, down!, false)!;
-    new NativeDense({ threads: 2 }); // starts the helper threads
-    const shared = nativeExpertsInPlace(addon, gate!, up!, down!, true)!;
-    const T = 9;
-    const x = random(T * D, 9);
-    const { ids, weights } = routing(T, 10);
-    const together = new Float32Array(T * D);
-    shared.run(x, T, K, ids, weights, together);
-    for (let t = 0; t < T; t++) {
-      const one = new Float32Array(D);
-      const sl = (a: Float32Array | Int32Array) => a.slice(t * K, (t + 1) * K);
-      alone.run(x.slice(t * D, (t + 1) * D), 1, K, sl(ids) as Int32Array, sl(weights) as Float32Array, one);
-      expect(Buffer.from(one.buffer).equals(Buffer.from(together.slice(t * D, (t + 1) * D).buffer))).toBe(true);
-    }
-  });
+  // More tokens than experts: groups of several tokens, tiles of 1..4 and more than one tile a row.
+  for (const [dtype, downType, F1, D1] of [
+    ['q4_0', 'q4_0', F, D],
+    ['q4_k', 'q6_k', 256, 256],
+  ] as [WeightDType, WeightDType, number, number][]) {
+    it(`${dtype} / ${downType}: a token's bits are the same alone, among others, and with the helper threads`, () => {
+      const [gate, up, down] = [stack(dtype, F1, D1, 6), stack(dtype, F1, D1, 7), stack(downType, D1, F1, 8)];
+      const alone = nativeExpertsInPlace(addon, gate!, up!, down!, false)!;
+      new NativeDense({ threads: 2 }); // starts the helper threads
+      const shared = nativeExpertsInPlace(addon, gate!, up!, down!, true)!;
+      const T = 17;
+      const x = random(T * D1, 9);
+      const { ids, weights } = routing(T, 10);
+      const together = new Float32Array(T * D1);
+      shared.run(x, T, K, ids, weights, together);
+      for (let t = 0; t < T; t++) {
+        const one = new Float32Array(D1);
+        const sl = (a: Float32Array | Int32Array) => a.slice(t * K, (t + 1) * K);
+        alone.run(x.slice(t * D1, (t + 1) * D1), 1, K, sl(ids) as Int32Array, sl(weights) as Float32Array, one);
+        expect(Buffer.from(one.buffer).equals(Buffer.from(together.slice(t * D1, (t + 1) * D1).buffer))).toBe(true);
+      }
+    });
+  }
 
   it('refuses a bad expert id or a short array, writing nothing', () => {
     const [gate, up, down] = [stack('q8_0', F, D, 11), stack('q8_0', F, D, 12), stack('q8_0', D, F, 13)];
@@ -115,12 +133,18 @@ describe.skipIf(!('addon' in found))('experts.c: routed experts in place', () =>
     expect(out.every((v) => v === 7)).toBe(true);
   });
 
-  it('takes only whole stacks of one kind it reads: views apart, f16 or q4_K experts are left to the caller', () => {
+  it('takes only whole stacks of kinds it reads: views apart, f16, q5_K or short K-quant rows are left to the caller', () => {
     const [gate, up, down] = [stack('q4_0', F, D, 14), stack('q4_0', F, D, 15), stack('q4_0', D, F, 16)];
     expect(expertStacks(gate!, up!, down!)).not.toBeNull();
     const apart = gate!.map((t) => ({ ...t, data: t.data.slice() }));
     expect(expertStacks(apart, up!, down!)).toBeNull();
     const f16 = stack('f16', F, D, 17);
     expect(expertStacks(f16, stack('f16', F, D, 18), stack('f16', D, F, 19))).toBeNull();
+    const q5 = (rows: number, cols: number, seed: number) => stack('q5_k', rows, cols, seed);
+    expect(expertStacks(q5(256, 256, 20), q5(256, 256, 21), q5(256, 256, 22))).toBeNull();
+    // gate | up of two kinds, or a K-quant row of 128 (not a whole super-block): refused.
+    const k4 = stack('q4_k', 256, 256, 23);
+    expect(expertStacks(k4, stack('q6_k', 256, 256, 24), stack('q4_k', 256, 256, 25))).toBeNull();
+    expect(expertStacks(k4, stack('q4_k', 256, 256, 26), stack('q4_k', 256, 256, 27))).not.toBeNull();
   });
 });
