@@ -10,9 +10,27 @@
 // Used only where it computes exactly what the per-sequence calls would: kernels that have it, an
 // f32 pool, one RoPE table for every sequence (no dynamic NTK), no window or sinks (gpt-oss), and,
 // per layer, fused q | k | v rows with no bias and no q / k norm (planLayer's caller checks those).
-import type { LayerAttentionArgs } from '../../kernels/index.js';
+import type { LayerAttentionArgs, OpKernels, PagedKvView } from '../../kernels/index.js';
+import type { ModelConfig, RopeTable } from '../../formats/index.js';
 import type { Activations } from '../activations.js';
-import type { ForwardBatch, ForwardModel } from './llama.js';
+
+/** What it reads of forward/llama.ts's ForwardModel and ForwardBatch (structurally: no import cycle). */
+interface StepModel {
+  readonly config: ModelConfig;
+  readonly rope: RopeTable;
+  readonly ops: OpKernels;
+  readonly kv: PagedKvView;
+}
+interface StepBatch {
+  readonly numTokens: number;
+  readonly seqs: readonly {
+    readonly row: number;
+    readonly numTokens: number;
+    readonly startPos: number;
+    readonly pageTable: Int32Array;
+    readonly rope: RopeTable | null;
+  }[];
+}
 
 /** The step's arguments to attendLayer, all but the layer; null where the per-sequence calls must run. */
 export type LayerAttentionPlan = Omit<LayerAttentionArgs, 'layer'>;
@@ -20,7 +38,7 @@ export type LayerAttentionPlan = Omit<LayerAttentionArgs, 'layer'>;
 /** Each activations' concatenated page tables, grown when a step needs more. */
 const tablesOf = new WeakMap<Activations, Int32Array>();
 
-export function planLayerAttention(m: ForwardModel, batch: ForwardBatch, a: Activations): LayerAttentionPlan | null {
+export function planLayerAttention(m: StepModel, batch: StepBatch, a: Activations): LayerAttentionPlan | null {
   const { config, ops, kv } = m;
   if (ops.attendLayer === undefined || kv.dtype !== 'f32' || config.gptOss !== undefined) return null;
   if (batch.seqs.some((s) => s.rope !== null)) return null;
