@@ -26,6 +26,7 @@ const EXPERTS = ['-mavx2', '-mfma', '-mf16c', '-ffp-contract=off'];
 const UNITS = [
   ['dense.c', []],
   ['attention.c', []],
+  ['attention-layer.c', ['-ffp-contract=off']],
   ['argmax.c', []],
   ['mapfile.c', []],
   ['dense-avx512.c', AVX512],

@@ -42,6 +42,10 @@ export interface Activations {
   readonly tokens: Int32Array;
   /** [T] */
   readonly positions: Int32Array;
+  /** [T, headDim] each token's RoPE cos | sin (forward/layer-attention.ts) */
+  readonly cosSin: Float32Array;
+  /** [T, 4] each sequence's first row, tokens, start position, page-table offset (forward/layer-attention.ts) */
+  readonly layerSeqs: Int32Array;
   /** An MoE model's routing and expert buffers (forward/moe.ts); null for a dense model. */
   readonly moe: MoeScratch | null;
 }
@@ -135,6 +139,8 @@ export function allocateActivations(
     logits: allocDense(maxLogitRows * vocabSize),
     tokens: new Int32Array(T),
     positions: new Int32Array(T),
+    cosSin: allocOps(T * headDim),
+    layerSeqs: new Int32Array(4 * T),
     moe: config.moe === null ? null : allocateMoeScratch(d, config.moe, T, allocDense, allocOps),
   };
 }

@@ -163,4 +163,31 @@ export interface OpKernels {
     v: Float32Array,
   ): void;
   attention(kv: PagedKvView, args: AttentionArgs): void;
+  /**
+   * Optional (the native ops): one layer's RoPE, KV write and attention for every sequence of a
+   * step in one call, the same bits as rope (q and k), writeKv and attention per sequence. Only for
+   * an f32 pool, rows of fused q | k | v without bias, no window, no sinks, one RoPE table.
+   */
+  attendLayer?(kv: PagedKvView, args: LayerAttentionArgs): void;
+  /** Optional (the native ops): out[r, i] = silu(gateUp[r, i]) * gateUp[r, width + i], siluMul's bits. */
+  siluMulRows?(gateUp: Float32Array, out: Float32Array, rows: number, width: number): void;
+}
+
+/** One layer's attention over every sequence of a step (OpKernels.attendLayer). */
+export interface LayerAttentionArgs {
+  readonly layer: number;
+  readonly shape: AttentionShape;
+  /** [numTokens, qDim + 2 kvDim]: q | k | v per row, before RoPE. */
+  readonly qkv: Float32Array;
+  readonly numTokens: number;
+  /** [numTokens, headDim]: each token's RoPE cos (first half) and sin (second half), as the rope kernel computes them. */
+  readonly cosSin: Float32Array;
+  /** [numSeqs, 4]: each sequence's first row, tokens, start position, and its page table's offset in `pageTables`. */
+  readonly seqs: Int32Array;
+  readonly numSeqs: number;
+  readonly pageTables: Int32Array;
+  /** [numTokens, qDim]: written with the rotated q. */
+  readonly q: Float32Array;
+  /** [numTokens, qDim]: the attention output. */
+  readonly out: Float32Array;
 }

@@ -19,6 +19,7 @@ import type { ModelConfig, RopeTable } from '../../formats/index.js';
 import type { LoraBank } from '../lora.js';
 import { addRowBias, moeFfn } from './moe.js';
 import { matmulRows } from '../row-stack.js';
+import { planLayerAttention } from './layer-attention.js';
 import type { PreparedWeights } from '../weights-prepared.js';
 
 /** One sequence's rows in the batch. */
@@ -64,9 +65,7 @@ export interface ForwardModel {
 /** Runs the batch; writes K/V of every token into its pages; returns logits [R, V] (a view into `a`). */
 export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activations): Promise<Float32Array> {
   const { config, weights: w, dense, ops, kv } = m;
-  const { hiddenSize: d, intermediateSize: ff, numHeads, numKvHeads, headDim, vocabSize, rmsNormEps: eps } = config;
-  const qDim = numHeads * headDim;
-  const kvDim = numKvHeads * headDim;
+  const { hiddenSize: d, intermediateSize: ff, vocabSize, rmsNormEps: eps } = config;
   const T = batch.numTokens;
   const R = batch.logitRows.length;
   assert(config.gemma3 === null, 'forward: Gemma 3 runs forwardGemma3 (forward/gemma3.ts; forward/arch.ts picks)');
@@ -74,19 +73,19 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
     T > 0 && T <= a.maxTokens && R <= a.maxLogitRows,
     () => `forward: ${T} tokens / ${R} logit rows exceed the activations (${a.maxTokens} / ${a.maxLogitRows})`,
   );
-  const attentionShape = { numHeads, numKvHeads, headDim, scale: 1 / Math.sqrt(headDim) };
   const gptOss = config.gptOss;
-  // One row (a decode step of one request): q, k, v and gate, up are views of the fused outputs, not copies.
+  // One row (a decode step of one request): gate and up are views of the fused output, not copies.
   const one = T === 1;
-  const q = one ? a.qkv.subarray(0, qDim) : a.q;
-  const k = one ? a.qkv.subarray(qDim, qDim + kvDim) : a.k;
-  const v = one ? a.qkv.subarray(qDim + kvDim, qDim + 2 * kvDim) : a.v;
   const gate = one ? a.gateUp.subarray(0, ff) : a.gate;
   const up = one ? a.gateUp.subarray(ff, 2 * ff) : a.up;
 
   // Embedding: x[t] = embed[token t]                                      x: [T, d]
   for (let t = 0; t < T; t++)
     dequantize(w.embed.dtype, w.embed.data, a.tokens[t]! * d, d, a.x.subarray(t * d, (t + 1) * d));
+
+  // Every sequence's RoPE, KV write and attention in one call per layer, where the kernels have it
+  // and it computes the same (forward/layer-attention.ts); else the per-sequence calls below.
+  const layerAttention = planLayerAttention(m, batch, a);
 
   for (let layer = 0; layer < config.numLayers; layer++) {
     const lw = w.layers[layer]!;
@@ -95,32 +94,9 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
     ops.rmsNorm(a.x, lw.inputNorm, eps, T, d, a.xn); //                   xn: [T, d]
     await matmulRows(dense, lw.qkv, a.xn, T, a.qkv); //                          qkv: [T, qDim + 2 kvDim]
     m.lora?.add(batch.seqs, layer, 'qkv', a.xn, a.qkv); //                  qkv += LoRA rows (lora.ts)
-    // q: [T, qDim], k, v: [T, kvDim]
-    if (one) addBias(a.qkv, lw.qkvBias);
-    else splitRows(a.qkv, T, lw.qkvBias, [a.q, qDim], [a.k, kvDim], [a.v, kvDim]);
-    if (lw.qNorm !== null) ops.rmsNorm(q, lw.qNorm, eps, T * numHeads, headDim, q); // Qwen3: per head
-    if (lw.kNorm !== null) ops.rmsNorm(k, lw.kNorm, eps, T * numKvHeads, headDim, k);
-    rope(m, batch, q, numHeads, a.positions); //                            q, k rotated at each token's position
-    rope(m, batch, k, numKvHeads, a.positions);
-    // gpt-oss: its sliding layers' window, and its sinks (one logit per head in each softmax).
-    const window = gptOss?.slidingLayers[layer] === true ? { window: gptOss.slidingWindow } : {};
-    const sinks = gptOss?.attentionSinks === true && lw.sinks !== null ? { sinks: lw.sinks } : {};
-    for (const s of batch.seqs) {
-      // This step's K/V go into the sequence's pages first, so attention reads them like the past.
-      const rows = (buf: Float32Array, width: number) => buf.subarray(s.row * width, (s.row + s.numTokens) * width);
-      ops.writeKv(kv, layer, s.pageTable, s.startPos, s.numTokens, rows(k, kvDim), rows(v, kvDim));
-      ops.attention(kv, {
-        layer,
-        shape: attentionShape,
-        q: rows(q, qDim),
-        out: rows(a.att, qDim), //  att: [T, qDim]
-        numTokens: s.numTokens,
-        startPos: s.startPos,
-        pageTable: s.pageTable,
-        ...window,
-        ...sinks,
-      });
-    }
+    if (layerAttention !== null && lw.qkvBias === null && lw.qNorm === null && lw.kNorm === null)
+      ops.attendLayer!(kv, { ...layerAttention, layer }); //                att: [T, qDim]
+    else attendPerSequence(m, batch, a, layer);
     await dense.matmul(lw.o, a.att, T, a.proj); //                          proj: [T, d]
     if (lw.oBias !== null) addRowBias(a.proj, T, lw.oBias); //              gpt-oss: + o_proj bias
     m.lora?.add(batch.seqs, layer, 'o', a.att, a.proj);
@@ -137,8 +113,12 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
     }
     await matmulRows(dense, lw.gateUp, a.xn, T, a.gateUp); //                    gateUp: [T, 2 ff]
     m.lora?.add(batch.seqs, layer, 'gateUp', a.xn, a.gateUp);
-    if (!one) splitRows(a.gateUp, T, null, [a.gate, ff], [a.up, ff]); //  gate, up: [T, ff]
-    ops.siluMul(gate, up, a.hidden, T * ff); //                             hidden = silu(gate) * up: [T, ff]
+    // hidden = silu(gate) * up: [T, ff], over the fused rows where the kernels can (no copy)
+    if (!one && ops.siluMulRows !== undefined) ops.siluMulRows(a.gateUp, a.hidden, T, ff);
+    else {
+      if (!one) splitRows(a.gateUp, T, null, [a.gate, ff], [a.up, ff]); // gate, up: [T, ff]
+      ops.siluMul(gate, up, a.hidden, T * ff);
+    }
     await dense.matmul(lw.down, a.hidden, T, a.proj); //                    proj: [T, d]
     m.lora?.add(batch.seqs, layer, 'down', a.hidden, a.proj);
     if (lw.postFfnNorm !== null) ops.rmsNorm(a.proj, lw.postFfnNorm, eps, T, d, a.proj); // GLM-4's sandwich
@@ -155,6 +135,52 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
   assert(V <= vocabSize, 'forward: an output head wider than the vocabulary');
   for (const i of batch.hiddenRows ?? []) a.logits.set(a.xLast.subarray(i * d, (i + 1) * d), i * V);
   return a.logits.subarray(0, R * V);
+}
+
+/**
+ * One layer's q, k, v (from the fused rows: bias, Qwen3's q / k norms), RoPE, and each sequence's
+ * KV write and attention into a.att, one call per sequence.
+ */
+function attendPerSequence(m: ForwardModel, batch: ForwardBatch, a: Activations, layer: number): void {
+  const { config, weights: w, ops, kv } = m;
+  const { numHeads, numKvHeads, headDim, rmsNormEps: eps } = config;
+  const lw = w.layers[layer]!;
+  const qDim = numHeads * headDim;
+  const kvDim = numKvHeads * headDim;
+  const T = batch.numTokens;
+  const attentionShape = { numHeads, numKvHeads, headDim, scale: 1 / Math.sqrt(headDim) };
+  const gptOss = config.gptOss;
+  // One row (a decode step of one request): q, k and v are views of the fused output, not copies.
+  const one = T === 1;
+  const q = one ? a.qkv.subarray(0, qDim) : a.q;
+  const k = one ? a.qkv.subarray(qDim, qDim + kvDim) : a.k;
+  const v = one ? a.qkv.subarray(qDim + kvDim, qDim + 2 * kvDim) : a.v;
+  // q: [T, qDim], k, v: [T, kvDim]
+  if (one) addBias(a.qkv, lw.qkvBias);
+  else splitRows(a.qkv, T, lw.qkvBias, [a.q, qDim], [a.k, kvDim], [a.v, kvDim]);
+  if (lw.qNorm !== null) ops.rmsNorm(q, lw.qNorm, eps, T * numHeads, headDim, q); // Qwen3: per head
+  if (lw.kNorm !== null) ops.rmsNorm(k, lw.kNorm, eps, T * numKvHeads, headDim, k);
+  rope(m, batch, q, numHeads, a.positions); //                            q, k rotated at each token's position
+  rope(m, batch, k, numKvHeads, a.positions);
+  // gpt-oss: its sliding layers' window, and its sinks (one logit per head in each softmax).
+  const window = gptOss?.slidingLayers[layer] === true ? { window: gptOss.slidingWindow } : {};
+  const sinks = gptOss?.attentionSinks === true && lw.sinks !== null ? { sinks: lw.sinks } : {};
+  for (const s of batch.seqs) {
+    // This step's K/V go into the sequence's pages first, so attention reads them like the past.
+    const rows = (buf: Float32Array, width: number) => buf.subarray(s.row * width, (s.row + s.numTokens) * width);
+    ops.writeKv(kv, layer, s.pageTable, s.startPos, s.numTokens, rows(k, kvDim), rows(v, kvDim));
+    ops.attention(kv, {
+      layer,
+      shape: attentionShape,
+      q: rows(q, qDim),
+      out: rows(a.att, qDim), //  att: [T, qDim]
+      numTokens: s.numTokens,
+      startPos: s.startPos,
+      pageTable: s.pageTable,
+      ...window,
+      ...sinks,
+    });
+  }
 }
 
 /**

@@ -671,6 +671,8 @@ static napi_value jsAlloc(napi_env env, napi_callback_info info) {
 
 // attention.c's paged attention; argmax.c's argmax.
 napi_value tesseraAttention(napi_env env, napi_callback_info info);
+// attention-layer.c's one-call layer attention of a step (RoPE, KV write, every sequence's items).
+napi_value tesseraAttendLayer(napi_env env, napi_callback_info info);
 napi_value tesseraArgmax(napi_env env, napi_callback_info info);
 // rowops.c's RMSNorm, SiLU·mul and add.
 napi_value tesseraRowOp(napi_env env, napi_callback_info info);
@@ -694,6 +696,7 @@ static napi_value init(napi_env env, napi_value exports) {
       {"helperChunks", NULL, jsHelperChunks, NULL, NULL, NULL, napi_default, NULL},
       {"alloc", NULL, jsAlloc, NULL, NULL, NULL, napi_default, NULL},
       {"attention", NULL, tesseraAttention, NULL, NULL, NULL, napi_default, NULL},
+      {"attendLayer", NULL, tesseraAttendLayer, NULL, NULL, NULL, napi_default, NULL},
       {"argmax", NULL, tesseraArgmax, NULL, NULL, NULL, napi_default, NULL},
       {"rowOp", NULL, tesseraRowOp, NULL, NULL, NULL, napi_default, NULL},
       {"loraRows", NULL, tesseraLoraRows, NULL, NULL, NULL, napi_default, NULL},

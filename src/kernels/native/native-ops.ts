@@ -9,12 +9,13 @@
 // With threads > 1, a call's (token, KV head) items are shared with the addon's helper threads
 // (the same set NativeDense's matmuls use), each item whole on one thread: the same bits.
 import { checkAttention, checkLengths } from '../layout.js';
-import type { AttentionArgs, OpKernels, PagedKvView, RopeArgs } from '../types.js';
+import type { AttentionArgs, LayerAttentionArgs, OpKernels, PagedKvView, RopeArgs } from '../types.js';
 import type { WasmOps } from '../wasm/ops.js';
 import { nativeAvailability, type Addon } from './native.js';
 
 /** rowops.c's ops (Addon.rowOp's first argument). */
 const ROW_RMS_NORM = 0;
+const ROW_SILU_MUL_ROWS = 1;
 const ROW_ADD = 2;
 const ROW_SILU_MUL = 3;
 
@@ -75,6 +76,13 @@ export class NativeAttentionOps implements OpKernels {
     this.wasm.geluTanhMul(gate, up, out, n);
   }
 
+  // gate | up rows as the fused projection writes them: no copy into gate and up first.
+  siluMulRows(gateUp: Float32Array, out: Float32Array, rows: number, width: number): void {
+    checkLengths('siluMulRows', 2 * rows * width, gateUp);
+    checkLengths('siluMulRows out', rows * width, out);
+    if (rows > 0) this.#addon.rowOp(ROW_SILU_MUL_ROWS, gateUp, null, out, rows, width, 0, this.#helpers);
+  }
+
   addInPlace(x: Float32Array, y: Float32Array, n: number): void {
     checkLengths('addInPlace', n, x, y);
     if (n > 0) this.#addon.rowOp(ROW_ADD, x, y, x, 1, n, 0, this.#helpers);
@@ -82,6 +90,32 @@ export class NativeAttentionOps implements OpKernels {
 
   writeKv(...args: Parameters<OpKernels['writeKv']>): void {
     this.wasm.writeKv(...args);
+  }
+
+  // One call per layer for the whole step (attention-layer.c), which checks every sequence's
+  // rows, page table and pages against the pool before it writes anything.
+  attendLayer(kv: PagedKvView, args: LayerAttentionArgs): void {
+    if (kv.dtype !== 'f32') throw new Error(`attendLayer: an f32 pool only, not ${kv.dtype}`);
+    const { shape } = args;
+    this.#addon.attendLayer(
+      kv.data,
+      kv.numLayers,
+      kv.pageSize,
+      kv.numKvHeads,
+      kv.headDim,
+      args.layer,
+      args.qkv,
+      args.numTokens,
+      shape.numHeads,
+      shape.scale,
+      args.cosSin,
+      args.seqs,
+      args.numSeqs,
+      args.pageTables,
+      args.q,
+      args.out,
+      this.#helpers,
+    );
   }
 
   attention(kv: PagedKvView, args: AttentionArgs): void {

@@ -124,6 +124,31 @@ export interface Addon extends ExpertsAddon {
     /** gpt-oss's attention sinks, one logit per head; null: none. */
     sinks: Float32Array | null,
   ): void;
+  /**
+   * One layer of a step for every sequence at once (attention-layer.c): RoPE of q and k from fused
+   * q | k | v rows by a cos | sin table, K and V into an f32 pool, and every (sequence, token, KV
+   * head) item of attention, shared with the helper threads as one job when helpers is 1; the same
+   * bits as the wasm rope, writeKv and attention() per sequence.
+   */
+  attendLayer(
+    pool: Float32Array,
+    numLayers: number,
+    pageSize: number,
+    numKvHeads: number,
+    headDim: number,
+    layer: number,
+    qkv: Float32Array,
+    numTokens: number,
+    numHeads: number,
+    scale: number,
+    cosSin: Float32Array,
+    seqs: Int32Array,
+    numSeqs: number,
+    pageTables: Int32Array,
+    q: Float32Array,
+    out: Float32Array,
+    helpers: 0 | 1,
+  ): void;
 }
 
 export interface NativeDenseOptions {
