@@ -1,6 +1,7 @@
 // `npm test`'s first step (npm's pretest): the system tools the tests need, installed when this
 // process can install them, or named with the exact command when it cannot.
 //   spin, gcc, libc6-dev  the formal model's checks (SPIN writes C that gcc compiles) and the native kernels
+//   gcc-aarch64-linux-gnu, libc6-dev-arm64-cross, qemu-user  the NEON kernels cross-compiled and run under qemu
 //   chromium              the dashboard's and the probe's browser tests (puppeteer-core drives it)
 //   dnsmasq, iproute2     test/e2e/cluster: each role on its own network-namespace host, DNS by dnsmasq
 //   cmake, g++, git       llama.cpp's llama-server built from node-llama-cpp's bundled source (scripts/build-llama.mjs):
@@ -27,6 +28,14 @@ const NEEDS = [
     name: 'aarch64-linux-gnu-gcc',
     there: () => onPath('aarch64-linux-gnu-gcc'),
     pkg: 'gcc-aarch64-linux-gnu',
+    why: "the NEON kernels' cross-compiled test cannot build",
+  },
+  {
+    // The cross compiler's own C library headers: gcc-aarch64-linux-gnu only recommends them, and
+    // --no-install-recommends leaves a compiler that cannot include <stdint.h>.
+    name: 'the aarch64 C library headers',
+    there: () => existsSync('/usr/aarch64-linux-gnu/include/stdlib.h'),
+    pkg: 'libc6-dev-arm64-cross',
     why: "the NEON kernels' cross-compiled test cannot build",
   },
   {

@@ -140,6 +140,10 @@ export const NOT_CACHES: readonly StateDeclaration[] = [
     why: "each LoRA pair's B transposed for the native kernel, keyed weakly by the pair (adapter weights, no request data)",
   },
   {
+    site: 'src/engine/forward/layer-attention.ts:tablesOf',
+    why: "scratch: one step's page tables laid end to end, keyed weakly by the activations; rewritten before each step reads it (page ids, no KV)",
+  },
+  {
     site: 'src/worker/lora-registry.ts:#entries',
     why: 'loaded adapters: name, digest, allowed tenants (admin configuration)',
   },

@@ -2,7 +2,7 @@
 // The NEON (dotprod) dot products (dot-neon.c) cross-compiled for aarch64 and run under
 // qemu-aarch64 against scalar reference values (dot-neon-test.c), with its negative control: one
 // weight code flipped must fail. Skipped, saying why, where Debian's gcc-aarch64-linux-gnu and
-// qemu-user are not installed (apt-get install -y gcc-aarch64-linux-gnu qemu-user).
+// qemu-user are not installed (apt-get install -y gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
