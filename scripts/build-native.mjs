@@ -40,7 +40,7 @@ const UNITS = [
 ].filter(([name]) => existsSync(join(dir, name)));
 const sources = [
   ...UNITS.map(([name]) => join(dir, name)),
-  ...['dense.h', 'attention.h', 'experts.h'].map((h) => join(dir, h)).filter((h) => existsSync(h)),
+  ...['dense.h', 'attention.h', 'experts.h', 'napi-args.h'].map((h) => join(dir, h)).filter((h) => existsSync(h)),
 ];
 const outFile = join(root, 'build/tessera-native.node');
 const force = process.argv.includes('--force');

@@ -16,12 +16,13 @@
 import { assert } from '../../core/index.js';
 import { dequantize } from '../../kernels/index.js';
 import type { Activations } from '../activations.js';
+import { attendEachSequence } from './layer-attention.js';
 import { splitRows, type ForwardBatch, type ForwardModel } from './llama.js';
 import { matmulRows } from '../row-stack.js';
 
 /** Runs the batch; writes K/V of every token into its pages; returns logits [R, V] (a view into `a`). */
 export async function forwardGemma3(m: ForwardModel, batch: ForwardBatch, a: Activations): Promise<Float32Array> {
-  const { config, weights: w, dense, ops, kv } = m;
+  const { config, weights: w, dense, ops } = m;
   const g = config.gemma3;
   assert(g !== null && w.ropeLocal !== null, 'forwardGemma3: not a gemma3 model');
   const { hiddenSize: d, intermediateSize: ff, numHeads, numKvHeads, headDim, rmsNormEps: eps } = config;
@@ -70,20 +71,8 @@ export async function forwardGemma3(m: ForwardModel, batch: ForwardBatch, a: Act
     const positions = a.positions;
     ops.rope({ x: q, numTokens: T, numHeads, headDim, positions, invFreq, attentionFactor });
     ops.rope({ x: k, numTokens: T, numHeads: numKvHeads, headDim, positions, invFreq, attentionFactor });
-    for (const s of batch.seqs) {
-      const rows = (buf: Float32Array, width: number) => buf.subarray(s.row * width, (s.row + s.numTokens) * width);
-      ops.writeKv(kv, layer, s.pageTable, s.startPos, s.numTokens, rows(k, kvDim), rows(v, kvDim));
-      const args = {
-        layer,
-        shape: attentionShape,
-        q: rows(q, qDim),
-        out: rows(a.att, qDim), //  att: [T, qDim]
-        numTokens: s.numTokens,
-        startPos: s.startPos,
-        pageTable: s.pageTable,
-      };
-      ops.attention(kv, local ? { ...args, window: g.slidingWindow } : args);
-    }
+    const window = local ? { window: g.slidingWindow } : {};
+    attendEachSequence(m, batch, layer, attentionShape, { q, k, v, out: a.att }, window); //  att: [T, qDim]
     await dense.matmul(lw.o, a.att, T, a.proj); //                          proj: [T, d]
     ops.rmsNorm(a.proj, lw.postNorm, eps, T, d, a.proj); //                 post_attention_layernorm
     ops.addInPlace(a.x, a.proj, T * d); //                                  x += norm(attention(x))

@@ -10,7 +10,7 @@
 // Used only where it computes exactly what the per-sequence calls would: kernels that have it, an
 // f32 pool, one RoPE table for every sequence (no dynamic NTK), no window or sinks (gpt-oss), and,
 // per layer, fused q | k | v rows with no bias and no q / k norm (planLayer's caller checks those).
-import type { LayerAttentionArgs, OpKernels, PagedKvView } from '../../kernels/index.js';
+import type { AttentionArgs, AttentionShape, LayerAttentionArgs, OpKernels, PagedKvView } from '../../kernels/index.js';
 import type { ModelConfig, RopeTable } from '../../formats/index.js';
 import type { Activations } from '../activations.js';
 
@@ -81,4 +81,36 @@ export function planLayerAttention(m: StepModel, batch: StepBatch, a: Activation
     q: a.q,
     out: a.att,
   };
+}
+
+/**
+ * The per-sequence path (where planLayerAttention says null, and Gemma 3): each sequence's K / V rows
+ * of this step into its pages first, so attention reads them like the past, then its attention.
+ * q, k, v: the step's rotated rows; out: [T, qDim], written. `extra`: a window and / or sinks.
+ */
+export function attendEachSequence(
+  m: Pick<StepModel, 'ops' | 'kv'>,
+  batch: StepBatch,
+  layer: number,
+  shape: AttentionShape,
+  rowsOf: { q: Float32Array; k: Float32Array; v: Float32Array; out: Float32Array },
+  extra: Pick<AttentionArgs, 'window' | 'sinks'>,
+): void {
+  const { ops, kv } = m;
+  const qDim = shape.numHeads * shape.headDim;
+  const kvDim = shape.numKvHeads * shape.headDim;
+  for (const s of batch.seqs) {
+    const rows = (buf: Float32Array, width: number) => buf.subarray(s.row * width, (s.row + s.numTokens) * width);
+    ops.writeKv(kv, layer, s.pageTable, s.startPos, s.numTokens, rows(rowsOf.k, kvDim), rows(rowsOf.v, kvDim));
+    ops.attention(kv, {
+      layer,
+      shape,
+      q: rows(rowsOf.q, qDim),
+      out: rows(rowsOf.out, qDim),
+      numTokens: s.numTokens,
+      startPos: s.startPos,
+      pageTable: s.pageTable,
+      ...extra,
+    });
+  }
 }

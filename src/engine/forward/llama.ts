@@ -19,7 +19,7 @@ import type { ModelConfig, RopeTable } from '../../formats/index.js';
 import type { LoraBank } from '../lora.js';
 import { addRowBias, moeFfn } from './moe.js';
 import { matmulRows } from '../row-stack.js';
-import { planLayerAttention } from './layer-attention.js';
+import { attendEachSequence, planLayerAttention } from './layer-attention.js';
 import type { PreparedWeights } from '../weights-prepared.js';
 
 /** One sequence's rows in the batch. */
@@ -142,7 +142,7 @@ export async function forward(m: ForwardModel, batch: ForwardBatch, a: Activatio
  * KV write and attention into a.att, one call per sequence.
  */
 function attendPerSequence(m: ForwardModel, batch: ForwardBatch, a: Activations, layer: number): void {
-  const { config, weights: w, ops, kv } = m;
+  const { config, weights: w, ops } = m;
   const { numHeads, numKvHeads, headDim, rmsNormEps: eps } = config;
   const lw = w.layers[layer]!;
   const qDim = numHeads * headDim;
@@ -165,22 +165,7 @@ function attendPerSequence(m: ForwardModel, batch: ForwardBatch, a: Activations,
   // gpt-oss: its sliding layers' window, and its sinks (one logit per head in each softmax).
   const window = gptOss?.slidingLayers[layer] === true ? { window: gptOss.slidingWindow } : {};
   const sinks = gptOss?.attentionSinks === true && lw.sinks !== null ? { sinks: lw.sinks } : {};
-  for (const s of batch.seqs) {
-    // This step's K/V go into the sequence's pages first, so attention reads them like the past.
-    const rows = (buf: Float32Array, width: number) => buf.subarray(s.row * width, (s.row + s.numTokens) * width);
-    ops.writeKv(kv, layer, s.pageTable, s.startPos, s.numTokens, rows(k, kvDim), rows(v, kvDim));
-    ops.attention(kv, {
-      layer,
-      shape: attentionShape,
-      q: rows(q, qDim),
-      out: rows(a.att, qDim), //  att: [T, qDim]
-      numTokens: s.numTokens,
-      startPos: s.startPos,
-      pageTable: s.pageTable,
-      ...window,
-      ...sinks,
-    });
-  }
+  attendEachSequence(m, batch, layer, attentionShape, { q, k, v, out: a.att }, { ...window, ...sinks }); // att: [T, qDim]
 }
 
 /**

@@ -23,19 +23,7 @@
 
 #include "attention.h"
 #include "dense.h"
-
-// Per-thread scratch: attention.c's scores (own copy: its helpers are static there).
-static _Thread_local float* layerScores;
-static _Thread_local size_t layerScoreCap;
-
-static float* layerScratch(size_t need) {
-  if (need > layerScoreCap) {
-    free(layerScores);
-    layerScores = aligned_alloc(64, (need * 4 + 63) / 64 * 64);
-    layerScoreCap = layerScores != NULL ? need : 0;
-  }
-  return layerScores;
-}
+#include "napi-args.h"
 
 typedef struct {
   const Attn* seqs;       // one per sequence, each as a call for it alone would have it
@@ -46,21 +34,14 @@ typedef struct {
 
 static int layerItems(void* ctx, int i0, int i1) {
   const LayerJob* j = (const LayerJob*)ctx;
-  float* s = layerScratch(j->scratch);
+  float* s = attentionScratch(j->scratch);
   if (s == NULL) return 0;
   int seq = 0;
   for (int i = i0; i < i1; i++) {
     while (i >= j->itemStart[seq + 1]) seq++;
     const Attn* a = &j->seqs[seq];
     const int local = i - j->itemStart[seq];
-    const int t = local / a->numKvHeads, kvh = local % a->numKvHeads;
-    if (!a->avx2) {
-      attendGroupAvx512(a, t, kvh, s);
-      continue;
-    }
-    int h0, h1;
-    groupHeads(a, kvh, &h0, &h1);
-    for (int h = h0; h < h1; h++) attendHeadAvx2(a, t, h, s);
+    attendItem(a, local / a->numKvHeads, local % a->numKvHeads, s);
   }
   return 1;
 }
@@ -79,16 +60,6 @@ static void rotate(const float* x, const float* cs, int hd, float* dst) {
 
 #define SHARE_MIN_WORK (64 * 1024)
 #define MAX_SEQS 4096
-
-static int typedArg(napi_env env, napi_value v, napi_typedarray_type want, void** data, size_t* length) {
-  napi_typedarray_type type;
-  napi_value ab;
-  size_t offset;
-  if (napi_get_typedarray_info(env, v, &type, length, data, &ab, &offset) != napi_ok) return 0;
-  return type == want;
-}
-
-static int int32Arg(napi_env env, napi_value v, int* out) { return napi_get_value_int32(env, v, out) == napi_ok; }
 
 // attendLayer(pool: Float32Array, numLayers, pageSize, numKvHeads, headDim, layer, qkv: Float32Array
 //   [T, qDim + 2 kvDim], numTokens T, numHeads, scale, cosSin: Float32Array [T, headDim],
@@ -109,16 +80,16 @@ napi_value tesseraAttendLayer(napi_env env, napi_callback_info info) {
   double scale;
   void *pool, *qkv, *cosSin, *seqsV, *tablesV, *qOut, *out;
   size_t poolLen, qkvLen, csLen, seqsLen, tablesLen, qLen, outLen;
-  if (!typedArg(env, argv[0], napi_float32_array, &pool, &poolLen) || !int32Arg(env, argv[1], &numLayers) ||
-      !int32Arg(env, argv[2], &pageSize) || !int32Arg(env, argv[3], &numKvHeads) ||
-      !int32Arg(env, argv[4], &headDim) || !int32Arg(env, argv[5], &layer) ||
-      !typedArg(env, argv[6], napi_float32_array, &qkv, &qkvLen) || !int32Arg(env, argv[7], &T) ||
-      !int32Arg(env, argv[8], &numHeads) || napi_get_value_double(env, argv[9], &scale) != napi_ok ||
-      !typedArg(env, argv[10], napi_float32_array, &cosSin, &csLen) ||
-      !typedArg(env, argv[11], napi_int32_array, &seqsV, &seqsLen) || !int32Arg(env, argv[12], &numSeqs) ||
-      !typedArg(env, argv[13], napi_int32_array, &tablesV, &tablesLen) ||
-      !typedArg(env, argv[14], napi_float32_array, &qOut, &qLen) ||
-      !typedArg(env, argv[15], napi_float32_array, &out, &outLen) || !int32Arg(env, argv[16], &helpers)) {
+  if (!napiTyped(env, argv[0], napi_float32_array, &pool, &poolLen) || !napiInt32(env, argv[1], &numLayers) ||
+      !napiInt32(env, argv[2], &pageSize) || !napiInt32(env, argv[3], &numKvHeads) ||
+      !napiInt32(env, argv[4], &headDim) || !napiInt32(env, argv[5], &layer) ||
+      !napiTyped(env, argv[6], napi_float32_array, &qkv, &qkvLen) || !napiInt32(env, argv[7], &T) ||
+      !napiInt32(env, argv[8], &numHeads) || napi_get_value_double(env, argv[9], &scale) != napi_ok ||
+      !napiTyped(env, argv[10], napi_float32_array, &cosSin, &csLen) ||
+      !napiTyped(env, argv[11], napi_int32_array, &seqsV, &seqsLen) || !napiInt32(env, argv[12], &numSeqs) ||
+      !napiTyped(env, argv[13], napi_int32_array, &tablesV, &tablesLen) ||
+      !napiTyped(env, argv[14], napi_float32_array, &qOut, &qLen) ||
+      !napiTyped(env, argv[15], napi_float32_array, &out, &outLen) || !napiInt32(env, argv[16], &helpers)) {
     napi_throw_type_error(env, NULL, usage);
     return NULL;
   }
@@ -223,7 +194,7 @@ napi_value tesseraAttendLayer(napi_env env, napi_callback_info info) {
   LayerJob job = {.seqs = a, .itemStart = itemStart, .numSeqs = numSeqs, .scratch = scratch};
   const int share = helpers == 1 && work >= SHARE_MIN_WORK;
   const int per = 1 + (int)(items / (32 * tesseraThreads()));
-  const int ok = layerScratch(scratch) != NULL && tesseraShare(layerItems, &job, (int)items, per, share);
+  const int ok = attentionScratch(scratch) != NULL && tesseraShare(layerItems, &job, (int)items, per, share);
   free(a);
   free(itemStart);
   if (!ok) napi_throw_error(env, NULL, "attendLayer: out of memory for the scores (the output is incomplete)");

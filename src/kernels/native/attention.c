@@ -32,13 +32,14 @@
 
 #include "attention.h"
 #include "dense.h"
+#include "napi-args.h"
 
 // Per-thread scores scratch, grown as needed (the caller's and each helper thread's).
 static _Thread_local float* scoreBuf;
 static _Thread_local size_t scoreCap;
 
-// This thread's scratch of at least `need` floats, or NULL when it cannot be had.
-static float* scores(size_t need) {
+// This thread's scratch of at least `need` floats, or NULL when it cannot be had (attention.h).
+float* attentionScratch(size_t need) {
   if (need > scoreCap) {
     free(scoreBuf);
     scoreBuf = aligned_alloc(64, (need * 4 + 63) / 64 * 64);
@@ -55,21 +56,21 @@ static float* scores(size_t need) {
 // a KV head's rows, read once per query head of its group, stay in that thread's cache.
 static int attendItems(void* ctx, int i0, int i1) {
   const Attn* a = (const Attn*)ctx;
-  float* s = scores(scratchFloats(a));
+  float* s = attentionScratch(scratchFloats(a));
   if (s == NULL) return 0;
-  for (int i = i0; i < i1; i++) {
-    const int t = i / a->numKvHeads, kvh = i % a->numKvHeads;
-    if (!a->avx2) {
-      attendGroupAvx512(a, t, kvh, s);
-      continue;
-    }
-    int h0, h1;
-    groupHeads(a, kvh, &h0, &h1);
-    for (int h = h0; h < h1; h++) {
-      attendHeadAvx2(a, t, h, s);
-    }
-  }
+  for (int i = i0; i < i1; i++) attendItem(a, i / a->numKvHeads, i % a->numKvHeads, s);
   return 1;
+}
+
+// One item (attention.h): every query head of KV head kvh at token t, on the variant's kernel.
+void attendItem(const Attn* a, int t, int kvh, float* scratch) {
+  if (!a->avx2) {
+    attendGroupAvx512(a, t, kvh, scratch);
+    return;
+  }
+  int h0, h1;
+  groupHeads(a, kvh, &h0, &h1);
+  for (int h = h0; h < h1; h++) attendHeadAvx2(a, t, h, scratch);
 }
 
 // A call shares its items with the helper threads (when asked) only when it has at least this
@@ -81,16 +82,6 @@ float sinkTerm(const Attn* a, int h, float max) { return a->sinks == NULL ? 0.0f
 
 
 // ---------------------------------------------------------------- Node-API glue
-static int typed(napi_env env, napi_value v, napi_typedarray_type want, void** data, size_t* length) {
-  napi_typedarray_type type;
-  napi_value ab;
-  size_t offset;
-  if (napi_get_typedarray_info(env, v, &type, length, data, &ab, &offset) != napi_ok) return 0;
-  return type == want;
-}
-
-static int intArg(napi_env env, napi_value v, int* out) { return napi_get_value_int32(env, v, out) == napi_ok; }
-
 // attention(pool: Float32Array | Uint16Array (f16) | Uint8Array (q8_0), numLayers, pageSize, numKvHeads, headDim, layer,
 //   pageTable: Int32Array, q: Float32Array, out: Float32Array, numTokens, startPos, numHeads,
 //   scale, window, helpers: 0 | 1, sinks: Float32Array | null): out[t, h] for t < numTokens, h < numHeads
@@ -112,13 +103,13 @@ napi_value tesseraAttention(napi_env env, napi_callback_info info) {
   napi_value ab;
   size_t offset;
   if (napi_get_typedarray_info(env, argv[0], &poolType, &poolLen, &pool, &ab, &offset) != napi_ok ||
-      (poolType != napi_float32_array && poolType != napi_uint16_array && poolType != napi_uint8_array) || !intArg(env, argv[1], &a.numLayers) ||
-      !intArg(env, argv[2], &a.pageSize) || !intArg(env, argv[3], &a.numKvHeads) || !intArg(env, argv[4], &a.headDim) ||
-      !intArg(env, argv[5], &a.layer) || !typed(env, argv[6], napi_int32_array, &table, &tableLen) ||
-      !typed(env, argv[7], napi_float32_array, &q, &qLen) || !typed(env, argv[8], napi_float32_array, &out, &outLen) ||
-      !intArg(env, argv[9], &a.numTokens) || !intArg(env, argv[10], &a.startPos) ||
-      !intArg(env, argv[11], &a.numHeads) || napi_get_value_double(env, argv[12], &scale) != napi_ok ||
-      !intArg(env, argv[13], &a.window) || !intArg(env, argv[14], &helpers)) {
+      (poolType != napi_float32_array && poolType != napi_uint16_array && poolType != napi_uint8_array) || !napiInt32(env, argv[1], &a.numLayers) ||
+      !napiInt32(env, argv[2], &a.pageSize) || !napiInt32(env, argv[3], &a.numKvHeads) || !napiInt32(env, argv[4], &a.headDim) ||
+      !napiInt32(env, argv[5], &a.layer) || !napiTyped(env, argv[6], napi_int32_array, &table, &tableLen) ||
+      !napiTyped(env, argv[7], napi_float32_array, &q, &qLen) || !napiTyped(env, argv[8], napi_float32_array, &out, &outLen) ||
+      !napiInt32(env, argv[9], &a.numTokens) || !napiInt32(env, argv[10], &a.startPos) ||
+      !napiInt32(env, argv[11], &a.numHeads) || napi_get_value_double(env, argv[12], &scale) != napi_ok ||
+      !napiInt32(env, argv[13], &a.window) || !napiInt32(env, argv[14], &helpers)) {
     napi_throw_type_error(env, NULL,
                           "attention(pool, numLayers, pageSize, numKvHeads, headDim, layer, pageTable, q, out, "
                           "numTokens, startPos, numHeads, scale, window, helpers, sinks): bad arguments");
@@ -128,7 +119,7 @@ napi_value tesseraAttention(napi_env env, napi_callback_info info) {
   size_t sinksLen = 0;
   napi_valuetype sinksType;
   if (napi_typeof(env, argv[15], &sinksType) != napi_ok ||
-      (sinksType != napi_null && !typed(env, argv[15], napi_float32_array, &sinks, &sinksLen))) {
+      (sinksType != napi_null && !napiTyped(env, argv[15], napi_float32_array, &sinks, &sinksLen))) {
     napi_throw_type_error(env, NULL,
                           "attention(pool, numLayers, pageSize, numKvHeads, headDim, layer, pageTable, q, out, "
                           "numTokens, startPos, numHeads, scale, window, helpers, sinks): sinks must be a Float32Array or null");
@@ -164,7 +155,7 @@ napi_value tesseraAttention(napi_env env, napi_callback_info info) {
     napi_throw_error(env, NULL, "attention: this CPU has neither AVX-512 nor AVX2 + FMA + F16C");
     return NULL;
   }
-  if (scores(scratchFloats(&a)) == NULL) {
+  if (attentionScratch(scratchFloats(&a)) == NULL) {
     napi_throw_error(env, NULL, "attention: out of memory for the scores");
     return NULL;
   }

@@ -66,4 +66,10 @@ static inline size_t scratchFloats(const Attn* a) {
   return g * (256 + (size_t)a->startPos + a->numTokens + 32);
 }
 void attendHeadAvx2(const Attn* a, int t, int h, float* scores);
+
+// attention.c: this thread's scores scratch of at least `need` floats (grown as needed; NULL when it
+// cannot be had), and one work item, token t and KV head kvh (every query head reading it, whole), on
+// the variant dense.c chose; attention-layer.c runs its items through the same two.
+float* attentionScratch(size_t need);
+void attendItem(const Attn* a, int t, int kvh, float* scratch);
 #endif

@@ -25,14 +25,9 @@ static inline float hsum8k(__m256 x) {
 }
 
 void expertsQuantizeQ8K(const float* x, int n, int8_t* q, float* d, int32_t* bsum) {
-  const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   for (int g = 0; g < n / 256; g++) {
     const float* src = x + 256 * g;
-    __m256 amaxv = _mm256_setzero_ps();
-    for (int v = 0; v < 256; v += 8) amaxv = _mm256_max_ps(amaxv, _mm256_and_ps(_mm256_loadu_ps(src + v), absMask));
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amaxv), _mm256_extractf128_ps(amaxv, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+    const float amax = expertsAbsMax(src, 256);
     const float id = amax != 0 ? 127.0f / amax : 0.0f;
     d[g] = amax != 0 ? 1.0f / id : 0.0f;
     const __m256 idv = _mm256_set1_ps(id);

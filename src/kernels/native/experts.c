@@ -32,6 +32,7 @@
 
 #include "dense.h"
 #include "experts.h"
+#include "napi-args.h"
 
 // Bytes per chunk of rows handed out (as dense.c's chunks: long runs keep the prefetchers on).
 #define CHUNK_BYTES (128 * 1024)
@@ -40,14 +41,9 @@
 // the VNNI q4_0 dot, off[n / 4]: -8 times each 4-group's sum (int32 lane i of a block's 8 holds
 // -8 (q[4i] + .. + q[4i + 3])), so one vpdpbusd from it gives the exact sum of (code - 8) q.
 static void quantizeQ8(const float* x, int n, int8_t* q, float* d, int32_t* off) {
-  const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   for (int g = 0; g < n / 32; g++) {
     const float* src = x + 32 * g;
-    __m256 amaxv = _mm256_setzero_ps();
-    for (int v = 0; v < 32; v += 8) amaxv = _mm256_max_ps(amaxv, _mm256_and_ps(_mm256_loadu_ps(src + v), absMask));
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amaxv), _mm256_extractf128_ps(amaxv, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+    float amax = expertsAbsMax(src, 32);
     d[g] = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT));
     const __m256 idv = _mm256_set1_ps(amax != 0 ? 127.0f / amax : 0.0f);
     for (int v = 0; v < 32; v += 16) {
@@ -382,15 +378,6 @@ static int runExperts(int kind, int kindDown, const uint8_t* gate, const uint8_t
 }
 
 // ---------------------------------------------------------------- Node-API glue
-static int typed(napi_env env, napi_value v, napi_typedarray_type want, void** data, size_t* length) {
-  napi_typedarray_type type;
-  napi_value ab;
-  size_t offset;
-  return napi_get_typedarray_info(env, v, &type, length, data, &ab, &offset) == napi_ok && type == want;
-}
-
-static int intArgE(napi_env env, napi_value v, int* out) { return napi_get_value_int32(env, v, out) == napi_ok; }
-
 // A kind read in place whose blocks divide `cols`.
 static int kindFits(int kind, int cols) {
   if (kind == K_Q4_0 || kind == K_Q8_0) return cols % 32 == 0;
@@ -408,14 +395,14 @@ napi_value tesseraExperts(napi_env env, napi_callback_info info) {
   int kind, kindDown, E, f, d, T, k, helpers;
   void *gate, *up, *down, *x, *ids, *weights, *out;
   size_t gateN, upN, downN, xN, idsN, weightsN, outN;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 15 || !intArgE(env, argv[0], &kind) ||
-      !intArgE(env, argv[1], &kindDown) || !typed(env, argv[2], napi_uint8_array, &gate, &gateN) ||
-      !typed(env, argv[3], napi_uint8_array, &up, &upN) || !typed(env, argv[4], napi_uint8_array, &down, &downN) ||
-      !intArgE(env, argv[5], &E) || !intArgE(env, argv[6], &f) || !intArgE(env, argv[7], &d) ||
-      !typed(env, argv[8], napi_float32_array, &x, &xN) || !intArgE(env, argv[9], &T) ||
-      !intArgE(env, argv[10], &k) || !typed(env, argv[11], napi_int32_array, &ids, &idsN) ||
-      !typed(env, argv[12], napi_float32_array, &weights, &weightsN) ||
-      !typed(env, argv[13], napi_float32_array, &out, &outN) || !intArgE(env, argv[14], &helpers) || E <= 0 ||
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 15 || !napiInt32(env, argv[0], &kind) ||
+      !napiInt32(env, argv[1], &kindDown) || !napiTyped(env, argv[2], napi_uint8_array, &gate, &gateN) ||
+      !napiTyped(env, argv[3], napi_uint8_array, &up, &upN) || !napiTyped(env, argv[4], napi_uint8_array, &down, &downN) ||
+      !napiInt32(env, argv[5], &E) || !napiInt32(env, argv[6], &f) || !napiInt32(env, argv[7], &d) ||
+      !napiTyped(env, argv[8], napi_float32_array, &x, &xN) || !napiInt32(env, argv[9], &T) ||
+      !napiInt32(env, argv[10], &k) || !napiTyped(env, argv[11], napi_int32_array, &ids, &idsN) ||
+      !napiTyped(env, argv[12], napi_float32_array, &weights, &weightsN) ||
+      !napiTyped(env, argv[13], napi_float32_array, &out, &outN) || !napiInt32(env, argv[14], &helpers) || E <= 0 ||
       f <= 0 || d <= 0 || !kindFits(kind, d) || !kindFits(kindDown, f) || T < 0 || k <= 0 || k > E) {
     napi_throw_type_error(
         env, NULL, "experts(kind, kindDown, gate, up, down, E, f, d, x, T, k, ids, weights, out, helpers): bad arguments");
