@@ -40,6 +40,26 @@ for (const variant of VARIANTS)
     });
     for (const c of denseCases(AS_LLAMA_CPP)) it(c.name, () => c.run(native));
     for (const c of batchInvarianceCases()) it(c.name, () => c.run(native));
+
+    // dense-avx512.c splits m x rows into tiles of up to 8 (17: 6, 6, 5) and takes rows longer than
+    // a tile's L1 share in slabs of super-blocks (3072 columns at 8 x rows, 8448 at 2).
+    it('block dtypes, long rows: each x row alone equals the same row in batches of 2, 16 and 17, bit for bit', () => {
+      const rng = new Rng(300);
+      for (const dtype of ['q4_0', 'q8_0', 'q4_k', 'q5_k', 'q6_k'] as const)
+        for (const cols of [3072, 8448]) {
+          const rows = 41;
+          const weight = native.prepareSync(randomWeight(rng, dtype, rows, cols));
+          const x = randomF32(rng, 17 * cols);
+          const alone = Array.from({ length: 17 }, (_, i) =>
+            native.matmulSync(weight, x.subarray(i * cols, (i + 1) * cols), 1),
+          );
+          for (const m of [2, 16, 17]) {
+            const batch = native.matmulSync(weight, x.subarray(0, m * cols), m);
+            for (let i = 0; i < m; i++)
+              expectBitwiseEqual(`${dtype} ${cols} m=${m} row ${i}`, alone[i]!, batch.subarray(i * rows), rows);
+          }
+        }
+    });
   });
 
 describe('NativeDense', () => {
