@@ -17,9 +17,8 @@
 // ahead (measured under load) was no better than none (an earlier attempt's 4-16 super-blocks); f16
 // panels gained nothing (no prefetch there). Verify steps of 2-7 rows (speculative decoding) are
 // still bound by the weight stream on the 1B: prefetching there too took a 5-row step from 48-56
-// to 40-48 ms (bench:spec-step, 1B q4_k_m, 2 threads). At m > 1 the first tile of x rows over a
-// chunk (computeRows) prefetches too, whatever m: the chunk comes from memory then, and from L2
-// for the next tiles (one thread, 16384 x 2048 q4_K, m = 16: 6.3 -> 5.3 ms).
+// to 40-48 ms (bench:spec-step, 1B q4_k_m, 2 threads). At m > 1 the first tile over a chunk reads
+// it from memory and prefetches too (one thread, 16384 x 2048 q4_K, m = 16: 6.3 -> 5.3 ms).
 #define PREFETCH_BYTES 4096
 
 static inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
@@ -203,23 +202,22 @@ static void blockRows1(int kind, const uint8_t* w, int nsb, int r0, int r1, cons
 }
 
 // ---- m > 1: tiles of up to IT x rows over one weight row at a time.
-// Per (weight row, x row, super-block) the arithmetic is 4 vpdpbusd and three float operations
-// (P = S * dx, the offsets' fnmadd, the fma), all on the two pipes (FP0 / FP1) that vpdpbusd and
-// float multiplies share on Zen 4 (one zmm op a cycle between them, measured), and 4 zmm loads of x
-// besides c and dx (one zmm load a cycle). Where the scale is per 32 codes (q4_0, q8_0, q4_K, q5_K:
-// S and dx hold 8 distinct values in 16 lanes) P is one 8-lane multiply widened by a permute (a
-// pipe vpdpbusd does not use). The tile's x rows are first packed (packTile) so one pointer walks
-// them: a pointer per x row for q, dx and c (the kernel before) spilled, and long rows put the rows
-// 8192 bytes apart, on the same L1 sets. Tiles of 2 weight rows x 4 x rows (each x load serving 2
-// rows) measured slower than 1 x 8 (the registers run out), as did 4 x 2 and 2 x 2.
+// Per (weight row, x row, super-block) the work is 4 vpdpbusd and 3 float ops (P = S * dx, the
+// offsets' fnmadd, the fma), all on the two pipes vpdpbusd and float multiplies share on Zen 4 (one
+// zmm op a cycle between them, measured), and 4 zmm loads of x besides c and dx (one a cycle).
+// Where the scale is per 32 codes (q4_0, q8_0, q4_K, q5_K: S and dx hold 8 distinct values in 16
+// lanes) P is one 8-lane multiply widened by a permute (another pipe). The tile's x rows are
+// packed first (packTile) so that one pointer walks them: a pointer each for q, dx and c of 8 rows
+// (the kernel before) spilled, and rows of 8192 columns sat on the same L1 sets. 2 weight rows x
+// 4 x rows (an x load serving 2 rows) measured slower than 1 x 8 (registers), as did 4 x 2, 2 x 2.
+// One thread, m = 16, the 1B's and m100's shapes: 1.12-1.56x the kernel before (benchmarks.md, serve).
 // Same float operations, in the same order, for every (row, x row) pair as the batch-1 kernel
 // (lane for lane: S8[k] * dx8[k] is the product the 16-lane multiply makes in lanes 2k and 2k + 1,
-// dx16 holding one value per 32 codes, or per super-block for K-quants); only the integer dot's
-// order differs, and it is exact.
+// dx16 holding one value per 32 codes, or per super-block for K-quants); only the exact integer
+// dot's order differs.
 #define IT 8
 
-// Keeps v in a register: GCC otherwise folds its load into each of its uses (a zmm load costs
-// the load port a cycle).
+// Keeps v in a register: GCC otherwise folds its load into each of its uses.
 static inline __attribute__((always_inline)) void inRegister(__m512i* v) { __asm__("" : "+v"(*v)); }
 
 // The packed tile: per super-block s, for the tile's I x rows, q (I x 256 bytes, the codes' order),
@@ -323,8 +321,8 @@ static inline __attribute__((always_inline)) void tileStep(int kind, int I, cons
 // x bytes of a tile kept in L1 while a chunk's rows go over it: a longer tile (ffn_down's 8192
 // columns: 90 KB for 8 x rows) is taken in slabs of super-blocks, every row over a slab before the
 // next, the sums kept in memory in between (exact: the same additions in the same order). One
-// thread, 2048 x 8192 q4_K, m = 16: one pass 13.0 ms, the old kernel 15.8 (its x rows 8 KiB apart),
-// slabs 9.5.
+// thread, 2048 x 8192 q4_K, m = 8, cycles a (row, x row, super-block): 14.8 in one pass, 11.0 in
+// slabs of 6-32 KB (the old kernel 13.3).
 #define SLAB_BYTES (24 * 1024)
 static _Thread_local __m512* slabSums;
 static _Thread_local size_t slabCap;
@@ -379,13 +377,7 @@ static inline __attribute__((always_inline)) void tileRows(int kind, int I, cons
       default: tileRows(K_Q6_K, I, w, nsb, r0, r1, tile, out, os, pf); break;                               \
     }                                                                                                       \
   }
-TILE_KINDS(2)
-TILE_KINDS(3)
-TILE_KINDS(4)
-TILE_KINDS(5)
-TILE_KINDS(6)
-TILE_KINDS(7)
-TILE_KINDS(8)
+TILE_KINDS(2) TILE_KINDS(3) TILE_KINDS(4) TILE_KINDS(5) TILE_KINDS(6) TILE_KINDS(7) TILE_KINDS(8)
 typedef void (*TileFn)(int, const uint8_t*, int, int, int, const uint8_t*, float*, int, int);
 static const TileFn tileRowsBy[IT + 1] = {NULL,      NULL,      tileRows2, tileRows3, tileRows4,
                                           tileRows5, tileRows6, tileRows7, tileRows8};
