@@ -7,7 +7,16 @@
 // a wrong or missing token count), so a side that fails requests is seen doing less work.
 // Benchmark code: it asserts nothing.
 import OpenAI from 'openai';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { Rng } from '../../src/core/index.js';
+
+// Every request on a connection of its own (pipelining 0: no keep-alive), to either server. With
+// pooled keep-alive connections llama-server (cpp-httplib) closed 2-3 of 64 sockets under the
+// client at 16 streams on m100 (undici UND_ERR_SOCKET, "Connection error"), which the bench counts
+// as failures and prints NOT LIKE FOR LIKE; a loopback connect per request is the same small cost to both.
+const freshConnections = new Agent({ pipelining: 0 });
+const freshFetch = ((input: string, init?: object) =>
+  undiciFetch(input, { ...init, dispatcher: freshConnections })) as unknown as typeof fetch;
 
 export interface LoadShape {
   readonly inputLen: number;
@@ -98,7 +107,13 @@ export async function runLevel(
   seed: number,
   extra: ExtraBody = {},
 ) {
-  const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'none', maxRetries: 0, timeout: 600_000 });
+  const client = new OpenAI({
+    baseURL: `${url}/v1`,
+    apiKey: 'none',
+    maxRetries: 0,
+    timeout: 600_000,
+    fetch: freshFetch,
+  });
   const rng = new Rng(seed);
   const numPrompts = concurrency * shape.promptsPerClient;
   const prompts = Array.from({ length: numPrompts }, () =>
