@@ -21,6 +21,9 @@
 // it from memory and prefetches too (one thread, 16384 x 2048 q4_K, m = 16: 6.3 -> 5.3 ms).
 #define PREFETCH_BYTES 4096
 
+// Lane k of a permute by DUP2 takes lane k / 2: 8 values (one per 32 codes) widened to 16 lanes.
+static const int32_t DUP2[16] = {0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7};
+
 static inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
 
 // Sixteen hsum512s at once, for x-row blocks of m > 1 (the batch-1 kernel keeps hsum512): each lane's
@@ -115,8 +118,7 @@ static void quantizeRow(int kind, const float* x, int cols, int kpad, int8_t* q,
 
 // Weight-side factors of one super-block: S16 (per 16 weights: the code's scale), T16 (offset).
 static inline void superFactors(int kind, const uint8_t* h, __m512* S, __m512* T) {
-  static const int32_t dup2[16] = {0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7};
-  __m512i idx = _mm512_loadu_si512(dup2);
+  __m512i idx = _mm512_loadu_si512(DUP2);
   if (kind == K_Q4_0 || kind == K_Q8_0) {
     __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)h));
     __m512 s = _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(d));
@@ -227,6 +229,8 @@ static _Thread_local uint8_t* tileBuf;
 static _Thread_local size_t tileCap;
 
 // x rows [i0, i0 + I) of j packed into this thread's tile scratch; NULL when it cannot be had.
+// computeRows runs per chunk, so each chunk a thread takes packs its tiles again (x is small next to
+// a chunk's weight rows); packing once per job, in dense.c's prepareJob, would save that copy.
 static const uint8_t* packTile(const Job* j, int i0, int I) {
   static const int32_t even[16] = {0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14};
   const size_t stride = tileStride(I), need = stride * (size_t)j->nsb, xs = (size_t)j->kpad / 16;
@@ -255,8 +259,7 @@ static const uint8_t* packTile(const Job* j, int i0, int I) {
 // S as its 8 distinct values (S8: lane k holds S's lanes 2k and 2k + 1).
 static inline __attribute__((always_inline)) void tileFactors(int kind, const uint8_t* h, __m256* S8, __m512* S,
                                                                __m512* T) {
-  static const int32_t dup2[16] = {0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7};
-  const __m512i idx = _mm512_loadu_si512(dup2);
+  const __m512i idx = _mm512_loadu_si512(DUP2);
   if (kind == K_Q4_0 || kind == K_Q8_0) {
     *S8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)h));
     __m256 t = _mm256_mul_ps(*S8, _mm256_set1_ps(kind == K_Q4_0 ? 8.0f : 128.0f));
@@ -279,7 +282,6 @@ static inline __attribute__((always_inline)) void tileFactors(int kind, const ui
 // packed tile's I x rows.
 static inline __attribute__((always_inline)) void tileStep(int kind, int I, const uint8_t* row, int s0, int s1,
                                                             const uint8_t* tile, int prefetch, __m512 acc[IT]) {
-  static const int32_t dup2[16] = {0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7};
   const int sbBytes = superBytes(kind);
   const int hdr = kind == K_Q4_0 || kind == K_Q8_0 ? 16 : kind == K_Q6_K ? 18 : 20;
   const size_t stride = tileStride(I);
@@ -310,7 +312,7 @@ static inline __attribute__((always_inline)) void tileStep(int kind, int I, cons
       if (kind == K_Q6_K)  // Q8_K: dx16 is one value over the super-block
         P = _mm512_mul_ps(S, _mm512_set1_ps(d8[8 * i]));
       else
-        P = _mm512_permutexvar_ps(_mm512_loadu_si512(dup2),
+        P = _mm512_permutexvar_ps(_mm512_loadu_si512(DUP2),
                                   _mm512_castps256_ps512(_mm256_mul_ps(S8, _mm256_load_ps(d8 + 8 * i))));
       acc[i] = _mm512_fnmadd_ps(T, _mm512_load_ps(c + 16 * i), acc[i]);  // the offsets' share
       acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i]), P, acc[i]);
@@ -347,7 +349,7 @@ static inline __attribute__((always_inline)) void tileRows(int kind, int I, cons
     const int s1 = nsb - s0 > slab ? s0 + slab : nsb;
     for (int r = r0; r < r1; r++) {
       __m512 acc[IT];
-      __m512* kept = slabSums + (size_t)(r - r0) * I;
+      __m512* kept = slab < nsb ? slabSums + (size_t)(r - r0) * I : NULL;  // used only when slabbing
       for (int i = 0; i < I; i++) acc[i] = s0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps((const float*)&kept[i]);
       tileStep(kind, I, w + r * rowBytes, s0, s1, tile, prefetch && s0 == 0, acc);
       if (s1 < nsb) {
