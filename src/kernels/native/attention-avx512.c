@@ -270,10 +270,19 @@ static inline __attribute__((always_inline)) __m512 reduce16(const float* raw) {
 // each head's per-row sum as qk's (or qkQ8's), kept unreduced in raw[g][16] until sixteen rows
 // are in, then reduced together. kind: 0 f32, 1 f16, 2 q8_0; NV: vectors (f32 / f16) or blocks
 // of 32 (q8_0) per head, a constant.
-static inline __attribute__((always_inline)) void qkGroup(const Attn* a, int kind, int NV, int G, int kvh, int lo,
-                                                           int n, const float* q, float* scores, size_t ss,
+static inline __attribute__((always_inline)) void qkGroup(const Attn* a, int kind, int NV, int G, int HDC, int kvh,
+                                                           int lo, int n, const float* q, float* scores, size_t ss,
                                                            float* raw) {
-  const int hd = a->headDim;
+  const int hd = HDC ? HDC : a->headDim;
+  // With G and the head dimension constants (HDC, G <= 8), the group's q rows are held in registers
+  // where G x NV <= 16; loaded inside the loop, they were loaded again for every row (the stores to
+  // raw may alias them).
+  enum { QREGS = 16 };
+  const int held = HDC != 0 && kind != 2 && G * NV <= QREGS;
+  __m512 qv[QREGS];
+  if (held)
+    for (int g = 0; g < G; g++)
+      for (int v = 0; v < NV; v++) qv[g * NV + v] = _mm512_loadu_ps(q + (size_t)g * hd + 16 * v);
   const size_t rowBytes = a->rowBytes;
   const __m512 scale = _mm512_set1_ps(a->scale);
   int k = 0, first = lo;
@@ -304,7 +313,8 @@ static inline __attribute__((always_inline)) void qkGroup(const Attn* a, int kin
       for (int g = 0; g < G; g++) {
         const float* qg = q + (size_t)g * hd;
         __m512 acc = _mm512_setzero_ps();
-        for (int v = 0; v < NV; v++) acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tailMask(hd - 16 * v), qg + 16 * v), kv[v], acc);
+        for (int v = 0; v < NV; v++)
+          acc = _mm512_fmadd_ps(held ? qv[g * NV + v] : _mm512_maskz_loadu_ps(tailMask(hd - 16 * v), qg + 16 * v), kv[v], acc);
         _mm512_storeu_ps(raw + 256 * g + 16 * k, acc);
       }
     }
@@ -321,11 +331,12 @@ static inline __attribute__((always_inline)) void qkGroup(const Attn* a, int kin
 
 // out_g[i0, i0 + 16 NV) += Σ_j scores_g[j - lo] V[j] for the HG heads from head g0 of the group
 // (as values / valuesQ8 for each), each V row loaded once for all of them; then each scaled by
-// its inverse. HG x NV accumulators in registers (HG x NV <= 24).
-static inline __attribute__((always_inline)) void valuesGroup(const Attn* a, int kind, int NV, int HG, int kvh, int lo,
-                                                               int n, int i0, const float* scores, size_t ss,
+// its inverse. HG x NV <= 24 accumulators (GCC keeps this array on the stack; valuesNamed, below,
+// is the common shapes' path without that).
+static inline __attribute__((always_inline)) void valuesGroup(const Attn* a, int kind, int NV, int HG, int HDC, int kvh,
+                                                               int lo, int n, int i0, const float* scores, size_t ss,
                                                                const float* inverse, float* out) {
-  const int hd = a->headDim;
+  const int hd = HDC ? HDC : a->headDim;
   const size_t rowBytes = a->rowBytes;
   __m512 acc[4][8];
   for (int g = 0; g < HG; g++)
@@ -360,18 +371,70 @@ static inline __attribute__((always_inline)) void valuesGroup(const Attn* a, int
     }
 }
 
+// valuesGroup for HG <= 4 heads of NV = 4 or 8 full vectors (kind 0 or 1; HG x NV <= 16) with
+// its accumulators as named variables: as an array, GCC kept them on the stack, a load and a
+// store around every multiply-add (the values pass was half of a batch-1 decode's attention).
+// The same multiply-adds in the same order, so the same bits. Names past HG or NV are never used.
+#define VN_EACH_V(M, g) M(g, 0) M(g, 1) M(g, 2) M(g, 3) M(g, 4) M(g, 5) M(g, 6) M(g, 7)
+#define VN_EACH(M) VN_EACH_V(M, 0) VN_EACH_V(M, 1) VN_EACH_V(M, 2) VN_EACH_V(M, 3)
+#define VN_ZERO(g, v) __m512 a##g##v = _mm512_setzero_ps();
+#define VN_LOAD(v) const __m512 x##v = v < NV ? loadKv(kind, row, 16 * v, 0xFFFF) : _mm512_setzero_ps();
+#define VN_FMA(g, v) \
+  if (g < HG && v < NV) a##g##v = _mm512_fmadd_ps(_mm512_set1_ps(scores[g * ss + (j - lo)]), x##v, a##g##v);
+#define VN_OUT(g, v) \
+  if (g < HG && v < NV) _mm512_storeu_ps(out + (size_t)g * hd + 16 * v, _mm512_mul_ps(a##g##v, _mm512_set1_ps(inverse[g])));
+static inline __attribute__((always_inline)) void valuesNamed(const Attn* a, int kind, int NV, int HG, int kvh, int lo,
+                                                               int n, const float* scores, size_t ss,
+                                                               const float* inverse, float* out) {
+  const size_t rowBytes = a->rowBytes;
+  const int hd = 16 * NV;
+  VN_EACH(VN_ZERO)
+  FOR_ROWS(a, 1, kvh, lo, n, {
+    VN_LOAD(0) VN_LOAD(1) VN_LOAD(2) VN_LOAD(3) VN_LOAD(4) VN_LOAD(5) VN_LOAD(6) VN_LOAD(7)
+    VN_EACH(VN_FMA)
+  })
+  VN_EACH(VN_OUT)
+}
+
+// valuesGroup's q8_0 pass (kind 2) the same way: per block of 32 its scale d, the two halves'
+// values, and per head one weight scores[j] * d for both halves' multiply-adds.
+#define VQ_BLOCK(b, v0, v1)                                                                 \
+  const float d##b = v0 < NV ? q8Scale(row + 34 * b) : 0.0f;                                \
+  const __m512 x##v0 = v0 < NV ? q8Load(row + 34 * b + 2, 0xFFFF) : _mm512_setzero_ps();    \
+  const __m512 x##v1 = v1 < NV ? q8Load(row + 34 * b + 18, 0xFFFF) : _mm512_setzero_ps();
+#define VQ_FMA(g, b, v0, v1)                                                     \
+  if (g < HG && v0 < NV) {                                                       \
+    const __m512 wd = _mm512_set1_ps(scores[g * ss + (j - lo)] * d##b);          \
+    a##g##v0 = _mm512_fmadd_ps(wd, x##v0, a##g##v0);                             \
+    a##g##v1 = _mm512_fmadd_ps(wd, x##v1, a##g##v1);                             \
+  }
+#define VQ_EACH_B(g) VQ_FMA(g, 0, 0, 1) VQ_FMA(g, 1, 2, 3) VQ_FMA(g, 2, 4, 5) VQ_FMA(g, 3, 6, 7)
+static inline __attribute__((always_inline)) void valuesNamedQ8(const Attn* a, int NV, int HG, int kvh, int lo, int n,
+                                                                 const float* scores, size_t ss,
+                                                                 const float* inverse, float* out) {
+  const size_t rowBytes = a->rowBytes;
+  const int hd = 16 * NV;
+  VN_EACH(VN_ZERO)
+  FOR_ROWS(a, 1, kvh, lo, n, {
+    VQ_BLOCK(0, 0, 1) VQ_BLOCK(1, 2, 3) VQ_BLOCK(2, 4, 5) VQ_BLOCK(3, 6, 7)
+    VQ_EACH_B(0) VQ_EACH_B(1) VQ_EACH_B(2) VQ_EACH_B(3)
+  })
+  VN_EACH(VN_OUT)
+}
+
 #define VALUES_HG(kind, NV, HG, ...)                                  \
   switch (HG) {                                                      \
-    case 1: valuesGroup(a, kind, NV, 1, __VA_ARGS__); break;         \
-    case 2: valuesGroup(a, kind, NV, 2, __VA_ARGS__); break;         \
-    case 3: valuesGroup(a, kind, NV, 3, __VA_ARGS__); break;         \
-    default: valuesGroup(a, kind, NV, 4, __VA_ARGS__); break;        \
+    case 1: valuesGroup(a, kind, NV, 1, HDC, __VA_ARGS__); break;    \
+    case 2: valuesGroup(a, kind, NV, 2, HDC, __VA_ARGS__); break;    \
+    case 3: valuesGroup(a, kind, NV, 3, HDC, __VA_ARGS__); break;    \
+    default: valuesGroup(a, kind, NV, 4, HDC, __VA_ARGS__); break;   \
   }
 
 // Heads [0, G) of the group (their q and out rows hd apart), head dimension <= 128.
-static inline __attribute__((always_inline)) void groupKind(const Attn* a, int kind, int NV, int t, int kvh, int h0,
-                                                             int G, float* scratch) {
-  const int hd = a->headDim, n = a->startPos + t + 1;
+// HDC: the head dimension as a constant (16 NV), or 0 for a->headDim.
+static inline __attribute__((always_inline)) void groupKind(const Attn* a, int kind, int NV, int HDC, int t, int kvh,
+                                                             int h0, int G, float* scratch) {
+  const int hd = HDC ? HDC : a->headDim, n = a->startPos + t + 1;
   const int lo = a->window > 0 && n - a->window > 0 ? n - a->window : 0;
   const int count = n - lo;
   const size_t ss = (size_t)(count + 15) / 16 * 16;
@@ -383,16 +446,34 @@ static inline __attribute__((always_inline)) void groupKind(const Attn* a, int k
   // K: NV vectors of 16 (f32 / f16) or blocks of 32 (q8_0) per head.
   const int kv = kind == 2 ? (NV + 1) / 2 : NV;
   switch (kv) {
-    case 1: qkGroup(a, kind, 1, G, kvh, lo, n, q, scores, ss, raw); break;
-    case 2: qkGroup(a, kind, 2, G, kvh, lo, n, q, scores, ss, raw); break;
-    case 3: qkGroup(a, kind, 3, G, kvh, lo, n, q, scores, ss, raw); break;
-    case 4: qkGroup(a, kind, 4, G, kvh, lo, n, q, scores, ss, raw); break;
-    case 5: qkGroup(a, kind, 5, G, kvh, lo, n, q, scores, ss, raw); break;
-    case 6: qkGroup(a, kind, 6, G, kvh, lo, n, q, scores, ss, raw); break;
-    case 7: qkGroup(a, kind, 7, G, kvh, lo, n, q, scores, ss, raw); break;
-    default: qkGroup(a, kind, 8, G, kvh, lo, n, q, scores, ss, raw); break;
+    case 1: qkGroup(a, kind, 1, G, HDC, kvh, lo, n, q, scores, ss, raw); break;
+    case 2: qkGroup(a, kind, 2, G, HDC, kvh, lo, n, q, scores, ss, raw); break;
+    case 3: qkGroup(a, kind, 3, G, HDC, kvh, lo, n, q, scores, ss, raw); break;
+    case 4: qkGroup(a, kind, 4, G, HDC, kvh, lo, n, q, scores, ss, raw); break;
+    case 5: qkGroup(a, kind, 5, G, HDC, kvh, lo, n, q, scores, ss, raw); break;
+    case 6: qkGroup(a, kind, 6, G, HDC, kvh, lo, n, q, scores, ss, raw); break;
+    case 7: qkGroup(a, kind, 7, G, HDC, kvh, lo, n, q, scores, ss, raw); break;
+    default: qkGroup(a, kind, 8, G, HDC, kvh, lo, n, q, scores, ss, raw); break;
   }
   for (int g = 0; g < G; g++) inverse[g] = softmax(a, h0 + g, scores + g * ss, count);
+  if (HDC == 64 || HDC == 128) {
+    const int maxNamed = HDC == 64 ? 4 : 2;  // heads a pass: HG x NV <= 16 accumulators
+    for (int g0 = 0; g0 < G; g0 += maxNamed) {
+      const int hg = G - g0 < maxNamed ? G - g0 : maxNamed;
+      const float* sg = scores + g0 * ss;
+      float* og = out + (size_t)g0 * hd;
+      switch (hg) {
+#define VALUES_NAMED(HG)                                                                             \
+  if (kind == 2) valuesNamedQ8(a, HDC / 16, HG, kvh, lo, n, sg, ss, inverse + g0, og);                \
+  else valuesNamed(a, kind, HDC / 16, HG, kvh, lo, n, sg, ss, inverse + g0, og);
+        case 1: VALUES_NAMED(1) break;
+        case 2: VALUES_NAMED(2) break;
+        case 3: VALUES_NAMED(3) break;
+        default: VALUES_NAMED(4) break;
+      }
+    }
+    return;
+  }
   const int maxHG = 24 / NV < 4 ? 24 / NV : 4;
   for (int g0 = 0; g0 < G; g0 += maxHG) {
     const int hg = G - g0 < maxHG ? G - g0 : maxHG;
@@ -402,15 +483,38 @@ static inline __attribute__((always_inline)) void groupKind(const Attn* a, int k
 
 #define GROUP_NV(kind)                                                         \
   switch (NV) {                                                                \
-    case 1: groupKind(a, kind, 1, t, kvh, h0, G, scratch); break;              \
-    case 2: groupKind(a, kind, 2, t, kvh, h0, G, scratch); break;              \
-    case 3: groupKind(a, kind, 3, t, kvh, h0, G, scratch); break;              \
-    case 4: groupKind(a, kind, 4, t, kvh, h0, G, scratch); break;              \
-    case 5: groupKind(a, kind, 5, t, kvh, h0, G, scratch); break;              \
-    case 6: groupKind(a, kind, 6, t, kvh, h0, G, scratch); break;              \
-    case 7: groupKind(a, kind, 7, t, kvh, h0, G, scratch); break;              \
-    default: groupKind(a, kind, 8, t, kvh, h0, G, scratch); break;             \
+    case 1: groupKind(a, kind, 1, 0, t, kvh, h0, G, scratch); break;           \
+    case 2: groupKind(a, kind, 2, 0, t, kvh, h0, G, scratch); break;           \
+    case 3: groupKind(a, kind, 3, 0, t, kvh, h0, G, scratch); break;           \
+    case 4: groupKind(a, kind, 4, 0, t, kvh, h0, G, scratch); break;           \
+    case 5: groupKind(a, kind, 5, 0, t, kvh, h0, G, scratch); break;           \
+    case 6: groupKind(a, kind, 6, 0, t, kvh, h0, G, scratch); break;           \
+    case 7: groupKind(a, kind, 7, 0, t, kvh, h0, G, scratch); break;           \
+    default: groupKind(a, kind, 8, 0, t, kvh, h0, G, scratch); break;          \
   }
+
+// The common shapes with their head dimension (64 or 128) and group size (2, 4 or 8) as
+// constants: full vectors without masks, the group's loops unrolled and q held in registers.
+// The same operations in the same order as the general path, so the same bits. Returns 0 where
+// the shape is not one of these.
+#define GROUP_FIXED(kind, HD, GC)                                              \
+  if (hd == HD && G == GC) {                                                   \
+    groupKind(a, kind, HD / 16, HD, t, kvh, h0, GC, scratch);                  \
+    return 1;                                                                  \
+  }
+static inline __attribute__((always_inline)) int groupFixed(const Attn* a, int kind, int t, int kvh, int h0, int G,
+                                                             float* scratch) {
+  const int hd = a->headDim;
+  GROUP_FIXED(kind, 64, 4)
+  GROUP_FIXED(kind, 64, 2)
+  GROUP_FIXED(kind, 64, 8)
+  GROUP_FIXED(kind, 64, 3)
+  GROUP_FIXED(kind, 64, 6)
+  GROUP_FIXED(kind, 128, 4)
+  GROUP_FIXED(kind, 128, 2)
+  GROUP_FIXED(kind, 128, 8)
+  return 0;
+}
 
 void attendGroupAvx512(const Attn* a, int t, int kvh, float* scratch) {
   int h0, h1;
@@ -420,7 +524,9 @@ void attendGroupAvx512(const Attn* a, int t, int kvh, float* scratch) {
     for (int h = h0; h < h1; h++) attendHeadAvx512(a, t, h, scratch);
     return;
   }
-  if (a->q8) GROUP_NV(2)
-  else if (a->f16) GROUP_NV(1)
-  else GROUP_NV(0)
+  if (a->q8) {
+    if (!groupFixed(a, 2, t, kvh, h0, G, scratch)) GROUP_NV(2)
+  } else if (a->f16) {
+    if (!groupFixed(a, 1, t, kvh, h0, G, scratch)) GROUP_NV(1)
+  } else if (!groupFixed(a, 0, t, kvh, h0, G, scratch)) GROUP_NV(0)
 }

@@ -4,7 +4,7 @@
 // (oneHead, taken when a KV head has a single query head) gives. Checked by running each head of
 // a GQA call again as a call of its own with one query head per KV head (numHeads = numKvHeads:
 // the one-head path) and comparing the bits, on f32 / f16 / q8_0 pools, group sizes 2 to 8 (one
-// uneven), head sizes that are not multiples of 16, contexts ending mid-page, a window, prefill
+// uneven; each size the kernel fixes as a constant for head sizes 64 and 128), head sizes that are not multiples of 16, contexts ending mid-page, a window, prefill
 // chunks and decode steps.
 import { describe, it } from 'vitest';
 import { Rng } from '../../core/index.js';
@@ -20,6 +20,13 @@ const SHAPES: readonly Shape[] = [
   { numHeads: 32, numKvHeads: 8, headDim: 64, startPos: 200, numTokens: 2, window: 0 }, // the 1B's
   { numHeads: 6, numKvHeads: 3, headDim: 40, startPos: 90, numTokens: 9, window: 33 }, // a window, hd 40
   { numHeads: 6, numKvHeads: 2, headDim: 96, startPos: 15, numTokens: 18, window: 0 },
+  // attention-avx512.c's fixed shapes (head size 64 or 128 and the group size as constants, the
+  // values pass's accumulators in registers): every group size it fixes, a context ending mid-page.
+  { numHeads: 16, numKvHeads: 8, headDim: 64, startPos: 37, numTokens: 1, window: 0 }, // 64 x 2
+  { numHeads: 48, numKvHeads: 8, headDim: 64, startPos: 50, numTokens: 2, window: 0 }, // 64 x 6
+  { numHeads: 64, numKvHeads: 8, headDim: 64, startPos: 29, numTokens: 1, window: 0 }, // 64 x 8
+  { numHeads: 32, numKvHeads: 8, headDim: 128, startPos: 45, numTokens: 1, window: 0 }, // 128 x 4
+  { numHeads: 32, numKvHeads: 4, headDim: 128, startPos: 19, numTokens: 2, window: 0 }, // 128 x 8
 ];
 /** The query heads of KV head kvh, [h0, h1), as attention.h's groupHeads. */
 function groupOf(shape: Shape, kvh: number): [number, number] {
