@@ -270,9 +270,14 @@ static inline __attribute__((always_inline)) __m512 reduce16(const float* raw) {
 // each head's per-row sum as qk's (or qkQ8's), kept unreduced in raw[g][16] until sixteen rows
 // are in, then reduced together. kind: 0 f32, 1 f16, 2 q8_0; NV: vectors (f32 / f16) or blocks
 // of 32 (q8_0) per head, a constant.
-static inline __attribute__((always_inline)) void qkGroup(const Attn* a, int kind, int NV, int G, int HDC, int kvh,
-                                                           int lo, int n, const float* q, float* scores, size_t ss,
-                                                           float* raw) {
+//
+// qkGroupSpan: the rows [from, to) of that walk (lo <= from), its count of rows in raw and the first
+// of them carried in *kio / *firstio from the span before, the partial sixteen reduced only when
+// flush is set: spans in order give the whole walk's bits.
+static inline __attribute__((always_inline)) void qkGroupSpan(const Attn* a, int kind, int NV, int G, int HDC, int kvh,
+                                                               int lo, int from, int to, const float* q,
+                                                               float* scores, size_t ss, float* raw, int* kio,
+                                                               int* firstio, int flush) {
   const int hd = HDC ? HDC : a->headDim;
   // With G and the head dimension constants (HDC, G <= 8), the group's q rows are held in registers
   // where G x NV <= 16; loaded inside the loop, they were loaded again for every row (the stores to
@@ -285,8 +290,8 @@ static inline __attribute__((always_inline)) void qkGroup(const Attn* a, int kin
       for (int v = 0; v < NV; v++) qv[g * NV + v] = _mm512_loadu_ps(q + (size_t)g * hd + 16 * v);
   const size_t rowBytes = a->rowBytes;
   const __m512 scale = _mm512_set1_ps(a->scale);
-  int k = 0, first = lo;
-  FOR_ROWS(a, 0, kvh, lo, n, {
+  int k = *kio, first = *firstio;
+  FOR_ROWS(a, 0, kvh, from, to, {
     if (kind == 2) {
       __m512 lo16[8];
       __m512 hi16[8];
@@ -324,9 +329,18 @@ static inline __attribute__((always_inline)) void qkGroup(const Attn* a, int kin
       first = j + 1;
     }
   })
-  if (k > 0)
+  if (flush && k > 0)
     for (int g = 0; g < G; g++)
       _mm512_mask_storeu_ps(scores + g * ss + (first - lo), tailMask(k), _mm512_mul_ps(reduce16(raw + 256 * g), scale));
+  *kio = k;
+  *firstio = first;
+}
+
+static inline __attribute__((always_inline)) void qkGroup(const Attn* a, int kind, int NV, int G, int HDC, int kvh,
+                                                           int lo, int n, const float* q, float* scores, size_t ss,
+                                                           float* raw) {
+  int k = 0, first = lo;
+  qkGroupSpan(a, kind, NV, G, HDC, kvh, lo, lo, n, q, scores, ss, raw, &k, &first, 1);
 }
 
 // out_g[i0, i0 + 16 NV) += Σ_j scores_g[j - lo] V[j] for the HG heads from head g0 of the group
@@ -383,17 +397,30 @@ static inline __attribute__((always_inline)) void valuesGroup(const Attn* a, int
   if (g < HG && v < NV) a##g##v = _mm512_fmadd_ps(_mm512_set1_ps(scores[g * ss + (j - lo)]), x##v, a##g##v);
 #define VN_OUT(g, v) \
   if (g < HG && v < NV) _mm512_storeu_ps(out + (size_t)g * hd + 16 * v, _mm512_mul_ps(a##g##v, _mm512_set1_ps(inverse[g])));
+// span (a constant) 1: the rows [from, to) only, the accumulators taken from sums (HG x hd floats,
+// head g's at g hd) and put back there unscaled, so that spans in order give the whole pass's
+// bits; 0: the rows [from, to) from zero, scaled by inverse into out.
+#define VN_IN(g, v) \
+  if (span && g < HG && v < NV) a##g##v = _mm512_loadu_ps(sums + (size_t)g * hd + 16 * v);
+#define VN_KEEP(g, v) \
+  if (g < HG && v < NV) _mm512_storeu_ps(sums + (size_t)g * hd + 16 * v, a##g##v);
 static inline __attribute__((always_inline)) void valuesNamed(const Attn* a, int kind, int NV, int HG, int kvh, int lo,
-                                                               int n, const float* scores, size_t ss,
-                                                               const float* inverse, float* out) {
+                                                               int from, int to, const float* scores, size_t ss,
+                                                               const float* inverse, float* out, int span,
+                                                               float* sums) {
   const size_t rowBytes = a->rowBytes;
   const int hd = 16 * NV;
   VN_EACH(VN_ZERO)
-  FOR_ROWS(a, 1, kvh, lo, n, {
+  VN_EACH(VN_IN)
+  FOR_ROWS(a, 1, kvh, from, to, {
     VN_LOAD(0) VN_LOAD(1) VN_LOAD(2) VN_LOAD(3) VN_LOAD(4) VN_LOAD(5) VN_LOAD(6) VN_LOAD(7)
     VN_EACH(VN_FMA)
   })
-  VN_EACH(VN_OUT)
+  if (span) {
+    VN_EACH(VN_KEEP)
+  } else {
+    VN_EACH(VN_OUT)
+  }
 }
 
 // valuesGroup's q8_0 pass (kind 2) the same way: per block of 32 its scale d, the two halves'
@@ -409,17 +436,23 @@ static inline __attribute__((always_inline)) void valuesNamed(const Attn* a, int
     a##g##v1 = _mm512_fmadd_ps(wd, x##v1, a##g##v1);                             \
   }
 #define VQ_EACH_B(g) VQ_FMA(g, 0, 0, 1) VQ_FMA(g, 1, 2, 3) VQ_FMA(g, 2, 4, 5) VQ_FMA(g, 3, 6, 7)
-static inline __attribute__((always_inline)) void valuesNamedQ8(const Attn* a, int NV, int HG, int kvh, int lo, int n,
-                                                                 const float* scores, size_t ss,
-                                                                 const float* inverse, float* out) {
+static inline __attribute__((always_inline)) void valuesNamedQ8(const Attn* a, int NV, int HG, int kvh, int lo, int from,
+                                                                 int to, const float* scores, size_t ss,
+                                                                 const float* inverse, float* out, int span,
+                                                                 float* sums) {
   const size_t rowBytes = a->rowBytes;
   const int hd = 16 * NV;
   VN_EACH(VN_ZERO)
-  FOR_ROWS(a, 1, kvh, lo, n, {
+  VN_EACH(VN_IN)
+  FOR_ROWS(a, 1, kvh, from, to, {
     VQ_BLOCK(0, 0, 1) VQ_BLOCK(1, 2, 3) VQ_BLOCK(2, 4, 5) VQ_BLOCK(3, 6, 7)
     VQ_EACH_B(0) VQ_EACH_B(1) VQ_EACH_B(2) VQ_EACH_B(3)
   })
-  VN_EACH(VN_OUT)
+  if (span) {
+    VN_EACH(VN_KEEP)
+  } else {
+    VN_EACH(VN_OUT)
+  }
 }
 
 #define VALUES_HG(kind, NV, HG, ...)                                  \
@@ -464,8 +497,8 @@ static inline __attribute__((always_inline)) void groupKind(const Attn* a, int k
       float* og = out + (size_t)g0 * hd;
       switch (hg) {
 #define VALUES_NAMED(HG)                                                                             \
-  if (kind == 2) valuesNamedQ8(a, HDC / 16, HG, kvh, lo, n, sg, ss, inverse + g0, og);                \
-  else valuesNamed(a, kind, HDC / 16, HG, kvh, lo, n, sg, ss, inverse + g0, og);
+  if (kind == 2) valuesNamedQ8(a, HDC / 16, HG, kvh, lo, lo, n, sg, ss, inverse + g0, og, 0, NULL);       \
+  else valuesNamed(a, kind, HDC / 16, HG, kvh, lo, lo, n, sg, ss, inverse + g0, og, 0, NULL);
         case 1: VALUES_NAMED(1) break;
         case 2: VALUES_NAMED(2) break;
         case 3: VALUES_NAMED(3) break;
@@ -529,4 +562,102 @@ void attendGroupAvx512(const Attn* a, int t, int kvh, float* scratch) {
   } else if (a->f16) {
     if (!groupFixed(a, 1, t, kvh, h0, G, scratch)) GROUP_NV(1)
   } else if (!groupFixed(a, 0, t, kvh, h0, G, scratch)) GROUP_NV(0)
+}
+
+// ---------------------------------------------------------------- a run of KV heads, page by page
+// KV heads [kvh0, kvh1) of token t (a thread's run of items), each head's group as groupKind
+// computes it, but walked together a page at a time: one page's K rows for every head of the run,
+// then the next page's (and then the same for V). A head's rows are 256 bytes every 2 KiB of a
+// slot's row (8 KV heads of 64 f32): one head alone reads them at a stride the hardware prefetch
+// does not follow, and batch-1 decode's attention ran at a third of the machine's bandwidth; a
+// run reads its heads' pieces of each slot's row together. Every head's sums are the same
+// operations in the same order (qkGroupSpan and valuesNamed over the spans in order, the
+// accumulators kept in scratch between spans, exact), so the same bits as groupKind for each.
+static inline __attribute__((always_inline)) void groupsKind(const Attn* a, int kind, int HDC, int GC, int t, int kvh0,
+                                                              int kvh1, float* scratch) {
+  const int NV = HDC / 16, hd = HDC, n = a->startPos + t + 1, lo = 0, ps = a->pageSize;
+  const int kvq = kind == 2 ? (NV + 1) / 2 : NV;  // qkGroupSpan's NV: blocks of 32 for q8_0
+  const int maxNamed = HDC == 64 ? 4 : 2;          // heads a values pass: HG x NV <= 16
+  const size_t ss = (size_t)(n + 15) / 16 * 16;
+  const size_t per = (size_t)GC * (256 + ss + hd);  // a head's raw [GC][256], scores [GC][ss], sums [GC][hd]
+  const int K = kvh1 - kvh0;
+  int kst[GROUP_RUN_MAX], fst[GROUP_RUN_MAX];
+  float inverse[GROUP_RUN_MAX * 8];
+  for (int k = 0; k < K; k++) kst[k] = 0, fst[k] = lo;
+  for (int p0 = lo; p0 < n;) {
+    const int p1 = (p0 / ps + 1) * ps < n ? (p0 / ps + 1) * ps : n;
+    for (int k = 0; k < K; k++) {
+      float* raw = scratch + k * per;
+      const float* q = a->q + ((size_t)t * a->numHeads + (size_t)(kvh0 + k) * GC) * hd;
+      qkGroupSpan(a, kind, kvq, GC, HDC, kvh0 + k, lo, p0, p1, q, raw + 256 * GC, ss, raw, &kst[k], &fst[k], p1 == n);
+    }
+    p0 = p1;
+  }
+  for (int k = 0; k < K; k++) {
+    float* scores = scratch + k * per + 256 * GC;
+    for (int g = 0; g < GC; g++) inverse[k * 8 + g] = softmax(a, (kvh0 + k) * GC + g, scores + g * ss, n - lo);
+    memset(scores + GC * ss, 0, (size_t)GC * hd * sizeof(float));
+  }
+  for (int p0 = lo; p0 < n;) {
+    const int p1 = (p0 / ps + 1) * ps < n ? (p0 / ps + 1) * ps : n;
+    for (int k = 0; k < K; k++) {
+      const float* scores = scratch + k * per + 256 * GC;
+      float* sums = scratch + k * per + 256 * GC + GC * ss;
+      for (int g0 = 0; g0 < GC; g0 += maxNamed) {
+        const int hg = GC - g0 < maxNamed ? GC - g0 : maxNamed;
+        const float* sg = scores + g0 * ss;
+        float* sumg = sums + (size_t)g0 * hd;
+        switch (hg) {
+#define VALUES_SPAN(HG)                                                                          \
+  if (kind == 2) valuesNamedQ8(a, NV, HG, kvh0 + k, lo, p0, p1, sg, ss, NULL, NULL, 1, sumg);        \
+  else valuesNamed(a, kind, NV, HG, kvh0 + k, lo, p0, p1, sg, ss, NULL, NULL, 1, sumg);
+          case 1: VALUES_SPAN(1) break;
+          case 2: VALUES_SPAN(2) break;
+          case 3: VALUES_SPAN(3) break;
+          default: VALUES_SPAN(4) break;
+        }
+      }
+    }
+    p0 = p1;
+  }
+  // The outputs: each head's sums times its inverse, as valuesNamed's VN_OUT writes them.
+  for (int k = 0; k < K; k++) {
+    const float* sums = scratch + k * per + 256 * GC + GC * ss;
+    float* out = a->out + ((size_t)t * a->numHeads + (size_t)(kvh0 + k) * GC) * hd;
+    for (int g = 0; g < GC; g++)
+      for (int v = 0; v < NV; v++)
+        _mm512_storeu_ps(out + (size_t)g * hd + 16 * v,
+                         _mm512_mul_ps(_mm512_loadu_ps(sums + (size_t)g * hd + 16 * v), _mm512_set1_ps(inverse[k * 8 + g])));
+  }
+}
+
+#define GROUPS_FIXED(kind, HD, GC)                             \
+  if (hd == HD && G == GC) {                                   \
+    groupsKind(a, kind, HD, GC, t, kvh0, kvh1, scratch);       \
+    return 1;                                                  \
+  }
+static inline __attribute__((always_inline)) int groupsFixed(const Attn* a, int kind, int t, int kvh0, int kvh1, int G,
+                                                              float* scratch) {
+  const int hd = a->headDim;
+  GROUPS_FIXED(kind, 64, 4)
+  GROUPS_FIXED(kind, 64, 2)
+  GROUPS_FIXED(kind, 64, 8)
+  GROUPS_FIXED(kind, 64, 3)
+  GROUPS_FIXED(kind, 64, 6)
+  GROUPS_FIXED(kind, 128, 4)
+  GROUPS_FIXED(kind, 128, 2)
+  GROUPS_FIXED(kind, 128, 8)
+  return 0;
+}
+
+int attendGroupsAvx512(const Attn* a, int t, int kvh0, int kvh1, float* scratch) {
+  const int G = a->numHeads / a->numKvHeads;
+  if (kvh1 - kvh0 < 2 || kvh1 - kvh0 > GROUP_RUN_MAX || a->window > 0 || a->numHeads != G * a->numKvHeads)
+    return 0;
+  const int kind = a->q8 ? 2 : a->f16 ? 1 : 0;
+  switch (kind) {
+    case 2: return groupsFixed(a, 2, t, kvh0, kvh1, G, scratch);
+    case 1: return groupsFixed(a, 1, t, kvh0, kvh1, G, scratch);
+    default: return groupsFixed(a, 0, t, kvh0, kvh1, G, scratch);
+  }
 }

@@ -37,11 +37,11 @@ static int layerItems(void* ctx, int i0, int i1) {
   float* s = attentionScratch(j->scratch);
   if (s == NULL) return 0;
   int seq = 0;
-  for (int i = i0; i < i1; i++) {
+  for (int i = i0; i < i1;) {
     while (i >= j->itemStart[seq + 1]) seq++;
-    const Attn* a = &j->seqs[seq];
-    const int local = i - j->itemStart[seq];
-    attendItem(a, local / a->numKvHeads, local % a->numKvHeads, s);
+    const int end = i1 < j->itemStart[seq + 1] ? i1 : j->itemStart[seq + 1];
+    attendRange(&j->seqs[seq], i - j->itemStart[seq], end - j->itemStart[seq], s);
+    i = end;
   }
   return 1;
 }
@@ -186,14 +186,14 @@ napi_value tesseraAttendLayer(napi_env env, napi_callback_info info) {
     e->avx2 = tesseraVariant() == 1;
     itemStart[s] = (int)items;
     items += (long)n * numKvHeads;
-    const size_t need = scratchFloats(e);
+    const size_t need = runScratchFloats(e);
     if (need > scratch) scratch = need;
     work += (double)n * (start + n) * qDim;
   }
   itemStart[numSeqs] = (int)items;
   LayerJob job = {.seqs = a, .itemStart = itemStart, .numSeqs = numSeqs, .scratch = scratch};
   const int share = helpers == 1 && work >= SHARE_MIN_WORK;
-  const int per = 1 + (int)(items / (32 * tesseraThreads()));
+  const int per = attentionChunk(items, numKvHeads);
   const int ok = attentionScratch(scratch) != NULL && tesseraShare(layerItems, &job, (int)items, per, share);
   free(a);
   free(itemStart);

@@ -56,10 +56,35 @@ float* attentionScratch(size_t need) {
 // a KV head's rows, read once per query head of its group, stay in that thread's cache.
 static int attendItems(void* ctx, int i0, int i1) {
   const Attn* a = (const Attn*)ctx;
-  float* s = attentionScratch(scratchFloats(a));
+  float* s = attentionScratch(runScratchFloats(a));
   if (s == NULL) return 0;
-  for (int i = i0; i < i1; i++) attendItem(a, i / a->numKvHeads, i % a->numKvHeads, s);
+  attendRange(a, i0, i1, s);
   return 1;
+}
+
+// Items [i0, i1) of one call: a token's KV heads in runs of up to GROUP_RUN_MAX on the AVX-512
+// variant where it takes the shape (attendGroupsAvx512: the same bits), else one by one.
+void attendRange(const Attn* a, int i0, int i1, float* scratch) {
+  for (int i = i0; i < i1;) {
+    const int t = i / a->numKvHeads, kvh = i % a->numKvHeads;
+    const int left = (t + 1) * a->numKvHeads < i1 ? (t + 1) * a->numKvHeads - i : i1 - i;
+    const int run = left < GROUP_RUN_MAX ? left : GROUP_RUN_MAX;
+    if (!a->avx2 && run > 1 && attendGroupsAvx512(a, t, kvh, kvh + run, scratch)) {
+      i += run;
+      continue;
+    }
+    attendItem(a, t, kvh, scratch);
+    i++;
+  }
+}
+
+// Items a thread takes at a time: a token's KV heads shared evenly between the threads (so that
+// runs form), or about 32 chunks per thread for a call of many tokens.
+int attentionChunk(long items, int numKvHeads) {
+  const int threads = tesseraThreads();
+  const int byItems = 1 + (int)(items / (32 * threads));
+  const int byHeads = numKvHeads / threads < GROUP_RUN_MAX ? numKvHeads / threads : GROUP_RUN_MAX;
+  return byItems > byHeads ? byItems : byHeads > 1 ? byHeads : 1;
 }
 
 // One item (attention.h): every query head of KV head kvh at token t, on the variant's kernel.
@@ -155,7 +180,7 @@ napi_value tesseraAttention(napi_env env, napi_callback_info info) {
     napi_throw_error(env, NULL, "attention: this CPU has neither AVX-512 nor AVX2 + FMA + F16C");
     return NULL;
   }
-  if (attentionScratch(scratchFloats(&a)) == NULL) {
+  if (attentionScratch(runScratchFloats(&a)) == NULL) {
     napi_throw_error(env, NULL, "attention: out of memory for the scores");
     return NULL;
   }
@@ -175,8 +200,9 @@ napi_value tesseraAttention(napi_env env, napi_callback_info info) {
   const double positions = a.window > 0 && (size_t)a.window < end ? a.window : (double)end;
   const int items = a.numTokens * a.numKvHeads;
   const int share = helpers == 1 && (double)a.numTokens * positions * qDim >= SHARE_MIN_WORK;
-  // A chunk of items: one each for a decode step; ~32 chunks per thread for a prefill chunk.
-  const int per = 1 + items / (32 * tesseraThreads());
+  // A chunk of items: a decode step's KV heads shared between the threads; ~32 chunks per thread
+  // for a prefill chunk.
+  const int per = attentionChunk(items, a.numKvHeads);
   if (!tesseraShare(attendItems, &a, items, per, share)) {
     napi_throw_error(env, NULL, "attention: out of memory for a helper thread's scores (the output is incomplete)");
     return NULL;

@@ -65,6 +65,18 @@ static inline size_t scratchFloats(const Attn* a) {
   if (g > GROUP_MAX) g = 1;
   return g * (256 + (size_t)a->startPos + a->numTokens + 32);
 }
+// Most KV heads attendGroupsAvx512 takes in one run.
+#define GROUP_RUN_MAX 4
+// KV heads [kvh0, kvh1) of token t in one run (attention-avx512.c), each with attendGroupAvx512's
+// bits, their rows read page by page together; 0 (nothing written) where the call's shape is not
+// one it takes: the caller then runs them one by one. scratch: runScratchFloats(a) floats.
+int attendGroupsAvx512(const Attn* a, int t, int kvh0, int kvh1, float* scratch);
+// Floats of per-thread scratch a run of up to GROUP_RUN_MAX items needs (at least scratchFloats).
+static inline size_t runScratchFloats(const Attn* a) {
+  const size_t g = (size_t)(a->numHeads + a->numKvHeads - 1) / a->numKvHeads;
+  const size_t run = a->numKvHeads < GROUP_RUN_MAX ? (size_t)a->numKvHeads : GROUP_RUN_MAX;
+  return run * (scratchFloats(a) + g * (size_t)a->headDim);
+}
 void attendHeadAvx2(const Attn* a, int t, int h, float* scores);
 
 // attention.c: this thread's scores scratch of at least `need` floats (grown as needed; NULL when it
@@ -72,4 +84,8 @@ void attendHeadAvx2(const Attn* a, int t, int h, float* scores);
 // the variant dense.c chose; attention-layer.c runs its items through the same two.
 float* attentionScratch(size_t need);
 void attendItem(const Attn* a, int t, int kvh, float* scratch);
+// Items [i0, i1) of a call (item t * numKvHeads + kvh), in runs where the variant takes them
+// (scratch: runScratchFloats(a) floats), and how many items a thread takes at a time.
+void attendRange(const Attn* a, int i0, int i1, float* scratch);
+int attentionChunk(long items, int numKvHeads);
 #endif
