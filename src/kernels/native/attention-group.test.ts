@@ -4,8 +4,9 @@
 // (oneHead, taken when a KV head has a single query head) gives. Checked by running each head of
 // a GQA call again as a call of its own with one query head per KV head (numHeads = numKvHeads:
 // the one-head path) and comparing the bits, on f32 / f16 / q8_0 pools, group sizes 2 to 8 (one
-// uneven; each size the kernel fixes as a constant for head sizes 64 and 128), head sizes that are not multiples of 16, contexts ending mid-page, a window, prefill
-// chunks and decode steps.
+// uneven; each size the kernel fixes as a constant for head sizes 64 and 128), head sizes that
+// are not multiples of 16, contexts ending mid-page, a window, prefill chunks and decode steps;
+// several KV heads a call, so that the kernel's runs of KV heads (walked page by page) are taken.
 import { describe, it } from 'vitest';
 import { Rng } from '../../core/index.js';
 import { expectBitwiseEqual, randomF32 } from '../cases/support.js';
