@@ -347,10 +347,10 @@ static inline __attribute__((always_inline)) void qkGroup(const Attn* a, int kin
 // (as values / valuesQ8 for each), each V row loaded once for all of them; then each scaled by
 // its inverse. HG x NV <= 24 accumulators (GCC keeps this array on the stack; valuesNamed, below,
 // is the common shapes' path without that).
-static inline __attribute__((always_inline)) void valuesGroup(const Attn* a, int kind, int NV, int HG, int HDC, int kvh,
-                                                               int lo, int n, int i0, const float* scores, size_t ss,
+static inline __attribute__((always_inline)) void valuesGroup(const Attn* a, int kind, int NV, int HG, int kvh, int lo,
+                                                               int n, int i0, const float* scores, size_t ss,
                                                                const float* inverse, float* out) {
-  const int hd = HDC ? HDC : a->headDim;
+  const int hd = a->headDim;
   const size_t rowBytes = a->rowBytes;
   __m512 acc[4][8];
   for (int g = 0; g < HG; g++)
@@ -457,10 +457,10 @@ static inline __attribute__((always_inline)) void valuesNamedQ8(const Attn* a, i
 
 #define VALUES_HG(kind, NV, HG, ...)                                  \
   switch (HG) {                                                      \
-    case 1: valuesGroup(a, kind, NV, 1, HDC, __VA_ARGS__); break;    \
-    case 2: valuesGroup(a, kind, NV, 2, HDC, __VA_ARGS__); break;    \
-    case 3: valuesGroup(a, kind, NV, 3, HDC, __VA_ARGS__); break;    \
-    default: valuesGroup(a, kind, NV, 4, HDC, __VA_ARGS__); break;   \
+    case 1: valuesGroup(a, kind, NV, 1, __VA_ARGS__); break;         \
+    case 2: valuesGroup(a, kind, NV, 2, __VA_ARGS__); break;         \
+    case 3: valuesGroup(a, kind, NV, 3, __VA_ARGS__); break;         \
+    default: valuesGroup(a, kind, NV, 4, __VA_ARGS__); break;        \
   }
 
 // Heads [0, G) of the group (their q and out rows hd apart), head dimension <= 128.
@@ -526,11 +526,14 @@ static inline __attribute__((always_inline)) void groupKind(const Attn* a, int k
     default: groupKind(a, kind, 8, 0, t, kvh, h0, G, scratch); break;          \
   }
 
-// The common shapes with their head dimension (64 or 128) and group size (2, 4 or 8) as
-// constants: full vectors without masks, the group's loops unrolled and q held in registers.
-// The same operations in the same order as the general path, so the same bits. Returns 0 where
-// the shape is not one of these.
-#define GROUP_FIXED(kind, HD, GC)                                              \
+// The common shapes, (head dimension, group size), that run with both as constants: full vectors
+// without masks, the group's loops unrolled, q held in registers and the values pass's
+// accumulators named. The same operations in the same order as the general path, so the same
+// bits. Both dispatchers below (one KV head; a run of them) take exactly these.
+#define FIXED_SHAPES(X) X(64, 4) X(64, 2) X(64, 8) X(64, 3) X(64, 6) X(128, 4) X(128, 2) X(128, 8)
+
+// One KV head's group on a fixed shape; 0 where the shape is not one of them.
+#define GROUP_FIXED(HD, GC)                                                    \
   if (hd == HD && G == GC) {                                                   \
     groupKind(a, kind, HD / 16, HD, t, kvh, h0, GC, scratch);                  \
     return 1;                                                                  \
@@ -538,14 +541,7 @@ static inline __attribute__((always_inline)) void groupKind(const Attn* a, int k
 static inline __attribute__((always_inline)) int groupFixed(const Attn* a, int kind, int t, int kvh, int h0, int G,
                                                              float* scratch) {
   const int hd = a->headDim;
-  GROUP_FIXED(kind, 64, 4)
-  GROUP_FIXED(kind, 64, 2)
-  GROUP_FIXED(kind, 64, 8)
-  GROUP_FIXED(kind, 64, 3)
-  GROUP_FIXED(kind, 64, 6)
-  GROUP_FIXED(kind, 128, 4)
-  GROUP_FIXED(kind, 128, 2)
-  GROUP_FIXED(kind, 128, 8)
+  FIXED_SHAPES(GROUP_FIXED)
   return 0;
 }
 
@@ -631,7 +627,7 @@ static inline __attribute__((always_inline)) void groupsKind(const Attn* a, int 
   }
 }
 
-#define GROUPS_FIXED(kind, HD, GC)                             \
+#define GROUPS_FIXED(HD, GC)                                   \
   if (hd == HD && G == GC) {                                   \
     groupsKind(a, kind, HD, GC, t, kvh0, kvh1, scratch);       \
     return 1;                                                  \
@@ -639,14 +635,7 @@ static inline __attribute__((always_inline)) void groupsKind(const Attn* a, int 
 static inline __attribute__((always_inline)) int groupsFixed(const Attn* a, int kind, int t, int kvh0, int kvh1, int G,
                                                               float* scratch) {
   const int hd = a->headDim;
-  GROUPS_FIXED(kind, 64, 4)
-  GROUPS_FIXED(kind, 64, 2)
-  GROUPS_FIXED(kind, 64, 8)
-  GROUPS_FIXED(kind, 64, 3)
-  GROUPS_FIXED(kind, 64, 6)
-  GROUPS_FIXED(kind, 128, 4)
-  GROUPS_FIXED(kind, 128, 2)
-  GROUPS_FIXED(kind, 128, 8)
+  FIXED_SHAPES(GROUPS_FIXED)
   return 0;
 }
 
